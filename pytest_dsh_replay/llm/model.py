@@ -1,0 +1,41 @@
+"""The model interface the agent loop calls (spec: agent-loop.md §3).
+
+A model is any object with a ``stream(request)`` method. ``stream`` is a *plain* call that
+returns an async iterator of StreamChunk dicts for exactly one model call: the call itself
+happens synchronously (so replay can bind the calling session and advance its cursor at call
+time, replay.md §5), the chunks arrive when iterated. Failures either raise
+:class:`~pytest_dsh_replay.llm.errors.LlmError` (before or during iteration) or end with a
+``finish`` chunk whose reason kind is ``error``/``aborted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import NotRequired, Protocol, TypedDict, runtime_checkable
+
+from .signal import CancelSignal
+from .types import Message, StreamChunk, ToolSpec
+
+
+class ModelRequest(TypedDict):
+    """One model call (the reference's ``GenerateOptions``), keys in this order.
+
+    ``sessionId`` is the live id of the calling session; replay binds scripts on it.
+    ``signal`` is the step's cancellation handle.
+    """
+
+    model: str
+    messages: list[Message]
+    system: NotRequired[str]
+    tools: NotRequired[list[ToolSpec]]
+    sessionId: NotRequired[str]
+    signal: NotRequired[CancelSignal]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that can serve model calls."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Start one model call and return its chunk stream (see module doc)."""
+        ...
