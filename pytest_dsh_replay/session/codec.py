@@ -1,0 +1,329 @@
+"""JSON-value validation, deep copy and the compact JSON codec (spec: events.md §0 and §7).
+
+* :func:`is_json_value` implements the Python mapping of events.md §7: ``None``, ``bool``,
+  ``int`` with ``|x| <= 2**53 - 1``, finite ``float``, ``str``, ``list`` and ``dict`` with ``str``
+  keys, exact built-in types only (no subclasses, tuples, sets, bytes, custom objects); a cycle
+  (a container reachable from itself) is rejected by returning ``False``. Shared, acyclic
+  references are accepted, as in JS.
+* :func:`copy_json_value` validates and deep-copies in one linear pass (used by ``append``).
+* :func:`dumps_json` writes exactly what ``JSON.stringify`` writes (compact, non-ASCII unescaped,
+  JS number formatting: ``1.0`` -> ``1``, ``1e21`` -> ``1e+21``, ``1e-7`` -> ``1e-7``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .errors import JsonValueError
+
+#: Largest integer JS represents exactly (``Number.MAX_SAFE_INTEGER``).
+MAX_SAFE_INTEGER = 2**53 - 1
+
+# orjson raises "Recursion limit reached" beyond this nesting; deeper values take the slow path.
+_ORJSON_SAFE_DEPTH = 200
+
+
+class _Invalid(Exception):
+    """Internal: carries the reason and the (reversed) path of an invalid value."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str | int] = []
+
+    def where(self, root: str) -> str:
+        out = root
+        for part in reversed(self.path):
+            out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        return out
+
+
+def _describe(value: object) -> str:
+    t = type(value)
+    if t is int:
+        return f"integer {value} outside the safe range ±(2**53-1)"
+    if t is float:
+        return f"non-finite number {value!r}"
+    return f"unsupported value of type {t.__name__}"
+
+
+def _copy(value: object, active: set[int]) -> Any:
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
+            return value
+        raise _Invalid(_describe(value))
+    if t is float:
+        if value - value == 0.0:  # type: ignore[operator]  # false for NaN and ±Inf
+            return value
+        raise _Invalid(_describe(value))
+    if t is dict:
+        key = id(value)
+        if key in active:
+            raise _Invalid("cycle (the object is reachable from itself)")
+        active.add(key)
+        out: dict[str, Any] = {}
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                raise _Invalid(f"non-string key {k!r}")
+            vt = type(v)
+            if vt is str or vt is bool or v is None:
+                out[k] = v
+                continue
+            try:
+                out[k] = _copy(v, active)
+            except _Invalid as exc:
+                exc.path.append(k)
+                raise
+        active.discard(key)
+        return out
+    if t is list:
+        key = id(value)
+        if key in active:
+            raise _Invalid("cycle (the list is reachable from itself)")
+        active.add(key)
+        lst: list[Any] = []
+        append = lst.append
+        for i, v in enumerate(value):  # type: ignore[arg-type]
+            vt = type(v)
+            if vt is str or vt is bool or v is None:
+                append(v)
+                continue
+            try:
+                append(_copy(v, active))
+            except _Invalid as exc:
+                exc.path.append(i)
+                raise
+        active.discard(key)
+        return lst
+    raise _Invalid(_describe(value))
+
+
+def _check(value: object, active: set[int]) -> bool:
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return True
+    if t is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
+    if t is float:
+        return value - value == 0.0  # type: ignore[operator,no-any-return]
+    if t is dict:
+        key = id(value)
+        if key in active:
+            return False
+        active.add(key)
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                return False
+            vt = type(v)
+            if vt is str or vt is bool or v is None:
+                continue
+            if not _check(v, active):
+                return False
+        active.discard(key)
+        return True
+    if t is list:
+        key = id(value)
+        if key in active:
+            return False
+        active.add(key)
+        for v in value:  # type: ignore[attr-defined]
+            vt = type(v)
+            if vt is str or vt is bool or v is None:
+                continue
+            if not _check(v, active):
+                return False
+        active.discard(key)
+        return True
+    return False
+
+
+def is_json_value(value: object) -> bool:
+    """Return True iff ``value`` is a JSON value per events.md §7 (Python mapping).
+
+    Never raises: cycles and nesting too deep for the interpreter return ``False``.
+    """
+    try:
+        return _check(value, set())
+    except RecursionError:
+        return False
+
+
+def json_value_problem(value: object, root: str = "data") -> str | None:
+    """Describe why ``value`` is not a JSON value (``"data.a[2]: non-finite number nan"``), or None."""
+    try:
+        _copy(value, set())
+    except _Invalid as exc:
+        return f"{exc.where(root)}: {exc.reason}"
+    except RecursionError:
+        return f"{root}: nesting too deep"
+    return None
+
+
+def copy_json_value(value: Any, root: str = "data") -> Any:
+    """Validate (events.md §7) and deep-copy ``value`` in one linear pass.
+
+    Dict key order is preserved. Raises :class:`JsonValueError` naming the path of the first
+    invalid leaf (e.g. ``data.chunk.usage.inputTokens: non-finite number nan``).
+    """
+    try:
+        return _copy(value, set())
+    except _Invalid as exc:
+        raise JsonValueError(f"{exc.where(root)}: {exc.reason}") from None
+    except RecursionError:
+        raise JsonValueError(f"{root}: nesting too deep") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Serialization
+
+
+def _orjson_ok(value: object, depth: int) -> bool:
+    """True when orjson's output equals JSON.stringify's: no floats, 64-bit ints, shallow."""
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return True
+    if t is int:
+        return -(2**63) <= value < 2**64  # type: ignore[operator]
+    if depth > _ORJSON_SAFE_DEPTH:
+        return False
+    if t is dict:
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                return False
+            vt = type(v)
+            if vt is str or vt is bool or v is None:
+                continue
+            if not _orjson_ok(v, depth + 1):
+                return False
+        return True
+    if t is list:
+        for v in value:  # type: ignore[attr-defined]
+            vt = type(v)
+            if vt is str or vt is bool or v is None:
+                continue
+            if not _orjson_ok(v, depth + 1):
+                return False
+        return True
+    return False
+
+
+def js_number(value: float) -> str:
+    """Format a finite float exactly like ECMAScript ``Number::toString`` (``1.0`` -> ``"1"``).
+
+    Raises :class:`JsonValueError` for NaN and ±Infinity (``JSON.stringify`` would write ``null``;
+    we refuse instead, events.md §0 ``allow_nan=False``).
+    """
+    if value != value or value in (float("inf"), float("-inf")):
+        raise JsonValueError(f"cannot write non-finite number {value!r} as JSON")
+    if value == 0:
+        return "0"  # also -0.0, like JS
+    r = repr(value)
+    sign = ""
+    if r[0] == "-":
+        sign, r = "-", r[1:]
+    if "e" in r:
+        mant, exp_s = r.split("e")
+        exp = int(exp_s)
+    else:
+        mant, exp = r, 0
+    ip, _, fp = mant.partition(".")
+    digits = ip + fp
+    point = len(ip) + exp  # value = 0.<digits> * 10**point
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        s = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        s = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        s = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        es = ("+" if e >= 0 else "-") + str(abs(e))
+        s = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + es
+    return sign + s
+
+
+def _dump_str(s: str) -> str:
+    try:
+        return orjson.dumps(s).decode()
+    except orjson.JSONEncodeError as exc:
+        raise JsonValueError(f"cannot write string as JSON: {exc}") from None
+
+
+def _emit(value: object, out: list[str], active: set[int]) -> None:
+    t = type(value)
+    if value is None:
+        out.append("null")
+    elif t is bool:
+        out.append("true" if value else "false")
+    elif t is str:
+        out.append(_dump_str(value))  # type: ignore[arg-type]
+    elif t is int:
+        out.append(str(value))
+    elif t is float:
+        out.append(js_number(value))  # type: ignore[arg-type]
+    elif t is dict or t is list:
+        key = id(value)
+        if key in active:
+            raise JsonValueError("cannot write a cyclic value as JSON")
+        active.add(key)
+        if t is dict:
+            out.append("{")
+            first = True
+            for k, v in value.items():  # type: ignore[attr-defined]
+                if type(k) is not str:
+                    raise JsonValueError(f"cannot write non-string key {k!r} as JSON")
+                if not first:
+                    out.append(",")
+                first = False
+                out.append(_dump_str(k))
+                out.append(":")
+                _emit(v, out, active)
+            out.append("}")
+        else:
+            out.append("[")
+            for i, v in enumerate(value):  # type: ignore[arg-type]
+                if i:
+                    out.append(",")
+                _emit(v, out, active)
+            out.append("]")
+        active.discard(key)
+    else:
+        raise JsonValueError(f"cannot write a value of type {t.__name__} as JSON")
+
+
+def dumps_json(value: object) -> str:
+    """Serialize a JSON value exactly like ``JSON.stringify`` (events.md §0).
+
+    Compact separators, non-ASCII unescaped, dict insertion order, JS number formatting (integral
+    floats without ``.0``). Integers are written with all their digits. Raises
+    :class:`JsonValueError` on NaN/±Infinity, non-str keys, cycles or non-JSON types.
+    """
+    try:
+        fast = _orjson_ok(value, 0)
+    except RecursionError:
+        fast = False
+    if fast:
+        try:
+            return orjson.dumps(value).decode()
+        except orjson.JSONEncodeError as exc:  # e.g. lone surrogates
+            raise JsonValueError(f"cannot write value as JSON: {exc}") from None
+    out: list[str] = []
+    try:
+        _emit(value, out, set())
+    except RecursionError:
+        raise JsonValueError("cannot write value as JSON: nesting too deep") from None
+    return "".join(out)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """Parse one JSON document (orjson). Raises ``orjson.JSONDecodeError`` (a ``ValueError``)."""
+    return orjson.loads(text)

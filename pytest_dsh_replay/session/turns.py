@@ -1,0 +1,113 @@
+"""Turn helpers and crash-repair closers (spec: events.md §8, persistence.md §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .types import Event
+
+#: Text of a synthetic crash-repair ``tool/result`` (persistence.md §3).
+INTERRUPTED_TOOL_TEXT = "Tool call interrupted by a crash; no result was recorded."
+
+
+def last_turn_number(events: Sequence[Event]) -> int:
+    """``data.turn`` of the LAST ``turn/start`` in ``events``, else 0 (events.md §8)."""
+    for ev in reversed(events):
+        if ev["type"] == "turn/start":
+            turn: int = ev["data"]["turn"]
+            return turn
+    return 0
+
+
+def is_turn_open(events: Sequence[Event]) -> bool:
+    """True iff the last ``turn/start``/``turn/end`` event in ``events`` is a ``turn/start``."""
+    for ev in reversed(events):
+        t = ev["type"]
+        if t == "turn/start":
+            return True
+        if t == "turn/end":
+            return False
+    return False
+
+
+def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
+    """Synthetic events that close an interrupted final turn (persistence.md §3).
+
+    Returns ``[]`` when the log is empty or no turn is open. Otherwise, with ``seq`` continuing
+    after the last event and ``time`` = the last event's time: one ``tool/result`` per pending
+    tool call (insertion order; key order ``type, seq, time, data, surfaceOp, sourceEventSeqs?``,
+    ``sourceEventSeqs`` = ``[seq of the tool/call]`` only when one was logged), then ``step/end``
+    if a step is open, then ``turn/end`` with reason ``{"kind":"interrupted"}``.
+    The input is not modified.
+    """
+    open_turn: Any = None
+    open_step: Any = None
+    pending: dict[Any, dict[str, Any]] = {}
+    for ev in events:
+        t = ev["type"]
+        data = ev["data"]
+        if t == "turn/start":
+            open_turn = data.get("turn")
+            open_step = None
+            pending.clear()
+        elif t == "turn/end":
+            open_turn = None
+            open_step = None
+            pending.clear()
+        elif t == "step/start":
+            open_step = data.get("step")
+        elif t == "step/end":
+            pending.clear()
+            open_step = None
+        elif t == "assistant/message":
+            content = data.get("content")
+            if isinstance(content, list):
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool-call":
+                        pending[block.get("id")] = {"step": data.get("step")}
+        elif t == "tool/call":
+            call_id = data.get("callId")
+            if call_id in pending:
+                pending[call_id]["call_seq"] = ev["seq"]
+        elif t == "tool/result":
+            pending.pop(data.get("callId"), None)
+    if open_turn is None or not events:
+        return []
+    last = events[-1]
+    seq = last["seq"] + 1
+    time = last["time"]
+    out: list[Event] = []
+    for call_id, info in pending.items():
+        closer: dict[str, Any] = {
+            "type": "tool/result",
+            "seq": seq,
+            "time": time,
+            "data": {
+                "turn": open_turn,
+                "step": info["step"],
+                "callId": call_id,
+                "content": [{"type": "text", "text": INTERRUPTED_TOOL_TEXT}],
+                "isError": True,
+                "error": {"name": "InterruptedError", "code": "interrupted"},
+            },
+            "surfaceOp": "append",
+        }
+        if "call_seq" in info:
+            closer["sourceEventSeqs"] = [info["call_seq"]]
+        out.append(closer)  # type: ignore[arg-type]
+        seq += 1
+    if open_step is not None:
+        out.append(
+            {"type": "step/end", "seq": seq, "time": time, "data": {"turn": open_turn, "step": open_step}}
+        )
+        seq += 1
+    out.append(
+        {
+            "type": "turn/end",
+            "seq": seq,
+            "time": time,
+            "data": {"turn": open_turn, "reason": {"kind": "interrupted"}},
+        }
+    )
+    return out

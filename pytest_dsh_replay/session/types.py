@@ -1,0 +1,88 @@
+"""Event and header shapes (spec: events.md §1, §2, §9; store-and-fork.md §1).
+
+Events and headers are plain ``dict`` objects in on-disk key order; the ``TypedDict`` classes
+are for typing only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal, NotRequired, TypedDict
+
+#: On-disk format version (events.md §2). Any other value is rejected on load.
+SESSION_FORMAT_VERSION = 0
+
+#: The log-only marker written after an explicitly supplied seed (events.md §9).
+END_SEED_TYPE = "session/end-seed"
+
+#: The five surface-eligible event types (events.md §1).
+SURFACE_TYPES: frozenset[str] = frozenset(
+    {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}
+)
+
+
+class ReplaceOp(TypedDict):
+    """``{"op":"replace","start":S,"end":E}`` (events.md §5)."""
+
+    op: Literal["replace"]
+    start: int
+    end: int
+
+
+#: ``"append"`` or a :class:`ReplaceOp` dict.
+SurfaceOp = str | dict[str, Any]
+
+
+class Event(TypedDict):
+    """Event envelope; key order ``type, seq, time, data, sourceEventSeqs?, surfaceOp?``.
+
+    (Crash-repair closers put ``surfaceOp`` before ``sourceEventSeqs``; persistence.md §3.)
+    """
+
+    type: str
+    seq: int
+    time: int
+    data: dict[str, Any]
+    sourceEventSeqs: NotRequired[list[int]]
+    surfaceOp: NotRequired[SurfaceOp]
+
+
+class SessionHeader(TypedDict):
+    """Out-of-log metadata; key order ``version, id, createdAt, cwd?, parentSession?, seedLength?``.
+
+    Unknown header keys (e.g. ``origin`` in newer logs) are kept after the known ones.
+    """
+
+    version: int
+    id: str
+    createdAt: int
+    cwd: NotRequired[str]
+    parentSession: NotRequired[str]
+    seedLength: NotRequired[int]
+
+
+class SessionMeta(TypedDict, total=False):
+    """Options of ``SessionStore.create/prepare`` (store-and-fork.md §1). ``cwd`` must be absolute."""
+
+    cwd: str
+    parentSession: str
+    createdAt: int
+    seedLength: int
+
+
+class SurfaceNode(TypedDict):
+    """One node of the surface list: seqs of itself and its neighbours (None at the ends)."""
+
+    seq: int
+    prev: int | None
+    next: int | None
+
+
+def is_surface_eligible_type(type: str) -> bool:
+    """True iff ``type`` is one of the five surface-eligible event types (events.md §1)."""
+    return type in SURFACE_TYPES
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds (``Date.now()``), an ``int``."""
+    return time.time_ns() // 1_000_000
