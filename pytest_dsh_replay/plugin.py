@@ -1,0 +1,272 @@
+"""The pytest plugin: ``pytest --dsh-scenario PATH`` collects and runs recorded scenarios (harness.md §3-6).
+
+Registered through the ``pytest11`` entry point ``dsh_replay`` (disable with ``-p no:dsh_replay``).
+This module only wires pytest to :mod:`pytest_dsh_replay.scenario`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import hookspecs
+from .errors import HarnessError
+
+if TYPE_CHECKING:
+    from .scenario import CheckOptions, Scenario
+
+# The scenario machinery (agent, persistence, replay) is imported lazily, when an item runs, so that
+# merely having the plugin installed costs every pytest run nothing.
+INPUT_FILE = "input.json"
+
+RECORD_MODES = ("none", "once", "new_episodes", "rewrite")
+_STATE = pytest.StashKey["_State"]()
+
+
+class _State:
+    def __init__(self) -> None:
+        self.roots: list[Path] = []
+        self.name_globs: list[str] = []
+        self.written: list[Path] = []
+        self.removed: list[Path] = []
+        self.guards_ok: list[str] = []
+        self.guards_failed: list[str] = []
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dsh-replay", "record/replay of dsh agent session logs")
+    group.addoption(
+        "--dsh-scenario",
+        action="append",
+        default=[],
+        metavar="PATH|NAME",
+        help="run the scenario(s) at or under PATH (anywhere on disk), or select by <group>/<name> glob; repeatable",
+    )
+    group.addoption(
+        "--dsh-backend", choices=("jsonl", "sqlite", "both"), default=None, help="persistence backend (default: jsonl)"
+    )
+    group.addoption(
+        "--dsh-ignore-event",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="drop events of TYPE on both sides before comparing (seqs renumbered); repeatable",
+    )
+    group.addoption(
+        "--dsh-record", choices=RECORD_MODES, default="none", help="record mode (default none: replay only)"
+    )
+    group.addoption("--dsh-model", default=None, help="live model for recording, e.g. openai:MODEL@BASE_URL")
+    group.addoption(
+        "--dsh-check-guards",
+        action="store_true",
+        default=False,
+        help="red/green check: scenarios with fork children must FAIL with the seed slice disabled",
+    )
+    parser.addini("dsh_scenario_roots", "directories searched for scenarios", type="paths", default=[])
+    parser.addini("dsh_model", "live model for recording (see --dsh-model)", default="")
+    parser.addini("dsh_api_key_env", "environment variable holding the live model's API key", default="")
+    parser.addini("dsh_backend", "default persistence backend: jsonl, sqlite or both", default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    state = _State()
+    config.stash[_STATE] = state
+    roots = [Path(p) for p in config.getini("dsh_scenario_roots")] or [config.rootpath / "scenarios"]
+    scenario_args: list[str] = []
+    for value in config.getoption("dsh_scenario"):
+        path = Path(value)
+        if path.exists():
+            state.roots.append(path.resolve())
+            scenario_args.append(str(path.resolve()))
+        else:
+            state.name_globs.append(value)
+    if state.name_globs:
+        existing = [r for r in roots if r.exists()]
+        state.roots.extend(r.resolve() for r in existing)
+        scenario_args.extend(str(r.resolve()) for r in existing)
+    if not config.getoption("dsh_scenario"):
+        state.roots.extend(r.resolve() for r in roots)
+    elif config.args_source != pytest.Config.ArgsSource.ARGS:
+        # `pytest --dsh-scenario X` with no positional args: collect only the scenarios
+        config.args = scenario_args
+    else:
+        config.args = [*config.args, *scenario_args]
+
+
+def _within(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name != INPUT_FILE:
+        return None
+    state = parent.config.stash[_STATE]
+    if not _within(file_path.parent.resolve(), state.roots):
+        return None
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    globs = config.stash[_STATE].name_globs
+    if not globs:
+        return
+    keep, drop = [], []
+    for item in items:
+        if isinstance(item, ScenarioItem) and not any(
+            fnmatch.fnmatch(item.name, g) or fnmatch.fnmatch(item.scenario_path.name, g) for g in globs
+        ):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+class ScenarioFile(pytest.File):
+    """The ``input.json`` of one scenario directory; yields one :class:`ScenarioItem`."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        directory = self.path.parent
+        yield ScenarioItem.from_parent(self, name=f"{directory.parent.name}/{directory.name}", scenario_path=directory)
+
+
+class ScenarioItem(pytest.Item):
+    """One scenario: replay it end to end and compare the logs with its recording."""
+
+    def __init__(self, *, scenario_path: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario_path = scenario_path
+        self.add_marker(pytest.mark.dsh_scenario)
+
+    def _options(self, scenario: Scenario, *, slice_seed: bool = True) -> CheckOptions:
+        from .scenario import CheckOptions
+
+        config = self.config
+        hook = config.hook
+        backend = config.getoption("dsh_backend") or config.getini("dsh_backend") or None
+
+        def event_hook(event: dict[str, Any], context: Any) -> dict[str, Any] | None:
+            result = hook.pytest_dsh_normalize_event(event=event, context=context)
+            return event if result is None else result
+
+        record = config.getoption("dsh_record")
+        spec = config.getoption("dsh_model") or config.getini("dsh_model") or None
+
+        def live_model(sc: Scenario) -> tuple[Any, list[str]]:
+            from .scenario.record import ModelSpecError, resolve_model_spec
+
+            hooked = hook.pytest_dsh_live_model(config=config, scenario=sc)
+            if hooked is not None:
+                return hooked, []
+            if spec is None:
+                raise ModelSpecError(
+                    f"scenario {sc.node_name} needs a live model for --dsh-record={record}: pass --dsh-model "
+                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL]) or implement pytest_dsh_live_model"
+                )
+            return resolve_model_spec(spec, sc, api_key_env=config.getini("dsh_api_key_env") or "OPENAI_API_KEY")
+
+        return CheckOptions(
+            record=record,
+            live_model=live_model if record != "none" else None,
+            backend=backend,
+            ignore_events=tuple(config.getoption("dsh_ignore_event")),
+            slice_seed=slice_seed,
+            update=bool(config.getoption("update_snapshots", default=False)),
+            refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
+            event_hook=event_hook,
+            setup_hook=lambda sc, cwd: hook.pytest_dsh_scenario_setup(scenario=sc, cwd=cwd),
+            register_tools=lambda registry: hook.pytest_dsh_register_tools(registry=registry, scenario=scenario),
+        )
+
+    def runtest(self) -> None:
+        from .scenario import ScenarioError, check_scenario, load_scenario, raise_for
+        from .scenario.definition import UNSUPPORTED_OPS
+
+        scenario = load_scenario(self.scenario_path)
+        unsupported = [s["op"] for s in scenario.steps if s["op"] in UNSUPPORTED_OPS]
+        if unsupported:
+            pytest.skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
+        record = self.config.getoption("dsh_record")
+        if not scenario.is_recorded and record == "none":
+            raise ScenarioError(
+                f"scenario {self.name} has no session.jsonl yet: record it first with "
+                f"pytest --dsh-scenario {scenario.path} --dsh-record=once"
+            )
+        state = self.config.stash[_STATE]
+        options = self._options(scenario)
+        with tempfile.TemporaryDirectory(prefix="dsh-scenario-") as tmp:
+            outcome = check_scenario(scenario, Path(tmp), options)
+        state.written.extend(outcome.written)
+        state.removed.extend(outcome.removed)
+        raise_for(outcome, options)
+        if self.config.getoption("dsh_check_guards") and any(
+            (log_has_seed(p)) for p in scenario.fixtures[1:]
+        ):
+            guard_options = self._options(scenario, slice_seed=False)
+            guard_options.update = False
+            with tempfile.TemporaryDirectory(prefix="dsh-guard-") as tmp:
+                try:
+                    guard = check_scenario(scenario, Path(tmp), guard_options)
+                except HarnessError:
+                    guard = None  # the unsliced script broke the run outright: the guard bit
+            if guard is not None and guard.passed:
+                state.guards_failed.append(self.name)
+                raise ScenarioError(
+                    f"guard cannot fail: scenario {self.name} still passes with the fork seed slice disabled, "
+                    "so it does not prove that fork children replay only their own events"
+                )
+            state.guards_ok.append(self.name)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
+        from .scenario import ScenarioError
+
+        exc = excinfo.value
+        if isinstance(exc, ScenarioError):
+            return getattr(exc, "report", None) or str(exc)
+        if isinstance(exc, HarnessError):
+            return f"{type(exc).__name__} [{exc.code}]: {exc}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.scenario_path / INPUT_FILE, None, f"scenario {self.name}"
+
+
+def log_has_seed(path: Path) -> bool:
+    """True when the log's header line has ``seedLength`` > 0 (a fork child)."""
+    import orjson
+
+    with path.open("rb") as fh:
+        header = orjson.loads(fh.readline() or b"{}")
+    return isinstance(header, dict) and isinstance(header.get("seedLength"), int) and header["seedLength"] > 0
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    tr = terminalreporter
+    if state.written or state.removed:
+        tr.section("dsh-replay snapshot update")
+        for path in state.written:
+            tr.write_line(f"written: {path}")
+        for path in state.removed:
+            tr.write_line(f"removed unused fixture: {path}")
+    if config.getoption("dsh_check_guards") and (state.guards_ok or state.guards_failed):
+        tr.section("dsh-replay guard check (fork seed slice disabled)")
+        for name in state.guards_ok:
+            tr.write_line(f"red as required: {name}")
+        for name in state.guards_failed:
+            tr.write_line(f"GUARD CANNOT FAIL: {name}")
+
+
+__all__ = ["ScenarioFile", "ScenarioItem"]

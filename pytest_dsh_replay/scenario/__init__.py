@@ -1,0 +1,41 @@
+"""Scenario directories, the ops runner, harvest, normalization, comparison and fixture updates."""
+
+from .check import CheckOptions, CheckOutcome, check_scenario, check_scenario_async, raise_for, write_fixtures
+from .definition import Scenario, ScenarioConfig, discover, load_scenario
+from .errors import (
+    FixtureInventoryError,
+    OverrideGuardError,
+    ScenarioDefinitionError,
+    ScenarioError,
+    ScenarioMismatch,
+    ScenarioStepError,
+    UnsupportedStepError,
+)
+from .normalize import NormalizeContext, SessionLog, normalize_log
+from .runner import RunOptions, RunResult, run_scenario
+
+__all__ = [
+    "CheckOptions",
+    "CheckOutcome",
+    "FixtureInventoryError",
+    "NormalizeContext",
+    "OverrideGuardError",
+    "RunOptions",
+    "RunResult",
+    "Scenario",
+    "ScenarioConfig",
+    "ScenarioDefinitionError",
+    "ScenarioError",
+    "ScenarioMismatch",
+    "ScenarioStepError",
+    "SessionLog",
+    "UnsupportedStepError",
+    "check_scenario",
+    "check_scenario_async",
+    "discover",
+    "load_scenario",
+    "normalize_log",
+    "raise_for",
+    "run_scenario",
+    "write_fixtures",
+]

@@ -1,0 +1,255 @@
+"""One scenario item: build the model, run, harvest, compare, and (on update) rewrite fixtures.
+
+This is what a pytest item (and the CLI) calls; it knows nothing of pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..llm import Model
+from ..llm.secrets import SecretScrubber
+from ..replay import ReplayModel, load_session_scripts
+from .compare import LogMismatch, compare_event_logs, compare_message_logs, inventory_problems
+from .definition import Scenario
+from .errors import ScenarioMismatch
+from .harvest import log_to_jsonl, read_log_file
+from .normalize import SessionLog
+from .record import check_written, scrub_logs, secret_scrubber
+from .runner import RunOptions, RunResult, run_scenario
+
+END_SEED = "session/end-seed"
+
+
+@dataclass
+class CheckOptions:
+    """How to check one scenario (CLI flags and ini values resolved by the plugin).
+
+    Attributes:
+        backend: ``jsonl``/``sqlite``/``both``; ``None`` = the scenario's config, else ``jsonl``.
+        ignore_events: event types dropped on both sides before comparing (``--dsh-ignore-event``).
+        slice_seed: False disables the seed slice of child scripts (the red/green guard check).
+        update: rewrite the expected logs from the run (``--snapshot-update``).
+        refresh_command: the command shown in reports to refresh just this scenario.
+        record: ``none`` | ``once`` | ``new_episodes`` | ``rewrite`` (harness.md §4).
+        live_model: builds ``(model, secrets)`` for a scenario in record modes; never called in ``none``.
+        event_hook: ``pytest_dsh_normalize_event`` dispatcher.
+        setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
+        register_tools: ``pytest_dsh_register_tools`` dispatcher.
+    """
+
+    backend: str | None = None
+    ignore_events: tuple[str, ...] = ()
+    slice_seed: bool = True
+    update: bool = False
+    refresh_command: str = ""
+    record: str = "none"
+    live_model: Callable[[Scenario], tuple[Model, list[str]]] | None = None
+    event_hook: Callable[..., Any] | None = None
+    setup_hook: Callable[[Scenario, Path], None] | None = None
+    register_tools: Callable[[Any], None] | None = None
+
+
+@dataclass
+class CheckOutcome:
+    """The result of one scenario check: ``problems`` empty means it passed."""
+
+    scenario: Scenario
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def report(self) -> str:
+        return "\n".join([*self.problems, *self.notes])
+
+
+def read_fixtures(scenario: Scenario) -> list[SessionLog]:
+    """The recorded logs in harvest order (``session.jsonl``, ``session.1.jsonl``, ...)."""
+    logs = [read_log_file(p) for p in scenario.fixtures]
+    for path, log in zip(scenario.fixtures, logs, strict=True):
+        log.source = path.name
+    return logs
+
+
+def _ignored(scenario: Scenario, fixtures: Sequence[SessionLog], options: CheckOptions) -> tuple[frozenset[str], str | None]:
+    ignored = {*scenario.config.ignore_events, *options.ignore_events}
+    note = None
+    if fixtures and END_SEED not in ignored and not any(e.get("type") == END_SEED for f in fixtures for e in f.events):
+        ignored.add(END_SEED)
+        note = "session/end-seed ignored on both sides: the fixtures predate the marker (spec replay.md §9)"
+    return frozenset(ignored), note
+
+
+def _compare(
+    scenario: Scenario, fixtures: list[SessionLog], result: RunResult, ignored: frozenset[str], options: CheckOptions
+) -> list[str]:
+    problems = inventory_problems(fixtures, result.logs, str(scenario.path))
+    mismatches: list[LogMismatch]
+    if scenario.config.compare == "messages":
+        mismatches = compare_message_logs(fixtures, result.logs)
+    else:
+        mismatches = compare_event_logs(
+            fixtures,
+            result.logs,
+            ignore_events=ignored,
+            canonical_envelope=result.backend == "sqlite",
+            event_hook=options.event_hook,
+        )
+    problems.extend(m.render() for m in mismatches)
+    return problems
+
+
+def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
+    chosen = options.backend or scenario.config.backend or "jsonl"
+    return ["jsonl", "sqlite"] if chosen == "both" else [chosen]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    from syrupy.utils import replace_atomic
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        replace_atomic(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_fixtures(
+    scenario: Scenario, result: RunResult, scrubber: SecretScrubber | None = None
+) -> tuple[list[Path], list[Path]]:
+    """Replace the scenario's logs with the run's (cwd tokenized as ``{{cwd}}``); remove stale children.
+
+    Every file is written to a temp file and renamed into place; stale ``session.<n>.jsonl`` are removed
+    only after all new files landed. Returns ``(written, removed)``.
+    """
+    scrubber = scrubber or secret_scrubber([])
+    logs = scrub_logs(result.logs, scrubber)
+    written: list[Path] = []
+    for i, log in enumerate(logs):
+        path = scenario.primary_file if i == 0 else scenario.child_file(i)
+        _write_atomic(path, log_to_jsonl(log, cwd=result.cwd))
+        written.append(path)
+    check_written(written, scrubber)
+    removed: list[Path] = []
+    n = len(result.logs)
+    while scenario.child_file(n).exists():
+        scenario.child_file(n).unlink()
+        removed.append(scenario.child_file(n))
+        n += 1
+    return written, removed
+
+
+async def record_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """Run ``scenario`` against the live model and replace ALL its logs (``rewrite``/``once``).
+
+    Nothing is written unless the run succeeded (no step or flush error); stale child logs are removed.
+    """
+    outcome = CheckOutcome(scenario)
+    if options.live_model is None:
+        outcome.problems.append(
+            f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live model is "
+            "configured: pass --dsh-model (e.g. --dsh-model scripted) or implement pytest_dsh_live_model"
+        )
+        return outcome
+    model, secrets = options.live_model(scenario)
+    run_options = RunOptions(
+        backend=options.backend if options.backend in ("jsonl", "sqlite") else "jsonl",
+        tools=scenario.config.tools,
+        model_name=scenario.config.model,
+        on_setup=options.setup_hook,
+        register_tools=options.register_tools,
+        parked=None,
+    )
+    result = await run_scenario(scenario, model, workdir / "record", run_options)
+    outcome.problems.extend(result.step_errors)
+    outcome.problems.extend(f"persistence flush failed: {e!r}" for e in result.flush_errors)
+    if not result.logs:
+        outcome.problems.append("the recording produced no session log")
+    if outcome.problems:
+        outcome.problems.insert(0, f"recording of {scenario.node_name} failed; the previous fixtures are untouched")
+        return outcome
+    outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
+    outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
+    return outcome
+
+
+async def check_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """Replay ``scenario`` once per backend and compare with its fixtures (see module doc).
+
+    In record modes, scenarios that need a recording are recorded instead (:func:`record_scenario_async`).
+    """
+    if options.record == "rewrite" or (options.record == "once" and not scenario.is_recorded):
+        return await record_scenario_async(scenario, workdir, options)
+    outcome = CheckOutcome(scenario)
+    fixtures = read_fixtures(scenario)
+    ignored, note = _ignored(scenario, fixtures, options)
+    if note:
+        outcome.notes.append(note)
+    exports: list[RunResult] = []
+    for backend in _backends(scenario, options):
+        scripts = load_session_scripts(
+            scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
+        )
+        model = ReplayModel(scripts, scenario=str(scenario.path))
+        run_options = RunOptions(
+            backend=backend,
+            tools=scenario.config.tools,
+            model_name=scenario.config.model,
+            on_setup=options.setup_hook,
+            register_tools=options.register_tools,
+            parked=lambda model=model: model.parked,
+        )
+        result = await run_scenario(scenario, model, workdir / backend, run_options)
+        exports.append(result)
+        prefix = f"[{backend}] " if len(_backends(scenario, options)) > 1 else ""
+        outcome.problems.extend(prefix + e for e in result.step_errors)
+        outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
+        outcome.problems.extend(f"{prefix}replay: {e}" for e in model.failures)
+        try:
+            model.assert_consumed()
+        except Exception as exc:  # the typed consumption error is the report itself
+            outcome.problems.append(f"{prefix}{exc}")
+        sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} calls)" for s in scripts)
+        outcome.notes.append(f"{prefix}scripts: {sources}")
+        if not options.update:
+            outcome.problems.extend(prefix + p for p in _compare(scenario, fixtures, result, ignored, options))
+    if len(exports) == 2:
+        a, b = exports
+        problems = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
+        outcome.problems.extend(f"jsonl and sqlite exports differ: {m.render()}" for m in problems)
+    if options.update and not outcome.problems:
+        outcome.written, outcome.removed = write_fixtures(scenario, exports[0])
+    return outcome
+
+
+def check_scenario(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """Synchronous wrapper of :func:`check_scenario_async` (one fresh event loop)."""
+    return asyncio.run(check_scenario_async(scenario, workdir, options))
+
+
+def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
+    """Raise :class:`ScenarioMismatch` with the readable report when ``outcome`` failed."""
+    if outcome.passed:
+        return
+    lines = [f"scenario {outcome.scenario.node_name} ({outcome.scenario.path}) does not match its recording", ""]
+    lines += outcome.problems
+    lines += ["", *outcome.notes]
+    if options.refresh_command:
+        lines += ["", f"refresh just this scenario: {options.refresh_command}"]
+    raise ScenarioMismatch(lines[0], "\n".join(lines))

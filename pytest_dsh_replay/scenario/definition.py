@@ -1,0 +1,268 @@
+"""Scenario directories: discovery, ``input.json`` parsing and validation (harness.md §1-2).
+
+Layout::
+
+    <root>/<group>/<name>/
+      input.json            {"steps": [...], "config": {...}?}
+      session.jsonl         primary log (replay source AND expected output)
+      session.<n>.jsonl     child logs, n = 1, 2, ... in harvest order (no gaps)
+      replay.override.json  optional override sidecar
+      workspace/            optional; copied into the fresh cwd
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from .errors import FixtureInventoryError, ScenarioDefinitionError
+
+INPUT_FILE = "input.json"
+PRIMARY_FILE = "session.jsonl"
+OVERRIDE_FILE = "replay.override.json"
+WORKSPACE_DIR = "workspace"
+_CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
+
+#: Ops and their allowed keys (harness.md §2). Required keys are listed in ``_REQUIRED``.
+OPS: dict[str, frozenset[str]] = {
+    "initialize": frozenset({"terminalOutput"}),
+    "newSession": frozenset(),
+    "newSessionExpectError": frozenset({"additionalDirectories"}),
+    "prompt": frozenset({"text"}),
+    "promptExpectError": frozenset({"text"}),
+    "promptAndCancel": frozenset({"text"}),
+    "cancel": frozenset(),
+    "fork": frozenset({"boundary", "as"}),
+    "use": frozenset({"session"}),
+    "resume": frozenset(),
+    "kill": frozenset({"afterCalls"}),
+}
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "prompt": ("text",),
+    "promptExpectError": ("text",),
+    "promptAndCancel": ("text",),
+    "fork": ("as",),
+    "use": ("session",),
+}
+#: Ops the reference only supports over its wire protocol: the item is skipped with this reason.
+UNSUPPORTED_OPS = {"newSessionExpectError": "needs the reference's ACP wire protocol (extra directories)"}
+
+CONFIG_KEYS = frozenset({"override", "backend", "compare", "ignoreEvents", "tools", "model"})
+DEFAULT_TOOLS = ("bash", "subagent", "subagent_fork")
+
+Backend = Literal["jsonl", "sqlite", "both"]
+CompareMode = Literal["events", "messages"]
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    """The validated ``config`` object of ``input.json`` (harness.md §1)."""
+
+    override: bool = False
+    backend: Backend | None = None
+    compare: CompareMode = "events"
+    ignore_events: tuple[str, ...] = ()
+    tools: tuple[str, ...] = DEFAULT_TOOLS
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario directory, parsed.
+
+    Attributes:
+        path: the scenario directory (absolute).
+        steps: the ``input.json`` steps, each a dict with an ``op`` key.
+        config: validated config.
+        fixtures: the recorded logs in harvest order: ``session.jsonl`` then ``session.1.jsonl`` ...
+            (empty when nothing was recorded yet).
+    """
+
+    path: Path
+    steps: tuple[dict[str, Any], ...]
+    config: ScenarioConfig
+    fixtures: tuple[Path, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def group(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def node_name(self) -> str:
+        """``<group>/<name>``: what pytest shows and what ``-k`` matches."""
+        return f"{self.group}/{self.name}"
+
+    @property
+    def input_file(self) -> Path:
+        return self.path / INPUT_FILE
+
+    @property
+    def primary_file(self) -> Path:
+        return self.path / PRIMARY_FILE
+
+    @property
+    def override_file(self) -> Path | None:
+        p = self.path / OVERRIDE_FILE
+        return p if p.exists() else None
+
+    @property
+    def workspace(self) -> Path | None:
+        p = self.path / WORKSPACE_DIR
+        return p if p.is_dir() else None
+
+    @property
+    def is_recorded(self) -> bool:
+        return self.primary_file.exists()
+
+    def child_file(self, n: int) -> Path:
+        return self.path / f"session.{n}.jsonl"
+
+
+def is_scenario_dir(path: Path) -> bool:
+    """True when ``path`` is a directory holding an ``input.json``."""
+    return (path / INPUT_FILE).is_file()
+
+
+def discover(path: Path) -> Iterator[Path]:
+    """Every scenario directory at or under ``path``, sorted, skipping ``workspace/`` trees."""
+    if is_scenario_dir(path):
+        yield path
+        return
+    if not path.is_dir():
+        return
+    for child in sorted(p for p in path.iterdir() if p.is_dir()):
+        if child.name.startswith(".") or child.name == WORKSPACE_DIR or child.name == "__pycache__":
+            continue
+        yield from discover(child)
+
+
+def fixture_files(path: Path) -> tuple[Path, ...]:
+    """The recorded logs of a scenario in harvest order.
+
+    Raises:
+        FixtureInventoryError: child logs exist without ``session.jsonl``, or their numbering has a gap
+            (e.g. ``session.1.jsonl`` and ``session.3.jsonl``).
+    """
+    numbers = sorted(int(m.group(1)) for p in path.iterdir() if (m := _CHILD_RE.match(p.name)))
+    primary = path / PRIMARY_FILE
+    if not primary.exists():
+        if numbers:
+            raise FixtureInventoryError(
+                f"{path}: child logs {['session.%d.jsonl' % n for n in numbers]} exist but session.jsonl "
+                "is missing; record the scenario again (--dsh-record=rewrite)"
+            )
+        return ()
+    expected = list(range(1, len(numbers) + 1))
+    if numbers != expected:
+        missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers))
+        raise FixtureInventoryError(
+            f"{path}: child log numbering has a gap: missing "
+            + ", ".join(f"session.{n}.jsonl" for n in missing)
+            + f" (found {', '.join(f'session.{n}.jsonl' for n in numbers)}); children are numbered 1.. in "
+            "harvest order with no gaps"
+        )
+    return (primary, *(path / f"session.{n}.jsonl" for n in numbers))
+
+
+def _config(raw: object, where: Path) -> ScenarioConfig:
+    if raw is None:
+        return ScenarioConfig()
+    if not isinstance(raw, dict):
+        raise ScenarioDefinitionError(f"{where}: \"config\" must be an object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - CONFIG_KEYS)
+    if unknown:
+        raise ScenarioDefinitionError(
+            f"{where}: unknown config key {unknown[0]!r}; allowed: {', '.join(sorted(CONFIG_KEYS))}"
+        )
+
+    def check(key: str, ok: bool, expected: str) -> None:
+        if key in raw and not ok:
+            raise ScenarioDefinitionError(f"{where}: config.{key} must be {expected}, got {raw[key]!r}")
+
+    check("override", isinstance(raw.get("override"), bool), "true or false")
+    check("backend", raw.get("backend") in ("jsonl", "sqlite", "both"), '"jsonl", "sqlite" or "both"')
+    check("compare", raw.get("compare") in ("events", "messages"), '"events" or "messages"')
+    for key in ("ignoreEvents", "tools"):
+        value = raw.get(key)
+        check(key, isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of strings")
+    check("model", isinstance(raw.get("model"), str), "a string")
+    return ScenarioConfig(
+        override=raw.get("override", False),
+        backend=raw.get("backend"),
+        compare=raw.get("compare", "events"),
+        ignore_events=tuple(raw.get("ignoreEvents", ())),
+        tools=tuple(raw.get("tools", DEFAULT_TOOLS)),
+        model=raw.get("model"),
+    )
+
+
+def _steps(raw: object, where: Path) -> tuple[dict[str, Any], ...]:
+    if not isinstance(raw, list):
+        raise ScenarioDefinitionError(f"{where}: \"steps\" must be a list of step objects")
+    steps: list[dict[str, Any]] = []
+    for i, step in enumerate(raw):
+        if not isinstance(step, dict) or not isinstance(step.get("op"), str):
+            raise ScenarioDefinitionError(f"{where}: steps[{i}] must be an object with a string \"op\"")
+        op = step["op"]
+        if op not in OPS:
+            raise ScenarioDefinitionError(
+                f"{where}: steps[{i}]: unknown op {op!r}; supported ops: {', '.join(OPS)}"
+            )
+        extra = sorted(set(step) - {"op"} - OPS[op])
+        if extra:
+            raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): unknown key {extra[0]!r}")
+        for key in _REQUIRED.get(op, ()):
+            if not isinstance(step.get(key), str):
+                raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): \"{key}\" must be a string")
+        if op == "fork" and "boundary" in step:
+            b = step["boundary"]
+            if not (b == "last" or (isinstance(b, int) and not isinstance(b, bool))):
+                raise ScenarioDefinitionError(
+                    f"{where}: steps[{i}] (fork): \"boundary\" must be an integer seq or \"last\", got {b!r}"
+                )
+        if op == "kill" and "afterCalls" in step:
+            n = step["afterCalls"]
+            if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+                raise ScenarioDefinitionError(
+                    f"{where}: steps[{i}] (kill): \"afterCalls\" must be a non-negative integer, got {n!r}"
+                )
+        steps.append(step)
+    return tuple(steps)
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Parse and validate the scenario directory ``path``.
+
+    Raises:
+        ScenarioDefinitionError: ``input.json`` missing, not JSON, or with bad steps/config
+            (the message names the file, the step index and the offending key or op).
+        FixtureInventoryError: gapped child numbering (see :func:`fixture_files`).
+    """
+    path = path.resolve()
+    input_file = path / INPUT_FILE
+    try:
+        raw = orjson.loads(input_file.read_bytes())
+    except FileNotFoundError:
+        raise ScenarioDefinitionError(f"{path}: no {INPUT_FILE}; a scenario directory needs one") from None
+    except orjson.JSONDecodeError as exc:
+        raise ScenarioDefinitionError(f"{input_file}: not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ScenarioDefinitionError(f"{input_file}: must be a JSON object with \"steps\"")
+    unknown = sorted(set(raw) - {"steps", "config"})
+    if unknown:
+        raise ScenarioDefinitionError(f"{input_file}: unknown top-level key {unknown[0]!r} (allowed: steps, config)")
+    return Scenario(
+        path=path,
+        steps=_steps(raw.get("steps"), input_file),
+        config=_config(raw.get("config"), input_file),
+        fixtures=fixture_files(path),
+    )

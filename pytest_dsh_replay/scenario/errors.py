@@ -1,0 +1,51 @@
+"""Typed errors of the scenario layer (spec: harness.md)."""
+
+from __future__ import annotations
+
+from ..errors import HarnessError
+
+
+class ScenarioError(HarnessError):
+    """Base class: something about a scenario directory or its run is wrong."""
+
+    code = "SCENARIO_ERROR"
+
+
+class ScenarioDefinitionError(ScenarioError):
+    """``input.json`` is missing or malformed, or names an unknown op or config key."""
+
+    code = "SCENARIO_DEFINITION"
+
+
+class FixtureInventoryError(ScenarioError):
+    """Fixture files are missing, extra, or numbered with gaps (harness.md §1, §5)."""
+
+    code = "FIXTURE_INVENTORY"
+
+
+class OverrideGuardError(ScenarioError):
+    """A bare-array ``replay.override.json`` would silently discard derivable recorded calls."""
+
+    code = "OVERRIDE_GUARD"
+
+
+class ScenarioStepError(ScenarioError):
+    """A step's own expectation failed (e.g. ``promptExpectError`` whose turn did not error)."""
+
+    code = "SCENARIO_STEP"
+
+
+class ScenarioMismatch(ScenarioError):
+    """The produced logs differ from the recorded fixtures; ``report`` is the readable diff."""
+
+    code = "SCENARIO_MISMATCH"
+
+    def __init__(self, message: str, report: str) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class UnsupportedStepError(ScenarioError):
+    """An op that only makes sense over the reference's wire protocol (reported as a skip)."""
+
+    code = "UNSUPPORTED_STEP"

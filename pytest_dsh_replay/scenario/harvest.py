@@ -1,0 +1,70 @@
+"""Harvest the session logs a run wrote, in harvest order (harness.md §5; replay.md §8 "Run" step 5).
+
+Order: sessions without ``parentSession`` first, then ``createdAt`` ascending, then id. Replay
+loads scripts in the same order, so fixture ``session.<n>.jsonl`` and harvested log n correspond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..replay import parse_session_header, parse_session_log
+from .normalize import SessionLog
+
+
+def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
+    """Sort logs: parentless first, then ``createdAt``, then id."""
+
+    def key(log: SessionLog) -> tuple[int, int, str]:
+        created = log.header.get("createdAt", 0)
+        return ("parentSession" in log.header, created if isinstance(created, int) else 0, log.id)
+
+    return sorted(logs, key=key)
+
+
+def read_log_file(path: Path) -> SessionLog:
+    """Parse one JSONL session log (either layout) into a :class:`SessionLog`.
+
+    Raises the replay parser's typed errors (naming file and line) on malformed input.
+    """
+    text = path.read_text(encoding="utf-8")
+    header = parse_session_header(text, file=str(path))
+    events = parse_session_log(text, file=str(path))
+    return SessionLog(dict(header), list(events), str(path))
+
+
+def harvest_jsonl(root: Path) -> list[SessionLog]:
+    """Every ``*.jsonl`` in every bucket of a JSONL persistence root, in harvest order."""
+    if not root.exists():
+        return []
+    return harvest_order(read_log_file(p) for p in sorted(root.glob("*/*.jsonl")))
+
+
+def harvest_backend(backend: Any) -> list[SessionLog]:
+    """Export every session of a backend (``list()`` + ``load()``) as logs in harvest order.
+
+    Used for SQLite; the header gets ``"type": "session"`` first like a JSONL header line.
+    """
+    logs: list[SessionLog] = []
+    for header in backend.list():
+        meta, events = backend.load(header["id"])
+        logs.append(SessionLog({"type": "session", **meta}, list(events), f"sqlite:{header['id']}"))
+    return harvest_order(logs)
+
+
+def log_to_jsonl(log: SessionLog, *, cwd: str | None = None) -> str:
+    """Serialize a log as JSONL text (header line first); optionally tokenize ``cwd`` in string values."""
+    import orjson
+
+    from .normalize import NormalizeContext, map_strings
+
+    header = dict(log.header)
+    header.pop("type", None)
+    header = {"type": "session", **header}
+    records = [header, *log.events]
+    if cwd:
+        ctx = NormalizeContext(session_ids=[], cwd=cwd)
+        records = [map_strings(r, ctx.tokenize_cwd) for r in records]
+    return "".join(orjson.dumps(r).decode() + "\n" for r in records)

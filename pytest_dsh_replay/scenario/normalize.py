@@ -1,0 +1,210 @@
+"""Normalization of session logs before comparison (harness.md §5).
+
+Each side (the live run, the recorded fixtures) is normalized with ITS OWN context:
+
+* session ids -> ``{{session:N}}`` in harvest order (N from 1), so ``parentSession`` still shows lineage;
+* any other UUID -> ``{{uuid:N}}`` by first appearance;
+* ``time`` (events) and ``createdAt`` (headers) -> 0;
+* the cwd and its aliases (realpath, macOS ``/private`` prefix) -> ``{{cwd}}``, longest first, only at
+  path boundaries;
+* events whose type is ignored are dropped and every seq reference is renumbered (``seq``,
+  ``sourceEventSeqs``, ``surfaceOp`` replace bounds, header ``seedLength``).
+
+A fixture that already holds the reference's placeholders (``{{sessionId}}``, ``{{cwd}}``, zero times)
+normalizes to the same text as a live run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+CWD_TOKEN = "{{cwd}}"
+#: The reference's normalized placeholders that may stand in a fixture instead of a real value.
+FIXTURE_SESSION_PLACEHOLDER = "{{sessionId}}"
+
+Event = dict[str, Any]
+Header = dict[str, Any]
+EventHook = Callable[[Event, "NormalizeContext"], Event | None]
+
+
+@dataclass
+class SessionLog:
+    """One session log: its header (with ``"type": "session"`` first) and its logical events.
+
+    ``source`` names where it came from (a fixture path or ``live:<id>``) for reports.
+    """
+
+    header: Header
+    events: list[Event]
+    source: str = ""
+
+    @property
+    def id(self) -> str:
+        return str(self.header.get("id", ""))
+
+    @property
+    def seed_length(self) -> int:
+        value = self.header.get("seedLength", 0)
+        return value if isinstance(value, int) else 0
+
+    def role(self) -> str:
+        """``parent``, ``fork child`` (has a seed) or ``spawn child``."""
+        if "parentSession" not in self.header:
+            return "parent"
+        return "fork child" if self.seed_length > 0 else "spawn child"
+
+
+def cwd_aliases(cwd: str | None) -> list[str]:
+    """The spellings of ``cwd`` to tokenize, longest first (path, realpath, ``/private`` variants)."""
+    if not cwd:
+        return []
+    names = {cwd, cwd.rstrip("/") or "/"}
+    if os.path.isabs(cwd) and os.path.exists(cwd):
+        names.add(os.path.realpath(cwd))
+    for name in list(names):
+        if name.startswith("/private/"):
+            names.add(name[len("/private") :])
+        elif name.startswith(("/tmp/", "/var/")):
+            names.add("/private" + name)
+    return sorted((n for n in names if n and n != "/"), key=len, reverse=True)
+
+
+@dataclass
+class NormalizeContext:
+    """One side's normalization context: its session ids (harvest order) and its cwd."""
+
+    session_ids: list[str]
+    cwd: str | None
+    ignore_events: frozenset[str] = frozenset()
+    canonical_envelope: bool = False
+    event_hook: EventHook | None = None
+    _uuids: dict[str, str] = field(default_factory=dict)
+    _cwd_re: re.Pattern[str] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        aliases = cwd_aliases(self.cwd) if self.cwd != CWD_TOKEN else []
+        if aliases:
+            alt = "|".join(re.escape(a) for a in aliases)
+            # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
+            self._cwd_re = re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
+        self._ids = {sid: f"{{{{session:{i}}}}}" for i, sid in enumerate(self.session_ids, 1) if sid}
+
+    def tokenize_cwd(self, text: str) -> str:
+        """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
+        if self._cwd_re is not None and "/" in text:
+            return self._cwd_re.sub(CWD_TOKEN, text)
+        return text
+
+    def scrub(self, text: str) -> str:
+        """Tokenize cwd, session ids and other UUIDs in one string value."""
+        text = self.tokenize_cwd(text)
+        for sid, token in self._ids.items():
+            if sid in text:
+                text = text.replace(sid, token)
+        if "-" in text:
+            text = UUID_RE.sub(self._uuid_token, text)
+        return text
+
+    def _uuid_token(self, match: re.Match[str]) -> str:
+        key = match.group(0).lower()
+        token = self._uuids.get(key)
+        if token is None:
+            token = self._uuids[key] = f"{{{{uuid:{len(self._uuids) + 1}}}}}"
+        return token
+
+    def scrub_value(self, value: Any) -> Any:
+        """Apply :meth:`scrub` to every string VALUE (keys and numbers untouched)."""
+        return map_strings(value, self.scrub)
+
+
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """A copy of the JSON value ``value`` with ``fn`` applied to every string value (not keys)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_strings(v, fn) for k, v in value.items()}
+    return value
+
+
+_ENVELOPE_ORDER = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp")
+
+
+def drop_events(log: SessionLog, ignore: Iterable[str]) -> SessionLog:
+    """Drop events of the ``ignore`` types and renumber every seq reference (harness.md §5)."""
+    ignored = frozenset(ignore)
+    if not ignored or not any(e.get("type") in ignored for e in log.events):
+        return log
+    mapping: dict[int, int] = {}
+    kept: list[Event] = []
+    dropped_before_seed = 0
+    for e in log.events:
+        seq = e.get("seq")
+        if e.get("type") in ignored:
+            if isinstance(seq, int) and seq < log.seed_length:
+                dropped_before_seed += 1
+            continue
+        if isinstance(seq, int):
+            mapping[seq] = len(kept)
+        kept.append(e)
+
+    def remap(s: Any) -> Any:
+        return mapping.get(s, s) if isinstance(s, int) and not isinstance(s, bool) else s
+
+    out: list[Event] = []
+    for e in kept:
+        e = dict(e)
+        if "seq" in e:
+            e["seq"] = remap(e["seq"])
+        if isinstance(e.get("sourceEventSeqs"), list):
+            e["sourceEventSeqs"] = [remap(s) for s in e["sourceEventSeqs"]]
+        op = e.get("surfaceOp")
+        if isinstance(op, dict) and op.get("op") == "replace":
+            e["surfaceOp"] = {**op, "start": remap(op.get("start")), "end": remap(op.get("end"))}
+        out.append(e)
+    header = dict(log.header)
+    if dropped_before_seed and isinstance(header.get("seedLength"), int):
+        header["seedLength"] -= dropped_before_seed
+    return SessionLog(header, out, log.source)
+
+
+def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
+    """Normalize one log into compact JSON lines (header line first), per the module rules."""
+    log = drop_events(log, ctx.ignore_events)
+    header = dict(log.header)
+    if "createdAt" in header:
+        header["createdAt"] = 0
+    lines = [orjson.dumps(ctx.scrub_value(header)).decode()]
+    for event in log.events:
+        e: Event | None = event
+        if ctx.event_hook is not None:
+            e = ctx.event_hook(dict(event), ctx)
+            if e is None:
+                continue
+        e = dict(e)
+        if "time" in e:
+            e["time"] = 0
+        if ctx.canonical_envelope:
+            e = {k: e[k] for k in (*_ENVELOPE_ORDER, *(k for k in e if k not in _ENVELOPE_ORDER)) if k in e}
+        lines.append(orjson.dumps(ctx.scrub_value(e)).decode())
+    return lines
+
+
+def context_for(logs: Sequence[SessionLog], **kwargs: Any) -> NormalizeContext:
+    """The context of one side: ids of ``logs`` in order, cwd of the first log's header."""
+    cwd = next((log.header.get("cwd") for log in logs if isinstance(log.header.get("cwd"), str)), None)
+    return NormalizeContext(session_ids=[log.id for log in logs], cwd=cwd, **kwargs)
+
+
+def normalize_logs(logs: Sequence[SessionLog], **kwargs: Any) -> list[list[str]]:
+    """Normalize every log of one side with one shared context (see :func:`context_for`)."""
+    ctx = context_for(logs, **kwargs)
+    return [normalize_log(log, ctx) for log in logs]

@@ -1,0 +1,268 @@
+"""Run one scenario end to end: the ops of harness.md §2 against the real agent, store and persistence.
+
+The runner owns one fresh cwd (with ``workspace/`` copied in) and one persistence root per run.
+It never decides pass/fail on the logs itself; it returns what the run wrote (harvested in
+harvest order) plus the failures it saw, and :mod:`.check` compares them with the fixtures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agent import Agent, AgentRuntime
+from ..llm import CancelSignal, Model, ModelRequest, StreamChunk
+from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
+from ..session import SessionStore
+from .definition import UNSUPPORTED_OPS, Scenario
+from .errors import ScenarioStepError, UnsupportedStepError
+from .harvest import harvest_backend, harvest_jsonl
+from .normalize import SessionLog
+
+MAIN = "main"
+
+
+class _KillSwitch:
+    """Wraps a model; once armed with ``after_calls = n``, call n+1 parks forever and fires ``tripped``.
+
+    This is how ``kill {afterCalls: n}`` stops a runtime mid-turn at a known point with no sleeps.
+    """
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.remaining: int | None = None
+        self.tripped = asyncio.Event()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        if self.remaining is not None:
+            if self.remaining == 0:
+                self.remaining = None
+                self.tripped.set()
+                return self._park(request.get("signal"))
+            self.remaining -= 1
+        return self.model.stream(request)
+
+    async def _park(self, signal: CancelSignal | None) -> AsyncIterator[StreamChunk]:
+        await asyncio.Event().wait()  # cancelled by the kill
+        if False:  # pragma: no cover - makes this an async generator
+            yield {"type": "finish", "reason": {"kind": "stop"}}
+
+
+@dataclass
+class RunResult:
+    """What one run produced.
+
+    Attributes:
+        logs: the harvested session logs in harvest order.
+        backend: ``"jsonl"`` or ``"sqlite"``.
+        cwd: the run's temp cwd (for normalization).
+        step_errors: expectation failures of steps (e.g. ``promptExpectError`` that did not error).
+        flush_errors: persistence failures the agents reported.
+    """
+
+    logs: list[SessionLog]
+    backend: str
+    cwd: str
+    step_errors: list[str] = field(default_factory=list)
+    flush_errors: list[BaseException] = field(default_factory=list)
+
+
+@dataclass
+class RunOptions:
+    """Knobs of one run (all optional)."""
+
+    backend: str = "jsonl"
+    tools: tuple[str, ...] = ("bash", "subagent", "subagent_fork")
+    model_name: str | None = None
+    on_setup: Callable[[Scenario, Path], None] | None = None
+    register_tools: Callable[[Any], None] | None = None
+    parked: Callable[[], asyncio.Event | None] | None = None
+
+
+class _Run:
+    def __init__(self, scenario: Scenario, model: Model, workdir: Path, options: RunOptions) -> None:
+        self.scenario = scenario
+        self.switch = _KillSwitch(model)
+        self.model = model
+        self.options = options
+        self.cwd = workdir / "cwd"
+        self.store_path = workdir / ("sessions" if options.backend == "jsonl" else "sessions.sqlite")
+        self.names: dict[str, str] = {}  # scenario name -> live session id
+        self.active: str | None = None
+        self.step_errors: list[str] = []
+        self.flush_errors: list[BaseException] = []
+        self.runtime: AgentRuntime | None = None
+        self.backend: Any = None
+
+    # -- runtime lifecycle -------------------------------------------------------------------------
+    def _open(self) -> AgentRuntime:
+        self.backend = (
+            JsonlPersistence(self.store_path) if self.options.backend == "jsonl" else SqlitePersistence(self.store_path)
+        )
+        coordinator = WriteCoordinator(self.backend)
+        store = SessionStore()
+        coordinator.attach(store)
+        runtime = AgentRuntime(
+            store,
+            self.switch,
+            persistence=coordinator,
+            tool_names=self.options.tools,
+            model_name=self.options.model_name or "replay",
+        )
+        if self.options.register_tools is not None:
+            self.options.register_tools(runtime.tools)
+        self.runtime = runtime
+        return runtime
+
+    async def _close(self) -> None:
+        if self.runtime is not None:
+            runtime, self.runtime = self.runtime, None
+            for agent in runtime.agents:
+                self.flush_errors.extend(agent.flush_errors)
+            await runtime.dispose()
+
+    def _agent(self, op: str) -> Agent:
+        if self.runtime is None or self.active is None:
+            raise ScenarioStepError(f"{self.scenario.input_file}: op {op!r} needs a session; add a newSession step first")
+        for agent in self.runtime.agents:
+            if agent.session.id == self.active:
+                return agent
+        raise ScenarioStepError(f"{self.scenario.input_file}: op {op!r}: session {self.active} has no live agent")
+
+    # -- ops ---------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        self.cwd.mkdir(parents=True)
+        if self.scenario.workspace is not None:
+            shutil.copytree(self.scenario.workspace, self.cwd, dirs_exist_ok=True)
+        if self.options.on_setup is not None:
+            self.options.on_setup(self.scenario, self.cwd)
+        self._open()
+        try:
+            for index, step in enumerate(self.scenario.steps):
+                await self.step(index, step)
+        finally:
+            await self._close()
+
+    async def _until_idle_or_killed(self, agent: Agent) -> bool:
+        """Wait for idle; returns True when the kill switch tripped first (the runtime is then killed)."""
+        idle = asyncio.ensure_future(agent.when_idle())
+        tripped = asyncio.ensure_future(self.switch.tripped.wait())
+        done, _ = await asyncio.wait({idle, tripped}, return_when=asyncio.FIRST_COMPLETED)
+        if tripped in done:
+            idle.cancel()
+            self.switch.tripped.clear()
+            assert self.runtime is not None
+            runtime, self.runtime = self.runtime, None
+            await runtime.kill()
+            return True
+        tripped.cancel()
+        return False
+
+    async def step(self, index: int, step: dict[str, Any]) -> None:
+        op = step["op"]
+        where = f"{self.scenario.input_file}: steps[{index}] ({op})"
+        if op in UNSUPPORTED_OPS:
+            raise UnsupportedStepError(f"{where}: unsupported here: {UNSUPPORTED_OPS[op]}")
+        if op == "initialize":
+            return
+        if op == "newSession":
+            assert self.runtime is not None
+            agent = self.runtime.create_agent(str(uuid.uuid4()), meta={"cwd": str(self.cwd)})
+            name = MAIN if MAIN not in self.names else f"session{len(self.names) + 1}"
+            self.names[name] = agent.session.id
+            self.active = agent.session.id
+        elif op in ("prompt", "promptExpectError"):
+            agent = self._agent(op)
+            turns_before = _turn_ends(agent)
+            agent.send(step["text"])
+            if await self._until_idle_or_killed(agent):
+                return
+            if op == "promptExpectError":
+                reasons = [e["data"]["reason"] for e in agent.session.events[turns_before:] if e["type"] == "turn/end"]
+                if not any(r.get("kind") == "error" for r in reasons):
+                    self.step_errors.append(
+                        f"{where}: the prompt was expected to be rejected (turn/end reason error), "
+                        f"but its turn ended with {[r.get('kind') for r in reasons] or 'no turn/end'}"
+                    )
+        elif op == "promptAndCancel":
+            agent = self._agent(op)
+            parked = self.options.parked() if self.options.parked is not None else None
+            if parked is None:
+                raise ScenarioStepError(f"{where}: needs a model that can park a stream (a replay `hang` entry)")
+            parked.clear()
+            agent.send(step["text"])
+            idle = asyncio.ensure_future(agent.when_idle())
+            waiter = asyncio.ensure_future(parked.wait())
+            done, _ = await asyncio.wait({idle, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                waiter.cancel()
+                self.step_errors.append(f"{where}: the turn ended before the stream was parked; nothing to cancel")
+                return
+            agent.cancel("session/cancel")
+            await idle
+        elif op == "cancel":
+            self._agent(op).cancel()
+        elif op == "fork":
+            assert self.runtime is not None
+            source = self._agent(op)
+            boundary = step.get("boundary")
+            child = self.runtime.fork(
+                source, None if boundary in (None, "last") else boundary, child_id=str(uuid.uuid4())
+            )
+            self.names[step["as"]] = child.session.id
+        elif op == "use":
+            name = step["session"]
+            if name not in self.names:
+                raise ScenarioStepError(f"{where}: no session named {name!r}; known: {', '.join(self.names)}")
+            self.active = self.names[name]
+        elif op == "resume":
+            await self._close()
+            runtime = self._open()
+            stored = sorted(h["id"] for h in self.backend.list())
+            for session_id in stored:
+                runtime.resume(session_id)
+        elif op == "kill":
+            n = step.get("afterCalls")
+            if n is None:
+                assert self.runtime is not None
+                runtime, self.runtime = self.runtime, None
+                await runtime.kill()
+            else:
+                self.switch.remaining = n
+        else:  # pragma: no cover - definition.py validates ops
+            raise ScenarioStepError(f"{where}: unknown op")
+
+    def harvest(self) -> list[SessionLog]:
+        if self.options.backend == "jsonl":
+            return harvest_jsonl(self.store_path)
+        backend = SqlitePersistence(self.store_path)
+        try:
+            return harvest_backend(backend)
+        finally:
+            backend.close()
+
+
+def _turn_ends(agent: Agent) -> int:
+    return len(agent.session.events)
+
+
+async def run_scenario(scenario: Scenario, model: Model, workdir: Path, options: RunOptions | None = None) -> RunResult:
+    """Run ``scenario``'s steps with ``model`` in ``workdir`` (a fresh, empty directory).
+
+    Returns the harvested logs; raises :class:`UnsupportedStepError` for wire-protocol-only ops and
+    :class:`ScenarioStepError` for steps that cannot run at all.
+    """
+    run = _Run(scenario, model, workdir, options or RunOptions())
+    await run.run()
+    return RunResult(
+        logs=run.harvest(),
+        backend=run.options.backend,
+        cwd=str(run.cwd),
+        step_errors=run.step_errors,
+        flush_errors=run.flush_errors,
+    )
