@@ -1,0 +1,655 @@
+"""Live model for OpenAI-compatible chat-completions endpoints (spec: events.md §3, agent-loop.md §3-4).
+
+Built on the official ``openai`` SDK (``AsyncOpenAI.chat.completions.create(stream=True)``), so
+retries, timeouts and HTTP handling are the SDK's. The reference recorded against DeepSeek,
+which also streams ``delta.reasoning_content``; this adapter reproduces the chunk shapes the
+reference logged:
+
+* one block per kind, numbered by first appearance over the whole response: the reasoning
+  block, the text block, then one ``tool-call`` block per provider tool-call index;
+* ``block-start`` when a block first appears, then its deltas (empty text/reasoning pieces are
+  dropped; every provider tool-call delta becomes one ``tool-call-delta``, carrying the call's
+  ``id`` and, once known, its ``name``);
+* after the provider stream ends: every ``block-end`` in index order, then ``usage`` (if the
+  provider reported one), then ``finish``. Nothing follows ``finish``.
+
+Failures raise :class:`~pytest_dsh_replay.llm.errors.LlmError` (codes ``AUTH``,
+``RATE_LIMIT``, ``HTTP_<status>``, ``HTTP``, ``TIMEOUT``, ``CONNECTION``, ``BAD_RESPONSE``,
+``PROVIDER_ERROR``, ``UNSUPPORTED_BLOCK``, ``ABORTED``); error messages never contain the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import openai
+
+from .errors import LlmError
+from .model import ModelRequest
+from .secrets import REDACTED, SecretScrubber
+from .signal import CancelSignal
+from .types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
+
+__all__ = [
+    "ChatChunkTranslator",
+    "OpenAIChatModel",
+    "map_finish_reason",
+    "map_usage",
+    "to_openai_messages",
+    "to_openai_tools",
+]
+
+_T = TypeVar("_T")
+
+JsonDict = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- request mapping
+
+
+def _text_of(blocks: list[ContentBlock], *, where: str) -> str:
+    """Join the text blocks of ``blocks`` with newlines; any other block type is an error."""
+    parts: list[str] = []
+    for block in blocks:
+        if block.get("type") != "text":
+            raise LlmError(
+                f"cannot send a {block.get('type')!r} block in {where} to a chat-completions endpoint",
+                "UNSUPPORTED_BLOCK",
+            )
+        parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+def _user_content(blocks: list[ContentBlock]) -> str | list[JsonDict]:
+    """Content of a user message: a string, or content parts when images are present."""
+    if not any(block.get("type") == "image" for block in blocks):
+        return _text_of(blocks, where="a user message")
+    parts: list[JsonDict] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            parts.append({"type": "image_url", "image_url": {"url": str(block.get("url", ""))}})
+        else:
+            raise LlmError(
+                f"cannot send a {kind!r} block in a user message to a chat-completions endpoint",
+                "UNSUPPORTED_BLOCK",
+            )
+    return parts
+
+
+def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> JsonDict:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    tool_calls: list[JsonDict] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "reasoning":
+            reasoning.append(str(block.get("text", "")))
+        elif kind == "tool-call":
+            tool_calls.append(
+                {
+                    "id": str(block.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": str(block.get("name", "")),
+                        "arguments": str(block.get("arguments", "")),
+                    },
+                }
+            )
+        else:
+            raise LlmError(
+                f"cannot send a {kind!r} block in an assistant message to a chat-completions endpoint",
+                "UNSUPPORTED_BLOCK",
+            )
+    message: JsonDict = {"role": "assistant", "content": "\n".join(texts)}
+    if reasoning and send_reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def to_openai_messages(
+    messages: list[Message], system: str | None = None, *, send_reasoning: bool = True
+) -> list[JsonDict]:
+    """Map our messages (and optional system prompt) to chat-completions ``messages``.
+
+    * ``system`` -> a leading ``{"role":"system"}`` message; system-role messages likewise.
+    * user messages: text blocks joined with ``"\\n"`` (content parts when images are present);
+      every ``tool-result`` block becomes its own ``{"role":"tool","tool_call_id",...}`` message
+      (its text content joined), the remaining blocks one user message after them.
+    * assistant messages: text joined into ``content``, reasoning blocks into DeepSeek's
+      ``reasoning_content`` (unless ``send_reasoning`` is false), tool-call blocks into
+      ``tool_calls`` with the raw ``arguments`` string.
+
+    Raises:
+        LlmError: code ``UNSUPPORTED_BLOCK`` for a block the endpoint cannot take.
+    """
+    out: list[JsonDict] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        role = message.get("role")
+        blocks = list(message.get("content", []))
+        if role == "assistant":
+            out.append(_assistant_message(blocks, send_reasoning=send_reasoning))
+        elif role == "system":
+            out.append({"role": "system", "content": _text_of(blocks, where="a system message")})
+        elif role == "user":
+            rest: list[ContentBlock] = []
+            for block in blocks:
+                if block.get("type") == "tool-result":
+                    content = block.get("content", [])
+                    text = (
+                        content
+                        if isinstance(content, str)
+                        else _text_of(list(content), where="a tool result")
+                    )
+                    out.append(
+                        {"role": "tool", "tool_call_id": str(block.get("toolCallId", "")), "content": text}
+                    )
+                else:
+                    rest.append(block)
+            if rest or not blocks:
+                out.append({"role": "user", "content": _user_content(rest)})
+        else:
+            raise LlmError(f"unknown message role {role!r}", "UNSUPPORTED_BLOCK")
+    return out
+
+
+def to_openai_tools(tools: list[ToolSpec]) -> list[JsonDict]:
+    """Map ``[{name, description, parameters, strict?}]`` to chat-completions function tools."""
+    out: list[JsonDict] = []
+    for tool in tools:
+        function: JsonDict = {
+            "name": tool["name"],
+            "description": tool.get("description", ""),
+            "parameters": tool.get("parameters", {"type": "object", "properties": {}}),
+        }
+        if "strict" in tool:
+            function["strict"] = tool["strict"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+# --------------------------------------------------------------------------- response mapping
+
+
+def map_finish_reason(reason: str) -> FinishReason:
+    """``stop`` -> stop, ``tool_calls`` -> tool-calls, ``length`` -> max-tokens, else an error."""
+    if reason == "stop":
+        return {"kind": "stop"}
+    if reason == "tool_calls":
+        return {"kind": "tool-calls"}
+    if reason == "length":
+        return {"kind": "max-tokens"}
+    return {"kind": "error", "message": f"finish_reason: {reason}"}
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def map_usage(payload: Mapping[str, Any]) -> TokenUsage:
+    """Build our disjoint TokenUsage from a chat-completions ``usage`` payload.
+
+    Key order ``inputTokens, outputTokens, cacheReadTokens?, reasoningTokens?`` (as the reference
+    logged). ``cacheReadTokens`` comes from ``prompt_tokens_details.cached_tokens`` or DeepSeek's
+    ``prompt_cache_hit_tokens`` and is subtracted from ``inputTokens``; optional keys are omitted
+    when the provider did not report them.
+
+    Raises:
+        LlmError: code ``BAD_RESPONSE`` when ``prompt_tokens``/``completion_tokens`` are not integers.
+    """
+    prompt = _int_or_none(payload.get("prompt_tokens"))
+    completion = _int_or_none(payload.get("completion_tokens"))
+    if prompt is None or completion is None:
+        raise LlmError(
+            f"usage payload lacks integer prompt_tokens/completion_tokens: {_preview(payload)}",
+            "BAD_RESPONSE",
+        )
+    cached: int | None = None
+    details = payload.get("prompt_tokens_details")
+    if isinstance(details, Mapping):
+        cached = _int_or_none(details.get("cached_tokens"))
+    if cached is None:
+        cached = _int_or_none(payload.get("prompt_cache_hit_tokens"))
+    reasoning: int | None = None
+    completion_details = payload.get("completion_tokens_details")
+    if isinstance(completion_details, Mapping):
+        reasoning = _int_or_none(completion_details.get("reasoning_tokens"))
+    usage: TokenUsage = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": completion}
+    if cached is not None:
+        usage["cacheReadTokens"] = cached
+    if reasoning is not None:
+        usage["reasoningTokens"] = reasoning
+    return usage
+
+
+def _preview(value: object, limit: int = 200) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+@dataclass
+class _Block:
+    index: int
+    kind: str  # "reasoning" | "text" | "tool-call"
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+
+    def closed(self) -> ContentBlock:
+        if self.kind == "tool-call":
+            return {
+                "type": "tool-call",
+                "id": self.call_id or f"call-{self.index}",
+                "name": self.name,
+                "arguments": self.text,
+            }
+        return {"type": self.kind, "text": self.text}
+
+
+class ChatChunkTranslator:
+    """Turns chat-completions stream chunks (plain dicts) into our StreamChunk sequence.
+
+    Feed every provider chunk to :meth:`feed` (yields block-starts and deltas as they arrive),
+    then call :meth:`finish` once for the block-ends, usage and finish chunk. Only choice 0 is
+    used. Malformed chunks raise ``LlmError`` code ``BAD_RESPONSE``.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[_Block] = []
+        self._reasoning: _Block | None = None
+        self._text: _Block | None = None
+        self._tools: dict[int, _Block] = {}
+        self._usage: TokenUsage | None = None
+        self._finish_reason: str | None = None
+        self._chunks_seen = 0
+        self._done = False
+
+    @property
+    def chunks_seen(self) -> int:
+        """How many provider chunks were fed so far."""
+        return self._chunks_seen
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The provider's ``finish_reason`` once seen (last wins)."""
+        return self._finish_reason
+
+    def _open(self, kind: str) -> tuple[_Block, list[StreamChunk]]:
+        block = _Block(index=len(self._blocks), kind=kind)
+        self._blocks.append(block)
+        return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
+
+    def feed(self, chunk: object) -> list[StreamChunk]:
+        """Translate one provider chunk; returns the StreamChunks it produces (possibly none)."""
+        if self._done:
+            raise LlmError("chunk fed after finish()", "BAD_RESPONSE")
+        if not isinstance(chunk, Mapping):
+            raise LlmError(f"stream chunk is not a JSON object: {_preview(chunk)}", "BAD_RESPONSE")
+        self._chunks_seen += 1
+        out: list[StreamChunk] = []
+        choices = chunk.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise LlmError(f"stream chunk has non-list choices: {_preview(chunk)}", "BAD_RESPONSE")
+        for choice in choices or []:
+            if not isinstance(choice, Mapping):
+                raise LlmError(f"stream choice is not an object: {_preview(choice)}", "BAD_RESPONSE")
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if delta is not None:
+                if not isinstance(delta, Mapping):
+                    raise LlmError(f"stream delta is not an object: {_preview(delta)}", "BAD_RESPONSE")
+                out.extend(self._feed_delta(delta))
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                if not isinstance(reason, str):
+                    raise LlmError(f"finish_reason is not a string: {_preview(reason)}", "BAD_RESPONSE")
+                self._finish_reason = reason
+        usage = chunk.get("usage")
+        if usage is not None:
+            if not isinstance(usage, Mapping):
+                raise LlmError(f"usage is not an object: {_preview(usage)}", "BAD_RESPONSE")
+            self._usage = map_usage(usage)
+        return out
+
+    def _feed_delta(self, delta: Mapping[str, Any]) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")  # vLLM / OpenRouter spelling
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise LlmError(f"reasoning_content is not a string: {_preview(reasoning)}", "BAD_RESPONSE")
+        if reasoning:
+            if self._reasoning is None:
+                self._reasoning, opened = self._open("reasoning")
+                out.extend(opened)
+            self._reasoning.text += reasoning
+            out.append({"type": "reasoning-delta", "index": self._reasoning.index, "text": reasoning})
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise LlmError(f"delta content is not a string: {_preview(content)}", "BAD_RESPONSE")
+        if content:
+            if self._text is None:
+                self._text, opened = self._open("text")
+                out.extend(opened)
+            self._text.text += content
+            out.append({"type": "text-delta", "index": self._text.index, "text": content})
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list):
+                raise LlmError(f"delta tool_calls is not a list: {_preview(tool_calls)}", "BAD_RESPONSE")
+            for position, call in enumerate(tool_calls):
+                out.extend(self._feed_tool_call(position, call))
+        return out
+
+    def _feed_tool_call(self, position: int, call: object) -> list[StreamChunk]:
+        if not isinstance(call, Mapping):
+            raise LlmError(f"tool call delta is not an object: {_preview(call)}", "BAD_RESPONSE")
+        key = call.get("index", position)
+        if not isinstance(key, int) or isinstance(key, bool):
+            raise LlmError(f"tool call delta has a non-integer index: {_preview(call)}", "BAD_RESPONSE")
+        function = call.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise LlmError(f"tool call function is not an object: {_preview(call)}", "BAD_RESPONSE")
+        call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+        for label, value in (("id", call_id), ("name", name), ("arguments", arguments)):
+            if value is not None and not isinstance(value, str):
+                raise LlmError(f"tool call {label} is not a string: {_preview(call)}", "BAD_RESPONSE")
+        out: list[StreamChunk] = []
+        block = self._tools.get(key)
+        if block is None:
+            block, opened = self._open("tool-call")
+            self._tools[key] = block
+            out.extend(opened)
+        if call_id and not block.call_id:
+            block.call_id = call_id
+        if name and not block.name:
+            block.name = name
+        piece = arguments or ""
+        block.text += piece
+        delta: JsonDict = {"type": "tool-call-delta", "index": block.index, "id": block.call_id}
+        if block.name:
+            delta["name"] = block.name
+        delta["argumentsDelta"] = piece
+        out.append(cast(StreamChunk, delta))
+        return out
+
+    def finish(self) -> list[StreamChunk]:
+        """Close the response: every ``block-end`` (index order), ``usage`` if any, ``finish``.
+
+        Raises:
+            LlmError: ``BAD_RESPONSE`` when no chunk arrived at all (not a chat-completions
+                stream), ``CONNECTION`` when chunks arrived but no ``finish_reason`` (the stream
+                was cut off).
+        """
+        if self._done:
+            raise LlmError("finish() called twice", "BAD_RESPONSE")
+        self._done = True
+        if self._finish_reason is None:
+            if self._chunks_seen == 0:
+                raise LlmError("the response body held no chat-completions stream chunks", "BAD_RESPONSE")
+            raise LlmError(
+                f"the model stream ended after {self._chunks_seen} chunk(s) without a finish_reason "
+                "(connection closed mid-stream?)",
+                "CONNECTION",
+            )
+        out: list[StreamChunk] = [
+            {"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks
+        ]
+        if self._usage is not None:
+            out.append({"type": "usage", "usage": self._usage})
+        out.append({"type": "finish", "reason": map_finish_reason(self._finish_reason)})
+        return out
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class _Aborted(Exception):
+    """Internal: the request's signal fired while waiting."""
+
+
+class OpenAIChatModel:
+    """A :class:`~pytest_dsh_replay.llm.model.Model` backed by an OpenAI-compatible endpoint.
+
+    Args:
+        model: the endpoint's model name (e.g. ``"deepseek-chat"``); when empty, the request's
+            ``model`` is sent instead.
+        base_url: the API base URL (``None``: the SDK default / ``OPENAI_BASE_URL``).
+        api_key_env: environment variable holding the API key (read at call time).
+        api_key: an explicit key; overrides ``api_key_env``.
+        timeout: per-request timeout in seconds (SDK).
+        max_retries: SDK retries for connection errors, 408/409/429 and 5xx.
+        extra_body: extra JSON keys merged into every request body (e.g. ``{"max_tokens": 512}``).
+        send_reasoning: send reasoning blocks back as ``reasoning_content`` (DeepSeek thinking mode).
+
+    Nothing touches the network or the environment until a stream is iterated. A missing key
+    raises ``LlmError`` code ``AUTH`` naming the environment variable.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        extra_body: dict[str, Any] | None = None,
+        send_reasoning: bool = True,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self._api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.send_reasoning = send_reasoning
+
+    def __repr__(self) -> str:  # never shows the key
+        return (
+            f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
+
+    def _key_source(self) -> str:
+        return "the configured api_key" if self._api_key else f"${self.api_key_env}"
+
+    def resolve_api_key(self) -> str:
+        """Return the API key (explicit, else from ``api_key_env``).
+
+        Raises:
+            LlmError: code ``AUTH`` when the key is unset or empty, naming the variable.
+        """
+        if self._api_key:
+            return self._api_key
+        key = os.environ.get(self.api_key_env, "")
+        if not key.strip():
+            raise LlmError(
+                f"no API key: environment variable {self.api_key_env} is unset or empty "
+                f"(set {self.api_key_env} to record against {self.base_url or 'the OpenAI API'})",
+                "AUTH",
+            )
+        return key.strip()
+
+    def build_params(self, request: ModelRequest) -> JsonDict:
+        """The keyword arguments for ``chat.completions.create`` (without transport options)."""
+        params: JsonDict = {
+            "model": self.model or request.get("model", ""),
+            "messages": to_openai_messages(
+                request.get("messages", []), request.get("system"), send_reasoning=self.send_reasoning
+            ),
+        }
+        tools = request.get("tools")
+        if tools:
+            params["tools"] = to_openai_tools(tools)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Start one model call; the HTTP request is made when the iterator is first advanced."""
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        signal: CancelSignal | None = request.get("signal")
+        if signal is not None and signal.aborted:
+            raise LlmError(signal.reason or "aborted", "ABORTED")
+        api_key = self.resolve_api_key()
+        params = self.build_params(request)
+        scrubber = _Redactor(api_key)
+        client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
+        )
+        abort_waiter: asyncio.Future[str] | None = (
+            asyncio.ensure_future(signal.wait()) if signal is not None else None
+        )
+        sdk_stream: Any = None
+        try:
+            sdk_stream = await self._call(client.chat.completions.create(**params), abort_waiter, scrubber)
+            translator = ChatChunkTranslator()
+            while True:
+                try:
+                    item = await self._call(sdk_stream.__anext__(), abort_waiter, scrubber)
+                except StopAsyncIteration:
+                    break
+                data = item.to_dict(warnings=False) if isinstance(item, openai.BaseModel) else item
+                for chunk in translator.feed(data):
+                    yield chunk
+            for chunk in translator.finish():
+                yield chunk
+        finally:
+            if abort_waiter is not None and not abort_waiter.done():
+                abort_waiter.cancel()
+            try:
+                if sdk_stream is not None:
+                    await sdk_stream.close()
+            finally:
+                await client.close()
+
+    async def _call(
+        self, awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None, redactor: _Redactor
+    ) -> _T:
+        """Await ``awaitable`` unless the signal fires first; map SDK errors to ``LlmError``."""
+        try:
+            return await _await_unless_aborted(awaitable, abort_waiter)
+        except _Aborted:
+            reason = abort_waiter.result() if abort_waiter is not None and abort_waiter.done() else "aborted"
+            raise LlmError(reason or "aborted", "ABORTED") from None
+        except StopAsyncIteration:
+            raise
+        except (openai.OpenAIError, json.JSONDecodeError) as exc:
+            error = self._map_error(exc, redactor)
+            if redactor.leaks(str(exc)):
+                # The SDK's own message held the key: do not chain it into tracebacks.
+                raise error from None
+            raise error from exc
+
+    def _map_error(self, exc: BaseException, redactor: _Redactor) -> LlmError:
+        where = self.base_url or "the OpenAI API"
+        if isinstance(exc, json.JSONDecodeError):
+            return LlmError(
+                redactor.clean(
+                    f"{where} sent a stream chunk that is not JSON: {exc.msg} in {exc.doc[:200]!r}"
+                ),
+                "BAD_RESPONSE",
+            )
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = redactor.clean(_error_detail(exc))
+            if isinstance(exc, openai.AuthenticationError):
+                return LlmError(
+                    f"{where} rejected the API key from {self._key_source()} (HTTP {status}): {detail}",
+                    "AUTH",
+                    status,
+                )
+            if isinstance(exc, openai.RateLimitError):
+                return LlmError(
+                    f"{where} rate-limited the request (HTTP {status}): {detail}", "RATE_LIMIT", status
+                )
+            code = f"HTTP_{status}" if isinstance(status, int) and status > 0 else "HTTP"
+            return LlmError(f"{where} answered HTTP {status}: {detail}", code, status)
+        if isinstance(exc, openai.APITimeoutError):
+            return LlmError(f"request to {where} timed out after {self.timeout}s", "TIMEOUT")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            return LlmError(redactor.clean(f"connection to {where} failed: {reason}"), "CONNECTION")
+        if isinstance(exc, openai.APIResponseValidationError):
+            return LlmError(
+                redactor.clean(f"{where} sent an invalid response: {exc.message}"), "BAD_RESPONSE"
+            )
+        if isinstance(exc, openai.APIError):
+            return LlmError(
+                redactor.clean(f"{where} reported an error mid-stream: {exc.message}"), "PROVIDER_ERROR"
+            )
+        return LlmError(
+            redactor.clean(f"model call to {where} failed: {type(exc).__name__}: {exc}"), "PROVIDER_ERROR"
+        )
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+    if isinstance(body, str) and body:
+        return body[:300]
+    return exc.message
+
+
+class _Redactor:
+    """Removes the API key (and secret-shaped text) from error messages."""
+
+    def __init__(self, api_key: str) -> None:
+        self._key = api_key
+        self._scrubber = SecretScrubber([api_key] if len(api_key) >= 6 else [])
+
+    def clean(self, text: str) -> str:
+        text = self._scrubber.scrub(text)
+        return text.replace(self._key, REDACTED) if self._key else text
+
+    def leaks(self, text: str) -> bool:
+        return bool(self._key) and self._key in text
+
+
+async def _await_unless_aborted(awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None) -> _T:
+    if abort_waiter is None:
+        return await awaitable
+    if abort_waiter.done():
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()
+        raise _Aborted
+    task: asyncio.Future[_T] = asyncio.ensure_future(awaitable)
+    pending: set[asyncio.Future[Any]] = {task, abort_waiter}
+    try:
+        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+            # Let the cancelled SDK call unwind (it closes its response) before we go on.
+            await asyncio.wait({task})
+    if task.cancelled():
+        raise _Aborted
+    return task.result()
