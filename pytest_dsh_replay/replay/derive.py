@@ -1,0 +1,135 @@
+"""Deriving a replay script from logical events (spec: replay.md §3, head-format.md §4).
+
+One :data:`ReplayEntry` per model call, in log order:
+
+* ``assistant/chunk`` events are grouped by call; a call is CLOSED at each ``finish`` chunk
+  (so a retry inside one (turn, step) is two calls). A group that changes (turn, step), or
+  ends the log, without a ``finish`` was a stream that raised: it cannot be derived and
+  :class:`ReplayDeriveError` (``REPLAY_UNFINISHED_CALL``) asks for an override sidecar.
+* ``compaction/summary`` with ``"llmStreamCall": true`` is one call at its log position built
+  from ``data.rawOutput`` (a block list) and optional ``data.usage``: per block a
+  ``block-start``/``block-end`` pair, then ``usage`` if present, then
+  ``finish {"kind":"stop"}``. (unverified: the reference's exact location of ``usage``; we
+  read ``data.usage`` and, if ``rawOutput`` is an object, ``rawOutput.content|blocks`` and
+  ``rawOutput.usage``.) The marker without ``rawOutput``: ``REPLAY_BAD_COMPACTION``.
+* Everything else is ignored (``session/end-seed`` included, replay.md §9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import ReplayDeriveError
+from .parse import Event
+
+#: One scripted model call (also the sidecar element format, replay.md §3):
+#: ``{"kind":"chunks","chunks":[...]}`` | ``{"kind":"throw","chunks":[...],"message","code","status"?}``
+#: | ``{"kind":"hang","chunks"?:[...],"readyFile"?:str}``.
+ReplayEntry = dict[str, Any]
+
+_OVERRIDE_HINT = (
+    "the recorded stream raised, so this call cannot be derived; add replay.override.json "
+    '(bare-array form [{"kind":"throw","chunks":[...],"message":"...","code":"..."}] with '
+    '"override": true in input.json config, or re-record)'
+)
+
+
+def _where(file: str | None) -> str:
+    return file if file else "<session log>"
+
+
+def _unfinished(file: str | None, turn: Any, step: Any, first_seq: Any, call_index: int) -> ReplayDeriveError:
+    return ReplayDeriveError(
+        f"{_where(file)}: model call #{call_index + 1} (turn {turn}, step {step}, from seq {first_seq}) "
+        f"has no terminal 'finish' chunk: {_OVERRIDE_HINT}",
+        "REPLAY_UNFINISHED_CALL",
+    )
+
+
+def _compaction_entry(event: Event, file: str | None) -> ReplayEntry:
+    data = event.get("data")
+    seq = event.get("seq")
+
+    def bad(what: str) -> ReplayDeriveError:
+        return ReplayDeriveError(
+            f"{_where(file)}: compaction/summary at seq {seq} has llmStreamCall: true but {what}; "
+            "fix the event or re-record",
+            "REPLAY_BAD_COMPACTION",
+        )
+
+    assert isinstance(data, dict)
+    if "rawOutput" not in data:
+        raise bad("no rawOutput")
+    raw = data["rawOutput"]
+    usage = data.get("usage")
+    blocks: Any = raw
+    if isinstance(raw, dict):
+        blocks = raw.get("content", raw.get("blocks"))
+        usage = raw.get("usage", usage)
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) and "type" in b for b in blocks):
+        raise bad("rawOutput is not a list of content blocks")
+    chunks: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        chunks.append({"type": "block-start", "index": index, "blockType": block["type"]})
+        chunks.append({"type": "block-end", "index": index, "block": block})
+    if usage is not None:
+        chunks.append({"type": "usage", "usage": usage})
+    chunks.append({"type": "finish", "reason": {"kind": "stop"}})
+    return {"kind": "chunks", "chunks": chunks}
+
+
+def derive_replay_script(events: Sequence[Event], *, file: str | None = None) -> list[ReplayEntry]:
+    """Turn logical events into one replay entry per model call (replay.md §3, head-format.md §4).
+
+    Args:
+        events: logical events as returned by :func:`parse_session_log` (slice a fork child
+            at ``seedLength`` BEFORE calling this).
+        file: path used in error messages.
+
+    Returns:
+        ``[{"kind":"chunks","chunks":[chunk, ...]}, ...]``; the chunk dicts are the events'
+        own objects (not copied). ``[]`` when there is no call.
+
+    Raises:
+        ReplayDeriveError: ``REPLAY_UNFINISHED_CALL`` (a group without ``finish``; names call
+            index, turn, step and first seq), ``REPLAY_BAD_CHUNK_EVENT`` (an ``assistant/chunk``
+            without ``data.turn/step/chunk``), ``REPLAY_BAD_COMPACTION``.
+    """
+    script: list[ReplayEntry] = []
+    cur: list[Any] = []
+    turn: Any = None
+    step: Any = None
+    first_seq: Any = None
+    for event in events:
+        kind = event["type"]
+        if kind == "assistant/chunk":
+            try:
+                data = event["data"]
+                chunk = data["chunk"]
+                if cur:
+                    if data["turn"] != turn or data["step"] != step:
+                        raise _unfinished(file, turn, step, first_seq, len(script))
+                else:
+                    turn = data["turn"]
+                    step = data["step"]
+                    first_seq = event.get("seq")
+                cur.append(chunk)
+                if chunk["type"] == "finish":
+                    script.append({"kind": "chunks", "chunks": cur})
+                    cur = []
+            except (KeyError, TypeError) as exc:
+                raise ReplayDeriveError(
+                    f"{_where(file)}: assistant/chunk at seq {event.get('seq')} lacks "
+                    f"data.turn/step/chunk or chunk.type ({exc!r}); fix the event or re-record",
+                    "REPLAY_BAD_CHUNK_EVENT",
+                ) from exc
+        elif kind == "compaction/summary":
+            data = event.get("data")
+            if isinstance(data, dict) and data.get("llmStreamCall") is True:
+                if cur:
+                    raise _unfinished(file, turn, step, first_seq, len(script))
+                script.append(_compaction_entry(event, file))
+    if cur:
+        raise _unfinished(file, turn, step, first_seq, len(script))
+    return script

@@ -1,0 +1,72 @@
+"""Typed errors of the replay engine (spec: replay.md §7, head-format.md §2/§4, harness.md §1).
+
+Every error derives from :class:`ReplayError` (itself a
+:class:`~pytest_dsh_replay.errors.HarnessError`) and carries a stable ``code``. Messages name
+the file, the line (or call index / seq), the session where one is known, and the fix.
+
+Classes and codes:
+
+* :class:`ReplayParseError`: ``REPLAY_MISSING_HEADER``, ``REPLAY_BAD_HEADER``,
+  ``REPLAY_MALFORMED_LINE``, ``REPLAY_BAD_ROW``, ``REPLAY_BAD_PACKED_ROW``.
+* :class:`ReplayDeriveError`: ``REPLAY_UNFINISHED_CALL``, ``REPLAY_BAD_CHUNK_EVENT``,
+  ``REPLAY_BAD_COMPACTION``.
+* :class:`ReplayLoadError`: ``REPLAY_FIXTURE_MISSING``, ``REPLAY_CHILD_GAP``,
+  ``REPLAY_BAD_SEED_LENGTH``, ``REPLAY_OVERRIDE_GUARD``.
+* :class:`OverrideError`: ``REPLAY_BAD_OVERRIDE``, ``REPLAY_PATCH_AT``.
+* :class:`ReplayServeError`: ``REPLAY_UNRECORDED_SESSION``, ``REPLAY_SCRIPT_EXHAUSTED``,
+  ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``.
+* :class:`ReplayAborted`: ``ABORTED`` (the request signal fired while a stream was playing).
+* :class:`ReplayConsumptionError`: ``REPLAY_NOT_CONSUMED``.
+"""
+
+from __future__ import annotations
+
+from ..errors import HarnessError
+
+
+class ReplayError(HarnessError):
+    """Base class of every replay error."""
+
+    code = "REPLAY_ERROR"
+
+
+class ReplayParseError(ReplayError):
+    """A session log (or its header) cannot be read: names file and 1-based line."""
+
+    code = "REPLAY_MALFORMED_LINE"
+
+
+class ReplayDeriveError(ReplayError):
+    """A replay script cannot be derived from parsed events (names file, seq, turn/step)."""
+
+    code = "REPLAY_UNFINISHED_CALL"
+
+
+class ReplayLoadError(ReplayError):
+    """A scenario directory's fixtures cannot be turned into scripts."""
+
+    code = "REPLAY_FIXTURE_MISSING"
+
+
+class OverrideError(ReplayError):
+    """``replay.override.json`` is invalid (names the file and the entry / patch index)."""
+
+    code = "REPLAY_BAD_OVERRIDE"
+
+
+class ReplayServeError(ReplayError):
+    """A live model call the scripts cannot serve (names live session, call and file)."""
+
+    code = "REPLAY_UNRECORDED_SESSION"
+
+
+class ReplayAborted(ReplayError):
+    """The request's cancel signal fired while an entry was playing (replay.md §6 ``"aborted"``)."""
+
+    code = "ABORTED"
+
+
+class ReplayConsumptionError(ReplayError):
+    """Teardown check: a script was never bound or a session consumed fewer calls than recorded."""
+
+    code = "REPLAY_NOT_CONSUMED"

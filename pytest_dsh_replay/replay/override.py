@@ -1,0 +1,206 @@
+"""``replay.override.json`` sidecars (spec: replay.md §3, head-format.md §4, harness.md §1).
+
+Two forms, both validated when the file is LOADED (never first at serve time):
+
+* bare array ``[entry, ...]``: replaces the primary script (subject to the override guard
+  in :func:`~pytest_dsh_replay.replay.load.load_session_scripts`);
+* ``{"patches": [{"at": N, "entry": entry}, ...]}``: swaps call ``N`` (0-based) of the
+  derived primary script; ``at == len(derived)`` appends one call. Duplicate ``at``: error at
+  load; out-of-range ``at``: error when applied (the derived length is needed).
+
+Entry key sets (exact; ``?`` = optional):
+
+| kind | keys |
+|---|---|
+| ``chunks`` | ``kind, chunks`` |
+| ``throw`` | ``kind, message, code, chunks?, status?`` (non-empty ``message``/``code``; int ``status``) |
+| ``hang`` | ``kind, chunks?, readyFile?`` (our addition: own prefix ``chunks``) |
+
+Every chunk is an object whose ``type`` is one of the seven :data:`~pytest_dsh_replay.llm.CHUNK_TYPES`
+and carries that type's required keys; ``{{fromRequest:...}}`` placeholders must be well formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..llm import CHUNK_TYPES
+from .derive import ReplayEntry
+from .errors import OverrideError
+from .placeholder import PlaceholderSyntaxError, check_placeholders
+
+_ENTRY_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "chunks": (frozenset({"kind", "chunks"}), frozenset()),
+    "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status"})),
+    "hang": (frozenset({"kind"}), frozenset({"chunks", "readyFile"})),
+}
+_CHUNK_REQUIRED: dict[str, frozenset[str]] = {
+    "block-start": frozenset({"index", "blockType"}),
+    "text-delta": frozenset({"index", "text"}),
+    "reasoning-delta": frozenset({"index", "text"}),
+    "tool-call-delta": frozenset({"index", "id", "argumentsDelta"}),
+    "block-end": frozenset({"index", "block"}),
+    "usage": frozenset({"usage"}),
+    "finish": frozenset({"reason"}),
+}
+assert set(_CHUNK_REQUIRED) == set(CHUNK_TYPES)
+
+
+@dataclass(frozen=True)
+class Override:
+    """A validated sidecar.
+
+    Attributes:
+        path: the sidecar file.
+        entries: the replacement script (bare-array form), else ``None``.
+        patches: ``[(at, entry), ...]`` in file order (patches form), else ``None``.
+    """
+
+    path: Path
+    entries: list[ReplayEntry] | None = None
+    patches: list[tuple[int, ReplayEntry]] | None = field(default=None)
+
+    @property
+    def kind(self) -> str:
+        """``"replace"`` (bare array) or ``"patches"``."""
+        return "replace" if self.entries is not None else "patches"
+
+    def apply(self, derived: Sequence[ReplayEntry]) -> list[ReplayEntry]:
+        """Apply the patches to a derived script (returns a new list; ``derived`` untouched).
+
+        Raises:
+            OverrideError: ``REPLAY_PATCH_AT`` when an ``at`` is outside ``0..len(derived)``.
+            ValueError: called on a bare-array override.
+        """
+        if self.patches is None:
+            raise ValueError("apply() needs a patches-form override")
+        result = list(derived)
+        size = len(derived)
+        for i, (at, entry) in enumerate(self.patches):
+            if at > size:
+                raise OverrideError(
+                    f"{self.path}: patches[{i}].at = {at} is out of range: the derived script has "
+                    f"{size} call(s), so 'at' must be 0..{size} ({size} appends one call); fix 'at'",
+                    "REPLAY_PATCH_AT",
+                )
+            if at == size:
+                result.append(entry)
+            else:
+                result[at] = entry
+        return result
+
+
+def validate_entry(entry: Any, where: str) -> ReplayEntry:
+    """Validate one replay entry (sidecar element format); returns it unchanged.
+
+    Args:
+        entry: the parsed JSON value.
+        where: prefix for messages, e.g. ``"replay.override.json: entry #2"``.
+
+    Raises:
+        OverrideError: ``REPLAY_BAD_OVERRIDE`` naming ``where`` and what to fix.
+    """
+
+    def bad(what: str) -> OverrideError:
+        return OverrideError(f"{where}: {what}", "REPLAY_BAD_OVERRIDE")
+
+    if not isinstance(entry, dict):
+        raise bad(f"an entry must be an object, got {type(entry).__name__}")
+    kind = entry.get("kind")
+    if kind not in _ENTRY_KEYS:
+        raise bad(f"unknown kind {kind!r}; use one of 'chunks', 'throw', 'hang'")
+    required, optional = _ENTRY_KEYS[kind]
+    keys = set(entry)
+    if not required <= keys:
+        raise bad(f"a {kind!r} entry needs keys {sorted(required)}; missing {sorted(required - keys)}")
+    if not keys <= required | optional:
+        raise bad(
+            f"unexpected key(s) {sorted(keys - required - optional)} in a {kind!r} entry "
+            f"(allowed: {sorted(required | optional)})"
+        )
+    if "chunks" in entry:
+        chunks = entry["chunks"]
+        if not isinstance(chunks, list):
+            raise bad("'chunks' must be a list of chunk objects")
+        for j, chunk in enumerate(chunks):
+            if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_TYPES:
+                got = chunk.get("type") if isinstance(chunk, dict) else chunk
+                raise bad(f"chunks[{j}]: type must be one of {sorted(CHUNK_TYPES)}, got {got!r}")
+            missing = _CHUNK_REQUIRED[chunk["type"]] - set(chunk)
+            if missing:
+                raise bad(f"chunks[{j}]: a {chunk['type']!r} chunk needs {sorted(missing)}")
+    if kind == "throw":
+        for key in ("message", "code"):
+            if not isinstance(entry[key], str) or not entry[key]:
+                raise bad(f"a 'throw' entry needs a non-empty string {key!r}, got {entry[key]!r}")
+        if "status" in entry and type(entry["status"]) is not int:
+            raise bad(f"'status' must be an integer HTTP status, got {entry['status']!r}")
+    if (
+        kind == "hang"
+        and "readyFile" in entry
+        and (not isinstance(entry["readyFile"], str) or not entry["readyFile"])
+    ):
+        raise bad(f"'readyFile' must be a non-empty path string, got {entry['readyFile']!r}")
+    try:
+        check_placeholders(entry)
+    except PlaceholderSyntaxError as exc:
+        raise bad(f"{exc}") from exc
+    return entry
+
+
+def load_override(path: Path) -> Override:
+    """Read and validate ``replay.override.json`` (either form, see module doc).
+
+    Args:
+        path: the sidecar file (must exist).
+
+    Returns:
+        The validated :class:`Override`.
+
+    Raises:
+        OverrideError: ``REPLAY_BAD_OVERRIDE`` (not JSON, wrong top-level shape, a bad entry,
+            a bad patch object, a duplicate ``at``), naming the file and entry/patch index.
+        OSError: the file cannot be read.
+    """
+    path = Path(path)
+    try:
+        value = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise OverrideError(
+            f"{path}: not valid JSON ({exc}); fix the sidecar", "REPLAY_BAD_OVERRIDE"
+        ) from exc
+    if isinstance(value, list):
+        entries = [validate_entry(e, f"{path}: entry #{i} (call #{i + 1})") for i, e in enumerate(value)]
+        return Override(path=path, entries=entries)
+    if not isinstance(value, dict) or set(value) != {"patches"} or not isinstance(value["patches"], list):
+        raise OverrideError(
+            f"{path}: a sidecar must be a JSON array of entries or exactly "
+            '{"patches":[{"at":N,"entry":{...}}, ...]}; fix its top level',
+            "REPLAY_BAD_OVERRIDE",
+        )
+    patches: list[tuple[int, ReplayEntry]] = []
+    seen: dict[int, int] = {}
+    for i, patch in enumerate(value["patches"]):
+        where = f"{path}: patches[{i}]"
+        if not isinstance(patch, dict) or set(patch) != {"at", "entry"}:
+            raise OverrideError(
+                f'{where}: a patch must be exactly {{"at": N, "entry": {{...}}}}', "REPLAY_BAD_OVERRIDE"
+            )
+        at = patch["at"]
+        if type(at) is not int or at < 0:
+            raise OverrideError(
+                f"{where}: 'at' must be a non-negative integer, got {at!r}", "REPLAY_BAD_OVERRIDE"
+            )
+        if at in seen:
+            raise OverrideError(
+                f"{where}: duplicate at = {at} (also patches[{seen[at]}]); each call may be patched once",
+                "REPLAY_BAD_OVERRIDE",
+            )
+        seen[at] = i
+        patches.append((at, validate_entry(patch["entry"], f"{where}.entry (call #{at + 1})")))
+    return Override(path=path, patches=patches)

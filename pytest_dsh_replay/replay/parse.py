@@ -1,0 +1,424 @@
+"""Reading recorded session logs in both layouts (spec: replay.md §2, head-format.md §1-§2).
+
+* Baseline layout: line 1 is the header (``{"type":"session",...}``), every other non-blank
+  line is one full event envelope ``{type, seq, time, data, ...}``.
+* Newer ("head") layout: envelopes may be *projected* (no top-level ``seq``/``time``) and runs of
+  streamed deltas may be *packed* into one ``text-chunks`` / ``reasoning-chunks`` /
+  ``tool-call-chunks`` row. Packed rows are expanded to logical ``assistant/chunk`` events; a
+  missing ``seq`` is restored as the event's logical index, a missing ``time`` as ``0``.
+
+Parsing is the hot path of the benchmark (``benchmarks/replay.py``): bytes are split once,
+every line goes through ``orjson.loads`` with the garbage collector paused (restored in a
+``finally``), and rows that need no rewriting are returned as-is (no copies).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+
+from .errors import ReplayParseError
+
+#: A logical event: the parsed envelope dict, in on-disk key order.
+Event = dict[str, Any]
+
+#: Packed row types and the data keys each must carry exactly (head-format.md §2).
+PACKED_ROW_KEYS: dict[str, frozenset[str]] = {
+    "text-chunks": frozenset({"turn", "step", "index", "dt", "texts"}),
+    "reasoning-chunks": frozenset({"turn", "step", "index", "dt", "texts"}),
+    "tool-call-chunks": frozenset({"turn", "step", "index", "id", "dt", "args"}),
+}
+_TOOL_OPTIONAL = frozenset({"name"})
+_PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
+_PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
+_SAFE_INT = 2**53 - 1
+_loads: Callable[[bytes], Any] = orjson.loads
+
+
+def _where(file: str | None) -> str:
+    return file if file else "<session log>"
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk parse; restores the previous state.
+
+    Parsed events are acyclic trees, so collection passes during a bulk parse only cost time.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _as_bytes(text: str | bytes) -> bytes:
+    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+
+
+def _first_line(data: bytes) -> tuple[bytes | None, int, int]:
+    """Return ``(line, line_no, end_offset)`` of the first non-blank line (``None`` if none)."""
+    pos = 0
+    line_no = 0
+    n = len(data)
+    while pos < n:
+        end = data.find(b"\n", pos)
+        if end == -1:
+            end = n
+        line_no += 1
+        line = data[pos:end]
+        if line.strip():
+            return line, line_no, end
+        pos = end + 1
+    return None, line_no, n
+
+
+def _check_header(header: Any, file: str | None, line_no: int) -> dict[str, Any]:
+    where = f"{_where(file)}:{line_no}"
+    if not isinstance(header, dict) or header.get("type") != "session":
+        raise ReplayParseError(
+            f"{where}: missing session header: the first non-blank line must be the header "
+            '{"type":"session","version":0,"id":...,"createdAt":...}; re-record the fixture or '
+            "restore its header line",
+            "REPLAY_MISSING_HEADER",
+        )
+
+    def bad(what: str) -> ReplayParseError:
+        return ReplayParseError(
+            f"{where}: bad session header: {what}; fix the header line", "REPLAY_BAD_HEADER"
+        )
+
+    version = header.get("version", 0)
+    if type(version) is not int or version != 0:
+        raise bad(f"version must be 0 (no migration), got {version!r}")
+    if type(header.get("id")) is not str:
+        raise bad(f"id must be a string, got {header.get('id')!r}")
+    created = header.get("createdAt")
+    if type(created) is not int:
+        raise bad(f"createdAt must be an integer (epoch ms), got {created!r}")
+    if "parentSession" in header and type(header["parentSession"]) is not str:
+        raise bad(f"parentSession must be a string, got {header['parentSession']!r}")
+    if "seedLength" in header:
+        seed = header["seedLength"]
+        if type(seed) is not int:
+            raise bad(f"seedLength must be a non-negative integer (logical events), got {seed!r}")
+        if seed < 0:
+            raise bad(f"seedLength must be a non-negative integer (logical events), got {seed}")
+    return header
+
+
+def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[str, Any]:
+    """Parse and validate the header line of a session log (events.md §2, replay.md §2).
+
+    Only the first non-blank line is read. Every key is kept, in file order, including
+    ``"type": "session"`` and unknown keys such as ``origin`` / ``delegationDepth``.
+
+    Args:
+        text: the whole log (``str`` or UTF-8 ``bytes``) or just its header line.
+        file: path used in error messages.
+
+    Returns:
+        The header dict: ``type == "session"``, ``version`` 0 (absent tolerated), ``id`` str,
+        ``createdAt`` int ms, optional ``parentSession`` str, optional ``seedLength`` int >= 0.
+
+    Raises:
+        ReplayParseError: ``REPLAY_MISSING_HEADER`` (empty text, or the first line is not a
+            session header), ``REPLAY_MALFORMED_LINE`` (not JSON), ``REPLAY_BAD_HEADER``
+            (a key with the wrong type, negative / non-integer ``seedLength``, version != 0).
+    """
+    data = _as_bytes(text)
+    line, line_no, _ = _first_line(data)
+    if line is None:
+        raise ReplayParseError(
+            f"{_where(file)}: missing session header: the log is empty; record the scenario first "
+            "(or write a header-only fixture)",
+            "REPLAY_MISSING_HEADER",
+        )
+    try:
+        header = _loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ReplayParseError(
+            f"{_where(file)}:{line_no}: malformed JSON in the session header ({exc}); "
+            "fix or re-record the fixture",
+            "REPLAY_MALFORMED_LINE",
+        ) from exc
+    return _check_header(header, file, line_no)
+
+
+def _slow_rows(body: list[bytes], first_line_no: int, file: str | None) -> tuple[list[Any], list[int]]:
+    """Per-line parse skipping blank lines; exact line numbers in errors."""
+    rows: list[Any] = []
+    line_nos: list[int] = []
+    for offset, line in enumerate(body):
+        if not line.strip():
+            continue
+        try:
+            rows.append(_loads(line))
+        except orjson.JSONDecodeError as exc:
+            raise ReplayParseError(
+                f"{_where(file)}:{first_line_no + offset}: malformed JSON line ({exc}); "
+                "fix the line or re-record the fixture",
+                "REPLAY_MALFORMED_LINE",
+            ) from exc
+        line_nos.append(first_line_no + offset)
+    return rows, line_nos
+
+
+def _row_error(file: str | None, line_no: int, what: str, code: str = "REPLAY_BAD_ROW") -> ReplayParseError:
+    return ReplayParseError(f"{_where(file)}:{line_no}: {what}", code)
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line_no: int) -> None:
+    """Append the logical ``assistant/chunk`` events of one packed row to ``out``."""
+    kind = row["type"]
+
+    def bad(what: str) -> ReplayParseError:
+        return _row_error(
+            file,
+            line_no,
+            f"bad packed {kind!r} row: {what}; fix the row (head-format.md §2) or re-record the fixture",
+            "REPLAY_BAD_PACKED_ROW",
+        )
+
+    keys = row.keys()
+    if keys == _PACKED_ENVELOPE_COMPLETE:
+        seq0 = row["seq0"]
+        time0 = row["time0"]
+        if type(seq0) is not int or seq0 < 0:
+            raise bad(f"seq0 must be a non-negative integer, got {seq0!r}")
+        if type(time0) is not int:
+            raise bad(f"time0 must be an integer, got {time0!r}")
+    elif keys == _PACKED_ENVELOPE_PROJECTED:
+        seq0 = len(out)
+        time0 = 0
+    else:
+        raise bad(
+            f"envelope keys must be exactly {{type, seq0, time0, data}} or {{type, data}}, got {sorted(keys)}"
+        )
+    data = row["data"]
+    if not isinstance(data, dict):
+        raise bad("data must be an object")
+    dkeys = set(data)
+    required = PACKED_ROW_KEYS[kind]
+    if kind == "tool-call-chunks":
+        if not required <= dkeys or not dkeys <= required | _TOOL_OPTIONAL:
+            raise bad(
+                f"data keys must be exactly {sorted(required)} plus optional 'name', got {sorted(dkeys)}"
+            )
+    elif dkeys != required:
+        raise bad(f"data keys must be exactly {sorted(required)}, got {sorted(dkeys)}")
+    turn, step, index = data["turn"], data["step"], data["index"]
+    for name, value in (("turn", turn), ("step", step), ("index", index)):
+        if not _is_number(value):
+            raise bad(f"{name} must be a number, got {value!r}")
+    members_key = "args" if kind == "tool-call-chunks" else "texts"
+    members = data[members_key]
+    if not isinstance(members, list) or not members or any(type(m) is not str for m in members):
+        raise bad(f"{members_key} must be a non-empty list of strings")
+    dt = data["dt"]
+    if not isinstance(dt, list) or any(type(d) is not int for d in dt):
+        raise bad("dt must be a list of integers")
+    if len(dt) != len(members) - 1:
+        raise bad(
+            f"dt has {len(dt)} gaps but {members_key} has {len(members)} members "
+            f"(expected {len(members) - 1} = members - 1)"
+        )
+    if seq0 + len(members) - 1 > _SAFE_INT:
+        raise bad("member seq exceeds 2**53 - 1")
+    t = time0
+    if abs(t) > _SAFE_INT:
+        raise bad(f"member time {t} is not a safe integer")
+    times = [t]
+    for gap in dt:
+        t += gap
+        if abs(t) > _SAFE_INT:
+            raise bad(f"member time {t} is not a safe integer")
+        times.append(t)
+
+    if kind == "tool-call-chunks":
+        call_id = data["id"]
+        if type(call_id) is not str:
+            raise bad(f"id must be a string, got {call_id!r}")
+        if "name" in data:
+            name_value = data["name"]
+            if type(name_value) is not str:
+                raise bad(f"name must be a string, got {name_value!r}")
+            for k, arg in enumerate(members):
+                out.append(
+                    {
+                        "type": "assistant/chunk",
+                        "seq": seq0 + k,
+                        "time": times[k],
+                        "data": {
+                            "turn": turn,
+                            "step": step,
+                            "chunk": {
+                                "type": "tool-call-delta",
+                                "index": index,
+                                "id": call_id,
+                                "name": name_value,
+                                "argumentsDelta": arg,
+                            },
+                        },
+                    }
+                )
+        else:
+            for k, arg in enumerate(members):
+                out.append(
+                    {
+                        "type": "assistant/chunk",
+                        "seq": seq0 + k,
+                        "time": times[k],
+                        "data": {
+                            "turn": turn,
+                            "step": step,
+                            "chunk": {
+                                "type": "tool-call-delta",
+                                "index": index,
+                                "id": call_id,
+                                "argumentsDelta": arg,
+                            },
+                        },
+                    }
+                )
+        return
+    chunk_type = "text-delta" if kind == "text-chunks" else "reasoning-delta"
+    for k, text in enumerate(members):
+        out.append(
+            {
+                "type": "assistant/chunk",
+                "seq": seq0 + k,
+                "time": times[k],
+                "data": {
+                    "turn": turn,
+                    "step": step,
+                    "chunk": {"type": chunk_type, "index": index, "text": text},
+                },
+            }
+        )
+
+
+def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
+    if not isinstance(row, dict):
+        return _row_error(
+            file,
+            line_no,
+            f"event line must be a JSON object, got {type(row).__name__}; fix or remove the line",
+        )
+    return _row_error(
+        file,
+        line_no,
+        f"event envelope needs a string 'type', got {row.get('type')!r}; fix or remove the line",
+    )
+
+
+def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | None) -> list[Event]:
+    """Validate envelopes, expand packed rows and restore projected ``seq``/``time``."""
+    out: list[Event] = []
+    append = out.append
+    packed = PACKED_ROW_KEYS
+    for i, row in enumerate(rows):
+        if type(row) is not dict:
+            raise _bad_envelope(row, file, line_of(i))
+        kind = row.get("type")
+        if type(kind) is not str:
+            raise _bad_envelope(row, file, line_of(i))
+        if kind in packed:
+            _expand_packed(row, out, file, line_of(i))
+        elif "seq" in row and "time" in row:
+            append(row)
+        else:
+            restored: Event = {
+                "type": kind,
+                "seq": row.get("seq", len(out)),
+                "time": row.get("time", 0),
+            }
+            for key, value in row.items():
+                if key not in restored:
+                    restored[key] = value
+            append(restored)
+    return out
+
+
+def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
+    """Split ``data``; return the body lines after the header and the body's first line number."""
+    line, line_no, end = _first_line(data)
+    if line is None:
+        raise ReplayParseError(
+            f"{_where(file)}: missing session header: the log is empty; record the scenario first",
+            "REPLAY_MISSING_HEADER",
+        )
+    try:
+        header = _loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ReplayParseError(
+            f"{_where(file)}:{line_no}: malformed JSON in the session header ({exc}); "
+            "fix or re-record the fixture",
+            "REPLAY_MALFORMED_LINE",
+        ) from exc
+    _check_header(header, file, line_no)
+    body = data[end + 1 :].split(b"\n")
+    # Trailing newline / blank tail: drop cheaply so the fast path sees no blank line.
+    while body and not body[-1].strip():
+        body.pop()
+    return body, line_no + 1
+
+
+def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event]:
+    """Parse a session log into its logical events, header excluded (replay.md §2, head-format.md).
+
+    Reads BOTH layouts. Blank / whitespace-only lines are skipped. Unknown event types pass
+    through verbatim. Rows that already carry ``seq`` and ``time`` are returned unchanged (same
+    dict, same key order); projected rows get ``seq`` (the logical index) and ``time`` (0)
+    inserted after ``type``; packed rows become one ``assistant/chunk`` event per member with
+    ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])`` (``seq0`` = logical index and
+    ``time0`` = 0 when projected). No seq contiguity check (replay.md §2).
+
+    Args:
+        text: the whole log file, ``str`` or UTF-8 ``bytes`` (bytes are faster).
+        file: path used in error messages.
+
+    Returns:
+        The logical events, in file order.
+
+    Raises:
+        ReplayParseError: missing / invalid header (see :func:`parse_session_header`);
+            ``REPLAY_MALFORMED_LINE`` (a line is not JSON), ``REPLAY_BAD_ROW`` (not an object or
+            no string ``type``), ``REPLAY_BAD_PACKED_ROW`` (key sets, ``dt`` length, non-integer
+            or unsafe seq/time, ...). Messages give ``file:line`` and the fix.
+    """
+    data = _as_bytes(text)
+    body, first_line_no = _body_lines(data, file)
+    with gc_paused():
+        line_nos: list[int] | None = None
+        try:
+            rows = list(map(_loads, body))
+        except orjson.JSONDecodeError:
+            rows, line_nos = _slow_rows(body, first_line_no, file)
+        # Fast check: every row a baseline envelope (dict with seq & time, not packed)?
+        packed = PACKED_ROW_KEYS
+        try:
+            fast = all("seq" in r and "time" in r and r["type"] not in packed for r in rows)
+        except (TypeError, KeyError):
+            fast = False
+        if fast:
+            for r in rows:
+                if type(r["type"]) is not str:  # pragma: no cover - rare; handled below
+                    fast = False
+                    break
+        if fast:
+            return rows
+        if line_nos is None:
+            return _general_rows(rows, lambda i: first_line_no + i, file)
+        known = line_nos
+        return _general_rows(rows, lambda i: known[i], file)
