@@ -1,0 +1,421 @@
+"""Shared backend machinery: the §1 contract on top of per-backend storage primitives.
+
+Both backends keep the same in-memory state per tracked session id (persistence.md §2):
+``meta`` (the header), ``cursor`` (stored length = next seq), ``materialized`` and the single-writer
+lock. The storage primitives (read, materialize, append, repair, list) are implemented by
+:class:`~pytest_dsh_replay.persistence.jsonl.JsonlPersistence` and
+:class:`~pytest_dsh_replay.persistence.sqlite.SqlitePersistence`.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, cast
+
+import orjson
+
+from pytest_dsh_replay.session import Event, SessionHeader, interrupted_turn_closers, is_json_value
+
+from .errors import (
+    InvalidEventDataError,
+    PersistenceError,
+    SeqMismatchError,
+    SessionCollisionError,
+    SessionNotFoundError,
+    UnsupportedVersionError,
+)
+from .locking import WriterLock
+
+SESSION_FORMAT_VERSION = 0
+"""The only session header ``version`` this package reads or writes (events.md §2)."""
+
+_KNOWN_HEADER_KEYS = ("version", "id", "createdAt", "cwd", "parentSession", "seedLength")
+
+
+class _Any:
+    """Sentinel type: look a session up in every cwd scope."""
+
+
+ANY_SCOPE = _Any()
+
+
+@dataclass
+class StoredLog:
+    """A scanned stored log.
+
+    ``events`` is the longest valid prefix (``events[i]["seq"] == i``); ``torn`` is the
+    backend-specific deletion point (JSONL: byte offset; SQLite: first seq to delete) when material
+    past that prefix must be truncated, else ``None``; ``where`` names the file for messages.
+    """
+
+    meta: SessionHeader
+    events: list[Event]
+    torn: int | None
+    where: str
+
+
+@dataclass
+class TrackedState:
+    """In-memory state of one tracked id (persistence.md §2)."""
+
+    meta: SessionHeader
+    cursor: int
+    materialized: bool
+    lock: WriterLock | None
+
+
+def is_int(value: object) -> bool:
+    """True for a Python ``int`` that is not a ``bool``."""
+    return type(value) is int
+
+
+def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
+    """Validate a header and return a copy in on-disk key order (events.md §2).
+
+    Known keys come first in the order ``version, id, createdAt, cwd?, parentSession?, seedLength?``;
+    unknown keys (newer reference headers such as ``origin``) follow in their given order.
+
+    Raises:
+        PersistenceError: (code ``INVALID_HEADER``) not a dict, ``version`` not 0, ``id`` not a
+            non-empty string, ``createdAt`` not an int, or an optional field of the wrong type.
+    """
+
+    def bad(why: str) -> NoReturn:
+        raise PersistenceError(f"{where}: invalid session header ({why}): {meta!r}", "INVALID_HEADER")
+
+    if not isinstance(meta, dict):
+        bad("not an object")
+    if not is_int(meta.get("version")) or meta["version"] != SESSION_FORMAT_VERSION:
+        bad(f"version must be {SESSION_FORMAT_VERSION}")
+    if not isinstance(meta.get("id"), str) or meta["id"] == "":
+        bad("id must be a non-empty string")
+    if not is_int(meta.get("createdAt")):
+        bad("createdAt must be an integer (epoch ms)")
+    for key in ("cwd", "parentSession"):
+        if key in meta and not isinstance(meta[key], str):
+            bad(f"{key} must be a string when present")
+    if "seedLength" in meta and (not is_int(meta["seedLength"]) or meta["seedLength"] < 0):
+        bad("seedLength must be a non-negative integer when present")
+    if "type" in meta:
+        bad("'type' is not a header key (the JSONL writer adds it)")
+    out: dict[str, Any] = {k: meta[k] for k in _KNOWN_HEADER_KEYS if k in meta}
+    for k, v in meta.items():
+        if k not in out:
+            if not is_json_value(v):
+                bad(f"{k} is not a JSON value")
+            out[k] = v
+    return cast(SessionHeader, out)
+
+
+def check_batch(session_id: str, events: Sequence[Event]) -> None:
+    """Validate a batch before any write (persistence.md §1 ``append``).
+
+    Raises:
+        InvalidEventDataError: an event is not an object, ``type`` is not a string, ``seq``/``time``
+            are not integers, or ``data`` fails ``is_json_value``; the message names type and seq.
+    """
+    for ev in events:
+        if not isinstance(ev, dict):
+            raise InvalidEventDataError(f"session {session_id!r}: event is not an object: {ev!r}")
+        etype, seq = ev.get("type"), ev.get("seq")
+        where = f"session {session_id!r}: event type={etype!r} seq={seq!r}"
+        if not isinstance(etype, str):
+            raise InvalidEventDataError(f"{where}: type must be a string")
+        if not is_int(seq):
+            raise InvalidEventDataError(f"{where}: seq must be an integer")
+        if not is_int(ev.get("time")):
+            raise InvalidEventDataError(f"{where}: time must be an integer (epoch ms)")
+        if "data" not in ev or not is_json_value(ev["data"]):
+            raise InvalidEventDataError(f"{where}: data is not a JSON value")
+
+
+def canonical(event: object) -> bytes:
+    """Key-order-insensitive serialization used for "seed covers prefix" comparisons."""
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def seed_covers(seed: Sequence[Event], prefix: Sequence[Event]) -> int | None:
+    """Return ``None`` when ``seed`` reproduces ``prefix`` (persistence.md §2), else the first
+    differing index. Values are compared exactly (``1`` != ``1.0`` != ``true``) but key order is
+    ignored (see the SQLite reload pitfall in §2).
+    """
+    if len(prefix) > len(seed):
+        return len(seed)
+    for i, stored in enumerate(prefix):
+        if seed[i] is not stored and canonical(seed[i]) != canonical(stored):
+            return i
+    return None
+
+
+def _is_event_at(ev: object, i: int) -> bool:
+    return type(ev) is dict and type(ev.get("seq")) is int and ev["seq"] == i and type(ev.get("type")) is str
+
+
+def walk_prefix(
+    parsed: Sequence[object], last_turn_end: int, corrupt: Callable[[int, object], NoReturn]
+) -> int:
+    """The committed-region walk shared by both scans (persistence.md §4 step 5, §5 ``scan_rows``).
+
+    ``parsed[i]`` is the parsed event (``None`` for a hole). Returns the length of the kept prefix.
+    A hole or ``seq != i`` at ``i <= last_turn_end`` calls ``corrupt(i, parsed[i])`` (which raises);
+    after ``last_turn_end`` the walk stops there (torn tail).
+    """
+    for i, ev in enumerate(parsed):
+        if not _is_event_at(ev, i):
+            if i <= last_turn_end:
+                corrupt(i, ev)
+            return i
+    return len(parsed)
+
+
+def describe_bad(ev: object) -> str:
+    """Short description of a bad slot for corruption messages."""
+    if ev is None:
+        return "is not valid JSON"
+    if type(ev) is not dict:
+        return "is not an event object"
+    if type(ev.get("type")) is not str:
+        return "has no string type"
+    return f"has seq {ev.get('seq')!r}"
+
+
+class BackendBase(abc.ABC):
+    """The persistence contract (persistence.md §1) over abstract storage primitives.
+
+    Subclasses implement the ``_``-prefixed primitives. All public methods are synchronous.
+    """
+
+    def __init__(self) -> None:
+        self._tracked: dict[str, TrackedState] = {}
+        self._closed = False
+
+    # ---- storage primitives ------------------------------------------------------------------
+    @abc.abstractmethod
+    def _exists(self, session_id: str, cwd: str | _Any | None) -> bool:
+        """Whether a stored artifact exists (in ``cwd``'s scope, or anywhere for ``ANY_SCOPE``)."""
+
+    @abc.abstractmethod
+    def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
+        """Read and scan the stored log; ``None`` when absent. Checks the header ``version``."""
+
+    @abc.abstractmethod
+    def _lock(self, session_id: str) -> WriterLock | None:
+        """Acquire the single-writer lock (``None`` where no lock is needed, e.g. ``:memory:``)."""
+
+    @abc.abstractmethod
+    def _materialize(self, meta: SessionHeader, events: list[Event]) -> None:
+        """Atomically create header + first batch."""
+
+    @abc.abstractmethod
+    def _append(self, meta: SessionHeader, events: list[Event]) -> None:
+        """Durably append a batch to a materialized session, all-or-nothing."""
+
+    @abc.abstractmethod
+    def _repair(self, stored: StoredLog, closers: list[Event]) -> None:
+        """Truncate at ``stored.torn`` (if set), then append ``closers``, durably."""
+
+    @abc.abstractmethod
+    def _list(self) -> list[SessionHeader]:
+        """Headers of all materialized sessions."""
+
+    @abc.abstractmethod
+    def _close(self) -> None:
+        """Release backend resources."""
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PersistenceError(f"{type(self).__name__} is closed", "PERSISTENCE_CLOSED")
+
+    @staticmethod
+    def _check_version(meta: SessionHeader, where: str) -> None:
+        version = meta.get("version")
+        if version != SESSION_FORMAT_VERSION or not is_int(version):
+            raise UnsupportedVersionError(
+                f"{where}: session {meta.get('id')!r} has header version {version!r}; "
+                f"only version {SESSION_FORMAT_VERSION} is supported (no migration)"
+            )
+
+    # ---- the contract ------------------------------------------------------------------------
+    def create(self, header: SessionHeader) -> None:
+        """Register a new session lazily; nothing is written until the first non-empty ``append``.
+
+        Raises:
+            PersistenceError: invalid header (code ``INVALID_HEADER``) or backend closed.
+            SessionCollisionError: the id is already tracked, or a stored artifact with that id
+                exists in any cwd scope.
+        """
+        self._check_open()
+        meta = normalize_header(header)
+        sid = meta["id"]
+        if sid in self._tracked:
+            raise SessionCollisionError(f"create: session {sid!r} is already tracked by this backend")
+        if self._exists(sid, ANY_SCOPE):
+            raise SessionCollisionError(f"create: a stored session {sid!r} already exists")
+        self._tracked[sid] = TrackedState(meta, 0, False, None)
+
+    def append(self, session_id: str, events: Sequence[Event]) -> None:
+        """Durably persist a batch; returns only when durable. An empty batch is a no-op.
+
+        An untracked id is first adopted with :meth:`load` (including crash repair).
+
+        Raises:
+            InvalidEventDataError: an event is not storable (names type and seq).
+            SeqMismatchError: first seq != stored next seq, or the batch is not contiguous.
+            SessionNotFoundError: untracked id with no stored artifact.
+            WriterConflictError: another writer holds the session.
+            SessionCollisionError: the first write finds an artifact already in place.
+        """
+        self._check_open()
+        batch = list(events)
+        if not batch:
+            return
+        check_batch(session_id, batch)
+        state = self._tracked.get(session_id)
+        if state is None:
+            self.load(session_id)
+            state = self._tracked[session_id]
+        for k, ev in enumerate(batch):
+            expected = state.cursor + k
+            if ev["seq"] != expected:
+                raise SeqMismatchError(
+                    f"append to session {session_id!r}: expected seq {expected}, got {ev['seq']} "
+                    f"(event {k} of the batch, type {ev['type']!r})",
+                    expected=expected,
+                    got=ev["seq"],
+                )
+        if state.materialized:
+            self._append(state.meta, batch)
+        else:
+            took = state.lock is None
+            if took:
+                state.lock = self._lock(session_id)
+            try:
+                self._materialize(state.meta, batch)
+            except BaseException:
+                if took and state.lock is not None:
+                    state.lock.release()
+                    state.lock = None
+                raise
+            state.materialized = True
+        state.cursor += len(batch)
+
+    def load(self, session_id: str) -> tuple[SessionHeader, list[Event]]:
+        """Read header + longest valid prefix, durably close an interrupted final turn, and return
+        the balanced log (persistence.md §1, §3). The id stays tracked (cursor = returned length)
+        and the writer lock stays held until :meth:`close`.
+
+        Raises:
+            SessionNotFoundError: no stored artifact.
+            UnsupportedVersionError: header ``version`` != 0.
+            CorruptLogError: empty/header-less file, bad header, or committed-region corruption.
+            WriterConflictError: another writer holds the session.
+        """
+        self._check_open()
+        state = self._tracked.get(session_id)
+        if state is None and not self._exists(session_id, ANY_SCOPE):
+            raise SessionNotFoundError(f"load: no stored session {session_id!r}")
+        lock = state.lock if state is not None else None
+        took = lock is None
+        if took:
+            lock = self._lock(session_id)
+        try:
+            stored = self._read(session_id, ANY_SCOPE)
+            if stored is None:
+                raise SessionNotFoundError(f"load: no stored session {session_id!r}")
+            closers = interrupted_turn_closers(stored.events)
+            if stored.torn is not None or closers:
+                self._repair(stored, closers)
+        except BaseException:
+            if took and lock is not None:
+                lock.release()
+            raise
+        events = stored.events + closers
+        self._tracked[session_id] = TrackedState(stored.meta, len(events), True, lock)
+        return cast(SessionHeader, dict(stored.meta)), events
+
+    def list(self) -> builtins.list[SessionHeader]:
+        """Headers of all materialized sessions, storage order (metadata only; version not checked)."""
+        self._check_open()
+        return self._list()
+
+    def close(self) -> None:
+        """Release every writer lock and the backend's handles (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[BaseException] = []
+        for state in self._tracked.values():
+            if state.lock is not None:
+                try:
+                    state.lock.release()
+                except OSError as exc:
+                    errors.append(exc)
+        self._tracked.clear()
+        self._close()
+        if errors:
+            raise errors[0]
+
+    # ---- coordinator support (persistence.md §2 binding cases) -------------------------------
+    def tracked(self, session_id: str) -> TrackedState | None:
+        """The in-memory state of a tracked id (read-only by contract), else ``None``."""
+        return self._tracked.get(session_id)
+
+    def forget(self, session_id: str) -> None:
+        """Stop tracking an id and release its writer lock (case 1c fall-through)."""
+        state = self._tracked.pop(session_id, None)
+        if state is not None and state.lock is not None:
+            state.lock.release()
+
+    def stored_prefix(self, session_id: str) -> builtins.list[Event]:
+        """Re-read the first ``cursor`` stored events of a tracked, materialized id (no repair)."""
+        self._check_open()
+        state = self._tracked[session_id]
+        if not state.materialized:
+            return []
+        stored = self._read(session_id, ANY_SCOPE)
+        if stored is None:
+            raise SessionNotFoundError(f"session {session_id!r} is tracked but its stored log vanished")
+        return stored.events[: state.cursor]
+
+    def adopt_live(self, session_id: str, cwd: str | None, seed: Sequence[Event]) -> int | None:
+        """Cases 2/3 of §2: adopt a stored log in ``cwd``'s scope for a live session.
+
+        Returns ``None`` when no artifact exists in that scope; else checks the version and that
+        ``seed`` covers the stored prefix, truncates a torn tail (an open turn is NOT closed), tracks
+        the id with cursor = stored length and returns that length.
+
+        Raises:
+            SessionCollisionError: the seed does not reproduce the stored prefix (case 3).
+            UnsupportedVersionError, CorruptLogError, WriterConflictError: as in :meth:`load`.
+        """
+        self._check_open()
+        if session_id in self._tracked:
+            raise SessionCollisionError(f"adopt: session {session_id!r} is already tracked")
+        if not self._exists(session_id, cwd):
+            return None
+        lock = self._lock(session_id)
+        try:
+            stored = self._read(session_id, cwd)
+            if stored is None:
+                if lock is not None:
+                    lock.release()
+                return None
+            bad = seed_covers(seed, stored.events)
+            if bad is not None:
+                raise SessionCollisionError(
+                    f"session {session_id!r}: the live seed ({len(seed)} events) does not reproduce "
+                    f"the stored log {stored.where} ({len(stored.events)} events); first difference "
+                    f"at seq {bad}"
+                )
+            if stored.torn is not None:
+                self._repair(stored, [])
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        self._tracked[session_id] = TrackedState(stored.meta, len(stored.events), True, lock)
+        return len(stored.events)

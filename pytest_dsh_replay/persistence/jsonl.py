@@ -1,0 +1,347 @@
+"""JSONL backend (the embedded default; spec: persistence.md §4).
+
+Layout::
+
+    <root>/_no-cwd/<encoded-id>.jsonl
+    <root>/cwd-<12 hex of sha256(cwd)>/<encoded-id>.jsonl
+    <root>/.locks/<encoded-id>.lock        # single-writer locks (not session artifacts)
+
+Line 1 is the header with ``"type":"session"`` first; every further line is one event as compact
+JSON, byte-identical to what the reference writes for the same event; every line ends with ``\\n``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import secrets
+from array import array
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+import orjson
+
+from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
+
+from ._base import ANY_SCOPE, BackendBase, StoredLog, _Any, describe_bad, walk_prefix
+from .encoding import NO_CWD_BUCKET, cwd_bucket, encode_segment
+from .errors import CorruptLogError, PersistenceError, SessionCollisionError
+from .locking import WriterLock
+
+_LOCK_DIR = ".locks"
+
+
+def _io_error(what: str, path: Path, exc: OSError) -> PersistenceError:
+    return PersistenceError(f"{what} {path}: {exc}", "PERSISTENCE_IO")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_header(value: object) -> bool:
+    return (
+        type(value) is dict
+        and value.get("type") == "session"
+        and type(value.get("version")) in (int, float)
+        and isinstance(value.get("id"), str)
+        and type(value.get("createdAt")) in (int, float)
+    )
+
+
+def parse_header_line(line: bytes | memoryview, file: str) -> SessionHeader:
+    """Parse a JSONL header line into a header dict (without ``type``).
+
+    Raises:
+        CorruptLogError: the line is not JSON, or not a header (``type == "session"``, numeric
+            ``version``, string ``id``, numeric ``createdAt``).
+    """
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptLogError(f"{file}: line 1: header is not valid JSON ({exc})", file=file, line=1) from exc
+    if not _is_header(value):
+        raise CorruptLogError(f"{file}: line 1: first line is not a session header", file=file, line=1)
+    return cast(SessionHeader, {k: v for k, v in value.items() if k != "type"})
+
+
+def header_line(meta: SessionHeader) -> str:
+    """The header line text (no newline): ``{"type":"session", ...meta}``."""
+    return dumps_json({"type": "session", **meta})
+
+
+def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
+    """``scan_log`` of persistence.md §4: returns ``(meta, kept events, committed_bytes)``.
+
+    The header ``version`` is NOT checked here. The garbage collector is paused while events are
+    materialized (it would otherwise rescan the growing heap of fresh dicts repeatedly).
+
+    Raises:
+        CorruptLogError: no complete line, bad header, or a hole / seq gap at or before the last
+            parseable ``turn/end`` (message names file, 1-based line and seq).
+    """
+    first = data.find(b"\n")
+    if first < 0:
+        raise CorruptLogError(
+            f"{file}: empty or header-less session log (no complete line in {len(data)} bytes)", file=file
+        )
+    view = memoryview(data)
+    meta = parse_header_line(view[:first], file)
+    parsed: list[Any] = []
+    ends = array("q")
+    last_turn_end = -1
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    find = data.find
+    push = parsed.append
+    push_end = ends.append
+    start = first + 1
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        while True:
+            end = find(b"\n", start)
+            if end < 0:
+                break
+            try:
+                ev = loads(view[start:end])
+            except decode_error:
+                ev = None
+            else:
+                if type(ev) is dict and ev.get("type") == "turn/end":
+                    last_turn_end = len(parsed)
+            push(ev)
+            push_end(end + 1)
+            start = end + 1
+
+        def corrupt(i: int, ev: object) -> NoReturn:
+            raise CorruptLogError(
+                f"{file}: line {i + 2}: event at seq {i} {describe_bad(ev)} in the committed region "
+                f"(last turn/end at line {last_turn_end + 2}) of session {meta.get('id')!r}",
+                file=file,
+                line=i + 2,
+                seq=i,
+            )
+
+        kept = walk_prefix(parsed, last_turn_end, corrupt)
+    finally:
+        if was_enabled:
+            gc.enable()
+    if kept < len(parsed):
+        del parsed[kept:]
+    committed = ends[kept - 1] if kept else first + 1
+    return meta, parsed, committed
+
+
+class JsonlPersistence(BackendBase):
+    """JSONL files under ``root`` (persistence.md §4). ``root`` is resolved to an absolute path once.
+
+    Directories are created 0700 and files 0600 on first write (lazy materialization: a session with
+    no events leaves no file). Writes are fsynced; a failed append is rolled back to the previous
+    size. The single-writer lock is ``<root>/.locks/<encoded-id>.lock``, taken on first write,
+    ``load`` and adopt, held until :meth:`close`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.root = Path(os.path.abspath(os.fspath(root)))
+        self._paths: dict[str, Path] = {}
+
+    # ---- paths -------------------------------------------------------------------------------
+    def _buckets(self) -> list[Path]:
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise _io_error("cannot list session root", self.root, exc) from exc
+        return [
+            Path(e.path)
+            for e in entries
+            if (e.name == NO_CWD_BUCKET or e.name.startswith("cwd-")) and e.is_dir()
+        ]
+
+    def _find(self, session_id: str, cwd: str | _Any | None) -> Path | None:
+        name = encode_segment(session_id) + ".jsonl"
+        if not isinstance(cwd, _Any):
+            candidate = self.root / cwd_bucket(cwd) / name
+            return candidate if candidate.is_file() else None
+        for bucket in self._buckets():
+            candidate = bucket / name
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def path_for(self, session_id: str) -> Path | None:
+        """The stored file of ``session_id`` (the tracked one, else the first bucket holding it),
+        or ``None`` when nothing is stored. For harvesting recordings."""
+        path = self._paths.get(session_id)
+        if path is not None and path.is_file():
+            return path
+        return self._find(session_id, ANY_SCOPE)
+
+    # ---- primitives --------------------------------------------------------------------------
+    def _exists(self, session_id: str, cwd: str | _Any | None) -> bool:
+        return self._find(session_id, cwd) is not None
+
+    def _lock(self, session_id: str) -> WriterLock:
+        return WriterLock(self.root / _LOCK_DIR / (encode_segment(session_id) + ".lock"), session_id)
+
+    def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
+        path = self._find(session_id, cwd)
+        if path is None:
+            return None
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _io_error("cannot read session log", path, exc) from exc
+        meta, events, committed = scan_log(data, str(path))
+        self._check_version(meta, str(path))
+        if meta.get("id") != session_id:
+            raise CorruptLogError(
+                f"{path}: line 1: header id {meta.get('id')!r} does not match session {session_id!r}",
+                file=str(path),
+                line=1,
+            )
+        self._paths[session_id] = path
+        return StoredLog(meta, events, committed if committed < len(data) else None, str(path))
+
+    def _materialize(self, meta: SessionHeader, events: list[Event]) -> None:
+        bucket = self.root / cwd_bucket(meta.get("cwd"))
+        final = bucket / (encode_segment(meta["id"]) + ".jsonl")
+        body = [header_line(meta)]
+        body.extend(dumps_json(ev) for ev in events)
+        payload = ("\n".join(body) + "\n").encode("utf-8")
+        try:
+            if not self.root.is_dir():
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _fsync_dir(self.root.parent)
+            if not bucket.is_dir():
+                bucket.mkdir(mode=0o700, exist_ok=True)
+                _fsync_dir(self.root)
+        except OSError as exc:
+            raise _io_error("cannot create session directory", bucket, exc) from exc
+        if final.exists():
+            raise SessionCollisionError(
+                f"session {meta['id']!r}: {final} already exists; refusing to overwrite"
+            )
+        tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, final)
+            except FileExistsError as exc:
+                raise SessionCollisionError(
+                    f"session {meta['id']!r}: {final} appeared concurrently; refusing to overwrite"
+                ) from exc
+            _fsync_dir(bucket)
+        except OSError as exc:
+            raise _io_error("cannot materialize session log", final, exc) from exc
+        finally:
+            with contextlib.suppress(OSError):  # best effort, as the spec says
+                os.unlink(tmp)
+        self._paths[meta["id"]] = final
+
+    def _path_of(self, session_id: str) -> Path:
+        path = self._paths.get(session_id) or self._find(session_id, ANY_SCOPE)
+        if path is None:
+            raise PersistenceError(
+                f"session {session_id!r}: stored log not found for writing", "PERSISTENCE_IO"
+            )
+        return path
+
+    @staticmethod
+    def _append_lines(path: Path, lines: list[str]) -> None:
+        payload = ("\n".join(lines) + "\n").encode("utf-8")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            raise _io_error("cannot open session log for append", path, exc) from exc
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+                raise
+        finally:
+            os.close(fd)
+
+    def _append(self, meta: SessionHeader, events: list[Event]) -> None:
+        path = self._path_of(meta["id"])
+        try:
+            self._append_lines(path, [dumps_json(ev) for ev in events])
+        except OSError as exc:
+            raise _io_error("cannot append to session log", path, exc) from exc
+
+    def _repair(self, stored: StoredLog, closers: list[Event]) -> None:
+        path = Path(stored.where)
+        try:
+            if stored.torn is not None:
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.ftruncate(fd, stored.torn)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if closers:
+                self._append_lines(path, [dumps_json(ev) for ev in closers])
+        except OSError as exc:
+            raise _io_error("cannot repair session log", path, exc) from exc
+
+    def _list(self) -> list[SessionHeader]:
+        out: list[SessionHeader] = []
+        for bucket in self._buckets():
+            try:
+                names = sorted(e.name for e in os.scandir(bucket) if e.name.endswith(".jsonl"))
+            except OSError as exc:
+                raise _io_error("cannot list bucket", bucket, exc) from exc
+            for name in names:
+                path = bucket / name
+                line = _first_line(path)
+                if line is None:
+                    continue
+                try:
+                    value = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if _is_header(value):
+                    out.append(cast(SessionHeader, {k: v for k, v in value.items() if k != "type"}))
+        return out
+
+    def _close(self) -> None:
+        self._paths.clear()
+
+
+def _first_line(path: Path) -> bytes | None:
+    """The first complete line of ``path`` (without ``\\n``), or ``None`` if there is none."""
+    chunks: list[bytes] = []
+    try:
+        with path.open("rb") as fh:
+            while True:
+                chunk = fh.read(65536)
+                if not chunk:
+                    return None
+                cut = chunk.find(b"\n")
+                if cut >= 0:
+                    chunks.append(chunk[:cut])
+                    return b"".join(chunks)
+                chunks.append(chunk)
+    except OSError as exc:
+        raise _io_error("cannot read session header", path, exc) from exc

@@ -1,0 +1,63 @@
+"""Single-writer lock: an advisory ``fcntl.flock`` on a per-session lock file.
+
+A session may be open for writing by one backend instance at a time. ``flock`` locks belong to the
+open file description, so a second backend instance in the same process conflicts just like another
+process does. The lock is released when the backend forgets the session or is closed; the lock file
+itself stays (unlinking lock files is racy) and is never a session artifact.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+from .errors import PersistenceError, WriterConflictError
+
+
+class WriterLock:
+    """An exclusive, non-blocking lock on ``path`` held by this object until :meth:`release`.
+
+    Raises (from the constructor):
+        WriterConflictError: another open file description holds the lock.
+        PersistenceError: the lock file cannot be created (code ``PERSISTENCE_IO``).
+    """
+
+    def __init__(self, path: Path, session_id: str) -> None:
+        self.path = path
+        self.session_id = session_id
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise PersistenceError(
+                f"cannot open writer lock {path} for session {session_id!r}: {exc}", "PERSISTENCE_IO"
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise WriterConflictError(
+                    f"session {session_id!r} is already open for writing by another writer "
+                    f"(lock {path} is held); refusing to interleave events"
+                ) from exc
+            raise PersistenceError(
+                f"cannot lock {path} for session {session_id!r}: {exc}", "PERSISTENCE_IO"
+            ) from exc
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        """True until :meth:`release` was called."""
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)

@@ -1,0 +1,292 @@
+"""SQLite backend (spec: persistence.md §5), standard library ``sqlite3``.
+
+Schema version ``SCHEMA_VERSION = 4`` lives in ``PRAGMA user_version``. A file stamped with any
+other non-zero version (1, 2, the ambiguous 3, 5+) is rejected before anything is written to it
+(the check reads the 100-byte file header first, then ``PRAGMA user_version`` before the WAL
+switch), so the file stays byte-for-byte untouched. There is no migration code.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+import orjson
+
+from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
+
+from ._base import BackendBase, StoredLog, _Any, describe_bad, walk_prefix
+from .encoding import encode_segment
+from .errors import CorruptLogError, InvalidEventDataError, PersistenceError, SchemaVersionError
+from .locking import WriterLock
+
+SCHEMA_VERSION = 4
+"""The SQLite schema version stamped in ``PRAGMA user_version`` (persistence.md §5)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+  id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL,
+  cwd TEXT, parent_session TEXT, seed_length INTEGER
+) STRICT;
+CREATE TABLE IF NOT EXISTS events (
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
+  source_event_seqs TEXT, surface_op TEXT,
+  PRIMARY KEY (session_id, seq)
+) STRICT;
+"""
+
+_EVENT_KEYS = frozenset(("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp"))
+_HEADER_KEYS = frozenset(("version", "id", "createdAt", "cwd", "parentSession", "seedLength"))
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _header_user_version(path: Path) -> int | None:
+    """``user_version`` from the main file's 100-byte header, ``None`` if the file is empty/absent.
+
+    Raises:
+        PersistenceError: the file is not a SQLite database (code ``SQLITE_NOT_A_DATABASE``).
+    """
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(100)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
+    if not head:
+        return None
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        raise PersistenceError(f"{path} is not a SQLite database", "SQLITE_NOT_A_DATABASE")
+    return int.from_bytes(head[60:64], "big", signed=True)
+
+
+def _reject(path: str, found: int) -> NoReturn:
+    raise SchemaVersionError(
+        f"{path}: SQLite schema version {found} is not supported (expected {SCHEMA_VERSION}, or 0 for a "
+        f"fresh file); no migration is attempted and the file was not modified",
+        file=path,
+        found=found,
+        expected=SCHEMA_VERSION,
+    )
+
+
+def _row_of(session_id: str, ev: Event) -> tuple[Any, ...]:
+    extra = set(ev) - _EVENT_KEYS
+    if extra:
+        raise InvalidEventDataError(
+            f"session {session_id!r}: event type={ev['type']!r} seq={ev['seq']!r} has keys the SQLite "
+            f"schema cannot store: {sorted(extra)}"
+        )
+    seqs = ev.get("sourceEventSeqs")
+    op = ev.get("surfaceOp")
+    return (
+        session_id,
+        ev["seq"],
+        ev["type"],
+        ev["time"],
+        dumps_json(ev["data"]),
+        None if seqs is None and "sourceEventSeqs" not in ev else dumps_json(seqs),
+        None if op is None and "surfaceOp" not in ev else dumps_json(op),
+    )
+
+
+class SqlitePersistence(BackendBase):
+    """Sessions in one SQLite file (persistence.md §5); ``":memory:"`` is allowed.
+
+    Opening: parent directories are created 0700; the version check runs before any write; then
+    ``foreign_keys=ON``, WAL, ``user_version = 4`` on a fresh file, tables created if absent.
+    Each batch is one transaction. Single-writer locks are files ``<path>.locks/<encoded-id>.lock``.
+
+    Raises (constructor):
+        SchemaVersionError: stored ``user_version`` is neither 0 nor 4 (names file and both versions).
+        PersistenceError: the file is not a SQLite database or cannot be opened.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        text = os.fspath(path)
+        self._memory = text == ":memory:"
+        self.path = text if self._memory else os.path.abspath(text)
+        if not self._memory:
+            file = Path(self.path)
+            file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            found = _header_user_version(file)
+            if found is not None and found not in (0, SCHEMA_VERSION):
+                _reject(self.path, found)
+            if not file.exists():
+                os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise PersistenceError(f"cannot open SQLite file {self.path}: {exc}", "PERSISTENCE_IO") from exc
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            found = conn.execute("PRAGMA user_version").fetchone()[0]
+            if found not in (0, SCHEMA_VERSION):
+                _reject(self.path, found)
+            conn.execute("PRAGMA journal_mode = WAL")
+            if found == 0:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.executescript(_SCHEMA)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise PersistenceError(
+                    f"cannot open SQLite file {self.path}: {exc}", "PERSISTENCE_IO"
+                ) from exc
+            raise
+        self._conn = conn
+
+    # ---- primitives --------------------------------------------------------------------------
+    def _header_row(self, session_id: str) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._conn.execute(
+            "SELECT version, id, created_at, cwd, parent_session, seed_length FROM sessions WHERE id = ?",
+            (session_id,),
+        ).fetchone()
+        return row
+
+    def _exists(self, session_id: str, cwd: str | _Any | None) -> bool:
+        row = self._header_row(session_id)
+        return row is not None and (isinstance(cwd, _Any) or row[3] == cwd)
+
+    def _lock(self, session_id: str) -> WriterLock | None:
+        if self._memory:
+            return None
+        return WriterLock(Path(self.path + ".locks") / (encode_segment(session_id) + ".lock"), session_id)
+
+    @staticmethod
+    def _meta_of(row: tuple[Any, ...]) -> SessionHeader:
+        version, sid, created_at, cwd, parent, seed_length = row
+        meta: dict[str, Any] = {"version": version, "id": sid, "createdAt": created_at}
+        if cwd is not None:
+            meta["cwd"] = cwd
+        if parent is not None:
+            meta["parentSession"] = parent
+        if seed_length is not None:
+            meta["seedLength"] = seed_length
+        return cast(SessionHeader, meta)
+
+    def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
+        if not self._exists(session_id, cwd):
+            return None
+        head = self._header_row(session_id)
+        assert head is not None
+        meta = self._meta_of(head)
+        where = f"{self.path} (session {session_id!r})"
+        self._check_version(meta, where)
+        rows = self._conn.execute(
+            "SELECT rowid, seq, type, time, data, source_event_seqs, surface_op FROM events "
+            "WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        )
+        parsed: list[Any] = []
+        rowids: list[int] = []
+        last_turn_end = -1
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for rowid, seq, etype, time, data, seqs, op in rows:
+                rowids.append(rowid)
+                try:
+                    ev: dict[str, Any] = {"type": etype, "seq": seq, "time": time, "data": loads(data)}
+                    if seqs is not None:
+                        ev["sourceEventSeqs"] = loads(seqs)
+                    if op is not None:
+                        ev["surfaceOp"] = loads(op)
+                except decode_error:
+                    parsed.append(None)
+                    continue
+                if etype == "turn/end":
+                    last_turn_end = len(parsed)
+                parsed.append(ev)
+
+            def corrupt(i: int, ev: object) -> NoReturn:
+                raise CorruptLogError(
+                    f"{self.path}: row {rowids[i]}: event at seq {i} {describe_bad(ev)} in the committed "
+                    f"region of session {session_id!r}",
+                    file=self.path,
+                    row=rowids[i],
+                    seq=i,
+                )
+
+            kept = walk_prefix(parsed, last_turn_end, corrupt)
+        finally:
+            if was_enabled:
+                gc.enable()
+        torn = kept if kept < len(parsed) else None
+        del parsed[kept:]
+        return StoredLog(meta, parsed, torn, where)
+
+    def _transaction(
+        self, what: str, session_id: str, body: list[tuple[str, tuple[Any, ...]]], events: list[Event]
+    ) -> None:
+        rows = [_row_of(session_id, ev) for ev in events]  # validated before BEGIN
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in body:
+                    conn.execute(sql, params)
+                if rows:
+                    conn.executemany(
+                        "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, "
+                        "surface_op) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        rows,
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise PersistenceError(
+                f"{self.path}: {what} of session {session_id!r} failed and was rolled back: {exc}",
+                "PERSISTENCE_IO",
+            ) from exc
+
+    def _materialize(self, meta: SessionHeader, events: list[Event]) -> None:
+        extra = set(meta) - _HEADER_KEYS
+        if extra:
+            raise PersistenceError(
+                f"session {meta['id']!r}: header keys the SQLite schema cannot store: {sorted(extra)}",
+                "INVALID_HEADER",
+            )
+        upsert = (
+            "INSERT INTO sessions (id, version, created_at, cwd, parent_session, seed_length) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET version = excluded.version, "
+            "created_at = excluded.created_at, cwd = excluded.cwd, "
+            "parent_session = excluded.parent_session, seed_length = excluded.seed_length",
+            (
+                meta["id"],
+                meta["version"],
+                meta["createdAt"],
+                meta.get("cwd"),
+                meta.get("parentSession"),
+                meta.get("seedLength"),
+            ),
+        )
+        self._transaction("first write", meta["id"], [upsert], events)
+
+    def _append(self, meta: SessionHeader, events: list[Event]) -> None:
+        self._transaction("append", meta["id"], [], events)
+
+    def _repair(self, stored: StoredLog, closers: list[Event]) -> None:
+        sid = stored.meta["id"]
+        body: list[tuple[str, tuple[Any, ...]]] = []
+        if stored.torn is not None:
+            body.append(("DELETE FROM events WHERE session_id = ? AND seq >= ?", (sid, stored.torn)))
+        self._transaction("crash repair", sid, body, closers)
+
+    def _list(self) -> list[SessionHeader]:
+        rows = self._conn.execute(
+            "SELECT version, id, created_at, cwd, parent_session, seed_length FROM sessions"
+        ).fetchall()
+        return [self._meta_of(r) for r in rows]
+
+    def _close(self) -> None:
+        self._conn.close()
