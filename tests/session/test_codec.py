@@ -1,0 +1,278 @@
+"""JSON-value validation and the JSON.stringify-compatible codec (events.md §0, §7)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dsh_replay.errors import HarnessError
+from pytest_dsh_replay.session import (
+    MAX_SAFE_INTEGER,
+    JsonValueError,
+    copy_json_value,
+    dumps_json,
+    is_json_value,
+    js_number,
+    json_value_problem,
+    loads_json,
+)
+
+# --------------------------------------------------------------------------- is_json_value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        MAX_SAFE_INTEGER,
+        -MAX_SAFE_INTEGER,
+        1.5,
+        -0.0,
+        "",
+        "é ✓",
+        [],
+        {},
+        {"a": [1, {"b": None}], "c": "x"},
+        [[[]]],
+    ],
+)
+def test_accepts_json_values(value: Any) -> None:
+    assert is_json_value(value) is True
+    assert json_value_problem(value) is None
+
+
+class Custom:
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        MAX_SAFE_INTEGER + 1,
+        -MAX_SAFE_INTEGER - 1,
+        2**64,
+        (1, 2),
+        {1, 2},
+        frozenset(),
+        b"bytes",
+        bytearray(b"x"),
+        {1: "non-str key"},
+        {("t",): 1},
+        Custom(),
+        OrderedDict(a=1),  # dict subclass: not a plain object
+        object(),
+        print,
+        1j,
+        [1, float("nan")],
+        {"a": {"b": [0, {"c": float("inf")}]}},
+    ],
+)
+def test_rejects_non_json_values(value: Any) -> None:
+    assert is_json_value(value) is False
+    assert json_value_problem(value) is not None
+
+
+def test_rejects_cycles_without_raising() -> None:
+    a: list[Any] = []
+    a.append(a)
+    d: dict[str, Any] = {"x": {}}
+    d["x"]["back"] = d
+    assert is_json_value(a) is False
+    assert is_json_value(d) is False
+    assert "cycle" in (json_value_problem(d) or "")
+
+
+def test_shared_acyclic_reference_is_accepted() -> None:
+    shared = {"k": 1}
+    assert is_json_value({"a": shared, "b": [shared, shared]}) is True
+
+
+def test_nesting_beyond_recursion_limit_is_false_not_error() -> None:
+    v: Any = []
+    for _ in range(5000):
+        v = [v]
+    assert is_json_value(v) is False
+
+
+def test_problem_names_the_path() -> None:
+    problem = json_value_problem({"chunk": {"usage": {"inputTokens": float("nan")}}, "l": [0]})
+    assert problem == "data.chunk.usage.inputTokens: non-finite number nan"
+    assert json_value_problem({"l": [0, 1, (2,)]}) == "data.l[2]: unsupported value of type tuple"
+    assert (
+        json_value_problem({"n": 2**53})
+        == "data.n: integer 9007199254740992 outside the safe range ±(2**53-1)"
+    )
+
+
+def test_copy_json_value_is_deep_and_keeps_key_order() -> None:
+    original = {"z": [1, {"y": 2}], "a": {"b": [3]}}
+    copy = copy_json_value(original)
+    assert copy == original
+    assert list(copy) == ["z", "a"]
+    original["z"][1]["y"] = 99  # type: ignore[index]
+    original["a"]["b"].append(4)  # type: ignore[index]
+    assert copy == {"z": [1, {"y": 2}], "a": {"b": [3]}}
+
+
+def test_copy_json_value_raises_typed_error() -> None:
+    with pytest.raises(JsonValueError) as info:
+        copy_json_value({"a": [float("inf")]})
+    assert isinstance(info.value, HarnessError)
+    assert info.value.code == "JSON_INVALID_VALUE"
+    assert "data.a[0]" in str(info.value)
+
+
+# --------------------------------------------------------------------------- dumps_json
+
+
+def test_dumps_is_compact_unescaped_and_ordered() -> None:
+    value = {"type": "x", "b": [1, "é✓ \u2028", None, True], "a": {"n": -3}}
+    assert dumps_json(value) == '{"type":"x","b":[1,"é✓ \u2028",null,true],"a":{"n":-3}}'
+    assert dumps_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("number", "js"),
+    [
+        (1.0, "1"),
+        (-2.0, "-2"),
+        (0.0, "0"),
+        (-0.0, "0"),
+        (0.1, "0.1"),
+        (123.456, "123.456"),
+        (1e16, "10000000000000000"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (1.5e300, "1.5e+300"),
+        (0.000001, "0.000001"),
+        (0.0000015, "0.0000015"),
+        (1e-7, "1e-7"),
+        (1.25e-8, "1.25e-8"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (12345678.9, "12345678.9"),
+    ],
+)
+def test_js_number_formatting(number: float, js: str) -> None:
+    assert js_number(number) == js
+    assert dumps_json({"v": number}) == '{"v":' + js + "}"
+    assert float(js) == number
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_dumps_rejects_non_finite(bad: float) -> None:
+    with pytest.raises(JsonValueError):
+        dumps_json({"a": [1, bad]})
+
+
+@pytest.mark.parametrize("bad", [{1: 2}, [object()], {"a": (1,)}, {"s": {1}}])
+def test_dumps_rejects_non_json(bad: Any) -> None:
+    with pytest.raises(JsonValueError):
+        dumps_json(bad)
+
+
+def test_dumps_rejects_cycles() -> None:
+    d: dict[str, Any] = {}
+    d["d"] = d
+    with pytest.raises(JsonValueError):
+        dumps_json(d)
+
+
+def test_dumps_deep_nesting_beyond_orjson_limit() -> None:
+    v: Any = 1
+    for _ in range(400):
+        v = [v]
+    assert dumps_json(v) == "[" * 400 + "1" + "]" * 400
+
+
+def test_loads_json() -> None:
+    assert loads_json(b'{"a":[1,2.5,"\xc3\xa9"]}') == {"a": [1, 2.5, "é"]}
+    assert list(loads_json('{"b":1,"a":2}')) == ["b", "a"]
+    with pytest.raises(ValueError):
+        loads_json("{")
+
+
+# --------------------------------------------------------------------------- properties
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    _scalars,
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+_float_free = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that also compares dict key order; -0.0 == 0 (JS writes both as 0)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return (
+            isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, float) or isinstance(b, float):
+        return (
+            not isinstance(a, bool) and not isinstance(b, bool) and math.isclose(a, b, rel_tol=0, abs_tol=0)
+        )
+    return type(a) is type(b) and a == b
+
+
+@given(json_values)
+def test_generated_values_are_json_values_and_round_trip(value: Any) -> None:
+    assert is_json_value(value)
+    text = dumps_json(value)
+    assert _same(loads_json(text), value)
+    # the text is also what the stdlib reads back identically
+    assert _same(json.loads(text), value)
+
+
+@given(_float_free)
+def test_float_free_output_equals_stdlib_compact(value: Any) -> None:
+    assert dumps_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_js_number_round_trips_and_has_no_trailing_dot_zero(f: float) -> None:
+    s = js_number(f)
+    assert float(s) == f
+    assert not s.endswith(".0")
+    assert "e0" not in s and "e-0" not in s and "e+0" not in s
+
+
+@given(json_values)
+def test_copy_equals_and_is_independent(value: Any) -> None:
+    copy = copy_json_value(value)
+    assert _same(copy, value)
+    if isinstance(value, (dict, list)) and value:
+        assert copy is not value
