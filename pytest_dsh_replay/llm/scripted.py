@@ -1,0 +1,308 @@
+"""A deterministic scripted model for tests and offline scenario authoring.
+
+Binding (same as replay, replay.md §5): the Nth live session to make its FIRST call gets the
+Nth response list; each session's Nth call gets its list's Nth response. The cursor advances at
+call time (``stream()`` is a plain call), even if the stream is never iterated. A call from an
+extra session or past the end of a list returns a stream that raises
+``LlmError(code="SCRIPT_UNBOUND" | "SCRIPT_EXHAUSTED")``.
+
+JSON file format (:meth:`ScriptedModel.from_file`)::
+
+    {"sessions": [                      # or a bare list of lists
+      [                                 # responses of the 1st session (the parent)
+        {"text": "DONE"},
+        {"reasoning": "Let me run it.",
+         "toolCalls": [{"id": "call_1", "name": "bash",
+                        "arguments": {"command": "echo hi", "description": "say hi"}}]},
+        {"text": "partial", "finish": "max-tokens"}
+      ],
+      [ {"text": "CHILD_OK"} ]          # 2nd session to call (e.g. a subagent child)
+    ]}
+
+Response keys (all optional; a bare string is short for ``{"text": ...}``):
+
+=================  ================================================================================
+``reasoning``      reasoning block text (block 0 when present)
+``text``           text block text
+``toolCalls``      list of ``{"id"?, "name", "arguments"}``; ``arguments`` is an object (JSON-encoded
+                   compactly) or a raw string sent verbatim; ``id`` defaults to ``call_<s>_<c>_<i>``
+``usage``          a TokenUsage object, or ``null`` for no usage chunk; default: a deterministic
+                   ``{"inputTokens": <chars of the request / 4>, "outputTokens": <chars out / 4>}``
+``finish``         ``"stop"`` | ``"tool-calls"`` | ``"max-tokens"`` | ``"aborted"`` | a FinishReason
+                   object (e.g. ``{"kind": "error", "message": "boom", "code": "X"}``); ``null``
+                   ends the stream WITHOUT a finish chunk. Default: ``tool-calls`` if there are tool
+                   calls, else ``stop``.
+``chunks``         a raw chunk list, yielded verbatim (replaces every key above)
+``error``          ``{"message", "code", "status"?, "afterChunks"?: n}``: yield the first ``n``
+                   chunks (default 0) of the response's stream, then raise ``LlmError``
+``hang``           ``true``: yield ``block-start`` + ``text-delta "partial"`` (or the first
+                   ``afterChunks`` chunks of the stream when given as ``{"afterChunks": n}``), mark
+                   the stream as parked, then wait for the request's signal and raise
+                   ``LlmError("model stream aborted", "ABORTED")``
+=================  ================================================================================
+
+A generated stream is realistic: per block ``block-start``, several deltas (word pieces with
+their leading whitespace, like real providers), block-ends for every block after all deltas,
+then ``usage`` and ``finish``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import LlmError
+from .model import ModelRequest
+from .types import StreamChunk
+
+Response = dict[str, Any] | str
+
+_PIECE = re.compile(r"\s*\S+|\s+$")
+
+
+def split_pieces(text: str) -> list[str]:
+    """Split ``text`` into delta pieces (words with leading whitespace); ``"".join`` restores it."""
+    pieces = _PIECE.findall(text)
+    if "".join(pieces) != text:  # pragma: no cover - the regex covers every string
+        return [text]
+    return pieces
+
+
+def _chars(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def response_chunks(
+    response: Response, *, call_label: str = "0_0", input_chars: int = 0
+) -> list[dict[str, Any]]:
+    """The chunk list of one scripted response (without error/hang handling).
+
+    Args:
+        response: a response object (see module doc) or a bare text string.
+        call_label: used in default tool-call ids ``call_<label>_<i>``.
+        input_chars: size of the request, for the default usage.
+    """
+    r: dict[str, Any] = {"text": response} if isinstance(response, str) else response
+    if "chunks" in r:
+        return [copy.deepcopy(c) for c in r["chunks"]]
+    chunks: list[dict[str, Any]] = []
+    ends: list[dict[str, Any]] = []
+    out_chars = 0
+    index = 0
+    for kind in ("reasoning", "text"):
+        if kind in r and r[kind] is not None:
+            text = str(r[kind])
+            out_chars += len(text)
+            chunks.append({"type": "block-start", "index": index, "blockType": kind})
+            for piece in split_pieces(text):
+                chunks.append({"type": f"{kind}-delta", "index": index, "text": piece})
+            ends.append({"type": "block-end", "index": index, "block": {"type": kind, "text": text}})
+            index += 1
+    tool_calls = r.get("toolCalls") or []
+    for i, call in enumerate(tool_calls):
+        call_id = str(call.get("id") or f"call_{call_label}_{i}")
+        name = str(call["name"])
+        raw = call.get("arguments", {})
+        arguments = (
+            raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+        )
+        out_chars += len(arguments)
+        chunks.append({"type": "block-start", "index": index, "blockType": "tool-call"})
+        pieces = split_pieces(arguments) or [""]
+        for piece in pieces:
+            chunks.append(
+                {
+                    "type": "tool-call-delta",
+                    "index": index,
+                    "id": call_id,
+                    "name": name,
+                    "argumentsDelta": piece,
+                }
+            )
+        ends.append(
+            {
+                "type": "block-end",
+                "index": index,
+                "block": {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments},
+            }
+        )
+        index += 1
+    chunks.extend(ends)
+    usage = r.get("usage", "default")
+    if usage == "default":
+        chunks.append(
+            {
+                "type": "usage",
+                "usage": {"inputTokens": input_chars // 4 + 1, "outputTokens": out_chars // 4 + 1},
+            }
+        )
+    elif usage is not None:
+        chunks.append({"type": "usage", "usage": copy.deepcopy(usage)})
+    finish = r.get("finish", "default")
+    if finish == "default":
+        finish = "tool-calls" if tool_calls else "stop"
+    if finish is not None:
+        reason = {"kind": finish} if isinstance(finish, str) else copy.deepcopy(finish)
+        chunks.append({"type": "finish", "reason": reason})
+    return chunks
+
+
+class _Bound:
+    def __init__(self, index: int, responses: list[Response]) -> None:
+        self.index = index
+        self.responses = responses
+        self.cursor = 0
+
+
+class ScriptedModel:
+    """Deterministic :class:`~pytest_dsh_replay.llm.model.Model` driven by per-session response lists.
+
+    Args:
+        sessions: one response list per live session, in first-call order (see module doc).
+
+    Attributes:
+        calls: every request received, as ``(session key, request without "signal")``.
+        bound: live session key -> index of its response list.
+    """
+
+    def __init__(self, sessions: Sequence[Sequence[Response]]) -> None:
+        self._scripts: list[list[Response]] = [list(s) for s in sessions]
+        self._bound: dict[str, _Bound] = {}
+        self._anon = 0
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._parked = 0
+        self._parked_event: asyncio.Event | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        """Load the JSON format of the module doc. Raises ``LlmError(code="SCRIPT_INVALID")``."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise LlmError(f"cannot read scripted model file {path}: {exc}", "SCRIPT_INVALID") from exc
+        return cls.from_json(data, source=str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "<json>") -> ScriptedModel:
+        """Build from parsed JSON (``{"sessions": [...]}`` or a bare list of lists)."""
+        sessions = data.get("sessions") if isinstance(data, dict) else data
+        if not isinstance(sessions, list) or not all(isinstance(s, list) for s in sessions):
+            raise LlmError(f'{source}: expected a list of response lists under "sessions"', "SCRIPT_INVALID")
+        for si, responses in enumerate(sessions):
+            for ri, response in enumerate(responses):
+                if not isinstance(response, str | dict):
+                    raise LlmError(
+                        f"{source}: session {si} response {ri} must be an object or a string",
+                        "SCRIPT_INVALID",
+                    )
+        return cls(sessions)
+
+    @property
+    def bound(self) -> dict[str, int]:
+        """Live session key -> index of the response list it was bound to."""
+        return {key: b.index for key, b in self._bound.items()}
+
+    @property
+    def parked(self) -> int:
+        """How many ``hang`` streams have been parked so far (all prefix chunks consumed)."""
+        return self._parked
+
+    async def wait_parked(self, count: int = 1) -> None:
+        """Wait until at least ``count`` hang streams are parked (no sleeps, event based)."""
+        while self._parked < count:
+            if self._parked_event is None:
+                self._parked_event = asyncio.Event()
+            await self._parked_event.wait()
+            self._parked_event = None
+
+    def remaining(self) -> dict[int, int]:
+        """Unconsumed responses per list index (lists never bound count in full)."""
+        used = {b.index: b.cursor for b in self._bound.values()}
+        return {i: max(0, len(s) - used.get(i, 0)) for i, s in enumerate(self._scripts)}
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Bind the caller (if new), take its next response, return its chunk stream."""
+        key = request.get("sessionId")
+        if key is None:
+            self._anon += 1
+            key = f"<anonymous {self._anon}>"
+        self.calls.append((key, {k: copy.deepcopy(v) for k, v in request.items() if k != "signal"}))
+        bound = self._bound.get(key)
+        if bound is None:
+            if len(self._bound) >= len(self._scripts):
+                return self._raise(
+                    LlmError(
+                        f"scripted model: unscripted session #{len(self._bound) + 1} ({key}), "
+                        f"only {len(self._scripts)} scripted",
+                        "SCRIPT_UNBOUND",
+                    )
+                )
+            bound = _Bound(len(self._bound), self._scripts[len(self._bound)])
+            self._bound[key] = bound
+        index = bound.cursor
+        bound.cursor += 1
+        if index >= len(bound.responses):
+            return self._raise(
+                LlmError(
+                    f"scripted model: session #{bound.index + 1} ({key}) asked for call #{index + 1}, "
+                    f"only {len(bound.responses)} scripted",
+                    "SCRIPT_EXHAUSTED",
+                )
+            )
+        label = f"{bound.index}_{index}"
+        return self._play(bound.responses[index], request, label)
+
+    async def _raise(self, error: LlmError) -> AsyncIterator[StreamChunk]:
+        raise error
+        yield  # pragma: no cover - makes this an async generator
+
+    async def _play(
+        self, response: Response, request: ModelRequest, label: str
+    ) -> AsyncIterator[StreamChunk]:
+        signal = request.get("signal")
+        r: dict[str, Any] = {"text": response} if isinstance(response, str) else response
+        input_chars = _chars(request.get("messages", [])) + _chars(request.get("system", ""))
+        hang = r.get("hang")
+        error = r.get("error")
+        if hang:
+            if isinstance(hang, dict) and "afterChunks" in hang:
+                body = {k: v for k, v in r.items() if k != "hang"}
+                chunks = response_chunks(body, call_label=label, input_chars=input_chars)[
+                    : int(hang["afterChunks"])
+                ]
+            else:
+                chunks = [
+                    {"type": "block-start", "index": 0, "blockType": "text"},
+                    {"type": "text-delta", "index": 0, "text": "partial"},
+                ]
+        elif isinstance(error, dict):
+            body = {k: v for k, v in r.items() if k != "error"}
+            after = int(error.get("afterChunks", 0))
+            chunks = response_chunks(body, call_label=label, input_chars=input_chars)[:after] if after else []
+        else:
+            chunks = response_chunks(r, call_label=label, input_chars=input_chars)
+        for chunk in chunks:
+            if signal is not None and signal.aborted:
+                raise LlmError("model stream aborted", "ABORTED")
+            yield chunk  # type: ignore[misc]
+        if hang:
+            self._parked += 1
+            if self._parked_event is not None:
+                self._parked_event.set()
+            if signal is None:
+                await asyncio.Event().wait()  # only task cancellation ends this
+            else:
+                await signal.wait()
+            raise LlmError("model stream aborted", "ABORTED")
+        if isinstance(error, dict):
+            status = error.get("status")
+            raise LlmError(
+                str(error.get("message", "scripted model error")),
+                str(error.get("code", "SCRIPTED")),
+                int(status) if isinstance(status, int) else None,
+            )
