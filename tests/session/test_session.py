@@ -245,8 +245,8 @@ def test_max_safe_integer_is_accepted() -> None:
 def test_mutating_caller_data_after_append_does_not_change_the_log() -> None:
     s = fresh()
     content = [text("hi")]
-    data = {"content": content, "source": {"kind": "user"}}
-    op = {"op": "replace", "start": 0, "end": 0}
+    data: dict[str, Any] = {"content": content, "source": {"kind": "user"}}
+    op: dict[str, Any] = {"op": "replace", "start": 0, "end": 0}
     seqs = [0]
     s.append("user/message", {"content": [text("first")], "source": USER}, surface_op="append")
     s.append("user/message", data, surface_op=op, source_event_seqs=seqs)
@@ -254,7 +254,7 @@ def test_mutating_caller_data_after_append_does_not_change_the_log() -> None:
     content[0]["text"] = "mutated"
     content.append(text("more"))
     data["source"]["kind"] = "plugin"
-    data["new"] = 1  # type: ignore[assignment]
+    data["new"] = 1
     op["end"] = 99
     seqs.append(5)
     assert dumps_json(s.events) == before

@@ -63,8 +63,8 @@ def test_replace_single_node_and_at_head_and_tail() -> None:
     x = um(s, "X", rep(1, 1))
     assert texts(s) == ["a", "X", "c"]
     h = um(s, "H", rep(0, 0))
-    t = um(s, "T", rep(2, 2))
-    assert s.surface_seqs() == [h, x, t]
+    tail = um(s, "T", rep(2, 2))
+    assert s.surface_seqs() == [h, x, tail]
     assert s.surface_nodes()[0]["prev"] is None and s.surface_nodes()[-1]["next"] is None
     um(s, "after")
     assert texts(s) == ["H", "X", "T", "after"]
