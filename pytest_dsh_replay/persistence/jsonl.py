@@ -189,7 +189,17 @@ class JsonlPersistence(BackendBase):
     def _exists(self, session_id: str, cwd: str | _Any | None) -> bool:
         return self._find(session_id, cwd) is not None
 
+    def _ensure_root(self) -> None:
+        """Create ``root`` (0700) and fsync its parent, once it is needed."""
+        if not self.root.is_dir():
+            try:
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _fsync_dir(self.root.parent)
+            except OSError as exc:
+                raise _io_error("cannot create session root", self.root, exc) from exc
+
     def _lock(self, session_id: str) -> WriterLock:
+        self._ensure_root()
         return WriterLock(self.root / _LOCK_DIR / (encode_segment(session_id) + ".lock"), session_id)
 
     def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
@@ -218,9 +228,7 @@ class JsonlPersistence(BackendBase):
         body.extend(dumps_json(ev) for ev in events)
         payload = ("\n".join(body) + "\n").encode("utf-8")
         try:
-            if not self.root.is_dir():
-                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-                _fsync_dir(self.root.parent)
+            self._ensure_root()
             if not bucket.is_dir():
                 bucket.mkdir(mode=0o700, exist_ok=True)
                 _fsync_dir(self.root)

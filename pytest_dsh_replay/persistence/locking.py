@@ -28,7 +28,7 @@ class WriterLock:
         self.path = path
         self.session_id = session_id
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise PersistenceError(
