@@ -89,7 +89,6 @@ class WriteCoordinator:
         self.backend = backend
         self._live: dict[Session, _Live] = {}
         self._owners: dict[str, Session] = {}
-        self._loaded: dict[str, builtins.list[Event]] = {}
         self._detach: builtins.list[Callable[[], None]] = []
         self._closed = False
 
@@ -114,9 +113,7 @@ class WriteCoordinator:
         owner = self._owners.get(session_id)
         if owner is not None:
             self._release_owner(session_id, owner, "load")
-        meta, events = self.backend.load(session_id)
-        self._loaded[session_id] = events
-        return meta, events
+        return self.backend.load(session_id)
 
     # ---- observer protocol -------------------------------------------------------------------
     def on_session_created(self, session: Session) -> None:
@@ -253,11 +250,9 @@ class WriteCoordinator:
                 f"bind: session {sid!r} is stored with cwd {stored_cwd!r} but the live session has "
                 f"cwd {live_cwd!r}"
             )
-        loaded = self._loaded.pop(sid, None)
         if state.cursor:
-            prefix = loaded[: state.cursor] if loaded is not None and len(loaded) >= state.cursor else None
-            if prefix is None:
-                prefix = self.backend.stored_prefix(sid)
+            # Re-read the stored rows (not the list load() returned: the caller owns that one).
+            prefix = self.backend.stored_prefix(sid)
             bad = seed_covers(seed, prefix)
             if bad is not None:
                 raise SessionCollisionError(

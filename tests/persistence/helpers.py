@@ -46,7 +46,11 @@ def tool_turn(start: int, turn: int) -> list[Ev]:
             surfaceOp="append",
         ),
         ev(s + 2, "step/start", {"turn": turn, "step": 1}),
-        ev(s + 3, "assistant/chunk", {"turn": turn, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "ok"}}),
+        ev(
+            s + 3,
+            "assistant/chunk",
+            {"turn": turn, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "ok"}},
+        ),
         ev(
             s + 4,
             "assistant/chunk",
@@ -58,7 +62,9 @@ def tool_turn(start: int, turn: int) -> list[Ev]:
             {
                 "turn": turn,
                 "step": 1,
-                "content": [{"type": "tool-call", "id": call, "name": "bash", "arguments": '{"command":"ls"}'}],
+                "content": [
+                    {"type": "tool-call", "id": call, "name": "bash", "arguments": '{"command":"ls"}'}
+                ],
             },
             sourceEventSeqs=[s + 3, s + 4],
             surfaceOp="append",
@@ -67,7 +73,13 @@ def tool_turn(start: int, turn: int) -> list[Ev]:
         ev(
             s + 7,
             "tool/result",
-            {"turn": turn, "step": 1, "callId": call, "content": [{"type": "text", "text": "x\n"}], "isError": False},
+            {
+                "turn": turn,
+                "step": 1,
+                "callId": call,
+                "content": [{"type": "text", "text": "x\n"}],
+                "isError": False,
+            },
             sourceEventSeqs=[s + 6],
             surfaceOp="append",
         ),
@@ -87,7 +99,9 @@ def closers_for_interrupted_tool_call(turn: int, last: Ev, call_seq: int | None)
             "turn": turn,
             "step": 1,
             "callId": f"call_{turn}",
-            "content": [{"type": "text", "text": "Tool call interrupted by a crash; no result was recorded."}],
+            "content": [
+                {"type": "text", "text": "Tool call interrupted by a crash; no result was recorded."}
+            ],
             "isError": True,
             "error": {"name": "InterruptedError", "code": "interrupted"},
         },
@@ -98,7 +112,12 @@ def closers_for_interrupted_tool_call(turn: int, last: Ev, call_seq: int | None)
     return [
         result,
         {"type": "step/end", "seq": seq + 1, "time": time, "data": {"turn": turn, "step": 1}},
-        {"type": "turn/end", "seq": seq + 2, "time": time, "data": {"turn": turn, "reason": {"kind": "interrupted"}}},
+        {
+            "type": "turn/end",
+            "seq": seq + 2,
+            "time": time,
+            "data": {"turn": turn, "reason": {"kind": "interrupted"}},
+        },
     ]
 
 
@@ -234,7 +253,9 @@ class SqliteHarness(Harness):
 
     def add_torn_tail(self, sid: str, next_seq: int) -> None:
         self._exec(
-            "INSERT INTO events VALUES (?, ?, 'assistant/chunk', 1, '{\"turn\":1,', NULL, NULL)", sid, next_seq
+            "INSERT INTO events VALUES (?, ?, 'assistant/chunk', 1, '{\"turn\":1,', NULL, NULL)",
+            sid,
+            next_seq,
         )
 
     def set_version(self, sid: str, version: int) -> None:

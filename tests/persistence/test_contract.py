@@ -20,8 +20,14 @@ from pytest_dsh_replay.persistence import (
 from .helpers import Harness, closers_for_interrupted_tool_call, ev, header, tool_turn
 
 UNKNOWN = [
-    ev(20, "compaction/summary", {"llmStreamCall": True, "rawOutput": [{"type": "text", "text": "sum"}], "n": 1.5}),
-    ev(21, "agent/inbox/spliced", {"target": "next-turn", "inserted": [], "nested": {"b": None, "a": [True]}}),
+    ev(
+        20,
+        "compaction/summary",
+        {"llmStreamCall": True, "rawOutput": [{"type": "text", "text": "sum"}], "n": 1.5},
+    ),
+    ev(
+        21, "agent/inbox/spliced", {"target": "next-turn", "inserted": [], "nested": {"b": None, "a": [True]}}
+    ),
     ev(22, "session/end-seed", {}),
 ]
 
@@ -172,8 +178,14 @@ def test_crash_repair_without_logged_tool_call_and_without_open_step(harness: Ha
     b.close()
     assert a[6:] == closers_for_interrupted_tool_call(1, turn[5], None)
     assert "sourceEventSeqs" not in a[6]
-    assert bb[2:] == [{"type": "turn/end", "seq": 2, "time": turn[1]["time"],
-                       "data": {"turn": 1, "reason": {"kind": "interrupted"}}}]
+    assert bb[2:] == [
+        {
+            "type": "turn/end",
+            "seq": 2,
+            "time": turn[1]["time"],
+            "data": {"turn": 1, "reason": {"kind": "interrupted"}},
+        }
+    ]
 
 
 def test_balanced_log_loads_without_any_write(harness: Harness) -> None:
@@ -193,8 +205,12 @@ def test_torn_tail_is_truncated_and_the_unfinished_turn_closed(harness: Harness)
     b = harness.open()
     _, events = b.load("s")
     b.close()
-    turn_end = {"type": "turn/end", "seq": 15, "time": t2[3]["time"],
-                "data": {"turn": 2, "reason": {"kind": "interrupted"}}}
+    turn_end = {
+        "type": "turn/end",
+        "seq": 15,
+        "time": t2[3]["time"],
+        "data": {"turn": 2, "reason": {"kind": "interrupted"}},
+    }
     step_end = {"type": "step/end", "seq": 14, "time": t2[3]["time"], "data": {"turn": 2, "step": 1}}
     assert events == t1 + t2[:4] + [step_end, turn_end]
     assert harness.raw_count("s") == 16

@@ -261,7 +261,9 @@ def test_lost_link_race_is_a_collision_and_cleans_the_temp_file(
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-def test_failed_append_is_rolled_back_and_can_be_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_append_is_rolled_back_and_can_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     b = JsonlPersistence(tmp_path)
     b.create(header("s"))
     t1, t2 = tool_turn(0, 1), tool_turn(10, 2)

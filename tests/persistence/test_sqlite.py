@@ -49,7 +49,13 @@ def test_row_mapping_is_exactly_as_the_spec(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite"
     b = SqlitePersistence(db)
     b.create(header("k", cwd="/w", parentSession="p", seedLength=2))
-    replace = ev(1, "context/message", {"content": []}, sourceEventSeqs=[], surfaceOp={"op": "replace", "start": 0, "end": 0})
+    replace = ev(
+        1,
+        "context/message",
+        {"content": []},
+        sourceEventSeqs=[],
+        surfaceOp={"op": "replace", "start": 0, "end": 0},
+    )
     msg = ev(2, "user/message", {"content": [{"type": "text", "text": "é"}]}, surfaceOp="append")
     b.append("k", [ev(0, "turn/start", {"turn": 1, "x": 1.5}), replace, msg])
     b.close()
@@ -64,7 +70,9 @@ def test_row_mapping_is_exactly_as_the_spec(tmp_path: Path) -> None:
     b.create(header("n"))
     b.append("n", [ev(0, "turn/start", {})])
     b.close()
-    assert rows(db, "SELECT * FROM sessions WHERE id = 'n'") == [("n", 0, header("n")["createdAt"], None, None, None)]
+    assert rows(db, "SELECT * FROM sessions WHERE id = 'n'") == [
+        ("n", 0, header("n")["createdAt"], None, None, None)
+    ]
 
 
 def test_reload_normalizes_closer_key_order(tmp_path: Path) -> None:
