@@ -54,7 +54,9 @@ class FlushRecorder:
             raise RuntimeError("disk full")
 
 
-def make_runtime(model: Any, *, tools: ToolRegistry | None = None, **kwargs: Any) -> tuple[AgentRuntime, FlushRecorder]:
+def make_runtime(
+    model: Any, *, tools: ToolRegistry | None = None, **kwargs: Any
+) -> tuple[AgentRuntime, FlushRecorder]:
     store = SessionStore()
     recorder = FlushRecorder()
     store.add_observer(recorder)
@@ -64,7 +66,9 @@ def make_runtime(model: Any, *, tools: ToolRegistry | None = None, **kwargs: Any
 class ChunkListModel:
     """A tiny in-test model: per session (bound by first call) a list of chunk lists."""
 
-    def __init__(self, scripts: list[list[list[dict[str, Any]]]], hooks: dict[int, Callable[[], None]] | None = None) -> None:
+    def __init__(
+        self, scripts: list[list[list[dict[str, Any]]]], hooks: dict[int, Callable[[], None]] | None = None
+    ) -> None:
         self.scripts = scripts
         self.bound: dict[str, list[list[dict[str, Any]]]] = {}
         self.cursor: dict[str, int] = {}

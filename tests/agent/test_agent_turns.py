@@ -29,7 +29,14 @@ def echo_tools(log: list[Any] | None = None) -> ToolRegistry:
         return "echo:" + str(call.arguments.get("say", ""))
 
     return ToolRegistry(
-        [Tool("echo", "Echo", {"type": "object", "properties": {"say": {"type": "string"}}, "required": ["say"]}, echo)]
+        [
+            Tool(
+                "echo",
+                "Echo",
+                {"type": "object", "properties": {"say": {"type": "string"}}, "required": ["say"]},
+                echo,
+            )
+        ]
     )
 
 
@@ -47,15 +54,20 @@ def test_text_turn_exact_events_and_flush_after_turn_end() -> None:
         return events
 
     events = run(go())
-    chunks = [*text_chunks(["Hello", " there"]), {"type": "usage", "usage": USAGE},
-              {"type": "finish", "reason": {"kind": "stop"}}]
+    chunks = [
+        *text_chunks(["Hello", " there"]),
+        {"type": "usage", "usage": USAGE},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
     assert shape(events) == [
         ("turn/start", {"turn": 1, "trigger": {"kind": "message", "source": USER}}),
         ("user/message", {"content": [{"type": "text", "text": "hi"}], "source": USER}),
         ("step/start", {"turn": 1, "step": 1}),
         *(("assistant/chunk", {"turn": 1, "step": 1, "chunk": c}) for c in chunks),
-        ("assistant/message", {"turn": 1, "step": 1, "content": [{"type": "text", "text": "Hello there"}],
-                               "usage": USAGE}),
+        (
+            "assistant/message",
+            {"turn": 1, "step": 1, "content": [{"type": "text", "text": "Hello there"}], "usage": USAGE},
+        ),
         ("step/end", {"turn": 1, "step": 1}),
         ("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
     ]
@@ -69,10 +81,14 @@ def test_text_turn_exact_events_and_flush_after_turn_end() -> None:
 
 def test_tool_turn_exact_events_and_continuation() -> None:
     calls: list[Any] = []
-    model = ScriptedModel([[
-        {"toolCalls": [{"id": "c1", "name": "echo", "arguments": {"say": "x"}}], "usage": None},
-        {"text": "done", "usage": None},
-    ]])
+    model = ScriptedModel(
+        [
+            [
+                {"toolCalls": [{"id": "c1", "name": "echo", "arguments": {"say": "x"}}], "usage": None},
+                {"text": "done", "usage": None},
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=echo_tools(calls))
 
     async def go() -> Any:
@@ -88,11 +104,25 @@ def test_tool_turn_exact_events_and_continuation() -> None:
         ("turn/start", {"turn": 1, "trigger": {"kind": "message", "source": USER}}),
         ("user/message", {"content": [{"type": "text", "text": "go"}], "source": USER}),
         ("step/start", {"turn": 1, "step": 1}),
-        ("assistant/message", {"turn": 1, "step": 1, "content": [
-            {"type": "tool-call", "id": "c1", "name": "echo", "arguments": '{"say":"x"}'}]}),
+        (
+            "assistant/message",
+            {
+                "turn": 1,
+                "step": 1,
+                "content": [{"type": "tool-call", "id": "c1", "name": "echo", "arguments": '{"say":"x"}'}],
+            },
+        ),
         ("tool/call", {"turn": 1, "step": 1, "callId": "c1", "name": "echo", "arguments": '{"say":"x"}'}),
-        ("tool/result", {"turn": 1, "step": 1, "callId": "c1", "content": [{"type": "text", "text": "echo:x"}],
-                         "isError": False}),
+        (
+            "tool/result",
+            {
+                "turn": 1,
+                "step": 1,
+                "callId": "c1",
+                "content": [{"type": "text", "text": "echo:x"}],
+                "isError": False,
+            },
+        ),
         ("step/end", {"turn": 1, "step": 1}),
         ("step/start", {"turn": 1, "step": 2}),
         ("assistant/message", {"turn": 1, "step": 2, "content": [{"type": "text", "text": "done"}]}),
@@ -106,8 +136,17 @@ def test_tool_turn_exact_events_and_continuation() -> None:
     assert "surfaceOp" not in call
     # the second request sees the tool result as a tool-result user message
     second = model.calls[1][1]["messages"]
-    assert second[-1] == {"role": "user", "content": [
-        {"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "echo:x"}], "isError": False}]}
+    assert second[-1] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": "c1",
+                "content": [{"type": "text", "text": "echo:x"}],
+                "isError": False,
+            }
+        ],
+    }
     assert second[-2]["role"] == "assistant"
 
 
@@ -155,8 +194,20 @@ def test_prompt_sent_during_a_turn_starts_the_next_turn() -> None:
 
     events = run(go())
     no_chunks = [t for t in types(events) if t != "assistant/chunk"]
-    assert no_chunks == ["turn/start", "user/message", "step/start", "assistant/message", "step/end", "turn/end",
-                         "turn/start", "user/message", "step/start", "assistant/message", "step/end", "turn/end"]
+    assert no_chunks == [
+        "turn/start",
+        "user/message",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+        "turn/start",
+        "user/message",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]
     assert events[-1]["data"]["turn"] == 2
 
 
@@ -167,10 +218,14 @@ def test_steering_during_a_tool_is_logged_before_step_end_and_continues() -> Non
         return "ok"
 
     tools = ToolRegistry([Tool("steer", "s", {"type": "object"}, steer_tool)])
-    model = ScriptedModel([[
-        {"toolCalls": [{"id": "c1", "name": "steer", "arguments": {}}], "usage": None},
-        {"text": "did Y", "usage": None},
-    ]])
+    model = ScriptedModel(
+        [
+            [
+                {"toolCalls": [{"id": "c1", "name": "steer", "arguments": {}}], "usage": None},
+                {"text": "did Y", "usage": None},
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=tools)
 
     async def go() -> Any:
@@ -183,15 +238,31 @@ def test_steering_during_a_tool_is_logged_before_step_end_and_continues() -> Non
     events = run(go())
     no_chunks = [(t, d) for t, d in shape(events, chunks=False)]
     assert [t for t, _ in no_chunks] == [
-        "turn/start", "user/message", "step/start", "assistant/message", "tool/call", "tool/result",
-        "steering/message", "step/end", "step/start", "assistant/message", "step/end", "turn/end"]
+        "turn/start",
+        "user/message",
+        "step/start",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "steering/message",
+        "step/end",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]
     steering = next(e for e in events if e["type"] == "steering/message")
     assert steering["data"] == {"turn": 1, "content": [{"type": "text", "text": "also do Y"}], "source": USER}
     assert steering["surfaceOp"] == "append"
     # step 2's request renders the steering message with tags
-    assert model.calls[1][1]["messages"][-1] == {"role": "user", "content": [
-        {"type": "text", "text": '<steering source="user">'}, {"type": "text", "text": "also do Y"},
-        {"type": "text", "text": "</steering>"}]}
+    assert model.calls[1][1]["messages"][-1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": '<steering source="user">'},
+            {"type": "text", "text": "also do Y"},
+            {"type": "text", "text": "</steering>"},
+        ],
+    }
 
 
 def test_steering_during_a_text_step_forces_another_step() -> None:
@@ -212,8 +283,18 @@ def test_steering_during_a_text_step_forces_another_step() -> None:
 
     events = run(go())
     no_chunks = [t for t in types(events) if t != "assistant/chunk"]
-    assert no_chunks == ["turn/start", "user/message", "step/start", "assistant/message", "steering/message",
-                         "step/end", "step/start", "assistant/message", "step/end", "turn/end"]
+    assert no_chunks == [
+        "turn/start",
+        "user/message",
+        "step/start",
+        "assistant/message",
+        "steering/message",
+        "step/end",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]
     steering = next(e for e in events if e["type"] == "steering/message")
     assert steering["data"]["content"] == [{"type": "text", "text": "more"}]
 
@@ -233,7 +314,10 @@ def test_error_before_any_chunk() -> None:
     assert shape(events)[2:] == [
         ("step/start", {"turn": 1, "step": 1}),
         ("step/end", {"turn": 1, "step": 1}),
-        ("turn/end", {"turn": 1, "reason": {"kind": "error", "step": 1, "message": "simulated 401", "code": "AUTH"}}),
+        (
+            "turn/end",
+            {"turn": 1, "reason": {"kind": "error", "step": 1, "message": "simulated 401", "code": "AUTH"}},
+        ),
     ]
     assert rec.flushes[-1][2] == "turn/end"
 
@@ -253,12 +337,25 @@ def test_model_raising_synchronously_in_stream_call() -> None:
         return agent.session.events
 
     events = run(go())
-    assert events[-1]["data"]["reason"] == {"kind": "error", "step": 1, "message": "no adapter", "code": "NO_ADAPTER"}
+    assert events[-1]["data"]["reason"] == {
+        "kind": "error",
+        "step": 1,
+        "message": "no adapter",
+        "code": "NO_ADAPTER",
+    }
 
 
 def test_mid_stream_error_keeps_chunks_and_writes_no_message() -> None:
-    model = ScriptedModel([[{"text": "partial answer", "error": {"message": "overloaded", "code": "RATE_LIMIT",
-                                                                  "afterChunks": 2}}]])
+    model = ScriptedModel(
+        [
+            [
+                {
+                    "text": "partial answer",
+                    "error": {"message": "overloaded", "code": "RATE_LIMIT", "afterChunks": 2},
+                }
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
     async def go() -> Any:
@@ -271,10 +368,22 @@ def test_mid_stream_error_keeps_chunks_and_writes_no_message() -> None:
     events = run(go())
     assert shape(events)[2:] == [
         ("step/start", {"turn": 1, "step": 1}),
-        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}}),
-        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "partial"}}),
+        (
+            "assistant/chunk",
+            {"turn": 1, "step": 1, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}},
+        ),
+        (
+            "assistant/chunk",
+            {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "partial"}},
+        ),
         ("step/end", {"turn": 1, "step": 1}),
-        ("turn/end", {"turn": 1, "reason": {"kind": "error", "step": 1, "message": "overloaded", "code": "RATE_LIMIT"}}),
+        (
+            "turn/end",
+            {
+                "turn": 1,
+                "reason": {"kind": "error", "step": 1, "message": "overloaded", "code": "RATE_LIMIT"},
+            },
+        ),
     ]
 
 
@@ -321,8 +430,14 @@ def test_cancel_mid_stream_uses_the_cancel_reason() -> None:
         ("turn/start", {"turn": 1, "trigger": {"kind": "message", "source": USER}}),
         ("user/message", {"content": [{"type": "text", "text": "x"}], "source": USER}),
         ("step/start", {"turn": 1, "step": 1}),
-        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}}),
-        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "partial"}}),
+        (
+            "assistant/chunk",
+            {"turn": 1, "step": 1, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}},
+        ),
+        (
+            "assistant/chunk",
+            {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "partial"}},
+        ),
         ("step/end", {"turn": 1, "step": 1}),
         ("turn/end", {"turn": 1, "reason": {"kind": "aborted", "reason": "session/cancel"}}),
     ]
@@ -369,10 +484,18 @@ def test_cancel_before_the_turn_runs_drops_it_entirely() -> None:
 
 
 def test_max_tokens_drops_tool_calls_and_is_sticky() -> None:
-    model = ScriptedModel([[{
-        "text": "cut", "toolCalls": [{"id": "c1", "name": "echo", "arguments": {"say": "x"}}],
-        "finish": "max-tokens", "usage": USAGE,
-    }]])
+    model = ScriptedModel(
+        [
+            [
+                {
+                    "text": "cut",
+                    "toolCalls": [{"id": "c1", "name": "echo", "arguments": {"say": "x"}}],
+                    "finish": "max-tokens",
+                    "usage": USAGE,
+                }
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=echo_tools())
 
     async def go() -> Any:
@@ -385,7 +508,10 @@ def test_max_tokens_drops_tool_calls_and_is_sticky() -> None:
     events = run(go())
     no_chunks = shape(events, chunks=False)
     assert no_chunks[3:] == [
-        ("assistant/message", {"turn": 1, "step": 1, "content": [{"type": "text", "text": "cut"}], "usage": USAGE}),
+        (
+            "assistant/message",
+            {"turn": 1, "step": 1, "content": [{"type": "text", "text": "cut"}], "usage": USAGE},
+        ),
         ("step/end", {"turn": 1, "step": 1}),
         ("turn/end", {"turn": 1, "reason": {"kind": "max-tokens"}}),
     ]
@@ -395,8 +521,17 @@ def test_max_tokens_drops_tool_calls_and_is_sticky() -> None:
 
 
 def test_max_tokens_with_only_a_tool_call_and_no_usage_writes_no_message() -> None:
-    model = ScriptedModel([[{"toolCalls": [{"id": "c1", "name": "echo", "arguments": {"say": "x"}}],
-                             "finish": "max-tokens", "usage": None}]])
+    model = ScriptedModel(
+        [
+            [
+                {
+                    "toolCalls": [{"id": "c1", "name": "echo", "arguments": {"say": "x"}}],
+                    "finish": "max-tokens",
+                    "usage": None,
+                }
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=echo_tools())
 
     async def go() -> Any:
@@ -408,16 +543,25 @@ def test_max_tokens_with_only_a_tool_call_and_no_usage_writes_no_message() -> No
 
     events = run(go())
     assert [t for t in types(events) if t != "assistant/chunk"] == [
-        "turn/start", "user/message", "step/start", "step/end", "turn/end"]
+        "turn/start",
+        "user/message",
+        "step/start",
+        "step/end",
+        "turn/end",
+    ]
     assert events[-1]["data"]["reason"] == {"kind": "max-tokens"}
 
 
 def test_finish_error_and_aborted_fail_the_step() -> None:
-    model = ScriptedModel([[
-        {"text": "x", "finish": {"kind": "error", "message": "content filter"}},
-        {"text": "y", "finish": {"kind": "error", "message": "boom", "code": "E1"}},
-        {"text": "z", "finish": "aborted"},
-    ]])
+    model = ScriptedModel(
+        [
+            [
+                {"text": "x", "finish": {"kind": "error", "message": "content filter"}},
+                {"text": "y", "finish": {"kind": "error", "message": "boom", "code": "E1"}},
+                {"text": "z", "finish": "aborted"},
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
     async def go() -> Any:
@@ -456,10 +600,14 @@ def test_stream_without_finish_is_a_stop() -> None:
 
 
 def test_usage_only_message_is_written_and_zero_chunk_step_has_no_message() -> None:
-    model = ChunkListModel([[
-        [{"type": "usage", "usage": USAGE}, {"type": "finish", "reason": {"kind": "stop"}}],
-        [],
-    ]])
+    model = ChunkListModel(
+        [
+            [
+                [{"type": "usage", "usage": USAGE}, {"type": "finish", "reason": {"kind": "stop"}}],
+                [],
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
     async def go() -> Any:
@@ -481,8 +629,16 @@ def test_usage_only_message_is_written_and_zero_chunk_step_has_no_message() -> N
 
 
 def test_unclosed_unknown_block_fails_the_step() -> None:
-    model = ChunkListModel([[[{"type": "block-start", "index": 0, "blockType": "image"},
-                              {"type": "finish", "reason": {"kind": "stop"}}]]])
+    model = ChunkListModel(
+        [
+            [
+                [
+                    {"type": "block-start", "index": 0, "blockType": "image"},
+                    {"type": "finish", "reason": {"kind": "stop"}},
+                ]
+            ]
+        ]
+    )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
     async def go() -> Any:
@@ -536,7 +692,11 @@ def test_no_tools_and_no_system_omits_keys_and_empty_model_fails_without_code() 
         return agent.session.events
 
     events = run(go())
-    assert events[-1]["data"]["reason"] == {"kind": "error", "step": 1, "message": "no model configured for the agent"}
+    assert events[-1]["data"]["reason"] == {
+        "kind": "error",
+        "step": 1,
+        "message": "no model configured for the agent",
+    }
     assert model.calls == []
 
     model2 = ScriptedModel([["ok"]])
@@ -637,7 +797,9 @@ def test_dispose_mid_turn_ends_disposed_and_rejects_sends() -> None:
 
     agent = run(go())
     assert shape(agent.session.events)[-2:] == [
-        ("step/end", {"turn": 1, "step": 1}), ("turn/end", {"turn": 1, "reason": {"kind": "disposed"}})]
+        ("step/end", {"turn": 1, "step": 1}),
+        ("turn/end", {"turn": 1, "reason": {"kind": "disposed"}}),
+    ]
     assert agent.status == "disposed"
     assert rec.flushes[-1][2] == "turn/end"
     try:
@@ -712,4 +874,3 @@ def test_cancelled_stream_stops_even_if_the_model_ignores_the_signal() -> None:
     events = run(go())
     assert events[-1]["data"]["reason"] == {"kind": "aborted", "reason": "stop now"}
     assert deaf.closed
-
