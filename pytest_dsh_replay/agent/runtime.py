@@ -12,6 +12,7 @@ that coordinator already observes the store) and closes it in :meth:`dispose` / 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,26 @@ from .tools import ToolRegistry
 if TYPE_CHECKING:
     from ..persistence import WriteCoordinator
 
+#: Names of the default tools, in registration order.
+DEFAULT_TOOL_NAMES = ("bash", "subagent", "subagent_fork")
+
+
+def default_tools(runtime: AgentRuntime, names: Sequence[str] | None = None) -> ToolRegistry:
+    """``bash``, ``subagent``, ``subagent_fork`` (or only ``names`` of them, default order).
+
+    Raises:
+        AgentError: ``UNKNOWN_TOOL_NAME`` for a name that is not a default tool.
+    """
+    if names is not None:
+        unknown = [n for n in names if n not in DEFAULT_TOOL_NAMES]
+        if unknown:
+            raise AgentError(
+                f"unknown tool name(s) {', '.join(unknown)}; available: {', '.join(DEFAULT_TOOL_NAMES)}",
+                "UNKNOWN_TOOL_NAME",
+            )
+    tools = [bash_tool(), *subagent_tools(runtime)]
+    return ToolRegistry([t for t in tools if names is None or t.name in names])
+
 
 class AgentRuntime:
     """Agent factory + registry.
@@ -35,6 +56,7 @@ class AgentRuntime:
         model: the model serving every agent (replay binds calls by ``sessionId``).
         tools: the tool registry shared by all agents; default ``bash``, ``subagent``,
             ``subagent_fork``.
+        tool_names: when ``tools`` is None, keep only these default tools (config ``tools``).
         persistence: a write coordinator; attached to ``store`` here, closed by dispose/kill.
         model_name: default ``AgentOptions.model`` (the request's ``model``).
         system_prompt: the runtime-wide system prompt (inherited by subagent children, unlike
@@ -48,6 +70,7 @@ class AgentRuntime:
         model: Model,
         *,
         tools: ToolRegistry | None = None,
+        tool_names: Sequence[str] | None = None,
         persistence: WriteCoordinator | None = None,
         model_name: str = "replay",
         system_prompt: str | None = None,
@@ -59,7 +82,7 @@ class AgentRuntime:
         self.model_name = model_name
         self.system_prompt = system_prompt
         self.subagents = subagents if subagents is not None else in_process_providers(self)
-        self.tools = tools if tools is not None else ToolRegistry([bash_tool(), *subagent_tools(self)])
+        self.tools = tools if tools is not None else default_tools(self, tool_names)
         self._agents: dict[str, Agent] = {}
         self._closed = False
         if persistence is not None and persistence not in getattr(store, "_observers", ()):

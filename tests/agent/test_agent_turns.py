@@ -874,3 +874,24 @@ def test_cancelled_stream_stops_even_if_the_model_ignores_the_signal() -> None:
     events = run(go())
     assert events[-1]["data"]["reason"] == {"kind": "aborted", "reason": "stop now"}
     assert deaf.closed
+
+
+def test_max_tokens_is_sticky_across_later_steps() -> None:
+    holder: dict[str, Any] = {}
+    cut = [*text_chunks(["cu", "t"]), {"type": "finish", "reason": {"kind": "max-tokens"}}]
+    model = ChunkListModel(
+        [[cut, text_chunks(["fine"])]], hooks={1: lambda: holder["agent"].steer("continue")}
+    )
+    rt, _ = make_runtime(model, tools=ToolRegistry())
+
+    async def go() -> Any:
+        agent = rt.create_agent("s")
+        holder["agent"] = agent
+        agent.send("x")
+        await agent.when_idle()
+        await rt.dispose()
+        return agent.session.events
+
+    events = run(go())
+    assert [d["step"] for t, d in shape(events) if t == "step/end"] == [1, 2]
+    assert events[-1]["data"]["reason"] == {"kind": "max-tokens"}  # step 2 stopped normally
