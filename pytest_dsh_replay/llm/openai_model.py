@@ -27,8 +27,6 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-import openai
-
 from .errors import LlmError
 from .model import ModelRequest
 from .secrets import REDACTED, SecretScrubber
@@ -518,6 +516,8 @@ class OpenAIChatModel:
         api_key = self.resolve_api_key()
         params = self.build_params(request)
         scrubber = _Redactor(api_key)
+        import openai  # deferred: importing the SDK costs ~0.5 s; replay-only runs never need it
+
         client = openai.AsyncOpenAI(
             api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
         )
@@ -551,6 +551,8 @@ class OpenAIChatModel:
         self, awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None, redactor: _Redactor
     ) -> _T:
         """Await ``awaitable`` unless the signal fires first; map SDK errors to ``LlmError``."""
+        import openai
+
         try:
             return await _await_unless_aborted(awaitable, abort_waiter)
         except _Aborted:
@@ -566,6 +568,8 @@ class OpenAIChatModel:
             raise error from exc
 
     def _map_error(self, exc: BaseException, redactor: _Redactor) -> LlmError:
+        import openai
+
         where = self.base_url or "the OpenAI API"
         if isinstance(exc, json.JSONDecodeError):
             return LlmError(
@@ -608,7 +612,8 @@ class OpenAIChatModel:
         )
 
 
-def _error_detail(exc: openai.APIStatusError) -> str:
+def _error_detail(exc: Any) -> str:
+    """The provider's own error message from an SDK ``APIStatusError``."""
     body = exc.body
     if isinstance(body, Mapping):
         message = body.get("message")
@@ -616,7 +621,7 @@ def _error_detail(exc: openai.APIStatusError) -> str:
             return message
     if isinstance(body, str) and body:
         return body[:300]
-    return exc.message
+    return str(exc.message)
 
 
 class _Redactor:

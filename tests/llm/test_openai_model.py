@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -656,3 +658,14 @@ def test_reproduces_reference_chunks_from_deepseek_stream(
     chunks = collect(serve(httpserver, _deepseek_sse(logged)).stream(request()))
     assert chunks == logged
     assert [list(c) for c in chunks] == [list(c) for c in logged]  # key order too
+
+
+def test_importing_the_adapter_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys, pytest_dsh_replay.llm.openai_model as m; "
+        "m.OpenAIChatModel(model='x'); "
+        "sys.exit(1 if 'openai' in sys.modules else 0)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, check=False)
+    assert result.returncode == 0
