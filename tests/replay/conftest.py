@@ -35,7 +35,12 @@ HEADER: dict[str, Any] = {"type": "session", "version": 0, "id": "s-1", "created
 
 
 def chunk_event(seq: int, turn: int, step: int, chunk: dict[str, Any], time: int = 0) -> dict[str, Any]:
-    return {"type": "assistant/chunk", "seq": seq, "time": time, "data": {"turn": turn, "step": step, "chunk": chunk}}
+    return {
+        "type": "assistant/chunk",
+        "seq": seq,
+        "time": time,
+        "data": {"turn": turn, "step": step, "chunk": chunk},
+    }
 
 
 def text_call(text: str, reason: str = "stop") -> list[dict[str, Any]]:
@@ -66,7 +71,9 @@ def write_log(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-def calls_log(header: dict[str, Any], calls: list[list[dict[str, Any]]], turn: int = 1) -> list[dict[str, Any]]:
+def calls_log(
+    header: dict[str, Any], calls: list[list[dict[str, Any]]], turn: int = 1
+) -> list[dict[str, Any]]:
     """Events: one step per call with the given chunks (seq 0..)."""
     rows: list[dict[str, Any]] = []
     for step, chunks in enumerate(calls, start=1):

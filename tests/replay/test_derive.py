@@ -50,7 +50,9 @@ def test_trailing_group_without_finish() -> None:
 
 def test_bad_chunk_event() -> None:
     with pytest.raises(ReplayDeriveError) as info:
-        derive_replay_script([{"type": "assistant/chunk", "seq": 4, "time": 0, "data": {"turn": 1}}], file="f")
+        derive_replay_script(
+            [{"type": "assistant/chunk", "seq": 4, "time": 0, "data": {"turn": 1}}], file="f"
+        )
     assert info.value.code == "REPLAY_BAD_CHUNK_EVENT" and "seq 4" in info.value.message
 
 
@@ -58,7 +60,14 @@ def test_compaction_summary_with_marker_is_one_call_at_its_position() -> None:
     blocks = [{"type": "text", "text": "summary"}, {"type": "reasoning", "text": "r"}]
     usage = {"inputTokens": 3, "outputTokens": 2}
     events: list[dict[str, Any]] = calls_log(HEADER, [text_call("a")])
-    events.append({"type": "compaction/summary", "seq": 9, "time": 0, "data": {"llmStreamCall": True, "rawOutput": blocks, "usage": usage}})
+    events.append(
+        {
+            "type": "compaction/summary",
+            "seq": 9,
+            "time": 0,
+            "data": {"llmStreamCall": True, "rawOutput": blocks, "usage": usage},
+        }
+    )
     events.append({"type": "compaction/summary", "seq": 10, "time": 0, "data": {"summary": "no call"}})
     events += [chunk_event(11 + i, 2, 1, c) for i, c in enumerate(text_call("b"))]
     script = derive_replay_script(events)
@@ -71,13 +80,24 @@ def test_compaction_summary_with_marker_is_one_call_at_its_position() -> None:
         {"type": "usage", "usage": usage},
         {"type": "finish", "reason": {"kind": "stop"}},
     ]
-    no_usage = derive_replay_script([{"type": "compaction/summary", "seq": 0, "time": 0, "data": {"llmStreamCall": True, "rawOutput": blocks[:1]}}])
+    no_usage = derive_replay_script(
+        [
+            {
+                "type": "compaction/summary",
+                "seq": 0,
+                "time": 0,
+                "data": {"llmStreamCall": True, "rawOutput": blocks[:1]},
+            }
+        ]
+    )
     assert [c["type"] for c in no_usage[0]["chunks"]] == ["block-start", "block-end", "finish"]
 
 
 def test_compaction_marker_without_raw_output() -> None:
     with pytest.raises(ReplayDeriveError) as info:
-        derive_replay_script([{"type": "compaction/summary", "seq": 3, "time": 0, "data": {"llmStreamCall": True}}], file="f")
+        derive_replay_script(
+            [{"type": "compaction/summary", "seq": 3, "time": 0, "data": {"llmStreamCall": True}}], file="f"
+        )
     assert info.value.code == "REPLAY_BAD_COMPACTION" and "seq 3" in info.value.message
 
 
@@ -109,7 +129,10 @@ def _check_log(path: Path, slice_seed: bool = True) -> int:
 
 
 def test_every_real_log_one_entry_per_assistant_message(conformance: Path, conformance_head: Path) -> None:
-    counts = {f"{p.parent.name}/{p.name}": _check_log(p) for p in sorted([*conformance.glob("*/session*.jsonl"), *conformance_head.glob("*/session*.jsonl")])}
+    counts = {
+        f"{p.parent.name}/{p.name}": _check_log(p)
+        for p in sorted([*conformance.glob("*/session*.jsonl"), *conformance_head.glob("*/session*.jsonl")])
+    }
     assert counts == {
         "error-finish/session.jsonl": 0,
         "multi-turn/session.jsonl": 2,
@@ -125,8 +148,12 @@ def test_every_real_log_one_entry_per_assistant_message(conformance: Path, confo
     }
 
 
-@pytest.mark.parametrize(("root", "scenario"), [("conformance", "subagent-fork"), ("conformance-head", "subagent-fork-in-process")])
-def test_fork_child_script_excludes_parent_calls(root: str, scenario: str, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    ("root", "scenario"), [("conformance", "subagent-fork"), ("conformance-head", "subagent-fork-in-process")]
+)
+def test_fork_child_script_excludes_parent_calls(
+    root: str, scenario: str, request: pytest.FixtureRequest
+) -> None:
     base: Path = request.getfixturevalue(root.replace("-", "_"))
     child = base / scenario / "session.1.jsonl"
     parent_events = parse_session_log((base / scenario / "session.jsonl").read_bytes())

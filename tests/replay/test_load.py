@@ -59,7 +59,10 @@ def test_real_head_scripts(conformance_head: Path) -> None:
     assert [len(s.entries) for s in load_session_scripts(conformance_head / "packed-chunks")] == [2]
     fork = load_session_scripts(conformance_head / "subagent-fork-in-process")
     assert [len(s.entries) for s in fork] == [3, 1]
-    assert [len(s.entries) for s in load_session_scripts(conformance_head / "subagent-fork-in-process", slice_seed=False)] == [3, 2]
+    assert [
+        len(s.entries)
+        for s in load_session_scripts(conformance_head / "subagent-fork-in-process", slice_seed=False)
+    ] == [3, 2]
 
 
 # ---------------------------------------------------------------- ordering / children
@@ -72,7 +75,12 @@ def test_order_primary_first_then_created_at_then_id(tmp_path: Path, write_log: 
     write_log("session.3.jsonl", {**HEADER, "id": "z", "createdAt": 10}, calls_log(HEADER, [text_call("z")]))
     scripts = load_session_scripts(tmp_path)
     assert [s.recorded_id for s in scripts] == ["p", "z", "a", "b"]
-    assert [s.file.name for s in scripts] == ["session.jsonl", "session.3.jsonl", "session.2.jsonl", "session.1.jsonl"]
+    assert [s.file.name for s in scripts] == [
+        "session.jsonl",
+        "session.3.jsonl",
+        "session.2.jsonl",
+        "session.1.jsonl",
+    ]
 
 
 def test_child_gap_is_an_error(tmp_path: Path, write_log: Callable[..., Path]) -> None:
@@ -106,10 +114,19 @@ def test_seed_length_counts_logical_events(tmp_path: Path, write_log: Callable[.
     write_log("session.jsonl", HEADER, [])
     packed = [
         {"type": "step/start", "data": {"turn": 1, "step": 1}},
-        {"type": "text-chunks", "data": {"turn": 1, "step": 1, "index": 0, "dt": [0, 0], "texts": ["a", "b", "c"]}},
-        {"type": "assistant/chunk", "data": {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": {"kind": "stop"}}}},
+        {
+            "type": "text-chunks",
+            "data": {"turn": 1, "step": 1, "index": 0, "dt": [0, 0], "texts": ["a", "b", "c"]},
+        },
+        {
+            "type": "assistant/chunk",
+            "data": {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": {"kind": "stop"}}},
+        },
         {"type": "step/start", "data": {"turn": 2, "step": 1}},
-        {"type": "assistant/chunk", "data": {"turn": 2, "step": 1, "chunk": {"type": "finish", "reason": {"kind": "stop"}}}},
+        {
+            "type": "assistant/chunk",
+            "data": {"turn": 2, "step": 1, "chunk": {"type": "finish", "reason": {"kind": "stop"}}},
+        },
     ]
     write_log("session.1.jsonl", {**HEADER, "seedLength": 5}, packed)
     (child,) = load_session_scripts(tmp_path)[1:]
@@ -141,7 +158,9 @@ def test_bare_array_without_fixture(tmp_path: Path) -> None:
     assert primary.entries == [{"kind": "hang"}] and primary.recorded_id == "" and primary.created_at == 0
 
 
-def test_bare_array_over_derivable_log_needs_override_flag(tmp_path: Path, write_log: Callable[..., Path]) -> None:
+def test_bare_array_over_derivable_log_needs_override_flag(
+    tmp_path: Path, write_log: Callable[..., Path]
+) -> None:
     write_log("session.jsonl", HEADER, calls_log(HEADER, [text_call("a")]))
     sidecar = _sidecar(tmp_path, [THROW])
     with pytest.raises(ReplayLoadError) as info:
@@ -171,7 +190,11 @@ def test_patch_out_of_range(tmp_path: Path, write_log: Callable[..., Path]) -> N
     sidecar = _sidecar(tmp_path, {"patches": [{"at": 2, "entry": THROW}]})
     with pytest.raises(OverrideError) as info:
         load_session_scripts(tmp_path)
-    assert info.value.code == "REPLAY_PATCH_AT" and str(sidecar) in info.value.message and "0..1" in info.value.message
+    assert (
+        info.value.code == "REPLAY_PATCH_AT"
+        and str(sidecar) in info.value.message
+        and "0..1" in info.value.message
+    )
 
 
 def test_patches_cannot_rescue_an_unfinished_call(tmp_path: Path, write_log: Callable[..., Path]) -> None:
@@ -197,8 +220,14 @@ def test_patches_cannot_rescue_an_unfinished_call(tmp_path: Path, write_log: Cal
         ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0}]}], "needs ['text']"),
         ([{"kind": "chunks", "chunks": "x"}], "'chunks' must be a list"),
         ([{"kind": "hang", "readyFile": ""}], "readyFile"),
-        ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0, "text": "{{fromRequest:abc"}]}], "unterminated"),
-        ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0, "text": "{{fromRequest:(}}"}]}], "bad regex"),
+        (
+            [{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0, "text": "{{fromRequest:abc"}]}],
+            "unterminated",
+        ),
+        (
+            [{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0, "text": "{{fromRequest:(}}"}]}],
+            "bad regex",
+        ),
         ([3], "must be an object"),
         ({"patches": [{"at": 0, "entry": THROW}, {"at": 0, "entry": THROW}]}, "duplicate at = 0"),
         ({"patches": [{"at": -1, "entry": THROW}]}, "non-negative"),
@@ -227,5 +256,7 @@ def test_entry_index_named(tmp_path: Path) -> None:
 def test_valid_sidecar_forms(tmp_path: Path) -> None:
     bare = load_override(_sidecar(tmp_path, [THROW, {"kind": "hang", "readyFile": "ready", "chunks": []}]))
     assert bare.kind == "replace" and bare.entries is not None and len(bare.entries) == 2
-    patches = load_override(_sidecar(tmp_path, {"patches": [{"at": 3, "entry": {"kind": "chunks", "chunks": text_call("x")}}]}))
+    patches = load_override(
+        _sidecar(tmp_path, {"patches": [{"at": 3, "entry": {"kind": "chunks", "chunks": text_call("x")}}]})
+    )
     assert patches.kind == "patches" and patches.patches is not None and patches.patches[0][0] == 3

@@ -22,9 +22,22 @@ from .conftest import HEADER, chunk_event, log_text
 
 
 def test_header_keeps_every_key_in_order() -> None:
-    line = '{"type":"session","version":0,"id":"c","createdAt":7,"cwd":"/w","parentSession":"p","seedLength":3,"origin":"subagent","delegationDepth":1}'
+    line = (
+        '{"type":"session","version":0,"id":"c","createdAt":7,"cwd":"/w","parentSession":"p",'
+        '"seedLength":3,"origin":"subagent","delegationDepth":1}'
+    )
     header = parse_session_header("\n\n" + line + "\n{}\n")
-    assert list(header) == ["type", "version", "id", "createdAt", "cwd", "parentSession", "seedLength", "origin", "delegationDepth"]
+    assert list(header) == [
+        "type",
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "seedLength",
+        "origin",
+        "delegationDepth",
+    ]
     assert header["seedLength"] == 3 and header["delegationDepth"] == 1
 
 
@@ -82,7 +95,14 @@ def test_baseline_rows_returned_verbatim_and_blank_lines_skipped() -> None:
         {"type": "turn/start", "seq": 0, "time": 11, "data": {"turn": 1}},
         {"type": "x/unknown", "seq": 1, "time": 12, "data": {"seq": 99, "k": [1]}, "extra": True},
     ]
-    text = orjson.dumps(HEADER).decode() + "\n\n" + orjson.dumps(rows[0]).decode() + "\n  \n" + orjson.dumps(rows[1]).decode() + "\n\n"
+    text = (
+        orjson.dumps(HEADER).decode()
+        + "\n\n"
+        + orjson.dumps(rows[0]).decode()
+        + "\n  \n"
+        + orjson.dumps(rows[1]).decode()
+        + "\n\n"
+    )
     events = parse_session_log(text)
     assert events == rows
     assert [list(e) for e in events] == [list(r) for r in rows]
@@ -97,7 +117,9 @@ def test_malformed_line_names_file_and_line() -> None:
     assert "dir/session.jsonl:4" in info.value.message
 
 
-@pytest.mark.parametrize("line", ["[1, 2]", '"text"', "3", '{"seq":0,"time":0,"data":{}}', '{"type":5,"seq":0,"time":0}'])
+@pytest.mark.parametrize(
+    "line", ["[1, 2]", '"text"', "3", '{"seq":0,"time":0,"data":{}}', '{"type":5,"seq":0,"time":0}']
+)
 def test_row_must_be_object_with_string_type(line: str) -> None:
     text = orjson.dumps(HEADER).decode() + "\n" + '{"type":"a","seq":0,"time":0,"data":{}}\n' + line + "\n"
     with pytest.raises(ReplayParseError) as info:
@@ -138,10 +160,27 @@ def test_projected_rows_restore_seq_and_time_in_key_order() -> None:
 def test_packed_rows_expand_projected() -> None:
     rows = [
         {"type": "step/start", "data": {"turn": 1, "step": 1}},
-        {"type": "text-chunks", "data": {"turn": 1, "step": 1, "index": 0, "dt": [5, 0], "texts": ["a", "b", "c"]}},
+        {
+            "type": "text-chunks",
+            "data": {"turn": 1, "step": 1, "index": 0, "dt": [5, 0], "texts": ["a", "b", "c"]},
+        },
         {"type": "reasoning-chunks", "data": {"turn": 1, "step": 1, "index": 1, "dt": [], "texts": ["r"]}},
-        {"type": "tool-call-chunks", "data": {"turn": 1, "step": 1, "index": 2, "dt": [1], "id": "c1", "name": "bash", "args": ["{", "}"]}},
-        {"type": "tool-call-chunks", "data": {"turn": 1, "step": 1, "index": 3, "dt": [], "id": "c2", "args": ["x"]}},
+        {
+            "type": "tool-call-chunks",
+            "data": {
+                "turn": 1,
+                "step": 1,
+                "index": 2,
+                "dt": [1],
+                "id": "c1",
+                "name": "bash",
+                "args": ["{", "}"],
+            },
+        },
+        {
+            "type": "tool-call-chunks",
+            "data": {"turn": 1, "step": 1, "index": 3, "dt": [], "id": "c2", "args": ["x"]},
+        },
         {"type": "step/end", "data": {"turn": 1, "step": 1}},
     ]
     events = parse_session_log(log_text(HEADER, rows))
@@ -151,7 +190,11 @@ def test_packed_rows_expand_projected() -> None:
     assert events[3]["data"]["chunk"] == {"type": "text-delta", "index": 0, "text": "c"}
     assert events[4]["data"]["chunk"] == {"type": "reasoning-delta", "index": 1, "text": "r"}
     assert list(events[6]["data"]["chunk"].items()) == [
-        ("type", "tool-call-delta"), ("index", 2), ("id", "c1"), ("name", "bash"), ("argumentsDelta", "}")
+        ("type", "tool-call-delta"),
+        ("index", 2),
+        ("id", "c1"),
+        ("name", "bash"),
+        ("argumentsDelta", "}"),
     ]
     assert list(events[7]["data"]["chunk"]) == ["type", "index", "id", "argumentsDelta"]
     assert list(events[0]) == ["type", "seq", "time", "data"]
@@ -160,7 +203,12 @@ def test_packed_rows_expand_projected() -> None:
 def test_packed_row_complete_envelope() -> None:
     rows = [
         {"type": "a", "seq": 0, "time": 100, "data": {}},
-        {"type": "text-chunks", "seq0": 1, "time0": 100, "data": {"turn": 2, "step": 3, "index": 0, "dt": [2, -1, 4], "texts": ["w", "x", "y", "z"]}},
+        {
+            "type": "text-chunks",
+            "seq0": 1,
+            "time0": 100,
+            "data": {"turn": 2, "step": 3, "index": 0, "dt": [2, -1, 4], "texts": ["w", "x", "y", "z"]},
+        },
     ]
     events = parse_session_log(log_text(HEADER, rows))
     assert [(e["seq"], e["time"]) for e in events] == [(0, 100), (1, 100), (2, 102), (3, 101), (4, 105)]
@@ -185,9 +233,18 @@ BASE_TEXT = {"turn": 1, "step": 1, "index": 0, "dt": [0, 0], "texts": ["a", "b",
         ({"type": "text-chunks", "seq0": -1, "time0": 0, "data": BASE_TEXT}, "seq0"),
         ({"type": "text-chunks", "seq0": 1.0, "time0": 0, "data": BASE_TEXT}, "seq0"),
         ({"type": "text-chunks", "seq0": 2**53, "time0": 0, "data": BASE_TEXT}, "2**53"),
-        ({"type": "text-chunks", "seq0": 0, "time0": 2**53 - 1, "data": {**BASE_TEXT, "dt": [0, 1]}}, "safe integer"),
+        (
+            {"type": "text-chunks", "seq0": 0, "time0": 2**53 - 1, "data": {**BASE_TEXT, "dt": [0, 1]}},
+            "safe integer",
+        ),
         ({"type": "tool-call-chunks", "data": {**BASE_TEXT, "id": "c", "args": ["a"]}}, "data keys"),
-        ({"type": "tool-call-chunks", "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "id": "c", "name": 3, "args": ["a"]}}, "name"),
+        (
+            {
+                "type": "tool-call-chunks",
+                "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "id": "c", "name": 3, "args": ["a"]},
+            },
+            "name",
+        ),
         ({"type": "reasoning-chunks", "data": [1]}, "data must be an object"),
     ],
 )
@@ -256,4 +313,6 @@ def test_real_baseline_files_parse_verbatim(conformance: Path) -> None:
         header = parse_session_header(path.read_bytes())
         assert parse_session_log(encode_head_layout(header, events, projected=False)) == events
         projected = parse_session_log(encode_head_layout(header, events))
-        assert [(e["type"], e["seq"], e["data"]) for e in projected] == [(e["type"], e["seq"], e["data"]) for e in events]
+        assert [(e["type"], e["seq"], e["data"]) for e in projected] == [
+            (e["type"], e["seq"], e["data"]) for e in events
+        ]
