@@ -78,6 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     state = _State()
     config.stash[_STATE] = state
     roots = [Path(p) for p in config.getini("dsh_scenario_roots")] or [config.rootpath / "scenarios"]
