@@ -1,0 +1,198 @@
+"""The pytest plugin end to end (harness.md §3-6), driven through pytester subprocess-free runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import BUNDLED
+
+pytest_plugins = ["pytester"]
+
+ALL_BUNDLED = sorted(p.parent.relative_to(BUNDLED).as_posix() for p in BUNDLED.glob("*/*/input.json"))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def test_bundled_suite_passes(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    result = run(pytester, "--dsh-scenario", str(bundled_copy), "-v")
+    result.assert_outcomes(passed=len(ALL_BUNDLED))
+    for name in ALL_BUNDLED:
+        result.stdout.fnmatch_lines([f"*::{name} PASSED*"])
+
+
+def test_conformance_recordings_pass_unchanged(pytester: pytest.Pytester, conformance: Path) -> None:
+    result = run(pytester, "--dsh-scenario", str(conformance), "-v")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*conformance/subagent-fork PASSED*"])
+
+
+def test_conformance_on_sqlite_and_both(pytester: pytest.Pytester, conformance: Path) -> None:
+    run(pytester, "--dsh-scenario", str(conformance), "--dsh-backend", "sqlite").assert_outcomes(passed=6)
+    run(pytester, "--dsh-scenario", str(conformance), "--dsh-backend", "both").assert_outcomes(passed=6)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_BUNDLED if n.startswith("spawn/")] + ["mixed/crash-resume"])
+def test_tampered_child_or_primary_goes_red_with_a_readable_report(
+    pytester: pytest.Pytester, bundled_copy: Path, name: str
+) -> None:
+    scenario = bundled_copy / name
+    target = scenario / ("session.1.jsonl" if (scenario / "session.1.jsonl").exists() else "session.jsonl")
+    lines = target.read_text().splitlines()
+    # change the text of the last user/message of the log (not a model output: replay cannot "heal" it)
+    idx = max(i for i, line in enumerate(lines) if '"type":"user/message"' in line)
+    event = json.loads(lines[idx])
+    event["data"]["content"][0]["text"] += " (tampered)"
+    lines[idx] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    target.write_text("\n".join(lines) + "\n")
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    role = "parent" if target.name == "session.jsonl" else "spawn child"
+    result.stdout.fnmatch_lines(
+        [
+            f"*{target.name} ({role}): first difference at seq {event['seq']} (user/message)*",
+            "*data.content[[]0].text: fixture*(tampered)*",
+            f"*refresh just this scenario: pytest --dsh-scenario {scenario}* --snapshot-update*",
+        ]
+    )
+
+
+def test_guard_check_goes_red_for_every_fork_scenario(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    result = run(pytester, "--dsh-scenario", str(bundled_copy), "--dsh-check-guards")
+    result.assert_outcomes(passed=len(ALL_BUNDLED))
+    forks = [n for n in ALL_BUNDLED if n.startswith("fork/") or n == "mixed/spawn-and-fork"]
+    result.stdout.fnmatch_lines([f"red as required: {n}" for n in forks], consecutive=False)
+    assert "GUARD CANNOT FAIL" not in result.stdout.str()
+
+
+def test_guard_that_cannot_fail_is_reported_by_name(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    # The fork child's seed holds no model call (the parent's only turn failed before any chunk), so
+    # disabling the seed slice changes nothing: this guard cannot fail and must be reported.
+    scenario = tmp_path / "fork" / "weak"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text(json.dumps({"steps": [
+        {"op": "newSession"}, {"op": "promptExpectError", "text": "a"}, {"op": "fork", "as": "b"},
+        {"op": "use", "session": "b"}, {"op": "prompt", "text": "b"}]}))
+    (scenario / "scripted.json").write_text(json.dumps({"sessions": [
+        [{"error": {"message": "boom", "code": "X"}}], [{"text": "hi"}]]}))
+    run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted").assert_outcomes(
+        passed=1
+    )
+    (scenario / "replay.override.json").write_text(json.dumps(
+        {"patches": [{"at": 0, "entry": {"kind": "throw", "chunks": [], "message": "boom", "code": "X"}}]}))
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-check-guards")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*guard cannot fail: scenario fork/weak*", "*GUARD CANNOT FAIL: fork/weak*"])
+
+
+def test_name_glob_selection_and_k(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    pytester.makeini(f"[pytest]\ndsh_scenario_roots = {bundled_copy}\n")
+    result = run(pytester, "--dsh-scenario", "spawn/*", "-v")
+    result.assert_outcomes(passed=2)
+    result = run(pytester, "--dsh-scenario", str(bundled_copy), "-k", "nested", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*fork/nested PASSED*"])
+
+
+def test_plain_pytest_collects_scenarios_under_the_ini_roots(pytester: pytest.Pytester) -> None:
+    shutil.copytree(BUNDLED, pytester.path / "suite")
+    (pytester.path / "elsewhere" / "g" / "n").mkdir(parents=True)
+    (pytester.path / "elsewhere" / "g" / "n" / "input.json").write_text('{"steps":[]}')
+    pytester.makeini("[pytest]\ndsh_scenario_roots = suite\n")
+    # input.json files outside the configured roots are not scenarios
+    run(pytester).assert_outcomes(passed=len(ALL_BUNDLED))
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    result = run(pytester, "-p", "no:dsh_replay", str(bundled_copy))
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_junitxml_names_scenarios(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    xml = pytester.path / "out.xml"
+    run(pytester, "--dsh-scenario", str(bundled_copy / "spawn"), f"--junitxml={xml}").assert_outcomes(passed=2)
+    text = xml.read_text()
+    assert 'name="spawn/one-child"' in text and 'name="spawn/two-children"' in text
+
+
+def test_unrecorded_scenario_fails_with_the_record_command(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenario = tmp_path / "g" / "new"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"hi"}]}')
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*has no session.jsonl yet*--dsh-record=once*"])
+
+
+def test_record_once_then_replay_and_snapshot_update(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenario = tmp_path / "g" / "hello"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"hi"}]}')
+    (scenario / "scripted.json").write_text('{"sessions":[[{"text":"hello there"}]]}')
+    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted")
+    result.assert_outcomes(passed=1)
+    recorded = (scenario / "session.jsonl").read_text()
+    assert '"text":" there"' in recorded and "{{cwd}}" in recorded
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+    # the agent's own events change (a new prompt text): replay fails, --snapshot-update rewrites
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"hi!"}]}')
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
+    result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update")
+    result.assert_outcomes(passed=1)
+    assert '"text":"hi!"' in (scenario / "session.jsonl").read_text()
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_snapshot_update_removes_unused_child_logs_of_selected_scenarios_only(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    one = bundled_copy / "spawn" / "one-child"
+    two = bundled_copy / "spawn" / "two-children"
+    stale_one = one / "session.2.jsonl"
+    shutil.copy(one / "session.1.jsonl", stale_one)
+    stale_two = two / "session.3.jsonl"
+    shutil.copy(two / "session.1.jsonl", stale_two)
+    result = run(pytester, "--dsh-scenario", str(one), "--snapshot-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*removed unused fixture: {stale_one}*"])
+    assert not stale_one.exists()
+    assert stale_two.exists()  # not selected: untouched
+
+
+def test_extra_fixture_is_reported(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    one = bundled_copy / "spawn" / "one-child"
+    shutil.copy(one / "session.1.jsonl", one / "session.2.jsonl")
+    result = run(pytester, "--dsh-scenario", str(one))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*missing session: fixture session.2.jsonl (spawn child) has no matching log*"])
+
+
+def test_unknown_op_fails_naming_it(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenario = tmp_path / "g" / "bad"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"jump"}]}')
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*unknown op 'jump'; supported ops: initialize, newSession*"])
+
+
+def test_wire_only_op_is_skipped_with_reason(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenario = tmp_path / "g" / "dirs"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSessionExpectError","additionalDirectories":["/x"]}]}')
+    (scenario / "session.jsonl").write_text('{"type":"session","version":0,"id":"x","createdAt":0}\n')
+    result = run(pytester, "--dsh-scenario", str(scenario), "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*newSessionExpectError*wire protocol*"])
+
+
+def test_xdist_gives_the_same_results(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    pytest.importorskip("xdist")
+    result = run(pytester, "--dsh-scenario", str(bundled_copy), "-n", "2")
+    result.assert_outcomes(passed=len(ALL_BUNDLED))
