@@ -95,6 +95,16 @@ class NormalizeContext:
             # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
             self._cwd_re = re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
         self._ids = {sid: f"{{{{session:{i}}}}}" for i, sid in enumerate(self.session_ids, 1) if sid}
+        # whole tokens only: "session-1" must not match inside "session-10" or "my-session-1x"
+        self._ids_re = (
+            re.compile(
+                r"(?<![\w\-])(?:"
+                + "|".join(re.escape(s) for s in sorted(self._ids, key=len, reverse=True))
+                + r")(?![\w\-])"
+            )
+            if self._ids
+            else None
+        )
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
@@ -105,9 +115,8 @@ class NormalizeContext:
     def scrub(self, text: str) -> str:
         """Tokenize cwd, session ids and other UUIDs in one string value."""
         text = self.tokenize_cwd(text)
-        for sid, token in self._ids.items():
-            if sid in text:
-                text = text.replace(sid, token)
+        if self._ids_re is not None:
+            text = self._ids_re.sub(lambda m: self._ids[m.group(0)], text)
         if "-" in text:
             text = UUID_RE.sub(self._uuid_token, text)
         return text

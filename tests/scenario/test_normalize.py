@@ -29,6 +29,11 @@ def test_session_ids_get_harvest_order_tokens_and_other_uuids_first_appearance()
     )
 
 
+def test_short_session_ids_only_match_whole_tokens() -> None:
+    ctx = NormalizeContext(session_ids=["session-1", "s"], cwd=None)
+    assert ctx.scrub("session-1 session-10 user/message s") == "{{session:1}} session-10 user/message {{session:2}}"
+
+
 def test_times_zeroed_keys_untouched_and_placeholder_fixture_equals_live_run() -> None:
     live = SessionLog(
         {"type": "session", "version": 0, "id": PARENT, "createdAt": 123, "cwd": "/tmp/live-x"},
