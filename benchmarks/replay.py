@@ -179,7 +179,8 @@ def main() -> None:
     del events
     gc.collect()
     print(
-        f"python {sys.version.split()[0]}, orjson {orjson.__version__}; {n_events} logical events, {calls} calls"
+        f"python {sys.version.split()[0]}, orjson {orjson.__version__}; "
+        f"{n_events} logical events, {calls} calls"
     )
     floors: dict[str, float] = {}
     for name, data in (("baseline", baseline), ("packed+projected", packed)):

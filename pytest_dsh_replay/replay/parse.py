@@ -362,7 +362,7 @@ def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | No
 
 def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
     """Split ``data``; return the body lines after the header and the body's first line number."""
-    line, line_no, end = _first_line(data)
+    line, line_no, _end = _first_line(data)
     if line is None:
         raise ReplayParseError(
             f"{_where(file)}: missing session header: the log is empty; record the scenario first",
@@ -377,7 +377,8 @@ def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
             "REPLAY_MALFORMED_LINE",
         ) from exc
     _check_header(header, file, line_no)
-    body = data[end + 1 :].split(b"\n")
+    body = data.split(b"\n")
+    del body[:line_no]  # cheaper than slicing (copying) the data first
     # Trailing newline / blank tail: drop cheaply so the fast path sees no blank line.
     while body and not body[-1].strip():
         body.pop()
