@@ -21,7 +21,7 @@ from .definition import Scenario
 from .errors import ScenarioMismatch
 from .harvest import log_to_jsonl, read_log_file
 from .normalize import SessionLog
-from .record import check_written, scrub_logs, secret_scrubber
+from .record import EpisodeModel, ModelSpecError, check_written, scrub_logs, secret_scrubber
 from .runner import RunOptions, RunResult, run_scenario
 
 END_SEED = "session/end-seed"
@@ -205,6 +205,13 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
         )
         model = ReplayModel(scripts, scenario=str(scenario.path))
+        served: Model = model
+        episodes: EpisodeModel | None = None
+        if options.record == "new_episodes":
+            if options.live_model is None:
+                raise ModelSpecError("--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)")
+            live, secrets = options.live_model(scenario)
+            served = episodes = EpisodeModel(model, live)
         run_options = RunOptions(
             backend=backend,
             tools=scenario.config.tools,
@@ -213,7 +220,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             register_tools=options.register_tools,
             parked=lambda model=model: model.parked,
         )
-        result = await run_scenario(scenario, model, workdir / backend, run_options)
+        result = await run_scenario(scenario, served, workdir / backend, run_options)
         exports.append(result)
         if note and note not in outcome.notes and any(e.get("type") == END_SEED for log in result.logs for e in log.events):
             outcome.notes.append(note)
@@ -226,6 +233,11 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         (outcome.notes if options.update else outcome.problems).extend(unconsumed)
         sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
         outcome.notes.append(f"{prefix}scripts: {sources}")
+        if episodes is not None:
+            if not outcome.problems and episodes.live_calls:
+                outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
+                outcome.notes.append(f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended")
+            return outcome
         if not options.update:
             outcome.problems.extend(prefix + p for p in _compare(scenario, fixtures, result, ignored, options))
     if len(exports) == 2:

@@ -9,10 +9,12 @@ of configured secrets and checked again afterwards (:class:`~pytest_dsh_replay.l
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, cast
 from typing import Any
 
-from ..llm import Model
+from ..llm import Model, ModelRequest, StreamChunk
 from ..llm.scripted import ScriptedModel
 from ..llm.secrets import SecretScrubber
 from .definition import Scenario
@@ -90,4 +92,35 @@ def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
         scrubber.assert_clean(path)
 
 
-__all__: list[str] = ["ModelSpecError", "resolve_model_spec", "scrub_logs", "secret_scrubber", "check_written"]
+__all__: list[str] = ["EpisodeModel", "ModelSpecError", "resolve_model_spec", "scrub_logs", "secret_scrubber", "check_written"]
+
+
+class EpisodeModel:
+    """``--dsh-record=new_episodes``: replay what is recorded, send the rest to the live model.
+
+    A call is served by ``replay`` while the calling session's script has entries left (binding new
+    sessions to unbound scripts in the usual order); calls past a session's script, and sessions beyond
+    the recorded ones, go to ``live``. ``live_calls`` counts what the live model served.
+    """
+
+    def __init__(self, replay: Any, live: Model) -> None:
+        self.replay = replay
+        self.live = live
+        self.live_sessions: set[str] = set()
+        self.live_calls = 0
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        key = request.get("sessionId") or "<anonymous>"
+        index = self.replay.bound.get(key)
+        if key in self.live_sessions:
+            use_live = True
+        elif index is None:
+            use_live = len(self.replay.bound) >= len(self.replay.scripts)
+            if use_live:
+                self.live_sessions.add(key)
+        else:
+            use_live = self.replay.cursors[key] >= len(self.replay.scripts[index].entries)
+        if use_live:
+            self.live_calls += 1
+            return self.live.stream(request)
+        return cast(AsyncIterator[StreamChunk], self.replay.stream(request))

@@ -196,3 +196,28 @@ def test_xdist_gives_the_same_results(pytester: pytest.Pytester, bundled_copy: P
     pytest.importorskip("xdist")
     result = run(pytester, "--dsh-scenario", str(bundled_copy), "-n", "2")
     result.assert_outcomes(passed=len(ALL_BUNDLED))
+
+
+def test_new_episodes_appends_only_the_calls_the_recording_cannot_serve(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "g" / "grow"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"one"}]}')
+    (scenario / "scripted.json").write_text('{"sessions":[[{"text":"FIRST"}]]}')
+    run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted").assert_outcomes(
+        passed=1
+    )
+    # the scenario grows a second prompt; the live model's FIRST answer must not be used for call 1
+    (scenario / "input.json").write_text(
+        '{"steps":[{"op":"newSession"},{"op":"prompt","text":"one"},{"op":"prompt","text":"two"}]}'
+    )
+    (scenario / "scripted.json").write_text('{"sessions":[[{"text":"SECOND"}]]}')
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)  # replay alone cannot serve it
+    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=new_episodes", "--dsh-model", "scripted")
+    result.assert_outcomes(passed=1)
+    grown = (scenario / "session.jsonl").read_text()
+    texts = [json.loads(line)["data"]["chunk"].get("text") for line in grown.splitlines()[1:]
+             if '"text-delta"' in line]
+    assert texts == ["FIRST", "SECOND"]
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
