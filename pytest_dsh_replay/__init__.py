@@ -1,5 +1,121 @@
-"""pytest-dsh-replay: record/replay snapshot harness for LLM agents (dsh session logs)."""
+"""pytest-dsh-replay: record/replay snapshot harness for LLM agents (dsh session logs).
+
+The public API, by concern (each subpackage exports more; see ARCHITECTURE.md):
+
+* session core: :class:`Session`, :class:`SessionStore` and their typed errors;
+* persistence: :class:`JsonlPersistence`, :class:`SqlitePersistence`, :data:`SCHEMA_VERSION`,
+  :func:`encode_segment`, :class:`WriteCoordinator`;
+* agent: :class:`AgentRuntime`, :class:`Agent`, :class:`ToolRegistry`;
+* models: :class:`Model`, :class:`LlmError`, :class:`ScriptedModel`, :class:`ReplayModel`;
+* replay: :func:`parse_session_log`, :func:`derive_replay_script`, :func:`load_session_scripts`;
+* scenarios: :func:`load_scenario`, :func:`check_scenario`.
+
+The pytest plugin itself lives in :mod:`pytest_dsh_replay.plugin` (entry point ``dsh_replay``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .errors import HarnessError
 
-__all__ = ["HarnessError"]
+if TYPE_CHECKING:
+    from .agent import Agent, AgentRuntime, ToolRegistry
+    from .llm import CancelSignal, LlmError, Model, ModelRequest
+    from .llm.scripted import ScriptedModel
+    from .persistence import (
+        SCHEMA_VERSION,
+        JsonlPersistence,
+        SqlitePersistence,
+        WriteCoordinator,
+        encode_segment,
+    )
+    from .replay import (
+        ReplayModel,
+        derive_replay_script,
+        load_session_scripts,
+        parse_session_header,
+        parse_session_log,
+    )
+    from .scenario import CheckOptions, Scenario, check_scenario, load_scenario
+    from .session import (
+        Session,
+        SessionForkError,
+        SessionStore,
+        interrupted_turn_closers,
+        is_surface_eligible_type,
+    )
+
+# Exports are resolved lazily (PEP 562) so that loading the pytest plugin, which imports this package,
+# costs other pytest runs nothing until a scenario actually runs.
+_LAZY: dict[str, str] = {
+    "Agent": ".agent",
+    "AgentRuntime": ".agent",
+    "CancelSignal": ".llm",
+    "CheckOptions": ".scenario",
+    "JsonlPersistence": ".persistence",
+    "LlmError": ".llm",
+    "Model": ".llm",
+    "ModelRequest": ".llm",
+    "ReplayModel": ".replay",
+    "SCHEMA_VERSION": ".persistence",
+    "Scenario": ".scenario",
+    "ScriptedModel": ".llm.scripted",
+    "Session": ".session",
+    "SessionForkError": ".session",
+    "SessionStore": ".session",
+    "SqlitePersistence": ".persistence",
+    "ToolRegistry": ".agent",
+    "WriteCoordinator": ".persistence",
+    "check_scenario": ".scenario",
+    "derive_replay_script": ".replay",
+    "encode_segment": ".persistence",
+    "interrupted_turn_closers": ".session",
+    "is_surface_eligible_type": ".session",
+    "load_scenario": ".scenario",
+    "load_session_scripts": ".replay",
+    "parse_session_header": ".replay",
+    "parse_session_log": ".replay",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_dsh_replay' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Agent",
+    "AgentRuntime",
+    "CancelSignal",
+    "CheckOptions",
+    "HarnessError",
+    "JsonlPersistence",
+    "LlmError",
+    "Model",
+    "ModelRequest",
+    "ReplayModel",
+    "Scenario",
+    "ScriptedModel",
+    "Session",
+    "SessionForkError",
+    "SessionStore",
+    "SqlitePersistence",
+    "ToolRegistry",
+    "WriteCoordinator",
+    "check_scenario",
+    "derive_replay_script",
+    "encode_segment",
+    "interrupted_turn_closers",
+    "is_surface_eligible_type",
+    "load_scenario",
+    "load_session_scripts",
+    "parse_session_header",
+    "parse_session_log",
+]

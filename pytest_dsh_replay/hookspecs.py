@@ -30,7 +30,10 @@ def pytest_dsh_live_model(config: pytest.Config, scenario: Scenario) -> Any:
 
 @hookspec
 def pytest_dsh_register_tools(registry: Any, scenario: Scenario) -> None:
-    """Register extra tools on the run's ``ToolRegistry`` (``registry.register(tool)``) before the first step."""
+    """Register extra tools on the run's ``ToolRegistry`` (``registry.register(tool)``).
+
+    Called once per run, before the first step.
+    """
 
 
 @hookspec(firstresult=True)

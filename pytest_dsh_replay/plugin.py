@@ -49,10 +49,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PATH|NAME",
-        help="run the scenario(s) at or under PATH (anywhere on disk), or select by <group>/<name> glob; repeatable",
+        help="run the scenario(s) at or under PATH (anywhere on disk), or select by <group>/<name> glob; "
+        "repeatable",
     )
     group.addoption(
-        "--dsh-backend", choices=("jsonl", "sqlite", "both"), default=None, help="persistence backend (default: jsonl)"
+        "--dsh-backend",
+        choices=("jsonl", "sqlite", "both"),
+        default=None,
+        help="persistence backend (default: jsonl)",
     )
     group.addoption(
         "--dsh-ignore-event",
@@ -138,7 +142,9 @@ class ScenarioFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         directory = self.path.parent
-        yield ScenarioItem.from_parent(self, name=f"{directory.parent.name}/{directory.name}", scenario_path=directory)
+        yield ScenarioItem.from_parent(
+            self, name=f"{directory.parent.name}/{directory.name}", scenario_path=directory
+        )
 
 
 class ScenarioItem(pytest.Item):
@@ -174,7 +180,9 @@ class ScenarioItem(pytest.Item):
                     f"scenario {sc.node_name} needs a live model for --dsh-record={record}: pass --dsh-model "
                     "(scripted, scripted:PATH, openai:MODEL[@BASE_URL]) or implement pytest_dsh_live_model"
                 )
-            return resolve_model_spec(spec, sc, api_key_env=config.getini("dsh_api_key_env") or "OPENAI_API_KEY")
+            return resolve_model_spec(
+                spec, sc, api_key_env=config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
+            )
 
         return CheckOptions(
             record=record,
@@ -186,7 +194,9 @@ class ScenarioItem(pytest.Item):
             refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
             event_hook=event_hook,
             setup_hook=lambda sc, cwd: hook.pytest_dsh_scenario_setup(scenario=sc, cwd=cwd),
-            register_tools=lambda registry: hook.pytest_dsh_register_tools(registry=registry, scenario=scenario),
+            register_tools=lambda registry: hook.pytest_dsh_register_tools(
+                registry=registry, scenario=scenario
+            ),
         )
 
     def runtest(self) -> None:
@@ -223,7 +233,8 @@ class ScenarioItem(pytest.Item):
             if guard is not None and guard.passed:
                 state.guards_failed.append(self.name)
                 raise ScenarioError(
-                    f"guard cannot fail: scenario {self.name} still passes with the fork seed slice disabled, "
+                    f"guard cannot fail: scenario {self.name} still passes with the fork seed slice "
+                    "disabled, "
                     "so it does not prove that fork children replay only their own events"
                 )
             state.guards_ok.append(self.name)

@@ -82,17 +82,27 @@ def read_fixtures(scenario: Scenario) -> list[SessionLog]:
     return logs
 
 
-def _ignored(scenario: Scenario, fixtures: Sequence[SessionLog], options: CheckOptions) -> tuple[frozenset[str], str | None]:
+def _ignored(
+    scenario: Scenario, fixtures: Sequence[SessionLog], options: CheckOptions
+) -> tuple[frozenset[str], str | None]:
     ignored = {*scenario.config.ignore_events, *options.ignore_events}
     note = None
-    if fixtures and END_SEED not in ignored and not any(e.get("type") == END_SEED for f in fixtures for e in f.events):
+    if (
+        fixtures
+        and END_SEED not in ignored
+        and not any(e.get("type") == END_SEED for f in fixtures for e in f.events)
+    ):
         ignored.add(END_SEED)
         note = "session/end-seed ignored on both sides: the fixtures predate the marker (spec replay.md §9)"
     return frozenset(ignored), note
 
 
 def _compare(
-    scenario: Scenario, fixtures: list[SessionLog], result: RunResult, ignored: frozenset[str], options: CheckOptions
+    scenario: Scenario,
+    fixtures: list[SessionLog],
+    result: RunResult,
+    ignored: frozenset[str],
+    options: CheckOptions,
 ) -> list[str]:
     problems = inventory_problems(fixtures, result.logs, str(scenario.path))
     mismatches: list[LogMismatch]
@@ -108,6 +118,10 @@ def _compare(
         )
     problems.extend(m.render() for m in mismatches)
     return problems
+
+
+def _parked_of(model: ReplayModel) -> Callable[[], asyncio.Event | None]:
+    return lambda: model.parked
 
 
 def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
@@ -163,8 +177,9 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     outcome = CheckOutcome(scenario)
     if options.live_model is None:
         outcome.problems.append(
-            f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live model is "
-            "configured: pass --dsh-model (e.g. --dsh-model scripted) or implement pytest_dsh_live_model"
+            f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live "
+            "model is configured: pass --dsh-model (e.g. --dsh-model scripted) or implement "
+            "pytest_dsh_live_model"
         )
         return outcome
     model, secrets = options.live_model(scenario)
@@ -182,7 +197,9 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     if not result.logs:
         outcome.problems.append("the recording produced no session log")
     if outcome.problems:
-        outcome.problems.insert(0, f"recording of {scenario.node_name} failed; the previous fixtures are untouched")
+        outcome.problems.insert(
+            0, f"recording of {scenario.node_name} failed; the previous fixtures are untouched"
+        )
         return outcome
     outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
     outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
@@ -209,7 +226,9 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         episodes: EpisodeModel | None = None
         if options.record == "new_episodes":
             if options.live_model is None:
-                raise ModelSpecError("--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)")
+                raise ModelSpecError(
+                    "--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)"
+                )
             live, secrets = options.live_model(scenario)
             served = episodes = EpisodeModel(model, live)
         run_options = RunOptions(
@@ -218,11 +237,15 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             model_name=scenario.config.model,
             on_setup=options.setup_hook,
             register_tools=options.register_tools,
-            parked=lambda model=model: model.parked,
+            parked=_parked_of(model),
         )
         result = await run_scenario(scenario, served, workdir / backend, run_options)
         exports.append(result)
-        if note and note not in outcome.notes and any(e.get("type") == END_SEED for log in result.logs for e in log.events):
+        if (
+            note
+            and note not in outcome.notes
+            and any(e.get("type") == END_SEED for log in result.logs for e in log.events)
+        ):
             outcome.notes.append(note)
         prefix = f"[{backend}] " if len(_backends(scenario, options)) > 1 else ""
         outcome.problems.extend(prefix + e for e in result.step_errors)
@@ -236,10 +259,14 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         if episodes is not None:
             if not outcome.problems and episodes.live_calls:
                 outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
-                outcome.notes.append(f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended")
+                outcome.notes.append(
+                    f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended"
+                )
             return outcome
         if not options.update:
-            outcome.problems.extend(prefix + p for p in _compare(scenario, fixtures, result, ignored, options))
+            outcome.problems.extend(
+                prefix + p for p in _compare(scenario, fixtures, result, ignored, options)
+            )
     if len(exports) == 2:
         a, b = exports
         problems = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
@@ -258,7 +285,10 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     """Raise :class:`ScenarioMismatch` with the readable report when ``outcome`` failed."""
     if outcome.passed:
         return
-    lines = [f"scenario {outcome.scenario.node_name} ({outcome.scenario.path}) does not match its recording", ""]
+    lines = [
+        f"scenario {outcome.scenario.node_name} ({outcome.scenario.path}) does not match its recording",
+        "",
+    ]
     lines += outcome.problems
     lines += ["", *outcome.notes]
     if options.refresh_command:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from deepdiff import DeepDiff
@@ -98,12 +98,16 @@ def compare_event_logs(
             ref = exp if i else None
         elif i < len(expected):
             ref = orjson.loads(expected[i])
-            details = [f"  the run's log ends here; the fixture has {len(expected) - i} more line(s), next: "
-                       f"{_short(ref, 240)}"]
+            details = [
+                f"  the run's log ends here; the fixture has {len(expected) - i} more line(s), next: "
+                f"{_short(ref, 240)}"
+            ]
         else:
             ref = orjson.loads(actual[i])
-            details = [f"  the fixture ends here; the run wrote {len(actual) - i} more line(s), next: "
-                       f"{_short(ref, 240)}"]
+            details = [
+                f"  the fixture ends here; the run wrote {len(actual) - i} more line(s), next: "
+                f"{_short(ref, 240)}"
+            ]
         seq = ref.get("seq") if isinstance(ref, dict) and i else None
         etype = ref.get("type") if isinstance(ref, dict) and i else None
         if i and isinstance(ref, dict) and seq is None:
@@ -113,9 +117,9 @@ def compare_event_logs(
 
 
 def _message_view(log: SessionLog, index_of: dict[str, int]) -> dict[str, Any]:
-    from ..session import Session
+    from ..session import Event, Session
 
-    session = Session(log.id or "x", seed=[e for e in log.events if e.get("type") != "session/end-seed"])
+    session = Session(log.id or "x", seed=cast(list[Event], list(log.events)))
     parent = log.header.get("parentSession")
     return {
         "lineage": index_of.get(parent) if isinstance(parent, str) else None,
@@ -137,23 +141,28 @@ def compare_message_logs(fixtures: Sequence[SessionLog], live: Sequence[SessionL
         exp = fx_ctx.scrub_value(_message_view(fixture, fx_index))
         act = live_ctx.scrub_value(_message_view(run, live_index))
         if exp != act:
-            problems.append(LogMismatch(fixture.source, fixture.role(), 0, None, None, structural_diff(exp, act)))
+            problems.append(
+                LogMismatch(fixture.source, fixture.role(), 0, None, None, structural_diff(exp, act))
+            )
     return problems
 
 
-def inventory_problems(fixtures: Sequence[SessionLog], live: Sequence[SessionLog], scenario_dir: str) -> list[str]:
+def inventory_problems(
+    fixtures: Sequence[SessionLog], live: Sequence[SessionLog], scenario_dir: str
+) -> list[str]:
     """Count checks: one run log per fixture (missing / extra child logs name the file)."""
     problems: list[str] = []
     if len(live) > len(fixtures):
         for i in range(len(fixtures), len(live)):
             name = "session.jsonl" if i == 0 else f"session.{i}.jsonl"
             problems.append(
-                f"extra session: the run wrote a {live[i].role()} log ({name} in harvest order) that the scenario "
-                f"has no fixture for in {scenario_dir}"
+                f"extra session: the run wrote a {live[i].role()} log ({name} in harvest order) that the "
+                f"scenario has no fixture for in {scenario_dir}"
             )
     elif len(live) < len(fixtures):
         for i in range(len(live), len(fixtures)):
             problems.append(
-                f"missing session: fixture {fixtures[i].source} ({fixtures[i].role()}) has no matching log in the run"
+                f"missing session: fixture {fixtures[i].source} ({fixtures[i].role()}) has no matching log "
+                "in the run"
             )
     return problems

@@ -157,7 +157,7 @@ def fixture_files(path: Path) -> tuple[Path, ...]:
     if not primary.exists():
         if numbers:
             raise FixtureInventoryError(
-                f"{path}: child logs {['session.%d.jsonl' % n for n in numbers]} exist but session.jsonl "
+                f"{path}: child logs {[f'session.{n}.jsonl' for n in numbers]} exist but session.jsonl "
                 "is missing; record the scenario again (--dsh-record=rewrite)"
             )
         return ()
@@ -177,7 +177,7 @@ def _config(raw: object, where: Path) -> ScenarioConfig:
     if raw is None:
         return ScenarioConfig()
     if not isinstance(raw, dict):
-        raise ScenarioDefinitionError(f"{where}: \"config\" must be an object, got {type(raw).__name__}")
+        raise ScenarioDefinitionError(f'{where}: "config" must be an object, got {type(raw).__name__}')
     unknown = sorted(set(raw) - CONFIG_KEYS)
     if unknown:
         raise ScenarioDefinitionError(
@@ -207,11 +207,11 @@ def _config(raw: object, where: Path) -> ScenarioConfig:
 
 def _steps(raw: object, where: Path) -> tuple[dict[str, Any], ...]:
     if not isinstance(raw, list):
-        raise ScenarioDefinitionError(f"{where}: \"steps\" must be a list of step objects")
+        raise ScenarioDefinitionError(f'{where}: "steps" must be a list of step objects')
     steps: list[dict[str, Any]] = []
     for i, step in enumerate(raw):
         if not isinstance(step, dict) or not isinstance(step.get("op"), str):
-            raise ScenarioDefinitionError(f"{where}: steps[{i}] must be an object with a string \"op\"")
+            raise ScenarioDefinitionError(f'{where}: steps[{i}] must be an object with a string "op"')
         op = step["op"]
         if op not in OPS:
             raise ScenarioDefinitionError(
@@ -222,18 +222,18 @@ def _steps(raw: object, where: Path) -> tuple[dict[str, Any], ...]:
             raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): unknown key {extra[0]!r}")
         for key in _REQUIRED.get(op, ()):
             if not isinstance(step.get(key), str):
-                raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): \"{key}\" must be a string")
+                raise ScenarioDefinitionError(f'{where}: steps[{i}] ({op}): "{key}" must be a string')
         if op == "fork" and "boundary" in step:
             b = step["boundary"]
             if not (b == "last" or (isinstance(b, int) and not isinstance(b, bool))):
                 raise ScenarioDefinitionError(
-                    f"{where}: steps[{i}] (fork): \"boundary\" must be an integer seq or \"last\", got {b!r}"
+                    f'{where}: steps[{i}] (fork): "boundary" must be an integer seq or "last", got {b!r}'
                 )
         if op == "kill" and "afterCalls" in step:
             n = step["afterCalls"]
             if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
                 raise ScenarioDefinitionError(
-                    f"{where}: steps[{i}] (kill): \"afterCalls\" must be a non-negative integer, got {n!r}"
+                    f'{where}: steps[{i}] (kill): "afterCalls" must be a non-negative integer, got {n!r}'
                 )
         steps.append(step)
     return tuple(steps)
@@ -256,10 +256,12 @@ def load_scenario(path: Path) -> Scenario:
     except orjson.JSONDecodeError as exc:
         raise ScenarioDefinitionError(f"{input_file}: not valid JSON: {exc}") from exc
     if not isinstance(raw, dict):
-        raise ScenarioDefinitionError(f"{input_file}: must be a JSON object with \"steps\"")
+        raise ScenarioDefinitionError(f'{input_file}: must be a JSON object with "steps"')
     unknown = sorted(set(raw) - {"steps", "config"})
     if unknown:
-        raise ScenarioDefinitionError(f"{input_file}: unknown top-level key {unknown[0]!r} (allowed: steps, config)")
+        raise ScenarioDefinitionError(
+            f"{input_file}: unknown top-level key {unknown[0]!r} (allowed: steps, config)"
+        )
     return Scenario(
         path=path,
         steps=_steps(raw.get("steps"), input_file),

@@ -193,12 +193,12 @@ def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
         header["createdAt"] = 0
     lines = [orjson.dumps(ctx.scrub_value(header)).decode()]
     for event in log.events:
-        e: Event | None = event
         if ctx.event_hook is not None:
-            e = ctx.event_hook(dict(event), ctx)
-            if e is None:
+            hooked = ctx.event_hook(dict(event), ctx)
+            if hooked is None:
                 continue
-        e = dict(e)
+            event = hooked
+        e = dict(event)
         if "time" in e:
             e["time"] = 0
         if ctx.canonical_envelope:

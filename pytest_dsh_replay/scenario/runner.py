@@ -102,7 +102,9 @@ class _Run:
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:
         self.backend = (
-            JsonlPersistence(self.store_path) if self.options.backend == "jsonl" else SqlitePersistence(self.store_path)
+            JsonlPersistence(self.store_path)
+            if self.options.backend == "jsonl"
+            else SqlitePersistence(self.store_path)
         )
         coordinator = WriteCoordinator(self.backend)
         store = SessionStore()
@@ -128,11 +130,15 @@ class _Run:
 
     def _agent(self, op: str) -> Agent:
         if self.runtime is None or self.active is None:
-            raise ScenarioStepError(f"{self.scenario.input_file}: op {op!r} needs a session; add a newSession step first")
+            raise ScenarioStepError(
+                f"{self.scenario.input_file}: op {op!r} needs a session; add a newSession step first"
+            )
         for agent in self.runtime.agents:
             if agent.session.id == self.active:
                 return agent
-        raise ScenarioStepError(f"{self.scenario.input_file}: op {op!r}: session {self.active} has no live agent")
+        raise ScenarioStepError(
+            f"{self.scenario.input_file}: op {op!r}: session {self.active} has no live agent"
+        )
 
     # -- ops ---------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -183,7 +189,11 @@ class _Run:
             if await self._until_idle_or_killed(agent):
                 return
             if op == "promptExpectError":
-                reasons = [e["data"]["reason"] for e in agent.session.events[turns_before:] if e["type"] == "turn/end"]
+                reasons = [
+                    e["data"]["reason"]
+                    for e in agent.session.events[turns_before:]
+                    if e["type"] == "turn/end"
+                ]
                 if not any(r.get("kind") == "error" for r in reasons):
                     self.step_errors.append(
                         f"{where}: the prompt was expected to be rejected (turn/end reason error), "
@@ -193,7 +203,9 @@ class _Run:
             agent = self._agent(op)
             parked = self.options.parked() if self.options.parked is not None else None
             if parked is None:
-                raise ScenarioStepError(f"{where}: needs a model that can park a stream (a replay `hang` entry)")
+                raise ScenarioStepError(
+                    f"{where}: needs a model that can park a stream (a replay `hang` entry)"
+                )
             parked.clear()
             agent.send(step["text"])
             idle = asyncio.ensure_future(agent.when_idle())
@@ -201,7 +213,9 @@ class _Run:
             done, _ = await asyncio.wait({idle, waiter}, return_when=asyncio.FIRST_COMPLETED)
             if waiter not in done:
                 waiter.cancel()
-                self.step_errors.append(f"{where}: the turn ended before the stream was parked; nothing to cancel")
+                self.step_errors.append(
+                    f"{where}: the turn ended before the stream was parked; nothing to cancel"
+                )
                 return
             agent.cancel("session/cancel")
             await idle
@@ -251,7 +265,9 @@ def _turn_ends(agent: Agent) -> int:
     return len(agent.session.events)
 
 
-async def run_scenario(scenario: Scenario, model: Model, workdir: Path, options: RunOptions | None = None) -> RunResult:
+async def run_scenario(
+    scenario: Scenario, model: Model, workdir: Path, options: RunOptions | None = None
+) -> RunResult:
     """Run ``scenario``'s steps with ``model`` in ``workdir`` (a fresh, empty directory).
 
     Returns the harvested logs; raises :class:`UnsupportedStepError` for wire-protocol-only ops and

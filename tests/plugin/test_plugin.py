@@ -75,16 +75,30 @@ def test_guard_that_cannot_fail_is_reported_by_name(pytester: pytest.Pytester, t
     # disabling the seed slice changes nothing: this guard cannot fail and must be reported.
     scenario = tmp_path / "fork" / "weak"
     scenario.mkdir(parents=True)
-    (scenario / "input.json").write_text(json.dumps({"steps": [
-        {"op": "newSession"}, {"op": "promptExpectError", "text": "a"}, {"op": "fork", "as": "b"},
-        {"op": "use", "session": "b"}, {"op": "prompt", "text": "b"}]}))
-    (scenario / "scripted.json").write_text(json.dumps({"sessions": [
-        [{"error": {"message": "boom", "code": "X"}}], [{"text": "hi"}]]}))
-    run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted").assert_outcomes(
-        passed=1
+    (scenario / "input.json").write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"op": "newSession"},
+                    {"op": "promptExpectError", "text": "a"},
+                    {"op": "fork", "as": "b"},
+                    {"op": "use", "session": "b"},
+                    {"op": "prompt", "text": "b"},
+                ]
+            }
+        )
     )
-    (scenario / "replay.override.json").write_text(json.dumps(
-        {"patches": [{"at": 0, "entry": {"kind": "throw", "chunks": [], "message": "boom", "code": "X"}}]}))
+    (scenario / "scripted.json").write_text(
+        json.dumps({"sessions": [[{"error": {"message": "boom", "code": "X"}}], [{"text": "hi"}]]})
+    )
+    run(
+        pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted"
+    ).assert_outcomes(passed=1)
+    (scenario / "replay.override.json").write_text(
+        json.dumps(
+            {"patches": [{"at": 0, "entry": {"kind": "throw", "chunks": [], "message": "boom", "code": "X"}}]}
+        )
+    )
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
     result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-check-guards")
     result.assert_outcomes(failed=1)
@@ -116,7 +130,9 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester, bundled_copy: Path) -
 
 def test_junitxml_names_scenarios(pytester: pytest.Pytester, bundled_copy: Path) -> None:
     xml = pytester.path / "out.xml"
-    run(pytester, "--dsh-scenario", str(bundled_copy / "spawn"), f"--junitxml={xml}").assert_outcomes(passed=2)
+    run(pytester, "--dsh-scenario", str(bundled_copy / "spawn"), f"--junitxml={xml}").assert_outcomes(
+        passed=2
+    )
     text = xml.read_text()
     assert 'name="spawn/one-child"' in text and 'name="spawn/two-children"' in text
 
@@ -170,7 +186,9 @@ def test_extra_fixture_is_reported(pytester: pytest.Pytester, bundled_copy: Path
     shutil.copy(one / "session.1.jsonl", one / "session.2.jsonl")
     result = run(pytester, "--dsh-scenario", str(one))
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*missing session: fixture session.2.jsonl (spawn child) has no matching log*"])
+    result.stdout.fnmatch_lines(
+        ["*missing session: fixture session.2.jsonl (spawn child) has no matching log*"]
+    )
 
 
 def test_unknown_op_fails_naming_it(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -185,7 +203,9 @@ def test_unknown_op_fails_naming_it(pytester: pytest.Pytester, tmp_path: Path) -
 def test_wire_only_op_is_skipped_with_reason(pytester: pytest.Pytester, tmp_path: Path) -> None:
     scenario = tmp_path / "g" / "dirs"
     scenario.mkdir(parents=True)
-    (scenario / "input.json").write_text('{"steps":[{"op":"newSessionExpectError","additionalDirectories":["/x"]}]}')
+    (scenario / "input.json").write_text(
+        '{"steps":[{"op":"newSessionExpectError","additionalDirectories":["/x"]}]}'
+    )
     (scenario / "session.jsonl").write_text('{"type":"session","version":0,"id":"x","createdAt":0}\n')
     result = run(pytester, "--dsh-scenario", str(scenario), "-rs")
     result.assert_outcomes(skipped=1)
@@ -205,19 +225,43 @@ def test_new_episodes_appends_only_the_calls_the_recording_cannot_serve(
     scenario.mkdir(parents=True)
     (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"one"}]}')
     (scenario / "scripted.json").write_text('{"sessions":[[{"text":"FIRST"}]]}')
-    run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted").assert_outcomes(
-        passed=1
-    )
+    run(
+        pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted"
+    ).assert_outcomes(passed=1)
     # the scenario grows a second prompt; the live model's FIRST answer must not be used for call 1
     (scenario / "input.json").write_text(
         '{"steps":[{"op":"newSession"},{"op":"prompt","text":"one"},{"op":"prompt","text":"two"}]}'
     )
     (scenario / "scripted.json").write_text('{"sessions":[[{"text":"SECOND"}]]}')
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)  # replay alone cannot serve it
-    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=new_episodes", "--dsh-model", "scripted")
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--dsh-record=new_episodes", "--dsh-model", "scripted"
+    )
     result.assert_outcomes(passed=1)
     grown = (scenario / "session.jsonl").read_text()
-    texts = [json.loads(line)["data"]["chunk"].get("text") for line in grown.splitlines()[1:]
-             if '"text-delta"' in line]
+    texts = [
+        json.loads(line)["data"]["chunk"].get("text")
+        for line in grown.splitlines()[1:]
+        if '"text-delta"' in line
+    ]
     assert texts == ["FIRST", "SECOND"]
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_compare_messages_ignores_chunk_detail_but_not_content(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    scenario = bundled_copy / "spawn" / "one-child"
+    data = json.loads((scenario / "input.json").read_text())
+    data["config"] = {"compare": "messages"}
+    (scenario / "input.json").write_text(json.dumps(data))
+    primary = scenario / "session.jsonl"
+    original = primary.read_text()
+    # usage numbers are not part of the derived history: messages mode passes, events mode would not
+    primary.write_text(original.replace('"outputTokens":', '"outputTokens":1000+', 1).replace("1000+", "1000", 1))
+    assert primary.read_text() != original
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+    # a different user message is part of the history (model output would be replayed from the fixture)
+    primary.write_text(original.replace("reply PARENT_DONE.", "reply PARENT_GONE."))
+    assert primary.read_text() != original
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*messages[[]0[]].content[[]0[]].text: fixture*PARENT_GONE*"])

@@ -20,8 +20,11 @@ def make(tmp_path: Path, data: object, files: tuple[str, ...] = ()) -> Path:
 
 
 def test_valid_scenario(tmp_path: Path) -> None:
-    d = make(tmp_path, {"steps": [{"op": "newSession"}, {"op": "prompt", "text": "hi"}], "config": {"backend": "both"}},
-             ("session.jsonl", "session.1.jsonl"))
+    d = make(
+        tmp_path,
+        {"steps": [{"op": "newSession"}, {"op": "prompt", "text": "hi"}], "config": {"backend": "both"}},
+        ("session.jsonl", "session.1.jsonl"),
+    )
     sc = load_scenario(d)
     assert sc.node_name == "grp/name"
     assert sc.config.backend == "both"
@@ -36,7 +39,10 @@ def test_valid_scenario(tmp_path: Path) -> None:
         ({"steps": [{"op": "prompt", "text": "x", "txet": 1}]}, "unknown key 'txet'"),
         ({"steps": [], "config": {"bakend": "x"}}, "unknown config key 'bakend'"),
         ({"steps": [], "config": {"backend": "mysql"}}, "config.backend must be"),
-        ({"steps": [{"op": "fork", "as": "b", "boundary": True}]}, '"boundary" must be an integer seq or "last"'),
+        (
+            {"steps": [{"op": "fork", "as": "b", "boundary": True}]},
+            '"boundary" must be an integer seq or "last"',
+        ),
         ({"stpes": []}, "unknown top-level key 'stpes'"),
     ],
 )
@@ -56,7 +62,7 @@ def test_gapped_children_are_an_inventory_error(tmp_path: Path) -> None:
 
 def test_children_without_primary(tmp_path: Path) -> None:
     d = make(tmp_path, {"steps": []}, ("session.1.jsonl",))
-    with pytest.raises(FixtureInventoryError, match="session.jsonl is missing"):
+    with pytest.raises(FixtureInventoryError, match=r"session\.jsonl is missing"):
         load_scenario(d)
 
 

@@ -31,22 +31,33 @@ def test_session_ids_get_harvest_order_tokens_and_other_uuids_first_appearance()
 
 def test_short_session_ids_only_match_whole_tokens() -> None:
     ctx = NormalizeContext(session_ids=["session-1", "s"], cwd=None)
-    assert ctx.scrub("session-1 session-10 user/message s") == "{{session:1}} session-10 user/message {{session:2}}"
+    assert (
+        ctx.scrub("session-1 session-10 user/message s")
+        == "{{session:1}} session-10 user/message {{session:2}}"
+    )
 
 
 def test_times_zeroed_keys_untouched_and_placeholder_fixture_equals_live_run() -> None:
     live = SessionLog(
         {"type": "session", "version": 0, "id": PARENT, "createdAt": 123, "cwd": "/tmp/live-x"},
-        [ev(0, "turn/start", {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}),
-         ev(1, "user/message", {"content": [{"type": "text", "text": "in /tmp/live-x"}], "source": {"kind": "user"}},
-            surfaceOp="append")],
+        [
+            ev(0, "turn/start", {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}),
+            ev(
+                1,
+                "user/message",
+                {"content": [{"type": "text", "text": "in /tmp/live-x"}], "source": {"kind": "user"}},
+                surfaceOp="append",
+            ),
+        ],
     )
     fixture = SessionLog(
         {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0, "cwd": "{{cwd}}"},
         [{**e, "time": 0} for e in live.events],
     )
-    fixture.events[1] = {**fixture.events[1], "data": {**fixture.events[1]["data"],
-                                                       "content": [{"type": "text", "text": "in {{cwd}}"}]}}
+    fixture.events[1] = {
+        **fixture.events[1],
+        "data": {**fixture.events[1]["data"], "content": [{"type": "text", "text": "in {{cwd}}"}]},
+    }
     assert normalize_logs([live]) == normalize_logs([fixture])
     assert compare_event_logs([fixture], [live]) == []
 
@@ -61,7 +72,13 @@ def test_drop_events_renumbers_seq_references_and_seed_length() -> None:
             ev(3, "session/end-seed"),
             ev(4, "user/message", {}, surfaceOp="append"),
             ev(5, "assistant/chunk"),
-            ev(6, "assistant/message", {}, sourceEventSeqs=[5], surfaceOp={"op": "replace", "start": 4, "end": 4}),
+            ev(
+                6,
+                "assistant/message",
+                {},
+                sourceEventSeqs=[5],
+                surfaceOp={"op": "replace", "start": 4, "end": 4},
+            ),
         ],
     )
     out = drop_events(log, {"session/end-seed"})
@@ -76,7 +93,9 @@ def test_mismatch_report_names_seq_type_and_path() -> None:
     base = [ev(0, "user/message", {"content": [{"type": "text", "text": "A"}]}, surfaceOp="append")]
     changed = [ev(0, "user/message", {"content": [{"type": "text", "text": "B"}]}, surfaceOp="append")]
     header = {"type": "session", "version": 0, "id": "s", "createdAt": 0}
-    problems = compare_event_logs([SessionLog(header, base, "session.jsonl")], [SessionLog(header, changed, "live")])
+    problems = compare_event_logs(
+        [SessionLog(header, base, "session.jsonl")], [SessionLog(header, changed, "live")]
+    )
     assert len(problems) == 1
     text = problems[0].render()
     assert "session.jsonl (parent): first difference at seq 0 (user/message)" in text
