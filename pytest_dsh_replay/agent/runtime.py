@@ -85,7 +85,7 @@ class AgentRuntime:
         self.tools = tools if tools is not None else default_tools(self, tool_names)
         self._agents: dict[str, Agent] = {}
         self._closed = False
-        if persistence is not None and persistence not in getattr(store, "_observers", ()):
+        if persistence is not None and not store.has_observer(persistence):
             persistence.attach(store)
 
     # ------------------------------------------------------------------ registry

@@ -107,8 +107,7 @@ class _Run:
             else SqlitePersistence(self.store_path)
         )
         coordinator = WriteCoordinator(self.backend)
-        store = SessionStore()
-        coordinator.attach(store)
+        store = SessionStore()  # the runtime attaches the coordinator to it
         runtime = AgentRuntime(
             store,
             self.switch,

@@ -66,6 +66,10 @@ class SessionStore:
 
         return remove
 
+    def has_observer(self, observer: StoreObserver) -> bool:
+        """True when ``observer`` is registered (so a caller can avoid attaching it twice)."""
+        return observer in self._observers
+
     def _notify(self, what: str, session: Session, call: Callable[[StoreObserver], None]) -> None:
         errors: builtins.list[BaseException] = []
         for observer in tuple(self._observers):

@@ -279,3 +279,18 @@ def test_flush_failures_are_aggregated() -> None:
 def test_flush_with_no_observers_is_a_no_op() -> None:
     st = store()
     asyncio.run(st.flush(st.create()))
+
+
+def test_has_observer_tracks_add_and_remove() -> None:
+    class Obs:
+        def on_session_created(self, session: object) -> None: ...
+        def on_session_event(self, session: object, event: object) -> None: ...
+        async def on_session_flush(self, session: object) -> None: ...
+
+    store = SessionStore()
+    obs = Obs()
+    assert not store.has_observer(obs)  # type: ignore[arg-type]
+    remove = store.add_observer(obs)  # type: ignore[arg-type]
+    assert store.has_observer(obs)  # type: ignore[arg-type]
+    remove()
+    assert not store.has_observer(obs)  # type: ignore[arg-type]
