@@ -22,6 +22,12 @@ from .scenario.normalize import SessionLog
 console = Console(highlight=False)
 
 
+class InputError(click.ClickException):
+    """Unreadable or missing input: exit code 2 (1 is reserved for findings and differences)."""
+
+    exit_code = 2
+
+
 def _load_logs(path: Path) -> list[SessionLog]:
     """The logs of a scenario directory (harvest order) or a single log file."""
     from .scenario.definition import fixture_files
@@ -30,13 +36,13 @@ def _load_logs(path: Path) -> list[SessionLog]:
     if path.is_dir():
         files = list(fixture_files(path)) or sorted(path.glob("*.jsonl"))
         if not files:
-            raise click.ClickException(f"{path}: no session logs (*.jsonl) here")
+            raise InputError(f"{path}: no session logs (*.jsonl) here")
         logs = [read_log_file(f) for f in files]
         for f, log in zip(files, logs, strict=True):
             log.source = f.name
         return logs if (path / "session.jsonl").exists() else harvest_order(logs)
     if not path.exists():
-        raise click.ClickException(f"{path}: no such file or directory")
+        raise InputError(f"{path}: no such file or directory")
     log = read_log_file(path)
     log.source = path.name
     return [log]
@@ -139,7 +145,9 @@ def validate(paths: Sequence[Path]) -> None:
             console.print(f"[red]finding[/red] {p}")
         findings += len(problems)
         if not problems:
-            console.print(f"[green]ok[/green] {path}: {len(logs)} log(s), {sum(len(l.events) for l in logs)} events")
+            console.print(
+                f"[green]ok[/green] {path}: {len(logs)} log(s), {sum(len(log.events) for log in logs)} events"
+            )
     sys.exit(1 if findings else 0)
 
 
@@ -165,10 +173,15 @@ def derive(path: Path, as_json: bool) -> None:
         console.print(f"[bold]{name}[/bold] ({source}): {len(entries)} call(s)")
         for i, entry in enumerate(entries):
             chunks = entry.get("chunks", [])
-            finish = next((c.get("reason", {}).get("kind") for c in chunks if c.get("type") == "finish"), None)
+            finish = next(
+                (c.get("reason", {}).get("kind") for c in chunks if c.get("type") == "finish"), None
+            )
             text = "".join(c.get("text", "") for c in chunks if c.get("type") == "text-delta")
-            tools = [c["block"].get("name") for c in chunks if c.get("type") == "block-end"
-                     and c.get("block", {}).get("type") == "tool-call"]
+            tools = [
+                c["block"].get("name")
+                for c in chunks
+                if c.get("type") == "block-end" and c.get("block", {}).get("type") == "tool-call"
+            ]
             desc = f"{entry.get('kind')}: {len(chunks)} chunks, finish {finish}"
             if tools:
                 desc += f", tool calls {tools}"
@@ -185,13 +198,20 @@ def derive(path: Path, as_json: bool) -> None:
 @click.option("--ignore-event", multiple=True, help="event type to drop on both sides (seqs renumbered)")
 @_fail_on_harness_error
 def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
-    """Compare two scenario dirs or logs after normalization (each side with its own context). Exit 1 on differences."""
+    """Compare two scenario dirs or logs after normalization (each side with its own context).
+
+    Exit 1 on differences.
+    """
     from .scenario.compare import compare_event_logs, inventory_problems
 
     left, right = _load_logs(a), _load_logs(b)
     problems = inventory_problems(left, right, str(b))
-    problems += [m.render() for m in compare_event_logs(left, right, ignore_events=frozenset(ignore_event),
-                                                         canonical_envelope=True)]
+    problems += [
+        m.render()
+        for m in compare_event_logs(
+            left, right, ignore_events=frozenset(ignore_event), canonical_envelope=True
+        )
+    ]
     if not problems:
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
         return
@@ -202,16 +222,30 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]")
-@click.option("--mode", type=click.Choice(["once", "rewrite", "new_episodes"]), default="rewrite", show_default=True)
+@click.option(
+    "--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]"
+)
+@click.option(
+    "--mode", type=click.Choice(["once", "rewrite", "new_episodes"]), default="rewrite", show_default=True
+)
 @click.option("--backend", type=click.Choice(["jsonl", "sqlite"]), default=None)
 def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     """Record the scenario(s) at PATH with a live model (the same as pytest's --dsh-record mode)."""
     import pytest
 
     args = [
-        "--dsh-scenario", str(path), f"--dsh-record={mode}", "--dsh-model", model_spec,
-        "-p", "no:cacheprovider", "-q", "--rootdir", str(path),
+        "--dsh-scenario",
+        str(path),
+        f"--dsh-record={mode}",
+        "--dsh-model",
+        model_spec,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--rootdir",
+        str(path),
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
     ]
     if backend:
         args += ["--dsh-backend", backend]

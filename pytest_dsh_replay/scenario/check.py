@@ -21,7 +21,14 @@ from .definition import Scenario
 from .errors import ScenarioMismatch
 from .harvest import log_to_jsonl, read_log_file
 from .normalize import SessionLog
-from .record import EpisodeModel, ModelSpecError, check_written, scrub_logs, secret_scrubber
+from .record import (
+    EpisodeModel,
+    ModelSpecError,
+    WatchedModel,
+    check_written,
+    scrub_logs,
+    secret_scrubber,
+)
 from .runner import RunOptions, RunResult, run_scenario
 
 END_SEED = "session/end-seed"
@@ -129,18 +136,35 @@ def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
     return ["jsonl", "sqlite"] if chosen == "both" else [chosen]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    from syrupy.utils import replace_atomic
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
+
+def _stage(path: Path, text: str) -> Path:
+    """Write ``text`` to a temp file beside ``path`` (fsynced, normal file mode); return the temp path."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        replace_atomic(tmp, path)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; fixtures are ordinary files
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    from syrupy.utils import replace_atomic
+
+    tmp = _stage(path, text)
+    try:
+        replace_atomic(str(tmp), path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -149,15 +173,31 @@ def write_fixtures(
 ) -> tuple[list[Path], list[Path]]:
     """Replace the scenario's logs with the run's (cwd tokenized as ``{{cwd}}``); remove stale children.
 
-    Every file is written to a temp file and renamed into place; stale ``session.<n>.jsonl`` are removed
+    Every log is scrubbed of secrets, rendered and checked for leaks BEFORE anything is written; then
+    all files are staged as temp files and renamed into place; stale ``session.<n>.jsonl`` are removed
     only after all new files landed. Returns ``(written, removed)``.
     """
+    from syrupy.utils import replace_atomic
+
     scrubber = scrubber or secret_scrubber([])
     logs = scrub_logs(result.logs, scrubber)
-    written: list[Path] = []
+    rendered: list[tuple[Path, str]] = []
     for i, log in enumerate(logs):
         path = scenario.primary_file if i == 0 else scenario.child_file(i)
-        _write_atomic(path, log_to_jsonl(log, cwd=result.cwd))
+        text = log_to_jsonl(log, cwd=result.cwd)
+        scrubber.assert_clean(text, label=str(path))
+        rendered.append((path, text))
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, text in rendered:
+            staged.append((_stage(path, text), path))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    written: list[Path] = []
+    for tmp, path in staged:
+        replace_atomic(str(tmp), path)
         written.append(path)
     check_written(written, scrubber)
     removed: list[Path] = []
@@ -172,17 +212,18 @@ def write_fixtures(
 async def record_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
     """Run ``scenario`` against the live model and replace ALL its logs (``rewrite``/``once``).
 
-    Nothing is written unless the run succeeded (no step or flush error); stale child logs are removed.
+    Nothing is written unless the run succeeded: no step or flush error and no failed live model call
+    (see :class:`~.record.WatchedModel`); stale child logs are removed.
     """
     outcome = CheckOutcome(scenario)
     if options.live_model is None:
         outcome.problems.append(
             f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live "
-            "model is configured: pass --dsh-model (e.g. --dsh-model scripted) or implement "
-            "pytest_dsh_live_model"
+            "model is configured: pass --dsh-model (e.g. --dsh-model scripted) or implement pytest_dsh_live_model"
         )
         return outcome
     model, secrets = options.live_model(scenario)
+    watched = WatchedModel(model)
     run_options = RunOptions(
         backend=options.backend if options.backend in ("jsonl", "sqlite") else "jsonl",
         tools=scenario.config.tools,
@@ -191,7 +232,8 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         register_tools=options.register_tools,
         parked=None,
     )
-    result = await run_scenario(scenario, model, workdir / "record", run_options)
+    result = await run_scenario(scenario, watched, workdir / "record", run_options)
+    outcome.problems.extend(watched.failures)
     outcome.problems.extend(result.step_errors)
     outcome.problems.extend(f"persistence flush failed: {e!r}" for e in result.flush_errors)
     if not result.logs:
@@ -211,7 +253,8 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
 
     In record modes, scenarios that need a recording are recorded instead (:func:`record_scenario_async`).
     """
-    if options.record == "rewrite" or (options.record == "once" and not scenario.is_recorded):
+    needs_recording = options.record in ("once", "new_episodes") and not scenario.is_recorded
+    if options.record == "rewrite" or needs_recording:
         return await record_scenario_async(scenario, workdir, options)
     outcome = CheckOutcome(scenario)
     fixtures = read_fixtures(scenario)
@@ -230,7 +273,8 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
                     "--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)"
                 )
             live, secrets = options.live_model(scenario)
-            served = episodes = EpisodeModel(model, live)
+            watched = WatchedModel(live)
+            served = episodes = EpisodeModel(model, watched)
         run_options = RunOptions(
             backend=backend,
             tools=scenario.config.tools,
@@ -257,7 +301,12 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
         outcome.notes.append(f"{prefix}scripts: {sources}")
         if episodes is not None:
-            if not outcome.problems and episodes.live_calls:
+            outcome.problems.extend(prefix + f for f in watched.failures)
+            if outcome.problems:
+                outcome.problems.insert(
+                    0, "new_episodes recording failed; the previous fixtures are untouched"
+                )
+            elif episodes.live_calls:
                 outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
                 outcome.notes.append(
                     f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended"

@@ -8,13 +8,14 @@ of configured secrets and checked again afterwards (:class:`~pytest_dsh_replay.l
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
-from typing import Any
 
-from ..llm import Model, ModelRequest, StreamChunk
+from ..llm import LlmError, Model, ModelRequest, StreamChunk
 from ..llm.scripted import ScriptedModel
 from ..llm.secrets import SecretScrubber
 from .definition import Scenario
@@ -31,37 +32,104 @@ class ModelSpecError(ScenarioError):
     code = "MODEL_SPEC"
 
 
-def resolve_model_spec(spec: str, scenario: Scenario, *, api_key_env: str = DEFAULT_KEY_ENV) -> tuple[Model, list[str]]:
+#: Keys a scripted response object may have (``llm/scripted.py``); anything else is a typo.
+SCRIPTED_RESPONSE_KEYS = frozenset(
+    {"text", "reasoning", "toolCalls", "usage", "finish", "chunks", "error", "hang"}
+)
+#: Keys of one ``toolCalls`` entry.
+SCRIPTED_TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
+
+
+def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
+    """Load and strictly check a scripted model file; a typo raises :class:`ModelSpecError` naming it."""
+    import json
+
+    where = f"--dsh-model {spec}: scripted model file {path}"
+    if not path.is_file():
+        raise ModelSpecError(
+            f"{where} does not exist (write one, see the README section 'Scripted model files')"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ModelSpecError(f"{where} is not valid JSON: {exc}; fix the file") from exc
+    if isinstance(data, dict) and set(data) != {"sessions"}:
+        extra = sorted(set(data) - {"sessions"})
+        raise ModelSpecError(
+            f'{where}: top-level keys must be exactly {{"sessions"}}'
+            + (f", unknown {extra}" if extra else ', "sessions" is missing')
+        )
+    sessions = data.get("sessions") if isinstance(data, dict) else data
+    if not isinstance(sessions, list) or not all(isinstance(r, list) for r in sessions):
+        raise ModelSpecError(
+            f'{where}: expected {{"sessions": [[response, ...], ...]}} (one list per session)'
+        )
+    for si, responses in enumerate(sessions):
+        for ri, response in enumerate(responses):
+            at = f"{where}: sessions[{si}][{ri}]"
+            if isinstance(response, str):
+                continue
+            if not isinstance(response, dict):
+                raise ModelSpecError(f"{at} must be an object or a string")
+            unknown = sorted(set(response) - SCRIPTED_RESPONSE_KEYS)
+            if unknown:
+                raise ModelSpecError(
+                    f"{at}: unknown key(s) {unknown}; allowed: {sorted(SCRIPTED_RESPONSE_KEYS)}"
+                )
+            calls = response.get("toolCalls", [])
+            if not isinstance(calls, list):
+                raise ModelSpecError(f"{at}.toolCalls must be a list")
+            for ci, call in enumerate(calls):
+                if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                    raise ModelSpecError(f'{at}.toolCalls[{ci}] must be an object with a string "name"')
+                bad = sorted(set(call) - SCRIPTED_TOOL_CALL_KEYS)
+                if bad:
+                    raise ModelSpecError(
+                        f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; "
+                        f"allowed: {sorted(SCRIPTED_TOOL_CALL_KEYS)}"
+                    )
+    try:
+        return ScriptedModel.from_json(data, source=str(path))
+    except LlmError as exc:  # pragma: no cover - the checks above are stricter
+        raise ModelSpecError(f"{where}: {exc}") from exc
+
+
+def resolve_model_spec(
+    spec: str, scenario: Scenario, *, api_key_env: str = DEFAULT_KEY_ENV
+) -> tuple[Model, list[str]]:
     """Build the live model named by ``spec`` for ``scenario``; returns ``(model, secrets)``.
 
     Spec forms:
-        ``scripted``            the scenario's own ``scripted.json`` (offline authoring, see ``llm/scripted.py``)
+        ``scripted``            the scenario's own ``scripted.json`` (offline authoring, ``llm/scripted.py``)
         ``scripted:PATH``       a scripted model file
         ``openai:MODEL``        an OpenAI-compatible endpoint via the ``openai`` SDK (base URL from
                                 ``OPENAI_BASE_URL``), key from the environment variable ``api_key_env``
         ``openai:MODEL@URL``    the same with an explicit base URL
 
     Raises:
-        ModelSpecError: unknown form, or the scripted file does not exist.
+        ModelSpecError: unknown form, a missing or malformed scripted file, or no API key in ``api_key_env``.
     """
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
         path = Path(rest) if rest else scenario.path / SCRIPTED_FILE
-        if not path.exists():
-            raise ModelSpecError(
-                f"--dsh-model {spec}: scripted model file {path} does not exist "
-                f"(write one, see the README section 'Scripted model files')"
-            )
-        return ScriptedModel.from_file(path), []
+        return load_scripted_file(path, spec), []
     if kind == "openai" and rest:
         from ..llm.openai_model import OpenAIChatModel
 
         model_name, _, base_url = rest.partition("@")
-        key = os.environ.get(api_key_env, "")
+        if not model_name:
+            raise ModelSpecError(f"--dsh-model {spec!r}: the model name is empty (openai:MODEL[@BASE_URL])")
+        key = os.environ.get(api_key_env, "").strip()
+        if not key:
+            raise ModelSpecError(
+                f"--dsh-model {spec}: no API key: environment variable {api_key_env} is unset or empty; "
+                f"set {api_key_env} (or name another variable with the ini key dsh_api_key_env)"
+            )
         model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=api_key_env)
-        return model, [key] if key else []
+        return model, [key]
     raise ModelSpecError(
-        f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or 'openai:MODEL@BASE_URL'"
+        f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' "
+        "or 'openai:MODEL@BASE_URL'"
     )
 
 
@@ -81,9 +149,29 @@ def scrub_logs(logs: list[SessionLog], scrubber: SecretScrubber) -> list[Session
     return out
 
 
+#: Environment variables whose values are treated as secrets on every write path (defense in depth:
+#: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
+SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
+#: Environment values shorter than this are not treated as secrets (they would scrub ordinary words).
+MIN_ENV_SECRET_LENGTH = 12
+
+
+def environment_secrets(extra_names: tuple[str, ...] = (DEFAULT_KEY_ENV,)) -> list[str]:
+    """Values of secret-named environment variables (``*API_KEY*``, ``*TOKEN*``, ...) plus ``extra_names``."""
+    out: list[str] = []
+    for name, value in os.environ.items():
+        value = value.strip()
+        secret_named = name in extra_names or SECRET_ENV_NAME.search(name)
+        if secret_named and len(value) >= MIN_ENV_SECRET_LENGTH and value not in out:
+            out.append(value)
+    return out
+
+
 def secret_scrubber(secrets: list[str]) -> SecretScrubber:
-    """The scrubber for one recording: the configured secrets plus the default secret patterns."""
-    return SecretScrubber([s for s in secrets if s])
+    """The scrubber for one write: ``secrets``, secret-named environment values and the default patterns."""
+    literal = [s for s in secrets if s]
+    literal += [s for s in environment_secrets() if s not in literal]
+    return SecretScrubber(literal)
 
 
 def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
@@ -92,7 +180,69 @@ def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
         scrubber.assert_clean(path)
 
 
-__all__: list[str] = ["EpisodeModel", "ModelSpecError", "resolve_model_spec", "scrub_logs", "secret_scrubber", "check_written"]
+class WatchedModel:
+    """Wraps the live model of a recording and remembers every call that failed.
+
+    A live call that raises (no key, unreachable endpoint, HTTP error, garbage body, an exhausted
+    scripted model) would otherwise be logged by the agent as an ordinary ``turn/end`` error and
+    written as a fixture. Deliberate failures are not counted: ``ABORTED`` (a cancel) and, for
+    scripted models, the errors the script itself asks for (``error`` responses).
+    """
+
+    #: Scripted-model codes that mean the script is wrong, not that it scripted an error.
+    SCRIPT_FAILURES = frozenset({"SCRIPT_UNBOUND", "SCRIPT_EXHAUSTED", "SCRIPT_INVALID"})
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.failures: list[str] = []
+        self.calls = 0
+        self._scripted = isinstance(model, ScriptedModel)
+
+    def __getattr__(self, name: str) -> Any:  # ``parked`` and friends of the wrapped model
+        return getattr(self.model, name)
+
+    def _counts(self, exc: BaseException) -> bool:
+        if isinstance(exc, LlmError):
+            if exc.code == "ABORTED":
+                return False
+            return not self._scripted or exc.code in self.SCRIPT_FAILURES
+        return not isinstance(exc, asyncio.CancelledError | GeneratorExit)
+
+    def _fail(self, exc: BaseException) -> None:
+        code = getattr(exc, "code", type(exc).__name__)
+        self.failures.append(f"live model call #{self.calls} failed [{code}]: {exc}")
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        self.calls += 1
+        try:
+            inner = self.model.stream(request)
+        except BaseException as exc:
+            if self._counts(exc):
+                self._fail(exc)
+            raise
+        return self._watch(inner)
+
+    async def _watch(self, inner: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+        try:
+            async for chunk in inner:
+                yield chunk
+        except BaseException as exc:
+            if self._counts(exc):
+                self._fail(exc)
+            raise
+
+
+__all__: list[str] = [
+    "EpisodeModel",
+    "ModelSpecError",
+    "WatchedModel",
+    "check_written",
+    "environment_secrets",
+    "load_scripted_file",
+    "resolve_model_spec",
+    "scrub_logs",
+    "secret_scrubber",
+]
 
 
 class EpisodeModel:

@@ -20,17 +20,35 @@ def _header_findings(log: SessionLog) -> list[str]:
     h, where = log.header, log.source
     out = []
     if h.get("type") != "session":
-        out.append(f"{where}: header line: \"type\" must be \"session\"")
+        out.append(f'{where}: header line: "type" must be "session"')
     if h.get("version") != 0:
         out.append(f"{where}: header: unsupported version {h.get('version')!r} (expected 0)")
     if not isinstance(h.get("id"), str) or not h.get("id"):
-        out.append(f"{where}: header: \"id\" must be a non-empty string")
+        out.append(f'{where}: header: "id" must be a non-empty string')
     if not isinstance(h.get("createdAt"), int):
-        out.append(f"{where}: header: \"createdAt\" must be an integer (ms)")
+        out.append(f'{where}: header: "createdAt" must be an integer (ms)')
     seed = h.get("seedLength", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0 or seed > len(log.events):
-        out.append(f"{where}: header: seedLength {seed!r} must be an integer in 0..{len(log.events)} (log length)")
+        out.append(
+            f"{where}: header: seedLength {seed!r} must be an integer in 0..{len(log.events)} (log length)"
+        )
     return out
+
+
+def _call_id(d: dict[str, Any]) -> Any:
+    """The call id of a ``tool/call``/``tool/result``: ``data.callId`` (baseline layout) or, in the
+    newer layout, ``data.message.source.callId`` / the ``toolCallId`` of its tool-result block."""
+    if "callId" in d:
+        return d["callId"]
+    message = d.get("message")
+    if isinstance(message, dict):
+        source = message.get("source")
+        if isinstance(source, dict) and "callId" in source:
+            return source["callId"]
+        for block in message.get("content") or []:
+            if isinstance(block, dict) and "toolCallId" in block:
+                return block["toolCallId"]
+    return None
 
 
 def _event_findings(log: SessionLog) -> list[str]:
@@ -46,9 +64,11 @@ def _event_findings(log: SessionLog) -> list[str]:
         seq, t, d = e.get("seq"), e.get("type"), e.get("data")
         at = f"{where}: seq {seq} ({t})"
         if seq != i:
-            out.append(f"{where}: line {i + 2}: seq {seq!r} where {i} was expected (seqs must be contiguous from 0)")
+            out.append(
+                f"{where}: line {i + 2}: seq {seq!r} where {i} was expected (seqs must be contiguous from 0)"
+            )
         if not isinstance(d, dict):
-            out.append(f"{at}: \"data\" must be an object")
+            out.append(f'{at}: "data" must be an object')
             continue
         if t == "turn/start":
             if open_turn is not None:
@@ -56,7 +76,9 @@ def _event_findings(log: SessionLog) -> list[str]:
             if isinstance(d.get("turn"), int) and d["turn"] != last_turn + 1:
                 out.append(f"{at}: turn number {d['turn']} does not follow {last_turn}")
             open_turn, open_step, pending = d.get("turn"), None, {}
-            last_turn = d.get("turn") if isinstance(d.get("turn"), int) else last_turn
+            turn_number = d.get("turn")
+            if isinstance(turn_number, int):
+                last_turn = turn_number
         elif t == "turn/end":
             if open_turn is None:
                 out.append(f"{at}: turn/end without an open turn")
@@ -78,21 +100,24 @@ def _event_findings(log: SessionLog) -> list[str]:
                 out.append(f"{at}: step/end for step {d.get('step')} but open step is {open_step}")
             open_step = None
         elif t == "tool/call":
-            call_id = d.get("callId")
+            call_id = _call_id(d)
             if not isinstance(call_id, str):
                 out.append(f"{at}: callId must be a string")
             else:
                 pending[call_id] = seq if isinstance(seq, int) else i
                 calls_of_step[call_id] = i
         elif t == "tool/result":
-            call_id = d.get("callId")
+            call_id = _call_id(d)
             if call_id not in pending:
                 out.append(f"{at}: tool/result for {call_id!r} has no pending tool/call")
             else:
                 del pending[call_id]
-        elif t not in SURFACE and t != "session/end-seed" and open_turn is None and t in {
-            "assistant/chunk", "assistant/message"
-        }:
+        elif (
+            t not in SURFACE
+            and t != "session/end-seed"
+            and open_turn is None
+            and t in {"assistant/chunk", "assistant/message"}
+        ):
             out.append(f"{at}: outside a turn")
         op = e.get("surfaceOp")
         if t in SURFACE and op is None:
@@ -134,6 +159,7 @@ def validate_logs(logs: Sequence[SessionLog]) -> list[str]:
                 prefix = [e for e in log.events[: log.seed_length]]
                 if prefix != parent.events[: log.seed_length]:
                     findings.append(
-                        f"{log.source}: the first {log.seed_length} events (seedLength) are not the parent's prefix"
+                        f"{log.source}: the first {log.seed_length} events (seedLength) "
+                        "are not the parent's prefix"
                     )
     return findings
