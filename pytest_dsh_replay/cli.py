@@ -14,12 +14,14 @@ from typing import Any
 import click
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.tree import Tree
 
 from .errors import HarnessError
 from .scenario.normalize import SessionLog
 
-console = Console(highlight=False)
+# soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
+console = Console(highlight=False, soft_wrap=True)
 
 
 class InputError(click.ClickException):
@@ -28,24 +30,49 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
-def _load_logs(path: Path) -> list[SessionLog]:
-    """The logs of a scenario directory (harvest order) or a single log file."""
+#: Parse errors that mean "not a log at all" (exit 2); any other load error of a JSON-readable log is a
+#: validation finding (exit 1), e.g. a header whose ``seedLength`` is not a non-negative integer.
+UNREADABLE_CODES = frozenset({"REPLAY_MALFORMED_LINE", "REPLAY_MISSING_HEADER"})
+
+
+def _log_files(path: Path) -> list[Path]:
+    """The log files of a scenario directory (fixture order) or the single file ``path``."""
     from .scenario.definition import fixture_files
-    from .scenario.harvest import harvest_order, read_log_file
 
     if path.is_dir():
         files = list(fixture_files(path)) or sorted(path.glob("*.jsonl"))
         if not files:
             raise InputError(f"{path}: no session logs (*.jsonl) here")
-        logs = [read_log_file(f) for f in files]
-        for f, log in zip(files, logs, strict=True):
-            log.source = f.name
-        return logs if (path / "session.jsonl").exists() else harvest_order(logs)
+        return files
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
-    log = read_log_file(path)
-    log.source = path.name
-    return [log]
+    return [path]
+
+
+def _read(file: Path) -> SessionLog:
+    """One log, named by its file name; undecodable bytes are an :class:`InputError` (exit 2)."""
+    from .scenario.harvest import read_log_file
+
+    try:
+        log = read_log_file(file)
+    except UnicodeDecodeError as exc:
+        reason = f"{exc.reason} at byte {exc.start}"
+        raise InputError(f"{file}: not UTF-8 text ({reason}); not a session log") from exc
+    except OSError as exc:
+        raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from exc
+    log.source = file.name
+    return log
+
+
+def _ordered(path: Path, logs: list[SessionLog]) -> list[SessionLog]:
+    from .scenario.harvest import harvest_order
+
+    return logs if not path.is_dir() or (path / "session.jsonl").exists() else harvest_order(logs)
+
+
+def _load_logs(path: Path) -> list[SessionLog]:
+    """The logs of a scenario directory (harvest order) or a single log file."""
+    return _ordered(path, [_read(f) for f in _log_files(path)])
 
 
 def _fail_on_harness_error(fn: Any) -> Any:
@@ -56,7 +83,7 @@ def _fail_on_harness_error(fn: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except HarnessError as exc:
-            console.print(f"[red]error[/red] [{exc.code}]: {exc}")
+            console.print(f"[red]error[/red] [{exc.code}]: {escape(str(exc))}")
             sys.exit(2)
 
     return wrapper
@@ -109,19 +136,22 @@ def show(path: Path) -> None:
 
     def label(log: SessionLog) -> str:
         seed = f", fork boundary: seedLength {log.seed_length}" if log.seed_length else ""
-        return f"[bold]{log.source}[/bold] {log.role()} {log.id} ({len(log.events)} events{seed})"
+        name = f"[bold]{escape(log.source)}[/bold] {log.role()} {escape(log.id)}"
+        return f"{name} ({len(log.events)} events{seed})"
 
     def add(node: Tree, log: SessionLog) -> None:
         branch = node.add(label(log))
         for line in _turn_summary(log):
-            branch.add(line)
+            branch.add(escape(line))
         for child in children.get(log.id, []):
             add(branch, child)
 
-    root = Tree(f"{path}")
+    root = Tree(escape(str(path)))
     for log in children.get(None, []):
         add(root, log)
-    console.print(root)
+    # On a terminal the tree wraps to its width; piped (CI logs, tests) every line stays whole.
+    wide = console if console.is_terminal else Console(highlight=False, width=1000, file=console.file)
+    wide.print(root)
 
 
 @main.command()
@@ -135,14 +165,20 @@ def validate(paths: Sequence[Path]) -> None:
 
     findings = 0
     for path in paths:
-        try:
-            logs = _load_logs(path)
-        except HarnessError as exc:
-            console.print(f"[red]{path}: unreadable[/red] [{exc.code}]: {exc}")
-            sys.exit(2)
-        problems = validate_logs(logs)
+        logs: list[SessionLog] = []
+        problems: list[str] = []
+        for file in _log_files(path):
+            try:
+                logs.append(_read(file))
+            except HarnessError as exc:
+                if exc.code in UNREADABLE_CODES:
+                    where = escape(str(path))
+                    console.print(f"[red]{where}: unreadable[/red] [{exc.code}]: {escape(str(exc))}")
+                    sys.exit(2)
+                problems.append(f"{file.name}: cannot be loaded [{exc.code}]: {exc}")
+        problems += validate_logs(_ordered(path, logs))
         for p in problems:
-            console.print(f"[red]finding[/red] {p}")
+            console.print(f"[red]finding[/red] {escape(p)}")
         findings += len(problems)
         if not problems:
             console.print(
@@ -189,7 +225,7 @@ def derive(path: Path, as_json: bool) -> None:
                 desc += f", text {text[:60]!r}"
             if entry.get("kind") == "throw":
                 desc += f", throws {entry.get('code')}: {entry.get('message')}"
-            console.print(f"  call #{i + 1}: {desc}")
+            console.print(f"  call #{i + 1}: {escape(desc)}")
 
 
 @main.command()

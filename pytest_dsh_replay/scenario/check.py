@@ -219,7 +219,8 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     if options.live_model is None:
         outcome.problems.append(
             f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live "
-            "model is configured: pass --dsh-model (e.g. --dsh-model scripted) or implement pytest_dsh_live_model"
+            "model is configured: pass --dsh-model (e.g. --dsh-model scripted) "
+            "or implement pytest_dsh_live_model"
         )
         return outcome
     model, secrets = options.live_model(scenario)
