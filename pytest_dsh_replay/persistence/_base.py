@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Callable, Sequence
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, NoReturn, cast
 
 import orjson
 
 from pytest_dsh_replay.session import Event, SessionHeader, interrupted_turn_closers, is_json_value
+from pytest_dsh_replay.session.codec import plain_types
 
 from .errors import (
     InvalidEventDataError,
@@ -132,6 +136,69 @@ def check_batch(session_id: str, events: Sequence[Event]) -> None:
             raise InvalidEventDataError(f"{where}: data is not a JSON value")
 
 
+@dataclass
+class FastBatch:
+    """A batch that passed :func:`fast_check` (so :func:`check_batch` would pass too).
+
+    Every node of every event has an exact type among dict/list/str/int/bool/None (no floats);
+    ``types``, ``seqs`` and ``times`` are the per-event columns (``str``, ``int``, ``int``).
+    """
+
+    types: list[str]
+    seqs: list[int]
+    times: list[int]
+
+
+_get: Callable[[dict[str, Any], str], Any] = dict.get
+
+
+def fast_check(events: list[Event]) -> FastBatch | None:
+    """The checks of :func:`check_batch` in C-level passes, for float-free batches.
+
+    Returns ``None`` (the caller then runs the exact :func:`check_batch` and the per-event paths)
+    when any event is not a dict with a ``str`` type, ``int`` seq and time and a ``data`` key, or
+    when any value anywhere is a float or not an exact JSON type (:func:`plain_types`). Integer
+    ranges and lone surrogates are left to the strict encoders, which fail (and fall back) on them.
+    """
+    if not events or not plain_types(events):
+        return None
+    if not {dict}.issuperset(map(type, events)):
+        return None
+    n = len(events)
+    plain = cast(list[dict[str, Any]], events)
+    types: list[Any] = list(map(_get, plain, repeat("type", n)))
+    seqs: list[Any] = list(map(_get, plain, repeat("seq", n)))
+    times: list[Any] = list(map(_get, plain, repeat("time", n)))
+    if (
+        not {str}.issuperset(map(type, types))
+        or not {int}.issuperset(map(type, seqs))
+        or not {int}.issuperset(map(type, times))
+        or not all(map(dict.__contains__, plain, repeat("data", n)))
+    ):
+        return None
+    return FastBatch(types, seqs, times)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector during a bulk parse (parsed events are acyclic trees).
+
+    On exit every tracked object is promoted to the oldest generation (``gc.freeze()`` then
+    ``gc.unfreeze()``, O(1) list splices that also reset the young-generation counter), so the
+    first allocation after re-enabling does not run a young collection over every parsed object.
+    Nothing leaks: full collections still visit the oldest generation.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
 def canonical(event: object) -> bytes:
     """Key-order-insensitive serialization used for "seed covers prefix" comparisons."""
     return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
@@ -206,11 +273,16 @@ class BackendBase(abc.ABC):
         """Acquire the single-writer lock (``None`` where no lock is needed, e.g. ``:memory:``)."""
 
     @abc.abstractmethod
-    def _materialize(self, meta: SessionHeader, events: list[Event]) -> None:
-        """Atomically create header + first batch."""
+    def _encode(self, session_id: str, events: list[Event], fast: FastBatch) -> Any:
+        """Encode a batch that passed :func:`fast_check` for storage, or ``None`` when it needs the
+        exact per-event path (e.g. an integer out of range). Must not raise for bad input."""
 
     @abc.abstractmethod
-    def _append(self, meta: SessionHeader, events: list[Event]) -> None:
+    def _materialize(self, meta: SessionHeader, events: list[Event], encoded: Any = None) -> None:
+        """Atomically create header + first batch (``encoded``: from :meth:`_encode`, or None)."""
+
+    @abc.abstractmethod
+    def _append(self, meta: SessionHeader, events: list[Event], encoded: Any = None) -> None:
         """Durably append a batch to a materialized session, all-or-nothing."""
 
     @abc.abstractmethod
@@ -273,28 +345,35 @@ class BackendBase(abc.ABC):
         batch = list(events)
         if not batch:
             return
-        check_batch(session_id, batch)
+        # Fast path: C-level checks and a bulk encode; anything unusual (floats, out-of-range
+        # integers, lone surrogates, odd types) takes the exact per-event path instead.
+        fast = fast_check(batch)
+        encoded = None if fast is None else self._encode(session_id, batch, fast)
+        if encoded is None:
+            check_batch(session_id, batch)
         state = self._tracked.get(session_id)
         if state is None:
             self.load(session_id)
             state = self._tracked[session_id]
-        for k, ev in enumerate(batch):
-            expected = state.cursor + k
-            if ev["seq"] != expected:
-                raise SeqMismatchError(
-                    f"append to session {session_id!r}: expected seq {expected}, got {ev['seq']} "
-                    f"(event {k} of the batch, type {ev['type']!r})",
-                    expected=expected,
-                    got=ev["seq"],
-                )
+        cursor = state.cursor
+        if fast is None or fast.seqs != list(range(cursor, cursor + len(batch))):
+            for k, ev in enumerate(batch):
+                expected = cursor + k
+                if ev["seq"] != expected:
+                    raise SeqMismatchError(
+                        f"append to session {session_id!r}: expected seq {expected}, got {ev['seq']} "
+                        f"(event {k} of the batch, type {ev['type']!r})",
+                        expected=expected,
+                        got=ev["seq"],
+                    )
         if state.materialized:
-            self._append(state.meta, batch)
+            self._append(state.meta, batch, encoded)
         else:
             took = state.lock is None
             if took:
                 state.lock = self._lock(session_id)
             try:
-                self._materialize(state.meta, batch)
+                self._materialize(state.meta, batch, encoded)
             except BaseException:
                 if took and state.lock is not None:
                     state.lock.release()
@@ -333,7 +412,7 @@ class BackendBase(abc.ABC):
             if took and lock is not None:
                 lock.release()
             raise
-        events = stored.events + closers
+        events = stored.events + closers if closers else stored.events
         self._tracked[session_id] = TrackedState(stored.meta, len(events), True, lock)
         return cast(SessionHeader, dict(stored.meta)), events
 

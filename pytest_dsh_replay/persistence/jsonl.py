@@ -17,14 +17,25 @@ import gc
 import os
 import secrets
 from array import array
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import orjson
 
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
+from pytest_dsh_replay.session.codec import encode_plain
 
-from ._base import ANY_SCOPE, BackendBase, StoredLog, _Any, describe_bad, walk_prefix
+from ._base import (
+    ANY_SCOPE,
+    BackendBase,
+    FastBatch,
+    StoredLog,
+    _Any,
+    describe_bad,
+    gc_paused,
+    walk_prefix,
+)
 from .encoding import NO_CWD_BUCKET, cwd_bucket, encode_segment
 from .errors import CorruptLogError, PersistenceError, SessionCollisionError
 from .locking import WriterLock
@@ -138,6 +149,44 @@ def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
     return meta, parsed, committed
 
 
+def _scan_fast(path: Path, file: str) -> tuple[SessionHeader, list[Event], int] | None:
+    """:func:`scan_log` for the common case of a clean log, without holding the file in memory.
+
+    Applies when the file ends with ``\n``, every event line parses and the events are dicts with a
+    string ``type`` and ``seq == index``: then :func:`scan_log` keeps every event and commits every
+    byte, which is what this returns. ``None`` otherwise (the caller then runs :func:`scan_log`).
+    The header line gets exactly :func:`scan_log`'s checks and errors.
+
+    Raises:
+        OSError: the file cannot be read.
+        CorruptLogError: the header line is bad (same message as :func:`scan_log`).
+    """
+    with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0 or os.pread(fh.fileno(), 1, size - 1) != b"\n":
+            return None  # empty, or a torn tail: the exact scan handles both
+        head = fh.readline()
+        if not head.endswith(b"\n"):
+            return None
+        meta = parse_header_line(head[:-1], file)
+        try:
+            with gc_paused():
+                events: list[Any] = list(map(orjson.loads, fh))  # lines keep their "\n": whitespace
+        except orjson.JSONDecodeError:
+            return None
+        if fh.tell() != size:
+            return None  # the file changed under us: let the exact scan decide
+    n = len(events)
+    if not {dict}.issuperset(map(type, events)):
+        return None
+    if not {str}.issuperset(map(type, map(dict.get, events, repeat("type", n)))):
+        return None
+    seqs = list(map(dict.get, events, repeat("seq", n)))
+    if not {int}.issuperset(map(type, seqs)) or seqs != list(range(n)):
+        return None
+    return meta, events, size
+
+
 class JsonlPersistence(BackendBase):
     """JSONL files under ``root`` (persistence.md §4). ``root`` is resolved to an absolute path once.
 
@@ -207,10 +256,17 @@ class JsonlPersistence(BackendBase):
         if path is None:
             return None
         try:
-            data = path.read_bytes()
+            scanned = _scan_fast(path, str(path))
+            if scanned is None:
+                data = path.read_bytes()
+                scanned = scan_log(data, str(path))
+                size = len(data)
+                del data
+            else:
+                size = scanned[2]
         except OSError as exc:
             raise _io_error("cannot read session log", path, exc) from exc
-        meta, events, committed = scan_log(data, str(path))
+        meta, events, committed = scanned
         self._check_version(meta, str(path))
         if meta.get("id") != session_id:
             raise CorruptLogError(
@@ -219,14 +275,28 @@ class JsonlPersistence(BackendBase):
                 line=1,
             )
         self._paths[session_id] = path
-        return StoredLog(meta, events, committed if committed < len(data) else None, str(path))
+        return StoredLog(meta, events, committed if committed < size else None, str(path))
 
-    def _materialize(self, meta: SessionHeader, events: list[Event]) -> None:
+    def _encode(self, session_id: str, events: list[Event], fast: FastBatch) -> list[bytes] | None:
+        # Whole events, 53-bit integers: succeeds only where check_batch + dumps_json would.
+        return encode_plain(events, safe_integers=True)
+
+    @staticmethod
+    def _lines(events: list[Event], encoded: list[bytes] | None) -> list[bytes]:
+        """Each event's line without newline: ``encoded`` if given, else :func:`dumps_json`."""
+        if encoded is not None:
+            return encoded
+        return [dumps_json(ev).encode("utf-8") for ev in events]
+
+    def _materialize(
+        self, meta: SessionHeader, events: list[Event], encoded: list[bytes] | None = None
+    ) -> None:
         bucket = self.root / cwd_bucket(meta.get("cwd"))
         final = bucket / (encode_segment(meta["id"]) + ".jsonl")
-        body = [header_line(meta)]
-        body.extend(dumps_json(ev) for ev in events)
-        payload = ("\n".join(body) + "\n").encode("utf-8")
+        body = [header_line(meta).encode("utf-8")]
+        body.extend(self._lines(events, encoded))
+        body.append(b"")
+        payload = b"\n".join(body)
         try:
             self._ensure_root()
             if not bucket.is_dir():
@@ -271,8 +341,8 @@ class JsonlPersistence(BackendBase):
         return path
 
     @staticmethod
-    def _append_lines(path: Path, lines: list[str]) -> None:
-        payload = ("\n".join(lines) + "\n").encode("utf-8")
+    def _append_lines(path: Path, lines: list[bytes]) -> None:
+        payload = b"\n".join(lines) + b"\n"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:
@@ -291,10 +361,11 @@ class JsonlPersistence(BackendBase):
         finally:
             os.close(fd)
 
-    def _append(self, meta: SessionHeader, events: list[Event]) -> None:
+    def _append(self, meta: SessionHeader, events: list[Event], encoded: list[bytes] | None = None) -> None:
         path = self._path_of(meta["id"])
+        lines = self._lines(events, encoded)
         try:
-            self._append_lines(path, [dumps_json(ev) for ev in events])
+            self._append_lines(path, lines)
         except OSError as exc:
             raise _io_error("cannot append to session log", path, exc) from exc
 
@@ -309,7 +380,7 @@ class JsonlPersistence(BackendBase):
                 finally:
                     os.close(fd)
             if closers:
-                self._append_lines(path, [dumps_json(ev) for ev in closers])
+                self._append_lines(path, self._lines(closers, None))
         except OSError as exc:
             raise _io_error("cannot repair session log", path, exc) from exc
 

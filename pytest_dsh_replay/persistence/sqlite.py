@@ -11,14 +11,16 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import orjson
 
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
+from pytest_dsh_replay.session.codec import encode_plain
 
-from ._base import BackendBase, StoredLog, _Any, describe_bad, walk_prefix
+from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, walk_prefix
 from .encoding import encode_segment
 from .errors import CorruptLogError, InvalidEventDataError, PersistenceError, SchemaVersionError
 from .locking import WriterLock
@@ -92,6 +94,18 @@ def _row_of(session_id: str, ev: Event) -> tuple[Any, ...]:
         None if seqs is None and "sourceEventSeqs" not in ev else dumps_json(seqs),
         None if op is None and "surfaceOp" not in ev else dumps_json(op),
     )
+
+
+def _optional_column(events: list[Event], key: str) -> list[str | None] | None:
+    """The ``key`` column as :func:`_row_of` writes it, for a plain batch; ``None`` -> exact path."""
+    present = [ev for ev in events if key in ev]
+    if not present:
+        return [None] * len(events)
+    texts = encode_plain([cast(dict[str, Any], ev)[key] for ev in present])
+    if texts is None:
+        return None
+    it = iter(texts)
+    return [next(it).decode() if key in ev else None for ev in events]
 
 
 class SqlitePersistence(BackendBase):
@@ -223,10 +237,42 @@ class SqlitePersistence(BackendBase):
         del parsed[kept:]
         return StoredLog(meta, parsed, torn, where)
 
+    def _encode(self, session_id: str, events: list[Event], fast: FastBatch) -> list[tuple[Any, ...]] | None:
+        """The rows :func:`_row_of` would build, in C-level passes, or ``None`` (exact path)."""
+        if not _EVENT_KEYS.issuperset(set().union(*events)):
+            return None  # _row_of names the extra keys
+        n = len(events)
+        data = encode_plain([ev["data"] for ev in events], safe_integers=True)
+        if data is None:
+            return None
+        seqs_col = _optional_column(events, "sourceEventSeqs")
+        op_col = _optional_column(events, "surfaceOp")
+        if seqs_col is None or op_col is None:
+            return None
+        if not -(2**63) <= min(fast.times) <= max(fast.times) < 2**63:
+            return None  # sqlite3 raises on these; let the exact path do so
+        return list(
+            zip(
+                repeat(session_id, n),
+                fast.seqs,
+                fast.types,
+                fast.times,
+                map(bytes.decode, data),
+                seqs_col,
+                op_col,
+                strict=True,
+            )
+        )
+
     def _transaction(
-        self, what: str, session_id: str, body: list[tuple[str, tuple[Any, ...]]], events: list[Event]
+        self,
+        what: str,
+        session_id: str,
+        body: list[tuple[str, tuple[Any, ...]]],
+        events: list[Event],
+        encoded: list[tuple[Any, ...]] | None = None,
     ) -> None:
-        rows = [_row_of(session_id, ev) for ev in events]  # validated before BEGIN
+        rows = encoded if encoded is not None else [_row_of(session_id, ev) for ev in events]
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -249,7 +295,9 @@ class SqlitePersistence(BackendBase):
                 "PERSISTENCE_IO",
             ) from exc
 
-    def _materialize(self, meta: SessionHeader, events: list[Event]) -> None:
+    def _materialize(
+        self, meta: SessionHeader, events: list[Event], encoded: list[tuple[Any, ...]] | None = None
+    ) -> None:
         extra = set(meta) - _HEADER_KEYS
         if extra:
             raise PersistenceError(
@@ -270,10 +318,12 @@ class SqlitePersistence(BackendBase):
                 meta.get("seedLength"),
             ),
         )
-        self._transaction("first write", meta["id"], [upsert], events)
+        self._transaction("first write", meta["id"], [upsert], events, encoded)
 
-    def _append(self, meta: SessionHeader, events: list[Event]) -> None:
-        self._transaction("append", meta["id"], [], events)
+    def _append(
+        self, meta: SessionHeader, events: list[Event], encoded: list[tuple[Any, ...]] | None = None
+    ) -> None:
+        self._transaction("append", meta["id"], [], events, encoded)
 
     def _repair(self, stored: StoredLog, closers: list[Event]) -> None:
         sid = stored.meta["id"]

@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import orjson
@@ -23,6 +26,17 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 # orjson raises "Recursion limit reached" beyond this nesting; deeper values take the slow path.
 _ORJSON_SAFE_DEPTH = 200
+
+#: Exact node types of a float-free JSON value, for which orjson writes what JSON.stringify writes.
+_PLAIN_TYPES = frozenset((dict, list, str, int, bool, type(None)))
+# Census limits: deeper / larger values (and cycles, which never end) take the exact slow paths.
+_CENSUS_MAX_LEVELS = 64
+_CENSUS_MAX_NODES = 1 << 22
+
+_get_referents = gc.get_referents
+_dumps = orjson.dumps
+_dumps_strict = partial(orjson.dumps, option=orjson.OPT_STRICT_INTEGER)
+_EncodeError = orjson.JSONEncodeError
 
 
 class _Invalid(Exception):
@@ -212,6 +226,48 @@ def _orjson_ok(value: object, depth: int) -> bool:
     return False
 
 
+def plain_types(roots: Sequence[object]) -> bool:
+    """True when every node reachable from ``roots`` has an exact type among ``dict``, ``list``,
+    ``str``, ``int``, ``bool`` and ``None`` (no float, no subclass, no tuple/enum/UUID/...), within
+    64 levels of nesting and 4M nodes. A conservative, exact "no" otherwise (cycles included).
+
+    The walk is level by level in C: ``gc.get_referents`` yields the items of a list and the values
+    of a dict; a dict's keys are yielded too unless they are all exact ``str`` (CPython keeps such
+    dicts in its unicode-keys layout), so a key of any other type shows up in the census. Scalars
+    have no referents, so the walk ends after the deepest level.
+    """
+    level: Sequence[object] | list[Any] = roots
+    nodes = len(level)
+    plain = _PLAIN_TYPES
+    for _ in range(_CENSUS_MAX_LEVELS + 1):
+        if not plain.issuperset(map(type, level)):
+            return False
+        level = _get_referents(*level)
+        if not level:
+            return True
+        nodes += len(level)
+        if nodes > _CENSUS_MAX_NODES:
+            return False
+    return False
+
+
+def encode_plain(values: Sequence[object], *, safe_integers: bool = False) -> list[bytes] | None:
+    """Compact JSON bytes of each value (UTF-8 of :func:`dumps_json`), or ``None`` when any value
+    needs the exact slow paths (floats, non-JSON types, deep nesting, lone surrogates, integers
+    beyond 64 bits or, with ``safe_integers``, beyond ``±(2**53-1)``).
+
+    When it returns lines, every value is a float-free JSON value per events.md §7 (with
+    ``safe_integers``: exactly what :func:`is_json_value` accepts, minus floats), and
+    ``lines[i] == dumps_json(values[i]).encode()``. It never raises for bad input.
+    """
+    if not plain_types(values):
+        return None
+    try:
+        return list(map(_dumps_strict if safe_integers else _dumps, values))
+    except _EncodeError:  # lone surrogates, non-str keys, integer range
+        return None
+
+
 def js_number(value: float) -> str:
     """Format a finite float exactly like ECMAScript ``Number::toString`` (``1.0`` -> ``"1"``).
 
@@ -307,6 +363,11 @@ def dumps_json(value: object) -> str:
     floats without ``.0``). Integers are written with all their digits. Raises
     :class:`JsonValueError` on NaN/±Infinity, non-str keys, cycles or non-JSON types.
     """
+    if plain_types((value,)):  # float-free and exact JSON types: orjson's bytes are JS's bytes
+        try:
+            return _dumps(value).decode()
+        except _EncodeError:
+            pass  # the paths below give the exact error (or all digits of a >64-bit integer)
     try:
         fast = _orjson_ok(value, 0)
     except RecursionError:

@@ -208,7 +208,14 @@ def test_unreadable_file_is_a_typed_io_error(tmp_path: Path, monkeypatch: pytest
         def denied(self: Path) -> bytes:
             raise PermissionError(13, "Permission denied", str(self))
 
+        def denied_open(self: Path, *args: Any, **kwargs: Any) -> Any:
+            if self == path:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_open(self, *args, **kwargs)
+
+        real_open = Path.open
         monkeypatch.setattr(Path, "read_bytes", denied)
+        monkeypatch.setattr(Path, "open", denied_open)  # the fast load path streams the file
     b = JsonlPersistence(tmp_path)
     try:
         with pytest.raises(PersistenceError, match=str(path)) as info:
