@@ -279,7 +279,7 @@ class JsonlPersistence(BackendBase):
 
     def _encode(self, session_id: str, events: list[Event], fast: FastBatch) -> list[bytes] | None:
         # Whole events, 53-bit integers: succeeds only where check_batch + dumps_json would.
-        return encode_plain(events, safe_integers=True)
+        return encode_plain(events, safe_integers=True, census_done=True)
 
     @staticmethod
     def _lines(events: list[Event], encoded: list[bytes] | None) -> list[bytes]:

@@ -9,6 +9,7 @@ switch), so the file stays byte-for-byte untouched. There is no migration code.
 from __future__ import annotations
 
 import gc
+import operator
 import os
 import sqlite3
 from itertools import repeat
@@ -20,7 +21,7 @@ import orjson
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
 from pytest_dsh_replay.session.codec import encode_plain
 
-from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, walk_prefix
+from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, gc_paused, walk_prefix
 from .encoding import encode_segment
 from .errors import CorruptLogError, InvalidEventDataError, PersistenceError, SchemaVersionError
 from .locking import WriterLock
@@ -101,11 +102,21 @@ def _optional_column(events: list[Event], key: str) -> list[str | None] | None:
     present = [ev for ev in events if key in ev]
     if not present:
         return [None] * len(events)
-    texts = encode_plain([cast(dict[str, Any], ev)[key] for ev in present])
+    texts = encode_plain([cast(dict[str, Any], ev)[key] for ev in present], census_done=True)
     if texts is None:
         return None
     it = iter(texts)
     return [next(it).decode() if key in ev else None for ev in events]
+
+
+def _full_event(etype: str, seq: int, time: int, data: str, seqs: str | None, op: str | None) -> Event:
+    """An event row with optional columns, as :meth:`SqlitePersistence._read` builds it."""
+    ev: dict[str, Any] = {"type": etype, "seq": seq, "time": time, "data": orjson.loads(data)}
+    if seqs is not None:
+        ev["sourceEventSeqs"] = orjson.loads(seqs)
+    if op is not None:
+        ev["surfaceOp"] = orjson.loads(op)
+    return cast(Event, ev)
 
 
 class SqlitePersistence(BackendBase):
@@ -192,6 +203,9 @@ class SqlitePersistence(BackendBase):
         meta = self._meta_of(head)
         where = f"{self.path} (session {session_id!r})"
         self._check_version(meta, where)
+        fast = self._read_fast(session_id)
+        if fast is not None:
+            return StoredLog(meta, fast, None, where)
         rows = self._conn.execute(
             "SELECT rowid, seq, type, time, data, source_event_seqs, surface_op FROM events "
             "WHERE session_id = ? ORDER BY seq",
@@ -242,7 +256,7 @@ class SqlitePersistence(BackendBase):
         if not _EVENT_KEYS.issuperset(set().union(*events)):
             return None  # _row_of names the extra keys
         n = len(events)
-        data = encode_plain([ev["data"] for ev in events], safe_integers=True)
+        data = encode_plain([ev["data"] for ev in events], safe_integers=True, census_done=True)
         if data is None:
             return None
         seqs_col = _optional_column(events, "sourceEventSeqs")
@@ -263,6 +277,38 @@ class SqlitePersistence(BackendBase):
                 strict=True,
             )
         )
+
+    def _read_fast(self, session_id: str) -> list[Event] | None:
+        """All events of a clean session (every column parses, seqs are exactly ``0..n-1``), read in
+        rowid order over the session's rowid span (a table range scan, no per-row index lookup);
+        ``None`` when the exact scan of :meth:`_read` is needed (a hole, a gap, a bad JSON column, or
+        rows not stored in seq order). For such a session that scan keeps every event, untorn.
+        """
+        conn = self._conn
+        lo, hi = conn.execute(
+            "SELECT min(rowid), max(rowid) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if lo is None:
+            return []
+        cursor = conn.execute(
+            "SELECT seq, type, time, data, source_event_seqs, surface_op FROM events NOT INDEXED "
+            "WHERE rowid BETWEEN ? AND ? AND session_id = ? ORDER BY rowid",
+            (lo, hi, session_id),
+        )
+        loads = orjson.loads
+        try:
+            with gc_paused():
+                events: list[Any] = [
+                    {"type": etype, "seq": seq, "time": time, "data": loads(data)}
+                    if seqs is None and op is None
+                    else _full_event(etype, seq, time, data, seqs, op)
+                    for seq, etype, time, data, seqs, op in cursor
+                ]
+        except orjson.JSONDecodeError:
+            return None
+        if not all(map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))):
+            return None
+        return events
 
     def _transaction(
         self,

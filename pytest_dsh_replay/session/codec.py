@@ -251,7 +251,9 @@ def plain_types(roots: Sequence[object]) -> bool:
     return False
 
 
-def encode_plain(values: Sequence[object], *, safe_integers: bool = False) -> list[bytes] | None:
+def encode_plain(
+    values: Sequence[object], *, safe_integers: bool = False, census_done: bool = False
+) -> list[bytes] | None:
     """Compact JSON bytes of each value (UTF-8 of :func:`dumps_json`), or ``None`` when any value
     needs the exact slow paths (floats, non-JSON types, deep nesting, lone surrogates, integers
     beyond 64 bits or, with ``safe_integers``, beyond ``±(2**53-1)``).
@@ -259,8 +261,10 @@ def encode_plain(values: Sequence[object], *, safe_integers: bool = False) -> li
     When it returns lines, every value is a float-free JSON value per events.md §7 (with
     ``safe_integers``: exactly what :func:`is_json_value` accepts, minus floats), and
     ``lines[i] == dumps_json(values[i]).encode()``. It never raises for bad input.
+    ``census_done``: the caller already got ``True`` from :func:`plain_types` for these values (or
+    for values containing them).
     """
-    if not plain_types(values):
+    if not census_done and not plain_types(values):
         return None
     try:
         return list(map(_dumps_strict if safe_integers else _dumps, values))
