@@ -4,13 +4,12 @@ keyless (issue 7's end-to-end check). The endpoint is pytest-httpserver streamin
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
 from pytest_httpserver import HTTPServer
 
-from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
 from .conftest import CHAT_PATH, events, make_scenario, prompt_steps, run, snapshot
 
 USAGE = {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52}
