@@ -77,6 +77,52 @@ def _chars(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str))
 
 
+RESPONSE_KEYS = frozenset({"text", "reasoning", "toolCalls", "usage", "finish", "chunks", "error", "hang"})
+FINISH_NAMES = frozenset({"stop", "tool-calls", "max-tokens", "aborted"})
+_TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
+
+
+def response_problem(response: object) -> str | None:
+    """What is wrong with one scripted response (module doc format), or ``None`` when it is valid."""
+    if isinstance(response, str):
+        return None
+    if not isinstance(response, dict):
+        return f"must be an object or a string, got {type(response).__name__}"
+    unknown = sorted(set(response) - RESPONSE_KEYS)
+    if unknown:
+        return f"unknown response key {unknown[0]!r}; allowed: {', '.join(sorted(RESPONSE_KEYS))}"
+    for key in ("text", "reasoning"):
+        if key in response and not isinstance(response[key], str | None):
+            return f'"{key}" must be a string'
+    calls = response.get("toolCalls", [])
+    if not isinstance(calls, list):
+        return '"toolCalls" must be a list'
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return f'toolCalls[{i}] must be an object with a string "name"'
+        extra = sorted(set(call) - _TOOL_CALL_KEYS)
+        if extra:
+            return f"toolCalls[{i}]: unknown key {extra[0]!r}; allowed: arguments, id, name"
+    finish = response.get("finish", "stop")
+    if finish is not None and not (
+        (isinstance(finish, str) and finish in FINISH_NAMES)
+        or (isinstance(finish, dict) and isinstance(finish.get("kind"), str))
+    ):
+        return f'"finish" must be one of {", ".join(sorted(FINISH_NAMES))}, an object with "kind", or null'
+    if "chunks" in response and not (
+        isinstance(response["chunks"], list) and all(isinstance(c, dict) for c in response["chunks"])
+    ):
+        return '"chunks" must be a list of chunk objects'
+    error = response.get("error")
+    if error is not None and not (
+        isinstance(error, dict)
+        and isinstance(error.get("message"), str)
+        and isinstance(error.get("code"), str)
+    ):
+        return '"error" must be an object with string "message" and "code"'
+    return None
+
+
 def response_chunks(
     response: Response, *, call_label: str = "0_0", input_chars: int = 0
 ) -> list[dict[str, Any]]:
@@ -195,11 +241,9 @@ class ScriptedModel:
             raise LlmError(f'{source}: expected a list of response lists under "sessions"', "SCRIPT_INVALID")
         for si, responses in enumerate(sessions):
             for ri, response in enumerate(responses):
-                if not isinstance(response, str | dict):
-                    raise LlmError(
-                        f"{source}: session {si} response {ri} must be an object or a string",
-                        "SCRIPT_INVALID",
-                    )
+                problem = response_problem(response)
+                if problem is not None:
+                    raise LlmError(f"{source}: session {si} response {ri}: {problem}", "SCRIPT_INVALID")
         return cls(sessions)
 
     @property

@@ -229,3 +229,38 @@ def test_hang_parks_until_the_signal_fires() -> None:
             await task
 
     run(go())
+
+
+@pytest.mark.parametrize(
+    ("response", "needle"),
+    [
+        ({"txt": "hi"}, "unknown response key 'txt'"),
+        ({"text": "x", "finish": "done"}, '"finish" must be one of aborted, max-tokens, stop, tool-calls'),
+        ({"toolCalls": [{"nme": "bash"}]}, 'toolCalls[0] must be an object with a string "name"'),
+        ({"toolCalls": [{"name": "bash", "args": {}}]}, "toolCalls[0]: unknown key 'args'"),
+        ({"error": {"message": "m"}}, '"error" must be an object with string "message" and "code"'),
+        ({"text": 3}, '"text" must be a string'),
+    ],
+)
+def test_scripted_file_typos_are_rejected_naming_the_response(response: object, needle: str) -> None:
+    with pytest.raises(LlmError) as bad:
+        ScriptedModel.from_json({"sessions": [["ok", response]]}, source="scripted.json")
+    assert bad.value.code == "SCRIPT_INVALID"
+    assert "scripted.json: session 0 response 1: " + needle in bad.value.message
+
+
+def test_every_documented_response_form_is_accepted() -> None:
+    ScriptedModel.from_json(
+        [
+            [
+                "plain",
+                {"reasoning": "r", "text": "t", "usage": None, "finish": "max-tokens"},
+                {"toolCalls": [{"id": "c", "name": "bash", "arguments": {"command": "ls"}}]},
+                {"text": "x", "finish": {"kind": "error", "message": "m"}},
+                {"text": "x", "finish": None},
+                {"chunks": [{"type": "finish", "reason": {"kind": "stop"}}]},
+                {"error": {"message": "m", "code": "C", "afterChunks": 1}},
+                {"hang": True},
+            ]
+        ]
+    )
