@@ -127,10 +127,6 @@ def _compare(
     return problems
 
 
-def _parked_of(model: ReplayModel) -> Callable[[], asyncio.Event | None]:
-    return lambda: model.parked
-
-
 def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
     chosen = options.backend or scenario.config.backend or "jsonl"
     return ["jsonl", "sqlite"] if chosen == "both" else [chosen]
@@ -231,7 +227,6 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         model_name=scenario.config.model,
         on_setup=options.setup_hook,
         register_tools=options.register_tools,
-        parked=None,
     )
     result = await run_scenario(scenario, watched, workdir / "record", run_options)
     outcome.problems.extend(watched.failures)
@@ -282,7 +277,6 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             model_name=scenario.config.model,
             on_setup=options.setup_hook,
             register_tools=options.register_tools,
-            parked=_parked_of(model),
         )
         result = await run_scenario(scenario, served, workdir / backend, run_options)
         exports.append(result)

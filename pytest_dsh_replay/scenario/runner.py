@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..agent import Agent, AgentRuntime
 from ..llm import CancelSignal, Model, ModelRequest, StreamChunk
@@ -81,7 +81,6 @@ class RunOptions:
     model_name: str | None = None
     on_setup: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
-    parked: Callable[[], asyncio.Event | None] | None = None
 
 
 class _Run:
@@ -200,15 +199,15 @@ class _Run:
                     )
         elif op == "promptAndCancel":
             agent = self._agent(op)
-            parked = self.options.parked() if self.options.parked is not None else None
-            if parked is None:
+            park = _park_waiter(self.model)
+            if park is None:
                 raise ScenarioStepError(
-                    f"{where}: needs a model that can park a stream (a replay `hang` entry)"
+                    f"{where}: the model cannot park a stream; promptAndCancel needs a replay `hang` entry "
+                    'or a scripted response {"hang": true}'
                 )
-            parked.clear()
             agent.send(step["text"])
             idle = asyncio.ensure_future(agent.when_idle())
-            waiter = asyncio.ensure_future(parked.wait())
+            waiter = asyncio.ensure_future(park)
             done, _ = await asyncio.wait({idle, waiter}, return_when=asyncio.FIRST_COMPLETED)
             if waiter not in done:
                 waiter.cancel()
@@ -258,6 +257,22 @@ class _Run:
             return harvest_backend(backend)
         finally:
             backend.close()
+
+
+def _park_waiter(model: Any) -> Coroutine[Any, Any, Any] | None:
+    """A coroutine that completes when ``model``'s next ``hang`` stream has delivered all its prefix chunks.
+
+    Works with :class:`~pytest_dsh_replay.replay.ReplayModel` (``parked`` event) and
+    :class:`~pytest_dsh_replay.llm.scripted.ScriptedModel` (``wait_parked``); ``None`` for other models.
+    """
+    wait_parked = getattr(model, "wait_parked", None)
+    if callable(wait_parked):
+        return cast(Coroutine[Any, Any, Any], wait_parked(model.parked + 1))
+    event = getattr(model, "parked", None)
+    if isinstance(event, asyncio.Event):
+        event.clear()
+        return event.wait()
+    return None
 
 
 def _turn_ends(agent: Agent) -> int:

@@ -298,3 +298,20 @@ def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(pytester: pyte
     # the same scenario without the cancel reaching the turn end would differ: prove the check bites
     (scenario / "session.jsonl").write_text("\n".join(lines).replace("session/cancel", "cancelled") + "\n")
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
+
+
+def test_prompt_and_cancel_can_be_recorded_with_a_scripted_hang(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenario = tmp_path / "g" / "cancel-rec"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"promptAndCancel","text":"go"}]}')
+    (scenario / "scripted.json").write_text('{"sessions":[[{"hang":true}]]}')
+    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted")
+    result.assert_outcomes(passed=1)
+    log = (scenario / "session.jsonl").read_text()
+    assert '"reason":{"kind":"aborted","reason":"session/cancel"}' in log
+    # an interrupted stream cannot be derived from the log: the sidecar supplies the hang
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*override*"])
+    (scenario / "replay.override.json").write_text('[{"kind":"hang"}]')
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
