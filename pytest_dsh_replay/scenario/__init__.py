@@ -4,6 +4,7 @@ from .check import CheckOptions, CheckOutcome, check_scenario, check_scenario_as
 from .definition import Scenario, ScenarioConfig, discover, load_scenario
 from .errors import (
     FixtureInventoryError,
+    LogReadError,
     OverrideGuardError,
     ScenarioDefinitionError,
     ScenarioError,
@@ -18,6 +19,7 @@ __all__ = [
     "CheckOptions",
     "CheckOutcome",
     "FixtureInventoryError",
+    "LogReadError",
     "NormalizeContext",
     "OverrideGuardError",
     "RunOptions",

@@ -23,6 +23,12 @@ class FixtureInventoryError(ScenarioError):
     code = "FIXTURE_INVENTORY"
 
 
+class LogReadError(ScenarioError):
+    """A session log file cannot be read at all (not a file, not UTF-8, I/O error)."""
+
+    code = "LOG_UNREADABLE"
+
+
 class OverrideGuardError(ScenarioError):
     """A bare-array ``replay.override.json`` would silently discard derivable recorded calls."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..replay import parse_session_header, parse_session_log
+from .errors import LogReadError
 from .normalize import SessionLog
 
 
@@ -29,7 +30,18 @@ def read_log_file(path: Path) -> SessionLog:
 
     Raises the replay parser's typed errors (naming file and line) on malformed input.
     """
-    text = path.read_text(encoding="utf-8")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LogReadError(
+            f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "session logs are UTF-8 JSONL: fix the line or re-record the fixture"
+        ) from None
     header = parse_session_header(text, file=str(path))
     events = parse_session_log(text, file=str(path))
     return SessionLog(dict(header), list(events), str(path))

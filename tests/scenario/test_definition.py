@@ -72,3 +72,17 @@ def test_not_json(tmp_path: Path) -> None:
     (d / "input.json").write_text("{steps: []")
     with pytest.raises(ScenarioDefinitionError, match="not valid JSON"):
         load_scenario(d)
+
+
+def test_unreadable_logs_get_a_typed_error_naming_file_and_line(tmp_path: Path) -> None:
+    from pytest_dsh_replay.scenario import LogReadError
+    from pytest_dsh_replay.scenario.harvest import read_log_file
+
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(b'{"type":"session","version":0,"id":"x","createdAt":0}\n{"type":"\xff"}\n')
+    with pytest.raises(LogReadError, match=r"session\.jsonl:2: not valid UTF-8 \(byte 0xff"):
+        read_log_file(log)
+    folder = tmp_path / "dir.jsonl"
+    folder.mkdir()
+    with pytest.raises(LogReadError, match="cannot read the session log"):
+        read_log_file(folder)
