@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import os
 import secrets
 from array import array
@@ -182,7 +183,7 @@ def _scan_fast(path: Path, file: str) -> tuple[SessionHeader, list[Event], int] 
     if not {str}.issuperset(map(type, map(dict.get, events, repeat("type", n)))):
         return None
     seqs = list(map(dict.get, events, repeat("seq", n)))
-    if not {int}.issuperset(map(type, seqs)) or seqs != list(range(n)):
+    if not {int}.issuperset(map(type, seqs)) or not all(map(operator.eq, seqs, range(n))):
         return None
     return meta, events, size
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
+import uuid
 from collections import OrderedDict
 from typing import Any
 
@@ -15,6 +17,7 @@ from pytest_dsh_replay.errors import HarnessError
 from pytest_dsh_replay.session import (
     MAX_SAFE_INTEGER,
     JsonValueError,
+    codec,
     copy_json_value,
     dumps_json,
     is_json_value,
@@ -276,3 +279,105 @@ def test_copy_equals_and_is_independent(value: Any) -> None:
     assert _same(copy, value)
     if isinstance(value, (dict, list)) and value:
         assert copy is not value
+
+
+# --------------------------------------------------------------------------- fast path == slow path
+
+
+def _slow_dumps(value: Any) -> str:
+    """The exact JS-compatible writer alone (no orjson fast path)."""
+    out: list[str] = []
+    codec._emit(value, out, set())
+    return "".join(out)
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Color(enum.Enum):
+    RED = 1
+
+
+_not_plain: list[Any] = [
+    {"a": (1, 2)},
+    [1.0],
+    {"a": [0.5]},
+    {"x": float("nan")},
+    [_Str("s")],
+    {"k": _Int(3)},
+    [_Dict(a=1)],
+    {"e": _Color.RED},
+    {"u": uuid.UUID(int=1)},
+    [b"bytes"],
+    [{1, 2}],
+]
+
+
+@pytest.mark.parametrize("value", _not_plain)
+def test_census_rejects_everything_but_exact_float_free_json(value: Any) -> None:
+    assert not codec.plain_types([value])
+    assert codec.encode_plain([value]) is None
+
+
+def test_census_sees_non_str_keys_and_str_subclass_keys() -> None:
+    d: dict[Any, Any] = {"a": 1}
+    d[_Str("b")] = 2
+    assert not codec.plain_types([d])
+    assert codec.plain_types([{"a": {3: 1}}])  # int keys are ints: the census lets them through,
+    assert codec.encode_plain([{"a": {3: 1}}]) is None  # but orjson refuses them
+
+
+def test_census_stops_on_cycles_and_deep_nesting() -> None:
+    d: dict[str, Any] = {}
+    d["d"] = d
+    assert not codec.plain_types([d])
+    v: Any = 1
+    for _ in range(100):
+        v = [v]
+    assert not codec.plain_types([v])
+    assert dumps_json(v) == "[" * 100 + "1" + "]" * 100
+
+
+def test_encode_plain_integer_ranges() -> None:
+    assert codec.encode_plain([MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER], safe_integers=True) == [
+        str(MAX_SAFE_INTEGER).encode(),
+        str(-MAX_SAFE_INTEGER).encode(),
+    ]
+    assert codec.encode_plain([MAX_SAFE_INTEGER + 1], safe_integers=True) is None
+    assert codec.encode_plain([2**63]) == [str(2**63).encode()]
+    assert codec.encode_plain([2**64]) is None
+    assert dumps_json([2**70]) == f"[{2**70}]"
+    assert codec.encode_plain(["\ud800"]) is None  # lone surrogate: the exact path raises
+    with pytest.raises(JsonValueError):
+        dumps_json({"s": "\ud800"})
+
+
+@given(json_values)
+def test_fast_path_equals_slow_path(value: Any) -> None:
+    slow = _slow_dumps(value)
+    assert dumps_json(value) == slow
+    assert dumps_json({"wrapped": [value, value]}) == '{"wrapped":[' + slow + "," + slow + "]}"
+    lines = codec.encode_plain([value, {"v": value}], safe_integers=True)
+    if lines is not None:  # taken exactly when the value is float-free
+        assert lines == [slow.encode(), ('{"v":' + slow + "}").encode()]
+    assert (lines is not None) == ("float" not in {type(x).__name__ for x in _nodes(value)})
+
+
+def _nodes(value: Any) -> list[Any]:
+    out = [value]
+    if isinstance(value, dict):
+        for v in value.values():
+            out.extend(_nodes(v))
+    elif isinstance(value, list):
+        for v in value:
+            out.extend(_nodes(v))
+    return out
