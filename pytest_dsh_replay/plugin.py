@@ -37,6 +37,19 @@ class _State:
         self.guards_ok: list[str] = []
         self.guards_failed: list[str] = []
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
+        if report.when != "call":
+            return
+        name = report.nodeid.rsplit("::", 1)[-1]
+        for key, value in report.user_properties:
+            if key == "dsh_written":
+                self.written.append(Path(str(value)))
+            elif key == "dsh_removed":
+                self.removed.append(Path(str(value)))
+            elif key == "dsh_guard":
+                (self.guards_ok if value == "red" else self.guards_failed).append(name)
+
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
@@ -85,15 +98,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     state = _State()
     config.stash[_STATE] = state
+    config.pluginmanager.register(state, "dsh_replay_state")
     roots = [Path(p) for p in config.getini("dsh_scenario_roots")] or [config.rootpath / "scenarios"]
     scenario_args: list[str] = []
     for value in config.getoption("dsh_scenario"):
         path = Path(value)
+        if path.is_file() and path.name == INPUT_FILE:
+            path = path.parent
         if path.exists():
             state.roots.append(path.resolve())
             scenario_args.append(str(path.resolve()))
+        elif value.startswith(("/", ".", "~")) or value.endswith((".json", ".jsonl")):
+            raise pytest.UsageError(
+                f"--dsh-scenario {value}: no such file or directory (a name glob looks like 'fork/*' or "
+                "'nested' and is matched against <group>/<name> under dsh_scenario_roots)"
+            )
         else:
             state.name_globs.append(value)
+    _check_model_spec(config)
     if state.name_globs:
         existing = [r for r in roots if r.exists()]
         state.roots.extend(r.resolve() for r in existing)
@@ -105,6 +127,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = scenario_args
     else:
         config.args = [*config.args, *scenario_args]
+
+
+def _check_model_spec(config: pytest.Config) -> None:
+    """Reject a malformed ``--dsh-model`` before any scenario runs (a usage error, not N test failures)."""
+    spec = config.getoption("dsh_model") or config.getini("dsh_model")
+    if (spec and spec.partition(":")[0] not in ("scripted", "openai")) or spec in ("openai", "openai:"):
+        raise pytest.UsageError(
+            f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
+            "'openai:MODEL@BASE_URL'"
+        )
 
 
 def _within(path: Path, roots: list[Path]) -> bool:
@@ -124,14 +156,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     globs = config.stash[_STATE].name_globs
     if not globs:
         return
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    matched: set[str] = set()
     for item in items:
-        if isinstance(item, ScenarioItem) and not any(
-            fnmatch.fnmatch(item.name, g) or fnmatch.fnmatch(item.scenario_path.name, g) for g in globs
-        ):
-            drop.append(item)
-        else:
-            keep.append(item)
+        hits = (
+            {g for g in globs if fnmatch.fnmatch(item.name, g) or fnmatch.fnmatch(item.scenario_path.name, g)}
+            if isinstance(item, ScenarioItem)
+            else set(globs)
+        )
+        matched |= hits
+        (keep if hits else drop).append(item)
+    unmatched = [g for g in globs if g not in matched]
+    if unmatched:
+        raise pytest.UsageError(
+            f"--dsh-scenario {unmatched[0]}: no scenario matches this name and it is not an existing path "
+            f"(searched: {', '.join(str(r) for r in config.stash[_STATE].roots) or 'no existing root'})"
+        )
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -209,16 +250,17 @@ class ScenarioItem(pytest.Item):
             pytest.skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
         record = self.config.getoption("dsh_record")
         if not scenario.is_recorded and record == "none":
+            model = "scripted" if (scenario.path / "scripted.json").exists() else "<MODEL SPEC>"
             raise ScenarioError(
                 f"scenario {self.name} has no session.jsonl yet: record it first with "
-                f"pytest --dsh-scenario {scenario.path} --dsh-record=once"
+                f"pytest --dsh-scenario {scenario.path} --dsh-record=once --dsh-model {model}"
             )
-        state = self.config.stash[_STATE]
         options = self._options(scenario)
         with tempfile.TemporaryDirectory(prefix="dsh-scenario-") as tmp:
             outcome = check_scenario(scenario, Path(tmp), options)
-        state.written.extend(outcome.written)
-        state.removed.extend(outcome.removed)
+        # reported through user_properties so the summary also works under pytest-xdist
+        self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
+        self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
         raise_for(outcome, options)
         if self.config.getoption("dsh_check_guards") and any(
             (log_has_seed(p)) for p in scenario.fixtures[1:]
@@ -231,13 +273,13 @@ class ScenarioItem(pytest.Item):
                 except HarnessError:
                     guard = None  # the unsliced script broke the run outright: the guard bit
             if guard is not None and guard.passed:
-                state.guards_failed.append(self.name)
+                self.user_properties.append(("dsh_guard", "cannot fail"))
                 raise ScenarioError(
                     f"guard cannot fail: scenario {self.name} still passes with the fork seed slice "
                     "disabled, "
                     "so it does not prove that fork children replay only their own events"
                 )
-            state.guards_ok.append(self.name)
+            self.user_properties.append(("dsh_guard", "red"))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         from .scenario import ScenarioError

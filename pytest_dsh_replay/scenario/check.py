@@ -72,6 +72,7 @@ class CheckOutcome:
     notes: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
+    needs_recording: bool = False  # the agent made other model calls than recorded: re-record, don't update
 
     @property
     def passed(self) -> bool:
@@ -289,7 +290,9 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         prefix = f"[{backend}] " if len(_backends(scenario, options)) > 1 else ""
         outcome.problems.extend(prefix + e for e in result.step_errors)
         outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
-        outcome.problems.extend(f"{prefix}replay: {e}" for e in model.failures)
+        outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
+        if model.failures or model.consumption_problems():
+            outcome.needs_recording = True
         unconsumed = [f"{prefix}{p}" for p in model.consumption_problems()]
         # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
         (outcome.notes if options.update else outcome.problems).extend(unconsumed)
@@ -335,6 +338,14 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     ]
     lines += outcome.problems
     lines += ["", *outcome.notes]
-    if options.refresh_command:
+    if outcome.needs_recording:
+        model = "scripted" if (outcome.scenario.path / "scripted.json").exists() else "<MODEL SPEC>"
+        lines += [
+            "",
+            "the run made other model calls than the recording holds; record the new calls with: "
+            f"pytest --dsh-scenario {outcome.scenario.path} --dsh-record=new_episodes --dsh-model {model} "
+            "(or --dsh-record=rewrite to re-record everything)",
+        ]
+    elif options.refresh_command:
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
     raise ScenarioMismatch(lines[0], "\n".join(lines))

@@ -248,7 +248,9 @@ def test_new_episodes_appends_only_the_calls_the_recording_cannot_serve(
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
 
 
-def test_compare_messages_ignores_chunk_detail_but_not_content(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+def test_compare_messages_ignores_chunk_detail_but_not_content(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
     scenario = bundled_copy / "spawn" / "one-child"
     data = json.loads((scenario / "input.json").read_text())
     data["config"] = {"compare": "messages"}
@@ -256,7 +258,9 @@ def test_compare_messages_ignores_chunk_detail_but_not_content(pytester: pytest.
     primary = scenario / "session.jsonl"
     original = primary.read_text()
     # usage numbers are not part of the derived history: messages mode passes, events mode would not
-    primary.write_text(original.replace('"outputTokens":', '"outputTokens":1000+', 1).replace("1000+", "1000", 1))
+    primary.write_text(
+        original.replace('"outputTokens":', '"outputTokens":1000+', 1).replace("1000+", "1000", 1)
+    )
     assert primary.read_text() != original
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
     # a different user message is part of the history (model output would be replayed from the fixture)
@@ -267,7 +271,9 @@ def test_compare_messages_ignores_chunk_detail_but_not_content(pytester: pytest.
     result.stdout.fnmatch_lines(["*messages[[]0[]].content[[]0[]].text: fixture*PARENT_GONE*"])
 
 
-def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
     scenario = tmp_path / "g" / "cancel"
     scenario.mkdir(parents=True)
     (scenario / "input.json").write_text(
@@ -275,14 +281,24 @@ def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(pytester: pyte
     )
     (scenario / "replay.override.json").write_text('[{"kind":"hang"}]')
     events = [
-        {"type": "turn/start", "data": {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}},
-        {"type": "user/message", "data": {"content": [{"type": "text", "text": "long task"}],
-                                          "source": {"kind": "user"}}, "surfaceOp": "append"},
+        {
+            "type": "turn/start",
+            "data": {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}},
+        },
+        {
+            "type": "user/message",
+            "data": {"content": [{"type": "text", "text": "long task"}], "source": {"kind": "user"}},
+            "surfaceOp": "append",
+        },
         {"type": "step/start", "data": {"turn": 1, "step": 1}},
-        {"type": "assistant/chunk", "data": {"turn": 1, "step": 1,
-                                             "chunk": {"type": "block-start", "index": 0, "blockType": "text"}}},
-        {"type": "assistant/chunk", "data": {"turn": 1, "step": 1,
-                                             "chunk": {"type": "text-delta", "index": 0, "text": "partial"}}},
+        {
+            "type": "assistant/chunk",
+            "data": {"turn": 1, "step": 1, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}},
+        },
+        {
+            "type": "assistant/chunk",
+            "data": {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "partial"}},
+        },
         {"type": "step/end", "data": {"turn": 1, "step": 1}},
         {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "aborted", "reason": "session/cancel"}}},
     ]
@@ -300,10 +316,14 @@ def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(pytester: pyte
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
 
 
-def test_prompt_and_cancel_can_be_recorded_with_a_scripted_hang(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_prompt_and_cancel_can_be_recorded_with_a_scripted_hang(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
     scenario = tmp_path / "g" / "cancel-rec"
     scenario.mkdir(parents=True)
-    (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"promptAndCancel","text":"go"}]}')
+    (scenario / "input.json").write_text(
+        '{"steps":[{"op":"newSession"},{"op":"promptAndCancel","text":"go"}]}'
+    )
     (scenario / "scripted.json").write_text('{"sessions":[[{"hang":true}]]}')
     result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted")
     result.assert_outcomes(passed=1)
@@ -315,3 +335,51 @@ def test_prompt_and_cancel_can_be_recorded_with_a_scripted_hang(pytester: pytest
     result.stdout.fnmatch_lines(["*override*"])
     (scenario / "replay.override.json").write_text('[{"kind":"hang"}]')
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_missing_path_and_unmatched_glob_are_usage_errors(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    result = run(pytester, "--dsh-scenario", "./does/not/exist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dsh-scenario ./does/not/exist: no such file or directory*"])
+    pytester.makeini(f"[pytest]\ndsh_scenario_roots = {bundled_copy}\n")
+    result = run(pytester, "--dsh-scenario", "does/not/exist")  # could be a <group>/<name>: it is not
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dsh-scenario does/not/exist: no scenario matches this name*"])
+    result = run(pytester, "--dsh-scenario", "nosuchname")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dsh-scenario nosuchname: no scenario matches this name*"])
+    # the input.json of a scenario is accepted as the scenario itself
+    run(pytester, "--dsh-scenario", str(bundled_copy / "spawn" / "one-child" / "input.json")).assert_outcomes(
+        passed=1
+    )
+
+
+def test_bad_model_spec_is_a_usage_error(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    result = run(pytester, "--dsh-scenario", str(bundled_copy), "--dsh-model", "bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dsh-model 'bogus': expected 'scripted'*"])
+
+
+def test_guard_summary_survives_xdist(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    pytest.importorskip("xdist")
+    result = run(pytester, "--dsh-scenario", str(bundled_copy), "--dsh-check-guards", "-n", "2")
+    result.assert_outcomes(passed=len(ALL_BUNDLED))
+    result.stdout.fnmatch_lines(["*red as required: fork/nested*"])
+
+
+def test_exhausted_script_suggests_recording_not_snapshot_update(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    scenario = bundled_copy / "fork" / "after-turn"
+    data = json.loads((scenario / "input.json").read_text())
+    data["steps"].append({"op": "prompt", "text": "one more"})
+    (scenario / "input.json").write_text(json.dumps(data))
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*script exhausted at call #4 of 3*", "*--dsh-record=new_episodes --dsh-model scripted*"]
+    )
+    assert "replay: replay:" not in result.stdout.str()
+    assert "--snapshot-update" not in result.stdout.str()
