@@ -18,7 +18,7 @@ from ..llm.secrets import SecretScrubber
 from ..replay import ReplayModel, load_session_scripts
 from .compare import LogMismatch, compare_event_logs, compare_message_logs, inventory_problems
 from .definition import Scenario
-from .errors import ScenarioMismatch
+from .errors import FixtureInventoryError, ScenarioMismatch
 from .harvest import log_to_jsonl, read_log_file
 from .normalize import SessionLog
 from .record import (
@@ -87,6 +87,13 @@ def read_fixtures(scenario: Scenario) -> list[SessionLog]:
     logs = [read_log_file(p) for p in scenario.fixtures]
     for path, log in zip(scenario.fixtures, logs, strict=True):
         log.source = path.name
+        for index, event in enumerate(log.events):
+            if event.get("seq") != index:
+                raise FixtureInventoryError(
+                    f"{path}:{index + 2}: fixture event has seq {event.get('seq')!r} where {index} was "
+                    "expected (seqs are contiguous from 0); the fixture is damaged: restore it or "
+                    "re-record the scenario"
+                )
     return logs
 
 

@@ -383,3 +383,15 @@ def test_exhausted_script_suggests_recording_not_snapshot_update(
     )
     assert "replay: replay:" not in result.stdout.str()
     assert "--snapshot-update" not in result.stdout.str()
+
+
+def test_seq_gap_in_a_fixture_is_reported_as_a_damaged_fixture(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    log = bundled_copy / "spawn" / "one-child" / "session.jsonl"
+    lines = log.read_text().splitlines()
+    del lines[6]  # the 6th event (seq 5)
+    log.write_text("\n".join(lines) + "\n")
+    result = run(pytester, "--dsh-scenario", str(log.parent))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{log}:7: fixture event has seq 6 where 5 was expected*damaged*"])
