@@ -32,7 +32,7 @@ class InputError(click.ClickException):
 
 #: Parse errors that mean "not a log at all" (exit 2); any other load error of a JSON-readable log is a
 #: validation finding (exit 1), e.g. a header whose ``seedLength`` is not a non-negative integer.
-UNREADABLE_CODES = frozenset({"REPLAY_MALFORMED_LINE", "REPLAY_MISSING_HEADER"})
+UNREADABLE_CODES = frozenset({"REPLAY_MALFORMED_LINE", "REPLAY_MISSING_HEADER", "LOG_UNREADABLE"})
 
 
 def _log_files(path: Path) -> list[Path]:

@@ -46,3 +46,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+def record_scripted(pytester: pytest.Pytester, scenario: Path) -> None:
+    """Record ``scenario`` with its own ``scripted.json`` (``--dsh-record=once``); it must pass."""
+    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted")
+    result.assert_outcomes(passed=1)

@@ -117,7 +117,8 @@ from pytest_dsh_replay.llm.scripted import ScriptedModel
 
 def pytest_dsh_live_model(config, scenario):
     marker = Path(str(config.rootpath)) / "live-model-calls.txt"
-    marker.write_text(marker.read_text() + scenario.node_name + "\\n" if marker.exists() else scenario.node_name + "\\n")
+    old = marker.read_text() if marker.exists() else ""
+    marker.write_text(old + scenario.node_name + "\\n")
     return ScriptedModel([[{"reasoning": "from the hook", "text": "FROM_LIVE_MODEL_HOOK"}]])
 """
 
