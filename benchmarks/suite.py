@@ -1,0 +1,403 @@
+"""Benchmark: replay a generated suite of scenarios under pytest, serially and with pytest-xdist (issue 6).
+
+Generates ``--count`` scenarios (default 200) in a temp dir, authored like ``scenarios/*/*``
+(``input.json`` + ``scripted.json``) and varied: text turns, bash tool turns, spawned
+(``subagent``) and forked (``subagent_fork``) children, ``SessionStore.fork`` ops. They are
+recorded with ``pytest --dsh-scenario DIR --dsh-record=once --dsh-model scripted``, then the
+replay of all of them is timed in subprocesses with ``-n 0`` and ``-n 2``.
+
+Printed figures:
+
+* xdist speed-up: wall time of ``-n 0`` / wall time of ``-n 2`` (target >= 1.6x on 2 cores), both raw
+  and with pytest's own start-up (``baseline``, below) subtracted from each run.
+* median per-scenario overhead of the harness, excluding pytest start-up, measured two ways:
+  (a) the per-item ``time`` of the ``-n 0`` run's junitxml (setup + call + teardown of each item) and
+  (b) ``pytest_dsh_replay.scenario.check_scenario`` timed in this process per scenario (warm imports).
+* the machine's parallel capacity right now (``workers`` CPU-bound processes serially vs concurrently):
+  on a shared 2-core box the speed-up cannot exceed it, whatever the harness does.
+* ratios against baselines measured in the same run: ``baseline`` = wall time of the same pytest command
+  collecting zero scenarios (an empty scenario dir), ``trivial`` = one single-text-turn scenario (in-process
+  check_scenario time, and its junitxml item time).
+
+The subprocesses import ``pytest_dsh_replay`` from this checkout (``PYTHONPATH``), whatever is installed.
+CPU time (user + sys of the pytest process tree) is printed next to each wall time: the machine is shared,
+and CPU time is far less noisy than wall time.
+
+Diagnostic knobs (defaults measure the environment as it is):
+
+* ``--tmpdir DIR``: ``TMPDIR`` of the replays, i.e. where each item's temp cwd and session store live
+  (e.g. ``/dev/shm``: no disk fsync/unlink cost).
+* ``--no-fsync``: load ``benchmarks/_bench_nofsync.py`` (``os.fsync`` a no-op) into the replays: the gain a
+  non-durable store for replay runs would bring.
+* ``--plugins harness``: only dsh_replay, xdist and syrupy (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``), not every
+  installed pytest plugin (hypothesis, pytest-benchmark, pytest-httpserver, anyio, ...).
+* ``--bytecode``: let the subprocesses write bytecode (into ``PYTHONPYCACHEPREFIX`` under the temp dir),
+  so pytest caches the assertion-rewritten modules like on a default Python setup; the environment here sets
+  ``PYTHONDONTWRITEBYTECODE=1``, which makes every pytest process (and every xdist worker) re-parse and
+  rewrite every module of every pytest11 distribution it imports.
+
+Usage: ``python benchmarks/suite.py [--count N] [--workers W] [--repeat R] [--keep DIR] [--tmpdir DIR]
+[--no-fsync] [--plugins all|harness] [--bytecode]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+KINDS = ("text", "bash", "spawn", "fork", "mixed", "store_fork")
+WORDS = ["ALPHA", "BRAVO", "CEDAR", "DELTA", "EMBER", "FJORD", "GROVE", "HAZEL", "IVORY", "JUNIPER"]
+
+# --------------------------------------------------------------------------------------------- generation
+
+
+def _text(rng: random.Random, i: int) -> dict[str, Any]:
+    words = " ".join(rng.choices(WORDS, k=rng.randint(2, 30)))
+    entry: dict[str, Any] = {"text": f"{rng.choice(WORDS)} {i} {words}"}
+    if rng.random() < 0.5:
+        entry["reasoning"] = "Thinking about " + " ".join(rng.choices(WORDS, k=rng.randint(1, 12)))
+    return entry
+
+
+def _tool(name: str, call_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"toolCalls": [{"id": call_id, "name": name, "arguments": args}]}
+
+
+def scenario_files(kind: str, i: int, rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(input.json, scripted.json) of one generated scenario of ``kind``."""
+    steps: list[dict[str, Any]] = [{"op": "initialize"}, {"op": "newSession"}]
+    parent: list[dict[str, Any]] = []
+    children: list[list[dict[str, Any]]] = []
+    word = rng.choice(WORDS)
+    if kind == "text":
+        for t in range(rng.randint(1, 3)):
+            steps.append({"op": "prompt", "text": f"Turn {t}: say something about {word}."})
+            parent.append(_text(rng, i))
+    elif kind == "bash":
+        steps.append({"op": "prompt", "text": f"Run echo {word}_{i} with bash, then report it."})
+        for c in range(rng.randint(1, 2)):
+            args = {"command": f"echo {word}_{i}_{c}", "description": "echo"}
+            parent.append(_tool("bash", f"call_bash_{c}", args))
+        parent.append({"text": f"{word}_{i}"})
+    elif kind == "spawn":
+        steps.append({"op": "prompt", "text": f"Ask a child for {word}, then reply DONE."})
+        for c in range(rng.randint(1, 2)):
+            args = {"description": f"child {c}", "prompt": f"Say {word}."}
+            parent.append(_tool("subagent", f"call_spawn_{c}", args))
+            children.append([_text(rng, i)])
+        parent.append({"text": "DONE"})
+    elif kind == "fork":
+        steps.append({"op": "prompt", "text": f"Remember the codeword {word}. Reply OK."})
+        parent.append({"text": "OK"})
+        steps.append({"op": "prompt", "text": "Fork a child to recall the codeword, then reply DONE."})
+        parent.append(_tool("subagent_fork", "call_fork", {"description": "recall", "prompt": "Codeword?"}))
+        parent.append({"text": "DONE"})
+        children.append([{"text": word}])
+    elif kind == "mixed":
+        steps.append({"op": "prompt", "text": f"Remember {word}. Reply OK."})
+        parent.append({"text": "OK"})
+        steps.append({"op": "prompt", "text": "Run a command, spawn and fork a child; then summarize."})
+        parent.append(_tool("bash", "call_bash", {"command": f"printf '%s' {word}", "description": "print"}))
+        parent.append(
+            {
+                "reasoning": "Two subagents, one message.",
+                "toolCalls": [
+                    {
+                        "id": "call_spawn",
+                        "name": "subagent",
+                        "arguments": {"description": "a", "prompt": "Hi"},
+                    },
+                    {
+                        "id": "call_fork",
+                        "name": "subagent_fork",
+                        "arguments": {"description": "b", "prompt": "?"},
+                    },
+                ],
+            }
+        )
+        parent.append({"text": f"HI and {word}"})
+        children += [[{"text": "HI"}], [{"text": word}]]
+    elif kind == "store_fork":
+        steps.append({"op": "prompt", "text": f"Remember {word}. Reply OK."})
+        parent.append({"text": "OK"})
+        steps += [
+            {"op": "fork", "as": "branch"},
+            {"op": "use", "session": "branch"},
+            {"op": "prompt", "text": "What is the codeword?"},
+            {"op": "use", "session": "main"},
+            {"op": "prompt", "text": "Still there?"},
+        ]
+        parent.append({"text": "YES"})
+        children.append([{"text": word}])
+    else:  # pragma: no cover
+        raise ValueError(kind)
+    return {"steps": steps}, {"sessions": [parent, *children]}
+
+
+def generate(root: Path, count: int, seed: int = 6) -> list[Path]:
+    rng = random.Random(seed)
+    paths = []
+    for i in range(count):
+        kind = KINDS[i % len(KINDS)]
+        inp, scripted = scenario_files(kind, i, rng)
+        path = root / kind / f"s{i:04d}"
+        path.mkdir(parents=True)
+        (path / "input.json").write_text(json.dumps(inp, indent=1))
+        (path / "scripted.json").write_text(json.dumps(scripted, indent=1))
+        paths.append(path)
+    return paths
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+class Runner:
+    """Builds and times the pytest subprocesses (environment and flags of the chosen knobs)."""
+
+    def __init__(self, base: Path, args: argparse.Namespace) -> None:
+        self.base = base
+        env = dict(os.environ)
+        paths = [str(REPO), str(REPO / "benchmarks"), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        for key in ("PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS", "PYTEST_PLUGINS"):
+            env.pop(key, None)
+        self.flags: list[str] = []
+        if args.tmpdir is not None:
+            env["TMPDIR"] = str(args.tmpdir)
+        if args.no_fsync:
+            self.flags += ["-p", "_bench_nofsync"]
+        if args.plugins == "harness":
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+            self.flags += ["-p", "pytest_dsh_replay.plugin", "-p", "xdist.plugin", "-p", "syrupy"]
+        if args.bytecode:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+        self.env = env
+        self.failed: list[str] = []  # item names that failed in the timed replays
+
+    def cmd(self, scenarios: Path, *extra: str) -> list[str]:
+        # -p no:cacheprovider: no .pytest_cache in the temp dir; --rootdir/-c: ignore any ini file around.
+        return [
+            sys.executable, "-m", "pytest", "--dsh-scenario", str(scenarios), "-q", "-p", "no:cacheprovider",
+            "--rootdir", str(self.base), "-c", os.devnull, *self.flags, *extra,
+        ]  # fmt: skip
+
+    def run(self, scenarios: Path, *extra: str, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+        """(wall, cpu) seconds of one pytest subprocess tree; exits with its output on an unexpected code."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        cmd = self.cmd(scenarios, *extra)
+        proc = subprocess.run(cmd, cwd=self.base, env=self.env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if proc.returncode not in ok:
+            out = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+            raise SystemExit(f"pytest exited {proc.returncode}:\n{out}")
+        self.failed.extend(
+            line.split("::")[-1].split(" ")[0]
+            for line in proc.stdout.splitlines()
+            if line.startswith("FAILED ")
+        )
+        return wall, cpu
+
+
+def junit_times(path: Path) -> dict[str, float]:
+    return {tc.get("name", ""): float(tc.get("time", "0")) for tc in ET.parse(path).iter("testcase")}
+
+
+def in_process_times(paths: list[Path], no_fsync: bool, failed: list[str]) -> list[float]:
+    """``check_scenario`` per scenario, timed in this process (imports warm, no pytest), in ``TMPDIR``."""
+    from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
+
+    if no_fsync:
+        import _bench_nofsync  # noqa: F401
+
+    def one(path: Path) -> float:
+        t0 = time.perf_counter()
+        scenario = load_scenario(path)
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-") as work:
+            outcome = check_scenario(scenario, Path(work), CheckOptions())
+        if not outcome.passed:
+            failed.append(f"{path.parent.name}/{path.name}")
+        return time.perf_counter() - t0
+
+    one(paths[0])  # the first call pays the lazy imports
+    return [one(p) for p in paths]
+
+
+BURN = "x = 0\nfor i in range(6_000_000):\n    x += i\n"
+
+
+def parallel_capacity(workers: int) -> float:
+    """How much parallelism the (shared) machine gives right now: ``workers`` CPU-bound processes run one
+    after the other vs all at once (1.0 = no spare core, ``workers`` = all idle)."""
+    cmd = [sys.executable, "-c", BURN]
+    t0 = time.perf_counter()
+    for _ in range(workers):
+        subprocess.run(cmd, check=True)
+    serial = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(cmd) for _ in range(workers)]
+    for proc in procs:
+        proc.wait()
+    return serial / (time.perf_counter() - t0)
+
+
+def _spread(values: list[float]) -> str:
+    return f"runs {' / '.join(f'{v:.2f}' for v in values)}" if len(values) > 1 else "1 run"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=200, help="number of generated scenarios (default 200)")
+    ap.add_argument("--workers", type=int, default=2, help="xdist workers of the parallel run (default 2)")
+    ap.add_argument("--repeat", type=int, default=1, help="timed replays per mode; the median is reported")
+    ap.add_argument("--keep", type=Path, default=None, help="generate into this dir (kept), not a temp dir")
+    ap.add_argument("--tmpdir", type=Path, default=None, help="TMPDIR of the replays (e.g. /dev/shm)")
+    ap.add_argument("--no-fsync", action="store_true", help="experiment: os.fsync a no-op in the replays")
+    ap.add_argument("--plugins", choices=("all", "harness"), default="all", help="pytest plugins loaded")
+    ap.add_argument("--bytecode", action="store_true", help="let the replays cache (rewritten) bytecode")
+    args = ap.parse_args(argv)
+    if args.tmpdir is not None:
+        tempfile.tempdir = str(args.tmpdir)  # the in-process timing too
+    sys.path.insert(0, str(REPO / "benchmarks"))
+
+    tmp_ctx = None
+    if args.keep is not None:
+        base = args.keep.resolve()
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+    else:
+        tmp_ctx = tempfile.TemporaryDirectory(prefix="dsh-suite-", dir=os.environ.get("TMPDIR"))
+        base = Path(tmp_ctx.name)
+    try:
+        return _bench(base, args)
+    finally:
+        if tmp_ctx is not None:
+            tmp_ctx.cleanup()
+
+
+def _bench(base: Path, args: argparse.Namespace) -> int:
+    t_start = time.perf_counter()
+    runner = Runner(base, args)
+    suite, empty, trivial_root = base / "scenarios", base / "empty", base / "trivial"
+    paths = generate(suite, args.count)
+    empty.mkdir()
+    for name in ("t1", "t2"):  # two copies: the second one runs with the lazy imports paid
+        trivial = trivial_root / "text" / name
+        trivial.mkdir(parents=True)
+        steps = [{"op": "newSession"}, {"op": "prompt", "text": "hi"}]
+        (trivial / "input.json").write_text(json.dumps({"steps": steps}))
+        (trivial / "scripted.json").write_text(json.dumps({"sessions": [[{"text": "hi"}]]}))
+    kinds = {k: sum(1 for p in paths if p.parent.name == k) for k in KINDS}
+    print(f"generated {len(paths)} scenarios in {suite}: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+    knobs = [f"TMPDIR={args.tmpdir}" if args.tmpdir else "", "no-fsync" if args.no_fsync else ""]
+    knobs += [f"plugins={args.plugins}", "bytecode cached" if args.bytecode else "bytecode env as set"]
+    print("knobs: " + ", ".join(k for k in knobs if k))
+
+    record = ("--dsh-record=once", "--dsh-model", "scripted")
+    t0 = time.perf_counter()
+    runner.run(suite, *record, "-n", str(args.workers))
+    runner.run(trivial_root, *record, "-n", "0")
+    print(f"recorded them with --dsh-record=once --dsh-model scripted in {time.perf_counter() - t0:.1f}s")
+
+    runs: dict[str, list[tuple[float, float]]] = {"base0": [], "baseN": [], "serial": [], "parallel": []}
+    junit_serial: list[dict[str, float]] = []
+    triv: list[float] = []
+    capacity: list[float] = []
+    for r in range(args.repeat):
+        capacity.append(parallel_capacity(args.workers))
+        # pytest start-up, collecting zero scenarios (exit 5 = no tests collected), with and without workers
+        runs["base0"].append(runner.run(empty, "-n", "0", ok=(5,)))
+        runs["baseN"].append(runner.run(empty, "-n", str(args.workers), ok=(5,)))
+        xml = base / f"serial{r}.xml"
+        runs["serial"].append(runner.run(suite, "-n", "0", f"--junitxml={xml}", ok=(0, 1)))
+        junit_serial.append(junit_times(xml))
+        runs["parallel"].append(runner.run(suite, "-n", str(args.workers), ok=(0, 1)))
+        txml = base / f"trivial{r}.xml"
+        runner.run(trivial_root, "-n", "0", f"--junitxml={txml}")
+        triv.append(junit_times(txml)["text/t2"])
+    in_failed: list[str] = []
+    in_proc = in_process_times(paths, args.no_fsync, in_failed)
+    in_triv = statistics.median(
+        in_process_times([trivial_root / "text" / "t1"] * 5, args.no_fsync, in_failed)
+    )
+
+    n, w, med = len(paths), args.workers, statistics.median
+    wall = {k: med([x[0] for x in v]) for k, v in runs.items()}
+    cpu = {k: med([x[1] for x in v]) for k, v in runs.items()}
+    spread = {k: _spread([x[0] for x in v]) for k, v in runs.items()}
+    startup = wall["base0"]
+    item_times = [med(ts) for ts in zip(*(sorted(j.values()) for j in junit_serial), strict=True)]
+    item_med, triv_item, ip_med = med(item_times), med(triv), med(in_proc)
+    print()
+    print(
+        f"baseline: pytest start-up, zero scenarios, -n 0: {startup:.2f}s wall ({spread['base0']}), "
+        f"{cpu['base0']:.2f}s cpu"
+    )
+    print(
+        f"          same with -n {w} (worker start-up): {wall['baseN']:.2f}s wall ({spread['baseN']}), "
+        f"{cpu['baseN']:.2f}s cpu = {wall['baseN'] / startup:.1f}x baseline"
+    )
+    for key, label in (("serial", "-n 0"), ("parallel", f"-n {w}")):
+        print(
+            f"replay {n} scenarios {label}: {wall[key]:.2f}s wall ({spread[key]}), {cpu[key]:.2f}s cpu "
+            f"= {wall[key] / startup:.1f}x baseline"
+        )
+    speedup = wall["serial"] / wall["parallel"]
+    net_par = wall["parallel"] - wall["baseN"]
+    net = f"{(wall['serial'] - startup) / net_par:.2f}x" if net_par > 0.05 else "n/a (noise)"
+    print(
+        f"xdist speed-up (-n 0 / -n {w}): {speedup:.2f}x wall (target >= 1.6x: "
+        f"{'met' if speedup >= 1.6 else 'MISSED'}); {net} with each mode's zero-item start-up subtracted"
+    )
+    cap = med(capacity)
+    print(
+        f"machine parallel capacity now ({w} CPU-bound processes, serial / concurrent): {cap:.2f}x; "
+        f"xdist speed-up / capacity = {speedup / cap:.2f}"
+    )
+    print(
+        f"amortized per scenario, -n 0, start-up subtracted: {(wall['serial'] - startup) / n * 1000:.1f} ms "
+        f"wall, {(cpu['serial'] - cpu['base0']) / n * 1000:.1f} ms cpu (collection, lazy imports, reporting)"
+    )
+    print(
+        f"median per-scenario harness time, junitxml item time of -n 0 (setup+call+teardown): "
+        f"{item_med * 1000:.1f} ms = {item_med / triv_item:.2f}x a trivial one-turn scenario "
+        f"({triv_item * 1000:.1f} ms)"
+    )
+    print(
+        f"median per-scenario harness time, check_scenario in-process (warm): {ip_med * 1000:.1f} ms "
+        f"(p90 {sorted(in_proc)[int(0.9 * (n - 1))] * 1000:.1f} ms) = {ip_med / in_triv:.2f}x the trivial "
+        f"scenario ({in_triv * 1000:.1f} ms)"
+    )
+    by_kind = {k: med([t for p, t in zip(paths, in_proc, strict=True) if p.parent.name == k]) for k in KINDS}
+    print("  in-process median by kind: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in by_kind.items()))
+    if runner.failed or in_failed:
+        names = sorted(set(runner.failed + in_failed))
+        print(
+            f"WARNING: {len(runner.failed)} failed item(s) in the timed pytest runs, "
+            f"{len(in_failed)} in-process "
+            f"({', '.join(names[:8])}{' ...' if len(names) > 8 else ''}); timings include their reports"
+        )
+    print(f"benchmark total {time.perf_counter() - t_start:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
