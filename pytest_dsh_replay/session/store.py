@@ -53,6 +53,7 @@ class SessionStore:
         self._sessions: dict[str, Session] = {}
         self._observers: builtins.list[StoreObserver] = []
         self._counter = 0
+        self._last_created = -(2**53)
 
     # ------------------------------------------------------------------ observers
 
@@ -149,12 +150,23 @@ class SessionStore:
         header: dict[str, Any] = {
             "version": SESSION_FORMAT_VERSION,
             "id": session_id,
-            "createdAt": raw["createdAt"] if "createdAt" in raw else self._clock(),
+            "createdAt": raw["createdAt"] if "createdAt" in raw else self._created_at(),
         }
         for key in ("cwd", "parentSession", "seedLength"):
             if key in raw:
                 header[key] = raw[key]
         return Session(session_id, seed, cast(SessionHeader, header), clock=self._clock)
+
+    def _created_at(self) -> int:
+        """``createdAt`` for a new session: now, but strictly after every earlier default of this store.
+
+        Harvest and replay order children by ``(createdAt, id)`` (replay.md §4); two children created in
+        the same millisecond (a spawn and a fork in one assistant message) would otherwise be ordered by
+        their random ids. Bumping by 1 ms keeps creation order without changing what the field means.
+        """
+        now = max(self._clock(), self._last_created + 1)
+        self._last_created = now
+        return now
 
     def enter(self, session: Session) -> Callable[[], None]:
         """Add ``session`` to the store and wire its ``session/event`` publication.
@@ -304,7 +316,7 @@ class SessionStore:
         header: dict[str, Any] = {
             "version": SESSION_FORMAT_VERSION,
             "id": child_id,
-            "createdAt": self._clock(),
+            "createdAt": self._created_at(),
         }
         if "cwd" in src.header:
             header["cwd"] = src.header["cwd"]

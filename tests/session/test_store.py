@@ -294,3 +294,14 @@ def test_has_observer_tracks_add_and_remove() -> None:
     assert store.has_observer(obs)  # type: ignore[arg-type]
     remove()
     assert not store.has_observer(obs)  # type: ignore[arg-type]
+
+
+def test_default_created_at_is_strictly_increasing_within_a_store() -> None:
+    # two children created in the same millisecond must keep their creation order (harvest order)
+    store = SessionStore(clock=lambda: 1000)
+    a = store.create("a")
+    b = store.create("b")
+    c = store.fork(a, child_id="c")
+    explicit = store.create("d", meta={"createdAt": 5})
+    assert [a.header["createdAt"], b.header["createdAt"], c.header["createdAt"]] == [1000, 1001, 1002]
+    assert explicit.header["createdAt"] == 5  # an explicit createdAt (resume) is kept verbatim
