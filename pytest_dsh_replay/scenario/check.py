@@ -73,6 +73,7 @@ class CheckOutcome:
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     needs_recording: bool = False  # the agent made other model calls than recorded: re-record, don't update
+    recording: bool = False  # the outcome of a recording run (record modes), not of a replay
 
     @property
     def passed(self) -> bool:
@@ -219,7 +220,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     Nothing is written unless the run succeeded: no step or flush error and no failed live model call
     (see :class:`~.record.WatchedModel`); stale child logs are removed.
     """
-    outcome = CheckOutcome(scenario)
+    outcome = CheckOutcome(scenario, recording=True)
     if options.live_model is None:
         outcome.problems.append(
             f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live "
@@ -339,13 +340,13 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     """Raise :class:`ScenarioMismatch` with the readable report when ``outcome`` failed."""
     if outcome.passed:
         return
-    lines = [
-        f"scenario {outcome.scenario.node_name} ({outcome.scenario.path}) does not match its recording",
-        "",
-    ]
+    what = "could not be recorded" if outcome.recording else "does not match its recording"
+    lines = [f"scenario {outcome.scenario.node_name} ({outcome.scenario.path}) {what}", ""]
     lines += outcome.problems
     lines += ["", *outcome.notes]
-    if outcome.needs_recording:
+    if outcome.recording:
+        pass  # the problems say what to fix; a refresh command would only repeat the failing recording
+    elif outcome.needs_recording:
         model = "scripted" if (outcome.scenario.path / "scripted.json").exists() else "<MODEL SPEC>"
         lines += [
             "",

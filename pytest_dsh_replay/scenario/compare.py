@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
-from deepdiff import DeepDiff
 
 from .normalize import SessionLog, normalize_logs
 
@@ -25,6 +24,8 @@ def dotted_path(deepdiff_path: str) -> str:
 
 def structural_diff(expected: Any, actual: Any, *, limit: int = 12) -> list[str]:
     """Lines ``path: expected -> actual`` from deepdiff, at most ``limit`` (plus a count of the rest)."""
+    from deepdiff import DeepDiff  # imported on a mismatch only: it pulls in numpy and pydantic
+
     diff = DeepDiff(expected, actual, verbose_level=2, view="tree")
     lines: list[str] = []
     for kind, items in diff.items():
