@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["pytester"]
 
 CHAT_PATH = "/v1/chat/completions"
 
