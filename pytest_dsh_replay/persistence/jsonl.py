@@ -192,15 +192,25 @@ class JsonlPersistence(BackendBase):
     """JSONL files under ``root`` (persistence.md §4). ``root`` is resolved to an absolute path once.
 
     Directories are created 0700 and files 0600 on first write (lazy materialization: a session with
-    no events leaves no file). Writes are fsynced; a failed append is rolled back to the previous
-    size. The single-writer lock is ``<root>/.locks/<encoded-id>.lock``, taken on first write,
+    no events leaves no file). Writes are fsynced (``durable=False`` skips every fsync: for throw-away
+    stores such as a replay run's, where a crash loses nothing of value); a failed append is rolled
+    back to the previous size. The single-writer lock is ``<root>/.locks/<encoded-id>.lock``, taken on first write,
     ``load`` and adopt, held until :meth:`close`.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, durable: bool = True) -> None:
         super().__init__()
         self.root = Path(os.path.abspath(os.fspath(root)))
+        self.durable = durable
         self._paths: dict[str, Path] = {}
+
+    def _sync(self, fd: int) -> None:
+        if self.durable:
+            os.fsync(fd)
+
+    def _sync_dir(self, path: Path) -> None:
+        if self.durable:
+            _fsync_dir(path)
 
     # ---- paths -------------------------------------------------------------------------------
     def _buckets(self) -> list[Path]:
@@ -244,7 +254,7 @@ class JsonlPersistence(BackendBase):
         if not self.root.is_dir():
             try:
                 self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-                _fsync_dir(self.root.parent)
+                self._sync_dir(self.root.parent)
             except OSError as exc:
                 raise _io_error("cannot create session root", self.root, exc) from exc
 
@@ -302,7 +312,7 @@ class JsonlPersistence(BackendBase):
             self._ensure_root()
             if not bucket.is_dir():
                 bucket.mkdir(mode=0o700, exist_ok=True)
-                _fsync_dir(self.root)
+                self._sync_dir(self.root)
         except OSError as exc:
             raise _io_error("cannot create session directory", bucket, exc) from exc
         if final.exists():
@@ -316,7 +326,7 @@ class JsonlPersistence(BackendBase):
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                self._sync(fd)
             finally:
                 os.close(fd)
             try:
@@ -325,7 +335,7 @@ class JsonlPersistence(BackendBase):
                 raise SessionCollisionError(
                     f"session {meta['id']!r}: {final} appeared concurrently; refusing to overwrite"
                 ) from exc
-            _fsync_dir(bucket)
+            self._sync_dir(bucket)
         except OSError as exc:
             raise _io_error("cannot materialize session log", final, exc) from exc
         finally:
@@ -341,8 +351,7 @@ class JsonlPersistence(BackendBase):
             )
         return path
 
-    @staticmethod
-    def _append_lines(path: Path, lines: list[bytes]) -> None:
+    def _append_lines(self, path: Path, lines: list[bytes]) -> None:
         payload = b"\n".join(lines) + b"\n"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
@@ -354,10 +363,10 @@ class JsonlPersistence(BackendBase):
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                self._sync(fd)
             except BaseException:
                 os.ftruncate(fd, size)
-                os.fsync(fd)
+                self._sync(fd)
                 raise
         finally:
             os.close(fd)
@@ -377,7 +386,7 @@ class JsonlPersistence(BackendBase):
                 fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
                 try:
                     os.ftruncate(fd, stored.torn)
-                    os.fsync(fd)
+                    self._sync(fd)
                 finally:
                     os.close(fd)
             if closers:

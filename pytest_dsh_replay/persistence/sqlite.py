@@ -128,11 +128,14 @@ class SqlitePersistence(BackendBase):
 
     Raises (constructor):
         SchemaVersionError: stored ``user_version`` is neither 0 nor 4 (names file and both versions).
+
+    ``durable=False`` sets ``PRAGMA synchronous = OFF`` (for throw-away stores, e.g. a replay run's).
         PersistenceError: the file is not a SQLite database or cannot be opened.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
         super().__init__()
+        self.durable = durable
         text = os.fspath(path)
         self._memory = text == ":memory:"
         self.path = text if self._memory else os.path.abspath(text)
@@ -154,6 +157,8 @@ class SqlitePersistence(BackendBase):
             if found not in (0, SCHEMA_VERSION):
                 _reject(self.path, found)
             conn.execute("PRAGMA journal_mode = WAL")
+            if not durable:  # throw-away stores (a replay run's): no fsync, same data and schema
+                conn.execute("PRAGMA synchronous = OFF")
             if found == 0:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.executescript(_SCHEMA)

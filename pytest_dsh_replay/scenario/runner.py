@@ -81,6 +81,7 @@ class RunOptions:
     model_name: str | None = None
     on_setup: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
+    durable: bool = False  # the run's store is deleted after the check: fsync buys nothing
 
 
 class _Run:
@@ -101,9 +102,9 @@ class _Run:
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:
         self.backend = (
-            JsonlPersistence(self.store_path)
+            JsonlPersistence(self.store_path, durable=self.options.durable)
             if self.options.backend == "jsonl"
-            else SqlitePersistence(self.store_path)
+            else SqlitePersistence(self.store_path, durable=self.options.durable)
         )
         coordinator = WriteCoordinator(self.backend)
         store = SessionStore()  # the runtime attaches the coordinator to it

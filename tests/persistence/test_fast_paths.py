@@ -127,3 +127,36 @@ def test_invalid_data_still_names_type_and_seq(tmp_path: Path, backend: str) -> 
     with pytest.raises(InvalidEventDataError, match="seq=6"):
         b.append("s", batch)
     b.close()
+
+
+def test_non_durable_backends_write_the_same_bytes_without_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from pytest_dsh_replay.persistence import JsonlPersistence, SqlitePersistence
+
+    header = {"version": 0, "id": "s", "createdAt": 1, "cwd": "/w"}
+    events = [{"type": "x/y", "seq": 0, "time": 1, "data": {"a": 1}}]
+    calls: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    durable = JsonlPersistence(tmp_path / "d")
+    durable.create(dict(header))
+    durable.append("s", events)
+    assert calls, "a durable backend fsyncs"
+    calls.clear()
+    fast = JsonlPersistence(tmp_path / "f", durable=False)
+    fast.create(dict(header))
+    fast.append("s", events)
+    assert calls == []
+    d = next((tmp_path / "d").glob("*/*.jsonl")).read_bytes()
+    f = next((tmp_path / "f").glob("*/*.jsonl")).read_bytes()
+    assert d == f
+    durable.close()
+    fast.close()
+    db = SqlitePersistence(tmp_path / "x.sqlite", durable=False)
+    db.create(dict(header))
+    db.append("s", events)
+    assert db.load("s") == (header, events)
+    db.close()
