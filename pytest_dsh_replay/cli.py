@@ -245,7 +245,11 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     problems += [
         m.render()
         for m in compare_event_logs(
-            left, right, ignore_events=frozenset(ignore_event), canonical_envelope=True
+            left,
+            right,
+            ignore_events=frozenset(ignore_event),
+            canonical_envelope=True,
+            labels=(f"A ({a})", f"B ({b})"),
         )
     ]
     if not problems:

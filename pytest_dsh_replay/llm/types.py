@@ -7,7 +7,7 @@ block type or finish kind passes through untouched.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, NotRequired, TypedDict
 
 JsonObject = dict[str, Any]
 
@@ -30,7 +30,8 @@ class ToolCallBlock(TypedDict):
     arguments: str  # the RAW JSON string from the model
 
 
-ContentBlock = JsonObject  # open union: TextBlock | ReasoningBlock | ToolCallBlock | tool-result | image | ...
+# open union: TextBlock | ReasoningBlock | ToolCallBlock | tool-result | image | ...
+ContentBlock = JsonObject
 
 
 class Message(TypedDict):
@@ -91,15 +92,15 @@ class FinishChunk(TypedDict):
     reason: FinishReason
 
 
-StreamChunk = Union[
-    BlockStartChunk,
-    TextDeltaChunk,
-    ReasoningDeltaChunk,
-    ToolCallDeltaChunk,
-    BlockEndChunk,
-    UsageChunk,
-    FinishChunk,
-]
+StreamChunk = (
+    BlockStartChunk
+    | TextDeltaChunk
+    | ReasoningDeltaChunk
+    | ToolCallDeltaChunk
+    | BlockEndChunk
+    | UsageChunk
+    | FinishChunk
+)
 
 #: The seven chunk ``type`` strings of the closed StreamChunk union (events.md §3).
 CHUNK_TYPES: frozenset[str] = frozenset(

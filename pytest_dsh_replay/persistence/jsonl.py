@@ -194,8 +194,8 @@ class JsonlPersistence(BackendBase):
     Directories are created 0700 and files 0600 on first write (lazy materialization: a session with
     no events leaves no file). Writes are fsynced (``durable=False`` skips every fsync: for throw-away
     stores such as a replay run's, where a crash loses nothing of value); a failed append is rolled
-    back to the previous size. The single-writer lock is ``<root>/.locks/<encoded-id>.lock``, taken on first write,
-    ``load`` and adopt, held until :meth:`close`.
+    back to the previous size. The single-writer lock is ``<root>/.locks/<encoded-id>.lock``, taken
+    on first write, ``load`` and adopt, held until :meth:`close`.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, durable: bool = True) -> None:

@@ -22,21 +22,24 @@ def dotted_path(deepdiff_path: str) -> str:
     return out or "(whole value)"
 
 
-def structural_diff(expected: Any, actual: Any, *, limit: int = 12) -> list[str]:
+def structural_diff(
+    expected: Any, actual: Any, *, limit: int = 12, labels: tuple[str, str] = ("fixture", "run")
+) -> list[str]:
     """Lines ``path: expected -> actual`` from deepdiff, at most ``limit`` (plus a count of the rest)."""
     from deepdiff import DeepDiff  # imported on a mismatch only: it pulls in numpy and pydantic
 
+    left, right = labels
     diff = DeepDiff(expected, actual, verbose_level=2, view="tree")
     lines: list[str] = []
     for kind, items in diff.items():
         for item in items:
             path = dotted_path(item.path())
             if kind in ("dictionary_item_added", "iterable_item_added"):
-                lines.append(f"  {path}: only in the run: {_short(item.t2)}")
+                lines.append(f"  {path}: only in the {right}: {_short(item.t2)}")
             elif kind in ("dictionary_item_removed", "iterable_item_removed"):
-                lines.append(f"  {path}: only in the fixture: {_short(item.t1)}")
+                lines.append(f"  {path}: only in the {left}: {_short(item.t1)}")
             else:
-                lines.append(f"  {path}: fixture {_short(item.t1)} != run {_short(item.t2)}")
+                lines.append(f"  {path}: {left} {_short(item.t1)} != {right} {_short(item.t2)}")
     lines.sort()
     if len(lines) > limit:
         lines = [*lines[:limit], f"  ... and {len(lines) - limit} more differences"]
@@ -78,8 +81,11 @@ def compare_event_logs(
     ignore_events: frozenset[str] = frozenset(),
     canonical_envelope: bool = False,
     event_hook: Callable[..., Any] | None = None,
+    labels: tuple[str, str] = ("fixture", "run"),
 ) -> list[LogMismatch]:
     """``compare: events``: each normalized fixture text must equal the run's (same index = same role).
+
+    ``labels`` name the two sides in the report (the CLI's ``diff`` uses the two paths).
 
     The caller checks the counts first (see :func:`inventory_problems`); extra logs are ignored here.
     """
@@ -95,18 +101,18 @@ def compare_event_logs(
         i = _first_difference(expected, actual)
         if i < len(expected) and i < len(actual):
             exp, act = orjson.loads(expected[i]), orjson.loads(actual[i])
-            details = structural_diff(exp, act)
+            details = structural_diff(exp, act, labels=labels)
             ref = exp if i else None
         elif i < len(expected):
             ref = orjson.loads(expected[i])
             details = [
-                f"  the run's log ends here; the fixture has {len(expected) - i} more line(s), next: "
-                f"{_short(ref, 240)}"
+                f"  the {labels[1]}'s log ends here; the {labels[0]} has {len(expected) - i} more "
+                f"line(s), next: {_short(ref, 240)}"
             ]
         else:
             ref = orjson.loads(actual[i])
             details = [
-                f"  the fixture ends here; the run wrote {len(actual) - i} more line(s), next: "
+                f"  the {labels[0]} ends here; the {labels[1]} has {len(actual) - i} more line(s), next: "
                 f"{_short(ref, 240)}"
             ]
         seq = ref.get("seq") if isinstance(ref, dict) and i else None

@@ -10,7 +10,6 @@ import pytest
 
 from .conftest import BUNDLED
 
-
 ALL_BUNDLED = sorted(p.parent.relative_to(BUNDLED).as_posix() for p in BUNDLED.glob("*/*/input.json"))
 
 

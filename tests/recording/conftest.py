@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-
 CHAT_PATH = "/v1/chat/completions"
 
 
