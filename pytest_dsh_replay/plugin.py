@@ -324,3 +324,69 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 __all__ = ["ScenarioFile", "ScenarioItem"]
+
+
+# -- fixtures for users' own agents (harness.md §8) -----------------------------------------------
+
+
+@pytest.fixture
+def dsh_replay_model() -> Any:
+    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False)`` -> ``ReplayModel``.
+
+    Builds the replay model of a recorded scenario directory (its ``session.jsonl``, children and
+    override sidecar), for driving your own agent with recorded responses. Call
+    ``model.assert_consumed()`` at the end of your test to check every recorded call was used.
+    """
+    from .replay import ReplayModel, load_session_scripts
+
+    def make(scenario_dir: str | Path, *, allow_replace_override: bool = False) -> Any:
+        path = Path(scenario_dir)
+        scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
+        return ReplayModel(scripts, scenario=str(path))
+
+    return make
+
+
+@pytest.fixture
+def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
+    """Factory: ``dsh_session_store(backend="jsonl"|"sqlite")`` -> a fresh ``SessionStore`` with persistence.
+
+    The store's ``WriteCoordinator`` is already attached. The factory returns a
+    ``StoreHandle(store, persistence, root)`` (unpackable as ``store, persistence = ...``); pass
+    ``persistence`` to ``AgentRuntime(store, model, persistence=...)``. Every backend the factory
+    opened is closed at teardown.
+    """
+    from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
+    from .session import SessionStore
+
+    opened: list[Any] = []
+
+    def make(backend: str = "jsonl") -> StoreHandle:
+        root = tmp_path / f"dsh-store-{len(opened) + 1}"
+        if backend == "jsonl":
+            storage: Any = JsonlPersistence(root)
+        elif backend == "sqlite":
+            storage = SqlitePersistence(root / "sessions.sqlite")
+        else:
+            raise ValueError(f"dsh_session_store: backend must be 'jsonl' or 'sqlite', got {backend!r}")
+        opened.append(storage)
+        store = SessionStore()
+        coordinator = WriteCoordinator(storage)
+        coordinator.attach(store)
+        return StoreHandle(store, coordinator, root)
+
+    yield make
+    for storage in opened:
+        storage.close()
+
+
+class StoreHandle:
+    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, the ``root`` path."""
+
+    def __init__(self, store: Any, persistence: Any, root: Path) -> None:
+        self.store = store
+        self.persistence = persistence
+        self.root = root
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.store, self.persistence))

@@ -393,3 +393,34 @@ def test_seq_gap_in_a_fixture_is_reported_as_a_damaged_fixture(
     result = run(pytester, "--dsh-scenario", str(log.parent))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{log}:7: fixture event has seq 6 where 5 was expected*damaged*"])
+
+
+def test_fixtures_for_users_own_agents(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_own=f"""
+        import asyncio
+        import pytest
+        from pytest_dsh_replay import AgentRuntime
+
+        SCENARIO = {str(BUNDLED / "spawn" / "one-child")!r}
+
+        @pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
+        def test_my_agent(dsh_replay_model, dsh_session_store, backend):
+            model = dsh_replay_model(SCENARIO)
+            store, persistence = dsh_session_store(backend)
+
+            async def drive():
+                runtime = AgentRuntime(store, model, persistence=persistence)
+                agent = runtime.create_agent("main", meta={{"cwd": "/tmp"}})
+                agent.send("delegate please")
+                await agent.when_idle()
+                text = agent.session.derive_messages()[-1]["content"][-1]["text"]
+                await runtime.dispose()
+                return text
+
+            assert asyncio.run(drive()) == "PARENT_DONE"
+            model.assert_consumed()
+            assert persistence is not None
+        """
+    )
+    run(pytester, "test_own.py").assert_outcomes(passed=2)
