@@ -381,7 +381,7 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
 
 
 class StoreHandle:
-    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, the ``root`` path."""
+    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root``."""
 
     def __init__(self, store: Any, persistence: Any, root: Path) -> None:
         self.store = store
