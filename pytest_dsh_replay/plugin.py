@@ -261,6 +261,8 @@ class ScenarioItem(pytest.Item):
         # reported through user_properties so the summary also works under pytest-xdist
         self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
         self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
+        if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
+            self.add_report_section("call", "dsh-replay", "\n".join(outcome.notes))
         raise_for(outcome, options)
         if self.config.getoption("dsh_check_guards") and any(
             (log_has_seed(p)) for p in scenario.fixtures[1:]
