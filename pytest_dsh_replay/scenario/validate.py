@@ -147,7 +147,13 @@ def validate_logs(logs: Sequence[SessionLog]) -> list[str]:
     """All findings for a set of logs (a scenario's logs, or one log)."""
     findings: list[str] = []
     by_id = {log.id: log for log in logs}
+    seen: dict[str, str] = {}
     for log in logs:
+        if log.id in seen:
+            findings.append(
+                f"{log.source}: session id {log.id!r} is also the id of {seen[log.id]} (a copied log?)"
+            )
+        seen.setdefault(log.id, log.source)
         findings += _header_findings(log)
         findings += _event_findings(log)
         parent_id = log.header.get("parentSession")

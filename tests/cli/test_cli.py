@@ -383,3 +383,17 @@ def test_record_with_bad_model_spec_fails_and_writes_nothing(tmp_path: Path) -> 
     )  # a failed item, or pytest's usage error when the plugin checks it early
     assert "expected 'scripted', 'scripted:PATH'" in out(result)
     assert _snapshot(scenario) == before
+
+
+def test_validate_flags_a_duplicated_child_log(tmp_path: Path) -> None:
+
+    src = Path(__file__).resolve().parents[2] / "scenarios" / "spawn" / "two-children"
+    dst = tmp_path / "two"
+    shutil.copytree(src, dst)
+    shutil.copy(dst / "session.2.jsonl", dst / "session.3.jsonl")
+    result = CliRunner().invoke(main, ["validate", str(dst)])
+    assert result.exit_code == 1
+    assert (
+        "session.3.jsonl: session id" in result.output
+        and "is also the id of session.2.jsonl" in result.output
+    )
