@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
@@ -31,6 +32,8 @@ class SessionScript:
         primary: True for the scenario's primary (``session.jsonl``) script.
         file: the log the script came from (the sidecar for an override-only primary).
         source: ``"derived"``, ``"override"`` (bare-array sidecar) or ``"override-patches"``.
+        templated: indices of entries authored in a sidecar, the only ones whose strings may hold
+            ``{{fromRequest:...}}`` placeholders (recorded model output is served verbatim).
     """
 
     recorded_id: str
@@ -40,11 +43,19 @@ class SessionScript:
     file: Path
     source: str = "derived"
     header: dict[str, object] = field(default_factory=dict)
+    templated: frozenset[int] = frozenset()
 
 
 def _derivable(path: Path, text: bytes) -> bool:
-    """True when the log's own calls are fully derivable and there is at least one."""
+    """True when the log's own calls are fully derivable and there is at least one.
+
+    Not derivable: a call group without ``finish`` (a stream that raised or was cancelled), or a
+    step with no chunk at all (a call that failed before its first chunk leaves nothing in the log,
+    so deriving would silently shift every later call).
+    """
     events = parse_session_log(text, file=str(path))
+    if _has_chunkless_step(events):
+        return False
     try:
         return bool(derive_replay_script(events, file=str(path)))
     except ReplayDeriveError as exc:
@@ -53,13 +64,32 @@ def _derivable(path: Path, text: bytes) -> bool:
         raise
 
 
+def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
+    chunks_in_step: int | None = None
+    for event in events:
+        kind = event.get("type")
+        if kind == "step/start":
+            chunks_in_step = 0
+        elif kind in ("assistant/chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"):
+            if chunks_in_step is not None:
+                chunks_in_step += 1
+        elif kind == "step/end":
+            if chunks_in_step == 0:
+                return True
+            chunks_in_step = None
+    return False
+
+
 def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionScript:
     path = scenario_dir / PRIMARY_FILE
     sidecar = scenario_dir / OVERRIDE_FILE
     override: Override | None = load_override(sidecar) if sidecar.is_file() else None
     if not path.is_file():
         if override is not None and override.entries is not None:
-            return SessionScript("", 0, list(override.entries), True, sidecar, "override")
+            entries = list(override.entries)
+            return SessionScript(
+                "", 0, entries, True, sidecar, "override", templated=frozenset(range(len(entries)))
+            )
         raise ReplayLoadError(
             f"{path}: primary fixture missing; record the scenario first "
             "(pytest --dsh-record=once) or add a bare-array replay.override.json",
@@ -75,7 +105,14 @@ def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionSc
     if override.patches is not None:
         derived = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
         return SessionScript(
-            recorded_id, created_at, override.apply(derived), True, path, "override-patches", header
+            recorded_id,
+            created_at,
+            override.apply(derived),
+            True,
+            path,
+            "override-patches",
+            header,
+            templated=frozenset(at for at, _entry in override.patches),
         )
     if not allow_replace_override and _derivable(path, text):
         raise ReplayLoadError(
@@ -86,7 +123,10 @@ def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionSc
             "REPLAY_OVERRIDE_GUARD",
         )
     assert override.entries is not None
-    return SessionScript(recorded_id, created_at, list(override.entries), True, path, "override", header)
+    entries = list(override.entries)
+    return SessionScript(
+        recorded_id, created_at, entries, True, path, "override", header, frozenset(range(len(entries)))
+    )
 
 
 def child_log_files(scenario_dir: Path) -> list[Path]:

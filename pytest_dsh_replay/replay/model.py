@@ -147,7 +147,13 @@ class ReplayModel:
     def _prepare(
         self, entry: ReplayEntry, request: ModelRequest, key: str, index: int, call: int
     ) -> ReplayEntry:
-        """Copy the entry, resolving ``{{fromRequest:...}}`` placeholders against the request."""
+        """Copy the entry, resolving ``{{fromRequest:...}}`` placeholders against the request.
+
+        Only sidecar-authored entries are templates; recorded model output is served verbatim even
+        when it happens to contain ``{{fromRequest:``.
+        """
+        if call not in self.scripts[index].templated:
+            return cast(ReplayEntry, resolve_copy(entry, None))
         text = request_text(request.get("messages", [])) if has_placeholder(entry) else None
         try:
             return cast(ReplayEntry, resolve_copy(entry, text))

@@ -260,3 +260,42 @@ def test_valid_sidecar_forms(tmp_path: Path) -> None:
         _sidecar(tmp_path, {"patches": [{"at": 3, "entry": {"kind": "chunks", "chunks": text_call("x")}}]})
     )
     assert patches.kind == "patches" and patches.patches is not None and patches.patches[0][0] == 3
+
+
+def test_a_step_without_chunks_makes_the_log_underivable_so_a_bare_sidecar_is_honoured(
+    tmp_path: Path,
+) -> None:
+    # turn 1: the call threw before any chunk (promptExpectError); turn 2: a normal call.
+    # Deriving would yield ONE call and shift turn 2's answer onto turn 1: only the sidecar is right.
+    import json
+
+    from pytest_dsh_replay.replay import load_session_scripts
+
+    def ev(seq: int, type_: str, data: dict[str, Any]) -> str:
+        return json.dumps({"type": type_, "seq": seq, "time": 0, "data": data}, separators=(",", ":"))
+
+    lines = [
+        '{"type":"session","version":0,"id":"p","createdAt":0}',
+        ev(0, "turn/start", {"turn": 1}),
+        ev(1, "step/start", {"turn": 1, "step": 1}),
+        ev(2, "step/end", {"turn": 1, "step": 1}),
+        ev(3, "turn/end", {"turn": 1, "reason": {"kind": "error", "step": 1, "message": "m", "code": "C"}}),
+        ev(4, "turn/start", {"turn": 2}),
+        ev(5, "step/start", {"turn": 2, "step": 1}),
+        ev(
+            6,
+            "assistant/chunk",
+            {"turn": 2, "step": 1, "chunk": {"type": "finish", "reason": {"kind": "stop"}}},
+        ),
+        ev(7, "step/end", {"turn": 2, "step": 1}),
+        ev(8, "turn/end", {"turn": 2, "reason": {"kind": "completed"}}),
+    ]
+    (tmp_path / "session.jsonl").write_text("\n".join(lines) + "\n")
+    sidecar = [
+        {"kind": "throw", "chunks": [], "message": "m", "code": "C"},
+        {"kind": "chunks", "chunks": [{"type": "finish", "reason": {"kind": "stop"}}]},
+    ]
+    (tmp_path / "replay.override.json").write_text(json.dumps(sidecar))
+    [primary] = load_session_scripts(tmp_path)
+    assert primary.source == "override"
+    assert [e["kind"] for e in primary.entries] == ["throw", "chunks"]

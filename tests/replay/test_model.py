@@ -33,7 +33,10 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def script(name: str, *entries: dict[str, Any], primary: bool = False) -> SessionScript:
-    return SessionScript(name, 0, list(entries), primary, Path(f"/sc/{name}.jsonl"), "derived")
+    # sidecar-authored entries (templates allowed), as most tests here exercise placeholders
+    return SessionScript(
+        name, 0, list(entries), primary, Path(f"/sc/{name}.jsonl"), "override", templated=frozenset(range(99))
+    )
 
 
 def call(*texts: str) -> dict[str, Any]:
@@ -327,3 +330,22 @@ def test_real_fork_scenario_replays_parent_and_child(conformance: Path) -> None:
     assert [s[-1]["reason"]["kind"] for s in streams] == ["stop", "tool-calls", "stop", "stop"]
     assert "MARMALADE" in "".join(texts(streams[2]))
     model.assert_consumed()
+
+
+def test_recorded_output_is_never_expanded_as_a_template() -> None:
+    # a model may well write "{{fromRequest:" itself; derived (recorded) entries are served verbatim
+    recorded = SessionScript(
+        "p", 0, [call("see {{fromRequest:(x)}}")], True, Path("/sc/session.jsonl"), "derived"
+    )
+    model = ReplayModel([recorded])
+    request: Any = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
+        "sessionId": "p",
+    }
+
+    async def go() -> list[Any]:
+        return [c async for c in model.stream(request)]
+
+    texts = [c.get("text") for c in asyncio.run(go()) if c["type"] == "text-delta"]
+    assert "".join(texts) == "see {{fromRequest:(x)}}"
