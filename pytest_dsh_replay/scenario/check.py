@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
 from ..replay import ReplayModel, load_session_scripts
 from .compare import LogMismatch, compare_event_logs, compare_message_logs, inventory_problems
-from .definition import Scenario
+from .definition import OVERRIDE_FILE, Scenario
 from .errors import FixtureInventoryError, ScenarioMismatch
 from .harvest import log_to_jsonl, read_log_file
 from .normalize import SessionLog
@@ -28,6 +30,7 @@ from .record import (
     check_written,
     scrub_logs,
     secret_scrubber,
+    sidecar_for,
 )
 from .runner import RunOptions, RunResult, run_scenario
 
@@ -243,13 +246,24 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     outcome.problems.extend(f"persistence flush failed: {e!r}" for e in result.flush_errors)
     if not result.logs:
         outcome.problems.append("the recording produced no session log")
+    sidecar, sidecar_problems = sidecar_for(watched, result.logs)
+    outcome.problems.extend(sidecar_problems)
     if outcome.problems:
         outcome.problems.insert(
             0, f"recording of {scenario.node_name} failed; the previous fixtures are untouched"
         )
         return outcome
-    outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
+    scrubber = secret_scrubber(secrets)
+    outcome.written, outcome.removed = write_fixtures(scenario, result, scrubber)
     outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
+    if sidecar is not None:
+        path = scenario.path / OVERRIDE_FILE
+        _write_atomic(path, scrubber.scrub(orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode()) + "\n")
+        outcome.written.append(path)
+        outcome.notes.append(
+            f"wrote {path.name}: the primary session had a failed or cancelled call that its log "
+            "cannot express"
+        )
     return outcome
 
 

@@ -9,6 +9,7 @@ of configured secrets and checked again afterwards (:class:`~pytest_dsh_replay.l
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import re
 from collections.abc import AsyncIterator
@@ -180,6 +181,35 @@ def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
         scrubber.assert_clean(path)
 
 
+def sidecar_for(
+    watched: WatchedModel, logs: list[SessionLog]
+) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """The bare-array ``replay.override.json`` a recording needs, and problems it cannot fix.
+
+    A call that raised, or was cancelled, leaves a log that replay cannot derive (no chunks, or no
+    ``finish``). For the primary session the recorder writes the calls as they happened as a sidecar
+    (the guard honours a bare array exactly when the log is not derivable). Child scripts cannot be
+    overridden, so such a call in a child is reported instead.
+    """
+    problems: list[str] = []
+    sidecar: list[dict[str, Any]] | None = None
+    for index, log in enumerate(logs):
+        entries = watched.entries.get(log.id, [])
+        if all(
+            e["kind"] == "chunks" and e["chunks"] and e["chunks"][-1].get("type") == "finish" for e in entries
+        ):
+            continue
+        if index == 0:
+            sidecar = entries
+        else:
+            problems.append(
+                f"session {log.id} ({log.role()}) had a model call that failed or was cancelled; replay can "
+                "only express that for the primary session (replay.override.json), so this scenario cannot "
+                "be recorded as it is"
+            )
+    return sidecar, problems
+
+
 class WatchedModel:
     """Wraps the live model of a recording and remembers every call that failed.
 
@@ -197,6 +227,9 @@ class WatchedModel:
         self.failures: list[str] = []
         self.calls = 0
         self._scripted = isinstance(model, ScriptedModel)
+        #: live session id -> the replay entries of its calls as they really happened: ``chunks``,
+        #: ``throw`` (with message/code/status) or ``hang`` (cancelled after its prefix chunks)
+        self.entries: dict[str, list[dict[str, Any]]] = {}
 
     def __getattr__(self, name: str) -> Any:  # ``parked`` and friends of the wrapped model
         return getattr(self.model, name)
@@ -214,19 +247,40 @@ class WatchedModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         self.calls += 1
+        entry: dict[str, Any] = {"kind": "chunks", "chunks": []}
+        self.entries.setdefault(request.get("sessionId") or "<anonymous>", []).append(entry)
         try:
             inner = self.model.stream(request)
         except BaseException as exc:
+            self._outcome(entry, exc)
             if self._counts(exc):
                 self._fail(exc)
             raise
-        return self._watch(inner)
+        return self._watch(inner, entry)
 
-    async def _watch(self, inner: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+    @staticmethod
+    def _outcome(entry: dict[str, Any], exc: BaseException) -> None:
+        """Turn ``entry`` into the replay entry that reproduces this failed or cancelled call."""
+        if isinstance(exc, LlmError) and exc.code != "ABORTED":
+            entry["kind"] = "throw"
+            entry["message"] = exc.message
+            entry["code"] = exc.code
+            if exc.status is not None:
+                entry["status"] = exc.status
+        elif entry["chunks"] and entry["chunks"][-1].get("type") == "finish":
+            pass  # closed after its finish chunk: a complete call
+        else:  # a cancel: the stream was parked/aborted after the chunks it had delivered
+            entry["kind"] = "hang"
+
+    async def _watch(
+        self, inner: AsyncIterator[StreamChunk], entry: dict[str, Any]
+    ) -> AsyncIterator[StreamChunk]:
         try:
             async for chunk in inner:
+                entry["chunks"].append(copy.deepcopy(chunk))
                 yield chunk
         except BaseException as exc:
+            self._outcome(entry, exc)
             if self._counts(exc):
                 self._fail(exc)
             raise
@@ -242,6 +296,7 @@ __all__: list[str] = [
     "resolve_model_spec",
     "scrub_logs",
     "secret_scrubber",
+    "sidecar_for",
 ]
 
 

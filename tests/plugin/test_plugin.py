@@ -314,25 +314,57 @@ def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
 
 
-def test_prompt_and_cancel_can_be_recorded_with_a_scripted_hang(
+def test_prompt_and_cancel_and_expected_errors_record_and_replay_without_hand_work(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
+    # a cancelled call and a call that fails before any chunk cannot be derived from the log;
+    # the recorder writes the sidecar that expresses them, and the scenario replays at once
     scenario = tmp_path / "g" / "cancel-rec"
     scenario.mkdir(parents=True)
     (scenario / "input.json").write_text(
-        '{"steps":[{"op":"newSession"},{"op":"promptAndCancel","text":"go"}]}'
+        json.dumps(
+            {
+                "steps": [
+                    {"op": "newSession"},
+                    {"op": "prompt", "text": "one"},
+                    {"op": "promptExpectError", "text": "two"},
+                    {"op": "promptAndCancel", "text": "three"},
+                    {"op": "prompt", "text": "four"},
+                ]
+            }
+        )
     )
-    (scenario / "scripted.json").write_text('{"sessions":[[{"hang":true}]]}')
+    (scenario / "scripted.json").write_text(
+        json.dumps(
+            {
+                "sessions": [
+                    [
+                        "ONE",
+                        {"error": {"message": "provider down", "code": "HTTP_503", "status": 503}},
+                        {"hang": True},
+                        "FOUR",
+                    ]
+                ]
+            }
+        )
+    )
     result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted")
     result.assert_outcomes(passed=1)
     log = (scenario / "session.jsonl").read_text()
     assert '"reason":{"kind":"aborted","reason":"session/cancel"}' in log
-    # an interrupted stream cannot be derived from the log: the sidecar supplies the hang
-    result = run(pytester, "--dsh-scenario", str(scenario))
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*override*"])
-    (scenario / "replay.override.json").write_text('[{"kind":"hang"}]')
+    sidecar = json.loads((scenario / "replay.override.json").read_text())
+    assert [e["kind"] for e in sidecar] == ["chunks", "throw", "hang", "chunks"]
+    assert sidecar[1] == {
+        "kind": "throw",
+        "chunks": [],
+        "message": "provider down",
+        "code": "HTTP_503",
+        "status": 503,
+    }
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+    # without the sidecar the log alone would shift every later call: the guard says so
+    (scenario / "replay.override.json").unlink()
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
 
 
 def test_missing_path_and_unmatched_glob_are_usage_errors(
