@@ -52,7 +52,7 @@ import asyncio
 import copy
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,8 @@ class ScriptedModel:
     def __init__(self, sessions: Sequence[Sequence[Response]]) -> None:
         self._scripts: list[list[Response]] = [list(s) for s in sessions]
         self._bound: dict[str, _Bound] = {}
+        #: optional ``live session id -> creation rank`` (set by the scenario runner)
+        self.bind_order: Callable[[str], int | None] | None = None
         self._anon = 0
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self._parked = 0
@@ -269,6 +271,27 @@ class ScriptedModel:
         used = {b.index: b.cursor for b in self._bound.values()}
         return {i: max(0, len(s) - used.get(i, 0)) for i, s in enumerate(self._scripts)}
 
+    def _script_for(self, key: str) -> int | None:
+        """The response list an unbound session gets: its creation rank when :attr:`bind_order` is set
+        (and that list is free), else the first unused list; ``None`` when none is left."""
+        taken = {b.index for b in self._bound.values()}
+        if self.bind_order is not None:
+            rank = self.bind_order(key)
+            if rank is not None and rank < len(self._scripts) and rank not in taken:
+                return rank
+        return next((i for i in range(len(self._scripts)) if i not in taken), None)
+
+    def skip_to(self, key: str, calls: int) -> None:
+        """Bind ``key`` (if new) and move its cursor to at least ``calls``: the first ``calls`` responses
+        were already recorded (``--dsh-record=new_episodes`` continues after them)."""
+        bound = self._bound.get(key)
+        if bound is None:
+            target = self._script_for(key)
+            if target is None:
+                return
+            bound = self._bound[key] = _Bound(target, self._scripts[target])
+        bound.cursor = max(bound.cursor, calls)
+
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Bind the caller (if new), take its next response, return its chunk stream."""
         key = request.get("sessionId")
@@ -278,7 +301,8 @@ class ScriptedModel:
         self.calls.append((key, {k: copy.deepcopy(v) for k, v in request.items() if k != "signal"}))
         bound = self._bound.get(key)
         if bound is None:
-            if len(self._bound) >= len(self._scripts):
+            target = self._script_for(key)
+            if target is None:
                 return self._raise(
                     LlmError(
                         f"scripted model: unscripted session #{len(self._bound) + 1} ({key}), "
@@ -286,7 +310,7 @@ class ScriptedModel:
                         "SCRIPT_UNBOUND",
                     )
                 )
-            bound = _Bound(len(self._bound), self._scripts[len(self._bound)])
+            bound = _Bound(target, self._scripts[target])
             self._bound[key] = bound
         index = bound.cursor
         bound.cursor += 1

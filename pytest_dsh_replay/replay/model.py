@@ -75,6 +75,8 @@ class ReplayModel:
         self.ready_dir = ready_dir
         self.on_parked = on_parked
         self.bound: dict[str, int] = {}
+        #: optional ``live session id -> creation rank`` (set by the scenario runner), see script_for
+        self.bind_order: Callable[[str], int | None] | None = None
         self.cursors: dict[str, int] = {}
         self.failures: list[ReplayServeError] = []
         self.parked = asyncio.Event()
@@ -99,6 +101,22 @@ class ReplayModel:
         self.failures.append(error)
         return error
 
+    # -- binding ----------------------------------------------------------------------------
+
+    def script_for(self, key: str) -> int | None:
+        """The script an unbound live session ``key`` would get, or ``None`` (unrecorded); no side effect.
+
+        With :attr:`bind_order` set, the session's creation rank picks its script (the recording's
+        logs are in harvest order, which is creation order); otherwise, and when that script is taken,
+        the first unbound script in order (replay.md §5: the Nth session to call gets the Nth script).
+        """
+        taken = set(self.bound.values())
+        if self.bind_order is not None:
+            rank = self.bind_order(key)
+            if rank is not None and rank < len(self.scripts) and rank not in taken:
+                return rank
+        return next((i for i in range(len(self.scripts)) if i not in taken), None)
+
     # -- the Model protocol ---------------------------------------------------------------
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
@@ -113,7 +131,8 @@ class ReplayModel:
         key = request.get("sessionId") or _ANON
         signal = request.get("signal")
         if key not in self.bound:
-            if key in self._unrecorded or len(self.bound) >= len(self.scripts):
+            target = None if key in self._unrecorded else self.script_for(key)
+            if target is None:
                 ordinal = self._unrecorded.setdefault(key, len(self.scripts) + len(self._unrecorded) + 1)
                 error = self._fail(
                     f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
@@ -123,7 +142,7 @@ class ReplayModel:
                     "REPLAY_UNRECORDED_SESSION",
                 )
                 return self._raise(error)
-            self.bound[key] = len(self.bound)
+            self.bound[key] = target
             self.cursors[key] = 0
         index = self.bound[key]
         call = self.cursors[key]
@@ -229,7 +248,7 @@ class ReplayModel:
         for i, script in enumerate(self.scripts):
             total = len(script.entries)
             if i not in by_index:
-                if total or not script.primary:
+                if total:  # a session that never called the model and had nothing recorded is fine
                     problems.append(
                         f"session {i + 1} ({script.file.name}, recorded id {script.recorded_id!r}) was never "
                         f"bound to a live session (0/{total} calls)"

@@ -320,11 +320,17 @@ class EpisodeModel:
         if key in self.live_sessions:
             use_live = True
         elif index is None:
-            use_live = len(self.replay.bound) >= len(self.replay.scripts)
+            use_live = self.replay.script_for(key) is None
             if use_live:
                 self.live_sessions.add(key)
         else:
-            use_live = self.replay.cursors[key] >= len(self.replay.scripts[index].entries)
+            recorded = len(self.replay.scripts[index].entries)
+            use_live = self.replay.cursors[key] >= recorded
+            if use_live:
+                self.live_sessions.add(key)
+                skip_to = getattr(self.live, "skip_to", None)
+                if callable(skip_to):  # a scripted live model continues after the recorded responses
+                    skip_to(key, recorded)
         if use_live:
             self.live_calls += 1
             return self.live.stream(request)

@@ -53,6 +53,39 @@ class _KillSwitch:
             yield {"type": "finish", "reason": {"kind": "stop"}}
 
 
+class _CreationTracker:
+    """Every session the run created (across resumes), to rank a live session like harvest order does.
+
+    Harvest (and so the recording's script order) sorts logs parentless first, then by ``createdAt``,
+    then id. A model that binds a live session to ``scripts[rank]`` therefore gives each session its
+    own recording even when sessions first call the model in another order than they were created
+    (e.g. two ``fork`` ops whose children are prompted in reverse).
+    """
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Any] = {}
+
+    def on_session_created(self, session: Any) -> None:
+        self.sessions[session.id] = session
+
+    def on_session_event(self, session: Any, event: Any) -> None:
+        pass
+
+    async def on_session_flush(self, session: Any) -> None:
+        pass
+
+    def rank(self, session_id: str) -> int | None:
+        """Position of ``session_id`` among the sessions that have a log so far, in harvest order."""
+
+        def key(s: Any) -> tuple[bool, int, str]:
+            created = s.header.get("createdAt", 0)
+            return ("parentSession" in s.header, created if isinstance(created, int) else 0, s.id)
+
+        with_logs = sorted((s for s in self.sessions.values() if s.events), key=key)
+        ids = [s.id for s in with_logs]
+        return ids.index(session_id) if session_id in ids else None
+
+
 @dataclass
 class RunResult:
     """What one run produced.
@@ -98,6 +131,10 @@ class _Run:
         self.flush_errors: list[BaseException] = []
         self.runtime: AgentRuntime | None = None
         self.backend: Any = None
+        self._tracker = _CreationTracker()
+        for target in (model, *(getattr(model, a, None) for a in ("model", "replay", "live"))):
+            if target is not None and hasattr(target, "bind_order"):
+                target.bind_order = self._tracker.rank
 
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:
@@ -108,6 +145,7 @@ class _Run:
         )
         coordinator = WriteCoordinator(self.backend)
         store = SessionStore()  # the runtime attaches the coordinator to it
+        store.add_observer(self._tracker)
         runtime = AgentRuntime(
             store,
             self.switch,

@@ -230,7 +230,8 @@ def test_new_episodes_appends_only_the_calls_the_recording_cannot_serve(
     (scenario / "input.json").write_text(
         '{"steps":[{"op":"newSession"},{"op":"prompt","text":"one"},{"op":"prompt","text":"two"}]}'
     )
-    (scenario / "scripted.json").write_text('{"sessions":[[{"text":"SECOND"}]]}')
+    # the scripted file grows too; its first response must NOT be served again for the new call
+    (scenario / "scripted.json").write_text('{"sessions":[[{"text":"WRONG"},{"text":"SECOND"}]]}')
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)  # replay alone cannot serve it
     result = run(
         pytester, "--dsh-scenario", str(scenario), "--dsh-record=new_episodes", "--dsh-model", "scripted"
@@ -456,3 +457,29 @@ def test_fixtures_for_users_own_agents(pytester: pytest.Pytester) -> None:
         """
     )
     run(pytester, "test_own.py").assert_outcomes(passed=2)
+
+
+def test_store_forks_prompted_in_another_order_than_created_replay_right_after_recording(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "fork" / "three-ways"
+    scenario.mkdir(parents=True)
+    steps = [
+        {"op": "newSession"},
+        {"op": "prompt", "text": "remember KIWI"},
+        {"op": "fork", "as": "a"},
+        {"op": "fork", "as": "b", "boundary": "last"},
+        {"op": "use", "session": "b"},
+        {"op": "prompt", "text": "b first"},
+        {"op": "use", "session": "a"},
+        {"op": "prompt", "text": "a second"},
+    ]
+    (scenario / "input.json").write_text(json.dumps({"steps": steps}))
+    # scripted lists follow creation order: main, a, b
+    (scenario / "scripted.json").write_text('{"sessions":[["OK"],["A_ANSWER"],["B_ANSWER"]]}')
+    run(
+        pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted"
+    ).assert_outcomes(passed=1)
+    assert "A_ANSWER" in (scenario / "session.1.jsonl").read_text()  # harvest order = creation order
+    assert "B_ANSWER" in (scenario / "session.2.jsonl").read_text()
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
