@@ -343,6 +343,13 @@ def dsh_replay_model() -> Any:
 
     def make(scenario_dir: str | Path, *, allow_replace_override: bool = False) -> Any:
         path = Path(scenario_dir)
+        if not path.is_dir():
+            from .scenario import ScenarioError
+
+            raise ScenarioError(
+                f"dsh_replay_model: {path} is not a scenario directory (relative paths resolve against "
+                f"the current directory {Path.cwd()})"
+            )
         scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
         return ReplayModel(scripts, scenario=str(path))
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 from ..agent import Agent, AgentRuntime
 from ..llm import CancelSignal, Model, ModelRequest, StreamChunk
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
-from ..session import SessionStore
+from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario
 from .errors import ScenarioStepError, UnsupportedStepError
 from .harvest import harvest_backend, harvest_jsonl
@@ -251,7 +251,8 @@ class _Run:
             if waiter not in done:
                 waiter.cancel()
                 self.step_errors.append(
-                    f"{where}: the turn ended before the stream was parked; nothing to cancel"
+                    f"{where}: the turn ended before the stream was parked; nothing to cancel (the model "
+                    'must hang: a replay [{"kind":"hang"}] entry, or {"hang": true} in scripted.json)'
                 )
                 return
             agent.cancel("session/cancel")
@@ -262,9 +263,17 @@ class _Run:
             assert self.runtime is not None
             source = self._agent(op)
             boundary = step.get("boundary")
-            child = self.runtime.fork(
-                source, None if boundary in (None, "last") else boundary, child_id=str(uuid.uuid4())
-            )
+            try:
+                child = self.runtime.fork(
+                    source, None if boundary in (None, "last") else boundary, child_id=str(uuid.uuid4())
+                )
+            except ForkInvalidBoundary as exc:
+                ends = [e["seq"] for e in source.session.events if e["type"] == "turn/end"]
+                raise ScenarioStepError(
+                    f"{where}: {exc}; valid boundaries of this session now: "
+                    f"{ends or 'none (no turn/end yet)'} "
+                    '(the seqs of its turn/end events) or "last"'
+                ) from exc
             self.names[step["as"]] = child.session.id
         elif op == "use":
             name = step["session"]

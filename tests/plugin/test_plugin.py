@@ -483,3 +483,29 @@ def test_store_forks_prompted_in_another_order_than_created_replay_right_after_r
     assert "A_ANSWER" in (scenario / "session.1.jsonl").read_text()  # harvest order = creation order
     assert "B_ANSWER" in (scenario / "session.2.jsonl").read_text()
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_invalid_fork_boundary_lists_the_valid_ones(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenario = tmp_path / "g" / "badfork"
+    scenario.mkdir(parents=True)
+    steps = [{"op": "newSession"}, {"op": "prompt", "text": "x"}, {"op": "fork", "as": "b", "boundary": 3}]
+    (scenario / "input.json").write_text(json.dumps({"steps": steps}))
+    (scenario / "scripted.json").write_text('{"sessions":[["OK"]]}')
+    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*steps[[]2[]] (fork)*valid boundaries of this session now: [[]10[]]*"])
+
+
+def test_fewer_calls_than_recorded_suggests_snapshot_update(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    scenario = bundled_copy / "fork" / "after-turn"
+    data = json.loads((scenario / "input.json").read_text())
+    data["steps"] = data["steps"][:-1]  # drop the prompt that forks
+    (scenario / "input.json").write_text(json.dumps(data))
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*refresh just this scenario: pytest --dsh-scenario*--snapshot-update*"])
+    assert "new_episodes" not in result.stdout.str()
+    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
