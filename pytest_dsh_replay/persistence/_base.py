@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import abc
 import builtins
-import gc
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, NoReturn, cast
@@ -177,26 +175,6 @@ def fast_check(events: list[Event]) -> FastBatch | None:
     ):
         return None
     return FastBatch(types, seqs, times)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector during a bulk parse (parsed events are acyclic trees).
-
-    On exit every tracked object is promoted to the oldest generation (``gc.freeze()`` then
-    ``gc.unfreeze()``, O(1) list splices that also reset the young-generation counter), so the
-    first allocation after re-enabling does not run a young collection over every parsed object.
-    Nothing leaks: full collections still visit the oldest generation.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 def canonical(event: object) -> bytes:

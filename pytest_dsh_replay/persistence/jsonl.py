@@ -25,7 +25,7 @@ from typing import Any, NoReturn, cast
 import orjson
 
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
-from pytest_dsh_replay.session.codec import encode_plain
+from pytest_dsh_replay.session.codec import encode_plain, gc_paused
 
 from ._base import (
     ANY_SCOPE,
@@ -34,7 +34,6 @@ from ._base import (
     StoredLog,
     _Any,
     describe_bad,
-    gc_paused,
     walk_prefix,
 )
 from .encoding import NO_CWD_BUCKET, cwd_bucket, encode_segment

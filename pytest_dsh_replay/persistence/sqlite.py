@@ -19,9 +19,9 @@ from typing import Any, NoReturn, cast
 import orjson
 
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
-from pytest_dsh_replay.session.codec import encode_plain
+from pytest_dsh_replay.session.codec import encode_plain, gc_paused
 
-from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, gc_paused, walk_prefix
+from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, walk_prefix
 from .encoding import encode_segment
 from .errors import CorruptLogError, InvalidEventDataError, PersistenceError, SchemaVersionError
 from .locking import WriterLock

@@ -14,15 +14,14 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
+from ..session.codec import gc_paused
 from .errors import ReplayParseError
 
 #: A logical event: the parsed envelope dict, in on-disk key order.
@@ -44,28 +43,6 @@ _get_type = itemgetter("type")
 
 def _where(file: str | None) -> str:
     return file if file else "<session log>"
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk parse; restores the previous state.
-
-    Parsed events are acyclic trees, so collection passes during a bulk parse only cost time.
-    On exit every tracked object is promoted to the oldest generation (``gc.freeze()`` then
-    ``gc.unfreeze()``, both O(1) list splices that also reset the young-generation counter):
-    otherwise the first allocation after re-enabling would run a young collection over all
-    the millions of objects just parsed. Nothing is leaked: the oldest generation is still
-    collected by full collections.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 def _as_bytes(text: str | bytes) -> bytes:
