@@ -102,11 +102,24 @@ def _turn_summary(log: SessionLog) -> list[str]:
     for e in own:
         t, d = e.get("type"), e.get("data") or {}
         if t == "turn/start":
-            turn = {"turn": d.get("turn"), "steps": 0, "calls": 0, "tools": [], "seq": e.get("seq")}
+            turn = {
+                "turn": d.get("turn"),
+                "steps": 0,
+                "calls": 0,
+                "tools": [],
+                "seq": e.get("seq"),
+                "open": 0,
+            }
         elif turn is not None and t == "step/start":
             turn["steps"] += 1
-        elif turn is not None and t == "assistant/chunk" and (d.get("chunk") or {}).get("type") == "finish":
-            turn["calls"] += 1
+        elif turn is not None and t == "assistant/chunk":
+            turn["open"] += 1  # chunks of a call not finished yet
+            if (d.get("chunk") or {}).get("type") == "finish":
+                turn["calls"] += 1
+                turn["open"] = 0
+        elif turn is not None and t == "step/end" and turn["open"]:
+            turn["calls"] += 1  # a call that streamed but never finished (cancelled or failed)
+            turn["open"] = 0
         elif turn is not None and t == "tool/call":
             turn["tools"].append(d.get("name"))
         elif turn is not None and t == "turn/end":

@@ -397,3 +397,20 @@ def test_validate_flags_a_duplicated_child_log(tmp_path: Path) -> None:
         "session.3.jsonl: session id" in result.output
         and "is also the id of session.2.jsonl" in result.output
     )
+
+
+def test_show_counts_a_cancelled_call(tmp_path: Path) -> None:
+    lines = [
+        '{"type":"session","version":0,"id":"s","createdAt":0}',
+        '{"type":"turn/start","seq":0,"time":0,"data":{"turn":1}}',
+        '{"type":"step/start","seq":1,"time":0,"data":{"turn":1,"step":1}}',
+        '{"type":"assistant/chunk","seq":2,"time":0,"data":{"turn":1,"step":1,'
+        '"chunk":{"type":"text-delta","index":0,"text":"partial"}}}',
+        '{"type":"step/end","seq":3,"time":0,"data":{"turn":1,"step":1}}',
+        '{"type":"turn/end","seq":4,"time":0,"data":{"turn":1,"reason":{"kind":"aborted","reason":"x"}}}',
+    ]
+    log = tmp_path / "session.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(main, ["show", str(log)])
+    assert result.exit_code == 0, result.output
+    assert "1 step(s), 1 model call(s) -> aborted" in result.output
