@@ -14,8 +14,8 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -38,6 +38,7 @@ _PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
 _PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
 _SAFE_INT = 2**53 - 1
 _loads: Callable[[bytes], Any] = orjson.loads
+_get_seq_time = itemgetter("seq", "time")
 _get_type = itemgetter("type")
 
 
@@ -396,12 +397,11 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:
-            fast = all(map(dict.__contains__, rows, repeat("seq"))) and all(
-                map(dict.__contains__, rows, repeat("time"))
-            )
-            if fast:
-                kinds = set(map(_get_type, rows))
-                fast = kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
+            # one C-level pass: raises KeyError when a row lacks seq or time (a projected row),
+            # TypeError when a row is not a dict; the tuples are freed at once (freelist, no gc)
+            deque(map(_get_seq_time, rows), 0)
+            kinds = set(map(_get_type, rows))
+            fast = kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
         except (TypeError, KeyError):
             fast = False
         if fast:
