@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..agent import Agent, AgentRuntime
-from ..llm import CancelSignal, Model, ModelRequest, StreamChunk
+from ..llm import Model, ModelRequest, StreamChunk
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario
@@ -43,14 +43,14 @@ class _KillSwitch:
             if self.remaining == 0:
                 self.remaining = None
                 self.tripped.set()
-                return self._park(request.get("signal"))
+                return self._park()
             self.remaining -= 1
         return self.model.stream(request)
 
-    async def _park(self, signal: CancelSignal | None) -> AsyncIterator[StreamChunk]:
-        await asyncio.Event().wait()  # cancelled by the kill
-        if False:  # pragma: no cover - makes this an async generator
-            yield {"type": "finish", "reason": {"kind": "stop"}}
+    @staticmethod
+    async def _park() -> AsyncIterator[StreamChunk]:
+        await asyncio.Event().wait()  # never set: the kill cancels the task waiting here
+        yield {"type": "finish", "reason": {"kind": "stop"}}  # pragma: no cover - unreachable
 
 
 class _CreationTracker:
@@ -221,14 +221,14 @@ class _Run:
             self.active = agent.session.id
         elif op in ("prompt", "promptExpectError"):
             agent = self._agent(op)
-            turns_before = _turn_ends(agent)
+            first_new = len(agent.session.events)
             agent.send(step["text"])
             if await self._until_idle_or_killed(agent):
                 return
             if op == "promptExpectError":
                 reasons = [
                     e["data"]["reason"]
-                    for e in agent.session.events[turns_before:]
+                    for e in agent.session.events[first_new:]
                     if e["type"] == "turn/end"
                 ]
                 if not any(r.get("kind") == "error" for r in reasons):
@@ -321,10 +321,6 @@ def _park_waiter(model: Any) -> Coroutine[Any, Any, Any] | None:
         event.clear()
         return event.wait()
     return None
-
-
-def _turn_ends(agent: Agent) -> int:
-    return len(agent.session.events)
 
 
 async def run_scenario(
