@@ -36,6 +36,9 @@ class _State:
         self.removed: list[Path] = []
         self.guards_ok: list[str] = []
         self.guards_failed: list[str] = []
+        self.replayed = 0
+        self.logs_compared = 0
+        self.calls_served = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
@@ -47,6 +50,11 @@ class _State:
                 self.written.append(Path(str(value)))
             elif key == "dsh_removed":
                 self.removed.append(Path(str(value)))
+            elif key == "dsh_replayed" and report.passed:
+                logs, calls = str(value).split("/")
+                self.replayed += 1
+                self.logs_compared += int(logs)
+                self.calls_served += int(calls)
             elif key == "dsh_guard":
                 (self.guards_ok if value == "red" else self.guards_failed).append(name)
 
@@ -261,6 +269,8 @@ class ScenarioItem(pytest.Item):
         # reported through user_properties so the summary also works under pytest-xdist
         self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
         self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
+        if not outcome.recording and not options.update:
+            self.user_properties.append(("dsh_replayed", f"{outcome.logs_compared}/{outcome.calls_served}"))
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
             self.add_report_section("call", "dsh-replay", "\n".join(outcome.notes))
         raise_for(outcome, options)
@@ -311,6 +321,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None:
         return
     tr = terminalreporter
+    if state.replayed:
+        tr.write_sep(
+            "-",
+            f"dsh-replay: {state.replayed} scenario(s) replayed end to end and matched their "
+            f"recordings: {state.logs_compared} session log(s) compared, {state.calls_served} recorded "
+            "model call(s) served",
+        )
     if state.written or state.removed:
         tr.section("dsh-replay snapshot update")
         for path in state.written:

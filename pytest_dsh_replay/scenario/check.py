@@ -77,6 +77,8 @@ class CheckOutcome:
     removed: list[Path] = field(default_factory=list)
     needs_recording: bool = False  # the agent made other model calls than recorded: re-record, don't update
     recording: bool = False  # the outcome of a recording run (record modes), not of a replay
+    logs_compared: int = 0  # session logs compared with fixtures (all backends)
+    calls_served: int = 0  # recorded model calls served by replay (all backends)
 
     @property
     def passed(self) -> bool:
@@ -318,6 +320,8 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         unconsumed = [f"{prefix}{p}" for p in model.consumption_problems()]
         # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
         (outcome.notes if options.update else outcome.problems).extend(unconsumed)
+        outcome.calls_served += sum(model.cursors.values())
+        outcome.logs_compared += len(fixtures)
         sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
         outcome.notes.append(f"{prefix}scripts: {sources}")
         if episodes is not None:

@@ -227,9 +227,7 @@ class _Run:
                 return
             if op == "promptExpectError":
                 reasons = [
-                    e["data"]["reason"]
-                    for e in agent.session.events[first_new:]
-                    if e["type"] == "turn/end"
+                    e["data"]["reason"] for e in agent.session.events[first_new:] if e["type"] == "turn/end"
                 ]
                 if not any(r.get("kind") == "error" for r in reasons):
                     self.step_errors.append(

@@ -20,6 +20,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_bundled_suite_passes(pytester: pytest.Pytester, bundled_copy: Path) -> None:
     result = run(pytester, "--dsh-scenario", str(bundled_copy), "-v")
     result.assert_outcomes(passed=len(ALL_BUNDLED))
+    result.stdout.fnmatch_lines(
+        [f"*dsh-replay: {len(ALL_BUNDLED)} scenario(s) replayed end to end*session log(s) compared*"]
+    )
     for name in ALL_BUNDLED:
         result.stdout.fnmatch_lines([f"*::{name} PASSED*"])
 
