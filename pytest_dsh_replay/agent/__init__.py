@@ -23,6 +23,7 @@ from .errors import (
     ToolInputError,
     ToolNotFoundError,
 )
+from .hooks import AgentHooks
 from .loop import Agent, AgentOptions, AgentStatus
 from .runtime import AgentRuntime
 from .subagents import (
@@ -42,6 +43,7 @@ __all__ = [
     "AgentDisposedError",
     "AgentError",
     "AgentExistsError",
+    "AgentHooks",
     "AgentLoopCrashedError",
     "AgentOptions",
     "AgentRuntime",

@@ -41,6 +41,7 @@ from ..llm.types import ContentBlock, StreamChunk
 from ..session import Event, Session, is_turn_open, last_turn_number
 from .assembler import BlockAssembler
 from .errors import AgentDisposedError, AgentLoopCrashedError, StepAbortedError, StepFailedError
+from .hooks import AgentHooks
 from .tools import ToolCall, ToolRegistry, parse_tool_arguments
 
 if TYPE_CHECKING:
@@ -173,8 +174,10 @@ class Agent:
         store: SessionStore | None = None,
         options: AgentOptions | None = None,
         system_prompt: str | None = None,
+        hooks: AgentHooks | None = None,
     ) -> None:
         self.id = id
+        self.hooks = hooks or AgentHooks()
         self.session = session
         self.model = model
         self.tools = tools
@@ -434,6 +437,14 @@ class Agent:
             if outcome.max_tokens:
                 max_tokens = True
             proceed = outcome.had_tool_calls or arrived > 0 or bool(self._steering)
+            if self.hooks.turn_continuation is not None:
+                try:
+                    decided = self.hooks.turn_continuation(self, proceed)
+                except Exception as exc:
+                    reason = error_reason(exc, step)
+                    break
+                if decided is not None:
+                    proceed = bool(decided) or bool(self._steering)  # waiting steering continues anyway
             if not proceed:
                 break
             if self._disposed:
@@ -479,6 +490,10 @@ class Agent:
     async def _run_step(self, turn: int, step: int, signal: CancelSignal) -> _StepOutcome:
         s = self.session
         request = self.build_request(signal)
+        if self.hooks.request is not None:
+            rewritten = self.hooks.request(self, request)
+            if rewritten is not None:
+                request = rewritten
         if not request["model"]:
             raise StepFailedError("no model configured for the agent")
         if signal.aborted:
@@ -514,6 +529,12 @@ class Agent:
         max_tokens = kind == "max-tokens"
         if max_tokens:
             content = [b for b in content if b.get("type") != "tool-call"]
+        if self.hooks.step_result is not None:
+            rewritten_content = self.hooks.step_result(self, content)
+            if rewritten_content is not None:
+                content = rewritten_content
+            if max_tokens:  # filtered before AND after the hook (agent-loop.md §4)
+                content = [b for b in content if b.get("type") != "tool-call"]
         if content or assembler.usage is not None:
             data: dict[str, Any] = {"turn": turn, "step": step, "content": content}
             if assembler.usage is not None:

@@ -20,6 +20,7 @@ from ..llm.model import Model
 from ..session import Event, Session, SessionMeta, SessionStore
 from .bash import bash_tool
 from .errors import AgentError, AgentExistsError, AgentLoopCrashedError, NoPersistenceError
+from .hooks import AgentHooks
 from .loop import Agent, AgentOptions
 from .subagents import SubagentProviders, in_process_providers, subagent_tools
 from .tools import ToolRegistry
@@ -62,6 +63,7 @@ class AgentRuntime:
         system_prompt: the runtime-wide system prompt (inherited by subagent children, unlike
             ``AgentOptions.system_prompt``).
         subagents: provider registry; default the in-process ``spawn`` and ``fork`` providers.
+        hooks: :class:`~pytest_dsh_replay.agent.hooks.AgentHooks` of every agent (children included).
     """
 
     def __init__(
@@ -75,8 +77,10 @@ class AgentRuntime:
         model_name: str = "replay",
         system_prompt: str | None = None,
         subagents: SubagentProviders | None = None,
+        hooks: AgentHooks | None = None,
     ) -> None:
         self.store = store
+        self.hooks = hooks
         self.model = model
         self.persistence = persistence
         self.model_name = model_name
@@ -126,6 +130,7 @@ class AgentRuntime:
             store=self.store,
             options=opts,
             system_prompt=self.system_prompt,
+            hooks=self.hooks,
         )
         self._agents[aid] = agent
         agent.start()
