@@ -120,3 +120,18 @@ async def wait_for(predicate: Callable[[], bool], poll: Callable[[], Awaitable[N
             return
         await (poll() if poll is not None else asyncio.sleep(0))
     raise AssertionError("condition never became true")
+
+
+async def drive(rt: AgentRuntime, *prompts: str, holder: dict[str, Any] | None = None) -> list[Event]:
+    """Create agent ``"s"``, run each prompt to idle, dispose the runtime; return the session's events.
+
+    ``holder["agent"]`` is set to the agent before the first prompt (for model hooks that steer it).
+    """
+    agent = rt.create_agent("s")
+    if holder is not None:
+        holder["agent"] = agent
+    for prompt in prompts:
+        agent.send(prompt)
+        await agent.when_idle()
+    await rt.dispose()
+    return agent.session.events

@@ -21,7 +21,7 @@ from pytest_dsh_replay.agent import (
 from pytest_dsh_replay.errors import HarnessError
 from pytest_dsh_replay.llm import CancelSignal
 
-from .helpers import make_runtime, run, shape, types
+from .helpers import drive, make_runtime, run, shape, types
 
 OBJ = {"type": "object"}
 
@@ -145,14 +145,7 @@ def test_bad_tool_input_in_the_loop_never_crashes_it() -> None:
     model = ScriptedModel([[calls, {"text": "recovered", "usage": None}]])
     rt, _ = make_runtime(model, tools=tools)
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     results = [d for t, d in shape(events) if t == "tool/result"]
     assert [(r["callId"], r["isError"], r["content"][0]["text"], r.get("error")) for r in results] == [
         (

@@ -8,7 +8,7 @@ from typing import Any
 from pytest_dsh_replay.agent import AgentOptions, ScriptedModel, Tool, ToolCall, ToolRegistry
 from pytest_dsh_replay.llm import LlmError, ModelRequest
 
-from .helpers import ChunkListModel, make_runtime, run, shape, types
+from .helpers import ChunkListModel, drive, make_runtime, run, shape, types
 
 USAGE = {"inputTokens": 5, "outputTokens": 2}
 USER = {"kind": "user"}
@@ -91,14 +91,7 @@ def test_tool_turn_exact_events_and_continuation() -> None:
     )
     rt, _ = make_runtime(model, tools=echo_tools(calls))
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("go")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "go"))
     no_chunks = shape(events, chunks=False)
     assert no_chunks == [
         ("turn/start", {"turn": 1, "trigger": {"kind": "message", "source": USER}}),
@@ -184,15 +177,7 @@ def test_prompt_sent_during_a_turn_starts_the_next_turn() -> None:
     )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        holder["agent"] = agent
-        agent.send("now")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "now", holder=holder))
     no_chunks = [t for t in types(events) if t != "assistant/chunk"]
     assert no_chunks == [
         "turn/start",
@@ -228,14 +213,7 @@ def test_steering_during_a_tool_is_logged_before_step_end_and_continues() -> Non
     )
     rt, _ = make_runtime(model, tools=tools)
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("do X")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "do X"))
     no_chunks = [(t, d) for t, d in shape(events, chunks=False)]
     assert [t for t, _ in no_chunks] == [
         "turn/start",
@@ -273,15 +251,7 @@ def test_steering_during_a_text_step_forces_another_step() -> None:
     )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        holder["agent"] = agent
-        agent.send("go")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "go", holder=holder))
     no_chunks = [t for t in types(events) if t != "assistant/chunk"]
     assert no_chunks == [
         "turn/start",
@@ -303,14 +273,7 @@ def test_error_before_any_chunk() -> None:
     model = ScriptedModel([[{"error": {"message": "simulated 401", "code": "AUTH", "status": 401}}]])
     rt, rec = make_runtime(model, tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert shape(events)[2:] == [
         ("step/start", {"turn": 1, "step": 1}),
         ("step/end", {"turn": 1, "step": 1}),
@@ -329,14 +292,7 @@ def test_model_raising_synchronously_in_stream_call() -> None:
 
     rt, _ = make_runtime(Broken(), tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert events[-1]["data"]["reason"] == {
         "kind": "error",
         "step": 1,
@@ -358,14 +314,7 @@ def test_mid_stream_error_keeps_chunks_and_writes_no_message() -> None:
     )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert shape(events)[2:] == [
         ("step/start", {"turn": 1, "step": 1}),
         (
@@ -398,14 +347,7 @@ def test_plain_exception_from_stream_has_no_code() -> None:
 
     rt, _ = make_runtime(Odd(), tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert events[-1]["data"]["reason"] == {"kind": "error", "step": 1, "message": "bad frame"}
 
 
@@ -498,14 +440,7 @@ def test_max_tokens_drops_tool_calls_and_is_sticky() -> None:
     )
     rt, _ = make_runtime(model, tools=echo_tools())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     no_chunks = shape(events, chunks=False)
     assert no_chunks[3:] == [
         (
@@ -534,14 +469,7 @@ def test_max_tokens_with_only_a_tool_call_and_no_usage_writes_no_message() -> No
     )
     rt, _ = make_runtime(model, tools=echo_tools())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert [t for t in types(events) if t != "assistant/chunk"] == [
         "turn/start",
         "user/message",
@@ -586,14 +514,7 @@ def test_stream_without_finish_is_a_stop() -> None:
     model = ScriptedModel([[{"text": "no finish", "finish": None, "usage": None}]])
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert events[-1]["data"]["reason"] == {"kind": "completed"}
     msg = next(e for e in events if e["type"] == "assistant/message")
     assert msg["data"] == {"turn": 1, "step": 1, "content": [{"type": "text", "text": "no finish"}]}
@@ -684,14 +605,7 @@ def test_no_tools_and_no_system_omits_keys_and_empty_model_fails_without_code() 
     model = ScriptedModel([["ok"]])
     rt, _ = make_runtime(model, tools=ToolRegistry(), model_name="")
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x"))
     assert events[-1]["data"]["reason"] == {
         "kind": "error",
         "step": 1,
@@ -884,14 +798,6 @@ def test_max_tokens_is_sticky_across_later_steps() -> None:
     )
     rt, _ = make_runtime(model, tools=ToolRegistry())
 
-    async def go() -> Any:
-        agent = rt.create_agent("s")
-        holder["agent"] = agent
-        agent.send("x")
-        await agent.when_idle()
-        await rt.dispose()
-        return agent.session.events
-
-    events = run(go())
+    events = run(drive(rt, "x", holder=holder))
     assert [d["step"] for t, d in shape(events) if t == "step/end"] == [1, 2]
     assert events[-1]["data"]["reason"] == {"kind": "max-tokens"}  # step 2 stopped normally
