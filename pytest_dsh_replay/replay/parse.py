@@ -233,67 +233,30 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
             raise bad(f"member time {t} is not a safe integer")
         times.append(t)
 
+    chunks: list[dict[str, Any]]
     if kind == "tool-call-chunks":
         call_id = data["id"]
         if type(call_id) is not str:
             raise bad(f"id must be a string, got {call_id!r}")
+        head: dict[str, Any] = {"type": "tool-call-delta", "index": index, "id": call_id}
         if "name" in data:
             name_value = data["name"]
             if type(name_value) is not str:
                 raise bad(f"name must be a string, got {name_value!r}")
-            for k, arg in enumerate(members):
-                out.append(
-                    {
-                        "type": "assistant/chunk",
-                        "seq": seq0 + k,
-                        "time": times[k],
-                        "data": {
-                            "turn": turn,
-                            "step": step,
-                            "chunk": {
-                                "type": "tool-call-delta",
-                                "index": index,
-                                "id": call_id,
-                                "name": name_value,
-                                "argumentsDelta": arg,
-                            },
-                        },
-                    }
-                )
-        else:
-            for k, arg in enumerate(members):
-                out.append(
-                    {
-                        "type": "assistant/chunk",
-                        "seq": seq0 + k,
-                        "time": times[k],
-                        "data": {
-                            "turn": turn,
-                            "step": step,
-                            "chunk": {
-                                "type": "tool-call-delta",
-                                "index": index,
-                                "id": call_id,
-                                "argumentsDelta": arg,
-                            },
-                        },
-                    }
-                )
-        return
-    chunk_type = "text-delta" if kind == "text-chunks" else "reasoning-delta"
-    for k, text in enumerate(members):
-        out.append(
-            {
-                "type": "assistant/chunk",
-                "seq": seq0 + k,
-                "time": times[k],
-                "data": {
-                    "turn": turn,
-                    "step": step,
-                    "chunk": {"type": chunk_type, "index": index, "text": text},
-                },
-            }
-        )
+            head["name"] = name_value
+        chunks = [{**head, "argumentsDelta": arg} for arg in members]
+    else:
+        chunk_type = "text-delta" if kind == "text-chunks" else "reasoning-delta"
+        chunks = [{"type": chunk_type, "index": index, "text": text} for text in members]
+    out.extend(
+        {
+            "type": "assistant/chunk",
+            "seq": seq,
+            "time": time,
+            "data": {"turn": turn, "step": step, "chunk": chunk},
+        }
+        for seq, time, chunk in zip(range(seq0, seq0 + len(chunks)), times, chunks, strict=True)
+    )
 
 
 def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
