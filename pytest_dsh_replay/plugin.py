@@ -258,7 +258,9 @@ class ScenarioItem(pytest.Item):
             pytest.skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
         record = self.config.getoption("dsh_record")
         if not scenario.is_recorded and record == "none":
-            model = "scripted" if (scenario.path / "scripted.json").exists() else "<MODEL SPEC>"
+            from .scenario.record import model_hint
+
+            model = model_hint(scenario.path)
             raise ScenarioError(
                 f"scenario {self.name} has no session.jsonl yet: record it first with "
                 f"pytest --dsh-scenario {scenario.path} --dsh-record=once --dsh-model {model}"
@@ -274,9 +276,7 @@ class ScenarioItem(pytest.Item):
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
             self.add_report_section("call", "dsh-replay", "\n".join(outcome.notes))
         raise_for(outcome, options)
-        if self.config.getoption("dsh_check_guards") and any(
-            (log_has_seed(p)) for p in scenario.fixtures[1:]
-        ):
+        if self.config.getoption("dsh_check_guards") and outcome.has_fork_child:
             guard_options = self._options(scenario, slice_seed=False)
             guard_options.update = False
             with tempfile.TemporaryDirectory(prefix="dsh-guard-") as tmp:
@@ -305,15 +305,6 @@ class ScenarioItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.scenario_path / INPUT_FILE, None, f"scenario {self.name}"
-
-
-def log_has_seed(path: Path) -> bool:
-    """True when the log's header line has ``seedLength`` > 0 (a fork child)."""
-    import orjson
-
-    with path.open("rb") as fh:
-        header = orjson.loads(fh.readline() or b"{}")
-    return isinstance(header, dict) and isinstance(header.get("seedLength"), int) and header["seedLength"] > 0
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -28,6 +28,7 @@ from .record import (
     ModelSpecError,
     WatchedModel,
     check_written,
+    model_hint,
     scrub_logs,
     secret_scrubber,
     sidecar_for,
@@ -79,6 +80,7 @@ class CheckOutcome:
     recording: bool = False  # the outcome of a recording run (record modes), not of a replay
     logs_compared: int = 0  # session logs compared with fixtures (all backends)
     calls_served: int = 0  # recorded model calls served by replay (all backends)
+    has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
 
     @property
     def passed(self) -> bool:
@@ -141,6 +143,16 @@ def _compare(
     return problems
 
 
+def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> RunOptions:
+    return RunOptions(
+        backend=backend,
+        tools=scenario.config.tools,
+        model_name=scenario.config.model,
+        on_setup=options.setup_hook,
+        register_tools=options.register_tools,
+    )
+
+
 def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
     chosen = options.backend or scenario.config.backend or "jsonl"
     return ["jsonl", "sqlite"] if chosen == "both" else [chosen]
@@ -167,25 +179,18 @@ def _stage(path: Path, text: str) -> Path:
     return Path(tmp)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    from syrupy.utils import replace_atomic
-
-    tmp = _stage(path, text)
-    try:
-        replace_atomic(str(tmp), path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_fixtures(
-    scenario: Scenario, result: RunResult, scrubber: SecretScrubber | None = None
+    scenario: Scenario,
+    result: RunResult,
+    scrubber: SecretScrubber | None = None,
+    extra: Sequence[tuple[Path, str]] = (),
 ) -> tuple[list[Path], list[Path]]:
     """Replace the scenario's logs with the run's (cwd tokenized as ``{{cwd}}``); remove stale children.
 
-    Every log is scrubbed of secrets, rendered and checked for leaks BEFORE anything is written; then
-    all files are staged as temp files and renamed into place; stale ``session.<n>.jsonl`` are removed
-    only after all new files landed. Returns ``(written, removed)``.
+    Every log (and every ``extra`` ``(path, text)`` file, e.g. a recorded override sidecar) is scrubbed
+    of secrets, rendered and checked for leaks BEFORE anything is written; then all files are staged as
+    temp files and renamed into place; stale ``session.<n>.jsonl`` are removed only after all new files
+    landed. Returns ``(written, removed)``.
     """
     from syrupy.utils import replace_atomic
 
@@ -195,6 +200,10 @@ def write_fixtures(
     for i, log in enumerate(logs):
         path = scenario.primary_file if i == 0 else scenario.child_file(i)
         text = log_to_jsonl(log, cwd=result.cwd)
+        scrubber.assert_clean(text, label=str(path))
+        rendered.append((path, text))
+    for path, text in extra:
+        text = scrubber.scrub(text)
         scrubber.assert_clean(text, label=str(path))
         rendered.append((path, text))
     staged: list[tuple[Path, Path]] = []
@@ -235,14 +244,10 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         return outcome
     model, secrets = options.live_model(scenario)
     watched = WatchedModel(model)
-    run_options = RunOptions(
-        backend=options.backend if options.backend in ("jsonl", "sqlite") else "jsonl",
-        tools=scenario.config.tools,
-        model_name=scenario.config.model,
-        on_setup=options.setup_hook,
-        register_tools=options.register_tools,
+    backend = options.backend if options.backend in ("jsonl", "sqlite") else "jsonl"
+    result = await run_scenario(
+        scenario, watched, workdir / "record", _run_options(scenario, options, backend)
     )
-    result = await run_scenario(scenario, watched, workdir / "record", run_options)
     outcome.problems.extend(watched.failures)
     outcome.problems.extend(result.step_errors)
     outcome.problems.extend(f"persistence flush failed: {e!r}" for e in result.flush_errors)
@@ -255,15 +260,16 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
             0, f"recording of {scenario.node_name} failed; the previous fixtures are untouched"
         )
         return outcome
-    scrubber = secret_scrubber(secrets)
-    outcome.written, outcome.removed = write_fixtures(scenario, result, scrubber)
+    extra = []
+    if sidecar is not None:
+        extra.append(
+            (scenario.path / OVERRIDE_FILE, orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode() + "\n")
+        )
+    outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets), extra)
     outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
     if sidecar is not None:
-        path = scenario.path / OVERRIDE_FILE
-        _write_atomic(path, scrubber.scrub(orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode()) + "\n")
-        outcome.written.append(path)
         outcome.notes.append(
-            f"wrote {path.name}: the primary session had a failed or cancelled call that its log "
+            f"wrote {OVERRIDE_FILE}: the primary session had a failed or cancelled call that its log "
             "cannot express"
         )
     return outcome
@@ -280,11 +286,14 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
     outcome = CheckOutcome(scenario)
     fixtures = read_fixtures(scenario)
     ignored, note = _ignored(scenario, fixtures, options)
+    outcome.has_fork_child = any(log.role() == "fork child" for log in fixtures[1:])
     exports: list[RunResult] = []
-    for backend in _backends(scenario, options):
-        scripts = load_session_scripts(
-            scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
-        )
+    backends = _backends(scenario, options)
+    # loaded once: ReplayModel serves copies, so every backend's model can share the scripts
+    scripts = load_session_scripts(
+        scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
+    )
+    for backend in backends:
         model = ReplayModel(scripts, scenario=str(scenario.path))
         served: Model = model
         episodes: EpisodeModel | None = None
@@ -296,14 +305,9 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             live, secrets = options.live_model(scenario)
             watched = WatchedModel(live)
             served = episodes = EpisodeModel(model, watched)
-        run_options = RunOptions(
-            backend=backend,
-            tools=scenario.config.tools,
-            model_name=scenario.config.model,
-            on_setup=options.setup_hook,
-            register_tools=options.register_tools,
+        result = await run_scenario(
+            scenario, served, workdir / backend, _run_options(scenario, options, backend)
         )
-        result = await run_scenario(scenario, served, workdir / backend, run_options)
         exports.append(result)
         if (
             note
@@ -311,7 +315,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             and any(e.get("type") == END_SEED for log in result.logs for e in log.events)
         ):
             outcome.notes.append(note)
-        prefix = f"[{backend}] " if len(_backends(scenario, options)) > 1 else ""
+        prefix = f"[{backend}] " if len(backends) > 1 else ""
         outcome.problems.extend(prefix + e for e in result.step_errors)
         outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
         outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
@@ -365,7 +369,7 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     if outcome.recording:
         pass  # the problems say what to fix; a refresh command would only repeat the failing recording
     elif outcome.needs_recording:
-        model = "scripted" if (outcome.scenario.path / "scripted.json").exists() else "<MODEL SPEC>"
+        model = model_hint(outcome.scenario.path)
         lines += [
             "",
             "the run made other model calls than the recording holds; record the new calls with: "

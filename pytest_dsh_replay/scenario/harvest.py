@@ -6,7 +6,7 @@ loads scripts in the same order, so fixture ``session.<n>.jsonl`` and harvested 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +15,15 @@ from .errors import LogReadError
 from .normalize import SessionLog
 
 
+def harvest_key(header: Mapping[str, Any]) -> tuple[bool, int, str]:
+    """The harvest sort key of a session header: parentless first, then ``createdAt``, then id."""
+    created = header.get("createdAt", 0)
+    return ("parentSession" in header, created if isinstance(created, int) else 0, str(header.get("id", "")))
+
+
 def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
-    """Sort logs: parentless first, then ``createdAt``, then id."""
-
-    def key(log: SessionLog) -> tuple[int, int, str]:
-        created = log.header.get("createdAt", 0)
-        return ("parentSession" in log.header, created if isinstance(created, int) else 0, log.id)
-
-    return sorted(logs, key=key)
+    """Sort logs in harvest order (:func:`harvest_key`)."""
+    return sorted(logs, key=lambda log: harvest_key(log.header))
 
 
 def read_log_file(path: Path) -> SessionLog:
@@ -35,16 +36,16 @@ def read_log_file(path: Path) -> SessionLog:
     except OSError as exc:
         raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")  # only the check: the parser takes the bytes as they are
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise LogReadError(
             f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
             "session logs are UTF-8 JSONL: fix the line or re-record the fixture"
         ) from None
-    header = parse_session_header(text, file=str(path))
-    events = parse_session_log(text, file=str(path))
-    return SessionLog(dict(header), list(events), str(path))
+    header = parse_session_header(data, file=str(path))
+    events = parse_session_log(data, file=str(path))
+    return SessionLog(header, events, str(path))
 
 
 def harvest_jsonl(root: Path) -> list[SessionLog]:

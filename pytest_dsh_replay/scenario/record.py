@@ -95,6 +95,11 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
         raise ModelSpecError(f"{where}: {exc}") from exc
 
 
+def model_hint(scenario_dir: Path) -> str:
+    """The ``--dsh-model`` value to suggest: ``scripted`` when the scenario has a scripted file."""
+    return "scripted" if (scenario_dir / SCRIPTED_FILE).exists() else "<MODEL SPEC>"
+
+
 def resolve_model_spec(
     spec: str, scenario: Scenario, *, api_key_env: str = DEFAULT_KEY_ENV
 ) -> tuple[Model, list[str]]:

@@ -21,7 +21,7 @@ from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario
 from .errors import ScenarioStepError, UnsupportedStepError
-from .harvest import harvest_backend, harvest_jsonl
+from .harvest import harvest_backend, harvest_jsonl, harvest_key
 from .normalize import SessionLog
 
 MAIN = "main"
@@ -77,11 +77,9 @@ class _CreationTracker:
     def rank(self, session_id: str) -> int | None:
         """Position of ``session_id`` among the sessions that have a log so far, in harvest order."""
 
-        def key(s: Any) -> tuple[bool, int, str]:
-            created = s.header.get("createdAt", 0)
-            return ("parentSession" in s.header, created if isinstance(created, int) else 0, s.id)
-
-        with_logs = sorted((s for s in self.sessions.values() if s.events), key=key)
+        with_logs = sorted(
+            (s for s in self.sessions.values() if s.events), key=lambda s: harvest_key(s.header)
+        )
         ids = [s.id for s in with_logs]
         return ids.index(session_id) if session_id in ids else None
 
