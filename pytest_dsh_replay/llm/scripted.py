@@ -79,7 +79,7 @@ def _chars(value: Any) -> int:
 
 RESPONSE_KEYS = frozenset({"text", "reasoning", "toolCalls", "usage", "finish", "chunks", "error", "hang"})
 FINISH_NAMES = frozenset({"stop", "tool-calls", "max-tokens", "aborted"})
-_TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
+TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
 
 
 def response_problem(response: object) -> str | None:
@@ -100,7 +100,7 @@ def response_problem(response: object) -> str | None:
     for i, call in enumerate(calls):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return f'toolCalls[{i}] must be an object with a string "name"'
-        extra = sorted(set(call) - _TOOL_CALL_KEYS)
+        extra = sorted(set(call) - TOOL_CALL_KEYS)
         if extra:
             return f"toolCalls[{i}]: unknown key {extra[0]!r}; allowed: arguments, id, name"
     finish = response.get("finish", "stop")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
-from ..llm.scripted import ScriptedModel
+from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, response_problem
 from ..llm.secrets import SecretScrubber
 from .definition import Scenario
 from .errors import ScenarioError
@@ -33,12 +33,9 @@ class ModelSpecError(ScenarioError):
     code = "MODEL_SPEC"
 
 
-#: Keys a scripted response object may have (``llm/scripted.py``); anything else is a typo.
-SCRIPTED_RESPONSE_KEYS = frozenset(
-    {"text", "reasoning", "toolCalls", "usage", "finish", "chunks", "error", "hang"}
-)
-#: Keys of one ``toolCalls`` entry.
-SCRIPTED_TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
+#: Keys a scripted response object may have, and of one ``toolCalls`` entry (``llm/scripted.py``).
+SCRIPTED_RESPONSE_KEYS = RESPONSE_KEYS
+SCRIPTED_TOOL_CALL_KEYS = TOOL_CALL_KEYS
 
 
 def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
@@ -89,10 +86,10 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
                         f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; "
                         f"allowed: {sorted(SCRIPTED_TOOL_CALL_KEYS)}"
                     )
-    try:
-        return ScriptedModel.from_json(data, source=str(path))
-    except LlmError as exc:  # pragma: no cover - the checks above are stricter
-        raise ModelSpecError(f"{where}: {exc}") from exc
+            problem = response_problem(response)  # the rest of the format (finish, chunks, error, ...)
+            if problem is not None:
+                raise ModelSpecError(f"{at}: {problem}")
+    return ScriptedModel.from_json(data, source=str(path))
 
 
 def model_hint(scenario_dir: Path) -> str:
