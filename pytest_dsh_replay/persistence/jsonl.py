@@ -13,7 +13,6 @@ JSON, byte-identical to what the reference writes for the same event; every line
 from __future__ import annotations
 
 import contextlib
-import gc
 import operator
 import os
 import secrets
@@ -112,9 +111,7 @@ def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
     push = parsed.append
     push_end = ends.append
     start = first + 1
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         while True:
             end = find(b"\n", start)
             if end < 0:
@@ -140,9 +137,6 @@ def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
             )
 
         kept = walk_prefix(parsed, last_turn_end, corrupt)
-    finally:
-        if was_enabled:
-            gc.enable()
     if kept < len(parsed):
         del parsed[kept:]
     committed = ends[kept - 1] if kept else first + 1

@@ -8,7 +8,6 @@ switch), so the file stays byte-for-byte untouched. There is no migration code.
 
 from __future__ import annotations
 
-import gc
 import operator
 import os
 import sqlite3
@@ -201,10 +200,9 @@ class SqlitePersistence(BackendBase):
         return cast(SessionHeader, meta)
 
     def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
-        if not self._exists(session_id, cwd):
-            return None
         head = self._header_row(session_id)
-        assert head is not None
+        if head is None or not (isinstance(cwd, _Any) or head[3] == cwd):
+            return None
         meta = self._meta_of(head)
         where = f"{self.path} (session {session_id!r})"
         self._check_version(meta, where)
@@ -221,9 +219,7 @@ class SqlitePersistence(BackendBase):
         last_turn_end = -1
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             for rowid, seq, etype, time, data, seqs, op in rows:
                 rowids.append(rowid)
                 try:
@@ -249,9 +245,6 @@ class SqlitePersistence(BackendBase):
                 )
 
             kept = walk_prefix(parsed, last_turn_end, corrupt)
-        finally:
-            if was_enabled:
-                gc.enable()
         torn = kept if kept < len(parsed) else None
         del parsed[kept:]
         return StoredLog(meta, parsed, torn, where)
