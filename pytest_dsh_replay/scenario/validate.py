@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..session import SURFACE_TYPES
 from .normalize import SessionLog
 
-SURFACE = {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}
+SURFACE = SURFACE_TYPES
 
 
 def _header_findings(log: SessionLog) -> list[str]:
@@ -57,7 +58,6 @@ def _event_findings(log: SessionLog) -> list[str]:
     open_turn: Any = None
     open_step: Any = None
     pending: dict[str, int] = {}
-    calls_of_step: dict[str, int] = {}
     surface: list[int] = []
     last_turn = 0
     for i, e in enumerate(log.events):
@@ -105,19 +105,13 @@ def _event_findings(log: SessionLog) -> list[str]:
                 out.append(f"{at}: callId must be a string")
             else:
                 pending[call_id] = seq if isinstance(seq, int) else i
-                calls_of_step[call_id] = i
         elif t == "tool/result":
             call_id = _call_id(d)
             if call_id not in pending:
                 out.append(f"{at}: tool/result for {call_id!r} has no pending tool/call")
             else:
                 del pending[call_id]
-        elif (
-            t not in SURFACE
-            and t != "session/end-seed"
-            and open_turn is None
-            and t in {"assistant/chunk", "assistant/message"}
-        ):
+        elif t == "assistant/chunk" and open_turn is None:
             out.append(f"{at}: outside a turn")
         op = e.get("surfaceOp")
         if t in SURFACE and op is None:
@@ -162,7 +156,7 @@ def validate_logs(logs: Sequence[SessionLog]) -> list[str]:
             if parent is None:
                 findings.append(f"{log.source}: parentSession {parent_id!r} is not among these logs")
             elif log.seed_length:
-                prefix = [e for e in log.events[: log.seed_length]]
+                prefix = log.events[: log.seed_length]
                 if prefix != parent.events[: log.seed_length]:
                     findings.append(
                         f"{log.source}: the first {log.seed_length} events (seedLength) "

@@ -171,11 +171,9 @@ def is_json_value(value: object) -> bool:
 def json_value_problem(value: object, root: str = "data") -> str | None:
     """Describe why ``value`` is not a JSON value (``"data.a[2]: non-finite number nan"``), or None."""
     try:
-        _copy(value, set())
-    except _Invalid as exc:
-        return f"{exc.where(root)}: {exc.reason}"
-    except RecursionError:
-        return f"{root}: nesting too deep"
+        copy_json_value(value, root)
+    except JsonValueError as exc:
+        return exc.message
     return None
 
 
