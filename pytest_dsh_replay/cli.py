@@ -206,14 +206,13 @@ def validate(paths: Sequence[Path]) -> None:
 @_fail_on_harness_error
 def derive(path: Path, as_json: bool) -> None:
     """Print the replay scripts of a scenario directory (or one log): one entry per model call."""
-    from .replay import derive_replay_script, load_session_scripts
-    from .scenario.harvest import read_log_file
+    from .replay import load_child_script, load_session_scripts
 
     if path.is_dir():
         scripts = [(s.file.name, s.source, s.entries) for s in load_session_scripts(path)]
-    else:
-        log = read_log_file(path)
-        scripts = [(path.name, "derived", derive_replay_script(log.events, file=str(path)))]
+    else:  # one log: its own calls, from events[seedLength:] (a fork child's prefix is not its own)
+        script = load_child_script(path)
+        scripts = [(path.name, script.source, script.entries)]
     if as_json:
         out = [{"file": f, "source": src, "entries": entries} for f, src, entries in scripts]
         click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

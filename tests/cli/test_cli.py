@@ -414,3 +414,13 @@ def test_show_counts_a_cancelled_call(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["show", str(log)])
     assert result.exit_code == 0, result.output
     assert "1 step(s), 1 model call(s) -> aborted" in result.output
+
+
+def test_derive_of_a_single_fork_child_log_shows_only_its_own_calls() -> None:
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "subagent-fork"
+    if not shared.is_dir():
+        pytest.skip("../shared is absent")
+    result = CliRunner().invoke(main, ["derive", "--json", str(shared / "session.1.jsonl")])
+    assert result.exit_code == 0, result.output
+    [script] = json.loads(result.output)
+    assert len(script["entries"]) == 1  # the parent's inherited call (seq < seedLength 38) is not its own
