@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..errors import HarnessError
 from ..llm.types import ContentBlock, StreamChunk
@@ -72,7 +72,7 @@ class BlockAssembler:
 
         The chunk is not mutated; closed blocks are stored as deep copies.
         """
-        c: dict[str, Any] = dict(chunk)
+        c: dict[str, Any] = cast(dict[str, Any], chunk)  # read only, never mutated
         kind = c.get("type")
         if kind == "block-start":
             self._entry(c["index"], str(c.get("blockType")))

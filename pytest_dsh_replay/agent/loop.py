@@ -510,7 +510,7 @@ class Agent:
                     raise StepAbortedError("model stream aborted")
                 event = s.append("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
                 chunk_seqs.append(event["seq"])
-                for listener in list(self.stream_listeners):
+                for listener in tuple(self.stream_listeners) if self.stream_listeners else ():
                     listener(self, event)
                 assembler.feed(chunk)
         finally:

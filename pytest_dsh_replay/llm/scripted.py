@@ -298,7 +298,8 @@ class ScriptedModel:
         if key is None:
             self._anon += 1
             key = f"<anonymous {self._anon}>"
-        self.calls.append((key, {k: copy.deepcopy(v) for k, v in request.items() if k != "signal"}))
+        # the request is built fresh for every call (derive_messages returns deep copies): no copy here
+        self.calls.append((key, {k: v for k, v in request.items() if k != "signal"}))
         bound = self._bound.get(key)
         if bound is None:
             target = self._script_for(key)
