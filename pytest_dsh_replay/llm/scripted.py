@@ -52,10 +52,11 @@ import asyncio
 import copy
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .binding import BindOrder, pick_script
 from .errors import LlmError
 from .model import ModelRequest
 from .types import StreamChunk
@@ -220,7 +221,7 @@ class ScriptedModel:
         self._scripts: list[list[Response]] = [list(s) for s in sessions]
         self._bound: dict[str, _Bound] = {}
         #: optional ``live session id -> creation rank`` (set by the scenario runner)
-        self.bind_order: Callable[[str], int | None] | None = None
+        self.bind_order: BindOrder | None = None
         self._anon = 0
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self._parked = 0
@@ -274,12 +275,7 @@ class ScriptedModel:
     def _script_for(self, key: str) -> int | None:
         """The response list an unbound session gets: its creation rank when :attr:`bind_order` is set
         (and that list is free), else the first unused list; ``None`` when none is left."""
-        taken = {b.index for b in self._bound.values()}
-        if self.bind_order is not None:
-            rank = self.bind_order(key)
-            if rank is not None and rank < len(self._scripts) and rank not in taken:
-                return rank
-        return next((i for i in range(len(self._scripts)) if i not in taken), None)
+        return pick_script(key, len(self._scripts), {b.index for b in self._bound.values()}, self.bind_order)
 
     def skip_to(self, key: str, calls: int) -> None:
         """Bind ``key`` (if new) and move its cursor to at least ``calls``: the first ``calls`` responses

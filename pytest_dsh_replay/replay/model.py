@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
 from .derive import ReplayEntry
 from .errors import ReplayAborted, ReplayConsumptionError, ReplayServeError
@@ -76,7 +77,7 @@ class ReplayModel:
         self.on_parked = on_parked
         self.bound: dict[str, int] = {}
         #: optional ``live session id -> creation rank`` (set by the scenario runner), see script_for
-        self.bind_order: Callable[[str], int | None] | None = None
+        self.bind_order: BindOrder | None = None
         self.cursors: dict[str, int] = {}
         self.failures: list[ReplayServeError] = []
         self.parked = asyncio.Event()
@@ -110,12 +111,7 @@ class ReplayModel:
         logs are in harvest order, which is creation order); otherwise, and when that script is taken,
         the first unbound script in order (replay.md §5: the Nth session to call gets the Nth script).
         """
-        taken = set(self.bound.values())
-        if self.bind_order is not None:
-            rank = self.bind_order(key)
-            if rank is not None and rank < len(self.scripts) and rank not in taken:
-                return rank
-        return next((i for i in range(len(self.scripts)) if i not in taken), None)
+        return pick_script(key, len(self.scripts), set(self.bound.values()), self.bind_order)
 
     # -- the Model protocol ---------------------------------------------------------------
 
