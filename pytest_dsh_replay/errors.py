@@ -8,6 +8,8 @@ carries a stable machine-readable ``code`` (spec: events.md §3, "LlmError ... B
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class HarnessError(Exception):
     """Base class of every typed error of the package.
@@ -29,3 +31,19 @@ class HarnessError(Exception):
     def name(self) -> str:
         """The class name (the reference's ``error.name``)."""
         return type(self).__name__
+
+
+class AggregateError(HarnessError):
+    """Several failures reported as one; ``errors`` holds every exception, in order.
+
+    Use :meth:`describe` for the ``"<n> failure(s): Type: message; ..."`` detail of a message.
+    """
+
+    def __init__(self, message: str, errors: Sequence[BaseException]) -> None:
+        super().__init__(message)
+        self.errors: list[BaseException] = list(errors)
+
+    @staticmethod
+    def describe(errors: Sequence[BaseException]) -> str:
+        """``"Type: message; Type: message"`` for each error."""
+        return "; ".join(f"{type(e).__name__}: {e}" for e in errors)

@@ -164,7 +164,7 @@ class WriteCoordinator:
     # ---- internals ---------------------------------------------------------------------------
     @staticmethod
     def _summary(what: str, errors: Sequence[BaseException]) -> str:
-        detail = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+        detail = PersistenceAggregateError.describe(errors)
         return f"persistence {what}: {len(errors)} failure(s): {detail}"
 
     def _flush_every(self) -> builtins.list[Exception]:

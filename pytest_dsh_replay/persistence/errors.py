@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_dsh_replay.errors import HarnessError
+from pytest_dsh_replay.errors import AggregateError, HarnessError
 
 
 class PersistenceError(HarnessError):
@@ -126,7 +126,7 @@ class WriterConflictError(PersistenceError):
     code = "WRITER_CONFLICT"
 
 
-class PersistenceAggregateError(PersistenceError):
+class PersistenceAggregateError(PersistenceError, AggregateError):
     """Several failures collected by ``WriteCoordinator.aclose`` (init, flush, close).
 
     ``errors`` holds every exception; ``__cause__`` is the first. Code ``PERSISTENCE_AGGREGATE``.
@@ -135,7 +135,6 @@ class PersistenceAggregateError(PersistenceError):
     code = "PERSISTENCE_AGGREGATE"
 
     def __init__(self, message: str, errors: Sequence[BaseException]) -> None:
-        super().__init__(message)
-        self.errors: tuple[BaseException, ...] = tuple(errors)
+        super().__init__(message, errors)
         if self.errors:
             self.__cause__ = self.errors[0]

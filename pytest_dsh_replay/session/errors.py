@@ -6,9 +6,7 @@ Every class derives from :class:`pytest_dsh_replay.errors.HarnessError` and carr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pytest_dsh_replay.errors import HarnessError
+from pytest_dsh_replay.errors import AggregateError, HarnessError
 
 
 class SessionError(HarnessError):
@@ -68,7 +66,7 @@ class SurfaceError(SessionError):
         self.seq = seq
 
 
-class SessionObserverError(SessionError):
+class SessionObserverError(SessionError, AggregateError):
     """One or more store observers raised from a synchronous notification.
 
     ``errors`` holds every raised exception (``__cause__`` is the first). The event that was being
@@ -77,22 +75,14 @@ class SessionObserverError(SessionError):
 
     code = "SESSION_OBSERVER_FAILED"
 
-    def __init__(self, message: str, errors: Sequence[BaseException]) -> None:
-        super().__init__(message)
-        self.errors: list[BaseException] = list(errors)
 
-
-class SessionFlushError(SessionError):
+class SessionFlushError(SessionError, AggregateError):
     """One or more ``on_session_flush`` observers failed; ``errors`` holds every failure.
 
     Code ``SESSION_FLUSH_FAILED``.
     """
 
     code = "SESSION_FLUSH_FAILED"
-
-    def __init__(self, message: str, errors: Sequence[BaseException]) -> None:
-        super().__init__(message)
-        self.errors: list[BaseException] = list(errors)
 
 
 class SessionForkError(SessionError):

@@ -79,7 +79,7 @@ class SessionStore:
             except Exception as exc:
                 errors.append(exc)
         if errors:
-            detail = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+            detail = SessionObserverError.describe(errors)
             raise SessionObserverError(
                 f'session "{session.id}": {len(errors)} observer(s) failed on {what}: {detail}', errors
             ) from errors[0]
@@ -233,7 +233,7 @@ class SessionStore:
             for e in errors:
                 if not isinstance(e, Exception):  # CancelledError, KeyboardInterrupt: never wrap
                     raise e
-            detail = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+            detail = SessionFlushError.describe(errors)
             raise SessionFlushError(
                 f'session "{session.id}": {len(errors)} flush observer(s) failed: {detail}', errors
             ) from errors[0]
