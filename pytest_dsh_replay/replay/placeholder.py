@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..session.codec import iter_strings, map_strings
+
 TOKEN = "{{fromRequest:"
 
 
@@ -57,13 +59,7 @@ def split_placeholders(text: str) -> list[str | re.Pattern[str]]:
 
 def has_placeholder(value: Any) -> bool:
     """True when any string leaf of ``value`` contains ``{{fromRequest:``."""
-    if isinstance(value, str):
-        return TOKEN in value
-    if isinstance(value, dict):
-        return any(has_placeholder(v) for v in value.values())
-    if isinstance(value, list):
-        return any(has_placeholder(v) for v in value)
-    return False
+    return any(TOKEN in s for s in iter_strings(value))
 
 
 def check_placeholders(value: Any) -> None:
@@ -72,33 +68,14 @@ def check_placeholders(value: Any) -> None:
     Raises:
         PlaceholderSyntaxError: see :func:`split_placeholders`.
     """
-    if isinstance(value, str):
-        if TOKEN in value:
-            split_placeholders(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            check_placeholders(v)
-    elif isinstance(value, list):
-        for v in value:
-            check_placeholders(v)
+    for text in iter_strings(value):
+        if TOKEN in text:
+            split_placeholders(text)
 
 
 def request_text(messages: Any) -> str:
     """Every string leaf of ``messages`` (values, not keys) joined with ``"\\n"``."""
-    leaves: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            leaves.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list | tuple):
-            for v in value:
-                walk(v)
-
-    walk(messages)
-    return "\n".join(leaves)
+    return "\n".join(iter_strings(messages))
 
 
 class PlaceholderNoMatch(LookupError):
@@ -132,12 +109,6 @@ def resolve_string(text: str, request: str) -> str:
 
 def resolve_copy(value: Any, request: str | None) -> Any:
     """Deep-copy ``value`` (dicts keep key order), resolving placeholders when ``request`` is given."""
-    if isinstance(value, str):
-        if request is not None and TOKEN in value:
-            return resolve_string(value, request)
-        return value
-    if isinstance(value, dict):
-        return {k: resolve_copy(v, request) for k, v in value.items()}
-    if isinstance(value, list):
-        return [resolve_copy(v, request) for v in value]
-    return value
+    if request is None:
+        return map_strings(value, lambda text: text)
+    return map_strings(value, lambda text: resolve_string(text, request) if TOKEN in text else text)

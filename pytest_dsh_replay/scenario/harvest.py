@@ -71,7 +71,8 @@ def log_to_jsonl(log: SessionLog, *, cwd: str | None = None) -> str:
     """Serialize a log as JSONL text (header line first); optionally tokenize ``cwd`` in string values."""
     import orjson
 
-    from .normalize import NormalizeContext, map_strings
+    from ..session.codec import map_strings
+    from .normalize import NormalizeContext
 
     header = dict(log.header)
     header.pop("type", None)

@@ -24,6 +24,8 @@ from typing import Any
 
 import orjson
 
+from ..session.codec import map_strings
+
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 CWD_TOKEN = "{{cwd}}"
 #: The reference's normalized placeholders that may stand in a fixture instead of a real value.
@@ -131,17 +133,6 @@ class NormalizeContext:
     def scrub_value(self, value: Any) -> Any:
         """Apply :meth:`scrub` to every string VALUE (keys and numbers untouched)."""
         return map_strings(value, self.scrub)
-
-
-def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
-    """A copy of the JSON value ``value`` with ``fn`` applied to every string value (not keys)."""
-    if isinstance(value, str):
-        return fn(value)
-    if isinstance(value, list):
-        return [map_strings(v, fn) for v in value]
-    if isinstance(value, dict):
-        return {k: map_strings(v, fn) for k, v in value.items()}
-    return value
 
 
 _ENVELOPE_ORDER = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp")

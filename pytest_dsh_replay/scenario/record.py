@@ -138,7 +138,7 @@ def resolve_model_spec(
 
 def scrub_logs(logs: list[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
     """Copies of ``logs`` with every secret in every string value replaced (headers included)."""
-    from .normalize import map_strings
+    from ..session.codec import map_strings
 
     out: list[SessionLog] = []
     for log in logs:

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -415,3 +415,29 @@ def gc_paused() -> Iterator[None]:
         gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+def iter_strings(value: Any) -> Iterator[str]:
+    """Every string leaf of a JSON-like value (dict values, list and tuple items; not keys), in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from iter_strings(v)
+
+
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """A copy of the JSON value ``value`` with ``fn`` applied to every string value (not keys).
+
+    Dicts keep their key order; non-string scalars are returned as they are.
+    """
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_strings(v, fn) for k, v in value.items()}
+    return value
