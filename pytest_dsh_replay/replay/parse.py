@@ -120,7 +120,11 @@ def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[
             session header), ``REPLAY_MALFORMED_LINE`` (not JSON), ``REPLAY_BAD_HEADER``
             (a key with the wrong type, negative / non-integer ``seedLength``, version != 0).
     """
-    data = _as_bytes(text)
+    return _read_header(_as_bytes(text), file)[0]
+
+
+def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
+    """The checked header of ``data`` and its 1-based line number (see :func:`parse_session_header`)."""
     line, line_no, _ = _first_line(data)
     if line is None:
         raise ReplayParseError(
@@ -136,7 +140,7 @@ def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[
             "fix or re-record the fixture",
             "REPLAY_MALFORMED_LINE",
         ) from exc
-    return _check_header(header, file, line_no)
+    return _check_header(header, file, line_no), line_no
 
 
 def _slow_rows(body: list[bytes], first_line_no: int, file: str | None) -> tuple[list[Any], list[int]]:
@@ -303,21 +307,7 @@ def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | No
 
 def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
     """Split ``data``; return the body lines after the header and the body's first line number."""
-    line, line_no, _end = _first_line(data)
-    if line is None:
-        raise ReplayParseError(
-            f"{_where(file)}: missing session header: the log is empty; record the scenario first",
-            "REPLAY_MISSING_HEADER",
-        )
-    try:
-        header = _loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ReplayParseError(
-            f"{_where(file)}:{line_no}: malformed JSON in the session header ({exc}); "
-            "fix or re-record the fixture",
-            "REPLAY_MALFORMED_LINE",
-        ) from exc
-    _check_header(header, file, line_no)
+    _header, line_no = _read_header(data, file)
     body = data.split(b"\n")
     del body[:line_no]  # cheaper than slicing (copying) the data first
     # Trailing newline / blank tail: drop cheaply so the fast path sees no blank line.
