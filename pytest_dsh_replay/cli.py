@@ -1,13 +1,17 @@
 """The ``dsh-replay`` command line (harness.md §7), built on click with rich output.
 
 Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``. Exit codes: 0 ok, 1 findings or
-differences, 2 usage or unreadable input.
+differences, 2 usage errors (and, for ``show``/``derive``/``diff``, unreadable input). ``validate``
+reports unreadable input as findings (exit 1). Bad input of any kind is reported as a typed
+:class:`~pytest_dsh_replay.errors.HarnessError` with its code, never as a traceback; messages quote
+input values bounded (:func:`~pytest_dsh_replay.errors.quote`).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
-from .errors import HarnessError
+from .errors import HarnessError, quote
+from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
@@ -30,9 +35,13 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
-#: Parse errors that mean "not a log at all" (exit 2); any other load error of a JSON-readable log is a
-#: validation finding (exit 1), e.g. a header whose ``seedLength`` is not a non-negative integer.
-UNREADABLE_CODES = frozenset({"REPLAY_MALFORMED_LINE", "REPLAY_MISSING_HEADER", "LOG_UNREADABLE"})
+def _name(value: Any) -> str:
+    """A value as it reads in output: short plain strings bare, anything else bounded-quoted."""
+    if isinstance(value, str) and len(value) <= 80 and value.isprintable():
+        return value
+    if type(value) is int:
+        return str(value)
+    return quote(value)
 
 
 def _log_files(path: Path) -> list[Path]:
@@ -50,16 +59,10 @@ def _log_files(path: Path) -> list[Path]:
 
 
 def _read(file: Path) -> SessionLog:
-    """One log, named by its file name; undecodable bytes are an :class:`InputError` (exit 2)."""
+    """One log, named by its file name (typed errors for unreadable or malformed input)."""
     from .scenario.harvest import read_log_file
 
-    try:
-        log = read_log_file(file)
-    except UnicodeDecodeError as exc:
-        reason = f"{exc.reason} at byte {exc.start}"
-        raise InputError(f"{file}: not UTF-8 text ({reason}); not a session log") from exc
-    except OSError as exc:
-        raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from exc
+    log = read_log_file(file)
     log.source = file.name
     return log
 
@@ -95,73 +98,174 @@ def main() -> None:
     """Inspect, validate, derive, diff and record dsh session logs and scenarios."""
 
 
-def _turn_summary(log: SessionLog) -> list[str]:
-    lines: list[str] = []
-    own = log.events[log.seed_length :]
-    turn: dict[str, Any] | None = None
-    for e in own:
-        t, d = e.get("type"), e.get("data") or {}
+class _TurnSummary:
+    """Streaming per-turn summary of one log's own events (``events[seedLength:]``) for ``show``.
+
+    A model call is a group of chunks closed by ``finish``, or chunks cut off by ``step/end``
+    (cancelled or failed mid-stream). A step without any chunk is a call only when the session's
+    override sidecar serves a chunkless ``throw`` at that call index (a provider error before the
+    first chunk leaves nothing in the log); ``served(k)`` gives that entry.
+    """
+
+    def __init__(self, seed_length: int, served: Any = None, sidecar: str = "") -> None:
+        self.seed, self.served, self.sidecar = seed_length, served, sidecar
+        self.lines: list[str] = []
+        self.index = 0  # logical events seen
+        self.call = 0  # model calls of the session so far
+        self.turn: dict[str, Any] | None = None
+
+    def feed(self, e: Event) -> None:
+        i = self.index
+        self.index += 1
+        if i < self.seed:
+            return
+        t, d = e.get("type"), e.get("data")
+        d = d if isinstance(d, dict) else {}
+        turn = self.turn
         if t == "turn/start":
-            turn = {
-                "turn": d.get("turn"),
-                "steps": 0,
-                "calls": 0,
-                "tools": [],
-                "seq": e.get("seq"),
-                "open": 0,
-            }
-        elif turn is not None and t == "step/start":
+            self.turn = {"turn": d.get("turn"), "steps": 0, "calls": 0, "tools": [], "ntools": 0,
+                         "seq": e.get("seq"), "open": 0, "step_chunks": 0, "sidecar": []}
+        elif turn is None:
+            return
+        elif t == "step/start":
             turn["steps"] += 1
-        elif turn is not None and t == "assistant/chunk":
+            turn["step_chunks"] = 0
+        elif t == "assistant/chunk":
             turn["open"] += 1  # chunks of a call not finished yet
-            if (d.get("chunk") or {}).get("type") == "finish":
-                turn["calls"] += 1
-                turn["open"] = 0
-        elif turn is not None and t == "step/end" and turn["open"]:
-            turn["calls"] += 1  # a call that streamed but never finished (cancelled or failed)
-            turn["open"] = 0
-        elif turn is not None and t == "tool/call":
-            turn["tools"].append(d.get("name"))
-        elif turn is not None and t == "turn/end":
-            reason = (d.get("reason") or {}).get("kind")
-            tools = f", tools: {', '.join(map(str, turn['tools']))}" if turn["tools"] else ""
-            lines.append(
-                f"turn {turn['turn']} (seq {turn['seq']}-{e.get('seq')}): {turn['steps']} step(s), "
-                f"{turn['calls']} model call(s){tools} -> {reason}"
+            turn["step_chunks"] += 1
+            chunk = d.get("chunk")
+            if isinstance(chunk, dict) and chunk.get("type") == "finish":
+                self._call(turn)
+        elif t == "step/end":
+            if turn["open"]:
+                self._call(turn)  # a call that streamed but never finished (cancelled or failed)
+            elif not turn["step_chunks"] and self.served is not None:
+                entry = self.served(self.call)
+                if isinstance(entry, dict) and entry.get("kind") == "throw" and not entry.get("chunks"):
+                    turn["sidecar"].append(f"call #{self.call + 1}: throw {_name(entry.get('code'))}")
+                    self._call(turn)
+        elif t == "tool/call":
+            turn["ntools"] += 1
+            if len(turn["tools"]) < 20:
+                turn["tools"].append(_name(d.get("name")))
+        elif t == "turn/end":
+            reason = d.get("reason")
+            kind = _name(reason.get("kind")) if isinstance(reason, dict) else quote(reason)
+            tools = ", ".join(turn["tools"]) + (f", ... ({turn['ntools']} in all)" if turn["ntools"] > 20 else "")
+            extra = f", tools: {tools}" if turn["tools"] else ""
+            side = f" ({len(turn['sidecar'])} from {self.sidecar}: {'; '.join(turn['sidecar'])})" if turn["sidecar"] else ""
+            self.lines.append(
+                f"turn {_name(turn['turn'])} (seq {_name(turn['seq'])}-{_name(e.get('seq'))}): {turn['steps']} "
+                f"step(s), {turn['calls']} model call(s){side}{extra} -> {kind}"
             )
-            turn = None
-    if turn is not None:
-        lines.append(f"turn {turn['turn']} (seq {turn['seq']}-): OPEN (no turn/end)")
-    return lines
+            self.turn = None
+
+    def _call(self, turn: dict[str, Any]) -> None:
+        turn["calls"] += 1
+        turn["open"] = 0
+        self.call += 1
+
+    def finish(self) -> list[str]:
+        if self.turn is not None:
+            self.lines.append(f"turn {_name(self.turn['turn'])} (seq {_name(self.turn['seq'])}-): OPEN (no turn/end)")
+            self.turn = None
+        return self.lines
+
+
+def _sidecar_server(path: Path) -> tuple[Any, str]:
+    """``(served, name)`` for the primary log ``path``: call index -> the sidecar's entry, or ``None``."""
+    from .replay import OVERRIDE_FILE, load_override
+
+    sidecar = path.parent / OVERRIDE_FILE
+    if path.name != "session.jsonl" or not sidecar.is_file():
+        return None, ""
+    override = load_override(sidecar)
+    if override.entries is not None:
+        entries = override.entries
+        return (lambda k: entries[k] if k < len(entries) else None), sidecar.name
+    patches = dict(override.patches or [])
+    return patches.get, sidecar.name
+
+
+@dataclass
+class _Shown:
+    file: Path
+    header: dict[str, Any]
+    events: int
+    turns: list[str]
+
+    @property
+    def id(self) -> str:
+        value = self.header.get("id")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def seed_length(self) -> int:
+        value = self.header.get("seedLength", 0)
+        return value if type(value) is int else 0
+
+    def role(self) -> str:
+        if "parentSession" not in self.header:
+            return "parent"
+        return "fork child" if self.seed_length > 0 else "spawn child"
+
+
+def _show_one(file: Path) -> _Shown:
+    """Stream one log into its summary (the first bad line raises its typed error)."""
+    from .scenario.logstream import iter_log_events
+
+    header, events = iter_log_events(file)
+    seed = header.get("seedLength", 0)
+    served, sidecar = _sidecar_server(file)
+    summary = _TurnSummary(seed if type(seed) is int else 0, served, sidecar)
+    for _line_no, _raw, event in events:
+        assert event is not None  # strict stream: a bad line raised
+        summary.feed(event)
+    return _Shown(file, header, summary.index, summary.finish())
 
 
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @_fail_on_harness_error
 def show(path: Path) -> None:
-    """Show the session tree of a scenario directory or log: lineage, fork boundaries, turns, calls, tools."""
-    logs = _load_logs(path)
+    """Show the session tree of a scenario directory or log: lineage, fork boundaries, turns, calls, tools.
+
+    Logs are streamed (memory bounded by the largest line). Exit 2 on unreadable input.
+    """
+    from .scenario.harvest import harvest_key
+
+    logs = [_show_one(f) for f in _log_files(path)]
+    if path.is_dir() and not (path / "session.jsonl").exists():
+        logs.sort(key=lambda log: harvest_key(log.header))
     by_id = {log.id: log for log in logs}
-    children: dict[str | None, list[SessionLog]] = {}
+    children: dict[str | None, list[_Shown]] = {}
     for log in logs:
         parent = log.header.get("parentSession")
-        children.setdefault(parent if parent in by_id else None, []).append(log)
+        key = parent if isinstance(parent, str) and parent in by_id and parent != log.id else None
+        children.setdefault(key, []).append(log)
 
-    def label(log: SessionLog) -> str:
+    def label(log: _Shown) -> str:
         seed = f", fork boundary: seedLength {log.seed_length}" if log.seed_length else ""
-        name = f"[bold]{escape(log.source)}[/bold] {log.role()} {escape(log.id)}"
-        return f"{name} ({len(log.events)} events{seed})"
+        name = f"[bold]{escape(log.file.name)}[/bold] {log.role()} {escape(_name(log.id))}"
+        return f"{name} ({log.events} events{seed})"
 
-    def add(node: Tree, log: SessionLog) -> None:
+    seen: set[int] = set()
+
+    def add(node: Tree, log: _Shown) -> None:
+        seen.add(id(log))
         branch = node.add(label(log))
-        for line in _turn_summary(log):
+        for line in log.turns:
             branch.add(escape(line))
         for child in children.get(log.id, []):
-            add(branch, child)
+            if id(child) not in seen:  # a lineage cycle (a -> b -> a) is shown once
+                add(branch, child)
 
     root = Tree(escape(str(path)))
     for log in children.get(None, []):
         add(root, log)
+    for log in logs:  # members of a lineage cycle have no root: show them at the top
+        if id(log) not in seen:
+            add(root, log)
     # On a terminal the tree wraps to its width; piped (CI logs, tests) every line stays whole.
     wide = console if console.is_terminal else Console(highlight=False, width=1000, file=console.file)
     wide.print(root)
@@ -170,32 +274,23 @@ def show(path: Path) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate(paths: Sequence[Path]) -> None:
-    """Check log integrity (header, seqs, turn/step balance, tool pairing, lineage, seedLength, surface).
+    """Check log integrity of every scenario or log at or under each PATH.
 
-    Exit 1 when any finding is reported, 2 when a log cannot be parsed at all.
+    Header, seq contiguity, turn/step balance, tool pairing, lineage, seedLength, surface, the size
+    limit of a line, and the inventory (input.json, child numbering, sidecars). Every path is
+    checked, whatever an earlier one held. Exit 1 when any finding is reported (an unreadable or
+    unrecorded path included), 2 only for usage errors.
     """
-    from .scenario.validate import validate_logs
+    from .scenario.validate import validate_paths
 
     findings = 0
-    for path in paths:
-        logs: list[SessionLog] = []
-        problems: list[str] = []
-        for file in _log_files(path):
-            try:
-                logs.append(_read(file))
-            except HarnessError as exc:
-                if exc.code in UNREADABLE_CODES:
-                    where = escape(str(path))
-                    console.print(f"[red]{where}: unreadable[/red] [{exc.code}]: {escape(str(exc))}")
-                    sys.exit(2)
-                problems.append(f"{file.name}: cannot be loaded [{exc.code}]: {exc}")
-        problems += validate_logs(_ordered(path, logs))
-        for p in problems:
-            console.print(f"[red]finding[/red] {escape(p)}")
-        findings += len(problems)
-        if not problems:
+    for report in validate_paths(paths):
+        for finding in report.findings:
+            console.print(f"[red]finding[/red] [{finding.code}] {escape(finding.message)}")
+        findings += len(report.findings)
+        if not report.findings:
             console.print(
-                f"[green]ok[/green] {path}: {len(logs)} log(s), {sum(len(log.events) for log in logs)} events"
+                f"[green]ok[/green] {escape(str(report.path))}: {report.logs} log(s), {report.events} events"
             )
     sys.exit(1 if findings else 0)
 
@@ -215,29 +310,90 @@ def derive(path: Path, as_json: bool) -> None:
         scripts = [(path.name, script.source, script.entries)]
     if as_json:
         out = [{"file": f, "source": src, "entries": entries} for f, src, entries in scripts]
-        click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+        try:
+            text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
+        except orjson.JSONEncodeError as exc:  # deeper than orjson's 254 levels: name the call
+            raise _too_deep("derive --json", scripts) from exc
+        click.echo(text)
         return
     for name, source, entries in scripts:
-        console.print(f"[bold]{name}[/bold] ({source}): {len(entries)} call(s)")
+        console.print(f"[bold]{escape(name)}[/bold] ({source}): {len(entries)} call(s)")
         for i, entry in enumerate(entries):
-            chunks = entry.get("chunks", [])
-            finish = next(
-                (c.get("reason", {}).get("kind") for c in chunks if c.get("type") == "finish"), None
-            )
-            text = "".join(c.get("text", "") for c in chunks if c.get("type") == "text-delta")
-            tools = [
-                c["block"].get("name")
-                for c in chunks
-                if c.get("type") == "block-end" and c.get("block", {}).get("type") == "tool-call"
-            ]
-            desc = f"{entry.get('kind')}: {len(chunks)} chunks, finish {finish}"
-            if tools:
-                desc += f", tool calls {tools}"
-            if text:
-                desc += f", text {text[:60]!r}"
-            if entry.get("kind") == "throw":
-                desc += f", throws {entry.get('code')}: {entry.get('message')}"
-            console.print(f"  call #{i + 1}: {escape(desc)}")
+            console.print(f"  call #{i + 1}: {escape(_describe_entry(entry))}")
+
+
+def _describe_entry(entry: Any) -> str:
+    """One line for a replay entry: kind, chunk count, finish, tool calls, text, throw (any shapes)."""
+    if not isinstance(entry, dict):
+        return f"not an entry: {quote(entry)}"
+    raw = entry.get("chunks")
+    chunks = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
+    finish: Any = next((c.get("reason") for c in chunks if c.get("type") == "finish"), None)
+    finish = finish.get("kind") if isinstance(finish, dict) else finish
+    text = "".join(
+        c["text"] for c in chunks if c.get("type") == "text-delta" and isinstance(c.get("text"), str)
+    )
+    tools = [
+        _name(block.get("name"))
+        for c in chunks
+        if c.get("type") == "block-end"
+        and isinstance(block := c.get("block"), dict)
+        and block.get("type") == "tool-call"
+    ]
+    desc = f"{_name(entry.get('kind'))}: {len(raw) if isinstance(raw, list) else 0} chunks, finish {_name(finish)}"
+    if tools:
+        desc += f", tool calls {quote(tools, 200)}"
+    if text:
+        desc += f", text {quote(text[:60])}"
+    if entry.get("kind") == "throw":
+        desc += f", throws {_name(entry.get('code'))}: {_name(entry.get('message'))}"
+    return desc
+
+
+def _too_deep(what: str, scripts: Sequence[tuple[str, str, list[Any]]]) -> HarnessError:
+    """The typed error for output orjson cannot encode (nested deeper than 254 levels)."""
+    for name, _source, entries in scripts:
+        for i, entry in enumerate(entries):
+            try:
+                orjson.dumps(entry)
+            except orjson.JSONEncodeError:
+                return HarnessError(
+                    f"{what}: call #{i + 1} of {name} is nested deeper than 254 levels and cannot be "
+                    "printed as JSON; use `dsh-replay derive` without --json",
+                    "CLI_TOO_DEEP",
+                )
+    return HarnessError(f"{what}: the scripts cannot be printed as JSON", "CLI_TOO_DEEP")
+
+
+def _inventory(left: Sequence[SessionLog], right: Sequence[SessionLog], a: Path, b: Path) -> list[str]:
+    """Log-count differences of ``diff``: which side has a log the other lacks (harvest order)."""
+    problems: list[str] = []
+    for i in range(min(len(left), len(right)), max(len(left), len(right))):
+        only, other = (f"A ({a})", f"B ({b})") if i < len(left) else (f"B ({b})", f"A ({a})")
+        log = left[i] if i < len(left) else right[i]
+        name = "session.jsonl" if i == 0 else f"session.{i}.jsonl"
+        problems.append(
+            f"only in {only}: {log.source} ({log.role()}, log #{i + 1} in harvest order, {name}); "
+            f"{other} has {min(len(left), len(right))} log(s)"
+        )
+    return problems
+
+
+def _first_too_deep(side: str, logs: Sequence[SessionLog]) -> HarnessError | None:
+    """The typed error naming the first event orjson cannot encode (nested deeper than 254 levels)."""
+    dumps = orjson.dumps
+    for log in logs:
+        for line, event in enumerate([log.header, *log.events], 1):
+            try:
+                dumps(event)
+            except orjson.JSONEncodeError:
+                seq = f" (seq {_name(event.get('seq'))})" if line > 1 else ""
+                return HarnessError(
+                    f"{side}: {log.source}:{line}{seq} is nested deeper than 254 levels; diff compares "
+                    "normalized JSON and cannot encode it (the session writer refuses such data)",
+                    "CLI_TOO_DEEP",
+                )
+    return None
 
 
 @main.command()
@@ -250,10 +406,14 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
 
     Exit 1 on differences.
     """
-    from .scenario.compare import compare_event_logs, inventory_problems
+    from .scenario.compare import compare_event_logs
 
     left, right = _load_logs(a), _load_logs(b)
-    problems = inventory_problems(left, right, str(b))
+    for side, logs in ((f"A ({a})", left), (f"B ({b})", right)):
+        too_deep = _first_too_deep(side, logs)  # normalization re-encodes every event with orjson
+        if too_deep is not None:
+            raise too_deep
+    problems = _inventory(left, right, a, b)
     problems += [
         m.render()
         for m in compare_event_logs(

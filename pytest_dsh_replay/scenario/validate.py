@@ -1,39 +1,76 @@
-"""Integrity checks of recorded session logs (harness.md §7, ``dsh-replay validate``).
+"""Integrity checks of recorded session logs and scenario trees (harness.md §7, ``dsh-replay validate``).
 
-Each finding is one line naming the file, the seq and what is wrong. Checks: header shape; seq
-contiguity; turn/step balance and numbering; tool call/result pairing; lineage (``parentSession``
-names a log of the set) and ``seedLength`` within bounds and equal to the parent's prefix; surface
-replace validity (``surfaceOp`` folded as events.md §5 says).
+Each finding names the file, the line, the seq and what is wrong, with a stable ``code``. Checks:
+
+* inventory: every scenario directory (``input.json``) or directory of logs at or under a path;
+  logs without ``input.json``, an ``input.json`` without ``session.jsonl`` (unrecorded), gaps in the
+  child numbering, a bad ``input.json`` or override sidecar;
+* per line: size limit (:func:`~pytest_dsh_replay.errors.max_line_bytes`), UTF-8, JSON, envelope;
+* header shape; seq contiguity (one finding per gap: "1 event missing before seq 5");
+* turn/step balance and numbering; tool call/result pairing;
+* lineage (``parentSession`` names a log of the set) and ``seedLength`` within bounds and equal to
+  the parent's prefix (compared by digest, events.md §8);
+* surface replace validity (``surfaceOp`` folded as events.md §5 says).
+
+Logs are streamed (:class:`~pytest_dsh_replay.scenario.logstream.LogStream`): memory is bounded by
+the largest line plus 8 bytes per surface event, never by the file size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import orjson
+
+from ..errors import HarnessError, quote
 from ..session import SURFACE_TYPES
-from .normalize import SessionLog
+from .logstream import Event, LogStream
 
 SURFACE = SURFACE_TYPES
+_SESSION_LOG = "session.jsonl"
+_SKIP_DIRS = frozenset({"workspace", "__pycache__", "node_modules"})
 
 
-def _header_findings(log: SessionLog) -> list[str]:
-    h, where = log.header, log.source
-    out = []
-    if h.get("type") != "session":
-        out.append(f'{where}: header line: "type" must be "session"')
-    if h.get("version") != 0:
-        out.append(f"{where}: header: unsupported version {h.get('version')!r} (expected 0)")
-    if not isinstance(h.get("id"), str) or not h.get("id"):
-        out.append(f'{where}: header: "id" must be a non-empty string')
-    if not isinstance(h.get("createdAt"), int):
-        out.append(f'{where}: header: "createdAt" must be an integer (ms)')
-    seed = h.get("seedLength", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0 or seed > len(log.events):
-        out.append(
-            f"{where}: header: seedLength {seed!r} must be an integer in 0..{len(log.events)} (log length)"
-        )
-    return out
+@dataclass(frozen=True)
+class Finding:
+    """One integrity problem: a stable ``code`` and a ``message`` naming file, line and seq."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+@dataclass
+class UnitReport:
+    """The result of validating one unit: a scenario directory, a directory of logs, or one log file.
+
+    Attributes:
+        path: the unit.
+        findings: every problem found, in file order.
+        logs: number of log files read.
+        events: number of logical events read (all logs).
+    """
+
+    path: Path
+    findings: list[Finding] = field(default_factory=list)
+    logs: int = 0
+    events: int = 0
+
+
+def _name(value: Any) -> str:
+    """A type or number as it reads in a message: short plain strings bare, anything else quoted."""
+    if isinstance(value, str) and len(value) <= 80 and value.isprintable():
+        return value
+    if type(value) is int:
+        return str(value)
+    return quote(value)
 
 
 def _call_id(d: dict[str, Any]) -> Any:
@@ -46,120 +83,414 @@ def _call_id(d: dict[str, Any]) -> Any:
         source = message.get("source")
         if isinstance(source, dict) and "callId" in source:
             return source["callId"]
-        for block in message.get("content") or []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and "toolCallId" in block:
                 return block["toolCallId"]
     return None
 
 
-def _event_findings(log: SessionLog) -> list[str]:
-    where = log.source
-    out: list[str] = []
-    open_turn: Any = None
-    open_step: Any = None
-    pending: dict[str, int] = {}
-    surface: list[int] = []
-    last_turn = 0
-    for i, e in enumerate(log.events):
+def _event_bytes(raw: bytes, event: Event) -> bytes:
+    """The bytes a prefix digest takes for one event: key-order independent, any depth."""
+    try:
+        return b"J" + orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, RecursionError):  # deeper than orjson's 254 levels
+        return b"R" + raw.strip()
+
+
+class LogChecks:
+    """The streaming per-log checks: feed each event (or lost line) in file order, then :meth:`finish`.
+
+    Args:
+        where: the log's path, for messages.
+        out: findings are appended here.
+        digests_at: prefix lengths whose digest :attr:`digests` must hold after :meth:`finish`
+            (a fork child's ``seedLength``, and its parent's for each child).
+    """
+
+    def __init__(self, where: str, out: list[Finding], digests_at: set[int] | frozenset[int] = frozenset()):
+        self.where, self.out = where, out
+        self.count = 0  # logical events (lost lines counted as one)
+        self.expected = 0  # the next expected seq
+        self._want = set(digests_at)
+        self._hash_until = max(self._want, default=0)
+        self._hash = hashlib.blake2b(digest_size=16)
+        self.digests: dict[int, bytes] = {}
+        if 0 in self._want:
+            self.digests[0] = self._hash.digest()
+        self.open_turn: Any = None
+        self.open_step: Any = None
+        self.pending: dict[str, int] = {}
+        self.surface = array("q")
+        self.last_turn = 0
+
+    def _add(self, code: str, message: str) -> None:
+        self.out.append(Finding(code, message))
+
+    def lost(self) -> None:
+        """A line that is not an event (its error was reported): it counts as one event."""
+        self.count += 1
+        self.expected += 1
+        self._hash_until = -1  # the prefix is unknowable now: no digest, no false "equal"
+
+    def feed(self, line_no: int, raw: bytes, e: Event) -> None:
+        """Check one logical event (``line_no`` is its file line)."""
+        i = self.count
+        self.count += 1
+        if i < self._hash_until:
+            self._hash.update(_event_bytes(raw, e))
+            if self.count in self._want:
+                self.digests[self.count] = self._hash.digest()
         seq, t, d = e.get("seq"), e.get("type"), e.get("data")
-        at = f"{where}: seq {seq} ({t})"
-        if seq != i:
-            out.append(
-                f"{where}: line {i + 2}: seq {seq!r} where {i} was expected (seqs must be contiguous from 0)"
-            )
+        at = f"{self.where}:{line_no}: seq {_name(seq)} ({_name(t)})"
+        self._seq(line_no, seq)
         if not isinstance(d, dict):
-            out.append(f'{at}: "data" must be an object')
-            continue
+            self._add("LOG_BAD_EVENT", f'{at}: "data" must be an object, got {type(d).__name__}')
+        else:
+            self._structure(at, t, d, seq if type(seq) is int else i)
+        self._surface(at, t, e.get("surfaceOp"), i, "surfaceOp" in e)
+
+    def _seq(self, line_no: int, seq: Any) -> None:
+        where = f"{self.where}:{line_no}"
+        if type(seq) is not int:
+            self._add("LOG_BAD_SEQ", f"{where}: seq {quote(seq)} is not an integer (expected {self.expected})")
+            self.expected += 1
+        elif seq == self.expected:
+            self.expected += 1
+        elif seq > self.expected:
+            n = seq - self.expected
+            self._add(
+                "LOG_SEQ_GAP",
+                f"{where}: {n} event{'s' if n > 1 else ''} missing before seq {seq} "
+                f"(seqs must be contiguous from 0; expected {self.expected})",
+            )
+            self.expected = seq + 1
+        else:
+            self._add(
+                "LOG_SEQ_ORDER",
+                f"{where}: seq {seq} repeats or goes back (expected {self.expected}): a duplicated or "
+                "moved line",
+            )
+
+    def _structure(self, at: str, t: Any, d: dict[str, Any], seq: int) -> None:
+        add = self._add
         if t == "turn/start":
-            if open_turn is not None:
-                out.append(f"{at}: turn {d.get('turn')} starts while turn {open_turn} is still open")
-            if isinstance(d.get("turn"), int) and d["turn"] != last_turn + 1:
-                out.append(f"{at}: turn number {d['turn']} does not follow {last_turn}")
-            open_turn, open_step, pending = d.get("turn"), None, {}
-            turn_number = d.get("turn")
-            if isinstance(turn_number, int):
-                last_turn = turn_number
+            turn = d.get("turn")
+            if self.open_turn is not None:
+                add("LOG_TURN", f"{at}: turn {_name(turn)} starts while turn {_name(self.open_turn)} is still open")
+            if type(turn) is int and turn != self.last_turn + 1:
+                add("LOG_TURN", f"{at}: turn number {turn} does not follow {self.last_turn}")
+            self.open_turn, self.open_step, self.pending = turn, None, {}
+            if type(turn) is int:
+                self.last_turn = turn
         elif t == "turn/end":
-            if open_turn is None:
-                out.append(f"{at}: turn/end without an open turn")
-            elif d.get("turn") != open_turn:
-                out.append(f"{at}: ends turn {d.get('turn')} but turn {open_turn} is open")
-            if open_step is not None:
-                out.append(f"{at}: turn ends while step {open_step} is open")
-            for call_id in pending:
-                out.append(f"{at}: tool call {call_id!r} never got a tool/result")
-            open_turn, open_step, pending = None, None, {}
+            if self.open_turn is None:
+                add("LOG_TURN", f"{at}: turn/end without an open turn")
+            elif d.get("turn") != self.open_turn:
+                add("LOG_TURN", f"{at}: ends turn {_name(d.get('turn'))} but turn {_name(self.open_turn)} is open")
+            if self.open_step is not None:
+                add("LOG_STEP", f"{at}: turn ends while step {_name(self.open_step)} is open")
+            for call_id in self.pending:
+                add("LOG_TOOL_PAIRING", f"{at}: tool call {quote(call_id)} never got a tool/result")
+            self.open_turn, self.open_step, self.pending = None, None, {}
         elif t == "step/start":
-            if open_turn is None:
-                out.append(f"{at}: step outside a turn")
-            if open_step is not None:
-                out.append(f"{at}: step {d.get('step')} starts while step {open_step} is open")
-            open_step = d.get("step")
+            if self.open_turn is None:
+                add("LOG_STEP", f"{at}: step outside a turn")
+            if self.open_step is not None:
+                add("LOG_STEP", f"{at}: step {_name(d.get('step'))} starts while step {_name(self.open_step)} is open")
+            self.open_step = d.get("step")
         elif t == "step/end":
-            if open_step is None or d.get("step") != open_step:
-                out.append(f"{at}: step/end for step {d.get('step')} but open step is {open_step}")
-            open_step = None
+            if self.open_step is None or d.get("step") != self.open_step:
+                add(
+                    "LOG_STEP",
+                    f"{at}: step/end for step {_name(d.get('step'))} but open step is {_name(self.open_step)}",
+                )
+            self.open_step = None
         elif t == "tool/call":
             call_id = _call_id(d)
             if not isinstance(call_id, str):
-                out.append(f"{at}: callId must be a string")
+                add("LOG_TOOL_PAIRING", f"{at}: callId must be a string, got {quote(call_id)}")
             else:
-                pending[call_id] = seq if isinstance(seq, int) else i
+                self.pending[call_id] = seq
         elif t == "tool/result":
             call_id = _call_id(d)
-            if call_id not in pending:
-                out.append(f"{at}: tool/result for {call_id!r} has no pending tool/call")
+            if not isinstance(call_id, str) or call_id not in self.pending:
+                add("LOG_TOOL_PAIRING", f"{at}: tool/result for {quote(call_id)} has no pending tool/call")
             else:
-                del pending[call_id]
-        elif t == "assistant/chunk" and open_turn is None:
-            out.append(f"{at}: outside a turn")
-        op = e.get("surfaceOp")
-        if t in SURFACE and op is None:
-            out.append(f"{at}: surface-eligible event without surfaceOp")
-        if op is not None and t not in SURFACE:
-            out.append(f"{at}: surfaceOp on a non-surface event type")
+                del self.pending[call_id]
+        elif t == "assistant/chunk" and self.open_turn is None:
+            add("LOG_TURN", f"{at}: outside a turn")
+
+    def _surface(self, at: str, t: Any, op: Any, i: int, has_op: bool) -> None:
+        eligible = t in SURFACE
+        if eligible and not has_op:
+            self._add("LOG_SURFACE", f"{at}: surface-eligible event without surfaceOp")
+        if has_op and not eligible:
+            self._add("LOG_SURFACE", f"{at}: surfaceOp on a non-surface event type")
+        if not has_op:
+            return
+        surface = self.surface
         if op == "append":
             surface.append(i)
         elif isinstance(op, dict) and op.get("op") == "replace":
             start, end = op.get("start"), op.get("end")
-            if start not in surface or end not in surface:
-                out.append(f"{at}: replace bounds {start}..{end} are not both on the surface")
+            if type(start) is not int or type(end) is not int or start not in surface or end not in surface:
+                self._add(
+                    "LOG_SURFACE", f"{at}: replace bounds {quote(start)}..{quote(end)} are not both on the surface"
+                )
             else:
                 a, b = surface.index(start), surface.index(end)
                 if a > b:
-                    out.append(f"{at}: replace bounds {start}..{end} are reversed on the surface")
+                    self._add("LOG_SURFACE", f"{at}: replace bounds {start}..{end} are reversed on the surface")
                 else:
-                    surface[a : b + 1] = [i]
-        elif op is not None:
-            out.append(f"{at}: unknown surfaceOp {op!r}")
-    if open_turn is not None:
-        out.append(f"{where}: turn {open_turn} is never closed (crash? a load would repair it)")
-    return out
+                    surface[a : b + 1] = array("q", [i])
+        else:
+            self._add("LOG_SURFACE", f"{at}: unknown surfaceOp {quote(op)}")
 
-
-def validate_logs(logs: Sequence[SessionLog]) -> list[str]:
-    """All findings for a set of logs (a scenario's logs, or one log)."""
-    findings: list[str] = []
-    by_id = {log.id: log for log in logs}
-    seen: dict[str, str] = {}
-    for log in logs:
-        if log.id in seen:
-            findings.append(
-                f"{log.source}: session id {log.id!r} is also the id of {seen[log.id]} (a copied log?)"
+    def finish(self) -> None:
+        """End-of-log checks (an open turn)."""
+        if self.open_turn is not None:
+            self._add(
+                "LOG_TURN",
+                f"{self.where}: turn {_name(self.open_turn)} is never closed (crash? a load would repair it)",
             )
-        seen.setdefault(log.id, log.source)
-        findings += _header_findings(log)
-        findings += _event_findings(log)
-        parent_id = log.header.get("parentSession")
-        if isinstance(parent_id, str) and len(logs) > 1:
-            parent = by_id.get(parent_id)
-            if parent is None:
-                findings.append(f"{log.source}: parentSession {parent_id!r} is not among these logs")
-            elif log.seed_length:
-                prefix = log.events[: log.seed_length]
-                if prefix != parent.events[: log.seed_length]:
-                    findings.append(
-                        f"{log.source}: the first {log.seed_length} events (seedLength) "
-                        "are not the parent's prefix"
+
+
+def _header_findings(where: str, header: dict[str, Any], events: int, out: list[Finding]) -> None:
+    """What the replay parser tolerates but a recorded log must not have (events.md §2)."""
+    if "version" not in header:
+        out.append(Finding("LOG_BAD_HEADER", f'{where}: header: "version" is missing (expected 0)'))
+    if not header.get("id"):
+        out.append(Finding("LOG_BAD_HEADER", f'{where}: header: "id" must be a non-empty string'))
+    seed = header.get("seedLength", 0)
+    if type(seed) is int and seed > events:
+        out.append(
+            Finding(
+                "LOG_BAD_SEED_LENGTH",
+                f"{where}: header: seedLength {seed} must be an integer in 0..{events} (log length)",
+            )
+        )
+
+
+def _read_headers(files: Sequence[Path]) -> list[dict[str, Any] | None]:
+    """Each log's header, or ``None`` when it cannot be read (pass 2 reports why)."""
+    heads: list[dict[str, Any] | None] = []
+    for file in files:
+        try:
+            stream = LogStream(file, on_error=lambda _exc: None)
+        except HarnessError:
+            heads.append(None)
+            continue
+        stream.close()
+        heads.append(stream.header)
+    return heads
+
+
+def validate_log_files(files: Sequence[Path], report: UnitReport) -> None:
+    """Stream and check a set of logs (a scenario's, or one), adding findings to ``report``.
+
+    Lineage is checked within the set: ``parentSession`` must name a log of the set (when there
+    is more than one) and a fork child's first ``seedLength`` events must equal its parent's.
+    """
+    out = report.findings
+    heads = _read_headers(files)
+    by_id: dict[str, int] = {}
+    for i, (file, head) in enumerate(zip(files, heads, strict=True)):
+        if head is None:
+            continue
+        sid = head.get("id")
+        if isinstance(sid, str) and sid:
+            if sid in by_id:
+                out.append(
+                    Finding(
+                        "LOG_DUPLICATE_ID",
+                        f"{file}: session id {quote(sid)} is also the id of {files[by_id[sid]].name} "
+                        "(a copied log?)",
                     )
-    return findings
+                )
+            else:
+                by_id[sid] = i
+    want: list[set[int]] = [set() for _ in files]
+    parent_of: dict[int, int] = {}
+    for i, head in enumerate(heads):
+        if head is None:
+            continue
+        parent_id, seed = head.get("parentSession"), head.get("seedLength", 0)
+        if not isinstance(parent_id, str) or len(files) < 2:
+            continue
+        if parent_id not in by_id:
+            out.append(
+                Finding("LOG_LINEAGE", f"{files[i]}: parentSession {quote(parent_id)} is not among these logs")
+            )
+        elif type(seed) is int and seed > 0 and by_id[parent_id] != i:
+            parent_of[i] = by_id[parent_id]
+            want[i].add(seed)
+            want[by_id[parent_id]].add(seed)
+    checks: list[LogChecks | None] = []
+    for file, wanted in zip(files, want, strict=True):
+        checks.append(_check_one(file, wanted, report))
+    for child, parent in parent_of.items():
+        c, p, head = checks[child], checks[parent], heads[child]
+        assert head is not None
+        seed = head["seedLength"]
+        if c is None or p is None or seed not in c.digests:
+            continue  # unreadable, or the child's own seed is out of bounds (reported)
+        if seed not in p.digests:
+            out.append(
+                Finding(
+                    "LOG_LINEAGE",
+                    f"{files[child]}: seedLength {seed} is longer than (or unreadable in) the parent's "
+                    f"log {files[parent].name} ({p.count} events)",
+                )
+            )
+        elif c.digests[seed] != p.digests[seed]:
+            out.append(
+                Finding(
+                    "LOG_LINEAGE",
+                    f"{files[child]}: the first {seed} events (seedLength) are not the parent's prefix "
+                    f"({files[parent].name})",
+                )
+            )
+
+
+def _check_one(file: Path, wanted: set[int], report: UnitReport) -> LogChecks | None:
+    out = report.findings
+
+    def sink(exc: HarnessError) -> None:
+        out.append(Finding(exc.code, str(exc)))
+
+    try:
+        stream = LogStream(file, on_error=sink)
+    except HarnessError as exc:
+        sink(exc)
+        return None
+    report.logs += 1
+    checks = LogChecks(str(file), out, wanted)
+    for line_no, raw, event in stream.events():
+        if event is None:
+            checks.lost()
+        else:
+            checks.feed(line_no, raw, event)
+    checks.finish()
+    report.events += checks.count
+    if stream.header is not None:
+        _header_findings(f"{file}:{stream.header_line}", stream.header, checks.count, out)
+    return checks
+
+
+# ------------------------------------------------------------------------------------ inventory
+
+
+def _is_unit(path: Path) -> bool:
+    try:
+        return (path / "input.json").is_file() or any(p.suffix == ".jsonl" and p.is_file() for p in path.iterdir())
+    except OSError:
+        return False
+
+
+def validation_units(path: Path) -> Iterator[Path]:
+    """Every unit at or under ``path``: the file itself, or each directory holding ``input.json`` or
+    ``*.jsonl`` files (sorted; ``workspace/``, hidden and cache directories are skipped)."""
+    if not path.is_dir():
+        yield path
+        return
+    if _is_unit(path):
+        yield path
+        return
+    try:
+        children = sorted(p for p in path.iterdir() if p.is_dir())
+    except OSError:
+        return
+    for child in children:
+        if child.name.startswith(".") or child.name in _SKIP_DIRS:
+            continue
+        yield from validation_units(child)
+
+
+def _session_number(path: Path) -> int:
+    parts = path.name.split(".")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+
+
+def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
+    """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
+    from ..replay import load_override
+    from .definition import PRIMARY_FILE, fixture_files, load_scenario
+
+    logs = sorted(
+        (p for p in directory.glob("session*.jsonl") if p.name == PRIMARY_FILE or _session_number(p)),
+        key=_session_number,
+    )
+    has_input = (directory / "input.json").is_file()
+    if not has_input:
+        names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
+        out.append(
+            Finding(
+                "SCENARIO_NO_INPUT",
+                f"{directory}: session logs ({names}) but no input.json: pytest does not collect this "
+                "directory as a scenario; add input.json (its steps) or move the logs",
+            )
+        )
+    else:
+        try:
+            load_scenario(directory)
+        except HarnessError as exc:
+            if exc.code != "FIXTURE_INVENTORY":  # reported below, once
+                out.append(Finding(exc.code, str(exc)))
+        if not (directory / PRIMARY_FILE).exists() and not logs:
+            out.append(
+                Finding(
+                    "SCENARIO_UNRECORDED",
+                    f"{directory}: input.json but no session.jsonl: the scenario is not recorded; record it "
+                    f"(dsh-replay record {directory} --model MODEL --mode once)",
+                )
+            )
+    try:
+        fixture_files(directory)
+    except HarnessError as exc:
+        out.append(Finding(exc.code, str(exc)))
+    for sidecar in sorted(directory.glob("replay.override*.json")):
+        try:
+            load_override(sidecar)
+        except HarnessError as exc:
+            out.append(Finding(exc.code, str(exc)))
+    return logs
+
+
+def validate_unit(path: Path) -> UnitReport:
+    """Validate one unit (see :func:`validation_units`): inventory, then every log streamed.
+
+    Never raises for bad input: unreadable files, malformed lines and inventory problems are
+    findings (each with the code of the typed error that describes it).
+    """
+    report = UnitReport(path)
+    if not path.exists():
+        report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
+        return report
+    if path.is_dir():
+        scenario_like = (path / "input.json").is_file() or any(
+            p.name == _SESSION_LOG or _session_number(p) for p in path.glob("session*.jsonl")
+        )
+        if scenario_like:
+            files = _scenario_files(path, report.findings)
+        else:
+            files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+    else:
+        files = [path]
+    validate_log_files(files, report)
+    return report
+
+
+def validate_paths(paths: Sequence[Path]) -> Iterator[UnitReport]:
+    """One report per unit at or under each path, in order; a path with no unit is one finding."""
+    for path in paths:
+        units = list(validation_units(path)) if path.exists() else [path]
+        if not units:
+            report = UnitReport(path)
+            report.findings.append(
+                Finding("PATH_EMPTY", f"{path}: no scenario (input.json) or session log (*.jsonl) at or under it")
+            )
+            yield report
+            continue
+        for unit in units:
+            yield validate_unit(unit)

@@ -1,0 +1,214 @@
+"""Streaming reads of one JSONL session log, line by line (harness.md §7; replay.md §2; CONTRACTS §1).
+
+``dsh-replay validate`` and ``show`` read logs of any size through :class:`LogStream`: one line is
+in memory at a time, each line's size is checked against :func:`~pytest_dsh_replay.errors.max_line_bytes`
+BEFORE it is read whole (a longer line is skipped in bounded chunks and reported as
+:class:`~pytest_dsh_replay.errors.LineTooLongError`), so peak memory is bounded by a small multiple
+of the largest line, not of the file.
+
+Both layouts are read (head-format.md): ordinary rows carrying ``seq`` and ``time`` are yielded as
+they are; projected and packed rows go through the replay parser
+(:func:`~pytest_dsh_replay.replay.parse_session_log`) one row at a time, and a restored ``seq`` is
+the event's logical index in the whole log, as a whole-file parse gives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ..errors import HarnessError, LineTooLongError, max_line_bytes, quote
+from ..replay import ReplayParseError, parse_session_header, parse_session_log
+from ..replay.parse import PACKED_ROW_KEYS
+from .errors import LogReadError
+
+#: A logical event (the parsed envelope).
+Event = dict[str, Any]
+#: Called with each error of a line; when it returns, reading goes on with the next line.
+ErrorSink = Callable[[HarnessError], None]
+
+_SKIP_CHUNK = 1 << 20
+#: A valid header line prepended to one projected/packed row so the replay parser reads it alone.
+_SYNTH_HEADER = b'{"type":"session","version":0,"id":"","createdAt":0}\n'
+
+
+def _raise(exc: HarnessError) -> None:
+    raise exc
+
+
+class LogStream:
+    """One session log opened for streaming: the header first, then :meth:`events`.
+
+    Args:
+        path: the ``.jsonl`` file.
+        on_error: receives each per-line error (malformed JSON, not UTF-8, a line over the size
+            limit, a bad row or header) and reading continues; ``None`` raises the first one.
+
+    Attributes:
+        header: the checked header dict (``"type": "session"`` first, every key kept), or ``None``
+            when it is missing or invalid (the error went to ``on_error``).
+        header_line: 1-based line of the header (0 when the log is empty).
+
+    Raises:
+        LogReadError: ``LOG_UNREADABLE`` the file cannot be opened or read (always raised).
+        ReplayParseError, LineTooLongError: a bad line, when ``on_error`` is ``None``.
+    """
+
+    def __init__(self, path: Path, *, on_error: ErrorSink | None = None) -> None:
+        self.path = path
+        self.where = str(path)
+        self.limit = max_line_bytes()
+        self._on_error: ErrorSink = on_error or _raise
+        self.header: dict[str, Any] | None = None
+        self.header_line = 0
+        self._line_no = 0
+        self._pending: tuple[int, bytes] | None = None  # a headerless log's first line is an event
+        self.logical = 0  # logical events yielded so far (packed rows count every member)
+        try:
+            self._file: IO[bytes] = open(path, "rb", buffering=_SKIP_CHUNK)  # noqa: SIM115
+        except OSError as exc:
+            raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from None
+        try:
+            self._read_header()
+        except BaseException:
+            self._file.close()
+            raise
+
+    # ------------------------------------------------------------------------------------ lines
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        """``(line_no, line)`` of every non-blank line not read yet; over-long lines are reported."""
+        read, limit = self._file.readline, self.limit
+        while True:
+            try:
+                line = read(limit + 1)
+            except OSError as exc:
+                raise LogReadError(f"{self.where}: cannot read the session log: {exc.strerror or exc}") from None
+            if not line:
+                return
+            self._line_no += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                size = len(line)
+                while line and not line.endswith(b"\n"):  # skip the rest in bounded chunks
+                    line = read(_SKIP_CHUNK)
+                    size += len(line)
+                size -= 1 if line.endswith(b"\n") else 0
+                self._on_error(LineTooLongError(f"{self.where}:{self._line_no}", size, limit))
+                yield self._line_no, b""  # a line was there: consumers count it
+                continue
+            if line.strip():
+                yield self._line_no, line
+
+    def _malformed(self, line_no: int, line: bytes, exc: Exception) -> ReplayParseError:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return ReplayParseError(
+                f"{self.where}:{line_no}: not valid UTF-8 (byte 0x{line[bad.start]:02x} at column "
+                f"{bad.start + 1}); session logs are UTF-8 JSONL: fix the line or re-record the fixture",
+                "REPLAY_MALFORMED_LINE",
+            )
+        return ReplayParseError(
+            f"{self.where}:{line_no}: malformed JSON line ({exc}); fix the line or re-record the fixture",
+            "REPLAY_MALFORMED_LINE",
+        )
+
+    def _read_header(self) -> None:
+        for line_no, line in self._lines():
+            if not line:
+                continue  # an over-long line before the header: reported, look further
+            self.header_line = line_no
+            try:
+                # blank lines before the header keep the parser's line numbers right
+                self.header = parse_session_header(b"\n" * (line_no - 1) + line, file=self.where)
+            except ReplayParseError as exc:
+                self._on_error(exc)
+                if exc.code == "REPLAY_MISSING_HEADER":
+                    self._pending = (line_no, line)  # the header line is gone: this is an event
+            return
+        self._on_error(
+            ReplayParseError(
+                f"{self.where}: missing session header: the log is empty; record the scenario first",
+                "REPLAY_MISSING_HEADER",
+            )
+        )
+
+    # ----------------------------------------------------------------------------------- events
+
+    def events(self) -> Iterator[tuple[int, bytes, Event | None]]:
+        """``(line_no, raw line, event)`` for every logical event, in file order, then closes the file.
+
+        A line that cannot be read as an event yields ``(line_no, raw, None)`` once, after its
+        error went to ``on_error`` (so a consumer can count it as one lost event).
+        """
+        try:
+            if self._pending is not None:
+                line_no, line = self._pending
+                self._pending = None
+                yield from self._row(line_no, line)
+            for line_no, line in self._lines():
+                yield from self._row(line_no, line)
+        finally:
+            self._file.close()
+
+    def close(self) -> None:
+        """Close the file (also done when :meth:`events` is exhausted)."""
+        self._file.close()
+
+    def _row(self, line_no: int, line: bytes) -> Iterator[tuple[int, bytes, Event | None]]:
+        if not line:
+            yield line_no, line, None
+            return
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._on_error(self._malformed(line_no, line, exc))
+            yield line_no, line, None
+            return
+        if type(row) is not dict or type(kind := row.get("type")) is not str:
+            what = (
+                f"event line must be a JSON object, got {type(row).__name__}"
+                if type(row) is not dict
+                else f"event envelope needs a string 'type', got {quote(row.get('type'))}"
+            )
+            self._on_error(
+                ReplayParseError(f"{self.where}:{line_no}: {what}; fix or remove the line", "REPLAY_BAD_ROW")
+            )
+            yield line_no, line, None
+            return
+        if "seq" in row and "time" in row and kind not in PACKED_ROW_KEYS:
+            self.logical += 1
+            yield line_no, line, row
+            return
+        # projected or packed (head layout): the replay parser expands it; seqs become logical indexes
+        prefix = f"{self.where}:2:"
+        try:
+            expanded = parse_session_log(_SYNTH_HEADER + line, file=self.where)
+        except ReplayParseError as exc:
+            message = str(exc)
+            if message.startswith(prefix):
+                message = f"{self.where}:{line_no}:" + message[len(prefix) :]
+            self._on_error(ReplayParseError(message, exc.code))
+            yield line_no, line, None
+            return
+        projected = "seq0" not in row if kind in PACKED_ROW_KEYS else "seq" not in row
+        base = self.logical
+        for k, event in enumerate(expanded):
+            if projected:
+                event["seq"] = base + k
+            self.logical += 1
+            yield line_no, line, event
+
+
+def iter_log_events(path: Path) -> tuple[dict[str, Any], Iterator[tuple[int, bytes, Event | None]]]:
+    """The header and the event stream of a log, raising the first error (see :class:`LogStream`).
+
+    Raises:
+        LogReadError, ReplayParseError, LineTooLongError: the file is unreadable or a line is bad.
+    """
+    stream = LogStream(path)
+    assert stream.header is not None  # on_error raises, so a header was read
+    return stream.header, stream.events()
