@@ -130,10 +130,8 @@ def test_validate_seq_gap(tool_log: Path) -> None:
     _write(tool_log, rows)
     result = cli("validate", tool_log)
     assert result.exit_code == 1
-    assert (
-        f"session.jsonl: line {i + 1}: seq {rows[i]['seq']} where {rows[i]['seq'] - 1} was expected"
-        in out(result)
-    )
+    assert f"session.jsonl:{i + 1}: 1 event missing before seq {rows[i]['seq']}" in out(result)
+    assert out(result).count("finding") == 1  # one gap, one finding (not one per shifted seq)
 
 
 def test_validate_unbalanced_turn(tool_log: Path) -> None:
@@ -144,7 +142,7 @@ def test_validate_unbalanced_turn(tool_log: Path) -> None:
     _write(tool_log, rows)
     result = cli("validate", tool_log)
     assert result.exit_code == 1
-    assert f"session.jsonl: seq {seq} (turn/end): ends turn 9 but turn 1 is open" in out(result)
+    assert f"session.jsonl:{i + 1}: seq {seq} (turn/end): ends turn 9 but turn 1 is open" in out(result)
 
 
 def test_validate_unbalanced_step(tool_log: Path) -> None:
@@ -155,7 +153,7 @@ def test_validate_unbalanced_step(tool_log: Path) -> None:
     _write(tool_log, rows)
     result = cli("validate", tool_log)
     assert result.exit_code == 1
-    assert f"session.jsonl: seq {seq} (step/end): step/end for step 5" in out(result)
+    assert f"session.jsonl:{i + 1}: seq {seq} (step/end): step/end for step 5" in out(result)
 
 
 def test_validate_orphan_tool_result(tool_log: Path) -> None:
@@ -168,7 +166,7 @@ def test_validate_orphan_tool_result(tool_log: Path) -> None:
     assert result.exit_code == 1
     text = out(result)
     assert (
-        f"session.jsonl: seq {seq} (tool/result): tool/result for 'call_nobody' has no pending tool/call"
+        f"session.jsonl:{i + 1}: seq {seq} (tool/result): tool/result for 'call_nobody' has no pending tool/call"
         in text
     )
     assert "never got a tool/result" in text  # and the real call is reported unanswered
@@ -177,9 +175,9 @@ def test_validate_orphan_tool_result(tool_log: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "finding"),
     [
-        (999, "session.1.jsonl: header: seedLength 999 must be an integer in 0..88"),
-        (-1, "session.1.jsonl: cannot be loaded [REPLAY_BAD_HEADER]"),
-        ("38", "session.1.jsonl: cannot be loaded [REPLAY_BAD_HEADER]"),
+        (999, "[LOG_BAD_SEED_LENGTH] {}:1: header: seedLength 999 must be an integer in 0..88"),
+        (-1, "[REPLAY_BAD_HEADER] {}:1: bad session header: seedLength"),
+        ("38", "[REPLAY_BAD_HEADER] {}:1: bad session header: seedLength"),
     ],
 )
 def test_validate_bad_seed_length(tmp_path: Path, bad: object, finding: str) -> None:
@@ -193,7 +191,7 @@ def test_validate_bad_seed_length(tmp_path: Path, bad: object, finding: str) -> 
     child.write_text("".join(lines))
     result = cli("validate", scenario)
     assert result.exit_code == 1
-    assert finding in out(result) and "seedLength" in out(result)
+    assert finding.format(child) in out(result)
 
 
 def test_validate_seed_not_parents_prefix(tmp_path: Path) -> None:
@@ -224,21 +222,22 @@ def test_validate_orphan_lineage(tmp_path: Path) -> None:
     assert "session.1.jsonl: parentSession 'no-such-parent' is not among these logs" in out(result)
 
 
-def test_validate_truncated_log_exits_2(tool_log: Path) -> None:
+def test_validate_truncated_log_is_a_finding(tool_log: Path) -> None:
     data = tool_log.read_bytes()
-    tool_log.write_bytes(data[: len(data) // 2])  # cut mid-line
+    cut = len(data) // 2
+    tool_log.write_bytes(data[:cut])  # cut mid-line
     result = cli("validate", tool_log)
-    assert result.exit_code == 2
-    text = out(result)
-    assert "unreadable" in text and "session.jsonl:" in text and "malformed JSON line" in text
+    assert result.exit_code == 1
+    line = data.count(b"\n", 0, cut) + 1
+    assert f"[REPLAY_MALFORMED_LINE] {tool_log}:{line}: malformed JSON line" in out(result)
 
 
 @pytest.mark.parametrize("content", [b"this is not json\n", b"", b"\x00\xff\xfe garbage"])
-def test_validate_corrupt_log_exits_2(tmp_path: Path, content: bytes) -> None:
+def test_validate_corrupt_log_is_a_finding(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "session.jsonl"
     path.write_bytes(content)
     result = cli("validate", path)
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 1, result.output
     assert "session.jsonl" in result.output
     assert any(
         w in result.output
@@ -246,15 +245,25 @@ def test_validate_corrupt_log_exits_2(tmp_path: Path, content: bytes) -> None:
     )
 
 
-def test_validate_empty_dir_and_missing_path_exit_2(tmp_path: Path) -> None:
-    assert cli("validate", tmp_path).exit_code == 2
-    assert cli("validate", tmp_path / "nope").exit_code == 2
+def test_validate_empty_dir_and_missing_path_are_findings(tmp_path: Path) -> None:
+    empty = cli("validate", tmp_path)
+    assert empty.exit_code == 1 and "[PATH_EMPTY]" in out(empty)
+    missing = cli("validate", tmp_path / "nope")
+    assert missing.exit_code == 1 and "[PATH_MISSING]" in out(missing) and "no such file" in out(missing)
 
 
-def test_validate_corrupt_among_good_exits_2(tmp_path: Path) -> None:
+def test_validate_usage_error_exits_2() -> None:
+    assert cli("validate").exit_code == 2  # no PATH
+    assert cli("validate", "--no-such-option", BUNDLED_DIRS[0]).exit_code == 2
+
+
+def test_validate_corrupt_among_good_reports_both(tmp_path: Path) -> None:
     bad = tmp_path / "session.jsonl"
     bad.write_text('{"type":"session","version":0,"id":"x","createdAt":1}\n{"type":"turn/start","seq":0,')
-    assert cli("validate", BUNDLED_DIRS[0], bad).exit_code == 2
+    result = cli("validate", bad, BUNDLED_DIRS[0])
+    assert result.exit_code == 1
+    assert f"[REPLAY_MALFORMED_LINE] {bad}:2: malformed JSON line" in out(result)
+    assert f"ok {BUNDLED_DIRS[0]}:" in out(result)  # the path after the bad one was still checked
 
 
 # ----------------------------------------------------------------------------------------- derive
