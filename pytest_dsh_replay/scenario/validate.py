@@ -143,33 +143,37 @@ class LogChecks:
                 self.digests[self.count] = self._hash.digest()
         seq, t, d = e.get("seq"), e.get("type"), e.get("data")
         at = f"{self.where}:{line_no}: seq {_name(seq)} ({_name(t)})"
-        self._seq(line_no, seq)
+        self._seq(line_no, seq, i)
         if not isinstance(d, dict):
             self._add("LOG_BAD_EVENT", f'{at}: "data" must be an object, got {type(d).__name__}')
         else:
             self._structure(at, t, d, seq if type(seq) is int else i)
         self._surface(at, t, e.get("surfaceOp"), i, "surfaceOp" in e)
 
-    def _seq(self, line_no: int, seq: Any) -> None:
+    def _seq(self, line_no: int, seq: Any, index: int) -> None:
+        """Seq contiguity, one finding per break: a seq is fine when it follows the previous
+        event's seq or equals its own position (so a moved line costs two findings, a deleted or
+        duplicated line one, and nothing after it is reported again)."""
         where = f"{self.where}:{line_no}"
+        expected = self.expected
         if type(seq) is not int:
-            self._add("LOG_BAD_SEQ", f"{where}: seq {quote(seq)} is not an integer (expected {self.expected})")
+            self._add("LOG_BAD_SEQ", f"{where}: seq {quote(seq)} is not an integer (expected {expected})")
             self.expected += 1
-        elif seq == self.expected:
-            self.expected += 1
-        elif seq > self.expected:
-            n = seq - self.expected
+            return
+        self.expected = seq + 1
+        if seq == expected or seq == index:
+            return
+        if seq > expected:
+            n = seq - expected
             self._add(
                 "LOG_SEQ_GAP",
                 f"{where}: {n} event{'s' if n > 1 else ''} missing before seq {seq} "
-                f"(seqs must be contiguous from 0; expected {self.expected})",
+                f"(seqs must be contiguous from 0; expected {expected})",
             )
-            self.expected = seq + 1
         else:
             self._add(
                 "LOG_SEQ_ORDER",
-                f"{where}: seq {seq} repeats or goes back (expected {self.expected}): a duplicated or "
-                "moved line",
+                f"{where}: seq {seq} repeats or goes back (expected {expected}): a duplicated or moved line",
             )
 
     def _structure(self, at: str, t: Any, d: dict[str, Any], seq: int) -> None:

@@ -298,3 +298,16 @@ def test_diff_of_data_nested_300_deep_is_a_typed_error(tmp_path: Path) -> None:
     assert f"[CLI_TOO_DEEP]: A ({log}): session.jsonl:2 (seq 0) is nested deeper than 254 levels" in out(result)
     assert cli("validate", log).exit_code == 0  # validate and show stream it fine
     assert cli("show", log).exit_code == 0
+
+
+def test_validate_two_swapped_lines_are_two_findings(spawn: Path) -> None:
+    log = spawn / "session.jsonl"
+    rows = _rows(log)
+    chunks = [k for k, r in enumerate(rows) if r.get("type") == "assistant/chunk"]
+    i, j = chunks[0], chunks[0] + 6
+    assert all(rows[k].get("type") == "assistant/chunk" for k in range(i, j + 1))
+    rows[i], rows[j] = rows[j], rows[i]
+    _write(log, rows)
+    result = cli("validate", spawn)
+    assert result.exit_code == 1
+    assert [line.split()[1] for line in findings(result)] == ["[LOG_SEQ_GAP]", "[LOG_SEQ_ORDER]"]
