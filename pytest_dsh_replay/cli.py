@@ -10,23 +10,23 @@ input values bounded (:func:`~pytest_dsh_replay.errors.quote`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 import orjson
 from rich.console import Console
 from rich.markup import escape
-from rich.tree import Tree
 
 from .errors import HarnessError, quote
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
-console = Console(highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 class InputError(click.ClickException):
@@ -98,6 +98,26 @@ def main() -> None:
     """Inspect, validate, derive, diff and record dsh session logs and scenarios."""
 
 
+class _Spool:
+    """One log's summary lines, kept in a temporary file shared by all logs, not in memory
+    (``show`` of a log with 100k turns, or of a directory of many logs, stays small)."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self._file = file
+        file.seek(0, 2)
+        self.start = file.tell()
+        self.count = 0
+
+    def append(self, line: str) -> None:
+        self._file.write(line.replace("\n", " ") + "\n")
+        self.count += 1
+
+    def __iter__(self) -> Iterator[str]:
+        self._file.seek(self.start)
+        for _ in range(self.count):
+            yield self._file.readline()[:-1]
+
+
 class _TurnSummary:
     """Streaming per-turn summary of one log's own events (``events[seedLength:]``) for ``show``.
 
@@ -107,9 +127,9 @@ class _TurnSummary:
     first chunk leaves nothing in the log); ``served(k)`` gives that entry.
     """
 
-    def __init__(self, seed_length: int, served: Any = None, sidecar: str = "") -> None:
+    def __init__(self, spool: IO[str], seed_length: int, served: Any = None, sidecar: str = "") -> None:
         self.seed, self.served, self.sidecar = seed_length, served, sidecar
-        self.lines: list[str] = []
+        self.lines = _Spool(spool)
         self.index = 0  # logical events seen
         self.call = 0  # model calls of the session so far
         self.turn: dict[str, Any] | None = None
@@ -165,7 +185,7 @@ class _TurnSummary:
         turn["open"] = 0
         self.call += 1
 
-    def finish(self) -> list[str]:
+    def finish(self) -> _Spool:
         if self.turn is not None:
             self.lines.append(f"turn {_name(self.turn['turn'])} (seq {_name(self.turn['seq'])}-): OPEN (no turn/end)")
             self.turn = None
@@ -192,7 +212,7 @@ class _Shown:
     file: Path
     header: dict[str, Any]
     events: int
-    turns: list[str]
+    turns: _Spool
 
     @property
     def id(self) -> str:
@@ -210,14 +230,14 @@ class _Shown:
         return "fork child" if self.seed_length > 0 else "spawn child"
 
 
-def _show_one(file: Path) -> _Shown:
+def _show_one(file: Path, spool: IO[str]) -> _Shown:
     """Stream one log into its summary (the first bad line raises its typed error)."""
     from .scenario.logstream import iter_log_events
 
     header, events = iter_log_events(file)
     seed = header.get("seedLength", 0)
     served, sidecar = _sidecar_server(file)
-    summary = _TurnSummary(seed if type(seed) is int else 0, served, sidecar)
+    summary = _TurnSummary(spool, seed if type(seed) is int else 0, served, sidecar)
     for _line_no, _raw, event in events:
         assert event is not None  # strict stream: a bad line raised
         summary.feed(event)
@@ -232,9 +252,13 @@ def show(path: Path) -> None:
 
     Logs are streamed (memory bounded by the largest line). Exit 2 on unreadable input.
     """
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        _show_tree(path, [_show_one(f, spool) for f in _log_files(path)])
+
+
+def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from .scenario.harvest import harvest_key
 
-    logs = [_show_one(f) for f in _log_files(path)]
     if path.is_dir() and not (path / "session.jsonl").exists():
         logs.sort(key=lambda log: harvest_key(log.header))
     by_id = {log.id: log for log in logs}
@@ -250,25 +274,30 @@ def show(path: Path) -> None:
         return f"{name} ({log.events} events{seed})"
 
     seen: set[int] = set()
-
-    def add(node: Tree, log: _Shown) -> None:
-        seen.add(id(log))
-        branch = node.add(label(log))
-        for line in log.turns:
-            branch.add(escape(line))
-        for child in children.get(log.id, []):
-            if id(child) not in seen:  # a lineage cycle (a -> b -> a) is shown once
-                add(branch, child)
-
-    root = Tree(escape(str(path)))
-    for log in children.get(None, []):
-        add(root, log)
-    for log in logs:  # members of a lineage cycle have no root: show them at the top
-        if id(log) not in seen:
-            add(root, log)
     # On a terminal the tree wraps to its width; piped (CI logs, tests) every line stays whole.
-    wide = console if console.is_terminal else Console(highlight=False, width=1000, file=console.file)
-    wide.print(root)
+    wide = console if console.is_terminal else Console(highlight=False, emoji=False, width=1000, file=console.file)
+
+    def add(log: _Shown, prefix: str, last: bool) -> None:
+        """One node, printed as it goes (a rich Tree would hold every line of every log in memory)."""
+        seen.add(id(log))
+        wide.print(escape(prefix) + ("└── " if last else "├── ") + label(log))
+        inner = prefix + ("    " if last else "│   ")
+        kids = [child for child in children.get(log.id, []) if id(child) not in seen]
+        for k, line in enumerate(log.turns):
+            end = k == log.turns.count - 1 and not kids
+            click.echo(inner + ("└── " if end else "├── ") + line)
+        for j, child in enumerate(kids):
+            if id(child) not in seen:  # a lineage cycle (a -> b -> a) is shown once
+                add(child, inner, j == len(kids) - 1)
+
+    wide.print(escape(str(path)))
+    tops = children.get(None, [])
+    for i, log in enumerate(tops):
+        add(log, "", i == len(tops) - 1)
+    rest = [log for log in logs if id(log) not in seen]  # members of a lineage cycle have no root
+    for i, log in enumerate(rest):
+        if id(log) not in seen:
+            add(log, "", i == len(rest) - 1)
 
 
 @main.command()

@@ -90,12 +90,17 @@ def _call_id(d: dict[str, Any]) -> Any:
     return None
 
 
-def _event_bytes(raw: bytes, event: Event) -> bytes:
-    """The bytes a prefix digest takes for one event: key-order independent, any depth."""
+def _digest_event(h: Any, raw: bytes, event: Event) -> None:
+    """Feed one event to a prefix digest: its key-sorted JSON (key-order independent, like the
+    parsed-value equality of events.md §8), or its raw line when deeper than orjson's 254 levels."""
     try:
-        return b"J" + orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONEncodeError, RecursionError):  # deeper than orjson's 254 levels
-        return b"R" + raw.strip()
+        data = orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        h.update(b"R")
+        h.update(raw.strip())
+        return
+    h.update(b"J")
+    h.update(data)
 
 
 class LogChecks:
@@ -138,7 +143,7 @@ class LogChecks:
         i = self.count
         self.count += 1
         if i < self._hash_until:
-            self._hash.update(_event_bytes(raw, e))
+            _digest_event(self._hash, raw, e)
             if self.count in self._want:
                 self.digests[self.count] = self._hash.digest()
         seq, t, d = e.get("seq"), e.get("type"), e.get("data")
