@@ -44,32 +44,78 @@ def _turn(turn: int, seq: int, deltas: int, tool: bool, t: int) -> list[bytes]:
         rows.append({"type": kind, "seq": seq + len(rows), "time": t + len(rows), "data": data, **extra})
 
     add("turn/start", {"turn": turn, "trigger": {"kind": "message", "source": {"kind": "user"}}})
-    add("user/message", {"content": [{"type": "text", "text": f"prompt {turn}"}], "source": {"kind": "user"}},
-        surfaceOp="append")
+    add(
+        "user/message",
+        {"content": [{"type": "text", "text": f"prompt {turn}"}], "source": {"kind": "user"}},
+        surfaceOp="append",
+    )
     step = 1
     add("step/start", {"turn": turn, "step": step})
     first = seq + len(rows)
-    add("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}})
+    add(
+        "assistant/chunk",
+        {"turn": turn, "step": step, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}},
+    )
     for k in range(deltas):
-        add("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": "text-delta", "index": 0,
-                                                                        "text": f" word{k} é 🙂 streamed"}})
+        add(
+            "assistant/chunk",
+            {
+                "turn": turn,
+                "step": step,
+                "chunk": {"type": "text-delta", "index": 0, "text": f" word{k} é 🙂 streamed"},
+            },
+        )
     text = {"type": "text", "text": "answer"}
-    add("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": "block-end", "index": 0, "block": text}})
-    add("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": "usage", "usage": {"inputTokens": 10, "outputTokens": 5}}})
+    add(
+        "assistant/chunk",
+        {"turn": turn, "step": step, "chunk": {"type": "block-end", "index": 0, "block": text}},
+    )
+    add(
+        "assistant/chunk",
+        {
+            "turn": turn,
+            "step": step,
+            "chunk": {"type": "usage", "usage": {"inputTokens": 10, "outputTokens": 5}},
+        },
+    )
     reason = "tool-calls" if tool else "stop"
-    add("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": "finish", "reason": {"kind": reason}}})
+    add(
+        "assistant/chunk",
+        {"turn": turn, "step": step, "chunk": {"type": "finish", "reason": {"kind": reason}}},
+    )
     content: list[object] = [text]
     call = {"type": "tool-call", "id": f"call_{turn}", "name": "bash", "arguments": '{"command":"ls"}'}
     if tool:
         content.append(call)
-    add("assistant/message", {"turn": turn, "step": step, "content": content},
-        sourceEventSeqs=list(range(first, seq + len(rows))), surfaceOp="append")
+    add(
+        "assistant/message",
+        {"turn": turn, "step": step, "content": content},
+        sourceEventSeqs=list(range(first, seq + len(rows))),
+        surfaceOp="append",
+    )
     if tool:
-        add("tool/call", {"turn": turn, "step": step, "callId": call["id"], "name": "bash",
-                          "arguments": call["arguments"]})
-        add("tool/result", {"turn": turn, "step": step, "callId": call["id"],
-                            "content": [{"type": "text", "text": "a.txt\n"}], "isError": False},
-            sourceEventSeqs=[seq + len(rows) - 1], surfaceOp="append")
+        add(
+            "tool/call",
+            {
+                "turn": turn,
+                "step": step,
+                "callId": call["id"],
+                "name": "bash",
+                "arguments": call["arguments"],
+            },
+        )
+        add(
+            "tool/result",
+            {
+                "turn": turn,
+                "step": step,
+                "callId": call["id"],
+                "content": [{"type": "text", "text": "a.txt\n"}],
+                "isError": False,
+            },
+            sourceEventSeqs=[seq + len(rows) - 1],
+            surfaceOp="append",
+        )
     add("step/end", {"turn": turn, "step": step})
     add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
     return [orjson.dumps(r) + b"\n" for r in rows]
@@ -93,10 +139,21 @@ def generate(directory: Path, lines: int, big_line: int) -> tuple[Path, int, int
             rows = _turn(turn, seq, deltas=40, tool=turn % 3 == 0, t=t)
             if turn == 2 and big_line:  # one huge tool result line (a big file read back)
                 pad = "x" * big_line
-                rows[1] = orjson.dumps({"type": "context/message", "seq": seq + 1, "time": t,
-                                        "data": {"content": [{"type": "text", "text": pad}],
-                                                 "source": {"kind": "plugin", "plugin": "bench"}},
-                                        "surfaceOp": "append"}) + b"\n"
+                rows[1] = (
+                    orjson.dumps(
+                        {
+                            "type": "context/message",
+                            "seq": seq + 1,
+                            "time": t,
+                            "data": {
+                                "content": [{"type": "text", "text": pad}],
+                                "source": {"kind": "plugin", "plugin": "bench"},
+                            },
+                            "surfaceOp": "append",
+                        }
+                    )
+                    + b"\n"
+                )
             for row in rows:
                 out.write(row)
                 size += len(row)
@@ -108,8 +165,15 @@ def generate(directory: Path, lines: int, big_line: int) -> tuple[Path, int, int
             t += 50
     child = directory / "session.1.jsonl"
     seed = len(seed_lines)
-    child_header = {"type": "session", "version": 0, "id": "child-1", "createdAt": 2, "cwd": "/w",
-                    "parentSession": "parent-1", "seedLength": seed}
+    child_header = {
+        "type": "session",
+        "version": 0,
+        "id": "child-1",
+        "createdAt": 2,
+        "cwd": "/w",
+        "parentSession": "parent-1",
+        "seedLength": seed,
+    }
     with open(child, "wb") as out:
         out.write(orjson.dumps(child_header) + b"\n")
         out.writelines(seed_lines)
@@ -131,10 +195,14 @@ def _mb(n: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="a 200,000-line log")
     parser.add_argument("--lines", type=int, default=None, help="primary log lines (default 5,000,000)")
-    parser.add_argument("--big-line", type=int, default=4 << 20, help="bytes of the largest line (default 4 MiB)")
+    parser.add_argument(
+        "--big-line", type=int, default=4 << 20, help="bytes of the largest line (default 4 MiB)"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where to write the log (default: a temp dir)")
     parser.add_argument("--no-whole-file", action="store_true", help="skip the whole-file baseline")
     opts = parser.parse_args()
@@ -143,8 +211,10 @@ def main() -> None:
         scenario = Path(tmp) / "bench" / "big"
         start = time.perf_counter()
         primary, size, largest = generate(scenario, lines, opts.big_line)
-        print(f"log: {primary} ({lines:,} lines, {_mb(size)}, largest line {_mb(largest)}; "
-              f"written in {time.perf_counter() - start:.1f} s) + fork child session.1.jsonl")
+        print(
+            f"log: {primary} ({lines:,} lines, {_mb(size)}, largest line {_mb(largest)}; "
+            f"written in {time.perf_counter() - start:.1f} s) + fork child session.1.jsonl"
+        )
         small = Path(tmp) / "small" / "big"
         generate(small, 200, 0)
         floor, _, _ = peak_rss([CLI, "validate", str(small)])

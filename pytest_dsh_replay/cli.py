@@ -143,8 +143,17 @@ class _TurnSummary:
         d = d if isinstance(d, dict) else {}
         turn = self.turn
         if t == "turn/start":
-            self.turn = {"turn": d.get("turn"), "steps": 0, "calls": 0, "tools": [], "ntools": 0,
-                         "seq": e.get("seq"), "open": 0, "step_chunks": 0, "sidecar": []}
+            self.turn = {
+                "turn": d.get("turn"),
+                "steps": 0,
+                "calls": 0,
+                "tools": [],
+                "ntools": 0,
+                "seq": e.get("seq"),
+                "open": 0,
+                "step_chunks": 0,
+                "sidecar": [],
+            }
         elif turn is None:
             return
         elif t == "step/start":
@@ -171,11 +180,18 @@ class _TurnSummary:
         elif t == "turn/end":
             reason = d.get("reason")
             kind = _name(reason.get("kind")) if isinstance(reason, dict) else quote(reason)
-            tools = ", ".join(turn["tools"]) + (f", ... ({turn['ntools']} in all)" if turn["ntools"] > 20 else "")
+            tools = ", ".join(turn["tools"]) + (
+                f", ... ({turn['ntools']} in all)" if turn["ntools"] > 20 else ""
+            )
             extra = f", tools: {tools}" if turn["tools"] else ""
-            side = f" ({len(turn['sidecar'])} from {self.sidecar}: {'; '.join(turn['sidecar'])})" if turn["sidecar"] else ""
+            side = (
+                f" ({len(turn['sidecar'])} from {self.sidecar}: {'; '.join(turn['sidecar'])})"
+                if turn["sidecar"]
+                else ""
+            )
             self.lines.append(
-                f"turn {_name(turn['turn'])} (seq {_name(turn['seq'])}-{_name(e.get('seq'))}): {turn['steps']} "
+                f"turn {_name(turn['turn'])} (seq {_name(turn['seq'])}-{_name(e.get('seq'))}): "
+                f"{turn['steps']} "
                 f"step(s), {turn['calls']} model call(s){side}{extra} -> {kind}"
             )
             self.turn = None
@@ -187,7 +203,9 @@ class _TurnSummary:
 
     def finish(self) -> _Spool:
         if self.turn is not None:
-            self.lines.append(f"turn {_name(self.turn['turn'])} (seq {_name(self.turn['seq'])}-): OPEN (no turn/end)")
+            self.lines.append(
+                f"turn {_name(self.turn['turn'])} (seq {_name(self.turn['seq'])}-): OPEN (no turn/end)"
+            )
             self.turn = None
         return self.lines
 
@@ -275,7 +293,11 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
 
     seen: set[int] = set()
     # On a terminal the tree wraps to its width; piped (CI logs, tests) every line stays whole.
-    wide = console if console.is_terminal else Console(highlight=False, emoji=False, width=1000, file=console.file)
+    wide = (
+        console
+        if console.is_terminal
+        else Console(highlight=False, emoji=False, width=1000, file=console.file)
+    )
 
     def add(log: _Shown, prefix: str, last: bool) -> None:
         """One node, printed as it goes (a rich Tree would hold every line of every log in memory)."""
@@ -369,7 +391,8 @@ def _describe_entry(entry: Any) -> str:
         and isinstance(block := c.get("block"), dict)
         and block.get("type") == "tool-call"
     ]
-    desc = f"{_name(entry.get('kind'))}: {len(raw) if isinstance(raw, list) else 0} chunks, finish {_name(finish)}"
+    count = len(raw) if isinstance(raw, list) else 0
+    desc = f"{_name(entry.get('kind'))}: {count} chunks, finish {_name(finish)}"
     if tools:
         desc += f", tool calls {quote(tools, 200)}"
     if text:

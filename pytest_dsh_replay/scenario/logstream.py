@@ -86,7 +86,9 @@ class LogStream:
             try:
                 line = read(limit + 1)
             except OSError as exc:
-                raise LogReadError(f"{self.where}: cannot read the session log: {exc.strerror or exc}") from None
+                raise LogReadError(
+                    f"{self.where}: cannot read the session log: {exc.strerror or exc}"
+                ) from None
             if not line:
                 return
             self._line_no += 1

@@ -166,7 +166,7 @@ class LogChecks:
             self.expected += 1
             return
         self.expected = seq + 1
-        if seq == expected or seq == index:
+        if seq in (expected, index):
             return
         if seq > expected:
             n = seq - expected
@@ -186,7 +186,10 @@ class LogChecks:
         if t == "turn/start":
             turn = d.get("turn")
             if self.open_turn is not None:
-                add("LOG_TURN", f"{at}: turn {_name(turn)} starts while turn {_name(self.open_turn)} is still open")
+                add(
+                    "LOG_TURN",
+                    f"{at}: turn {_name(turn)} starts while turn {_name(self.open_turn)} is still open",
+                )
             if type(turn) is int and turn != self.last_turn + 1:
                 add("LOG_TURN", f"{at}: turn number {turn} does not follow {self.last_turn}")
             self.open_turn, self.open_step, self.pending = turn, None, {}
@@ -196,7 +199,10 @@ class LogChecks:
             if self.open_turn is None:
                 add("LOG_TURN", f"{at}: turn/end without an open turn")
             elif d.get("turn") != self.open_turn:
-                add("LOG_TURN", f"{at}: ends turn {_name(d.get('turn'))} but turn {_name(self.open_turn)} is open")
+                add(
+                    "LOG_TURN",
+                    f"{at}: ends turn {_name(d.get('turn'))} but turn {_name(self.open_turn)} is open",
+                )
             if self.open_step is not None:
                 add("LOG_STEP", f"{at}: turn ends while step {_name(self.open_step)} is open")
             for call_id in self.pending:
@@ -206,13 +212,17 @@ class LogChecks:
             if self.open_turn is None:
                 add("LOG_STEP", f"{at}: step outside a turn")
             if self.open_step is not None:
-                add("LOG_STEP", f"{at}: step {_name(d.get('step'))} starts while step {_name(self.open_step)} is open")
+                add(
+                    "LOG_STEP",
+                    f"{at}: step {_name(d.get('step'))} starts while step {_name(self.open_step)} is open",
+                )
             self.open_step = d.get("step")
         elif t == "step/end":
             if self.open_step is None or d.get("step") != self.open_step:
                 add(
                     "LOG_STEP",
-                    f"{at}: step/end for step {_name(d.get('step'))} but open step is {_name(self.open_step)}",
+                    f"{at}: step/end for step {_name(d.get('step'))} but open step is "
+                    f"{_name(self.open_step)}",
                 )
             self.open_step = None
         elif t == "tool/call":
@@ -245,12 +255,15 @@ class LogChecks:
             start, end = op.get("start"), op.get("end")
             if type(start) is not int or type(end) is not int or start not in surface or end not in surface:
                 self._add(
-                    "LOG_SURFACE", f"{at}: replace bounds {quote(start)}..{quote(end)} are not both on the surface"
+                    "LOG_SURFACE",
+                    f"{at}: replace bounds {quote(start)}..{quote(end)} are not both on the surface",
                 )
             else:
                 a, b = surface.index(start), surface.index(end)
                 if a > b:
-                    self._add("LOG_SURFACE", f"{at}: replace bounds {start}..{end} are reversed on the surface")
+                    self._add(
+                        "LOG_SURFACE", f"{at}: replace bounds {start}..{end} are reversed on the surface"
+                    )
                 else:
                     surface[a : b + 1] = array("q", [i])
         else:
@@ -329,7 +342,9 @@ def validate_log_files(files: Sequence[Path], report: UnitReport) -> None:
             continue
         if parent_id not in by_id:
             out.append(
-                Finding("LOG_LINEAGE", f"{files[i]}: parentSession {quote(parent_id)} is not among these logs")
+                Finding(
+                    "LOG_LINEAGE", f"{files[i]}: parentSession {quote(parent_id)} is not among these logs"
+                )
             )
         elif type(seed) is int and seed > 0 and by_id[parent_id] != i:
             parent_of[i] = by_id[parent_id]
@@ -392,7 +407,9 @@ def _check_one(file: Path, wanted: set[int], report: UnitReport) -> LogChecks | 
 
 def _is_unit(path: Path) -> bool:
     try:
-        return (path / "input.json").is_file() or any(p.suffix == ".jsonl" and p.is_file() for p in path.iterdir())
+        return (path / "input.json").is_file() or any(
+            p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()
+        )
     except OSError:
         return False
 
@@ -497,7 +514,9 @@ def validate_paths(paths: Sequence[Path]) -> Iterator[UnitReport]:
         if not units:
             report = UnitReport(path)
             report.findings.append(
-                Finding("PATH_EMPTY", f"{path}: no scenario (input.json) or session log (*.jsonl) at or under it")
+                Finding(
+                    "PATH_EMPTY", f"{path}: no scenario (input.json) or session log (*.jsonl) at or under it"
+                )
             )
             yield report
             continue

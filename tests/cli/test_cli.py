@@ -166,8 +166,8 @@ def test_validate_orphan_tool_result(tool_log: Path) -> None:
     assert result.exit_code == 1
     text = out(result)
     assert (
-        f"session.jsonl:{i + 1}: seq {seq} (tool/result): tool/result for 'call_nobody' has no pending tool/call"
-        in text
+        f"session.jsonl:{i + 1}: seq {seq} (tool/result): "
+        "tool/result for 'call_nobody' has no pending tool/call" in text
     )
     assert "never got a tool/result" in text  # and the real call is reported unanswered
 

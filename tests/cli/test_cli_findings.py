@@ -181,7 +181,13 @@ def test_validate_data_and_surface_of_wrong_types(tmp_path: Path) -> None:
         [
             {"type": "session", "version": 0, "id": "s", "createdAt": 0},
             {"type": "turn/start", "seq": 0, "time": 0, "data": [1, 2]},
-            {"type": "user/message", "seq": 1, "time": 0, "data": {}, "surfaceOp": {"op": "replace", "start": [0]}},
+            {
+                "type": "user/message",
+                "seq": 1,
+                "time": 0,
+                "data": {},
+                "surfaceOp": {"op": "replace", "start": [0]},
+            },
             {"type": "turn/end", "seq": "2", "time": 0, "data": {"turn": {"deep": [1] * 500}}},
         ],
     )
@@ -222,8 +228,8 @@ def test_show_counts_the_failed_call_of_the_sidecar() -> None:
     result = cli("show", shared("conformance/error-finish"))
     assert result.exit_code == 0, result.output
     assert (
-        "turn 1 (seq 0-4): 1 step(s), 1 model call(s) (1 from replay.override.json: call #1: throw AUTH) -> error"
-        in out(result)
+        "turn 1 (seq 0-4): 1 step(s), 1 model call(s) "
+        "(1 from replay.override.json: call #1: throw AUTH) -> error" in out(result)
     )
 
 
@@ -246,9 +252,24 @@ def test_show_and_derive_with_data_and_reason_of_wrong_types(tmp_path: Path) -> 
             {"type": "session", "version": 0, "id": "s", "createdAt": 0},
             {"type": "turn/start", "seq": 0, "time": 0, "data": {"turn": 1}},
             {"type": "step/start", "seq": 1, "time": 0, "data": [1]},
-            {"type": "assistant/chunk", "seq": 2, "time": 0, "data": {"turn": 1, "step": 1, "chunk": {"type": "block-end", "index": 0, "block": "x"}}},
-            {"type": "assistant/chunk", "seq": 3, "time": 0, "data": {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": 5}}},
-            {"type": "assistant/chunk", "seq": 4, "time": 0, "data": {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": ["stop"]}}},
+            {
+                "type": "assistant/chunk",
+                "seq": 2,
+                "time": 0,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": "block-end", "index": 0, "block": "x"}},
+            },
+            {
+                "type": "assistant/chunk",
+                "seq": 3,
+                "time": 0,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": 5}},
+            },
+            {
+                "type": "assistant/chunk",
+                "seq": 4,
+                "time": 0,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": ["stop"]}},
+            },
             {"type": "tool/call", "seq": 5, "time": 0, "data": "not an object"},
             {"type": "step/end", "seq": 6, "time": 0, "data": None},
             {"type": "turn/end", "seq": 7, "time": 0, "data": {"turn": 1, "reason": "completed"}},
@@ -295,7 +316,9 @@ def test_diff_of_data_nested_300_deep_is_a_typed_error(tmp_path: Path) -> None:
     )
     result = cli("diff", log, log)  # before: orjson.JSONEncodeError traceback
     assert result.exit_code == 2
-    assert f"[CLI_TOO_DEEP]: A ({log}): session.jsonl:2 (seq 0) is nested deeper than 254 levels" in out(result)
+    assert f"[CLI_TOO_DEEP]: A ({log}): session.jsonl:2 (seq 0) is nested deeper than 254 levels" in out(
+        result
+    )
     assert cli("validate", log).exit_code == 0  # validate and show stream it fine
     assert cli("show", log).exit_code == 0
 
@@ -311,3 +334,15 @@ def test_validate_two_swapped_lines_are_two_findings(spawn: Path) -> None:
     result = cli("validate", spawn)
     assert result.exit_code == 1
     assert [line.split()[1] for line in findings(result)] == ["[LOG_SEQ_GAP]", "[LOG_SEQ_ORDER]"]
+
+
+def test_findings_print_file_line_literally(tmp_path: Path) -> None:
+    """``path:100:`` must not become rich's ``:100:`` emoji (file:line stays greppable)."""
+    log = tmp_path / "session.jsonl"
+    rows: list[Any] = [{"type": "session", "version": 0, "id": "s", "createdAt": 0}]
+    rows += [{"type": "x/y", "seq": k, "time": 0, "data": {}} for k in range(98)]
+    rows.append({"type": "x/y", "seq": 99, "time": 0, "data": {}})  # line 100: seq 98 is missing
+    _write(log, rows)
+    result = cli("validate", log)
+    assert result.exit_code == 1
+    assert f"{log}:100: 1 event missing before seq 99" in result.output
