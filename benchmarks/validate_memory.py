@@ -41,7 +41,7 @@ def _turn(turn: int, seq: int, deltas: int, tool: bool, t: int) -> list[bytes]:
     rows: list[object] = []
 
     def add(kind: str, data: dict[str, object], **extra: object) -> None:
-        rows.append({"type": kind, "seq": seq + len(rows), "time": t + len(rows), "data": data, **extra})
+        rows.append({"type": kind, "seq": seq + len(rows), "time": t, "data": data, **extra})
 
     add("turn/start", {"turn": turn, "trigger": {"kind": "message", "source": {"kind": "user"}}})
     add(
@@ -62,7 +62,7 @@ def _turn(turn: int, seq: int, deltas: int, tool: bool, t: int) -> list[bytes]:
             {
                 "turn": turn,
                 "step": step,
-                "chunk": {"type": "text-delta", "index": 0, "text": f" word{k} é 🙂 streamed"},
+                "chunk": {"type": "text-delta", "index": 0, "text": " t" if k % 7 else " é🙂"},
             },
         )
     text = {"type": "text", "text": "answer"}
@@ -127,7 +127,7 @@ def generate(directory: Path, lines: int, big_line: int) -> tuple[Path, int, int
     (directory / "input.json").write_text('{"steps": [{"op": "newSession"}, {"op": "prompt", "text": "x"}]}')
     primary = directory / "session.jsonl"
     header = {"type": "session", "version": 0, "id": "parent-1", "createdAt": 1, "cwd": "/w"}
-    t, seq, turn, largest, size = 1_782_000_000_000, 0, 0, 0, 0
+    t, seq, turn, largest, size = 0, 0, 0, 0, 0  # times as in normalized fixtures (0)
     seed_lines: list[bytes] = []
     with open(primary, "wb", buffering=1 << 22) as out:
         head = orjson.dumps(header) + b"\n"
@@ -162,7 +162,6 @@ def generate(directory: Path, lines: int, big_line: int) -> tuple[Path, int, int
                 seed_lines += rows
             seq += len(rows)
             written += len(rows)
-            t += 50
     child = directory / "session.1.jsonl"
     seed = len(seed_lines)
     child_header = {

@@ -146,13 +146,29 @@ class LogStream:
         A line that cannot be read as an event yields ``(line_no, raw, None)`` once, after its
         error went to ``on_error`` (so a consumer can count it as one lost event).
         """
+        loads, decode_error, packed = orjson.loads, orjson.JSONDecodeError, PACKED_ROW_KEYS
         try:
             if self._pending is not None:
                 line_no, line = self._pending
                 self._pending = None
                 yield from self._row(line_no, line)
             for line_no, line in self._lines():
-                yield from self._row(line_no, line)
+                # fast path: an ordinary complete row (both layouts' common case), yielded as parsed
+                try:
+                    row = loads(line) if line else None
+                except decode_error:
+                    row = None
+                if (
+                    type(row) is dict
+                    and "seq" in row
+                    and "time" in row
+                    and type(kind := row.get("type")) is str
+                    and kind not in packed
+                ):
+                    self.logical += 1
+                    yield line_no, line, row
+                else:
+                    yield from self._row(line_no, line)  # the slow path reports what is wrong
         finally:
             self._file.close()
 

@@ -103,6 +103,21 @@ def _digest_event(h: Any, raw: bytes, event: Event) -> None:
     h.update(data)
 
 
+_STRUCTURE = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call", "tool/result"})
+
+
+class _At:
+    """``file:line: seq S (type)`` of one event, formatted only when a finding needs it."""
+
+    __slots__ = ("where", "line_no", "seq", "type")
+
+    def __init__(self, where: str, line_no: int, seq: Any, type_: Any) -> None:
+        self.where, self.line_no, self.seq, self.type = where, line_no, seq, type_
+
+    def __format__(self, spec: str) -> str:
+        return f"{self.where}:{self.line_no}: seq {_name(self.seq)} ({_name(self.type)})"
+
+
 class LogChecks:
     """The streaming per-log checks: feed each event (or lost line) in file order, then :meth:`finish`.
 
@@ -141,19 +156,28 @@ class LogChecks:
     def feed(self, line_no: int, raw: bytes, e: Event) -> None:
         """Check one logical event (``line_no`` is its file line)."""
         i = self.count
-        self.count += 1
+        self.count = i + 1
         if i < self._hash_until:
             _digest_event(self._hash, raw, e)
             if self.count in self._want:
                 self.digests[self.count] = self._hash.digest()
         seq, t, d = e.get("seq"), e.get("type"), e.get("data")
-        at = f"{self.where}:{line_no}: seq {_name(seq)} ({_name(t)})"
-        self._seq(line_no, seq, i)
-        if not isinstance(d, dict):
-            self._add("LOG_BAD_EVENT", f'{at}: "data" must be an object, got {type(d).__name__}')
+        if seq == self.expected and type(seq) is int:
+            self.expected = seq + 1
         else:
-            self._structure(at, t, d, seq if type(seq) is int else i)
-        self._surface(at, t, e.get("surfaceOp"), i, "surfaceOp" in e)
+            self._seq(line_no, seq, i)
+        if type(d) is not dict:
+            self._add(
+                "LOG_BAD_EVENT",
+                f'{_At(self.where, line_no, seq, t)}: "data" must be an object, got {type(d).__name__}',
+            )
+        elif t == "assistant/chunk":
+            if self.open_turn is None:
+                self._add("LOG_TURN", f"{_At(self.where, line_no, seq, t)}: outside a turn")
+        elif t in _STRUCTURE:
+            self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
+        if "surfaceOp" in e or t in SURFACE:
+            self._surface(_At(self.where, line_no, seq, t), t, e.get("surfaceOp"), i, "surfaceOp" in e)
 
     def _seq(self, line_no: int, seq: Any, index: int) -> None:
         """Seq contiguity, one finding per break: a seq is fine when it follows the previous
@@ -181,7 +205,7 @@ class LogChecks:
                 f"{where}: seq {seq} repeats or goes back (expected {expected}): a duplicated or moved line",
             )
 
-    def _structure(self, at: str, t: Any, d: dict[str, Any], seq: int) -> None:
+    def _structure(self, at: _At, t: Any, d: dict[str, Any], seq: int) -> None:
         add = self._add
         if t == "turn/start":
             turn = d.get("turn")
@@ -237,10 +261,8 @@ class LogChecks:
                 add("LOG_TOOL_PAIRING", f"{at}: tool/result for {quote(call_id)} has no pending tool/call")
             else:
                 del self.pending[call_id]
-        elif t == "assistant/chunk" and self.open_turn is None:
-            add("LOG_TURN", f"{at}: outside a turn")
 
-    def _surface(self, at: str, t: Any, op: Any, i: int, has_op: bool) -> None:
+    def _surface(self, at: _At, t: Any, op: Any, i: int, has_op: bool) -> None:
         eligible = t in SURFACE
         if eligible and not has_op:
             self._add("LOG_SURFACE", f"{at}: surface-eligible event without surfaceOp")
