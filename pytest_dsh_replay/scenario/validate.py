@@ -109,7 +109,7 @@ _STRUCTURE = frozenset({"turn/start", "turn/end", "step/start", "step/end", "too
 class _At:
     """``file:line: seq S (type)`` of one event, formatted only when a finding needs it."""
 
-    __slots__ = ("where", "line_no", "seq", "type")
+    __slots__ = ("line_no", "seq", "type", "where")
 
     def __init__(self, where: str, line_no: int, seq: Any, type_: Any) -> None:
         self.where, self.line_no, self.seq, self.type = where, line_no, seq, type_
