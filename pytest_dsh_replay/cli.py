@@ -332,8 +332,14 @@ def validate(paths: Sequence[Path]) -> None:
     checked, whatever an earlier one held. Exit 1 when any finding is reported (an unreadable or
     unrecorded path included), 2 only for usage errors.
     """
+    from .errors import max_line_bytes
     from .scenario.validate import validate_paths
 
+    try:
+        max_line_bytes()  # a bad DSH_REPLAY_MAX_LINE_BYTES is a usage error, not a finding per log
+    except HarnessError as exc:
+        console.print(f"[red]error[/red] [{exc.code}]: {escape(str(exc))}")
+        sys.exit(2)
     findings = 0
     for report in validate_paths(paths):
         for finding in report.findings:

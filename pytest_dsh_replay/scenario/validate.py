@@ -436,12 +436,21 @@ def _is_unit(path: Path) -> bool:
         return False
 
 
-def validation_units(path: Path) -> Iterator[Path]:
+def validation_units(path: Path, _seen: set[Path] | None = None) -> Iterator[Path]:
     """Every unit at or under ``path``: the file itself, or each directory holding ``input.json`` or
-    ``*.jsonl`` files (sorted; ``workspace/``, hidden and cache directories are skipped)."""
+    ``*.jsonl`` files (sorted; ``workspace/``, hidden and cache directories are skipped, and a
+    directory reached twice through symlinks is walked once)."""
     if not path.is_dir():
         yield path
         return
+    seen = set() if _seen is None else _seen
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return
+    if real in seen:
+        return
+    seen.add(real)
     if _is_unit(path):
         yield path
         return
@@ -452,7 +461,7 @@ def validation_units(path: Path) -> Iterator[Path]:
     for child in children:
         if child.name.startswith(".") or child.name in _SKIP_DIRS:
             continue
-        yield from validation_units(child)
+        yield from validation_units(child, seen)
 
 
 def _session_number(path: Path) -> int:

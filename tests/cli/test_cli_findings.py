@@ -346,3 +346,17 @@ def test_findings_print_file_line_literally(tmp_path: Path) -> None:
     result = cli("validate", log)
     assert result.exit_code == 1
     assert f"{log}:100: 1 event missing before seq 99" in result.output
+
+
+def test_validate_walk_survives_a_symlink_loop(tmp_path: Path, spawn: Path) -> None:
+    (tmp_path / "loop").mkdir()
+    (tmp_path / "loop" / "again").symlink_to(tmp_path)
+    result = cli("validate", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert out(result).count(f"ok {spawn}:") == 1
+
+
+def test_validate_bad_line_limit_setting_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MAX_LINE_BYTES_ENV, "lots")
+    result = cli("validate", BUNDLED_DIRS[0])
+    assert result.exit_code == 2 and "[CONFIG]" in out(result)
