@@ -7,7 +7,7 @@ runs ``validate``, ``show``, ``derive``, ``derive --json`` and ``diff`` on the c
 ``record --mode once``). The promise checked: nothing but ``SystemExit`` with 0, 1 or 2 escapes
 (pytest's exit codes for ``record``), and no traceback text reaches the output.
 
-Bounded: ``DSH_FUZZ_CASES`` cases (default 240, ~20 s on one core); ``DSH_FUZZ_LONG=1`` runs 4,000.
+Bounded: ``DSH_FUZZ_CASES`` cases (default 360, ~15 s of CPU); ``DSH_FUZZ_LONG=1`` runs 4,000.
 ``DSH_FUZZ_SEED`` changes the seed (default 14). A failure names the case, its mutations and the
 command, and keeps the mutated copy under pytest's ``tmp_path``.
 """
@@ -35,7 +35,7 @@ for _root in ("conformance", "conformance-head"):
 SOURCES = [s for s in SOURCES if (s / "session.jsonl").is_file()]
 
 LONG = os.environ.get("DSH_FUZZ_LONG") == "1"
-CASES = int(os.environ.get("DSH_FUZZ_CASES", "4000" if LONG else "240"))
+CASES = int(os.environ.get("DSH_FUZZ_CASES", "4000" if LONG else "360"))
 SEED = int(os.environ.get("DSH_FUZZ_SEED", "14"))
 RECORD_EVERY = 80  # `record` runs pytest in-process (~1 s): only every 80th case
 
@@ -198,10 +198,11 @@ def _make_case(rng: random.Random, source: Path, case: Path) -> list[str]:
     done: list[str] = []
     for _ in range(rng.randrange(1, 4)):
         logs = sorted(case.glob("session*.jsonl"))
+        others = [p for p in (case / "input.json", case / "replay.override.json") if p.is_file()]
         if rng.random() < 0.1 or not logs:
             done.append(_mutate_files(rng, case))
             continue
-        log = rng.choice(logs)
+        log = rng.choice(others) if others and rng.random() < 0.15 else rng.choice(logs)
         mutator = rng.choice(LOG_MUTATORS)
         log.write_bytes(mutator(rng, log.read_bytes()))
         done.append(f"{mutator.__name__[3:]} {log.name}")
@@ -226,7 +227,7 @@ def _commands(source: Path, case: Path, record: bool) -> list[list[str]]:
     return commands
 
 
-def _check(args: list[str], what: str) -> None:
+def _check(args: list[str], what: str) -> int:
     result = CliRunner().invoke(main, args)
     exc = result.exception
     allowed = (0, 1, 2, 3, 4, 5) if args[0] == "record" else (0, 1, 2)
@@ -237,16 +238,22 @@ def _check(args: list[str], what: str) -> None:
     assert "Traceback (most recent call last)" not in result.output, (
         f"{what}: `dsh-replay {' '.join(args)}` printed a traceback:\n{result.output[-2000:]}"
     )
+    return result.exit_code
 
 
 @pytest.mark.skipif(not SOURCES, reason="no recorded scenario to mutate")
 def test_every_command_survives_mutated_logs(tmp_path: Path) -> None:
     rng = random.Random(SEED)
+    codes: dict[int, int] = {}
     for n in range(CASES):
         source = rng.choice(SOURCES)
         case = tmp_path / f"case{n}" / source.name
         mutations = _make_case(rng, source, case)
         what = f"case {n} (seed {SEED}) of {source.name}: {'; '.join(mutations)}"
         for args in _commands(source, case, record=n % RECORD_EVERY == RECORD_EVERY - 1):
-            _check(args, what)
+            code = _check(args, what)
+            codes[code] = codes.get(code, 0) + 1
         shutil.rmtree(case.parent)  # keep only a failing case on disk
+    print(
+        f"\n{CASES} mutated scenarios, {sum(codes.values())} command runs, exit codes {sorted(codes.items())}"
+    )
