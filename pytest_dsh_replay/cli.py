@@ -24,6 +24,7 @@ from rich.markup import escape
 from .errors import HarnessError, quote
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
+from .scenario.validate import display as _name
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
 console = Console(highlight=False, soft_wrap=True, emoji=False)
@@ -33,15 +34,6 @@ class InputError(click.ClickException):
     """Unreadable or missing input: exit code 2 (1 is reserved for findings and differences)."""
 
     exit_code = 2
-
-
-def _name(value: Any) -> str:
-    """A value as it reads in output: short plain strings bare, anything else bounded-quoted."""
-    if isinstance(value, str) and len(value) <= 80 and value.isprintable():
-        return value
-    if type(value) is int:
-        return str(value)
-    return quote(value)
 
 
 def _log_files(path: Path) -> list[Path]:

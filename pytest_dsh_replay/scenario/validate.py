@@ -64,8 +64,9 @@ class UnitReport:
     events: int = 0
 
 
-def _name(value: Any) -> str:
-    """A type or number as it reads in a message: short plain strings bare, anything else quoted."""
+def display(value: Any) -> str:
+    """A value as it reads in a message or the CLI's output: short printable strings and integers
+    bare, anything else bounded-quoted (:func:`~pytest_dsh_replay.errors.quote`)."""
     if isinstance(value, str) and len(value) <= 80 and value.isprintable():
         return value
     if type(value) is int:
@@ -115,7 +116,7 @@ class _At:
         self.where, self.line_no, self.seq, self.type = where, line_no, seq, type_
 
     def __format__(self, spec: str) -> str:
-        return f"{self.where}:{self.line_no}: seq {_name(self.seq)} ({_name(self.type)})"
+        return f"{self.where}:{self.line_no}: seq {display(self.seq)} ({display(self.type)})"
 
 
 class LogChecks:
@@ -212,7 +213,7 @@ class LogChecks:
             if self.open_turn is not None:
                 add(
                     "LOG_TURN",
-                    f"{at}: turn {_name(turn)} starts while turn {_name(self.open_turn)} is still open",
+                    f"{at}: turn {display(turn)} starts while turn {display(self.open_turn)} is still open",
                 )
             if type(turn) is int and turn != self.last_turn + 1:
                 add("LOG_TURN", f"{at}: turn number {turn} does not follow {self.last_turn}")
@@ -225,10 +226,10 @@ class LogChecks:
             elif d.get("turn") != self.open_turn:
                 add(
                     "LOG_TURN",
-                    f"{at}: ends turn {_name(d.get('turn'))} but turn {_name(self.open_turn)} is open",
+                    f"{at}: ends turn {display(d.get('turn'))} but turn {display(self.open_turn)} is open",
                 )
             if self.open_step is not None:
-                add("LOG_STEP", f"{at}: turn ends while step {_name(self.open_step)} is open")
+                add("LOG_STEP", f"{at}: turn ends while step {display(self.open_step)} is open")
             for call_id in self.pending:
                 add("LOG_TOOL_PAIRING", f"{at}: tool call {quote(call_id)} never got a tool/result")
             self.open_turn, self.open_step, self.pending = None, None, {}
@@ -238,15 +239,16 @@ class LogChecks:
             if self.open_step is not None:
                 add(
                     "LOG_STEP",
-                    f"{at}: step {_name(d.get('step'))} starts while step {_name(self.open_step)} is open",
+                    f"{at}: step {display(d.get('step'))} starts while step "
+                    f"{display(self.open_step)} is open",
                 )
             self.open_step = d.get("step")
         elif t == "step/end":
             if self.open_step is None or d.get("step") != self.open_step:
                 add(
                     "LOG_STEP",
-                    f"{at}: step/end for step {_name(d.get('step'))} but open step is "
-                    f"{_name(self.open_step)}",
+                    f"{at}: step/end for step {display(d.get('step'))} but open step is "
+                    f"{display(self.open_step)}",
                 )
             self.open_step = None
         elif t == "tool/call":
@@ -296,7 +298,8 @@ class LogChecks:
         if self.open_turn is not None:
             self._add(
                 "LOG_TURN",
-                f"{self.where}: turn {_name(self.open_turn)} is never closed (crash? a load would repair it)",
+                f"{self.where}: turn {display(self.open_turn)} is never closed "
+                "(crash? a load would repair it)",
             )
 
 
