@@ -203,11 +203,22 @@ class _TurnSummary:
 
 
 def _sidecar_server(path: Path) -> tuple[Any, str]:
-    """``(served, name)`` for the primary log ``path``: call index -> the sidecar's entry, or ``None``."""
-    from .replay import OVERRIDE_FILE, load_override
+    """``(served, name)`` for a log: call index -> the entry its override sidecar serves, or ``None``.
 
-    sidecar = path.parent / OVERRIDE_FILE
-    if path.name != "session.jsonl" or not sidecar.is_file():
+    The sidecar of ``session.jsonl`` is ``replay.override.json``; that of ``session.<n>.jsonl`` is
+    ``replay.override.<n>.json`` (CONTRACTS §2). Both forms: a bare array replaces the script, patches
+    replace single calls.
+    """
+    from .replay import load_override
+
+    parts = path.name.split(".")
+    if path.name == "session.jsonl":
+        sidecar = path.parent / "replay.override.json"
+    elif len(parts) == 3 and parts[0] == "session" and parts[1].isdigit() and parts[2] == "jsonl":
+        sidecar = path.parent / f"replay.override.{parts[1]}.json"
+    else:
+        return None, ""
+    if not sidecar.is_file():
         return None, ""
     override = load_override(sidecar)
     if override.entries is not None:

@@ -360,3 +360,19 @@ def test_validate_bad_line_limit_setting_is_a_usage_error(monkeypatch: pytest.Mo
     monkeypatch.setenv(MAX_LINE_BYTES_ENV, "lots")
     result = cli("validate", BUNDLED_DIRS[0])
     assert result.exit_code == 2 and "[CONFIG]" in out(result)
+
+
+def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:
+    """``replay.override.<n>.json`` is the sidecar of ``session.<n>.jsonl`` (CONTRACTS §2)."""
+    child = spawn / "session.1.jsonl"
+    rows = _rows(child)
+    rows = [r for r in rows if r.get("type") not in ("assistant/chunk", "assistant/message")]
+    for k, r in enumerate(rows[1:]):
+        r["seq"] = k
+    _write(child, rows)
+    (spawn / "replay.override.1.json").write_text(
+        '[{"kind": "throw", "message": "child provider error", "code": "RATE_LIMIT"}]'
+    )
+    result = cli("show", spawn)
+    assert result.exit_code == 0, result.output
+    assert "(1 from replay.override.1.json: call #1: throw RATE_LIMIT)" in out(result)
