@@ -474,7 +474,6 @@ def _session_number(path: Path) -> int:
 
 def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
-    from ..replay import load_override
     from .definition import PRIMARY_FILE, fixture_files, load_scenario
 
     logs = sorted(
@@ -510,10 +509,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
     for sidecar in sorted(directory.glob("replay.override*.json")):
-        try:
-            load_override(sidecar)
-        except HarnessError as exc:
-            out.append(Finding(exc.code, str(exc)))
+        _check_sidecar(sidecar, out)
     return logs
 
 
@@ -535,10 +531,24 @@ def validate_unit(path: Path) -> UnitReport:
             files = _scenario_files(path, report.findings)
         else:
             files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+    elif path.name == "input.json":
+        return validate_unit(path.parent)  # the scenario it defines
+    elif path.name.startswith("replay.override") and path.suffix == ".json":
+        _check_sidecar(path, report.findings)
+        return report
     else:
         files = [path]
     validate_log_files(files, report)
     return report
+
+
+def _check_sidecar(path: Path, out: list[Finding]) -> None:
+    from ..replay import load_override
+
+    try:
+        load_override(path)
+    except HarnessError as exc:
+        out.append(Finding(exc.code, str(exc)))
 
 
 def validate_paths(paths: Sequence[Path]) -> Iterator[UnitReport]:

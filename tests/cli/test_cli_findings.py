@@ -376,3 +376,16 @@ def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:
     result = cli("show", spawn)
     assert result.exit_code == 0, result.output
     assert "(1 from replay.override.1.json: call #1: throw RATE_LIMIT)" in out(result)
+
+
+def test_validate_of_input_json_or_a_sidecar_file(spawn: Path) -> None:
+    (spawn / "session.2.jsonl").unlink()
+    result = cli("validate", spawn / "input.json")  # the scenario it defines, not a log
+    assert result.exit_code == 0, result.output
+    assert f"ok {spawn}: 2 log(s)" in out(result)
+    sidecar = spawn / "replay.override.json"
+    sidecar.write_text('[{"kind": "throw", "message": "m", "code": "C"}]')
+    assert cli("validate", sidecar).exit_code == 0
+    sidecar.write_text('[{"kind": "nope"}]')
+    bad = cli("validate", sidecar)
+    assert bad.exit_code == 1 and "[REPLAY_BAD_OVERRIDE]" in out(bad)
