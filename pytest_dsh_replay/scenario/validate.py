@@ -144,6 +144,26 @@ class LogChecks:
         self.pending: dict[str, int] = {}
         self.surface = array("q")
         self.last_turn = 0
+        self._outside: tuple[_At, Any, int] | None = None  # a run of events outside any turn
+
+    def _outside_turn(self, at: _At) -> None:
+        """A step or chunk outside a turn: one finding per run of them (a lost ``turn/start``
+        would otherwise cost one finding per event of the turn)."""
+        run = self._outside
+        self._outside = (at, at.seq, 1) if run is None else (run[0], at.seq, run[2] + 1)
+
+    def _end_outside(self) -> None:
+        if self._outside is None:
+            return
+        first, last, n = self._outside
+        self._outside = None
+        if n == 1:
+            self._add("LOG_TURN", f"{first}: outside a turn")
+        else:
+            self._add(
+                "LOG_TURN",
+                f"{first}: {n} steps/chunks outside a turn (through seq {display(last)}; a lost turn/start?)",
+            )
 
     def _add(self, code: str, message: str) -> None:
         self.out.append(Finding(code, message))
@@ -174,7 +194,7 @@ class LogChecks:
             )
         elif t == "assistant/chunk":
             if self.open_turn is None:
-                self._add("LOG_TURN", f"{_At(self.where, line_no, seq, t)}: outside a turn")
+                self._outside_turn(_At(self.where, line_no, seq, t))
         elif t in _STRUCTURE:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
         if "surfaceOp" in e or t in SURFACE:
@@ -208,6 +228,8 @@ class LogChecks:
 
     def _structure(self, at: _At, t: Any, d: dict[str, Any], seq: int) -> None:
         add = self._add
+        if t in ("turn/start", "turn/end"):
+            self._end_outside()
         if t == "turn/start":
             turn = d.get("turn")
             if self.open_turn is not None:
@@ -235,7 +257,7 @@ class LogChecks:
             self.open_turn, self.open_step, self.pending = None, None, {}
         elif t == "step/start":
             if self.open_turn is None:
-                add("LOG_STEP", f"{at}: step outside a turn")
+                self._outside_turn(at)
             if self.open_step is not None:
                 add(
                     "LOG_STEP",
@@ -295,6 +317,7 @@ class LogChecks:
 
     def finish(self) -> None:
         """End-of-log checks (an open turn)."""
+        self._end_outside()
         if self.open_turn is not None:
             self._add(
                 "LOG_TURN",

@@ -389,3 +389,18 @@ def test_validate_of_input_json_or_a_sidecar_file(spawn: Path) -> None:
     sidecar.write_text('[{"kind": "nope"}]')
     bad = cli("validate", sidecar)
     assert bad.exit_code == 1 and "[REPLAY_BAD_OVERRIDE]" in out(bad)
+
+
+def test_validate_a_lost_turn_start_is_not_one_finding_per_event(spawn: Path) -> None:
+    log = spawn / "session.jsonl"
+    rows = _rows(log)
+    i = [k for k, r in enumerate(rows) if r.get("type") == "turn/start"][-1]
+    seq = rows[i]["seq"]
+    del rows[i]
+    _write(log, rows)
+    result = cli("validate", spawn)
+    assert result.exit_code == 1
+    assert len(findings(result)) == 3, result.output  # the gap, the events outside a turn, the turn/end
+    assert f"1 event missing before seq {seq + 1}" in out(result)
+    assert "steps/chunks outside a turn (through seq" in out(result)
+    assert "turn/end without an open turn" in out(result)
