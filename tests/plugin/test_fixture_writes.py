@@ -202,3 +202,31 @@ def test_a_failed_call_in_a_child_records_a_child_sidecar_and_replays(
     before = snapshot(scenario)
     run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
     assert snapshot(scenario) == before
+
+
+def test_a_cancelled_call_in_a_child_records_a_child_sidecar_and_replays(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    scenario = scenario_dir(
+        tmp_path,
+        [
+            {"op": "newSession"},
+            {"op": "promptAndCancel", "text": "delegate"},
+            {"op": "prompt", "text": "again"},
+        ],
+        [
+            [
+                {
+                    "toolCalls": [
+                        {"name": "subagent", "arguments": {"description": "d", "prompt": "Reply C."}}
+                    ]
+                },
+                "AGAIN",
+            ],
+            [{"hang": True}],
+        ],
+    )
+    record(pytester, scenario).assert_outcomes(passed=1)
+    (entry,) = json.loads((scenario / "replay.override.1.json").read_text())
+    assert entry["kind"] == "hang"
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
