@@ -230,3 +230,28 @@ def test_a_cancelled_call_in_a_child_records_a_child_sidecar_and_replays(
     (entry,) = json.loads((scenario / "replay.override.1.json").read_text())
     assert entry["kind"] == "hang"
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_update_never_rewrites_a_fixture_stored_in_the_newer_layout(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    from pytest_dsh_replay.replay import encode_head_layout
+    from pytest_dsh_replay.scenario.harvest import read_log_file
+
+    scenario = bundled_copy / "spawn" / "one-child"
+    primary = scenario / "session.jsonl"
+    log = read_log_file(primary)
+    primary.write_bytes(encode_head_layout(log.header, log.events))  # projected envelopes, packed chunks
+    before = snapshot(scenario)
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)  # our vocabulary: it replays
+    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
+    assert snapshot(scenario) == before  # unchanged: nothing to write
+    steps = json.loads((scenario / "input.json").read_text())
+    steps["steps"][2]["text"] += " (changed)"
+    (scenario / "input.json").write_text(json.dumps(steps))
+    result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*stored in the newer layout*refuses to rewrite it and leaves it untouched*"]
+    )
+    assert primary.read_bytes() == before["session.jsonl"]
