@@ -255,3 +255,24 @@ def test_update_never_rewrites_a_fixture_stored_in_the_newer_layout(
         ["*stored in the newer layout*refuses to rewrite it and leaves it untouched*"]
     )
     assert primary.read_bytes() == before["session.jsonl"]
+
+
+def test_new_episodes_keeps_the_recorded_bytes_and_gives_new_sessions_the_kept_lineage(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    scenario = scenario_dir(tmp_path, [{"op": "newSession"}, {"op": "prompt", "text": "one"}], [["FIRST"]])
+    record(pytester, scenario).assert_outcomes(passed=1)
+    recorded = (scenario / "session.jsonl").read_bytes()
+    recorded_id = json.loads(recorded.split(b"\n")[0])["id"]
+    steps = [{"op": "newSession"}, {"op": "prompt", "text": "one"}, {"op": "prompt", "text": "delegate"}]
+    (scenario / "input.json").write_text(json.dumps({"steps": steps}))
+    delegate = {"toolCalls": [{"name": "subagent", "arguments": {"description": "d", "prompt": "Reply C."}}]}
+    (scenario / "scripted.json").write_text(json.dumps({"sessions": [["FIRST", delegate, "DONE"], ["C"]]}))
+    record(pytester, scenario, "new_episodes").assert_outcomes(passed=1)
+    grown = (scenario / "session.jsonl").read_bytes()
+    assert grown.startswith(recorded)  # the replayed part keeps its ids and times byte for byte
+    child = json.loads((scenario / "session.1.jsonl").read_text().split("\n")[0])
+    assert child["parentSession"] == recorded_id
+    times = [json.loads(line)["time"] for line in grown.splitlines()[1:]]
+    assert times == sorted(times)
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
