@@ -136,22 +136,6 @@ def resolve_model_spec(
     )
 
 
-def scrub_logs(logs: list[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
-    """Copies of ``logs`` with every secret in every string value replaced (headers included)."""
-    from ..session.codec import map_strings
-
-    out: list[SessionLog] = []
-    for log in logs:
-        out.append(
-            SessionLog(
-                map_strings(log.header, scrubber.scrub),
-                [map_strings(e, scrubber.scrub) for e in log.events],
-                log.source,
-            )
-        )
-    return out
-
-
 #: Environment variables whose values are treated as secrets on every write path (defense in depth:
 #: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
 SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
@@ -286,7 +270,6 @@ __all__: list[str] = [
     "environment_secrets",
     "load_scripted_file",
     "resolve_model_spec",
-    "scrub_logs",
     "secret_scrubber",
     "sidecars_for",
 ]
