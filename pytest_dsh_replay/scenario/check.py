@@ -375,6 +375,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
                 scenario,
                 runs[0],
                 _scrubber(options, served.secrets),
+                _sidecar_files(scenario, _episode_sidecars(served, runs[0].logs)),
                 base=fixtures,
                 normalization=_normalization(ignored, runs[0], options),
             )
@@ -394,6 +395,17 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         except ForeignRecordingError as exc:
             outcome.problems.append(str(exc))
     return outcome
+
+
+def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
+    """Sidecars for sessions whose LIVE part had a failed or cancelled call: replayed + live calls."""
+    assert served.watched is not None
+    out: dict[int, list[dict[str, Any]]] = {}
+    for i, live in sidecars_for(served.watched, logs).items():
+        index = served.replay.bound.get(logs[i].id)
+        recorded = list(served.replay.scripts[index].entries) if index is not None else []
+        out[i] = [*recorded, *live]
+    return out
 
 
 def check_scenario(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:

@@ -77,8 +77,13 @@ def harvest_backend(backend: Any) -> list[SessionLog]:
     logs: list[SessionLog] = []
     for header in backend.list():
         meta, events = backend.load(header["id"])
-        logs.append(SessionLog({"type": "session", **meta}, list(events), f"sqlite:{header['id']}"))
+        logs.append(SessionLog(header_record(meta), list(events), f"sqlite:{header['id']}"))
     return harvest_order(logs)
+
+
+def header_record(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSONL header line's record: ``"type": "session"`` first, then the header keys in order."""
+    return {"type": "session", **{k: v for k, v in header.items() if k != "type"}}
 
 
 def log_to_jsonl(log: SessionLog, *, cwd: str | None = None) -> str:
@@ -88,10 +93,7 @@ def log_to_jsonl(log: SessionLog, *, cwd: str | None = None) -> str:
     from ..session.codec import map_strings
     from .normalize import NormalizeContext
 
-    header = dict(log.header)
-    header.pop("type", None)
-    header = {"type": "session", **header}
-    records = [header, *log.events]
+    records = [header_record(log.header), *log.events]
     if cwd:
         ctx = NormalizeContext(session_ids=[], cwd=cwd)
         records = [map_strings(r, ctx.tokenize_cwd) for r in records]

@@ -35,6 +35,7 @@ from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
 from .definition import Scenario
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
+from .harvest import header_record
 from .normalize import CWD_TOKEN, NormalizeContext, SessionLog, context_for, normalized_events
 from .record import check_written, secret_scrubber
 
@@ -70,11 +71,6 @@ class Normalization:
 
 def _dumps(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record)
-
-
-def _header_record(header: dict[str, Any]) -> dict[str, Any]:
-    rest = {k: v for k, v in header.items() if k != "type"}
-    return {"type": "session", **rest}
 
 
 def _raw_lines(data: bytes, log: SessionLog) -> list[bytes] | None:
@@ -144,9 +140,9 @@ class _Composer:
         out: list[bytes] = []
         run_header, run_lines = self.run_norm[i]
         if fixture is not None and self.fx_norm[i][0] == run_header:
-            out.append(raw[0] if raw is not None else _dumps(_header_record(fixture.header)))
+            out.append(raw[0] if raw is not None else _dumps(header_record(fixture.header)))
         else:
-            header = self.respell(_header_record(run.header))
+            header = self.respell(header_record(run.header))
             if "createdAt" in header:
                 created = fixture.header.get("createdAt") if fixture is not None else None
                 header["createdAt"] = (
@@ -158,11 +154,14 @@ class _Composer:
             fx_lines = self.fx_norm[i][1]
             for (fi, fx_line), (ri, run_line) in zip(fx_lines, run_lines, strict=False):
                 pairs[ri] = (fi, fx_line == run_line)
+        last_time: int | None = None  # new events never go back before what precedes them
         for ri, event in enumerate(run.events):
             pair = pairs.get(ri)
             if pair is not None and fixture is not None:
                 fi, equal = pair
                 kept = fixture.events[fi]
+                if isinstance(kept.get("time"), int):
+                    last_time = kept["time"]
                 if equal:
                     if all(kept.get(k) == event.get(k) for k in _REF_KEYS):
                         out.append(
@@ -185,6 +184,9 @@ class _Composer:
             new = self.respell(event)
             if isinstance(new.get("time"), int):
                 new["time"] += self.delta
+                if last_time is not None and new["time"] < last_time:
+                    new["time"] = last_time
+                last_time = new["time"]
             out.append(_dumps(new))
         return b"\n".join(out) + b"\n"
 

@@ -276,3 +276,22 @@ def test_new_episodes_keeps_the_recorded_bytes_and_gives_new_sessions_the_kept_l
     times = [json.loads(line)["time"] for line in grown.splitlines()[1:]]
     assert times == sorted(times)
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_new_episodes_with_a_failed_live_call_writes_the_sidecar_it_needs(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    scenario = scenario_dir(tmp_path, [{"op": "newSession"}, {"op": "prompt", "text": "one"}], [["FIRST"]])
+    record(pytester, scenario).assert_outcomes(passed=1)
+    steps = [
+        {"op": "newSession"},
+        {"op": "prompt", "text": "one"},
+        {"op": "promptExpectError", "text": "two"},
+    ]
+    (scenario / "input.json").write_text(json.dumps({"steps": steps}))
+    error = {"error": {"message": "provider down", "code": "HTTP_503"}}
+    (scenario / "scripted.json").write_text(json.dumps({"sessions": [["FIRST", error]]}))
+    record(pytester, scenario, "new_episodes").assert_outcomes(passed=1)
+    entries = json.loads((scenario / "replay.override.json").read_text())
+    assert [e["kind"] for e in entries] == ["chunks", "throw"]
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
