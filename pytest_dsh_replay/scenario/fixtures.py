@@ -85,10 +85,12 @@ def foreign_reason(logs: Iterable[SessionLog]) -> str | None:
     """
     unknown: dict[str, str] = {}
     for log in logs:
-        for event in log.events:
-            kind = event.get("type")
-            if isinstance(kind, str) and kind not in AGENT_EVENT_TYPES and kind not in unknown:
-                unknown[kind] = log.source
+        kinds = {event.get("type") for event in log.events} - AGENT_EVENT_TYPES
+        if kinds:  # report them in log order
+            for event in log.events:
+                kind = event.get("type")
+                if kind in kinds and isinstance(kind, str) and kind not in unknown:
+                    unknown[kind] = log.source
     if not unknown:
         return None
     listed = ", ".join(f"{kind} ({source})" for kind, source in list(unknown.items())[:_LISTED_TYPES])
