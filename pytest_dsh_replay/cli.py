@@ -467,7 +467,7 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
 
     Exit 1 on differences.
     """
-    from .scenario.compare import compare_event_logs
+    from .scenario.compare import compare_event_logs, render_mismatches
 
     left, right = _load_logs(a), _load_logs(b)
     for side, logs in ((f"A ({a})", left), (f"B ({b})", right)):
@@ -475,16 +475,15 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
         if too_deep is not None:
             raise too_deep
     problems = _inventory(left, right, a, b)
-    problems += [
-        m.render()
-        for m in compare_event_logs(
+    problems += render_mismatches(
+        compare_event_logs(
             left,
             right,
             ignore_events=frozenset(ignore_event),
             canonical_envelope=True,
             labels=(f"A ({a})", f"B ({b})"),
         )
-    ]
+    )
     if not problems:
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
         return

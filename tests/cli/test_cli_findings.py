@@ -404,3 +404,15 @@ def test_validate_a_lost_turn_start_is_not_one_finding_per_event(spawn: Path) ->
     assert f"1 event missing before seq {seq + 1}" in out(result)
     assert "steps/chunks outside a turn (through seq" in out(result)
     assert "turn/end without an open turn" in out(result)
+
+
+def test_diff_of_changed_content_speaks_of_a_and_b(tmp_path: Path) -> None:
+    copy = tmp_path / "b"
+    shutil.copytree(BUNDLED / "spawn" / "one-child", copy)
+    primary = copy / "session.jsonl"
+    primary.write_text(primary.read_text().replace("PARENT_DONE", "PARENT_CHANGED"))
+    result = cli("diff", BUNDLED / "spawn" / "one-child", copy)
+    assert result.exit_code == 1
+    text = out(result)
+    assert f"A ({BUNDLED / 'spawn' / 'one-child'}) 'PARENT_DONE' != B ({copy}) 'PARENT_CHANGED'" in text
+    assert "fixture" not in text and "the run" not in text
