@@ -30,6 +30,7 @@ from .errors import (
     InvalidEventDataError,
     PersistenceError,
     SchemaVersionError,
+    SessionCollisionError,
     SqliteFileError,
 )
 from .locking import WriterLock
@@ -452,12 +453,21 @@ class SqlitePersistence(BackendBase):
         body: list[tuple[str, tuple[Any, ...]]],
         events: list[Event],
         encoded: list[tuple[Any, ...]] | None = None,
+        *,
+        fresh: bool = False,
     ) -> None:
         rows = encoded if encoded is not None else [_row_of(session_id, ev) for ev in events]
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if fresh and conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                    # Checked inside the write transaction: another writer materialized the id
+                    # after our create() (a session row is materialization).
+                    raise SessionCollisionError(
+                        f"{self.path}: session {quote(session_id)} was stored by another writer; "
+                        "refusing to write a second log of the same id"
+                    )
                 for sql, params in body:
                     conn.execute(sql, params)
                 if rows:
@@ -499,7 +509,7 @@ class SqlitePersistence(BackendBase):
                 meta.get("seedLength"),
             ),
         )
-        self._transaction("first write", meta["id"], [upsert], events, encoded)
+        self._transaction("first write", meta["id"], [upsert], events, encoded, fresh=True)
 
     def _append(
         self, meta: SessionHeader, events: list[Event], encoded: list[tuple[Any, ...]] | None = None
