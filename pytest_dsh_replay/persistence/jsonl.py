@@ -390,7 +390,7 @@ class JsonlPersistence(BackendBase):
         return path
 
     def _append_lines(self, path: Path, lines: list[bytes]) -> None:
-        payload = b"\n".join(lines) + b"\n"
+        payload = b"\n".join([*lines, b""])  # a single copy of the batch, newline-terminated
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:

@@ -418,31 +418,36 @@ class SqlitePersistence(BackendBase):
         conn = self._conn
         loads = orjson.loads
         try:
-            lo, hi = conn.execute(
-                "SELECT min(rowid), max(rowid) FROM events WHERE session_id = ?", (session_id,)
+            lo, hi, n_rows = conn.execute(
+                "SELECT min(rowid), max(rowid), count(*) FROM events WHERE session_id = ?", (session_id,)
             ).fetchone()
             if lo is None:
                 return []
             cursor = conn.execute(
                 "SELECT seq, type, time, data, source_event_seqs, surface_op FROM events NOT INDEXED "
-                "WHERE rowid BETWEEN ? AND ? AND session_id = ? ORDER BY rowid",
+                "WHERE rowid BETWEEN ? AND ? AND session_id = ? "
+                # a damaged record's odd column types drop the row: the seq check below sees a gap
+                "AND typeof(seq) = 'integer' AND typeof(type) = 'text' ORDER BY rowid",
                 (lo, hi, session_id),
             )
+            events: list[Any] = []
+            extend, fetch = events.extend, cursor.fetchmany
             with gc_paused():
-                events: list[Any] = [
-                    {"type": etype, "seq": seq, "time": time, "data": loads(data)}
-                    if seqs is None and op is None
-                    else _full_event(etype, seq, time, data, seqs, op)
-                    for seq, etype, time, data, seqs, op in cursor
-                ]
+                while rows := fetch(4096):  # bounded batches: a list is faster to walk than a cursor
+                    extend(
+                        [
+                            {"type": etype, "seq": seq, "time": time, "data": loads(data)}
+                            if seqs is None and op is None
+                            else _full_event(etype, seq, time, data, seqs, op)
+                            for seq, etype, time, data, seqs, op in rows
+                        ]
+                    )
+                del rows
         except (orjson.JSONDecodeError, sqlite3.Error, UnicodeDecodeError, TypeError):
             return None  # TypeError: a non-text data column (a damaged record)
-        n = len(events)
-        if not all(map(operator.eq, map(operator.itemgetter("seq"), events), range(n))):
-            return None
-        if not {int}.issuperset(map(type, map(operator.itemgetter("seq"), events))):
-            return None  # True == 1: a damaged seq column must not pass as an integer
-        if not {str}.issuperset(map(type, map(operator.itemgetter("type"), events))):
+        if n_rows != len(events):
+            return None  # rows outside the span order or filtered out as damaged
+        if not all(map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))):
             return None
         return events
 

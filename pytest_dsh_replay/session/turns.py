@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any, cast
 
 from .types import Event
+
+_BOUNDARIES = frozenset(("turn/start", "turn/end"))
 
 #: Text of a synthetic crash-repair ``tool/result`` (persistence.md §3).
 INTERRUPTED_TOOL_TEXT = "Tool call interrupted by a crash; no result was recorded."
@@ -45,6 +50,17 @@ def _call_key(call_id: object) -> tuple[type, object] | None:
     return None
 
 
+def _last_boundary(events: Sequence[Event]) -> int:
+    """Index of the last ``turn/start`` or ``turn/end`` in ``events``, -1 if none (C-level scans)."""
+    types = list(map(operator.itemgetter("type"), events))
+    types.reverse()
+    found = len(types)
+    for boundary in _BOUNDARIES:
+        with contextlib.suppress(ValueError):
+            found = min(found, types.index(boundary))
+    return len(types) - 1 - found
+
+
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     """Synthetic events that close an interrupted final turn (persistence.md §3).
 
@@ -61,10 +77,15 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     no closable turn), unhashable call ids are ignored, and a last event without an integer
     ``time`` reuses the latest integer ``time`` before it (0 if none). Never raises for such input.
     """
+    # Only the events from the last turn boundary on matter: a turn/start or turn/end resets
+    # every piece of state. Finding it first keeps a load of a long log O(last turn).
+    start = _last_boundary(events)
+    if start < 0 or events[start]["type"] != "turn/start":
+        return []
     open_turn: Any = None
     open_step: Any = None
     pending: dict[tuple[type, object], dict[str, Any]] = {}
-    for ev in events:
+    for ev in itertools.islice(events, start, None):
         t = ev["type"]
         data = _data_of(ev)
         if t == "turn/start":
