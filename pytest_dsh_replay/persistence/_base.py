@@ -366,11 +366,14 @@ class BackendBase(abc.ABC):
         An untracked id is first adopted with :meth:`load` (including crash repair).
 
         Raises:
+            InvalidSessionIdError: ``session_id`` is not a storable id (see ``check_session_id``).
             InvalidEventDataError: an event is not storable (names type and seq).
+            JsonValueError: a string of the data has no UTF-8 form (a lone surrogate).
             SeqMismatchError: first seq != stored next seq, or the batch is not contiguous.
             SessionNotFoundError: untracked id with no stored artifact.
             WriterConflictError: another writer holds the session.
-            SessionCollisionError: the first write finds an artifact already in place.
+            SessionCollisionError: the first write finds a log of the same id already stored, in
+                any cwd scope (one id, one log; checked under the id's writer lock).
         """
         self._check_open()
         check_session_id(session_id)
@@ -419,11 +422,19 @@ class BackendBase(abc.ABC):
         the balanced log (persistence.md §1, §3). The id stays tracked (cursor = returned length)
         and the writer lock stays held until :meth:`close`.
 
+        Any stored bytes give either the log or one of these typed errors (never another
+        exception); a load that raises leaves the stored bytes unchanged.
+
         Raises:
+            InvalidSessionIdError: ``session_id`` is not a storable id.
             SessionNotFoundError: no stored artifact.
+            SessionCollisionError: (JSONL) the id is stored in more than one cwd bucket.
             UnsupportedVersionError: header ``version`` != 0.
             CorruptLogError: empty/header-less file, bad header, or committed-region corruption.
+            LineTooLongError: (JSONL) a line over ``errors.max_line_bytes()``, checked before parsing.
+            SqliteFileError: (SQLite) sqlite3 failed reading the file (corrupt, missing column, ...).
             WriterConflictError: another writer holds the session.
+            PersistenceError: (code ``PERSISTENCE_IO``) the file cannot be read or repaired.
         """
         self._check_open()
         check_session_id(session_id)

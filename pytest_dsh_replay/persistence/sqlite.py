@@ -2,8 +2,13 @@
 
 Schema version ``SCHEMA_VERSION = 4`` lives in ``PRAGMA user_version``. A file stamped with any
 other non-zero version (1, 2, the ambiguous 3, 5+) is rejected before anything is written to it
-(the check reads the 100-byte file header first, then ``PRAGMA user_version`` before the WAL
-switch), so the file stays byte-for-byte untouched. There is no migration code.
+(the check reads the 100-byte file header and, when an un-checkpointed ``-wal`` exists, the
+last committed copy of page 1 in it, both without SQLite; then ``PRAGMA user_version`` before the
+WAL switch), so the file, its ``-wal`` and ``-shm`` stay byte-for-byte untouched. A version-4 file
+whose tables lack a schema column is refused the same way (``SQLITE_SCHEMA_MISMATCH``). There is
+no migration code. Every sqlite3 failure while reading (a corrupt file, undecodable text) is a
+:class:`~pytest_dsh_replay.persistence.errors.SqliteFileError` naming the file; a damaged row in
+the committed region is a ``CorruptLogError`` like a bad JSONL line.
 """
 
 from __future__ import annotations
