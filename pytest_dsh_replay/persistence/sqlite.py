@@ -192,16 +192,6 @@ def _optional_column(events: list[Event], key: str) -> list[str | None] | None:
     return [next(it).decode() if key in ev else None for ev in events]
 
 
-def _full_event(etype: str, seq: int, time: int, data: str, seqs: str | None, op: str | None) -> Event:
-    """An event row with optional columns, as :meth:`SqlitePersistence._read` builds it."""
-    ev: dict[str, Any] = {"type": etype, "seq": seq, "time": time, "data": orjson.loads(data)}
-    if seqs is not None:
-        ev["sourceEventSeqs"] = orjson.loads(seqs)
-    if op is not None:
-        ev["surfaceOp"] = orjson.loads(op)
-    return cast(Event, ev)
-
-
 class SqlitePersistence(BackendBase):
     """Sessions in one SQLite file (persistence.md §5); ``":memory:"`` is allowed.
 
@@ -428,32 +418,40 @@ class SqlitePersistence(BackendBase):
             ).fetchone()
             if lo is None:
                 return []
+            span = "FROM events NOT INDEXED WHERE rowid BETWEEN ? AND ? AND session_id = ? "
             cursor = conn.execute(
-                "SELECT seq, type, time, data, source_event_seqs, surface_op FROM events NOT INDEXED "
-                "WHERE rowid BETWEEN ? AND ? AND session_id = ? "
-                # a damaged record's odd column types drop the row: the seq check below sees a gap
-                "AND typeof(seq) = 'integer' AND typeof(type) = 'text' ORDER BY rowid",
+                "SELECT seq, type, time, data "
+                + span
+                # a damaged record's odd column types drop the row: the count check below sees it
+                + "AND typeof(seq) = 'integer' AND typeof(type) = 'text' ORDER BY rowid",
                 (lo, hi, session_id),
             )
             events: list[Any] = []
             extend, fetch = events.extend, cursor.fetchmany
             with gc_paused():
-                while rows := fetch(4096):  # bounded batches: a list is faster to walk than a cursor
-                    extend(
-                        [
-                            {"type": etype, "seq": seq, "time": time, "data": loads(data)}
-                            if seqs is None and op is None
-                            else _full_event(etype, seq, time, data, seqs, op)
-                            for seq, etype, time, data, seqs, op in rows
-                        ]
-                    )
+                # Bounded batches (a list is faster to walk than a cursor); the two optional
+                # columns, NULL on most rows, are fetched apart for the few rows that have them.
+                while rows := fetch(4096):
+                    extend([{"type": t, "seq": q, "time": tm, "data": loads(da)} for q, t, tm, da in rows])
                 del rows
+                if n_rows != len(events) or not all(
+                    map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))
+                ):
+                    return None  # filtered-out rows, a gap, or rows not stored in seq order
+                extras = conn.execute(
+                    "SELECT seq, source_event_seqs, surface_op "
+                    + span
+                    + "AND (source_event_seqs IS NOT NULL OR surface_op IS NOT NULL)",
+                    (lo, hi, session_id),
+                )
+                for seq, seqs, op in extras:  # seq == index: checked above
+                    ev = events[seq]
+                    if seqs is not None:
+                        ev["sourceEventSeqs"] = loads(seqs)
+                    if op is not None:
+                        ev["surfaceOp"] = loads(op)
         except (orjson.JSONDecodeError, sqlite3.Error, UnicodeDecodeError, TypeError):
             return None  # TypeError: a non-text data column (a damaged record)
-        if n_rows != len(events):
-            return None  # rows outside the span order or filtered out as damaged
-        if not all(map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))):
-            return None
         return events
 
     def _transaction(
