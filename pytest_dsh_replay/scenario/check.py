@@ -27,13 +27,11 @@ from .record import (
     EpisodeModel,
     ModelSpecError,
     WatchedModel,
-    check_written,
     model_hint,
-    scrub_logs,
-    secret_scrubber,
     sidecar_for,
 )
 from .runner import RunOptions, RunResult, run_scenario
+from .secrets import check_written, default_scrubber, redact_report, scrub_json_text, scrub_logs
 
 END_SEED = "session/end-seed"
 
@@ -53,6 +51,8 @@ class CheckOptions:
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
+        scrubber: THE secret set of the run (``llm.secrets.run_scrubber``), used by every write, the run
+            side of every comparison and the report; ``None``: the default one.
     """
 
     backend: str | None = None
@@ -65,6 +65,12 @@ class CheckOptions:
     event_hook: Callable[..., Any] | None = None
     setup_hook: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
+    scrubber: SecretScrubber | None = None
+
+
+def _scrubber(options: CheckOptions, secrets: Sequence[str] = ()) -> SecretScrubber:
+    """The run's scrubber (plus the live model's own secrets)."""
+    return (options.scrubber or default_scrubber()).extended(secrets)
 
 
 @dataclass
@@ -128,13 +134,15 @@ def _compare(
     options: CheckOptions,
 ) -> list[str]:
     problems = inventory_problems(fixtures, result.logs, str(scenario.path))
+    # the run side is scrubbed like a recording is: a fixture's [REDACTED] equals the run's secret
+    run_logs = scrub_logs(result.logs, _scrubber(options))
     mismatches: list[LogMismatch]
     if scenario.config.compare == "messages":
-        mismatches = compare_message_logs(fixtures, result.logs)
+        mismatches = compare_message_logs(fixtures, run_logs)
     else:
         mismatches = compare_event_logs(
             fixtures,
-            result.logs,
+            run_logs,
             ignore_events=ignored,
             canonical_envelope=result.backend == "sqlite",
             event_hook=options.event_hook,
@@ -194,7 +202,7 @@ def write_fixtures(
     """
     from syrupy.utils import replace_atomic
 
-    scrubber = scrubber or secret_scrubber([])
+    scrubber = scrubber or default_scrubber()
     logs = scrub_logs(result.logs, scrubber)
     rendered: list[tuple[Path, str]] = []
     for i, log in enumerate(logs):
@@ -203,7 +211,7 @@ def write_fixtures(
         scrubber.assert_clean(text, label=str(path))
         rendered.append((path, text))
     for path, text in extra:
-        text = scrubber.scrub(text)
+        text = scrub_json_text(text, scrubber)
         scrubber.assert_clean(text, label=str(path))
         rendered.append((path, text))
     staged: list[tuple[Path, Path]] = []
@@ -265,7 +273,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         extra.append(
             (scenario.path / OVERRIDE_FILE, orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode() + "\n")
         )
-    outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets), extra)
+    outcome.written, outcome.removed = write_fixtures(scenario, result, _scrubber(options, secrets), extra)
     outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
     if sidecar is not None:
         outcome.notes.append(
@@ -335,7 +343,9 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
                     0, "new_episodes recording failed; the previous fixtures are untouched"
                 )
             elif episodes.live_calls:
-                outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
+                outcome.written, outcome.removed = write_fixtures(
+                    scenario, result, _scrubber(options, secrets)
+                )
                 outcome.notes.append(
                     f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended"
                 )
@@ -349,7 +359,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         problems = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
         outcome.problems.extend(f"jsonl and sqlite exports differ: {m.render()}" for m in problems)
     if options.update and not outcome.problems:
-        outcome.written, outcome.removed = write_fixtures(scenario, exports[0])
+        outcome.written, outcome.removed = write_fixtures(scenario, exports[0], _scrubber(options))
     return outcome
 
 
@@ -378,4 +388,6 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
         ]
     elif options.refresh_command:
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
-    raise ScenarioMismatch(lines[0], "\n".join(lines))
+    raise ScenarioMismatch(
+        redact_report(lines[0], options.scrubber), redact_report("\n".join(lines), options.scrubber)
+    )

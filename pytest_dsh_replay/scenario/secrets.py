@@ -1,0 +1,139 @@
+"""Secret scrubbing of session logs, sidecars, requests and reports (harness.md §4).
+
+The string- and block-level rules live in :mod:`pytest_dsh_replay.llm.secrets`; this module applies
+them to what the scenario layer handles:
+
+* :func:`scrub_logs` / :func:`scrub_events`: every string value of headers and events, AND the joined
+  text of every streamed block (a key split over ``text-delta`` events is found and the deltas are
+  rewritten to join to the scrubbed text). Used on every write (record, rewrite, new_episodes,
+  ``--snapshot-update``) and on the run side of every comparison, so a fixture's ``[REDACTED]``
+  equals the run's secret while any other difference still fails;
+* :func:`scrub_json_text`: a JSON file written beside the logs (override sidecar, pins): the same;
+* :func:`request_scrub`: the callable ``ReplayModel(scrub=...)`` applies to a live request before the
+  request check (CONTRACTS §3);
+* :func:`secret_findings`: ``dsh-replay validate``'s check (strings and joined blocks);
+* :func:`redact_report`: a report (terminal, ``--junitxml``, CLI) with every secret as ``[REDACTED]``.
+
+All of them take THE run's :class:`~pytest_dsh_replay.llm.secrets.SecretScrubber`
+(``CheckOptions.scrubber``, built once by :func:`~pytest_dsh_replay.llm.secrets.run_scrubber`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..llm.secrets import SecretScrubber, block_pieces, run_scrubber
+from ..session.codec import iter_strings, map_strings
+from .normalize import SessionLog
+
+__all__ = [
+    "check_written",
+    "default_scrubber",
+    "redact_report",
+    "request_scrub",
+    "scrub_events",
+    "scrub_json_text",
+    "scrub_logs",
+    "scrub_value",
+    "secret_findings",
+]
+
+
+def default_scrubber() -> SecretScrubber:
+    """The run scrubber when the caller configured none (CLI, library use): ``OPENAI_API_KEY``,
+    secret-named environment values and the default patterns."""
+    return run_scrubber()
+
+
+def _copy(value: Any) -> Any:
+    return map_strings(value, str)
+
+
+def scrub_value(value: Any, scrubber: SecretScrubber) -> Any:
+    """A copy of the JSON value with the delta pieces of every block inside it
+    (:func:`~pytest_dsh_replay.llm.secrets.block_pieces`) rewritten to join to the scrubbed text, and
+    every string value scrubbed (to a fixed point)."""
+    copied = _copy(value)
+    scrubber.scrub_blocks(block_pieces([copied]))
+    return map_strings(copied, scrubber.scrub_fixed)
+
+
+def scrub_events(events: Sequence[dict[str, Any]], scrubber: SecretScrubber) -> list[dict[str, Any]]:
+    """Copies of one log's events, scrubbed per string and per block (see module doc)."""
+    # blocks first, on the ORIGINAL pieces: a per-string pass first could redact the head of a key
+    # and leave its tail in the next delta
+    rows = [_copy(e) for e in events]
+    scrubber.scrub_blocks(block_pieces(rows))
+    return [map_strings(e, scrubber.scrub_fixed) for e in rows]
+
+
+def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
+    """Copies of ``logs`` with every secret replaced (headers, events, joined block texts)."""
+    return [
+        SessionLog(map_strings(log.header, scrubber.scrub_fixed), scrub_events(log.events, scrubber), log.source)
+        for log in logs
+    ]
+
+
+def scrub_json_text(text: str, scrubber: SecretScrubber) -> str:
+    """Scrub a file's text: JSON (an override sidecar) per string and per block, other text per line.
+
+    JSON keeps the writer's layout (``orjson`` indented by 2, trailing newline) when it changes;
+    unchanged JSON is returned as it is.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return scrubber.scrub_fixed(text)
+    scrubbed = scrub_value(value, scrubber)
+    if scrubbed == value:
+        return scrubber.scrub_fixed(text)  # e.g. a secret in a key: keys are not values
+    return orjson.dumps(scrubbed, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def request_scrub(scrubber: SecretScrubber) -> Callable[[Any], Any]:
+    """The ``scrub`` callable of ``ReplayModel(scrub=...)`` (CONTRACTS §3): a live request's JSON
+    values scrubbed like the recording was, so its secret equals the recorded ``[REDACTED]``."""
+
+    def scrub(value: Any) -> Any:
+        return scrub_value(value, scrubber)
+
+    return scrub
+
+
+def check_written(paths: Sequence[Path], scrubber: SecretScrubber) -> None:
+    """Re-read every written file and raise ``SecretLeakError`` (file, line, seq) on any hit, in a
+    line or in the joined deltas of a block."""
+    for path in paths:
+        scrubber.assert_clean(path)
+
+
+def secret_findings(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = None) -> list[str]:
+    """``dsh-replay validate``'s secret check: one finding per event (or header) with a secret in a
+    string value, and one per block whose joined deltas hold one. Names file, seq and what matched,
+    never the secret."""
+    scrubber = scrubber or default_scrubber()
+    findings: list[str] = []
+    for log in logs:
+        for position, record in enumerate([log.header, *log.events]):
+            for text in iter_strings(record):
+                hit = scrubber.first_leak(text)
+                if hit is not None:
+                    at = "header" if position == 0 else f"seq {record.get('seq')} ({record.get('type')})"
+                    findings.append(f"{log.source}: {at}: a string value matches {hit[1]} (a secret)")
+                    break
+        for leak in scrubber.block_leaks(block_pieces(log.events)):
+            findings.append(
+                f"{log.source}: {leak.where}: the joined deltas of {leak.block} match {leak.kind} "
+                "(a secret split across chunks)"
+            )
+    return findings
+
+
+def redact_report(text: str, scrubber: SecretScrubber | None) -> str:
+    """``text`` with every secret shown as ``[REDACTED]`` (reports: terminal, ``--junitxml``, CLI)."""
+    return (scrubber or default_scrubber()).scrub_fixed(text)
