@@ -275,6 +275,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         )
     outcome.written, outcome.removed = write_fixtures(scenario, result, _scrubber(options, secrets), extra)
     outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
+    outcome.notes.extend(getattr(model, "notes", ()))  # what the live model noticed (llm/openai_model.py)
     if sidecar is not None:
         outcome.notes.append(
             f"wrote {OVERRIDE_FILE}: the primary session had a failed or cancelled call that its log "
