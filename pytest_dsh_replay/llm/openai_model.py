@@ -476,7 +476,11 @@ class ChatChunkTranslator:
     def _sync_blocks(self) -> None:
         for state in self._calls.values():
             if state.block is not None:
-                state.block.call_id, state.block.name, state.block.text = state.call_id, state.name, state.text
+                state.block.call_id, state.block.name, state.block.text = (
+                    state.call_id,
+                    state.name,
+                    state.text,
+                )
 
     def _check_arguments(self) -> None:
         for state in self._calls.values():
@@ -516,7 +520,9 @@ class ChatChunkTranslator:
         out = self._release(everything=True)
         self._sync_blocks()
         self._check_arguments()
-        out += [{"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks]
+        out += [
+            {"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks
+        ]
         if self._usage is not None:
             out.append({"type": "usage", "usage": self._usage})
         out.append({"type": "finish", "reason": map_finish_reason(self._finish_reason)})

@@ -247,7 +247,9 @@ def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:
                 if field is not None and isinstance(chunk.get(field), str):
                     index = _hashable(chunk.get("index"))
                     acc.add(
-                        (call, index, field), f"{label}, block {index} {field}", _Piece(chunk, field, line, where)
+                        (call, index, field),
+                        f"{label}, block {index} {field}",
+                        _Piece(chunk, field, line, where),
                     )
                 elif chunk.get("type") == "finish":
                     current = None  # the next chunk starts another call (a retry in the same step)

@@ -74,7 +74,9 @@ def scrub_events(events: Sequence[dict[str, Any]], scrubber: SecretScrubber) -> 
 def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
     """Copies of ``logs`` with every secret replaced (headers, events, joined block texts)."""
     return [
-        SessionLog(map_strings(log.header, scrubber.scrub_fixed), scrub_events(log.events, scrubber), log.source)
+        SessionLog(
+            map_strings(log.header, scrubber.scrub_fixed), scrub_events(log.events, scrubber), log.source
+        )
         for log in logs
     ]
 
