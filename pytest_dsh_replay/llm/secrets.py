@@ -435,16 +435,21 @@ class SecretScrubber:
         """:meth:`scrub` repeated until the text no longer changes (bounded): idempotent scrubbing."""
         return self.scrub_pieces([text])[0]
 
-    def scrub_blocks(self, blocks: Iterable[Block]) -> int:
-        """Rewrite every block's pieces in place (:meth:`scrub_pieces`); returns how many blocks changed."""
-        changed = 0
+    def scrub_blocks(self, blocks: Iterable[Block]) -> set[int]:
+        """Rewrite every block's pieces in place (:meth:`scrub_pieces`).
+
+        Returns:
+            the lines (``_Piece.line``, as numbered by :func:`block_pieces`) of the pieces that changed.
+        """
+        changed: set[int] = set()
         for block in blocks:
             before = block.texts()
             after = self.scrub_pieces(before)
             if after != before:
-                changed += 1
-                for piece, text in zip(block.pieces, after, strict=True):
-                    piece.holder[piece.key] = text
+                for piece, old, new in zip(block.pieces, before, after, strict=True):
+                    if old != new:
+                        piece.holder[piece.key] = new
+                        changed.add(piece.line)
         return changed
 
     def first_leak(self, text: str) -> tuple[int, str] | None:

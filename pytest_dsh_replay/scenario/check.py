@@ -31,7 +31,14 @@ from .record import (
     sidecar_for,
 )
 from .runner import RunOptions, RunResult, run_scenario
-from .secrets import check_written, default_scrubber, redact_report, scrub_json_text, scrub_logs
+from .secrets import (
+    check_written,
+    default_scrubber,
+    redact_report,
+    scrub_json_text,
+    scrub_jsonl,
+    scrub_logs,
+)
 
 END_SEED = "session/end-seed"
 
@@ -203,11 +210,10 @@ def write_fixtures(
     from syrupy.utils import replace_atomic
 
     scrubber = scrubber or default_scrubber()
-    logs = scrub_logs(result.logs, scrubber)
     rendered: list[tuple[Path, str]] = []
-    for i, log in enumerate(logs):
+    for i, log in enumerate(result.logs):
         path = scenario.primary_file if i == 0 else scenario.child_file(i)
-        text = log_to_jsonl(log, cwd=result.cwd)
+        text = scrub_jsonl(log_to_jsonl(log, cwd=result.cwd).encode("utf-8"), scrubber).decode("utf-8")
         scrubber.assert_clean(text, label=str(path))
         rendered.append((path, text))
     for path, text in extra:

@@ -37,6 +37,7 @@ __all__ = [
     "request_scrub",
     "scrub_events",
     "scrub_json_text",
+    "scrub_jsonl",
     "scrub_logs",
     "scrub_value",
     "secret_findings",
@@ -79,6 +80,38 @@ def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[Ses
         )
         for log in logs
     ]
+
+
+def scrub_jsonl(
+    data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], bytes] = orjson.dumps
+) -> bytes:
+    """Scrub the bytes of a JSONL session log, rewriting only the lines that change.
+
+    A line is re-serialized with ``dumps`` when it holds a secret itself or when it holds a delta of a
+    block whose joined text holds one (the deltas are rewritten to join to the scrubbed text); every
+    other line keeps its bytes (stable writes). A line that is not JSON is scrubbed as text.
+    """
+    text = data.decode("utf-8")
+    lines = data.split(b"\n")
+    rows: list[Any] = []
+    for line in lines:
+        try:
+            rows.append(orjson.loads(line) if line.strip() else None)
+        except orjson.JSONDecodeError:
+            rows.append(None)
+    blocks = block_pieces(rows)
+    if scrubber.first_leak(text) is None and not scrubber.block_leaks(blocks):
+        return data
+    touched = scrubber.scrub_blocks(blocks)
+    out: list[bytes] = []
+    for number, (line, row) in enumerate(zip(lines, rows, strict=True), start=1):
+        if row is None:
+            if line.strip() and scrubber.first_leak(line.decode("utf-8")) is not None:
+                line = scrubber.scrub_fixed(line.decode("utf-8")).encode("utf-8")
+        elif number in touched or scrubber.first_leak(line.decode("utf-8")) is not None:
+            line = dumps(map_strings(row, scrubber.scrub_fixed))
+        out.append(line)
+    return b"\n".join(out)
 
 
 def scrub_json_text(text: str, scrubber: SecretScrubber) -> str:

@@ -23,6 +23,7 @@ from pytest_dsh_replay.scenario.harvest import log_to_jsonl
 from pytest_dsh_replay.scenario.normalize import SessionLog
 from pytest_dsh_replay.scenario.secrets import (
     scrub_json_text,
+    scrub_jsonl,
     scrub_logs,
     secret_findings,
 )
@@ -113,6 +114,19 @@ def test_the_post_write_scan_finds_a_key_split_across_deltas() -> None:
     message = str(info.value)
     assert "session.jsonl line 4 (seq 2)" in message and "turn 1, step 1, block 0 text" in message
     assert KEY not in message and "Zq7" not in message
+
+
+def test_scrub_jsonl_rewrites_only_the_lines_of_the_leaking_block() -> None:
+    scrubber = SecretScrubber([KEY])
+    text = log_to_jsonl(text_log(["Your key is Zq7LLM", "cred0123", "456789abcd"], end_text="done"))
+    data = text.encode()
+    out = scrub_jsonl(data, scrubber)
+    before, after = data.split(b"\n"), out.split(b"\n")
+    changed = [i + 1 for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert changed == [4, 5, 6]  # the three deltas; header, turn/start, block-start, block-end, finish kept
+    assert joined_blocks(out.decode()) == ["Your key is [REDACTED]"]
+    clean = log_to_jsonl(text_log(["no secret", " here"]))
+    assert scrub_jsonl(clean.encode(), scrubber) == clean.encode()
 
 
 def test_tool_call_arguments_and_reasoning_are_joined_too() -> None:
@@ -295,6 +309,10 @@ def test_random_splits_leave_no_secret_in_any_written_text(case: tuple[list[Sess
             assert not scrubber.find(joined), joined
             assert all(part not in joined for part in SECRET_PARTS)
     assert scrub_logs(clean, scrubber) == clean  # idempotent: replaying a scrubbed recording matches
+    for log in logs:  # the writer's path: the rendered bytes, only changed lines re-serialized
+        data = scrub_jsonl(log_to_jsonl(log).encode(), scrubber)
+        _assert_no_secret(data.decode(), scrubber)
+        assert scrub_jsonl(data, scrubber) == data
     side = scrub_json_text(json.dumps(sidecar), scrubber)
     _assert_no_secret(side, scrubber)
     assert scrub_json_text(side, scrubber) == side
