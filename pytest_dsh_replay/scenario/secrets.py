@@ -82,9 +82,7 @@ def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[Ses
     ]
 
 
-def scrub_jsonl(
-    data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], bytes] = orjson.dumps
-) -> bytes:
+def scrub_jsonl(data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], bytes] = orjson.dumps) -> bytes:
     """Scrub the bytes of a JSONL session log, rewriting only the lines that change.
 
     A line is re-serialized with ``dumps`` when it holds a secret itself or when it holds a delta of a
