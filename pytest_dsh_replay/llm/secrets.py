@@ -158,6 +158,49 @@ class BlockLeak:
     kind: str
 
 
+#: A substring each default pattern cannot match without (case-sensitive, and lower-cased text).
+_DEFAULT_NEEDLES = {DEFAULT_PATTERNS[0]: "sk-", DEFAULT_PATTERNS[1]: "Bearer"}
+_DEFAULT_NEEDLES_LOWER = {DEFAULT_PATTERNS[2]: "authorization"}
+
+
+def _spellings(secret: str) -> list[str]:
+    """A literal secret as it is and JSON-escaped, longest first."""
+    spellings = {secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]}
+    return sorted(spellings, key=len, reverse=True)
+
+
+_CONTEXT = re.compile(r"\^|\$|\\[AZbBG]|\(\?<?[=!]|\"")
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    if match.group(1):
+        return chr(int(match.group(1), 16))
+    char = match.group(2)
+    return _ESCAPES.get(char, char)
+
+
+_GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
+def _screen(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """One alternation of every pattern (leading global flags scoped), for a fast first search;
+    ``None`` when they cannot be combined (e.g. a back-reference by number)."""
+    if not patterns:
+        return None
+    parts = []
+    for pattern in patterns:
+        flags = _GLOBAL_FLAGS.match(pattern)
+        if flags:
+            pattern = f"(?{flags.group(1)}:{pattern[flags.end() :]})"
+        parts.append(f"(?:{pattern})")
+    try:
+        return re.compile("|".join(parts))
+    except re.error:
+        return None
+
+
 def _hashable(value: Any) -> Any:
     return value if isinstance(value, int | str | None) else repr(value)
 
@@ -265,7 +308,7 @@ def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:
                                 f"{label}, block {index} {field}",
                                 _Piece(members, k, line, f"{where} member {k}"),
                             )
-        else:
+        elif not (isinstance(kind, str) and "data" in row):  # a log row holds no "chunks" lists
             _json_blocks(acc, row, "", line, counter)
     return list(acc.blocks.values())
 
@@ -340,8 +383,7 @@ class SecretScrubber:
         # (kind, compiled regex) pairs; literal secrets also match their JSON-escaped spelling.
         matchers: list[tuple[str, re.Pattern[str]]] = []
         for index, secret in enumerate(self._secrets, start=1):
-            spellings = {secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]}
-            alternation = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+            alternation = "|".join(re.escape(s) for s in _spellings(secret))
             matchers.append((f"configured secret #{index}", re.compile(alternation)))
         self._patterns: tuple[str, ...] = tuple(patterns)
         for pattern in self._patterns:
@@ -350,6 +392,73 @@ class SecretScrubber:
             except re.error as exc:
                 raise SecretConfigError(f"invalid secret pattern {pattern!r}: {exc}") from exc
         self._matchers = tuple(matchers)
+        # the fast first check: substrings for the literal secrets and the default patterns (which
+        # cannot match without them), one regex for the other patterns
+        self._needles = [s for secret in self._secrets for s in _spellings(secret)]
+        self._needles += [_DEFAULT_NEEDLES[p] for p in self._patterns if p in _DEFAULT_NEEDLES]
+        self._needles_lower = [
+            _DEFAULT_NEEDLES_LOWER[p] for p in self._patterns if p in _DEFAULT_NEEDLES_LOWER
+        ]
+        custom = [p for p in self._patterns if p not in _DEFAULT_NEEDLES and p not in _DEFAULT_NEEDLES_LOWER]
+        self._screen = _screen(custom)
+        self._custom = [re.compile(p) for p in custom]
+        # a pattern that looks at context (anchors, boundaries, lookaround, quotes) may match a string
+        # alone but not inside its JSON document: may_hold_secret_json cannot screen for it
+        self._context_free = not any(_CONTEXT.search(p) for p in self._patterns if p not in DEFAULT_PATTERNS)
+
+    def has_secret(self, text: str) -> bool:
+        """Whether ``text`` may hold a secret: one regex search (no false negatives; rarely a false
+        positive, e.g. an empty capture group, that :meth:`scrub` then leaves unchanged)."""
+        if any(needle in text for needle in self._needles):
+            return True
+        if self._needles_lower:
+            lowered = text.lower()
+            if any(needle in lowered for needle in self._needles_lower):
+                return True
+        if self._screen is not None:
+            return self._screen.search(text) is not None
+        return any(regex.search(text) for regex in self._custom)
+
+    def may_hold_secret_json(self, encoded: str) -> bool:
+        """Whether a JSON document (``orjson``/``json`` text) may hold a secret in a string value.
+
+        One search over the document with its escapes decoded (every string value then stands in it
+        verbatim, between quotes): no false negatives for literal secrets, the default patterns and
+        patterns that do not look at context; with such a pattern configured it always says ``True``.
+        """
+        if not self._context_free:
+            return True
+        if "\\" in encoded:
+            encoded = _JSON_ESCAPE.sub(_unescape, encoded)
+        return self.has_secret(encoded)
+
+    def blocks_may_hold_secret(self, rows: Iterable[Any]) -> bool:
+        """Whether the joined deltas of a block of these log rows may hold a secret (a fast check
+        before :func:`block_pieces`): the deltas of each (index, field) over the whole log, joined
+        in order, hold every block's joined text. No false negatives (see :meth:`may_hold_secret_json`)."""
+        if not self._context_free:
+            return True
+        joined: dict[Any, list[str]] = {}
+        for row in rows:
+            if not isinstance(row, dict):
+                continue
+            kind, data = row.get("type"), row.get("data")
+            if not isinstance(data, dict):
+                continue
+            if kind == "assistant/chunk":
+                chunk = data.get("chunk")
+                if isinstance(chunk, dict):
+                    field = DELTA_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
+                    text = chunk.get(field) if field is not None else None
+                    if isinstance(text, str):
+                        joined.setdefault((_hashable(chunk.get("index")), field), []).append(text)
+            elif kind in PACKED_FIELDS:
+                members_key, field = PACKED_FIELDS[str(kind)]
+                members = data.get(members_key)
+                if isinstance(members, list):
+                    key = (_hashable(data.get("index")), field)
+                    joined.setdefault(key, []).extend(m for m in members if isinstance(m, str))
+        return any(len(texts) > 1 and self.has_secret("".join(texts)) for texts in joined.values())
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -380,6 +489,8 @@ class SecretScrubber:
     def redaction_spans(self, text: str) -> list[tuple[int, int]]:
         """The merged, sorted ``(start, end)`` ranges of ``text`` that :meth:`scrub` replaces."""
         merged: list[tuple[int, int]] = []
+        if not self.has_secret(text):
+            return merged
         for start, end in sorted((start, end) for start, end, _kind in self._spans(text)):
             if merged and start <= merged[-1][1]:
                 merged[-1] = (merged[-1][0], max(merged[-1][1], end))
@@ -433,6 +544,8 @@ class SecretScrubber:
 
     def scrub_fixed(self, text: str) -> str:
         """:meth:`scrub` repeated until the text no longer changes (bounded): idempotent scrubbing."""
+        if not self.has_secret(text):
+            return text
         return self.scrub_pieces([text])[0]
 
     def scrub_blocks(self, blocks: Iterable[Block]) -> set[int]:
@@ -456,6 +569,8 @@ class SecretScrubber:
         """Return ``(line, kind)`` of the earliest secret in ``text``, or ``None`` when clean."""
         best: tuple[int, str] | None = None
         best_start = -1
+        if not self.has_secret(text):
+            return None
         for start, _end, kind in self._spans(text):
             if best is None or start < best_start:
                 best_start = start
@@ -468,6 +583,8 @@ class SecretScrubber:
         for block in blocks:
             texts = block.texts()
             joined = "".join(texts)
+            if not self.has_secret(joined):
+                continue
             starts = [s for s, _e, _k in self._spans(joined)]
             if not starts:
                 continue

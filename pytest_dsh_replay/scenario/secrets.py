@@ -63,13 +63,30 @@ def scrub_value(value: Any, scrubber: SecretScrubber) -> Any:
     return map_strings(copied, scrubber.scrub_fixed)
 
 
+def _may_hold(value: Any, scrubber: SecretScrubber) -> bool:
+    """The fast screen of a JSON value (its ``orjson`` text); ``True`` when it cannot be encoded."""
+    try:
+        encoded = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError, e.g. an integer beyond 64 bits: check every string
+        return True
+    return scrubber.may_hold_secret_json(encoded.decode("utf-8"))
+
+
 def scrub_events(events: Sequence[dict[str, Any]], scrubber: SecretScrubber) -> list[dict[str, Any]]:
-    """Copies of one log's events, scrubbed per string and per block (see module doc)."""
-    # blocks first, on the ORIGINAL pieces: a per-string pass first could redact the head of a key
-    # and leave its tail in the next delta
-    rows = [_copy(e) for e in events]
-    scrubber.scrub_blocks(block_pieces(rows))
-    return [map_strings(e, scrubber.scrub_fixed) for e in rows]
+    """One log's events, scrubbed per string and per block (see module doc).
+
+    Events without a secret are returned as they are (not copied); the others are scrubbed copies.
+    """
+    rows = list(events)
+    if not scrubber.blocks_may_hold_secret(rows):
+        if not _may_hold(rows, scrubber):
+            return rows  # the common case: nothing to scrub, one search over the whole log
+    else:
+        # blocks first, on the ORIGINAL pieces: a per-string pass first could redact the head of a
+        # key and leave its tail in the next delta
+        rows = [_copy(e) for e in rows]
+        scrubber.scrub_blocks(block_pieces(rows))
+    return [map_strings(e, scrubber.scrub_fixed) if _may_hold(e, scrubber) else e for e in rows]
 
 
 def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:

@@ -14,8 +14,14 @@ from pytest_httpserver import HTTPServer
 
 from pytest_dsh_replay.llm.openai_model import LiveModelWarning
 
-from .sse_helpers import chunk, collect, sse
-from .test_openai_model import key_env, request, serve  # noqa: F401  (key_env is a fixture)
+from .sse_helpers import API_KEY, KEY_ENV, chunk, collect, sse
+from .test_openai_model import request, serve
+
+
+@pytest.fixture
+def key_env(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    return API_KEY
 
 
 def calls(*entries: dict[str, Any]) -> dict[str, Any]:

@@ -361,3 +361,29 @@ def test_random_splits_across_provider_chunks_leave_no_secret(stream: list[dict[
     text = log_to_jsonl(clean)
     _assert_no_secret(text, scrubber)
     assert all(not scrubber.find(joined) for joined in joined_blocks(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet='ab "\\\n\t\x01é/:', max_size=6),
+            st.sampled_from([*SECRETS, "plain", "Bearer x", "sk-short"]),
+            st.text(alphabet='ab "\\\n\t\x01é/:', max_size=6),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_fast_screens_never_miss_a_secret(parts: list[tuple[str, str, str]]) -> None:
+    """The screens that let clean logs skip scrubbing (one search over the JSON text, one over the
+    deltas joined per index) say "maybe" whenever a string or a block holds a secret."""
+    scrubber = SecretScrubber([KEY])
+    strings = [a + s + b for a, s, b in parts]
+    value = {"data": {"content": strings, "n": 1}}
+    if any(scrubber.first_leak(s) for s in strings):
+        assert scrubber.may_hold_secret_json(orjson.dumps(value).decode())
+        assert scrubber.may_hold_secret_json(json.dumps(value))  # ASCII-escaped spelling too
+    rows = [chunk_event(i, {"type": "text-delta", "index": 0, "text": s}) for i, s in enumerate(strings)]
+    if scrubber.block_leaks(block_pieces(rows)) and len(rows) > 1:
+        assert scrubber.blocks_may_hold_secret(rows)
