@@ -387,3 +387,15 @@ def test_the_fast_screens_never_miss_a_secret(parts: list[tuple[str, str, str]])
     rows = [chunk_event(i, {"type": "text-delta", "index": 0, "text": s}) for i, s in enumerate(strings)]
     if scrubber.block_leaks(block_pieces(rows)) and len(rows) > 1:
         assert scrubber.blocks_may_hold_secret(rows)
+
+
+def test_request_scrub_makes_a_live_secret_equal_the_recorded_redaction() -> None:
+    """The hook for ``ReplayModel(scrub=...)`` (CONTRACTS §3): both directions."""
+    from pytest_dsh_replay.scenario.secrets import request_scrub
+
+    scrub = request_scrub(SecretScrubber([KEY]))
+    recorded = {"messages": [{"role": "user", "content": [{"type": "text", "text": "key [REDACTED] ok"}]}]}
+    live = {"messages": [{"role": "user", "content": [{"type": "text", "text": f"key {KEY} ok"}]}]}
+    assert scrub(live) == recorded and KEY in str(live)  # the live request itself is not changed
+    other = {"messages": [{"role": "user", "content": [{"type": "text", "text": "key plain ok"}]}]}
+    assert scrub(other) != recorded
