@@ -45,6 +45,7 @@ __all__ = [
     "REDACTED",
     "Block",
     "BlockLeak",
+    "BlockStream",
     "SecretConfigError",
     "SecretLeakError",
     "SecretScrubber",
@@ -247,14 +248,79 @@ def _json_blocks(acc: _Blocks, value: Any, path: str, line: int, counter: list[i
             _json_blocks(acc, v, f"{path}[{i}]", line, counter)
 
 
+class BlockStream:
+    """Groups the delta pieces of session-log rows into blocks as the rows arrive (streaming).
+
+    A model call ends at a ``finish`` chunk, a ``step/end`` / ``turn/end`` row, or when the
+    ``(turn, step)`` of the chunk rows changes; a block is one ``index`` and delta field of one call.
+    :meth:`feed` returns the blocks closed by a row (so a reader holds one call at a time);
+    :meth:`close` the rest. Rows: ``assistant/chunk`` events and the reference's packed rows
+    (head-format.md §2); other rows only close calls.
+    """
+
+    def __init__(self) -> None:
+        self._acc = _Blocks()
+        self._call = 0
+        self._current: Any = None
+
+    def close(self) -> list[Block]:
+        """The blocks of the open call (none left open afterwards)."""
+        closed = list(self._acc.blocks.values())
+        self._acc = _Blocks()
+        self._current = None
+        return closed
+
+    def feed(self, row: Mapping[str, Any], line: int = 0) -> list[Block]:
+        """Add one log row (on file line ``line``); returns the blocks it closed, in first-seen order."""
+        kind, data = row.get("type"), row.get("data")
+        if not isinstance(data, dict) or kind not in ("assistant/chunk", *PACKED_FIELDS):
+            return self.close() if kind in ("step/end", "turn/end") else []
+        closed: list[Block] = []
+        turn_step = (_hashable(data.get("turn")), _hashable(data.get("step")))
+        if turn_step != self._current:
+            closed = self.close()
+            self._call += 1
+            self._current = turn_step
+        label = f"turn {turn_step[0]}, step {turn_step[1]}"
+        seq = row.get("seq", row.get("seq0"))
+        where = f"seq {seq}" if seq is not None else f"line {line}"
+        if kind == "assistant/chunk":
+            chunk = data.get("chunk")
+            if not isinstance(chunk, dict):
+                return closed
+            field = DELTA_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
+            if field is not None and isinstance(chunk.get(field), str):
+                index = _hashable(chunk.get("index"))
+                self._acc.add(
+                    (self._call, index, field),
+                    f"{label}, block {index} {field}",
+                    _Piece(chunk, field, line, where),
+                )
+            elif chunk.get("type") == "finish":
+                closed += self.close()  # the next chunk starts another call (a retry in the same step)
+            return closed
+        members_key, field = PACKED_FIELDS[str(kind)]
+        members = data.get(members_key)
+        index = _hashable(data.get("index"))
+        if isinstance(members, list):
+            for k, member in enumerate(members):
+                if isinstance(member, str):
+                    self._acc.add(
+                        (self._call, index, field),
+                        f"{label}, block {index} {field}",
+                        _Piece(members, k, line, f"{where} member {k}"),
+                    )
+        return closed
+
+
 def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:
     """The blocks of ``rows``, a JSON document or the records of a JSONL file, in first-seen order.
 
     Recognized (agent-loop.md §3-4, head-format.md §2, replay.md §6):
 
-    * session-log rows: ``assistant/chunk`` events (``data.chunk`` a delta chunk) and packed rows
-      (``text-chunks`` / ``reasoning-chunks`` ``texts``, ``tool-call-chunks`` ``args``). A model call
-      ends at a ``finish`` chunk or when ``(turn, step)`` changes; a block is one ``index`` of one call;
+    * session-log rows (:class:`BlockStream`): ``assistant/chunk`` events (``data.chunk`` a delta
+      chunk) and packed rows (``text-chunks`` / ``reasoning-chunks`` ``texts``, ``tool-call-chunks``
+      ``args``);
     * any object with a ``"chunks"`` list (override sidecar entries, patches, scripts): one call each.
 
     Args:
@@ -264,53 +330,17 @@ def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:
         one :class:`Block` per (call, index, delta field), pieces in stream order (deltas after the
         block's ``block-end`` included: a reader can join them too).
     """
-    acc = _Blocks()
-    call = 0
-    current: Any = None
+    stream = BlockStream()
+    out: list[Block] = []
+    other = _Blocks()
     counter = [0]
     for i, row in enumerate(rows):
         line = first_line + i
-        if not isinstance(row, dict):
-            _json_blocks(acc, row, "", line, counter)
-            continue
-        kind, data = row.get("type"), row.get("data")
-        if isinstance(data, dict) and kind in ("assistant/chunk", *PACKED_FIELDS):
-            turn_step = (_hashable(data.get("turn")), _hashable(data.get("step")))
-            if turn_step != current:
-                call += 1
-                current = turn_step
-            label = f"turn {turn_step[0]}, step {turn_step[1]}"
-            seq = row.get("seq", row.get("seq0"))
-            where = f"seq {seq}" if seq is not None else f"line {line}"
-            if kind == "assistant/chunk":
-                chunk = data.get("chunk")
-                if not isinstance(chunk, dict):
-                    continue
-                field = DELTA_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
-                if field is not None and isinstance(chunk.get(field), str):
-                    index = _hashable(chunk.get("index"))
-                    acc.add(
-                        (call, index, field),
-                        f"{label}, block {index} {field}",
-                        _Piece(chunk, field, line, where),
-                    )
-                elif chunk.get("type") == "finish":
-                    current = None  # the next chunk starts another call (a retry in the same step)
-            else:
-                members_key, field = PACKED_FIELDS[str(kind)]
-                members = data.get(members_key)
-                index = _hashable(data.get("index"))
-                if isinstance(members, list):
-                    for k, member in enumerate(members):
-                        if isinstance(member, str):
-                            acc.add(
-                                (call, index, field),
-                                f"{label}, block {index} {field}",
-                                _Piece(members, k, line, f"{where} member {k}"),
-                            )
-        elif not (isinstance(kind, str) and "data" in row):  # a log row holds no "chunks" lists
-            _json_blocks(acc, row, "", line, counter)
-    return list(acc.blocks.values())
+        if isinstance(row, dict) and isinstance(row.get("type"), str) and "data" in row:
+            out += stream.feed(row, line)  # a log row (it holds no "chunks" lists)
+        else:
+            _json_blocks(other, row, "", line, counter)
+    return [*out, *stream.close(), *other.blocks.values()]
 
 
 def _parse_records(text: str) -> tuple[list[Any], int]:

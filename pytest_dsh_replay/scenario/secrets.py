@@ -26,11 +26,12 @@ from typing import Any
 
 import orjson
 
-from ..llm.secrets import SecretScrubber, block_pieces, run_scrubber
+from ..llm.secrets import Block, BlockStream, SecretScrubber, block_pieces, run_scrubber
 from ..session.codec import iter_strings, map_strings
 from .normalize import SessionLog
 
 __all__ = [
+    "SecretCheck",
     "check_written",
     "default_scrubber",
     "redact_report",
@@ -162,25 +163,71 @@ def check_written(paths: Sequence[Path], scrubber: SecretScrubber) -> None:
         scrubber.assert_clean(path)
 
 
+class SecretCheck:
+    """``dsh-replay validate``'s streaming secret check of one log: feed the header and each event in
+    file order, then :meth:`finish` for the findings ``(code, message)``.
+
+    ``LOG_SECRET``: an event (or the header) with a secret in a string value; ``LOG_SECRET_SPLIT``: a
+    block whose joined deltas hold one (a secret split across chunks). Messages name the file, line,
+    seq and what matched, never the secret. Holds one model call's deltas at a time.
+    """
+
+    def __init__(self, where: str, scrubber: SecretScrubber | None = None) -> None:
+        self.where = where
+        self.scrubber = scrubber or default_scrubber()
+        self.findings: list[tuple[str, str]] = []
+        self._blocks = BlockStream()
+
+    def header(self, line_no: int, header: dict[str, Any]) -> None:
+        """Check the header line."""
+        self._strings(f"{self.where}:{line_no}: header", header, None)
+
+    def feed(self, line_no: int, event: dict[str, Any], raw: bytes | None = None) -> None:
+        """Check one event (``raw``: its line's bytes, when the caller has them: a faster screen)."""
+        at = f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})"
+        self._strings(at, event, raw)
+        self._check(self._blocks.feed(event, line_no))
+
+    def finish(self) -> list[tuple[str, str]]:
+        """All findings of the log (the last call's blocks checked too)."""
+        self._check(self._blocks.close())
+        return self.findings
+
+    def _strings(self, at: str, value: Any, raw: bytes | None) -> None:
+        if raw is not None:
+            maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
+        else:
+            maybe = _may_hold(value, self.scrubber)
+        if not maybe:
+            return
+        for text in iter_strings(value):
+            hit = self.scrubber.first_leak(text)
+            if hit is not None:
+                self.findings.append(("LOG_SECRET", f"{at}: a string value matches {hit[1]} (a secret)"))
+                return
+
+    def _check(self, blocks: list[Block]) -> None:
+        for leak in self.scrubber.block_leaks(blocks):
+            self.findings.append(
+                (
+                    "LOG_SECRET_SPLIT",
+                    f"{self.where}:{leak.line}: {leak.where}: the joined deltas of {leak.block} match "
+                    f"{leak.kind} (a secret split across chunks)",
+                )
+            )
+
+
 def secret_findings(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = None) -> list[str]:
-    """``dsh-replay validate``'s secret check: one finding per event (or header) with a secret in a
-    string value, and one per block whose joined deltas hold one. Names file, seq and what matched,
-    never the secret."""
+    """The :class:`SecretCheck` findings of parsed logs (line = header line 1, event ``i`` on line
+    ``i + 2``), as messages."""
     scrubber = scrubber or default_scrubber()
     findings: list[str] = []
     for log in logs:
-        for position, record in enumerate([log.header, *log.events]):
-            for text in iter_strings(record):
-                hit = scrubber.first_leak(text)
-                if hit is not None:
-                    at = "header" if position == 0 else f"seq {record.get('seq')} ({record.get('type')})"
-                    findings.append(f"{log.source}: {at}: a string value matches {hit[1]} (a secret)")
-                    break
-        for leak in scrubber.block_leaks(block_pieces(log.events)):
-            findings.append(
-                f"{log.source}: {leak.where}: the joined deltas of {leak.block} match {leak.kind} "
-                "(a secret split across chunks)"
-            )
+        check = SecretCheck(log.source, scrubber)
+        check.header(1, log.header)
+        for i, event in enumerate(log.events):
+            check.feed(i + 2, event)
+        findings += [message for _code, message in check.finish()]
     return findings
 
 
