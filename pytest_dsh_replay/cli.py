@@ -362,6 +362,7 @@ def validate(paths: Sequence[Path]) -> None:
 def derive(path: Path, as_json: bool) -> None:
     """Print the replay scripts of a scenario directory (or one log): one entry per model call."""
     from .replay import load_child_script, load_session_scripts
+    from .scenario.secrets import redact_report
 
     if path.is_dir():
         scripts = [(s.file.name, s.source, s.entries) for s in load_session_scripts(path)]
@@ -374,12 +375,12 @@ def derive(path: Path, as_json: bool) -> None:
             text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
         except orjson.JSONEncodeError as exc:  # deeper than orjson's 254 levels: name the call
             raise _too_deep("derive --json", scripts) from exc
-        click.echo(text)
+        click.echo(redact_report(text, None))  # secrets show as [REDACTED]
         return
     for name, source, entries in scripts:
         console.print(f"[bold]{escape(name)}[/bold] ({source}): {len(entries)} call(s)")
         for i, entry in enumerate(entries):
-            console.print(f"  call #{i + 1}: {escape(_describe_entry(entry))}")
+            console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(entry), None))}")
 
 
 def _describe_entry(entry: Any) -> str:
@@ -487,8 +488,10 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     if not problems:
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
         return
+    from .scenario.secrets import redact_report
+
     for p in problems:
-        console.print(p, markup=False)
+        console.print(redact_report(p, None), markup=False)  # secrets show as [REDACTED]
     sys.exit(1)
 
 

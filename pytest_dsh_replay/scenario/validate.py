@@ -10,7 +10,9 @@ Each finding names the file, the line, the seq and what is wrong, with a stable 
 * turn/step balance and numbering; tool call/result pairing;
 * lineage (``parentSession`` names a log of the set) and ``seedLength`` within bounds and equal to
   the parent's prefix (compared by digest, events.md §8);
-* surface replace validity (``surfaceOp`` folded as events.md §5 says).
+* surface replace validity (``surfaceOp`` folded as events.md §5 says);
+* no secret in any string value or in the joined deltas of any block (harness.md §4,
+  :class:`~pytest_dsh_replay.scenario.secrets.SecretCheck`, streaming too).
 
 Logs are streamed (:class:`~pytest_dsh_replay.scenario.logstream.LogStream`): memory is bounded by
 the largest line plus 8 bytes per surface event, never by the file size.
@@ -28,8 +30,11 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote
+from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
 from .logstream import Event, LogStream
+from .normalize import SessionLog
+from .secrets import SecretCheck, default_scrubber
 
 SURFACE = SURFACE_TYPES
 _SESSION_LOG = "session.jsonl"
@@ -356,12 +361,16 @@ def _read_headers(files: Sequence[Path]) -> list[dict[str, Any] | None]:
     return heads
 
 
-def validate_log_files(files: Sequence[Path], report: UnitReport) -> None:
+def validate_log_files(
+    files: Sequence[Path], report: UnitReport, scrubber: SecretScrubber | None = None
+) -> None:
     """Stream and check a set of logs (a scenario's, or one), adding findings to ``report``.
 
     Lineage is checked within the set: ``parentSession`` must name a log of the set (when there
     is more than one) and a fork child's first ``seedLength`` events must equal its parent's.
+    ``scrubber``: the secret patterns (default: :func:`~pytest_dsh_replay.scenario.secrets.default_scrubber`).
     """
+    scrubber = scrubber or default_scrubber()
     out = report.findings
     heads = _read_headers(files)
     by_id: dict[str, int] = {}
@@ -400,7 +409,7 @@ def validate_log_files(files: Sequence[Path], report: UnitReport) -> None:
             want[by_id[parent_id]].add(seed)
     checks: list[LogChecks | None] = []
     for file, wanted in zip(files, want, strict=True):
-        checks.append(_check_one(file, wanted, report))
+        checks.append(_check_one(file, wanted, report, scrubber))
     for child, parent in parent_of.items():
         c, p, head = checks[child], checks[parent], heads[child]
         assert head is not None
@@ -425,7 +434,9 @@ def validate_log_files(files: Sequence[Path], report: UnitReport) -> None:
             )
 
 
-def _check_one(file: Path, wanted: set[int], report: UnitReport) -> LogChecks | None:
+def _check_one(
+    file: Path, wanted: set[int], report: UnitReport, scrubber: SecretScrubber
+) -> LogChecks | None:
     out = report.findings
 
     def sink(exc: HarnessError) -> None:
@@ -438,16 +449,68 @@ def _check_one(file: Path, wanted: set[int], report: UnitReport) -> LogChecks | 
         return None
     report.logs += 1
     checks = LogChecks(str(file), out, wanted)
+    secrets = SecretCheck(str(file), scrubber)
+    if stream.header is not None:
+        secrets.header(stream.header_line, stream.header)
     for line_no, raw, event in stream.events():
         if event is None:
             checks.lost()
         else:
             checks.feed(line_no, raw, event)
+            secrets.feed(line_no, event, raw)
     checks.finish()
+    out.extend(Finding(code, message) for code, message in secrets.finish())
     report.events += checks.count
     if stream.header is not None:
         _header_findings(f"{file}:{stream.header_line}", stream.header, checks.count, out)
     return checks
+
+
+def validate_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = None) -> list[str]:
+    """The findings of logs already parsed (a harvested run, a test), as ``[CODE] message`` strings.
+
+    The in-memory twin of :func:`validate_log_files`: the same per-event, header and secret checks
+    (event ``i`` is taken to be on line ``i + 2``), duplicate ids, and lineage by direct comparison.
+    """
+    scrubber = scrubber or default_scrubber()
+    out: list[Finding] = []
+    by_id: dict[str, SessionLog] = {}
+    for log in logs:
+        if log.id in by_id:
+            out.append(
+                Finding(
+                    "LOG_DUPLICATE_ID",
+                    f"{log.source}: session id {quote(log.id)} is also the id of {by_id[log.id].source}",
+                )
+            )
+        by_id.setdefault(log.id, log)
+        checks, secrets = LogChecks(log.source, out), SecretCheck(log.source, scrubber)
+        secrets.header(1, log.header)
+        for i, event in enumerate(log.events):
+            checks.feed(i + 2, b"", event)
+            secrets.feed(i + 2, event)
+        checks.finish()
+        out.extend(Finding(code, message) for code, message in secrets.finish())
+        _header_findings(f"{log.source}:1", log.header, len(log.events), out)
+        parent_id = log.header.get("parentSession")
+        if isinstance(parent_id, str) and len(logs) > 1:
+            parent = next((p for p in logs if p.id == parent_id), None)
+            if parent is None:
+                out.append(
+                    Finding(
+                        "LOG_LINEAGE",
+                        f"{log.source}: parentSession {quote(parent_id)} is not among these logs",
+                    )
+                )
+            elif log.seed_length and log.events[: log.seed_length] != parent.events[: log.seed_length]:
+                out.append(
+                    Finding(
+                        "LOG_LINEAGE",
+                        f"{log.source}: the first {log.seed_length} events (seedLength) are not the parent's "
+                        f"prefix ({parent.source})",
+                    )
+                )
+    return [str(f) for f in out]
 
 
 # ------------------------------------------------------------------------------------ inventory
@@ -536,7 +599,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     return logs
 
 
-def validate_unit(path: Path) -> UnitReport:
+def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:
     """Validate one unit (see :func:`validation_units`): inventory, then every log streamed.
 
     Never raises for bad input: unreadable files, malformed lines and inventory problems are
@@ -555,13 +618,13 @@ def validate_unit(path: Path) -> UnitReport:
         else:
             files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     elif path.name == "input.json":
-        return validate_unit(path.parent)  # the scenario it defines
+        return validate_unit(path.parent, scrubber)  # the scenario it defines
     elif path.name.startswith("replay.override") and path.suffix == ".json":
         _check_sidecar(path, report.findings)
         return report
     else:
         files = [path]
-    validate_log_files(files, report)
+    validate_log_files(files, report, scrubber)
     return report
 
 
@@ -574,8 +637,13 @@ def _check_sidecar(path: Path, out: list[Finding]) -> None:
         out.append(Finding(exc.code, str(exc)))
 
 
-def validate_paths(paths: Sequence[Path]) -> Iterator[UnitReport]:
-    """One report per unit at or under each path, in order; a path with no unit is one finding."""
+def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None) -> Iterator[UnitReport]:
+    """One report per unit at or under each path, in order; a path with no unit is one finding.
+
+    ``scrubber``: the secret patterns of the secret check, built once for all paths (default:
+    :func:`~pytest_dsh_replay.scenario.secrets.default_scrubber`).
+    """
+    scrubber = scrubber or default_scrubber()
     for path in paths:
         units = list(validation_units(path)) if path.exists() else [path]
         if not units:
@@ -588,4 +656,4 @@ def validate_paths(paths: Sequence[Path]) -> Iterator[UnitReport]:
             yield report
             continue
         for unit in units:
-            yield validate_unit(unit)
+            yield validate_unit(unit, scrubber)

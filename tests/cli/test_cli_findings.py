@@ -416,3 +416,32 @@ def test_diff_of_changed_content_speaks_of_a_and_b(tmp_path: Path) -> None:
     text = out(result)
     assert f"A ({BUNDLED / 'spawn' / 'one-child'}) 'PARENT_DONE' != B ({copy}) 'PARENT_CHANGED'" in text
     assert "fixture" not in text and "the run" not in text
+
+
+def test_validate_secret_check_survives_chunks_of_wrong_types(tmp_path: Path) -> None:
+    """The streaming secret check groups deltas by chunk type, turn and step: any JSON value there."""
+    deep: Any = 1
+    for _ in range(900):
+        deep = [deep]
+    log = tmp_path / "session.jsonl"
+    chunk = {"type": "assistant/chunk", "time": 0}
+    _write(
+        log,
+        [
+            {"type": "session", "version": 0, "id": "s", "createdAt": 0},
+            {"type": "turn/start", "seq": 0, "time": 0, "data": {"turn": 1}},
+            {
+                **chunk,
+                "seq": 1,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": ["text-delta"], "text": "x"}},
+            },
+            {
+                **chunk,
+                "seq": 2,
+                "data": {"turn": deep, "step": {"a": 1}, "chunk": {"type": "text-delta", "text": "y"}},
+            },
+            {"type": "turn/end", "seq": 3, "time": 0, "data": {"turn": 1, "reason": {"kind": "completed"}}},
+        ],
+    )
+    result = cli("validate", log)  # before: TypeError unhashable type: 'list' (and repr of 900 levels)
+    assert result.exit_code == 0, result.output
