@@ -15,6 +15,7 @@ from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
 from .parse import parse_session_header, parse_session_log
+from .scan import derive_log_script
 
 PRIMARY_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
@@ -100,10 +101,10 @@ def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionSc
     recorded_id = str(header["id"])
     created_at = int(header["createdAt"])
     if override is None:
-        entries = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
+        entries = derive_log_script(text, file=str(path))[0]
         return SessionScript(recorded_id, created_at, entries, True, path, "derived", header)
     if override.patches is not None:
-        derived = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
+        derived = derive_log_script(text, file=str(path))[0]
         return SessionScript(
             recorded_id,
             created_at,
@@ -170,16 +171,14 @@ def load_child_script(path: Path, *, slice_seed: bool = True) -> SessionScript:
         )
     text = path.read_bytes()
     header = parse_session_header(text, file=str(path))
-    events = parse_session_log(text, file=str(path))
     seed = int(header.get("seedLength", 0))
-    if seed > len(events):
+    entries, count = derive_log_script(text, file=str(path), start=seed if slice_seed else 0)
+    if seed > count:
         raise ReplayLoadError(
-            f"{path}:1: header seedLength {seed} is larger than the log ({len(events)} logical "
+            f"{path}:1: header seedLength {seed} is larger than the log ({count} logical "
             "events after expanding packed rows); fix seedLength or re-record",
             "REPLAY_BAD_SEED_LENGTH",
         )
-    own = events[seed:] if slice_seed else events
-    entries = derive_replay_script(own, file=str(path))
     return SessionScript(str(header["id"]), int(header["createdAt"]), entries, False, path, "derived", header)
 
 
