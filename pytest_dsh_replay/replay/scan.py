@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, not_
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import msgspec
 import orjson
@@ -53,7 +53,10 @@ def _json_type(depth: int) -> Any:
     return value
 
 
-_Json = _json_type(_DEPTH)
+if TYPE_CHECKING:
+    _Json = Any
+else:
+    _Json = _json_type(_DEPTH)
 
 
 class _Row(Struct, forbid_unknown_fields=True, gc=False):
@@ -186,7 +189,9 @@ def _fallback_chunk_row(line: bytes) -> _ChunkRow:
     data = row.get("data")
     if type(data) is not dict or "turn" not in data or "step" not in data or "chunk" not in data:
         raise _Bail
-    return _ChunkRow(type=_CHUNK, data=_ChunkData(turn=data["turn"], step=data["step"], chunk=data["chunk"]))
+    return _ChunkRow(
+        type="assistant/chunk", data=_ChunkData(turn=data["turn"], step=data["step"], chunk=data["chunk"])
+    )
 
 
 def _decode_all(
@@ -386,8 +391,8 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
                 chunk = data.chunk
                 try:
                     ctypes.append(chunk["type"])
-                except KeyError:
-                    raise _Bail from None
+                except (KeyError, TypeError):
+                    raise _Bail from None  # a chunk that is not an object with a type
                 keys.append((data.turn, data.step))
                 chunks.append(chunk)
             logical += 1
