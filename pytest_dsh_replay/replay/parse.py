@@ -75,7 +75,7 @@ def check_line_sizes(lines: list[bytes], first_line_no: int, file: str | None) -
     when every line fits; called before any line is parsed.
     """
     limit = max_line_bytes()
-    if lines and (len(lines) == 1 or sum(map(len, lines)) > limit) and max(map(len, lines)) > limit:
+    if lines and max(map(len, lines)) > limit:
         for offset, line in enumerate(lines):
             if len(line) > limit:
                 raise LineTooLongError(f"{_where(file)}:{first_line_no + offset}", len(line), limit)
@@ -359,7 +359,8 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
     """
     data = _as_bytes(text)
     body, first_line_no = _body_lines(data, file)
-    check_line_sizes(body, first_line_no, file)
+    if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
+        check_line_sizes(body, first_line_no, file)
     with gc_paused():
         line_nos: list[int] | None = None
         try:

@@ -33,6 +33,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from ..errors import max_line_bytes
 from ..session.codec import gc_paused
 from .derive import ReplayEntry, _compaction_entry, derive_replay_script
 from .errors import ReplayDeriveError
@@ -142,8 +143,10 @@ _COMPACTION = "compaction/summary"
 _SPECIAL = frozenset({*PACKED_ROW_KEYS, _COMPACTION, _CHUNK})
 _ROW_KEYS = frozenset(_Row.__struct_fields__) - {"odd"}
 _get_type = attrgetter("type")
-_get_chunk = attrgetter("data.chunk")
-_get_turn_step = attrgetter("data.turn", "data.step")
+_get_data = attrgetter("data")
+_get_chunk = attrgetter("chunk")
+_get_turn = attrgetter("turn")
+_get_step = attrgetter("step")
 _get_chunk_type = itemgetter("type")
 #: Lines decoded per batch: bounds the transient structs (memory), keeps the passes C-level.
 _BATCH = 32768
@@ -219,8 +222,8 @@ class _Calls:
         self.cur: list[Any] = []
         self.key: Any = None
 
-    def feed(self, chunks: list[Any], keys: list[Any], ctypes: list[Any]) -> None:
-        """Add consecutive chunks with their ``(turn, step)`` keys and chunk types."""
+    def feed(self, chunks: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any]) -> None:
+        """Add consecutive chunks with their ``turn``/``step`` and chunk types (parallel lists)."""
         n = len(chunks)
         pos = 0
         index = ctypes.index
@@ -232,16 +235,16 @@ class _Calls:
             except ValueError:
                 end = n
                 finished = False
-            part = keys[pos:end]
-            key = self.key if self.cur else part[0]
-            if part.count(key) != end - pos:
+            turn, step = self.key if self.cur else (turns[pos], steps[pos])
+            size = end - pos
+            if turns[pos:end].count(turn) != size or steps[pos:end].count(step) != size:
                 raise _Bail  # (turn, step) changed without a finish: an unfinished call
             if finished:
                 script.append({"kind": "chunks", "chunks": self.cur + chunks[pos:end]})
                 self.cur = []
             else:
                 self.cur += chunks[pos:end]
-                self.key = key
+                self.key = (turn, step)
             pos = end
 
     def call(self, entry: ReplayEntry) -> None:
@@ -367,21 +370,24 @@ def _fast_packed_members(row: Any, logical: int) -> tuple[Any, list[dict[str, An
     return (data.turn, data.step), chunks
 
 
-def _chunk_columns(rows: list[_ChunkRow]) -> tuple[list[Any], list[Any], list[Any]]:
-    """``(chunks, (turn, step) keys, chunk types)`` of chunk rows, in C-level passes."""
-    chunks = list(map(_get_chunk, rows))
-    keys = list(map(_get_turn_step, rows))
+def _chunk_columns(rows: list[_ChunkRow]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """``(chunks, turns, steps, chunk types)`` of chunk rows, in C-level passes."""
+    datas = list(map(_get_data, rows))
+    chunks = list(map(_get_chunk, datas))
+    turns = list(map(_get_turn, datas))
+    steps = list(map(_get_step, datas))
     try:
         ctypes = list(map(_get_chunk_type, chunks))
     except (KeyError, TypeError):
-        raise _Bail from None  # a chunk without a type
-    return chunks, keys, ctypes
+        raise _Bail from None  # a chunk that is not an object with a type
+    return chunks, turns, steps, ctypes
 
 
 def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file: str | None) -> int:
     """Rows of a batch holding packed rows or compaction summaries; returns the new logical count."""
     chunks: list[Any] = []
-    keys: list[Any] = []
+    turns: list[Any] = []
+    steps: list[Any] = []
     ctypes: list[Any] = []
     for row in rows:
         kind = row.type if type(row) is _Row else None
@@ -393,40 +399,44 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
                     ctypes.append(chunk["type"])
                 except (KeyError, TypeError):
                     raise _Bail from None  # a chunk that is not an object with a type
-                keys.append((data.turn, data.step))
+                turns.append(data.turn)
+                steps.append(data.step)
                 chunks.append(chunk)
             logical += 1
         elif kind is None or kind in PACKED_ROW_KEYS:
             if type(row) is _Row:
-                key, members = _packed_members(row, logical)
+                (turn, step), members = _packed_members(row, logical)
             else:
-                key, members = _fast_packed_members(row, logical)
+                (turn, step), members = _fast_packed_members(row, logical)
             size = len(members)
             if start > logical:
                 members = members[start - logical :]
             if members:
+                n = len(members)
                 chunks += members
-                keys += repeat(key, len(members))
-                ctypes += repeat(members[0]["type"], len(members))
+                turns += repeat(turn, n)
+                steps += repeat(step, n)
+                ctypes += repeat(members[0]["type"], n)
             logical += size
         elif kind == _CHUNK:
             data = row.data
             try:
                 chunk = data["chunk"]
-                key = (data["turn"], data["step"])
+                turn, step = data["turn"], data["step"]
                 ctype = chunk["type"]
             except (KeyError, TypeError):
                 raise _Bail from None
             if logical >= start:
                 chunks.append(chunk)
-                keys.append(key)
+                turns.append(turn)
+                steps.append(step)
                 ctypes.append(ctype)
             logical += 1
         elif kind == _COMPACTION:
             data = row.data
             if logical >= start and type(data) is dict and data.get("llmStreamCall") is True:
-                calls.feed(chunks, keys, ctypes)
-                chunks, keys, ctypes = [], [], []
+                calls.feed(chunks, turns, steps, ctypes)
+                chunks, turns, steps, ctypes = [], [], [], []
                 event = {"type": kind, "seq": logical if row.seq is UNSET else row.seq, "data": data}
                 try:
                     calls.call(_compaction_entry(event, file))
@@ -435,7 +445,7 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
             logical += 1
         else:
             logical += 1
-    calls.feed(chunks, keys, ctypes)
+    calls.feed(chunks, turns, steps, ctypes)
     return logical
 
 
@@ -501,7 +511,8 @@ def derive_log_script(
     """
     data = bytes(data)
     body, first_line_no = _body_lines(data, file)
-    check_line_sizes(body, first_line_no, file)
+    if len(data) > max_line_bytes():
+        check_line_sizes(body, first_line_no, file)
     with gc_paused():
         try:
             return _scan(body, start, file)
