@@ -37,7 +37,7 @@ from ..errors import max_line_bytes
 from ..session.codec import gc_paused
 from .derive import ReplayEntry, _compaction_entry, derive_replay_script
 from .errors import ReplayDeriveError
-from .parse import PACKED_ROW_KEYS, _body_lines, check_line_sizes, parse_session_log
+from .parse import PACKED_ROW_KEYS, _as_bytes, _body_lines, check_line_sizes, parse_session_log
 
 _SAFE = 2**53 - 1
 #: Integers msgspec may decode: orjson keeps exactly int64/uint64 as ``int`` (larger become floats),
@@ -487,7 +487,7 @@ def _scan(body: list[bytes], start: int, file: str | None) -> tuple[list[ReplayE
 
 
 def derive_log_script(
-    data: bytes, *, file: str | None = None, start: int = 0
+    data: str | bytes, *, file: str | None = None, start: int = 0
 ) -> tuple[list[ReplayEntry], int]:
     """The replay script of a log's logical events from ``start`` on, and its logical event count.
 
@@ -509,7 +509,7 @@ def derive_log_script(
         LineTooLongError: a line over :func:`~pytest_dsh_replay.errors.max_line_bytes`.
         ReplayParseError, ReplayDeriveError: exactly as the reference path.
     """
-    data = bytes(data)
+    data = _as_bytes(data)
     body, first_line_no = _body_lines(data, file)
     if len(data) > max_line_bytes():
         check_line_sizes(body, first_line_no, file)
