@@ -149,7 +149,7 @@ _get_turn = attrgetter("turn")
 _get_step = attrgetter("step")
 _get_chunk_type = itemgetter("type")
 #: Lines decoded per batch: bounds the transient structs (memory), keeps the passes C-level.
-_BATCH = 32768
+_BATCH = 8192
 
 
 class _Bail(Exception):
