@@ -486,6 +486,37 @@ def _scan(body: list[bytes], start: int, file: str | None) -> tuple[list[ReplayE
     return calls.script, logical
 
 
+def scan_log(
+    data: str | bytes, *, file: str | None = None, start: int = 0
+) -> tuple[list[ReplayEntry] | ReplayDeriveError, int]:
+    """:func:`derive_log_script`, but a derivation error is RETURNED instead of raised.
+
+    Parse errors (and line-size errors) are still raised: they come first in the reference order
+    (parse, then the caller's seed check and sidecar, then derivation). A loader with a sidecar uses
+    this: a bare-array sidecar may replace calls that cannot be derived.
+
+    Returns:
+        ``(entries or the ReplayDeriveError of events[start:], logical event count)``.
+    """
+    data = _as_bytes(data)
+    body, first_line_no = _body_lines(data, file)
+    if len(data) > max_line_bytes():
+        check_line_sizes(body, first_line_no, file)
+    with gc_paused():
+        try:
+            return _scan(body, start, file)
+        except _Bail:
+            pass
+        del body
+        events = parse_session_log(data, file=file)
+        if start > len(events):
+            return [], len(events)
+        try:
+            return derive_replay_script(events[start:], file=file), len(events)
+        except ReplayDeriveError as exc:
+            return exc, len(events)
+
+
 def derive_log_script(
     data: str | bytes, *, file: str | None = None, start: int = 0
 ) -> tuple[list[ReplayEntry], int]:
@@ -509,17 +540,7 @@ def derive_log_script(
         LineTooLongError: a line over :func:`~pytest_dsh_replay.errors.max_line_bytes`.
         ReplayParseError, ReplayDeriveError: exactly as the reference path.
     """
-    data = _as_bytes(data)
-    body, first_line_no = _body_lines(data, file)
-    if len(data) > max_line_bytes():
-        check_line_sizes(body, first_line_no, file)
-    with gc_paused():
-        try:
-            return _scan(body, start, file)
-        except _Bail:
-            pass
-        del body
-        events = parse_session_log(data, file=file)
-        if start > len(events):
-            return [], len(events)
-        return derive_replay_script(events[start:], file=file), len(events)
+    entries, count = scan_log(data, file=file, start=start)
+    if isinstance(entries, ReplayDeriveError):
+        raise entries
+    return entries, count

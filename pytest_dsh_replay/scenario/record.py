@@ -11,20 +11,20 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
+from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
-from ..llm.secrets import SecretScrubber
+from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
 from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
+from .secrets import check_written
 
 SCRIPTED_FILE = "scripted.json"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
 class ModelSpecError(ScenarioError):
@@ -138,80 +138,34 @@ def resolve_model_spec(
     )
 
 
-def scrub_logs(logs: list[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
-    """Copies of ``logs`` with every secret in every string value replaced (headers included)."""
-    from ..session.codec import map_strings
-
-    out: list[SessionLog] = []
-    for log in logs:
-        out.append(
-            SessionLog(
-                map_strings(log.header, scrubber.scrub),
-                [map_strings(e, scrubber.scrub) for e in log.events],
-                log.source,
-            )
-        )
-    return out
-
-
-#: Environment variables whose values are treated as secrets on every write path (defense in depth:
-#: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
-SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
-#: Environment values shorter than this are not treated as secrets (they would scrub ordinary words).
-MIN_ENV_SECRET_LENGTH = 12
-
-
-def environment_secrets(extra_names: tuple[str, ...] = (DEFAULT_KEY_ENV,)) -> list[str]:
-    """Values of secret-named environment variables (``*API_KEY*``, ``*TOKEN*``, ...) plus ``extra_names``."""
-    out: list[str] = []
-    for name, value in os.environ.items():
-        value = value.strip()
-        secret_named = name in extra_names or SECRET_ENV_NAME.search(name)
-        if secret_named and len(value) >= MIN_ENV_SECRET_LENGTH and value not in out:
-            out.append(value)
-    return out
+# The secret rules live in llm/secrets.py and scenario/secrets.py; these names stay importable from here.
+SECRET_ENV_NAME = _secrets.SECRET_ENV_NAME
+MIN_ENV_SECRET_LENGTH = _secrets.MIN_ENV_SECRET_LENGTH
+environment_secrets = _secrets.environment_secrets
 
 
 def secret_scrubber(secrets: list[str]) -> SecretScrubber:
-    """The scrubber for one write: ``secrets``, secret-named environment values and the default patterns."""
-    literal = [s for s in secrets if s]
-    literal += [s for s in environment_secrets() if s not in literal]
-    return SecretScrubber(literal)
+    """The default run scrubber (:func:`~pytest_dsh_replay.llm.secrets.run_scrubber`) plus ``secrets``."""
+    return run_scrubber(extras=secrets)
 
 
-def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
-    """Re-read every written file and raise ``SecretLeakError`` (naming file and line) on any hit."""
-    for path in paths:
-        scrubber.assert_clean(path)
-
-
-def sidecar_for(
-    watched: WatchedModel, logs: list[SessionLog]
-) -> tuple[list[dict[str, Any]] | None, list[str]]:
-    """The bare-array ``replay.override.json`` a recording needs, and problems it cannot fix.
+def sidecars_for(watched: WatchedModel, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
+    """The bare-array sidecars a recording needs: ``{log index: entries}`` (harness.md §1).
 
     A call that raised, or was cancelled, leaves a log that replay cannot derive (no chunks, or no
-    ``finish``). For the primary session the recorder writes the calls as they happened as a sidecar
-    (the guard honours a bare array exactly when the log is not derivable). Child scripts cannot be
-    overridden, so such a call in a child is reported instead.
+    ``finish``). For every such session, the primary or a child, the recorder writes the calls as
+    they happened as that log's sidecar (``replay.override.json`` for log 0,
+    ``replay.override.<n>.json`` for ``session.<n>.jsonl``); the guard honours a bare array exactly
+    when the log is not derivable. A fork child's calls are its own (the script is the sliced one).
     """
-    problems: list[str] = []
-    sidecar: list[dict[str, Any]] | None = None
+    out: dict[int, list[dict[str, Any]]] = {}
     for index, log in enumerate(logs):
         entries = watched.entries.get(log.id, [])
-        if all(
+        if not all(
             e["kind"] == "chunks" and e["chunks"] and e["chunks"][-1].get("type") == "finish" for e in entries
         ):
-            continue
-        if index == 0:
-            sidecar = entries
-        else:
-            problems.append(
-                f"session {log.id} ({log.role()}) had a model call that failed or was cancelled; replay can "
-                "only express that for the primary session (replay.override.json), so this scenario cannot "
-                "be recorded as it is"
-            )
-    return sidecar, problems
+            out[index] = entries
+    return out
 
 
 class WatchedModel:
@@ -298,9 +252,8 @@ __all__: list[str] = [
     "environment_secrets",
     "load_scripted_file",
     "resolve_model_spec",
-    "scrub_logs",
     "secret_scrubber",
-    "sidecar_for",
+    "sidecars_for",
 ]
 
 
