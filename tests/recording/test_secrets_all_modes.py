@@ -249,11 +249,10 @@ def test_snapshot_update_scrubs_the_configured_key(pytester: pytest.Pytester, ke
     run(
         pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted", *INI
     ).assert_outcomes(passed=1)
-    # the tool's recorded output goes stale: the update must write the run's (key-bearing) output again
-    # (an unchanged event is never rewritten: the writer keeps the fixture's own line)
-    recorded = (scenario / "session.jsonl").read_text()
-    assert recorded.count("[REDACTED]\\n") == 1
-    (scenario / "session.jsonl").write_text(recorded.replace("[REDACTED]\\n", "stale output\\n"))
+    # an event the agent writes itself differs, so the update rewrites the log (the run's tool/result
+    # holds the key echoed from the environment)
+    log = scenario / "session.jsonl"
+    log.write_text(log.read_text().replace('"text":"echo the key"', '"text":"an older prompt"'))
     result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update", *INI)
     result.assert_outcomes(passed=1)
     assert "written:" in result.stdout.str()
