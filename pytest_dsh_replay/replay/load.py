@@ -15,6 +15,8 @@ from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
 from .parse import parse_session_header, parse_session_log
+from .pins import Pins, load_pins
+from .requests import ExpectedRequest, call_points
 
 PRIMARY_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
@@ -34,6 +36,9 @@ class SessionScript:
         source: ``"derived"``, ``"override"`` (bare-array sidecar) or ``"override-patches"``.
         templated: indices of entries authored in a sidecar, the only ones whose strings may hold
             ``{{fromRequest:...}}`` placeholders (recorded model output is served verbatim).
+        expected: the recorded request of each entry (``None`` where the log cannot tell, e.g. a call
+            appended by a sidecar patch); ``[]`` when none is known (see :mod:`.requests`).
+        pins: the session's pinned system prompt / tool schemas / model (:mod:`.pins`).
     """
 
     recorded_id: str
@@ -44,6 +49,17 @@ class SessionScript:
     source: str = "derived"
     header: dict[str, object] = field(default_factory=dict)
     templated: frozenset[int] = frozenset()
+    expected: list[ExpectedRequest | None] = field(default_factory=list)
+    pins: Pins = field(default_factory=Pins)
+
+    def expected_at(self, call: int) -> ExpectedRequest | None:
+        """The recorded request of call ``call`` (0-based), or ``None`` when unknown."""
+        return self.expected[call] if call < len(self.expected) else None
+
+
+def _aligned(expected: list[ExpectedRequest | None], count: int) -> list[ExpectedRequest | None]:
+    """``expected`` when it has one point per call, else ``[]`` (never check against a misaligned call)."""
+    return expected if len(expected) == count else []
 
 
 def _derivable(path: Path, text: bytes) -> bool:
@@ -99,20 +115,27 @@ def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionSc
     header = parse_session_header(text, file=str(path))
     recorded_id = str(header["id"])
     created_at = int(header["createdAt"])
-    if override is None:
-        entries = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
-        return SessionScript(recorded_id, created_at, entries, True, path, "derived", header)
-    if override.patches is not None:
-        derived = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
+    if override is None or override.patches is not None:
+        events = parse_session_log(text, file=str(path))
+        derived = derive_replay_script(events, file=str(path))
+        expected = _aligned(call_points(events).calls, len(derived))
+        if override is None:
+            return SessionScript(
+                recorded_id, created_at, derived, True, path, "derived", header, expected=expected
+            )
+        entries = override.apply(derived)
+        assert override.patches is not None
         return SessionScript(
             recorded_id,
             created_at,
-            override.apply(derived),
+            entries,
             True,
             path,
             "override-patches",
             header,
             templated=frozenset(at for at, _entry in override.patches),
+            # a patch replacing call k was still asked call k's request; an appended call is unknown
+            expected=(expected + [None] * len(entries))[: len(entries)] if expected else [],
         )
     if not allow_replace_override and _derivable(path, text):
         raise ReplayLoadError(
@@ -124,8 +147,19 @@ def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionSc
         )
     assert override.entries is not None
     entries = list(override.entries)
+    # the sidecar's calls are the log's steps when there is one step per entry (a failed or cancelled
+    # call leaves its step/start but no finished chunk group)
+    steps = call_points(parse_session_log(text, file=str(path))).steps
     return SessionScript(
-        recorded_id, created_at, entries, True, path, "override", header, frozenset(range(len(entries)))
+        recorded_id,
+        created_at,
+        entries,
+        True,
+        path,
+        "override",
+        header,
+        frozenset(range(len(entries))),
+        expected=_aligned(steps, len(entries)),
     )
 
 
@@ -180,7 +214,18 @@ def load_child_script(path: Path, *, slice_seed: bool = True) -> SessionScript:
         )
     own = events[seed:] if slice_seed else events
     entries = derive_replay_script(own, file=str(path))
-    return SessionScript(str(header["id"]), int(header["createdAt"]), entries, False, path, "derived", header)
+    # the expected messages include the seed (a fork child is sent its inherited history)
+    expected = _aligned(call_points(events, start=seed if slice_seed else 0).calls, len(entries))
+    return SessionScript(
+        str(header["id"]),
+        int(header["createdAt"]),
+        entries,
+        False,
+        path,
+        "derived",
+        header,
+        expected=expected,
+    )
 
 
 def load_session_scripts(
@@ -191,7 +236,8 @@ def load_session_scripts(
     The primary (``session.jsonl``) is never sliced. A sidecar in patches form is always
     applied; a bare-array sidecar replaces the primary's script only when the log's own calls
     are not derivable (no calls, or an unfinished call) or ``allow_replace_override`` is set.
-    Children ``session.1.jsonl``.. are derived from ``events[seedLength:]``.
+    Children ``session.1.jsonl``.. are derived from ``events[seedLength:]``. Each script carries the
+    recorded request of each call (``expected``, one pass over its log) and its pins (``pins``).
 
     Args:
         scenario_dir: the scenario directory.
@@ -205,9 +251,15 @@ def load_session_scripts(
         ReplayLoadError: ``REPLAY_FIXTURE_MISSING``, ``REPLAY_CHILD_GAP``,
             ``REPLAY_BAD_SEED_LENGTH``, ``REPLAY_OVERRIDE_GUARD`` (names the sidecar).
         OverrideError, ReplayParseError, ReplayDeriveError: bad sidecar / log.
+        PinError: a bad pin file (see :func:`~.pins.load_pins`).
     """
     scenario_dir = Path(scenario_dir)
     primary = _load_primary(scenario_dir, allow_replace_override)
-    children = [load_child_script(p, slice_seed=slice_seed) for p in child_log_files(scenario_dir)]
+    files = child_log_files(scenario_dir)
+    children = [load_child_script(p, slice_seed=slice_seed) for p in files]
+    pins = load_pins(scenario_dir, len(files) + 1)
+    primary.pins = pins[0]
+    for index, child in enumerate(children, 1):
+        child.pins = pins[index]
     children.sort(key=lambda s: (s.created_at, s.recorded_id))
     return [primary, *children]

@@ -17,7 +17,8 @@ import orjson
 
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
-from ..replay import ReplayModel, load_session_scripts
+from ..replay import load_session_scripts
+from ..replay.errors import RequestMismatchError
 from .compare import LogMismatch, compare_event_logs, compare_message_logs, inventory_problems
 from .definition import OVERRIDE_FILE, Scenario
 from .errors import FixtureInventoryError, ScenarioMismatch
@@ -33,6 +34,7 @@ from .record import (
     secret_scrubber,
     sidecar_for,
 )
+from .requestcheck import pin_extra, remove_stale_pins, replay_model
 from .runner import RunOptions, RunResult, run_scenario
 
 END_SEED = "session/end-seed"
@@ -53,6 +55,8 @@ class CheckOptions:
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
+        match_on: request parts checked before serving (``--dsh-match-on``); ``None`` = all the
+            recording has, empty = off.
     """
 
     backend: str | None = None
@@ -65,6 +69,7 @@ class CheckOptions:
     event_hook: Callable[..., Any] | None = None
     setup_hook: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
+    match_on: frozenset[str] | None = None
 
 
 @dataclass
@@ -265,7 +270,12 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         extra.append(
             (scenario.path / OVERRIDE_FILE, orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode() + "\n")
         )
-    outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets), extra)
+    pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, watched.requests)
+    outcome.written, outcome.removed = write_fixtures(
+        scenario, result, secret_scrubber(secrets), [*extra, *pins]
+    )
+    outcome.removed += remove_stale_pins(scenario, pins)
+    outcome.notes += pin_notes
     outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
     if sidecar is not None:
         outcome.notes.append(
@@ -288,13 +298,15 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
     ignored, note = _ignored(scenario, fixtures, options)
     outcome.has_fork_child = any(log.role() == "fork child" for log in fixtures[1:])
     exports: list[RunResult] = []
+    models = []
     backends = _backends(scenario, options)
     # loaded once: ReplayModel serves copies, so every backend's model can share the scripts
     scripts = load_session_scripts(
         scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
     )
     for backend in backends:
-        model = ReplayModel(scripts, scenario=str(scenario.path))
+        model = replay_model(scripts, scenario, match_on=options.match_on, update=options.update)
+        models.append(model)
         served: Model = model
         episodes: EpisodeModel | None = None
         if options.record == "new_episodes":
@@ -319,15 +331,20 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         outcome.problems.extend(prefix + e for e in result.step_errors)
         outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
         outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
-        if model.failures:  # more calls/sessions than recorded (fewer calls: --snapshot-update)
-            outcome.needs_recording = True
-        unconsumed = [f"{prefix}{p}" for p in model.consumption_problems()]
+        if any(not isinstance(e, RequestMismatchError) for e in model.failures):
+            outcome.needs_recording = True  # more calls/sessions than recorded (fewer: --snapshot-update)
+        if options.update:  # the update rewrites the recording from this run: a mismatch is what changes
+            outcome.notes.extend(f"{prefix}(updated) {m}" for m in model.mismatches)
+        # after a request mismatch nothing more was served: consumption and log diffs would only cascade
+        unconsumed = [] if model.failures and model.mismatches else model.consumption_problems()
+        unconsumed = [f"{prefix}{p}" for p in unconsumed]
         # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
         (outcome.notes if options.update else outcome.problems).extend(unconsumed)
         outcome.calls_served += sum(model.cursors.values())
         outcome.logs_compared += len(fixtures)
         sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
         outcome.notes.append(f"{prefix}scripts: {sources}")
+        outcome.notes.append(f"{prefix}{model.check_summary()}")
         if episodes is not None:
             outcome.problems.extend(prefix + f for f in watched.failures)
             if outcome.problems:
@@ -335,12 +352,21 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
                     0, "new_episodes recording failed; the previous fixtures are untouched"
                 )
             elif episodes.live_calls:
-                outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
+                pins, pin_notes = pin_extra(
+                    scenario, result.logs, result.cwd, model.requests, watched.requests
+                )
+                outcome.written, outcome.removed = write_fixtures(
+                    scenario, result, secret_scrubber(secrets), pins
+                )
+                outcome.removed += remove_stale_pins(scenario, pins)
+                outcome.notes += pin_notes
                 outcome.notes.append(
                     f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended"
                 )
             return outcome
-        if not options.update:
+        if not options.update and model.failures and model.mismatches:
+            outcome.notes.append(f"{prefix}log comparison skipped: a request did not match its recording")
+        elif not options.update:
             outcome.problems.extend(
                 prefix + p for p in _compare(scenario, fixtures, result, ignored, options)
             )
@@ -349,7 +375,10 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         problems = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
         outcome.problems.extend(f"jsonl and sqlite exports differ: {m.render()}" for m in problems)
     if options.update and not outcome.problems:
-        outcome.written, outcome.removed = write_fixtures(scenario, exports[0])
+        pins, pin_notes = pin_extra(scenario, exports[0].logs, exports[0].cwd, models[0].requests)
+        outcome.written, outcome.removed = write_fixtures(scenario, exports[0], extra=pins)
+        outcome.removed += remove_stale_pins(scenario, pins)
+        outcome.notes += pin_notes
     return outcome
 
 
