@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import orjson
+
 from ..errors import HarnessError, quote
 from ..llm import Message
 from ..session.codec import json_value_problem
@@ -207,10 +209,23 @@ class Difference:
     note: str = ""
 
     def render(self) -> str:
-        """``path: recorded 'x' != sent 'y'`` (long strings shown around the first differing character)."""
+        """``path: recorded 'x' != sent 'y'`` (long strings shown around the first differing character),
+        preceded by a ``part: note`` line when there is a note (e.g. the changed tool set)."""
         rec, sent = _show(self.recorded, self.sent)
         line = f"{self.path}: recorded {rec} != sent {sent}"
-        return f"{self.note}; {line}" if self.note else line
+        return f"{self.part}: {self.note}\n  {line}" if self.note else line
+
+
+def _value(value: Any, width: int = 120) -> str:
+    if value is MISSING:
+        return "(absent)"
+    if isinstance(value, dict | list):
+        try:
+            text = orjson.dumps(value).decode()
+        except TypeError:
+            return quote(value, width)
+        return text if len(text) <= width else text[: width - 3] + "..."
+    return quote(value, width)
 
 
 def _show(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
@@ -223,7 +238,7 @@ def _show(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
             return ("..." if lo else "") + quote(piece, width + 10) + ("..." if lo + width < len(s) else "")
 
         return cut(a), cut(b) + f" (first difference at character {common})"
-    return quote(a), quote(b)
+    return _value(a), _value(b)
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
