@@ -60,7 +60,8 @@ def test_tampered_child_or_primary_goes_red_with_a_readable_report(
         [
             f"*request mismatch at call #* of {target.name} ({role}, script #*",
             "*messages[[]*[]].content[[]0[]].text: recorded*(tampered)*",
-            f"*re-record the scenario: pytest --dsh-scenario {scenario} --dsh-record=rewrite --dsh-model scripted*",
+            f"*re-record the scenario: pytest --dsh-scenario {scenario} --dsh-record=rewrite "
+            "--dsh-model scripted*",
         ]
     )
     assert "log comparison skipped: a request did not match its recording" in result.stdout.str()
