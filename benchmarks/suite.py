@@ -248,8 +248,9 @@ def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> No
 
     In this process (warm imports), every scenario is checked ``rounds`` times with the request check on
     (default: every part the recording has) and off (``match_on`` empty), interleaved. The time spent in
-    the check itself is measured by timing every ``request_differences`` call (the per-call comparison and
-    the binding-by-request candidates), so the figure does not depend on the noisy on/off difference.
+    the check itself is measured by timing every ``request_differences`` (the per-call comparison) and
+    ``request_matches`` call (the binding-by-request candidates), so the figure does not depend on the noisy
+    on/off difference.
     """
     from pytest_dsh_replay.replay import model as replay_model
     from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
@@ -257,16 +258,19 @@ def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> No
     if no_fsync:
         import _bench_nofsync  # noqa: F401
 
-    original = replay_model.request_differences
+    originals = {name: getattr(replay_model, name) for name in ("request_differences", "request_matches")}
     spent = [0.0, 0]  # seconds inside the check, number of checks
 
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - t0
-            spent[1] += 1
+    def timing(fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+                spent[1] += 1
+
+        return timed
 
     def one(path: Path, options: CheckOptions) -> tuple[float, int]:
         t0 = time.perf_counter()
@@ -281,7 +285,8 @@ def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> No
     with_check: list[float] = []
     without: list[float] = []
     calls = 0
-    replay_model.request_differences = timed  # type: ignore[assignment]
+    for name, fn in originals.items():
+        setattr(replay_model, name, timing(fn))
     try:
         for _ in range(rounds):
             for path in paths:
@@ -292,7 +297,8 @@ def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> No
                 without.append(one(path, off)[0])
                 assert spent[0] == spent_off  # off really is off
     finally:
-        replay_model.request_differences = original  # type: ignore[assignment]
+        for name, fn in originals.items():
+            setattr(replay_model, name, fn)
     med = statistics.median
     per_call = spent[0] / max(spent[1], 1)
     per_scenario = spent[0] / len(with_check)

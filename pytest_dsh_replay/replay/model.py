@@ -49,7 +49,7 @@ from .placeholder import (
     request_text,
     resolve_copy,
 )
-from .requests import MATCH_PARTS, Difference, Sides, header_role, request_differences
+from .requests import MATCH_PARTS, Difference, Sides, header_role, request_differences, request_matches
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
 DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
@@ -168,7 +168,7 @@ class ReplayModel:
                 script = self.scripts[index]
                 if not script.entries:
                     return False  # a session that never called the model cannot be this caller
-                return not request_differences(
+                return request_matches(
                     self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
                 )
 
@@ -333,10 +333,10 @@ class ReplayModel:
                     "REPLAY_AFTER_MISMATCH",
                 )
             )
+        recorded = self._recorded_parts(index, call)
         try:
-            diffs = request_differences(
-                self._recorded_parts(index, call), request, lambda: self._sides(index, key)
-            )
+            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+            diffs = request_differences(recorded, request, sides) if recorded else []
         except RequestShapeError as exc:
             self.failures.append(exc)  # type: ignore[arg-type]
             return self._raise(exc)

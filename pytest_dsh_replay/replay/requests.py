@@ -311,6 +311,31 @@ def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _structural(recorded: Any, sent: Any, part: str) -> bool:
+    """True when the raw values differ in shape (not only in string values): tokenizing cannot fix that."""
+    found = first_difference(recorded, sent, part)
+    return found is not None and not (isinstance(found[1], str) and isinstance(found[2], str))
+
+
+def request_matches(
+    recorded: Mapping[str, Any], request: Mapping[str, Any], sides: Sides | Callable[[], Sides]
+) -> bool:
+    """Whether :func:`request_differences` would find nothing; a difference in shape answers without
+    tokenizing (binding asks this of every free script at a session's first call).
+
+    Raises:
+        RequestShapeError: see :func:`request_differences`.
+    """
+    sent = sent_parts(request)
+    for part in MATCH_PARTS:
+        if part not in recorded or recorded[part] == sent[part]:
+            continue
+        # a non-JSON live value must still raise (request_differences below names it)
+        if _structural(recorded[part], sent[part], part) and json_value_problem(sent[part], part) is None:
+            return False
+    return not request_differences(recorded, request, sides)
+
+
 def request_differences(
     recorded: Mapping[str, Any], request: Mapping[str, Any], sides: Sides | Callable[[], Sides]
 ) -> list[Difference]:
@@ -375,5 +400,6 @@ __all__ = [
     "header_role",
     "parse_match_on",
     "request_differences",
+    "request_matches",
     "sent_parts",
 ]

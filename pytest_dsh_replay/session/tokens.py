@@ -14,6 +14,7 @@ Only string VALUES are touched (keys, numbers untouched). Imports nothing of the
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -50,9 +51,12 @@ def _cwd_pattern(cwd: str | None) -> re.Pattern[str] | None:
 
 
 def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
-    known = sorted({i for i in ids if i}, key=len, reverse=True)
-    if not known:
-        return None
+    known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
+    return _compiled_ids(known) if known else None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
     # whole tokens only: "session-1" must not match inside "session-10" or "my-session-1x"
     return re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(s) for s in known) + r")(?![\w\-])")
 
