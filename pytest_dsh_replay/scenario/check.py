@@ -86,6 +86,7 @@ class CheckOutcome:
     logs_compared: int = 0  # session logs compared with fixtures (all backends)
     calls_served: int = 0  # recorded model calls served by replay (all backends)
     has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
+    request_mismatch: bool = False  # a request differed from its recording (the report says how to re-record)
 
     @property
     def passed(self) -> bool:
@@ -365,6 +366,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
                 )
             return outcome
         if not options.update and model.failures and model.mismatches:
+            outcome.request_mismatch = True
             outcome.notes.append(f"{prefix}log comparison skipped: a request did not match its recording")
         elif not options.update:
             outcome.problems.extend(
@@ -405,6 +407,6 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
             f"pytest --dsh-scenario {outcome.scenario.path} --dsh-record=new_episodes --dsh-model {model} "
             "(or --dsh-record=rewrite to re-record everything)",
         ]
-    elif options.refresh_command:
+    elif options.refresh_command and not outcome.request_mismatch:
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
     raise ScenarioMismatch(lines[0], "\n".join(lines))
