@@ -18,7 +18,8 @@ Classes and codes:
 * :class:`ReplayAborted`: ``ABORTED`` (the request signal fired while a stream was playing).
 * :class:`ReplayConsumptionError`: ``REPLAY_NOT_CONSUMED``.
 * :class:`RequestMismatchError` (a :class:`ReplayServeError`): ``REPLAY_REQUEST_MISMATCH``,
-  ``REPLAY_AFTER_MISMATCH``; :class:`RequestShapeError`: ``REPLAY_BAD_REQUEST``;
+  ``REPLAY_AFTER_MISMATCH``; :class:`RequestShapeError` (also a :class:`ReplayServeError`):
+  ``REPLAY_BAD_REQUEST``;
   :class:`PinError` (a :class:`ReplayLoadError`): ``REPLAY_BAD_PIN`` (replay.md §5, issue 10).
 """
 
@@ -90,7 +91,7 @@ class RequestMismatchError(ReplayServeError):
         self.parts = parts
 
 
-class RequestShapeError(ReplayError):
+class RequestShapeError(ReplayServeError):
     """A live request cannot be compared: a part of it is not made of JSON values (names the path)."""
 
     code = "REPLAY_BAD_REQUEST"

@@ -287,7 +287,10 @@ class ReplayModel:
 
         Raises (when the returned iterator is iterated):
             ReplayServeError: ``REPLAY_UNRECORDED_SESSION``, ``REPLAY_SCRIPT_EXHAUSTED``,
-                ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``.
+                ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``, ``REPLAY_AFTER_MISMATCH``.
+            RequestMismatchError: ``REPLAY_REQUEST_MISMATCH``, the request differs from the recording
+                (nothing is served; see :meth:`_mismatch` for the report).
+            RequestShapeError: ``REPLAY_BAD_REQUEST``, a part of the request is not JSON values.
             LlmError: a ``throw`` entry (its ``message``, ``code``, ``status``).
             ReplayAborted: the request signal fired during playback / while hanging.
         """
@@ -298,7 +301,7 @@ class ReplayModel:
             try:
                 target = None if key in self._unrecorded else self.script_for(key, request)
             except RequestShapeError as exc:
-                self.failures.append(exc)  # type: ignore[arg-type]
+                self.failures.append(exc)
                 return self._raise(exc)
             if target is None:
                 ordinal = self._unrecorded.setdefault(key, len(self.scripts) + len(self._unrecorded) + 1)
@@ -338,7 +341,7 @@ class ReplayModel:
             sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
             diffs = request_differences(recorded, request, sides) if recorded else []
         except RequestShapeError as exc:
-            self.failures.append(exc)  # type: ignore[arg-type]
+            self.failures.append(exc)
             return self._raise(exc)
         if diffs:
             mismatch = self._mismatch(index, call, key, diffs)

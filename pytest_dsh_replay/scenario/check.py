@@ -18,7 +18,7 @@ import orjson
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
 from ..replay import load_session_scripts
-from ..replay.errors import RequestMismatchError
+from ..replay.errors import RequestMismatchError, RequestShapeError
 from .compare import LogMismatch, compare_event_logs, compare_message_logs, inventory_problems
 from .definition import OVERRIDE_FILE, Scenario
 from .errors import FixtureInventoryError, ScenarioMismatch
@@ -332,7 +332,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         outcome.problems.extend(prefix + e for e in result.step_errors)
         outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
         outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
-        if any(not isinstance(e, RequestMismatchError) for e in model.failures):
+        if any(not isinstance(e, RequestMismatchError | RequestShapeError) for e in model.failures):
             outcome.needs_recording = True  # more calls/sessions than recorded (fewer: --snapshot-update)
         if options.update:  # the update rewrites the recording from this run: a mismatch is what changes
             outcome.notes.extend(f"{prefix}(updated) {m}" for m in model.mismatches)
