@@ -34,10 +34,12 @@ from .headformat import encode_head_layout
 from .load import (
     OVERRIDE_FILE,
     PRIMARY_FILE,
+    ParsedLogs,
     SessionScript,
     child_log_files,
     load_child_script,
     load_session_scripts,
+    override_file_for,
 )
 from .model import DEFAULT_HANG_PREFIX, ReplayModel
 from .override import Override, load_override, validate_entry
@@ -54,6 +56,7 @@ __all__ = [
     "ExpectedRequest",
     "Override",
     "OverrideError",
+    "ParsedLogs",
     "PinError",
     "Pins",
     "ReplayAborted",
@@ -76,6 +79,7 @@ __all__ = [
     "load_override",
     "load_pins",
     "load_session_scripts",
+    "override_file_for",
     "parse_match_on",
     "parse_session_header",
     "parse_session_log",

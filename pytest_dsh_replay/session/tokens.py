@@ -127,6 +127,26 @@ class Tokenizer:
             text = UUID_RE.sub(self._uuid_token, text)
         return text
 
+    @property
+    def uuid_tokens(self) -> dict[str, str]:
+        """``uuid (lower case) -> {{uuid:N}}`` as assigned so far (first appearance)."""
+        return dict(self._uuids)
+
+    def respell(self, text: str, *, ids: dict[str, str], uuids: dict[str, str], cwd: str) -> str:
+        """Spell ``text`` (this side's value) the way another side spells the same things.
+
+        The inverse direction of :meth:`scrub`, with the same patterns: this side's cwd aliases become
+        ``cwd``, its session ids the ``ids`` they map to, other UUIDs their ``uuids`` counterpart
+        (unmapped ones stay).
+        """
+        if self._cwd_re is not None and "/" in text:
+            text = self._cwd_re.sub(lambda _m: cwd, text)
+        if self._ids_re is not None:
+            text = self._ids_re.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+        if uuids and "-" in text:
+            text = UUID_RE.sub(lambda m: uuids.get(m.group(0).lower(), m.group(0)), text)
+        return text
+
     def scrub_value(self, value: Any) -> Any:
         """Apply :meth:`scrub` to every string VALUE of a JSON value (keys and numbers untouched)."""
         return map_strings(value, self.scrub)
