@@ -48,7 +48,7 @@ from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import SessionLog
 from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, secret_scrubber, sidecars_for
-from .requestcheck import pin_extra, remove_stale_pins, replay_model
+from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model
 from .runner import RunOptions, RunResult, run_scenario
 from .write import Normalization, current_fixtures, write_fixtures
 
@@ -414,7 +414,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             )
     elif plan == "update" and not outcome.problems:
         assert first is not None
-        pins, pin_notes = pin_extra(scenario, runs[0].logs, runs[0].cwd, first.replay.requests)
+        pins, pin_notes = refreshed_pins(scenario, runs[0].logs, runs[0].cwd, first.replay.requests)
         outcome.notes += pin_notes
         try:
             outcome.written, outcome.removed = write_fixtures(

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ..replay import ReplayModel, SessionScript
-from ..replay.pins import render_pins, stale_pins
+from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
 from .definition import Scenario
 from .normalize import SessionLog
 from .record import model_hint
+
+#: live session id -> the requests it sent (a model's ``requests``)
+Requests = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 def rerecord_command(scenario: Scenario) -> str:
@@ -65,6 +68,20 @@ def pin_extra(
     """
     files, notes = render_pins(requests_by_log(logs, *sources), cwd)
     return [(scenario.path / name, text) for name, text in files], notes
+
+
+def refreshed_pins(
+    scenario: Scenario, logs: Sequence[SessionLog], cwd: str, *sources: Requests
+) -> tuple[list[tuple[Path, str]], list[str]]:
+    """``--snapshot-update``: the pins of the parts the scenario already pins, refreshed from the run.
+
+    An update refreshes what is pinned; it pins nothing new (a recording without pins, such as the
+    reference's, stays byte-identical: record it to add pins).
+    """
+    pinned = {part for part, _index in pin_files(scenario.path)}
+    names = {pin_name(part, i) for part in pinned for i in range(len(logs))}
+    files, notes = pin_extra(scenario, logs, cwd, *sources)
+    return [(path, text) for path, text in files if path.name in names], notes
 
 
 def remove_stale_pins(scenario: Scenario, written: Sequence[tuple[Path, str]]) -> list[Path]:
