@@ -39,6 +39,7 @@ class _State:
         self.replayed = 0
         self.logs_compared = 0
         self.calls_served = 0
+        self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
@@ -109,6 +110,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    parser.addini(
+        "dsh_secret_patterns",
+        "extra regular expressions of secret-shaped text scrubbed from every written file and report",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -134,6 +141,13 @@ def pytest_configure(config: pytest.Config) -> None:
             state.name_globs.append(value)
     _check_model_spec(config)
     _match_on(config)  # a usage error now, not one per item
+    if (
+        config.getoption("dsh_scenario")
+        or config.getoption("dsh_record") != "none"
+        or config.getini("dsh_api_key_env")
+        or config.getini("dsh_secret_patterns")
+    ):  # a bad secret config is a usage error before anything runs; else built when first needed
+        state.scrubber = _run_scrubber(config)
     if state.name_globs:
         existing = [r for r in roots if r.exists()]
         state.roots.extend(r.resolve() for r in existing)
@@ -166,6 +180,33 @@ def _match_on(config: pytest.Config) -> frozenset[str] | None:
         return parse_match_on(values)
     except MatchOnError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _run_scrubber(config: pytest.Config) -> Any:
+    """Build THE secret set of this run once; bad secret config is a usage error before anything runs."""
+    from .llm.secrets import DEFAULT_KEY_ENV, SecretConfigError, run_scrubber
+
+    key_env = config.getini("dsh_api_key_env")
+    try:
+        return run_scrubber(
+            key_env=key_env or DEFAULT_KEY_ENV,
+            patterns=config.getini("dsh_secret_patterns"),
+            require_key_value=bool(key_env) or config.getoption("dsh_record") != "none",
+        )
+    except SecretConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _scrubber(config: pytest.Config) -> Any:
+    state = config.stash[_STATE]
+    if state.scrubber is None:
+        state.scrubber = _run_scrubber(config)
+    return state.scrubber
+
+
+def _redact(config: pytest.Config, text: str) -> str:
+    """``text`` with every secret of the run shown as ``[REDACTED]`` (reports, ``--junitxml``)."""
+    return str(_scrubber(config).scrub_fixed(text))
 
 
 def _within(path: Path, roots: list[Path]) -> bool:
@@ -268,6 +309,7 @@ class ScenarioItem(pytest.Item):
             register_tools=lambda registry: hook.pytest_dsh_register_tools(
                 registry=registry, scenario=scenario
             ),
+            scrubber=_scrubber(config),
         )
 
     #: why the messages part is not checked by default (set by _item_match_on), for the -rA section
@@ -321,7 +363,7 @@ class ScenarioItem(pytest.Item):
         if self._match_note:
             outcome.notes.append(self._match_note)
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
-            self.add_report_section("call", "dsh-replay", "\n".join(outcome.notes))
+            self.add_report_section("call", "dsh-replay", _redact(self.config, "\n".join(outcome.notes)))
         raise_for(outcome, options)
         if self.config.getoption("dsh_check_guards") and outcome.has_fork_child:
             guard_options = self._options(scenario, slice_seed=False)
@@ -345,10 +387,13 @@ class ScenarioItem(pytest.Item):
 
         exc = excinfo.value
         if isinstance(exc, ScenarioError):
-            return getattr(exc, "report", None) or str(exc)
+            return _redact(self.config, getattr(exc, "report", None) or str(exc))
         if isinstance(exc, HarnessError):
-            return f"{type(exc).__name__} [{exc.code}]: {exc}"
-        return super().repr_failure(excinfo, style=style)
+            return _redact(self.config, f"{type(exc).__name__} [{exc.code}]: {exc}")
+        longrepr = super().repr_failure(excinfo, style=style)
+        text = str(longrepr)
+        redacted = _redact(self.config, text)  # a traceback keeps its formatting unless it holds a secret
+        return longrepr if redacted == text else redacted
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.scenario_path / INPUT_FILE, None, f"scenario {self.name}"
