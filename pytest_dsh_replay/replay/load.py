@@ -19,6 +19,7 @@ from .override import Override, load_override
 from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import CallPoints, ExpectedRequest, call_points
+from .scan import scan_log
 
 PRIMARY_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
@@ -41,9 +42,6 @@ class SessionScript:
         source: ``"derived"``, ``"override"`` (bare-array sidecar) or ``"override-patches"``.
         templated: indices of entries authored in a sidecar, the only ones whose strings may hold
             ``{{fromRequest:...}}`` placeholders (recorded model output is served verbatim).
-        expected: the recorded request of each entry (``None`` where the log cannot tell, e.g. a call
-            appended by a sidecar patch); ``[]`` when none is known (see :mod:`.requests`).
-        pins: the session's pinned system prompt / tool schemas / model (:mod:`.pins`).
     """
 
     recorded_id: str
@@ -107,47 +105,101 @@ def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _read(path: Path, parsed: ParsedLogs | None) -> tuple[dict[str, Any], list[Event]]:
-    """The header and events of ``path``: from ``parsed`` when the caller has them, else from disk."""
+@dataclass
+class _Own:
+    """One log's own part (``events[start:]``): from events the caller parsed, or from its bytes.
+
+    From bytes, the script comes from the fast scan (``replay.scan``, no event dicts); the events
+    are materialized only if needed (the bare-array sidecar guard).
+    """
+
+    path: Path
+    header: dict[str, Any]
+    events_: list[Event] | None = None
+    data: bytes | None = None
+    start: int = 0
+    derived_: list[ReplayEntry] | ReplayDeriveError | None = None
+    full_: list[Event] | None = None
+
+    def points(self) -> CallPoints:
+        """The call points of the script's calls over the WHOLE log (a fork child's seed builds its
+        history): :func:`~.requests.call_points` from ``start`` (one pass)."""
+        if self.full_ is None:
+            assert self.data is not None
+            self.full_ = parse_session_log(self.data, file=str(self.path))
+        return call_points(self.full_, start=self.start)
+
+    def derived(self) -> list[ReplayEntry]:
+        """The derived script of the own events (raises its ReplayDeriveError)."""
+        if self.derived_ is None:
+            try:
+                self.derived_ = derive_replay_script(self.events(), file=str(self.path))
+            except ReplayDeriveError as exc:
+                self.derived_ = exc
+        if isinstance(self.derived_, ReplayDeriveError):
+            raise self.derived_
+        return self.derived_
+
+    def events(self) -> list[Event]:
+        """The own logical events (parsed on first use when the log was scanned from bytes)."""
+        if self.events_ is None:
+            assert self.data is not None
+            self.events_ = parse_session_log(self.data, file=str(self.path))[self.start :]
+        return self.events_
+
+
+def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed: bool = True) -> _Own:
+    """The own part of ``path``: a child's from ``seedLength`` on (checked), a primary's whole log."""
+
+    def check_seed(seed: int, count: int) -> None:
+        if seed > count:
+            raise ReplayLoadError(
+                f"{path}:1: header seedLength {seed} is larger than the log ({count} logical "
+                "events after expanding packed rows); fix seedLength or re-record",
+                "REPLAY_BAD_SEED_LENGTH",
+            )
+
     if parsed is not None and path in parsed:
-        return parsed[path]
+        header, events = parsed[path]
+        seed = int(header.get("seedLength", 0)) if child else 0
+        check_seed(seed, len(events))
+        start = seed if slice_seed else 0
+        return _Own(path, header, events_=events[start:], start=start, full_=events)
     text = path.read_bytes()
-    return parse_session_header(text, file=str(path)), parse_session_log(text, file=str(path))
+    header = parse_session_header(text, file=str(path))
+    seed = int(header.get("seedLength", 0)) if child else 0
+    start = seed if slice_seed else 0
+    derived, count = scan_log(text, file=str(path), start=start)
+    check_seed(seed, count)
+    return _Own(path, header, data=text, start=start, derived_=derived)
 
 
 def _script(
-    path: Path,
-    header: dict[str, Any],
-    own: list[Event],
+    own: _Own,
     *,
     primary: bool,
     allow_replace_override: bool,
     sidecar: Path | None,
-    points: CallPoints,
 ) -> SessionScript:
     """The script of one log's own events, with its sidecar applied (override guard: harness.md §1).
 
     A bare-array sidecar is honoured when the log's calls cannot be derived, when it keeps every
     derived call unchanged (the derived calls are a prefix of it), or with ``"override": true``;
     otherwise ``REPLAY_OVERRIDE_GUARD`` (recorded calls are never discarded silently).
-
-    ``points`` are the log's call points (:func:`~.requests.call_points` over the WHOLE log from the
-    script's first own event): derived calls expect the request at their chunk group, a patch keeps the
-    request of the call it replaces, a bare-array sidecar's calls expect the log's steps when there is
-    one step per entry (a failed or cancelled call leaves its ``step/start`` but no finished group).
     """
+    path, header = own.path, own.header
     recorded_id, created_at = str(header["id"]), int(header["createdAt"])
     override: Override | None = load_override(sidecar) if sidecar is not None and sidecar.is_file() else None
     if override is None:
-        entries = derive_replay_script(own, file=str(path))
-        expected = _aligned(points.calls, len(entries))
+        entries = own.derived()
+        expected = _aligned(own.points().calls, len(entries))
         return SessionScript(
             recorded_id, created_at, entries, primary, path, "derived", header, expected=expected
         )
     if override.patches is not None:
-        derived = derive_replay_script(own, file=str(path))
+        derived = own.derived()
         patched = override.apply(derived)
-        expected = _aligned(points.calls, len(derived))
+        expected = _aligned(own.points().calls, len(derived))
         return SessionScript(
             recorded_id,
             created_at,
@@ -162,8 +214,8 @@ def _script(
         )
     assert override.entries is not None
     entries = list(override.entries)
-    if not allow_replace_override and not _unfinished(own, path):
-        derived = derive_replay_script(own, file=str(path))
+    if not allow_replace_override and not _unfinished(own.events(), path):
+        derived = own.derived()
         if derived and entries[: len(derived)] != derived:
             changed = next(
                 (i for i, (a, b) in enumerate(zip(derived, entries, strict=False)) if a != b), len(entries)
@@ -188,7 +240,7 @@ def _script(
         "override",
         header,
         frozenset(range(len(entries))),
-        expected=_aligned(points.steps, len(entries)),
+        expected=_aligned(own.points().steps, len(entries)),
     )
 
 
@@ -209,15 +261,11 @@ def _load_primary(
             "(pytest --dsh-record=once) or add a bare-array replay.override.json",
             "REPLAY_FIXTURE_MISSING",
         )
-    header, events = _read(path, parsed)
     return _script(
-        path,
-        header,
-        events,
+        _read_own(path, parsed, child=False),
         primary=True,
         allow_replace_override=allow_replace_override,
         sidecar=override_file_for(path),
-        points=call_points(events),
     )
 
 
@@ -273,28 +321,10 @@ def load_child_script(
         raise ReplayLoadError(
             f"{path}: child fixture missing; re-record the scenario", "REPLAY_FIXTURE_MISSING"
         )
-    header, events = _read(path, parsed)
-    seed = int(header.get("seedLength", 0))
-    if seed > len(events):
-        raise ReplayLoadError(
-            f"{path}:1: header seedLength {seed} is larger than the log ({len(events)} logical "
-            "events after expanding packed rows); fix seedLength or re-record",
-            "REPLAY_BAD_SEED_LENGTH",
-        )
-    own = events[seed:] if slice_seed else events
+    own = _read_own(path, parsed, child=True, slice_seed=slice_seed)
     # only a numbered child log has a sidecar of its own (a lone log passed here is read as it is)
     sidecar = override_file_for(path) if _CHILD_RE.fullmatch(path.name) else None
-    # the expected messages include the seed (a fork child is sent its inherited history)
-    points = call_points(events, start=seed if slice_seed else 0)
-    return _script(
-        path,
-        header,
-        own,
-        primary=False,
-        allow_replace_override=allow_replace_override,
-        sidecar=sidecar,
-        points=points,
-    )
+    return _script(own, primary=False, allow_replace_override=allow_replace_override, sidecar=sidecar)
 
 
 def load_session_scripts(
@@ -310,9 +340,7 @@ def load_session_scripts(
     applied; a bare-array sidecar replaces a log's script when the log's own calls are not
     derivable (no calls, or an unfinished call), when it keeps every derived call, or when
     ``allow_replace_override`` is set. Children ``session.<n>.jsonl`` are derived from
-    ``events[seedLength:]``, each with its own sidecar ``replay.override.<n>.json``. Each script
-    carries the recorded request of each call (``expected``, one pass over its log) and its pins
-    (``pins``).
+    ``events[seedLength:]``, each with its own sidecar ``replay.override.<n>.json``.
 
     Args:
         scenario_dir: the scenario directory.
@@ -327,7 +355,6 @@ def load_session_scripts(
         ReplayLoadError: ``REPLAY_FIXTURE_MISSING``, ``REPLAY_CHILD_GAP``,
             ``REPLAY_BAD_SEED_LENGTH``, ``REPLAY_OVERRIDE_GUARD`` (names the sidecar).
         OverrideError, ReplayParseError, ReplayDeriveError: bad sidecar / log.
-        PinError: a bad pin file (see :func:`~.pins.load_pins`).
     """
     scenario_dir = Path(scenario_dir)
     primary = _load_primary(scenario_dir, allow_replace_override, parsed)
