@@ -15,6 +15,8 @@ Printed figures:
   (b) ``pytest_dsh_replay.scenario.check_scenario`` timed in this process per scenario (warm imports).
 * the machine's parallel capacity right now (``workers`` CPU-bound processes serially vs concurrently):
   on a shared 2-core box the speed-up cannot exceed it, whatever the harness does.
+* the per-call cost of replay's request check (:func:`request_check_cost`) and its share of the median
+  per-scenario time (target <= 10%).
 * ratios against baselines measured in the same run: ``baseline`` = wall time of the same pytest command
   collecting zero scenarios (an empty scenario dir), ``trivial`` = one single-text-turn scenario (in-process
   check_scenario time, and its junitxml item time).
@@ -241,6 +243,75 @@ def in_process_times(paths: list[Path], no_fsync: bool, failed: list[str]) -> li
     return [one(p) for p in paths]
 
 
+def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> None:
+    """Print the per-call cost of replay's request check (issue 10) and its share of the per-scenario time.
+
+    In this process (warm imports), every scenario is checked ``rounds`` times with the request check on
+    (default: every part the recording has) and off (``match_on`` empty), interleaved. The time spent in
+    the check itself is measured by timing every ``request_differences`` (the per-call comparison) and
+    ``request_matches`` call (the binding-by-request candidates), so the figure does not depend on the noisy
+    on/off difference.
+    """
+    from pytest_dsh_replay.replay import model as replay_model
+    from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
+
+    if no_fsync:
+        import _bench_nofsync  # noqa: F401
+
+    originals = {name: getattr(replay_model, name) for name in ("request_differences", "request_matches")}
+    spent = [0.0, 0]  # seconds inside the check, number of checks
+
+    def timing(fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+                spent[1] += 1
+
+        return timed
+
+    def one(path: Path, options: CheckOptions) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-") as work:
+            outcome = check_scenario(load_scenario(path), Path(work), options)
+        if not outcome.passed:
+            raise SystemExit(f"request-check benchmark: {path} failed:\n{outcome.report()}")
+        return time.perf_counter() - t0, outcome.calls_served
+
+    on, off = CheckOptions(), CheckOptions(match_on=frozenset())
+    one(paths[0], on)  # warm-up
+    with_check: list[float] = []
+    without: list[float] = []
+    calls = 0
+    for name, fn in originals.items():
+        setattr(replay_model, name, timing(fn))
+    try:
+        for _ in range(rounds):
+            for path in paths:
+                t, n = one(path, on)
+                with_check.append(t)
+                calls += n
+                spent_off = spent[0]
+                without.append(one(path, off)[0])
+                assert spent[0] == spent_off  # off really is off
+    finally:
+        for name, fn in originals.items():
+            setattr(replay_model, name, fn)
+    med = statistics.median
+    per_call = spent[0] / max(spent[1], 1)
+    per_scenario = spent[0] / len(with_check)
+    share = per_scenario / med(with_check)
+    print(
+        f"request check: {per_call * 1e6:.1f} us per check ({spent[1]} checks for {calls} served calls, "
+        f"binding candidates included), {per_scenario * 1000:.2f} ms per scenario = {share * 100:.1f}% of "
+        f"the median per-scenario time {med(with_check) * 1000:.1f} ms (target <= 10%: "
+        f"{'met' if share <= 0.10 else 'MISSED'}); median with/without the check: "
+        f"{med(with_check) * 1000:.1f} / {med(without) * 1000:.1f} ms = {med(with_check) / med(without):.3f}x"
+    )
+
+
 BURN = "x = 0\nfor i in range(6_000_000):\n    x += i\n"
 
 
@@ -388,6 +459,7 @@ def _bench(base: Path, args: argparse.Namespace) -> int:
     )
     by_kind = {k: med([t for p, t in zip(paths, in_proc, strict=True) if p.parent.name == k]) for k in KINDS}
     print("  in-process median by kind: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in by_kind.items()))
+    request_check_cost(paths, args.no_fsync)
     if runner.failed or in_failed:
         names = sorted(set(runner.failed + in_failed))
         print(

@@ -5,8 +5,10 @@ The public API, by concern (each subpackage exports more; see ARCHITECTURE.md):
 * session core: :class:`Session`, :class:`SessionStore` and their typed errors;
 * persistence: :class:`JsonlPersistence`, :class:`SqlitePersistence`, :data:`SCHEMA_VERSION`,
   :func:`encode_segment`, :class:`WriteCoordinator`;
-* agent: :class:`AgentRuntime`, :class:`Agent`, :class:`ToolRegistry`;
-* models: :class:`Model`, :class:`LlmError`, :class:`ScriptedModel`, :class:`ReplayModel`;
+* agent: :class:`AgentRuntime`, :class:`Agent`, :class:`Tool`, :class:`ToolRegistry`;
+* models: :class:`Model`, :class:`ModelRequest`, the chunk types (:data:`StreamChunk` and its seven
+  variants, :class:`Message`, :data:`ContentBlock`, :class:`ToolSpec`), :class:`LlmError`,
+  :class:`ScriptedModel`, :class:`ReplayModel` and its :class:`RequestMismatchError`;
 * replay: :func:`parse_session_log`, :func:`derive_replay_script`, :func:`load_session_scripts`;
 * scenarios: :func:`load_scenario`, :func:`check_scenario`.
 
@@ -21,9 +23,23 @@ from typing import TYPE_CHECKING, Any
 from .errors import HarnessError
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentRuntime, ToolRegistry
+    from .agent import Agent, AgentRuntime, Tool, ToolRegistry
     from .llm import CancelSignal, LlmError, Model, ModelRequest
     from .llm.scripted import ScriptedModel
+    from .llm.types import (
+        BlockEndChunk,
+        BlockStartChunk,
+        ContentBlock,
+        FinishChunk,
+        Message,
+        ReasoningDeltaChunk,
+        StreamChunk,
+        TextDeltaChunk,
+        TokenUsage,
+        ToolCallDeltaChunk,
+        ToolSpec,
+        UsageChunk,
+    )
     from .persistence import (
         SCHEMA_VERSION,
         JsonlPersistence,
@@ -33,6 +49,7 @@ if TYPE_CHECKING:
     )
     from .replay import (
         ReplayModel,
+        RequestMismatchError,
         derive_replay_script,
         load_session_scripts,
         parse_session_header,
@@ -51,6 +68,20 @@ if TYPE_CHECKING:
 # costs other pytest runs nothing until a scenario actually runs.
 _LAZY: dict[str, str] = {
     "Agent": ".agent",
+    "BlockEndChunk": ".llm.types",
+    "BlockStartChunk": ".llm.types",
+    "ContentBlock": ".llm.types",
+    "FinishChunk": ".llm.types",
+    "Message": ".llm.types",
+    "ReasoningDeltaChunk": ".llm.types",
+    "RequestMismatchError": ".replay",
+    "StreamChunk": ".llm.types",
+    "TextDeltaChunk": ".llm.types",
+    "TokenUsage": ".llm.types",
+    "Tool": ".agent",
+    "ToolCallDeltaChunk": ".llm.types",
+    "ToolSpec": ".llm.types",
+    "UsageChunk": ".llm.types",
     "AgentRuntime": ".agent",
     "CancelSignal": ".llm",
     "CheckOptions": ".scenario",
@@ -93,21 +124,35 @@ __all__ = [
     "SCHEMA_VERSION",
     "Agent",
     "AgentRuntime",
+    "BlockEndChunk",
+    "BlockStartChunk",
     "CancelSignal",
     "CheckOptions",
+    "ContentBlock",
+    "FinishChunk",
     "HarnessError",
     "JsonlPersistence",
     "LlmError",
+    "Message",
     "Model",
     "ModelRequest",
+    "ReasoningDeltaChunk",
     "ReplayModel",
+    "RequestMismatchError",
     "Scenario",
     "ScriptedModel",
     "Session",
     "SessionForkError",
     "SessionStore",
     "SqlitePersistence",
+    "StreamChunk",
+    "TextDeltaChunk",
+    "TokenUsage",
+    "Tool",
+    "ToolCallDeltaChunk",
     "ToolRegistry",
+    "ToolSpec",
+    "UsageChunk",
     "WriteCoordinator",
     "check_scenario",
     "derive_replay_script",

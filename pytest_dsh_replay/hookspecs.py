@@ -41,6 +41,8 @@ def pytest_dsh_normalize_event(event: dict[str, Any], context: NormalizeContext)
     """Return a replacement for ``event`` before comparison (both sides), or ``None`` to keep it.
 
     Called for every event of every compared log, before the standard normalization (time, ids, cwd).
+    While an implementation is installed, replay's per-call request check leaves out ``messages`` by
+    default (they carry the values the hook masks); ``--dsh-match-on`` overrides.
     """
 
 

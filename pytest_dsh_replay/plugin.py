@@ -101,6 +101,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("dsh_model", "live model for recording (see --dsh-model)", default="")
     parser.addini("dsh_api_key_env", "environment variable holding the live model's API key", default="")
     parser.addini("dsh_backend", "default persistence backend: jsonl, sqlite or both", default="")
+    group.addoption(
+        "--dsh-match-on",
+        action="append",
+        default=[],
+        metavar="PARTS",
+        help="request parts checked before each recorded call is served: messages, system, tools, model "
+        "(comma-separated or repeated; default: all the recording has; none: off)",
+    )
+    parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
     parser.addini(
         "dsh_secret_patterns",
         "extra regular expressions of secret-shaped text scrubbed from every written file and report",
@@ -131,6 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
         else:
             state.name_globs.append(value)
     _check_model_spec(config)
+    _match_on(config)  # a usage error now, not one per item
     if (
         config.getoption("dsh_scenario")
         or config.getoption("dsh_record") != "none"
@@ -159,6 +169,17 @@ def _check_model_spec(config: pytest.Config) -> None:
             f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
             "'openai:MODEL@BASE_URL'"
         )
+
+
+def _match_on(config: pytest.Config) -> frozenset[str] | None:
+    """``--dsh-match-on`` (or ini ``dsh_match_on``) parsed; an unknown part is a usage error."""
+    from .replay.requests import MatchOnError, parse_match_on
+
+    values = config.getoption("dsh_match_on") or [config.getini("dsh_match_on")]
+    try:
+        return parse_match_on(values)
+    except MatchOnError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _run_scrubber(config: pytest.Config) -> Any:
@@ -283,12 +304,34 @@ class ScenarioItem(pytest.Item):
             update=bool(config.getoption("update_snapshots", default=False)),
             refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
             event_hook=event_hook,
+            match_on=self._item_match_on(),
             setup_hook=lambda sc, cwd: hook.pytest_dsh_scenario_setup(scenario=sc, cwd=cwd),
             register_tools=lambda registry: hook.pytest_dsh_register_tools(
                 registry=registry, scenario=scenario
             ),
             scrubber=_scrubber(config),
         )
+
+    #: why the messages part is not checked by default (set by _item_match_on), for the -rA section
+    _match_note: str | None = None
+
+    def _item_match_on(self) -> frozenset[str] | None:
+        """``--dsh-match-on``; by default without ``messages`` when a normalize-event hook is installed.
+
+        Such a hook declares that the logs hold values that differ from run to run (it masks them for the
+        log comparison); the derived messages carry the same values, and the request check cannot see the
+        hook's masking, so checking them would fail every run.
+        """
+        match_on = _match_on(self.config)
+        if match_on is None and self.config.pluginmanager.hook.pytest_dsh_normalize_event.get_hookimpls():
+            from .replay.pins import PIN_PARTS
+
+            self._match_note = (
+                "messages not checked per call: a pytest_dsh_normalize_event hook is installed (it masks log "
+                "values the request check cannot see); pass --dsh-match-on messages,... to check them anyway"
+            )
+            return frozenset(PIN_PARTS)
+        return match_on
 
     def runtest(self) -> None:
         from .scenario import ScenarioError, check_scenario, load_scenario, raise_for
@@ -317,6 +360,8 @@ class ScenarioItem(pytest.Item):
         self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
         if not outcome.recording and not options.update:
             self.user_properties.append(("dsh_replayed", f"{outcome.logs_compared}/{outcome.calls_served}"))
+        if self._match_note:
+            outcome.notes.append(self._match_note)
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
             self.add_report_section("call", "dsh-replay", _redact(self.config, "\n".join(outcome.notes)))
         raise_for(outcome, options)
@@ -387,26 +432,43 @@ __all__ = ["ScenarioFile", "ScenarioItem"]
 
 
 @pytest.fixture
-def dsh_replay_model() -> Any:
-    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False)`` -> ``ReplayModel``.
+def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
+    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None)``.
 
-    Builds the replay model of a recorded scenario directory (its ``session.jsonl``, children and
-    override sidecar), for driving your own agent with recorded responses. Call
-    ``model.assert_consumed()`` at the end of your test to check every recorded call was used.
+    Returns a ``ReplayModel``.
+
+    Builds the replay model of a recorded scenario directory (its ``session.jsonl``, children, override
+    sidecar and request pins), for driving your own agent with recorded responses. A relative
+    ``scenario_dir`` resolves against the pytest rootdir (not the current directory). Every request is
+    checked against the recording before it is served (``match_on``: the parts, default
+    ``--dsh-match-on`` or all the recording has); ``model.requests`` holds what your agent sent. Call
+    ``model.assert_consumed()`` at the end of your test: it raises a request mismatch first, then any
+    recorded call that was not used.
     """
     from .replay import ReplayModel, load_session_scripts
 
-    def make(scenario_dir: str | Path, *, allow_replace_override: bool = False) -> Any:
+    config = request.config
+    default_match_on = _match_on(config)
+
+    def make(
+        scenario_dir: str | Path,
+        *,
+        allow_replace_override: bool = False,
+        match_on: Any = None,
+    ) -> Any:
         path = Path(scenario_dir)
+        if not path.is_absolute():
+            path = config.rootpath / path
         if not path.is_dir():
             from .scenario import ScenarioError
 
             raise ScenarioError(
                 f"dsh_replay_model: {path} is not a scenario directory (relative paths resolve against "
-                f"the current directory {Path.cwd()})"
+                f"the rootdir {config.rootpath})"
             )
         scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
-        return ReplayModel(scripts, scenario=str(path))
+        parts = default_match_on if match_on is None else frozenset(match_on)
+        return ReplayModel(scripts, scenario=str(path), match_on=parts)
 
     return make
 

@@ -1,4 +1,12 @@
-"""Which recorded or scripted session a live session gets (replay.md §5; replay and scripted models)."""
+"""Which recorded or scripted session a live session gets (replay.md §5; replay and scripted models).
+
+The one binding rule: a live session's FIRST call binds it to a free script whose first recorded request
+matches that call (binding by request); among several such candidates (identical first requests, or no
+request known) the session's creation rank decides, else the first candidate in order. When no free
+script matches, the same tie-break applies to every free script (the request check then reports the
+mismatch against that script). Without a request matcher this is the rank rule of replay.md §5: the Nth
+session to call gets the Nth script.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +14,39 @@ from collections.abc import Callable, Collection
 
 #: ``live session id -> creation rank`` (harvest order), or ``None`` when unknown.
 BindOrder = Callable[[str], int | None]
+#: ``script index -> True`` when that script's first recorded request matches the live first call.
+RequestMatch = Callable[[int], bool]
 
 
-def pick_script(key: str, count: int, taken: Collection[int], bind_order: BindOrder | None) -> int | None:
+def pick_script(
+    key: str,
+    count: int,
+    taken: Collection[int],
+    bind_order: BindOrder | None,
+    matches: RequestMatch | None = None,
+) -> int | None:
     """The script index an unbound live session ``key`` gets, or ``None`` when none is left.
 
-    With ``bind_order``, the session's creation rank picks its script when that script exists and is
-    free (recorded logs are in creation order); otherwise the first free script in order, i.e. the Nth
-    session to call gets the Nth script (replay.md §5).
+    Args:
+        key: the live session id (``sessionId`` of its first request).
+        count: the number of scripts.
+        taken: indices already bound to other live sessions.
+        bind_order: the creation rank of a live session (harvest order of the recording), if known.
+        matches: whether a script's first recorded request matches this session's first call; ``None``
+            when requests are not checked (every free script is a candidate).
+
+    Returns:
+        The rank's script when it is a candidate, else the first candidate; candidates are the free
+        scripts that match, or every free script when none matches.
     """
+    free = [i for i in range(count) if i not in taken]
+    if not free:
+        return None
+    candidates = free
+    if matches is not None:
+        candidates = [i for i in free if matches(i)] or free
     if bind_order is not None:
         rank = bind_order(key)
-        if rank is not None and rank < count and rank not in taken:
+        if rank is not None and rank in candidates:
             return rank
-    return next((i for i in range(count) if i not in taken), None)
+    return candidates[0]

@@ -10,12 +10,16 @@ Public API::
     load_session_scripts(scenario_dir, *, allow_replace_override=False, slice_seed=True)
         -> list[SessionScript]
     load_override(path) -> Override
-    ReplayModel(scripts, *, scenario=None, ready_dir=None, on_parked=None)
+    ReplayModel(scripts, *, scenario=None, ready_dir=None, on_parked=None, match_on=None, scrub=None,
+                strict=True, rerecord=None)
+    call_points(events, *, start=0) -> CallPoints        # the expected request of every call
+    load_pins(scenario_dir, log_count) -> list[Pins]     # system prompt / tool schemas / model pins
 """
 
 from .derive import ReplayEntry, derive_replay_script
 from .errors import (
     OverrideError,
+    PinError,
     ReplayAborted,
     ReplayConsumptionError,
     ReplayDeriveError,
@@ -23,6 +27,8 @@ from .errors import (
     ReplayLoadError,
     ReplayParseError,
     ReplayServeError,
+    RequestMismatchError,
+    RequestShapeError,
 )
 from .headformat import encode_head_layout
 from .load import (
@@ -38,15 +44,21 @@ from .load import (
 from .model import DEFAULT_HANG_PREFIX, ReplayModel
 from .override import Override, load_override, validate_entry
 from .parse import Event, parse_session_header, parse_session_log
+from .pins import Pins, load_pins
+from .requests import MATCH_PARTS, ExpectedRequest, call_points, parse_match_on
 
 __all__ = [
     "DEFAULT_HANG_PREFIX",
+    "MATCH_PARTS",
     "OVERRIDE_FILE",
     "PRIMARY_FILE",
     "Event",
+    "ExpectedRequest",
     "Override",
     "OverrideError",
     "ParsedLogs",
+    "PinError",
+    "Pins",
     "ReplayAborted",
     "ReplayConsumptionError",
     "ReplayDeriveError",
@@ -56,14 +68,19 @@ __all__ = [
     "ReplayModel",
     "ReplayParseError",
     "ReplayServeError",
+    "RequestMismatchError",
+    "RequestShapeError",
     "SessionScript",
+    "call_points",
     "child_log_files",
     "derive_replay_script",
     "encode_head_layout",
     "load_child_script",
     "load_override",
+    "load_pins",
     "load_session_scripts",
     "override_file_for",
+    "parse_match_on",
     "parse_session_header",
     "parse_session_log",
     "validate_entry",

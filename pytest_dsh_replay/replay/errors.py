@@ -17,6 +17,10 @@ Classes and codes:
   ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``.
 * :class:`ReplayAborted`: ``ABORTED`` (the request signal fired while a stream was playing).
 * :class:`ReplayConsumptionError`: ``REPLAY_NOT_CONSUMED``.
+* :class:`RequestMismatchError` (a :class:`ReplayServeError`): ``REPLAY_REQUEST_MISMATCH``,
+  ``REPLAY_AFTER_MISMATCH``; :class:`RequestShapeError` (also a :class:`ReplayServeError`):
+  ``REPLAY_BAD_REQUEST``;
+  :class:`PinError` (a :class:`ReplayLoadError`): ``REPLAY_BAD_PIN`` (replay.md §5, issue 10).
 """
 
 from __future__ import annotations
@@ -70,3 +74,30 @@ class ReplayConsumptionError(ReplayError):
     """Teardown check: a script was never bound or a session consumed fewer calls than recorded."""
 
     code = "REPLAY_NOT_CONSUMED"
+
+
+class RequestMismatchError(ReplayServeError):
+    """A live request differs from the recorded call's request; nothing was served (replay.md §5).
+
+    The message names the log and its role, the call index, the first differing path of each part
+    (``messages[3].content[0].text: recorded '...' != sent '...'``) and the re-record command.
+    ``parts`` lists the differing parts (``messages``, ``system``, ``tools``, ``model``).
+    """
+
+    code = "REPLAY_REQUEST_MISMATCH"
+
+    def __init__(self, message: str, code: str | None = None, parts: tuple[str, ...] = ()) -> None:
+        super().__init__(message, code)
+        self.parts = parts
+
+
+class RequestShapeError(ReplayServeError):
+    """A live request cannot be compared: a part of it is not made of JSON values (names the path)."""
+
+    code = "REPLAY_BAD_REQUEST"
+
+
+class PinError(ReplayLoadError):
+    """A request pin (``*.expected.*`` next to the logs) is unreadable or invalid (names the file)."""
+
+    code = "REPLAY_BAD_PIN"

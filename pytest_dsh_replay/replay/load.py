@@ -17,6 +17,8 @@ from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
 from .parse import Event, parse_session_header, parse_session_log
+from .pins import Pins, load_pins
+from .requests import CallPoints, ExpectedRequest, call_points
 from .scan import scan_log
 
 PRIMARY_FILE = "session.jsonl"
@@ -50,6 +52,17 @@ class SessionScript:
     source: str = "derived"
     header: dict[str, object] = field(default_factory=dict)
     templated: frozenset[int] = frozenset()
+    expected: list[ExpectedRequest | None] = field(default_factory=list)
+    pins: Pins = field(default_factory=Pins)
+
+    def expected_at(self, call: int) -> ExpectedRequest | None:
+        """The recorded request of call ``call`` (0-based), or ``None`` when unknown."""
+        return self.expected[call] if call < len(self.expected) else None
+
+
+def _aligned(expected: list[ExpectedRequest | None], count: int) -> list[ExpectedRequest | None]:
+    """``expected`` when it has one point per call, else ``[]`` (never check against a misaligned call)."""
+    return expected if len(expected) == count else []
 
 
 def override_file_for(log: Path) -> Path:
@@ -106,6 +119,15 @@ class _Own:
     data: bytes | None = None
     start: int = 0
     derived_: list[ReplayEntry] | ReplayDeriveError | None = None
+    full_: list[Event] | None = None
+
+    def points(self) -> CallPoints:
+        """The call points of the script's calls over the WHOLE log (a fork child's seed builds its
+        history): :func:`~.requests.call_points` from ``start`` (one pass)."""
+        if self.full_ is None:
+            assert self.data is not None
+            self.full_ = parse_session_log(self.data, file=str(self.path))
+        return call_points(self.full_, start=self.start)
 
     def derived(self) -> list[ReplayEntry]:
         """The derived script of the own events (raises its ReplayDeriveError)."""
@@ -141,7 +163,8 @@ def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed:
         header, events = parsed[path]
         seed = int(header.get("seedLength", 0)) if child else 0
         check_seed(seed, len(events))
-        return _Own(path, header, events_=events[seed:] if slice_seed else events)
+        start = seed if slice_seed else 0
+        return _Own(path, header, events_=events[start:], start=start, full_=events)
     text = path.read_bytes()
     header = parse_session_header(text, file=str(path))
     seed = int(header.get("seedLength", 0)) if child else 0
@@ -168,18 +191,26 @@ def _script(
     recorded_id, created_at = str(header["id"]), int(header["createdAt"])
     override: Override | None = load_override(sidecar) if sidecar is not None and sidecar.is_file() else None
     if override is None:
-        return SessionScript(recorded_id, created_at, own.derived(), primary, path, "derived", header)
+        entries = own.derived()
+        expected = _aligned(own.points().calls, len(entries))
+        return SessionScript(
+            recorded_id, created_at, entries, primary, path, "derived", header, expected=expected
+        )
     if override.patches is not None:
         derived = own.derived()
+        patched = override.apply(derived)
+        expected = _aligned(own.points().calls, len(derived))
         return SessionScript(
             recorded_id,
             created_at,
-            override.apply(derived),
+            patched,
             primary,
             path,
             "override-patches",
             header,
             templated=frozenset(at for at, _entry in override.patches),
+            # a patch replacing call k was still asked call k's request; an appended call is unknown
+            expected=(expected + [None] * len(patched))[: len(patched)] if expected else [],
         )
     assert override.entries is not None
     entries = list(override.entries)
@@ -201,7 +232,15 @@ def _script(
                 "REPLAY_OVERRIDE_GUARD",
             )
     return SessionScript(
-        recorded_id, created_at, entries, primary, path, "override", header, frozenset(range(len(entries)))
+        recorded_id,
+        created_at,
+        entries,
+        primary,
+        path,
+        "override",
+        header,
+        frozenset(range(len(entries))),
+        expected=_aligned(own.points().steps, len(entries)),
     )
 
 
@@ -319,11 +358,16 @@ def load_session_scripts(
     """
     scenario_dir = Path(scenario_dir)
     primary = _load_primary(scenario_dir, allow_replace_override, parsed)
+    files = child_log_files(scenario_dir)
     children = [
         load_child_script(
             p, slice_seed=slice_seed, allow_replace_override=allow_replace_override, parsed=parsed
         )
-        for p in child_log_files(scenario_dir)
+        for p in files
     ]
+    pins = load_pins(scenario_dir, len(files) + 1)
+    primary.pins = pins[0]
+    for index, child in enumerate(children, 1):
+        child.pins = pins[index]
     children.sort(key=lambda s: (s.created_at, s.recorded_id))
     return [primary, *children]

@@ -5,9 +5,18 @@ Binding: the Nth distinct live ``sessionId`` to make its FIRST call gets the Nth
 advanced when ``stream()`` is CALLED (even if the stream is never iterated), so session A's
 Nth call gets A's Nth entry regardless of how other sessions interleave.
 
+Request check (issue 10): before serving, every live request is compared with the recorded
+request of that call (the log's derived messages, and the pinned system prompt / tool schemas / model
+where the scenario has pins; ``match_on`` narrows the parts). On a mismatch NOTHING is served: the
+call fails with :class:`RequestMismatchError` naming the log and its role, the call, the first
+differing path and the re-record command; every later call fails too (``REPLAY_AFTER_MISMATCH``,
+not counted again), so no stale answer is served and the report shows the cause, not a cascade.
+A live session's first call binds it to the free script whose first request matches
+(:func:`~pytest_dsh_replay.llm.binding.pick_script`).
+
 Serving failures ("unrecorded session", "script exhausted", placeholder without a match,
-unknown entry kind) are :class:`ReplayServeError` raised when the returned stream is
-iterated (so the agent loop turns them into a turn error); they are ALSO appended to
+unknown entry kind, request mismatch) are :class:`ReplayServeError` raised when the returned stream
+is iterated (so the agent loop turns them into a turn error); they are ALSO appended to
 :attr:`ReplayModel.failures` at call time so a runner can fail the test even if the loop
 swallowed them into an ``error`` turn end.
 """
@@ -15,16 +24,24 @@ swallowed them into an ``error`` turn end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
+from ..session.tokens import Tokenizer
 from .derive import ReplayEntry
-from .errors import ReplayAborted, ReplayConsumptionError, ReplayServeError
+from .errors import (
+    ReplayAborted,
+    ReplayConsumptionError,
+    ReplayServeError,
+    RequestMismatchError,
+    RequestShapeError,
+)
 from .load import SessionScript
+from .pins import PIN_PARTS
 from .placeholder import (
     PlaceholderNoMatch,
     PlaceholderSyntaxError,
@@ -32,6 +49,7 @@ from .placeholder import (
     request_text,
     resolve_copy,
 )
+from .requests import MATCH_PARTS, Difference, Sides, header_role, request_differences, request_matches
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
 DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
@@ -52,6 +70,13 @@ class ReplayModel:
             (default: the process cwd at write time).
         on_parked: optional callback ``(live_session_id, call_index)`` run when a ``hang``
             entry has delivered all of its prefix chunks.
+        match_on: the request parts to check (``messages``, ``system``, ``tools``, ``model``);
+            ``None`` = every part the recording has; an empty set turns the check off.
+        scrub: applied to the live request's JSON values before they are compared with the
+            recording (the run's secret scrubber: a recorded ``[REDACTED]`` equals the live secret).
+        strict: ``False`` serves a mismatching call anyway and only records the mismatch in
+            :attr:`mismatches` (``--snapshot-update``, which rewrites the recording from the run).
+        rerecord: the command shown in a mismatch report to re-record the scenario.
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -61,6 +86,13 @@ class ReplayModel:
             asked for the next chunk, so the last one was processed/logged); ``clear()`` it
             to wait for the next hang.
         parked_calls: ``(live_session_id, 1-based call number)`` of every hang that parked.
+        requests: live session id -> every request it sent, in order (the request without
+            ``signal``; the objects the agent passed, not copies).
+        mismatches: every :class:`RequestMismatchError` produced, in call order.
+        live_cwd: the run's cwd, tokenized as ``{{cwd}}`` on the live side (set by the scenario
+            runner; set it yourself when your agent's requests contain its cwd).
+        live_ids: returns every live session id of the run (set by the scenario runner); the ids seen
+            in requests are always known.
     """
 
     def __init__(
@@ -70,8 +102,22 @@ class ReplayModel:
         scenario: str | None = None,
         ready_dir: Path | None = None,
         on_parked: Callable[[str, int], None] | None = None,
+        match_on: Collection[str] | None = None,
+        scrub: Callable[[Any], Any] | None = None,
+        strict: bool = True,
+        rerecord: str | None = None,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
+        self.match_on = None if match_on is None else frozenset(match_on)
+        self.scrub = scrub
+        self.strict = strict
+        self.rerecord = rerecord
+        self.live_cwd: str | None = None
+        self.live_ids: Callable[[], Iterable[str]] | None = None
+        self.requests: dict[str, list[dict[str, Any]]] = {}
+        self.mismatches: list[RequestMismatchError] = []
+        self._recorded_tokens: dict[int, Tokenizer] = {}
+        self._live_tokens: tuple[frozenset[str], str | None, Tokenizer] | None = None
         self.scenario = scenario
         self.ready_dir = ready_dir
         self.on_parked = on_parked
@@ -104,14 +150,135 @@ class ReplayModel:
 
     # -- binding ----------------------------------------------------------------------------
 
-    def script_for(self, key: str) -> int | None:
+    def script_for(self, key: str, request: ModelRequest | None = None) -> int | None:
         """The script an unbound live session ``key`` would get, or ``None`` (unrecorded); no side effect.
 
-        With :attr:`bind_order` set, the session's creation rank picks its script (the recording's
-        logs are in harvest order, which is creation order); otherwise, and when that script is taken,
-        the first unbound script in order (replay.md §5: the Nth session to call gets the Nth script).
+        Binding by request: with ``request`` (the session's first call), a free script whose first
+        recorded request matches it; among several (or when none matches), the session's creation
+        rank (:attr:`bind_order`, the recording's harvest order) when it is one of them, else the first
+        (replay.md §5: the Nth session to call gets the Nth script). See ``llm.binding.pick_script``.
+
+        Raises:
+            RequestShapeError: ``request`` is not made of JSON values.
         """
-        return pick_script(key, len(self.scripts), set(self.bound.values()), self.bind_order)
+        matches = None
+        if request is not None and self.match_on != frozenset():
+
+            def matches(index: int) -> bool:
+                script = self.scripts[index]
+                if not script.entries:
+                    return False  # a session that never called the model cannot be this caller
+                return request_matches(
+                    self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
+                )
+
+        return pick_script(key, len(self.scripts), set(self.bound.values()), self.bind_order, matches)
+
+    # -- the request check ------------------------------------------------------------------
+
+    def checked_parts(self, index: int) -> dict[str, str]:
+        """The parts checked for script ``index``: part -> where its recorded value comes from."""
+        wanted = MATCH_PARTS if self.match_on is None else self.match_on
+        script = self.scripts[index]
+        out: dict[str, str] = {}
+        if "messages" in wanted and any(e is not None for e in script.expected):
+            out["messages"] = f"derived from {script.file.name}"
+        for part in PIN_PARTS:
+            if part in wanted and part in script.pins.values:
+                out[part] = script.pins.files[part].name
+        return out
+
+    def _recorded_parts(self, index: int, call: int) -> dict[str, Any]:
+        script = self.scripts[index]
+        wanted = MATCH_PARTS if self.match_on is None else self.match_on
+        out: dict[str, Any] = {}
+        if "messages" in wanted:
+            expected = script.expected_at(call)
+            if expected is not None:
+                out["messages"] = expected.messages
+        for part in PIN_PARTS:
+            if part in wanted and part in script.pins.values:
+                out[part] = script.pins.values[part]
+        return out
+
+    def _sides(self, index: int, key: str) -> Sides:
+        recorded = self._recorded_tokens.get(index)
+        if recorded is None:
+            cwd = self.scripts[index].header.get("cwd")
+            if not isinstance(cwd, str):
+                cwd = next((c for s in self.scripts if isinstance(c := s.header.get("cwd"), str)), None)
+            recorded_ids = [s.recorded_id for s in self.scripts]
+            recorded = self._recorded_tokens[index] = Tokenizer(recorded_ids, cwd, ids_by_appearance=True)
+        live_ids = {key, *self.requests}
+        if self.live_ids is not None:
+            live_ids.update(self.live_ids())
+        frozen = frozenset(i for i in live_ids if i != _ANON)
+        cached = self._live_tokens
+        if cached is None or cached[0] != frozen or cached[1] != self.live_cwd:
+            cached = self._live_tokens = (
+                frozen,
+                self.live_cwd,
+                Tokenizer(sorted(frozen), self.live_cwd, ids_by_appearance=True),
+            )
+        return Sides(recorded, cached[2], self.scrub)
+
+    def _mismatch(self, index: int, call: int, key: str, diffs: list[Difference]) -> RequestMismatchError:
+        script = self.scripts[index]
+        role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
+        checked = self.checked_parts(index)
+        parts = tuple(d.part for d in diffs)
+        rerecord = self.rerecord or (
+            f"pytest --dsh-scenario {self._scenario_name()} --dsh-record=rewrite --dsh-model <MODEL SPEC>"
+        )
+        lines = [
+            f"replay: request mismatch at call #{call + 1} of {script.file.name} ({role}, script "
+            f"#{index + 1}) for live session {key!r} in {self._scenario_name()}: the request differs from "
+            f"the recorded one in {', '.join(parts)}; nothing was served for this call",
+            *(f"  {d.render()}" for d in diffs),
+            "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
+            f"  if the change is intended, re-record the scenario: {rerecord}",
+        ]
+        if "messages" not in parts:
+            lines.append(
+                "  (only pinned parts differ: --snapshot-update refreshes the pins from a replay, keeping "
+                "the recorded answers, which the model gave to the old request)"
+            )
+        return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts)
+
+    def check_summary(self) -> str:
+        """One line saying which request parts this model checks (for the item's ``-rA`` section)."""
+        if self.match_on == frozenset():
+            return "request check: off (--dsh-match-on none)"
+        per = [(s.file.name, tuple(self.checked_parts(i))) for i, s in enumerate(self.scripts)]
+        if not per:
+            return "request check: no recorded session"
+        distinct = {parts for _name, parts in per}
+        if len(distinct) == 1:
+            parts = next(iter(distinct))
+            text = "request check (every call, before serving): " + (", ".join(parts) or "nothing")
+        else:
+            text = "request check (every call, before serving): " + "; ".join(
+                f"{name}: {', '.join(parts) or 'nothing'}" for name, parts in per
+            )
+        pinned = any(s.pins.values for s in self.scripts)
+        if not pinned and (self.match_on is None or set(self.match_on) & set(PIN_PARTS)):
+            text += (
+                " (messages only: the scenario has no pins, so the system prompt, tool schemas and model are "
+                "not checked; record them with --dsh-record=rewrite or --snapshot-update)"
+            )
+        return text
+
+    def assert_requests_match(self) -> None:
+        """Raise the request mismatches seen so far (all of them, in call order), if any.
+
+        Raises:
+            RequestMismatchError: ``REPLAY_REQUEST_MISMATCH``, its message the report of each mismatch.
+        """
+        if self.mismatches:
+            first = self.mismatches[0]
+            if len(self.mismatches) == 1:
+                raise first
+            raise RequestMismatchError("\n".join(m.message for m in self.mismatches), first.code, first.parts)
 
     # -- the Model protocol ---------------------------------------------------------------
 
@@ -120,14 +287,22 @@ class ReplayModel:
 
         Raises (when the returned iterator is iterated):
             ReplayServeError: ``REPLAY_UNRECORDED_SESSION``, ``REPLAY_SCRIPT_EXHAUSTED``,
-                ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``.
+                ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``, ``REPLAY_AFTER_MISMATCH``.
+            RequestMismatchError: ``REPLAY_REQUEST_MISMATCH``, the request differs from the recording
+                (nothing is served; see :meth:`_mismatch` for the report).
+            RequestShapeError: ``REPLAY_BAD_REQUEST``, a part of the request is not JSON values.
             LlmError: a ``throw`` entry (its ``message``, ``code``, ``status``).
             ReplayAborted: the request signal fired during playback / while hanging.
         """
         key = request.get("sessionId") or _ANON
         signal = request.get("signal")
+        self.requests.setdefault(key, []).append({k: v for k, v in request.items() if k != "signal"})
         if key not in self.bound:
-            target = None if key in self._unrecorded else self.script_for(key)
+            try:
+                target = None if key in self._unrecorded else self.script_for(key, request)
+            except RequestShapeError as exc:
+                self.failures.append(exc)
+                return self._raise(exc)
             if target is None:
                 ordinal = self._unrecorded.setdefault(key, len(self.scripts) + len(self._unrecorded) + 1)
                 error = self._fail(
@@ -153,6 +328,27 @@ class ReplayModel:
                 "REPLAY_SCRIPT_EXHAUSTED",
             )
             return self._raise(error)
+        if self.mismatches and self.strict:
+            return self._raise(
+                ReplayServeError(
+                    f"replay: call #{call + 1} of live session {key!r} not served: an earlier request did "
+                    f"not match its recording ({self.mismatches[0].message.splitlines()[0]})",
+                    "REPLAY_AFTER_MISMATCH",
+                )
+            )
+        recorded = self._recorded_parts(index, call)
+        try:
+            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+            diffs = request_differences(recorded, request, sides) if recorded else []
+        except RequestShapeError as exc:
+            self.failures.append(exc)
+            return self._raise(exc)
+        if diffs:
+            mismatch = self._mismatch(index, call, key, diffs)
+            self.mismatches.append(mismatch)
+            if self.strict:
+                self.failures.append(mismatch)
+                return self._raise(mismatch)
         return self._play(entries[call], request, key, index, call, signal)
 
     async def _raise(self, error: BaseException) -> AsyncIterator[StreamChunk]:
@@ -261,12 +457,15 @@ class ReplayModel:
     def assert_consumed(self) -> None:
         """Teardown check (head-format.md §4 "Consumption check").
 
-        A primary script with no calls that was never bound is fine (a no-model scenario).
+        A primary script with no calls that was never bound is fine (a no-model scenario). A request
+        mismatch is raised first (calls after it were never served, so their consumption means nothing).
 
         Raises:
+            RequestMismatchError: see :meth:`assert_requests_match`.
             ReplayConsumptionError: ``REPLAY_NOT_CONSUMED`` listing every problem, e.g.
                 ``"session 2 consumed 1/3 calls"``, with the scenario name and the fix.
         """
+        self.assert_requests_match()
         problems = self.consumption_problems()
         if problems:
             raise ReplayConsumptionError(

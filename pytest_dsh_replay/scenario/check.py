@@ -33,6 +33,7 @@ import orjson
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
+from ..replay.errors import RequestMismatchError, RequestShapeError
 from ..session import END_SEED_TYPE
 from .compare import (
     LogMismatch,
@@ -46,8 +47,9 @@ from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import SessionLog
 from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
+from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model
 from .runner import RunOptions, RunResult, run_scenario
-from .secrets import default_scrubber, redact_report, scrub_logs
+from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
 from .write import Normalization, current_fixtures, write_fixtures
 
 END_SEED = END_SEED_TYPE
@@ -71,6 +73,8 @@ class CheckOptions:
         scrubber: THE secret set of the run (``llm.secrets.run_scrubber``, CONTRACTS §4), used by every
             write, the run side of every comparison and the report; ``None``: the default one. The live
             model's own secrets are added to it.
+        match_on: request parts checked before serving (``--dsh-match-on``); ``None`` = all the
+            recording has, empty = off.
     """
 
     backend: str | None = None
@@ -84,6 +88,7 @@ class CheckOptions:
     setup_hook: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
     scrubber: SecretScrubber | None = None
+    match_on: frozenset[str] | None = None
 
 
 @dataclass
@@ -101,6 +106,7 @@ class CheckOutcome:
     calls_served: int = 0  # recorded model calls served by replay (all backends)
     has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
     skipped: str | None = None  # why the scenario cannot run here (a recording of another agent)
+    request_mismatch: bool = False  # a request differed from its recording (its report says how to re-record)
 
     @property
     def passed(self) -> bool:
@@ -247,11 +253,13 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         return outcome
     sidecars = sidecars_for(watched, result.logs)
     ignored = frozenset({*scenario.config.ignore_events, *options.ignore_events})
+    pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, watched.requests)
+    outcome.notes += pin_notes
     outcome.written, outcome.removed = write_fixtures(
         scenario,
         result,
         _scrubber(options, secrets),
-        _sidecar_files(scenario, sidecars),
+        [*_sidecar_files(scenario, sidecars), *pins],
         base=current_fixtures(scenario),
         normalization=_normalization(ignored, result, options),
         prune_owned=True,
@@ -284,7 +292,9 @@ class _Served:
 
 
 def _serve(plan: str, scripts: list[SessionScript], scenario: Scenario, options: CheckOptions) -> _Served:
-    replay = ReplayModel(scripts, scenario=str(scenario.path))  # serves copies: scripts are shared
+    # serves copies: scripts are shared; checks every request first (strict except on an update)
+    scrub = request_scrub(_scrubber(options))  # a recorded [REDACTED] equals the live secret (CONTRACTS §3)
+    replay = replay_model(scripts, scenario, match_on=options.match_on, update=plan == "update", scrub=scrub)
     if plan != "episodes":
         return _Served(replay, replay)
     if options.live_model is None:
@@ -303,14 +313,22 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     outcome.problems.extend(prefix + e for e in result.step_errors)
     outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
     outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
-    if model.failures:  # more calls/sessions than recorded (fewer calls: --snapshot-update)
-        outcome.needs_recording = True
-    unconsumed = [f"{prefix}{p}" for p in model.consumption_problems()]
+    if any(not isinstance(e, RequestMismatchError | RequestShapeError) for e in model.failures):
+        outcome.needs_recording = True  # more calls/sessions than recorded (fewer calls: --snapshot-update)
+    if plan == "update":  # the update rewrites the recording from this run: a mismatch is what changes
+        outcome.notes.extend(f"{prefix}(updated) {m}" for m in model.mismatches)
+    # after a request mismatch nothing more was served: consumption and log diffs would only cascade
+    outcome.request_mismatch = outcome.request_mismatch or any(
+        isinstance(e, RequestMismatchError) for e in model.failures
+    )
+    unconsumed = [] if outcome.request_mismatch else model.consumption_problems()
+    unconsumed = [f"{prefix}{p}" for p in unconsumed]
     # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
     (outcome.notes if plan == "update" else outcome.problems).extend(unconsumed)
     if served.watched is not None:
         outcome.problems.extend(prefix + f for f in served.watched.failures)
     outcome.calls_served += sum(model.cursors.values())
+    outcome.notes.append(f"{prefix}{model.check_summary()}")
 
 
 async def check_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
@@ -343,10 +361,12 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
     sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
     runs: list[RunResult] = []
     served: _Served | None = None
+    first: _Served | None = None
     for backend in backends:
         prefix = f"[{backend}] " if len(backends) > 1 else ""
         # 2. run + harvest
         served = _serve(plan, scripts, scenario, options)
+        first = first or served
         result = await run_scenario(
             scenario, served.model, workdir / backend, _run_options(scenario, options, backend)
         )
@@ -361,7 +381,9 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         ):
             outcome.notes.append(note)
         # 3. compare
-        if plan in ("replay", "episodes"):
+        if plan in ("replay", "episodes") and outcome.request_mismatch:
+            outcome.notes.append(f"{prefix}log comparison skipped: a request did not match its recording")
+        elif plan in ("replay", "episodes"):
             outcome.problems.extend(
                 prefix + p
                 for p in _compare(
@@ -379,29 +401,41 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             outcome.problems.insert(0, "new_episodes recording failed; the previous fixtures are untouched")
             return outcome
         if served.episodes.live_calls:
+            assert served.watched is not None
+            pins, pin_notes = pin_extra(
+                scenario, runs[0].logs, runs[0].cwd, served.replay.requests, served.watched.requests
+            )
+            outcome.notes += pin_notes
             outcome.written, outcome.removed = write_fixtures(
                 scenario,
                 runs[0],
                 _scrubber(options, served.secrets),
-                _sidecar_files(scenario, _episode_sidecars(served, runs[0].logs)),
+                [*_sidecar_files(scenario, _episode_sidecars(served, runs[0].logs)), *pins],
                 base=fixtures,
                 normalization=_normalization(ignored, runs[0], options),
             )
+            outcome.removed += remove_stale_pins(scenario, pins)
             outcome.notes.append(
                 f"new_episodes: {served.episodes.live_calls} new call(s) recorded live and appended"
             )
     elif plan == "update" and not outcome.problems:
+        assert first is not None
+        pins, pin_notes = refreshed_pins(scenario, runs[0].logs, runs[0].cwd, first.replay.requests)
+        outcome.notes += pin_notes
         try:
             outcome.written, outcome.removed = write_fixtures(
                 scenario,
                 runs[0],
                 _scrubber(options),
+                pins,
                 base=fixtures,
                 normalization=_normalization(ignored, runs[0], options),
                 strict_layout=True,
             )
         except ForeignRecordingError as exc:
             outcome.problems.append(str(exc))
+        else:
+            outcome.removed += remove_stale_pins(scenario, pins)
     return outcome
 
 
@@ -439,7 +473,7 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
             f"pytest --dsh-scenario {outcome.scenario.path} --dsh-record=new_episodes --dsh-model {model} "
             "(or --dsh-record=rewrite to re-record everything)",
         ]
-    elif options.refresh_command:
+    elif options.refresh_command and not outcome.request_mismatch:
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
     raise ScenarioMismatch(
         redact_report(lines[0], options.scrubber), redact_report("\n".join(lines), options.scrubber)

@@ -16,18 +16,15 @@ normalizes to the same text as a live run.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from ..session.codec import map_strings
+from ..session.tokens import CWD_TOKEN as CWD_TOKEN  # re-exported: the writer spells it
+from ..session.tokens import Tokenizer
 
-UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
-CWD_TOKEN = "{{cwd}}"
 #: The reference's normalized placeholders that may stand in a fixture instead of a real value.
 FIXTURE_SESSION_PLACEHOLDER = "{{sessionId}}"
 
@@ -63,96 +60,48 @@ class SessionLog:
         return "fork child" if self.seed_length > 0 else "spawn child"
 
 
-def cwd_aliases(cwd: str | None) -> list[str]:
-    """The spellings of ``cwd`` to tokenize, longest first (path, realpath, ``/private`` variants)."""
-    if not cwd:
-        return []
-    names = {cwd, cwd.rstrip("/") or "/"}
-    if os.path.isabs(cwd) and os.path.exists(cwd):
-        names.add(os.path.realpath(cwd))
-    for name in list(names):
-        if name.startswith("/private/"):
-            names.add(name[len("/private") :])
-        elif name.startswith(("/tmp/", "/var/")):
-            names.add("/private" + name)
-    return sorted((n for n in names if n and n != "/"), key=len, reverse=True)
-
-
 @dataclass
 class NormalizeContext:
-    """One side's normalization context: its session ids (harvest order) and its cwd."""
+    """One side's normalization context: its session ids (harvest order) and its cwd.
+
+    The tokenizing itself is :class:`~pytest_dsh_replay.session.tokens.Tokenizer` (one rule, shared with
+    the replay's per-call request check).
+    """
 
     session_ids: list[str]
     cwd: str | None
     ignore_events: frozenset[str] = frozenset()
     canonical_envelope: bool = False
     event_hook: EventHook | None = None
-    _uuids: dict[str, str] = field(default_factory=dict)
-    _cwd_re: re.Pattern[str] | None = field(default=None, init=False)
+    _tokens: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        aliases = cwd_aliases(self.cwd) if self.cwd != CWD_TOKEN else []
-        if aliases:
-            alt = "|".join(re.escape(a) for a in aliases)
-            # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
-            self._cwd_re = re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
-        self._ids = {sid: f"{{{{session:{i}}}}}" for i, sid in enumerate(self.session_ids, 1) if sid}
-        # whole tokens only: "session-1" must not match inside "session-10" or "my-session-1x"
-        self._ids_re = (
-            re.compile(
-                r"(?<![\w\-])(?:"
-                + "|".join(re.escape(s) for s in sorted(self._ids, key=len, reverse=True))
-                + r")(?![\w\-])"
-            )
-            if self._ids
-            else None
-        )
+        self._tokens = Tokenizer(self.session_ids, self.cwd)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
-        if self._cwd_re is not None and "/" in text:
-            return self._cwd_re.sub(CWD_TOKEN, text)
-        return text
+        return self._tokens.tokenize_cwd(text)
 
     def scrub(self, text: str) -> str:
         """Tokenize cwd, session ids and other UUIDs in one string value."""
-        text = self.tokenize_cwd(text)
-        if self._ids_re is not None:
-            text = self._ids_re.sub(lambda m: self._ids[m.group(0)], text)
-        if "-" in text:
-            text = UUID_RE.sub(self._uuid_token, text)
-        return text
-
-    def _uuid_token(self, match: re.Match[str]) -> str:
-        key = match.group(0).lower()
-        token = self._uuids.get(key)
-        if token is None:
-            token = self._uuids[key] = f"{{{{uuid:{len(self._uuids) + 1}}}}}"
-        return token
+        return self._tokens.scrub(text)
 
     @property
     def uuid_tokens(self) -> dict[str, str]:
         """``uuid (lower case) -> {{uuid:N}}`` as assigned so far (first appearance)."""
-        return dict(self._uuids)
+        return self._tokens.uuid_tokens
 
     def respell(self, text: str, *, ids: dict[str, str], uuids: dict[str, str], cwd: str) -> str:
         """Spell ``text`` (this side's value) the way another side spells the same things.
 
-        The inverse direction of :meth:`scrub`, with the same regexes: this side's cwd aliases become
-        ``cwd``, its session ids the ``ids`` they map to, other UUIDs their ``uuids`` counterpart
-        (unmapped ones stay). Used by the stable fixture writer to keep a fixture's volatile values.
+        See :meth:`~pytest_dsh_replay.session.tokens.Tokenizer.respell`. Used by the stable fixture
+        writer to keep a fixture's volatile values.
         """
-        if self._cwd_re is not None and "/" in text:
-            text = self._cwd_re.sub(lambda _m: cwd, text)
-        if self._ids_re is not None:
-            text = self._ids_re.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
-        if uuids and "-" in text:
-            text = UUID_RE.sub(lambda m: uuids.get(m.group(0).lower(), m.group(0)), text)
-        return text
+        return self._tokens.respell(text, ids=ids, uuids=uuids, cwd=cwd)
 
     def scrub_value(self, value: Any) -> Any:
         """Apply :meth:`scrub` to every string VALUE (keys and numbers untouched)."""
-        return map_strings(value, self.scrub)
+        return self._tokens.scrub_value(value)
 
 
 _ENVELOPE_ORDER = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp")

@@ -188,6 +188,8 @@ class WatchedModel:
         #: live session id -> the replay entries of its calls as they really happened: ``chunks``,
         #: ``throw`` (with message/code/status) or ``hang`` (cancelled after its prefix chunks)
         self.entries: dict[str, list[dict[str, Any]]] = {}
+        #: live session id -> the requests it sent (without ``signal``): the source of the pins
+        self.requests: dict[str, list[dict[str, Any]]] = {}
 
     def __getattr__(self, name: str) -> Any:  # ``parked`` and friends of the wrapped model
         return getattr(self.model, name)
@@ -206,7 +208,9 @@ class WatchedModel:
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         self.calls += 1
         entry: dict[str, Any] = {"kind": "chunks", "chunks": []}
-        self.entries.setdefault(request.get("sessionId") or "<anonymous>", []).append(entry)
+        key = request.get("sessionId") or "<anonymous>"
+        self.entries.setdefault(key, []).append(entry)
+        self.requests.setdefault(key, []).append({k: v for k, v in request.items() if k != "signal"})
         try:
             inner = self.model.stream(request)
         except BaseException as exc:
@@ -277,7 +281,7 @@ class EpisodeModel:
         if key in self.live_sessions:
             use_live = True
         elif index is None:
-            use_live = self.replay.script_for(key) is None
+            use_live = self.replay.script_for(key, request) is None
             if use_live:
                 self.live_sessions.add(key)
         else:

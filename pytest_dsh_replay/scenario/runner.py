@@ -133,6 +133,10 @@ class _Run:
         for target in (model, *(getattr(model, a, None) for a in ("model", "replay", "live"))):
             if target is not None and hasattr(target, "bind_order"):
                 target.bind_order = self._tracker.rank
+            if target is not None and hasattr(target, "live_ids"):  # the request check's live side
+                checked = cast(Any, target)
+                checked.live_ids = self._tracker.sessions.keys
+                checked.live_cwd = str(self.cwd)
 
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:

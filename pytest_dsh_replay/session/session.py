@@ -416,41 +416,60 @@ class Session:
         events = self._events
         out: builtins.list[Message] = []
         for seq in self.surface_seqs():
-            ev = events[seq]
-            etype = ev["type"]
-            data = ev["data"]
-            content = _copy(data.get("content", []), set())
-            if etype == "user/message":
-                out.append({"role": "user", "content": content})
-            elif etype == "assistant/message":
-                if content:
-                    out.append({"role": "assistant", "content": content})
-            elif etype == "tool/result":
-                block: dict[str, Any] = {
-                    "type": "tool-result",
-                    "toolCallId": data.get("callId"),
-                    "content": content,
-                }
-                if "isError" in data:
-                    block["isError"] = data["isError"]
-                out.append({"role": "user", "content": [block]})
-            else:  # context/message, steering/message
-                tag = "context" if etype == "context/message" else "steering"
-                source = data.get("source")
-                kind = source.get("kind") if _pytype(source) is dict else None
-                kind_json = (
-                    "undefined"
-                    if kind is None and not (_pytype(source) is dict and "kind" in source)
-                    else dumps_json(kind)
-                )
-                out.append(
-                    {
-                        "role": "user",
-                        "content": [
-                            {"type": "text", "text": f"<{tag} source={kind_json}>"},
-                            *content,
-                            {"type": "text", "text": f"</{tag}>"},
-                        ],
-                    }
-                )
+            message = event_message(events[seq])
+            if message is not None:
+                out.append(message)
         return out
+
+
+def _no_copy(value: Any, active: set[int]) -> Any:
+    return value
+
+
+def event_message(event: Event, *, copy: bool = True) -> Message | None:
+    """The message one surface event contributes to the derived history (events.md §6), or ``None``.
+
+    ``user/message`` -> user; ``assistant/message`` -> assistant (``None`` when ``content`` is empty);
+    ``tool/result`` -> one user message with a ``tool-result`` block (``toolCallId, content, isError``;
+    ``error`` not carried); ``context/message`` / ``steering/message`` -> user message wrapped in
+    ``<TAG source="kind">`` ... ``</TAG>`` text blocks; any other type -> ``None``.
+
+    Args:
+        event: a surface event (the caller decides what is on the surface).
+        copy: deep-copy the content from the event (``False``: share it, for read-only callers such as
+            replay's expected requests).
+    """
+    etype = event["type"]
+    data = event["data"]
+    content = (_copy if copy else _no_copy)(data.get("content", []), set())
+    if etype == "user/message":
+        return {"role": "user", "content": content}
+    if etype == "assistant/message":
+        return {"role": "assistant", "content": content} if content else None
+    if etype == "tool/result":
+        block: dict[str, Any] = {
+            "type": "tool-result",
+            "toolCallId": data.get("callId"),
+            "content": content,
+        }
+        if "isError" in data:
+            block["isError"] = data["isError"]
+        return {"role": "user", "content": [block]}
+    if etype not in ("context/message", "steering/message"):
+        return None
+    tag = "context" if etype == "context/message" else "steering"
+    source = data.get("source")
+    kind = source.get("kind") if _pytype(source) is dict else None
+    kind_json = (
+        "undefined"
+        if kind is None and not (_pytype(source) is dict and "kind" in source)
+        else dumps_json(kind)
+    )
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": f"<{tag} source={kind_json}>"},
+            *content,
+            {"type": "text", "text": f"</{tag}>"},
+        ],
+    }

@@ -166,7 +166,9 @@ def test_new_episodes_fails_when_the_replayed_prefix_differs(
     result.stdout.fnmatch_lines(
         [
             "*new_episodes recording failed; the previous fixtures are untouched*",
-            "*session.jsonl (parent): first difference at seq 1 (user/message)*",
+            # the request check catches the changed prompt at the first call, before anything is served
+            "*request mismatch at call #1 of session.jsonl (parent*",
+            "*messages[[]0[]].content[[]0[]].text: recorded 'one' != sent 'one, changed'*",
         ]
     )
     assert {k: v for k, v in snapshot(scenario).items() if k.endswith(".jsonl")} == {

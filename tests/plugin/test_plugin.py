@@ -54,13 +54,17 @@ def test_tampered_child_or_primary_goes_red_with_a_readable_report(
     result = run(pytester, "--dsh-scenario", str(scenario))
     result.assert_outcomes(failed=1)
     role = "parent" if target.name == "session.jsonl" else "spawn child"
+    # the user message is part of the next call's request: caught before that call is served, naming the
+    # log, its role, the call, the first differing path and the re-record command
     result.stdout.fnmatch_lines(
         [
-            f"*{target.name} ({role}): first difference at seq {event['seq']} (user/message)*",
-            "*data.content[[]0].text: fixture*(tampered)*",
-            f"*refresh just this scenario: pytest --dsh-scenario {scenario}* --snapshot-update*",
+            f"*request mismatch at call #* of {target.name} ({role}, script #*",
+            "*messages[[]*[]].content[[]0[]].text: recorded*(tampered)*",
+            f"*re-record the scenario: pytest --dsh-scenario {scenario} --dsh-record=rewrite "
+            "--dsh-model scripted*",
         ]
     )
+    assert "log comparison skipped: a request did not match its recording" in result.stdout.str()
 
 
 def test_guard_check_goes_red_for_every_fork_scenario(pytester: pytest.Pytester, bundled_copy: Path) -> None:
@@ -270,7 +274,7 @@ def test_compare_messages_ignores_chunk_detail_but_not_content(
     assert primary.read_text() != original
     result = run(pytester, "--dsh-scenario", str(scenario))
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*messages[[]0[]].content[[]0[]].text: fixture*PARENT_GONE*"])
+    result.stdout.fnmatch_lines(["*messages[[]0[]].content[[]0[]].text: recorded*PARENT_GONE*"])
 
 
 def test_prompt_and_cancel_parks_then_cancels_with_session_cancel(
@@ -448,7 +452,9 @@ def test_fixtures_for_users_own_agents(pytester: pytest.Pytester) -> None:
             async def drive():
                 runtime = AgentRuntime(store, model, persistence=persistence)
                 agent = runtime.create_agent("main", meta={{"cwd": "/tmp"}})
-                agent.send("delegate please")
+                # the recorded prompt: replay checks every request before serving it
+                agent.send("Use the subagent tool once to ask a child agent to reply CHILD_OK, then reply "
+                           "PARENT_DONE.")
                 await agent.when_idle()
                 text = agent.session.derive_messages()[-1]["content"][-1]["text"]
                 await runtime.dispose()

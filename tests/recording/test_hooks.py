@@ -53,7 +53,14 @@ def test_register_tools_hook_supplies_a_tool_the_scripted_model_calls(pytester: 
     (pytester.path / "conftest.py").unlink()
     failed = run(pytester, "--dsh-scenario", str(scenario))
     failed.assert_outcomes(failed=1)
-    failed.stdout.fnmatch_lines(["*first difference at seq * (tool/result)*"])
+    # the recording pinned the tool schemas: without the hook the very first call fails, naming the tool set
+    failed.stdout.fnmatch_lines(
+        [
+            "*request mismatch at call #1 of session.jsonl (parent*the recorded one in tools*",
+            "*tools: tool set changed: recorded [[]'bash', 'subagent', 'subagent_fork', 'shout'[]] != sent "
+            "[[]'bash', 'subagent', 'subagent_fork'[]]*",
+        ]
+    )
 
 
 NORMALIZE_CONFTEST = """
@@ -81,7 +88,10 @@ def test_normalize_event_hook_masks_a_field_so_a_tampered_fixture_passes(pyteste
 
     red = run(pytester, "--dsh-scenario", str(scenario))
     red.assert_outcomes(failed=1)
-    red.stdout.fnmatch_lines(["*data.content[[]0].text: fixture*TAMPERED PROMPT*"])
+    # caught at the first call, before any answer was served
+    red.stdout.fnmatch_lines(
+        ["*call #1 of session.jsonl*", "*messages[[]0].content[[]0].text: recorded 'TAMPERED PROMPT'*"]
+    )
 
     pytester.makeconftest(NORMALIZE_CONFTEST)
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
@@ -108,7 +118,13 @@ def test_scenario_setup_hook_prepares_the_cwd_a_bash_call_reads(pytester: pytest
     (pytester.path / "conftest.py").unlink()  # no hook: cat fails, the tool/result differs
     failed = run(pytester, "--dsh-scenario", str(scenario))
     failed.assert_outcomes(failed=1)
-    failed.stdout.fnmatch_lines(["*(tool/result)*"])
+    # the tool result is part of the next call's request: caught before that call is served
+    failed.stdout.fnmatch_lines(
+        [
+            "*call #2 of session.jsonl*",
+            "*messages[[]2].content[[]0].content[[]0].text: recorded 'SETUP_MARKER_42*",
+        ]
+    )
 
 
 LIVE_MODEL_CONFTEST = """

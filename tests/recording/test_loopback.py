@@ -123,7 +123,22 @@ def test_record_against_loopback_then_replay_keyless(
     text = "".join(c["text"] for c in chunks if c["type"] == "text-delta")
     assert text == "The tool printed LOOPBACK_OK."
     assert API_KEY not in log.read_text()
-    assert sorted(snapshot(scenario)) == ["input.json", "session.jsonl"]
+    # the log plus the request pins (what the model received that the log cannot show)
+    files = snapshot(scenario)
+    assert sorted(files) == [
+        "input.json",
+        "model.expected.json",
+        "session.jsonl",
+        "system-prompt.expected.md",
+        "tool-schemas.expected.json",
+    ]
+    assert json.loads(files["model.expected.json"]) == {"model": "replay"}
+    assert [t["name"] for t in json.loads(files["tool-schemas.expected.json"])] == [
+        "bash",
+        "subagent",
+        "subagent_fork",
+    ]
+    assert not any(API_KEY.encode() in body for body in files.values())
 
     # replay with the key unset and the endpoint gone: green, and no request reaches the server
     monkeypatch.delenv(KEY_ENV)

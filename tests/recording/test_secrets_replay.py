@@ -67,7 +67,8 @@ def test_any_other_difference_still_fails(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--dsh-scenario", str(scenario))
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert "fixture 'My API key is plain." in out and "run 'My API key is [REDACTED]." in out
+    # caught by the request check at call #1: the recorded prompt vs the (scrubbed) sent one
+    assert "recorded 'My API key is plain." in out and "sent 'My API key is [REDACTED]." in out
     assert PROMPT_KEY not in out
 
 

@@ -1,0 +1,259 @@
+"""Request pins: what a live model received that a session log cannot show (issue 10, CONTRACTS §2).
+
+A log holds the messages of every call (they are derived from it), but not the system prompt, the
+tool schemas or the model name the agent sent. Record modes write them next to the logs, per session:
+
+=================================  ==========================================================
+``system-prompt.expected.md``      the system prompt, verbatim (an empty file: none was sent)
+``tool-schemas.expected.json``     the tool specs ``[{"name","description","parameters","strict"?}]``
+``model.expected.json``            ``{"model": "<name>"}``
+=================================  ==========================================================
+
+The unnumbered files pin the primary log ``session.jsonl``; ``system-prompt.<n>.expected.md`` etc. pin
+the child log ``session.<n>.jsonl``. A child without its own file uses the unnumbered one (identical
+content is shared, as the reference does). Strings are written with the run's cwd as ``{{cwd}}`` (like
+the logs) and go through the fixture writer's secret scrubbing. A scenario without pins checks the
+messages only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import LineTooLongError, max_line_bytes, quote
+from ..session.codec import map_strings
+from ..session.tokens import Tokenizer
+from .errors import PinError
+from .requests import sent_parts
+
+#: part -> (file stem, extension)
+PIN_FILES: dict[str, tuple[str, str]] = {
+    "system": ("system-prompt", "md"),
+    "tools": ("tool-schemas", "json"),
+    "model": ("model", "json"),
+}
+PIN_PARTS: tuple[str, ...] = tuple(PIN_FILES)
+_PIN_RE = re.compile(r"(system-prompt|tool-schemas|model)(?:\.([1-9][0-9]*))?\.expected\.(md|json)")
+#: Any recorder-owned pin-like name (``*.expected.*``): an unknown one is an error (a typo would not check).
+_EXPECTED_RE = re.compile(r"[^/]+\.expected\.[^/]+")
+_TOOL_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
+def pin_name(part: str, index: int = 0) -> str:
+    """The file name of ``part``'s pin for log ``index`` (0: ``session.jsonl``, n: ``session.<n>.jsonl``)."""
+    stem, ext = PIN_FILES[part]
+    return f"{stem}.expected.{ext}" if index == 0 else f"{stem}.{index}.expected.{ext}"
+
+
+@dataclass(frozen=True)
+class Pins:
+    """The pinned parts of one session's requests (absent part = not pinned).
+
+    Attributes:
+        values: part (``system``, ``tools``, ``model``) -> the pinned value.
+        files: part -> the pin file it came from.
+    """
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, Path] = field(default_factory=dict)
+
+
+def _read(path: Path) -> bytes:
+    data = path.read_bytes()
+    limit = max_line_bytes()
+    if len(data) > limit:
+        raise LineTooLongError(str(path), len(data), limit)
+    return data
+
+
+def _parse(path: Path, part: str) -> Any:
+    data = _read(path)
+    if part == "system":
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PinError(
+                f"{path}: the system prompt pin is not UTF-8 text ({exc}); re-record", "REPLAY_BAD_PIN"
+            ) from None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise PinError(
+            f"{path}: not valid JSON ({exc}); fix it or re-record "
+            "(--dsh-record=rewrite or --snapshot-update)",
+            "REPLAY_BAD_PIN",
+        ) from None
+    if part == "model":
+        if not isinstance(value, dict) or set(value) != {"model"} or not isinstance(value["model"], str):
+            extra = sorted(set(value) - {"model"}) if isinstance(value, dict) else []
+            raise PinError(
+                f'{path}: expected {{"model": "<name>"}}'
+                + (f", unknown key(s) {extra}" if extra else f", got {quote(value)}"),
+                "REPLAY_BAD_PIN",
+            )
+        return value["model"]
+    if not isinstance(value, list):
+        raise PinError(
+            f"{path}: expected a JSON array of tool specs "
+            '[{"name", "description", "parameters", "strict"?}], got ' + quote(value),
+            "REPLAY_BAD_PIN",
+        )
+    for i, tool in enumerate(value):
+        if not isinstance(tool, dict):
+            raise PinError(
+                f"{path}: [{i}] must be an object (a tool spec), got {quote(tool)}", "REPLAY_BAD_PIN"
+            )
+        unknown = sorted(set(tool) - _TOOL_KEYS)
+        if unknown:
+            raise PinError(
+                f"{path}: [{i}] has unknown key(s) {unknown}; a tool spec has {sorted(_TOOL_KEYS)}",
+                "REPLAY_BAD_PIN",
+            )
+        if not isinstance(tool.get("name"), str):
+            raise PinError(f'{path}: [{i}] needs a string "name"', "REPLAY_BAD_PIN")
+    return value
+
+
+def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
+    """Every pin file of a scenario: ``(part, log index) -> path``.
+
+    Raises:
+        PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names).
+    """
+    found: dict[tuple[str, int], Path] = {}
+    parts = {stem: part for part, (stem, _ext) in PIN_FILES.items()}
+    for path in sorted(scenario_dir.glob("*.expected.*")):
+        if not _EXPECTED_RE.fullmatch(path.name) or not path.is_file():
+            continue
+        m = _PIN_RE.fullmatch(path.name)
+        part = parts.get(m.group(1)) if m else None
+        if m is None or part is None or PIN_FILES[part][1] != m.group(3):
+            raise PinError(
+                f"{path}: unknown pin file; pins are {', '.join(pin_name(p) for p in PIN_PARTS)} "
+                "(and their .<n>. variants for child log session.<n>.jsonl)",
+                "REPLAY_BAD_PIN",
+            )
+        found[(part, int(m.group(2) or 0))] = path
+    return found
+
+
+def load_pins(scenario_dir: Path, log_count: int) -> list[Pins]:
+    """The pins of each log of a scenario, index 0 = ``session.jsonl``, n = ``session.<n>.jsonl``.
+
+    Args:
+        scenario_dir: the scenario directory.
+        log_count: 1 + the number of child logs.
+
+    Raises:
+        PinError: ``REPLAY_BAD_PIN``: not valid JSON / UTF-8, unknown keys, a wrong shape, an unknown
+            ``*.expected.*`` name, or a numbered pin whose child log does not exist (names the file).
+        LineTooLongError: a pin file larger than the line limit.
+    """
+    files = pin_files(scenario_dir)
+    for (_part, index), path in files.items():
+        if index >= log_count:
+            raise PinError(
+                f"{path}: pins child log session.{index}.jsonl, which does not exist in {scenario_dir} "
+                f"({log_count - 1} child log(s)); delete the pin or re-record",
+                "REPLAY_BAD_PIN",
+            )
+    parsed = {key: _parse(path, key[0]) for key, path in files.items()}
+    out: list[Pins] = []
+    for index in range(log_count):
+        values: dict[str, Any] = {}
+        origin: dict[str, Path] = {}
+        for part in PIN_PARTS:
+            key = (part, index) if (part, index) in files else (part, 0)
+            if key in files:
+                values[part] = parsed[key]
+                origin[part] = files[key]
+        out.append(Pins(values, origin))
+    return out
+
+
+def _session_value(requests: Sequence[Mapping[str, Any]], part: str) -> tuple[bool, Any]:
+    """(consistent, value) of ``part`` over one session's calls; ``(True, None)`` when it made no call."""
+    values = [sent_parts(r)[part] for r in requests]
+    if not values:
+        return True, None
+    first = values[0]
+    return all(v == first for v in values[1:]), first
+
+
+def render_pins(
+    requests: Sequence[Sequence[Mapping[str, Any]]], cwd: str | None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The pin files of a recording: ``([(file name, text), ...], notes)``.
+
+    Args:
+        requests: per harvested log (index 0 = the primary), the requests its session sent, in order.
+        cwd: the run's cwd, written as ``{{cwd}}``.
+
+    A part a session sent with different values across its calls is not pinned at all (a pin holds one
+    value per session; the note says so). Child files are written only where they differ from the
+    unnumbered file. No call at all: no pins.
+    """
+    tokens = Tokenizer([], cwd)
+    files: list[tuple[str, str]] = []
+    notes: list[str] = []
+    for part in PIN_PARTS:
+        per_log: list[Any] = []
+        varying = []
+        for index, calls in enumerate(requests):
+            consistent, value = _session_value(calls, part)
+            if not consistent:
+                varying.append(index)
+            per_log.append(None if not calls else map_strings(value, tokens.tokenize_cwd))
+        if varying:
+            notes.append(
+                f"{part} not pinned: session log(s) {', '.join(map(str, varying))} sent different {part} "
+                "values across their calls (a pin holds one value per session)"
+            )
+            continue
+        with_calls = [i for i, calls in enumerate(requests) if calls]
+        if not with_calls:
+            continue
+        shared = per_log[0] if requests[0] else per_log[with_calls[0]]
+        for index in with_calls:
+            if index == 0 or per_log[index] != shared:
+                value = per_log[index] if index else shared
+                files.append((pin_name(part, index), _render(part, value)))
+        if not requests[0]:
+            files.append((pin_name(part, 0), _render(part, shared)))
+    files.sort()
+    return files, notes
+
+
+def _render(part: str, value: Any) -> str:
+    if part == "system":
+        return str(value)
+    body = {"model": value} if part == "model" else value
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def stale_pins(scenario_dir: Path, keep: Sequence[str]) -> list[Path]:
+    """The pin files of ``scenario_dir`` not named in ``keep`` (a rewrite/update removes them)."""
+    kept = set(keep)
+    return [
+        p
+        for p in sorted(scenario_dir.glob("*.expected.*"))
+        if _PIN_RE.fullmatch(p.name) and p.name not in kept
+    ]
+
+
+__all__ = [
+    "PIN_FILES",
+    "PIN_PARTS",
+    "Pins",
+    "load_pins",
+    "pin_files",
+    "pin_name",
+    "render_pins",
+    "stale_pins",
+]

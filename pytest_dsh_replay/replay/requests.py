@@ -1,0 +1,405 @@
+"""What each recorded model call was asked, and the check of a live request against it (issue 10).
+
+Spec: replay.md §3-§5, events.md §6 (derived messages), agent-loop.md §3 (the request), harness.md §5
+(normalization).
+
+**Expected messages.** The agent sends ``session.derive_messages()`` at every model call, so the
+``messages`` a recorded call received are the session's derived history at the point of the call. One
+pass over a log (:func:`call_points`) folds the surface and takes a snapshot at the first chunk of every
+call group (the same groups :func:`~.derive.derive_replay_script` cuts: a call ends at its ``finish``, so a
+retry inside one step is a second call that expects the same request again) and at every ``step/start``
+(the call points of a bare-array sidecar, whose calls the log cannot show). A snapshot is an
+:class:`ExpectedRequest`: a length into a history list shared by all snapshots of the log (a surface
+``replace`` starts a new list), so the pass is linear in the log and a snapshot costs O(1). For a fork
+child the history includes the inherited seed.
+
+**Comparison.** :func:`request_differences` compares the parts named in ``parts`` (``messages``,
+``system``, ``tools``, ``model``; the last three come from the pins, :mod:`.pins`). A part equal as it
+is costs one ``==``; otherwise both sides are tokenized with their OWN context
+(:class:`~pytest_dsh_replay.session.tokens.Tokenizer`: cwd, session ids, UUIDs; the same rule as the
+log comparison, numbered by first appearance within the compared part so that sessions created in
+another order compare equal) and compared again. What remains is reported as the first differing path
+per part: ``messages[3].content[0].text: recorded '...' != sent '...'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+
+from ..errors import HarnessError, quote
+from ..llm import Message
+from ..session.codec import json_value_problem
+from ..session.session import event_message
+from ..session.tokens import Tokenizer
+from ..session.types import SURFACE_TYPES
+from ..session.types import Event as SessionEvent
+from .errors import RequestShapeError
+from .parse import Event
+
+#: The parts of a request the check can compare (``--dsh-match-on``).
+MATCH_PARTS: tuple[str, ...] = ("messages", "system", "tools", "model")
+
+
+class MatchOnError(HarnessError):
+    """``--dsh-match-on`` / ini ``dsh_match_on`` names an unknown part."""
+
+    code = "REPLAY_BAD_MATCH_ON"
+
+
+def parse_match_on(values: Iterable[str]) -> frozenset[str] | None:
+    """Parse ``--dsh-match-on`` values (comma-separated and/or repeated).
+
+    Returns:
+        ``None`` when nothing was given (default: every part the recording has), ``frozenset()`` for
+        ``none`` (checking off), else the named parts.
+
+    Raises:
+        MatchOnError: an unknown part, or ``none`` combined with a part.
+    """
+    parts = [p.strip() for value in values for p in str(value).split(",") if p.strip()]
+    if not parts:
+        return None
+    unknown = sorted({p for p in parts if p not in (*MATCH_PARTS, "none")})
+    if unknown:
+        raise MatchOnError(
+            f"--dsh-match-on: unknown part(s) {', '.join(map(repr, unknown))}; use a comma-separated list of "
+            f"{', '.join(MATCH_PARTS)}, or none"
+        )
+    if "none" in parts:
+        if len(set(parts)) > 1:
+            raise MatchOnError("--dsh-match-on: 'none' cannot be combined with other parts")
+        return frozenset()
+    return frozenset(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedRequest:
+    """The recorded request of one call: the derived history at the call (events.md §6).
+
+    Attributes:
+        history: the log's history list (shared by the log's snapshots; never mutate it).
+        length: how many of its messages the call was sent.
+        seq: the seq of the event where the call starts (its first chunk, or its ``step/start``).
+    """
+
+    history: list[Message]
+    length: int
+    seq: int
+
+    @property
+    def messages(self) -> list[Message]:
+        """The expected ``messages`` (a fresh list of the shared message dicts)."""
+        return self.history[: self.length]
+
+
+@dataclass
+class CallPoints:
+    """The call points of one log (see :func:`call_points`).
+
+    Attributes:
+        calls: one per call group (what derivation cuts), in log order; ``None`` where the request
+            cannot be known (a compaction call, or after a surface replace that cannot be applied).
+        steps: one per ``step/start`` (for a bare-array sidecar's calls).
+    """
+
+    calls: list[ExpectedRequest | None] = field(default_factory=list)
+    steps: list[ExpectedRequest | None] = field(default_factory=list)
+
+
+def _replace(order: list[int], op: Mapping[str, Any], seq: int) -> bool:
+    try:
+        start, end = order.index(op["start"]), order.index(op["end"])
+    except (KeyError, ValueError):
+        return False
+    if start > end:
+        return False
+    order[start : end + 1] = [seq]
+    return True
+
+
+def call_points(events: Sequence[Event], *, start: int = 0) -> CallPoints:
+    """Fold ``events`` once and snapshot the derived history at every call point at index >= ``start``.
+
+    Args:
+        events: the log's logical events (the WHOLE log: a fork child's seed builds its history).
+        start: the first event index whose calls belong to the script (a fork child's ``seedLength``
+            when its script is sliced; 0 otherwise).
+
+    Returns:
+        :class:`CallPoints`; never raises on odd events (what cannot be folded makes later points
+        ``None``: the replay then does not check them).
+    """
+    points = CallPoints()
+    history: list[Message] = []
+    order: list[int] = []  # surface seqs, for replace
+    message_of: dict[int, Message | None] = {}
+    broken = False
+    in_group = False
+    for index, event in enumerate(events):
+        kind = event.get("type")
+        if kind == "assistant/chunk":
+            if not in_group:
+                in_group = True
+                if index >= start:
+                    points.calls.append(None if broken else ExpectedRequest(history, len(history), index))
+            data = event.get("data")
+            chunk = data.get("chunk") if isinstance(data, dict) else None
+            if isinstance(chunk, dict) and chunk.get("type") == "finish":
+                in_group = False
+            continue
+        if kind in SURFACE_TYPES:
+            op = event.get("surfaceOp")
+            if op is None or broken:
+                continue
+            seq = event.get("seq", index)
+            if not isinstance(event.get("data"), dict) or not isinstance(seq, int):
+                broken = True
+                continue
+            message = event_message(cast(SessionEvent, event), copy=False)
+            message_of[seq] = message
+            if op == "append":
+                order.append(seq)
+                if message is not None:
+                    history.append(message)
+            elif isinstance(op, dict) and op.get("op") == "replace" and _replace(order, op, seq):
+                history = [m for s in order if (m := message_of[s]) is not None]
+            else:
+                broken = True
+        elif kind == "step/start":
+            if index >= start:
+                points.steps.append(None if broken else ExpectedRequest(history, len(history), index))
+        elif kind == "compaction/summary":
+            data = event.get("data")
+            if isinstance(data, dict) and data.get("llmStreamCall") is True and index >= start:
+                points.calls.append(None)  # a compaction prompt is not the session's history
+    return points
+
+
+def header_role(header: Mapping[str, Any]) -> str:
+    """``parent``, ``fork child`` (has a ``seedLength`` > 0) or ``spawn child`` of a log header."""
+    if "parentSession" not in header:
+        return "parent"
+    seed = header.get("seedLength", 0)
+    return "fork child" if isinstance(seed, int) and seed > 0 else "spawn child"
+
+
+# -- comparison -----------------------------------------------------------------------------------------
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first difference of one part: ``path``, the recorded and the sent value (``MISSING`` if absent)."""
+
+    part: str
+    path: str
+    recorded: Any
+    sent: Any
+    note: str = ""
+
+    def render(self) -> str:
+        """``path: recorded 'x' != sent 'y'`` (long strings shown around the first differing character),
+        preceded by a ``part: note`` line when there is a note (e.g. the changed tool set)."""
+        rec, sent = _show(self.recorded, self.sent)
+        line = f"{self.path}: recorded {rec} != sent {sent}"
+        return f"{self.part}: {self.note}\n  {line}" if self.note else line
+
+
+def _value(value: Any, width: int = 120) -> str:
+    if value is MISSING:
+        return "(absent)"
+    if isinstance(value, dict | list):
+        try:
+            text = orjson.dumps(value).decode()
+        except TypeError:
+            return quote(value, width)
+        return text if len(text) <= width else text[: width - 3] + "..."
+    return quote(value, width)
+
+
+def _show(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
+    if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > width:
+        common = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        lo = max(0, common - 20)
+
+        def cut(s: str) -> str:
+            piece = s[lo : lo + width]
+            return ("..." if lo else "") + quote(piece, width + 10) + ("..." if lo + width < len(s) else "")
+
+        return cut(a), cut(b) + f" (first difference at character {common})"
+    return _value(a), _value(b)
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    return a == b and (type(a) is bool) == (type(b) is bool)
+
+
+def first_difference(recorded: Any, sent: Any, path: str) -> tuple[str, Any, Any] | None:
+    """The first path (document order) where two JSON values differ, with both values there, or None.
+
+    Dict key order is not significant (a request is compared as JSON data, not as text).
+    """
+    if type(recorded) is dict and type(sent) is dict:
+        for key, value in recorded.items():
+            if key not in sent:
+                return f"{path}.{key}", value, MISSING
+            found = first_difference(value, sent[key], f"{path}.{key}")
+            if found is not None:
+                return found
+        for key, value in sent.items():
+            if key not in recorded:
+                return f"{path}.{key}", MISSING, value
+        return None
+    if type(recorded) is list and type(sent) is list:
+        for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
+            found = first_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        if len(recorded) != len(sent):
+            i = min(len(recorded), len(sent))
+            return (
+                f"{path}[{i}]",
+                recorded[i] if i < len(recorded) else MISSING,
+                sent[i] if i < len(sent) else MISSING,
+            )
+        return None
+    if type(recorded) in (dict, list) or type(sent) in (dict, list) or not _same_scalar(recorded, sent):
+        return path, recorded, sent
+    return None
+
+
+def _tool_names(tools: Any) -> list[str]:
+    if not isinstance(tools, list):
+        return []
+    return [str(t.get("name")) if isinstance(t, dict) else quote(t) for t in tools]
+
+
+@dataclass
+class Sides:
+    """The two tokenizing contexts of one comparison (fresh numbering per compared part).
+
+    Attributes:
+        recorded: the recording's context (its logs' ids, its header cwd).
+        live: the run's context (the live session ids, the run's cwd).
+        scrub: optional secret scrubber applied to the live values first (CONTRACTS §3).
+    """
+
+    recorded: Tokenizer
+    live: Tokenizer
+    scrub: Callable[[Any], Any] | None = None
+
+
+def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The comparable parts of a live request: ``messages``, ``system`` (``""`` when absent),
+    ``tools`` (``[]`` when absent), ``model``."""
+    return {
+        "messages": request.get("messages", []),
+        "system": request.get("system", ""),
+        "tools": request.get("tools", []),
+        "model": request.get("model", ""),
+    }
+
+
+def _structural(recorded: Any, sent: Any, part: str) -> bool:
+    """True when the raw values differ in shape (not only in string values): tokenizing cannot fix that."""
+    found = first_difference(recorded, sent, part)
+    return found is not None and not (isinstance(found[1], str) and isinstance(found[2], str))
+
+
+def request_matches(
+    recorded: Mapping[str, Any], request: Mapping[str, Any], sides: Sides | Callable[[], Sides]
+) -> bool:
+    """Whether :func:`request_differences` would find nothing; a difference in shape answers without
+    tokenizing (binding asks this of every free script at a session's first call).
+
+    Raises:
+        RequestShapeError: see :func:`request_differences`.
+    """
+    sent = sent_parts(request)
+    for part in MATCH_PARTS:
+        if part not in recorded or recorded[part] == sent[part]:
+            continue
+        # a non-JSON live value must still raise (request_differences below names it)
+        if _structural(recorded[part], sent[part], part) and json_value_problem(sent[part], part) is None:
+            return False
+    return not request_differences(recorded, request, sides)
+
+
+def request_differences(
+    recorded: Mapping[str, Any], request: Mapping[str, Any], sides: Sides | Callable[[], Sides]
+) -> list[Difference]:
+    """The first difference of every part in ``recorded`` (part -> recorded value) vs the live ``request``.
+
+    Args:
+        recorded: the parts to check and their recorded values (``messages`` a message list, ``system``
+            a string, ``tools`` a tool-spec list, ``model`` a string).
+        request: the live request (a :class:`~pytest_dsh_replay.llm.ModelRequest` or any mapping).
+        sides: the tokenizing contexts, or a factory called only if a part differs as it is.
+
+    Returns:
+        One :class:`Difference` per differing part, in ``MATCH_PARTS`` order; ``[]`` when they match.
+
+    Raises:
+        RequestShapeError: a differing live part is not made of JSON values (names the path).
+    """
+    sent = sent_parts(request)
+    out: list[Difference] = []
+    resolved: Sides | None = None
+    for part in MATCH_PARTS:
+        if part not in recorded:
+            continue
+        want, got = recorded[part], sent[part]
+        if want == got:
+            continue
+        problem = json_value_problem(got, part)
+        if problem is not None:
+            raise RequestShapeError(
+                f"replay: the live request cannot be compared: {problem}; a request must hold JSON values "
+                "only (dict, list, str, int, float, bool, None)",
+                "REPLAY_BAD_REQUEST",
+            )
+        if resolved is None:
+            resolved = sides() if callable(sides) else sides
+        if resolved.scrub is not None:
+            got = resolved.scrub(got)
+        want_n = resolved.recorded.fresh().scrub_value(want)
+        got_n = resolved.live.fresh().scrub_value(got)
+        found = first_difference(want_n, got_n, part)
+        if found is None:
+            continue
+        note = ""
+        if part == "tools":
+            names_want, names_got = _tool_names(want_n), _tool_names(got_n)
+            if names_want != names_got:
+                note = f"tool set changed: recorded {names_want} != sent {names_got}"
+        out.append(Difference(part, found[0], found[1], found[2], note))
+    return out
+
+
+__all__ = [
+    "MATCH_PARTS",
+    "MISSING",
+    "CallPoints",
+    "Difference",
+    "ExpectedRequest",
+    "MatchOnError",
+    "Sides",
+    "call_points",
+    "first_difference",
+    "header_role",
+    "parse_match_on",
+    "request_differences",
+    "request_matches",
+    "sent_parts",
+]

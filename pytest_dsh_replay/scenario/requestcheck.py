@@ -1,0 +1,92 @@
+"""The request check and the request pins of one scenario item (issue 10), hooked into :mod:`.check`.
+
+* :func:`replay_model` builds the item's :class:`~pytest_dsh_replay.replay.ReplayModel` with the request
+  check configured (``--dsh-match-on``, the re-record command, strict except on ``--snapshot-update``).
+* :func:`pin_extra` renders the pins of a recording (or an update) from the requests the model received,
+  as ``extra`` files of the one fixture writer (CONTRACTS §2 and §5), and :func:`remove_stale_pins`
+  removes pins the new recording no longer has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..replay import ReplayModel, SessionScript
+from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
+from .definition import Scenario
+from .normalize import SessionLog
+from .record import model_hint
+
+#: live session id -> the requests it sent (a model's ``requests``)
+Requests = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def rerecord_command(scenario: Scenario) -> str:
+    """The command that re-records ``scenario`` from scratch."""
+    return (
+        f"pytest --dsh-scenario {scenario.path} --dsh-record=rewrite --dsh-model {model_hint(scenario.path)}"
+    )
+
+
+def replay_model(
+    scripts: Sequence[SessionScript],
+    scenario: Scenario,
+    *,
+    match_on: Iterable[str] | None,
+    update: bool,
+    scrub: Any = None,
+) -> ReplayModel:
+    """The replay model of one run of ``scenario`` (a mismatch only noted on ``--snapshot-update``)."""
+    return ReplayModel(
+        scripts,
+        scenario=str(scenario.path),
+        match_on=None if match_on is None else frozenset(match_on),
+        strict=not update,
+        rerecord=rerecord_command(scenario),
+        scrub=scrub,
+    )
+
+
+def requests_by_log(
+    logs: Sequence[SessionLog], *sources: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[list[Mapping[str, Any]]]:
+    """Per harvested log (harvest order), the requests its live session sent (``sources`` concatenated)."""
+    return [[r for source in sources for r in source.get(log.id, ())] for log in logs]
+
+
+def pin_extra(
+    scenario: Scenario,
+    logs: Sequence[SessionLog],
+    cwd: str,
+    *sources: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> tuple[list[tuple[Path, str]], list[str]]:
+    """The pin files of a recording: ``([(path, text), ...], notes)``, ``extra`` files of the fixture writer.
+
+    ``sources``: live session id -> the requests it sent (a model's ``requests``), concatenated per log.
+    """
+    files, notes = render_pins(requests_by_log(logs, *sources), cwd)
+    return [(scenario.path / name, text) for name, text in files], notes
+
+
+def refreshed_pins(
+    scenario: Scenario, logs: Sequence[SessionLog], cwd: str, *sources: Requests
+) -> tuple[list[tuple[Path, str]], list[str]]:
+    """``--snapshot-update``: the pins of the parts the scenario already pins, refreshed from the run.
+
+    An update refreshes what is pinned; it pins nothing new (a recording without pins, such as the
+    reference's, stays byte-identical: record it to add pins).
+    """
+    pinned = {part for part, _index in pin_files(scenario.path)}
+    names = {pin_name(part, i) for part in pinned for i in range(len(logs))}
+    files, notes = pin_extra(scenario, logs, cwd, *sources)
+    return [(path, text) for path, text in files if path.name in names], notes
+
+
+def remove_stale_pins(scenario: Scenario, written: Sequence[tuple[Path, str]]) -> list[Path]:
+    """Delete the pins of ``scenario`` that the new recording did not write; returns them."""
+    removed = stale_pins(scenario.path, [p.name for p, _text in written])
+    for path in removed:
+        path.unlink()
+    return removed

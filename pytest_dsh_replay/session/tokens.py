@@ -1,0 +1,152 @@
+"""Tokenizing run-specific strings: cwd, session ids, UUIDs (the primitive of harness.md §5 normalization).
+
+One rule, used by both comparisons of a replay: the log comparison (``scenario.normalize``) and the
+per-call request check (``replay.requests``). Each side is tokenized with ITS OWN context:
+
+* the cwd and its aliases (realpath, macOS ``/private`` prefix) -> ``{{cwd}}``, longest first, only at
+  path boundaries;
+* known session ids -> ``{{session:N}}``: N is the id's position in the given list (harvest order) or,
+  with ``ids_by_appearance``, the order of first appearance in the tokenized values;
+* any other UUID (case-insensitive) -> ``{{uuid:N}}`` by first appearance.
+
+Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .codec import map_strings
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+CWD_TOKEN = "{{cwd}}"
+
+
+def cwd_aliases(cwd: str | None) -> list[str]:
+    """The spellings of ``cwd`` to tokenize, longest first (path, realpath, ``/private`` variants)."""
+    if not cwd:
+        return []
+    names = {cwd, cwd.rstrip("/") or "/"}
+    if os.path.isabs(cwd) and os.path.exists(cwd):
+        names.add(os.path.realpath(cwd))
+    for name in list(names):
+        if name.startswith("/private/"):
+            names.add(name[len("/private") :])
+        elif name.startswith(("/tmp/", "/var/")):
+            names.add("/private" + name)
+    return sorted((n for n in names if n and n != "/"), key=len, reverse=True)
+
+
+def _cwd_pattern(cwd: str | None) -> re.Pattern[str] | None:
+    aliases = cwd_aliases(cwd) if cwd != CWD_TOKEN else []
+    if not aliases:
+        return None
+    alt = "|".join(re.escape(a) for a in aliases)
+    # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
+    return re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
+
+
+def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
+    known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
+    return _compiled_ids(known) if known else None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
+    # whole tokens only: "session-1" must not match inside "session-10" or "my-session-1x"
+    return re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(s) for s in known) + r")(?![\w\-])")
+
+
+class Tokenizer:
+    """One side's tokenizing context (see module doc).
+
+    Args:
+        session_ids: the side's session ids; in harvest order unless ``ids_by_appearance``.
+        cwd: the side's cwd (``None``: nothing to tokenize; ``"{{cwd}}"``: already tokenized).
+        ids_by_appearance: number session ids by first appearance instead of by list position.
+
+    The UUID (and, by appearance, session) numbering is stateful: every :meth:`scrub` of this object
+    continues it. :meth:`fresh` returns a copy with the numbering restarted (compiled patterns shared).
+    """
+
+    def __init__(
+        self, session_ids: Iterable[str], cwd: str | None, *, ids_by_appearance: bool = False
+    ) -> None:
+        ids = list(session_ids)
+        self.cwd = cwd
+        self.by_appearance = ids_by_appearance
+        self._cwd_re = _cwd_pattern(cwd)
+        self._ids_re = _ids_pattern(ids)
+        self._fixed = (
+            {} if ids_by_appearance else {sid: f"{{{{session:{n}}}}}" for n, sid in enumerate(ids, 1) if sid}
+        )
+        self._seen: dict[str, str] = {}
+        self._uuids: dict[str, str] = {}
+
+    def fresh(self) -> Tokenizer:
+        """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
+        out = Tokenizer.__new__(Tokenizer)
+        out.cwd, out.by_appearance = self.cwd, self.by_appearance
+        out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
+        out._seen, out._uuids = {}, {}
+        return out
+
+    def tokenize_cwd(self, text: str) -> str:
+        """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
+        if self._cwd_re is not None and "/" in text:
+            return self._cwd_re.sub(CWD_TOKEN, text)
+        return text
+
+    def _id_token(self, match: re.Match[str]) -> str:
+        sid = match.group(0)
+        fixed = self._fixed.get(sid)
+        if fixed is not None:
+            return fixed
+        token = self._seen.get(sid)
+        if token is None:
+            token = self._seen[sid] = f"{{{{session:{len(self._seen) + 1}}}}}"
+        return token
+
+    def _uuid_token(self, match: re.Match[str]) -> str:
+        key = match.group(0).lower()
+        token = self._uuids.get(key)
+        if token is None:
+            token = self._uuids[key] = f"{{{{uuid:{len(self._uuids) + 1}}}}}"
+        return token
+
+    def scrub(self, text: str) -> str:
+        """Tokenize cwd, session ids and other UUIDs in one string value."""
+        text = self.tokenize_cwd(text)
+        if self._ids_re is not None:
+            text = self._ids_re.sub(self._id_token, text)
+        if "-" in text:
+            text = UUID_RE.sub(self._uuid_token, text)
+        return text
+
+    @property
+    def uuid_tokens(self) -> dict[str, str]:
+        """``uuid (lower case) -> {{uuid:N}}`` as assigned so far (first appearance)."""
+        return dict(self._uuids)
+
+    def respell(self, text: str, *, ids: dict[str, str], uuids: dict[str, str], cwd: str) -> str:
+        """Spell ``text`` (this side's value) the way another side spells the same things.
+
+        The inverse direction of :meth:`scrub`, with the same patterns: this side's cwd aliases become
+        ``cwd``, its session ids the ``ids`` they map to, other UUIDs their ``uuids`` counterpart
+        (unmapped ones stay).
+        """
+        if self._cwd_re is not None and "/" in text:
+            text = self._cwd_re.sub(lambda _m: cwd, text)
+        if self._ids_re is not None:
+            text = self._ids_re.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+        if uuids and "-" in text:
+            text = UUID_RE.sub(lambda m: uuids.get(m.group(0).lower(), m.group(0)), text)
+        return text
+
+    def scrub_value(self, value: Any) -> Any:
+        """Apply :meth:`scrub` to every string VALUE of a JSON value (keys and numbers untouched)."""
+        return map_strings(value, self.scrub)

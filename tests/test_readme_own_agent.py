@@ -1,0 +1,56 @@
+"""The README's worked example: an agent loop you wrote (not the bundled one), tested with dsh_replay_model.
+
+Keep this file and the README section "Testing your own agent loop" in sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pytest_dsh_replay import ModelRequest, ReplayModel, RequestMismatchError
+
+MY_MODEL = "my-model"
+
+
+async def ask(model: Any, history: list[dict[str, Any]], text: str, session_id: str) -> str:
+    """A minimal agent loop: one model call per user message, no tools."""
+    history.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    request: ModelRequest = {"model": MY_MODEL, "messages": list(history), "sessionId": session_id}
+    blocks: dict[int, dict[str, Any]] = {}
+    async for chunk in model.stream(request):  # StreamChunk dicts; a call ends with a "finish" chunk
+        if chunk["type"] == "block-end":
+            blocks[chunk["index"]] = chunk["block"]
+    reply = [blocks[i] for i in sorted(blocks)]
+    history.append({"role": "assistant", "content": reply})
+    return "".join(b["text"] for b in reply if b["type"] == "text")
+
+
+def test_my_agent_replays_a_recorded_conversation(dsh_replay_model: Any) -> None:
+    # relative scenario paths resolve against the pytest rootdir, not the current directory
+    model: ReplayModel = dsh_replay_model("tests/scenarios/own-agent/two-turns")
+
+    async def chat() -> list[str]:
+        history: list[dict[str, Any]] = []
+        return [
+            await ask(model, history, "Name a fruit.", "s1"),
+            await ask(model, history, "And its colour?", "s1"),
+        ]
+
+    assert asyncio.run(chat()) == ["Banana.", "Yellow."]
+    # every request the model received, per session, in order
+    assert [len(r["messages"]) for r in model.requests["s1"]] == [1, 3]
+    model.assert_consumed()  # every recorded call was used, and every request matched its recording
+
+
+def test_my_agent_asking_something_else_gets_no_stale_answer(dsh_replay_model: Any) -> None:
+    model: ReplayModel = dsh_replay_model("tests/scenarios/own-agent/two-turns")
+    with pytest.raises(RequestMismatchError) as info:
+        asyncio.run(ask(model, [], "Name a vegetable.", "s1"))
+    report = str(info.value)
+    assert "request mismatch at call #1 of session.jsonl (parent" in report
+    assert "messages[0].content[0].text: recorded 'Name a fruit.' != sent 'Name a vegetable.'" in report
+    with pytest.raises(RequestMismatchError):
+        model.assert_requests_match()  # the same report, for loops that swallow stream errors
