@@ -81,6 +81,8 @@ class CheckOutcome:
     logs_compared: int = 0  # session logs compared with fixtures (all backends)
     calls_served: int = 0  # recorded model calls served by replay (all backends)
     has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
+    backends: tuple[str, ...] = ()  # the backends the replay ran on (counts above are summed over them)
+    end_seed_ignored: bool = False  # session/end-seed dropped because the fixtures predate the marker
 
     @property
     def passed(self) -> bool:
@@ -289,10 +291,13 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
     outcome.has_fork_child = any(log.role() == "fork child" for log in fixtures[1:])
     exports: list[RunResult] = []
     backends = _backends(scenario, options)
+    outcome.backends = tuple(backends)
     # loaded once: ReplayModel serves copies, so every backend's model can share the scripts
     scripts = load_session_scripts(
         scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
     )
+    sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
+    outcome.notes.append(f"scripts: {sources}")  # the same for every backend: once
     for backend in backends:
         model = ReplayModel(scripts, scenario=str(scenario.path))
         served: Model = model
@@ -315,6 +320,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             and any(e.get("type") == END_SEED for log in result.logs for e in log.events)
         ):
             outcome.notes.append(note)
+            outcome.end_seed_ignored = True
         prefix = f"[{backend}] " if len(backends) > 1 else ""
         outcome.problems.extend(prefix + e for e in result.step_errors)
         outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
@@ -326,8 +332,6 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         (outcome.notes if options.update else outcome.problems).extend(unconsumed)
         outcome.calls_served += sum(model.cursors.values())
         outcome.logs_compared += len(fixtures)
-        sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
-        outcome.notes.append(f"{prefix}scripts: {sources}")
         if episodes is not None:
             outcome.problems.extend(prefix + f for f in watched.failures)
             if outcome.problems:
