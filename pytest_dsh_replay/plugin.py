@@ -418,9 +418,9 @@ class ScenarioItem(pytest.Item):
             )
         if outcome.end_seed_ignored:
             self.user_properties.append(("dsh_end_seed_ignored", "1"))
+        raise_for(outcome, options)  # a failure's report carries the notes itself: not twice
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
             self.add_report_section("call", "dsh-replay", "\n".join(outcome.notes))
-        raise_for(outcome, options)
         if self.config.getoption("dsh_check_guards") and outcome.has_fork_child:
             guard_options = self._options(scenario, slice_seed=False)
             guard_options.update = False
