@@ -112,7 +112,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str], parser: pytest.Parser) -> None:
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, args: list[str], parser: pytest.Parser
+) -> None:
     """Keep ``--dsh-scenario PATH`` from deciding the rootdir and the ini file (issue 13).
 
     pytest picks the rootdir and ini file from the free arguments BEFORE installed plugins are loaded,
@@ -383,7 +385,8 @@ class ScenarioItem(pytest.Item):
         if not (self.scenario_path / INPUT_FILE).is_file():
             from .scenario.errors import ScenarioDefinitionError
 
-            logs = sorted((p.name for p in self.scenario_path.iterdir() if _is_log_name(p.name)), key=_log_rank)
+            found = (p.name for p in self.scenario_path.iterdir() if _is_log_name(p.name))
+            logs = sorted(found, key=_log_rank)
             raise ScenarioDefinitionError(
                 f"{self.scenario_path} holds {', '.join(logs)} but no {INPUT_FILE}: a scenario directory "
                 f'needs an {INPUT_FILE} with the steps that produced the logs ({{"steps": [...]}}, see the '

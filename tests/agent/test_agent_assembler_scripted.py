@@ -200,7 +200,8 @@ def test_from_file_and_invalid_files(tmp_path: Path) -> None:
     path.write_text(json.dumps({"sessions": [[1]]}))
     with pytest.raises(LlmError) as bad:
         ScriptedModel.from_file(path)
-    assert bad.value.code == "SCRIPT_INVALID" and "sessions[0][0] (session #1, response #1)" in bad.value.message
+    assert bad.value.code == "SCRIPT_INVALID"
+    assert "sessions[0][0] (session #1, response #1)" in bad.value.message
     path.write_text("{")
     with pytest.raises(LlmError):
         ScriptedModel.from_file(path)

@@ -4,7 +4,6 @@ unrelated projects left alone, scenario paths never deciding the rootdir."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 

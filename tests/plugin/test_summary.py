@@ -44,7 +44,9 @@ def test_new_episodes_does_not_claim_a_match(pytester: pytest.Pytester, tmp_path
         '{"steps":[{"op":"newSession"},{"op":"prompt","text":"hi"},{"op":"prompt","text":"more"}]}'
     )
     (scenario / "scripted.json").write_text('{"sessions":[["hello there", "MORE"]]}')
-    result = run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=new_episodes", "--dsh-model", "scripted")
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--dsh-record=new_episodes", "--dsh-model", "scripted"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*--dsh-record=new_episodes: 1 scenario(s) extended with live model calls*"])
     assert "matched" not in result.stdout.str()
@@ -78,7 +80,9 @@ def test_end_seed_note_is_in_the_terminal_summary(pytester: pytest.Pytester, tmp
     for path in scenario.glob("session*.jsonl"):
         log = drop_events(read_log_file(path), ["session/end-seed"])
         rows = [log.header, *log.events]
-        path.write_text("".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in rows))
+        path.write_text(
+            "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in rows)
+        )
     assert "end-seed" not in "".join(p.read_text() for p in scenario.glob("session*.jsonl"))
     result = run(pytester, "--dsh-scenario", str(scenario))  # no -rA
     result.assert_outcomes(passed=1)

@@ -36,4 +36,6 @@ def test_fewer_session_lists_than_sessions_says_what_to_add(pytester: pytest.Pyt
 def test_a_bad_response_is_named_by_its_path_and_ordinals() -> None:
     with pytest.raises(LlmError) as info:
         ScriptedModel.from_json({"sessions": [["ok"], ["ok", {"txt": "typo"}]]}, source="s.json")
-    assert "s.json: sessions[1][1] (session #2, response #2): unknown response key 'txt'" in info.value.message
+    assert (
+        "s.json: sessions[1][1] (session #2, response #2): unknown response key 'txt'" in info.value.message
+    )
