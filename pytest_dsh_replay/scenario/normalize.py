@@ -107,6 +107,8 @@ class NormalizeContext:
             if self._ids
             else None
         )
+        # every token this context replaces holds a "/" (cwd) or a "-" (UUIDs; ids when they all have one)
+        self._dash_ids = all("-" in s for s in self._ids)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
@@ -116,6 +118,8 @@ class NormalizeContext:
 
     def scrub(self, text: str) -> str:
         """Tokenize cwd, session ids and other UUIDs in one string value."""
+        if self._dash_ids and "-" not in text and "/" not in text:
+            return text  # most values (text deltas, types, names): nothing to replace
         text = self.tokenize_cwd(text)
         if self._ids_re is not None:
             text = self._ids_re.sub(lambda m: self._ids[m.group(0)], text)
