@@ -259,6 +259,12 @@ def _check_model_spec(config: pytest.Config) -> None:
             f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
             "'openai:MODEL@BASE_URL'"
         )
+    if spec.startswith("openai:") and config.getoption("dsh_record") != "none":
+        from .scenario.record import openai_missing
+
+        problem = openai_missing(spec)
+        if problem is not None:
+            raise pytest.UsageError(problem)
 
 
 def _within(path: Path, roots: list[Path]) -> bool:
