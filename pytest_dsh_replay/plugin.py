@@ -230,9 +230,10 @@ def _names_scenarios(path: Path) -> bool:
 
 def _warn_inert_options(config: pytest.Config) -> None:
     """Warn about options that would silently do nothing in this run (issue 13)."""
-    from .session.types import EVENT_TYPES
-
-    for etype in config.getoption("dsh_ignore_event"):
+    ignored = config.getoption("dsh_ignore_event")
+    if ignored:  # imported only then: a run without dsh options must not pay for the session package
+        from .session.types import EVENT_TYPES
+    for etype in ignored:
         if etype not in EVENT_TYPES:
             config.issue_config_time_warning(
                 pytest.PytestConfigWarning(

@@ -92,3 +92,18 @@ def test_inert_options_warn(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--dsh-scenario", scenario, "--dsh-ignore-event", "session/end-seed")
     result.assert_outcomes(passed=1)
     assert "warning" not in result.stdout.str()
+
+
+def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_mods="""
+        import sys
+
+        def test_light():
+            light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
+                     "pytest_dsh_replay.hookspecs"}
+            heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
+            assert heavy == []
+        """
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
