@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,6 +159,8 @@ def pytest_load_initial_conftests(
     parser.extra_info["inifile"] = str(inipath)
     if ns.confcutdir == old_confcutdir:
         ns.confcutdir = str(inipath.parent if inipath else rootpath)
+    for entry in reversed(early_config.getini("pythonpath")):  # pytest's cleanup removes them again
+        sys.path.insert(0, str(entry))
     addopts = list(early_config.getini("addopts"))
     if addopts:  # what pytest would have prepended had it found this ini file in the first place
         args[:] = addopts + args

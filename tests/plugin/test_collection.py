@@ -49,7 +49,16 @@ def test_a_positional_scenario_path_is_collected_beside_dsh_scenario(pytester: p
 def test_dsh_scenario_outside_the_project_keeps_its_rootdir_and_ini(pytester: pytest.Pytester) -> None:
     elsewhere = pytester.path.parent / f"{pytester.path.name}-recordings"
     shutil.copytree(BUNDLED / "spawn", elsewhere / "spawn")
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-v"\ndsh_backend = "both"\n')
+    pytester.makepyprojecttoml(
+        '[tool.pytest.ini_options]\naddopts = "-v"\ndsh_backend = "both"\npythonpath = ["lib"]\n'
+    )
+    (pytester.path / "lib").mkdir()
+    (pytester.path / "lib" / "projhelper.py").write_text("VALUE = 'from the project'\n")
+    pytester.makeconftest(  # a conftest of the project that needs the ini's pythonpath
+        "import projhelper\n"
+        "def pytest_dsh_scenario_setup(scenario, cwd):\n"
+        "    assert projhelper.VALUE == 'from the project'\n"
+    )
     result = run(pytester, "--dsh-scenario", f"../{elsewhere.name}")
     result.assert_outcomes(passed=N_SPAWN)
     result.stdout.fnmatch_lines(
@@ -61,6 +70,7 @@ def test_dsh_scenario_outside_the_project_keeps_its_rootdir_and_ini(pytester: py
         ]
     )
     # an explicit -c still wins
+    (pytester.path / "conftest.py").unlink()
     result = run(pytester, "-c", "/dev/null", "--rootdir", str(elsewhere), "--dsh-scenario", str(elsewhere))
     result.assert_outcomes(passed=N_SPAWN)
     assert "per backend" not in result.stdout.str()
