@@ -194,8 +194,8 @@ def pytest_configure(config: pytest.Config) -> None:
             state.name_globs.append(value)
     _check_model_spec(config)
     _warn_inert_options(config)
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
-        for arg in config.args:
+    if config.args_source in (pytest.Config.ArgsSource.ARGS, pytest.Config.ArgsSource.TESTPATHS):
+        for arg in config.args:  # named on the command line or in the ini's testpaths
             path = Path(arg.split("::", 1)[0])
             if _names_scenarios(path):
                 state.roots.append((path.parent if path.is_file() else path).resolve())

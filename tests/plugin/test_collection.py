@@ -87,6 +87,9 @@ def test_a_project_that_never_configured_the_plugin_is_left_alone(pytester: pyte
     # configured explicitly, the same directory is collected (and fails: it is no scenario)
     pytester.makeini("[pytest]\ndsh_scenario_roots = scenarios\n")
     run(pytester).assert_outcomes(passed=1, failed=1)
+    # so is a scenario directory the project names in its testpaths
+    pytester.makeini("[pytest]\ntestpaths = scenarios/x/y test_ok.py\n")
+    run(pytester).assert_outcomes(passed=1, failed=1)
 
 
 def test_inert_options_warn(pytester: pytest.Pytester) -> None:
