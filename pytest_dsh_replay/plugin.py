@@ -472,21 +472,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr = terminalreporter
     for backends, (count, logs, calls) in sorted(state.replayed.items()):
         if len(backends) == 1:
-            tr.write_sep(
-                "-",
+            tr.write_line(
                 f"dsh-replay: {count} scenario(s) replayed end to end and matched their recordings: "
                 f"{logs} session log(s) compared, {calls} recorded model call(s) served",
             )
         else:
-            tr.write_sep(
-                "-",
+            tr.write_line(
                 f"dsh-replay: {count} scenario(s) replayed end to end on {' and '.join(backends)}, each "
                 f"matched its recording; per backend: {logs} session log(s) compared, {calls} recorded "
                 "model call(s) served",
             )
     if any(state.episodes.values()):
-        tr.write_sep(
-            "-",
+        tr.write_line(
             f"dsh-replay: --dsh-record=new_episodes: {state.episodes['extended']} scenario(s) extended with "
             f"live model calls (logs rewritten), {state.episodes['unchanged']} unchanged (no call past the "
             "recording)",
