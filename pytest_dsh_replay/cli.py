@@ -250,20 +250,19 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
 
     Exit 1 on differences.
     """
-    from .scenario.compare import compare_event_logs, inventory_problems
+    from .scenario.compare import compare_event_logs, inventory_problems, render_mismatches
 
     left, right = _load_logs(a), _load_logs(b)
     problems = inventory_problems(left, right, str(b))
-    problems += [
-        m.render()
-        for m in compare_event_logs(
+    problems += render_mismatches(
+        compare_event_logs(
             left,
             right,
             ignore_events=frozenset(ignore_event),
             canonical_envelope=True,
             labels=(f"A ({a})", f"B ({b})"),
         )
-    ]
+    )
     if not problems:
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
         return

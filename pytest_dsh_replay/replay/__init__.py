@@ -28,10 +28,12 @@ from .headformat import encode_head_layout
 from .load import (
     OVERRIDE_FILE,
     PRIMARY_FILE,
+    ParsedLogs,
     SessionScript,
     child_log_files,
     load_child_script,
     load_session_scripts,
+    override_file_for,
 )
 from .model import DEFAULT_HANG_PREFIX, ReplayModel
 from .override import Override, load_override, validate_entry
@@ -44,6 +46,7 @@ __all__ = [
     "Event",
     "Override",
     "OverrideError",
+    "ParsedLogs",
     "ReplayAborted",
     "ReplayConsumptionError",
     "ReplayDeriveError",
@@ -60,6 +63,7 @@ __all__ = [
     "load_child_script",
     "load_override",
     "load_session_scripts",
+    "override_file_for",
     "parse_session_header",
     "parse_session_log",
     "validate_entry",

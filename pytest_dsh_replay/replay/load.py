@@ -1,12 +1,14 @@
 """Loading a scenario directory's recorded logs into per-session scripts (replay.md §4, harness.md §1).
 
 Layout: ``session.jsonl`` (primary), ``session.1.jsonl`` ... (children, no gaps),
-``replay.override.json`` (optional sidecar).
+``replay.override.json`` (optional sidecar of the primary) and ``replay.override.<n>.json``
+(optional sidecar of child log ``session.<n>.jsonl``; same two forms).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,14 @@ from typing import Any
 from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
-from .parse import parse_session_header, parse_session_log
+from .parse import Event, parse_session_header, parse_session_log
 
 PRIMARY_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
 _CHILD_RE = re.compile(r"session\.([1-9][0-9]*)\.jsonl")
+
+#: ``path -> (header, events)`` of logs the caller already parsed (each fixture is parsed once per item).
+ParsedLogs = Mapping[Path, tuple[dict[str, Any], list[Event]]]
 
 
 @dataclass
@@ -46,22 +51,28 @@ class SessionScript:
     templated: frozenset[int] = frozenset()
 
 
-def _derivable(path: Path, text: bytes) -> bool:
-    """True when the log's own calls are fully derivable and there is at least one.
+def override_file_for(log: Path) -> Path:
+    """The sidecar path of a log: ``replay.override.json`` for ``session.jsonl``,
+    ``replay.override.<n>.json`` for ``session.<n>.jsonl`` (harness.md §1)."""
+    m = _CHILD_RE.fullmatch(log.name)
+    return log.with_name(f"replay.override.{m.group(1)}.json" if m else OVERRIDE_FILE)
 
-    Not derivable: a call group without ``finish`` (a stream that raised or was cancelled), or a
-    step with no chunk at all (a call that failed before its first chunk leaves nothing in the log,
-    so deriving would silently shift every later call).
+
+def _unfinished(events: list[Event], path: Path) -> bool:
+    """True when the log has a call replay cannot derive (a chunkless step, or a call without finish).
+
+    A call that failed before its first chunk leaves nothing in the log, so deriving would silently
+    shift every later call; a stream that raised or was cancelled has no ``finish``.
     """
-    events = parse_session_log(text, file=str(path))
     if _has_chunkless_step(events):
-        return False
+        return True
     try:
-        return bool(derive_replay_script(events, file=str(path)))
+        derive_replay_script(events, file=str(path))
     except ReplayDeriveError as exc:
         if exc.code == "REPLAY_UNFINISHED_CALL":
-            return False
+            return True
         raise
+    return False
 
 
 def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
@@ -80,11 +91,77 @@ def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionScript:
+def _read(path: Path, parsed: ParsedLogs | None) -> tuple[dict[str, Any], list[Event]]:
+    """The header and events of ``path``: from ``parsed`` when the caller has them, else from disk."""
+    if parsed is not None and path in parsed:
+        return parsed[path]
+    text = path.read_bytes()
+    return parse_session_header(text, file=str(path)), parse_session_log(text, file=str(path))
+
+
+def _script(
+    path: Path,
+    header: dict[str, Any],
+    own: list[Event],
+    *,
+    primary: bool,
+    allow_replace_override: bool,
+    sidecar: Path | None,
+) -> SessionScript:
+    """The script of one log's own events, with its sidecar applied (override guard: harness.md §1).
+
+    A bare-array sidecar is honoured when the log's calls cannot be derived, when it keeps every
+    derived call unchanged (the derived calls are a prefix of it), or with ``"override": true``;
+    otherwise ``REPLAY_OVERRIDE_GUARD`` (recorded calls are never discarded silently).
+    """
+    recorded_id, created_at = str(header["id"]), int(header["createdAt"])
+    override: Override | None = load_override(sidecar) if sidecar is not None and sidecar.is_file() else None
+    if override is None:
+        entries = derive_replay_script(own, file=str(path))
+        return SessionScript(recorded_id, created_at, entries, primary, path, "derived", header)
+    if override.patches is not None:
+        derived = derive_replay_script(own, file=str(path))
+        return SessionScript(
+            recorded_id,
+            created_at,
+            override.apply(derived),
+            primary,
+            path,
+            "override-patches",
+            header,
+            templated=frozenset(at for at, _entry in override.patches),
+        )
+    assert override.entries is not None
+    entries = list(override.entries)
+    if not allow_replace_override and not _unfinished(own, path):
+        derived = derive_replay_script(own, file=str(path))
+        if derived and entries[: len(derived)] != derived:
+            changed = next(
+                (i for i, (a, b) in enumerate(zip(derived, entries, strict=False)) if a != b), len(entries)
+            )
+            raise ReplayLoadError(
+                f"{sidecar}: this bare-array sidecar would "
+                + (
+                    f"drop recorded calls of {path} (it has {len(entries)} entries, the log {len(derived)})"
+                    if changed == len(entries)
+                    else f"change recorded call #{changed + 1} of {path}"
+                )
+                + '; recorded calls are never discarded silently. Set "override": true in input.json '
+                'config, or use the patches form {"patches":[{"at":N,"entry":{...}}]}, or delete the sidecar',
+                "REPLAY_OVERRIDE_GUARD",
+            )
+    return SessionScript(
+        recorded_id, created_at, entries, primary, path, "override", header, frozenset(range(len(entries)))
+    )
+
+
+def _load_primary(
+    scenario_dir: Path, allow_replace_override: bool, parsed: ParsedLogs | None
+) -> SessionScript:
     path = scenario_dir / PRIMARY_FILE
-    sidecar = scenario_dir / OVERRIDE_FILE
-    override: Override | None = load_override(sidecar) if sidecar.is_file() else None
     if not path.is_file():
+        sidecar = scenario_dir / OVERRIDE_FILE
+        override = load_override(sidecar) if sidecar.is_file() else None
         if override is not None and override.entries is not None:
             entries = list(override.entries)
             return SessionScript(
@@ -95,82 +172,70 @@ def _load_primary(scenario_dir: Path, allow_replace_override: bool) -> SessionSc
             "(pytest --dsh-record=once) or add a bare-array replay.override.json",
             "REPLAY_FIXTURE_MISSING",
         )
-    text = path.read_bytes()
-    header = parse_session_header(text, file=str(path))
-    recorded_id = str(header["id"])
-    created_at = int(header["createdAt"])
-    if override is None:
-        entries = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
-        return SessionScript(recorded_id, created_at, entries, True, path, "derived", header)
-    if override.patches is not None:
-        derived = derive_replay_script(parse_session_log(text, file=str(path)), file=str(path))
-        return SessionScript(
-            recorded_id,
-            created_at,
-            override.apply(derived),
-            True,
-            path,
-            "override-patches",
-            header,
-            templated=frozenset(at for at, _entry in override.patches),
-        )
-    if not allow_replace_override and _derivable(path, text):
-        raise ReplayLoadError(
-            f"{sidecar}: this bare-array sidecar would replace fully derivable recorded calls of "
-            f'{path}; recorded calls are never discarded silently. Set "override": true in '
-            'input.json config, or use the patches form {"patches":[{"at":N,"entry":{...}}]}, '
-            "or delete the sidecar",
-            "REPLAY_OVERRIDE_GUARD",
-        )
-    assert override.entries is not None
-    entries = list(override.entries)
-    return SessionScript(
-        recorded_id, created_at, entries, True, path, "override", header, frozenset(range(len(entries)))
+    header, events = _read(path, parsed)
+    return _script(
+        path,
+        header,
+        events,
+        primary=True,
+        allow_replace_override=allow_replace_override,
+        sidecar=override_file_for(path),
     )
 
 
 def child_log_files(scenario_dir: Path) -> list[Path]:
-    """The child logs ``session.1.jsonl`` .. ``session.N.jsonl`` in index order.
+    """The child logs ``session.1.jsonl`` .. ``session.N.jsonl`` in index order (the one discovery rule).
 
     Raises:
-        ReplayLoadError: ``REPLAY_CHILD_GAP`` when an index is missing (names the missing file).
+        ReplayLoadError: ``REPLAY_CHILD_GAP`` when an index is missing (names the missing files).
     """
     found: dict[int, Path] = {}
     for p in scenario_dir.glob("session.*.jsonl"):
         m = _CHILD_RE.fullmatch(p.name)
         if m:
             found[int(m.group(1))] = p
-    for n in range(1, len(found) + 1):
-        if n not in found:
-            raise ReplayLoadError(
-                f"{scenario_dir / f'session.{n}.jsonl'}: child fixture missing but "
-                f"session.{max(found)}.jsonl exists; child logs must be numbered 1..N without gaps "
-                "(rename them or re-record)",
-                "REPLAY_CHILD_GAP",
-            )
+    if found and sorted(found) != list(range(1, len(found) + 1)):
+        missing = sorted(set(range(1, max(found) + 1)) - set(found))
+        raise ReplayLoadError(
+            f"{scenario_dir}: child log numbering has a gap: missing "
+            + ", ".join(f"session.{n}.jsonl" for n in missing)
+            + f" (found {', '.join(f'session.{n}.jsonl' for n in sorted(found))}); children are numbered "
+            "1..N in harvest order with no gaps (rename them or re-record)",
+            "REPLAY_CHILD_GAP",
+        )
     return [found[n] for n in sorted(found)]
 
 
-def load_child_script(path: Path, *, slice_seed: bool = True) -> SessionScript:
+def load_child_script(
+    path: Path,
+    *,
+    slice_seed: bool = True,
+    allow_replace_override: bool = False,
+    parsed: ParsedLogs | None = None,
+) -> SessionScript:
     """Derive one child's script from ``events[seedLength:]`` (replay.md §4 step 2).
+
+    The child's own sidecar ``replay.override.<n>.json`` (if any; ``path`` named
+    ``session.<n>.jsonl``) applies to that sliced script,
+    with the same forms and guard as the primary's.
 
     Args:
         path: the child log.
         slice_seed: drop the inherited fork prefix (``seedLength`` logical events). ``False``
             only for the red/green guard that proves slicing matters.
+        allow_replace_override: the scenario config's ``"override": true``.
+        parsed: already parsed logs (see :data:`ParsedLogs`).
 
     Raises:
         ReplayLoadError: ``REPLAY_FIXTURE_MISSING`` (no file), ``REPLAY_BAD_SEED_LENGTH``
-            (``seedLength`` larger than the log's logical event count).
-        ReplayParseError, ReplayDeriveError: see the parse / derive functions.
+            (``seedLength`` larger than the log's logical event count), ``REPLAY_OVERRIDE_GUARD``.
+        ReplayParseError, ReplayDeriveError, OverrideError: see the parse / derive / sidecar functions.
     """
     if not path.is_file():
         raise ReplayLoadError(
             f"{path}: child fixture missing; re-record the scenario", "REPLAY_FIXTURE_MISSING"
         )
-    text = path.read_bytes()
-    header = parse_session_header(text, file=str(path))
-    events = parse_session_log(text, file=str(path))
+    header, events = _read(path, parsed)
     seed = int(header.get("seedLength", 0))
     if seed > len(events):
         raise ReplayLoadError(
@@ -179,24 +244,33 @@ def load_child_script(path: Path, *, slice_seed: bool = True) -> SessionScript:
             "REPLAY_BAD_SEED_LENGTH",
         )
     own = events[seed:] if slice_seed else events
-    entries = derive_replay_script(own, file=str(path))
-    return SessionScript(str(header["id"]), int(header["createdAt"]), entries, False, path, "derived", header)
+    # only a numbered child log has a sidecar of its own (a lone log passed here is read as it is)
+    sidecar = override_file_for(path) if _CHILD_RE.fullmatch(path.name) else None
+    return _script(
+        path, header, own, primary=False, allow_replace_override=allow_replace_override, sidecar=sidecar
+    )
 
 
 def load_session_scripts(
-    scenario_dir: Path, *, allow_replace_override: bool = False, slice_seed: bool = True
+    scenario_dir: Path,
+    *,
+    allow_replace_override: bool = False,
+    slice_seed: bool = True,
+    parsed: ParsedLogs | None = None,
 ) -> list[SessionScript]:
     """Load every recorded session of a scenario as a script (replay.md §4, harness.md §1).
 
     The primary (``session.jsonl``) is never sliced. A sidecar in patches form is always
-    applied; a bare-array sidecar replaces the primary's script only when the log's own calls
-    are not derivable (no calls, or an unfinished call) or ``allow_replace_override`` is set.
-    Children ``session.1.jsonl``.. are derived from ``events[seedLength:]``.
+    applied; a bare-array sidecar replaces a log's script when the log's own calls are not
+    derivable (no calls, or an unfinished call), when it keeps every derived call, or when
+    ``allow_replace_override`` is set. Children ``session.<n>.jsonl`` are derived from
+    ``events[seedLength:]``, each with its own sidecar ``replay.override.<n>.json``.
 
     Args:
         scenario_dir: the scenario directory.
         allow_replace_override: the scenario config's ``"override": true``.
         slice_seed: see :func:`load_child_script`.
+        parsed: logs the caller already parsed, by path (files not in it are read from disk).
 
     Returns:
         ``[primary] + children`` sorted by ``(createdAt, recorded id)``.
@@ -207,7 +281,12 @@ def load_session_scripts(
         OverrideError, ReplayParseError, ReplayDeriveError: bad sidecar / log.
     """
     scenario_dir = Path(scenario_dir)
-    primary = _load_primary(scenario_dir, allow_replace_override)
-    children = [load_child_script(p, slice_seed=slice_seed) for p in child_log_files(scenario_dir)]
+    primary = _load_primary(scenario_dir, allow_replace_override, parsed)
+    children = [
+        load_child_script(
+            p, slice_seed=slice_seed, allow_replace_override=allow_replace_override, parsed=parsed
+        )
+        for p in child_log_files(scenario_dir)
+    ]
     children.sort(key=lambda s: (s.created_at, s.recorded_id))
     return [primary, *children]

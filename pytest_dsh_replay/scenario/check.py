@@ -1,4 +1,21 @@
-"""One scenario item: build the model, run, harvest, compare, and (on update) rewrite fixtures.
+"""One scenario item as ONE pipeline: load -> run -> harvest -> compare -> write (harness.md §4-5).
+
+Replay, ``--snapshot-update`` and every record mode run the same stages; the mode only picks
+which model serves the calls, what is compared and whether the writer runs:
+
+* ``replay``: :class:`~..replay.ReplayModel` per backend; compares whole logs and the exports.
+* ``update`` (``--snapshot-update``): ``ReplayModel``; compares the exports; writes the run's logs.
+* ``episodes`` (``new_episodes``): :class:`~.record.EpisodeModel`; compares the recorded prefix of
+  every log; writes when live calls were made.
+* ``record`` (``once`` on an unrecorded scenario, ``rewrite``): :class:`~.record.WatchedModel` over
+  the live model; writes logs and sidecars and removes the stale recorder-owned files.
+
+1. **load**: the fixtures are read and parsed once (:func:`.fixtures.load_fixtures`); a recording of
+   another agent is skipped with the reason (never rewritten); the scripts come from that same
+   parse (``load_session_scripts(parsed=...)``).
+2. **run + harvest**: :func:`.runner.run_scenario` (a fresh store, runtime and cwd per backend).
+3. **compare**: :mod:`.compare`, each side normalized with its own context.
+4. **write**: :func:`.write.write_fixtures`, the one writer (stable, atomic, scrubbed).
 
 This is what a pytest item (and the CLI) calls; it knows nothing of pytest.
 """
@@ -6,8 +23,6 @@ This is what a pytest item (and the CLI) calls; it knows nothing of pytest.
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,25 +32,24 @@ import orjson
 
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
-from ..replay import ReplayModel, load_session_scripts
-from .compare import LogMismatch, compare_event_logs, compare_message_logs, inventory_problems
-from .definition import OVERRIDE_FILE, Scenario
-from .errors import FixtureInventoryError, ScenarioMismatch
-from .harvest import log_to_jsonl, read_log_file
-from .normalize import SessionLog
-from .record import (
-    EpisodeModel,
-    ModelSpecError,
-    WatchedModel,
-    check_written,
-    model_hint,
-    scrub_logs,
-    secret_scrubber,
-    sidecar_for,
+from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
+from ..session import END_SEED_TYPE
+from .compare import (
+    LogMismatch,
+    compare_event_logs,
+    compare_message_logs,
+    inventory_problems,
+    render_mismatches,
 )
+from .definition import Scenario
+from .errors import ScenarioMismatch
+from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
+from .normalize import SessionLog
+from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, secret_scrubber, sidecars_for
 from .runner import RunOptions, RunResult, run_scenario
+from .write import Normalization, current_fixtures, write_fixtures
 
-END_SEED = "session/end-seed"
+END_SEED = END_SEED_TYPE
 
 
 @dataclass
@@ -53,6 +67,8 @@ class CheckOptions:
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
+        scrubber: the run's one secret scrubber, used by every write (CONTRACTS §4); ``None`` = built
+            from the live model's secrets, secret-named environment values and the default patterns.
     """
 
     backend: str | None = None
@@ -65,11 +81,12 @@ class CheckOptions:
     event_hook: Callable[..., Any] | None = None
     setup_hook: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
+    scrubber: SecretScrubber | None = None
 
 
 @dataclass
 class CheckOutcome:
-    """The result of one scenario check: ``problems`` empty means it passed."""
+    """The result of one scenario check: ``problems`` empty means it passed (``skipped``: not run)."""
 
     scenario: Scenario
     problems: list[str] = field(default_factory=list)
@@ -83,6 +100,7 @@ class CheckOutcome:
     has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
     backends: tuple[str, ...] = ()  # the backends the replay ran on (counts above are summed over them)
     end_seed_ignored: bool = False  # session/end-seed dropped because the fixtures predate the marker
+    skipped: str | None = None  # why the scenario cannot run here (a recording of another agent)
 
     @property
     def passed(self) -> bool:
@@ -93,56 +111,33 @@ class CheckOutcome:
 
 
 def read_fixtures(scenario: Scenario) -> list[SessionLog]:
-    """The recorded logs in harvest order (``session.jsonl``, ``session.1.jsonl``, ...)."""
-    logs = [read_log_file(p) for p in scenario.fixtures]
-    for path, log in zip(scenario.fixtures, logs, strict=True):
-        log.source = path.name
-        for index, event in enumerate(log.events):
-            if event.get("seq") != index:
-                raise FixtureInventoryError(
-                    f"{path}:{index + 2}: fixture event has seq {event.get('seq')!r} where {index} was "
-                    "expected (seqs are contiguous from 0); the fixture is damaged: restore it or "
-                    "re-record the scenario"
-                )
-    return logs
+    """The recorded logs in harvest order (``session.jsonl``, ``session.1.jsonl``, ...), parsed once."""
+    return load_fixtures(scenario).logs
+
+
+# -- stage helpers ---------------------------------------------------------------------------------
+
+
+def plan_for(scenario: Scenario, options: CheckOptions) -> str:
+    """``record`` | ``episodes`` | ``update`` | ``replay`` (see the module table)."""
+    if options.record == "rewrite" or (
+        options.record in ("once", "new_episodes") and not scenario.is_recorded
+    ):
+        return "record"
+    if options.record == "new_episodes":
+        return "episodes"
+    return "update" if options.update else "replay"
 
 
 def _ignored(
-    scenario: Scenario, fixtures: Sequence[SessionLog], options: CheckOptions
+    scenario: Scenario, fixtures: Fixtures | None, options: CheckOptions
 ) -> tuple[frozenset[str], str | None]:
     ignored = {*scenario.config.ignore_events, *options.ignore_events}
     note = None
-    if (
-        fixtures
-        and END_SEED not in ignored
-        and not any(e.get("type") == END_SEED for f in fixtures for e in f.events)
-    ):
+    if fixtures is not None and fixtures.logs and END_SEED not in ignored and not fixtures.has_end_seed:
         ignored.add(END_SEED)
         note = "session/end-seed ignored on both sides: the fixtures predate the marker (spec replay.md §9)"
     return frozenset(ignored), note
-
-
-def _compare(
-    scenario: Scenario,
-    fixtures: list[SessionLog],
-    result: RunResult,
-    ignored: frozenset[str],
-    options: CheckOptions,
-) -> list[str]:
-    problems = inventory_problems(fixtures, result.logs, str(scenario.path))
-    mismatches: list[LogMismatch]
-    if scenario.config.compare == "messages":
-        mismatches = compare_message_logs(fixtures, result.logs)
-    else:
-        mismatches = compare_event_logs(
-            fixtures,
-            result.logs,
-            ignore_events=ignored,
-            canonical_envelope=result.backend == "sqlite",
-            event_hook=options.event_hook,
-        )
-    problems.extend(m.render() for m in mismatches)
-    return problems
 
 
 def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> RunOptions:
@@ -160,81 +155,66 @@ def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
     return ["jsonl", "sqlite"] if chosen == "both" else [chosen]
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _scrubber(options: CheckOptions, secrets: Sequence[str] = ()) -> SecretScrubber:
+    return options.scrubber or secret_scrubber(list(secrets))
 
 
-def _stage(path: Path, text: str) -> Path:
-    """Write ``text`` to a temp file beside ``path`` (fsynced, normal file mode); return the temp path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; fixtures are ordinary files
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
+def _normalization(ignored: frozenset[str], result: RunResult, options: CheckOptions) -> Normalization:
+    return Normalization(ignored, result.backend == "sqlite", options.event_hook)
 
 
-def write_fixtures(
+def _compare(
     scenario: Scenario,
+    fixtures: list[SessionLog],
     result: RunResult,
-    scrubber: SecretScrubber | None = None,
-    extra: Sequence[tuple[Path, str]] = (),
-) -> tuple[list[Path], list[Path]]:
-    """Replace the scenario's logs with the run's (cwd tokenized as ``{{cwd}}``); remove stale children.
+    ignored: frozenset[str],
+    options: CheckOptions,
+    *,
+    prefix: bool = False,
+) -> list[str]:
+    """The compare stage: inventory, then events (whole logs or, with ``prefix``, the recorded part)."""
+    mismatches: list[LogMismatch]
+    if prefix:  # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
+        problems = [
+            p for p in inventory_problems(fixtures, result.logs, str(scenario.path)) if "missing" in p
+        ]
+    else:
+        problems = inventory_problems(fixtures, result.logs, str(scenario.path))
+    if scenario.config.compare == "messages" and not prefix:
+        mismatches = compare_message_logs(fixtures, result.logs)
+    else:
+        mismatches = compare_event_logs(
+            fixtures,
+            result.logs,
+            ignore_events=ignored,
+            canonical_envelope=result.backend == "sqlite",
+            event_hook=options.event_hook,
+            prefix=prefix,
+        )
+    problems.extend(render_mismatches(mismatches))
+    return problems
 
-    Every log (and every ``extra`` ``(path, text)`` file, e.g. a recorded override sidecar) is scrubbed
-    of secrets, rendered and checked for leaks BEFORE anything is written; then all files are staged as
-    temp files and renamed into place; stale ``session.<n>.jsonl`` are removed only after all new files
-    landed. Returns ``(written, removed)``.
-    """
-    from syrupy.utils import replace_atomic
 
-    scrubber = scrubber or secret_scrubber([])
-    logs = scrub_logs(result.logs, scrubber)
-    rendered: list[tuple[Path, str]] = []
-    for i, log in enumerate(logs):
-        path = scenario.primary_file if i == 0 else scenario.child_file(i)
-        text = log_to_jsonl(log, cwd=result.cwd)
-        scrubber.assert_clean(text, label=str(path))
-        rendered.append((path, text))
-    for path, text in extra:
-        text = scrubber.scrub(text)
-        scrubber.assert_clean(text, label=str(path))
-        rendered.append((path, text))
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for path, text in rendered:
-            staged.append((_stage(path, text), path))
-    except BaseException:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        raise
-    written: list[Path] = []
-    for tmp, path in staged:
-        replace_atomic(str(tmp), path)
-        written.append(path)
-    check_written(written, scrubber)
-    removed: list[Path] = []
-    n = len(result.logs)
-    while scenario.child_file(n).exists():
-        scenario.child_file(n).unlink()
-        removed.append(scenario.child_file(n))
-        n += 1
-    return written, removed
+def _sidecar_files(scenario: Scenario, sidecars: dict[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
+    return [
+        (
+            override_file_for(scenario.log_file(i)),
+            orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
+        )
+        for i, entries in sorted(sidecars.items())
+    ]
+
+
+# -- the record plan -------------------------------------------------------------------------------
 
 
 async def record_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
-    """Run ``scenario`` against the live model and replace ALL its logs (``rewrite``/``once``).
+    """Run ``scenario`` against the live model and replace everything the recorder owns.
 
     Nothing is written unless the run succeeded: no step or flush error and no failed live model call
-    (see :class:`~.record.WatchedModel`); stale child logs are removed.
+    (see :class:`~.record.WatchedModel`). Logs, and a sidecar for every session with a failed or
+    cancelled call, are written stably (unchanged files keep their bytes); every other recorder-owned
+    file (stale child logs, sidecars, pins) is removed.
     """
     outcome = CheckOutcome(scenario, recording=True)
     if options.live_model is None:
@@ -255,65 +235,120 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     outcome.problems.extend(f"persistence flush failed: {e!r}" for e in result.flush_errors)
     if not result.logs:
         outcome.problems.append("the recording produced no session log")
-    sidecar, sidecar_problems = sidecar_for(watched, result.logs)
-    outcome.problems.extend(sidecar_problems)
     if outcome.problems:
         outcome.problems.insert(
             0, f"recording of {scenario.node_name} failed; the previous fixtures are untouched"
         )
         return outcome
-    extra = []
-    if sidecar is not None:
-        extra.append(
-            (scenario.path / OVERRIDE_FILE, orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode() + "\n")
-        )
-    outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets), extra)
-    outcome.notes.append(f"recorded {len(result.logs)} session log(s) into {scenario.path}")
-    if sidecar is not None:
+    sidecars = sidecars_for(watched, result.logs)
+    ignored = frozenset({*scenario.config.ignore_events, *options.ignore_events})
+    outcome.written, outcome.removed = write_fixtures(
+        scenario,
+        result,
+        _scrubber(options, secrets),
+        _sidecar_files(scenario, sidecars),
+        base=current_fixtures(scenario),
+        normalization=_normalization(ignored, result, options),
+        prune_owned=True,
+    )
+    outcome.notes.append(
+        f"recorded {len(result.logs)} session log(s) into {scenario.path} "
+        f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+    )
+    for i in sorted(sidecars):
         outcome.notes.append(
-            f"wrote {OVERRIDE_FILE}: the primary session had a failed or cancelled call that its log "
-            "cannot express"
+            f"wrote {override_file_for(scenario.log_file(i)).name}: session {scenario.log_file(i).name} "
+            "had a failed or cancelled call that its log cannot express"
         )
     return outcome
 
 
-async def check_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
-    """Replay ``scenario`` once per backend and compare with its fixtures (see module doc).
+# -- replay / update / episodes --------------------------------------------------------------------
 
-    In record modes, scenarios that need a recording are recorded instead (:func:`record_scenario_async`).
+
+@dataclass
+class _Served:
+    """The model stage of one backend run: what serves the calls, and the parts to inspect after."""
+
+    model: Model
+    replay: ReplayModel
+    episodes: EpisodeModel | None = None
+    watched: WatchedModel | None = None
+    secrets: list[str] = field(default_factory=list)
+
+
+def _serve(plan: str, scripts: list[SessionScript], scenario: Scenario, options: CheckOptions) -> _Served:
+    replay = ReplayModel(scripts, scenario=str(scenario.path))  # serves copies: scripts are shared
+    if plan != "episodes":
+        return _Served(replay, replay)
+    if options.live_model is None:
+        raise ModelSpecError(
+            "--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)"
+        )
+    live, secrets = options.live_model(scenario)
+    watched = WatchedModel(live)
+    episodes = EpisodeModel(replay, watched)
+    return _Served(episodes, replay, episodes, watched, list(secrets))
+
+
+def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix: str, plan: str) -> None:
+    """What a run itself says: step and flush errors, unserved and unconsumed calls."""
+    model = served.replay
+    outcome.problems.extend(prefix + e for e in result.step_errors)
+    outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
+    outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
+    if model.failures:  # more calls/sessions than recorded (fewer calls: --snapshot-update)
+        outcome.needs_recording = True
+    unconsumed = [f"{prefix}{p}" for p in model.consumption_problems()]
+    # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
+    (outcome.notes if plan == "update" else outcome.problems).extend(unconsumed)
+    if served.watched is not None:
+        outcome.problems.extend(prefix + f for f in served.watched.failures)
+    outcome.calls_served += sum(model.cursors.values())
+
+
+async def check_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """Run the pipeline for ``scenario`` (see the module doc) and return what it found.
+
+    Raises the loaders' typed errors (fixture, sidecar, scripts) and :class:`ModelSpecError`.
     """
-    needs_recording = options.record in ("once", "new_episodes") and not scenario.is_recorded
-    if options.record == "rewrite" or needs_recording:
+    plan = plan_for(scenario, options)
+    if plan == "record":
         return await record_scenario_async(scenario, workdir, options)
     outcome = CheckOutcome(scenario)
-    fixtures = read_fixtures(scenario)
+    # 1. load: every fixture parsed once; scripts from that parse
+    fixtures = load_fixtures(scenario)
+    if fixtures.foreign is not None:
+        outcome.skipped = fixtures.foreign + (
+            "; --snapshot-update refuses to rewrite it and leaves it untouched" if plan == "update" else ""
+        )
+        return outcome
     ignored, note = _ignored(scenario, fixtures, options)
-    outcome.has_fork_child = any(log.role() == "fork child" for log in fixtures[1:])
-    exports: list[RunResult] = []
-    backends = _backends(scenario, options)
-    outcome.backends = tuple(backends)
-    # loaded once: ReplayModel serves copies, so every backend's model can share the scripts
+    outcome.has_fork_child = any(log.role() == "fork child" for log in fixtures.logs[1:])
     scripts = load_session_scripts(
-        scenario.path, allow_replace_override=scenario.config.override, slice_seed=options.slice_seed
+        scenario.path,
+        allow_replace_override=scenario.config.override,
+        slice_seed=options.slice_seed,
+        parsed=fixtures.parsed,
     )
+    backends = _backends(scenario, options)
+    if plan == "episodes":
+        backends = backends[:1]
+    outcome.backends = tuple(backends)
     sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
     outcome.notes.append(f"scripts: {sources}")  # the same for every backend: once
+    runs: list[RunResult] = []
+    served: _Served | None = None
     for backend in backends:
-        model = ReplayModel(scripts, scenario=str(scenario.path))
-        served: Model = model
-        episodes: EpisodeModel | None = None
-        if options.record == "new_episodes":
-            if options.live_model is None:
-                raise ModelSpecError(
-                    "--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)"
-                )
-            live, secrets = options.live_model(scenario)
-            watched = WatchedModel(live)
-            served = episodes = EpisodeModel(model, watched)
+        prefix = f"[{backend}] " if len(backends) > 1 else ""
+        # 2. run + harvest
+        served = _serve(plan, scripts, scenario, options)
         result = await run_scenario(
-            scenario, served, workdir / backend, _run_options(scenario, options, backend)
+            scenario, served.model, workdir / backend, _run_options(scenario, options, backend)
         )
-        exports.append(result)
+        runs.append(result)
+        _check_run(outcome, served, result, prefix, plan)
+        outcome.logs_compared += len(fixtures.logs)
         if (
             note
             and note not in outcome.notes
@@ -321,40 +356,60 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         ):
             outcome.notes.append(note)
             outcome.end_seed_ignored = True
-        prefix = f"[{backend}] " if len(backends) > 1 else ""
-        outcome.problems.extend(prefix + e for e in result.step_errors)
-        outcome.problems.extend(f"{prefix}persistence flush failed: {e!r}" for e in result.flush_errors)
-        outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
-        if model.failures:  # more calls/sessions than recorded (fewer calls: --snapshot-update)
-            outcome.needs_recording = True
-        unconsumed = [f"{prefix}{p}" for p in model.consumption_problems()]
-        # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
-        (outcome.notes if options.update else outcome.problems).extend(unconsumed)
-        outcome.calls_served += sum(model.cursors.values())
-        outcome.logs_compared += len(fixtures)
-        if episodes is not None:
-            outcome.problems.extend(prefix + f for f in watched.failures)
-            if outcome.problems:
-                outcome.problems.insert(
-                    0, "new_episodes recording failed; the previous fixtures are untouched"
-                )
-            elif episodes.live_calls:
-                outcome.written, outcome.removed = write_fixtures(scenario, result, secret_scrubber(secrets))
-                outcome.notes.append(
-                    f"new_episodes: {episodes.live_calls} new call(s) recorded live and appended"
-                )
-            return outcome
-        if not options.update:
+        # 3. compare
+        if plan in ("replay", "episodes"):
             outcome.problems.extend(
-                prefix + p for p in _compare(scenario, fixtures, result, ignored, options)
+                prefix + p
+                for p in _compare(
+                    scenario, fixtures.logs, result, ignored, options, prefix=plan == "episodes"
+                )
             )
-    if len(exports) == 2:
-        a, b = exports
-        problems = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
-        outcome.problems.extend(f"jsonl and sqlite exports differ: {m.render()}" for m in problems)
-    if options.update and not outcome.problems:
-        outcome.written, outcome.removed = write_fixtures(scenario, exports[0])
+    if len(runs) == 2:
+        a, b = runs
+        exports = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
+        outcome.problems.extend(f"jsonl and sqlite exports differ: {m}" for m in render_mismatches(exports))
+    # 4. write
+    if plan == "episodes":
+        assert served is not None and served.episodes is not None
+        if outcome.problems:
+            outcome.problems.insert(0, "new_episodes recording failed; the previous fixtures are untouched")
+            return outcome
+        if served.episodes.live_calls:
+            outcome.written, outcome.removed = write_fixtures(
+                scenario,
+                runs[0],
+                _scrubber(options, served.secrets),
+                _sidecar_files(scenario, _episode_sidecars(served, runs[0].logs)),
+                base=fixtures,
+                normalization=_normalization(ignored, runs[0], options),
+            )
+            outcome.notes.append(
+                f"new_episodes: {served.episodes.live_calls} new call(s) recorded live and appended"
+            )
+    elif plan == "update" and not outcome.problems:
+        try:
+            outcome.written, outcome.removed = write_fixtures(
+                scenario,
+                runs[0],
+                _scrubber(options),
+                base=fixtures,
+                normalization=_normalization(ignored, runs[0], options),
+                strict_layout=True,
+            )
+        except ForeignRecordingError as exc:
+            outcome.problems.append(str(exc))
     return outcome
+
+
+def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
+    """Sidecars for sessions whose LIVE part had a failed or cancelled call: replayed + live calls."""
+    assert served.watched is not None
+    out: dict[int, list[dict[str, Any]]] = {}
+    for i, live in sidecars_for(served.watched, logs).items():
+        index = served.replay.bound.get(logs[i].id)
+        recorded = list(served.replay.scripts[index].entries) if index is not None else []
+        out[i] = [*recorded, *live]
+    return out
 
 
 def check_scenario(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
@@ -383,3 +438,16 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     elif options.refresh_command:
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
     raise ScenarioMismatch(lines[0], "\n".join(lines))
+
+
+__all__ = [
+    "CheckOptions",
+    "CheckOutcome",
+    "check_scenario",
+    "check_scenario_async",
+    "plan_for",
+    "raise_for",
+    "read_fixtures",
+    "record_scenario_async",
+    "write_fixtures",
+]

@@ -22,56 +22,168 @@ def dotted_path(deepdiff_path: str) -> str:
     return out or "(whole value)"
 
 
+#: How many differing events a log's report shows (the rest are counted).
+EVENT_LIMIT = 10
+#: Strings longer than this (or with a newline) are shown as a diff around the change, not whole.
+SHORT_WIDTH = 160
+#: Context lines (multi-line strings) / characters (one-line strings) shown around a change.
+CONTEXT_LINES = 3
+CONTEXT_CHARS = 60
+
+
 def structural_diff(
     expected: Any, actual: Any, *, limit: int = 12, labels: tuple[str, str] = ("fixture", "run")
 ) -> list[str]:
-    """Lines ``path: expected -> actual`` from deepdiff, at most ``limit`` (plus a count of the rest)."""
+    """Lines ``path: expected != actual`` from deepdiff, at most ``limit`` (plus a count of the rest).
+
+    Two differing strings that are long or span lines are shown as a line diff (difflib, with
+    :data:`CONTEXT_LINES` lines of context) or, on one line, as the region around the first change:
+    never cut at a fixed width, so a change on line 187 of a 200-line tool output is visible.
+    """
     from deepdiff import DeepDiff  # imported on a mismatch only: it pulls in numpy and pydantic
 
     left, right = labels
     diff = DeepDiff(expected, actual, verbose_level=2, view="tree")
-    lines: list[str] = []
+    entries: list[tuple[str, list[str]]] = []
     for kind, items in diff.items():
         for item in items:
             path = dotted_path(item.path())
             if kind in ("dictionary_item_added", "iterable_item_added"):
-                lines.append(f"  {path}: only in the {right}: {_short(item.t2)}")
+                entries.append((path, [f"  {path}: only in the {right}: {_short(item.t2)}"]))
             elif kind in ("dictionary_item_removed", "iterable_item_removed"):
-                lines.append(f"  {path}: only in the {left}: {_short(item.t1)}")
+                entries.append((path, [f"  {path}: only in the {left}: {_short(item.t1)}"]))
+            elif isinstance(item.t1, str) and isinstance(item.t2, str) and _long(item.t1, item.t2):
+                entries.append(
+                    (path, [f"  {path}: {left} != {right}:", *_string_diff(item.t1, item.t2, labels)])
+                )
             else:
-                lines.append(f"  {path}: {left} {_short(item.t1)} != {right} {_short(item.t2)}")
-    lines.sort()
-    if len(lines) > limit:
-        lines = [*lines[:limit], f"  ... and {len(lines) - limit} more differences"]
+                entries.append((path, [f"  {path}: {left} {_short(item.t1)} != {right} {_short(item.t2)}"]))
+    entries.sort(key=lambda e: e[1][0])
+    lines = [line for _, block in entries[:limit] for line in block]
+    if len(entries) > limit:
+        lines.append(f"  ... and {len(entries) - limit} more differences")
     return lines
 
 
-def _short(value: Any, width: int = 160) -> str:
+def _long(a: str, b: str) -> bool:
+    return "\n" in a or "\n" in b or len(repr(a)) > SHORT_WIDTH or len(repr(b)) > SHORT_WIDTH
+
+
+def _string_diff(a: str, b: str, labels: tuple[str, str]) -> list[str]:
+    """A readable diff of two strings: unified line diff, or the one-line region around the change."""
+    import difflib
+
+    if "\n" in a or "\n" in b:
+        body = difflib.unified_diff(
+            a.splitlines(), b.splitlines(), labels[0], labels[1], n=CONTEXT_LINES, lineterm=""
+        )
+        return [f"      {line}" for line in body]
+    start = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    lo = max(0, start - CONTEXT_CHARS)
+
+    def window(text: str) -> str:
+        hi = start + CONTEXT_CHARS
+        return ("..." if lo else "") + repr(text[lo:hi]) + ("..." if hi < len(text) else "")
+
+    return [
+        f"      first change at character {start} of {len(a)} / {len(b)}:",
+        f"      {labels[0]}: {window(a)}",
+        f"      {labels[1]}: {window(b)}",
+    ]
+
+
+def _short(value: Any, width: int = SHORT_WIDTH) -> str:
     text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 @dataclass
-class LogMismatch:
-    """One fixture log that differs from the run."""
+class EventDifference:
+    """One differing line of a log: ``line`` 0 = header, n = event n-1; ``seq``/``event_type`` of it."""
 
-    file: str
-    role: str
-    line: int  # 0 = header line, n = event line n (1-based event index + header)
+    line: int
     seq: int | None
     event_type: str | None
     details: list[str]
 
+    @property
+    def where(self) -> str:
+        return "header" if self.line == 0 else f"seq {self.seq} ({self.event_type})"
+
+
+@dataclass
+class LogMismatch:
+    """One fixture log that differs from the run: its differing lines (at most ``EVENT_LIMIT``)."""
+
+    file: str
+    role: str
+    differences: list[EventDifference]
+    total: int  # differing lines in all (shown or not)
+
+    @property
+    def line(self) -> int:
+        return self.differences[0].line
+
+    @property
+    def seq(self) -> int | None:
+        return self.differences[0].seq
+
+    @property
+    def event_type(self) -> str | None:
+        return self.differences[0].event_type
+
     def render(self) -> str:
-        where = "header" if self.line == 0 else f"seq {self.seq} ({self.event_type})"
-        return f"{self.file} ({self.role}): first difference at {where}\n" + "\n".join(self.details)
+        """The report block of this log (see :func:`render_mismatches`)."""
+        first = self.differences[0]
+        head = f"{self.file} ({self.role}): first difference at {first.where}"
+        if self.total > 1:
+            head += f"; {self.total} differing lines"
+        if len(self.differences) == 1:
+            return "\n".join([head, *first.details])
+        lines = [head]
+        for diff in self.differences:
+            lines.append(f"  at {diff.where}:")
+            lines.extend("  " + d for d in diff.details)
+        if self.total > len(self.differences):
+            lines.append(f"  ... and {self.total - len(self.differences)} more differing lines")
+        return "\n".join(lines)
 
 
-def _first_difference(expected: list[str], actual: list[str]) -> int:
-    for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
-        if a != b:
-            return i
-    return min(len(expected), len(actual))
+def render_mismatches(mismatches: Sequence[LogMismatch]) -> list[str]:
+    """The report blocks of ``mismatches`` (one per log): what pytest items and ``dsh-replay diff`` print."""
+    return [m.render() for m in mismatches]
+
+
+def _difference(expected: list[str], actual: list[str], i: int, labels: tuple[str, str]) -> EventDifference:
+    if i < len(expected) and i < len(actual):
+        exp, act = orjson.loads(expected[i]), orjson.loads(actual[i])
+        details = structural_diff(exp, act, labels=labels)
+        ref = exp if i else None
+    elif i < len(expected):
+        ref = orjson.loads(expected[i])
+        details = [
+            f"  the {labels[1]}'s log ends here; the {labels[0]} has {len(expected) - i} more "
+            f"line(s), next: {_short(ref, 240)}"
+        ]
+    else:
+        ref = orjson.loads(actual[i])
+        details = [
+            f"  the {labels[0]} ends here; the {labels[1]} has {len(actual) - i} more line(s), next: "
+            f"{_short(ref, 240)}"
+        ]
+    seq = ref.get("seq") if isinstance(ref, dict) and i else None
+    etype = ref.get("type") if isinstance(ref, dict) and i else None
+    if i and isinstance(ref, dict) and seq is None:
+        seq = i - 1
+    return EventDifference(i, seq, etype, details)
+
+
+def _differing(expected: list[str], actual: list[str]) -> list[int]:
+    """Indices of differing lines; a length difference counts once, at the first missing line."""
+    out = [i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b]
+    if len(expected) != len(actual):
+        out.append(min(len(expected), len(actual)))
+    return out
 
 
 def compare_event_logs(
@@ -82,10 +194,14 @@ def compare_event_logs(
     canonical_envelope: bool = False,
     event_hook: Callable[..., Any] | None = None,
     labels: tuple[str, str] = ("fixture", "run"),
+    prefix: bool = False,
+    limit: int = EVENT_LIMIT,
 ) -> list[LogMismatch]:
     """``compare: events``: each normalized fixture text must equal the run's (same index = same role).
 
-    ``labels`` name the two sides in the report (the CLI's ``diff`` uses the two paths).
+    ``labels`` name the two sides in the report (the CLI's ``diff`` uses the two paths). With
+    ``prefix`` the run may continue past each fixture (``new_episodes``): only the fixture's length is
+    compared. Every differing line is counted; the first ``limit`` are described.
 
     The caller checks the counts first (see :func:`inventory_problems`); extra logs are ignored here.
     """
@@ -96,30 +212,13 @@ def compare_event_logs(
     actual_all = normalize_logs(live, **kw)
     problems: list[LogMismatch] = []
     for fixture, expected, actual in zip(fixtures, expected_all, actual_all, strict=False):
+        if prefix:
+            actual = actual[: len(expected)]
         if expected == actual:
             continue
-        i = _first_difference(expected, actual)
-        if i < len(expected) and i < len(actual):
-            exp, act = orjson.loads(expected[i]), orjson.loads(actual[i])
-            details = structural_diff(exp, act, labels=labels)
-            ref = exp if i else None
-        elif i < len(expected):
-            ref = orjson.loads(expected[i])
-            details = [
-                f"  the {labels[1]}'s log ends here; the {labels[0]} has {len(expected) - i} more "
-                f"line(s), next: {_short(ref, 240)}"
-            ]
-        else:
-            ref = orjson.loads(actual[i])
-            details = [
-                f"  the {labels[0]} ends here; the {labels[1]} has {len(actual) - i} more line(s), next: "
-                f"{_short(ref, 240)}"
-            ]
-        seq = ref.get("seq") if isinstance(ref, dict) and i else None
-        etype = ref.get("type") if isinstance(ref, dict) and i else None
-        if i and isinstance(ref, dict) and seq is None:
-            seq = i - 1
-        problems.append(LogMismatch(fixture.source, fixture.role(), i, seq, etype, details))
+        indices = _differing(expected, actual)
+        shown = [_difference(expected, actual, i, labels) for i in indices[:limit]]
+        problems.append(LogMismatch(fixture.source, fixture.role(), shown, len(indices)))
     return problems
 
 
@@ -149,7 +248,12 @@ def compare_message_logs(fixtures: Sequence[SessionLog], live: Sequence[SessionL
         act = live_ctx.scrub_value(_message_view(run, live_index))
         if exp != act:
             problems.append(
-                LogMismatch(fixture.source, fixture.role(), 0, None, None, structural_diff(exp, act))
+                LogMismatch(
+                    fixture.source,
+                    fixture.role(),
+                    [EventDifference(0, None, None, structural_diff(exp, act))],
+                    1,
+                )
             )
     return problems
 

@@ -12,7 +12,6 @@ Layout::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,6 @@ INPUT_FILE = "input.json"
 PRIMARY_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
 WORKSPACE_DIR = "workspace"
-_CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
 #: Ops and their allowed keys (harness.md §2). Required keys are listed in ``_REQUIRED``.
 OPS: dict[str, frozenset[str]] = {
@@ -126,6 +124,10 @@ class Scenario:
     def child_file(self, n: int) -> Path:
         return self.path / f"session.{n}.jsonl"
 
+    def log_file(self, index: int) -> Path:
+        """The fixture file of harvest index ``index``: ``session.jsonl`` (0) or ``session.<n>.jsonl``."""
+        return self.primary_file if index == 0 else self.child_file(index)
+
 
 def is_scenario_dir(path: Path) -> bool:
     """True when ``path`` is a directory holding an ``input.json``."""
@@ -146,31 +148,27 @@ def discover(path: Path) -> Iterator[Path]:
 
 
 def fixture_files(path: Path) -> tuple[Path, ...]:
-    """The recorded logs of a scenario in harvest order.
+    """The recorded logs of a scenario in harvest order (child discovery: ``replay.child_log_files``).
 
     Raises:
         FixtureInventoryError: child logs exist without ``session.jsonl``, or their numbering has a gap
             (e.g. ``session.1.jsonl`` and ``session.3.jsonl``).
     """
-    numbers = sorted(int(m.group(1)) for p in path.iterdir() if (m := _CHILD_RE.match(p.name)))
+    from ..replay import ReplayLoadError, child_log_files
+
+    try:
+        children = child_log_files(path)
+    except ReplayLoadError as exc:
+        raise FixtureInventoryError(exc.message) from exc
     primary = path / PRIMARY_FILE
     if not primary.exists():
-        if numbers:
+        if children:
             raise FixtureInventoryError(
-                f"{path}: child logs {[f'session.{n}.jsonl' for n in numbers]} exist but session.jsonl "
+                f"{path}: child logs {[p.name for p in children]} exist but session.jsonl "
                 "is missing; record the scenario again (--dsh-record=rewrite)"
             )
         return ()
-    expected = list(range(1, len(numbers) + 1))
-    if numbers != expected:
-        missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers))
-        raise FixtureInventoryError(
-            f"{path}: child log numbering has a gap: missing "
-            + ", ".join(f"session.{n}.jsonl" for n in missing)
-            + f" (found {', '.join(f'session.{n}.jsonl' for n in numbers)}); children are numbered 1.. in "
-            "harvest order with no gaps"
-        )
-    return (primary, *(path / f"session.{n}.jsonl" for n in numbers))
+    return (primary, *children)
 
 
 def _config(raw: object, where: Path) -> ScenarioConfig:

@@ -26,26 +26,40 @@ def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
     return sorted(logs, key=lambda log: harvest_key(log.header))
 
 
-def read_log_file(path: Path) -> SessionLog:
-    """Parse one JSONL session log (either layout) into a :class:`SessionLog`.
+def read_log_bytes(path: Path) -> bytes:
+    """The bytes of one log file, checked to be UTF-8 (the parser takes the bytes as they are).
 
-    Raises the replay parser's typed errors (naming file and line) on malformed input.
+    Raises:
+        LogReadError: unreadable, or not UTF-8 (names file, line and byte offset).
     """
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
     try:
-        data.decode("utf-8")  # only the check: the parser takes the bytes as they are
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise LogReadError(
             f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
             "session logs are UTF-8 JSONL: fix the line or re-record the fixture"
         ) from None
+    return data
+
+
+def parse_log_bytes(data: bytes, path: Path) -> SessionLog:
+    """Parse the bytes of one JSONL session log (either layout) into a :class:`SessionLog`."""
     header = parse_session_header(data, file=str(path))
     events = parse_session_log(data, file=str(path))
     return SessionLog(header, events, str(path))
+
+
+def read_log_file(path: Path) -> SessionLog:
+    """Parse one JSONL session log (either layout) into a :class:`SessionLog`.
+
+    Raises the replay parser's typed errors (naming file and line) on malformed input.
+    """
+    return parse_log_bytes(read_log_bytes(path), path)
 
 
 def harvest_jsonl(root: Path) -> list[SessionLog]:
@@ -63,8 +77,13 @@ def harvest_backend(backend: Any) -> list[SessionLog]:
     logs: list[SessionLog] = []
     for header in backend.list():
         meta, events = backend.load(header["id"])
-        logs.append(SessionLog({"type": "session", **meta}, list(events), f"sqlite:{header['id']}"))
+        logs.append(SessionLog(header_record(meta), list(events), f"sqlite:{header['id']}"))
     return harvest_order(logs)
+
+
+def header_record(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSONL header line's record: ``"type": "session"`` first, then the header keys in order."""
+    return {"type": "session", **{k: v for k, v in header.items() if k != "type"}}
 
 
 def log_to_jsonl(log: SessionLog, *, cwd: str | None = None) -> str:
@@ -74,10 +93,7 @@ def log_to_jsonl(log: SessionLog, *, cwd: str | None = None) -> str:
     from ..session.codec import map_strings
     from .normalize import NormalizeContext
 
-    header = dict(log.header)
-    header.pop("type", None)
-    header = {"type": "session", **header}
-    records = [header, *log.events]
+    records = [header_record(log.header), *log.events]
     if cwd:
         ctx = NormalizeContext(session_ids=[], cwd=cwd)
         records = [map_strings(r, ctx.tokenize_cwd) for r in records]

@@ -134,6 +134,26 @@ class NormalizeContext:
             token = self._uuids[key] = f"{{{{uuid:{len(self._uuids) + 1}}}}}"
         return token
 
+    @property
+    def uuid_tokens(self) -> dict[str, str]:
+        """``uuid (lower case) -> {{uuid:N}}`` as assigned so far (first appearance)."""
+        return dict(self._uuids)
+
+    def respell(self, text: str, *, ids: dict[str, str], uuids: dict[str, str], cwd: str) -> str:
+        """Spell ``text`` (this side's value) the way another side spells the same things.
+
+        The inverse direction of :meth:`scrub`, with the same regexes: this side's cwd aliases become
+        ``cwd``, its session ids the ``ids`` they map to, other UUIDs their ``uuids`` counterpart
+        (unmapped ones stay). Used by the stable fixture writer to keep a fixture's volatile values.
+        """
+        if self._cwd_re is not None and "/" in text:
+            text = self._cwd_re.sub(lambda _m: cwd, text)
+        if self._ids_re is not None:
+            text = self._ids_re.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+        if uuids and "-" in text:
+            text = UUID_RE.sub(lambda m: uuids.get(m.group(0).lower(), m.group(0)), text)
+        return text
+
     def scrub_value(self, value: Any) -> Any:
         """Apply :meth:`scrub` to every string VALUE (keys and numbers untouched)."""
         return map_strings(value, self.scrub)
@@ -180,14 +200,21 @@ def drop_events(log: SessionLog, ignore: Iterable[str]) -> SessionLog:
     return SessionLog(header, out, log.source)
 
 
-def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
-    """Normalize one log into compact JSON lines (header line first), per the module rules."""
-    log = drop_events(log, ctx.ignore_events)
+def normalized_events(log: SessionLog, ctx: NormalizeContext) -> tuple[str, list[tuple[int, str]]]:
+    """Normalize one log: its header line, and ``(index in log.events, line)`` of every event kept.
+
+    Ignored event types and events the hook drops have no line; the index says which original event
+    a line stands for (what the stable fixture writer aligns on).
+    """
+    ignored = ctx.ignore_events
+    kept = [i for i, e in enumerate(log.events) if e.get("type") not in ignored] if ignored else None
+    log = drop_events(log, ignored)
     header = dict(log.header)
     if "createdAt" in header:
         header["createdAt"] = 0
-    lines = [orjson.dumps(ctx.scrub_value(header)).decode()]
-    for event in log.events:
+    header_line = orjson.dumps(ctx.scrub_value(header)).decode()
+    lines: list[tuple[int, str]] = []
+    for position, event in enumerate(log.events):
         if ctx.event_hook is not None:
             hooked = ctx.event_hook(dict(event), ctx)
             if hooked is None:
@@ -198,8 +225,16 @@ def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
             e["time"] = 0
         if ctx.canonical_envelope:
             e = {k: e[k] for k in (*_ENVELOPE_ORDER, *(k for k in e if k not in _ENVELOPE_ORDER)) if k in e}
-        lines.append(orjson.dumps(ctx.scrub_value(e)).decode())
-    return lines
+        lines.append(
+            (kept[position] if kept is not None else position, orjson.dumps(ctx.scrub_value(e)).decode())
+        )
+    return header_line, lines
+
+
+def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
+    """Normalize one log into compact JSON lines (header line first), per the module rules."""
+    header, lines = normalized_events(log, ctx)
+    return [header, *(line for _, line in lines)]
 
 
 def context_for(logs: Sequence[SessionLog], **kwargs: Any) -> NormalizeContext:

@@ -152,22 +152,6 @@ def resolve_model_spec(
     )
 
 
-def scrub_logs(logs: list[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
-    """Copies of ``logs`` with every secret in every string value replaced (headers included)."""
-    from ..session.codec import map_strings
-
-    out: list[SessionLog] = []
-    for log in logs:
-        out.append(
-            SessionLog(
-                map_strings(log.header, scrubber.scrub),
-                [map_strings(e, scrubber.scrub) for e in log.events],
-                log.source,
-            )
-        )
-    return out
-
-
 #: Environment variables whose values are treated as secrets on every write path (defense in depth:
 #: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
 SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
@@ -199,33 +183,23 @@ def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
         scrubber.assert_clean(path)
 
 
-def sidecar_for(
-    watched: WatchedModel, logs: list[SessionLog]
-) -> tuple[list[dict[str, Any]] | None, list[str]]:
-    """The bare-array ``replay.override.json`` a recording needs, and problems it cannot fix.
+def sidecars_for(watched: WatchedModel, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
+    """The bare-array sidecars a recording needs: ``{log index: entries}`` (harness.md §1).
 
     A call that raised, or was cancelled, leaves a log that replay cannot derive (no chunks, or no
-    ``finish``). For the primary session the recorder writes the calls as they happened as a sidecar
-    (the guard honours a bare array exactly when the log is not derivable). Child scripts cannot be
-    overridden, so such a call in a child is reported instead.
+    ``finish``). For every such session, the primary or a child, the recorder writes the calls as
+    they happened as that log's sidecar (``replay.override.json`` for log 0,
+    ``replay.override.<n>.json`` for ``session.<n>.jsonl``); the guard honours a bare array exactly
+    when the log is not derivable. A fork child's calls are its own (the script is the sliced one).
     """
-    problems: list[str] = []
-    sidecar: list[dict[str, Any]] | None = None
+    out: dict[int, list[dict[str, Any]]] = {}
     for index, log in enumerate(logs):
         entries = watched.entries.get(log.id, [])
-        if all(
+        if not all(
             e["kind"] == "chunks" and e["chunks"] and e["chunks"][-1].get("type") == "finish" for e in entries
         ):
-            continue
-        if index == 0:
-            sidecar = entries
-        else:
-            problems.append(
-                f"session {log.id} ({log.role()}) had a model call that failed or was cancelled; replay can "
-                "only express that for the primary session (replay.override.json), so this scenario cannot "
-                "be recorded as it is"
-            )
-    return sidecar, problems
+            out[index] = entries
+    return out
 
 
 class WatchedModel:
@@ -313,9 +287,8 @@ __all__: list[str] = [
     "load_scripted_file",
     "openai_missing",
     "resolve_model_spec",
-    "scrub_logs",
     "secret_scrubber",
-    "sidecar_for",
+    "sidecars_for",
 ]
 
 

@@ -1,0 +1,339 @@
+"""The one fixture writer: stable, atomic, scrubbed (harness.md §4; CONTRACTS §2, §5).
+
+Every write path (``--snapshot-update``, ``--dsh-record`` ``once``/``rewrite``/``new_episodes``)
+goes through :func:`write_fixtures`:
+
+* **Stable.** A log whose normalized text equals the fixture's is not written at all. Otherwise the
+  fixture's own spelling is kept for every event that is equal after normalization at the same
+  place (its line is copied byte for byte), and changed or new events are written with the
+  fixture's volatile values: session ids by harvest index, other UUIDs by their ``{{uuid:N}}``
+  token, the fixture's cwd spelling, the fixture event's ``time`` at that place (new events: the
+  run's time shifted onto the fixture's clock). An unchanged suite updates to 0 changed bytes; a
+  hand-edited text comes back byte-identical.
+* **Only what changed.** Every file (logs and ``extra`` files such as sidecars and pins) is written
+  only when its bytes change.
+* **Atomic and scrubbed.** All files are rendered, scrubbed and leak-checked before the first
+  rename; each lands by temp file + rename; written files are scanned again.
+* **Recorder-owned files** (``session*.jsonl``, ``replay.override*.json``, ``*.expected.*``): an
+  update removes those of child logs the run no longer has; a recording (``prune_owned``) removes
+  every owned file it did not produce.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..llm.secrets import SecretScrubber
+from ..session.codec import map_strings
+from .definition import Scenario
+from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
+from .harvest import header_record
+from .normalize import CWD_TOKEN, NormalizeContext, SessionLog, context_for, normalized_events
+from .record import check_written, secret_scrubber
+
+#: Files the recorder owns in a scenario dir (CONTRACTS §2); group 1/2/3 = the child index if any.
+OWNED_FILE = re.compile(
+    r"^(?:session(?:\.([1-9][0-9]*))?\.jsonl"
+    r"|replay\.override(?:\.([1-9][0-9]*))?\.json"
+    r"|[^/]+?(?:\.([1-9][0-9]*))?\.expected\.[^/.]+)$"
+)
+_REF_KEYS = ("seq", "sourceEventSeqs", "surfaceOp")
+
+
+def owned_files(directory: Path) -> list[Path]:
+    """The recorder-owned files of a scenario directory, sorted."""
+    return sorted(p for p in directory.iterdir() if p.is_file() and OWNED_FILE.match(p.name))
+
+
+def owned_child_index(path: Path) -> int | None:
+    """The child log index an owned file belongs to (``None``: the primary's or shared)."""
+    m = OWNED_FILE.match(path.name)
+    index = next((g for g in m.groups() if g), None) if m else None
+    return int(index) if index else None
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """How both sides are normalized before "equal" is decided (the comparison's own rules)."""
+
+    ignore_events: frozenset[str] = frozenset()
+    canonical_envelope: bool = False
+    event_hook: Callable[..., Any] | None = None
+
+
+def _dumps(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record)
+
+
+def _raw_lines(data: bytes, log: SessionLog) -> list[bytes] | None:
+    """The header line and one line per event, when the file is in the baseline layout (else ``None``)."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    return lines if len(lines) == len(log.events) + 1 else None
+
+
+class _Composer:
+    """Renders the run's logs in the fixtures' spelling (see module doc)."""
+
+    def __init__(
+        self,
+        run: Sequence[SessionLog],
+        run_cwd: str,
+        base: Fixtures,
+        norm: Normalization,
+        strict_layout: bool,
+    ) -> None:
+        kw: dict[str, Any] = {
+            "ignore_events": norm.ignore_events,
+            "canonical_envelope": norm.canonical_envelope,
+            "event_hook": norm.event_hook,
+        }
+        self.run = list(run)
+        self.base = base
+        self.strict_layout = strict_layout
+        self.run_ctx = NormalizeContext(session_ids=[log.id for log in run], cwd=run_cwd, **kw)
+        self.fx_ctx = context_for(base.logs, **kw)
+        self.run_norm = [normalized_events(log, self.run_ctx) for log in self.run]
+        self.fx_norm = [normalized_events(log, self.fx_ctx) for log in base.logs]
+        fx_cwd = next(
+            (log.header["cwd"] for log in base.logs if isinstance(log.header.get("cwd"), str)), CWD_TOKEN
+        )
+        self.cwd = fx_cwd
+        self.ids = {r.id: f.id for r, f in zip(self.run, base.logs, strict=False) if r.id and f.id}
+        by_token = {token: value for value, token in self.fx_ctx.uuid_tokens.items()}
+        self.uuids = {
+            value: by_token[token] for value, token in self.run_ctx.uuid_tokens.items() if token in by_token
+        }
+        run0 = self.run[0].header.get("createdAt") if self.run else None
+        fx0 = base.logs[0].header.get("createdAt") if base.logs else None
+        self.delta = fx0 - run0 if isinstance(fx0, int) and isinstance(run0, int) else 0
+
+    def respell(self, value: Any) -> Any:
+        return map_strings(
+            value, lambda s: self.run_ctx.respell(s, ids=self.ids, uuids=self.uuids, cwd=self.cwd)
+        )
+
+    def unchanged(self, i: int) -> bool:
+        if i >= len(self.base.logs):
+            return False
+        (fx_header, fx_lines), (run_header, run_lines) = self.fx_norm[i], self.run_norm[i]
+        return fx_header == run_header and [line for _, line in fx_lines] == [line for _, line in run_lines]
+
+    def render(self, i: int) -> bytes:
+        """The file bytes of run log ``i`` in the fixture's spelling."""
+        run = self.run[i]
+        fixture = self.base.logs[i] if i < len(self.base.logs) else None
+        raw = _raw_lines(self.base.data[i], fixture) if fixture is not None else None
+        if fixture is not None and raw is None and self.strict_layout:
+            raise ForeignRecordingError(
+                f"{self.base.paths[i]}: stored in the newer layout (packed or projected rows, "
+                "head-format.md §1-2); our writer would rewrite every row in the baseline layout, so "
+                "--snapshot-update refuses to rewrite it and leaves it untouched"
+            )
+        out: list[bytes] = []
+        run_header, run_lines = self.run_norm[i]
+        if fixture is not None and self.fx_norm[i][0] == run_header:
+            out.append(raw[0] if raw is not None else _dumps(header_record(fixture.header)))
+        else:
+            header = self.respell(header_record(run.header))
+            if "createdAt" in header:
+                created = fixture.header.get("createdAt") if fixture is not None else None
+                header["createdAt"] = (
+                    created if isinstance(created, int) else header["createdAt"] + self.delta
+                )
+            out.append(_dumps(header))
+        pairs: dict[int, tuple[int, bool]] = {}
+        if fixture is not None:
+            fx_lines = self.fx_norm[i][1]
+            for (fi, fx_line), (ri, run_line) in zip(fx_lines, run_lines, strict=False):
+                pairs[ri] = (fi, fx_line == run_line)
+        last_time: int | None = None  # new events never go back before what precedes them
+        for ri, event in enumerate(run.events):
+            pair = pairs.get(ri)
+            if pair is not None and fixture is not None:
+                fi, equal = pair
+                kept = fixture.events[fi]
+                if isinstance(kept.get("time"), int):
+                    last_time = kept["time"]
+                if equal:
+                    if all(kept.get(k) == event.get(k) for k in _REF_KEYS):
+                        out.append(
+                            raw[fi + 1]
+                            if raw is not None and self._verbatim(raw[fi + 1], kept)
+                            else _dumps(kept)
+                        )
+                    else:  # equal after renumbering (an ignored event moved the seqs): the run's seqs
+                        moved = dict(kept)
+                        for k in _REF_KEYS:
+                            if k in event:
+                                moved[k] = event[k]
+                        out.append(_dumps(moved))
+                    continue
+                changed = self.respell(event)
+                if "time" in changed and isinstance(kept.get("time"), int):
+                    changed["time"] = kept["time"]
+                out.append(_dumps(changed))
+                continue
+            new = self.respell(event)
+            if isinstance(new.get("time"), int):
+                new["time"] += self.delta
+                if last_time is not None and new["time"] < last_time:
+                    new["time"] = last_time
+                last_time = new["time"]
+            out.append(_dumps(new))
+        return b"\n".join(out) + b"\n"
+
+    def _verbatim(self, line: bytes, event: dict[str, Any]) -> bool:
+        """True when ``line`` is exactly ``event`` (a projected head-layout row is not)."""
+        if orjson.loads(line) == event:
+            return True
+        if self.strict_layout:
+            raise ForeignRecordingError(
+                f"a fixture row {line[:80]!r} is stored in the newer projected layout (head-format.md §1); "
+                "--snapshot-update refuses to rewrite it and leaves it untouched"
+            )
+        return False
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _stage(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a temp file beside ``path`` (fsynced, normal file mode); return the temp path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; fixtures are ordinary files
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def _scrub_lines(data: bytes, scrubber: SecretScrubber) -> bytes:
+    """``data`` with every secret replaced in the string values of the lines that hold one."""
+    text = data.decode("utf-8")
+    if scrubber.first_leak(text) is None:
+        return data
+    lines = []
+    for line in data.split(b"\n"):
+        if line.strip() and scrubber.first_leak(line.decode("utf-8")) is not None:
+            line = _dumps(map_strings(orjson.loads(line), scrubber.scrub))
+        lines.append(line)
+    return b"\n".join(lines)
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def write_fixtures(
+    scenario: Scenario,
+    result: Any,
+    scrubber: SecretScrubber | None = None,
+    extra: Sequence[tuple[Path, str]] = (),
+    *,
+    base: Fixtures | None = None,
+    normalization: Normalization = Normalization(),
+    prune_owned: bool = False,
+    strict_layout: bool = False,
+) -> tuple[list[Path], list[Path]]:
+    """Write the run's logs (and ``extra`` ``(path, text)`` files) as the scenario's fixtures, stably.
+
+    Args:
+        scenario: the scenario directory.
+        result: the :class:`~.runner.RunResult` whose ``logs`` (harvest order) and ``cwd`` are written.
+        scrubber: the run's one secret scrubber (default: env secrets + default patterns).
+        extra: other recorder-owned files (sidecars, pins), written through the same staging.
+        base: the current fixtures (default: read from disk when readable and not foreign).
+        normalization: what "equal" means (the item's ignore set, envelope order, event hook).
+        prune_owned: a recording: remove every recorder-owned file it did not produce.
+        strict_layout: refuse (``ForeignRecordingError``) to rewrite a fixture in the newer layout.
+
+    Returns:
+        ``(written, removed)``: the files whose bytes changed, and the files removed.
+
+    Raises:
+        SecretLeakError: a secret survived scrubbing (nothing is written then).
+        ForeignRecordingError: see ``strict_layout`` (nothing is written then).
+    """
+    from syrupy.utils import replace_atomic
+
+    scrubber = scrubber or secret_scrubber([])
+    if base is None:
+        base = current_fixtures(scenario)
+    composer = _Composer(result.logs, result.cwd, base, normalization, strict_layout)
+    rendered: list[tuple[Path, bytes]] = []
+    produced: set[Path] = set()
+    for i in range(len(result.logs)):
+        path = scenario.primary_file if i == 0 else scenario.child_file(i)
+        produced.add(path)
+        data = base.data[i] if composer.unchanged(i) else composer.render(i)
+        rendered.append((path, _scrub_lines(data, scrubber)))
+    for path, text in extra:
+        produced.add(path)
+        rendered.append((path, scrubber.scrub(text).encode("utf-8")))
+    changed = [(path, data) for path, data in rendered if _current(path) != data]
+    for path, data in changed:
+        scrubber.assert_clean(data.decode("utf-8"), label=str(path))
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in changed:
+            staged.append((_stage(path, data), path))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    written: list[Path] = []
+    for tmp, path in staged:
+        replace_atomic(str(tmp), path)
+        written.append(path)
+    check_written(written, scrubber)
+    removed: list[Path] = []
+    for path in owned_files(scenario.path):
+        if path in produced:
+            continue
+        index = owned_child_index(path)
+        if prune_owned or (index is not None and index >= len(result.logs)):
+            path.unlink()
+            removed.append(path)
+    return written, removed
+
+
+def current_fixtures(scenario: Scenario) -> Fixtures:
+    """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole)."""
+    from ..errors import HarnessError
+    from .definition import fixture_files
+
+    try:
+        current = Scenario(scenario.path, scenario.steps, scenario.config, fixture_files(scenario.path))
+        base = load_fixtures(current, check_seqs=False)
+    except HarnessError:
+        return Fixtures()  # damaged fixtures are what a recording replaces: nothing of them is kept
+    return Fixtures() if base.foreign else base
+
+
+__all__ = [
+    "OWNED_FILE",
+    "Normalization",
+    "current_fixtures",
+    "owned_child_index",
+    "owned_files",
+    "write_fixtures",
+]
