@@ -7,3 +7,5 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "scenarios"
+SHARED = REPO.parent / "shared"
+CONFORMANCE = SHARED / "conformance"
