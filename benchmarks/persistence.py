@@ -1,10 +1,13 @@
 """Persistence benchmark (issue 3): our write/load time against a bare floor, per backend.
 
-Usage: ``python benchmarks/persistence.py [N_EVENTS] [REPEATS]`` (defaults 1,000,000 and 3). Prints
-ratios measured in the same process, as median (min-max) over the runs. Targets: JSONL write <= 1.5x,
-SQLite write <= 2x, load <= 1.5x, load peak RSS <= 3x the file size. For reference it also prints
-JSONL write against a floor that fsyncs per batch like we must, and the RSS of the floor load
-itself. Not a test: nothing here asserts.
+Usage: ``python benchmarks/persistence.py [N_EVENTS] [REPEATS] [--quick]`` (defaults 1,000,000 and
+3; ``--quick`` = 20,000 events, one run: a CI smoke run of a few seconds). Prints ratios measured in
+the same process, as median (min-max) over the runs (ours and the floor interleaved). Targets
+(issue 15): JSONL write <= 1.5x, SQLite write <= 2x, load <= 1.5x; memory: the load path adds at
+most 1x the file size on top of the returned events' own size. Both memory figures come from
+tracemalloc in a fresh interpreter (``events`` = what the returned events hold, ``load path`` =
+peak minus that); peak RSS is printed too. For reference it also prints JSONL write against a
+floor that fsyncs per batch like we must. Not a test: nothing here asserts.
 """
 
 from __future__ import annotations
@@ -46,10 +49,17 @@ def events(n: int) -> list[dict[str, Any]]:
     return out
 
 
+CPU: list[float] = [0.0]  # process CPU time of the last timed() call (less disturbed on a busy machine)
+
+
 def timed(fn: Any, *args: Any) -> float:
+    """Wall time of ``fn(*args)`` in seconds; its CPU time is left in ``CPU[0]``."""
+    c = time.process_time()
     t = time.perf_counter()
     fn(*args)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    CPU[0] = time.process_time() - c
+    return wall
 
 
 def peak_rss_of(fn_src: str) -> int:
@@ -65,6 +75,28 @@ def peak_rss_of(fn_src: str) -> int:
     return int(out.split()[-1]) * 1024
 
 
+def traced_of(fn_src: str) -> tuple[int, int]:
+    """Run ``fn_src`` (which must bind ``events``) under tracemalloc in a fresh interpreter.
+
+    Returns ``(held, extra)`` in bytes: ``held`` = traced memory still allocated afterwards (the
+    returned events, minus the import baseline), ``extra`` = peak minus that (what the load path
+    needed on top of its result).
+    """
+    import subprocess
+
+    code = (
+        "import tracemalloc, pytest_dsh_replay.persistence, orjson\n"
+        "tracemalloc.start()\nbase = tracemalloc.get_traced_memory()[0]\n"
+        + fn_src
+        + "\ncur, peak = tracemalloc.get_traced_memory()\nprint(cur - base, peak - cur)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+    ).stdout.split()
+    return int(out[-2]), int(out[-1])
+
+
 def spread(ratios: list[float]) -> str:
     """``median (min-max over k runs)`` of a list of ratios."""
     r = sorted(ratios)
@@ -72,8 +104,10 @@ def spread(ratios: list[float]) -> str:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    args = [a for a in sys.argv[1:] if a != "--quick"]
+    quick = "--quick" in sys.argv[1:]
+    n = int(args[0]) if args else (20_000 if quick else 1_000_000)
+    repeats = int(args[1]) if len(args) > 1 else (1 if quick else 3)
     evs = events(n)
     header = {"version": 0, "id": "bench", "createdAt": T0}
     print(f"{n} events, {repeats} runs per measurement (ours and floor interleaved)")
@@ -90,8 +124,8 @@ def main() -> None:
                         fh.flush()
                         os.fsync(fh.fileno())
 
-        def ours_jsonl(r: int) -> None:
-            b = JsonlPersistence(root / f"j{r}")
+        def ours_jsonl(r: int, durable: bool = True) -> None:
+            b = JsonlPersistence(root / (f"j{r}" if durable else f"nd{r}"), durable=durable)
             b.create(header)  # type: ignore[arg-type]
             for k in range(0, n, BATCH):
                 b.append("bench", evs[k : k + BATCH])  # type: ignore[arg-type]
@@ -99,17 +133,29 @@ def main() -> None:
 
         plain: list[float] = []
         synced: list[float] = []
+        cpu: list[float] = []
+        cpu_time: list[float] = []
         for r in range(repeats):
             f = timed(floor_jsonl, r, False)
+            fc = CPU[0]
             o = timed(ours_jsonl, r)
+            oc = CPU[0]
             fs = timed(floor_jsonl, r, True)
+            nd = timed(ours_jsonl, r, False)
             plain.append(o / f)
             synced.append(o / fs)
-            print(f"  JSONL write run {r}: ours {o:.2f}s floor {f:.2f}s floor+fsync {fs:.2f}s")
+            cpu.append(nd / f)
+            cpu_time.append(oc / fc)
+            print(
+                f"  JSONL write run {r}: ours {o:.2f}s floor {f:.2f}s floor+fsync {fs:.2f}s "
+                f"ours without fsync {nd:.2f}s"
+            )
         print(
             f"JSONL write : ratio {spread(plain)} (target <= 1.5; ours fsyncs per batch as the spec requires)"
         )
         print(f"JSONL write vs floor that also fsyncs per batch: ratio {spread(synced)}")
+        print(f"JSONL write without fsync (durable=False) vs floor: ratio {spread(cpu)} (the CPU side)")
+        print(f"JSONL write, process CPU time ours/floor: ratio {spread(cpu_time)}")
         path = JsonlPersistence(root / "j0").path_for("bench")
         assert path is not None
 
@@ -127,11 +173,15 @@ def main() -> None:
             b.close()
 
         ratios = []
+        cpu_time = []
         for r in range(repeats):
-            f, o = timed(floor_load), timed(ours_load)
+            f = timed(floor_load)
+            fc = CPU[0]
+            o = timed(ours_load)
             ratios.append(o / f)
+            cpu_time.append(CPU[0] / fc)
             print(f"  JSONL load run {r}: ours {o:.2f}s floor {f:.2f}s")
-        print(f"JSONL load  : ratio {spread(ratios)} (target <= 1.5)")
+        print(f"JSONL load  : ratio {spread(ratios)} (target <= 1.5); CPU time ratio {spread(cpu_time)}")
         size = path.stat().st_size
         base = peak_rss_of("import pytest_dsh_replay.persistence, orjson")
         rss = peak_rss_of(
@@ -144,8 +194,16 @@ def main() -> None:
         )
         print(
             f"JSONL load RSS: peak {rss / 1e6:.0f} MB, import-only {base / 1e6:.0f} MB, "
-            f"{(rss - base) / size:.2f}x file size {size / 1e6:.0f} MB (target <= 3); "
+            f"{(rss - base) / size:.2f}x file size {size / 1e6:.0f} MB; "
             f"the floor (the parsed events alone) is {(floor_rss - base) / size:.2f}x"
+        )
+        held, extra = traced_of(
+            f"from pytest_dsh_replay.persistence import JsonlPersistence\n"
+            f"b = JsonlPersistence({str(root / 'j0')!r}); events = b.load('bench')[1]; b.close()"
+        )
+        print(
+            f"JSONL load memory (tracemalloc): events {held / size:.2f}x the file, "
+            f"load path on top {extra / size:.2f}x the file (target <= 1)"
         )
 
         # ---- SQLite write
@@ -196,16 +254,31 @@ def main() -> None:
             b.close()
 
         ratios = []
+        cpu_time = []
         for r in range(repeats):
-            f, o = timed(floor_load), timed(ours_sqlite_load)
+            f = timed(floor_load)
+            fc = CPU[0]
+            o = timed(ours_sqlite_load)
             ratios.append(o / f)
+            cpu_time.append(CPU[0] / fc)
             print(f"  SQLite load run {r}: ours {o:.2f}s JSONL floor {f:.2f}s")
-        print(f"SQLite load : ratio {spread(ratios)} vs the JSONL load floor (target <= 1.5)")
+        print(
+            f"SQLite load : ratio {spread(ratios)} vs the JSONL load floor (target <= 1.5); "
+            f"CPU time ratio {spread(cpu_time)}"
+        )
         rss = peak_rss_of(
             f"from pytest_dsh_replay.persistence import SqlitePersistence\n"
             f"b = SqlitePersistence({str(root / 's0.sqlite')!r}); b.load('bench'); b.close()"
         )
         print(f"SQLite load RSS: {(rss - base) / size:.2f}x the JSONL file size")
+        held, extra = traced_of(
+            f"from pytest_dsh_replay.persistence import SqlitePersistence\n"
+            f"b = SqlitePersistence({str(root / 's0.sqlite')!r}); events = b.load('bench')[1]; b.close()"
+        )
+        print(
+            f"SQLite load memory (tracemalloc): events {held / size:.2f}x the JSONL file, "
+            f"load path on top {extra / size:.2f}x (target <= 1)"
+        )
 
 
 if __name__ == "__main__":

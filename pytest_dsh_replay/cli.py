@@ -207,6 +207,7 @@ def validate(paths: Sequence[Path]) -> None:
 def derive(path: Path, as_json: bool) -> None:
     """Print the replay scripts of a scenario directory (or one log): one entry per model call."""
     from .replay import load_child_script, load_session_scripts
+    from .scenario.secrets import redact_report
 
     if path.is_dir():
         scripts = [(s.file.name, s.source, s.entries) for s in load_session_scripts(path)]
@@ -215,7 +216,7 @@ def derive(path: Path, as_json: bool) -> None:
         scripts = [(path.name, script.source, script.entries)]
     if as_json:
         out = [{"file": f, "source": src, "entries": entries} for f, src, entries in scripts]
-        click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+        click.echo(redact_report(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode(), None))
         return
     for name, source, entries in scripts:
         console.print(f"[bold]{name}[/bold] ({source}): {len(entries)} call(s)")
@@ -237,7 +238,7 @@ def derive(path: Path, as_json: bool) -> None:
                 desc += f", text {text[:60]!r}"
             if entry.get("kind") == "throw":
                 desc += f", throws {entry.get('code')}: {entry.get('message')}"
-            console.print(f"  call #{i + 1}: {escape(desc)}")
+            console.print(f"  call #{i + 1}: {escape(redact_report(desc, None))}")
 
 
 @main.command()
@@ -266,8 +267,10 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     if not problems:
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
         return
+    from .scenario.secrets import redact_report
+
     for p in problems:
-        console.print(p, markup=False)
+        console.print(redact_report(p, None), markup=False)  # secrets show as [REDACTED]
     sys.exit(1)
 
 

@@ -44,6 +44,7 @@ class _State:
         self.replayed: dict[tuple[str, ...], list[int]] = {}
         self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
         self.end_seed_ignored: list[str] = []
+        self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
@@ -110,6 +111,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("dsh_model", "live model for recording (see --dsh-model)", default="")
     parser.addini("dsh_api_key_env", "environment variable holding the live model's API key", default="")
     parser.addini("dsh_backend", "default persistence backend: jsonl, sqlite or both", default="")
+    parser.addini(
+        "dsh_secret_patterns",
+        "extra regular expressions of secret-shaped text scrubbed from every written file and report",
+        type="linelist",
+        default=[],
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -199,6 +206,13 @@ def pytest_configure(config: pytest.Config) -> None:
             path = Path(arg.split("::", 1)[0])
             if _names_scenarios(path):
                 state.roots.append((path.parent if path.is_file() else path).resolve())
+    if (
+        config.getoption("dsh_scenario")
+        or config.getoption("dsh_record") != "none"
+        or config.getini("dsh_api_key_env")
+        or config.getini("dsh_secret_patterns")
+    ):  # a bad secret config is a usage error before anything runs; else built when first needed
+        state.scrubber = _run_scrubber(config)
     if state.name_globs:
         search = configured or [config.rootpath / "scenarios"]
         existing = [r.resolve() for r in search if r.exists()]
@@ -269,6 +283,33 @@ def _check_model_spec(config: pytest.Config) -> None:
         problem = openai_missing(spec)
         if problem is not None:
             raise pytest.UsageError(problem)
+
+
+def _run_scrubber(config: pytest.Config) -> Any:
+    """Build THE secret set of this run once; bad secret config is a usage error before anything runs."""
+    from .llm.secrets import DEFAULT_KEY_ENV, SecretConfigError, run_scrubber
+
+    key_env = config.getini("dsh_api_key_env")
+    try:
+        return run_scrubber(
+            key_env=key_env or DEFAULT_KEY_ENV,
+            patterns=config.getini("dsh_secret_patterns"),
+            require_key_value=bool(key_env) or config.getoption("dsh_record") != "none",
+        )
+    except SecretConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _scrubber(config: pytest.Config) -> Any:
+    state = config.stash[_STATE]
+    if state.scrubber is None:
+        state.scrubber = _run_scrubber(config)
+    return state.scrubber
+
+
+def _redact(config: pytest.Config, text: str) -> str:
+    """``text`` with every secret of the run shown as ``[REDACTED]`` (reports, ``--junitxml``)."""
+    return str(_scrubber(config).scrub_fixed(text))
 
 
 def _within(path: Path, roots: list[Path]) -> bool:
@@ -386,6 +427,7 @@ class ScenarioItem(pytest.Item):
             register_tools=lambda registry: hook.pytest_dsh_register_tools(
                 registry=registry, scenario=scenario
             ),
+            scrubber=_scrubber(config),
         )
 
     def runtest(self) -> None:
@@ -435,7 +477,7 @@ class ScenarioItem(pytest.Item):
             self.user_properties.append(("dsh_end_seed_ignored", "1"))
         raise_for(outcome, options)  # a failure's report carries the notes itself: not twice
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
-            self.add_report_section("call", "dsh-replay", "\n".join(outcome.notes))
+            self.add_report_section("call", "dsh-replay", _redact(self.config, "\n".join(outcome.notes)))
         if self.config.getoption("dsh_check_guards") and outcome.has_fork_child:
             guard_options = self._options(scenario, slice_seed=False)
             guard_options.update = False
@@ -458,10 +500,13 @@ class ScenarioItem(pytest.Item):
 
         exc = excinfo.value
         if isinstance(exc, ScenarioError):
-            return getattr(exc, "report", None) or str(exc)
+            return _redact(self.config, getattr(exc, "report", None) or str(exc))
         if isinstance(exc, HarnessError):
-            return f"{type(exc).__name__} [{exc.code}]: {exc}"
-        return super().repr_failure(excinfo, style=style)
+            return _redact(self.config, f"{type(exc).__name__} [{exc.code}]: {exc}")
+        longrepr = super().repr_failure(excinfo, style=style)
+        text = str(longrepr)
+        redacted = _redact(self.config, text)  # a traceback keeps its formatting unless it holds a secret
+        return longrepr if redacted == text else redacted
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"scenario {self.name}"

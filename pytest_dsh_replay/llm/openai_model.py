@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -35,6 +36,7 @@ from .types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage,
 
 __all__ = [
     "ChatChunkTranslator",
+    "LiveModelWarning",
     "OpenAIChatModel",
     "map_finish_reason",
     "map_usage",
@@ -260,23 +262,50 @@ class _Block:
         return {"type": self.kind, "text": self.text}
 
 
+@dataclass
+class _Call:
+    """One provider tool call: its provider ``index`` (``None`` when keyed by id or order), its state,
+    and, until its block is opened, the deltas held back (see :class:`ChatChunkTranslator`)."""
+
+    provider_index: int | None
+    call_id: str = ""
+    name: str = ""
+    text: str = ""
+    block: _Block | None = None
+    held: list[JsonDict] | None = None
+
+
 class ChatChunkTranslator:
     """Turns chat-completions stream chunks (plain dicts) into our StreamChunk sequence.
 
     Feed every provider chunk to :meth:`feed` (yields block-starts and deltas as they arrive),
     then call :meth:`finish` once for the block-ends, usage and finish chunk. Only choice 0 is
     used. Malformed chunks raise ``LlmError`` code ``BAD_RESPONSE``.
+
+    Tool calls: a delta belongs to the call with its ``index``; without ``index``, to the call with
+    its ``id`` (a new ``id`` starts a new call); with neither, to the call at the same position of
+    the previous tool-call delta list (by order). Calls are ordered by provider index: a call whose
+    index leaves a gap (index 2 while 1 has not been seen) is held back until the lower ones opened
+    or the stream ended, so the assembled content lists calls in index order while in-order streams
+    are passed on live. Arguments that are not valid JSON at :meth:`finish` are recorded as sent
+    and described in :attr:`warnings` (the agent reports the invalid arguments, agent-loop.md §5).
     """
 
     def __init__(self) -> None:
         self._blocks: list[_Block] = []
         self._reasoning: _Block | None = None
         self._text: _Block | None = None
-        self._tools: dict[int, _Block] = {}
+        self._calls: dict[tuple[str, Any], _Call] = {}
+        self._by_id: dict[str, tuple[str, Any]] = {}
+        self._last_keys: list[tuple[str, Any]] = []
+        self._opened_indices: set[int] = set()
+        self._low = 0  # the lowest provider index not opened yet
         self._usage: TokenUsage | None = None
         self._finish_reason: str | None = None
         self._chunks_seen = 0
         self._done = False
+        #: what the recording should say about this stream (invalid tool-call arguments)
+        self.warnings: list[str] = []
 
     @property
     def chunks_seen(self) -> int:
@@ -352,16 +381,31 @@ class ChatChunkTranslator:
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise LlmError(f"delta tool_calls is not a list: {_preview(tool_calls)}", "BAD_RESPONSE")
+            keys: list[tuple[str, Any]] = []
             for position, call in enumerate(tool_calls):
-                out.extend(self._feed_tool_call(position, call))
+                out.extend(self._feed_tool_call(position, call, keys))
+            self._last_keys = keys
         return out
 
-    def _feed_tool_call(self, position: int, call: object) -> list[StreamChunk]:
+    def _key(self, position: int, call: Mapping[str, Any], call_id: str | None) -> tuple[str, Any]:
+        """Which call a provider tool-call delta belongs to: index, else id, else order."""
+        index = call.get("index")
+        if index is not None:
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise LlmError(
+                    f"tool call delta has an index that is not a non-negative integer: {_preview(call)}",
+                    "BAD_RESPONSE",
+                )
+            return ("index", index)
+        if call_id:
+            return self._by_id.get(call_id, ("id", call_id))
+        if position < len(self._last_keys):
+            return self._last_keys[position]
+        return ("position", position)
+
+    def _feed_tool_call(self, position: int, call: object, keys: list[tuple[str, Any]]) -> list[StreamChunk]:
         if not isinstance(call, Mapping):
             raise LlmError(f"tool call delta is not an object: {_preview(call)}", "BAD_RESPONSE")
-        key = call.get("index", position)
-        if not isinstance(key, int) or isinstance(key, bool):
-            raise LlmError(f"tool call delta has a non-integer index: {_preview(call)}", "BAD_RESPONSE")
         function = call.get("function") or {}
         if not isinstance(function, Mapping):
             raise LlmError(f"tool call function is not an object: {_preview(call)}", "BAD_RESPONSE")
@@ -369,27 +413,93 @@ class ChatChunkTranslator:
         for label, value in (("id", call_id), ("name", name), ("arguments", arguments)):
             if value is not None and not isinstance(value, str):
                 raise LlmError(f"tool call {label} is not a string: {_preview(call)}", "BAD_RESPONSE")
+        key = self._key(position, call, call_id)
+        keys.append(key)
         out: list[StreamChunk] = []
-        block = self._tools.get(key)
-        if block is None:
-            block, opened = self._open("tool-call")
-            self._tools[key] = block
-            out.extend(opened)
-        if call_id and not block.call_id:
-            block.call_id = call_id
-        if name and not block.name:
-            block.name = name
+        state = self._calls.get(key)
+        opened = False
+        if state is None:
+            state = self._calls[key] = _Call(key[1] if key[0] == "index" else None)
+            if state.provider_index is None or state.provider_index == self._low:
+                out.extend(self._open_call(state))
+                opened = state.provider_index is not None
+            else:  # a gap below this index: hold it until the lower calls opened (or the stream ends)
+                state.held = []
+        if call_id and not state.call_id:
+            state.call_id = call_id
+            self._by_id.setdefault(call_id, key)
+        if name and not state.name:
+            state.name = name
         piece = arguments or ""
-        block.text += piece
-        delta: JsonDict = {"type": "tool-call-delta", "index": block.index, "id": block.call_id}
-        if block.name:
-            delta["name"] = block.name
+        state.text += piece
+        delta: JsonDict = {"type": "tool-call-delta", "id": state.call_id}
+        if state.name:
+            delta["name"] = state.name
         delta["argumentsDelta"] = piece
-        out.append(cast(StreamChunk, delta))
+        if state.block is None:
+            assert state.held is not None
+            state.held.append(delta)
+        else:
+            out.append(self._delta_chunk(state.block, delta))
+        if opened:  # it may close the gap below held calls
+            out.extend(self._release())
         return out
 
+    @staticmethod
+    def _delta_chunk(block: _Block, delta: JsonDict) -> StreamChunk:
+        return cast(StreamChunk, {"type": delta["type"], "index": block.index, **delta})
+
+    def _open_call(self, state: _Call) -> list[StreamChunk]:
+        block, out = self._open("tool-call")
+        state.block = block
+        if state.provider_index is not None:
+            self._opened_indices.add(state.provider_index)
+            while self._low in self._opened_indices:
+                self._low += 1
+        for delta in state.held or []:
+            out.append(self._delta_chunk(block, delta))
+        state.held = None
+        return out
+
+    def _release(self, *, everything: bool = False) -> list[StreamChunk]:
+        """Open held calls whose gap closed (all of them, in index order, at the end)."""
+        out: list[StreamChunk] = []
+        held = sorted(
+            (s for s in self._calls.values() if s.block is None and s.provider_index is not None),
+            key=lambda s: s.provider_index or 0,
+        )
+        for state in held:
+            if everything or state.provider_index == self._low:
+                out.extend(self._open_call(state))
+        return out
+
+    def _sync_blocks(self) -> None:
+        for state in self._calls.values():
+            if state.block is not None:
+                state.block.call_id, state.block.name, state.block.text = (
+                    state.call_id,
+                    state.name,
+                    state.text,
+                )
+
+    def _check_arguments(self) -> None:
+        for state in self._calls.values():
+            block = state.block
+            if block is None or not block.text.strip():
+                continue
+            try:
+                json.loads(block.text)
+            except ValueError as exc:
+                detail = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                self.warnings.append(
+                    f"tool call {block.call_id or f'call-{block.index}'!r} ({block.name or 'no name'}) "
+                    f"ended with arguments that are not valid JSON ({detail}, {len(block.text)} chars); "
+                    "recorded as the provider sent them, the agent reports them as invalid arguments"
+                )
+
     def finish(self) -> list[StreamChunk]:
-        """Close the response: every ``block-end`` (index order), ``usage`` if any, ``finish``.
+        """Close the response: held tool calls (index order), every ``block-end`` (block index order),
+        ``usage`` if any, ``finish``.
 
         Raises:
             LlmError: ``BAD_RESPONSE`` when no chunk arrived at all (not a chat-completions
@@ -407,7 +517,10 @@ class ChatChunkTranslator:
                 "(connection closed mid-stream?)",
                 "CONNECTION",
             )
-        out: list[StreamChunk] = [
+        out = self._release(everything=True)
+        self._sync_blocks()
+        self._check_arguments()
+        out += [
             {"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks
         ]
         if self._usage is not None:
@@ -417,6 +530,11 @@ class ChatChunkTranslator:
 
 
 # --------------------------------------------------------------------------- the model
+
+
+class LiveModelWarning(UserWarning):
+    """Something a recording should know about a live response that is still recorded as sent
+    (e.g. tool-call arguments that are not valid JSON)."""
 
 
 class _Aborted(Exception):
@@ -438,7 +556,9 @@ class OpenAIChatModel:
         send_reasoning: send reasoning blocks back as ``reasoning_content`` (DeepSeek thinking mode).
 
     Nothing touches the network or the environment until a stream is iterated. A missing key
-    raises ``LlmError`` code ``AUTH`` naming the environment variable.
+    raises ``LlmError`` code ``AUTH`` naming the environment variable. A response recorded as sent
+    despite an oddity (tool-call arguments that are not valid JSON) adds a line to :attr:`notes` and
+    warns :class:`LiveModelWarning`.
     """
 
     def __init__(
@@ -461,6 +581,8 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.extra_body = dict(extra_body) if extra_body else None
         self.send_reasoning = send_reasoning
+        #: notes for the recording run, one per oddity of a response (see :class:`LiveModelWarning`)
+        self.notes: list[str] = []
 
     def __repr__(self) -> str:  # never shows the key
         return (
@@ -536,7 +658,11 @@ class OpenAIChatModel:
                 data = item.to_dict(warnings=False) if isinstance(item, openai.BaseModel) else item
                 for chunk in translator.feed(data):
                     yield chunk
-            for chunk in translator.finish():
+            closing = translator.finish()
+            for message in translator.warnings:  # the recording run says so (a note and a warning)
+                self.notes.append(message)
+                warnings.warn(LiveModelWarning(f"{self!r}: {message}"), stacklevel=1)
+            for chunk in closing:
                 yield chunk
         finally:
             if abort_waiter is not None and not abort_waiter.done():

@@ -1,4 +1,4 @@
-"""Secret scrubbing and leak detection for everything the harness writes.
+"""Secret scrubbing and leak detection for everything the harness writes (harness.md §4).
 
 A :class:`SecretScrubber` knows two kinds of secrets:
 
@@ -8,8 +8,18 @@ A :class:`SecretScrubber` knows two kinds of secrets:
   ``Authorization`` header values). When a pattern has a capturing group, only group 1 is
   the secret (so ``Authorization: Bearer x`` keeps its header name); otherwise the whole match.
 
-The recorder runs :meth:`SecretScrubber.assert_clean` over every file it writes; a hit raises
-:class:`SecretLeakError` (code ``SECRET_LEAK``) naming the file and line but never the secret.
+Secrets are matched per *block*, not only per string: a provider splits a block's text
+(``text-delta``/``reasoning-delta`` ``text``, ``tool-call-delta`` ``argumentsDelta``, agent-loop.md §4)
+at arbitrary points, so a key can be rebuilt by joining the deltas. :func:`block_pieces` finds the
+delta pieces of every block (in session-log rows, the reference's packed chunk rows, and chunk lists
+such as override sidecar entries), :meth:`SecretScrubber.scrub_pieces` rewrites them so they join to
+the scrubbed text, and :meth:`SecretScrubber.assert_clean` checks the joined texts as well as every
+line.
+
+:func:`run_scrubber` builds THE secret set of one run (the configured key env var's value, the
+patterns, extras) that every write path and report uses. The recorder runs
+:meth:`SecretScrubber.assert_clean` over every file it writes; a hit raises :class:`SecretLeakError`
+(code ``SECRET_LEAK``) naming the file and line but never the secret.
 """
 
 from __future__ import annotations
@@ -17,18 +27,32 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from ..errors import HarnessError
 
 __all__ = [
+    "DEFAULT_KEY_ENV",
     "DEFAULT_PATTERNS",
+    "DELTA_FIELDS",
     "MIN_SECRET_LENGTH",
+    "PACKED_FIELDS",
     "REDACTED",
+    "Block",
+    "BlockLeak",
+    "BlockStream",
+    "SecretConfigError",
     "SecretLeakError",
     "SecretScrubber",
     "assert_clean",
+    "block_pieces",
+    "environment_secrets",
+    "run_scrubber",
 ]
 
 #: Replacement text for every scrubbed secret.
@@ -37,6 +61,9 @@ REDACTED = "[REDACTED]"
 #: Configured secrets shorter than this are rejected (they would scrub ordinary words).
 MIN_SECRET_LENGTH = 6
 
+#: The environment variable holding the live model's API key unless ini ``dsh_api_key_env`` names another.
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
 #: Secret-shaped text. Group 1 (when present) is the secret part of the match.
 DEFAULT_PATTERNS: tuple[str, ...] = (
     # OpenAI / DeepSeek style keys; not preceded by a word character ("task-..." is no key).
@@ -44,10 +71,42 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     # Bearer tokens (token-shaped values only, so prose like "Bearer tokens" is not a hit).
     r"\bBearer\s+([A-Za-z0-9\-._~+/]{16,}=*)",
     # Authorization header values in any common spelling: `Authorization: Basic xyz`,
-    # `"authorization": "Token xyz"`, `authorization=xyz...`.
+    # `"authorization": "Token xyz"`, `authorization=xyz...`. An already redacted value
+    # (`Authorization: Bearer [REDACTED]`) is not a secret, so scrubbing is idempotent.
     r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?"
-    r"((?:bearer|basic|token|bot|digest)\s+[^\s\"',;}]+|[A-Za-z0-9\-._~+/]{16,}=*)",
+    r"((?:bearer|basic|token|bot|digest)\s+(?!\[REDACTED\])[^\s\"',;}]+|[A-Za-z0-9\-._~+/]{16,}=*)",
 )
+
+#: The string field that carries a block's text in each delta chunk type (agent-loop.md §4).
+DELTA_FIELDS: Mapping[str, str] = {
+    "text-delta": "text",
+    "reasoning-delta": "text",
+    "tool-call-delta": "argumentsDelta",
+}
+#: The reference's packed chunk rows (head-format.md §2): row type -> (member list key, delta field).
+PACKED_FIELDS: Mapping[str, tuple[str, str]] = {
+    "text-chunks": ("texts", "text"),
+    "reasoning-chunks": ("texts", "text"),
+    "tool-call-chunks": ("args", "argumentsDelta"),
+}
+
+#: Rounds of block + per-piece scrubbing before giving up (a non-idempotent custom pattern); the
+#: leak check after writing then fails closed.
+MAX_SCRUB_PASSES = 8
+
+#: Environment variables whose values are treated as secrets on every write path (defense in depth:
+#: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
+SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
+#: Environment values shorter than this are not treated as secrets (they would scrub ordinary words).
+MIN_ENV_SECRET_LENGTH = 12
+
+
+class SecretConfigError(HarnessError):
+    """The secret configuration is unusable: a pattern that is no valid regex, a configured key env
+    var that is set but empty, or a secret too short to scrub safely (code ``SECRET_INVALID``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "SECRET_INVALID")
 
 
 class SecretLeakError(HarnessError):
@@ -66,42 +125,370 @@ class SecretLeakError(HarnessError):
         self.kind = kind
 
 
+@dataclass
+class _Piece:
+    holder: Any  # the dict or list holding the piece
+    key: Any  # its key / index there
+    line: int  # 1-based line of the row (0: unknown)
+    where: str  # "seq 4" / "entry #2 chunk 3"
+
+
+@dataclass
+class Block:
+    """The delta pieces of one streamed block, in stream order.
+
+    ``label`` names it for messages (``turn 1, step 1, block 0 text``); ``pieces`` are references
+    into the caller's JSON values, so :meth:`SecretScrubber.scrub_blocks` can rewrite them in place.
+    """
+
+    label: str
+    pieces: list[_Piece]
+
+    def texts(self) -> list[str]:
+        """The pieces' current strings."""
+        return [p.holder[p.key] for p in self.pieces]
+
+
+@dataclass
+class BlockLeak:
+    """A secret found in the joined text of a block: where the secret starts, never its value."""
+
+    block: str
+    line: int
+    where: str
+    kind: str
+
+
+#: A substring each default pattern cannot match without (case-sensitive, and lower-cased text).
+_DEFAULT_NEEDLES = {DEFAULT_PATTERNS[0]: "sk-", DEFAULT_PATTERNS[1]: "Bearer"}
+_DEFAULT_NEEDLES_LOWER = {DEFAULT_PATTERNS[2]: "authorization"}
+
+
+def _spellings(secret: str) -> list[str]:
+    """A literal secret as it is and JSON-escaped, longest first."""
+    spellings = {secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]}
+    return sorted(spellings, key=len, reverse=True)
+
+
+_CONTEXT = re.compile(r"\^|\$|\\[AZbBG]|\(\?<?[=!]|\"")
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    if match.group(1):
+        return chr(int(match.group(1), 16))
+    char = match.group(2)
+    return _ESCAPES.get(char, char)
+
+
+_GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
+def _screen(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """One alternation of every pattern (leading global flags scoped), for a fast first search;
+    ``None`` when they cannot be combined (e.g. a back-reference by number)."""
+    if not patterns:
+        return None
+    parts = []
+    for pattern in patterns:
+        flags = _GLOBAL_FLAGS.match(pattern)
+        if flags:
+            pattern = f"(?{flags.group(1)}:{pattern[flags.end() :]})"
+        parts.append(f"(?:{pattern})")
+    try:
+        return re.compile("|".join(parts))
+    except re.error:
+        return None
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, int | str | None) else repr(value)
+
+
+class _Blocks:
+    """Collects pieces per block key, keeping first-seen order."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[Any, Block] = {}
+
+    def add(self, key: Any, label: str, piece: _Piece) -> None:
+        block = self.blocks.get(key)
+        if block is None:
+            block = self.blocks[key] = Block(label, [])
+        block.pieces.append(piece)
+
+
+def _chunk_list_blocks(acc: _Blocks, chunks: list[Any], call: Any, label: str, line: int) -> None:
+    for position, chunk in enumerate(chunks):
+        if not isinstance(chunk, dict):
+            continue
+        field = DELTA_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
+        if field is not None and isinstance(chunk.get(field), str):
+            index = _hashable(chunk.get("index"))
+            acc.add(
+                (call, index, field),
+                f"{label}, block {index} {field}",
+                _Piece(chunk, field, line, f"{label} chunk {position}"),
+            )
+
+
+def _json_blocks(acc: _Blocks, value: Any, path: str, line: int, counter: list[int]) -> None:
+    """Every ``{"chunks": [...]}`` object below ``value`` is one model call (override entries)."""
+    if isinstance(value, dict):
+        chunks = value.get("chunks")
+        if isinstance(chunks, list):
+            counter[0] += 1
+            _chunk_list_blocks(acc, chunks, ("call", counter[0]), path or "chunks", line)
+        for k, v in value.items():
+            if k != "chunks":
+                _json_blocks(acc, v, f"{path}.{k}" if path else str(k), line, counter)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _json_blocks(acc, v, f"{path}[{i}]", line, counter)
+
+
+class BlockStream:
+    """Groups the delta pieces of session-log rows into blocks as the rows arrive (streaming).
+
+    A model call ends at a ``finish`` chunk, a ``step/end`` / ``turn/end`` row, or when the
+    ``(turn, step)`` of the chunk rows changes; a block is one ``index`` and delta field of one call.
+    :meth:`feed` returns the blocks closed by a row (so a reader holds one call at a time);
+    :meth:`close` the rest. Rows: ``assistant/chunk`` events and the reference's packed rows
+    (head-format.md §2); other rows only close calls.
+    """
+
+    def __init__(self) -> None:
+        self._acc = _Blocks()
+        self._call = 0
+        self._current: Any = None
+
+    def close(self) -> list[Block]:
+        """The blocks of the open call (none left open afterwards)."""
+        closed = list(self._acc.blocks.values())
+        self._acc = _Blocks()
+        self._current = None
+        return closed
+
+    def feed(self, row: Mapping[str, Any], line: int = 0) -> list[Block]:
+        """Add one log row (on file line ``line``); returns the blocks it closed, in first-seen order."""
+        kind, data = row.get("type"), row.get("data")
+        if not isinstance(data, dict) or kind not in ("assistant/chunk", *PACKED_FIELDS):
+            return self.close() if kind in ("step/end", "turn/end") else []
+        closed: list[Block] = []
+        turn_step = (_hashable(data.get("turn")), _hashable(data.get("step")))
+        if turn_step != self._current:
+            closed = self.close()
+            self._call += 1
+            self._current = turn_step
+        label = f"turn {turn_step[0]}, step {turn_step[1]}"
+        seq = row.get("seq", row.get("seq0"))
+        where = f"seq {seq}" if seq is not None else f"line {line}"
+        if kind == "assistant/chunk":
+            chunk = data.get("chunk")
+            if not isinstance(chunk, dict):
+                return closed
+            field = DELTA_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
+            if field is not None and isinstance(chunk.get(field), str):
+                index = _hashable(chunk.get("index"))
+                self._acc.add(
+                    (self._call, index, field),
+                    f"{label}, block {index} {field}",
+                    _Piece(chunk, field, line, where),
+                )
+            elif chunk.get("type") == "finish":
+                closed += self.close()  # the next chunk starts another call (a retry in the same step)
+            return closed
+        members_key, field = PACKED_FIELDS[str(kind)]
+        members = data.get(members_key)
+        index = _hashable(data.get("index"))
+        if isinstance(members, list):
+            for k, member in enumerate(members):
+                if isinstance(member, str):
+                    self._acc.add(
+                        (self._call, index, field),
+                        f"{label}, block {index} {field}",
+                        _Piece(members, k, line, f"{where} member {k}"),
+                    )
+        return closed
+
+
+def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:
+    """The blocks of ``rows``, a JSON document or the records of a JSONL file, in first-seen order.
+
+    Recognized (agent-loop.md §3-4, head-format.md §2, replay.md §6):
+
+    * session-log rows (:class:`BlockStream`): ``assistant/chunk`` events (``data.chunk`` a delta
+      chunk) and packed rows (``text-chunks`` / ``reasoning-chunks`` ``texts``, ``tool-call-chunks``
+      ``args``);
+    * any object with a ``"chunks"`` list (override sidecar entries, patches, scripts): one call each.
+
+    Args:
+        rows: the parsed records; row ``i`` is on line ``first_line + i`` (for messages).
+
+    Returns:
+        one :class:`Block` per (call, index, delta field), pieces in stream order (deltas after the
+        block's ``block-end`` included: a reader can join them too).
+    """
+    stream = BlockStream()
+    out: list[Block] = []
+    other = _Blocks()
+    counter = [0]
+    for i, row in enumerate(rows):
+        line = first_line + i
+        if isinstance(row, dict) and isinstance(row.get("type"), str) and "data" in row:
+            out += stream.feed(row, line)  # a log row (it holds no "chunks" lists)
+        else:
+            _json_blocks(other, row, "", line, counter)
+    return [*out, *stream.close(), *other.blocks.values()]
+
+
+def _parse_records(text: str) -> tuple[list[Any], int]:
+    """``(records, first_line)``: the whole text as one JSON document, else one record per line.
+
+    A line that is not JSON is ``None`` (the line-wise scan still covers it).
+    """
+    try:
+        return [orjson.loads(text)], 1
+    except orjson.JSONDecodeError:
+        pass
+    rows: list[Any] = []
+    for line in text.splitlines():
+        try:
+            rows.append(orjson.loads(line) if line.strip() else None)
+        except orjson.JSONDecodeError:
+            rows.append(None)
+    return rows, 1
+
+
+def _rewrite(pieces: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[str]:
+    """Rewrite ``pieces`` so they join to their joined text with each span replaced by REDACTED.
+
+    The replacement goes into the piece where the span starts; the span's characters in later
+    pieces are dropped (such a piece may become ``""``).
+    """
+    out: list[str] = []
+    offset = 0
+    for piece in pieces:
+        lo, hi = offset, offset + len(piece)
+        parts: list[str] = []
+        cursor = lo
+        for start, end in spans:
+            if end <= lo or start >= hi:
+                continue
+            if start > cursor:
+                parts.append(piece[cursor - lo : start - lo])
+            if start >= lo:
+                parts.append(REDACTED)
+            cursor = max(cursor, min(end, hi))
+        parts.append(piece[cursor - lo :])
+        out.append("".join(parts))
+        offset = hi
+    return out
+
+
 class SecretScrubber:
     """Finds and removes secrets from text.
 
     Args:
         secrets: exact secret strings (e.g. API keys). Empty strings and ``None``-like blanks are
             ignored; a non-empty secret shorter than :data:`MIN_SECRET_LENGTH` raises
-            ``HarnessError`` code ``SECRET_INVALID`` (it would match ordinary text).
-        patterns: regular expressions for secret-shaped text (default :data:`DEFAULT_PATTERNS`).
+            :class:`SecretConfigError` code ``SECRET_INVALID`` (it would match ordinary text).
+        patterns: regular expressions for secret-shaped text (default :data:`DEFAULT_PATTERNS`);
+            one that does not compile raises :class:`SecretConfigError`.
     """
 
     def __init__(self, secrets: Iterable[str] = (), patterns: Iterable[str] = DEFAULT_PATTERNS) -> None:
         literal: list[str] = []
         for index, secret in enumerate(secrets, start=1):
-            if not secret:
+            if not secret or secret in literal:
                 continue
             if len(secret) < MIN_SECRET_LENGTH:
-                raise HarnessError(
+                raise SecretConfigError(
                     f"configured secret #{index} is shorter than {MIN_SECRET_LENGTH} characters; "
-                    "refusing to scrub it (it would match ordinary text)",
-                    "SECRET_INVALID",
+                    "refusing to scrub it (it would match ordinary text)"
                 )
             literal.append(secret)
         self._secrets: tuple[str, ...] = tuple(literal)
         # (kind, compiled regex) pairs; literal secrets also match their JSON-escaped spelling.
         matchers: list[tuple[str, re.Pattern[str]]] = []
         for index, secret in enumerate(self._secrets, start=1):
-            spellings = {secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]}
-            alternation = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+            alternation = "|".join(re.escape(s) for s in _spellings(secret))
             matchers.append((f"configured secret #{index}", re.compile(alternation)))
         self._patterns: tuple[str, ...] = tuple(patterns)
         for pattern in self._patterns:
             try:
                 matchers.append((f"pattern {pattern!r}", re.compile(pattern)))
             except re.error as exc:
-                raise HarnessError(f"invalid secret pattern {pattern!r}: {exc}", "SECRET_INVALID") from exc
+                raise SecretConfigError(f"invalid secret pattern {pattern!r}: {exc}") from exc
         self._matchers = tuple(matchers)
+        # the fast first check: substrings for the literal secrets and the default patterns (which
+        # cannot match without them), one regex for the other patterns
+        self._needles = [s for secret in self._secrets for s in _spellings(secret)]
+        self._needles += [_DEFAULT_NEEDLES[p] for p in self._patterns if p in _DEFAULT_NEEDLES]
+        self._needles_lower = [
+            _DEFAULT_NEEDLES_LOWER[p] for p in self._patterns if p in _DEFAULT_NEEDLES_LOWER
+        ]
+        custom = [p for p in self._patterns if p not in _DEFAULT_NEEDLES and p not in _DEFAULT_NEEDLES_LOWER]
+        self._screen = _screen(custom)
+        self._custom = [re.compile(p) for p in custom]
+        # a pattern that looks at context (anchors, boundaries, lookaround, quotes) may match a string
+        # alone but not inside its JSON document: may_hold_secret_json cannot screen for it
+        self._context_free = not any(_CONTEXT.search(p) for p in self._patterns if p not in DEFAULT_PATTERNS)
+
+    def has_secret(self, text: str) -> bool:
+        """Whether ``text`` may hold a secret: one regex search (no false negatives; rarely a false
+        positive, e.g. an empty capture group, that :meth:`scrub` then leaves unchanged)."""
+        if any(needle in text for needle in self._needles):
+            return True
+        if self._needles_lower:
+            lowered = text.lower()
+            if any(needle in lowered for needle in self._needles_lower):
+                return True
+        if self._screen is not None:
+            return self._screen.search(text) is not None
+        return any(regex.search(text) for regex in self._custom)
+
+    def may_hold_secret_json(self, encoded: str) -> bool:
+        """Whether a JSON document (``orjson``/``json`` text) may hold a secret in a string value.
+
+        One search over the document with its escapes decoded (every string value then stands in it
+        verbatim, between quotes): no false negatives for literal secrets, the default patterns and
+        patterns that do not look at context; with such a pattern configured it always says ``True``.
+        """
+        if not self._context_free:
+            return True
+        if "\\" in encoded:
+            encoded = _JSON_ESCAPE.sub(_unescape, encoded)
+        return self.has_secret(encoded)
+
+    def blocks_may_hold_secret(self, rows: Iterable[Any]) -> bool:
+        """Whether the joined deltas of a block of these log rows may hold a secret (a fast check
+        before :func:`block_pieces`): the deltas of each (index, field) over the whole log, joined
+        in order, hold every block's joined text. No false negatives (see :meth:`may_hold_secret_json`)."""
+        if not self._context_free:
+            return True
+        joined: dict[Any, list[str]] = {}
+        for row in rows:
+            if not isinstance(row, dict):
+                continue
+            kind, data = row.get("type"), row.get("data")
+            if not isinstance(data, dict):
+                continue
+            if kind == "assistant/chunk":
+                chunk = data.get("chunk")
+                if isinstance(chunk, dict):
+                    field = DELTA_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
+                    text = chunk.get(field) if field is not None else None
+                    if isinstance(text, str):
+                        joined.setdefault((_hashable(chunk.get("index")), field), []).append(text)
+            elif kind in PACKED_FIELDS:
+                members_key, field = PACKED_FIELDS[str(kind)]
+                members = data.get(members_key)
+                if isinstance(members, list):
+                    key = (_hashable(data.get("index")), field)
+                    joined.setdefault(key, []).extend(m for m in members if isinstance(m, str))
+        return any(len(texts) > 1 and self.has_secret("".join(texts)) for texts in joined.values())
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -113,6 +500,13 @@ class SecretScrubber:
         """The regular expressions in use."""
         return self._patterns
 
+    def extended(self, secrets: Iterable[str]) -> SecretScrubber:
+        """This scrubber plus more literal ``secrets`` (``self`` when they add nothing)."""
+        more = [s for s in secrets if s and s not in self._secrets]
+        if not more:
+            return self
+        return SecretScrubber([*self._secrets, *more], self._patterns)
+
     def _spans(self, text: str) -> Iterator[tuple[int, int, str]]:
         """Yield ``(start, end, kind)`` of every secret occurrence (may overlap)."""
         for kind, regex in self._matchers:
@@ -121,6 +515,18 @@ class SecretScrubber:
                 start, end = match.span(group)
                 if start >= 0 and end > start:
                     yield start, end, kind
+
+    def redaction_spans(self, text: str) -> list[tuple[int, int]]:
+        """The merged, sorted ``(start, end)`` ranges of ``text`` that :meth:`scrub` replaces."""
+        merged: list[tuple[int, int]] = []
+        if not self.has_secret(text):
+            return merged
+        for start, end in sorted((start, end) for start, end, _kind in self._spans(text)):
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
     def find(self, text: str) -> list[str]:
         """Return the distinct secret strings found in ``text``, in order of first appearance."""
@@ -137,44 +543,103 @@ class SecretScrubber:
 
         Overlapping hits are merged, so the result never contains a fragment of a secret.
         """
-        spans = sorted((start, end) for start, end, _kind in self._spans(text))
+        spans = self.redaction_spans(text)
         if not spans:
             return text
-        merged: list[list[int]] = []
-        for start, end in spans:
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        parts: list[str] = []
-        cursor = 0
-        for start, end in merged:
-            parts.append(text[cursor:start])
-            parts.append(REDACTED)
-            cursor = end
-        parts.append(text[cursor:])
-        return "".join(parts)
+        return _rewrite([text], spans)[0]
+
+    def scrub_pieces(self, pieces: Sequence[str]) -> list[str]:
+        """Scrub the pieces of ONE block (its deltas) as one text.
+
+        Secrets are matched on the joined text; the pieces are rewritten so that they join to the
+        scrubbed text (a secret split over several pieces becomes one :data:`REDACTED` in the piece
+        where it started, the rest of it dropped from the following pieces), then every piece is
+        scrubbed on its own too (a piece may look like a key that the joined text is not). Repeated
+        until neither changes anything (at most :data:`MAX_SCRUB_PASSES` rounds), so scrubbing an
+        already scrubbed block changes nothing.
+
+        Returns:
+            a list of the same length as ``pieces``.
+        """
+        out = list(pieces)
+        for _ in range(MAX_SCRUB_PASSES):
+            spans = self.redaction_spans("".join(out))
+            if spans:
+                out = _rewrite(out, spans)
+            cleaned = [self.scrub(p) for p in out]
+            if not spans and cleaned == out:
+                break
+            out = cleaned
+        return out
+
+    def scrub_fixed(self, text: str) -> str:
+        """:meth:`scrub` repeated until the text no longer changes (bounded): idempotent scrubbing."""
+        if not self.has_secret(text):
+            return text
+        return self.scrub_pieces([text])[0]
+
+    def scrub_blocks(self, blocks: Iterable[Block]) -> set[int]:
+        """Rewrite every block's pieces in place (:meth:`scrub_pieces`).
+
+        Returns:
+            the lines (``_Piece.line``, as numbered by :func:`block_pieces`) of the pieces that changed.
+        """
+        changed: set[int] = set()
+        for block in blocks:
+            before = block.texts()
+            after = self.scrub_pieces(before)
+            if after != before:
+                for piece, old, new in zip(block.pieces, before, after, strict=True):
+                    if old != new:
+                        piece.holder[piece.key] = new
+                        changed.add(piece.line)
+        return changed
 
     def first_leak(self, text: str) -> tuple[int, str] | None:
         """Return ``(line, kind)`` of the earliest secret in ``text``, or ``None`` when clean."""
         best: tuple[int, str] | None = None
         best_start = -1
+        if not self.has_secret(text):
+            return None
         for start, _end, kind in self._spans(text):
             if best is None or start < best_start:
                 best_start = start
                 best = (text.count("\n", 0, start) + 1, kind)
         return best
 
+    def block_leaks(self, blocks: Iterable[Block]) -> list[BlockLeak]:
+        """The secrets in the joined texts of ``blocks`` (one per block: where the first one starts)."""
+        leaks: list[BlockLeak] = []
+        for block in blocks:
+            texts = block.texts()
+            joined = "".join(texts)
+            if not self.has_secret(joined):
+                continue
+            starts = [s for s, _e, _k in self._spans(joined)]
+            if not starts:
+                continue
+            first = min(starts)
+            kind = next(k for s, _e, k in self._spans(joined) if s == first)
+            offset = 0
+            for piece, text in zip(block.pieces, texts, strict=True):
+                if first < offset + len(text):
+                    leaks.append(BlockLeak(block.label, piece.line, piece.where, kind))
+                    break
+                offset += len(text)
+        return leaks
+
     def assert_clean(self, target: str | os.PathLike[str], *, label: str | None = None) -> None:
-        """Raise :class:`SecretLeakError` if ``target`` contains a secret.
+        """Raise :class:`SecretLeakError` if ``target`` contains a secret, in a line or in a block.
 
         Args:
             target: a ``str`` is checked as *text*; an ``os.PathLike`` (e.g. ``Path``) is read as a
                 file, or, for a directory, every file below it is checked (sorted, recursive).
             label: how to name plain text in the error message (default ``"text"``).
 
-        The error names the file (or label), the line and which secret kind matched, never the
-        secret itself.
+        Every line is scanned as it is; text that is JSON (one document, or JSONL records) is also
+        parsed and the joined delta texts of every block (:func:`block_pieces`) are scanned. The
+        error names the file (or label), the line, and for a block its seq and turn/step/index, and
+        which secret kind matched, never the secret itself.
         """
         if isinstance(target, str):
             self._check_text(target, path=None, label=label or "text")
@@ -200,6 +665,82 @@ class SecretScrubber:
             raise SecretLeakError(
                 f"secret leak in {label} line {line}: matches {kind}", path=path, line=line, kind=kind
             )
+        if "{" not in text:
+            return
+        rows, first_line = _parse_records(text)
+        for leak in self.block_leaks(block_pieces(rows, first_line=first_line)):
+            raise SecretLeakError(
+                f"secret leak in {label} line {leak.line} ({leak.where}): the joined deltas of "
+                f"{leak.block} match {leak.kind}",
+                path=path,
+                line=leak.line,
+                kind=leak.kind,
+            )
+
+
+def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list[str]:
+    """Values of secret-named environment variables (``*API_KEY*``, ``*TOKEN*``, ...) plus ``extra_names``.
+
+    Values shorter than :data:`MIN_ENV_SECRET_LENGTH` are skipped (they would scrub ordinary words).
+    """
+    names = set(extra_names)
+    out: list[str] = []
+    for name, value in os.environ.items():
+        value = value.strip()
+        secret_named = name in names or SECRET_ENV_NAME.search(name)
+        if secret_named and len(value) >= MIN_ENV_SECRET_LENGTH and value not in out:
+            out.append(value)
+    return out
+
+
+def run_scrubber(
+    *,
+    key_env: str = DEFAULT_KEY_ENV,
+    patterns: Iterable[str] = (),
+    extras: Iterable[str] = (),
+    require_key_value: bool = False,
+) -> SecretScrubber:
+    """THE secret set of one run (harness.md §4), used by every write path and every report.
+
+    Args:
+        key_env: the environment variable holding the live model's API key (ini ``dsh_api_key_env``);
+            its value is a secret whatever its length or name.
+        patterns: extra regular expressions (ini ``dsh_secret_patterns``), added to
+            :data:`DEFAULT_PATTERNS`.
+        extras: more literal secrets.
+        require_key_value: ``key_env`` was configured explicitly or a record mode will use it: a
+            variable that is SET but empty is then a configuration error.
+
+    Besides these, the values of secret-named environment variables (:func:`environment_secrets`) are
+    scrubbed too (defense in depth).
+
+    Raises:
+        SecretConfigError: a pattern that is no valid regex (naming it), ``key_env`` set but empty
+            (with ``require_key_value``), a configured secret shorter than :data:`MIN_SECRET_LENGTH`.
+    """
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise SecretConfigError(
+                f"ini dsh_secret_patterns: {pattern!r} is not a valid regular expression: {exc}"
+            ) from exc
+    raw = os.environ.get(key_env)
+    key = (raw or "").strip()
+    if raw is not None and not key and require_key_value:
+        raise SecretConfigError(
+            f"environment variable {key_env} (the API key, ini dsh_api_key_env) is set but empty: "
+            f"set it to the key, or unset it"
+        )
+    if key and len(key) < MIN_SECRET_LENGTH:
+        raise SecretConfigError(
+            f"environment variable {key_env} (the API key, ini dsh_api_key_env) holds only {len(key)} "
+            f"character(s); refusing to scrub a secret shorter than {MIN_SECRET_LENGTH} (it would match "
+            "ordinary text)"
+        )
+    literal = [s for s in (key, *extras) if s]
+    literal += environment_secrets((key_env, DEFAULT_KEY_ENV))
+    return SecretScrubber(literal, (*DEFAULT_PATTERNS, *patterns))
 
 
 def assert_clean(

@@ -16,6 +16,7 @@ from .errors import (
     SeqMismatchError,
     SessionCollisionError,
     SessionNotFoundError,
+    SqliteFileError,
     UnsupportedVersionError,
     WriterConflictError,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "SeqMismatchError",
     "SessionCollisionError",
     "SessionNotFoundError",
+    "SqliteFileError",
     "SqlitePersistence",
     "UnsupportedVersionError",
     "WriteCoordinator",

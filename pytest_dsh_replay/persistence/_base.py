@@ -18,11 +18,15 @@ from typing import Any, NoReturn, cast
 
 import orjson
 
+from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, SessionHeader, interrupted_turn_closers, is_json_value
-from pytest_dsh_replay.session.codec import plain_types
+from pytest_dsh_replay.session.codec import dumps_json, plain_types
+from pytest_dsh_replay.session.errors import JsonValueError
 
+from .encoding import check_session_id
 from .errors import (
     InvalidEventDataError,
+    InvalidSessionIdError,
     PersistenceError,
     SeqMismatchError,
     SessionCollisionError,
@@ -86,7 +90,7 @@ def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
     """
 
     def bad(why: str) -> NoReturn:
-        raise PersistenceError(f"{where}: invalid session header ({why}): {meta!r}", "INVALID_HEADER")
+        raise PersistenceError(f"{where}: invalid session header ({why}): {quote(meta)}", "INVALID_HEADER")
 
     if not isinstance(meta, dict):
         bad("not an object")
@@ -94,6 +98,10 @@ def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
         bad(f"version must be {SESSION_FORMAT_VERSION}")
     if not isinstance(meta.get("id"), str) or meta["id"] == "":
         bad("id must be a non-empty string")
+    try:
+        check_session_id(meta["id"])
+    except InvalidSessionIdError as exc:
+        raise PersistenceError(f"{where}: invalid session header: {exc.message}", "INVALID_HEADER") from None
     if not is_int(meta.get("createdAt")):
         bad("createdAt must be an integer (epoch ms)")
     for key in ("cwd", "parentSession"):
@@ -109,6 +117,10 @@ def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
             if not is_json_value(v):
                 bad(f"{k} is not a JSON value")
             out[k] = v
+    try:
+        dumps_json(out)  # lone surrogates (valid in JS strings) have no UTF-8 form on disk
+    except JsonValueError as exc:
+        bad(exc.message)
     return cast(SessionHeader, out)
 
 
@@ -121,9 +133,9 @@ def check_batch(session_id: str, events: Sequence[Event]) -> None:
     """
     for ev in events:
         if not isinstance(ev, dict):
-            raise InvalidEventDataError(f"session {session_id!r}: event is not an object: {ev!r}")
+            raise InvalidEventDataError(f"session {quote(session_id)}: event is not an object: {quote(ev)}")
         etype, seq = ev.get("type"), ev.get("seq")
-        where = f"session {session_id!r}: event type={etype!r} seq={seq!r}"
+        where = f"session {quote(session_id)}: event type={quote(etype)} seq={quote(seq)}"
         if not isinstance(etype, str):
             raise InvalidEventDataError(f"{where}: type must be a string")
         if not is_int(seq):
@@ -178,19 +190,60 @@ def fast_check(events: list[Event]) -> FastBatch | None:
 
 
 def canonical(event: object) -> bytes:
-    """Key-order-insensitive serialization used for "seed covers prefix" comparisons."""
+    """Key-order-insensitive serialization used for "seed covers prefix" comparisons.
+
+    Raises ``orjson.JSONEncodeError`` for values orjson cannot write (nesting beyond its ~254
+    levels, lone surrogates, huge integers); :func:`same_json` decides those.
+    """
     return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def same_json(a: object, b: object) -> bool:
+    """Exact JSON equality ignoring dict key order, iteratively (any nesting depth).
+
+    Types must match exactly (``1`` != ``1.0`` != ``True``), as :func:`canonical` bytes would.
+    """
+    stack: list[tuple[object, object]] = [(a, b)]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        x, y = pop()
+        if x is y:
+            continue
+        tx = type(x)
+        if tx is not type(y):
+            return False
+        if tx is dict:
+            dx, dy = cast(dict[str, Any], x), cast(dict[str, Any], y)
+            if dx.keys() != dy.keys():
+                return False
+            push([(v, dy[k]) for k, v in dx.items()])
+        elif tx is list:
+            lx, ly = cast(list[Any], x), cast(list[Any], y)
+            if len(lx) != len(ly):
+                return False
+            push(zip(lx, ly, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+def _same_event(a: object, b: object) -> bool:
+    try:
+        return canonical(a) == canonical(b)
+    except orjson.JSONEncodeError:
+        return same_json(a, b)
 
 
 def seed_covers(seed: Sequence[Event], prefix: Sequence[Event]) -> int | None:
     """Return ``None`` when ``seed`` reproduces ``prefix`` (persistence.md §2), else the first
     differing index. Values are compared exactly (``1`` != ``1.0`` != ``true``) but key order is
-    ignored (see the SQLite reload pitfall in §2).
+    ignored (see the SQLite reload pitfall in §2). Any nesting the writer accepts is compared
+    (deep values fall back to :func:`same_json`), so a log we wrote can always be resumed.
     """
     if len(prefix) > len(seed):
         return len(seed)
     for i, stored in enumerate(prefix):
-        if seed[i] is not stored and canonical(seed[i]) != canonical(stored):
+        if seed[i] is not stored and not _same_event(seed[i], stored):
             return i
     return None
 
@@ -224,7 +277,7 @@ def describe_bad(ev: object) -> str:
         return "is not an event object"
     if type(ev.get("type")) is not str:
         return "has no string type"
-    return f"has seq {ev.get('seq')!r}"
+    return f"has seq {quote(ev.get('seq'))}"
 
 
 class BackendBase(abc.ABC):
@@ -285,7 +338,7 @@ class BackendBase(abc.ABC):
         version = meta.get("version")
         if version != SESSION_FORMAT_VERSION or not is_int(version):
             raise UnsupportedVersionError(
-                f"{where}: session {meta.get('id')!r} has header version {version!r}; "
+                f"{where}: session {quote(meta.get('id'))} has header version {quote(version)}; "
                 f"only version {SESSION_FORMAT_VERSION} is supported (no migration)"
             )
 
@@ -302,9 +355,9 @@ class BackendBase(abc.ABC):
         meta = normalize_header(header)
         sid = meta["id"]
         if sid in self._tracked:
-            raise SessionCollisionError(f"create: session {sid!r} is already tracked by this backend")
+            raise SessionCollisionError(f"create: session {quote(sid)} is already tracked by this backend")
         if self._exists(sid, ANY_SCOPE):
-            raise SessionCollisionError(f"create: a stored session {sid!r} already exists")
+            raise SessionCollisionError(f"create: a stored session {quote(sid)} already exists")
         self._tracked[sid] = TrackedState(meta, 0, False, None)
 
     def append(self, session_id: str, events: Sequence[Event]) -> None:
@@ -313,13 +366,17 @@ class BackendBase(abc.ABC):
         An untracked id is first adopted with :meth:`load` (including crash repair).
 
         Raises:
+            InvalidSessionIdError: ``session_id`` is not a storable id (see ``check_session_id``).
             InvalidEventDataError: an event is not storable (names type and seq).
+            JsonValueError: a string of the data has no UTF-8 form (a lone surrogate).
             SeqMismatchError: first seq != stored next seq, or the batch is not contiguous.
             SessionNotFoundError: untracked id with no stored artifact.
             WriterConflictError: another writer holds the session.
-            SessionCollisionError: the first write finds an artifact already in place.
+            SessionCollisionError: the first write finds a log of the same id already stored, in
+                any cwd scope (one id, one log; checked under the id's writer lock).
         """
         self._check_open()
+        check_session_id(session_id)
         batch = list(events)
         if not batch:
             return
@@ -339,8 +396,8 @@ class BackendBase(abc.ABC):
                 expected = cursor + k
                 if ev["seq"] != expected:
                     raise SeqMismatchError(
-                        f"append to session {session_id!r}: expected seq {expected}, got {ev['seq']} "
-                        f"(event {k} of the batch, type {ev['type']!r})",
+                        f"append to session {quote(session_id)}: expected seq {expected}, got {ev['seq']} "
+                        f"(event {k} of the batch, type {quote(ev['type'])})",
                         expected=expected,
                         got=ev["seq"],
                     )
@@ -365,16 +422,25 @@ class BackendBase(abc.ABC):
         the balanced log (persistence.md §1, §3). The id stays tracked (cursor = returned length)
         and the writer lock stays held until :meth:`close`.
 
+        Any stored bytes give either the log or one of these typed errors (never another
+        exception); a load that raises leaves the stored bytes unchanged.
+
         Raises:
+            InvalidSessionIdError: ``session_id`` is not a storable id.
             SessionNotFoundError: no stored artifact.
+            SessionCollisionError: (JSONL) the id is stored in more than one cwd bucket.
             UnsupportedVersionError: header ``version`` != 0.
             CorruptLogError: empty/header-less file, bad header, or committed-region corruption.
+            LineTooLongError: (JSONL) a line over ``errors.max_line_bytes()``, checked before parsing.
+            SqliteFileError: (SQLite) sqlite3 failed reading the file (corrupt, missing column, ...).
             WriterConflictError: another writer holds the session.
+            PersistenceError: (code ``PERSISTENCE_IO``) the file cannot be read or repaired.
         """
         self._check_open()
+        check_session_id(session_id)
         state = self._tracked.get(session_id)
         if state is None and not self._exists(session_id, ANY_SCOPE):
-            raise SessionNotFoundError(f"load: no stored session {session_id!r}")
+            raise SessionNotFoundError(f"load: no stored session {quote(session_id)}")
         lock = state.lock if state is not None else None
         took = lock is None
         if took:
@@ -382,7 +448,7 @@ class BackendBase(abc.ABC):
         try:
             stored = self._read(session_id, ANY_SCOPE)
             if stored is None:
-                raise SessionNotFoundError(f"load: no stored session {session_id!r}")
+                raise SessionNotFoundError(f"load: no stored session {quote(session_id)}")
             closers = interrupted_turn_closers(stored.events)
             if stored.torn is not None or closers:
                 self._repair(stored, closers)
@@ -435,7 +501,7 @@ class BackendBase(abc.ABC):
             return []
         stored = self._read(session_id, ANY_SCOPE)
         if stored is None:
-            raise SessionNotFoundError(f"session {session_id!r} is tracked but its stored log vanished")
+            raise SessionNotFoundError(f"session {quote(session_id)} is tracked but its stored log vanished")
         return stored.events[: state.cursor]
 
     def adopt_live(self, session_id: str, cwd: str | None, seed: Sequence[Event]) -> int | None:
@@ -450,8 +516,9 @@ class BackendBase(abc.ABC):
             UnsupportedVersionError, CorruptLogError, WriterConflictError: as in :meth:`load`.
         """
         self._check_open()
+        check_session_id(session_id)
         if session_id in self._tracked:
-            raise SessionCollisionError(f"adopt: session {session_id!r} is already tracked")
+            raise SessionCollisionError(f"adopt: session {quote(session_id)} is already tracked")
         if not self._exists(session_id, cwd):
             return None
         lock = self._lock(session_id)
@@ -464,7 +531,7 @@ class BackendBase(abc.ABC):
             bad = seed_covers(seed, stored.events)
             if bad is not None:
                 raise SessionCollisionError(
-                    f"session {session_id!r}: the live seed ({len(seed)} events) does not reproduce "
+                    f"session {quote(session_id)}: the live seed ({len(seed)} events) does not reproduce "
                     f"the stored log {stored.where} ({len(stored.events)} events); first difference "
                     f"at seq {bad}"
                 )

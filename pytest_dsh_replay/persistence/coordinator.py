@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, Session, SessionHeader, SessionStore, copy_json_value
 
 from ._base import TrackedState, seed_covers
@@ -203,10 +204,10 @@ class WriteCoordinator:
         """Drop a disposed owner with nothing pending; anything else is a collision."""
         pending = self._live.get(owner)
         if not owner.disposed:
-            raise SessionCollisionError(f"{why}: session {session_id!r} is bound to a live session")
+            raise SessionCollisionError(f"{why}: session {quote(session_id)} is bound to a live session")
         if pending is not None and pending.buffer:
             raise SessionCollisionError(
-                f"{why}: session {session_id!r}: its previous (disposed) session still has "
+                f"{why}: session {quote(session_id)}: its previous (disposed) session still has "
                 f"{len(pending.buffer)} unflushed event(s)"
             )
         del self._owners[session_id]
@@ -247,8 +248,8 @@ class WriteCoordinator:
         stored_cwd, live_cwd = state.meta.get("cwd"), session.header.get("cwd")
         if stored_cwd != live_cwd:
             raise SessionCollisionError(
-                f"bind: session {sid!r} is stored with cwd {stored_cwd!r} but the live session has "
-                f"cwd {live_cwd!r}"
+                f"bind: session {quote(sid)} is stored with cwd {quote(stored_cwd)} but the live session has "
+                f"cwd {quote(live_cwd)}"
             )
         if state.cursor:
             # Re-read the stored rows (not the list load() returned: the caller owns that one).
@@ -256,7 +257,7 @@ class WriteCoordinator:
             bad = seed_covers(seed, prefix)
             if bad is not None:
                 raise SessionCollisionError(
-                    f"bind: session {sid!r}: the live seed ({len(seed)} events) does not reproduce the "
+                    f"bind: session {quote(sid)}: the live seed ({len(seed)} events) does not reproduce the "
                     f"{state.cursor} stored events; first difference at seq {bad}"
                 )
         self._owners[sid] = session

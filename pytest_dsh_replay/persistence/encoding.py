@@ -8,12 +8,59 @@ from __future__ import annotations
 
 import hashlib
 
+from pytest_dsh_replay.errors import quote
+
 from .errors import InvalidSessionIdError
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 NO_CWD_BUCKET = "_no-cwd"
 """Bucket directory of sessions without a ``cwd``."""
+
+#: Longest file stem (the encoded id) used verbatim; longer ones are hashed (:func:`file_stem`).
+#: Leaves room for ``.jsonl.<12 hex>.tmp`` within the usual 255-byte file-name limit.
+MAX_STEM = 200
+_HASH_MARK = "~H"  # never produced by encode_segment: "~" is always followed by 4 uppercase hex
+
+
+def check_session_id(id: object) -> str:
+    """Validate a session id for storage and return it.
+
+    Any non-empty ``str`` that can be written as UTF-8 is storable by both backends (long ids are
+    hashed into file names by :func:`file_stem`; the id itself lives in the header). A lone
+    surrogate (valid in a JS string) cannot be written as UTF-8 JSON or SQLite text, so it is
+    refused up front rather than half-written.
+
+    Raises:
+        InvalidSessionIdError: ``id`` is not a string, is empty, or holds a lone surrogate.
+    """
+    if not isinstance(id, str) or id == "":
+        raise InvalidSessionIdError(f"invalid session id {quote(id)}: ids must be non-empty strings")
+    try:
+        id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidSessionIdError(
+            f"invalid session id {quote(id)}: lone surrogate at offset {exc.start} "
+            "(ids must be valid Unicode text to be stored as UTF-8)"
+        ) from None
+    return id
+
+
+def file_stem(id: str) -> str:
+    """The file-name stem of a session id: :func:`encode_segment` when at most :data:`MAX_STEM`
+    characters, else its first 64 characters + ``~H`` + the sha256 hex of the id's UTF-8 bytes.
+
+    The hashed form can never equal an encoded id (``~H`` is not an escape), so long and short ids
+    never share a file; readers check the header's id against the requested one.
+
+    Raises:
+        InvalidSessionIdError: as :func:`encode_segment`.
+    """
+    stem = encode_segment(id)
+    if len(stem) <= MAX_STEM:
+        return stem
+    digest = hashlib.sha256(id.encode("utf-8", "surrogatepass")).hexdigest()
+    return stem[:64] + _HASH_MARK + digest
 
 
 def encode_segment(id: str) -> str:
@@ -27,7 +74,7 @@ def encode_segment(id: str) -> str:
         InvalidSessionIdError: ``id`` is the empty string (or not a string).
     """
     if not isinstance(id, str) or id == "":
-        raise InvalidSessionIdError(f"cannot encode session id {id!r}: ids must be non-empty strings")
+        raise InvalidSessionIdError(f"cannot encode session id {quote(id)}: ids must be non-empty strings")
     if id == ".":
         return "~002E"
     if id == "..":
@@ -58,17 +105,17 @@ def decode_segment(segment: str) -> str:
         if ch == "~":
             hex4 = segment[k + 1 : k + 5]
             if len(hex4) != 4 or any(c not in "0123456789ABCDEF" for c in hex4):
-                raise InvalidSessionIdError(f"bad escape at offset {k} in encoded id {segment!r}")
+                raise InvalidSessionIdError(f"bad escape at offset {k} in encoded id {quote(segment)}")
             units += int(hex4, 16).to_bytes(2, "big")
             k += 5
         elif ord(ch) < 128 and ord(ch) in _SAFE:
             units += ord(ch).to_bytes(2, "big")
             k += 1
         else:
-            raise InvalidSessionIdError(f"unexpected character {ch!r} in encoded id {segment!r}")
+            raise InvalidSessionIdError(f"unexpected character {quote(ch)} in encoded id {quote(segment)}")
     decoded = units.decode("utf-16-be", "surrogatepass")
     if decoded == "" or encode_segment(decoded) != segment:
-        raise InvalidSessionIdError(f"{segment!r} is not a canonical encoded session id")
+        raise InvalidSessionIdError(f"{quote(segment)} is not a canonical encoded session id")
     return decoded
 
 

@@ -138,3 +138,16 @@ class PersistenceAggregateError(PersistenceError, AggregateError):
         super().__init__(message, errors)
         if self.errors:
             self.__cause__ = self.errors[0]
+
+
+class SqliteFileError(PersistenceError):
+    """SQLite reported a failure reading or opening the database file: a corrupt or malformed file,
+    a table lacking a column of the schema (code ``SQLITE_SCHEMA_MISMATCH``), undecodable text in a
+    row. ``file`` names the database. Code ``SQLITE_ERROR`` unless stated.
+    """
+
+    code = "SQLITE_ERROR"
+
+    def __init__(self, message: str, *, file: str, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.file = file

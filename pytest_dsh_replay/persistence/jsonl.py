@@ -23,6 +23,7 @@ from typing import Any, NoReturn, cast
 
 import orjson
 
+from pytest_dsh_replay.errors import LineTooLongError, max_line_bytes, quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
 from pytest_dsh_replay.session.codec import encode_plain, gc_paused
 
@@ -35,7 +36,7 @@ from ._base import (
     describe_bad,
     walk_prefix,
 )
-from .encoding import NO_CWD_BUCKET, cwd_bucket, encode_segment
+from .encoding import NO_CWD_BUCKET, cwd_bucket, file_stem
 from .errors import CorruptLogError, PersistenceError, SessionCollisionError
 from .locking import WriterLock
 
@@ -94,12 +95,17 @@ def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
     Raises:
         CorruptLogError: no complete line, bad header, or a hole / seq gap at or before the last
             parseable ``turn/end`` (message names file, 1-based line and seq).
+        LineTooLongError: a complete line is longer than :func:`~pytest_dsh_replay.errors.max_line_bytes`
+            (checked before it is parsed; names ``file:line``).
     """
     first = data.find(b"\n")
     if first < 0:
         raise CorruptLogError(
             f"{file}: empty or header-less session log (no complete line in {len(data)} bytes)", file=file
         )
+    limit = max_line_bytes()
+    if first > limit:
+        raise LineTooLongError(f"{file}:1", first, limit)
     view = memoryview(data)
     meta = parse_header_line(view[:first], file)
     parsed: list[Any] = []
@@ -116,6 +122,8 @@ def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
             end = find(b"\n", start)
             if end < 0:
                 break
+            if end - start > limit:  # checked before parsing: a huge line is refused, not loaded
+                raise LineTooLongError(f"{file}:{len(parsed) + 2}", end - start, limit)
             try:
                 ev = loads(view[start:end])
             except decode_error:
@@ -130,7 +138,7 @@ def scan_log(data: bytes, file: str) -> tuple[SessionHeader, list[Event], int]:
         def corrupt(i: int, ev: object) -> NoReturn:
             raise CorruptLogError(
                 f"{file}: line {i + 2}: event at seq {i} {describe_bad(ev)} in the committed region "
-                f"(last turn/end at line {last_turn_end + 2}) of session {meta.get('id')!r}",
+                f"(last turn/end at line {last_turn_end + 2}) of session {quote(meta.get('id'))}",
                 file=file,
                 line=i + 2,
                 seq=i,
@@ -154,18 +162,36 @@ def _scan_fast(path: Path, file: str) -> tuple[SessionHeader, list[Event], int] 
     Raises:
         OSError: the file cannot be read.
         CorruptLogError: the header line is bad (same message as :func:`scan_log`).
+        LineTooLongError: a line exceeds the limit (same as :func:`scan_log`).
     """
+    limit = max_line_bytes()
     with path.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0 or os.pread(fh.fileno(), 1, size - 1) != b"\n":
             return None  # empty, or a torn tail: the exact scan handles both
-        head = fh.readline()
+        head = fh.readline(limit + 2)
         if not head.endswith(b"\n"):
+            if len(head) > limit:
+                raise LineTooLongError(f"{file}:1", len(head) - head.endswith(b"\n"), limit)
             return None
+        if len(head) > limit + 1:
+            raise LineTooLongError(f"{file}:1", len(head) - 1, limit)
         meta = parse_header_line(head[:-1], file)
+        events: list[Any] = []
         try:
             with gc_paused():
-                events: list[Any] = list(map(orjson.loads, fh))  # lines keep their "\n": whitespace
+                if size <= limit + 1:  # no line can be too long: parse straight from the file
+                    events = list(map(orjson.loads, fh))  # lines keep their "\n": whitespace
+                else:  # check each chunk's line sizes before parsing it
+                    extend = events.extend
+                    while lines := fh.readlines(1 << 22):
+                        longest = max(map(len, lines))
+                        if longest > limit + 1:
+                            k = next(i for i, line in enumerate(lines) if len(line) == longest)
+                            where = f"{file}:{len(events) + k + 2}"
+                            raise LineTooLongError(where, longest - lines[k].endswith(b"\n"), limit)
+                        extend(map(orjson.loads, lines))
+                        del lines
         except orjson.JSONDecodeError:
             return None
         if fh.tell() != size:
@@ -219,16 +245,30 @@ class JsonlPersistence(BackendBase):
             if (e.name == NO_CWD_BUCKET or e.name.startswith("cwd-")) and e.is_dir()
         ]
 
+    def _find_all(self, session_id: str, cwd: str | _Any | None) -> list[Path]:
+        """Every stored file of ``session_id`` in ``cwd``'s bucket, or in all buckets (directory
+        order) for ``ANY_SCOPE``. More than one is a collision the writer refuses to create."""
+        name = file_stem(session_id) + ".jsonl"
+        buckets = self._buckets() if isinstance(cwd, _Any) else [self.root / cwd_bucket(cwd)]
+        try:
+            return [candidate for bucket in buckets if (candidate := bucket / name).is_file()]
+        except OSError as exc:  # e.g. a name the file system cannot hold
+            raise _io_error("cannot look up session log", self.root / name, exc) from exc
+
     def _find(self, session_id: str, cwd: str | _Any | None) -> Path | None:
-        name = encode_segment(session_id) + ".jsonl"
-        if not isinstance(cwd, _Any):
-            candidate = self.root / cwd_bucket(cwd) / name
-            return candidate if candidate.is_file() else None
-        for bucket in self._buckets():
-            candidate = bucket / name
-            if candidate.is_file():
-                return candidate
-        return None
+        """The one stored file of ``session_id`` (see :meth:`_find_all`), ``None`` when absent.
+
+        Raises:
+            SessionCollisionError: the id is stored in more than one bucket (two writers of one id
+                under different cwds); neither log is hidden behind the other.
+        """
+        found = self._find_all(session_id, cwd)
+        if len(found) > 1:
+            raise SessionCollisionError(
+                f"session {quote(session_id)} is stored in {len(found)} cwd buckets "
+                f"({', '.join(map(str, found))}); one id must have one log: keep one of the files"
+            )
+        return found[0] if found else None
 
     def path_for(self, session_id: str) -> Path | None:
         """The stored file of ``session_id`` (the tracked one, else the first bucket holding it),
@@ -253,7 +293,7 @@ class JsonlPersistence(BackendBase):
 
     def _lock(self, session_id: str) -> WriterLock:
         self._ensure_root()
-        return WriterLock(self.root / _LOCK_DIR / (encode_segment(session_id) + ".lock"), session_id)
+        return WriterLock(self.root / _LOCK_DIR / (file_stem(session_id) + ".lock"), session_id)
 
     def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
         path = self._find(session_id, cwd)
@@ -274,7 +314,8 @@ class JsonlPersistence(BackendBase):
         self._check_version(meta, str(path))
         if meta.get("id") != session_id:
             raise CorruptLogError(
-                f"{path}: line 1: header id {meta.get('id')!r} does not match session {session_id!r}",
+                f"{path}: line 1: header id {quote(meta.get('id'))} does not match session "
+                f"{quote(session_id)}",
                 file=str(path),
                 line=1,
             )
@@ -296,7 +337,7 @@ class JsonlPersistence(BackendBase):
         self, meta: SessionHeader, events: list[Event], encoded: list[bytes] | None = None
     ) -> None:
         bucket = self.root / cwd_bucket(meta.get("cwd"))
-        final = bucket / (encode_segment(meta["id"]) + ".jsonl")
+        final = bucket / (file_stem(meta["id"]) + ".jsonl")
         body = [header_line(meta).encode("utf-8")]
         body.extend(self._lines(events, encoded))
         body.append(b"")
@@ -308,9 +349,13 @@ class JsonlPersistence(BackendBase):
                 self._sync_dir(self.root)
         except OSError as exc:
             raise _io_error("cannot create session directory", bucket, exc) from exc
-        if final.exists():
+        # The caller holds the id's writer lock (one lock per id, whatever the cwd), and every
+        # writer materializes under it: so a log of this id in ANY bucket, checked here, is final.
+        existing = self._find_all(meta["id"], ANY_SCOPE)
+        if existing:
             raise SessionCollisionError(
-                f"session {meta['id']!r}: {final} already exists; refusing to overwrite"
+                f"session {quote(meta['id'])}: {existing[0]} already exists; refusing to write a "
+                "second log of the same id"
             )
         tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}.tmp")
         try:
@@ -326,7 +371,7 @@ class JsonlPersistence(BackendBase):
                 os.link(tmp, final)
             except FileExistsError as exc:
                 raise SessionCollisionError(
-                    f"session {meta['id']!r}: {final} appeared concurrently; refusing to overwrite"
+                    f"session {quote(meta['id'])}: {final} appeared concurrently; refusing to overwrite"
                 ) from exc
             self._sync_dir(bucket)
         except OSError as exc:
@@ -340,12 +385,12 @@ class JsonlPersistence(BackendBase):
         path = self._paths.get(session_id) or self._find(session_id, ANY_SCOPE)
         if path is None:
             raise PersistenceError(
-                f"session {session_id!r}: stored log not found for writing", "PERSISTENCE_IO"
+                f"session {quote(session_id)}: stored log not found for writing", "PERSISTENCE_IO"
             )
         return path
 
     def _append_lines(self, path: Path, lines: list[bytes]) -> None:
-        payload = b"\n".join(lines) + b"\n"
+        payload = b"\n".join([*lines, b""])  # a single copy of the batch, newline-terminated
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:
@@ -389,6 +434,7 @@ class JsonlPersistence(BackendBase):
 
     def _list(self) -> list[SessionHeader]:
         out: list[SessionHeader] = []
+        seen: set[str] = set()
         for bucket in self._buckets():
             try:
                 names = sorted(e.name for e in os.scandir(bucket) if e.name.endswith(".jsonl"))
@@ -403,7 +449,8 @@ class JsonlPersistence(BackendBase):
                     value = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue
-                if _is_header(value):
+                if _is_header(value) and value["id"] not in seen:  # one id, one entry
+                    seen.add(value["id"])
                     out.append(cast(SessionHeader, {k: v for k, v in value.items() if k != "type"}))
         return out
 
@@ -414,9 +461,11 @@ class JsonlPersistence(BackendBase):
 def _first_line(path: Path) -> bytes | None:
     """The first complete line of ``path`` (without ``\\n``), or ``None`` if there is none."""
     chunks: list[bytes] = []
+    budget = max_line_bytes() + 1
     try:
         with path.open("rb") as fh:
-            while True:
+            while budget > 0:
+                budget -= 65536
                 chunk = fh.read(65536)
                 if not chunk:
                     return None
@@ -425,5 +474,6 @@ def _first_line(path: Path) -> bytes | None:
                     chunks.append(chunk[:cut])
                     return b"".join(chunks)
                 chunks.append(chunk)
+            return None  # a first line over the size limit is not a header list() can use
     except OSError as exc:
         raise _io_error("cannot read session header", path, exc) from exc

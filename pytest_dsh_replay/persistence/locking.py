@@ -13,6 +13,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from pytest_dsh_replay.errors import quote
+
 from .errors import PersistenceError, WriterConflictError
 
 
@@ -32,7 +34,7 @@ class WriterLock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise PersistenceError(
-                f"cannot open writer lock {path} for session {session_id!r}: {exc}", "PERSISTENCE_IO"
+                f"cannot open writer lock {path} for session {quote(session_id)}: {exc}", "PERSISTENCE_IO"
             ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -40,11 +42,11 @@ class WriterLock:
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise WriterConflictError(
-                    f"session {session_id!r} is already open for writing by another writer "
+                    f"session {quote(session_id)} is already open for writing by another writer "
                     f"(lock {path} is held); refusing to interleave events"
                 ) from exc
             raise PersistenceError(
-                f"cannot lock {path} for session {session_id!r}: {exc}", "PERSISTENCE_IO"
+                f"cannot lock {path} for session {quote(session_id)}: {exc}", "PERSISTENCE_IO"
             ) from exc
         self._fd: int | None = fd
 

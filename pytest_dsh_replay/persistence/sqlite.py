@@ -2,27 +2,42 @@
 
 Schema version ``SCHEMA_VERSION = 4`` lives in ``PRAGMA user_version``. A file stamped with any
 other non-zero version (1, 2, the ambiguous 3, 5+) is rejected before anything is written to it
-(the check reads the 100-byte file header first, then ``PRAGMA user_version`` before the WAL
-switch), so the file stays byte-for-byte untouched. There is no migration code.
+(the check reads the 100-byte file header and, when an un-checkpointed ``-wal`` exists, the
+last committed copy of page 1 in it, both without SQLite; then ``PRAGMA user_version`` before the
+WAL switch), so the file, its ``-wal`` and ``-shm`` stay byte-for-byte untouched. A version-4 file
+whose tables lack a schema column is refused the same way (``SQLITE_SCHEMA_MISMATCH``). There is
+no migration code. Every sqlite3 failure while reading (a corrupt file, undecodable text) is a
+:class:`~pytest_dsh_replay.persistence.errors.SqliteFileError` naming the file; a damaged row in
+the committed region is a ``CorruptLogError`` like a bad JSONL line.
 """
 
 from __future__ import annotations
 
+import builtins
 import operator
 import os
 import sqlite3
+import struct
 from itertools import repeat
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import orjson
 
+from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
 from pytest_dsh_replay.session.codec import encode_plain, gc_paused
 
 from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, walk_prefix
-from .encoding import encode_segment
-from .errors import CorruptLogError, InvalidEventDataError, PersistenceError, SchemaVersionError
+from .encoding import file_stem
+from .errors import (
+    CorruptLogError,
+    InvalidEventDataError,
+    PersistenceError,
+    SchemaVersionError,
+    SessionCollisionError,
+    SqliteFileError,
+)
 from .locking import WriterLock
 
 SCHEMA_VERSION = 4
@@ -41,6 +56,10 @@ CREATE TABLE IF NOT EXISTS events (
 ) STRICT;
 """
 
+_COLUMNS = {
+    "sessions": ("id", "version", "created_at", "cwd", "parent_session", "seed_length"),
+    "events": ("session_id", "seq", "type", "time", "data", "source_event_seqs", "surface_op"),
+}
 _EVENT_KEYS = frozenset(("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp"))
 _HEADER_KEYS = frozenset(("version", "id", "createdAt", "cwd", "parentSession", "seedLength"))
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -66,6 +85,70 @@ def _header_user_version(path: Path) -> int | None:
     return int.from_bytes(head[60:64], "big", signed=True)
 
 
+_WAL_MAGIC = (0x377F0682, 0x377F0683)  # little- / big-endian checksums
+_WAL_HEADER = struct.Struct(">8I")
+_WAL_FRAME = struct.Struct(">6I")
+
+
+def _wal_checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
+    """The WAL checksum of ``data`` (a multiple of 8 bytes) continuing from ``(s0, s1)``."""
+    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
+    for x0, x1 in zip(words[::2], words[1::2], strict=True):
+        s0 = (s0 + x0 + s1) & 0xFFFFFFFF
+        s1 = (s1 + x1 + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def _wal_user_version(path: Path) -> int | None:
+    """``user_version`` as committed in the write-ahead log ``path`` (``<db>-wal``), read without
+    SQLite, or ``None`` when the log holds no committed copy of page 1 (absent, empty, reset).
+
+    This is the WAL reader's own rule (sqlite.org/fileformat2.html §4): walk the frames while their
+    salts match the header and their cumulative checksums verify; only transactions ended by a
+    commit frame count; the last committed copy of page 1 holds the database header. Opening the
+    database through SQLite to ask would checkpoint the log into the main file on close (and a
+    read-only connection still rewrites the ``-shm`` index), so a file we reject would change.
+
+    Raises:
+        PersistenceError: the log cannot be read (code ``PERSISTENCE_IO``).
+    """
+    try:
+        with path.open("rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PersistenceError(f"cannot read SQLite write-ahead log {path}: {exc}", "PERSISTENCE_IO") from exc
+    if len(data) < _WAL_HEADER.size:
+        return None
+    magic, _fmt, page_size, _ckpt, salt1, salt2, c0, c1 = _WAL_HEADER.unpack_from(data)
+    if magic not in _WAL_MAGIC or page_size < 512 or page_size & (page_size - 1) or page_size > 65536:
+        return None
+    big = magic & 1 == 1
+    if _wal_checksum(data[:24], 0, 0, big) != (c0, c1):
+        return None
+    s = (c0, c1)
+    frame = _WAL_FRAME.size + page_size
+    pending: int | None = None
+    committed: int | None = None
+    for off in range(_WAL_HEADER.size, len(data) - frame + 1, frame):
+        pgno, commit, f1, f2, k0, k1 = _WAL_FRAME.unpack_from(data, off)
+        if (f1, f2) != (salt1, salt2):
+            break
+        page = data[off + _WAL_FRAME.size : off + frame]
+        s = _wal_checksum(data[off : off + 8], *s, big)
+        s = _wal_checksum(page, *s, big)
+        if s != (k0, k1):
+            break
+        if pgno == 1:
+            pending = int.from_bytes(page[60:64], "big", signed=True)
+        if commit:
+            if pending is not None:
+                committed = pending
+            pending = None
+    return committed
+
+
 def _reject(path: str, found: int) -> NoReturn:
     raise SchemaVersionError(
         f"{path}: SQLite schema version {found} is not supported (expected {SCHEMA_VERSION}, or 0 for a "
@@ -80,7 +163,8 @@ def _row_of(session_id: str, ev: Event) -> tuple[Any, ...]:
     extra = set(ev) - _EVENT_KEYS
     if extra:
         raise InvalidEventDataError(
-            f"session {session_id!r}: event type={ev['type']!r} seq={ev['seq']!r} has keys the SQLite "
+            f"session {quote(session_id)}: event type={quote(ev['type'])} seq={quote(ev['seq'])} has keys "
+            "the SQLite "
             f"schema cannot store: {sorted(extra)}"
         )
     seqs = ev.get("sourceEventSeqs")
@@ -108,16 +192,6 @@ def _optional_column(events: list[Event], key: str) -> list[str | None] | None:
     return [next(it).decode() if key in ev else None for ev in events]
 
 
-def _full_event(etype: str, seq: int, time: int, data: str, seqs: str | None, op: str | None) -> Event:
-    """An event row with optional columns, as :meth:`SqlitePersistence._read` builds it."""
-    ev: dict[str, Any] = {"type": etype, "seq": seq, "time": time, "data": orjson.loads(data)}
-    if seqs is not None:
-        ev["sourceEventSeqs"] = orjson.loads(seqs)
-    if op is not None:
-        ev["surfaceOp"] = orjson.loads(op)
-    return cast(Event, ev)
-
-
 class SqlitePersistence(BackendBase):
     """Sessions in one SQLite file (persistence.md §5); ``":memory:"`` is allowed.
 
@@ -140,21 +214,38 @@ class SqlitePersistence(BackendBase):
         self.path = text if self._memory else os.path.abspath(text)
         if not self._memory:
             file = Path(self.path)
-            file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise PersistenceError(
+                    f"cannot create the directory of {self.path}: {exc}", "PERSISTENCE_IO"
+                ) from exc
+            # Check the version without SQLite first (main file header, then a committed copy in an
+            # un-checkpointed WAL): a rejected file, its -wal and -shm stay byte-identical.
             found = _header_user_version(file)
+            in_wal = _wal_user_version(Path(self.path + "-wal"))
+            if in_wal is not None:
+                found = in_wal
             if found is not None and found not in (0, SCHEMA_VERSION):
                 _reject(self.path, found)
             if not file.exists():
-                os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+                try:
+                    os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+                except OSError as exc:
+                    raise PersistenceError(
+                        f"cannot create SQLite file {self.path}: {exc}", "PERSISTENCE_IO"
+                    ) from exc
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
-            raise PersistenceError(f"cannot open SQLite file {self.path}: {exc}", "PERSISTENCE_IO") from exc
+            raise SqliteFileError(f"cannot open SQLite file {self.path}: {exc}", file=self.path) from exc
         try:
             conn.execute("PRAGMA foreign_keys = ON")
             found = conn.execute("PRAGMA user_version").fetchone()[0]
             if found not in (0, SCHEMA_VERSION):
                 _reject(self.path, found)
+            if found == SCHEMA_VERSION:
+                self._check_columns(conn)
             conn.execute("PRAGMA journal_mode = WAL")
             if not durable:  # throw-away stores (a replay run's): no fsync, same data and schema
                 conn.execute("PRAGMA synchronous = OFF")
@@ -164,19 +255,44 @@ class SqlitePersistence(BackendBase):
         except BaseException as exc:
             conn.close()
             if isinstance(exc, sqlite3.Error):
-                raise PersistenceError(
-                    f"cannot open SQLite file {self.path}: {exc}", "PERSISTENCE_IO"
-                ) from exc
+                raise SqliteFileError(f"cannot open SQLite file {self.path}: {exc}", file=self.path) from exc
             raise
         self._conn = conn
 
+    def _check_columns(self, conn: sqlite3.Connection) -> None:
+        """Tables that exist must have the schema's columns (a ``user_version`` 4 file from
+        elsewhere may not). Read-only.
+
+        Raises:
+            SqliteFileError: (code ``SQLITE_SCHEMA_MISMATCH``) a table lacks a column.
+        """
+        for table, wanted in _COLUMNS.items():
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            missing = [c for c in wanted if c not in have]
+            if have and missing:
+                raise SqliteFileError(
+                    f"{self.path}: table {table!r} lacks column(s) {', '.join(missing)} of schema version "
+                    f"{SCHEMA_VERSION}; the file was not modified (no migration)",
+                    file=self.path,
+                    code="SQLITE_SCHEMA_MISMATCH",
+                )
+
+    def _query(self, what: str, sql: str, params: tuple[Any, ...] = ()) -> builtins.list[Any]:
+        """All rows of one read query; every sqlite3 failure (a corrupt file, a missing column,
+        undecodable text) becomes a :class:`SqliteFileError` naming the file and ``what``."""
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise SqliteFileError(f"{self.path}: cannot read {what}: {exc}", file=self.path) from exc
+
     # ---- primitives --------------------------------------------------------------------------
     def _header_row(self, session_id: str) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self._conn.execute(
+        rows = self._query(
+            f"the header of session {quote(session_id)}",
             "SELECT version, id, created_at, cwd, parent_session, seed_length FROM sessions WHERE id = ?",
             (session_id,),
-        ).fetchone()
-        return row
+        )
+        return cast(tuple[Any, ...], rows[0]) if rows else None
 
     def _exists(self, session_id: str, cwd: str | _Any | None) -> bool:
         row = self._header_row(session_id)
@@ -185,7 +301,7 @@ class SqlitePersistence(BackendBase):
     def _lock(self, session_id: str) -> WriterLock | None:
         if self._memory:
             return None
-        return WriterLock(Path(self.path + ".locks") / (encode_segment(session_id) + ".lock"), session_id)
+        return WriterLock(Path(self.path + ".locks") / (file_stem(session_id) + ".lock"), session_id)
 
     @staticmethod
     def _meta_of(row: tuple[Any, ...]) -> SessionHeader:
@@ -204,13 +320,16 @@ class SqlitePersistence(BackendBase):
         if head is None or not (isinstance(cwd, _Any) or head[3] == cwd):
             return None
         meta = self._meta_of(head)
-        where = f"{self.path} (session {session_id!r})"
+        where = f"{self.path} (session {quote(session_id)})"
         self._check_version(meta, where)
         fast = self._read_fast(session_id)
         if fast is not None:
             return StoredLog(meta, fast, None, where)
-        rows = self._conn.execute(
-            "SELECT rowid, seq, type, time, data, source_event_seqs, surface_op FROM events "
+        # The exact scan reads every column as bytes, so undecodable text is a hole, not a crash.
+        rows = self._query(
+            f"the events of session {quote(session_id)}",
+            "SELECT rowid, seq, CAST(type AS BLOB), time, CAST(data AS BLOB), "
+            "CAST(source_event_seqs AS BLOB), CAST(surface_op AS BLOB) FROM events "
             "WHERE session_id = ? ORDER BY seq",
             (session_id,),
         )
@@ -223,22 +342,30 @@ class SqlitePersistence(BackendBase):
             for rowid, seq, etype, time, data, seqs, op in rows:
                 rowids.append(rowid)
                 try:
-                    ev: dict[str, Any] = {"type": etype, "seq": seq, "time": time, "data": loads(data)}
+                    if type(etype) is not bytes or data is None:
+                        raise ValueError("not text")
+                    ev: dict[str, Any] = {
+                        "type": etype.decode(),
+                        "seq": seq,
+                        "time": time,
+                        "data": loads(data),
+                    }
                     if seqs is not None:
                         ev["sourceEventSeqs"] = loads(seqs)
                     if op is not None:
                         ev["surfaceOp"] = loads(op)
-                except decode_error:
+                except (decode_error, ValueError):  # UnicodeDecodeError is a ValueError
                     parsed.append(None)
                     continue
-                if etype == "turn/end":
+                if ev["type"] == "turn/end":
                     last_turn_end = len(parsed)
                 parsed.append(ev)
+            del rows
 
             def corrupt(i: int, ev: object) -> NoReturn:
                 raise CorruptLogError(
                     f"{self.path}: row {rowids[i]}: event at seq {i} {describe_bad(ev)} in the committed "
-                    f"region of session {session_id!r}",
+                    f"region of session {quote(session_id)}",
                     file=self.path,
                     row=rowids[i],
                     seq=i,
@@ -277,35 +404,54 @@ class SqlitePersistence(BackendBase):
         )
 
     def _read_fast(self, session_id: str) -> list[Event] | None:
-        """All events of a clean session (every column parses, seqs are exactly ``0..n-1``), read in
-        rowid order over the session's rowid span (a table range scan, no per-row index lookup);
-        ``None`` when the exact scan of :meth:`_read` is needed (a hole, a gap, a bad JSON column, or
-        rows not stored in seq order). For such a session that scan keeps every event, untorn.
+        """All events of a clean session (every column parses, seqs are exactly ``0..n-1``, types
+        are strings), read in rowid order over the session's rowid span (a table range scan, no
+        per-row index lookup); ``None`` when the exact scan of :meth:`_read` is needed (a hole, a
+        gap, a bad JSON column, undecodable text, a damaged page, or rows not stored in seq order).
+        For such a session that scan keeps every event, untorn.
         """
         conn = self._conn
-        lo, hi = conn.execute(
-            "SELECT min(rowid), max(rowid) FROM events WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        if lo is None:
-            return []
-        cursor = conn.execute(
-            "SELECT seq, type, time, data, source_event_seqs, surface_op FROM events NOT INDEXED "
-            "WHERE rowid BETWEEN ? AND ? AND session_id = ? ORDER BY rowid",
-            (lo, hi, session_id),
-        )
         loads = orjson.loads
         try:
+            lo, hi, n_rows = conn.execute(
+                "SELECT min(rowid), max(rowid), count(*) FROM events WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if lo is None:
+                return []
+            span = "FROM events NOT INDEXED WHERE rowid BETWEEN ? AND ? AND session_id = ? "
+            cursor = conn.execute(
+                "SELECT seq, type, time, data "
+                + span
+                # a damaged record's odd column types drop the row: the count check below sees it
+                + "AND typeof(seq) = 'integer' AND typeof(type) = 'text' ORDER BY rowid",
+                (lo, hi, session_id),
+            )
+            events: list[Any] = []
+            extend, fetch = events.extend, cursor.fetchmany
             with gc_paused():
-                events: list[Any] = [
-                    {"type": etype, "seq": seq, "time": time, "data": loads(data)}
-                    if seqs is None and op is None
-                    else _full_event(etype, seq, time, data, seqs, op)
-                    for seq, etype, time, data, seqs, op in cursor
-                ]
-        except orjson.JSONDecodeError:
-            return None
-        if not all(map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))):
-            return None
+                # Bounded batches (a list is faster to walk than a cursor); the two optional
+                # columns, NULL on most rows, are fetched apart for the few rows that have them.
+                while rows := fetch(4096):
+                    extend([{"type": t, "seq": q, "time": tm, "data": loads(da)} for q, t, tm, da in rows])
+                del rows
+                if n_rows != len(events) or not all(
+                    map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))
+                ):
+                    return None  # filtered-out rows, a gap, or rows not stored in seq order
+                extras = conn.execute(
+                    "SELECT seq, source_event_seqs, surface_op "
+                    + span
+                    + "AND (source_event_seqs IS NOT NULL OR surface_op IS NOT NULL)",
+                    (lo, hi, session_id),
+                )
+                for seq, seqs, op in extras:  # seq == index: checked above
+                    ev = events[seq]
+                    if seqs is not None:
+                        ev["sourceEventSeqs"] = loads(seqs)
+                    if op is not None:
+                        ev["surfaceOp"] = loads(op)
+        except (orjson.JSONDecodeError, sqlite3.Error, UnicodeDecodeError, TypeError):
+            return None  # TypeError: a non-text data column (a damaged record)
         return events
 
     def _transaction(
@@ -315,12 +461,21 @@ class SqlitePersistence(BackendBase):
         body: list[tuple[str, tuple[Any, ...]]],
         events: list[Event],
         encoded: list[tuple[Any, ...]] | None = None,
+        *,
+        fresh: bool = False,
     ) -> None:
         rows = encoded if encoded is not None else [_row_of(session_id, ev) for ev in events]
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if fresh and conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                    # Checked inside the write transaction: another writer materialized the id
+                    # after our create() (a session row is materialization).
+                    raise SessionCollisionError(
+                        f"{self.path}: session {quote(session_id)} was stored by another writer; "
+                        "refusing to write a second log of the same id"
+                    )
                 for sql, params in body:
                     conn.execute(sql, params)
                 if rows:
@@ -335,7 +490,7 @@ class SqlitePersistence(BackendBase):
                 raise
         except sqlite3.Error as exc:
             raise PersistenceError(
-                f"{self.path}: {what} of session {session_id!r} failed and was rolled back: {exc}",
+                f"{self.path}: {what} of session {quote(session_id)} failed and was rolled back: {exc}",
                 "PERSISTENCE_IO",
             ) from exc
 
@@ -345,7 +500,7 @@ class SqlitePersistence(BackendBase):
         extra = set(meta) - _HEADER_KEYS
         if extra:
             raise PersistenceError(
-                f"session {meta['id']!r}: header keys the SQLite schema cannot store: {sorted(extra)}",
+                f"session {quote(meta['id'])}: header keys the SQLite schema cannot store: {sorted(extra)}",
                 "INVALID_HEADER",
             )
         upsert = (
@@ -362,7 +517,7 @@ class SqlitePersistence(BackendBase):
                 meta.get("seedLength"),
             ),
         )
-        self._transaction("first write", meta["id"], [upsert], events, encoded)
+        self._transaction("first write", meta["id"], [upsert], events, encoded, fresh=True)
 
     def _append(
         self, meta: SessionHeader, events: list[Event], encoded: list[tuple[Any, ...]] | None = None
@@ -377,10 +532,14 @@ class SqlitePersistence(BackendBase):
         self._transaction("crash repair", sid, body, closers)
 
     def _list(self) -> list[SessionHeader]:
-        rows = self._conn.execute(
-            "SELECT version, id, created_at, cwd, parent_session, seed_length FROM sessions"
-        ).fetchall()
+        rows = self._query(
+            "the session list",
+            "SELECT version, id, created_at, cwd, parent_session, seed_length FROM sessions",
+        )
         return [self._meta_of(r) for r in rows]
 
     def _close(self) -> None:
-        self._conn.close()
+        try:
+            self._conn.close()
+        except sqlite3.Error as exc:
+            raise SqliteFileError(f"{self.path}: cannot close the database: {exc}", file=self.path) from exc

@@ -45,8 +45,9 @@ from .definition import Scenario
 from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import SessionLog
-from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, secret_scrubber, sidecars_for
+from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
 from .runner import RunOptions, RunResult, run_scenario
+from .secrets import default_scrubber, redact_report, scrub_logs
 from .write import Normalization, current_fixtures, write_fixtures
 
 END_SEED = END_SEED_TYPE
@@ -67,8 +68,9 @@ class CheckOptions:
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
-        scrubber: the run's one secret scrubber, used by every write (CONTRACTS §4); ``None`` = built
-            from the live model's secrets, secret-named environment values and the default patterns.
+        scrubber: THE secret set of the run (``llm.secrets.run_scrubber``, CONTRACTS §4), used by every
+            write, the run side of every comparison and the report; ``None``: the default one. The live
+            model's own secrets are added to it.
     """
 
     backend: str | None = None
@@ -156,7 +158,8 @@ def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
 
 
 def _scrubber(options: CheckOptions, secrets: Sequence[str] = ()) -> SecretScrubber:
-    return options.scrubber or secret_scrubber(list(secrets))
+    """The run's scrubber (plus the live model's own secrets)."""
+    return (options.scrubber or default_scrubber()).extended(secrets)
 
 
 def _normalization(ignored: frozenset[str], result: RunResult, options: CheckOptions) -> Normalization:
@@ -172,7 +175,11 @@ def _compare(
     *,
     prefix: bool = False,
 ) -> list[str]:
-    """The compare stage: inventory, then events (whole logs or, with ``prefix``, the recorded part)."""
+    """The compare stage: inventory, then events (whole logs or, with ``prefix``, the recorded part).
+
+    The run side is scrubbed like a recording is: a fixture's ``[REDACTED]`` equals the run's secret.
+    """
+    run_logs = scrub_logs(result.logs, _scrubber(options))
     mismatches: list[LogMismatch]
     if prefix:  # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
         problems = [
@@ -181,11 +188,11 @@ def _compare(
     else:
         problems = inventory_problems(fixtures, result.logs, str(scenario.path))
     if scenario.config.compare == "messages" and not prefix:
-        mismatches = compare_message_logs(fixtures, result.logs)
+        mismatches = compare_message_logs(fixtures, run_logs)
     else:
         mismatches = compare_event_logs(
             fixtures,
-            result.logs,
+            run_logs,
             ignore_events=ignored,
             canonical_envelope=result.backend == "sqlite",
             event_hook=options.event_hook,
@@ -255,6 +262,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         f"recorded {len(result.logs)} session log(s) into {scenario.path} "
         f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
     )
+    outcome.notes.extend(getattr(model, "notes", ()))  # what the live model noticed (llm/openai_model.py)
     for i in sorted(sidecars):
         outcome.notes.append(
             f"wrote {override_file_for(scenario.log_file(i)).name}: session {scenario.log_file(i).name} "
@@ -437,7 +445,9 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
         ]
     elif options.refresh_command:
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
-    raise ScenarioMismatch(lines[0], "\n".join(lines))
+    raise ScenarioMismatch(
+        redact_report(lines[0], options.scrubber), redact_report("\n".join(lines), options.scrubber)
+    )
 
 
 __all__ = [

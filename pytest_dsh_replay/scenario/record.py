@@ -11,20 +11,20 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
+from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, response_problem
-from ..llm.secrets import SecretScrubber
+from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
 from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
+from .secrets import check_written
 
 SCRIPTED_FILE = "scripted.json"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
 class ModelSpecError(ScenarioError):
@@ -152,35 +152,15 @@ def resolve_model_spec(
     )
 
 
-#: Environment variables whose values are treated as secrets on every write path (defense in depth:
-#: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
-SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
-#: Environment values shorter than this are not treated as secrets (they would scrub ordinary words).
-MIN_ENV_SECRET_LENGTH = 12
-
-
-def environment_secrets(extra_names: tuple[str, ...] = (DEFAULT_KEY_ENV,)) -> list[str]:
-    """Values of secret-named environment variables (``*API_KEY*``, ``*TOKEN*``, ...) plus ``extra_names``."""
-    out: list[str] = []
-    for name, value in os.environ.items():
-        value = value.strip()
-        secret_named = name in extra_names or SECRET_ENV_NAME.search(name)
-        if secret_named and len(value) >= MIN_ENV_SECRET_LENGTH and value not in out:
-            out.append(value)
-    return out
+# The secret rules live in llm/secrets.py and scenario/secrets.py; these names stay importable from here.
+SECRET_ENV_NAME = _secrets.SECRET_ENV_NAME
+MIN_ENV_SECRET_LENGTH = _secrets.MIN_ENV_SECRET_LENGTH
+environment_secrets = _secrets.environment_secrets
 
 
 def secret_scrubber(secrets: list[str]) -> SecretScrubber:
-    """The scrubber for one write: ``secrets``, secret-named environment values and the default patterns."""
-    literal = [s for s in secrets if s]
-    literal += [s for s in environment_secrets() if s not in literal]
-    return SecretScrubber(literal)
-
-
-def check_written(paths: list[Path], scrubber: SecretScrubber) -> None:
-    """Re-read every written file and raise ``SecretLeakError`` (naming file and line) on any hit."""
-    for path in paths:
-        scrubber.assert_clean(path)
+    """The default run scrubber (:func:`~pytest_dsh_replay.llm.secrets.run_scrubber`) plus ``secrets``."""
+    return run_scrubber(extras=secrets)
 
 
 def sidecars_for(watched: WatchedModel, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:

@@ -3,7 +3,8 @@
 Each finding is one line naming the file, the seq and what is wrong. Checks: header shape; seq
 contiguity; turn/step balance and numbering; tool call/result pairing; lineage (``parentSession``
 names a log of the set) and ``seedLength`` within bounds and equal to the parent's prefix; surface
-replace validity (``surfaceOp`` folded as events.md §5 says).
+replace validity (``surfaceOp`` folded as events.md §5 says); no secret in any string value or in the
+joined deltas of any block (harness.md §4, ``scenario.secrets.secret_findings``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..session import SURFACE_TYPES
 from .normalize import SessionLog
+from .secrets import secret_findings
 
 SURFACE = SURFACE_TYPES
 
@@ -162,4 +164,5 @@ def validate_logs(logs: Sequence[SessionLog]) -> list[str]:
                         f"{log.source}: the first {log.seed_length} events (seedLength) "
                         "are not the parent's prefix"
                     )
+    findings += secret_findings(logs)  # secrets in a string or in the joined deltas of a block
     return findings

@@ -38,6 +38,7 @@ from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .harvest import header_record
 from .normalize import CWD_TOKEN, NormalizeContext, SessionLog, context_for, normalized_events
 from .record import check_written, secret_scrubber
+from .secrets import scrub_json_text, scrub_jsonl
 
 #: Files the recorder owns in a scenario dir (CONTRACTS §2); group 1/2/3 = the child index if any.
 OWNED_FILE = re.compile(
@@ -224,16 +225,9 @@ def _stage(path: Path, data: bytes) -> Path:
 
 
 def _scrub_lines(data: bytes, scrubber: SecretScrubber) -> bytes:
-    """``data`` with every secret replaced in the string values of the lines that hold one."""
-    text = data.decode("utf-8")
-    if scrubber.first_leak(text) is None:
-        return data
-    lines = []
-    for line in data.split(b"\n"):
-        if line.strip() and scrubber.first_leak(line.decode("utf-8")) is not None:
-            line = _dumps(map_strings(orjson.loads(line), scrubber.scrub))
-        lines.append(line)
-    return b"\n".join(lines)
+    """``data`` with every secret replaced, per string and per block (joined deltas), re-serializing only
+    the lines that change (:func:`~.secrets.scrub_jsonl`)."""
+    return scrub_jsonl(data, scrubber, _dumps)
 
 
 def _current(path: Path) -> bytes | None:
@@ -288,7 +282,7 @@ def write_fixtures(
         rendered.append((path, _scrub_lines(data, scrubber)))
     for path, text in extra:
         produced.add(path)
-        rendered.append((path, scrubber.scrub(text).encode("utf-8")))
+        rendered.append((path, scrub_json_text(text, scrubber).encode("utf-8")))  # sidecars, pins
     changed = [(path, data) for path, data in rendered if _current(path) != data]
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))

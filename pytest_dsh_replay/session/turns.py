@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from .types import Event
+
+_BOUNDARIES = frozenset(("turn/start", "turn/end"))
 
 #: Text of a synthetic crash-repair ``tool/result`` (persistence.md §3).
 INTERRUPTED_TOOL_TEXT = "Tool call interrupted by a crash; no result was recorded."
@@ -31,6 +36,31 @@ def is_turn_open(events: Sequence[Event]) -> bool:
     return False
 
 
+def _data_of(ev: Event) -> dict[str, Any]:
+    """``ev["data"]`` when it is an object, else ``{}`` (a stored log may hold any JSON there)."""
+    data = cast(dict[str, Any], ev).get("data")
+    return data if type(data) is dict else {}
+
+
+def _call_key(call_id: object) -> tuple[type, object] | None:
+    """Map key of a tool-call id: scalars by exact type and value (JS ``Map`` semantics, where
+    ``1``, ``"1"`` and ``true`` differ); unhashable ids (lists, objects) are never pending."""
+    if call_id is None or type(call_id) in (str, int, float, bool):
+        return (type(call_id), call_id)
+    return None
+
+
+def _last_boundary(events: Sequence[Event]) -> int:
+    """Index of the last ``turn/start`` or ``turn/end`` in ``events``, -1 if none (C-level scans)."""
+    types = list(map(operator.itemgetter("type"), events))
+    types.reverse()
+    found = len(types)
+    for boundary in _BOUNDARIES:
+        with contextlib.suppress(ValueError):
+            found = min(found, types.index(boundary))
+    return len(types) - 1 - found
+
+
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     """Synthetic events that close an interrupted final turn (persistence.md §3).
 
@@ -40,13 +70,24 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     ``sourceEventSeqs`` = ``[seq of the tool/call]`` only when one was logged), then ``step/end``
     if a step is open, then ``turn/end`` with reason ``{"kind":"interrupted"}``.
     The input is not modified.
+
+    ``events`` come from a stored log, so beyond ``type`` (str) and ``seq`` (int) any field may be
+    malformed: an event whose ``data`` is missing or not an object counts as having no fields (a
+    ``step/start`` without data opens no numbered step, a ``turn/start`` without a turn number opens
+    no closable turn), unhashable call ids are ignored, and a last event without an integer
+    ``time`` reuses the latest integer ``time`` before it (0 if none). Never raises for such input.
     """
+    # Only the events from the last turn boundary on matter: a turn/start or turn/end resets
+    # every piece of state. Finding it first keeps a load of a long log O(last turn).
+    start = _last_boundary(events)
+    if start < 0 or events[start]["type"] != "turn/start":
+        return []
     open_turn: Any = None
     open_step: Any = None
-    pending: dict[Any, dict[str, Any]] = {}
-    for ev in events:
+    pending: dict[tuple[type, object], dict[str, Any]] = {}
+    for ev in itertools.islice(events, start, None):
         t = ev["type"]
-        data = ev["data"]
+        data = _data_of(ev)
         if t == "turn/start":
             open_turn = data.get("turn")
             open_step = None
@@ -65,20 +106,24 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
             if isinstance(content, list):
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool-call":
-                        pending[block.get("id")] = {"step": data.get("step")}
+                        key = _call_key(block.get("id"))
+                        if key is not None:
+                            pending[key] = {"step": data.get("step")}
         elif t == "tool/call":
-            call_id = data.get("callId")
-            if call_id in pending:
-                pending[call_id]["call_seq"] = ev["seq"]
+            key = _call_key(data.get("callId"))
+            if key is not None and key in pending:
+                pending[key]["call_seq"] = ev["seq"]
         elif t == "tool/result":
-            pending.pop(data.get("callId"), None)
+            key = _call_key(data.get("callId"))
+            if key is not None:
+                pending.pop(key, None)
     if open_turn is None or not events:
         return []
     last = events[-1]
     seq = last["seq"] + 1
-    time = last["time"]
+    time = next((e["time"] for e in reversed(events) if type(e.get("time")) is int), 0)
     out: list[Event] = []
-    for call_id, info in pending.items():
+    for (_, call_id), info in pending.items():
         closer: dict[str, Any] = {
             "type": "tool/result",
             "seq": seq,

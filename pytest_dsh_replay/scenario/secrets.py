@@ -1,0 +1,236 @@
+"""Secret scrubbing of session logs, sidecars, requests and reports (harness.md §4).
+
+The string- and block-level rules live in :mod:`pytest_dsh_replay.llm.secrets`; this module applies
+them to what the scenario layer handles:
+
+* :func:`scrub_logs` / :func:`scrub_events`: every string value of headers and events, AND the joined
+  text of every streamed block (a key split over ``text-delta`` events is found and the deltas are
+  rewritten to join to the scrubbed text). Used on every write (record, rewrite, new_episodes,
+  ``--snapshot-update``) and on the run side of every comparison, so a fixture's ``[REDACTED]``
+  equals the run's secret while any other difference still fails;
+* :func:`scrub_json_text`: a JSON file written beside the logs (override sidecar, pins): the same;
+* :func:`request_scrub`: the callable ``ReplayModel(scrub=...)`` applies to a live request before the
+  request check (CONTRACTS §3);
+* :func:`secret_findings`: ``dsh-replay validate``'s check (strings and joined blocks);
+* :func:`redact_report`: a report (terminal, ``--junitxml``, CLI) with every secret as ``[REDACTED]``.
+
+All of them take THE run's :class:`~pytest_dsh_replay.llm.secrets.SecretScrubber`
+(``CheckOptions.scrubber``, built once by :func:`~pytest_dsh_replay.llm.secrets.run_scrubber`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..llm.secrets import Block, BlockStream, SecretScrubber, block_pieces, run_scrubber
+from ..session.codec import iter_strings, map_strings
+from .normalize import SessionLog
+
+__all__ = [
+    "SecretCheck",
+    "check_written",
+    "default_scrubber",
+    "redact_report",
+    "request_scrub",
+    "scrub_events",
+    "scrub_json_text",
+    "scrub_jsonl",
+    "scrub_logs",
+    "scrub_value",
+    "secret_findings",
+]
+
+
+def default_scrubber() -> SecretScrubber:
+    """The run scrubber when the caller configured none (CLI, library use): ``OPENAI_API_KEY``,
+    secret-named environment values and the default patterns."""
+    return run_scrubber()
+
+
+def _copy(value: Any) -> Any:
+    return map_strings(value, str)
+
+
+def scrub_value(value: Any, scrubber: SecretScrubber) -> Any:
+    """A copy of the JSON value with the delta pieces of every block inside it
+    (:func:`~pytest_dsh_replay.llm.secrets.block_pieces`) rewritten to join to the scrubbed text, and
+    every string value scrubbed (to a fixed point)."""
+    copied = _copy(value)
+    scrubber.scrub_blocks(block_pieces([copied]))
+    return map_strings(copied, scrubber.scrub_fixed)
+
+
+def _may_hold(value: Any, scrubber: SecretScrubber) -> bool:
+    """The fast screen of a JSON value (its ``orjson`` text); ``True`` when it cannot be encoded."""
+    try:
+        encoded = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError, e.g. an integer beyond 64 bits: check every string
+        return True
+    return scrubber.may_hold_secret_json(encoded.decode("utf-8"))
+
+
+def scrub_events(events: Sequence[dict[str, Any]], scrubber: SecretScrubber) -> list[dict[str, Any]]:
+    """One log's events, scrubbed per string and per block (see module doc).
+
+    Events without a secret are returned as they are (not copied); the others are scrubbed copies.
+    """
+    rows = list(events)
+    if not scrubber.blocks_may_hold_secret(rows):
+        if not _may_hold(rows, scrubber):
+            return rows  # the common case: nothing to scrub, one search over the whole log
+    else:
+        # blocks first, on the ORIGINAL pieces: a per-string pass first could redact the head of a
+        # key and leave its tail in the next delta
+        rows = [_copy(e) for e in rows]
+        scrubber.scrub_blocks(block_pieces(rows))
+    return [map_strings(e, scrubber.scrub_fixed) if _may_hold(e, scrubber) else e for e in rows]
+
+
+def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[SessionLog]:
+    """Copies of ``logs`` with every secret replaced (headers, events, joined block texts)."""
+    return [
+        SessionLog(
+            map_strings(log.header, scrubber.scrub_fixed), scrub_events(log.events, scrubber), log.source
+        )
+        for log in logs
+    ]
+
+
+def scrub_jsonl(data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], bytes] = orjson.dumps) -> bytes:
+    """Scrub the bytes of a JSONL session log, rewriting only the lines that change.
+
+    A line is re-serialized with ``dumps`` when it holds a secret itself or when it holds a delta of a
+    block whose joined text holds one (the deltas are rewritten to join to the scrubbed text); every
+    other line keeps its bytes (stable writes). A line that is not JSON is scrubbed as text.
+    """
+    text = data.decode("utf-8")
+    lines = data.split(b"\n")
+    rows: list[Any] = []
+    for line in lines:
+        try:
+            rows.append(orjson.loads(line) if line.strip() else None)
+        except orjson.JSONDecodeError:
+            rows.append(None)
+    blocks = block_pieces(rows)
+    if scrubber.first_leak(text) is None and not scrubber.block_leaks(blocks):
+        return data
+    touched = scrubber.scrub_blocks(blocks)
+    out: list[bytes] = []
+    for number, (line, row) in enumerate(zip(lines, rows, strict=True), start=1):
+        if row is None:
+            if line.strip() and scrubber.first_leak(line.decode("utf-8")) is not None:
+                line = scrubber.scrub_fixed(line.decode("utf-8")).encode("utf-8")
+        elif number in touched or scrubber.first_leak(line.decode("utf-8")) is not None:
+            line = dumps(map_strings(row, scrubber.scrub_fixed))
+        out.append(line)
+    return b"\n".join(out)
+
+
+def scrub_json_text(text: str, scrubber: SecretScrubber) -> str:
+    """Scrub a file's text: JSON (an override sidecar) per string and per block, other text per line.
+
+    JSON keeps the writer's layout (``orjson`` indented by 2, trailing newline) when it changes;
+    unchanged JSON is returned as it is.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return scrubber.scrub_fixed(text)
+    scrubbed = scrub_value(value, scrubber)
+    if scrubbed == value:
+        return scrubber.scrub_fixed(text)  # e.g. a secret in a key: keys are not values
+    return orjson.dumps(scrubbed, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def request_scrub(scrubber: SecretScrubber) -> Callable[[Any], Any]:
+    """The ``scrub`` callable of ``ReplayModel(scrub=...)`` (CONTRACTS §3): a live request's JSON
+    values scrubbed like the recording was, so its secret equals the recorded ``[REDACTED]``."""
+
+    def scrub(value: Any) -> Any:
+        return scrub_value(value, scrubber)
+
+    return scrub
+
+
+def check_written(paths: Sequence[Path], scrubber: SecretScrubber) -> None:
+    """Re-read every written file and raise ``SecretLeakError`` (file, line, seq) on any hit, in a
+    line or in the joined deltas of a block."""
+    for path in paths:
+        scrubber.assert_clean(path)
+
+
+class SecretCheck:
+    """``dsh-replay validate``'s streaming secret check of one log: feed the header and each event in
+    file order, then :meth:`finish` for the findings ``(code, message)``.
+
+    ``LOG_SECRET``: an event (or the header) with a secret in a string value; ``LOG_SECRET_SPLIT``: a
+    block whose joined deltas hold one (a secret split across chunks). Messages name the file, line,
+    seq and what matched, never the secret. Holds one model call's deltas at a time.
+    """
+
+    def __init__(self, where: str, scrubber: SecretScrubber | None = None) -> None:
+        self.where = where
+        self.scrubber = scrubber or default_scrubber()
+        self.findings: list[tuple[str, str]] = []
+        self._blocks = BlockStream()
+
+    def header(self, line_no: int, header: dict[str, Any]) -> None:
+        """Check the header line."""
+        self._strings(f"{self.where}:{line_no}: header", header, None)
+
+    def feed(self, line_no: int, event: dict[str, Any], raw: bytes | None = None) -> None:
+        """Check one event (``raw``: its line's bytes, when the caller has them: a faster screen)."""
+        at = f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})"
+        self._strings(at, event, raw)
+        self._check(self._blocks.feed(event, line_no))
+
+    def finish(self) -> list[tuple[str, str]]:
+        """All findings of the log (the last call's blocks checked too)."""
+        self._check(self._blocks.close())
+        return self.findings
+
+    def _strings(self, at: str, value: Any, raw: bytes | None) -> None:
+        if raw is not None:
+            maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
+        else:
+            maybe = _may_hold(value, self.scrubber)
+        if not maybe:
+            return
+        for text in iter_strings(value):
+            hit = self.scrubber.first_leak(text)
+            if hit is not None:
+                self.findings.append(("LOG_SECRET", f"{at}: a string value matches {hit[1]} (a secret)"))
+                return
+
+    def _check(self, blocks: list[Block]) -> None:
+        for leak in self.scrubber.block_leaks(blocks):
+            self.findings.append(
+                (
+                    "LOG_SECRET_SPLIT",
+                    f"{self.where}:{leak.line}: {leak.where}: the joined deltas of {leak.block} match "
+                    f"{leak.kind} (a secret split across chunks)",
+                )
+            )
+
+
+def secret_findings(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = None) -> list[str]:
+    """The :class:`SecretCheck` findings of parsed logs (line = header line 1, event ``i`` on line
+    ``i + 2``), as messages."""
+    scrubber = scrubber or default_scrubber()
+    findings: list[str] = []
+    for log in logs:
+        check = SecretCheck(log.source, scrubber)
+        check.header(1, log.header)
+        for i, event in enumerate(log.events):
+            check.feed(i + 2, event)
+        findings += [message for _code, message in check.finish()]
+    return findings
+
+
+def redact_report(text: str, scrubber: SecretScrubber | None) -> str:
+    """``text`` with every secret shown as ``[REDACTED]`` (reports: terminal, ``--junitxml``, CLI)."""
+    return (scrubber or default_scrubber()).scrub_fixed(text)

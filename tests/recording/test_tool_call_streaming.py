@@ -1,0 +1,155 @@
+"""Recording tool calls from an OpenAI-compatible loopback server (issue 11): calls without ``index``
+stay apart, out-of-order calls are recorded, executed and sent back in index order, and arguments that
+are not JSON are recorded as sent while the recording run says so."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
+from pytest_httpserver import HTTPServer
+
+from .conftest import events, make_scenario, prompt_steps, run
+from .test_loopback import model_spec, serve
+
+
+def bash(command: str) -> str:
+    return json.dumps({"command": command, "description": "run it"})
+
+
+def record(pytester: pytest.Pytester, scenario: Any, base: str, *extra: str) -> pytest.RunResult:
+    return run(
+        pytester,
+        "--dsh-scenario",
+        str(scenario),
+        "--dsh-record=once",
+        "--dsh-model",
+        model_spec(base),
+        "-o",
+        f"dsh_api_key_env={KEY_ENV}",
+        *extra,
+    )
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+
+
+def tool_calls_and_results(scenario: Any) -> tuple[list[Any], list[Any]]:
+    evs = events(scenario / "session.jsonl")
+    calls = [e["data"] for e in evs if e["type"] == "tool/call"]
+    results = [e["data"]["content"][0]["text"] for e in evs if e["type"] == "tool/result"]
+    return calls, results
+
+
+def test_out_of_index_order_calls_run_and_go_back_in_index_order(
+    pytester: pytest.Pytester, httpserver: HTTPServer
+) -> None:
+    first, second = bash("echo FIRST"), bash("echo SECOND")
+    body = sse(
+        [
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 1,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": second[:10]},
+                        }
+                    ]
+                }
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_0",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": first},
+                        }
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"index": 1, "function": {"arguments": second[10:]}}]}),
+            chunk({}, "tool_calls"),
+        ]
+    )
+    scenario = make_scenario(pytester.path, "order", prompt_steps("run two"))
+    base = serve(httpserver, body, sse([chunk({"content": "ok"}), chunk({}, "stop")]))
+    record(pytester, scenario, base).assert_outcomes(passed=1)
+    calls, results = tool_calls_and_results(scenario)
+    assert [c["callId"] for c in calls] == ["call_0", "call_1"]
+    assert results == ["FIRST\n", "SECOND\n"]
+    sent = json.loads(httpserver.log[1][0].get_data())["messages"]
+    assert [c["id"] for c in sent[-3]["tool_calls"]] == ["call_0", "call_1"]
+    assert [m["tool_call_id"] for m in sent[-2:]] == ["call_0", "call_1"]
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_calls_without_index_are_two_calls_not_one(pytester: pytest.Pytester, httpserver: HTTPServer) -> None:
+    a, b = bash("echo A"), bash("echo B")
+    body = sse(
+        [
+            chunk(
+                {
+                    "tool_calls": [
+                        {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": a[:8]}}
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"function": {"arguments": a[8:]}}]}),
+            chunk(
+                {
+                    "tool_calls": [
+                        {"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": b}}
+                    ]
+                }
+            ),
+            chunk({}, "tool_calls"),
+        ]
+    )
+    scenario = make_scenario(pytester.path, "noindex", prompt_steps("run two"))
+    base = serve(httpserver, body, sse([chunk({"content": "ok"}), chunk({}, "stop")]))
+    record(pytester, scenario, base).assert_outcomes(passed=1)
+    calls, results = tool_calls_and_results(scenario)
+    assert [(c["callId"], c["arguments"]) for c in calls] == [("call_a", a), ("call_b", b)]
+    assert results == ["A\n", "B\n"]
+
+
+def test_invalid_json_arguments_are_recorded_and_the_run_says_so(
+    pytester: pytest.Pytester, httpserver: HTTPServer
+) -> None:
+    broken = '{"command": "echo hi", "descr'
+    body = sse(
+        [
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_x",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": broken},
+                        }
+                    ]
+                }
+            ),
+            chunk({}, "tool_calls"),
+        ]
+    )
+    scenario = make_scenario(pytester.path, "badjson", prompt_steps("run"))
+    base = serve(httpserver, body, sse([chunk({"content": "sorry"}), chunk({}, "stop")]))
+    result = record(pytester, scenario, base, "-rP")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "LiveModelWarning" in out and "'call_x' (bash) ended with arguments that are not valid JSON" in out
+    assert "recorded as the provider sent them" in out  # also the item's dsh-replay note (-rP)
+    calls, results = tool_calls_and_results(scenario)
+    assert calls[0]["arguments"] == broken  # what the provider sent
+    assert results[0].startswith("Error: invalid arguments")  # the agent reports it as it always did
+    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
