@@ -65,6 +65,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+# the script's own directory (sys.path[0]) holds other benchmark scripts, e.g. secrets.py, that would
+# shadow stdlib modules of the same name: import from the checkout instead
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "benchmarks"]
 sys.path.insert(0, str(REPO))
 
 KINDS = ("text", "bash", "spawn", "fork", "mixed", "store_fork")
@@ -179,7 +182,11 @@ class Runner:
     def __init__(self, base: Path, args: argparse.Namespace) -> None:
         self.base = base
         env = dict(os.environ)
-        paths = [str(REPO), str(REPO / "benchmarks"), env.get("PYTHONPATH", "")]
+        # never benchmarks/ itself on the path: its scripts (e.g. secrets.py) would shadow stdlib modules
+        plugins = base / "plugins"
+        plugins.mkdir(exist_ok=True)
+        shutil.copy(REPO / "benchmarks" / "_bench_nofsync.py", plugins)
+        paths = [str(REPO), str(plugins), env.get("PYTHONPATH", "")]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         for key in ("PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS", "PYTEST_PLUGINS"):
             env.pop(key, None)
@@ -233,7 +240,12 @@ def in_process_times(paths: list[Path], no_fsync: bool, failed: list[str]) -> li
     from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
 
     if no_fsync:
-        import _bench_nofsync  # noqa: F401
+        import importlib.util
+
+        where = REPO / "benchmarks" / "_bench_nofsync.py"
+        spec = importlib.util.spec_from_file_location("_bench_nofsync", where)
+        assert spec is not None and spec.loader is not None
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
     def one(path: Path) -> float:
         t0 = time.perf_counter()
@@ -339,7 +351,6 @@ def main(argv: list[str] | None = None) -> int:
     args.sizes = sorted({min(max(0, x), args.count) for x in sizes} | {0, args.count})
     if args.tmpdir is not None:
         tempfile.tempdir = str(args.tmpdir)  # the in-process timing too
-    sys.path.insert(0, str(REPO / "benchmarks"))
 
     tmp_ctx = None
     if args.keep is not None:
