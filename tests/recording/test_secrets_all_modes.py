@@ -249,7 +249,10 @@ def test_snapshot_update_scrubs_the_configured_key(pytester: pytest.Pytester, ke
     run(
         pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted", *INI
     ).assert_outcomes(passed=1)
-    (scenario / "session.jsonl").write_text((scenario / "session.jsonl").read_text().replace('"x"', '"y"'))
+    # an event the agent writes itself differs, so the update rewrites the log (the run's tool/result
+    # holds the key echoed from the environment)
+    log = scenario / "session.jsonl"
+    log.write_text(log.read_text().replace('"text":"echo the key"', '"text":"an older prompt"'))
     result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update", *INI)
     result.assert_outcomes(passed=1)
     assert "written:" in result.stdout.str()
