@@ -1,11 +1,25 @@
-"""Benchmark: parse + derive a synthetic 1,000,000-event session log (issue 5).
+"""Benchmark: replay loading (parse + derive) of a synthetic 1,000,000-event session log (issue 15).
 
-Prints, for the baseline layout and the packed/projected head layout, the time of
-``parse_session_log`` + ``derive_replay_script`` and its ratio to a floor measured in the
-same process: plain per-line ``orjson.loads`` over the same bytes (split on ``\\n``) with the
-garbage collector disabled, i.e. the bare cost of materializing the rows. Target: <= 1.3x.
+Three layouts of the same logical events: ``baseline`` (one full envelope per line),
+``packed`` (delta runs packed, complete envelopes) and ``packed+projected`` (head-format.md).
+For each it times, in this process and interleaved with the floor:
 
-Usage: ``python benchmarks/replay.py [--events N] [--repeat R]``
+* ``scan``: what replay loading runs (``replay.scan.derive_log_script``: the script straight from
+  the bytes, no event dicts);
+* ``events``: the public ``parse_session_log`` + ``derive_replay_script`` (every event
+  materialized; what loading did before issue 15);
+
+against the floor = per-line ``orjson.loads`` of the BASELINE bytes with gc paused (the bare cost
+of materializing the rows), so every layout's ratio is for the same logical events.
+Targets: baseline scan <= 0.95x, packed and packed+projected scan <= 0.27x.
+
+Peak RSS (VmHWM) of each layout's scan, and of the floor, is measured in a fresh interpreter per
+layout that reads the log file and runs it once: targets <= 5x the baseline file size for
+baseline, <= 3.3x the baseline file size for the packed layouts.
+
+Usage: ``python benchmarks/replay.py [--events N] [--repeat R] [--quick]``; ``--quick`` is the CI
+smoke run (20,000 events, 1 repeat, a few seconds). Prints medians and (min-max) of the ratios.
+Nothing asserts: it is not a test.
 """
 
 from __future__ import annotations
@@ -13,7 +27,10 @@ from __future__ import annotations
 import argparse
 import gc
 import random
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +41,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_dsh_replay.replay import derive_replay_script, encode_head_layout, parse_session_log
+from pytest_dsh_replay.replay.scan import derive_log_script
 
 WORDS = [
     "The",
@@ -139,18 +157,8 @@ def synthetic_events(n: int, seed: int = 7) -> list[dict[str, Any]]:
     return events
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-        del result
-    return best
-
-
 def floor(data: bytes) -> list[Any]:
+    """Per-line ``orjson.loads`` with gc paused: the bare cost of materializing the rows."""
     loads = orjson.loads
     gc.disable()
     try:
@@ -159,47 +167,141 @@ def floor(data: bytes) -> list[Any]:
         gc.enable()
 
 
-def ours(data: bytes) -> tuple[list[Any], list[Any]]:
+def scan(data: bytes) -> Any:
+    """The replay-loading path: the script straight from the bytes."""
+    return derive_log_script(data)
+
+
+def events_path(data: bytes) -> Any:
+    """The public API: every event materialized, then derived."""
     events = parse_session_log(data)
     return events, derive_replay_script(events)
 
 
+def timed(fn: Callable[[bytes], Any], data: bytes, clock: Callable[[], float]) -> float:
+    gc.collect()
+    start = clock()
+    result = fn(data)
+    elapsed = clock() - start
+    del result
+    return elapsed
+
+
+_RSS_CHILD = """
+import sys
+sys.path.insert(0, {root!r})
+data = open({path!r}, "rb").read()
+if {what!r} == "floor":
+    from benchmarks_replay_floor import floor as fn
+elif {what!r} == "events":
+    from pytest_dsh_replay.replay import derive_replay_script, parse_session_log
+    def fn(data):
+        events = parse_session_log(data)
+        return events, derive_replay_script(events)
+else:
+    from pytest_dsh_replay.replay.scan import derive_log_script as fn
+result = fn(data)
+print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0])
+"""
+
+
+def peak_rss(path: Path, what: str) -> int:
+    """Peak RSS in bytes of a fresh interpreter that reads ``path`` and runs ``what`` once."""
+    floor_module = path.parent / "benchmarks_replay_floor.py"
+    if not floor_module.exists():
+        floor_module.write_text(
+            "import gc, orjson\n"
+            "def floor(data):\n"
+            "    gc.disable()\n"
+            "    try:\n"
+            "        return [orjson.loads(l) for l in data.split(b'\\n') if l]\n"
+            "    finally:\n"
+            "        gc.enable()\n"
+        )
+    code = _RSS_CHILD.format(root=str(Path(__file__).resolve().parent.parent), path=str(path), what=what)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=path.parent, capture_output=True, text=True, check=True
+    ).stdout
+    return int(out.split()[-1]) * 1024
+
+
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):5.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="CI smoke run: 20,000 events, 1 repeat")
     args = parser.parse_args()
+    if args.quick:
+        args.events, args.repeat = 20_000, 1
 
     events = synthetic_events(args.events)
     header = {"type": "session", "version": 0, "id": "bench", "createdAt": 0}
-    baseline = encode_head_layout(header, events, projected=False, pack=False)
-    packed = encode_head_layout(header, events, projected=True, pack=True)
+    layouts = {
+        "baseline": encode_head_layout(header, events, projected=False, pack=False),
+        "packed": encode_head_layout(header, events, projected=False, pack=True),
+        "packed+projected": encode_head_layout(header, events, projected=True, pack=True),
+    }
     n_events = len(events)
-    calls = len(derive_replay_script(events))
+    calls = derive_replay_script(events)
     del events
     gc.collect()
+    for name, data in layouts.items():  # both paths agree with the events' own script
+        assert derive_log_script(data) == (calls, n_events), name
+        assert events_path(data)[1] == calls, name
+    n_calls = len(calls)
+    del calls
+    gc.collect()
+    baseline = layouts["baseline"]
     print(
-        f"python {sys.version.split()[0]}, orjson {orjson.__version__}; "
-        f"{n_events} logical events, {calls} calls"
+        f"python {sys.version.split()[0]}, orjson {orjson.__version__}; {n_events} logical events, "
+        f"{n_calls} calls; {args.repeat} interleaved run(s), ratios to the baseline floor, median (min-max)"
     )
-    floors: dict[str, float] = {}
-    for name, data in (("baseline", baseline), ("packed+projected", packed)):
-        got = ours(data)
-        assert len(got[0]) == n_events and len(got[1]) == calls, name
-        del got
-        t_floor = timed(lambda d=data: floor(d), args.repeat)  # type: ignore[misc]
-        t_ours = timed(lambda d=data: ours(d), args.repeat)  # type: ignore[misc]
-        floors[name] = t_floor
-        lines = data.count(b"\n")
+    # wall time (perf_counter) and, because the machine may be shared, this process's CPU time
+    # (process_time): other processes inflate the first much more than the second
+    clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+    t_floor: dict[str, list[float]] = {c: [] for c in clocks}
+    t_scan = {c: {name: [] for name in layouts} for c in clocks}
+    t_events = {c: {name: [] for name in layouts} for c in clocks}
+    for _ in range(args.repeat):
+        for name, data in layouts.items():
+            for c, clock in clocks.items():
+                t_floor[c].append(timed(floor, baseline, clock))
+                t_scan[c][name].append(timed(scan, data, clock))
+                t_events[c][name].append(timed(events_path, data, clock))
+    for c in clocks:
+        fl = t_floor[c]
         print(
-            f"{name:17s} {len(data) / 1e6:7.1f} MB {lines:8d} lines | floor {t_floor:6.3f} s | "
-            f"parse+derive {t_ours:6.3f} s | ratio {t_ours / t_floor:5.2f}x"
+            f"floor ({c}, orjson per line, baseline bytes): {statistics.median(fl):.3f} s median "
+            f"({min(fl):.3f}-{max(fl):.3f})"
         )
-        if name != "baseline":
+    f = statistics.median(t_floor["wall"])
+    f_cpu = statistics.median(t_floor["cpu"])
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for name, data in layouts.items():
+            paths[name] = Path(tmp) / f"{name}.jsonl"
+            paths[name].write_bytes(data)
+        base_size = len(baseline)
+        rss_floor = peak_rss(paths["baseline"], "floor")
+        for name, data in layouts.items():
+            rss = peak_rss(paths[name], "scan")
+            rss_events = peak_rss(paths[name], "events")
+            target_t, target_m = (0.95, 5.0) if name == "baseline" else (0.27, 3.3)
+            scan_r = [t / f for t in t_scan["wall"][name]]
+            ev_r = [t / f for t in t_events["wall"][name]]
+            scan_cpu = [t / f_cpu for t in t_scan["cpu"][name]]
+            ev_cpu = [t / f_cpu for t in t_events["cpu"][name]]
             print(
-                f"{'':17s} (same {n_events} logical events: {t_ours / floors['baseline']:5.2f}x the "
-                "baseline-bytes floor; packed rows must be expanded into 3 dicts per member)"
+                f"{name:17s} {len(data) / 1e6:6.1f} MB | scan wall {_fmt(scan_r)} cpu {_fmt(scan_cpu)} "
+                f"[target <= {target_t}x] | events wall {_fmt(ev_r)} cpu {_fmt(ev_cpu)} | "
+                f"peak RSS {rss / 1e6:5.0f} MB = {rss / base_size:4.2f}x baseline file [<= {target_m}x]; "
+                f"events path {rss_events / base_size:4.2f}x"
             )
+        print(f"floor peak RSS {rss_floor / 1e6:.0f} MB = {rss_floor / base_size:.2f}x baseline file")
 
 
 if __name__ == "__main__":

@@ -109,3 +109,33 @@ def quote(value: object, limit: int = 120) -> str:
     except Exception:  # a hostile __repr__ must not replace the real error
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: Nesting limit of hand-written JSON inputs (override sidecars, scripted model files): containers
+#: deeper than this are refused up front with a typed error instead of failing later in a recursive
+#: walk (``repr``, ``copy.deepcopy``, ``json.dumps``, placeholder scans).
+MAX_INPUT_NESTING = 128
+
+
+def nesting_exceeds(value: object, limit: int = MAX_INPUT_NESTING) -> bool:
+    """True when the JSON-like ``value`` nests lists/dicts more than ``limit`` levels (iterative)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: object = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)  # type: ignore[attr-defined]
+    return False
+
+
+def check_file_size(path: object, size: int) -> None:
+    """Raise :class:`LineTooLongError` when a whole-file JSON input of ``size`` bytes exceeds the limit."""
+    limit = max_line_bytes()
+    if size > limit:
+        raise LineTooLongError(str(path), size, limit)

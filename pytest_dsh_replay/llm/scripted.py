@@ -56,6 +56,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import MAX_INPUT_NESTING, check_file_size, nesting_exceeds, quote
 from .binding import BindOrder, pick_script
 from .errors import LlmError
 from .model import ModelRequest
@@ -72,6 +73,30 @@ def split_pieces(text: str) -> list[str]:
     if "".join(pieces) != text:  # pragma: no cover - the regex covers every string
         return [text]
     return pieces
+
+
+def load_json_file(path: Path) -> Any:
+    """Read one whole-file JSON input (a scripted model file) with every failure typed.
+
+    Raises:
+        LineTooLongError: the file is larger than ``errors.max_line_bytes()`` (checked before reading).
+        LlmError: ``SCRIPT_INVALID``: unreadable, not UTF-8, not JSON, or nested deeper than
+            ``errors.MAX_INPUT_NESTING`` levels (refused up front: serving walks it recursively).
+    """
+    try:
+        check_file_size(path, path.stat().st_size)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        # (stdlib json recurses per nesting level: deep input raises RecursionError)
+        raise LlmError(
+            f"cannot read scripted model file {path}: {quote(str(exc), 200)}", "SCRIPT_INVALID"
+        ) from exc
+    if nesting_exceeds(data):
+        raise LlmError(
+            f"{path}: JSON nested deeper than {MAX_INPUT_NESTING} levels; fix the scripted model file",
+            "SCRIPT_INVALID",
+        )
+    return data
 
 
 def _chars(value: Any) -> int:
@@ -232,10 +257,7 @@ class ScriptedModel:
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         """Load the JSON format of the module doc. Raises ``LlmError(code="SCRIPT_INVALID")``."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise LlmError(f"cannot read scripted model file {path}: {exc}", "SCRIPT_INVALID") from exc
+        data = load_json_file(Path(path))
         return cls.from_json(data, source=str(path))
 
     @classmethod

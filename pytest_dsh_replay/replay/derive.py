@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import quote
 from .errors import ReplayDeriveError
 from .parse import Event
 
@@ -41,7 +42,8 @@ def _where(file: str | None) -> str:
 
 def _unfinished(file: str | None, turn: Any, step: Any, first_seq: Any, call_index: int) -> ReplayDeriveError:
     return ReplayDeriveError(
-        f"{_where(file)}: model call #{call_index + 1} (turn {turn}, step {step}, from seq {first_seq}) "
+        f"{_where(file)}: model call #{call_index + 1} (turn {quote(turn)}, step {quote(step)}, "
+        f"from seq {quote(first_seq)}) "
         f"has no terminal 'finish' chunk: {_OVERRIDE_HINT}",
         "REPLAY_UNFINISHED_CALL",
     )
@@ -53,7 +55,7 @@ def _compaction_entry(event: Event, file: str | None) -> ReplayEntry:
 
     def bad(what: str) -> ReplayDeriveError:
         return ReplayDeriveError(
-            f"{_where(file)}: compaction/summary at seq {seq} has llmStreamCall: true but {what}; "
+            f"{_where(file)}: compaction/summary at seq {quote(seq)} has llmStreamCall: true but {what}; "
             "fix the event or re-record",
             "REPLAY_BAD_COMPACTION",
         )
@@ -120,8 +122,9 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
                     cur = []
             except (KeyError, TypeError) as exc:
                 raise ReplayDeriveError(
-                    f"{_where(file)}: assistant/chunk at seq {event.get('seq')} lacks "
-                    f"data.turn/step/chunk or chunk.type ({exc!r}); fix the event or re-record",
+                    f"{_where(file)}: assistant/chunk at seq {quote(event.get('seq'))} lacks "
+                    f"data.turn/step/chunk or chunk.type ({type(exc).__name__}: {quote(exc.args[:1])}); "
+                    "fix the event or re-record",
                     "REPLAY_BAD_CHUNK_EVENT",
                 ) from exc
         elif kind == "compaction/summary":

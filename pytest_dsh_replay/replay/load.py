@@ -17,6 +17,7 @@ from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
 from .parse import Event, parse_session_header, parse_session_log
+from .scan import scan_log
 
 PRIMARY_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
@@ -91,18 +92,67 @@ def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _read(path: Path, parsed: ParsedLogs | None) -> tuple[dict[str, Any], list[Event]]:
-    """The header and events of ``path``: from ``parsed`` when the caller has them, else from disk."""
+@dataclass
+class _Own:
+    """One log's own part (``events[start:]``): from events the caller parsed, or from its bytes.
+
+    From bytes, the script comes from the fast scan (``replay.scan``, no event dicts); the events
+    are materialized only if needed (the bare-array sidecar guard).
+    """
+
+    path: Path
+    header: dict[str, Any]
+    events_: list[Event] | None = None
+    data: bytes | None = None
+    start: int = 0
+    derived_: list[ReplayEntry] | ReplayDeriveError | None = None
+
+    def derived(self) -> list[ReplayEntry]:
+        """The derived script of the own events (raises its ReplayDeriveError)."""
+        if self.derived_ is None:
+            try:
+                self.derived_ = derive_replay_script(self.events(), file=str(self.path))
+            except ReplayDeriveError as exc:
+                self.derived_ = exc
+        if isinstance(self.derived_, ReplayDeriveError):
+            raise self.derived_
+        return self.derived_
+
+    def events(self) -> list[Event]:
+        """The own logical events (parsed on first use when the log was scanned from bytes)."""
+        if self.events_ is None:
+            assert self.data is not None
+            self.events_ = parse_session_log(self.data, file=str(self.path))[self.start :]
+        return self.events_
+
+
+def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed: bool = True) -> _Own:
+    """The own part of ``path``: a child's from ``seedLength`` on (checked), a primary's whole log."""
+
+    def check_seed(seed: int, count: int) -> None:
+        if seed > count:
+            raise ReplayLoadError(
+                f"{path}:1: header seedLength {seed} is larger than the log ({count} logical "
+                "events after expanding packed rows); fix seedLength or re-record",
+                "REPLAY_BAD_SEED_LENGTH",
+            )
+
     if parsed is not None and path in parsed:
-        return parsed[path]
+        header, events = parsed[path]
+        seed = int(header.get("seedLength", 0)) if child else 0
+        check_seed(seed, len(events))
+        return _Own(path, header, events_=events[seed:] if slice_seed else events)
     text = path.read_bytes()
-    return parse_session_header(text, file=str(path)), parse_session_log(text, file=str(path))
+    header = parse_session_header(text, file=str(path))
+    seed = int(header.get("seedLength", 0)) if child else 0
+    start = seed if slice_seed else 0
+    derived, count = scan_log(text, file=str(path), start=start)
+    check_seed(seed, count)
+    return _Own(path, header, data=text, start=start, derived_=derived)
 
 
 def _script(
-    path: Path,
-    header: dict[str, Any],
-    own: list[Event],
+    own: _Own,
     *,
     primary: bool,
     allow_replace_override: bool,
@@ -114,13 +164,13 @@ def _script(
     derived call unchanged (the derived calls are a prefix of it), or with ``"override": true``;
     otherwise ``REPLAY_OVERRIDE_GUARD`` (recorded calls are never discarded silently).
     """
+    path, header = own.path, own.header
     recorded_id, created_at = str(header["id"]), int(header["createdAt"])
     override: Override | None = load_override(sidecar) if sidecar is not None and sidecar.is_file() else None
     if override is None:
-        entries = derive_replay_script(own, file=str(path))
-        return SessionScript(recorded_id, created_at, entries, primary, path, "derived", header)
+        return SessionScript(recorded_id, created_at, own.derived(), primary, path, "derived", header)
     if override.patches is not None:
-        derived = derive_replay_script(own, file=str(path))
+        derived = own.derived()
         return SessionScript(
             recorded_id,
             created_at,
@@ -133,8 +183,8 @@ def _script(
         )
     assert override.entries is not None
     entries = list(override.entries)
-    if not allow_replace_override and not _unfinished(own, path):
-        derived = derive_replay_script(own, file=str(path))
+    if not allow_replace_override and not _unfinished(own.events(), path):
+        derived = own.derived()
         if derived and entries[: len(derived)] != derived:
             changed = next(
                 (i for i, (a, b) in enumerate(zip(derived, entries, strict=False)) if a != b), len(entries)
@@ -172,11 +222,8 @@ def _load_primary(
             "(pytest --dsh-record=once) or add a bare-array replay.override.json",
             "REPLAY_FIXTURE_MISSING",
         )
-    header, events = _read(path, parsed)
     return _script(
-        path,
-        header,
-        events,
+        _read_own(path, parsed, child=False),
         primary=True,
         allow_replace_override=allow_replace_override,
         sidecar=override_file_for(path),
@@ -235,20 +282,10 @@ def load_child_script(
         raise ReplayLoadError(
             f"{path}: child fixture missing; re-record the scenario", "REPLAY_FIXTURE_MISSING"
         )
-    header, events = _read(path, parsed)
-    seed = int(header.get("seedLength", 0))
-    if seed > len(events):
-        raise ReplayLoadError(
-            f"{path}:1: header seedLength {seed} is larger than the log ({len(events)} logical "
-            "events after expanding packed rows); fix seedLength or re-record",
-            "REPLAY_BAD_SEED_LENGTH",
-        )
-    own = events[seed:] if slice_seed else events
+    own = _read_own(path, parsed, child=True, slice_seed=slice_seed)
     # only a numbered child log has a sidecar of its own (a lone log passed here is read as it is)
     sidecar = override_file_for(path) if _CHILD_RE.fullmatch(path.name) else None
-    return _script(
-        path, header, own, primary=False, allow_replace_override=allow_replace_override, sidecar=sidecar
-    )
+    return _script(own, primary=False, allow_replace_override=allow_replace_override, sidecar=sidecar)
 
 
 def load_session_scripts(

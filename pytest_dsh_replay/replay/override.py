@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import MAX_INPUT_NESTING, check_file_size, nesting_exceeds, quote
 from ..llm import CHUNK_TYPES
 from .derive import ReplayEntry
 from .errors import OverrideError
@@ -112,15 +113,15 @@ def validate_entry(entry: Any, where: str) -> ReplayEntry:
     if not isinstance(entry, dict):
         raise bad(f"an entry must be an object, got {type(entry).__name__}")
     kind = entry.get("kind")
-    if kind not in _ENTRY_KEYS:
-        raise bad(f"unknown kind {kind!r}; use one of 'chunks', 'throw', 'hang'")
+    if type(kind) is not str or kind not in _ENTRY_KEYS:
+        raise bad(f"unknown kind {quote(kind)}; use one of 'chunks', 'throw', 'hang'")
     required, optional = _ENTRY_KEYS[kind]
     keys = set(entry)
     if not required <= keys:
         raise bad(f"a {kind!r} entry needs keys {sorted(required)}; missing {sorted(required - keys)}")
     if not keys <= required | optional:
         raise bad(
-            f"unexpected key(s) {sorted(keys - required - optional)} in a {kind!r} entry "
+            f"unexpected key(s) {quote(sorted(keys - required - optional))} in a {kind!r} entry "
             f"(allowed: {sorted(required | optional)})"
         )
     if "chunks" in entry:
@@ -128,24 +129,25 @@ def validate_entry(entry: Any, where: str) -> ReplayEntry:
         if not isinstance(chunks, list):
             raise bad("'chunks' must be a list of chunk objects")
         for j, chunk in enumerate(chunks):
-            if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_TYPES:
-                got = chunk.get("type") if isinstance(chunk, dict) else chunk
-                raise bad(f"chunks[{j}]: type must be one of {sorted(CHUNK_TYPES)}, got {got!r}")
+            ctype = chunk.get("type") if isinstance(chunk, dict) else None
+            if type(ctype) is not str or ctype not in CHUNK_TYPES:
+                got = ctype if isinstance(chunk, dict) else chunk
+                raise bad(f"chunks[{j}]: type must be one of {sorted(CHUNK_TYPES)}, got {quote(got)}")
             missing = _CHUNK_REQUIRED[chunk["type"]] - set(chunk)
             if missing:
                 raise bad(f"chunks[{j}]: a {chunk['type']!r} chunk needs {sorted(missing)}")
     if kind == "throw":
         for key in ("message", "code"):
             if not isinstance(entry[key], str) or not entry[key]:
-                raise bad(f"a 'throw' entry needs a non-empty string {key!r}, got {entry[key]!r}")
+                raise bad(f"a 'throw' entry needs a non-empty string {key!r}, got {quote(entry[key])}")
         if "status" in entry and type(entry["status"]) is not int:
-            raise bad(f"'status' must be an integer HTTP status, got {entry['status']!r}")
+            raise bad(f"'status' must be an integer HTTP status, got {quote(entry['status'])}")
     if (
         kind == "hang"
         and "readyFile" in entry
         and (not isinstance(entry["readyFile"], str) or not entry["readyFile"])
     ):
-        raise bad(f"'readyFile' must be a non-empty path string, got {entry['readyFile']!r}")
+        raise bad(f"'readyFile' must be a non-empty path string, got {quote(entry['readyFile'])}")
     try:
         check_placeholders(entry)
     except PlaceholderSyntaxError as exc:
@@ -168,12 +170,19 @@ def load_override(path: Path) -> Override:
         OSError: the file cannot be read.
     """
     path = Path(path)
+    check_file_size(path, path.stat().st_size)
     try:
         value = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise OverrideError(
             f"{path}: not valid JSON ({exc}); fix the sidecar", "REPLAY_BAD_OVERRIDE"
         ) from exc
+    if nesting_exceeds(value):
+        raise OverrideError(
+            f"{path}: JSON nested deeper than {MAX_INPUT_NESTING} levels; a sidecar entry never needs "
+            "that, fix the sidecar",
+            "REPLAY_BAD_OVERRIDE",
+        )
     if isinstance(value, list):
         entries = [validate_entry(e, f"{path}: [{i}] (call #{i + 1})") for i, e in enumerate(value)]
         return Override(path=path, entries=entries)
@@ -194,7 +203,7 @@ def load_override(path: Path) -> Override:
         at = patch["at"]
         if type(at) is not int or at < 0:
             raise OverrideError(
-                f"{where}: 'at' must be a non-negative integer, got {at!r}", "REPLAY_BAD_OVERRIDE"
+                f"{where}: 'at' must be a non-negative integer, got {quote(at)}", "REPLAY_BAD_OVERRIDE"
             )
         if at in seen:
             raise OverrideError(

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import LineTooLongError, max_line_bytes, quote
 from ..session.codec import gc_paused
 from .errors import ReplayParseError
 
@@ -67,6 +68,19 @@ def _first_line(data: bytes) -> tuple[bytes | None, int, int]:
     return None, line_no, n
 
 
+def check_line_sizes(lines: list[bytes], first_line_no: int, file: str | None) -> None:
+    """Raise :class:`~pytest_dsh_replay.errors.LineTooLongError` for the first line over the limit.
+
+    ``lines[i]`` is line ``first_line_no + i`` of ``file``. One C-level pass (``max(map(len))``)
+    when every line fits; called before any line is parsed.
+    """
+    limit = max_line_bytes()
+    if lines and max(map(len, lines)) > limit:
+        for offset, line in enumerate(lines):
+            if len(line) > limit:
+                raise LineTooLongError(f"{_where(file)}:{first_line_no + offset}", len(line), limit)
+
+
 def _check_header(header: Any, file: str | None, line_no: int) -> dict[str, Any]:
     where = f"{_where(file)}:{line_no}"
     if not isinstance(header, dict) or header.get("type") != "session":
@@ -84,18 +98,18 @@ def _check_header(header: Any, file: str | None, line_no: int) -> dict[str, Any]
 
     version = header.get("version", 0)
     if type(version) is not int or version != 0:
-        raise bad(f"version must be 0 (no migration), got {version!r}")
+        raise bad(f"version must be 0 (no migration), got {quote(version)}")
     if type(header.get("id")) is not str:
-        raise bad(f"id must be a string, got {header.get('id')!r}")
+        raise bad(f"id must be a string, got {quote(header.get('id'))}")
     created = header.get("createdAt")
     if type(created) is not int:
-        raise bad(f"createdAt must be an integer (epoch ms), got {created!r}")
+        raise bad(f"createdAt must be an integer (epoch ms), got {quote(created)}")
     if "parentSession" in header and type(header["parentSession"]) is not str:
-        raise bad(f"parentSession must be a string, got {header['parentSession']!r}")
+        raise bad(f"parentSession must be a string, got {quote(header['parentSession'])}")
     if "seedLength" in header:
         seed = header["seedLength"]
         if type(seed) is not int:
-            raise bad(f"seedLength must be a non-negative integer (logical events), got {seed!r}")
+            raise bad(f"seedLength must be a non-negative integer (logical events), got {quote(seed)}")
         if seed < 0:
             raise bad(f"seedLength must be a non-negative integer (logical events), got {seed}")
     return header
@@ -126,6 +140,8 @@ def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[
 def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
     """The checked header of ``data`` and its 1-based line number (see :func:`parse_session_header`)."""
     line, line_no, _ = _first_line(data)
+    if line is not None:
+        check_line_sizes([line], line_no, file)
     if line is None:
         raise ReplayParseError(
             f"{_where(file)}: missing session header: the log is empty; record the scenario first "
@@ -187,15 +203,16 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
         seq0 = row["seq0"]
         time0 = row["time0"]
         if type(seq0) is not int or seq0 < 0:
-            raise bad(f"seq0 must be a non-negative integer, got {seq0!r}")
+            raise bad(f"seq0 must be a non-negative integer, got {quote(seq0)}")
         if type(time0) is not int:
-            raise bad(f"time0 must be an integer, got {time0!r}")
+            raise bad(f"time0 must be an integer, got {quote(time0)}")
     elif keys == _PACKED_ENVELOPE_PROJECTED:
         seq0 = len(out)
         time0 = 0
     else:
         raise bad(
-            f"envelope keys must be exactly {{type, seq0, time0, data}} or {{type, data}}, got {sorted(keys)}"
+            "envelope keys must be exactly {type, seq0, time0, data} or {type, data}, "
+            f"got {quote(sorted(keys))}"
         )
     data = row["data"]
     if not isinstance(data, dict):
@@ -205,14 +222,15 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
     if kind == "tool-call-chunks":
         if not required <= dkeys or not dkeys <= required | _TOOL_OPTIONAL:
             raise bad(
-                f"data keys must be exactly {sorted(required)} plus optional 'name', got {sorted(dkeys)}"
+                f"data keys must be exactly {sorted(required)} plus optional 'name', "
+                f"got {quote(sorted(dkeys))}"
             )
     elif dkeys != required:
-        raise bad(f"data keys must be exactly {sorted(required)}, got {sorted(dkeys)}")
+        raise bad(f"data keys must be exactly {sorted(required)}, got {quote(sorted(dkeys))}")
     turn, step, index = data["turn"], data["step"], data["index"]
     for name, value in (("turn", turn), ("step", step), ("index", index)):
         if not _is_number(value):
-            raise bad(f"{name} must be a number, got {value!r}")
+            raise bad(f"{name} must be a number, got {quote(value)}")
     members_key = "args" if kind == "tool-call-chunks" else "texts"
     members = data[members_key]
     if not isinstance(members, list) or not members or any(type(m) is not str for m in members):
@@ -241,12 +259,12 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
     if kind == "tool-call-chunks":
         call_id = data["id"]
         if type(call_id) is not str:
-            raise bad(f"id must be a string, got {call_id!r}")
+            raise bad(f"id must be a string, got {quote(call_id)}")
         head: dict[str, Any] = {"type": "tool-call-delta", "index": index, "id": call_id}
         if "name" in data:
             name_value = data["name"]
             if type(name_value) is not str:
-                raise bad(f"name must be a string, got {name_value!r}")
+                raise bad(f"name must be a string, got {quote(name_value)}")
             head["name"] = name_value
         chunks = [{**head, "argumentsDelta": arg} for arg in members]
     else:
@@ -273,7 +291,7 @@ def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
     return _row_error(
         file,
         line_no,
-        f"event envelope needs a string 'type', got {row.get('type')!r}; fix or remove the line",
+        f"event envelope needs a string 'type', got {quote(row.get('type'))}; fix or remove the line",
     )
 
 
@@ -341,6 +359,8 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
     """
     data = _as_bytes(text)
     body, first_line_no = _body_lines(data, file)
+    if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
+        check_line_sizes(body, first_line_no, file)
     with gc_paused():
         line_nos: list[int] | None = None
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..errors import quote
 from ..session.codec import iter_strings, map_strings
 
 TOKEN = "{{fromRequest:"
@@ -52,8 +53,11 @@ def split_placeholders(text: str) -> list[str | re.Pattern[str]]:
         pattern = text[body : run_end - 2]
         try:
             parts.append(re.compile(pattern))
-        except re.error as exc:
-            raise PlaceholderSyntaxError(f"bad regex {pattern!r} in placeholder: {exc}") from exc
+        except (re.error, RecursionError, OverflowError, ValueError) as exc:
+            # (re's parser recurses per group level: a pathological pattern raises RecursionError)
+            raise PlaceholderSyntaxError(
+                f"bad regex {quote(pattern)} in placeholder: {quote(str(exc), 200)}"
+            ) from exc
         pos = run_end
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
+from ..errors import check_file_size, quote
 from .errors import FixtureInventoryError, ScenarioDefinitionError
 
 INPUT_FILE = "input.json"
@@ -179,12 +180,12 @@ def _config(raw: object, where: Path) -> ScenarioConfig:
     unknown = sorted(set(raw) - CONFIG_KEYS)
     if unknown:
         raise ScenarioDefinitionError(
-            f"{where}: unknown config key {unknown[0]!r}; allowed: {', '.join(sorted(CONFIG_KEYS))}"
+            f"{where}: unknown config key {quote(unknown[0])}; allowed: {', '.join(sorted(CONFIG_KEYS))}"
         )
 
     def check(key: str, ok: bool, expected: str) -> None:
         if key in raw and not ok:
-            raise ScenarioDefinitionError(f"{where}: config.{key} must be {expected}, got {raw[key]!r}")
+            raise ScenarioDefinitionError(f"{where}: config.{key} must be {expected}, got {quote(raw[key])}")
 
     check("override", isinstance(raw.get("override"), bool), "true or false")
     check("backend", raw.get("backend") in ("jsonl", "sqlite", "both"), '"jsonl", "sqlite" or "both"')
@@ -213,11 +214,11 @@ def _steps(raw: object, where: Path) -> tuple[dict[str, Any], ...]:
         op = step["op"]
         if op not in OPS:
             raise ScenarioDefinitionError(
-                f"{where}: steps[{i}]: unknown op {op!r}; supported ops: {', '.join(OPS)}"
+                f"{where}: steps[{i}]: unknown op {quote(op)}; supported ops: {', '.join(OPS)}"
             )
         extra = sorted(set(step) - {"op"} - OPS[op])
         if extra:
-            raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): unknown key {extra[0]!r}")
+            raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): unknown key {quote(extra[0])}")
         for key in _REQUIRED.get(op, ()):
             if not isinstance(step.get(key), str):
                 raise ScenarioDefinitionError(f'{where}: steps[{i}] ({op}): "{key}" must be a string')
@@ -225,13 +226,13 @@ def _steps(raw: object, where: Path) -> tuple[dict[str, Any], ...]:
             b = step["boundary"]
             if not (b == "last" or (isinstance(b, int) and not isinstance(b, bool))):
                 raise ScenarioDefinitionError(
-                    f'{where}: steps[{i}] (fork): "boundary" must be an integer seq or "last", got {b!r}'
+                    f'{where}: steps[{i}] (fork): "boundary" must be an integer seq or "last", got {quote(b)}'
                 )
         if op == "kill" and "afterCalls" in step:
             n = step["afterCalls"]
             if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
                 raise ScenarioDefinitionError(
-                    f'{where}: steps[{i}] (kill): "afterCalls" must be a non-negative integer, got {n!r}'
+                    f'{where}: steps[{i}] (kill): "afterCalls" must be a non-negative integer, got {quote(n)}'
                 )
         steps.append(step)
     return tuple(steps)
@@ -248,17 +249,20 @@ def load_scenario(path: Path) -> Scenario:
     path = path.resolve()
     input_file = path / INPUT_FILE
     try:
+        check_file_size(input_file, input_file.stat().st_size)
         raw = orjson.loads(input_file.read_bytes())
     except FileNotFoundError:
         raise ScenarioDefinitionError(f"{path}: no {INPUT_FILE}; a scenario directory needs one") from None
     except orjson.JSONDecodeError as exc:
         raise ScenarioDefinitionError(f"{input_file}: not valid JSON: {exc}") from exc
+    except OSError as exc:
+        raise ScenarioDefinitionError(f"{input_file}: cannot be read: {exc.strerror or exc}") from exc
     if not isinstance(raw, dict):
         raise ScenarioDefinitionError(f'{input_file}: must be a JSON object with "steps"')
     unknown = sorted(set(raw) - {"steps", "config"})
     if unknown:
         raise ScenarioDefinitionError(
-            f"{input_file}: unknown top-level key {unknown[0]!r} (allowed: steps, config)"
+            f"{input_file}: unknown top-level key {quote(unknown[0])} (allowed: steps, config)"
         )
     return Scenario(
         path=path,

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
 from ..llm import secrets as _secrets
-from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, response_problem
+from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
 from .definition import Scenario
 from .errors import ScenarioError
@@ -39,18 +39,20 @@ SCRIPTED_TOOL_CALL_KEYS = TOOL_CALL_KEYS
 
 
 def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
-    """Load and strictly check a scripted model file; a typo raises :class:`ModelSpecError` naming it."""
-    import json
+    """Load and strictly check a scripted model file; a typo raises :class:`ModelSpecError` naming it.
 
+    Any bytes give a typed error: :class:`~pytest_dsh_replay.errors.LineTooLongError` for a file over
+    the size limit, :class:`ModelSpecError` for unreadable / non-JSON / too deeply nested content.
+    """
     where = f"--dsh-model {spec}: scripted model file {path}"
     if not path.is_file():
         raise ModelSpecError(
             f"{where} does not exist (write one, see the README section 'Scripted model files')"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ModelSpecError(f"{where} is not valid JSON: {exc}; fix the file") from exc
+        data = load_json_file(path)
+    except LlmError as exc:
+        raise ModelSpecError(f"{where} is not valid JSON: {exc.message}; fix the file") from exc
     if isinstance(data, dict) and set(data) != {"sessions"}:
         extra = sorted(set(data) - {"sessions"})
         raise ModelSpecError(
