@@ -10,6 +10,10 @@ Printed figures:
 
 * xdist speed-up: wall time of ``-n 0`` / wall time of ``-n 2`` (target >= 1.6x on 2 cores), both raw
   and with pytest's own start-up (``baseline``, below) subtracted from each run.
+* the break-even suite size of ``-n 2``: both modes are timed at several suite sizes (``--sizes``, default
+  0, a quarter and all of ``--count``), a line ``wall = start-up + n * per-item`` is fitted to each, and the
+  size where they cross is printed (below it, ``-n 0`` is faster: the workers' start-up is not yet paid
+  back), next to the measured wall times per size.
 * median per-scenario overhead of the harness, excluding pytest start-up, measured two ways:
   (a) the per-item ``time`` of the ``-n 0`` run's junitxml (setup + call + teardown of each item) and
   (b) ``pytest_dsh_replay.scenario.check_scenario`` timed in this process per scenario (warm imports).
@@ -38,8 +42,11 @@ Diagnostic knobs (defaults measure the environment as it is):
   ``PYTHONDONTWRITEBYTECODE=1``, which makes every pytest process (and every xdist worker) re-parse and
   rewrite every module of every pytest11 distribution it imports.
 
-Usage: ``python benchmarks/suite.py [--count N] [--workers W] [--repeat R] [--keep DIR] [--tmpdir DIR]
-[--no-fsync] [--plugins all|harness] [--bytecode]``
+``--quick``: a CI smoke run (12 scenarios, sizes 0 and 12, no capacity probe): proves the script works,
+its figures mean little.
+
+Usage: ``python benchmarks/suite.py [--quick] [--count N] [--sizes N,N,...] [--workers W] [--repeat R]
+[--keep DIR] [--tmpdir DIR] [--no-fsync] [--plugins all|harness] [--bytecode]``
 """
 
 from __future__ import annotations
@@ -60,6 +67,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+# the script's own directory (sys.path[0]) holds other benchmark scripts, e.g. secrets.py, that would
+# shadow stdlib modules of the same name: import from the checkout instead
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "benchmarks"]
 sys.path.insert(0, str(REPO))
 
 KINDS = ("text", "bash", "spawn", "fork", "mixed", "store_fork")
@@ -174,7 +184,11 @@ class Runner:
     def __init__(self, base: Path, args: argparse.Namespace) -> None:
         self.base = base
         env = dict(os.environ)
-        paths = [str(REPO), str(REPO / "benchmarks"), env.get("PYTHONPATH", "")]
+        # never benchmarks/ itself on the path: its scripts (e.g. secrets.py) would shadow stdlib modules
+        plugins = base / "plugins"
+        plugins.mkdir(exist_ok=True)
+        shutil.copy(REPO / "benchmarks" / "_bench_nofsync.py", plugins)
+        paths = [str(REPO), str(plugins), env.get("PYTHONPATH", "")]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         for key in ("PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS", "PYTEST_PLUGINS"):
             env.pop(key, None)
@@ -228,7 +242,12 @@ def in_process_times(paths: list[Path], no_fsync: bool, failed: list[str]) -> li
     from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
 
     if no_fsync:
-        import _bench_nofsync  # noqa: F401
+        import importlib.util
+
+        where = REPO / "benchmarks" / "_bench_nofsync.py"
+        spec = importlib.util.spec_from_file_location("_bench_nofsync", where)
+        assert spec is not None and spec.loader is not None
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
     def one(path: Path) -> float:
         t0 = time.perf_counter()
@@ -330,6 +349,52 @@ def parallel_capacity(workers: int) -> float:
     return serial / (time.perf_counter() - t0)
 
 
+def time_sizes(
+    runner: Runner, base: Path, paths: list[Path], sizes: list[int], args: argparse.Namespace
+) -> dict[int, tuple[float, float]]:
+    """Median wall time of ``-n 0`` and ``-n W`` replaying the first ``k`` scenarios, per size ``k``."""
+    out: dict[int, tuple[float, float]] = {}
+    for k in sizes:
+        root = base / f"size{k}"
+        for path in paths[:k]:  # already recorded: copy, fixtures included
+            shutil.copytree(path, root / path.parent.name / path.name)
+        root.mkdir(exist_ok=True)
+        code = (0, 1) if k else (5,)
+        serial = [runner.run(root, "-n", "0", ok=code)[0] for _ in range(args.repeat)]
+        parallel = [runner.run(root, "-n", str(args.workers), ok=code)[0] for _ in range(args.repeat)]
+        out[k] = (statistics.median(serial), statistics.median(parallel))
+    return out
+
+
+def fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares ``(intercept, slope)`` of ``wall = intercept + slope * n``."""
+    xs, ys = [float(x) for x, _ in points], [y for _, y in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def break_even_report(sized: dict[int, tuple[float, float]], workers: int) -> str:
+    """The suite size where ``-n workers`` starts to beat ``-n 0``, from lines fitted to ``sized``
+    (``size -> (serial wall s, parallel wall s)``), and the measured points."""
+    a0, b0 = fit_line([(k, v[0]) for k, v in sized.items()])
+    aw, bw = fit_line([(k, v[1]) for k, v in sized.items()])
+    lines = [
+        f"suite size vs wall time (-n 0 / -n {workers}): "
+        + ", ".join(f"{k}: {s:.2f}s / {p:.2f}s" for k, (s, p) in sorted(sized.items()))
+    ]
+    fit = (
+        f"fit: -n 0 = {a0:.2f}s + {b0 * 1000:.1f} ms/item, -n {workers} = {aw:.2f}s + {bw * 1000:.1f} ms/item"
+    )
+    if bw >= b0:
+        lines.append(f"{fit}; -n {workers} never breaks even here (its per-item cost is not lower)")
+    else:
+        crossing = max(0.0, (aw - a0) / (b0 - bw))
+        lines.append(f"{fit}; -n {workers} breaks even at about {crossing:.0f} scenarios (faster above that)")
+    return "\n".join(lines)
+
+
 def _spread(values: list[float]) -> str:
     return f"runs {' / '.join(f'{v:.2f}' for v in values)}" if len(values) > 1 else "1 run"
 
@@ -344,10 +409,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fsync", action="store_true", help="experiment: os.fsync a no-op in the replays")
     ap.add_argument("--plugins", choices=("all", "harness"), default="all", help="pytest plugins loaded")
     ap.add_argument("--bytecode", action="store_true", help="let the replays cache (rewritten) bytecode")
+    ap.add_argument(
+        "--sizes", default=None, help="suite sizes timed for the break-even fit (default: 0, count/4, count)"
+    )
+    ap.add_argument("--quick", action="store_true", help="CI smoke run: 12 scenarios, sizes 0 and 12")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.count = min(args.count, 12)
+        args.sizes = args.sizes or f"0,{args.count}"
+    default_sizes = [0, max(1, args.count // 4), args.count]
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else default_sizes
+    args.sizes = sorted({min(max(0, x), args.count) for x in sizes} | {0, args.count})
     if args.tmpdir is not None:
         tempfile.tempdir = str(args.tmpdir)  # the in-process timing too
-    sys.path.insert(0, str(REPO / "benchmarks"))
 
     tmp_ctx = None
     if args.keep is not None:
@@ -393,7 +467,8 @@ def _bench(base: Path, args: argparse.Namespace) -> int:
     triv: list[float] = []
     capacity: list[float] = []
     for r in range(args.repeat):
-        capacity.append(parallel_capacity(args.workers))
+        if not args.quick:
+            capacity.append(parallel_capacity(args.workers))
         # pytest start-up, collecting zero scenarios (exit 5 = no tests collected), with and without workers
         runs["base0"].append(runner.run(empty, "-n", "0", ok=(5,)))
         runs["baseN"].append(runner.run(empty, "-n", str(args.workers), ok=(5,)))
@@ -438,11 +513,15 @@ def _bench(base: Path, args: argparse.Namespace) -> int:
         f"xdist speed-up (-n 0 / -n {w}): {speedup:.2f}x wall (target >= 1.6x: "
         f"{'met' if speedup >= 1.6 else 'MISSED'}); {net} with each mode's zero-item start-up subtracted"
     )
-    cap = med(capacity)
-    print(
-        f"machine parallel capacity now ({w} CPU-bound processes, serial / concurrent): {cap:.2f}x; "
-        f"xdist speed-up / capacity = {speedup / cap:.2f}"
-    )
+    if capacity:
+        cap = med(capacity)
+        print(
+            f"machine parallel capacity now ({w} CPU-bound processes, serial / concurrent): {cap:.2f}x; "
+            f"xdist speed-up / capacity = {speedup / cap:.2f}"
+        )
+    sized = {0: (wall["base0"], wall["baseN"]), n: (wall["serial"], wall["parallel"])}
+    sized.update(time_sizes(runner, base, paths, [k for k in args.sizes if k not in sized], args))
+    print(break_even_report(sized, w))
     print(
         f"amortized per scenario, -n 0, start-up subtracted: {(wall['serial'] - startup) / n * 1000:.1f} ms "
         f"wall, {(cpu['serial'] - cpu['base0']) / n * 1000:.1f} ms cpu (collection, lazy imports, reporting)"

@@ -7,6 +7,8 @@ This module only wires pytest to :mod:`pytest_dsh_replay.scenario`.
 from __future__ import annotations
 
 import fnmatch
+import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
 # The scenario machinery (agent, persistence, replay) is imported lazily, when an item runs, so that
 # merely having the plugin installed costs every pytest run nothing.
 INPUT_FILE = "input.json"
+#: ``session.jsonl`` and the child logs ``session.<n>.jsonl`` (harness.md §1)
+_LOG_NAME = re.compile(r"session(?:\.[0-9]+)?\.jsonl")
 
 RECORD_MODES = ("none", "once", "new_episodes", "rewrite")
 _STATE = pytest.StashKey["_State"]()
@@ -36,9 +40,10 @@ class _State:
         self.removed: list[Path] = []
         self.guards_ok: list[str] = []
         self.guards_failed: list[str] = []
-        self.replayed = 0
-        self.logs_compared = 0
-        self.calls_served = 0
+        #: backends -> [scenarios, session logs compared per backend, recorded calls served per backend]
+        self.replayed: dict[tuple[str, ...], list[int]] = {}
+        self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
+        self.end_seed_ignored: list[str] = []
         self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -52,10 +57,15 @@ class _State:
             elif key == "dsh_removed":
                 self.removed.append(Path(str(value)))
             elif key == "dsh_replayed" and report.passed:
-                logs, calls = str(value).split("/")
-                self.replayed += 1
-                self.logs_compared += int(logs)
-                self.calls_served += int(calls)
+                logs, calls, backends = str(value).split("/")
+                counts = self.replayed.setdefault(tuple(backends.split(",")), [0, 0, 0])
+                counts[0] += 1
+                counts[1] += int(logs)
+                counts[2] += int(calls)
+            elif key == "dsh_episodes" and report.passed:
+                self.episodes[str(value)] += 1
+            elif key == "dsh_end_seed_ignored":
+                self.end_seed_ignored.append(name)
             elif key == "dsh_guard":
                 (self.guards_ok if value == "red" else self.guards_failed).append(name)
 
@@ -118,12 +128,71 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, args: list[str], parser: pytest.Parser
+) -> None:
+    """Keep ``--dsh-scenario PATH`` from deciding the rootdir and the ini file (issue 13).
+
+    pytest picks the rootdir and ini file from the free arguments BEFORE installed plugins are loaded,
+    so the value of ``--dsh-scenario ../elsewhere`` (space form) is taken for a test path: the rootdir
+    moves out of the project and its ini file (``dsh_backend``, ``addopts``, ...) is ignored. Now that
+    the option is known, determine them again from the real free arguments. An explicit ``-c``/
+    ``--rootdir`` is left alone; ``--dsh-scenario=PATH`` never had the problem.
+    """
+    ns = early_config.known_args_namespace
+    if not getattr(ns, "dsh_scenario", None) or ns.inifilename or ns.rootdir:
+        return
+    from _pytest.config.findpaths import determine_setup
+
+    try:
+        rootpath, inipath, inicfg, *_ = determine_setup(
+            inifile=None,
+            override_ini=ns.override_ini,
+            args=ns.file_or_dir,
+            rootdir_cmd_arg=None,
+            invocation_dir=early_config.invocation_params.dir,
+        )
+    except pytest.UsageError:
+        return
+    if (rootpath, inipath) == (early_config.rootpath, early_config.inipath):
+        return
+    old_confcutdir = str(early_config.inipath.parent if early_config.inipath else early_config.rootpath)
+    if not all(hasattr(early_config, a) for a in ("_rootpath", "_inipath", "_inicfg", "_inicache")):
+        early_config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"--dsh-scenario {ns.dsh_scenario[0]} made pytest take {early_config.rootpath} as rootdir; "
+                "write --dsh-scenario=PATH (one argument) or pass -c to keep your project's ini file"
+            ),
+            stacklevel=2,
+        )
+        return
+    early_config._rootpath = rootpath
+    early_config._inipath = inipath
+    early_config._inicfg = inicfg
+    early_config._inicache.clear()
+    parser.extra_info["rootdir"] = str(rootpath)
+    parser.extra_info["inifile"] = str(inipath)
+    if ns.confcutdir == old_confcutdir:
+        ns.confcutdir = str(inipath.parent if inipath else rootpath)
+    for entry in reversed(early_config.getini("pythonpath")):  # pytest's cleanup removes them again
+        sys.path.insert(0, str(entry))
+    addopts = list(early_config.getini("addopts"))
+    if addopts:  # what pytest would have prepended had it found this ini file in the first place
+        args[:] = addopts + args
+        early_config.pluginmanager.consider_preparse(addopts, exclude_only=False)
+        parser.parse_known_args(args, namespace=ns)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     state = _State()
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "dsh_replay_state")
-    roots = [Path(p) for p in config.getini("dsh_scenario_roots")] or [config.rootpath / "scenarios"]
+    # Scenario roots are collected only when configured (ini) or named (--dsh-scenario, a positional
+    # scenario path): a project that never configured the plugin is left alone (issue 13).
+    configured = [Path(p) for p in config.getini("dsh_scenario_roots")]
+    state.roots.extend(r.resolve() for r in configured)
     scenario_args: list[str] = []
     for value in config.getoption("dsh_scenario"):
         path = Path(value)
@@ -141,6 +210,12 @@ def pytest_configure(config: pytest.Config) -> None:
             state.name_globs.append(value)
     _check_model_spec(config)
     _match_on(config)  # a usage error now, not one per item
+    _warn_inert_options(config)
+    if config.args_source in (pytest.Config.ArgsSource.ARGS, pytest.Config.ArgsSource.TESTPATHS):
+        for arg in config.args:  # named on the command line or in the ini's testpaths
+            path = Path(arg.split("::", 1)[0])
+            if _names_scenarios(path):
+                state.roots.append((path.parent if path.is_file() else path).resolve())
     if (
         config.getoption("dsh_scenario")
         or config.getoption("dsh_record") != "none"
@@ -149,16 +224,59 @@ def pytest_configure(config: pytest.Config) -> None:
     ):  # a bad secret config is a usage error before anything runs; else built when first needed
         state.scrubber = _run_scrubber(config)
     if state.name_globs:
-        existing = [r for r in roots if r.exists()]
-        state.roots.extend(r.resolve() for r in existing)
-        scenario_args.extend(str(r.resolve()) for r in existing)
+        search = configured or [config.rootpath / "scenarios"]
+        existing = [r.resolve() for r in search if r.exists()]
+        state.roots.extend(existing)
+        scenario_args.extend(str(r) for r in existing)
     if not config.getoption("dsh_scenario"):
-        state.roots.extend(r.resolve() for r in roots)
-    elif config.args_source != pytest.Config.ArgsSource.ARGS:
+        return
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --dsh-scenario X` with no positional args: collect only the scenarios
         config.args = scenario_args
     else:
         config.args = [*config.args, *scenario_args]
+
+
+def _is_log_name(name: str) -> bool:
+    return _LOG_NAME.fullmatch(name) is not None
+
+
+def _names_scenarios(path: Path) -> bool:
+    """Whether a positional path names scenarios: a scenario dir or its ``input.json``, a group dir or a
+    root of ``<group>/<name>`` dirs (input.json or session logs at most two levels down)."""
+    if path.is_file():
+        return path.name == INPUT_FILE
+    if not path.is_dir():
+        return False
+    for pattern in ("", "*/", "*/*/"):
+        for name in (INPUT_FILE, "session*.jsonl"):
+            if any(_is_log_name(p.name) or p.name == INPUT_FILE for p in path.glob(pattern + name)):
+                return True
+    return False
+
+
+def _warn_inert_options(config: pytest.Config) -> None:
+    """Warn about options that would silently do nothing in this run (issue 13)."""
+    ignored = config.getoption("dsh_ignore_event")
+    if ignored:  # imported only then: a run without dsh options must not pay for the session package
+        from .session.types import EVENT_TYPES
+    for etype in ignored:
+        if etype not in EVENT_TYPES:
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"--dsh-ignore-event {etype}: no such event type, nothing will be ignored; known types: "
+                    + ", ".join(sorted(EVENT_TYPES))
+                ),
+                stacklevel=2,
+            )
+    if config.getoption("dsh_model") and config.getoption("dsh_record") == "none":
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"--dsh-model {config.getoption('dsh_model')} has no effect without a record mode: replay "
+                "never calls a live model; add --dsh-record=once, new_episodes or rewrite to record"
+            ),
+            stacklevel=2,
+        )
 
 
 def _check_model_spec(config: pytest.Config) -> None:
@@ -169,6 +287,12 @@ def _check_model_spec(config: pytest.Config) -> None:
             f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
             "'openai:MODEL@BASE_URL'"
         )
+    if spec.startswith("openai:") and config.getoption("dsh_record") != "none":
+        from .scenario.record import openai_missing
+
+        problem = openai_missing(spec)
+        if problem is not None:
+            raise pytest.UsageError(problem)
 
 
 def _match_on(config: pytest.Config) -> frozenset[str] | None:
@@ -214,12 +338,27 @@ def _within(path: Path, roots: list[Path]) -> bool:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.name != INPUT_FILE:
+    name = file_path.name
+    if name != INPUT_FILE and not _is_log_name(name):
         return None
     state = parent.config.stash[_STATE]
-    if not _within(file_path.parent.resolve(), state.roots):
+    directory = file_path.parent
+    if not state.roots or not _within(directory.resolve(), state.roots):
         return None
+    if name != INPUT_FILE:
+        # session logs without an input.json: report the directory once (from its first log), never
+        # skip it silently (issue 13)
+        if (directory / INPUT_FILE).exists():
+            return None
+        if name != min((p.name for p in directory.iterdir() if _is_log_name(p.name)), key=_log_rank):
+            return None
     return ScenarioFile.from_parent(parent, path=file_path)
+
+
+def _log_rank(name: str) -> int:
+    """0 for ``session.jsonl``, n for ``session.<n>.jsonl``."""
+    middle = name[len("session.") : -len(".jsonl")]
+    return int(middle) if middle else 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -249,7 +388,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class ScenarioFile(pytest.File):
-    """The ``input.json`` of one scenario directory; yields one :class:`ScenarioItem`."""
+    """The ``input.json`` of one scenario directory (or, when it has none, its first session log: the item
+    then fails naming the missing file); yields one :class:`ScenarioItem`."""
 
     def collect(self) -> Iterator[pytest.Item]:
         directory = self.path.parent
@@ -337,6 +477,16 @@ class ScenarioItem(pytest.Item):
         from .scenario import ScenarioError, check_scenario, load_scenario, raise_for
         from .scenario.definition import UNSUPPORTED_OPS
 
+        if not (self.scenario_path / INPUT_FILE).is_file():
+            from .scenario.errors import ScenarioDefinitionError
+
+            found = (p.name for p in self.scenario_path.iterdir() if _is_log_name(p.name))
+            logs = sorted(found, key=_log_rank)
+            raise ScenarioDefinitionError(
+                f"{self.scenario_path} holds {', '.join(logs)} but no {INPUT_FILE}: a scenario directory "
+                f'needs an {INPUT_FILE} with the steps that produced the logs ({{"steps": [...]}}, see the '
+                "README section 'Writing a scenario'); write one, or move the logs out of the scenario root"
+            )
         scenario = load_scenario(self.scenario_path)
         unsupported = [s["op"] for s in scenario.steps if s["op"] in UNSUPPORTED_OPS]
         if unsupported:
@@ -358,13 +508,21 @@ class ScenarioItem(pytest.Item):
         # reported through user_properties so the summary also works under pytest-xdist
         self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
         self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
-        if not outcome.recording and not options.update:
-            self.user_properties.append(("dsh_replayed", f"{outcome.logs_compared}/{outcome.calls_served}"))
+        if record == "new_episodes" and not outcome.recording:
+            self.user_properties.append(("dsh_episodes", "extended" if outcome.written else "unchanged"))
+        elif not outcome.recording and not options.update:
+            n = max(1, len(outcome.backends))  # the outcome's counts are summed over its backends
+            backends = ",".join(outcome.backends) or "jsonl"
+            self.user_properties.append(
+                ("dsh_replayed", f"{outcome.logs_compared // n}/{outcome.calls_served // n}/{backends}")
+            )
+        if outcome.end_seed_ignored:
+            self.user_properties.append(("dsh_end_seed_ignored", "1"))
         if self._match_note:
             outcome.notes.append(self._match_note)
+        raise_for(outcome, options)  # a failure's report carries the notes itself: not twice
         if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
             self.add_report_section("call", "dsh-replay", _redact(self.config, "\n".join(outcome.notes)))
-        raise_for(outcome, options)
         if self.config.getoption("dsh_check_guards") and outcome.has_fork_child:
             guard_options = self._options(scenario, slice_seed=False)
             guard_options.update = False
@@ -396,7 +554,7 @@ class ScenarioItem(pytest.Item):
         return longrepr if redacted == text else redacted
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.scenario_path / INPUT_FILE, None, f"scenario {self.name}"
+        return self.path, None, f"scenario {self.name}"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -404,15 +562,36 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None:
         return
     tr = terminalreporter
-    if state.replayed:
-        tr.write_sep(
-            "-",
-            f"dsh-replay: {state.replayed} scenario(s) replayed end to end and matched their "
-            f"recordings: {state.logs_compared} session log(s) compared, {state.calls_served} recorded "
-            "model call(s) served",
+    for backends, (count, logs, calls) in sorted(state.replayed.items()):
+        if len(backends) == 1:
+            tr.write_line(
+                f"dsh-replay: {count} scenario(s) replayed end to end and matched their recordings: "
+                f"{logs} session log(s) compared, {calls} recorded model call(s) served",
+            )
+        else:
+            tr.write_line(
+                f"dsh-replay: {count} scenario(s) replayed end to end on {' and '.join(backends)}, each "
+                f"matched its recording; per backend: {logs} session log(s) compared, {calls} recorded "
+                "model call(s) served",
+            )
+    if any(state.episodes.values()):
+        tr.write_line(
+            f"dsh-replay: --dsh-record=new_episodes: {state.episodes['extended']} scenario(s) extended with "
+            f"live model calls (logs rewritten), {state.episodes['unchanged']} unchanged (no call past the "
+            "recording)",
+        )
+    if state.end_seed_ignored:
+        names = ", ".join(state.end_seed_ignored[:3]) + (" ..." if len(state.end_seed_ignored) > 3 else "")
+        tr.write_line(
+            f"dsh-replay: session/end-seed ignored on both sides in {len(state.end_seed_ignored)} "
+            f"scenario(s) whose fixtures predate the marker ({names}); replay.md §9"
         )
     if state.written or state.removed:
-        tr.section("dsh-replay snapshot update")
+        record = config.getoption("dsh_record")
+        if record != "none":
+            tr.section(f"dsh-replay recording (--dsh-record={record}): fixtures written")
+        else:
+            tr.section("dsh-replay snapshot update (--snapshot-update): fixtures rewritten from the run")
         for path in state.written:
             tr.write_line(f"written: {path}")
         for path in state.removed:

@@ -251,6 +251,8 @@ class ScriptedModel:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self._parked = 0
         self._parked_event: asyncio.Event | None = None
+        #: where the response lists came from (a file path), for messages
+        self.source = "the scripted model"
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
@@ -268,8 +270,13 @@ class ScriptedModel:
             for ri, response in enumerate(responses):
                 problem = response_problem(response)
                 if problem is not None:
-                    raise LlmError(f"{source}: session {si} response {ri}: {problem}", "SCRIPT_INVALID")
-        return cls(sessions)
+                    raise LlmError(
+                        f"{source}: sessions[{si}][{ri}] (session #{si + 1}, response #{ri + 1}): {problem}",
+                        "SCRIPT_INVALID",
+                    )
+        model = cls(sessions)
+        model.source = source
+        return model
 
     @property
     def bound(self) -> dict[str, int]:
@@ -322,10 +329,14 @@ class ScriptedModel:
         if bound is None:
             target = self._script_for(key)
             if target is None:
+                rank = self.bind_order(key) if self.bind_order is not None else None
+                number = (rank if rank is not None else len(self._bound)) + 1
                 return self._raise(
                     LlmError(
-                        f"scripted model: unscripted session #{len(self._bound) + 1} ({key}), "
-                        f"only {len(self._scripts)} scripted",
+                        f"scripted model: session #{number} (live id {key}) has no response list: "
+                        f'{self.source} has {len(self._scripts)} under "sessions"; add a list to `sessions` '
+                        f"(session #{number}, in creation order; a session that never calls the model "
+                        "takes [])",
                         "SCRIPT_UNBOUND",
                     )
                 )

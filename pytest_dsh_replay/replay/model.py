@@ -442,14 +442,14 @@ class ReplayModel:
             if i not in by_index:
                 if total:  # a session that never called the model and had nothing recorded is fine
                     problems.append(
-                        f"session {i + 1} ({script.file.name}, recorded id {script.recorded_id!r}) was never "
-                        f"bound to a live session (0/{total} calls)"
+                        f"session #{i + 1} ({script.file.name}, recorded id {script.recorded_id!r}) was "
+                        f"never bound to a live session (0/{total} calls)"
                     )
                 continue
             used = min(self.cursors[by_index[i]], total)
             if used < total:
                 problems.append(
-                    f"session {i + 1} consumed {used}/{total} calls ({script.file.name}, "
+                    f"session #{i + 1} consumed {used}/{total} calls ({script.file.name}, "
                     f"live session {by_index[i]!r})"
                 )
         return problems

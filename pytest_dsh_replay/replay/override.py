@@ -184,7 +184,7 @@ def load_override(path: Path) -> Override:
             "REPLAY_BAD_OVERRIDE",
         )
     if isinstance(value, list):
-        entries = [validate_entry(e, f"{path}: entry #{i} (call #{i + 1})") for i, e in enumerate(value)]
+        entries = [validate_entry(e, f"{path}: [{i}] (call #{i + 1})") for i, e in enumerate(value)]
         return Override(path=path, entries=entries)
     if not isinstance(value, dict) or set(value) != {"patches"} or not isinstance(value["patches"], list):
         raise OverrideError(

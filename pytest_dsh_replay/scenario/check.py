@@ -105,6 +105,8 @@ class CheckOutcome:
     logs_compared: int = 0  # session logs compared with fixtures (all backends)
     calls_served: int = 0  # recorded model calls served by replay (all backends)
     has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
+    backends: tuple[str, ...] = ()  # the backends the replay ran on (counts above are summed over them)
+    end_seed_ignored: bool = False  # session/end-seed dropped because the fixtures predate the marker
     skipped: str | None = None  # why the scenario cannot run here (a recording of another agent)
     request_mismatch: bool = False  # a request differed from its recording (its report says how to re-record)
 
@@ -358,7 +360,9 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
     backends = _backends(scenario, options)
     if plan == "episodes":
         backends = backends[:1]
+    outcome.backends = tuple(backends)
     sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
+    outcome.notes.append(f"scripts: {sources}")  # the same for every backend: once
     runs: list[RunResult] = []
     served: _Served | None = None
     first: _Served | None = None
@@ -373,13 +377,13 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         runs.append(result)
         _check_run(outcome, served, result, prefix, plan)
         outcome.logs_compared += len(fixtures.logs)
-        outcome.notes.append(f"{prefix}scripts: {sources}")
         if (
             note
             and note not in outcome.notes
             and any(e.get("type") == END_SEED for log in result.logs for e in log.events)
         ):
             outcome.notes.append(note)
+            outcome.end_seed_ignored = True
         # 3. compare
         if plan in ("replay", "episodes") and outcome.request_mismatch:
             outcome.notes.append(f"{prefix}log comparison skipped: a request did not match its recording")

@@ -94,6 +94,19 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
     return ScriptedModel.from_json(data, source=str(path))
 
 
+def openai_missing(spec: str) -> str | None:
+    """Why ``spec`` (an ``openai:...`` model) cannot be built here: the optional ``openai`` SDK is not
+    installed (``pip install 'pytest-dsh-replay[openai]'``); ``None`` when it is importable."""
+    import importlib.util
+
+    if importlib.util.find_spec("openai") is not None:
+        return None
+    return (
+        f"--dsh-model {spec}: the openai package is not installed; replay never needs it, recording with an "
+        "OpenAI-compatible endpoint does: pip install 'pytest-dsh-replay[openai]'"
+    )
+
+
 def model_hint(scenario_dir: Path) -> str:
     """The ``--dsh-model`` value to suggest: ``scripted`` when the scenario has a scripted file."""
     return "scripted" if (scenario_dir / SCRIPTED_FILE).exists() else "<MODEL SPEC>"
@@ -119,6 +132,9 @@ def resolve_model_spec(
         path = Path(rest) if rest else scenario.path / SCRIPTED_FILE
         return load_scripted_file(path, spec), []
     if kind == "openai" and rest:
+        missing = openai_missing(spec)
+        if missing is not None:
+            raise ModelSpecError(missing)
         from ..llm.openai_model import OpenAIChatModel
 
         model_name, _, base_url = rest.partition("@")
@@ -255,6 +271,7 @@ __all__: list[str] = [
     "check_written",
     "environment_secrets",
     "load_scripted_file",
+    "openai_missing",
     "resolve_model_spec",
     "secret_scrubber",
     "sidecars_for",

@@ -86,6 +86,8 @@ class Tokenizer:
         )
         self._seen: dict[str, str] = {}
         self._uuids: dict[str, str] = {}
+        # every token replaced holds a "/" (cwd) or a "-" (UUIDs; session ids when they all have one)
+        self._dash_ids = all("-" in s for s in ids)
 
     def fresh(self) -> Tokenizer:
         """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
@@ -93,6 +95,7 @@ class Tokenizer:
         out.cwd, out.by_appearance = self.cwd, self.by_appearance
         out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
         out._seen, out._uuids = {}, {}
+        out._dash_ids = self._dash_ids
         return out
 
     def tokenize_cwd(self, text: str) -> str:
@@ -120,6 +123,8 @@ class Tokenizer:
 
     def scrub(self, text: str) -> str:
         """Tokenize cwd, session ids and other UUIDs in one string value."""
+        if self._dash_ids and "-" not in text and "/" not in text:
+            return text  # most values (text deltas, types, names): nothing to replace
         text = self.tokenize_cwd(text)
         if self._ids_re is not None:
             text = self._ids_re.sub(self._id_token, text)

@@ -15,6 +15,24 @@ SESSION_FORMAT_VERSION = 0
 #: The log-only marker written after an explicitly supplied seed (events.md §9).
 END_SEED_TYPE = "session/end-seed"
 
+#: Every event type of the baseline vocabulary (events.md §4) plus the log-only marker (§9).
+EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        "turn/start",
+        "turn/end",
+        "step/start",
+        "step/end",
+        "user/message",
+        "context/message",
+        "steering/message",
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        END_SEED_TYPE,
+    }
+)
+
 #: The five surface-eligible event types (events.md §1).
 SURFACE_TYPES: frozenset[str] = frozenset(
     {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}

@@ -200,7 +200,8 @@ def test_from_file_and_invalid_files(tmp_path: Path) -> None:
     path.write_text(json.dumps({"sessions": [[1]]}))
     with pytest.raises(LlmError) as bad:
         ScriptedModel.from_file(path)
-    assert bad.value.code == "SCRIPT_INVALID" and "session 0 response 0" in bad.value.message
+    assert bad.value.code == "SCRIPT_INVALID"
+    assert "sessions[0][0] (session #1, response #1)" in bad.value.message
     path.write_text("{")
     with pytest.raises(LlmError):
         ScriptedModel.from_file(path)
@@ -246,7 +247,7 @@ def test_scripted_file_typos_are_rejected_naming_the_response(response: object, 
     with pytest.raises(LlmError) as bad:
         ScriptedModel.from_json({"sessions": [["ok", response]]}, source="scripted.json")
     assert bad.value.code == "SCRIPT_INVALID"
-    assert "scripted.json: session 0 response 1: " + needle in bad.value.message
+    assert "scripted.json: sessions[0][1] (session #1, response #2): " + needle in bad.value.message
 
 
 def test_every_documented_response_form_is_accepted() -> None:

@@ -1,4 +1,5 @@
-"""Shared fixtures of the replay tests: real recordings under ``<repo>/../shared``."""
+"""Shared helpers of the replay tests (the ``conformance``/``conformance_head`` fixtures live in the
+repository's top-level ``conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,28 +9,6 @@ from typing import Any
 
 import orjson
 import pytest
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-
-
-def _dir(name: str) -> Path:
-    path = SHARED / name
-    if not path.is_dir():
-        pytest.skip(f"real recordings not available ({path} absent)")
-    return path
-
-
-@pytest.fixture
-def conformance() -> Path:
-    """``../shared/conformance`` (baseline layout); skips when absent."""
-    return _dir("conformance")
-
-
-@pytest.fixture
-def conformance_head() -> Path:
-    """``../shared/conformance-head`` (projected + packed layout); skips when absent."""
-    return _dir("conformance-head")
-
 
 HEADER: dict[str, Any] = {"type": "session", "version": 0, "id": "s-1", "createdAt": 5}
 

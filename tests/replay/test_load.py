@@ -250,7 +250,7 @@ def test_entry_index_named(tmp_path: Path) -> None:
     path = _sidecar(tmp_path, [THROW, {"kind": "zzz"}])
     with pytest.raises(OverrideError) as info:
         load_override(path)
-    assert "entry #1 (call #2)" in info.value.message
+    assert "[1] (call #2)" in info.value.message
 
 
 def test_valid_sidecar_forms(tmp_path: Path) -> None:

@@ -303,12 +303,12 @@ def test_assert_consumed_names_unbound_and_under_consumed() -> None:
     msg = info.value.message
     assert info.value.code == "REPLAY_NOT_CONSUMED"
     assert (
-        "session 2 consumed 1/3 calls" in msg
-        and "session 3" in msg
+        "session #2 consumed 1/3 calls" in msg
+        and "session #3" in msg
         and "never bound" in msg
         and "mixed" in msg
     )
-    assert "session 1" not in msg
+    assert "session #1" not in msg
 
 
 def test_no_model_scenario_consumes_trivially() -> None:

@@ -1,0 +1,60 @@
+"""The repository's own test setup (not shipped with the package): what every test package shares.
+
+* ``pytester`` (pytest's plugin for running pytest in-process against a temp dir), which the plugin,
+  recording, CLI and hook tests drive; loaded here, not through ``addopts``, so ``pytest
+  --dsh-scenario ...`` runs of users' scenarios from this checkout do not depend on it.
+* The test data locations: the bundled scenarios (``scenarios/``) and the reference's real recordings
+  beside the checkout (``../shared/conformance``, ``../shared/conformance-head``), with one skip rule:
+  a test that needs an absent recording folder is skipped and says which folder is missing.
+* Fixtures repeated across test packages: ``bundled_copy``, ``conformance``, ``conformance_head``.
+* A report-header line saying which of that test data this run has, so skips are never a surprise.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent
+BUNDLED = REPO / "scenarios"
+SHARED = REPO.parent / "shared"
+
+
+def shared_dir(name: str) -> Path:
+    """``../shared/<name>``; skips the calling test when it is absent (it is not part of the repo)."""
+    path = SHARED / name
+    if not path.is_dir():
+        pytest.skip(f"real recordings not available: ../shared/{name} is absent ({path})")
+    return path
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    present = [n for n in ("conformance", "conformance-head") if (SHARED / n).is_dir()]
+    if not present:
+        return "dsh-replay test data: ../shared is absent; tests of the reference's recordings are skipped"
+    return "dsh-replay test data: " + ", ".join(f"../shared/{n}" for n in present)
+
+
+@pytest.fixture
+def conformance() -> Path:
+    """``../shared/conformance``: the reference's real recordings (baseline layout); skips when absent."""
+    return shared_dir("conformance")
+
+
+@pytest.fixture
+def conformance_head() -> Path:
+    """``../shared/conformance-head``: recordings in the newer (projected + packed) layout; skips when
+    absent."""
+    return shared_dir("conformance-head")
+
+
+@pytest.fixture
+def bundled_copy(tmp_path: Path) -> Path:
+    """A writable copy of the bundled scenarios (tests tamper with fixtures)."""
+    dst = tmp_path / "scenarios"
+    shutil.copytree(BUNDLED, dst)
+    return dst

@@ -1,0 +1,122 @@
+"""Collection and option handling of the plugin (issue 13; harness.md §3): nothing dropped silently,
+unrelated projects left alone, scenario paths never deciding the rootdir."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from .conftest import BUNDLED
+
+N_FORK = len(list((BUNDLED / "fork").glob("*/input.json")))
+N_SPAWN = len(list((BUNDLED / "spawn").glob("*/input.json")))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def test_logs_without_input_json_fail_naming_the_missing_file(pytester: pytest.Pytester) -> None:
+    root = pytester.path / "suite"
+    shutil.copytree(BUNDLED / "spawn", root / "spawn")
+    orphan = root / "spawn" / "orphan"
+    shutil.copytree(BUNDLED / "spawn" / "one-child", orphan)
+    (orphan / "input.json").unlink()
+    result = run(pytester, "--dsh-scenario", str(root), "-v")
+    result.assert_outcomes(passed=N_SPAWN, failed=1)  # one item for the directory, not one per log
+    result.stdout.fnmatch_lines(
+        [
+            "*::spawn/orphan FAILED*",
+            f"*{orphan} holds session.jsonl, session.1.jsonl but no input.json*",
+        ]
+    )
+    # named directly, it is reported too (it used to print "no tests ran", exit code 5)
+    result = run(pytester, "--dsh-scenario", str(orphan))
+    result.assert_outcomes(failed=1)
+
+
+def test_a_positional_scenario_path_is_collected_beside_dsh_scenario(pytester: pytest.Pytester) -> None:
+    shutil.copytree(BUNDLED, pytester.path / "scenarios")
+    result = run(pytester, "--dsh-scenario", "scenarios/fork", "scenarios/spawn", "-v")
+    result.assert_outcomes(passed=N_FORK + N_SPAWN)
+    result.stdout.fnmatch_lines(["*spawn/one-child PASSED*"])
+    # a single scenario dir and its input.json are scenario paths too, without any ini
+    result = run(pytester, "scenarios/spawn/one-child", "scenarios/fork/nested/input.json")
+    result.assert_outcomes(passed=2)
+
+
+def test_dsh_scenario_outside_the_project_keeps_its_rootdir_and_ini(pytester: pytest.Pytester) -> None:
+    elsewhere = pytester.path.parent / f"{pytester.path.name}-recordings"
+    shutil.copytree(BUNDLED / "spawn", elsewhere / "spawn")
+    pytester.makepyprojecttoml(
+        '[tool.pytest.ini_options]\naddopts = "-v"\ndsh_backend = "both"\npythonpath = ["lib"]\n'
+    )
+    (pytester.path / "lib").mkdir()
+    (pytester.path / "lib" / "projhelper.py").write_text("VALUE = 'from the project'\n")
+    pytester.makeconftest(  # a conftest of the project that needs the ini's pythonpath
+        "import projhelper\n"
+        "def pytest_dsh_scenario_setup(scenario, cwd):\n"
+        "    assert projhelper.VALUE == 'from the project'\n"
+    )
+    result = run(pytester, "--dsh-scenario", f"../{elsewhere.name}")
+    result.assert_outcomes(passed=N_SPAWN)
+    result.stdout.fnmatch_lines(
+        [
+            f"rootdir: {pytester.path}",
+            "configfile: pyproject.toml",
+            "*spawn/one-child PASSED*",  # the ini's addopts (-v) applied
+            "*per backend*",  # the ini's dsh_backend = both applied
+        ]
+    )
+    # an explicit -c still wins
+    (pytester.path / "conftest.py").unlink()
+    result = run(pytester, "-c", "/dev/null", "--rootdir", str(elsewhere), "--dsh-scenario", str(elsewhere))
+    result.assert_outcomes(passed=N_SPAWN)
+    assert "per backend" not in result.stdout.str()
+
+
+def test_a_project_that_never_configured_the_plugin_is_left_alone(pytester: pytest.Pytester) -> None:
+    unrelated = pytester.path / "scenarios" / "x" / "y"
+    unrelated.mkdir(parents=True)
+    (unrelated / "input.json").write_text('{"not": "a scenario"}')
+    (unrelated / "session.jsonl").write_text("{}\n")
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    # configured explicitly, the same directory is collected (and fails: it is no scenario)
+    pytester.makeini("[pytest]\ndsh_scenario_roots = scenarios\n")
+    run(pytester).assert_outcomes(passed=1, failed=1)
+    # so is a scenario directory the project names in its testpaths
+    pytester.makeini("[pytest]\ntestpaths = scenarios/x/y test_ok.py\n")
+    run(pytester).assert_outcomes(passed=1, failed=1)
+
+
+def test_inert_options_warn(pytester: pytest.Pytester) -> None:
+    shutil.copytree(BUNDLED / "spawn" / "one-child", pytester.path / "g" / "one")
+    scenario = str(pytester.path / "g" / "one")
+    result = run(pytester, "--dsh-scenario", scenario, "--dsh-ignore-event", "nosuch/type")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*--dsh-ignore-event nosuch/type: no such event type*session/end-seed*"])
+    result = run(pytester, "--dsh-scenario", scenario, "--dsh-model", "scripted")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*--dsh-model scripted has no effect without a record mode*"])
+    # a known type and a model with a record mode are silent
+    result = run(pytester, "--dsh-scenario", scenario, "--dsh-ignore-event", "session/end-seed")
+    result.assert_outcomes(passed=1)
+    assert "warning" not in result.stdout.str()
+
+
+def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_mods="""
+        import sys
+
+        def test_light():
+            light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
+                     "pytest_dsh_replay.hookspecs"}
+            heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
+            assert heavy == []
+        """
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
