@@ -297,9 +297,11 @@ def _check_model_spec(config: pytest.Config) -> None:
 
 def _match_on(config: pytest.Config) -> frozenset[str] | None:
     """``--dsh-match-on`` (or ini ``dsh_match_on``) parsed; an unknown part is a usage error."""
+    values = config.getoption("dsh_match_on") or [config.getini("dsh_match_on")]
+    if not any(str(v).strip() for v in values):
+        return None  # the default; importing the replay machinery here would tax unrelated runs
     from .replay.requests import MatchOnError, parse_match_on
 
-    values = config.getoption("dsh_match_on") or [config.getini("dsh_match_on")]
     try:
         return parse_match_on(values)
     except MatchOnError as exc:

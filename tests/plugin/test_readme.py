@@ -55,4 +55,5 @@ def test_normalizer_example(pytester: pytest.Pytester) -> None:
     (pytester.path / "conftest.py").unlink()
     failed = run(pytester, "--dsh-scenario", str(scenario))
     failed.assert_outcomes(failed=1)
-    failed.stdout.fnmatch_lines(["*first difference at seq * (tool/result)*"])
+    # the request check catches it first: the tool result the agent sends back at call #2 differs
+    failed.stdout.fnmatch_lines(["*request mismatch at call #2 of session.jsonl*", "*messages[[]2[]]*"])
