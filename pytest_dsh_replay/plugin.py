@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from _pytest._code.code import TerminalRepr
 
 from . import hookspecs
 from .errors import HarnessError
@@ -547,9 +548,9 @@ class ScenarioItem(pytest.Item):
 
         exc = excinfo.value
         if isinstance(exc, ScenarioError):
-            return _redact(self.config, getattr(exc, "report", None) or str(exc))
+            return _Report(_redact(self.config, getattr(exc, "report", None) or str(exc)))
         if isinstance(exc, HarnessError):
-            return _redact(self.config, f"{type(exc).__name__} [{exc.code}]: {exc}")
+            return _Report(_redact(self.config, f"{type(exc).__name__} [{exc.code}]: {exc}"))
         longrepr = super().repr_failure(excinfo, style=style)
         text = str(longrepr)
         redacted = _redact(self.config, text)  # a traceback keeps its formatting unless it holds a secret
@@ -557,6 +558,26 @@ class ScenarioItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"scenario {self.name}"
+
+
+class _Crash:
+    """What pytest's short summary reads of a failure: one line, not the whole report."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class _Report(TerminalRepr):
+    """A scenario failure's report: printed whole in the failures section; the short test summary
+    shows only its first line (pytest prints a plain-string report whole there when ``CI`` is set)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.reprcrash = _Crash(text.split("\n", 1)[0])
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.split("\n"):
+            tw.line(line)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
