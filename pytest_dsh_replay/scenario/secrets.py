@@ -180,12 +180,13 @@ class SecretCheck:
 
     def header(self, line_no: int, header: dict[str, Any]) -> None:
         """Check the header line."""
-        self._strings(f"{self.where}:{line_no}: header", header, None)
+        self._strings(lambda: f"{self.where}:{line_no}: header", header, None)
 
     def feed(self, line_no: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         """Check one event (``raw``: its line's bytes, when the caller has them: a faster screen)."""
-        at = f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})"
-        self._strings(at, event, raw)
+        self._strings(
+            lambda: f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})", event, raw
+        )
         self._check(self._blocks.feed(event, line_no))
 
     def finish(self) -> list[tuple[str, str]]:
@@ -193,7 +194,7 @@ class SecretCheck:
         self._check(self._blocks.close())
         return self.findings
 
-    def _strings(self, at: str, value: Any, raw: bytes | None) -> None:
+    def _strings(self, at: Callable[[], str], value: Any, raw: bytes | None) -> None:
         if raw is not None:
             maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
         else:
@@ -203,7 +204,7 @@ class SecretCheck:
         for text in iter_strings(value):
             hit = self.scrubber.first_leak(text)
             if hit is not None:
-                self.findings.append(("LOG_SECRET", f"{at}: a string value matches {hit[1]} (a secret)"))
+                self.findings.append(("LOG_SECRET", f"{at()}: a string value matches {hit[1]} (a secret)"))
                 return
 
     def _check(self, blocks: list[Block]) -> None:
