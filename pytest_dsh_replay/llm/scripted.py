@@ -348,7 +348,8 @@ class ScriptedModel:
             return self._raise(
                 LlmError(
                     f"scripted model: session #{bound.index + 1} ({key}) asked for call #{index + 1}, "
-                    f"only {len(bound.responses)} scripted",
+                    f"only {len(bound.responses)} scripted: append a response to `sessions[{bound.index}]` "
+                    f"of {self.source}",
                     "SCRIPT_EXHAUSTED",
                 )
             )

@@ -238,10 +238,13 @@ class ReplayModel:
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             f"  if the change is intended, re-record the scenario: {rerecord}",
         ]
-        if "messages" not in parts:
+        if "messages" not in parts and "tools" not in parts:
+            # a changed system prompt or model name: the recorded answers still fit the conversation.
+            # A changed tool set is never offered this way: answers that call a tool no longer offered
+            # would be kept, and the refreshed log would hold calls the model could not have made.
             lines.append(
-                "  (only pinned parts differ: --snapshot-update refreshes the pins from a replay, keeping "
-                "the recorded answers, which the model gave to the old request)"
+                "  (only the system prompt or model name differs: --snapshot-update refreshes those pins "
+                "from a replay, keeping the recorded answers, which the model gave to the old request)"
             )
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts)
 

@@ -297,3 +297,19 @@ def test_new_episodes_with_a_failed_live_call_writes_the_sidecar_it_needs(
     entries = json.loads((scenario / "replay.override.json").read_text())
     assert [e["kind"] for e in entries] == ["chunks", "throw"]
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_new_episodes_past_the_scripted_file_says_which_list_to_extend(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """Newcomer finding: the failure suggested --snapshot-update, which cannot serve a new call."""
+    scenario = scenario_dir(tmp_path, [{"op": "newSession"}, {"op": "prompt", "text": "one"}], [["FIRST"]])
+    record(pytester, scenario).assert_outcomes(passed=1)
+    steps = [{"op": "newSession"}, {"op": "prompt", "text": "one"}, {"op": "prompt", "text": "two"}]
+    (scenario / "input.json").write_text(json.dumps({"steps": steps}))
+    result = record(pytester, scenario, "new_episodes")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*asked for call #2, only 1 scripted: append a response to `sessions[[]0[]]`*"]
+    )
+    assert "--snapshot-update" not in result.stdout.str()

@@ -149,3 +149,18 @@ def test_a_bad_pin_fails_the_item_naming_the_file(
     result = run(pytester, "--dsh-scenario", str(scenario))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*PinError [[]REPLAY_BAD_PIN[]]: {scenario / name}: *{message}*"])
+
+
+def test_a_changed_tool_set_is_not_offered_a_snapshot_update(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    """Newcomer finding: the hint sent a lost tool to --snapshot-update, which kept answers that call it."""
+    scenario = bundled_copy / ONE_CHILD
+    _config(scenario, tools=["bash"])
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    assert "--snapshot-update refreshes" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*re-record the scenario: pytest --dsh-scenario * --dsh-record=rewrite*"])
+    _config(scenario, tools=["bash", "subagent", "subagent_fork"], model="other-model")
+    model_only = run(pytester, "--dsh-scenario", str(scenario))
+    model_only.stdout.fnmatch_lines(["*only the system prompt or model name differs: --snapshot-update*"])
