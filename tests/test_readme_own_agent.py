@@ -54,3 +54,24 @@ def test_my_agent_asking_something_else_gets_no_stale_answer(dsh_replay_model: A
     assert "messages[0].content[0].text: recorded 'Name a fruit.' != sent 'Name a vegetable.'" in report
     with pytest.raises(RequestMismatchError):
         model.assert_requests_match()  # the same report, for loops that swallow stream errors
+
+
+def test_bundled_agent(dsh_replay_model: Any, dsh_session_store: Any) -> None:
+    """The README section "Fixtures for your own agent tests": the bundled agent driven by hand."""
+    from pytest_dsh_replay import AgentRuntime
+
+    model = dsh_replay_model("scenarios/spawn/one-child")  # a ReplayModel of a recorded scenario
+    store, persistence = dsh_session_store("sqlite")  # a fresh SessionStore with a backend
+
+    async def run() -> list[str]:
+        runtime = AgentRuntime(store, model, persistence=persistence)  # default tools, model name "replay"
+        agent = runtime.create_agent()
+        agent.send("Use the subagent tool once to ask a child agent to reply CHILD_OK, then reply PARENT_DONE.")
+        await agent.when_idle()  # the turn ran to its end; the subagent tool awaited its child
+        types = [e["type"] for e in agent.session.events]
+        await runtime.dispose()
+        return types
+
+    types = asyncio.run(run())
+    assert types[-1] == "turn/end"
+    model.assert_consumed()  # every request matched, every recorded call (parent and child) was used
