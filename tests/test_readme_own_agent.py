@@ -66,7 +66,9 @@ def test_bundled_agent(dsh_replay_model: Any, dsh_session_store: Any) -> None:
     async def run() -> list[str]:
         runtime = AgentRuntime(store, model, persistence=persistence)  # default tools, model name "replay"
         agent = runtime.create_agent()
-        agent.send("Use the subagent tool once to ask a child agent to reply CHILD_OK, then reply PARENT_DONE.")
+        agent.send(
+            "Use the subagent tool once to ask a child agent to reply CHILD_OK, then reply PARENT_DONE."
+        )
         await agent.when_idle()  # the turn ran to its end; the subagent tool awaited its child
         types = [e["type"] for e in agent.session.events]
         await runtime.dispose()

@@ -281,11 +281,24 @@ def child_log_files(scenario_dir: Path) -> list[Path]:
         if m:
             found[int(m.group(1))] = p
     if found and sorted(found) != list(range(1, len(found) + 1)):
-        missing = sorted(set(range(1, max(found) + 1)) - set(found))
+        # the first missing numbers only: a file named session.<huge>.jsonl must not build a huge range
+        missing: list[int] = []
+        expected = 1
+        for n in sorted(found):
+            while expected < n and len(missing) < 5:
+                missing.append(expected)
+                expected += 1
+            if len(missing) >= 5:
+                break
+            expected = n + 1
+        shown = sorted(found)[:10]
         raise ReplayLoadError(
             f"{scenario_dir}: child log numbering has a gap: missing "
             + ", ".join(f"session.{n}.jsonl" for n in missing)
-            + f" (found {', '.join(f'session.{n}.jsonl' for n in sorted(found))}); children are numbered "
+            + (" ..." if len(missing) >= 5 else "")
+            + f" (found {', '.join(f'session.{n}.jsonl' for n in shown)}"
+            + (f" and {len(found) - len(shown)} more" if len(found) > len(shown) else "")
+            + "); children are numbered "
             "1..N in harvest order with no gaps (rename them or re-record)",
             "REPLAY_CHILD_GAP",
         )

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from pathlib import Path
 from typing import Any, cast
 
+from ..errors import quote
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
@@ -41,6 +42,7 @@ from .errors import (
     RequestShapeError,
 )
 from .load import SessionScript
+from .override import ready_file_confined
 from .pins import PIN_PARTS
 from .placeholder import (
     PlaceholderNoMatch,
@@ -420,10 +422,13 @@ class ReplayModel:
         # hang: all prefix chunks were consumed (we are resumed after the last yield).
         ready = resolved.get("readyFile")
         if isinstance(ready, str):
-            path = Path(ready)
-            if not path.is_absolute() and self.ready_dir is not None:
-                path = self.ready_dir / path
-            path.write_text("ready\n", encoding="utf-8")
+            if not ready_file_confined(ready) or self.ready_dir is None:
+                raise self._fail(
+                    f"replay: a hang entry's readyFile {quote(ready)} must be a relative path inside the "
+                    "run's directory (and the model needs a ready_dir); nothing was written",
+                    "REPLAY_BAD_READY_FILE",
+                )
+            (self.ready_dir / ready).write_text("ready\n", encoding="utf-8")
         self.parked_calls.append((key, call + 1))
         self.parked.set()
         if self.on_parked is not None:

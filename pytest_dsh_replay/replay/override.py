@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
@@ -148,11 +148,25 @@ def validate_entry(entry: Any, where: str) -> ReplayEntry:
         and (not isinstance(entry["readyFile"], str) or not entry["readyFile"])
     ):
         raise bad(f"'readyFile' must be a non-empty path string, got {quote(entry['readyFile'])}")
+    if kind == "hang" and "readyFile" in entry and not ready_file_confined(entry["readyFile"]):
+        raise bad(
+            f"'readyFile' must be a relative path inside the run's directory (no '..', not absolute), "
+            f"got {quote(entry['readyFile'])}"
+        )
     try:
         check_placeholders(entry)
     except PlaceholderSyntaxError as exc:
         raise bad(f"{exc}") from exc
     return entry
+
+
+def ready_file_confined(value: str) -> bool:
+    """True when a ``hang`` entry's ``readyFile`` stays inside the run's directory (relative, no ``..``).
+
+    A replay writes that file, so a sidecar must not be able to name any other path on disk.
+    """
+    ready = PurePosixPath(value)
+    return not ready.is_absolute() and ".." not in ready.parts and "\\" not in value
 
 
 def load_override(path: Path) -> Override:
@@ -170,6 +184,12 @@ def load_override(path: Path) -> Override:
         OSError: the file cannot be read.
     """
     path = Path(path)
+    if not path.is_file():
+        raise OverrideError(
+            f"{path}: the override sidecar is not a regular file (a directory, a dangling link or a "
+            "device); make it a JSON file or remove it",
+            "REPLAY_BAD_OVERRIDE",
+        )
     check_file_size(path, path.stat().st_size)
     try:
         value = orjson.loads(path.read_bytes())

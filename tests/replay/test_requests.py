@@ -286,7 +286,7 @@ def test_pinned_parts_are_compared_and_named() -> None:
     assert "system: recorded 'Be brief.' != sent 'Be long.'" in text
     assert "tools: tool set changed: recorded ['bash', 'subagent'] != sent ['bash']" in text
     assert "model: recorded 'gpt-x' != sent 'm'" in text
-    assert "--snapshot-update refreshes the pins" in text
+    assert "--snapshot-update" not in text  # a changed tool set needs a re-record, not a pin refresh
 
 
 # -- pins -------------------------------------------------------------------------------------------------
