@@ -22,8 +22,10 @@ from typing import Any
 
 import orjson
 
+from ..errors import quote
 from ..session.tokens import CWD_TOKEN as CWD_TOKEN  # re-exported: the writer spells it
 from ..session.tokens import Tokenizer
+from .errors import LogReadError
 
 #: The reference's normalized placeholders that may stand in a fixture instead of a real value.
 FIXTURE_SESSION_PLACEHOLDER = "{{sessionId}}"
@@ -157,7 +159,7 @@ def normalized_events(log: SessionLog, ctx: NormalizeContext) -> tuple[str, list
     header = dict(log.header)
     if "createdAt" in header:
         header["createdAt"] = 0
-    header_line = orjson.dumps(ctx.scrub_value(header)).decode()
+    header_line = _dump(ctx, header, log, "header")
     lines: list[tuple[int, str]] = []
     for position, event in enumerate(log.events):
         if ctx.event_hook is not None:
@@ -170,10 +172,21 @@ def normalized_events(log: SessionLog, ctx: NormalizeContext) -> tuple[str, list
             e["time"] = 0
         if ctx.canonical_envelope:
             e = {k: e[k] for k in (*_ENVELOPE_ORDER, *(k for k in e if k not in _ENVELOPE_ORDER)) if k in e}
-        lines.append(
-            (kept[position] if kept is not None else position, orjson.dumps(ctx.scrub_value(e)).decode())
-        )
+        lines.append((kept[position] if kept is not None else position, _dump(ctx, e, log, e.get("seq"))))
     return header_line, lines
+
+
+def _dump(ctx: NormalizeContext, value: dict[str, Any], log: SessionLog, where: object) -> str:
+    """One normalized compact JSON line; data nested too deep to compare is a typed error (file, seq)."""
+    try:
+        return orjson.dumps(ctx.scrub_value(value)).decode()
+    except (TypeError, RecursionError) as exc:  # orjson's depth limit (~254 levels) or Python's stack
+        at = "header" if where == "header" else f"seq {quote(where)}"
+        raise LogReadError(
+            f"{log.source or log.id}: {at}: a value is nested too deep to compare ({type(exc).__name__}: "
+            f"{quote(str(exc))}); the comparison handles up to about 250 levels",
+            "LOG_TOO_DEEP",
+        ) from None
 
 
 def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:

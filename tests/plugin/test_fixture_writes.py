@@ -313,3 +313,20 @@ def test_new_episodes_past_the_scripted_file_says_which_list_to_extend(
         ["*asked for call #2, only 1 scripted: append a response to `sessions[[]0[]]`*"]
     )
     assert "--snapshot-update" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_a_fixture_nested_too_deep_to_compare_fails_typed(
+    pytester: pytest.Pytester, bundled_copy: Path, depth: int
+) -> None:
+    """Bad-input campaign: a deep value in a fixture gave a raw orjson/RecursionError traceback."""
+    scenario = bundled_copy / "spawn" / "one-child"
+    path = scenario / "session.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1][:-1] + b',"x":' + b"[" * depth + b"]" * depth + b"}"
+    path.write_bytes(b"\n".join(lines))
+    result = run(pytester, "--dsh-scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out and "normalize.py" not in out
+    result.stdout.fnmatch_lines(["session.jsonl: seq 0: a value is nested too deep to compare*"])
