@@ -102,13 +102,17 @@ def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
         check_session_id(meta["id"])
     except InvalidSessionIdError as exc:
         raise PersistenceError(f"{where}: invalid session header: {exc.message}", "INVALID_HEADER") from None
-    if not is_int(meta.get("createdAt")):
-        bad("createdAt must be an integer (epoch ms)")
+    if not is_int(meta.get("createdAt")) or not is_json_value(meta["createdAt"]):
+        # a JSON value's integer is JS-safe (|x| <= 2**53 - 1, events.md §7): larger ones would
+        # overflow SQLite's INTEGER or load back as a float from JSONL
+        bad("createdAt must be a safe integer (epoch ms, |x| <= 2**53 - 1)")
     for key in ("cwd", "parentSession"):
         if key in meta and not isinstance(meta[key], str):
             bad(f"{key} must be a string when present")
-    if "seedLength" in meta and (not is_int(meta["seedLength"]) or meta["seedLength"] < 0):
-        bad("seedLength must be a non-negative integer when present")
+    if "seedLength" in meta and (
+        not is_int(meta["seedLength"]) or meta["seedLength"] < 0 or not is_json_value(meta["seedLength"])
+    ):
+        bad("seedLength must be a non-negative safe integer when present")
     if "type" in meta:
         bad("'type' is not a header key (the JSONL writer adds it)")
     out: dict[str, Any] = {k: meta[k] for k in _KNOWN_HEADER_KEYS if k in meta}

@@ -411,3 +411,21 @@ def test_a_big_file_with_short_lines_loads_under_a_small_limit(
     b.close()
     monkeypatch.setenv("DSH_REPLAY_MAX_LINE_BYTES", "600")  # file >> limit, every line < limit
     assert JsonlPersistence(tmp_path).load("s")[1] == evs
+
+
+@pytest.mark.parametrize("key", ["createdAt", "seedLength"])
+@pytest.mark.parametrize("value", [2**63, 2**64 + 1, -(2**63) - 1, 10**30])
+def test_header_integers_beyond_js_safe_are_refused_at_create(tmp_path: Path, key: str, value: int) -> None:
+    """Bad-input campaign: SQLite raised OverflowError; JSONL loaded createdAt back as a float."""
+    from pytest_dsh_replay.errors import HarnessError
+    from pytest_dsh_replay.persistence import JsonlPersistence, SqlitePersistence
+
+    header: dict[str, object] = {"version": 0, "id": "s1", "createdAt": 1, key: value}
+    for backend in (JsonlPersistence(tmp_path / "j"), SqlitePersistence(tmp_path / "s.sqlite")):
+        try:
+            with pytest.raises(HarnessError) as info:
+                backend.create(header)  # type: ignore[arg-type]
+                backend.append("s1", [{"type": "x", "seq": 0, "time": 1, "data": {}}])
+            assert info.value.code == "INVALID_HEADER"
+        finally:
+            backend.close()

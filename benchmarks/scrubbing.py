@@ -6,7 +6,7 @@ prints, for a clean log and for one with a key split across deltas, the time of 
 its ratio to ``compare_event_logs`` of the same log measured in the same process. Target: well below
 1x for a clean log (one screening search over the whole log).
 
-Usage: ``python benchmarks/secrets.py [--copies N] [--repeat R] [--quick]``
+Usage: ``python benchmarks/scrubbing.py [--copies N] [--repeat R] [--quick]``
 """
 
 from __future__ import annotations
