@@ -193,11 +193,27 @@ class _Run:
         finally:
             await self._close()
 
-    async def _until_idle_or_killed(self, agent: Agent) -> bool:
-        """Wait for idle; returns True when the kill switch tripped first (the runtime is then killed)."""
+    async def _until_idle_or_killed(self, agent: Agent, where: str = "") -> bool:
+        """Wait for idle; returns True when the kill switch tripped first (the runtime is then killed).
+
+        A stream that parks (a ``hang`` entry) during a step that never cancels would wait forever: the
+        turn is cancelled and the step fails saying so.
+        """
         idle = asyncio.ensure_future(agent.when_idle())
         tripped = asyncio.ensure_future(self.switch.tripped.wait())
-        done, _ = await asyncio.wait({idle, tripped}, return_when=asyncio.FIRST_COMPLETED)
+        park = _park_waiter(self.model)
+        parked = asyncio.ensure_future(park) if park is not None else None
+        waiting = {idle, tripped} | ({parked} if parked is not None else set())
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if parked is not None:
+            if parked in done and idle not in done:
+                self.step_errors.append(
+                    f"{where}: the model served a `hang` (a parked stream) to a step that never cancels; "
+                    "only promptAndCancel cancels it: fix the sidecar or the step"
+                )
+                agent.cancel("session/cancel")
+                await idle
+            parked.cancel()
         if tripped in done:
             idle.cancel()
             self.switch.tripped.clear()
@@ -225,7 +241,7 @@ class _Run:
             agent = self._agent(op)
             first_new = len(agent.session.events)
             agent.send(step["text"])
-            if await self._until_idle_or_killed(agent):
+            if await self._until_idle_or_killed(agent, where):
                 return
             if op == "promptExpectError":
                 reasons = [

@@ -330,3 +330,19 @@ def test_a_fixture_nested_too_deep_to_compare_fails_typed(
     out = result.stdout.str()
     assert "Traceback" not in out and "INTERNALERROR" not in out and "normalize.py" not in out
     result.stdout.fnmatch_lines(["session.jsonl: seq 0: a value is nested too deep to compare*"])
+
+
+def test_a_hang_served_to_a_step_that_never_cancels_fails_instead_of_waiting_forever(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    """Bad-input campaign: a `hang` sidecar under a plain prompt step hung pytest forever."""
+    scenario = bundled_copy / "spawn" / "one-child"
+    (scenario / "replay.override.json").write_text(json.dumps([{"kind": "hang"}]))
+    data = json.loads((scenario / "input.json").read_text())
+    data["config"] = {"override": True}
+    (scenario / "input.json").write_text(json.dumps(data))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), timeout=120
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*served a `hang` (a parked stream) to a step that never cancels*"])
