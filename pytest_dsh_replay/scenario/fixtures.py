@@ -15,29 +15,15 @@ from pathlib import Path
 
 from ..replay import ParsedLogs
 from ..session import END_SEED_TYPE
+from ..session.types import EVENT_TYPES
 from .definition import Scenario
 from .errors import FixtureInventoryError, ScenarioError
 from .harvest import parse_log_bytes, read_log_bytes
 from .normalize import SessionLog
 
-#: The event types our agent writes (events.md §4 baseline vocabulary plus the ``session/end-seed``
-#: marker of events.md §9). A fixture with any other type was written by another agent.
-AGENT_EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        "turn/start",
-        "turn/end",
-        "step/start",
-        "step/end",
-        "user/message",
-        "context/message",
-        "steering/message",
-        "assistant/chunk",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        END_SEED_TYPE,
-    }
-)
+#: The event types our agent writes (events.md §4 plus the §9 marker): the one vocabulary,
+#: ``session.types.EVENT_TYPES``. A fixture with any other type was written by another agent.
+AGENT_EVENT_TYPES: frozenset[str] = EVENT_TYPES
 
 #: How many unknown event types a foreign-recording reason lists.
 _LISTED_TYPES = 5

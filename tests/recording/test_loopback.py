@@ -71,15 +71,9 @@ def model_spec(base_url: str) -> str:
     return f"openai:deepseek-chat@{base_url}"
 
 
-def test_record_against_loopback_then_replay_keyless(
-    pytester: pytest.Pytester, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    scenario = make_scenario(pytester.path, "live", prompt_steps("Run echo LOOPBACK_OK and report it."))
-    base = serve(httpserver, tool_call_body("echo LOOPBACK_OK"), text_body("The tool printed LOOPBACK_OK."))
-    monkeypatch.setenv(KEY_ENV, API_KEY)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-
-    recorded = run(
+def record_live(pytester: pytest.Pytester, scenario: Any, base: str, *extra: str) -> pytest.RunResult:
+    """``--dsh-record=once`` of ``scenario`` against the loopback server at ``base`` (key in ``KEY_ENV``)."""
+    return run(
         pytester,
         "--dsh-scenario",
         str(scenario),
@@ -88,7 +82,19 @@ def test_record_against_loopback_then_replay_keyless(
         model_spec(base),
         "-o",
         f"dsh_api_key_env={KEY_ENV}",
+        *extra,
     )
+
+
+def test_record_against_loopback_then_replay_keyless(
+    pytester: pytest.Pytester, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = make_scenario(pytester.path, "live", prompt_steps("Run echo LOOPBACK_OK and report it."))
+    base = serve(httpserver, tool_call_body("echo LOOPBACK_OK"), text_body("The tool printed LOOPBACK_OK."))
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    recorded = record_live(pytester, scenario, base)
     recorded.assert_outcomes(passed=1)
     httpserver.check_assertions()
     assert len(httpserver.log) == 2

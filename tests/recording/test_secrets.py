@@ -16,7 +16,7 @@ from llm.sse_helpers import KEY_ENV
 from pytest_httpserver import HTTPServer
 
 from .conftest import bash_call, events, make_scenario, prompt_steps, run, snapshot
-from .test_loopback import model_spec, serve, text_body, tool_call_body
+from .test_loopback import model_spec, record_live, serve, text_body, tool_call_body
 
 # deliberately NOT sk-shaped: only the configured-secret path can catch it
 API_KEY = "dshkey-NotPatternShaped-0123456789abcdef"
@@ -50,16 +50,7 @@ def test_record_once_against_loopback_scrubs_key_and_sk_token(
         text_body(f"The key was {API_KEY}, token {SK_TOKEN}.", reasoning=f"key {API_KEY}"),
     )
     monkeypatch.setenv(KEY_ENV, API_KEY)
-    run(
-        pytester,
-        "--dsh-scenario",
-        str(scenario),
-        "--dsh-record=once",
-        "--dsh-model",
-        model_spec(base),
-        "-o",
-        f"dsh_api_key_env={KEY_ENV}",
-    ).assert_outcomes(passed=1)
+    record_live(pytester, scenario, base).assert_outcomes(passed=1)
     assert len(httpserver.log) == 2
     assert_no_secret_written(scenario)
     # the tool really printed the key (so the scrubber, not luck, kept it out)

@@ -12,25 +12,12 @@ from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
 from pytest_httpserver import HTTPServer
 
 from .conftest import events, make_scenario, prompt_steps, run
-from .test_loopback import model_spec, serve
+from .test_loopback import record_live as record
+from .test_loopback import serve
 
 
 def bash(command: str) -> str:
     return json.dumps({"command": command, "description": "run it"})
-
-
-def record(pytester: pytest.Pytester, scenario: Any, base: str, *extra: str) -> pytest.RunResult:
-    return run(
-        pytester,
-        "--dsh-scenario",
-        str(scenario),
-        "--dsh-record=once",
-        "--dsh-model",
-        model_spec(base),
-        "-o",
-        f"dsh_api_key_env={KEY_ENV}",
-        *extra,
-    )
 
 
 @pytest.fixture(autouse=True)
