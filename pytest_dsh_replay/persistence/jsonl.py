@@ -25,7 +25,7 @@ import orjson
 
 from pytest_dsh_replay.errors import LineTooLongError, max_line_bytes, quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
-from pytest_dsh_replay.session.codec import encode_plain, gc_paused
+from pytest_dsh_replay.session.codec import encode_plain_lines, gc_paused
 
 from ._base import (
     ANY_SCOPE,
@@ -322,26 +322,22 @@ class JsonlPersistence(BackendBase):
         self._paths[session_id] = path
         return StoredLog(meta, events, committed if committed < size else None, str(path))
 
-    def _encode(self, session_id: str, events: list[Event], fast: FastBatch) -> list[bytes] | None:
+    def _encode(self, session_id: str, events: list[Event], fast: FastBatch) -> bytes | None:
         # Whole events, 53-bit integers: succeeds only where check_batch + dumps_json would.
-        return encode_plain(events, safe_integers=True, census_done=True)
+        return encode_plain_lines(events, safe_integers=True, census_done=True)
 
     @staticmethod
-    def _lines(events: list[Event], encoded: list[bytes] | None) -> list[bytes]:
-        """Each event's line without newline: ``encoded`` if given, else :func:`dumps_json`."""
+    def _lines(events: list[Event], encoded: bytes | None) -> bytes:
+        """The batch's lines, each ending with ``\\n``: ``encoded`` if given (from :meth:`_encode`),
+        else :func:`dumps_json` per event."""
         if encoded is not None:
             return encoded
-        return [dumps_json(ev).encode("utf-8") for ev in events]
+        return b"".join([dumps_json(ev).encode("utf-8") + b"\n" for ev in events])
 
-    def _materialize(
-        self, meta: SessionHeader, events: list[Event], encoded: list[bytes] | None = None
-    ) -> None:
+    def _materialize(self, meta: SessionHeader, events: list[Event], encoded: bytes | None = None) -> None:
         bucket = self.root / cwd_bucket(meta.get("cwd"))
         final = bucket / (file_stem(meta["id"]) + ".jsonl")
-        body = [header_line(meta).encode("utf-8")]
-        body.extend(self._lines(events, encoded))
-        body.append(b"")
-        payload = b"\n".join(body)
+        payload = header_line(meta).encode("utf-8") + b"\n" + self._lines(events, encoded)
         try:
             self._ensure_root()
             if not bucket.is_dir():
@@ -389,8 +385,9 @@ class JsonlPersistence(BackendBase):
             )
         return path
 
-    def _append_lines(self, path: Path, lines: list[bytes]) -> None:
-        payload = b"\n".join([*lines, b""])  # a single copy of the batch, newline-terminated
+    def _append_lines(self, path: Path, payload: bytes) -> None:
+        """Append ``payload`` (whole lines) with one write (looped on a short write) and fsync;
+        on failure truncate back to the previous size."""
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:
@@ -409,7 +406,7 @@ class JsonlPersistence(BackendBase):
         finally:
             os.close(fd)
 
-    def _append(self, meta: SessionHeader, events: list[Event], encoded: list[bytes] | None = None) -> None:
+    def _append(self, meta: SessionHeader, events: list[Event], encoded: bytes | None = None) -> None:
         path = self._path_of(meta["id"])
         lines = self._lines(events, encoded)
         try:

@@ -26,7 +26,7 @@ import orjson
 
 from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
-from pytest_dsh_replay.session.codec import encode_plain, gc_paused
+from pytest_dsh_replay.session.codec import encode_plain_lines, gc_paused
 
 from ._base import BackendBase, FastBatch, StoredLog, _Any, describe_bad, walk_prefix
 from .encoding import file_stem
@@ -185,11 +185,24 @@ def _optional_column(events: list[Event], key: str) -> list[str | None] | None:
     present = [ev for ev in events if key in ev]
     if not present:
         return [None] * len(events)
-    texts = encode_plain([cast(dict[str, Any], ev)[key] for ev in present], census_done=True)
+    texts = _texts([cast(dict[str, Any], ev)[key] for ev in present], safe_integers=False)
     if texts is None:
         return None
+    if len(present) == len(events):
+        return cast(list[str | None], texts)
     it = iter(texts)
-    return [next(it).decode() if key in ev else None for ev in events]
+    return [next(it) if key in ev else None for ev in events]
+
+
+def _texts(values: list[Any], *, safe_integers: bool) -> list[str] | None:
+    """``dumps_json`` of each value of a census-checked batch (one decode and split of the batch's
+    JSONL text), or ``None`` when the exact path is needed (see ``encode_plain_lines``)."""
+    text = encode_plain_lines(values, safe_integers=safe_integers, census_done=True)
+    if text is None:
+        return None
+    out = text.decode().split("\n")
+    out.pop()  # the empty piece after the last newline
+    return out
 
 
 class SqlitePersistence(BackendBase):
@@ -381,7 +394,7 @@ class SqlitePersistence(BackendBase):
         if not _EVENT_KEYS.issuperset(set().union(*events)):
             return None  # _row_of names the extra keys
         n = len(events)
-        data = encode_plain([ev["data"] for ev in events], safe_integers=True, census_done=True)
+        data = _texts([ev["data"] for ev in events], safe_integers=True)
         if data is None:
             return None
         seqs_col = _optional_column(events, "sourceEventSeqs")
@@ -396,7 +409,7 @@ class SqlitePersistence(BackendBase):
                 fast.seqs,
                 fast.types,
                 fast.times,
-                map(bytes.decode, data),
+                data,
                 seqs_col,
                 op_col,
                 strict=True,

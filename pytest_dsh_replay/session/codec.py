@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+import msgspec
 import orjson
 
 from .errors import JsonValueError
@@ -38,6 +39,7 @@ _get_referents = gc.get_referents
 _dumps = orjson.dumps
 _dumps_strict = partial(orjson.dumps, option=orjson.OPT_STRICT_INTEGER)
 _EncodeError = orjson.JSONEncodeError
+_encode_lines = msgspec.json.Encoder().encode_lines
 
 
 class _Invalid(Exception):
@@ -250,6 +252,36 @@ def plain_types(roots: Sequence[object]) -> bool:
     return False
 
 
+def encode_plain_lines(
+    values: Sequence[object], *, safe_integers: bool = False, census_done: bool = False
+) -> bytes | None:
+    """The JSONL text of ``values``: ``b"".join(dumps_json(v).encode() + b"\\n" for v in values)``,
+    or ``None`` when any value needs the exact slow paths (as :func:`encode_plain`). Never raises
+    for bad input.
+
+    Two whole-batch C calls instead of one call per value (per-value ``orjson.dumps`` costs ~3 us
+    each when the results are kept, 10x its cost per value in one call): msgspec writes the lines,
+    ``orjson.dumps`` of the whole list checks them. orjson is the reference (it refuses non-str
+    keys, integers beyond 64 bits or, with ``safe_integers``, beyond ``±(2**53-1)``, lone
+    surrogates, too deep nesting); the lines are kept only when joining them with ``,`` gives
+    orjson's array byte for byte. Compact JSON has no raw newline, so that comparison pins every
+    line to orjson's bytes of its value, whatever msgspec escapes or accepts on its own.
+    ``census_done``: as in :func:`encode_plain`.
+    """
+    if not census_done and not plain_types(values):
+        return None
+    if not values:
+        return b""
+    try:
+        lines = _encode_lines(values)
+        check = _dumps_strict(values) if safe_integers else _dumps(values)
+    except (_EncodeError, TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
+        return None
+    if len(check) != len(lines) + 1 or lines.replace(b"\n", b",")[:-1] != check[1:-1]:
+        return None
+    return lines
+
+
 def encode_plain(
     values: Sequence[object], *, safe_integers: bool = False, census_done: bool = False
 ) -> list[bytes] | None:
@@ -261,14 +293,14 @@ def encode_plain(
     ``safe_integers``: exactly what :func:`is_json_value` accepts, minus floats), and
     ``lines[i] == dumps_json(values[i]).encode()``. It never raises for bad input.
     ``census_done``: the caller already got ``True`` from :func:`plain_types` for these values (or
-    for values containing them).
+    for values containing them). The batch is encoded by :func:`encode_plain_lines`, then split.
     """
-    if not census_done and not plain_types(values):
+    text = encode_plain_lines(values, safe_integers=safe_integers, census_done=census_done)
+    if text is None:
         return None
-    try:
-        return list(map(_dumps_strict if safe_integers else _dumps, values))
-    except _EncodeError:  # lone surrogates, non-str keys, integer range
-        return None
+    lines = text.split(b"\n")
+    lines.pop()  # the empty piece after the last newline
+    return lines
 
 
 def js_number(value: float) -> str:
