@@ -1,13 +1,25 @@
-"""Persistence benchmark (issue 3): our write/load time against a bare floor, per backend.
+"""Persistence benchmark (issue 3, 15): our write/load time against a bare floor, per backend.
 
 Usage: ``python benchmarks/persistence.py [N_EVENTS] [REPEATS] [--quick]`` (defaults 1,000,000 and
 3; ``--quick`` = 20,000 events, one run: a CI smoke run of a few seconds). Prints ratios measured in
-the same process, as median (min-max) over the runs (ours and the floor interleaved). Targets
-(issue 15): JSONL write <= 1.5x, SQLite write <= 2x, load <= 1.5x; memory: the load path adds at
-most 1x the file size on top of the returned events' own size. Both memory figures come from
-tracemalloc in a fresh interpreter (``events`` = what the returned events hold, ``load path`` =
-peak minus that); peak RSS is printed too. For reference it also prints JSONL write against a
-floor that fsyncs per batch like we must. Not a test: nothing here asserts.
+the same process, as median (min-max) over the runs (ours and the floors interleaved); wall time
+and process CPU time (less disturbed on a busy machine).
+
+Targets (issue 15): JSONL write <= 1.5x, SQLite write <= 2x, load <= 1.5x; memory: the load path
+adds at most 1x the file size on top of the returned events' own size.
+
+Which floor the JSONL write target applies to: the floor that fsyncs once per batch. The spec
+(persistence.md §1: ``append`` "returns only when durable"; §4: append = write, fsync) makes one
+fsync per append the contract, so a floor without it does a different job (its time is mostly
+encoding; ours would pay the fsync on top whatever the harness does). The floor without fsync is
+still printed, with ``durable=False`` against it, for the CPU side. Both floors encode each event
+with its own ``orjson.dumps`` (the obvious bare writer); a third line, for reference, is a floor
+that encodes each batch with one ``msgspec`` ``encode_lines`` call (what ours does, minus the
+checks), so the remaining harness overhead is visible.
+
+Both memory figures come from tracemalloc in a fresh interpreter (``events`` = what the returned
+events hold, ``load path`` = peak minus that); peak RSS is printed too. Not a test: nothing here
+asserts.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from pytest_dsh_replay.persistence import JsonlPersistence, SqlitePersistence
@@ -124,6 +137,16 @@ def main() -> None:
                         fh.flush()
                         os.fsync(fh.fileno())
 
+        encode_lines = msgspec.json.Encoder().encode_lines
+
+        def floor_jsonl_batch(r: int) -> None:  # one encode call per batch, fsync per batch
+            with open(root / f"floorb{r}.jsonl", "wb") as fh:
+                fh.write(orjson.dumps({"type": "session", **header}) + b"\n")
+                for k in range(0, n, BATCH):
+                    fh.write(encode_lines(evs[k : k + BATCH]))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+
         def ours_jsonl(r: int, durable: bool = True) -> None:
             b = JsonlPersistence(root / (f"j{r}" if durable else f"nd{r}"), durable=durable)
             b.create(header)  # type: ignore[arg-type]
@@ -133,29 +156,40 @@ def main() -> None:
 
         plain: list[float] = []
         synced: list[float] = []
+        synced_cpu: list[float] = []
+        batch_floor: list[float] = []
         cpu: list[float] = []
         cpu_time: list[float] = []
         for r in range(repeats):
-            f = timed(floor_jsonl, r, False)
-            fc = CPU[0]
+            fs = timed(floor_jsonl, r, True)
+            fsc = CPU[0]
             o = timed(ours_jsonl, r)
             oc = CPU[0]
-            fs = timed(floor_jsonl, r, True)
+            f = timed(floor_jsonl, r, False)
+            fc = CPU[0]
             nd = timed(ours_jsonl, r, False)
-            plain.append(o / f)
+            ndc = CPU[0]
+            fb = timed(floor_jsonl_batch, r)
             synced.append(o / fs)
+            synced_cpu.append(oc / fsc)
+            plain.append(o / f)
             cpu.append(nd / f)
-            cpu_time.append(oc / fc)
+            cpu_time.append(ndc / fc)
+            batch_floor.append(o / fb)
             print(
-                f"  JSONL write run {r}: ours {o:.2f}s floor {f:.2f}s floor+fsync {fs:.2f}s "
-                f"ours without fsync {nd:.2f}s"
+                f"  JSONL write run {r}: ours {o:.2f}s floor+fsync {fs:.2f}s floor {f:.2f}s "
+                f"ours without fsync {nd:.2f}s batch-encoding floor+fsync {fb:.2f}s"
             )
         print(
-            f"JSONL write : ratio {spread(plain)} (target <= 1.5; ours fsyncs per batch as the spec requires)"
+            f"JSONL write : ratio {spread(synced)} vs the floor that fsyncs per batch as the spec "
+            f"requires (target <= 1.5); CPU time ratio {spread(synced_cpu)}"
         )
-        print(f"JSONL write vs floor that also fsyncs per batch: ratio {spread(synced)}")
-        print(f"JSONL write without fsync (durable=False) vs floor: ratio {spread(cpu)} (the CPU side)")
-        print(f"JSONL write, process CPU time ours/floor: ratio {spread(cpu_time)}")
+        print(f"JSONL write vs the floor without fsync (not comparable: not durable): {spread(plain)}")
+        print(
+            f"JSONL write without fsync (durable=False) vs the floor without fsync: ratio {spread(cpu)}; "
+            f"CPU time ratio {spread(cpu_time)}"
+        )
+        print(f"JSONL write vs a floor+fsync encoding each batch in one msgspec call: {spread(batch_floor)}")
         path = JsonlPersistence(root / "j0").path_for("bench")
         assert path is not None
 

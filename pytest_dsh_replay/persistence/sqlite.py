@@ -14,7 +14,6 @@ the committed region is a ``CorruptLogError`` like a bad JSONL line.
 from __future__ import annotations
 
 import builtins
-import operator
 import os
 import sqlite3
 import struct
@@ -22,6 +21,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
+import msgspec
 import orjson
 
 from pytest_dsh_replay.errors import quote
@@ -63,6 +63,24 @@ _COLUMNS = {
 _EVENT_KEYS = frozenset(("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp"))
 _HEADER_KEYS = frozenset(("version", "id", "createdAt", "cwd", "parentSession", "seedLength"))
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+#: Rowids per chunk of :meth:`SqlitePersistence._read_fast` (a few hundred kB of text per chunk:
+#: the load path holds one chunk's texts on top of the events).
+_CHUNK_ROWIDS = 2048
+_MAX_INT = 2**63 - 1
+#: One chunk of a session's events as one row of JSON array texts (data, data byte lengths, types,
+#: times, seqs), the row count and the number of optional-column values; see ``_read_fast`` for
+#: why each text is exact.
+_CHUNK_SQL = (
+    "SELECT CAST('[' || group_concat(data) || ']' AS BLOB), "
+    "'[' || group_concat(length(CAST(data AS BLOB))) || ']', "
+    "CAST('[\"' || group_concat(type, '\",\"') || '\"]' AS BLOB), "
+    "'[' || group_concat(time) || ']', '[' || group_concat(seq) || ']', count(*), "
+    "count(source_event_seqs) + count(surface_op) "
+    "FROM events NOT INDEXED WHERE rowid BETWEEN ? AND ? AND session_id = ? "
+    f"AND seq <= {_MAX_INT} AND time <= {_MAX_INT}"
+)
+_decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
 def _header_user_version(path: Path) -> int | None:
@@ -417,11 +435,28 @@ class SqlitePersistence(BackendBase):
         )
 
     def _read_fast(self, session_id: str) -> list[Event] | None:
-        """All events of a clean session (every column parses, seqs are exactly ``0..n-1``, types
-        are strings), read in rowid order over the session's rowid span (a table range scan, no
-        per-row index lookup); ``None`` when the exact scan of :meth:`_read` is needed (a hole, a
-        gap, a bad JSON column, undecodable text, a damaged page, or rows not stored in seq order).
-        For such a session that scan keeps every event, untorn.
+        """All events of a clean session, or ``None`` when the exact scan of :meth:`_read` is needed
+        (a hole, a gap, a bad JSON column, odd column types, a damaged page, rows not stored in seq
+        order). For a session this returns events for, that scan keeps every event, untorn, and
+        returns equal events.
+
+        The rows are read over the session's rowid span (a table range scan, no per-row index
+        lookup) in chunks of :data:`_CHUNK_ROWIDS` rowids; each chunk is ONE result row of
+        ``group_concat`` texts (see :data:`_CHUNK_SQL`), each decoded by one ``orjson.loads`` (no
+        sqlite3 row tuple, no ``loads`` call per event). Why the concatenation is exact:
+
+        * ``data``: the JSON array ``[d1,d2,...]`` of the rows' texts. A text that is not one JSON
+          value could shift the element boundaries (``[1`` + ``2]`` merge, ``3,4`` splits), so
+          msgspec splits the array into raw elements without decoding them, and their byte lengths
+          must equal the rows' byte lengths: then the elements tile the text with one-byte gaps,
+          i.e. element ``i`` is exactly row ``i``'s text.
+        * ``type``: ``["t1","t2",...]`` pasted without escaping; kept only when it holds exactly
+          ``2 * rows`` quotes and no backslash, so each element is exactly one row's text (orjson
+          rejects control characters and bad UTF-8, as the exact scan's decode does).
+        * ``seq``/``time``: the filter keeps numbers only (text, blobs and NULL compare greater or
+          not at all: the row is missed and the count check below fails); the decoded values must
+          be ``int`` (a REAL is refused), ``seq`` exactly ``base..base+rows-1``.
+        * group_concat skips NULLs: every list must have one element per row.
         """
         conn = self._conn
         loads = orjson.loads
@@ -431,40 +466,62 @@ class SqlitePersistence(BackendBase):
             ).fetchone()
             if lo is None:
                 return []
-            span = "FROM events NOT INDEXED WHERE rowid BETWEEN ? AND ? AND session_id = ? "
-            cursor = conn.execute(
-                "SELECT seq, type, time, data "
-                + span
-                # a damaged record's odd column types drop the row: the count check below sees it
-                + "AND typeof(seq) = 'integer' AND typeof(type) = 'text' ORDER BY rowid",
-                (lo, hi, session_id),
-            )
             events: list[Any] = []
-            extend, fetch = events.extend, cursor.fetchmany
+            extend = events.extend
+            extra_span: list[int] = []  # first and last rowid of the chunks with optional columns
             with gc_paused():
-                # Bounded batches (a list is faster to walk than a cursor); the two optional
-                # columns, NULL on most rows, are fetched apart for the few rows that have them.
-                while rows := fetch(4096):
-                    extend([{"type": t, "seq": q, "time": tm, "data": loads(da)} for q, t, tm, da in rows])
-                del rows
-                if n_rows != len(events) or not all(
-                    map(operator.eq, map(operator.itemgetter("seq"), events), range(len(events)))
-                ):
-                    return None  # filtered-out rows, a gap, or rows not stored in seq order
+                for a in range(lo, hi + 1, _CHUNK_ROWIDS):
+                    b = min(a + _CHUNK_ROWIDS - 1, hi)
+                    data, lengths, types, times, seqs, rows, extra = conn.execute(
+                        _CHUNK_SQL, (a, b, session_id)
+                    ).fetchone()
+                    if not rows:
+                        continue
+                    if extra:
+                        extra_span[1:] = [b] if extra_span else [a, b]
+                    base = len(events)
+                    lengths = loads(lengths)
+                    if len(lengths) != rows or list(map(len, _decode_raw_list(data))) != lengths:
+                        return None
+                    if types.count(b'"') != 2 * rows or b"\\" in types:
+                        return None
+                    seqs = loads(seqs)
+                    if not {int}.issuperset(map(type, seqs)) or seqs != list(range(base, base + rows)):
+                        return None
+                    times = loads(times)
+                    types = loads(types)
+                    data = loads(data)
+                    if len(times) != rows or len(types) != rows or len(data) != rows:
+                        return None
+                    if not {int}.issuperset(map(type, times)):
+                        return None
+                    extend(
+                        [
+                            {"type": t, "seq": q, "time": tm, "data": d}
+                            for t, q, tm, d in zip(types, range(base, base + rows), times, data, strict=True)
+                        ]
+                    )
+                del data, lengths, types, times, seqs
+                if n_rows != len(events):
+                    return None  # rows the filter left out (odd column types)
+                if not extra_span:
+                    return events
+                # The two optional columns, NULL on most rows, are read apart for the rows that
+                # have them (over the chunks that have any).
                 extras = conn.execute(
-                    "SELECT seq, source_event_seqs, surface_op "
-                    + span
-                    + "AND (source_event_seqs IS NOT NULL OR surface_op IS NOT NULL)",
-                    (lo, hi, session_id),
+                    "SELECT seq, source_event_seqs, surface_op FROM events NOT INDEXED "
+                    "WHERE rowid BETWEEN ? AND ? AND session_id = ? "
+                    "AND (source_event_seqs IS NOT NULL OR surface_op IS NOT NULL)",
+                    (extra_span[0], extra_span[1], session_id),
                 )
-                for seq, seqs, op in extras:  # seq == index: checked above
+                for seq, seqs_text, op in extras:  # seq == index: checked above
                     ev = events[seq]
-                    if seqs is not None:
-                        ev["sourceEventSeqs"] = loads(seqs)
+                    if seqs_text is not None:
+                        ev["sourceEventSeqs"] = loads(seqs_text)
                     if op is not None:
                         ev["surfaceOp"] = loads(op)
-        except (orjson.JSONDecodeError, sqlite3.Error, UnicodeDecodeError, TypeError):
-            return None  # TypeError: a non-text data column (a damaged record)
+        except (orjson.JSONDecodeError, msgspec.DecodeError, sqlite3.Error, UnicodeDecodeError, TypeError):
+            return None  # TypeError: e.g. a NULL text (a chunk whose rows all have NULL data)
         return events
 
     def _transaction(

@@ -160,3 +160,80 @@ def test_non_durable_backends_write_the_same_bytes_without_fsync(
     db.append("s", events)
     assert db.load("s") == (header, events)
     db.close()
+
+
+def _outcome(path: Path) -> tuple[str, Any]:
+    b = SqlitePersistence(path, durable=False)
+    try:
+        return "ok", orjson.dumps(b.load("s"))
+    except Exception as exc:  # compared by type and message below
+        return type(exc).__name__, str(exc)
+    finally:
+        b.close()
+
+
+def _unstrict(conn: sqlite3.Connection) -> None:
+    """Drop STRICT, NOT NULL and the column types (so no affinity converts a value) from the events
+    table: a test can then store any value type in any column, as damage to a record could."""
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_schema SET sql = replace(replace(replace(sql, ') STRICT', ')'), "
+        "' INTEGER NOT NULL', ''), ' TEXT NOT NULL', '') WHERE name = 'events'"
+    )
+    conn.execute(f"PRAGMA schema_version = {version + 1}")
+    conn.execute("PRAGMA writable_schema = OFF")
+
+
+# Each: SQL run on a clean 40-event session (4 turns). None of these rows is clean, so the exact scan
+# must decide (a hole in the committed region, a type other than the stored text, a non-int seq/time);
+# a load that concatenates rows into one JSON text must not re-split them into "valid" events.
+_DAMAGE = {
+    "merge and split data": [
+        "UPDATE events SET data = '[1' WHERE seq = 3",
+        "UPDATE events SET data = '2]' WHERE seq = 4",
+        "UPDATE events SET data = '3,4' WHERE seq = 13",
+    ],
+    "data with whitespace around one value": ["UPDATE events SET data = ' {} ' WHERE seq = 3"],
+    "type with an escape": ["UPDATE events SET type = 'a\\nb' WHERE seq = 3"],
+    "type with quotes": ["UPDATE events SET type = 'a\",\"b' WHERE seq = 3"],
+    "type as blob": ["UPDATE events SET type = CAST('assistant/chunk' AS BLOB) WHERE seq = 3"],
+    "seq as text": ["UPDATE events SET seq = '3' WHERE seq = 3"],
+    "seq as real": ["UPDATE events SET seq = 3.0 WHERE seq = 3"],
+    "seq as blob": ["UPDATE events SET seq = CAST('3' AS BLOB) WHERE seq = 3"],
+    "time as text": ["UPDATE events SET time = '7' WHERE seq = 3"],
+    "time as real": ["UPDATE events SET time = 0.1 + 0.2 WHERE seq = 3"],  # 17 digits, SQLite prints 15
+    "time null": ["UPDATE events SET time = NULL WHERE seq = 3"],
+    "data null": ["UPDATE events SET data = NULL WHERE seq = 3"],
+    "type null": ["UPDATE events SET type = NULL WHERE seq = 3"],
+    "rows out of seq order": [
+        "UPDATE events SET seq = -1 WHERE seq = 3",
+        "UPDATE events SET seq = 3 WHERE seq = 4",
+        "UPDATE events SET seq = 4 WHERE seq = -1",
+    ],
+}
+
+
+@pytest.mark.parametrize("damage", sorted(_DAMAGE))
+def test_sqlite_fast_load_of_damaged_rows_agrees_with_the_exact_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    path = tmp_path / "db.sqlite"
+    b: Any = SqlitePersistence(path, durable=False)
+    b.create(header("s"))
+    for k in range(4):
+        b.append("s", tool_turn(10 * k, k + 1))
+    b.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    _unstrict(conn)
+    conn.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    for sql in _DAMAGE[damage]:
+        conn.execute(sql)
+    conn.close()
+    image = path.read_bytes()
+    fast = _outcome(path)
+    path.write_bytes(image)
+    monkeypatch.setattr(sqlite_mod.SqlitePersistence, "_read_fast", lambda self, sid: None)
+    exact = _outcome(path)
+    assert fast == exact

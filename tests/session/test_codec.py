@@ -381,3 +381,16 @@ def _nodes(value: Any) -> list[Any]:
         for v in value:
             out.extend(_nodes(v))
     return out
+
+
+def test_encode_plain_lines_is_the_jsonl_of_dumps_json_and_checked_against_orjson() -> None:
+    values: list[Any] = [{"a": [1, 'é\u2028\x1f"\\']}, "x", None, True, -(2**53) + 1]
+    text = codec.encode_plain_lines(values, safe_integers=True)
+    assert text == b"".join(dumps_json(v).encode() + b"\n" for v in values)
+    assert codec.encode_plain_lines([]) == b""
+    # census_done lets values through unchecked: where msgspec's bytes differ from orjson's (floats,
+    # datetimes) or only msgspec accepts the value (bytes, int keys), the byte comparison refuses.
+    import datetime
+
+    for bad in (1e16, datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC), b"ab", {1: 2}):
+        assert codec.encode_plain_lines([{"v": bad}], census_done=True) is None
