@@ -9,6 +9,7 @@ input values bounded (:func:`~pytest_dsh_replay.errors.quote`).
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -218,7 +219,7 @@ def _sidecar_server(path: Path) -> tuple[Any, str]:
         sidecar = path.parent / f"replay.override.{parts[1]}.json"
     else:
         return None, ""
-    if not sidecar.is_file():
+    if not os.path.lexists(sidecar):  # a FIFO or dangling link there is refused by the loader
         return None, ""
     override = load_override(sidecar)
     if override.entries is not None:

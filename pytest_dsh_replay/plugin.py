@@ -7,6 +7,7 @@ This module only wires pytest to :mod:`pytest_dsh_replay.scenario`.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 import tempfile
@@ -351,7 +352,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if name != INPUT_FILE:
         # session logs without an input.json: report the directory once (from its first log), never
         # skip it silently (issue 13)
-        if (directory / INPUT_FILE).exists():
+        if (directory / INPUT_FILE).is_file():
             return None
         if name != min((p.name for p in directory.iterdir() if _is_log_name(p.name)), key=_log_rank):
             return None
@@ -480,7 +481,7 @@ class ScenarioItem(pytest.Item):
         from .scenario import ScenarioError, check_scenario, load_scenario, raise_for
         from .scenario.definition import UNSUPPORTED_OPS
 
-        if not (self.scenario_path / INPUT_FILE).is_file():
+        if not os.path.lexists(self.scenario_path / INPUT_FILE):  # (not a file: load_scenario says so)
             from .scenario.errors import ScenarioDefinitionError
 
             found = (p.name for p in self.scenario_path.iterdir() if _is_log_name(p.name))

@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from os.path import lexists
 from pathlib import Path
 from typing import Any
 
+from ..errors import read_regular_file
 from .derive import ReplayEntry, derive_replay_script
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
@@ -165,7 +167,7 @@ def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed:
         check_seed(seed, len(events))
         start = seed if slice_seed else 0
         return _Own(path, header, events_=events[start:], start=start, full_=events)
-    text = path.read_bytes()
+    text = read_regular_file(path, "session log")
     header = parse_session_header(text, file=str(path))
     seed = int(header.get("seedLength", 0)) if child else 0
     start = seed if slice_seed else 0
@@ -189,7 +191,7 @@ def _script(
     """
     path, header = own.path, own.header
     recorded_id, created_at = str(header["id"]), int(header["createdAt"])
-    override: Override | None = load_override(sidecar) if sidecar is not None and sidecar.is_file() else None
+    override: Override | None = load_override(sidecar) if sidecar is not None and lexists(sidecar) else None
     if override is None:
         entries = own.derived()
         expected = _aligned(own.points().calls, len(entries))
@@ -248,9 +250,9 @@ def _load_primary(
     scenario_dir: Path, allow_replace_override: bool, parsed: ParsedLogs | None
 ) -> SessionScript:
     path = scenario_dir / PRIMARY_FILE
-    if not path.is_file():
+    if not lexists(path):
         sidecar = scenario_dir / OVERRIDE_FILE
-        override = load_override(sidecar) if sidecar.is_file() else None
+        override = load_override(sidecar) if lexists(sidecar) else None
         if override is not None and override.entries is not None:
             entries = list(override.entries)
             return SessionScript(
@@ -330,7 +332,7 @@ def load_child_script(
             (``seedLength`` larger than the log's logical event count), ``REPLAY_OVERRIDE_GUARD``.
         ReplayParseError, ReplayDeriveError, OverrideError: see the parse / derive / sidecar functions.
     """
-    if not path.is_file():
+    if not lexists(path):
         raise ReplayLoadError(
             f"{path}: child fixture missing; re-record the scenario", "REPLAY_FIXTURE_MISSING"
         )

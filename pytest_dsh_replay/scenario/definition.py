@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
-from ..errors import check_file_size, quote
+from ..errors import quote, read_regular_file
 from .errors import FixtureInventoryError, ScenarioDefinitionError
 
 INPUT_FILE = "input.json"
@@ -249,8 +249,8 @@ def load_scenario(path: Path) -> Scenario:
     path = path.resolve()
     input_file = path / INPUT_FILE
     try:
-        check_file_size(input_file, input_file.stat().st_size)
-        raw = orjson.loads(input_file.read_bytes())
+        data = read_regular_file(input_file, INPUT_FILE, error=ScenarioDefinitionError, whole_limit=True)
+        raw = orjson.loads(data)
     except FileNotFoundError:
         raise ScenarioDefinitionError(f"{path}: no {INPUT_FILE}; a scenario directory needs one") from None
     except orjson.JSONDecodeError as exc:

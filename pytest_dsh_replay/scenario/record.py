@@ -45,7 +45,7 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
     the size limit, :class:`ModelSpecError` for unreadable / non-JSON / too deeply nested content.
     """
     where = f"--dsh-model {spec}: scripted model file {path}"
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO, device or dangling link is refused by the loader
         raise ModelSpecError(
             f"{where} does not exist (write one, see the README section 'Scripted model files')"
         )

@@ -591,9 +591,11 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
                 )
             )
     try:
-        fixture_files(directory)
+        recorded = fixture_files(directory)
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
+    else:
+        _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob("replay.override*.json")):
         _check_sidecar(sidecar, out)
     return logs
@@ -626,6 +628,16 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         files = [path]
     validate_log_files(files, report, scrubber)
     return report
+
+
+def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> None:
+    """The request pins of a scenario, read as replay reads them (bad JSON, not a file, an orphan)."""
+    from ..replay import load_pins
+
+    try:
+        load_pins(directory, log_count)
+    except HarnessError as exc:
+        out.append(Finding(exc.code, str(exc)))
 
 
 def _check_sidecar(path: Path, out: list[Finding]) -> None:
