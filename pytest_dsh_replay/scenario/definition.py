@@ -12,6 +12,7 @@ Layout::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,12 +149,64 @@ def discover(path: Path) -> Iterator[Path]:
         yield from discover(child)
 
 
+_NUMBERED_LOG_RE = re.compile(r"session\.[0-9]+\.jsonl")
+_NUMBERED_SIDECAR_RE = re.compile(r"replay\.override\.[0-9]+\.json")
+#: How many misnamed or orphaned files one inventory error lists.
+_LISTED_FILES = 5
+
+
+def _misnamed_or_orphaned(path: Path, children: list[Path]) -> None:
+    """Raise when a numbered log or sidecar is not one of the legal names (harness.md §1).
+
+    Child logs are ``session.<n>.jsonl`` with n = 1, 2, ... (no 0, no leading zeros): a
+    ``session.0.jsonl`` or ``session.01.jsonl`` is never replayed nor compared, so it is refused, not
+    ignored. A numbered sidecar ``replay.override.<n>.json`` belongs to ``session.<n>.jsonl``
+    (``replay.override_file_for``); one without its log would silently do nothing. (Numbered pins are
+    checked by ``replay.load_pins``, the same way.)
+    """
+    from ..replay import override_file_for
+
+    legal = {p.name for p in children} | {override_file_for(p).name for p in children}
+    problems: list[str] = []
+    for entry in sorted(path.iterdir()):
+        name = entry.name
+        if name in legal:
+            continue
+        if _NUMBERED_LOG_RE.fullmatch(name):
+            problems.append(
+                f"{name} is not a child log name (children are session.1.jsonl, session.2.jsonl, ... "
+                "without 0 or leading zeros); rename it or delete it"
+            )
+        elif _NUMBERED_SIDECAR_RE.fullmatch(name):
+            number = name.split(".")[2]
+            log = f"session.{number}.jsonl"
+            if number.startswith("0"):
+                problems.append(
+                    f"{name} is not a sidecar name (child sidecars are replay.override.1.json, ... "
+                    "without 0 or leading zeros); rename it or delete it"
+                )
+                continue
+            problems.append(
+                f"{name} is the override sidecar of {log}, which does not exist "
+                f"({len(children)} child log(s)); delete the sidecar or restore the log"
+            )
+    if problems:
+        more = len(problems) - _LISTED_FILES
+        raise FixtureInventoryError(
+            f"{path}: "
+            + "; ".join(problems[:_LISTED_FILES])
+            + (f"; and {more} more misnamed or orphaned file(s)" if more > 0 else "")
+        )
+
+
 def fixture_files(path: Path) -> tuple[Path, ...]:
     """The recorded logs of a scenario in harvest order (child discovery: ``replay.child_log_files``).
 
     Raises:
-        FixtureInventoryError: child logs exist without ``session.jsonl``, or their numbering has a gap
-            (e.g. ``session.1.jsonl`` and ``session.3.jsonl``).
+        FixtureInventoryError: child logs exist without ``session.jsonl``, their numbering has a gap
+            (e.g. ``session.1.jsonl`` and ``session.3.jsonl``), a numbered log is misnamed
+            (``session.0.jsonl``, ``session.01.jsonl``), or a numbered sidecar has no log (an orphan
+            ``replay.override.<n>.json``); every misnamed or orphaned file is listed at once.
     """
     from ..replay import ReplayLoadError, child_log_files
 
@@ -161,6 +214,7 @@ def fixture_files(path: Path) -> tuple[Path, ...]:
         children = child_log_files(path)
     except ReplayLoadError as exc:
         raise FixtureInventoryError(exc.message) from exc
+    _misnamed_or_orphaned(path, children)
     primary = path / PRIMARY_FILE
     if not primary.exists():
         if children:
