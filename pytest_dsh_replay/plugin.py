@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,27 @@ class _State:
         self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
         self.end_seed_ignored: list[str] = []
         self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        """Show every warning of the run with its secrets as ``[REDACTED]`` (the run's scrubber).
+
+        A live model's ``LiveModelWarning`` quotes what the provider sent (a call id, a tool name, an
+        error text); pytest prints it in its warnings summary. This runs before the terminal reporter
+        and xdist's forwarding, so neither sees the secret. Runs that never built the scrubber (no
+        scenario ran) are left alone.
+        """
+        if self.scrubber is None:
+            return
+        message = warning_message.message
+        text = str(message)
+        clean = str(self.scrubber.scrub_fixed(text))
+        if clean == text:
+            return
+        try:
+            warning_message.message = type(message)(clean) if isinstance(message, Warning) else clean
+        except Exception:  # a warning class with another constructor: the text alone
+            warning_message.message = clean
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
