@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from _pytest._code.code import TerminalRepr
@@ -404,9 +404,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (keep if hits else drop).append(item)
     unmatched = [g for g in globs if g not in matched]
     if unmatched:
+        searched = ", ".join(dict.fromkeys(map(str, config.stash[_STATE].roots)))  # each root once
         raise pytest.UsageError(
             f"--dsh-scenario {unmatched[0]}: no scenario matches this name and it is not an existing path "
-            f"(searched: {', '.join(str(r) for r in config.stash[_STATE].roots) or 'no existing root'})"
+            f"(searched: {searched or 'no existing root'})"
         )
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -516,7 +517,7 @@ class ScenarioItem(pytest.Item):
         scenario = load_scenario(self.scenario_path)
         unsupported = [s["op"] for s in scenario.steps if s["op"] in UNSUPPORTED_OPS]
         if unsupported:
-            pytest.skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
+            _skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
         record = self.config.getoption("dsh_record")
         if not scenario.is_recorded and record == "none":
             from .scenario.record import model_hint
@@ -530,7 +531,7 @@ class ScenarioItem(pytest.Item):
         with tempfile.TemporaryDirectory(prefix="dsh-scenario-") as tmp:
             outcome = check_scenario(scenario, Path(tmp), options)
         if outcome.skipped is not None:  # a recording of another agent: never replayed, never rewritten
-            pytest.skip(outcome.skipped)
+            _skip(outcome.skipped)
         # reported through user_properties so the summary also works under pytest-xdist
         self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
         self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
@@ -580,7 +581,17 @@ class ScenarioItem(pytest.Item):
         return longrepr if redacted == text else redacted
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"scenario {self.name}"
+        # line 0: a skip is reported at the scenario's input.json:1 (see _skip), not in plugin.py
+        return self.path, 0, f"scenario {self.name}"
+
+
+def _skip(reason: str) -> NoReturn:
+    """Skip the running scenario item, reported at the scenario (its ``input.json``), not here.
+
+    ``_use_item_location`` is what pytest's own skip marks use: the report takes the item's
+    :meth:`ScenarioItem.reportinfo` instead of the frame that raised.
+    """
+    raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
 class _Crash:
