@@ -1,8 +1,10 @@
 """The one session-header rule (events.md §2): which key must hold what.
 
 Every reader and writer of a header checks it here and words the problem its own way: the replay
-parser (``REPLAY_BAD_HEADER``), the persistence writer (``INVALID_HEADER``), ``dsh-replay validate``
-(``LOG_BAD_HEADER`` findings) and :class:`~pytest_dsh_replay.session.Session`. The rule:
+parser (``REPLAY_BAD_HEADER``, lenient), the persistence writer (``INVALID_HEADER``, strict),
+``dsh-replay validate`` (``LOG_BAD_HEADER`` findings: what only the strict rule refuses) and
+:class:`~pytest_dsh_replay.session.Session` (``InvalidSessionMetaError``, lenient plus a required
+``version``). The rule:
 
 ============== ===========================================================================
 ``version``    the integer 0 (``SESSION_FORMAT_VERSION``; no migration). A reader tolerates it

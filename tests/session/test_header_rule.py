@@ -109,3 +109,25 @@ def test_messages_are_kept() -> None:
         parse_session_header(b'{"type":"session","version":0,"id":"a","createdAt":0,"seedLength":-1}')
     with pytest.raises(HarnessError, match=r"invalid session header \(createdAt must be a safe integer"):
         normalize_header({"version": 0, "id": "a", "createdAt": BIG})
+
+
+def _session_accepts(header: dict[str, Any]) -> bool:
+    from pytest_dsh_replay.session import InvalidSessionMetaError, Session
+
+    try:
+        Session(str(header.get("id")), header=header)  # type: ignore[arg-type]
+    except InvalidSessionMetaError as exc:
+        assert str(exc).startswith(f'session "{header.get("id")}": '), exc
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("change", "bad_read", "_bad_write"), [c for c in CASES if "id" not in c[0]], ids=str
+)
+def test_a_session_applies_the_reader_rule(change: dict[str, Any], bad_read: bool, _bad_write: bool) -> None:
+    assert _session_accepts(_header(change)) is not bad_read  # before: seedLength -1 was accepted
+
+
+def test_a_session_header_names_its_version() -> None:
+    assert not _session_accepts({"id": "s1", "createdAt": 1})
