@@ -424,12 +424,8 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
     ctypes: list[Any] = []
     mark_types: list[Any] = []  # every chunk item's type and logical index (the marks' stream)
     mark_at: list[int] = []
-
-    def flush_marks() -> None:
-        calls.mark_chunks(mark_types, mark_at.__getitem__)
-        mark_types.clear()
-        mark_at.clear()
-
+    marks = calls.marks
+    first = len(marks)
     for row in rows:
         row_type = type(row)
         if row_type is _ChunkRow:
@@ -483,7 +479,6 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
             logical += 1
         else:
             if kind in _MARKED:
-                flush_marks()
                 calls.mark_row(row, logical)
             if kind == _COMPACTION:
                 data = row.data
@@ -496,7 +491,9 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
                     except ReplayDeriveError:
                         raise _Bail from None
             logical += 1
-    flush_marks()
+    calls.mark_chunks(mark_types, mark_at.__getitem__)
+    if len(marks) > first:  # the row marks and the chunk marks, merged in log order
+        marks[first:] = sorted(marks[first:], key=_get_index)
     calls.feed(items, turns, steps, ctypes, runs=True)
     return logical
 
