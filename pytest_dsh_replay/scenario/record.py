@@ -302,7 +302,7 @@ class EpisodeModel:
             if use_live:
                 self.live_sessions.add(key)
         else:
-            recorded = len(self.replay.scripts[index].entries)
+            recorded = len(self.replay.scripts[index].calls)
             use_live = self.replay.cursors[key] >= recorded
             if use_live:
                 self.live_sessions.add(key)
