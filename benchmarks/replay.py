@@ -190,6 +190,36 @@ def events_path(data: bytes) -> Any:
     return events, derive_replay_script(events), call_points(events)
 
 
+def decode_only(data: bytes) -> Any:
+    """The scan's split and msgspec decoding passes alone (every line to its struct), no derivation:
+    what validating every line the way the scan does costs, before anything is grouped."""
+    from itertools import compress, repeat
+    from operator import not_
+
+    from pytest_dsh_replay.replay import scan as s
+    from pytest_dsh_replay.session.codec import gc_paused
+
+    body, _first = s._body_lines(data, None)
+    out = []
+    with gc_paused():
+        for lo in range(0, len(body), s._BATCH):
+            lines = body[lo : lo + s._BATCH]
+            is_chunk = list(map(bytes.startswith, lines, repeat(s._CHUNK_PREFIX)))
+            out.append(s._decode_all(compress(lines, is_chunk), s._decode_chunk_row, s._fallback_chunk_row))
+            rest = list(compress(lines, map(not_, is_chunk)))
+            is_packed = list(map(bytes.startswith, rest, repeat(s._PACKED_PREFIXES)))
+            out.append(s._decode_all(compress(rest, is_packed), s._decode_packed_row, s._fallback_row))
+            out.append(s._decode_all(compress(rest, map(not_, is_packed)), s._decode_row, s._fallback_row))
+    return out
+
+
+def split_only(data: bytes) -> Any:
+    """The scan's line split alone."""
+    from pytest_dsh_replay.replay import scan as s
+
+    return s._body_lines(data, None)
+
+
 def timed(fn: Callable[[bytes], Any], data: bytes, clock: Callable[[], float]) -> float:
     gc.collect()
     start = clock()
@@ -251,6 +281,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="CI smoke run: 20,000 events, 1 repeat")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also print where the scan's CPU time goes: split, msgspec decoding of every line, the rest",
+    )
     args = parser.parse_args()
     if args.quick:
         args.events, args.repeat = 20_000, 1
@@ -324,6 +359,17 @@ def main() -> None:
                 f"events path {rss_events / base_size:4.2f}x"
             )
         print(f"floor peak RSS {rss_floor / 1e6:.0f} MB = {rss_floor / base_size:.2f}x baseline file")
+    if args.breakdown:
+        print("scan breakdown (cpu, min of the runs, as x the cpu floor):")
+        for name, data in layouts.items():
+            split_t = min(timed(split_only, data, time.process_time) for _ in range(args.repeat))
+            decode_t = min(timed(decode_only, data, time.process_time) for _ in range(args.repeat))
+            scan_t = min(t_scan["cpu"][name])
+            print(
+                f"  {name:17s} split {split_t / f_cpu:.3f}x + classify and decode every line "
+                f"{(decode_t - split_t) / f_cpu:.3f}x + derive, packed runs, marks, call points "
+                f"{(scan_t - decode_t) / f_cpu:.3f}x = {scan_t / f_cpu:.3f}x"
+            )
 
 
 if __name__ == "__main__":
