@@ -4,10 +4,13 @@ Three layouts of the same logical events: ``baseline`` (one full envelope per li
 ``packed`` (delta runs packed, complete envelopes) and ``packed+projected`` (head-format.md).
 For each it times, in this process and interleaved with the floor:
 
-* ``scan``: what replay loading runs (``replay.scan.derive_log_script``: the script straight from
-  the bytes, no event dicts);
-* ``events``: the public ``parse_session_log`` + ``derive_replay_script`` (every event
-  materialized; what loading did before issue 15);
+* ``scan``: what ``load_session_scripts(path)`` runs per log (``replay.scan.scan_log(lazy=True)``:
+  the script straight from the bytes, calls with packed runs deferred, plus the call points of
+  the request check folded from the scan's marks; no event dicts);
+* ``+build``: ``scan`` plus building every deferred call's chunk dicts (what serving every call
+  adds; a replay builds them one call at a time, as the copy it serves);
+* ``events``: the public ``parse_session_log`` + ``derive_replay_script`` + ``call_points`` (every
+  event materialized);
 
 against the floor = per-line ``orjson.loads`` of the BASELINE bytes with gc paused (the bare cost
 of materializing the rows), so every layout's ratio is for the same logical events.
@@ -41,7 +44,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_dsh_replay.replay import derive_replay_script, encode_head_layout, parse_session_log
-from pytest_dsh_replay.replay.scan import derive_log_script
+from pytest_dsh_replay.replay.derive import materialize
+from pytest_dsh_replay.replay.requests import call_points, call_points_indexed
+from pytest_dsh_replay.replay.scan import derive_log_script, scan_log
 
 WORDS = [
     "The",
@@ -168,14 +173,51 @@ def floor(data: bytes) -> list[Any]:
 
 
 def scan(data: bytes) -> Any:
-    """The replay-loading path: the script straight from the bytes."""
-    return derive_log_script(data)
+    """The replay-loading path: the script and the call points straight from the bytes."""
+    scanned = scan_log(data, lazy=True)
+    return scanned, call_points_indexed(scanned.marks)
+
+
+def scan_built(data: bytes) -> Any:
+    """:func:`scan`, then every call built into plain chunk dicts."""
+    scanned, points = scan(data)
+    return [materialize(c) for c in scanned.entries], points
 
 
 def events_path(data: bytes) -> Any:
-    """The public API: every event materialized, then derived."""
+    """The public API: every event materialized, then derived, then the call points."""
     events = parse_session_log(data)
-    return events, derive_replay_script(events)
+    return events, derive_replay_script(events), call_points(events)
+
+
+def decode_only(data: bytes) -> Any:
+    """The scan's split and msgspec decoding passes alone (every line to its struct), no derivation:
+    what validating every line the way the scan does costs, before anything is grouped."""
+    from itertools import compress, repeat
+    from operator import not_
+
+    from pytest_dsh_replay.replay import scan as s
+    from pytest_dsh_replay.session.codec import gc_paused
+
+    body, _first = s._body_lines(data, None)
+    out = []
+    with gc_paused():
+        for lo in range(0, len(body), s._BATCH):
+            lines = body[lo : lo + s._BATCH]
+            is_chunk = list(map(bytes.startswith, lines, repeat(s._CHUNK_PREFIX)))
+            out.append(s._decode_all(compress(lines, is_chunk), s._decode_chunk_row, s._fallback_chunk_row))
+            rest = list(compress(lines, map(not_, is_chunk)))
+            is_packed = list(map(bytes.startswith, rest, repeat(s._PACKED_PREFIXES)))
+            out.append(s._decode_all(compress(rest, is_packed), s._decode_packed_row, s._fallback_row))
+            out.append(s._decode_all(compress(rest, map(not_, is_packed)), s._decode_row, s._fallback_row))
+    return out
+
+
+def split_only(data: bytes) -> Any:
+    """The scan's line split alone."""
+    from pytest_dsh_replay.replay import scan as s
+
+    return s._body_lines(data, None)
 
 
 def timed(fn: Callable[[bytes], Any], data: bytes, clock: Callable[[], float]) -> float:
@@ -195,11 +237,16 @@ if {what!r} == "floor":
     from benchmarks_replay_floor import floor as fn
 elif {what!r} == "events":
     from pytest_dsh_replay.replay import derive_replay_script, parse_session_log
+    from pytest_dsh_replay.replay.requests import call_points
     def fn(data):
         events = parse_session_log(data)
-        return events, derive_replay_script(events)
+        return events, derive_replay_script(events), call_points(events)
 else:
-    from pytest_dsh_replay.replay.scan import derive_log_script as fn
+    from pytest_dsh_replay.replay.requests import call_points_indexed
+    from pytest_dsh_replay.replay.scan import scan_log
+    def fn(data):
+        scanned = scan_log(data, lazy=True)
+        return scanned, call_points_indexed(scanned.marks)
 result = fn(data)
 print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0])
 """
@@ -234,6 +281,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="CI smoke run: 20,000 events, 1 repeat")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also print where the scan's CPU time goes: split, msgspec decoding of every line, the rest",
+    )
     args = parser.parse_args()
     if args.quick:
         args.events, args.repeat = 20_000, 1
@@ -249,9 +301,10 @@ def main() -> None:
     calls = derive_replay_script(events)
     del events
     gc.collect()
-    for name, data in layouts.items():  # both paths agree with the events' own script
+    for name, data in layouts.items():  # every path agrees with the events' own script
         assert derive_log_script(data) == (calls, n_events), name
         assert events_path(data)[1] == calls, name
+        assert scan_built(data)[0] == calls, name
     n_calls = len(calls)
     del calls
     gc.collect()
@@ -266,11 +319,13 @@ def main() -> None:
     t_floor: dict[str, list[float]] = {c: [] for c in clocks}
     t_scan = {c: {name: [] for name in layouts} for c in clocks}
     t_events = {c: {name: [] for name in layouts} for c in clocks}
+    t_built = {c: {name: [] for name in layouts} for c in clocks}
     for _ in range(args.repeat):
         for name, data in layouts.items():
             for c, clock in clocks.items():
                 t_floor[c].append(timed(floor, baseline, clock))
                 t_scan[c][name].append(timed(scan, data, clock))
+                t_built[c][name].append(timed(scan_built, data, clock))
                 t_events[c][name].append(timed(events_path, data, clock))
     for c in clocks:
         fl = t_floor[c]
@@ -295,13 +350,26 @@ def main() -> None:
             ev_r = [t / f for t in t_events["wall"][name]]
             scan_cpu = [t / f_cpu for t in t_scan["cpu"][name]]
             ev_cpu = [t / f_cpu for t in t_events["cpu"][name]]
+            built_cpu = [t / f_cpu for t in t_built["cpu"][name]]
             print(
                 f"{name:17s} {len(data) / 1e6:6.1f} MB | scan wall {_fmt(scan_r)} cpu {_fmt(scan_cpu)} "
-                f"[target <= {target_t}x] | events wall {_fmt(ev_r)} cpu {_fmt(ev_cpu)} | "
+                f"[target <= {target_t}x] | +build cpu {_fmt(built_cpu)} | "
+                f"events wall {_fmt(ev_r)} cpu {_fmt(ev_cpu)} | "
                 f"peak RSS {rss / 1e6:5.0f} MB = {rss / base_size:4.2f}x baseline file [<= {target_m}x]; "
                 f"events path {rss_events / base_size:4.2f}x"
             )
         print(f"floor peak RSS {rss_floor / 1e6:.0f} MB = {rss_floor / base_size:.2f}x baseline file")
+    if args.breakdown:
+        print("scan breakdown (cpu, min of the runs, as x the cpu floor):")
+        for name, data in layouts.items():
+            split_t = min(timed(split_only, data, time.process_time) for _ in range(args.repeat))
+            decode_t = min(timed(decode_only, data, time.process_time) for _ in range(args.repeat))
+            scan_t = min(t_scan["cpu"][name])
+            print(
+                f"  {name:17s} split {split_t / f_cpu:.3f}x + classify and decode every line "
+                f"{(decode_t - split_t) / f_cpu:.3f}x + derive, packed runs, marks, call points "
+                f"{(scan_t - decode_t) / f_cpu:.3f}x = {scan_t / f_cpu:.3f}x"
+            )
 
 
 if __name__ == "__main__":

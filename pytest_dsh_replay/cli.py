@@ -9,6 +9,7 @@ input values bounded (:func:`~pytest_dsh_replay.errors.quote`).
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -30,24 +31,32 @@ from .scenario.validate import display as _name
 console = Console(highlight=False, soft_wrap=True, emoji=False)
 
 
-class InputError(click.ClickException):
-    """Unreadable or missing input: exit code 2 (1 is reserved for findings and differences)."""
+def _existing(path: Path) -> Path:
+    """``path`` when something is there (a dangling link too: its reader says what it is).
 
-    exit_code = 2
+    Raises:
+        HarnessError: ``PATH_MISSING`` (printed in the typed style, exit 2; ``validate`` reports the
+            same code as a finding).
+    """
+    if not os.path.lexists(path):
+        raise HarnessError(f"{path}: no such file or directory", "PATH_MISSING")
+    return path
 
 
 def _log_files(path: Path) -> list[Path]:
-    """The log files of a scenario directory (fixture order) or the single file ``path``."""
+    """The log files of a scenario directory (fixture order) or the single file ``path``.
+
+    Raises:
+        HarnessError: ``PATH_MISSING``, or ``PATH_EMPTY`` for a directory without logs.
+    """
     from .scenario.definition import fixture_files
 
     if path.is_dir():
         files = list(fixture_files(path)) or sorted(path.glob("*.jsonl"))
         if not files:
-            raise InputError(f"{path}: no session logs (*.jsonl) here")
+            raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
         return files
-    if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
-    return [path]
+    return [_existing(path)]
 
 
 def _read(file: Path) -> SessionLog:
@@ -218,7 +227,7 @@ def _sidecar_server(path: Path) -> tuple[Any, str]:
         sidecar = path.parent / f"replay.override.{parts[1]}.json"
     else:
         return None, ""
-    if not sidecar.is_file():
+    if not os.path.lexists(sidecar):  # a FIFO or dangling link there is refused by the loader
         return None, ""
     override = load_override(sidecar)
     if override.entries is not None:
@@ -356,7 +365,7 @@ def validate(paths: Sequence[Path]) -> None:
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the scripts as JSON")
 @_fail_on_harness_error
 def derive(path: Path, as_json: bool) -> None:
@@ -364,6 +373,7 @@ def derive(path: Path, as_json: bool) -> None:
     from .replay import load_child_script, load_session_scripts
     from .scenario.secrets import redact_report
 
+    _existing(path)
     if path.is_dir():
         scripts = [(s.file.name, s.source, s.entries) for s in load_session_scripts(path)]
     else:  # one log: its own calls, from events[seedLength:] (a fork child's prefix is not its own)
@@ -459,8 +469,8 @@ def _first_too_deep(side: str, logs: Sequence[SessionLog]) -> HarnessError | Non
 
 
 @main.command()
-@click.argument("a", type=click.Path(exists=True, path_type=Path))
-@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
 @click.option("--ignore-event", multiple=True, help="event type to drop on both sides (seqs renumbered)")
 @_fail_on_harness_error
 def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
@@ -470,6 +480,8 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     """
     from .scenario.compare import compare_event_logs, render_mismatches
 
+    _existing(a)  # both checked before either is read
+    _existing(b)
     left, right = _load_logs(a), _load_logs(b)
     for side, logs in ((f"A ({a})", left), (f"B ({b})", right)):
         too_deep = _first_too_deep(side, logs)  # normalization re-encodes every event with orjson

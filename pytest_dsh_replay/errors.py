@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import reprlib
+import stat
 from collections.abc import Sequence
+from typing import BinaryIO
 
 #: Default limit of one log line (a JSONL row or a sidecar/input file), in bytes: 64 MiB.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -139,3 +141,134 @@ def check_file_size(path: object, size: int) -> None:
     limit = max_line_bytes()
     if size > limit:
         raise LineTooLongError(str(path), size, limit)
+
+
+class NotRegularFileError(HarnessError):
+    """An input path (a session log, sidecar, pin, ``input.json``, scripted model file) is not a
+    regular file: a FIFO, a character or block device, a socket, a directory or a dangling symbolic
+    link. Refused before anything is read (a FIFO would block forever, ``/dev/zero`` never ends).
+
+    ``path`` is the offending path, ``kind`` what it is (``"a FIFO (named pipe)"``, ...).
+    """
+
+    code = "NOT_REGULAR_FILE"
+
+    def __init__(self, message: str, code: str | None = None, *, path: str = "", kind: str = "") -> None:
+        super().__init__(message, code)
+        self.path, self.kind = path, kind
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a ``st_mode`` is when it is not a regular file (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+#: ``O_NONBLOCK`` where it exists: opening a FIFO for reading must not wait for a writer.
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+
+
+def open_regular_file(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    *,
+    error: type[HarnessError] | None = None,
+    code: str | None = None,
+    buffering: int = -1,
+) -> BinaryIO:
+    """Open ``path`` for binary reading, refusing anything but a regular file (the one input opener).
+
+    Every reader of the package's inputs (session logs, override sidecars, request pins,
+    ``input.json``, scripted model files) opens through here, so a FIFO, a device such as
+    ``/dev/zero``, a directory or a dangling symlink is a typed error naming the path, never a read
+    that blocks or does not end. The path is checked with ``stat`` before it is opened (a device is
+    never opened) and the open descriptor again with ``fstat`` (it opens non-blocking, so a FIFO
+    swapped in between cannot block either).
+
+    Args:
+        path: the file (symbolic links to a regular file are followed).
+        what: what the file is, for the message (``"session log"``, ``"pin file"``).
+        error: the error type to raise (default :class:`NotRegularFileError`): a loader with an
+            established type keeps it (``ScenarioDefinitionError`` for ``input.json``); it is
+            called as ``error(message, code)``.
+        code: the error code (default: the type's own; ``NOT_REGULAR_FILE`` for the default type).
+        buffering: as for :func:`open`.
+
+    Returns:
+        the open binary file; the caller closes it.
+
+    Raises:
+        NotRegularFileError: (or ``error``) not a regular file, or a dangling symbolic link (names
+            the path and what it is).
+        OSError: any other failure (``FileNotFoundError`` for a path that does not exist at all,
+            ``PermissionError``, ...): the caller's own handling applies.
+    """
+    name = os.fspath(path)
+
+    def refuse(kind: str) -> HarnessError:
+        message = (
+            f"{name}: cannot read the {what}: it is {kind}, not a regular file; nothing was read "
+            "(replace it with a regular file or remove it)"
+        )
+        if error is None:
+            return NotRegularFileError(message, code, path=name, kind=kind)
+        return error(message, code)
+
+    try:
+        kind = _file_kind(os.stat(name).st_mode)
+    except FileNotFoundError:
+        if os.path.islink(name):
+            raise refuse(f"a dangling symbolic link (to {quote(os.readlink(name))})") from None
+        raise
+    if kind is not None:
+        raise refuse(kind)
+    fd = os.open(name, os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:  # swapped after the stat
+            raise refuse(kind)
+        if _O_NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_file(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    *,
+    error: type[HarnessError] | None = None,
+    code: str | None = None,
+    whole_limit: bool = False,
+) -> bytes:
+    """The bytes of a regular file, opened through :func:`open_regular_file`.
+
+    Args:
+        path, what, error, code: see :func:`open_regular_file`.
+        whole_limit: the whole file is one JSON document (sidecar, pin, ``input.json``): its size is
+            checked against :func:`max_line_bytes` before reading (:func:`check_file_size`).
+
+    Raises:
+        NotRegularFileError: (or ``error``) see :func:`open_regular_file`.
+        LineTooLongError: ``whole_limit`` and the file is larger than the limit.
+        OSError: the file cannot be opened or read.
+    """
+    with open_regular_file(path, what, error=error, code=code) as fh:
+        if whole_limit:
+            check_file_size(path, os.fstat(fh.fileno()).st_size)
+        return fh.read()

@@ -7,12 +7,14 @@ This module only wires pytest to :mod:`pytest_dsh_replay.scenario`.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from _pytest._code.code import TerminalRepr
@@ -46,6 +48,27 @@ class _State:
         self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
         self.end_seed_ignored: list[str] = []
         self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        """Show every warning of the run with its secrets as ``[REDACTED]`` (the run's scrubber).
+
+        A live model's ``LiveModelWarning`` quotes what the provider sent (a call id, a tool name, an
+        error text); pytest prints it in its warnings summary. This runs before the terminal reporter
+        and xdist's forwarding, so neither sees the secret. Runs that never built the scrubber (no
+        scenario ran) are left alone.
+        """
+        if self.scrubber is None:
+            return
+        message = warning_message.message
+        text = str(message)
+        clean = str(self.scrubber.scrub_fixed(text))
+        if clean == text:
+            return
+        try:
+            warning_message.message = type(message)(clean) if isinstance(message, Warning) else clean
+        except Exception:  # a warning class with another constructor: the text alone
+            warning_message.message = clean
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
@@ -351,7 +374,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if name != INPUT_FILE:
         # session logs without an input.json: report the directory once (from its first log), never
         # skip it silently (issue 13)
-        if (directory / INPUT_FILE).exists():
+        if (directory / INPUT_FILE).is_file():
             return None
         if name != min((p.name for p in directory.iterdir() if _is_log_name(p.name)), key=_log_rank):
             return None
@@ -381,9 +404,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (keep if hits else drop).append(item)
     unmatched = [g for g in globs if g not in matched]
     if unmatched:
+        searched = ", ".join(dict.fromkeys(map(str, config.stash[_STATE].roots)))  # each root once
         raise pytest.UsageError(
             f"--dsh-scenario {unmatched[0]}: no scenario matches this name and it is not an existing path "
-            f"(searched: {', '.join(str(r) for r in config.stash[_STATE].roots) or 'no existing root'})"
+            f"(searched: {searched or 'no existing root'})"
         )
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -480,7 +504,7 @@ class ScenarioItem(pytest.Item):
         from .scenario import ScenarioError, check_scenario, load_scenario, raise_for
         from .scenario.definition import UNSUPPORTED_OPS
 
-        if not (self.scenario_path / INPUT_FILE).is_file():
+        if not os.path.lexists(self.scenario_path / INPUT_FILE):  # (not a file: load_scenario says so)
             from .scenario.errors import ScenarioDefinitionError
 
             found = (p.name for p in self.scenario_path.iterdir() if _is_log_name(p.name))
@@ -493,7 +517,7 @@ class ScenarioItem(pytest.Item):
         scenario = load_scenario(self.scenario_path)
         unsupported = [s["op"] for s in scenario.steps if s["op"] in UNSUPPORTED_OPS]
         if unsupported:
-            pytest.skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
+            _skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
         record = self.config.getoption("dsh_record")
         if not scenario.is_recorded and record == "none":
             from .scenario.record import model_hint
@@ -507,7 +531,7 @@ class ScenarioItem(pytest.Item):
         with tempfile.TemporaryDirectory(prefix="dsh-scenario-") as tmp:
             outcome = check_scenario(scenario, Path(tmp), options)
         if outcome.skipped is not None:  # a recording of another agent: never replayed, never rewritten
-            pytest.skip(outcome.skipped)
+            _skip(outcome.skipped)
         # reported through user_properties so the summary also works under pytest-xdist
         self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
         self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
@@ -557,7 +581,17 @@ class ScenarioItem(pytest.Item):
         return longrepr if redacted == text else redacted
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"scenario {self.name}"
+        # line 0: a skip is reported at the scenario's input.json:1 (see _skip), not in plugin.py
+        return self.path, 0, f"scenario {self.name}"
+
+
+def _skip(reason: str) -> NoReturn:
+    """Skip the running scenario item, reported at the scenario (its ``input.json``), not here.
+
+    ``_use_item_location`` is what pytest's own skip marks use: the report takes the item's
+    :meth:`ScenarioItem.reportinfo` instead of the frame that raised.
+    """
+    raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
 class _Crash:

@@ -56,7 +56,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import MAX_INPUT_NESTING, check_file_size, nesting_exceeds, quote
+from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from .binding import BindOrder, pick_script
 from .errors import LlmError
 from .model import ModelRequest
@@ -84,8 +84,10 @@ def load_json_file(path: Path) -> Any:
             ``errors.MAX_INPUT_NESTING`` levels (refused up front: serving walks it recursively).
     """
     try:
-        check_file_size(path, path.stat().st_size)
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular_file(
+            path, "scripted model file", error=LlmError, code="SCRIPT_INVALID", whole_limit=True
+        )
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         # (stdlib json recurses per nesting level: deep input raises RecursionError)
         raise LlmError(

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import HarnessError, quote
+from ..errors import HarnessError, quote, read_regular_file
 
 __all__ = [
     "DEFAULT_KEY_ENV",
@@ -654,7 +654,7 @@ class SecretScrubber:
 
     def _check_file(self, path: Path) -> None:
         try:
-            data = path.read_bytes()
+            data = read_regular_file(path, "file to scan for secrets", code="SECRET_SCAN_FAILED")
         except OSError as exc:
             raise HarnessError(f"cannot scan {path} for secrets: {exc}", "SECRET_SCAN_FAILED") from exc
         self._check_text(data.decode("utf-8", errors="replace"), path=path, label=str(path))

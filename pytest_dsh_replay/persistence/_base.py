@@ -22,6 +22,7 @@ from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, SessionHeader, interrupted_turn_closers, is_json_value
 from pytest_dsh_replay.session.codec import dumps_json, plain_types
 from pytest_dsh_replay.session.errors import JsonValueError
+from pytest_dsh_replay.session.header import HEADER_KEYS, header_problems
 
 from .encoding import check_session_id
 from .errors import (
@@ -38,7 +39,7 @@ from .locking import WriterLock
 SESSION_FORMAT_VERSION = 0
 """The only session header ``version`` this package reads or writes (events.md §2)."""
 
-_KNOWN_HEADER_KEYS = ("version", "id", "createdAt", "cwd", "parentSession", "seedLength")
+_KNOWN_HEADER_KEYS = HEADER_KEYS
 
 
 class _Any:
@@ -78,6 +79,19 @@ def is_int(value: object) -> bool:
     return type(value) is int
 
 
+#: How the writer words each key of the one header rule (``session.header.header_problems``).
+_HEADER_WHY = {
+    "version": f"version must be {SESSION_FORMAT_VERSION}",
+    "id": "id must be a non-empty string",
+    # strict: JS-safe (|x| <= 2**53 - 1, events.md §7), larger ones would overflow SQLite's INTEGER
+    # or load back as a float from JSONL
+    "createdAt": "createdAt must be a safe integer (epoch ms, |x| <= 2**53 - 1)",
+    "cwd": "cwd must be a string when present",
+    "parentSession": "parentSession must be a string when present",
+    "seedLength": "seedLength must be a non-negative safe integer when present",
+}
+
+
 def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
     """Validate a header and return a copy in on-disk key order (events.md §2).
 
@@ -94,25 +108,15 @@ def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
 
     if not isinstance(meta, dict):
         bad("not an object")
-    if not is_int(meta.get("version")) or meta["version"] != SESSION_FORMAT_VERSION:
-        bad(f"version must be {SESSION_FORMAT_VERSION}")
-    if not isinstance(meta.get("id"), str) or meta["id"] == "":
-        bad("id must be a non-empty string")
+    problems = header_problems(meta, strict=True)  # the one header rule (session.header)
+    if problems and problems[0].key in ("version", "id"):
+        bad(_HEADER_WHY[problems[0].key])
     try:
         check_session_id(meta["id"])
     except InvalidSessionIdError as exc:
         raise PersistenceError(f"{where}: invalid session header: {exc.message}", "INVALID_HEADER") from None
-    if not is_int(meta.get("createdAt")) or not is_json_value(meta["createdAt"]):
-        # a JSON value's integer is JS-safe (|x| <= 2**53 - 1, events.md §7): larger ones would
-        # overflow SQLite's INTEGER or load back as a float from JSONL
-        bad("createdAt must be a safe integer (epoch ms, |x| <= 2**53 - 1)")
-    for key in ("cwd", "parentSession"):
-        if key in meta and not isinstance(meta[key], str):
-            bad(f"{key} must be a string when present")
-    if "seedLength" in meta and (
-        not is_int(meta["seedLength"]) or meta["seedLength"] < 0 or not is_json_value(meta["seedLength"])
-    ):
-        bad("seedLength must be a non-negative safe integer when present")
+    if problems:
+        bad(_HEADER_WHY[problems[0].key])
     if "type" in meta:
         bad("'type' is not a header key (the JSONL writer adds it)")
     out: dict[str, Any] = {k: meta[k] for k in _KNOWN_HEADER_KEYS if k in meta}

@@ -17,8 +17,8 @@ One :data:`ReplayEntry` per model call, in log order:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from ..errors import quote
 from .errors import ReplayDeriveError
@@ -28,6 +28,94 @@ from .parse import Event
 #: ``{"kind":"chunks","chunks":[...]}`` | ``{"kind":"throw","chunks":[...],"message","code","status"?}``
 #: | ``{"kind":"hang","chunks"?:[...],"readyFile"?:str}``.
 ReplayEntry = dict[str, Any]
+
+
+class PackedRun:
+    """The delta chunks of one packed row (head-format.md §2), kept unexpanded until served.
+
+    ``chunks()`` builds exactly the chunk dicts :func:`~.parse.parse_session_log` expands the row
+    into (same keys, same order): ``{"type", "index", "text"}`` per member of a ``text-chunks`` /
+    ``reasoning-chunks`` row, ``{"type":"tool-call-delta", "index", "id", "name"?, "argumentsDelta"}``
+    per member of a ``tool-call-chunks`` row.
+
+    Attributes:
+        chunk_type: ``text-delta``, ``reasoning-delta`` or ``tool-call-delta``.
+        index: the block index (the row's ``data.index``).
+        members: the row's ``texts`` / ``args`` (one chunk each; never empty when built by the scan).
+        call_id, name: the tool call's ``id`` / optional ``name`` (``tool-call-delta`` only;
+            ``name`` is ``None`` when the row has none).
+    """
+
+    __slots__ = ("call_id", "chunk_type", "index", "members", "name")
+
+    def __init__(
+        self, chunk_type: str, index: Any, members: list[str], call_id: str | None = None, name: Any = None
+    ) -> None:
+        self.chunk_type = chunk_type
+        self.index = index
+        self.members = members
+        self.call_id = call_id
+        self.name = name if isinstance(name, str) else None
+
+    def tail(self, skip: int) -> PackedRun:
+        """The run without its first ``skip`` members (a fork child's seed ends inside the row)."""
+        return PackedRun(self.chunk_type, self.index, self.members[skip:], self.call_id, self.name)
+
+    def chunks(self) -> list[dict[str, Any]]:
+        """Fresh chunk dicts, one per member."""
+        ctype, index = self.chunk_type, self.index
+        if ctype != "tool-call-delta":
+            return [{"type": ctype, "index": index, "text": t} for t in self.members]
+        call_id, name = self.call_id, self.name
+        if name is None:
+            return [{"type": ctype, "index": index, "id": call_id, "argumentsDelta": a} for a in self.members]
+        return [
+            {"type": ctype, "index": index, "id": call_id, "name": name, "argumentsDelta": a}
+            for a in self.members
+        ]
+
+
+class DeferredCall:
+    """One derived call whose chunks include packed runs: built into its entry when asked.
+
+    ``items`` are chunk dicts and :class:`PackedRun` s in stream order; :meth:`entry` returns a
+    fresh ``{"kind":"chunks","chunks":[...]}`` each time (the runs' dicts are new, the other
+    chunk dicts are the parsed ones). Loading keeps packed calls this way so that a replay builds
+    each call's chunk dicts once, when it serves the call, instead of at load and again when
+    serving its copy (issue 15).
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def entry(self) -> ReplayEntry:
+        """The call's entry with every chunk as a dict (see :class:`PackedRun`)."""
+        chunks: list[Any] = []
+        for item in self.items:
+            if type(item) is PackedRun:
+                chunks += item.chunks()
+            else:
+                chunks.append(item)
+        return {"kind": "chunks", "chunks": chunks}
+
+    def __len__(self) -> int:
+        return sum(len(i.members) if type(i) is PackedRun else 1 for i in self.items)
+
+
+def materialize(call: ReplayEntry | DeferredCall) -> ReplayEntry:
+    """``call`` as a plain entry dict (a :class:`DeferredCall` built, anything else as it is)."""
+    return call.entry() if type(call) is DeferredCall else cast(ReplayEntry, call)
+
+
+def served_entry(call: ReplayEntry | DeferredCall, copy: Callable[[Any], Any]) -> ReplayEntry:
+    """A fresh copy of one call for serving: ``copy(call)`` of a plain entry; a deferred call is built
+    once, with its parsed chunk dicts passed through ``copy`` (the runs' dicts are new anyway)."""
+    if type(call) is not DeferredCall:
+        return cast(ReplayEntry, copy(call))
+    return DeferredCall([i if type(i) is PackedRun else copy(i) for i in call.items]).entry()
+
 
 _OVERRIDE_HINT = (
     "the recorded stream raised, so this call cannot be derived; add replay.override.json "

@@ -8,17 +8,19 @@ Layout: ``session.jsonl`` (primary), ``session.1.jsonl`` ... (children, no gaps)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from os.path import lexists
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .derive import ReplayEntry, derive_replay_script
+from ..errors import read_regular_file
+from .derive import DeferredCall, ReplayEntry, derive_replay_script, materialize
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
 from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
-from .requests import CallPoints, ExpectedRequest, call_points
+from .requests import CallPoints, ExpectedRequest, call_points, call_points_indexed
 from .scan import scan_log
 
 PRIMARY_FILE = "session.jsonl"
@@ -36,7 +38,9 @@ class SessionScript:
     Attributes:
         recorded_id: the header ``id`` of the recorded log (``""`` for an override-only primary).
         created_at: the header ``createdAt`` (epoch ms; 0 when unknown).
-        entries: one :data:`ReplayEntry` per model call, in call order.
+        calls: one per model call, in call order: a :data:`ReplayEntry`, or (for a log loaded from
+            its bytes) a :class:`~.derive.DeferredCall` where the call holds packed runs. Read
+            :attr:`entries` for plain entries; the replay model serves ``calls`` directly.
         primary: True for the scenario's primary (``session.jsonl``) script.
         file: the log the script came from (the sidecar for an override-only primary).
         source: ``"derived"``, ``"override"`` (bare-array sidecar) or ``"override-patches"``.
@@ -46,7 +50,7 @@ class SessionScript:
 
     recorded_id: str
     created_at: int
-    entries: list[ReplayEntry]
+    calls: Sequence[ReplayEntry | DeferredCall]
     primary: bool
     file: Path
     source: str = "derived"
@@ -54,6 +58,14 @@ class SessionScript:
     templated: frozenset[int] = frozenset()
     expected: list[ExpectedRequest | None] = field(default_factory=list)
     pins: Pins = field(default_factory=Pins)
+
+    @property
+    def entries(self) -> list[ReplayEntry]:
+        """One plain :data:`ReplayEntry` per model call (deferred calls are built once, on first read)."""
+        calls = self.calls
+        if type(calls) is not list or any(type(c) is DeferredCall for c in calls):
+            self.calls = calls = [materialize(c) for c in calls]
+        return cast(list[ReplayEntry], calls)
 
     def expected_at(self, call: int) -> ExpectedRequest | None:
         """The recorded request of call ``call`` (0-based), or ``None`` when unknown."""
@@ -109,8 +121,9 @@ def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
 class _Own:
     """One log's own part (``events[start:]``): from events the caller parsed, or from its bytes.
 
-    From bytes, the script comes from the fast scan (``replay.scan``, no event dicts); the events
-    are materialized only if needed (the bare-array sidecar guard).
+    From bytes, the script and the call points come from the fast scan (``replay.scan``, no event
+    dicts, packed calls deferred); the events are materialized only if needed (the bare-array
+    sidecar guard).
     """
 
     path: Path
@@ -118,27 +131,34 @@ class _Own:
     events_: list[Event] | None = None
     data: bytes | None = None
     start: int = 0
-    derived_: list[ReplayEntry] | ReplayDeriveError | None = None
+    derived_: Sequence[ReplayEntry | DeferredCall] | ReplayDeriveError | None = None
     full_: list[Event] | None = None
+    marks_: list[tuple[int, Event]] | None = None
 
     def points(self) -> CallPoints:
         """The call points of the script's calls over the WHOLE log (a fork child's seed builds its
         history): :func:`~.requests.call_points` from ``start`` (one pass)."""
+        if self.marks_ is not None:
+            return call_points_indexed(self.marks_, start=self.start)
         if self.full_ is None:
             assert self.data is not None
             self.full_ = parse_session_log(self.data, file=str(self.path))
         return call_points(self.full_, start=self.start)
 
-    def derived(self) -> list[ReplayEntry]:
-        """The derived script of the own events (raises its ReplayDeriveError)."""
+    def calls(self) -> list[ReplayEntry | DeferredCall]:
+        """The derived calls of the own events (raises its ReplayDeriveError)."""
         if self.derived_ is None:
             try:
-                self.derived_ = derive_replay_script(self.events(), file=str(self.path))
+                self.derived_ = list(derive_replay_script(self.events(), file=str(self.path)))
             except ReplayDeriveError as exc:
                 self.derived_ = exc
         if isinstance(self.derived_, ReplayDeriveError):
             raise self.derived_
-        return self.derived_
+        return list(self.derived_)
+
+    def derived(self) -> list[ReplayEntry]:
+        """The derived script of the own events as plain entries (raises its ReplayDeriveError)."""
+        return [materialize(c) for c in self.calls()]
 
     def events(self) -> list[Event]:
         """The own logical events (parsed on first use when the log was scanned from bytes)."""
@@ -165,13 +185,13 @@ def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed:
         check_seed(seed, len(events))
         start = seed if slice_seed else 0
         return _Own(path, header, events_=events[start:], start=start, full_=events)
-    text = path.read_bytes()
+    text = read_regular_file(path, "session log")
     header = parse_session_header(text, file=str(path))
     seed = int(header.get("seedLength", 0)) if child else 0
     start = seed if slice_seed else 0
-    derived, count = scan_log(text, file=str(path), start=start)
-    check_seed(seed, count)
-    return _Own(path, header, data=text, start=start, derived_=derived)
+    scanned = scan_log(text, file=str(path), start=start, lazy=True)
+    check_seed(seed, scanned.count)
+    return _Own(path, header, data=text, start=start, derived_=scanned.entries, marks_=scanned.marks)
 
 
 def _script(
@@ -189,12 +209,12 @@ def _script(
     """
     path, header = own.path, own.header
     recorded_id, created_at = str(header["id"]), int(header["createdAt"])
-    override: Override | None = load_override(sidecar) if sidecar is not None and sidecar.is_file() else None
+    override: Override | None = load_override(sidecar) if sidecar is not None and lexists(sidecar) else None
     if override is None:
-        entries = own.derived()
-        expected = _aligned(own.points().calls, len(entries))
+        calls = own.calls()
+        expected = _aligned(own.points().calls, len(calls))
         return SessionScript(
-            recorded_id, created_at, entries, primary, path, "derived", header, expected=expected
+            recorded_id, created_at, calls, primary, path, "derived", header, expected=expected
         )
     if override.patches is not None:
         derived = own.derived()
@@ -248,9 +268,9 @@ def _load_primary(
     scenario_dir: Path, allow_replace_override: bool, parsed: ParsedLogs | None
 ) -> SessionScript:
     path = scenario_dir / PRIMARY_FILE
-    if not path.is_file():
+    if not lexists(path):
         sidecar = scenario_dir / OVERRIDE_FILE
-        override = load_override(sidecar) if sidecar.is_file() else None
+        override = load_override(sidecar) if lexists(sidecar) else None
         if override is not None and override.entries is not None:
             entries = list(override.entries)
             return SessionScript(
@@ -330,7 +350,7 @@ def load_child_script(
             (``seedLength`` larger than the log's logical event count), ``REPLAY_OVERRIDE_GUARD``.
         ReplayParseError, ReplayDeriveError, OverrideError: see the parse / derive / sidecar functions.
     """
-    if not path.is_file():
+    if not lexists(path):
         raise ReplayLoadError(
             f"{path}: child fixture missing; re-record the scenario", "REPLAY_FIXTURE_MISSING"
         )

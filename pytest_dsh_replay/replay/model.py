@@ -33,7 +33,7 @@ from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
 from ..session.tokens import Tokenizer
-from .derive import ReplayEntry
+from .derive import ReplayEntry, served_entry
 from .errors import (
     ReplayAborted,
     ReplayConsumptionError,
@@ -168,7 +168,7 @@ class ReplayModel:
 
             def matches(index: int) -> bool:
                 script = self.scripts[index]
-                if not script.entries:
+                if not script.calls:
                     return False  # a session that never called the model cannot be this caller
                 return request_matches(
                     self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
@@ -323,7 +323,7 @@ class ReplayModel:
         index = self.bound[key]
         call = self.cursors[key]
         self.cursors[key] = call + 1
-        entries = self.scripts[index].entries
+        entries = self.scripts[index].calls
         if call >= len(entries):
             error = self._fail(
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
@@ -354,22 +354,22 @@ class ReplayModel:
             if self.strict:
                 self.failures.append(mismatch)
                 return self._raise(mismatch)
-        return self._play(entries[call], request, key, index, call, signal)
+        return self._play(request, key, index, call, signal)
 
     async def _raise(self, error: BaseException) -> AsyncIterator[StreamChunk]:
         raise error
         yield  # pragma: no cover - makes this an async generator
 
-    def _prepare(
-        self, entry: ReplayEntry, request: ModelRequest, key: str, index: int, call: int
-    ) -> ReplayEntry:
+    def _prepare(self, request: ModelRequest, key: str, index: int, call: int) -> ReplayEntry:
         """Copy the entry, resolving ``{{fromRequest:...}}`` placeholders against the request.
 
         Only sidecar-authored entries are templates; recorded model output is served verbatim even
         when it happens to contain ``{{fromRequest:``.
         """
-        if call not in self.scripts[index].templated:
-            return cast(ReplayEntry, resolve_copy(entry, None))
+        script = self.scripts[index]
+        if call not in script.templated:  # a deferred (packed) call is built once, here
+            return served_entry(script.calls[call], lambda value: resolve_copy(value, None))
+        entry = script.entries[call]
         text = request_text(request.get("messages", [])) if has_placeholder(entry) else None
         try:
             return cast(ReplayEntry, resolve_copy(entry, text))
@@ -388,14 +388,13 @@ class ReplayModel:
 
     async def _play(
         self,
-        entry: ReplayEntry,
         request: ModelRequest,
         key: str,
         index: int,
         call: int,
         signal: CancelSignal | None,
     ) -> AsyncIterator[StreamChunk]:
-        resolved = self._prepare(entry, request, key, index, call)
+        resolved = self._prepare(request, key, index, call)
         kind = resolved.get("kind")
         if kind not in ("chunks", "throw", "hang"):
             raise self._fail(
@@ -446,7 +445,7 @@ class ReplayModel:
         problems: list[str] = []
         by_index = {i: k for k, i in self.bound.items()}
         for i, script in enumerate(self.scripts):
-            total = len(script.entries)
+            total = len(script.calls)
             if i not in by_index:
                 if total:  # a session that never called the model and had nothing recorded is fine
                     problems.append(

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import MAX_INPUT_NESTING, check_file_size, nesting_exceeds, quote
+from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from ..llm import CHUNK_TYPES
 from .derive import ReplayEntry
 from .errors import OverrideError
@@ -179,20 +179,15 @@ def load_override(path: Path) -> Override:
         The validated :class:`Override`.
 
     Raises:
-        OverrideError: ``REPLAY_BAD_OVERRIDE`` (not JSON, wrong top-level shape, a bad entry,
+        OverrideError: ``REPLAY_BAD_OVERRIDE`` (not a regular file: a FIFO, device, directory or
+            dangling link; not JSON, wrong top-level shape, a bad entry,
             a bad patch object, a duplicate ``at``), naming the file and entry/patch index.
         OSError: the file cannot be read.
     """
     path = Path(path)
-    if not path.is_file():
-        raise OverrideError(
-            f"{path}: the override sidecar is not a regular file (a directory, a dangling link or a "
-            "device); make it a JSON file or remove it",
-            "REPLAY_BAD_OVERRIDE",
-        )
-    check_file_size(path, path.stat().st_size)
+    data = read_regular_file(path, "override sidecar", error=OverrideError, whole_limit=True)
     try:
-        value = orjson.loads(path.read_bytes())
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise OverrideError(
             f"{path}: not valid JSON ({exc}); fix the sidecar", "REPLAY_BAD_OVERRIDE"

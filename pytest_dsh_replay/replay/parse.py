@@ -23,6 +23,7 @@ import orjson
 
 from ..errors import LineTooLongError, max_line_bytes, quote
 from ..session.codec import gc_paused
+from ..session.header import header_problems
 from .errors import ReplayParseError
 
 #: A logical event: the parsed envelope dict, in on-disk key order.
@@ -91,28 +92,26 @@ def _check_header(header: Any, file: str | None, line_no: int) -> dict[str, Any]
             "REPLAY_MISSING_HEADER",
         )
 
-    def bad(what: str) -> ReplayParseError:
-        return ReplayParseError(
-            f"{where}: bad session header: {what}; fix the header line", "REPLAY_BAD_HEADER"
+    problems = header_problems(header, strict=False)  # the one header rule (session.header)
+    if problems:
+        key, _issue, value = problems[0]
+        raise ReplayParseError(
+            f"{where}: bad session header: {key} must be {_HEADER_WANTS[key]}, got {quote(value)}; "
+            "fix the header line",
+            "REPLAY_BAD_HEADER",
         )
-
-    version = header.get("version", 0)
-    if type(version) is not int or version != 0:
-        raise bad(f"version must be 0 (no migration), got {quote(version)}")
-    if type(header.get("id")) is not str:
-        raise bad(f"id must be a string, got {quote(header.get('id'))}")
-    created = header.get("createdAt")
-    if type(created) is not int:
-        raise bad(f"createdAt must be an integer (epoch ms), got {quote(created)}")
-    if "parentSession" in header and type(header["parentSession"]) is not str:
-        raise bad(f"parentSession must be a string, got {quote(header['parentSession'])}")
-    if "seedLength" in header:
-        seed = header["seedLength"]
-        if type(seed) is not int:
-            raise bad(f"seedLength must be a non-negative integer (logical events), got {quote(seed)}")
-        if seed < 0:
-            raise bad(f"seedLength must be a non-negative integer (logical events), got {seed}")
     return header
+
+
+#: How the parser words each key of the one header rule (``session.header.header_problems``).
+_HEADER_WANTS = {
+    "version": "0 (no migration)",
+    "id": "a string",
+    "createdAt": "an integer (epoch ms)",
+    "cwd": "a string",
+    "parentSession": "a string",
+    "seedLength": "a non-negative integer (logical events)",
+}
 
 
 def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[str, Any]:

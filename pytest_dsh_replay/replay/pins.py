@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import LineTooLongError, max_line_bytes, quote
+from ..errors import quote, read_regular_file
 from ..session.codec import map_strings
 from ..session.tokens import Tokenizer
 from .errors import PinError
@@ -65,11 +65,10 @@ class Pins:
 
 
 def _read(path: Path) -> bytes:
-    data = path.read_bytes()
-    limit = max_line_bytes()
-    if len(data) > limit:
-        raise LineTooLongError(str(path), len(data), limit)
-    return data
+    try:
+        return read_regular_file(path, "pin file", error=PinError, whole_limit=True)
+    except OSError as exc:
+        raise PinError(f"{path}: cannot read the pin file: {exc.strerror or exc}", "REPLAY_BAD_PIN") from None
 
 
 def _parse(path: Path, part: str) -> Any:
@@ -123,15 +122,19 @@ def _parse(path: Path, part: str) -> Any:
 def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
     """Every pin file of a scenario: ``(part, log index) -> path``.
 
+    Whatever sits under a pin name is listed, a directory or a dangling link too: reading it
+    (:func:`load_pins`) refuses it with ``REPLAY_BAD_PIN`` naming the path (a pin that is not a
+    file must not turn the check off silently).
+
     Raises:
         PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names).
     """
     found: dict[tuple[str, int], Path] = {}
     parts = {stem: part for part, (stem, _ext) in PIN_FILES.items()}
     for path in sorted(scenario_dir.glob("*.expected.*")):
-        if not _EXPECTED_RE.fullmatch(path.name) or not path.is_file():
-            continue
         m = _PIN_RE.fullmatch(path.name)
+        if not _EXPECTED_RE.fullmatch(path.name) or (m is None and not path.is_file()):
+            continue  # (a directory, FIFO or dangling link under a pin's name is refused when read)
         part = parts.get(m.group(1)) if m else None
         if m is None or part is None or PIN_FILES[part][1] != m.group(3):
             raise PinError(
@@ -152,7 +155,8 @@ def load_pins(scenario_dir: Path, log_count: int) -> list[Pins]:
 
     Raises:
         PinError: ``REPLAY_BAD_PIN``: not valid JSON / UTF-8, unknown keys, a wrong shape, an unknown
-            ``*.expected.*`` name, or a numbered pin whose child log does not exist (names the file).
+            ``*.expected.*`` name, a numbered pin whose child log does not exist, or a pin that is a
+            directory, a dangling link, a FIFO or a device (names the file).
         LineTooLongError: a pin file larger than the line limit.
     """
     files = pin_files(scenario_dir)

@@ -133,13 +133,23 @@ def call_points(events: Sequence[Event], *, start: int = 0) -> CallPoints:
         :class:`CallPoints`; never raises on odd events (what cannot be folded makes later points
         ``None``: the replay then does not check them).
     """
+    return call_points_indexed(enumerate(events), start=start)
+
+
+def call_points_indexed(events: Iterable[tuple[int, Event]], *, start: int = 0) -> CallPoints:
+    """:func:`call_points` of ``(logical index, event)`` pairs in log order.
+
+    The pairs may leave out every event the fold does not read: ``assistant/chunk`` events other
+    than a group's first one and its ``finish``, and any non-surface event other than ``step/start``
+    and ``compaction/summary`` (the fast scan, ``replay.scan``, gives exactly these).
+    """
     points = CallPoints()
     history: list[Message] = []
     order: list[int] = []  # surface seqs, for replace
     message_of: dict[int, Message | None] = {}
     broken = False
     in_group = False
-    for index, event in enumerate(events):
+    for index, event in events:
         kind = event.get("type")
         if kind == "assistant/chunk":
             if not in_group:
@@ -396,6 +406,7 @@ __all__ = [
     "MatchOnError",
     "Sides",
     "call_points",
+    "call_points_indexed",
     "first_difference",
     "header_role",
     "parse_match_on",

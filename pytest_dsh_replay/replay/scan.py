@@ -24,10 +24,11 @@ every error keeps its code, message and order. Hence:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, not_
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 import msgspec
 import orjson
@@ -35,9 +36,10 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..errors import max_line_bytes
 from ..session.codec import gc_paused
-from .derive import ReplayEntry, _compaction_entry, derive_replay_script
+from ..session.types import SURFACE_TYPES
+from .derive import DeferredCall, PackedRun, ReplayEntry, _compaction_entry, derive_replay_script, materialize
 from .errors import ReplayDeriveError
-from .parse import PACKED_ROW_KEYS, _as_bytes, _body_lines, check_line_sizes, parse_session_log
+from .parse import PACKED_ROW_KEYS, Event, _as_bytes, _body_lines, check_line_sizes, parse_session_log
 
 _SAFE = 2**53 - 1
 #: Integers msgspec may decode: orjson keeps exactly int64/uint64 as ``int`` (larger become floats),
@@ -141,6 +143,12 @@ _CHUNK = "assistant/chunk"
 _CHUNK_PREFIX = b'{"type":"assistant/chunk",'
 _COMPACTION = "compaction/summary"
 _SPECIAL = frozenset({*PACKED_ROW_KEYS, _COMPACTION, _CHUNK})
+#: The non-chunk rows the call-point fold reads (``requests.call_points``).
+_MARKED = frozenset({*SURFACE_TYPES, "step/start", _COMPACTION})
+#: A group's first chunk and its ``finish``, as the call-point fold reads them.
+_GROUP_START: Event = {"type": _CHUNK}
+_GROUP_FINISH: Event = {"type": _CHUNK, "data": {"chunk": {"type": "finish"}}}
+_get_index = itemgetter(0)
 _ROW_KEYS = frozenset(_Row.__struct_fields__) - {"odd"}
 _get_type = attrgetter("type")
 _get_data = attrgetter("data")
@@ -177,6 +185,8 @@ def _fallback_row(line: bytes) -> _Row:
         time=get("time", UNSET),
         seq0=get("seq0", UNSET),
         time0=get("time0", UNSET),
+        sourceEventSeqs=get("sourceEventSeqs", UNSET),
+        surfaceOp=get("surfaceOp", UNSET),
         odd=not _ROW_KEYS.issuperset(row),
     )
 
@@ -213,18 +223,33 @@ def _decode_all(
 
 
 class _Calls:
-    """Groups the chunk stream into calls (replay.md §3, head-format.md §4: a call ends at ``finish``)."""
+    """Groups the chunk stream into calls (replay.md §3, head-format.md §4: a call ends at ``finish``).
 
-    __slots__ = ("cur", "key", "script")
+    An item is one chunk dict or one :class:`~.derive.PackedRun` (several delta chunks, never a
+    ``finish``); a call holding a run becomes a :class:`~.derive.DeferredCall`.
+
+    It also records the call points' marks (``marks``: ``(logical index, event)`` pairs that
+    :func:`~.requests.call_points_indexed` folds into the same points as the whole log's events):
+    the first chunk of every group and every ``finish`` over the WHOLE log, and the rows the fold
+    reads (surface events, ``step/start``, ``compaction/summary``).
+    """
+
+    __slots__ = ("count", "cur", "in_group", "key", "marks", "script")
 
     def __init__(self) -> None:
-        self.script: list[ReplayEntry] = []
+        self.count = 0  # the logical event count, set when the scan is over
+        self.script: list[ReplayEntry | DeferredCall] = []
         self.cur: list[Any] = []
         self.key: Any = None
+        self.marks: list[tuple[int, Any]] = []
+        self.in_group = False
 
-    def feed(self, chunks: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any]) -> None:
-        """Add consecutive chunks with their ``turn``/``step`` and chunk types (parallel lists)."""
-        n = len(chunks)
+    def feed(
+        self, items: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any], runs: bool = False
+    ) -> None:
+        """Add consecutive items with their ``turn``/``step`` and chunk types (parallel lists);
+        ``runs``: some items may be packed runs."""
+        n = len(items)
         pos = 0
         index = ctypes.index
         script = self.script
@@ -240,12 +265,45 @@ class _Calls:
             if turns[pos:end].count(turn) != size or steps[pos:end].count(step) != size:
                 raise _Bail  # (turn, step) changed without a finish: an unfinished call
             if finished:
-                script.append({"kind": "chunks", "chunks": self.cur + chunks[pos:end]})
+                group = self.cur + items[pos:end]
+                if runs and PackedRun in set(map(type, group)):
+                    script.append(DeferredCall(group))
+                else:
+                    script.append({"kind": "chunks", "chunks": group})
                 self.cur = []
             else:
-                self.cur += chunks[pos:end]
+                self.cur += items[pos:end]
                 self.key = (turn, step)
             pos = end
+
+    def mark_chunks(self, ctypes: list[Any], where: Callable[[int], int]) -> None:
+        """Marks of a stretch of consecutive chunk items (``where(k)``: the logical index of item k)."""
+        n = len(ctypes)
+        pos = 0
+        marks = self.marks
+        while pos < n:
+            if not self.in_group:
+                self.in_group = True
+                if ctypes[pos] != "finish":
+                    marks.append((where(pos), _GROUP_START))
+            try:
+                end = ctypes.index("finish", pos)
+            except ValueError:
+                return
+            marks.append((where(end), _GROUP_FINISH))
+            self.in_group = False
+            pos = end + 1
+
+    def mark_row(self, row: Any, logical: int) -> None:
+        """The mark of a non-chunk row the call-point fold reads (others are not needed)."""
+        kind = row.type
+        if kind in _MARKED:
+            event: dict[str, Any] = {"type": kind, "seq": logical if row.seq is UNSET else row.seq}
+            if row.data is not UNSET:
+                event["data"] = row.data
+            if row.surfaceOp is not UNSET:
+                event["surfaceOp"] = row.surfaceOp
+            self.marks.append((logical, event))
 
     def call(self, entry: ReplayEntry) -> None:
         """A call that is not a chunk group (a compaction summary) at this log position."""
@@ -258,11 +316,11 @@ def _is_number(value: Any) -> bool:
     return type(value) is int or type(value) is float
 
 
-def _packed_members(row: _Row, logical: int) -> tuple[Any, list[dict[str, Any]]]:
-    """Validate one packed row (head-format.md §2) and return ``((turn, step), chunk dicts)``.
+def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
+    """Validate one packed row (head-format.md §2) and return ``((turn, step), its run)``.
 
     Mirrors ``parse._expand_packed``'s checks (any violation bails to it for the message); builds
-    only the chunk dicts, not the expanded events.
+    no event and no chunk dict (the run builds its chunks when its call is served).
     """
     kind = row.type
     if (
@@ -311,26 +369,15 @@ def _packed_members(row: _Row, logical: int) -> tuple[Any, list[dict[str, Any]]]
         call_id = data["id"]
         if type(call_id) is not str:
             raise _Bail
-        if "name" in data:
-            name = data["name"]
-            if type(name) is not str:
-                raise _Bail
-            chunks = [
-                {"type": "tool-call-delta", "index": index, "id": call_id, "name": name, "argumentsDelta": a}
-                for a in members
-            ]
-        else:
-            chunks = [
-                {"type": "tool-call-delta", "index": index, "id": call_id, "argumentsDelta": a}
-                for a in members
-            ]
-    else:
-        ctype = "text-delta" if kind == "text-chunks" else "reasoning-delta"
-        chunks = [{"type": ctype, "index": index, "text": t} for t in members]
-    return (turn, step), chunks
+        name = data.get("name", UNSET)
+        if name is not UNSET and type(name) is not str:
+            raise _Bail
+        return (turn, step), PackedRun("tool-call-delta", index, members, call_id, name)
+    ctype = "text-delta" if kind == "text-chunks" else "reasoning-delta"
+    return (turn, step), PackedRun(ctype, index, members)
 
 
-def _fast_packed_members(row: Any, logical: int) -> tuple[Any, list[dict[str, Any]]]:
+def _fast_packed_members(row: Any, logical: int) -> tuple[Any, PackedRun]:
     """:func:`_packed_members` for a row the packed decoder read (key sets and types already checked)."""
     data = row.data
     seq0, time0 = row.seq0, row.time0
@@ -350,24 +397,10 @@ def _fast_packed_members(row: Any, logical: int) -> tuple[Any, list[dict[str, An
         times = list(accumulate(dt, initial=time0))
         if max(times) > _SAFE or min(times) < -_SAFE:
             raise _Bail
-    index = data.index
     if tool:
-        call_id = data.id
-        name = data.name
-        if name is UNSET:
-            chunks = [
-                {"type": "tool-call-delta", "index": index, "id": call_id, "argumentsDelta": a}
-                for a in members
-            ]
-        else:
-            chunks = [
-                {"type": "tool-call-delta", "index": index, "id": call_id, "name": name, "argumentsDelta": a}
-                for a in members
-            ]
-    else:
-        ctype = "text-delta" if type(row) is _TextsRow else "reasoning-delta"
-        chunks = [{"type": ctype, "index": index, "text": t} for t in members]
-    return (data.turn, data.step), chunks
+        return (data.turn, data.step), PackedRun("tool-call-delta", data.index, members, data.id, data.name)
+    ctype = "text-delta" if type(row) is _TextsRow else "reasoning-delta"
+    return (data.turn, data.step), PackedRun(ctype, data.index, members)
 
 
 def _chunk_columns(rows: list[_ChunkRow]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
@@ -385,40 +418,50 @@ def _chunk_columns(rows: list[_ChunkRow]) -> tuple[list[Any], list[Any], list[An
 
 def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file: str | None) -> int:
     """Rows of a batch holding packed rows or compaction summaries; returns the new logical count."""
-    chunks: list[Any] = []
+    items: list[Any] = []  # the chunk items from ``start`` on, with their turn/step/type
     turns: list[Any] = []
     steps: list[Any] = []
     ctypes: list[Any] = []
+    mark_types: list[Any] = []  # every chunk item's type and logical index (the marks' stream)
+    mark_at: list[int] = []
+    marks = calls.marks
+    first = len(marks)
     for row in rows:
-        kind = row.type if type(row) is _Row else None
-        if type(row) is _ChunkRow:
+        row_type = type(row)
+        if row_type is _ChunkRow:
+            data = row.data
+            chunk = data.chunk
+            try:
+                ctype = chunk["type"]
+            except (KeyError, TypeError):
+                raise _Bail from None  # a chunk that is not an object with a type
+            mark_types.append(ctype)
+            mark_at.append(logical)
             if logical >= start:
-                data = row.data
-                chunk = data.chunk
-                try:
-                    ctypes.append(chunk["type"])
-                except (KeyError, TypeError):
-                    raise _Bail from None  # a chunk that is not an object with a type
+                items.append(chunk)
                 turns.append(data.turn)
                 steps.append(data.step)
-                chunks.append(chunk)
+                ctypes.append(ctype)
             logical += 1
-        elif kind is None or kind in PACKED_ROW_KEYS:
-            if type(row) is _Row:
-                (turn, step), members = _packed_members(row, logical)
+            continue
+        kind = row.type if row_type is _Row else None
+        if kind is None or kind in PACKED_ROW_KEYS:
+            if row_type is _Row:
+                (turn, step), run = _packed_members(row, logical)
             else:
-                (turn, step), members = _fast_packed_members(row, logical)
-            size = len(members)
+                (turn, step), run = _fast_packed_members(row, logical)
+            size = len(run.members)
+            mark_types.append(run.chunk_type)
+            mark_at.append(logical)
             if start > logical:
-                members = members[start - logical :]
-            if members:
-                n = len(members)
-                chunks += members
-                turns += repeat(turn, n)
-                steps += repeat(step, n)
-                ctypes += repeat(members[0]["type"], n)
+                run = run.tail(start - logical)
+            if run.members:
+                items.append(run)
+                turns.append(turn)
+                steps.append(step)
+                ctypes.append(run.chunk_type)
             logical += size
-        elif kind == _CHUNK:
+        elif kind == _CHUNK:  # a chunk line the general decoder read (other key order, fallback)
             data = row.data
             try:
                 chunk = data["chunk"]
@@ -426,32 +469,39 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
                 ctype = chunk["type"]
             except (KeyError, TypeError):
                 raise _Bail from None
+            mark_types.append(ctype)
+            mark_at.append(logical)
             if logical >= start:
-                chunks.append(chunk)
+                items.append(chunk)
                 turns.append(turn)
                 steps.append(step)
                 ctypes.append(ctype)
             logical += 1
-        elif kind == _COMPACTION:
-            data = row.data
-            if logical >= start and type(data) is dict and data.get("llmStreamCall") is True:
-                calls.feed(chunks, turns, steps, ctypes)
-                chunks, turns, steps, ctypes = [], [], [], []
-                event = {"type": kind, "seq": logical if row.seq is UNSET else row.seq, "data": data}
-                try:
-                    calls.call(_compaction_entry(event, file))
-                except ReplayDeriveError:
-                    raise _Bail from None
-            logical += 1
         else:
+            if kind in _MARKED:
+                calls.mark_row(row, logical)
+            if kind == _COMPACTION:
+                data = row.data
+                if logical >= start and type(data) is dict and data.get("llmStreamCall") is True:
+                    calls.feed(items, turns, steps, ctypes, runs=True)
+                    items, turns, steps, ctypes = [], [], [], []
+                    event = {"type": kind, "seq": logical if row.seq is UNSET else row.seq, "data": data}
+                    try:
+                        calls.call(_compaction_entry(event, file))
+                    except ReplayDeriveError:
+                        raise _Bail from None
             logical += 1
-    calls.feed(chunks, turns, steps, ctypes)
+    calls.mark_chunks(mark_types, mark_at.__getitem__)
+    if len(marks) > first:  # the row marks and the chunk marks, merged in log order
+        marks[first:] = sorted(marks[first:], key=_get_index)
+    calls.feed(items, turns, steps, ctypes, runs=True)
     return logical
 
 
-def _scan(body: list[bytes], start: int, file: str | None) -> tuple[list[ReplayEntry], int]:
+def _scan(body: list[bytes], start: int, file: str | None) -> _Calls:
     calls = _Calls()
     logical = 0
+    marks = calls.marks
     for lo in range(0, len(body), _BATCH):
         lines = body[lo : lo + _BATCH]
         is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
@@ -466,14 +516,24 @@ def _scan(body: list[bytes], start: int, file: str | None) -> tuple[list[ReplayE
         else:
             packed_rows = []
             others = _decode_all(rest, _decode_row, _fallback_row)
-        if not packed_rows and _SPECIAL.isdisjoint(map(_get_type, others)):
+        kinds = set(map(_get_type, others))
+        if not packed_rows and _SPECIAL.isdisjoint(kinds):
             # only chunk rows matter, each one logical event: the chunk stream in C-level passes
             n = len(lines)
+            positions = range(logical, logical + n)
+            items, turns, steps, ctypes = _chunk_columns(chunk_rows)
+            first = len(marks)
+            calls.mark_chunks(ctypes, list(compress(positions, is_chunk)).__getitem__)
+            if not _MARKED.isdisjoint(kinds):
+                for row, at in zip(others, compress(positions, map(not_, is_chunk)), strict=True):
+                    calls.mark_row(row, at)
+            if len(marks) > first:
+                marks[first:] = sorted(marks[first:], key=_get_index)
             if logical + n > start:
-                if start > logical:
-                    # drop the chunk rows among the first (start - logical) lines
-                    del chunk_rows[: sum(is_chunk[: start - logical])]
-                calls.feed(*_chunk_columns(chunk_rows))
+                if start > logical:  # drop the chunk rows among the first (start - logical) lines
+                    k = sum(is_chunk[: start - logical])
+                    items, turns, steps, ctypes = items[k:], turns[k:], steps[k:], ctypes[k:]
+                calls.feed(items, turns, steps, ctypes)
             logical += n
         else:
             packed_it, other_it = iter(packed_rows), iter(others)
@@ -483,20 +543,39 @@ def _scan(body: list[bytes], start: int, file: str | None) -> tuple[list[ReplayE
             logical = _scan_general(rows, logical, start, calls, file)
     if calls.cur:
         raise _Bail
-    return calls.script, logical
+    calls.count = logical
+    return calls
 
 
-def scan_log(
-    data: str | bytes, *, file: str | None = None, start: int = 0
-) -> tuple[list[ReplayEntry] | ReplayDeriveError, int]:
-    """:func:`derive_log_script`, but a derivation error is RETURNED instead of raised.
+@dataclass
+class LogScan:
+    """What one log's scan gives the loader (replay.md §2-§4, head-format.md §4).
+
+    Attributes:
+        entries: the calls of ``events[start:]`` (a :class:`~.derive.DeferredCall` where a call holds
+            packed runs, only when scanned with ``lazy=True``), or the
+            :class:`~.errors.ReplayDeriveError` deriving them raised.
+        count: the log's logical event count (packed rows expanded).
+        marks: ``(logical index, event)`` pairs from which
+            :func:`~.requests.call_points_indexed` folds the same call points as from the whole
+            log's events (see :class:`_Calls`).
+    """
+
+    entries: Sequence[ReplayEntry | DeferredCall] | ReplayDeriveError
+    count: int
+    marks: list[tuple[int, Event]]
+
+
+def scan_log(data: str | bytes, *, file: str | None = None, start: int = 0, lazy: bool = False) -> LogScan:
+    """:func:`derive_log_script` plus the call-point marks, a derivation error RETURNED instead of raised.
 
     Parse errors (and line-size errors) are still raised: they come first in the reference order
     (parse, then the caller's seed check and sidecar, then derivation). A loader with a sidecar uses
     this: a bare-array sidecar may replace calls that cannot be derived.
 
-    Returns:
-        ``(entries or the ReplayDeriveError of events[start:], logical event count)``.
+    Args:
+        lazy: keep calls with packed runs as :class:`~.derive.DeferredCall` (their chunk dicts are
+            built when the call is served); ``False``: every entry a plain dict.
     """
     data = _as_bytes(data)
     body, first_line_no = _body_lines(data, file)
@@ -504,17 +583,21 @@ def scan_log(
         check_line_sizes(body, first_line_no, file)
     with gc_paused():
         try:
-            return _scan(body, start, file)
+            calls = _scan(body, start, file)
         except _Bail:
             pass
+        else:
+            script = calls.script if lazy else [materialize(c) for c in calls.script]
+            return LogScan(script, calls.count, calls.marks)
         del body
         events = parse_session_log(data, file=file)
+        marks = list(enumerate(events))
         if start > len(events):
-            return [], len(events)
+            return LogScan([], len(events), marks)
         try:
-            return derive_replay_script(events[start:], file=file), len(events)
+            return LogScan(derive_replay_script(events[start:], file=file), len(events), marks)
         except ReplayDeriveError as exc:
-            return exc, len(events)
+            return LogScan(exc, len(events), marks)
 
 
 def derive_log_script(
@@ -540,7 +623,7 @@ def derive_log_script(
         LineTooLongError: a line over :func:`~pytest_dsh_replay.errors.max_line_bytes`.
         ReplayParseError, ReplayDeriveError: exactly as the reference path.
     """
-    entries, count = scan_log(data, file=file, start=start)
-    if isinstance(entries, ReplayDeriveError):
-        raise entries
-    return entries, count
+    scanned = scan_log(data, file=file, start=start)
+    if isinstance(scanned.entries, ReplayDeriveError):
+        raise scanned.entries
+    return cast(list[ReplayEntry], scanned.entries), scanned.count

@@ -361,7 +361,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
     if plan == "episodes":
         backends = backends[:1]
     outcome.backends = tuple(backends)
-    sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.entries)} call(s))" for s in scripts)
+    sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.calls)} call(s))" for s in scripts)
     outcome.notes.append(f"scripts: {sources}")  # the same for every backend: once
     runs: list[RunResult] = []
     served: _Served | None = None

@@ -49,9 +49,9 @@ def structural_diff(
         for item in items:
             path = dotted_path(item.path())
             if kind in ("dictionary_item_added", "iterable_item_added"):
-                entries.append((path, [f"  {path}: only in the {right}: {_short(item.t2)}"]))
+                entries.append((path, [f"  {path}: {_only_in(right, left)}: {_short(item.t2)}"]))
             elif kind in ("dictionary_item_removed", "iterable_item_removed"):
-                entries.append((path, [f"  {path}: only in the {left}: {_short(item.t1)}"]))
+                entries.append((path, [f"  {path}: {_only_in(left, right)}: {_short(item.t1)}"]))
             elif isinstance(item.t1, str) and isinstance(item.t2, str) and _long(item.t1, item.t2):
                 entries.append(
                     (path, [f"  {path}: {left} != {right}:", *_string_diff(item.t1, item.t2, labels)])
@@ -63,6 +63,16 @@ def structural_diff(
     if len(entries) > limit:
         lines.append(f"  ... and {len(entries) - limit} more differences")
     return lines
+
+
+#: How "only in" names an item's two sides: which one is the recording and which the replay.
+_SIDES = {"fixture": "the recorded fixture", "run": "the replayed run"}
+
+
+def _only_in(side: str, other: str) -> str:
+    """``only in <side>, not in <other>``, each side named so a reader knows which it is: the item's
+    ``fixture``/``run`` as the recorded fixture / the replayed run, the CLI's ``A (path)`` as it is."""
+    return f"only in {_SIDES.get(side, side)}, not in {_SIDES.get(other, other)}"
 
 
 def _long(a: str, b: str) -> bool:

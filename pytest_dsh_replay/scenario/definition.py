@@ -12,6 +12,7 @@ Layout::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import Any, Literal
 
 import orjson
 
-from ..errors import check_file_size, quote
+from ..agent.runtime import DEFAULT_TOOL_NAMES
+from ..errors import quote, read_regular_file
 from .errors import FixtureInventoryError, ScenarioDefinitionError
 
 INPUT_FILE = "input.json"
@@ -52,7 +54,8 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 UNSUPPORTED_OPS = {"newSessionExpectError": "needs the reference's ACP wire protocol (extra directories)"}
 
 CONFIG_KEYS = frozenset({"override", "backend", "compare", "ignoreEvents", "tools", "model"})
-DEFAULT_TOOLS = ("bash", "subagent", "subagent_fork")
+#: The default tools (the agent's own list, ``agent.runtime.DEFAULT_TOOL_NAMES``); config.tools picks.
+DEFAULT_TOOLS: tuple[str, ...] = DEFAULT_TOOL_NAMES
 
 Backend = Literal["jsonl", "sqlite", "both"]
 CompareMode = Literal["events", "messages"]
@@ -148,12 +151,64 @@ def discover(path: Path) -> Iterator[Path]:
         yield from discover(child)
 
 
+_NUMBERED_LOG_RE = re.compile(r"session\.[0-9]+\.jsonl")
+_NUMBERED_SIDECAR_RE = re.compile(r"replay\.override\.[0-9]+\.json")
+#: How many misnamed or orphaned files one inventory error lists.
+_LISTED_FILES = 5
+
+
+def _misnamed_or_orphaned(path: Path, children: list[Path]) -> None:
+    """Raise when a numbered log or sidecar is not one of the legal names (harness.md §1).
+
+    Child logs are ``session.<n>.jsonl`` with n = 1, 2, ... (no 0, no leading zeros): a
+    ``session.0.jsonl`` or ``session.01.jsonl`` is never replayed nor compared, so it is refused, not
+    ignored. A numbered sidecar ``replay.override.<n>.json`` belongs to ``session.<n>.jsonl``
+    (``replay.override_file_for``); one without its log would silently do nothing. (Numbered pins are
+    checked by ``replay.load_pins``, the same way.)
+    """
+    from ..replay import override_file_for
+
+    legal = {p.name for p in children} | {override_file_for(p).name for p in children}
+    problems: list[str] = []
+    for entry in sorted(path.iterdir()):
+        name = entry.name
+        if name in legal:
+            continue
+        if _NUMBERED_LOG_RE.fullmatch(name):
+            problems.append(
+                f"{name} is not a child log name (children are session.1.jsonl, session.2.jsonl, ... "
+                "without 0 or leading zeros); rename it or delete it"
+            )
+        elif _NUMBERED_SIDECAR_RE.fullmatch(name):
+            number = name.split(".")[2]
+            log = f"session.{number}.jsonl"
+            if number.startswith("0"):
+                problems.append(
+                    f"{name} is not a sidecar name (child sidecars are replay.override.1.json, ... "
+                    "without 0 or leading zeros); rename it or delete it"
+                )
+                continue
+            problems.append(
+                f"{name} is the override sidecar of {log}, which does not exist "
+                f"({len(children)} child log(s)); delete the sidecar or restore the log"
+            )
+    if problems:
+        more = len(problems) - _LISTED_FILES
+        raise FixtureInventoryError(
+            f"{path}: "
+            + "; ".join(problems[:_LISTED_FILES])
+            + (f"; and {more} more misnamed or orphaned file(s)" if more > 0 else "")
+        )
+
+
 def fixture_files(path: Path) -> tuple[Path, ...]:
     """The recorded logs of a scenario in harvest order (child discovery: ``replay.child_log_files``).
 
     Raises:
-        FixtureInventoryError: child logs exist without ``session.jsonl``, or their numbering has a gap
-            (e.g. ``session.1.jsonl`` and ``session.3.jsonl``).
+        FixtureInventoryError: child logs exist without ``session.jsonl``, their numbering has a gap
+            (e.g. ``session.1.jsonl`` and ``session.3.jsonl``), a numbered log is misnamed
+            (``session.0.jsonl``, ``session.01.jsonl``), or a numbered sidecar has no log (an orphan
+            ``replay.override.<n>.json``); every misnamed or orphaned file is listed at once.
     """
     from ..replay import ReplayLoadError, child_log_files
 
@@ -161,6 +216,7 @@ def fixture_files(path: Path) -> tuple[Path, ...]:
         children = child_log_files(path)
     except ReplayLoadError as exc:
         raise FixtureInventoryError(exc.message) from exc
+    _misnamed_or_orphaned(path, children)
     primary = path / PRIMARY_FILE
     if not primary.exists():
         if children:
@@ -172,70 +228,98 @@ def fixture_files(path: Path) -> tuple[Path, ...]:
     return (primary, *children)
 
 
-def _config(raw: object, where: Path) -> ScenarioConfig:
+#: How many problems of one ``input.json`` a definition error lists (each quoted bounded).
+_LISTED_PROBLEMS = 10
+
+
+def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
+    """The validated config; each problem goes to ``problems`` (then the default is used)."""
     if raw is None:
         return ScenarioConfig()
     if not isinstance(raw, dict):
-        raise ScenarioDefinitionError(f'{where}: "config" must be an object, got {type(raw).__name__}')
-    unknown = sorted(set(raw) - CONFIG_KEYS)
-    if unknown:
-        raise ScenarioDefinitionError(
-            f"{where}: unknown config key {quote(unknown[0])}; allowed: {', '.join(sorted(CONFIG_KEYS))}"
+        problems.append(f'{where}: "config" must be an object, got {type(raw).__name__}')
+        return ScenarioConfig()
+    for key in sorted(set(raw) - CONFIG_KEYS):
+        problems.append(
+            f"{where}: unknown config key {quote(key)}; allowed: {', '.join(sorted(CONFIG_KEYS))}"
         )
 
-    def check(key: str, ok: bool, expected: str) -> None:
+    def check(key: str, ok: bool, expected: str) -> bool:
         if key in raw and not ok:
-            raise ScenarioDefinitionError(f"{where}: config.{key} must be {expected}, got {quote(raw[key])}")
+            problems.append(f"{where}: config.{key} must be {expected}, got {quote(raw[key])}")
+            return False
+        return True
 
-    check("override", isinstance(raw.get("override"), bool), "true or false")
-    check("backend", raw.get("backend") in ("jsonl", "sqlite", "both"), '"jsonl", "sqlite" or "both"')
-    check("compare", raw.get("compare") in ("events", "messages"), '"events" or "messages"')
+    valid = {
+        "override": check("override", isinstance(raw.get("override"), bool), "true or false"),
+        "backend": check(
+            "backend", raw.get("backend") in ("jsonl", "sqlite", "both"), '"jsonl", "sqlite" or "both"'
+        ),
+        "compare": check("compare", raw.get("compare") in ("events", "messages"), '"events" or "messages"'),
+        "model": check("model", isinstance(raw.get("model"), str), "a string"),
+    }
     for key in ("ignoreEvents", "tools"):
         value = raw.get(key)
-        check(key, isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of strings")
-    check("model", isinstance(raw.get("model"), str), "a string")
+        valid[key] = check(
+            key, isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of strings"
+        )
+    if valid["tools"] and "tools" in raw:
+        unknown = [name for name in raw["tools"] if name not in DEFAULT_TOOLS]
+        if unknown:
+            problems.append(
+                f"{where}: config.tools: unknown tool name(s) {', '.join(quote(n) for n in unknown[:5])}; "
+                f"available: {', '.join(DEFAULT_TOOLS)} (tools of pytest_dsh_register_tools are added "
+                "to these, not named here)"
+            )
+            valid["tools"] = False
+
+    def get(key: str, default: Any) -> Any:
+        return raw.get(key, default) if valid[key] else default
+
     return ScenarioConfig(
-        override=raw.get("override", False),
-        backend=raw.get("backend"),
-        compare=raw.get("compare", "events"),
-        ignore_events=tuple(raw.get("ignoreEvents", ())),
-        tools=tuple(raw.get("tools", DEFAULT_TOOLS)),
-        model=raw.get("model"),
+        override=get("override", False),
+        backend=get("backend", None),
+        compare=get("compare", "events"),
+        ignore_events=tuple(get("ignoreEvents", ())),
+        tools=tuple(get("tools", DEFAULT_TOOLS)),
+        model=get("model", None),
     )
 
 
-def _steps(raw: object, where: Path) -> tuple[dict[str, Any], ...]:
+def _step_problem(i: int, step: object) -> str | None:
+    """What is wrong with ``steps[i]`` (the first thing), or ``None``."""
+    if not isinstance(step, dict) or not isinstance(step.get("op"), str):
+        return f'steps[{i}] must be an object with a string "op"'
+    op = step["op"]
+    if op not in OPS:
+        return f"steps[{i}]: unknown op {quote(op)}; supported ops: {', '.join(OPS)}"
+    extra = sorted(set(step) - {"op"} - OPS[op])
+    if extra:
+        return f"steps[{i}] ({op}): unknown key {quote(extra[0])}"
+    for key in _REQUIRED.get(op, ()):
+        if not isinstance(step.get(key), str):
+            return f'steps[{i}] ({op}): "{key}" must be a string'
+    if op == "fork" and "boundary" in step:
+        b = step["boundary"]
+        if not (b == "last" or (isinstance(b, int) and not isinstance(b, bool))):
+            return f'steps[{i}] (fork): "boundary" must be an integer seq or "last", got {quote(b)}'
+    if op == "kill" and "afterCalls" in step:
+        n = step["afterCalls"]
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+            return f'steps[{i}] (kill): "afterCalls" must be a non-negative integer, got {quote(n)}'
+    return None
+
+
+def _steps(raw: object, where: Path, problems: list[str]) -> tuple[dict[str, Any], ...]:
+    """The validated steps; each bad step is one entry of ``problems`` (its first problem)."""
     if not isinstance(raw, list):
-        raise ScenarioDefinitionError(f'{where}: "steps" must be a list of step objects')
-    steps: list[dict[str, Any]] = []
+        problems.append(f'{where}: "steps" must be a list of step objects')
+        return ()
     for i, step in enumerate(raw):
-        if not isinstance(step, dict) or not isinstance(step.get("op"), str):
-            raise ScenarioDefinitionError(f'{where}: steps[{i}] must be an object with a string "op"')
-        op = step["op"]
-        if op not in OPS:
-            raise ScenarioDefinitionError(
-                f"{where}: steps[{i}]: unknown op {quote(op)}; supported ops: {', '.join(OPS)}"
-            )
-        extra = sorted(set(step) - {"op"} - OPS[op])
-        if extra:
-            raise ScenarioDefinitionError(f"{where}: steps[{i}] ({op}): unknown key {quote(extra[0])}")
-        for key in _REQUIRED.get(op, ()):
-            if not isinstance(step.get(key), str):
-                raise ScenarioDefinitionError(f'{where}: steps[{i}] ({op}): "{key}" must be a string')
-        if op == "fork" and "boundary" in step:
-            b = step["boundary"]
-            if not (b == "last" or (isinstance(b, int) and not isinstance(b, bool))):
-                raise ScenarioDefinitionError(
-                    f'{where}: steps[{i}] (fork): "boundary" must be an integer seq or "last", got {quote(b)}'
-                )
-        if op == "kill" and "afterCalls" in step:
-            n = step["afterCalls"]
-            if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
-                raise ScenarioDefinitionError(
-                    f'{where}: steps[{i}] (kill): "afterCalls" must be a non-negative integer, got {quote(n)}'
-                )
-        steps.append(step)
-    return tuple(steps)
+        problem = _step_problem(i, step)
+        if problem is not None:
+            problems.append(f"{where}: {problem}")
+    return tuple(raw)
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -243,14 +327,15 @@ def load_scenario(path: Path) -> Scenario:
 
     Raises:
         ScenarioDefinitionError: ``input.json`` missing, not JSON, or with bad steps/config
-            (the message names the file, the step index and the offending key or op).
+            (the message names the file, the step index and the offending key, op or tool name;
+            every problem of the file at once, one per line, up to ten).
         FixtureInventoryError: gapped child numbering (see :func:`fixture_files`).
     """
     path = path.resolve()
     input_file = path / INPUT_FILE
     try:
-        check_file_size(input_file, input_file.stat().st_size)
-        raw = orjson.loads(input_file.read_bytes())
+        data = read_regular_file(input_file, INPUT_FILE, error=ScenarioDefinitionError, whole_limit=True)
+        raw = orjson.loads(data)
     except FileNotFoundError:
         raise ScenarioDefinitionError(f"{path}: no {INPUT_FILE}; a scenario directory needs one") from None
     except orjson.JSONDecodeError as exc:
@@ -259,14 +344,16 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioDefinitionError(f"{input_file}: cannot be read: {exc.strerror or exc}") from exc
     if not isinstance(raw, dict):
         raise ScenarioDefinitionError(f'{input_file}: must be a JSON object with "steps"')
-    unknown = sorted(set(raw) - {"steps", "config"})
-    if unknown:
+    problems = [
+        f"{input_file}: unknown top-level key {quote(key)} (allowed: steps, config)"
+        for key in sorted(set(raw) - {"steps", "config"})
+    ]
+    steps = _steps(raw.get("steps"), input_file, problems)
+    config = _config(raw.get("config"), input_file, problems)
+    if problems:  # every problem of the file at once, one per line
+        more = len(problems) - _LISTED_PROBLEMS
         raise ScenarioDefinitionError(
-            f"{input_file}: unknown top-level key {quote(unknown[0])} (allowed: steps, config)"
+            "\n".join(problems[:_LISTED_PROBLEMS])
+            + (f"\n{input_file}: ... and {more} more problem(s)" if more > 0 else "")
         )
-    return Scenario(
-        path=path,
-        steps=_steps(raw.get("steps"), input_file),
-        config=_config(raw.get("config"), input_file),
-        fixtures=fixture_files(path),
-    )
+    return Scenario(path=path, steps=steps, config=config, fixtures=fixture_files(path))

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import NotRegularFileError, read_regular_file
 from ..replay import parse_session_header, parse_session_log
 from .errors import LogReadError
 from .normalize import SessionLog
@@ -26,14 +27,20 @@ def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
     return sorted(logs, key=lambda log: harvest_key(log.header))
 
 
+#: The code of a log that is not a regular file (a FIFO, a device, a directory, a dangling link).
+NOT_REGULAR = NotRegularFileError.code
+
+
 def read_log_bytes(path: Path) -> bytes:
     """The bytes of one log file, checked to be UTF-8 (the parser takes the bytes as they are).
 
     Raises:
-        LogReadError: unreadable, or not UTF-8 (names file, line and byte offset).
+        LogReadError: unreadable, or not UTF-8 (names file, line and byte offset); code
+            ``NOT_REGULAR_FILE`` for a FIFO, device, directory or dangling link (never read: a FIFO
+            would block, a device never end).
     """
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, "session log", error=LogReadError, code=NOT_REGULAR)
     except OSError as exc:
         raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
     try:

@@ -20,10 +20,11 @@ from typing import IO, Any
 
 import orjson
 
-from ..errors import HarnessError, LineTooLongError, max_line_bytes, quote
+from ..errors import HarnessError, LineTooLongError, max_line_bytes, open_regular_file, quote
 from ..replay import ReplayParseError, parse_session_header, parse_session_log
 from ..replay.parse import PACKED_ROW_KEYS
 from .errors import LogReadError
+from .harvest import NOT_REGULAR
 
 #: A logical event (the parsed envelope).
 Event = dict[str, Any]
@@ -53,7 +54,8 @@ class LogStream:
         header_line: 1-based line of the header (0 when the log is empty).
 
     Raises:
-        LogReadError: ``LOG_UNREADABLE`` the file cannot be opened or read (always raised).
+        LogReadError: ``LOG_UNREADABLE`` the file cannot be opened or read, ``NOT_REGULAR_FILE`` it
+            is a FIFO, device, directory or dangling link (always raised, before anything is read).
         ReplayParseError, LineTooLongError: a bad line, when ``on_error`` is ``None``.
     """
 
@@ -68,7 +70,9 @@ class LogStream:
         self._pending: tuple[int, bytes] | None = None  # a headerless log's first line is an event
         self.logical = 0  # logical events yielded so far (packed rows count every member)
         try:
-            self._file: IO[bytes] = open(path, "rb", buffering=_SKIP_CHUNK)  # noqa: SIM115
+            self._file: IO[bytes] = open_regular_file(
+                path, "session log", error=LogReadError, code=NOT_REGULAR, buffering=_SKIP_CHUNK
+            )
         except OSError as exc:
             raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from None
         try:

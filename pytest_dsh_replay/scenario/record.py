@@ -45,7 +45,7 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
     the size limit, :class:`ModelSpecError` for unreadable / non-JSON / too deeply nested content.
     """
     where = f"--dsh-model {spec}: scripted model file {path}"
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO, device or dangling link is refused by the loader
         raise ModelSpecError(
             f"{where} does not exist (write one, see the README section 'Scripted model files')"
         )
@@ -302,7 +302,7 @@ class EpisodeModel:
             if use_live:
                 self.live_sessions.add(key)
         else:
-            recorded = len(self.replay.scripts[index].entries)
+            recorded = len(self.replay.scripts[index].calls)
             use_live = self.replay.cursors[key] >= recorded
             if use_live:
                 self.live_sessions.add(key)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ import orjson
 from ..errors import HarnessError, quote
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
+from ..session.header import HeaderProblem, header_problems
 from .logstream import Event, LogStream
 from .normalize import SessionLog
 from .secrets import SecretCheck, default_scrubber
@@ -331,12 +332,22 @@ class LogChecks:
             )
 
 
+#: How validate words a strict-only violation of the header rule (the parser reports the others).
+_STRICT_HEADER: dict[str, Callable[[HeaderProblem], str]] = {
+    "missing": lambda p: f'"{p.key}" is missing (expected 0)',
+    "empty": lambda p: f'"{p.key}" must be a non-empty string',
+    "unsafe": lambda p: f'"{p.key}" {p.value} is outside the JS-safe integer range ±(2**53-1)',
+    "type": lambda p: f'"{p.key}" has the wrong type or value: {quote(p.value)}',
+    "negative": lambda p: f'"{p.key}" must not be negative, got {p.value}',
+}
+
+
 def _header_findings(where: str, header: dict[str, Any], events: int, out: list[Finding]) -> None:
-    """What the replay parser tolerates but a recorded log must not have (events.md §2)."""
-    if "version" not in header:
-        out.append(Finding("LOG_BAD_HEADER", f'{where}: header: "version" is missing (expected 0)'))
-    if not header.get("id"):
-        out.append(Finding("LOG_BAD_HEADER", f'{where}: header: "id" must be a non-empty string'))
+    """What the replay parser tolerates but a recorded log must not have: the strict header rule
+    (``session.header.header_problems``; the lenient part already failed the parse) and a seedLength
+    within the log (events.md §2)."""
+    for problem in header_problems(header, strict=True):
+        out.append(Finding("LOG_BAD_HEADER", f"{where}: header: {_STRICT_HEADER[problem.issue](problem)}"))
     seed = header.get("seedLength", 0)
     if type(seed) is int and seed > events:
         out.append(
@@ -591,9 +602,11 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
                 )
             )
     try:
-        fixture_files(directory)
+        recorded = fixture_files(directory)
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
+    else:
+        _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob("replay.override*.json")):
         _check_sidecar(sidecar, out)
     return logs
@@ -626,6 +639,16 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         files = [path]
     validate_log_files(files, report, scrubber)
     return report
+
+
+def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> None:
+    """The request pins of a scenario, read as replay reads them (bad JSON, not a file, an orphan)."""
+    from ..replay import load_pins
+
+    try:
+        load_pins(directory, log_count)
+    except HarnessError as exc:
+        out.append(Finding(exc.code, str(exc)))
 
 
 def _check_sidecar(path: Path, out: list[Finding]) -> None:

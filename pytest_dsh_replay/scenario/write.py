@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import read_regular_file
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
 from .definition import Scenario
@@ -232,7 +233,7 @@ def _scrub_lines(data: bytes, scrubber: SecretScrubber) -> bytes:
 
 def _current(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
+        return read_regular_file(path, "fixture file")
     except FileNotFoundError:
         return None
 

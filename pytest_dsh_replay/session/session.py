@@ -8,8 +8,10 @@ from typing import Any, cast
 
 from pytest_dsh_replay.llm.types import Message
 
+from ..errors import quote
 from .codec import MAX_SAFE_INTEGER, _copy, _Invalid, copy_json_value, dumps_json
 from .errors import InvalidEventError, InvalidSessionMetaError, SessionError, SurfaceError
+from .header import HEADER_KEYS, HeaderProblem, header_problems
 from .types import (
     END_SEED_TYPE,
     SESSION_FORMAT_VERSION,
@@ -22,7 +24,14 @@ from .types import (
 )
 
 _pytype = builtins.type
-_HEADER_KEYS = ("version", "id", "createdAt", "cwd", "parentSession", "seedLength")
+#: How a session words the header rule's keys (``session.header``).
+_HEADER_WANTS = {
+    "id": "str",
+    "createdAt": "an int",
+    "cwd": "str",
+    "parentSession": "str",
+    "seedLength": "int",
+}
 _REPLACE_KEYS = frozenset({"op", "start", "end"})
 
 #: Signature of the store's synchronous ``session/event`` hook.
@@ -63,21 +72,20 @@ def _build_header(id: str, header: SessionHeader | None, clock: Callable[[], int
         raise InvalidSessionMetaError(
             f'session "{id}": header id {raw.get("id")!r} differs from the session id'
         )
-    if raw.get("version") != SESSION_FORMAT_VERSION or not _is_int(raw.get("version")):
-        raise InvalidSessionMetaError(
-            f'session "{id}": unsupported header version {raw.get("version")!r} '
-            f"(expected {SESSION_FORMAT_VERSION})"
-        )
-    if not _is_int(raw.get("createdAt")):
-        raise InvalidSessionMetaError(
-            f'session "{id}": header createdAt must be an int, got {raw.get("createdAt")!r}'
-        )
-    for key, want in (("cwd", str), ("parentSession", str), ("seedLength", int)):
-        if key in raw and _pytype(raw[key]) is not want:
+    # the one header rule (session.header), lenient, but a session's header names its version
+    problems = header_problems(raw, strict=False)
+    if "version" not in raw:
+        problems.insert(0, HeaderProblem("version", "missing", None))
+    if problems:
+        key, issue, value = problems[0]
+        if key == "version":
             raise InvalidSessionMetaError(
-                f'session "{id}": header {key} must be {want.__name__}, got {raw[key]!r}'
+                f'session "{id}": unsupported header version {quote(value)} '
+                f"(expected {SESSION_FORMAT_VERSION})"
             )
-    out: dict[str, Any] = {k: raw[k] for k in _HEADER_KEYS if k in raw}
+        want = "a non-negative int" if issue == "negative" else _HEADER_WANTS[key]
+        raise InvalidSessionMetaError(f'session "{id}": header {key} must be {want}, got {quote(value)}')
+    out: dict[str, Any] = {k: raw[k] for k in HEADER_KEYS if k in raw}
     for k, v in raw.items():
         if k not in out:
             try:

@@ -37,7 +37,10 @@ from pytest_dsh_replay.replay import (
     load_session_scripts,
     parse_session_log,
 )
-from pytest_dsh_replay.replay.scan import derive_log_script
+from pytest_dsh_replay.replay.derive import materialize
+from pytest_dsh_replay.replay.errors import ReplayDeriveError
+from pytest_dsh_replay.replay.requests import call_points, call_points_indexed
+from pytest_dsh_replay.replay.scan import derive_log_script, scan_log
 from pytest_dsh_replay.scenario.definition import load_scenario
 from pytest_dsh_replay.scenario.record import load_scripted_file
 
@@ -212,6 +215,13 @@ def test_parse_and_derive_typed_and_fast_scan_equals_reference(data: bytes, star
     want = _outcome(lambda: _reference(data, file, start))
     FIGURES[("derive_log_script == reference", "typed" if got[0] == "error" else "ok")] += 1
     assert got == want
+    if got[0] == "ok":  # the loader's lazy scan: same calls, and marks folding to the same call points
+        scanned = scan_log(data, file=file, start=start, lazy=True)
+        if not isinstance(scanned.entries, ReplayDeriveError):
+            assert [materialize(c) for c in scanned.entries] == got[1][0]
+        assert call_points_indexed(scanned.marks, start=start) == call_points(
+            parse_session_log(data, file=file), start=start
+        )
 
 
 @st.composite

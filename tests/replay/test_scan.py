@@ -19,28 +19,39 @@ from pytest_dsh_replay.replay import (
     parse_session_header,
     parse_session_log,
 )
-from pytest_dsh_replay.replay.scan import derive_log_script
+from pytest_dsh_replay.replay.derive import materialize
+from pytest_dsh_replay.replay.errors import ReplayDeriveError
+from pytest_dsh_replay.replay.requests import call_points, call_points_indexed
+from pytest_dsh_replay.replay.scan import derive_log_script, scan_log
 
 from .conftest import HEADER, chunk_event, text_call
 
 HEAD = orjson.dumps(HEADER)
 
 
-def reference(data: bytes, start: int = 0) -> Any:
+def reference(data: bytes, start: int = 0, points: bool = True) -> Any:
+    """(script, count, call points) from every event, or the error."""
     try:
         events = parse_session_log(data, file="f.jsonl")
+        found = call_points(events, start=start) if points else None
         if start > len(events):
-            return [], len(events)
-        return derive_replay_script(events[start:], file="f.jsonl"), len(events)
+            return [], len(events), found
+        return derive_replay_script(events[start:], file="f.jsonl"), len(events), found
     except HarnessError as exc:
         return type(exc).__name__, exc.code, str(exc)
 
 
 def fast(data: bytes, start: int = 0) -> Any:
+    """The same from the scan: the public derive_log_script, the loader's lazy scan and its marks."""
     try:
-        return derive_log_script(data, file="f.jsonl", start=start)
+        entries, count = derive_log_script(data, file="f.jsonl", start=start)
     except HarnessError as exc:
         return type(exc).__name__, exc.code, str(exc)
+    scanned = scan_log(data, file="f.jsonl", start=start, lazy=True)
+    lazy = scanned.entries
+    assert isinstance(lazy, ReplayDeriveError) or [materialize(c) for c in lazy] == entries
+    assert scanned.count == count
+    return entries, count, call_points_indexed(scanned.marks, start=start)
 
 
 def chunk_line(seq: int, chunk: bytes, turn: bytes = b"1", step: bytes = b"1") -> bytes:
@@ -190,6 +201,6 @@ def test_well_formed_logs_never_fall_back(monkeypatch: pytest.MonkeyPatch) -> No
             events.append(chunk_event(len(events), turn, 1, chunk))
     header = {"type": "session", "version": 0, "id": "x", "createdAt": 0}
     layouts = [encode_head_layout(header, events, **kw) for kw in ({"pack": False}, {"projected": False}, {})]  # type: ignore[arg-type]
-    want = [reference(data) for data in layouts]
+    want = [reference(data, points=False)[:2] for data in layouts]
     monkeypatch.setattr(scan, "parse_session_log", no_fallback)
     assert [derive_log_script(data) for data in layouts] == want
