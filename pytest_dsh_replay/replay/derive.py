@@ -100,8 +100,15 @@ class DeferredCall:
                 chunks.append(item)
         return {"kind": "chunks", "chunks": chunks}
 
-    def __len__(self) -> int:
-        return sum(len(i.members) if type(i) is PackedRun else 1 for i in self.items)
+    def __eq__(self, other: object) -> bool:
+        """Equal to the plain entry it builds (and to another deferred call building the same)."""
+        if type(other) is DeferredCall:
+            return self.entry() == other.entry()
+        if isinstance(other, dict):
+            return self.entry() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compares by value, like the dict it stands for
 
 
 def materialize(call: ReplayEntry | DeferredCall) -> ReplayEntry:

@@ -59,13 +59,17 @@ class SessionScript:
     expected: list[ExpectedRequest | None] = field(default_factory=list)
     pins: Pins = field(default_factory=Pins)
 
+    _plain: bool = field(default=False, init=False, repr=False, compare=False)
+
     @property
     def entries(self) -> list[ReplayEntry]:
         """One plain :data:`ReplayEntry` per model call (deferred calls are built once, on first read)."""
-        calls = self.calls
-        if type(calls) is not list or any(type(c) is DeferredCall for c in calls):
-            self.calls = calls = [materialize(c) for c in calls]
-        return cast(list[ReplayEntry], calls)
+        if not self._plain:  # checked once: the replay model reads entries at every templated call
+            calls = self.calls
+            if type(calls) is not list or any(type(c) is DeferredCall for c in calls):
+                self.calls = [materialize(c) for c in calls]
+            self._plain = True
+        return cast(list[ReplayEntry], self.calls)
 
     def expected_at(self, call: int) -> ExpectedRequest | None:
         """The recorded request of call ``call`` (0-based), or ``None`` when unknown."""

@@ -106,6 +106,8 @@ def test_packed_calls_stay_deferred_and_read_as_plain_entries(tmp_path: Path) ->
     assert [type(c) for c in script.calls] == [DeferredCall, dict]
     assert [type(i) for i in cast(DeferredCall, script.calls[0]).items] == [dict, PackedRun, dict, dict]
     want = derive_replay_script(parse_session_log((scenario / "session.jsonl").read_bytes()))
+    assert script.calls == want  # a deferred call compares like the entry it builds
+    assert script.calls[0] != want[1] and DeferredCall(list(want[0]["chunks"])) == script.calls[0]
     assert script.entries == want  # plain dicts, built once and kept
     assert orjson.loads(orjson.dumps(script.entries)) == want
     assert all(type(c) is dict for c in script.calls)
