@@ -755,9 +755,10 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
     """Factory: ``dsh_session_store(backend="jsonl"|"sqlite")`` -> a fresh ``SessionStore`` with persistence.
 
     The store's ``WriteCoordinator`` is already attached. The factory returns a
-    ``StoreHandle(store, persistence, root)`` (unpackable as ``store, persistence = ...``); pass
-    ``persistence`` to ``AgentRuntime(store, model, persistence=...)``. Every backend the factory
-    opened is closed at teardown.
+    ``StoreHandle(store, persistence, root, cwd)`` (unpackable as ``store, persistence = ...``); pass
+    ``persistence`` to ``AgentRuntime(store, model, persistence=...)``. ``cwd`` is a fresh empty temp
+    directory, the store's default session cwd: the bash tool of a session created without a ``meta``
+    cwd runs there, never in the checkout. Every backend the factory opened is closed at teardown.
     """
     from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
     from .session import SessionStore
@@ -773,10 +774,12 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
         else:
             raise ValueError(f"dsh_session_store: backend must be 'jsonl' or 'sqlite', got {backend!r}")
         opened.append(storage)
-        store = SessionStore()
+        cwd = tmp_path / f"dsh-cwd-{len(opened)}"
+        cwd.mkdir()
+        store = SessionStore(cwd=str(cwd))
         coordinator = WriteCoordinator(storage)
         coordinator.attach(store)
-        return StoreHandle(store, coordinator, root)
+        return StoreHandle(store, coordinator, root, cwd)
 
     yield make
     for storage in opened:
@@ -784,12 +787,14 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
 
 
 class StoreHandle:
-    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root``."""
+    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root`` (the
+    backend's directory) and ``cwd`` (the store's default session cwd, a fresh temp directory)."""
 
-    def __init__(self, store: Any, persistence: Any, root: Path) -> None:
+    def __init__(self, store: Any, persistence: Any, root: Path, cwd: Path) -> None:
         self.store = store
         self.persistence = persistence
         self.root = root
+        self.cwd = cwd
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.store, self.persistence))
