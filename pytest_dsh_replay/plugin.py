@@ -283,7 +283,8 @@ def _add_ini_roots(config: pytest.Config, state: _State) -> None:
     inner = [a for a in args if _within(a, extra)]
     if inner:
         state.scenario_only = ([r for r in extra if any(_within(a, [r]) for a in inner)], inner)
-    config.args = [a for a, p in zip(config.args, args) if p not in inner] + [str(r) for r in extra]
+    kept = [a for a, p in zip(config.args, args, strict=True) if p not in inner]
+    config.args = kept + [str(r) for r in extra]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -723,6 +724,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
     recorded call that was not used.
     """
     from .replay import ReplayModel, load_session_scripts
+    from .scenario.requestcheck import rerecord_command
 
     config = request.config
     default_match_on = _match_on(config)
@@ -745,7 +747,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
             )
         scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
         parts = default_match_on if match_on is None else frozenset(match_on)
-        return ReplayModel(scripts, scenario=str(path), match_on=parts)
+        return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
 
     return make
 

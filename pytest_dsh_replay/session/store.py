@@ -140,7 +140,8 @@ class SessionStore:
 
         ``id`` defaults to ``session-N`` (per-store counter, incremented on every defaulted call).
         The header is ``{version: 0, id, createdAt: meta.createdAt or now, cwd? (meta.cwd or the
-        store's ``cwd``), parentSession?, seedLength?}``; ``seedLength`` is copied from ``meta`` only, never inferred from the seed.
+        store's ``cwd``), parentSession?, seedLength?}``; ``seedLength`` is copied from ``meta`` only,
+        never inferred from the seed.
 
         Raises:
             SessionExistsError: the id is already in the store.
