@@ -339,8 +339,10 @@ class ReplayModel:
             error = self._fail(
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
-                "the agent made more model calls than were recorded; re-record the scenario or append a "
-                'call with a patch {"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}',
+                "the agent made more model calls than were recorded; record them with "
+                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), re-record the "
+                "scenario (--dsh-record=rewrite) or append a call with a patch "
+                '{"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}',
                 "REPLAY_SCRIPT_EXHAUSTED",
             )
             return self._raise(error)

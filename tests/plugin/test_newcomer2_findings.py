@@ -155,3 +155,25 @@ def test_a_tool_schema_only_change_is_offered_a_snapshot_update(
     _run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
     assert "An older description" not in pin.read_text()
     _run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_script_exhausted_suggests_new_episodes(dsh_replay_model: Any) -> None:
+    model = dsh_replay_model(OWN_AGENT)
+    history: list[dict[str, Any]] = []
+
+    async def ask(text: str) -> None:
+        history.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        request = {"model": "my-model", "messages": list(history), "sessionId": "s1"}
+        blocks: dict[int, Any] = {}
+        async for chunk in model.stream(request):
+            if chunk["type"] == "block-end":
+                blocks[chunk["index"]] = chunk["block"]
+        history.append({"role": "assistant", "content": [blocks[i] for i in sorted(blocks)]})
+
+    async def chat() -> None:
+        for text in ("Name a fruit.", "And its colour?", "And its shape?"):
+            await ask(text)
+
+    with pytest.raises(Exception, match="script exhausted at call #3 of 2") as info:
+        asyncio.run(chat())
+    assert "--dsh-record=new_episodes (appends the new calls" in str(info.value)
