@@ -48,6 +48,9 @@ class _State:
         self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
         self.end_seed_ignored: list[str] = []
         self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
+        #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
+        #: such a root only scenarios are collected, python tests only inside the testpaths
+        self.scenario_only: tuple[list[Path], list[Path]] = ([], [])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
@@ -253,12 +256,51 @@ def pytest_configure(config: pytest.Config) -> None:
         state.roots.extend(existing)
         scenario_args.extend(str(r) for r in existing)
     if not config.getoption("dsh_scenario"):
+        if config.args_source == pytest.Config.ArgsSource.TESTPATHS and configured:
+            _add_ini_roots(config, state)
         return
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --dsh-scenario X` with no positional args: collect only the scenarios
         config.args = scenario_args
     else:
         config.args = [*config.args, *scenario_args]
+
+
+def _add_ini_roots(config: pytest.Config, state: _State) -> None:
+    """Plain ``pytest`` whose args come from the ini's ``testpaths``: collect the ini's
+    ``dsh_scenario_roots`` too (spec harness.md section 3: ``pytest`` collects every scenario under the
+    configured roots), each path once.
+
+    A root inside a testpath is collected with it already; a root containing a testpath replaces that
+    testpath in ``config.args`` and collects only scenarios outside the testpaths (see
+    :func:`pytest_ignore_collect`). Runs on xdist workers too (they re-parse the same invocation).
+    """
+    args = [Path(a.split("::", 1)[0]).resolve() for a in config.args]
+    roots = [r.resolve() for r in config.getini("dsh_scenario_roots") if Path(r).exists()]
+    extra = [r for r in dict.fromkeys(roots) if not _within(r, args)]
+    if not extra:
+        return
+    inner = [a for a in args if _within(a, extra)]
+    if inner:
+        state.scenario_only = ([r for r in extra if any(_within(a, [r]) for a in inner)], inner)
+    kept = [a for a, p in zip(config.args, args, strict=True) if p not in inner]
+    config.args = kept + [str(r) for r in extra]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under an ini root that was added around a testpath (:func:`_add_ini_roots`), ignore every file
+    but scenario files outside the testpaths: plain ``pytest`` must not collect more python tests than
+    the ini's ``testpaths`` name."""
+    roots, testpaths = config.stash[_STATE].scenario_only
+    if not roots or collection_path.is_dir():
+        return None
+    name = collection_path.name
+    if name == INPUT_FILE or _is_log_name(name):
+        return None
+    path = collection_path.resolve()
+    if _within(path, roots) and not _within(path, testpaths):
+        return True
+    return None
 
 
 def _is_log_name(name: str) -> bool:
@@ -682,6 +724,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
     recorded call that was not used.
     """
     from .replay import ReplayModel, load_session_scripts
+    from .scenario.requestcheck import rerecord_command
 
     config = request.config
     default_match_on = _match_on(config)
@@ -704,7 +747,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
             )
         scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
         parts = default_match_on if match_on is None else frozenset(match_on)
-        return ReplayModel(scripts, scenario=str(path), match_on=parts)
+        return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
 
     return make
 
@@ -714,9 +757,10 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
     """Factory: ``dsh_session_store(backend="jsonl"|"sqlite")`` -> a fresh ``SessionStore`` with persistence.
 
     The store's ``WriteCoordinator`` is already attached. The factory returns a
-    ``StoreHandle(store, persistence, root)`` (unpackable as ``store, persistence = ...``); pass
-    ``persistence`` to ``AgentRuntime(store, model, persistence=...)``. Every backend the factory
-    opened is closed at teardown.
+    ``StoreHandle(store, persistence, root, cwd)`` (unpackable as ``store, persistence = ...``); pass
+    ``persistence`` to ``AgentRuntime(store, model, persistence=...)``. ``cwd`` is a fresh empty temp
+    directory, the store's default session cwd: the bash tool of a session created without a ``meta``
+    cwd runs there, never in the checkout. Every backend the factory opened is closed at teardown.
     """
     from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
     from .session import SessionStore
@@ -732,10 +776,12 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
         else:
             raise ValueError(f"dsh_session_store: backend must be 'jsonl' or 'sqlite', got {backend!r}")
         opened.append(storage)
-        store = SessionStore()
+        cwd = tmp_path / f"dsh-cwd-{len(opened)}"
+        cwd.mkdir()
+        store = SessionStore(cwd=str(cwd))
         coordinator = WriteCoordinator(storage)
         coordinator.attach(store)
-        return StoreHandle(store, coordinator, root)
+        return StoreHandle(store, coordinator, root, cwd)
 
     yield make
     for storage in opened:
@@ -743,12 +789,14 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
 
 
 class StoreHandle:
-    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root``."""
+    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root`` (the
+    backend's directory) and ``cwd`` (the store's default session cwd, a fresh temp directory)."""
 
-    def __init__(self, store: Any, persistence: Any, root: Path) -> None:
+    def __init__(self, store: Any, persistence: Any, root: Path, cwd: Path) -> None:
         self.store = store
         self.persistence = persistence
         self.root = root
+        self.cwd = cwd
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.store, self.persistence))

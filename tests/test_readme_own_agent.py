@@ -61,7 +61,7 @@ def test_bundled_agent(dsh_replay_model: Any, dsh_session_store: Any) -> None:
     from pytest_dsh_replay import AgentRuntime
 
     model = dsh_replay_model("scenarios/spawn/one-child")  # a ReplayModel of a recorded scenario
-    store, persistence = dsh_session_store("sqlite")  # a fresh SessionStore with a backend
+    store, persistence = dsh_session_store("sqlite")  # a fresh SessionStore with a backend (temp cwd)
 
     async def run() -> list[str]:
         runtime = AgentRuntime(store, model, persistence=persistence)  # default tools, model name "replay"

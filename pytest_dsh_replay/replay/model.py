@@ -60,6 +60,7 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
 )
 
 _ANON = "<anonymous>"
+_PIN_LABELS = {"system": "system prompt", "tools": "tool descriptions/schemas", "model": "model name"}
 
 
 class ReplayModel:
@@ -79,6 +80,8 @@ class ReplayModel:
         strict: ``False`` serves a mismatching call anyway and only records the mismatch in
             :attr:`mismatches` (``--snapshot-update``, which rewrites the recording from the run).
         rerecord: the command shown in a mismatch report to re-record the scenario.
+        pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
+            differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -108,12 +111,14 @@ class ReplayModel:
         scrub: Callable[[Any], Any] | None = None,
         strict: bool = True,
         rerecord: str | None = None,
+        pin_refresh: str | None = None,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
         self.strict = strict
         self.rerecord = rerecord
+        self.pin_refresh = pin_refresh
         self.live_cwd: str | None = None
         self.live_ids: Callable[[], Iterable[str]] | None = None
         self.requests: dict[str, list[dict[str, Any]]] = {}
@@ -240,13 +245,19 @@ class ReplayModel:
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             f"  if the change is intended, re-record the scenario: {rerecord}",
         ]
-        if "messages" not in parts and "tools" not in parts:
-            # a changed system prompt or model name: the recorded answers still fit the conversation.
-            # A changed tool set is never offered this way: answers that call a tool no longer offered
-            # would be kept, and the refreshed log would hold calls the model could not have made.
+        if "messages" not in parts and not any(d.tool_set_changed for d in diffs):
+            # a changed system prompt, model name or tool description/schema: the recorded answers still
+            # fit the conversation. A changed tool set is never offered this way: answers that call a
+            # tool no longer offered would be kept, and the refreshed log would hold impossible calls.
             lines.append(
-                "  (only the system prompt or model name differs: --snapshot-update refreshes those pins "
-                "from a replay, keeping the recorded answers, which the model gave to the old request)"
+                f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
+                "conversation and the tool set are unchanged: "
+                + (
+                    self.pin_refresh
+                    or "send the recorded values from your loop, or narrow the check with "
+                    'match_on=("messages",)'
+                )
+                + ")"
             )
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts)
 
@@ -328,8 +339,10 @@ class ReplayModel:
             error = self._fail(
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
-                "the agent made more model calls than were recorded; re-record the scenario or append a "
-                'call with a patch {"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}',
+                "the agent made more model calls than were recorded; record them with "
+                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), re-record the "
+                "scenario (--dsh-record=rewrite) or append a call with a patch "
+                '{"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}',
                 "REPLAY_SCRIPT_EXHAUSTED",
             )
             return self._raise(error)

@@ -217,6 +217,8 @@ class Difference:
     recorded: Any
     sent: Any
     note: str = ""
+    #: ``tools`` only: the tool names (in order) differ, not just a description or schema
+    tool_set_changed: bool = False
 
     def render(self) -> str:
         """``path: recorded 'x' != sent 'y'`` (long strings shown around the first differing character),
@@ -393,7 +395,7 @@ def request_differences(
             names_want, names_got = _tool_names(want_n), _tool_names(got_n)
             if names_want != names_got:
                 note = f"tool set changed: recorded {names_want} != sent {names_got}"
-        out.append(Difference(part, found[0], found[1], found[2], note))
+        out.append(Difference(part, found[0], found[1], found[2], note, tool_set_changed=bool(note)))
     return out
 
 

@@ -153,6 +153,7 @@ def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> Run
         backend=backend,
         tools=scenario.config.tools,
         model_name=scenario.config.model,
+        system_prompt=scenario.config.system_prompt,
         on_setup=options.setup_hook,
         register_tools=options.register_tools,
     )

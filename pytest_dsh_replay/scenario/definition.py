@@ -53,7 +53,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 #: Ops the reference only supports over its wire protocol: the item is skipped with this reason.
 UNSUPPORTED_OPS = {"newSessionExpectError": "needs the reference's ACP wire protocol (extra directories)"}
 
-CONFIG_KEYS = frozenset({"override", "backend", "compare", "ignoreEvents", "tools", "model"})
+CONFIG_KEYS = frozenset({"override", "backend", "compare", "ignoreEvents", "tools", "model", "systemPrompt"})
 #: The default tools (the agent's own list, ``agent.runtime.DEFAULT_TOOL_NAMES``); config.tools picks.
 DEFAULT_TOOLS: tuple[str, ...] = DEFAULT_TOOL_NAMES
 
@@ -71,6 +71,9 @@ class ScenarioConfig:
     ignore_events: tuple[str, ...] = ()
     tools: tuple[str, ...] = DEFAULT_TOOLS
     model: str | None = None
+    #: ``config.systemPrompt``: the per-agent system prompt (``AgentOptions.system_prompt``) of every
+    #: agent the steps start (``newSession``, ``fork``, ``resume``), not of subagent children
+    system_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,7 @@ def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
         ),
         "compare": check("compare", raw.get("compare") in ("events", "messages"), '"events" or "messages"'),
         "model": check("model", isinstance(raw.get("model"), str), "a string"),
+        "systemPrompt": check("systemPrompt", isinstance(raw.get("systemPrompt"), str), "a string"),
     }
     for key in ("ignoreEvents", "tools"):
         value = raw.get(key)
@@ -283,6 +287,7 @@ def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
         ignore_events=tuple(get("ignoreEvents", ())),
         tools=tuple(get("tools", DEFAULT_TOOLS)),
         model=get("model", None),
+        system_prompt=get("systemPrompt", None),
     )
 
 

@@ -23,11 +23,17 @@ from .record import model_hint
 Requests = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
-def rerecord_command(scenario: Scenario) -> str:
-    """The command that re-records ``scenario`` from scratch."""
-    return (
-        f"pytest --dsh-scenario {scenario.path} --dsh-record=rewrite --dsh-model {model_hint(scenario.path)}"
-    )
+#: the item's way to refresh the pins (``ReplayModel(pin_refresh=...)``)
+PIN_REFRESH = (
+    "--snapshot-update refreshes those pins from a replay, keeping the recorded answers, which the model "
+    "gave to the old request"
+)
+
+
+def rerecord_command(scenario_dir: Path) -> str:
+    """The command that re-records the scenario at ``scenario_dir`` from scratch (the item's and the
+    ``dsh_replay_model`` fixture's reports show the same one)."""
+    return f"pytest --dsh-scenario {scenario_dir} --dsh-record=rewrite --dsh-model {model_hint(scenario_dir)}"
 
 
 def replay_model(
@@ -44,7 +50,8 @@ def replay_model(
         scenario=str(scenario.path),
         match_on=None if match_on is None else frozenset(match_on),
         strict=not update,
-        rerecord=rerecord_command(scenario),
+        rerecord=rerecord_command(scenario.path),
+        pin_refresh=PIN_REFRESH,
         scrub=scrub,
     )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from ..agent import Agent, AgentRuntime
+from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, StreamChunk
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
@@ -110,6 +110,7 @@ class RunOptions:
     backend: str = "jsonl"
     tools: tuple[str, ...] = ("bash", "subagent", "subagent_fork")
     model_name: str | None = None
+    system_prompt: str | None = None  # config.systemPrompt: per agent the steps start
     on_setup: Callable[[Scenario, Path], None] | None = None
     register_tools: Callable[[Any], None] | None = None
     durable: bool = False  # the run's store is deleted after the check: fsync buys nothing
@@ -224,6 +225,12 @@ class _Run:
         tripped.cancel()
         return False
 
+    def _agent_options(self) -> AgentOptions | None:
+        """The options of an agent the steps start (``newSession``, ``resume``); ``fork`` copies its
+        source's."""
+        prompt = self.options.system_prompt
+        return AgentOptions(system_prompt=prompt) if prompt else None
+
     async def step(self, index: int, step: dict[str, Any]) -> None:
         op = step["op"]
         where = f"{self.scenario.input_file}: steps[{index}] ({op})"
@@ -233,7 +240,9 @@ class _Run:
             return
         if op == "newSession":
             assert self.runtime is not None
-            agent = self.runtime.create_agent(str(uuid.uuid4()), meta={"cwd": str(self.cwd)})
+            agent = self.runtime.create_agent(
+                str(uuid.uuid4()), meta={"cwd": str(self.cwd)}, options=self._agent_options()
+            )
             name = MAIN if MAIN not in self.names else f"session{len(self.names) + 1}"
             self.names[name] = agent.session.id
             self.active = agent.session.id
@@ -300,8 +309,9 @@ class _Run:
             await self._close()
             runtime = self._open()
             stored = sorted(h["id"] for h in self.backend.list())
+            started = set(self.names.values())  # by the steps; subagent children keep the default
             for session_id in stored:
-                runtime.resume(session_id)
+                runtime.resume(session_id, options=self._agent_options() if session_id in started else None)
         elif op == "kill":
             n = step.get("afterCalls")
             if n is None:

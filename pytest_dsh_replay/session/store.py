@@ -46,9 +46,17 @@ class SessionStore:
 
     Args:
         clock: epoch-ms clock passed to every session it builds (default :func:`now_ms`).
+        cwd: absolute directory written as the header ``cwd`` of every session created without a
+            ``meta`` cwd (the bash tool runs there; without any cwd it runs in the process cwd).
+
+    Raises:
+        InvalidSessionMetaError: ``cwd`` is not an absolute path string.
     """
 
-    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, *, clock: Callable[[], int] | None = None, cwd: str | None = None) -> None:
+        if cwd is not None and (type(cwd) is not str or not os.path.isabs(cwd)):
+            raise InvalidSessionMetaError(f"SessionStore: cwd must be an absolute path, got {cwd!r}")
+        self.cwd = cwd
         self._clock: Callable[[], int] = clock or now_ms
         self._sessions: dict[str, Session] = {}
         self._observers: builtins.list[StoreObserver] = []
@@ -131,8 +139,9 @@ class SessionStore:
         """Validate and construct a session without entering it (store-and-fork.md §1 ``prepare``).
 
         ``id`` defaults to ``session-N`` (per-store counter, incremented on every defaulted call).
-        The header is ``{version: 0, id, createdAt: meta.createdAt or now, cwd?, parentSession?,
-        seedLength?}``; ``seedLength`` is copied from ``meta`` only, never inferred from the seed.
+        The header is ``{version: 0, id, createdAt: meta.createdAt or now, cwd? (meta.cwd or the
+        store's ``cwd``), parentSession?, seedLength?}``; ``seedLength`` is copied from ``meta`` only,
+        never inferred from the seed.
 
         Raises:
             SessionExistsError: the id is already in the store.
@@ -152,6 +161,8 @@ class SessionStore:
             "id": session_id,
             "createdAt": raw["createdAt"] if "createdAt" in raw else self._created_at(),
         }
+        if self.cwd is not None and "cwd" not in raw:
+            header["cwd"] = self.cwd
         for key in ("cwd", "parentSession", "seedLength"):
             if key in raw:
                 header[key] = raw[key]

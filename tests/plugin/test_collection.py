@@ -120,3 +120,35 @@ def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pyteste
         """
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_plain_pytest_with_testpaths_collects_the_ini_roots_too(pytester: pytest.Pytester) -> None:
+    # this repository's own layout: testpaths = tests, dsh_scenario_roots = scenarios (harness.md §3)
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    pytester.makepyprojecttoml(
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\ndsh_scenario_roots = ["scenarios"]\n'
+    )
+    result = run(pytester, "-v")
+    result.assert_outcomes(passed=1 + N_SPAWN)
+    result.stdout.fnmatch_lines(["*spawn/one-child PASSED*"])
+    run(pytester, "-n", "2").assert_outcomes(passed=1 + N_SPAWN)  # the workers collect the same
+    # positional args still decide alone
+    run(pytester, "tests").assert_outcomes(passed=1)
+
+
+def test_ini_roots_and_testpaths_nested_collect_each_test_once(pytester: pytest.Pytester) -> None:
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "tests" / "scenarios" / "spawn")
+    (pytester.path / "tests" / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    (pytester.path / "test_outside.py").write_text("def test_outside():\n    pass\n")
+    # a root inside a testpath
+    pytester.makeini("[pytest]\ntestpaths = tests\ndsh_scenario_roots = tests/scenarios\n")
+    run(pytester).assert_outcomes(passed=1 + N_SPAWN)
+    # a root containing a testpath: its scenarios are collected, python tests only inside the testpaths
+    pytester.makeini("[pytest]\ntestpaths = tests\ndsh_scenario_roots = .\n")
+    result = run(pytester, "-v")
+    result.assert_outcomes(passed=1 + N_SPAWN)
+    assert "test_outside" not in result.stdout.str()
+    shutil.copytree(BUNDLED / "fork", pytester.path / "more" / "fork")  # a scenario outside the testpaths
+    run(pytester).assert_outcomes(passed=1 + N_SPAWN + N_FORK)

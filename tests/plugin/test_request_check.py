@@ -163,4 +163,6 @@ def test_a_changed_tool_set_is_not_offered_a_snapshot_update(
     result.stdout.fnmatch_lines(["*re-record the scenario: pytest --dsh-scenario * --dsh-record=rewrite*"])
     _config(scenario, tools=["bash", "subagent", "subagent_fork"], model="other-model")
     model_only = run(pytester, "--dsh-scenario", str(scenario))
-    model_only.stdout.fnmatch_lines(["*only the system prompt or model name differs: --snapshot-update*"])
+    model_only.stdout.fnmatch_lines(
+        ["*only pinned parts differ: model name; *: --snapshot-update refreshes those pins*"]
+    )
