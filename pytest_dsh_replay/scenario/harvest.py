@@ -40,7 +40,9 @@ def read_log_bytes(path: Path) -> bytes:
             would block, a device never end).
     """
     try:
-        data = read_regular_file(path, "session log", error=LogReadError, code=NOT_REGULAR)
+        data = read_regular_file(
+            path, "session log", error=LogReadError, code=NOT_REGULAR, unreadable_code=LogReadError.code
+        )
     except OSError as exc:
         raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
     try:
