@@ -63,14 +63,16 @@ class LineTooLongError(HarnessError):
     """One line (or one whole JSON file) is larger than the configured limit (:func:`max_line_bytes`).
 
     Raised by every reader before it parses the line, so one huge line cannot exhaust memory.
-    ``where`` says the file and line, e.g. ``"scenarios/a/b/session.jsonl:12"``.
+    ``where`` says the file and line, e.g. ``"scenarios/a/b/session.jsonl:12"``; ``at_least``: the
+    line was refused before its end was read, ``size`` is what was seen of it.
     """
 
     code = "LINE_TOO_LONG"
 
-    def __init__(self, where: str, size: int, limit: int) -> None:
+    def __init__(self, where: str, size: int, limit: int, *, at_least: bool = False) -> None:
         super().__init__(
-            f"{where}: line of {size} bytes exceeds the limit of {limit} bytes "
+            f"{where}: line of {'at least ' if at_least else ''}{size} bytes exceeds the limit of "
+            f"{limit} bytes "
             f"(raise it with the environment variable {MAX_LINE_BYTES_ENV})"
         )
         self.where, self.size, self.limit = where, size, limit
@@ -314,6 +316,7 @@ def read_regular_file(
     code: str | None = None,
     unreadable_code: str | None = None,
     whole_limit: bool = False,
+    line_limit: bool = False,
 ) -> bytes:
     """The bytes of a regular file, opened through :func:`open_regular_file`.
 
@@ -321,17 +324,52 @@ def read_regular_file(
         path, what, error, code, unreadable_code: see :func:`open_regular_file`.
         whole_limit: the whole file is one JSON document (sidecar, pin, ``input.json``): its size is
             checked against :func:`max_line_bytes` before reading (:func:`check_file_size`).
+        line_limit: the file is JSONL (a session log): when it is larger than
+            :func:`max_line_bytes`, it is first scanned in bounded chunks and the first line (the
+            bytes since the last newline, an unterminated last line too) over the limit raises
+            before the file is held in memory; a file within the limit is read in one go.
 
     Raises:
         NotRegularFileError, UnreadableFileError: (or ``error``) see :func:`open_regular_file`; a
             failing read is an :class:`UnreadableFileError` (or ``error``) too.
-        LineTooLongError: ``whole_limit`` and the file is larger than the limit.
+        LineTooLongError: ``whole_limit`` and the file is larger than the limit; ``line_limit`` and
+            a line is (``where`` is ``"<path>:<line>"``, the line 1-based).
         FileNotFoundError: the path does not exist at all (not even as a link).
     """
     with open_regular_file(path, what, error=error, code=code, unreadable_code=unreadable_code) as fh:
         try:
+            size = os.fstat(fh.fileno()).st_size
             if whole_limit:
-                check_file_size(path, os.fstat(fh.fileno()).st_size)
+                check_file_size(path, size)
+            if line_limit and size > (limit := max_line_bytes()):
+                return fh.read(_check_line_sizes(fh, path, limit))
             return fh.read()
         except OSError as exc:
             raise unreadable_error(path, what, exc, error=error, code=unreadable_code or code) from None
+
+
+def _check_line_sizes(fh: BinaryIO, path: str | os.PathLike[str], limit: int) -> int:
+    """Scan ``fh`` from its position to the end in chunks of at most ``limit`` bytes, keeping none.
+
+    Raises :class:`LineTooLongError` (``"<path>:<line>"``) as soon as the bytes since the last newline
+    exceed ``limit``; returns the number of bytes scanned, with ``fh`` rewound to where it was. A line
+    inside one chunk is shorter than the chunk, so only the line running across chunks is counted.
+    """
+    start = fh.tell()
+    chunk_size = min(limit, 1 << 20)
+    read = fh.read
+    run = newlines = scanned = 0  # run: bytes since the last newline
+    while chunk := read(chunk_size):
+        scanned += len(chunk)
+        first = chunk.find(b"\n")
+        if first < 0:
+            run += len(chunk)
+        else:
+            if run + first > limit:
+                raise LineTooLongError(f"{os.fspath(path)}:{newlines + 1}", run + first, limit)
+            newlines += chunk.count(b"\n")
+            run = len(chunk) - chunk.rfind(b"\n") - 1
+        if run > limit:  # reported without reading the rest of the line
+            raise LineTooLongError(f"{os.fspath(path)}:{newlines + 1}", run, limit, at_least=True)
+    fh.seek(start)
+    return scanned

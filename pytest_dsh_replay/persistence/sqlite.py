@@ -24,7 +24,7 @@ from typing import Any, NoReturn, cast
 import msgspec
 import orjson
 
-from pytest_dsh_replay.errors import quote
+from pytest_dsh_replay.errors import NotRegularFileError, open_regular_file, quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
 from pytest_dsh_replay.session.codec import encode_plain_lines, gc_paused
 
@@ -83,6 +83,16 @@ _CHUNK_SQL = (
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
+#: Keyword arguments of the one input opener (``errors.open_regular_file``): a FIFO, device, directory
+#: or dangling link is a ``PersistenceError`` ``NOT_REGULAR_FILE`` (a FIFO would block the open
+#: forever), any other failure ``PERSISTENCE_IO``; a plain missing file stays FileNotFoundError.
+_OPENER: dict[str, Any] = {
+    "error": PersistenceError,
+    "code": NotRegularFileError.code,
+    "unreadable_code": "PERSISTENCE_IO",
+}
+
+
 def _header_user_version(path: Path) -> int | None:
     """``user_version`` from the main file's 100-byte header, ``None`` if the file is empty/absent.
 
@@ -90,7 +100,7 @@ def _header_user_version(path: Path) -> int | None:
         PersistenceError: the file is not a SQLite database (code ``SQLITE_NOT_A_DATABASE``).
     """
     try:
-        with path.open("rb") as fh:
+        with open_regular_file(path, "SQLite file", **_OPENER) as fh:
             head = fh.read(100)
     except FileNotFoundError:
         return None
@@ -131,7 +141,7 @@ def _wal_user_version(path: Path) -> int | None:
         PersistenceError: the log cannot be read (code ``PERSISTENCE_IO``).
     """
     try:
-        with path.open("rb") as fh:
+        with open_regular_file(path, "SQLite write-ahead log", **_OPENER) as fh:
             data = fh.read()
     except FileNotFoundError:
         return None
