@@ -71,7 +71,7 @@ def _read(file: Path) -> SessionLog:
 def _ordered(path: Path, logs: list[SessionLog]) -> list[SessionLog]:
     from .scenario.harvest import harvest_order
 
-    return logs if not path.is_dir() or (path / "session.jsonl").exists() else harvest_order(logs)
+    return logs if not path.is_dir() or os.path.lexists(path / "session.jsonl") else harvest_order(logs)
 
 
 def _load_logs(path: Path) -> list[SessionLog]:
@@ -289,7 +289,7 @@ def show(path: Path) -> None:
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from .scenario.harvest import harvest_key
 
-    if path.is_dir() and not (path / "session.jsonl").exists():
+    if path.is_dir() and not os.path.lexists(path / "session.jsonl"):
         logs.sort(key=lambda log: harvest_key(log.header))
     by_id = {log.id: log for log in logs}
     children: dict[str | None, list[_Shown]] = {}

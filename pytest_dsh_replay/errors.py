@@ -8,6 +8,7 @@ carries a stable machine-readable ``code`` (spec: events.md §3, "LlmError ... B
 
 from __future__ import annotations
 
+import errno as _errno
 import os
 import reprlib
 import stat
@@ -62,14 +63,16 @@ class LineTooLongError(HarnessError):
     """One line (or one whole JSON file) is larger than the configured limit (:func:`max_line_bytes`).
 
     Raised by every reader before it parses the line, so one huge line cannot exhaust memory.
-    ``where`` says the file and line, e.g. ``"scenarios/a/b/session.jsonl:12"``.
+    ``where`` says the file and line, e.g. ``"scenarios/a/b/session.jsonl:12"``; ``at_least``: the
+    line was refused before its end was read, ``size`` is what was seen of it.
     """
 
     code = "LINE_TOO_LONG"
 
-    def __init__(self, where: str, size: int, limit: int) -> None:
+    def __init__(self, where: str, size: int, limit: int, *, at_least: bool = False) -> None:
         super().__init__(
-            f"{where}: line of {size} bytes exceeds the limit of {limit} bytes "
+            f"{where}: line of {'at least ' if at_least else ''}{size} bytes exceeds the limit of "
+            f"{limit} bytes "
             f"(raise it with the environment variable {MAX_LINE_BYTES_ENV})"
         )
         self.where, self.size, self.limit = where, size, limit
@@ -158,6 +161,29 @@ class NotRegularFileError(HarnessError):
         self.path, self.kind = path, kind
 
 
+class UnreadableFileError(HarnessError):
+    """An input path exists (or exists as a symbolic link) but cannot be opened or read: a symbolic
+    link loop (``ELOOP``), no permission (``EACCES``), a path component that is not a directory, an
+    I/O error... Raised by :func:`open_regular_file` / :func:`read_regular_file` when the caller gives
+    no error type of its own.
+
+    ``path`` is the offending path, ``reason`` the operating system's text and errno name.
+    """
+
+    code = "FILE_UNREADABLE"
+
+    def __init__(self, message: str, code: str | None = None, *, path: str = "", reason: str = "") -> None:
+        super().__init__(message, code)
+        self.path, self.reason = path, reason
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``"Too many levels of symbolic links (ELOOP)"``: an ``OSError``'s text and errno name."""
+    text = exc.strerror or str(exc) or type(exc).__name__
+    name = _errno.errorcode.get(exc.errno) if isinstance(exc.errno, int) else None
+    return f"{text} ({name})" if name else text
+
+
 def _file_kind(mode: int) -> str | None:
     """What a ``st_mode`` is when it is not a regular file (``None`` for a regular file)."""
     if stat.S_ISREG(mode):
@@ -187,6 +213,7 @@ def open_regular_file(
     *,
     error: type[HarnessError] | None = None,
     code: str | None = None,
+    unreadable_code: str | None = None,
     buffering: int = -1,
 ) -> BinaryIO:
     """Open ``path`` for binary reading, refusing anything but a regular file (the one input opener).
@@ -205,6 +232,8 @@ def open_regular_file(
             established type keeps it (``ScenarioDefinitionError`` for ``input.json``); it is
             called as ``error(message, code)``.
         code: the error code (default: the type's own; ``NOT_REGULAR_FILE`` for the default type).
+        unreadable_code: the code of an unreadable file (default: ``code``; for the default type
+            :class:`UnreadableFileError`'s ``FILE_UNREADABLE`` when ``code`` is not given either).
         buffering: as for :func:`open`.
 
     Returns:
@@ -213,8 +242,10 @@ def open_regular_file(
     Raises:
         NotRegularFileError: (or ``error``) not a regular file, or a dangling symbolic link (names
             the path and what it is).
-        OSError: any other failure (``FileNotFoundError`` for a path that does not exist at all,
-            ``PermissionError``, ...): the caller's own handling applies.
+        UnreadableFileError: (or ``error``) any other ``OSError`` of the ``stat`` or the open: a
+            symbolic link loop, no permission, ... (names the path and the system's reason).
+        FileNotFoundError: only for a path that does not exist at all (not even as a link): the
+            caller decides whether a missing file is an error.
     """
     name = os.fspath(path)
 
@@ -233,9 +264,16 @@ def open_regular_file(
         if os.path.islink(name):
             raise refuse(f"a dangling symbolic link (to {quote(os.readlink(name))})") from None
         raise
+    except OSError as exc:
+        raise unreadable_error(name, what, exc, error=error, code=unreadable_code or code) from None
     if kind is not None:
         raise refuse(kind)
-    fd = os.open(name, os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
+    try:
+        fd = os.open(name, os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
+    except FileNotFoundError:  # removed since the stat: missing, as the caller treats that
+        raise
+    except OSError as exc:
+        raise unreadable_error(name, what, exc, error=error, code=unreadable_code or code) from None
     try:
         kind = _file_kind(os.fstat(fd).st_mode)
         if kind is not None:  # swapped after the stat
@@ -248,27 +286,90 @@ def open_regular_file(
         raise
 
 
+def unreadable_error(
+    path: str | os.PathLike[str],
+    what: str,
+    exc: OSError,
+    *,
+    error: type[HarnessError] | None = None,
+    code: str | None = None,
+) -> HarnessError:
+    """The typed error of an input that exists but cannot be opened or read (see :func:`open_regular_file`).
+
+    Returns ``error(message, code)``, or an :class:`UnreadableFileError` when ``error`` is ``None``;
+    the message names the path, what it is and the system's reason (:func:`describe_os_error`).
+    """
+    name = os.fspath(path)
+    reason = describe_os_error(exc)
+    hint = " (a symbolic link loop?)" if exc.errno == _errno.ELOOP else ""
+    message = f"{name}: cannot read the {what}: {reason}{hint}; nothing was read"
+    if error is None:
+        return UnreadableFileError(message, code, path=name, reason=reason)
+    return error(message, code)
+
+
 def read_regular_file(
     path: str | os.PathLike[str],
     what: str = "file",
     *,
     error: type[HarnessError] | None = None,
     code: str | None = None,
+    unreadable_code: str | None = None,
     whole_limit: bool = False,
+    line_limit: bool = False,
 ) -> bytes:
     """The bytes of a regular file, opened through :func:`open_regular_file`.
 
     Args:
-        path, what, error, code: see :func:`open_regular_file`.
+        path, what, error, code, unreadable_code: see :func:`open_regular_file`.
         whole_limit: the whole file is one JSON document (sidecar, pin, ``input.json``): its size is
             checked against :func:`max_line_bytes` before reading (:func:`check_file_size`).
+        line_limit: the file is JSONL (a session log): when it is larger than
+            :func:`max_line_bytes`, it is first scanned in bounded chunks and the first line (the
+            bytes since the last newline, an unterminated last line too) over the limit raises
+            before the file is held in memory; a file within the limit is read in one go.
 
     Raises:
-        NotRegularFileError: (or ``error``) see :func:`open_regular_file`.
-        LineTooLongError: ``whole_limit`` and the file is larger than the limit.
-        OSError: the file cannot be opened or read.
+        NotRegularFileError, UnreadableFileError: (or ``error``) see :func:`open_regular_file`; a
+            failing read is an :class:`UnreadableFileError` (or ``error``) too.
+        LineTooLongError: ``whole_limit`` and the file is larger than the limit; ``line_limit`` and
+            a line is (``where`` is ``"<path>:<line>"``, the line 1-based).
+        FileNotFoundError: the path does not exist at all (not even as a link).
     """
-    with open_regular_file(path, what, error=error, code=code) as fh:
-        if whole_limit:
-            check_file_size(path, os.fstat(fh.fileno()).st_size)
-        return fh.read()
+    with open_regular_file(path, what, error=error, code=code, unreadable_code=unreadable_code) as fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            if whole_limit:
+                check_file_size(path, size)
+            if line_limit and size > (limit := max_line_bytes()):
+                return fh.read(_check_line_sizes(fh, path, limit))
+            return fh.read()
+        except OSError as exc:
+            raise unreadable_error(path, what, exc, error=error, code=unreadable_code or code) from None
+
+
+def _check_line_sizes(fh: BinaryIO, path: str | os.PathLike[str], limit: int) -> int:
+    """Scan ``fh`` from its position to the end in chunks of at most ``limit`` bytes, keeping none.
+
+    Raises :class:`LineTooLongError` (``"<path>:<line>"``) as soon as the bytes since the last newline
+    exceed ``limit``; returns the number of bytes scanned, with ``fh`` rewound to where it was. A line
+    inside one chunk is shorter than the chunk, so only the line running across chunks is counted.
+    """
+    start = fh.tell()
+    chunk_size = min(limit, 1 << 20)
+    read = fh.read
+    run = newlines = scanned = 0  # run: bytes since the last newline
+    while chunk := read(chunk_size):
+        scanned += len(chunk)
+        first = chunk.find(b"\n")
+        if first < 0:
+            run += len(chunk)
+        else:
+            if run + first > limit:
+                raise LineTooLongError(f"{os.fspath(path)}:{newlines + 1}", run + first, limit)
+            newlines += chunk.count(b"\n")
+            run = len(chunk) - chunk.rfind(b"\n") - 1
+        if run > limit:  # reported without reading the rest of the line
+            raise LineTooLongError(f"{os.fspath(path)}:{newlines + 1}", run, limit, at_least=True)
+    fh.seek(start)
+    return scanned

@@ -23,7 +23,14 @@ from typing import Any, NoReturn, cast
 
 import orjson
 
-from pytest_dsh_replay.errors import LineTooLongError, max_line_bytes, quote
+from pytest_dsh_replay.errors import (
+    LineTooLongError,
+    NotRegularFileError,
+    max_line_bytes,
+    open_regular_file,
+    quote,
+    read_regular_file,
+)
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
 from pytest_dsh_replay.session.codec import encode_plain_lines, gc_paused
 
@@ -45,6 +52,16 @@ _LOCK_DIR = ".locks"
 
 def _io_error(what: str, path: Path, exc: OSError) -> PersistenceError:
     return PersistenceError(f"{what} {path}: {exc}", "PERSISTENCE_IO")
+
+
+#: Keyword arguments of the one input opener (``errors.open_regular_file``) for a stored log: a FIFO,
+#: device, directory or dangling link is a ``PersistenceError`` ``NOT_REGULAR_FILE`` (never opened
+#: blocking), any other failure ``PERSISTENCE_IO``; only a plain missing file stays FileNotFoundError.
+_OPENER: dict[str, Any] = {
+    "error": PersistenceError,
+    "code": NotRegularFileError.code,
+    "unreadable_code": "PERSISTENCE_IO",
+}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -165,7 +182,7 @@ def _scan_fast(path: Path, file: str) -> tuple[SessionHeader, list[Event], int] 
         LineTooLongError: a line exceeds the limit (same as :func:`scan_log`).
     """
     limit = max_line_bytes()
-    with path.open("rb") as fh:
+    with open_regular_file(path, "session log", **_OPENER) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0 or os.pread(fh.fileno(), 1, size - 1) != b"\n":
             return None  # empty, or a torn tail: the exact scan handles both
@@ -302,7 +319,8 @@ class JsonlPersistence(BackendBase):
         try:
             scanned = _scan_fast(path, str(path))
             if scanned is None:
-                data = path.read_bytes()
+                # bounded: an over-long line (a huge torn tail too) raises before it is held
+                data = read_regular_file(path, "session log", line_limit=True, **_OPENER)
                 scanned = scan_log(data, str(path))
                 size = len(data)
                 del data
@@ -460,7 +478,7 @@ def _first_line(path: Path) -> bytes | None:
     chunks: list[bytes] = []
     budget = max_line_bytes() + 1
     try:
-        with path.open("rb") as fh:
+        with open_regular_file(path, "session log", **_OPENER) as fh:
             while budget > 0:
                 budget -= 65536
                 chunk = fh.read(65536)

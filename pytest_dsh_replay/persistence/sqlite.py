@@ -5,7 +5,10 @@ other non-zero version (1, 2, the ambiguous 3, 5+) is rejected before anything i
 (the check reads the 100-byte file header and, when an un-checkpointed ``-wal`` exists, the
 last committed copy of page 1 in it, both without SQLite; then ``PRAGMA user_version`` before the
 WAL switch), so the file, its ``-wal`` and ``-shm`` stay byte-for-byte untouched. A version-4 file
-whose tables lack a schema column is refused the same way (``SQLITE_SCHEMA_MISMATCH``). There is
+whose tables lack a schema column, or that lacks a table while the other one holds rows (a dropped
+``events`` table: loading it would serve headers without events), is refused the same way
+(``SQLITE_SCHEMA_MISMATCH``); a version-4 file with no table or only empty ones is an initialisation
+that was interrupted between the stamp and the ``CREATE TABLE`` and is completed. There is
 no migration code. Every sqlite3 failure while reading (a corrupt file, undecodable text) is a
 :class:`~pytest_dsh_replay.persistence.errors.SqliteFileError` naming the file; a damaged row in
 the committed region is a ``CorruptLogError`` like a bad JSONL line.
@@ -24,7 +27,7 @@ from typing import Any, NoReturn, cast
 import msgspec
 import orjson
 
-from pytest_dsh_replay.errors import quote
+from pytest_dsh_replay.errors import NotRegularFileError, open_regular_file, quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
 from pytest_dsh_replay.session.codec import encode_plain_lines, gc_paused
 
@@ -83,6 +86,16 @@ _CHUNK_SQL = (
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
+#: Keyword arguments of the one input opener (``errors.open_regular_file``): a FIFO, device, directory
+#: or dangling link is a ``PersistenceError`` ``NOT_REGULAR_FILE`` (a FIFO would block the open
+#: forever), any other failure ``PERSISTENCE_IO``; a plain missing file stays FileNotFoundError.
+_OPENER: dict[str, Any] = {
+    "error": PersistenceError,
+    "code": NotRegularFileError.code,
+    "unreadable_code": "PERSISTENCE_IO",
+}
+
+
 def _header_user_version(path: Path) -> int | None:
     """``user_version`` from the main file's 100-byte header, ``None`` if the file is empty/absent.
 
@@ -90,7 +103,7 @@ def _header_user_version(path: Path) -> int | None:
         PersistenceError: the file is not a SQLite database (code ``SQLITE_NOT_A_DATABASE``).
     """
     try:
-        with path.open("rb") as fh:
+        with open_regular_file(path, "SQLite file", **_OPENER) as fh:
             head = fh.read(100)
     except FileNotFoundError:
         return None
@@ -131,7 +144,7 @@ def _wal_user_version(path: Path) -> int | None:
         PersistenceError: the log cannot be read (code ``PERSISTENCE_IO``).
     """
     try:
-        with path.open("rb") as fh:
+        with open_regular_file(path, "SQLite write-ahead log", **_OPENER) as fh:
             data = fh.read()
     except FileNotFoundError:
         return None
@@ -294,11 +307,19 @@ class SqlitePersistence(BackendBase):
         """Tables that exist must have the schema's columns (a ``user_version`` 4 file from
         elsewhere may not). Read-only.
 
+        A table may be absent only while every present table is empty (an initialisation that
+        stopped between the ``user_version`` stamp and the ``CREATE TABLE``s); a missing table next to
+        stored rows is a damaged store (a dropped ``events`` table), never re-created silently.
+
         Raises:
-            SqliteFileError: (code ``SQLITE_SCHEMA_MISMATCH``) a table lacks a column.
+            SqliteFileError: (code ``SQLITE_SCHEMA_MISMATCH``) a table lacks a column, or a table is
+                missing while another holds rows.
         """
+        present: list[str] = []
+        absent: list[str] = []
         for table, wanted in _COLUMNS.items():
             have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            (present if have else absent).append(table)
             missing = [c for c in wanted if c not in have]
             if have and missing:
                 raise SqliteFileError(
@@ -307,6 +328,16 @@ class SqlitePersistence(BackendBase):
                     file=self.path,
                     code="SQLITE_SCHEMA_MISMATCH",
                 )
+        if absent and (
+            filled := [t for t in present if conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
+        ):
+            raise SqliteFileError(
+                f"{self.path}: schema version {SCHEMA_VERSION} store lacks table(s) {', '.join(absent)} "
+                f"but table(s) {', '.join(filled)} hold rows: the store is damaged (a dropped table?); "
+                "the file was not modified (restore it from a backup or remove it)",
+                file=self.path,
+                code="SQLITE_SCHEMA_MISMATCH",
+            )
 
     def _query(self, what: str, sql: str, params: tuple[Any, ...] = ()) -> builtins.list[Any]:
         """All rows of one read query; every sqlite3 failure (a corrupt file, a missing column,

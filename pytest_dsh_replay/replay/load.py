@@ -189,7 +189,7 @@ def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed:
         check_seed(seed, len(events))
         start = seed if slice_seed else 0
         return _Own(path, header, events_=events[start:], start=start, full_=events)
-    text = read_regular_file(path, "session log")
+    text = read_regular_file(path, "session log", line_limit=True)
     header = parse_session_header(text, file=str(path))
     seed = int(header.get("seedLength", 0)) if child else 0
     start = seed if slice_seed else 0

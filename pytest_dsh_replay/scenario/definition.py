@@ -12,6 +12,7 @@ Layout::
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ class Scenario:
     @property
     def override_file(self) -> Path | None:
         p = self.path / OVERRIDE_FILE
-        return p if p.exists() else None
+        return p if os.path.lexists(p) else None  # a link loop there is read (and refused)
 
     @property
     def workspace(self) -> Path | None:
@@ -126,7 +127,7 @@ class Scenario:
 
     @property
     def is_recorded(self) -> bool:
-        return self.primary_file.exists()
+        return os.path.lexists(self.primary_file)  # a link loop is 'recorded' (and refused when read)
 
     def child_file(self, n: int) -> Path:
         return self.path / f"session.{n}.jsonl"
@@ -221,7 +222,7 @@ def fixture_files(path: Path) -> tuple[Path, ...]:
         raise FixtureInventoryError(exc.message) from exc
     _misnamed_or_orphaned(path, children)
     primary = path / PRIMARY_FILE
-    if not primary.exists():
+    if not os.path.lexists(primary):
         if children:
             raise FixtureInventoryError(
                 f"{path}: child logs {[p.name for p in children]} exist but session.jsonl "

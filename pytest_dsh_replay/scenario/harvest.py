@@ -38,9 +38,18 @@ def read_log_bytes(path: Path) -> bytes:
         LogReadError: unreadable, or not UTF-8 (names file, line and byte offset); code
             ``NOT_REGULAR_FILE`` for a FIFO, device, directory or dangling link (never read: a FIFO
             would block, a device never end).
+        LineTooLongError: a line over ``errors.max_line_bytes()``, found before the log is held in
+            memory (a huge log is scanned in bounded chunks first).
     """
     try:
-        data = read_regular_file(path, "session log", error=LogReadError, code=NOT_REGULAR)
+        data = read_regular_file(
+            path,
+            "session log",
+            error=LogReadError,
+            code=NOT_REGULAR,
+            unreadable_code=LogReadError.code,
+            line_limit=True,
+        )
     except OSError as exc:
         raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
     try:

@@ -71,7 +71,12 @@ class LogStream:
         self.logical = 0  # logical events yielded so far (packed rows count every member)
         try:
             self._file: IO[bytes] = open_regular_file(
-                path, "session log", error=LogReadError, code=NOT_REGULAR, buffering=_SKIP_CHUNK
+                path,
+                "session log",
+                error=LogReadError,
+                code=NOT_REGULAR,
+                unreadable_code=LogReadError.code,
+                buffering=_SKIP_CHUNK,
             )
         except OSError as exc:
             raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from None

@@ -21,6 +21,7 @@ the largest line plus 8 bytes per surface event, never by the file size.
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -529,7 +530,7 @@ def validate_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = 
 
 def _is_unit(path: Path) -> bool:
     try:
-        return (path / "input.json").is_file() or any(
+        return os.path.lexists(path / "input.json") or any(
             p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()
         )
     except OSError:
@@ -577,7 +578,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         (p for p in directory.glob("session*.jsonl") if p.name == PRIMARY_FILE or _session_number(p)),
         key=_session_number,
     )
-    has_input = (directory / "input.json").is_file()
+    has_input = os.path.lexists(directory / "input.json")  # a FIFO or link loop: load_scenario says so
     if not has_input:
         names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
         out.append(
@@ -593,7 +594,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         except HarnessError as exc:
             if exc.code != "FIXTURE_INVENTORY":  # reported below, once
                 out.append(Finding(exc.code, str(exc)))
-        if not (directory / PRIMARY_FILE).exists() and not logs:
+        if not os.path.lexists(directory / PRIMARY_FILE) and not logs:
             out.append(
                 Finding(
                     "SCENARIO_UNRECORDED",
@@ -623,7 +624,7 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
-        scenario_like = (path / "input.json").is_file() or any(
+        scenario_like = os.path.lexists(path / "input.json") or any(
             p.name == _SESSION_LOG or _session_number(p) for p in path.glob("session*.jsonl")
         )
         if scenario_like:

@@ -205,17 +205,13 @@ def test_unreadable_file_is_a_typed_io_error(tmp_path: Path, monkeypatch: pytest
     path.chmod(0)
     if os.geteuid() == 0:  # root reads mode-0 files: simulate the EACCES instead
 
-        def denied(self: Path) -> bytes:
-            raise PermissionError(13, "Permission denied", str(self))
+        def denied_open(name: Any, *args: Any, **kwargs: Any) -> Any:
+            if os.fspath(name) == str(path):
+                raise PermissionError(13, "Permission denied", str(name))
+            return real_open(name, *args, **kwargs)
 
-        def denied_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-            if self == path:
-                raise PermissionError(13, "Permission denied", str(self))
-            return real_open(self, *args, **kwargs)
-
-        real_open = Path.open
-        monkeypatch.setattr(Path, "read_bytes", denied)
-        monkeypatch.setattr(Path, "open", denied_open)  # the fast load path streams the file
+        real_open = os.open
+        monkeypatch.setattr(os, "open", denied_open)  # every read goes through errors.open_regular_file
     b = JsonlPersistence(tmp_path)
     try:
         with pytest.raises(PersistenceError, match=str(path)) as info:
