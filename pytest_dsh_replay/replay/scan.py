@@ -24,8 +24,10 @@ every error keeps its code, message and order. Hence:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, not_
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
@@ -498,6 +500,11 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
     return logical
 
 
+def _chunk_at(base: int, shift: list[int], k: int) -> int:
+    """The logical index of chunk row ``k`` of a fast batch starting at ``base`` (see ``_scan``)."""
+    return base + k + bisect_right(shift, k)
+
+
 def _scan(body: list[bytes], start: int, file: str | None) -> _Calls:
     calls = _Calls()
     logical = 0
@@ -520,13 +527,18 @@ def _scan(body: list[bytes], start: int, file: str | None) -> _Calls:
         if not packed_rows and _SPECIAL.isdisjoint(kinds):
             # only chunk rows matter, each one logical event: the chunk stream in C-level passes
             n = len(lines)
-            positions = range(logical, logical + n)
             items, turns, steps, ctypes = _chunk_columns(chunk_rows)
             first = len(marks)
-            calls.mark_chunks(ctypes, list(compress(positions, is_chunk)).__getitem__)
+            # the logical index of chunk row k: the batch's first + k + the other rows before it
+            # (``shift[j]`` = other row j's line minus j: row k has bisect_right(shift, k) before it)
+            other_at = list(compress(range(logical, logical + n), map(not_, is_chunk)))
+            shift = [at - j - logical for j, at in enumerate(other_at)]
+            calls.mark_chunks(ctypes, partial(_chunk_at, logical, shift))
             if not _MARKED.isdisjoint(kinds):
-                for row, at in zip(others, compress(positions, map(not_, is_chunk)), strict=True):
-                    calls.mark_row(row, at)
+                mark_row = calls.mark_row
+                for row, at in zip(others, other_at, strict=True):
+                    if row.type in _MARKED:
+                        mark_row(row, at)
             if len(marks) > first:
                 marks[first:] = sorted(marks[first:], key=_get_index)
             if logical + n > start:
