@@ -268,7 +268,9 @@ class JsonlPersistence(BackendBase):
         name = file_stem(session_id) + ".jsonl"
         buckets = self._buckets() if isinstance(cwd, _Any) else [self.root / cwd_bucket(cwd)]
         try:
-            return [candidate for bucket in buckets if (candidate := bucket / name).is_file()]
+            # anything at the name counts (a FIFO or a link loop there is refused, typed, when it is
+            # opened; skipping it would report the stored session as missing)
+            return [candidate for bucket in buckets if os.path.lexists(candidate := bucket / name)]
         except OSError as exc:  # e.g. a name the file system cannot hold
             raise _io_error("cannot look up session log", self.root / name, exc) from exc
 

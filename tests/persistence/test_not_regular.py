@@ -67,3 +67,31 @@ def test_a_fifo_as_a_sqlite_file_is_a_typed_error(tmp_path: Path, which: str) ->
     assert out.startswith("typed NOT_REGULAR_FILE"), out
     assert f"{fifo}: cannot read the SQLite" in out and "FIFO" in out, out
     assert fifo.is_fifo()  # left as it was
+
+
+LOAD_PROBE = """
+import sys
+from pytest_dsh_replay.persistence import JsonlPersistence, PersistenceError
+try:
+    JsonlPersistence(sys.argv[1]).load("x")
+    print("loaded")
+except PersistenceError as exc:
+    print("typed", exc.code, exc)
+"""
+
+
+def test_a_fifo_named_as_a_session_log_is_refused_not_reported_missing(tmp_path: Path) -> None:
+    """Before: ``load`` skipped the FIFO as "no such session" (the stored name was hidden)."""
+    bucket = tmp_path / "_no-cwd"
+    bucket.mkdir()
+    os.mkfifo(bucket / "x.jsonl")
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    out = " ".join((result.stdout + result.stderr).split())
+    assert out.startswith("typed NOT_REGULAR_FILE"), out
+    assert "it is a FIFO" in out, out
