@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import threading
@@ -20,14 +19,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from _input_helpers import ONE_CHILD, cli, copy_scenario
 
-from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.errors import NotRegularFileError, open_regular_file, read_regular_file
-
-REPO = Path(__file__).resolve().parents[1]
-BUNDLED = REPO / "scenarios"
-ONE_CHILD = BUNDLED / "spawn" / "one-child"
 
 MakeFifo = Callable[[Path], Path]
 
@@ -64,16 +58,6 @@ def make_fifo() -> Iterator[MakeFifo]:
     stop.set()
     for thread in threads:
         thread.join(5)
-
-
-def cli(*args: object) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def _scenario(tmp_path: Path) -> Path:
-    dst = tmp_path / "spawn" / "one-child"
-    shutil.copytree(ONE_CHILD, dst)
-    return dst
 
 
 def _says_not_regular(text: str, path: Path) -> None:
@@ -139,7 +123,7 @@ def test_a_fifo_log_is_a_typed_error_in_every_command(
 def test_a_fifo_in_a_scenario_dir_is_a_typed_error(
     tmp_path: Path, name: str, command: str, make_fifo: MakeFifo
 ) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     fifo = make_fifo(scenario / name)
     args = [command, scenario, ONE_CHILD] if command == "diff" else [command, scenario]
     result = cli(*args)
@@ -161,7 +145,7 @@ def test_a_fifo_in_a_scenario_fails_the_item_typed(
     name: str,
     make_fifo: MakeFifo,
 ) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     target = tmp_path / "elsewhere.fifo"
     make_fifo(target)
     (scenario / name).unlink(missing_ok=True)
@@ -198,7 +182,7 @@ def _bounded(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
 @pytest.mark.parametrize("command", ["show", "validate", "diff"])
 def test_dev_zero_as_a_log_is_a_typed_error(tmp_path: Path, command: str) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     (scenario / "session.1.jsonl").unlink()
     (scenario / "session.1.jsonl").symlink_to("/dev/zero")
     args = [command, str(scenario), str(ONE_CHILD)] if command == "diff" else [command, str(scenario)]
@@ -227,7 +211,7 @@ def _spoil(path: Path, kind: str) -> None:
 def test_a_pin_that_is_not_a_file_fails_the_item_naming_it(
     pytester: pytest.Pytester, tmp_path: Path, name: str, kind: str
 ) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     _spoil(scenario / name, kind)
     result = pytester.runpytest("-p", "no:cacheprovider", "--dsh-scenario", str(scenario))
     result.assert_outcomes(failed=1)  # before: passed, the pin silently not checked
@@ -237,7 +221,7 @@ def test_a_pin_that_is_not_a_file_fails_the_item_naming_it(
 
 @pytest.mark.parametrize("kind", ["dir", "dangling"])
 def test_validate_reports_a_pin_that_is_not_a_file(tmp_path: Path, kind: str) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     _spoil(scenario / "tool-schemas.expected.json", kind)
     result = cli("validate", scenario)
     assert result.exit_code == 1, result.output  # before: ok
@@ -252,7 +236,7 @@ def test_an_input_json_that_is_not_a_file_fails_an_item(
     kind: str,
     make_fifo: MakeFifo,
 ) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     (scenario / "input.json").unlink()
     if kind == "fifo":
         make_fifo(scenario / "input.json")

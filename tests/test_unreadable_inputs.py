@@ -10,31 +10,16 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from _input_helpers import cli, copy_scenario
 
-from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.errors import HarnessError, UnreadableFileError, open_regular_file, read_regular_file
 from pytest_dsh_replay.replay import OverrideError, load_override
 
-REPO = Path(__file__).resolve().parents[1]
-ONE_CHILD = REPO / "scenarios" / "spawn" / "one-child"
-
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs POSIX symbolic links")
-
-
-def cli(*args: object) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def _scenario(tmp_path: Path) -> Path:
-    dst = tmp_path / "spawn" / "one-child"
-    shutil.copytree(ONE_CHILD, dst)
-    return dst
 
 
 def _loop(path: Path) -> Path:
@@ -110,7 +95,7 @@ def test_a_plain_missing_file_stays_file_not_found(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["replay.override.json", "session.1.jsonl", "session.jsonl"])
 @pytest.mark.parametrize("command", ["validate", "show", "derive"])
 def test_a_link_loop_in_a_scenario_is_a_typed_cli_error(tmp_path: Path, name: str, command: str) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     loop = _loop(scenario / name)
     result = cli(command, scenario)  # before: an OSError traceback
     assert result.exit_code == (1 if command == "validate" else 2), result.output
@@ -121,7 +106,7 @@ def test_a_link_loop_in_a_scenario_is_a_typed_cli_error(tmp_path: Path, name: st
 def test_a_log_without_permission_is_a_typed_cli_error(
     tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     _deny(monkeypatch, scenario / "session.1.jsonl")
     result = cli(command, scenario)
     assert result.exit_code == (1 if command == "validate" else 2), result.output
@@ -130,7 +115,7 @@ def test_a_log_without_permission_is_a_typed_cli_error(
 
 @pytest.mark.parametrize("kind", ["fifo", "loop"])
 def test_validate_reports_the_real_problem_of_input_json(tmp_path: Path, kind: str) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     (scenario / "input.json").unlink()
     if kind == "fifo":
         os.mkfifo(scenario / "input.json")
@@ -152,7 +137,7 @@ def test_validate_reports_the_real_problem_of_input_json(tmp_path: Path, kind: s
 def test_a_link_loop_fails_the_item_naming_it(
     pytester: pytest.Pytester, tmp_path: Path, name: str, record: str | None
 ) -> None:
-    scenario = _scenario(tmp_path)
+    scenario = copy_scenario(tmp_path)
     _loop(scenario / name)
     args = ["-p", "no:cacheprovider", "--dsh-scenario", str(scenario)]
     if record:

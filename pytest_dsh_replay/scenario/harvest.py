@@ -29,6 +29,19 @@ def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
 
 #: The code of a log that is not a regular file (a FIFO, a device, a directory, a dangling link).
 NOT_REGULAR = NotRegularFileError.code
+#: How every reader of a session log opens it (``errors.open_regular_file`` keywords): one rule for
+#: the whole-file read here and the streaming reader of ``logstream``.
+SESSION_LOG_FILE: dict[str, Any] = {
+    "what": "session log",
+    "error": LogReadError,
+    "code": NOT_REGULAR,
+    "unreadable_code": LogReadError.code,
+}
+
+
+def log_read_error(path: Path, exc: OSError) -> LogReadError:
+    """The typed error for a session log that cannot be opened at all (e.g. it does not exist)."""
+    return LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}")
 
 
 def read_log_bytes(path: Path) -> bytes:
@@ -42,16 +55,9 @@ def read_log_bytes(path: Path) -> bytes:
             memory (a huge log is scanned in bounded chunks first).
     """
     try:
-        data = read_regular_file(
-            path,
-            "session log",
-            error=LogReadError,
-            code=NOT_REGULAR,
-            unreadable_code=LogReadError.code,
-            line_limit=True,
-        )
+        data = read_regular_file(path, **SESSION_LOG_FILE, line_limit=True)
     except OSError as exc:
-        raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from exc
+        raise log_read_error(path, exc) from exc
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:

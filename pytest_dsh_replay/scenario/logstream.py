@@ -24,7 +24,7 @@ from ..errors import HarnessError, LineTooLongError, max_line_bytes, open_regula
 from ..replay import ReplayParseError, parse_session_header, parse_session_log
 from ..replay.parse import PACKED_ROW_KEYS
 from .errors import LogReadError
-from .harvest import NOT_REGULAR
+from .harvest import SESSION_LOG_FILE, log_read_error
 
 #: A logical event (the parsed envelope).
 Event = dict[str, Any]
@@ -70,16 +70,9 @@ class LogStream:
         self._pending: tuple[int, bytes] | None = None  # a headerless log's first line is an event
         self.logical = 0  # logical events yielded so far (packed rows count every member)
         try:
-            self._file: IO[bytes] = open_regular_file(
-                path,
-                "session log",
-                error=LogReadError,
-                code=NOT_REGULAR,
-                unreadable_code=LogReadError.code,
-                buffering=_SKIP_CHUNK,
-            )
+            self._file: IO[bytes] = open_regular_file(path, **SESSION_LOG_FILE, buffering=_SKIP_CHUNK)
         except OSError as exc:
-            raise LogReadError(f"{path}: cannot read the session log: {exc.strerror or exc}") from None
+            raise log_read_error(path, exc) from None
         try:
             self._read_header()
         except BaseException:
