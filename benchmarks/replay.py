@@ -191,26 +191,14 @@ def events_path(data: bytes) -> Any:
 
 
 def decode_only(data: bytes) -> Any:
-    """The scan's split and msgspec decoding passes alone (every line to its struct), no derivation:
-    what validating every line the way the scan does costs, before anything is grouped."""
-    from itertools import compress, repeat
-    from operator import not_
-
+    """The scan's split and msgspec decoding passes alone (``scan.decode_batch`` of every batch), no
+    derivation: what validating every line the way the scan does costs, before anything is grouped."""
     from pytest_dsh_replay.replay import scan as s
     from pytest_dsh_replay.session.codec import gc_paused
 
     body, _first = s._body_lines(data, None)
-    out = []
     with gc_paused():
-        for lo in range(0, len(body), s._BATCH):
-            lines = body[lo : lo + s._BATCH]
-            is_chunk = list(map(bytes.startswith, lines, repeat(s._CHUNK_PREFIX)))
-            out.append(s._decode_all(compress(lines, is_chunk), s._decode_chunk_row, s._fallback_chunk_row))
-            rest = list(compress(lines, map(not_, is_chunk)))
-            is_packed = list(map(bytes.startswith, rest, repeat(s._PACKED_PREFIXES)))
-            out.append(s._decode_all(compress(rest, is_packed), s._decode_packed_row, s._fallback_row))
-            out.append(s._decode_all(compress(rest, map(not_, is_packed)), s._decode_row, s._fallback_row))
-    return out
+        return [s.decode_batch(body[lo : lo + s._BATCH]) for lo in range(0, len(body), s._BATCH)]
 
 
 def split_only(data: bytes) -> Any:

@@ -500,6 +500,27 @@ def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file
     return logical
 
 
+def decode_batch(
+    lines: list[bytes],
+) -> tuple[list[bool], list[_ChunkRow], list[bool], list[Any], list[_Row]]:
+    """Classify a batch of body lines by prefix and decode each class with its struct (internal).
+
+    Returns ``(is_chunk, chunk rows, is_packed, packed rows, other rows)``: ``is_chunk`` per line,
+    ``is_packed`` per non-chunk line (``benchmarks/replay.py --breakdown`` times this alone).
+    """
+    is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
+    chunk_rows: list[_ChunkRow] = _decode_all(
+        compress(lines, is_chunk), _decode_chunk_row, _fallback_chunk_row
+    )
+    rest = list(compress(lines, map(not_, is_chunk)))
+    is_packed = list(map(bytes.startswith, rest, repeat(_PACKED_PREFIXES)))
+    if not any(is_packed):
+        return is_chunk, chunk_rows, is_packed, [], _decode_all(rest, _decode_row, _fallback_row)
+    packed_rows = _decode_all(compress(rest, is_packed), _decode_packed_row, _fallback_row)
+    others = _decode_all(compress(rest, map(not_, is_packed)), _decode_row, _fallback_row)
+    return is_chunk, chunk_rows, is_packed, packed_rows, others
+
+
 def _chunk_at(base: int, shift: list[int], k: int) -> int:
     """The logical index of chunk row ``k`` of a fast batch starting at ``base`` (see ``_scan``)."""
     return base + k + bisect_right(shift, k)
@@ -511,18 +532,7 @@ def _scan(body: list[bytes], start: int, file: str | None) -> _Calls:
     marks = calls.marks
     for lo in range(0, len(body), _BATCH):
         lines = body[lo : lo + _BATCH]
-        is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
-        chunk_rows: list[_ChunkRow] = _decode_all(
-            compress(lines, is_chunk), _decode_chunk_row, _fallback_chunk_row
-        )
-        rest = list(compress(lines, map(not_, is_chunk)))
-        is_packed = list(map(bytes.startswith, rest, repeat(_PACKED_PREFIXES)))
-        if any(is_packed):
-            packed_rows = _decode_all(compress(rest, is_packed), _decode_packed_row, _fallback_row)
-            others = _decode_all(compress(rest, map(not_, is_packed)), _decode_row, _fallback_row)
-        else:
-            packed_rows = []
-            others = _decode_all(rest, _decode_row, _fallback_row)
+        is_chunk, chunk_rows, is_packed, packed_rows, others = decode_batch(lines)
         kinds = set(map(_get_type, others))
         if not packed_rows and _SPECIAL.isdisjoint(kinds):
             # only chunk rows matter, each one logical event: the chunk stream in C-level passes
