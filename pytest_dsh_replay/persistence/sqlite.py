@@ -105,6 +105,7 @@ def _header_user_version(path: Path) -> int | None:
     try:
         with open_regular_file(path, "SQLite file", **_OPENER) as fh:
             head = fh.read(100)
+            size = os.fstat(fh.fileno()).st_size
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -113,7 +114,32 @@ def _header_user_version(path: Path) -> int | None:
         return None
     if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
         raise PersistenceError(f"{path} is not a SQLite database", "SQLITE_NOT_A_DATABASE")
+    _check_whole_pages(path, head, size)
     return int.from_bytes(head[60:64], "big", signed=True)
+
+
+def _check_whole_pages(path: Path, head: bytes, size: int) -> None:
+    """A database file is whole pages, at least as many as its header counts (fileformat2.html §1.3:
+    the in-header size is valid when its change counter equals the version-valid-for number). A
+    truncated file can lose index pages, and SQLite then answers queries through the torn index as if
+    rows were absent: a committed session would load empty and take duplicate appends.
+
+    Raises:
+        SqliteFileError: (code ``SQLITE_TRUNCATED``) the size is not whole pages, or short of the
+            header's page count. Nothing is written.
+    """
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    counted = head[24:28] == head[92:96] and pages > 0
+    if page < 512 or size % page or (counted and size < pages * page):
+        raise SqliteFileError(
+            f"{path}: the SQLite file is {size} bytes, not whole pages of {page} bytes"
+            + (f" covering the {pages} pages its header counts" if counted else "")
+            + ": it was truncated or damaged; restore it from a backup (nothing was read or written)",
+            file=str(path),
+            code="SQLITE_TRUNCATED",
+        )
 
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # little- / big-endian checksums
