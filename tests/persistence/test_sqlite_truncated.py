@@ -43,4 +43,3 @@ def test_a_whole_file_still_loads(tmp_path: Path) -> None:
     _store(path)
     loaded = SqlitePersistence(path).load("s1")
     assert loaded is not None
-
