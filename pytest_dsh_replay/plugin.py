@@ -146,6 +146,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-upstream",
+        default=None,
+        metavar="URL",
+        help="base URL the dsh_endpoint fixture records from (e.g. https://api.openai.com/v1)",
+    )
+    parser.addini(
+        "dsh_upstream", "base URL the dsh_endpoint fixture records from (see --dsh-upstream)", default=""
+    )
     parser.addini(
         "dsh_secret_patterns",
         "extra regular expressions of secret-shaped text scrubbed from every written file and report",
@@ -212,6 +221,10 @@ def pytest_load_initial_conftests(
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
+    config.addinivalue_line(
+        "markers",
+        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint fixture's recording",
+    )
     state = _State()
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "dsh_replay_state")
@@ -694,6 +707,19 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
         return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
 
     return make
+
+
+@pytest.fixture
+def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A loopback OpenAI-compatible endpoint recording or replaying this test's model traffic.
+
+    Sets ``OPENAI_BASE_URL`` (and a dummy ``OPENAI_API_KEY``) for the test and its subprocesses; yields an
+    ``EndpointHandle`` (``base_url``, ``directory``, ``plan``); fails at teardown with the report (a request
+    that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
+    """
+    from .endpoint.fixture import endpoint_fixture
+
+    yield from endpoint_fixture(request, monkeypatch)
 
 
 @pytest.fixture
