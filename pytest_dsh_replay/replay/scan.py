@@ -63,7 +63,7 @@ def _json_type(depth: int) -> Any:
     """
     value: Any = Union[str, _Int, float, bool, None]  # noqa: UP007 (runtime type for msgspec)
     for level in range(depth):
-        inner = NewType(f"_Json{level}", value)
+        inner = NewType(f"_Json{level}", value)  # type: ignore[misc]  # built at run time for msgspec
         value = Union[str, _Int, float, bool, None, list[inner], dict[str, inner]]  # noqa: UP007
     return value
 
