@@ -66,6 +66,15 @@ def add_options(parser: pytest.Parser) -> None:
         "(comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-upstream",
+        default=None,
+        metavar="URL",
+        help="base URL the dsh_endpoint fixture records from (e.g. https://api.openai.com/v1)",
+    )
+    parser.addini(
+        "dsh_upstream", "base URL the dsh_endpoint fixture records from (see --dsh-upstream)", default=""
+    )
     parser.addini(
         "dsh_secret_patterns",
         "extra regular expressions of secret-shaped text scrubbed from every written file and report",

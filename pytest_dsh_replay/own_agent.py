@@ -1,4 +1,5 @@
-"""Fixtures for users' own agents (harness.md §8): a recorded scenario's replay model and a fresh store.
+"""Fixtures for users' own agents (harness.md §8): a recorded scenario's replay model, a loopback
+endpoint that records or replays a test's model traffic, and a fresh store.
 
 The plugin exports them (``pytest_dsh_replay.plugin`` imports them, so pytest registers them); what
 they build is imported when a test requests them.
@@ -15,7 +16,7 @@ import pytest
 from .modes import Backend
 from .options import match_on as _match_on
 
-__all__ = ["StoreHandle", "dsh_replay_model", "dsh_session_store"]
+__all__ = ["StoreHandle", "dsh_endpoint", "dsh_replay_model", "dsh_session_store"]
 
 
 @pytest.fixture
@@ -59,6 +60,19 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
         return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
 
     return make
+
+
+@pytest.fixture
+def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A loopback OpenAI-compatible endpoint recording or replaying this test's model traffic.
+
+    Sets ``OPENAI_BASE_URL`` (and a dummy ``OPENAI_API_KEY``) for the test and its subprocesses; yields an
+    ``EndpointHandle`` (``base_url``, ``directory``, ``plan``); fails at teardown with the report (a request
+    that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
+    """
+    from .endpoint.fixture import endpoint_fixture
+
+    yield from endpoint_fixture(request, monkeypatch)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from .errors import HarnessError
 from .layout import INPUT_FILE, LOG_GLOB, is_log_name, log_rank
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
-from .own_agent import StoreHandle, dsh_replay_model, dsh_session_store
+from .own_agent import StoreHandle, dsh_endpoint, dsh_replay_model, dsh_session_store
 from .rootdir import redetermine
 from .summary import RunSummary
 
@@ -85,6 +85,10 @@ def pytest_load_initial_conftests(
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
+    config.addinivalue_line(
+        "markers",
+        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint fixture's recording",
+    )
     state = _State()
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "dsh_replay_state")
@@ -409,4 +413,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         summary.write(terminalreporter, config)
 
 
-__all__ = ["ScenarioFile", "ScenarioItem", "StoreHandle", "dsh_replay_model", "dsh_session_store"]
+__all__ = [
+    "ScenarioFile",
+    "ScenarioItem",
+    "StoreHandle",
+    "dsh_endpoint",
+    "dsh_replay_model",
+    "dsh_session_store",
+]
