@@ -195,13 +195,38 @@ def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
     return [header, *(line for _, line in lines)]
 
 
-def context_for(logs: Sequence[SessionLog], **kwargs: Any) -> NormalizeContext:
+@dataclass(frozen=True)
+class Normalization:
+    """How both sides are normalized before "equal" is decided (the comparison's own rules).
+
+    Attributes:
+        ignore_events: event types dropped on both sides (config ``ignoreEvents``, ``--dsh-ignore-event``).
+        canonical_envelope: envelope keys in ``type, seq, time, data`` order (SQLite exports).
+        event_hook: the ``pytest_dsh_normalize_event`` dispatcher (``None``: no hook).
+    """
+
+    ignore_events: frozenset[str] = frozenset()
+    canonical_envelope: bool = False
+    event_hook: EventHook | None = None
+
+    def context(self, session_ids: list[str], cwd: str | None) -> NormalizeContext:
+        """The context of one side with these rules."""
+        return NormalizeContext(
+            session_ids, cwd, self.ignore_events, self.canonical_envelope, self.event_hook
+        )
+
+
+#: no rules: nothing ignored, envelopes as they are, no hook
+NO_RULES = Normalization()
+
+
+def context_for(logs: Sequence[SessionLog], rules: Normalization = NO_RULES) -> NormalizeContext:
     """The context of one side: ids of ``logs`` in order, cwd of the first log's header."""
     cwd = next((log.header.get("cwd") for log in logs if isinstance(log.header.get("cwd"), str)), None)
-    return NormalizeContext(session_ids=[log.id for log in logs], cwd=cwd, **kwargs)
+    return rules.context([log.id for log in logs], cwd)
 
 
-def normalize_logs(logs: Sequence[SessionLog], **kwargs: Any) -> list[list[str]]:
+def normalize_logs(logs: Sequence[SessionLog], rules: Normalization = NO_RULES) -> list[list[str]]:
     """Normalize every log of one side with one shared context (see :func:`context_for`)."""
-    ctx = context_for(logs, **kwargs)
+    ctx = context_for(logs, rules)
     return [normalize_log(log, ctx) for log in logs]
