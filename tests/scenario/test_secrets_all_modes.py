@@ -14,11 +14,10 @@ from typing import Any
 
 import orjson
 import pytest
+from _recording_helpers import make_scenario, prompt_steps, run, snapshot
 from llm.sse_helpers import chunk, sse
+from llm.test_openai_recording import model_spec, serve
 from pytest_httpserver import HTTPServer
-
-from .conftest import make_scenario, prompt_steps, run, snapshot
-from .test_loopback import model_spec, serve
 
 KEY_ENV = "MY_LLM_CRED"
 KEY = "Zq7LLMcred0123456789abcd"
