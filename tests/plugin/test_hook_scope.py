@@ -29,7 +29,9 @@ def _scenario(root: Path, group: str, tool: str) -> Path:
         json.dumps({"steps": [{"op": "newSession"}, {"op": "prompt", "text": f"use {tool}"}]})
     )
     call = {"id": "call_1", "name": tool, "arguments": {"text": group}}
-    (directory / "scripted.json").write_text(json.dumps({"sessions": [[{"toolCalls": [call]}, {"text": "ok"}]]}))
+    (directory / "scripted.json").write_text(
+        json.dumps({"sessions": [[{"toolCalls": [call]}, {"text": "ok"}]]})
+    )
     return directory
 
 
@@ -58,7 +60,9 @@ def _tool_names(scenario: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("tools", [("alpha_tool", "beta_tool"), ("word_count", "word_count")])
-def test_a_folder_conftest_applies_only_to_its_scenarios(pytester: pytest.Pytester, tools: tuple[str, str]) -> None:
+def test_a_folder_conftest_applies_only_to_its_scenarios(
+    pytester: pytest.Pytester, tools: tuple[str, str]
+) -> None:
     """Regression: a ``pytest_dsh_register_tools`` hook in ``scenarios/alpha/conftest.py`` was called for
     every scenario of the run: the results depended on the selection (``tool set changed`` for the other
     folder's scenario) and one tool name in two folders failed every scenario with ``DUPLICATE_TOOL``."""
@@ -88,10 +92,12 @@ def test_a_folder_normalize_hook_does_not_narrow_the_check_elsewhere(pytester: p
     hook does so for its own scenarios only."""
     alpha = _scenario(pytester.path, "alpha", "bash")
     _scenario(pytester.path, "beta", "bash")
-    (alpha.parent / "conftest.py").write_text("def pytest_dsh_normalize_event(event, context):\n    return None\n")
-    _run(pytester, "--dsh-scenario", "scenarios", "--dsh-record=once", "--dsh-model", "scripted").assert_outcomes(
-        passed=2
+    (alpha.parent / "conftest.py").write_text(
+        "def pytest_dsh_normalize_event(event, context):\n    return None\n"
     )
+    _run(
+        pytester, "--dsh-scenario", "scenarios", "--dsh-record=once", "--dsh-model", "scripted"
+    ).assert_outcomes(passed=2)
     result = _run(pytester, "--dsh-scenario", "scenarios")
     result.assert_outcomes(passed=2)
     sections = result.stdout.str().split(" scenario alpha/calls ")[1].split(" scenario beta/calls ")
