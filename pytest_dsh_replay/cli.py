@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import HarnessError, quote
+from .modes import Backend, RecordMode
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
 from .scenario.validate import display as _name
@@ -638,9 +639,12 @@ _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FINDINGS}
     "--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]"
 )
 @click.option(
-    "--mode", type=click.Choice(["once", "rewrite", "new_episodes"]), default="rewrite", show_default=True
+    "--mode",
+    type=click.Choice([m.value for m in RecordMode if m.records]),
+    default=RecordMode.REWRITE.value,
+    show_default=True,
 )
-@click.option("--backend", type=click.Choice(["jsonl", "sqlite"]), default=None)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=None)
 def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     """Record the scenario(s) at PATH with a live model (the same as pytest's --dsh-record mode).
 
