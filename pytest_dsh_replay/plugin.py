@@ -280,7 +280,9 @@ class ScenarioItem(pytest.Item):
         from .scenario import CheckOptions
 
         config = self.config
-        hook = config.hook
+        # the item's own hook proxy: a conftest's hooks apply at or under its directory (plugins and
+        # the root conftest to all), as pytest scopes its own hooks
+        hook = self.ihook
         backend = config.getoption("dsh_backend") or config.getini("dsh_backend") or None
 
         def event_hook(event: dict[str, Any], context: Any) -> dict[str, Any] | None:
@@ -330,7 +332,7 @@ class ScenarioItem(pytest.Item):
         hook's masking, so checking them would fail every run.
         """
         match_on = match_on_option(self.config)
-        if match_on is None and self.config.pluginmanager.hook.pytest_dsh_normalize_event.get_hookimpls():
+        if match_on is None and self.ihook.pytest_dsh_normalize_event.get_hookimpls():
             from .replay.pins import PIN_PARTS
 
             note = (
