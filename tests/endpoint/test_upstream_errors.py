@@ -42,7 +42,9 @@ def flaky() -> Iterator[FakeUpstream]:
 
 def _ask(url: str, prompt: str) -> str:
     client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
-    out = client.chat.completions.create(model="m", messages=[{"role": "user", "content": prompt}], stream=True)
+    out = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": prompt}], stream=True
+    )
     return "".join(c.choices[0].delta.content or "" for c in out if c.choices)
 
 
@@ -78,7 +80,10 @@ def test_http_and_mid_stream_errors_are_recorded_and_replayed(tmp_path: Path, fl
     assert cut[0]["kind"] == "throw" and cut[0]["code"] == "PROVIDER_ERROR"
     assert [c["type"] for c in cut[0]["chunks"]] == ["block-start", "text-delta"]
     log = (tmp_path / "session.jsonl").read_text()
-    assert '"reason":{"kind":"error","step":1,"message":"upstream answered HTTP 429: slow down","code":"RATE_LIMIT"}' in log
+    assert (
+        '"reason":{"kind":"error","step":1,"message":"upstream answered HTTP 429: slow down","code":"RATE_LIMIT"}'
+        in log
+    )
     flaky.stop()
 
     with served(tmp_path) as ep:
