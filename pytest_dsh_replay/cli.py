@@ -678,5 +678,88 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     sys.exit(_PYTEST_EXIT.get(int(pytest.main(args)), EXIT_USAGE))
 
 
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--record",
+    "mode",
+    type=click.Choice(RecordMode.choices()),
+    default=RecordMode.NONE.value,
+    show_default=True,
+    help="record mode (none: replay only)",
+)
+@click.option(
+    "--upstream", default=None, metavar="URL", help="base URL recorded from, e.g. https://api.openai.com/v1"
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="port on 127.0.0.1 (default: a free one)"
+)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
+@click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
+@click.option(
+    "--api-key-env", default="OPENAI_API_KEY", show_default=True, help="env var of the upstream's API key"
+)
+@click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
+@_fail_on_harness_error
+def serve(
+    directory: Path,
+    mode: str,
+    upstream: str | None,
+    port: int,
+    backend: str,
+    match_on: tuple[str, ...],
+    api_key_env: str,
+    allow_unused: bool,
+) -> None:
+    """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
+
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the first line of stdout; point OPENAI_BASE_URL at
+    it. Serves until SIGINT/SIGTERM, then writes the recording (record modes) and exits 0 when every
+    request matched and every recorded call was used, 1 when not (the report on stderr), 2 on a usage
+    error.
+    """
+    import asyncio
+    import os
+    import signal
+
+    from .endpoint import Endpoint, EndpointConfig
+    from .replay.requests import parse_match_on
+
+    record_mode = RecordMode(mode)
+    config = EndpointConfig(
+        directory,
+        record=record_mode,
+        upstream=upstream,
+        api_key=os.environ.get(api_key_env) if record_mode.records else None,
+        backend=Backend(backend),
+        match_on=parse_match_on(match_on),
+        allow_unused=allow_unused,
+        rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
+        port=port,
+    )
+
+    async def run() -> Any:
+        endpoint = Endpoint(config)
+        url = await endpoint.start()
+        click.echo(url)
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        return await endpoint.stop()
+
+    from .scenario.secrets import redact_report
+
+    outcome = asyncio.run(run())
+    for note in outcome.notes:
+        click.echo(note, err=True)
+    if not outcome.ok:
+        click.echo(redact_report(outcome.report(), None), err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
