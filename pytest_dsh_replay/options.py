@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from .layout import PIN_PARTS
 from .modes import Backend, RecordMode
 
 __all__ = ["add_options", "check_model_spec", "match_on", "record_mode", "run_scrubber", "warn_inert_options"]
@@ -62,8 +63,9 @@ def add_options(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PARTS",
-        help="request parts checked before each recorded call is served: messages, system, tools, model "
-        "(comma-separated or repeated; default: all the recording has; none: off)",
+        help="request parts checked before each recorded call is served: "
+        + ", ".join(("messages", *PIN_PARTS))
+        + " (comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
     group.addoption(
