@@ -135,14 +135,14 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
             url = part.get("image_url")
             if not isinstance(url, str) or not url:
                 raise WireRequestError(
-                    f"{here}: only an input_image with an image_url can be mapped "
+                    f"{here}.image_url: only an input_image with an image_url can be mapped "
                     f"(a file_id needs the Files API), got {_preview(part)}",
                     f"{here}.image_url",
                 )
             blocks.append({"type": "image", "url": url})
         else:
             raise WireRequestError(
-                f"{here}: content part type {_preview(kind)} is not supported "
+                f"{here}.type: content part type {_preview(kind)} is not supported "
                 "(input_text, output_text, refusal, input_image with image_url)",
                 f"{here}.type",
             )
@@ -198,8 +198,8 @@ def _output_parts(parts: list[Any], where: str) -> list[ContentBlock]:
             blocks.append({"type": "image", "url": part["image_url"]})
         else:
             raise WireRequestError(
-                f"{here}: tool output part {_preview(kind)} is not supported (input_text, input_image with "
-                "image_url)",
+                f"{here}.type: tool output part {_preview(kind)} is not supported "
+                "(input_text, input_image with image_url)",
                 f"{here}.type",
             )
     return blocks
@@ -215,7 +215,7 @@ def _tools(value: object) -> list[ToolSpec]:
             raise WireRequestError(f"{here} must be an object, got {_preview(tool)}", here)
         if tool.get("type") != "function":
             raise WireRequestError(
-                f"{here}: tool type {_preview(tool.get('type'))} is not supported (only function tools "
+                f"{here}.type: tool type {_preview(tool.get('type'))} is not supported (only function tools "
                 "can be recorded and replayed; hosted tools run on the provider)",
                 f"{here}.type",
             )
@@ -280,7 +280,9 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
                 messages.append({"role": "user", "content": blocks})
                 continue
             if any(block["type"] != "text" for block in blocks):
-                raise WireRequestError(f"{where}: a {role} message can hold text only", f"{where}.content")
+                raise WireRequestError(
+                    f"{where}.content: a {role} message can hold text only", f"{where}.content"
+                )
             if not messages:  # leading instructions: the request's system prompt
                 system.append("\n".join(str(block["text"]) for block in blocks))
             else:
@@ -308,13 +310,13 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
             )
         elif kind == "item_reference":
             raise WireRequestError(
-                f"{where}: item_reference needs the provider's stored items; send the items themselves "
+                f"{where}.type: item_reference needs the provider's stored items; send the items themselves "
                 "(openai-agents does unless a server-managed conversation is used)",
                 f"{where}.type",
             )
         else:
             raise WireRequestError(
-                f"{where}: input item type {_preview(kind)} is not supported (message, function_call, "
+                f"{where}.type: input item type {_preview(kind)} is not supported (message, function_call, "
                 "function_call_output, reasoning)",
                 f"{where}.type",
             )
