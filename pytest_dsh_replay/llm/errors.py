@@ -17,23 +17,3 @@ class LlmError(HarnessError):
     def __init__(self, message: str, code: str, status: int | None = None) -> None:
         super().__init__(message, code)
         self.status = status
-
-
-class WireRequestError(HarnessError):
-    """A request body that does not fit its wire format (``llm/wire/``), e.g. an input item of an
-    unknown type or a field of the wrong JSON type.
-
-    Args:
-        message: what is wrong, naming the field and the value found.
-        field: the JSON path of the offending field in the request body, e.g. ``"input[3].call_id"``
-            (``""`` for the body itself).
-
-    ``status`` is the HTTP status a server answers with (400: the client's request is at fault).
-    """
-
-    code = "BAD_REQUEST"
-    status = 400
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field

@@ -84,7 +84,9 @@ def sse_events(chunks: Iterable[Mapping[str, Any]], *, fail: tuple[str, str] | N
     out: list[bytes] = []
     for chunk in chunks:
         out += encoder.feed(chunk)
-    out += encoder.fail(*fail) if fail is not None else encoder.close()
+    if fail is not None:
+        out += encoder.error(*fail)
+    out += encoder.close()
     return out
 
 

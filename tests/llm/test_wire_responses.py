@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay.errors import HarnessError
-from pytest_dsh_replay.llm.errors import LlmError, WireRequestError
+from pytest_dsh_replay.llm.errors import LlmError
 from pytest_dsh_replay.llm.types import Message
+from pytest_dsh_replay.llm.wire.base import WireRequestError
 from pytest_dsh_replay.llm.wire.responses import (
     REASONING_PART_SEPARATOR,
     ResponsesEventTranslator,
@@ -21,6 +22,9 @@ from pytest_dsh_replay.llm.wire.responses import (
     error_body,
     map_usage,
     request_from_body,
+    stream_encoder,
+    upstream_body,
+    upstream_translator,
     wants_stream,
 )
 
@@ -38,6 +42,9 @@ from .responses_helpers import (
     thought,
     translate,
     usage,
+)
+from .responses_helpers import (
+    PLAIN_TEXT as PLAIN,
 )
 
 
@@ -273,7 +280,7 @@ def test_previous_response_id_with_a_history_lookup() -> None:
 @pytest.mark.parametrize(
     ("body", "field", "words"),
     [
-        ([], "", "JSON object"),
+        ([], "$", "JSON object"),
         ({"input": "x"}, "model", "model"),
         ({"model": "", "input": "x"}, "model", "non-empty"),
         ({"model": "m"}, "input", "missing"),
@@ -350,11 +357,10 @@ def test_a_body_that_does_not_fit_names_its_field(body: Any, field: str, words: 
     with pytest.raises(WireRequestError) as raised:
         request_from_body(body)
     assert raised.value.field == field
-    assert raised.value.code == "BAD_REQUEST" and raised.value.status == 400
+    assert raised.value.code == "BAD_REQUEST_BODY" and raised.value.status == 400
     assert isinstance(raised.value, HarnessError)
     assert words in str(raised.value)
-    if field:
-        assert field in str(raised.value)
+    assert str(raised.value).startswith(f"request body: {field}: ")
 
 
 def test_wants_stream() -> None:
@@ -848,10 +854,56 @@ def test_a_tool_call_is_added_once_its_name_is_known() -> None:
     ]
 
 
-def test_aborted_and_coded_errors_fail_the_response() -> None:
-    body = encode_whole([finish("aborted", reason="user cancelled")], model=MODEL, response_id=RESPONSE_ID)
-    assert body["status"] == "failed"
-    assert body["error"] == {"code": "aborted", "message": "user cancelled"}
+def test_an_answer_that_ended_in_an_error_is_no_whole_response() -> None:
+    """A non-streamed failure is an HTTP error (the endpoint answers the LlmError's status 502)."""
+    with pytest.raises(LlmError) as raised:
+        encode_whole([finish("aborted", reason="user cancelled")], model=MODEL, response_id=RESPONSE_ID)
+    assert (raised.value.message, raised.value.code, raised.value.status) == (
+        "user cancelled",
+        "PROVIDER_ERROR",
+        502,
+    )
+    with pytest.raises(LlmError) as raised:
+        encode_whole(
+            [finish("error", message="overloaded", code="server_error")], model=MODEL, response_id="r"
+        )
+    assert (raised.value.message, raised.value.code, raised.value.status) == (
+        "overloaded",
+        "server_error",
+        502,
+    )
+    # streamed, an aborted answer is a failed response
+    events = event_dicts(sse_events([finish("aborted", reason="user cancelled")]))
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"] == {"code": "aborted", "message": "user cancelled"}
+
+
+def test_the_response_echoes_the_request() -> None:
+    body = {
+        "model": "m",
+        "input": "x",
+        "instructions": "Be brief.",
+        "tools": [{"type": "function", "name": "f", "parameters": {}}],
+        "tool_choice": "required",
+        "temperature": 0.2,
+        "metadata": {"run": "1"},
+        "include": ["reasoning.encrypted_content"],
+    }
+    whole = encode_whole(PLAIN, model="m", response_id="resp_e", body=body)
+    assert whole["instructions"] == "Be brief." and whole["tool_choice"] == "required"
+    assert (
+        whole["tools"] == body["tools"] and whole["temperature"] == 0.2 and whole["metadata"] == {"run": "1"}
+    )
+    assert "include" not in whole and "input" not in whole
+    created = event_dicts(stream_encoder("m", "resp_e", body=body).feed(PLAIN[0]))[0]
+    assert created["response"]["instructions"] == "Be brief."
+
+
+def test_the_upstream_side_of_the_interface() -> None:
+    body = {"model": "m", "input": "x", "stream": False, "store": False}
+    assert upstream_body(body) == {"model": "m", "input": "x", "stream": True, "store": False}
+    assert body["stream"] is False  # the client's body is left as it was
+    assert isinstance(upstream_translator(), ResponsesEventTranslator)
 
 
 @pytest.mark.parametrize(
@@ -878,13 +930,28 @@ def test_a_chunk_sequence_that_breaks_the_contract(chunks: list[Any], words: str
     assert words in str(raised.value)
 
 
-def test_nothing_after_close_or_fail() -> None:
+def test_nothing_after_close_or_error() -> None:
     encoder = ResponsesStreamEncoder(MODEL, RESPONSE_ID)
     encoder.feed(finish("stop"))
     encoder.close()
-    for action in (lambda: encoder.feed(finish("stop")), encoder.close, lambda: encoder.fail("x", "Y")):
+    for action in (lambda: encoder.feed(finish("stop")), encoder.close, lambda: encoder.error("x", "Y")):
         with pytest.raises(LlmError):
             action()
+    # the endpoint closes after an error event: that close sends nothing, a second one is refused
+    encoder = ResponsesStreamEncoder(MODEL, RESPONSE_ID)
+    encoder.feed(start(0, "text"))
+    assert event_dicts(encoder.error("cut", "CONNECTION"))[-1] == {
+        "type": "error",
+        "sequence_number": 4,  # created, in_progress, output_item.added, content_part.added, error
+        "code": "CONNECTION",
+        "message": "cut",
+        "param": None,
+    }
+    assert encoder.close() == []
+    with pytest.raises(LlmError):
+        encoder.close()
+    with pytest.raises(LlmError):
+        encoder.feed(text(0, "late"))
 
 
 # --------------------------------------------------------------------------- round trip (property)

@@ -31,7 +31,7 @@ a function call; ``incomplete`` with ``max_output_tokens`` -> ``max-tokens`` (an
 ``inputTokens`` = ``input_tokens`` less ``cached_tokens`` and ``cache_write_tokens``.
 The stream's ``error`` event is a mid-stream failure: the translator raises
 :class:`~pytest_dsh_replay.llm.errors.LlmError` ``PROVIDER_ERROR`` (recorded as a ``throw``) and the
-encoder's :meth:`ResponsesStreamEncoder.fail` sends one.
+encoder's :meth:`ResponsesStreamEncoder.error` sends one.
 
 **previous_response_id**: the conversation state lives with the client here. A request naming a
 previous response is mapped only when the caller passes ``previous`` (the messages of that response's
@@ -50,9 +50,10 @@ from typing import Any, cast
 
 import orjson
 
-from ..errors import LlmError, WireRequestError
+from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
+from .base import WireRequestError
 
 __all__ = [
     "PATH",
@@ -66,6 +67,9 @@ __all__ = [
     "map_usage",
     "reasoning_text",
     "request_from_body",
+    "stream_encoder",
+    "upstream_body",
+    "upstream_translator",
     "wants_stream",
 ]
 
@@ -96,12 +100,7 @@ def _field_str(container: Mapping[str, Any], key: str, where: str, *, required: 
     if value is None and not required:
         return None
     if not isinstance(value, str):
-        raise WireRequestError(
-            f"{where}.{key} must be a string, got {_preview(value)}"
-            if where
-            else f"{key} must be a string, got {_preview(value)}",
-            f"{where}.{key}" if where else key,
-        )
+        raise WireRequestError(f"must be a string, got {_preview(value)}", f"{where}.{key}" if where else key)
     return value
 
 
@@ -111,14 +110,14 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
         raise WireRequestError(
-            f"{where}.content must be a string or a list of content parts, got {_preview(content)}",
+            f"must be a string or a list of content parts, got {_preview(content)}",
             f"{where}.content",
         )
     blocks: list[ContentBlock] = []
     for number, part in enumerate(content):
         here = f"{where}.content[{number}]"
         if not isinstance(part, Mapping):
-            raise WireRequestError(f"{here} must be an object, got {_preview(part)}", here)
+            raise WireRequestError(f"must be an object, got {_preview(part)}", here)
         kind = part.get("type")
         if kind in ("input_text", "output_text"):
             text = _field_str(part, "text", here)
@@ -135,14 +134,14 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
             url = part.get("image_url")
             if not isinstance(url, str) or not url:
                 raise WireRequestError(
-                    f"{here}.image_url: only an input_image with an image_url can be mapped "
+                    f"only an input_image with an image_url can be mapped "
                     f"(a file_id needs the Files API), got {_preview(part)}",
                     f"{here}.image_url",
                 )
             blocks.append({"type": "image", "url": url})
         else:
             raise WireRequestError(
-                f"{here}.type: content part type {_preview(kind)} is not supported "
+                f"content part type {_preview(kind)} is not supported "
                 "(input_text, output_text, refusal, input_image with image_url)",
                 f"{here}.type",
             )
@@ -162,11 +161,11 @@ def reasoning_text(item: Mapping[str, Any], where: str = "item") -> str:
         if value is None:
             continue
         if not isinstance(value, list):
-            raise WireRequestError(f"{where}.{key} must be a list, got {_preview(value)}", f"{where}.{key}")
+            raise WireRequestError(f"must be a list, got {_preview(value)}", f"{where}.{key}")
         for number, part in enumerate(value):
             here = f"{where}.{key}[{number}]"
             if not isinstance(part, Mapping):
-                raise WireRequestError(f"{here} must be an object, got {_preview(part)}", here)
+                raise WireRequestError(f"must be an object, got {_preview(part)}", here)
             text = _field_str(part, "text", here)
             if text:
                 parts.append(text)
@@ -178,9 +177,7 @@ def _tool_output(output: object, where: str) -> list[ContentBlock]:
         return [{"type": "text", "text": output}]
     if isinstance(output, list):
         return _output_parts(output, where)
-    raise WireRequestError(
-        f"{where} must be a string or a list of content parts, got {_preview(output)}", where
-    )
+    raise WireRequestError(f"must be a string or a list of content parts, got {_preview(output)}", where)
 
 
 def _output_parts(parts: list[Any], where: str) -> list[ContentBlock]:
@@ -188,7 +185,7 @@ def _output_parts(parts: list[Any], where: str) -> list[ContentBlock]:
     for number, part in enumerate(parts):
         here = f"{where}[{number}]"
         if not isinstance(part, Mapping):
-            raise WireRequestError(f"{here} must be an object, got {_preview(part)}", here)
+            raise WireRequestError(f"must be an object, got {_preview(part)}", here)
         kind = part.get("type")
         if kind in ("input_text", "output_text"):
             text = _field_str(part, "text", here)
@@ -198,7 +195,7 @@ def _output_parts(parts: list[Any], where: str) -> list[ContentBlock]:
             blocks.append({"type": "image", "url": part["image_url"]})
         else:
             raise WireRequestError(
-                f"{here}.type: tool output part {_preview(kind)} is not supported "
+                f"tool output part {_preview(kind)} is not supported "
                 "(input_text, input_image with image_url)",
                 f"{here}.type",
             )
@@ -207,15 +204,15 @@ def _output_parts(parts: list[Any], where: str) -> list[ContentBlock]:
 
 def _tools(value: object) -> list[ToolSpec]:
     if not isinstance(value, list):
-        raise WireRequestError(f"tools must be a list, got {_preview(value)}", "tools")
+        raise WireRequestError(f"must be a list, got {_preview(value)}", "tools")
     out: list[ToolSpec] = []
     for number, tool in enumerate(value):
         here = f"tools[{number}]"
         if not isinstance(tool, Mapping):
-            raise WireRequestError(f"{here} must be an object, got {_preview(tool)}", here)
+            raise WireRequestError(f"must be an object, got {_preview(tool)}", here)
         if tool.get("type") != "function":
             raise WireRequestError(
-                f"{here}.type: tool type {_preview(tool.get('type'))} is not supported (only function tools "
+                f"tool type {_preview(tool.get('type'))} is not supported (only function tools "
                 "can be recorded and replayed; hosted tools run on the provider)",
                 f"{here}.type",
             )
@@ -223,9 +220,7 @@ def _tools(value: object) -> list[ToolSpec]:
         description = _field_str(tool, "description", here, required=False)
         parameters = tool.get("parameters")
         if parameters is not None and not isinstance(parameters, Mapping):
-            raise WireRequestError(
-                f"{here}.parameters must be an object, got {_preview(parameters)}", f"{here}.parameters"
-            )
+            raise WireRequestError(f"must be an object, got {_preview(parameters)}", f"{here}.parameters")
         spec: ToolSpec = {
             "name": cast(str, name),
             "description": description or "",
@@ -234,9 +229,7 @@ def _tools(value: object) -> list[ToolSpec]:
         strict = tool.get("strict")
         if strict is not None:
             if not isinstance(strict, bool):
-                raise WireRequestError(
-                    f"{here}.strict must be a boolean, got {_preview(strict)}", f"{here}.strict"
-                )
+                raise WireRequestError(f"must be a boolean, got {_preview(strict)}", f"{here}.strict")
             spec["strict"] = strict
         out.append(spec)
     return out
@@ -247,7 +240,7 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
     if isinstance(value, str):
         return [], [{"role": "user", "content": [{"type": "text", "text": value}]}]
     if not isinstance(value, list):
-        raise WireRequestError(f"input must be a string or a list of items, got {_preview(value)}", "input")
+        raise WireRequestError(f"must be a string or a list of items, got {_preview(value)}", "input")
     system: list[str] = []
     messages: list[Message] = []
     assistant: Message | None = None  # the assistant message the current run of output items builds
@@ -262,7 +255,7 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
     for number, item in enumerate(value):
         where = f"input[{number}]"
         if not isinstance(item, Mapping):
-            raise WireRequestError(f"{where} must be an object, got {_preview(item)}", where)
+            raise WireRequestError(f"must be an object, got {_preview(item)}", where)
         kind = item.get("type")
         role = item.get("role")
         if kind in (None, "message") and role is not None:
@@ -271,7 +264,7 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
                 continue
             if role not in ("user", "system", "developer"):
                 raise WireRequestError(
-                    f"{where}.role must be user, assistant, system or developer, got {_preview(role)}",
+                    f"must be user, assistant, system or developer, got {_preview(role)}",
                     f"{where}.role",
                 )
             assistant = None
@@ -280,9 +273,7 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
                 messages.append({"role": "user", "content": blocks})
                 continue
             if any(block["type"] != "text" for block in blocks):
-                raise WireRequestError(
-                    f"{where}.content: a {role} message can hold text only", f"{where}.content"
-                )
+                raise WireRequestError(f"a {role} message can hold text only", f"{where}.content")
             if not messages:  # leading instructions: the request's system prompt
                 system.append("\n".join(str(block["text"]) for block in blocks))
             else:
@@ -310,13 +301,13 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
             )
         elif kind == "item_reference":
             raise WireRequestError(
-                f"{where}.type: item_reference needs the provider's stored items; send the items themselves "
+                "item_reference needs the provider's stored items; send the items themselves "
                 "(openai-agents does unless a server-managed conversation is used)",
                 f"{where}.type",
             )
         else:
             raise WireRequestError(
-                f"{where}.type: input item type {_preview(kind)} is not supported (message, function_call, "
+                f"input item type {_preview(kind)} is not supported (message, function_call, "
                 "function_call_output, reasoning)",
                 f"{where}.type",
             )
@@ -348,29 +339,29 @@ def request_from_body(
             ``previous_response_id`` without ``previous``, or ``conversation``.
     """
     if not isinstance(body, Mapping):
-        raise WireRequestError(f"the request body must be a JSON object, got {_preview(body)}")
+        raise WireRequestError(f"must be a JSON object, got {_preview(body)}", "$")
     model = _field_str(body, "model", "")
     if not model:
-        raise WireRequestError("model must be a non-empty string", "model")
+        raise WireRequestError("must be a non-empty string", "model")
     instructions = _field_str(body, "instructions", "", required=False)
     if body.get("conversation") is not None:
         raise WireRequestError(
-            "conversation (a provider-stored conversation) is not supported: send the whole input",
+            "a provider-stored conversation is not supported: send the whole input",
             "conversation",
         )
     if "input" not in body:
-        raise WireRequestError("input is missing (a prompt template alone cannot be mapped)", "input")
+        raise WireRequestError("is missing (a prompt template alone cannot be mapped)", "input")
     system, messages = _input_messages(body.get("input"))
     prior_id = body.get("previous_response_id")
     if prior_id is not None:
         if not isinstance(prior_id, str) or not prior_id:
             raise WireRequestError(
-                f"previous_response_id must be a non-empty string, got {_preview(prior_id)}",
+                f"must be a non-empty string, got {_preview(prior_id)}",
                 "previous_response_id",
             )
         if previous is None:
             raise WireRequestError(
-                f"previous_response_id {prior_id!r} is not supported here: send the whole conversation "
+                f"{prior_id!r} is not supported here: send the whole conversation "
                 "in input (openai-agents does by default)",
                 "previous_response_id",
             )
@@ -397,7 +388,7 @@ def wants_stream(body: Mapping[str, Any]) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise WireRequestError(f"stream must be a boolean, got {_preview(value)}", "stream")
+        raise WireRequestError(f"must be a boolean, got {_preview(value)}", "stream")
     return value
 
 
@@ -864,6 +855,18 @@ class _Item:
 
 _ITEM_PREFIX = {"text": "msg", "reasoning": "rs", "tool-call": "fc"}
 
+#: The request fields a response object echoes (when the encoder is given the request body).
+_ECHOED = (
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "metadata",
+    "previous_response_id",
+)
+
 
 class ResponsesStreamEncoder:
     """Serves our StreamChunks as the Responses API's SSE events.
@@ -872,6 +875,9 @@ class ResponsesStreamEncoder:
         model: the ``model`` the response names.
         response_id: its ``id`` (e.g. ``"resp_0001"``); item ids derive from it
             (``msg_<id>_<index>``, ``rs_...``, ``fc_...``), so a replay serves the same ids every run.
+        body: the client's request body: the response echoes its ``instructions``, ``tools``,
+            ``tool_choice``, ``parallel_tool_calls``, ``temperature``, ``top_p``, ``metadata`` and
+            ``previous_response_id``, as the API does.
         created_at: the response's ``created_at`` (Unix seconds; default: now).
 
     :meth:`feed` returns the events one chunk produces, each a complete SSE event
@@ -884,9 +890,10 @@ class ResponsesStreamEncoder:
     a ``function_call`` item, added once its first delta names the call
     (``function_call_arguments.delta``/``.done``). :meth:`close` sends the terminal event with the
     whole response (its ``output`` and ``usage``): ``response.completed`` (stop, tool-calls),
-    ``response.incomplete`` (max-tokens), ``response.failed`` (error, aborted). :meth:`fail` instead
-    ends the stream with an ``error`` event (a recorded mid-stream failure). After either,
-    :attr:`response` is the whole response object (the non-streamed body, see :func:`encode_whole`).
+    ``response.incomplete`` (max-tokens), ``response.failed`` (error, aborted). :meth:`error` instead
+    ends the stream with an ``error`` event (a recorded mid-stream failure); a :meth:`close` after it
+    sends nothing. After either, :attr:`response` is the whole response object (the non-streamed body,
+    see :func:`encode_whole`).
 
     Raises:
         LlmError: ``BAD_CHUNKS`` for a chunk sequence that breaks the adapter contract (a delta of a
@@ -894,8 +901,16 @@ class ResponsesStreamEncoder:
             ``close`` without a ``finish`` chunk or with a block not ended).
     """
 
-    def __init__(self, model: str, response_id: str, *, created_at: int | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        response_id: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        created_at: int | None = None,
+    ) -> None:
         self.model = model
+        self._echo = {key: body[key] for key in _ECHOED if key in body} if body is not None else {}
         self.response_id = response_id
         self.created_at = int(time.time()) if created_at is None else created_at
         self._suffix = response_id.removeprefix("resp_")
@@ -905,7 +920,8 @@ class ResponsesStreamEncoder:
         self._ended = False
         self._usage: TokenUsage | None = None
         self._finish: FinishReason | None = None
-        #: the whole response object, once :meth:`close` (or :meth:`fail`) ran
+        self._failed = False
+        #: the whole response object, once :meth:`close` (or :meth:`error`) ran
         self.response: JsonDict | None = None
 
     # -- framing
@@ -935,7 +951,13 @@ class ResponsesStreamEncoder:
             if self._usage is not None and status != "in_progress"
             else None,
         }
+        response.update(self._echo)
         return response
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """The finish chunk's reason, once fed."""
+        return self._finish
 
     def _start(self) -> list[bytes]:
         if self._started:
@@ -1139,7 +1161,11 @@ class ResponsesStreamEncoder:
         return out
 
     def close(self) -> list[bytes]:
-        """The terminal event (``response.completed``/``.incomplete``/``.failed``) with the whole response."""
+        """The terminal event (``response.completed``/``.incomplete``/``.failed``) with the whole
+        response; nothing after :meth:`error`."""
+        if self._failed:
+            self._failed = False  # one close after the error event, as the endpoint calls it
+            return []
         if self._ended:
             raise self._bad("close() after the stream was closed")
         out = self._start()
@@ -1170,14 +1196,14 @@ class ResponsesStreamEncoder:
         out.append(self._event(event, {"response": response}))
         return out
 
-    def fail(self, message: str, code: str) -> list[bytes]:
+    def error(self, message: str, code: str) -> list[bytes]:
         """End the stream with an ``error`` event ``{code, message, param: null}`` (a mid-stream
         failure, e.g. a recorded ``throw`` after some chunks); :attr:`response` is then the failed
         response with what was served so far."""
         if self._ended:
-            raise self._bad("fail() after the stream was closed")
+            raise self._bad("error() after the stream was closed")
         out = self._start()
-        self._ended = True
+        self._ended = self._failed = True
         self.response = self._snapshot("failed")
         self.response["error"] = {"code": code, "message": message}
         out.append(self._event("error", {"code": code, "message": message, "param": None}))
@@ -1189,20 +1215,49 @@ def encode_whole(
     *,
     model: str,
     response_id: str,
+    body: Mapping[str, Any] | None = None,
     created_at: int | None = None,
 ) -> JsonDict:
     """The non-streamed response object (``POST /v1/responses`` with ``stream`` false) of a whole
     chunk sequence: the same object :class:`ResponsesStreamEncoder` sends in its terminal event.
 
     Raises:
-        LlmError: ``BAD_CHUNKS`` as :class:`ResponsesStreamEncoder`.
+        LlmError: status 502 with the finish's message and code (default ``PROVIDER_ERROR``) when the
+            answer ended in an ``error``/``aborted`` finish (the endpoint answers it as an HTTP error,
+            as the API does for a non-streamed failure); ``BAD_CHUNKS`` as :class:`ResponsesStreamEncoder`.
     """
-    encoder = ResponsesStreamEncoder(model, response_id, created_at=created_at)
+    encoder = ResponsesStreamEncoder(model, response_id, body=body, created_at=created_at)
     for chunk in chunks:
         encoder.feed(chunk)
     encoder.close()
-    assert encoder.response is not None
-    return encoder.response
+    response = encoder.response
+    assert response is not None
+    if response["status"] == "failed":
+        reason = encoder.finish_reason or {}
+        message = str(reason.get("message") or reason.get("reason") or "the model call was aborted")
+        raise LlmError(message, str(reason.get("code") or "PROVIDER_ERROR"), 502)
+    return response
+
+
+def stream_encoder(
+    model: str, response_id: str, *, body: Mapping[str, Any] | None = None
+) -> ResponsesStreamEncoder:
+    """A :class:`ResponsesStreamEncoder` (the factory of the wire interface, ``llm/wire/base.py``)."""
+    return ResponsesStreamEncoder(model, response_id, body=body)
+
+
+def upstream_translator() -> ResponsesEventTranslator:
+    """The translator of an upstream's streamed Responses events."""
+    return ResponsesEventTranslator()
+
+
+def upstream_body(body: Mapping[str, Any]) -> JsonDict:
+    """The body forwarded upstream: the client's, streamed (the recording keeps the answer as chunks
+    whatever the client asked; a whole answer is encoded from them). Usage is always in
+    ``response.completed``, so nothing else needs asking."""
+    out = dict(body)
+    out["stream"] = True
+    return out
 
 
 _ERROR_TYPES = {
