@@ -7,10 +7,7 @@ This module only wires pytest to :mod:`pytest_dsh_replay.scenario`.
 from __future__ import annotations
 
 import fnmatch
-import os
-import re
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,17 +18,14 @@ from _pytest._code.code import TerminalRepr
 
 from . import hookspecs
 from .errors import HarnessError
+from .layout import INPUT_FILE, LOG_GLOB, is_log_name, log_rank
+from .modes import Backend, RecordMode
 
 if TYPE_CHECKING:
     from .scenario import CheckOptions, Scenario
 
 # The scenario machinery (agent, persistence, replay) is imported lazily, when an item runs, so that
 # merely having the plugin installed costs every pytest run nothing.
-INPUT_FILE = "input.json"
-#: ``session.jsonl`` and the child logs ``session.<n>.jsonl`` (harness.md §1)
-_LOG_NAME = re.compile(r"session(?:\.[0-9]+)?\.jsonl")
-
-RECORD_MODES = ("none", "once", "new_episodes", "rewrite")
 _STATE = pytest.StashKey["_State"]()
 
 
@@ -84,11 +78,13 @@ class _State:
             elif key == "dsh_removed":
                 self.removed.append(Path(str(value)))
             elif key == "dsh_replayed" and report.passed:
-                logs, calls, backends = str(value).split("/")
-                counts = self.replayed.setdefault(tuple(backends.split(",")), [0, 0, 0])
+                from .scenario.item import ReplayCounts
+
+                item = ReplayCounts.decode(str(value))
+                counts = self.replayed.setdefault(item.backends, [0, 0, 0])
                 counts[0] += 1
-                counts[1] += int(logs)
-                counts[2] += int(calls)
+                counts[1] += item.logs
+                counts[2] += item.calls
             elif key == "dsh_episodes" and report.passed:
                 self.episodes[str(value)] += 1
             elif key == "dsh_end_seed_ignored":
@@ -113,7 +109,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--dsh-backend",
-        choices=("jsonl", "sqlite", "both"),
+        choices=Backend.choices(),
         default=None,
         help="persistence backend (default: jsonl)",
     )
@@ -125,7 +121,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="drop events of TYPE on both sides before comparing (seqs renumbered); repeatable",
     )
     group.addoption(
-        "--dsh-record", choices=RECORD_MODES, default="none", help="record mode (default none: replay only)"
+        "--dsh-record",
+        choices=RecordMode.choices(),
+        default=RecordMode.NONE.value,
+        help="record mode (default none: replay only)",
     )
     group.addoption("--dsh-model", default=None, help="live model for recording, e.g. openai:MODEL@BASE_URL")
     group.addoption(
@@ -147,6 +146,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-upstream",
+        default=None,
+        metavar="URL",
+        help="base URL the dsh_endpoint fixture records from (e.g. https://api.openai.com/v1)",
+    )
+    parser.addini(
+        "dsh_upstream", "base URL the dsh_endpoint fixture records from (see --dsh-upstream)", default=""
+    )
     parser.addini(
         "dsh_secret_patterns",
         "extra regular expressions of secret-shaped text scrubbed from every written file and report",
@@ -213,6 +221,10 @@ def pytest_load_initial_conftests(
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
+    config.addinivalue_line(
+        "markers",
+        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint fixture's recording",
+    )
     state = _State()
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "dsh_replay_state")
@@ -245,7 +257,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 state.roots.append((path.parent if path.is_file() else path).resolve())
     if (
         config.getoption("dsh_scenario")
-        or config.getoption("dsh_record") != "none"
+        or _record_mode(config).records
         or config.getini("dsh_api_key_env")
         or config.getini("dsh_secret_patterns")
     ):  # a bad secret config is a usage error before anything runs; else built when first needed
@@ -295,16 +307,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if not roots or collection_path.is_dir():
         return None
     name = collection_path.name
-    if name == INPUT_FILE or _is_log_name(name):
+    if name == INPUT_FILE or is_log_name(name):
         return None
     path = collection_path.resolve()
     if _within(path, roots) and not _within(path, testpaths):
         return True
     return None
-
-
-def _is_log_name(name: str) -> bool:
-    return _LOG_NAME.fullmatch(name) is not None
 
 
 def _names_scenarios(path: Path) -> bool:
@@ -315,8 +323,8 @@ def _names_scenarios(path: Path) -> bool:
     if not path.is_dir():
         return False
     for pattern in ("", "*/", "*/*/"):
-        for name in (INPUT_FILE, "session*.jsonl"):
-            if any(_is_log_name(p.name) or p.name == INPUT_FILE for p in path.glob(pattern + name)):
+        for name in (INPUT_FILE, LOG_GLOB):
+            if any(is_log_name(p.name) or p.name == INPUT_FILE for p in path.glob(pattern + name)):
                 return True
     return False
 
@@ -335,7 +343,7 @@ def _warn_inert_options(config: pytest.Config) -> None:
                 ),
                 stacklevel=2,
             )
-    if config.getoption("dsh_model") and config.getoption("dsh_record") == "none":
+    if config.getoption("dsh_model") and not _record_mode(config).records:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
                 f"--dsh-model {config.getoption('dsh_model')} has no effect without a record mode: replay "
@@ -343,6 +351,11 @@ def _warn_inert_options(config: pytest.Config) -> None:
             ),
             stacklevel=2,
         )
+
+
+def _record_mode(config: pytest.Config) -> RecordMode:
+    """``--dsh-record`` as the enum (its choices are the enum's values)."""
+    return RecordMode(config.getoption("dsh_record"))
 
 
 def _check_model_spec(config: pytest.Config) -> None:
@@ -353,7 +366,7 @@ def _check_model_spec(config: pytest.Config) -> None:
             f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
             "'openai:MODEL@BASE_URL'"
         )
-    if spec.startswith("openai:") and config.getoption("dsh_record") != "none":
+    if spec.startswith("openai:") and _record_mode(config).records:
         from .scenario.record import openai_missing
 
         problem = openai_missing(spec)
@@ -383,7 +396,7 @@ def _run_scrubber(config: pytest.Config) -> Any:
         return run_scrubber(
             key_env=key_env or DEFAULT_KEY_ENV,
             patterns=config.getini("dsh_secret_patterns"),
-            require_key_value=bool(key_env) or config.getoption("dsh_record") != "none",
+            require_key_value=bool(key_env) or _record_mode(config).records,
         )
     except SecretConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -407,7 +420,7 @@ def _within(path: Path, roots: list[Path]) -> bool:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     name = file_path.name
-    if name != INPUT_FILE and not _is_log_name(name):
+    if name != INPUT_FILE and not is_log_name(name):
         return None
     state = parent.config.stash[_STATE]
     directory = file_path.parent
@@ -418,15 +431,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         # skip it silently (issue 13)
         if (directory / INPUT_FILE).is_file():
             return None
-        if name != min((p.name for p in directory.iterdir() if _is_log_name(p.name)), key=_log_rank):
+        if name != min((p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank):
             return None
     return ScenarioFile.from_parent(parent, path=file_path)
-
-
-def _log_rank(name: str) -> int:
-    """0 for ``session.jsonl``, n for ``session.<n>.jsonl``."""
-    middle = name[len("session.") : -len(".jsonl")]
-    return int(middle) if middle else 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -475,7 +482,7 @@ class ScenarioItem(pytest.Item):
         self.scenario_path = scenario_path
         self.add_marker(pytest.mark.dsh_scenario)
 
-    def _options(self, scenario: Scenario, *, slice_seed: bool = True) -> CheckOptions:
+    def _options(self, scenario: Scenario, match_on: frozenset[str] | None) -> CheckOptions:
         from .scenario import CheckOptions
 
         config = self.config
@@ -486,7 +493,7 @@ class ScenarioItem(pytest.Item):
             result = hook.pytest_dsh_normalize_event(event=event, context=context)
             return event if result is None else result
 
-        record = config.getoption("dsh_record")
+        record = _record_mode(config)
         spec = config.getoption("dsh_model") or config.getini("dsh_model") or None
 
         def live_model(sc: Scenario) -> tuple[Any, list[str]]:
@@ -506,14 +513,13 @@ class ScenarioItem(pytest.Item):
 
         return CheckOptions(
             record=record,
-            live_model=live_model if record != "none" else None,
+            live_model=live_model if record.records else None,
             backend=backend,
             ignore_events=tuple(config.getoption("dsh_ignore_event")),
-            slice_seed=slice_seed,
             update=bool(config.getoption("update_snapshots", default=False)),
             refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
             event_hook=event_hook,
-            match_on=self._item_match_on(),
+            match_on=match_on,
             setup_hook=lambda sc, cwd: hook.pytest_dsh_scenario_setup(scenario=sc, cwd=cwd),
             register_tools=lambda registry: hook.pytest_dsh_register_tools(
                 registry=registry, scenario=scenario
@@ -521,93 +527,44 @@ class ScenarioItem(pytest.Item):
             scrubber=_scrubber(config),
         )
 
-    #: why the messages part is not checked by default (set by _item_match_on), for the -rA section
-    _match_note: str | None = None
+    def _item_match_on(self) -> tuple[frozenset[str] | None, str | None]:
+        """``--dsh-match-on`` and why ``messages`` is not checked, if so (a note for the -rA section).
 
-    def _item_match_on(self) -> frozenset[str] | None:
-        """``--dsh-match-on``; by default without ``messages`` when a normalize-event hook is installed.
-
-        Such a hook declares that the logs hold values that differ from run to run (it masks them for the
-        log comparison); the derived messages carry the same values, and the request check cannot see the
+        By default ``messages`` is left out when a normalize-event hook is installed: such a hook
+        declares that the logs hold values that differ from run to run (it masks them for the log
+        comparison); the derived messages carry the same values, and the request check cannot see the
         hook's masking, so checking them would fail every run.
         """
         match_on = _match_on(self.config)
         if match_on is None and self.config.pluginmanager.hook.pytest_dsh_normalize_event.get_hookimpls():
             from .replay.pins import PIN_PARTS
 
-            self._match_note = (
+            note = (
                 "messages not checked per call: a pytest_dsh_normalize_event hook is installed (it masks log "
                 "values the request check cannot see); pass --dsh-match-on messages,... to check them anyway"
             )
-            return frozenset(PIN_PARTS)
-        return match_on
+            return frozenset(PIN_PARTS), note
+        return match_on, None
 
     def runtest(self) -> None:
-        from .scenario import ScenarioError, check_scenario, load_scenario, raise_for
-        from .scenario.definition import UNSUPPORTED_OPS
+        """Map :func:`~.scenario.item.check_item` onto pytest: skip, fail, or pass with a report section."""
+        from .scenario.item import check_item
 
-        if not os.path.lexists(self.scenario_path / INPUT_FILE):  # (not a file: load_scenario says so)
-            from .scenario.errors import ScenarioDefinitionError
-
-            found = (p.name for p in self.scenario_path.iterdir() if _is_log_name(p.name))
-            logs = sorted(found, key=_log_rank)
-            raise ScenarioDefinitionError(
-                f"{self.scenario_path} holds {', '.join(logs)} but no {INPUT_FILE}: a scenario directory "
-                f'needs an {INPUT_FILE} with the steps that produced the logs ({{"steps": [...]}}, see the '
-                "README section 'Writing a scenario'); write one, or move the logs out of the scenario root"
-            )
-        scenario = load_scenario(self.scenario_path)
-        unsupported = [s["op"] for s in scenario.steps if s["op"] in UNSUPPORTED_OPS]
-        if unsupported:
-            _skip(f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}")
-        record = self.config.getoption("dsh_record")
-        if not scenario.is_recorded and record == "none":
-            from .scenario.record import model_hint
-
-            model = model_hint(scenario.path)
-            raise ScenarioError(
-                f"scenario {self.name} has no session.jsonl yet: record it first with "
-                f"pytest --dsh-scenario {scenario.path} --dsh-record=once --dsh-model {model}"
-            )
-        options = self._options(scenario)
-        with tempfile.TemporaryDirectory(prefix="dsh-scenario-") as tmp:
-            outcome = check_scenario(scenario, Path(tmp), options)
-        if outcome.skipped is not None:  # a recording of another agent: never replayed, never rewritten
-            _skip(outcome.skipped)
+        match_on, note = self._item_match_on()
+        result = check_item(
+            self.scenario_path,
+            lambda scenario: self._options(scenario, match_on),
+            check_guards=self.config.getoption("dsh_check_guards"),
+            note=note,
+        )
+        if result.skipped is not None:
+            _skip(result.skipped)
         # reported through user_properties so the summary also works under pytest-xdist
-        self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
-        self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
-        if record == "new_episodes" and not outcome.recording:
-            self.user_properties.append(("dsh_episodes", "extended" if outcome.written else "unchanged"))
-        elif not outcome.recording and not options.update:
-            n = max(1, len(outcome.backends))  # the outcome's counts are summed over its backends
-            backends = ",".join(outcome.backends) or "jsonl"
-            self.user_properties.append(
-                ("dsh_replayed", f"{outcome.logs_compared // n}/{outcome.calls_served // n}/{backends}")
-            )
-        if outcome.end_seed_ignored:
-            self.user_properties.append(("dsh_end_seed_ignored", "1"))
-        if self._match_note:
-            outcome.notes.append(self._match_note)
-        raise_for(outcome, options)  # a failure's report carries the notes itself: not twice
-        if outcome.notes:  # script sources etc.; pytest shows it for passed items with -rP
-            self.add_report_section("call", "dsh-replay", _redact(self.config, "\n".join(outcome.notes)))
-        if self.config.getoption("dsh_check_guards") and outcome.has_fork_child:
-            guard_options = self._options(scenario, slice_seed=False)
-            guard_options.update = False
-            with tempfile.TemporaryDirectory(prefix="dsh-guard-") as tmp:
-                try:
-                    guard = check_scenario(scenario, Path(tmp), guard_options)
-                except HarnessError:
-                    guard = None  # the unsliced script broke the run outright: the guard bit
-            if guard is not None and guard.passed:
-                self.user_properties.append(("dsh_guard", "cannot fail"))
-                raise ScenarioError(
-                    f"guard cannot fail: scenario {self.name} still passes with the fork seed slice "
-                    "disabled, "
-                    "so it does not prove that fork children replay only their own events"
-                )
-            self.user_properties.append(("dsh_guard", "red"))
+        self.user_properties.extend(result.properties)
+        if result.failure is not None:
+            raise result.failure
+        if result.notes:  # script sources etc.; pytest shows it for passed items with -rP
+            self.add_report_section("call", "dsh-replay", _redact(self.config, "\n".join(result.notes)))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         from .scenario import ScenarioError
@@ -750,6 +707,19 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
         return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
 
     return make
+
+
+@pytest.fixture
+def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A loopback OpenAI-compatible endpoint recording or replaying this test's model traffic.
+
+    Sets ``OPENAI_BASE_URL`` (and a dummy ``OPENAI_API_KEY``) for the test and its subprocesses; yields an
+    ``EndpointHandle`` (``base_url``, ``directory``, ``plan``); fails at teardown with the report (a request
+    that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
+    """
+    from .endpoint.fixture import endpoint_fixture
+
+    yield from endpoint_fixture(request, monkeypatch)
 
 
 @pytest.fixture

@@ -108,13 +108,14 @@ def test_inert_options_warn(pytester: pytest.Pytester) -> None:
 
 
 def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pytester) -> None:
+    """The plugin imports only the leaves it needs at collection (the layout and mode names)."""
     pytester.makepyfile(
         test_mods="""
         import sys
 
         def test_light():
             light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
-                     "pytest_dsh_replay.hookspecs"}
+                     "pytest_dsh_replay.hookspecs", "pytest_dsh_replay.layout", "pytest_dsh_replay.modes"}
             heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
             assert heavy == []
         """
