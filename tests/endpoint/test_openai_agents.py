@@ -58,8 +58,7 @@ def get_weather(city: str) -> str:
     return f"{city}: 21C, sunny"
 
 
-def build_agent(url: str, api: str, *, poet: str = POET) -> Agent[Any]:
-    client = openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0)
+def build_agent(client: openai.AsyncOpenAI, api: str, *, poet: str = POET) -> Agent[Any]:
     model: Any = (
         OpenAIResponsesModel("gpt-fake", client)
         if api == "responses"
@@ -76,15 +75,16 @@ def build_agent(url: str, api: str, *, poet: str = POET) -> Agent[Any]:
 
 def run(url: str, api: str, streamed: bool, prompt: str = PROMPT, **kwargs: Any) -> tuple[str, list[str]]:
     """One agent run: its final output and the item types the runner produced."""
-    agent = build_agent(url, api, **kwargs)
 
     async def go() -> tuple[str, list[str]]:
-        if streamed:
-            result: Any = Runner.run_streamed(agent, prompt)
-            async for _event in result.stream_events():
-                pass
-        else:
-            result = await Runner.run(agent, prompt)
+        async with openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0) as client:
+            agent = build_agent(client, api, **kwargs)
+            if streamed:
+                result: Any = Runner.run_streamed(agent, prompt)
+                async for _event in result.stream_events():
+                    pass
+            else:
+                result = await Runner.run(agent, prompt)
         return str(result.final_output), [item.type for item in result.new_items]
 
     return asyncio.run(go())
