@@ -90,6 +90,11 @@ def test_tool_loop_records_replays_offline_and_turns_red(
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert _answer_text(recorded) == "report: Oslo: 21C, sunny | a haiku about Oslo"
     assert [r.get("stream") for r in responses_upstream.requests] == [True, True]
+    sent_back = responses_upstream.requests[1]["input"]  # the served items, as the provider got them
+    assert [i.get("type", "message") for i in sent_back] == ["message"] * 2 + ["function_call"] * 2 + [
+        "function_call_output"
+    ] * 2
+    assert not any("id" in item for item in sent_back)  # ids the provider never issued are left out
     assert not (tmp_path / "session.1.jsonl").exists()  # one conversation: the loop continued it
     responses_upstream.stop()
 

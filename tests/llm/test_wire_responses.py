@@ -906,6 +906,35 @@ def test_the_upstream_side_of_the_interface() -> None:
     assert isinstance(upstream_translator(), ResponsesEventTranslator)
 
 
+def test_served_item_ids_and_reasoning_are_not_forwarded_upstream() -> None:
+    """A provider looks input item ids up in its store: the ids the endpoint made up would be refused
+    ("Item with id 'rs_...' not found"), so the forwarded input leaves them (and reasoning items) out."""
+    served = [
+        {"role": "user", "content": "q"},
+        {"id": "rs_dsh-1_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": "t"}]},
+        {
+            "id": "msg_dsh-1_1",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "a", "annotations": []}],
+        },
+        {"id": "fc_dsh-1_2", "type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "r"},
+    ]
+    body = {"model": "m", "input": served}
+    forwarded = upstream_body(body)["input"]
+    assert forwarded == [
+        {"role": "user", "content": "q"},
+        {k: v for k, v in served[2].items() if k != "id"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "r"},
+    ]
+    assert body["input"] is served and "id" in served[2]  # the client's body is left as it was
+    # what the recording keeps still has the reasoning
+    assert request_from_body(body)["messages"][1]["content"][0] == {"type": "reasoning", "text": "t"}
+
+
 @pytest.mark.parametrize(
     ("chunks", "words"),
     [

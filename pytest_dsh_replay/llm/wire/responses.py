@@ -1253,10 +1253,28 @@ def upstream_translator() -> ResponsesEventTranslator:
 
 def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     """The body forwarded upstream: the client's, streamed (the recording keeps the answer as chunks
-    whatever the client asked; a whole answer is encoded from them). Usage is always in
-    ``response.completed``, so nothing else needs asking."""
+    whatever the client asked; a whole answer is encoded from them; usage is always in
+    ``response.completed``), with the served items it sends back made acceptable to the provider.
+
+    The items the endpoint served carry ids the provider never issued (``msg_<response id>_0``, ...),
+    and a real provider looks an item id up in its store (``Item with id ... not found``). So the
+    ``id`` of ``message`` and ``function_call`` input items is left out, and ``reasoning`` items are
+    left out whole (the API requires their id, and the served ones carry no ``encrypted_content``):
+    the provider gets the conversation's messages, calls and results, not its earlier reasoning.
+    The client's body itself is not changed.
+    """
     out = dict(body)
     out["stream"] = True
+    items = body.get("input")
+    if isinstance(items, list):
+        forwarded: list[Any] = []
+        for item in items:
+            if isinstance(item, Mapping) and item.get("type") == "reasoning":
+                continue
+            if isinstance(item, Mapping) and "id" in item and item.get("type") != "item_reference":
+                item = {key: value for key, value in item.items() if key != "id"}
+            forwarded.append(item)
+        out["input"] = forwarded
     return out
 
 
