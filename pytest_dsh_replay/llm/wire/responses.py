@@ -921,14 +921,17 @@ class ResponsesStreamEncoder:
         self._usage: TokenUsage | None = None
         self._finish: FinishReason | None = None
         self._failed = False
+        self._emit = True
         #: the whole response object, once :meth:`close` (or :meth:`error`) ran
         self.response: JsonDict | None = None
 
     # -- framing
 
     def _event(self, kind: str, payload: JsonDict) -> bytes:
-        data = {"type": kind, "sequence_number": self._sequence, **payload}
         self._sequence += 1
+        if not self._emit:  # building the whole response only (encode_whole)
+            return b""
+        data = {"type": kind, "sequence_number": self._sequence - 1, **payload}
         return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
     def _snapshot(self, status: str) -> JsonDict:
@@ -1227,6 +1230,7 @@ def encode_whole(
             as the API does for a non-streamed failure); ``BAD_CHUNKS`` as :class:`ResponsesStreamEncoder`.
     """
     encoder = ResponsesStreamEncoder(model, response_id, body=body, created_at=created_at)
+    encoder._emit = False  # the same rules, without serializing the events nobody reads
     for chunk in chunks:
         encoder.feed(chunk)
     encoder.close()
