@@ -62,7 +62,7 @@ def endpoint_fixture(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EndpointHandle]:
     """Start the test's endpoint, patch the environment, yield the handle, fail at teardown on problems."""
-    from ..plugin import _match_on
+    from ..options import match_on as _match_on
 
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))

@@ -402,11 +402,12 @@ class Endpoint:
             first = None
         except Exception as exc:
             return self._error(fmt, *failed(exc))
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
         encoder = fmt.stream_encoder(model_name, response_id, body=body)
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        response = None
+        if live:  # a live answer reaches the client chunk by chunk, as the upstream sends it
+            response = web.StreamResponse(headers=headers)
+            await response.prepare(request)
         pending: list[bytes] = []
         try:
             if first is not None:
@@ -415,7 +416,7 @@ class Endpoint:
                 async for chunk in stream:
                     took(chunk)
                     pending += encoder.feed(chunk)
-                    if live and pending:  # a live answer reaches the client chunk by chunk
+                    if response is not None and pending:
                         await response.write(b"".join(pending))
                         pending = []
         except Exception as exc:
@@ -424,6 +425,8 @@ class Endpoint:
         else:
             self._finish(conv, log, assembler)
         pending += encoder.close()
+        if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
+            return web.Response(body=b"".join(pending), headers=headers)
         await response.write(b"".join(pending))
         await response.write_eof()
         return response
