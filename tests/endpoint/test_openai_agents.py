@@ -73,11 +73,25 @@ def build_agent(client: openai.AsyncOpenAI, api: str, *, poet: str = POET) -> Ag
     )
 
 
+#: (system prompt, streamed?) of every request the agents sent in the last :func:`run`
+_sent: list[tuple[str, bool]] = []
+
+
+async def _note(request: Any) -> None:
+    body = json.loads(request.content)
+    system = body.get("instructions") or body.get("messages", [{}])[0].get("content", "")
+    _sent.append((system, body.get("stream") is True))
+
+
 def run(url: str, api: str, streamed: bool, prompt: str = PROMPT, **kwargs: Any) -> tuple[str, list[str]]:
-    """One agent run: its final output and the item types the runner produced."""
+    """One agent run: its final output and the item types the runner produced (requests in _sent)."""
+    _sent.clear()
 
     async def go() -> tuple[str, list[str]]:
-        async with openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0) as client:
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_note]})
+        async with openai.AsyncOpenAI(
+            base_url=url, api_key="dummy", max_retries=0, http_client=http
+        ) as client:
             agent = build_agent(client, api, **kwargs)
             if streamed:
                 result: Any = Runner.run_streamed(agent, prompt)
@@ -108,6 +122,8 @@ def test_openai_agents_records_replays_offline_and_turns_red(
     assert recorded[0] == EXPECTED
     assert "tool_call_item" in recorded[1] and "tool_call_output_item" in recorded[1]
     assert len(framework_upstream.requests) == 3  # router, poet child, router after the tools
+    # the router streams under run_streamed; the agent-as-tool child never does
+    assert _sent == [(ROUTER, streamed), (POET, False), (ROUTER, streamed)]
     if api == "responses":
         assert all(r.get("stream") is True for r in framework_upstream.requests)  # always streamed upstream
     headers = _headers(tmp_path)
