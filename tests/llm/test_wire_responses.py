@@ -733,6 +733,7 @@ def test_a_done_item_that_disagrees_with_its_deltas_is_refused() -> None:
             {"error": {"code": "server_error", "message": "The server had an error"}},
             {"kind": "error", "message": "The server had an error", "code": "server_error"},
         ),
+        ("incomplete", {}, {"kind": "error", "message": "incomplete: no reason given"}),
         ("failed", {"error": None}, {"kind": "error", "message": "the response failed"}),
         ("cancelled", {}, {"kind": "aborted", "reason": "cancelled"}),
     ],

@@ -36,8 +36,10 @@ encoder's :meth:`ResponsesStreamEncoder.error` sends one.
 **previous_response_id**: the conversation state lives with the client here. A request naming a
 previous response is mapped only when the caller passes ``previous`` (the messages of that response's
 conversation, its answer included); without it :func:`request_from_body` raises
-:class:`~pytest_dsh_replay.llm.errors.WireRequestError`. ``conversation`` and ``item_reference``
-items need server-side state and are refused the same way.
+:class:`~pytest_dsh_replay.llm.wire.base.WireRequestError`. ``conversation`` and ``item_reference``
+items need server-side state and are refused the same way. The endpoint passes no ``previous``: its
+response ids name nothing an upstream knows (see :func:`upstream_body`), so a client keeps the
+conversation itself (openai-agents does by default).
 """
 
 from __future__ import annotations
@@ -466,7 +468,10 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
         reason = details.get("reason") if isinstance(details, Mapping) else None
         if reason == "max_output_tokens":
             return {"kind": "max-tokens"}
-        return {"kind": "error", "message": f"incomplete: {reason}", "code": str(reason)}
+        incomplete: FinishReason = {"kind": "error", "message": f"incomplete: {reason or 'no reason given'}"}
+        if reason:
+            incomplete["code"] = str(reason)
+        return incomplete
     if status == "failed":
         error = response.get("error")
         message = error.get("message") if isinstance(error, Mapping) else None
