@@ -39,14 +39,17 @@ from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
 from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, StreamChunk
-from ..llm.wire import chat
+from ..llm.wire import chat, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from .conversations import Binder, BindingError, Conversation
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 
 #: path -> wire format module (``llm/wire``); every served format is registered here.
-FORMATS: dict[str, WireFormat] = {chat.PATH: cast(WireFormat, chat)}
+FORMATS: dict[str, WireFormat] = {
+    chat.PATH: cast(WireFormat, chat),
+    responses.PATH: cast(WireFormat, responses),
+}
 
 _NO_RETRY = {"x-should-retry": "false"}
 
