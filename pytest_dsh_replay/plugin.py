@@ -420,7 +420,13 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
             return None
         if name != min((p.name for p in directory.iterdir() if _is_log_name(p.name)), key=_log_rank):
             return None
-    return ScenarioFile.from_parent(parent, path=file_path)
+    node = ScenarioFile.from_parent(parent, path=file_path)
+    # a node id is printed by the terminal (-v), the junit XML (testcase name and classname) and
+    # xdist: a secret-shaped directory name is shown as [REDACTED] there like in every report
+    clean = _redact(parent.config, node.nodeid)
+    if clean != node.nodeid:
+        node._nodeid = clean
+    return node
 
 
 def _log_rank(name: str) -> int:
@@ -462,9 +468,8 @@ class ScenarioFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         directory = self.path.parent
-        yield ScenarioItem.from_parent(
-            self, name=f"{directory.parent.name}/{directory.name}", scenario_path=directory
-        )
+        name = _redact(self.config, f"{directory.parent.name}/{directory.name}")
+        yield ScenarioItem.from_parent(self, name=name, scenario_path=directory)
 
 
 class ScenarioItem(pytest.Item):
@@ -575,8 +580,9 @@ class ScenarioItem(pytest.Item):
         if outcome.skipped is not None:  # a recording of another agent: never replayed, never rewritten
             _skip(outcome.skipped)
         # reported through user_properties so the summary also works under pytest-xdist
-        self.user_properties.extend(("dsh_written", str(p)) for p in outcome.written)
-        self.user_properties.extend(("dsh_removed", str(p)) for p in outcome.removed)
+        # user properties reach the junit XML and xdist's controller: paths shown as the summary shows them
+        self.user_properties.extend(("dsh_written", _redact(self.config, str(p))) for p in outcome.written)
+        self.user_properties.extend(("dsh_removed", _redact(self.config, str(p))) for p in outcome.removed)
         if record == "new_episodes" and not outcome.recording:
             self.user_properties.append(("dsh_episodes", "extended" if outcome.written else "unchanged"))
         elif not outcome.recording and not options.update:
@@ -656,11 +662,26 @@ class _Report(TerminalRepr):
             tw.line(line)
 
 
+class _RedactingWriter:
+    """The terminal reporter's ``write_line``/``section`` with every line through the run's scrubber
+    (a fixture path holds the scenario directory's name, which may be secret-shaped)."""
+
+    def __init__(self, tr: Any, config: pytest.Config) -> None:
+        self._tr = tr
+        self._config = config
+
+    def write_line(self, text: str) -> None:
+        self._tr.write_line(_redact(self._config, text))
+
+    def section(self, title: str) -> None:
+        self._tr.section(_redact(self._config, title))
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None:
         return
-    tr = terminalreporter
+    tr = _RedactingWriter(terminalreporter, config)
     for backends, (count, logs, calls) in sorted(state.replayed.items()):
         if len(backends) == 1:
             tr.write_line(
