@@ -147,6 +147,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
     group.addoption(
+        "--dsh-accept-changed-requests",
+        action="store_true",
+        default=False,
+        help="with --snapshot-update: serve and write the recorded answers even after a changed request or "
+        "tool result (an update refuses such a scenario otherwise); every such call is listed",
+    )
+    group.addoption(
         "--dsh-upstream",
         default=None,
         metavar="URL",
@@ -509,6 +516,7 @@ class ScenarioItem(pytest.Item):
             backend=backend,
             ignore_events=tuple(config.getoption("dsh_ignore_event")),
             update=bool(config.getoption("update_snapshots", default=False)),
+            accept_changed_requests=bool(config.getoption("dsh_accept_changed_requests")),
             refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
             event_hook=event_hook,
             match_on=match_on,
