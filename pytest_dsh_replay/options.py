@@ -69,6 +69,13 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
     group.addoption(
+        "--dsh-accept-changed-requests",
+        action="store_true",
+        default=False,
+        help="with --snapshot-update: serve and write the recorded answers even after a changed request or "
+        "tool result (an update refuses such a scenario otherwise); every such call is listed",
+    )
+    group.addoption(
         "--dsh-upstream",
         default=None,
         metavar="URL",
