@@ -93,13 +93,18 @@ def _parse(path: Path, part: str) -> Any:
     return value
 
 
+#: the type and placeholder of a wrapped pin value, per kind (default: any JSON value)
+_WRAPPED: dict[str, tuple[type, str]] = {"model": (str, '"<name>"')}
+
+
 def _unwrap(path: Path, kind: PinKind, value: Any) -> Any:
     """The value of a ``{wrap: value}`` pin file (``model.expected.json``: ``{"model": "<name>"}``)."""
     key = kind.wrap
-    if not isinstance(value, dict) or set(value) != {key} or not isinstance(value[key], str):
+    typ, placeholder = _WRAPPED.get(kind.part, (object, "<value>"))
+    if not isinstance(value, dict) or set(value) != {key} or not isinstance(value[key], typ):
         extra = sorted(set(value) - {key}) if isinstance(value, dict) else []
         raise PinError(
-            f'{path}: expected {{"{key}": "<name>"}}'
+            f'{path}: expected {{"{key}": {placeholder}}}'
             + (f", unknown key(s) {extra}" if extra else f", got {quote(value)}"),
             "REPLAY_BAD_PIN",
         )
