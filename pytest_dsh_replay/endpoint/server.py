@@ -115,16 +115,11 @@ def _has_recording(directory: Path) -> bool:
 
 
 def plan_for(config: EndpointConfig) -> str:
-    """``replay``, ``record`` or ``episodes`` for the mode and what the directory holds (module doc)."""
-    recorded = _has_recording(config.directory)
-    mode = config.record
-    if mode is RecordMode.NONE:
-        return "replay"
-    if mode is RecordMode.ONCE:
-        return "replay" if recorded else "record"
-    if mode is RecordMode.NEW_EPISODES:
-        return "episodes" if recorded else "record"
-    return "record"
+    """``replay``, ``record`` or ``episodes`` for the mode and what the directory holds (module doc):
+    the label of the scenario's :func:`~..scenario.plan.plan_for` plan (never an update)."""
+    from ..scenario.plan import plan_for as scenario_plan
+
+    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False).label
 
 
 class Endpoint:
