@@ -1,36 +1,85 @@
-"""``dsh-replay show`` of a folder of scenarios: one tree per scenario, as ``validate`` walks them."""
+"""``dsh-replay show`` and ``derive``: the calls a sidecar serves (primary and child, patched or replacing),
+and values of the wrong types shown, not a traceback. Regression: each was once miscounted or a
+traceback."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from tests._input_helpers import BUNDLED, cli
+from .helpers import cli, out, read_rows, shared, write_rows
 
 
-def test_show_of_a_folder_prints_one_tree_per_scenario() -> None:
-    """Regression: ``show scenarios/spawn`` was ``error [PATH_EMPTY]: no session logs here``."""
-    result = cli("show", BUNDLED / "spawn")
+def test_show_counts_the_failed_call_of_the_sidecar() -> None:
+    result = cli("show", shared("conformance/error-finish"))
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    roots = [line for line in lines if not line.startswith((" ", "│", "├", "└"))]
-    assert roots == [str(BUNDLED / "spawn" / "one-child"), str(BUNDLED / "spawn" / "two-children")]
-    assert sum("session.jsonl parent" in line for line in lines) == 2
-    assert sum("spawn child" in line for line in lines) == 3  # one child, then two
+    assert (
+        "turn 1 (seq 0-4): 1 step(s), 1 model call(s) "
+        "(1 from replay.override.json: call #1: throw AUTH) -> error" in out(result)
+    )
 
 
-def test_show_of_a_folder_goes_on_after_an_unreadable_scenario(tmp_path: Path) -> None:
-    shutil.copytree(BUNDLED / "spawn", tmp_path / "spawn")
-    (tmp_path / "spawn" / "one-child" / "session.jsonl").write_bytes(b'{"type":"session"\n')
-    result = cli("show", tmp_path)
-    assert result.exit_code == 2  # unreadable input, as for a single log
-    assert "error [REPLAY_MALFORMED_LINE]" in result.output
-    assert str(tmp_path / "spawn" / "two-children") in result.output  # still shown
-    assert result.output.count("session.jsonl parent") == 1
+def test_show_counts_a_patched_chunkless_call(tmp_path: Path) -> None:
+    scenario = tmp_path / "s"
+    shutil.copytree(shared("conformance/error-finish"), scenario)
+    (scenario / "replay.override.json").write_text(
+        '{"patches": [{"at": 0, "entry": {"kind": "throw", "message": "boom", "code": "E500"}}]}'
+    )
+    result = cli("show", scenario)
+    assert result.exit_code == 0, result.output
+    assert "1 model call(s) (1 from replay.override.json: call #1: throw E500)" in out(result)
 
 
-def test_show_of_a_folder_without_scenarios_is_path_empty(tmp_path: Path) -> None:
-    (tmp_path / "nothing" / "here").mkdir(parents=True)
-    result = cli("show", tmp_path)
-    assert result.exit_code == 2
-    assert "error [PATH_EMPTY]" in result.output and "no scenario (input.json)" in result.output
+def test_show_and_derive_with_data_and_reason_of_wrong_types(tmp_path: Path) -> None:
+    log = tmp_path / "session.jsonl"
+    write_rows(
+        log,
+        [
+            {"type": "session", "version": 0, "id": "s", "createdAt": 0},
+            {"type": "turn/start", "seq": 0, "time": 0, "data": {"turn": 1}},
+            {"type": "step/start", "seq": 1, "time": 0, "data": [1]},
+            {
+                "type": "assistant/chunk",
+                "seq": 2,
+                "time": 0,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": "block-end", "index": 0, "block": "x"}},
+            },
+            {
+                "type": "assistant/chunk",
+                "seq": 3,
+                "time": 0,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": 5}},
+            },
+            {
+                "type": "assistant/chunk",
+                "seq": 4,
+                "time": 0,
+                "data": {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": ["stop"]}},
+            },
+            {"type": "tool/call", "seq": 5, "time": 0, "data": "not an object"},
+            {"type": "step/end", "seq": 6, "time": 0, "data": None},
+            {"type": "turn/end", "seq": 7, "time": 0, "data": {"turn": 1, "reason": "completed"}},
+        ],
+    )
+    shown = cli("show", log)  # before: AttributeError 'list' object has no attribute 'get'
+    assert shown.exit_code == 0, shown.output
+    assert "turn 1 (seq 0-7): 1 step(s), 1 model call(s), tools: None -> 'completed'" in out(shown)
+    derived = cli("derive", log)  # before: AttributeError on the finish reason
+    assert derived.exit_code == 0, derived.output
+    assert "call #1: chunks: 3 chunks, finish ['stop']" in out(derived)
+
+
+def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:
+    """``replay.override.<n>.json`` is the sidecar of ``session.<n>.jsonl``."""
+    child = spawn / "session.1.jsonl"
+    rows = read_rows(child)
+    rows = [r for r in rows if r.get("type") not in ("assistant/chunk", "assistant/message")]
+    for k, r in enumerate(rows[1:]):
+        r["seq"] = k
+    write_rows(child, rows)
+    (spawn / "replay.override.1.json").write_text(
+        '[{"kind": "throw", "message": "child provider error", "code": "RATE_LIMIT"}]'
+    )
+    result = cli("show", spawn)
+    assert result.exit_code == 0, result.output
+    assert "(1 from replay.override.1.json: call #1: throw RATE_LIMIT)" in out(result)
