@@ -40,6 +40,9 @@ class _State:
         #: backends -> [scenarios, session logs compared per backend, recorded calls served per backend]
         self.replayed: dict[tuple[str, ...], list[int]] = {}
         self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
+        #: write status (scenario.item.write_status) -> scenarios, for the update/record counts line
+        self.write_status: dict[str, int] = {}
+        self.scenarios = 0  # scenario items that ran (the replay line is printed whenever any did)
         self.end_seed_ignored: list[str] = []
         self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
@@ -72,6 +75,8 @@ class _State:
         if report.when != "call":
             return
         name = report.nodeid.rsplit("::", 1)[-1]
+        if any(key in ("dsh_replayed", "dsh_write") for key, _value in report.user_properties):
+            self.scenarios += 1
         for key, value in report.user_properties:
             if key == "dsh_written":
                 self.written.append(Path(str(value)))
@@ -85,6 +90,8 @@ class _State:
                 counts[0] += 1
                 counts[1] += item.logs
                 counts[2] += item.calls
+            elif key == "dsh_write":
+                self.write_status[str(value)] = self.write_status.get(str(value), 0) + 1
             elif key == "dsh_episodes" and report.passed:
                 self.episodes[str(value)] += 1
             elif key == "dsh_end_seed_ignored":
@@ -618,16 +625,27 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None:
         return
     tr = terminalreporter
+    record = _record_mode(config)
+    compared = "compared"
+    if record is RecordMode.NEW_EPISODES:
+        done, each = "with their recorded part matched", "its recorded part matched"
+    elif config.getoption("update_snapshots", default=False) and record is not RecordMode.REWRITE:
+        done = each = "for --snapshot-update (every request checked, the logs taken from the run)"
+        compared = "replayed"
+    else:
+        done, each = "and matched their recordings", "matched its recording"
+    if state.scenarios and not state.replayed:  # printed in every mode, a recording run too
+        tr.write_line(f"dsh-replay: 0 scenario(s) replayed end to end {done}")
     for backends, (count, logs, calls) in sorted(state.replayed.items()):
         if len(backends) == 1:
             tr.write_line(
-                f"dsh-replay: {count} scenario(s) replayed end to end and matched their recordings: "
-                f"{logs} session log(s) compared, {calls} recorded model call(s) served",
+                f"dsh-replay: {count} scenario(s) replayed end to end {done}: "
+                f"{logs} session log(s) {compared}, {calls} recorded model call(s) served",
             )
         else:
             tr.write_line(
                 f"dsh-replay: {count} scenario(s) replayed end to end on {' and '.join(backends)}, each "
-                f"matched its recording; per backend: {logs} session log(s) compared, {calls} recorded "
+                f"{each}; per backend: {logs} session log(s) {compared}, {calls} recorded "
                 "model call(s) served",
             )
     if any(state.episodes.values()):
@@ -643,15 +661,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"scenario(s) whose fixtures predate the marker ({names}); replay.md §9"
         )
     if state.written or state.removed:
-        record = config.getoption("dsh_record")
-        if record != "none":
-            tr.section(f"dsh-replay recording (--dsh-record={record}): fixtures written")
+        if record.records:
+            tr.section(f"dsh-replay recording (--dsh-record={record.value}): fixtures written")
         else:
             tr.section("dsh-replay snapshot update (--snapshot-update): fixtures rewritten from the run")
         for path in state.written:
             tr.write_line(f"written: {path}")
         for path in state.removed:
             tr.write_line(f"removed unused fixture: {path}")
+    if state.write_status:
+        from .scenario.item import WRITE_STATUSES
+
+        what = f"--dsh-record={record.value}" if record.records else "--snapshot-update"
+        counts = ", ".join(f"{state.write_status.get(s, 0)} {s}" for s in WRITE_STATUSES)
+        tr.write_line(
+            f"dsh-replay {what}: scenarios {counts}; files {len(state.written)} written, "
+            f"{len(state.removed)} removed"
+        )
     if config.getoption("dsh_check_guards") and (state.guards_ok or state.guards_failed):
         tr.section("dsh-replay guard check (fork seed slice disabled)")
         for name in state.guards_ok:

@@ -25,7 +25,7 @@ from .errors import ScenarioDefinitionError, ScenarioError, ScenarioMismatch
 from .plan import Plan
 from .record import model_hint
 
-__all__ = ["ItemResult", "ReplayCounts", "check_item"]
+__all__ = ["WRITE_KEY", "WRITE_STATUSES", "ItemResult", "ReplayCounts", "check_item", "write_status"]
 
 
 @dataclass(frozen=True)
@@ -143,11 +143,30 @@ def _properties(outcome: CheckOutcome) -> list[tuple[str, str]]:
     props += [("dsh_removed", str(p)) for p in outcome.removed]
     if outcome.plan is Plan.EPISODES:
         props.append(("dsh_episodes", "extended" if outcome.written else "unchanged"))
-    elif outcome.plan is Plan.REPLAY:
+    if outcome.plan is not Plan.RECORD:  # every replaying plan served recorded calls
         props.append((ReplayCounts.KEY, ReplayCounts.of(outcome).encode()))
+    if outcome.plan.writes:
+        props.append((WRITE_KEY, write_status(outcome)))
     if outcome.end_seed_ignored:
         props.append(("dsh_end_seed_ignored", "1"))
     return props
+
+
+#: the user-property key of :func:`write_status`
+WRITE_KEY = "dsh_write"
+#: the statuses :func:`write_status` gives, in the order the summary line counts them
+WRITE_STATUSES = ("written", "unchanged", "refused", "failed")
+
+
+def write_status(outcome: CheckOutcome) -> str:
+    """What a writing plan (update, new_episodes, a recording) did with one scenario: ``written`` (a
+    file changed or was removed), ``unchanged``, ``refused`` (an update that would pair a changed request
+    with a recorded answer) or ``failed`` (any other problem; nothing written)."""
+    if outcome.refused:
+        return "refused"
+    if not outcome.passed:
+        return "failed"
+    return "written" if outcome.written or outcome.removed else "unchanged"
 
 
 GuardVerdict = Literal["red", "cannot fail"]
