@@ -628,7 +628,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     record = _record_mode(config)
     compared = "compared"
     if record is RecordMode.NEW_EPISODES:
-        done, each = "with their recorded part matched", "its recorded part matched"
+        done = each = "for new_episodes (the recorded part checked, the calls past it sent live)"
     elif config.getoption("update_snapshots", default=False) and record is not RecordMode.REWRITE:
         done = each = "for --snapshot-update (every request checked, the logs taken from the run)"
         compared = "replayed"
