@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import HarnessError, quote
+from .layout import OVERRIDE_FILE, PRIMARY_FILE, is_log_name, log_name, loose_log_number
 from .modes import Backend, RecordMode
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
@@ -74,7 +75,7 @@ def _read(file: Path) -> SessionLog:
 def _ordered(path: Path, logs: list[SessionLog]) -> list[SessionLog]:
     from .scenario.harvest import harvest_order
 
-    return logs if not path.is_dir() or os.path.lexists(path / "session.jsonl") else harvest_order(logs)
+    return logs if not path.is_dir() or os.path.lexists(path / PRIMARY_FILE) else harvest_order(logs)
 
 
 def _load_logs(path: Path) -> list[SessionLog]:
@@ -233,18 +234,15 @@ def _sidecar_server(path: Path) -> tuple[Any, str]:
     """``(served, name)`` for a log: call index -> the entry its override sidecar serves, or ``None``.
 
     The sidecar of ``session.jsonl`` is ``replay.override.json``; that of ``session.<n>.jsonl`` is
-    ``replay.override.<n>.json`` (CONTRACTS §2). Both forms: a bare array replaces the script, patches
+    ``replay.override.<n>.json`` (harness.md §1). Both forms: a bare array replaces the script, patches
     replace single calls.
     """
     from .replay import load_override
 
-    parts = path.name.split(".")
-    if path.name == "session.jsonl":
-        sidecar = path.parent / "replay.override.json"
-    elif len(parts) == 3 and parts[0] == "session" and parts[1].isdigit() and parts[2] == "jsonl":
-        sidecar = path.parent / f"replay.override.{parts[1]}.json"
-    else:
+    if not is_log_name(path.name):
         return None, ""
+    number = loose_log_number(path.name)
+    sidecar = path.parent / (OVERRIDE_FILE if number is None else f"replay.override.{number}.json")
     if not os.path.lexists(sidecar):  # a FIFO or dangling link there is refused by the loader
         return None, ""
     override = load_override(sidecar)
@@ -342,7 +340,7 @@ def _show_units(path: Path) -> list[Path]:
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from .scenario.harvest import harvest_key
 
-    if path.is_dir() and not os.path.lexists(path / "session.jsonl"):
+    if path.is_dir() and not os.path.lexists(path / PRIMARY_FILE):
         logs.sort(key=lambda log: harvest_key(log.header))
     by_id = {log.id: log for log in logs}
     children: dict[str | None, list[_Shown]] = {}
@@ -527,7 +525,7 @@ def _inventory(left: Sequence[SessionLog], right: Sequence[SessionLog], a: Path,
     for i in range(min(len(left), len(right)), max(len(left), len(right))):
         only, other = (f"A ({a})", f"B ({b})") if i < len(left) else (f"B ({b})", f"A ({a})")
         log = left[i] if i < len(left) else right[i]
-        name = "session.jsonl" if i == 0 else f"session.{i}.jsonl"
+        name = log_name(i)
         problems.append(
             f"only in {only}: {log.source} ({log.role()}, log #{i + 1} in harvest order, {name}); "
             f"{other} has {min(len(left), len(right))} log(s)"
@@ -676,6 +674,89 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     if backend:
         args += ["--dsh-backend", backend]
     sys.exit(_PYTEST_EXIT.get(int(pytest.main(args)), EXIT_USAGE))
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--record",
+    "mode",
+    type=click.Choice(RecordMode.choices()),
+    default=RecordMode.NONE.value,
+    show_default=True,
+    help="record mode (none: replay only)",
+)
+@click.option(
+    "--upstream", default=None, metavar="URL", help="base URL recorded from, e.g. https://api.openai.com/v1"
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="port on 127.0.0.1 (default: a free one)"
+)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
+@click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
+@click.option(
+    "--api-key-env", default="OPENAI_API_KEY", show_default=True, help="env var of the upstream's API key"
+)
+@click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
+@_fail_on_harness_error
+def serve(
+    directory: Path,
+    mode: str,
+    upstream: str | None,
+    port: int,
+    backend: str,
+    match_on: tuple[str, ...],
+    api_key_env: str,
+    allow_unused: bool,
+) -> None:
+    """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
+
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the first line of stdout; point OPENAI_BASE_URL at
+    it. Serves until SIGINT/SIGTERM, then writes the recording (record modes) and exits 0 when every
+    request matched and every recorded call was used, 1 when not (the report on stderr), 2 on a usage
+    error.
+    """
+    import asyncio
+    import os
+    import signal
+
+    from .endpoint import Endpoint, EndpointConfig
+    from .replay.requests import parse_match_on
+
+    record_mode = RecordMode(mode)
+    config = EndpointConfig(
+        directory,
+        record=record_mode,
+        upstream=upstream,
+        api_key=os.environ.get(api_key_env) if record_mode.records else None,
+        backend=Backend(backend),
+        match_on=parse_match_on(match_on),
+        allow_unused=allow_unused,
+        rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
+        port=port,
+    )
+
+    async def run() -> Any:
+        endpoint = Endpoint(config)
+        url = await endpoint.start()
+        click.echo(url)
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        return await endpoint.stop()
+
+    from .scenario.secrets import redact_report
+
+    outcome = asyncio.run(run())
+    for note in outcome.notes:
+        click.echo(note, err=True)
+    if not outcome.ok:
+        click.echo(redact_report(outcome.report(), None), err=True)
+        sys.exit(1)
+    sys.exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

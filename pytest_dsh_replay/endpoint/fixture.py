@@ -62,13 +62,13 @@ def endpoint_fixture(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EndpointHandle]:
     """Start the test's endpoint, patch the environment, yield the handle, fail at teardown on problems."""
-    from ..plugin import _match_on
+    from ..options import match_on as _match_on
 
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
     upstream = config.getoption("dsh_upstream") or config.getini("dsh_upstream") or None
     key_env = config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
-    backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or "jsonl"
+    backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or Backend.JSONL
     backend = Backend.SQLITE if backend_name == Backend.SQLITE.value else Backend.JSONL
     marker = request.node.get_closest_marker(MARKER)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}

@@ -37,15 +37,19 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
+from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, StreamChunk
-from ..llm.wire import chat
+from ..llm.wire import chat, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from .conversations import Binder, BindingError, Conversation
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 
 #: path -> wire format module (``llm/wire``); every served format is registered here.
-FORMATS: dict[str, WireFormat] = {chat.PATH: cast(WireFormat, chat)}
+FORMATS: dict[str, WireFormat] = {
+    chat.PATH: cast(WireFormat, chat),
+    responses.PATH: cast(WireFormat, responses),
+}
 
 _NO_RETRY = {"x-should-retry": "false"}
 
@@ -107,7 +111,7 @@ class EndpointOutcome:
 
 
 def _has_recording(directory: Path) -> bool:
-    return (directory / "session.jsonl").exists() or (directory / "replay.override.json").exists()
+    return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
 def plan_for(config: EndpointConfig) -> str:
@@ -399,11 +403,12 @@ class Endpoint:
             first = None
         except Exception as exc:
             return self._error(fmt, *failed(exc))
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
         encoder = fmt.stream_encoder(model_name, response_id, body=body)
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        response = None
+        if live:  # a live answer reaches the client chunk by chunk, as the upstream sends it
+            response = web.StreamResponse(headers=headers)
+            await response.prepare(request)
         pending: list[bytes] = []
         try:
             if first is not None:
@@ -412,7 +417,7 @@ class Endpoint:
                 async for chunk in stream:
                     took(chunk)
                     pending += encoder.feed(chunk)
-                    if live and pending:  # a live answer reaches the client chunk by chunk
+                    if response is not None and pending:
                         await response.write(b"".join(pending))
                         pending = []
         except Exception as exc:
@@ -421,6 +426,8 @@ class Endpoint:
         else:
             self._finish(conv, log, assembler)
         pending += encoder.close()
+        if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
+            return web.Response(body=b"".join(pending), headers=headers)
         await response.write(b"".join(pending))
         await response.write_eof()
         return response

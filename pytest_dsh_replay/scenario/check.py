@@ -161,7 +161,7 @@ def _ignored(
     return frozenset(ignored), note
 
 
-def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> RunOptions:
+def _run_options(scenario: Scenario, options: CheckOptions, backend: Backend) -> RunOptions:
     return RunOptions(
         backend=backend,
         tools=scenario.config.tools,
@@ -172,7 +172,7 @@ def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> Run
     )
 
 
-def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
+def _backends(scenario: Scenario, options: CheckOptions) -> list[Backend]:
     chosen = options.backend or scenario.config.backend or Backend.JSONL
     return list(Backend) if chosen == "both" else [Backend(chosen)]
 

@@ -3,9 +3,8 @@
 :func:`check_item` runs the policy of an item: a directory of logs without ``input.json``, ops that
 cannot run here, a scenario not recorded yet, the check itself (:func:`.check.check_scenario`) and the
 red/green guard re-run (``--dsh-check-guards``). It returns an :class:`ItemResult` that the plugin
-only maps to pytest's pass / skip / fail and report sections. :class:`ReplayCounts` is what an item
-tells the run's summary, with its encoder and decoder side by side (it travels as a string user
-property, so that pytest-xdist workers can send it).
+only maps to pytest's pass / skip / fail and report sections; what the item tells the run's summary
+is an :class:`~..itemreport.ItemReport`.
 """
 
 from __future__ import annotations
@@ -15,51 +14,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 from ..errors import HarnessError
+from ..itemreport import GuardVerdict, ItemReport, ReplayCounts, WriteStatus
 from ..layout import INPUT_FILE, is_log_name, log_rank
+from ..modes import Backend
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
 from .errors import ScenarioDefinitionError, ScenarioError, ScenarioMismatch
 from .plan import Plan
 from .record import model_hint
 
-__all__ = ["WRITE_KEY", "WRITE_STATUSES", "ItemResult", "ReplayCounts", "check_item", "write_status"]
-
-
-@dataclass(frozen=True)
-class ReplayCounts:
-    """What one replayed item adds to the summary line of its backends.
-
-    Attributes:
-        backends: the backends it ran on (``("jsonl",)``, ``("jsonl", "sqlite")``).
-        logs: session logs compared, per backend.
-        calls: recorded model calls served, per backend.
-    """
-
-    backends: tuple[str, ...]
-    logs: int
-    calls: int
-
-    #: the user-property key that carries it
-    KEY = "dsh_replayed"
-
-    @classmethod
-    def of(cls, outcome: CheckOutcome) -> ReplayCounts:
-        """The per-backend counts of ``outcome`` (its counts are summed over its backends)."""
-        n = max(1, len(outcome.backends))
-        return cls(outcome.backends or ("jsonl",), outcome.logs_compared // n, outcome.calls_served // n)
-
-    def encode(self) -> str:
-        """``"<logs>/<calls>/<backend>,<backend>"``, e.g. ``"3/5/jsonl,sqlite"`` (see :meth:`decode`)."""
-        return f"{self.logs}/{self.calls}/{','.join(self.backends)}"
-
-    @classmethod
-    def decode(cls, value: str) -> ReplayCounts:
-        """The inverse of :meth:`encode`; raises ``ValueError`` on any other text."""
-        logs, calls, backends = value.split("/")
-        return cls(tuple(backends.split(",")), int(logs), int(calls))
+__all__ = ["ItemResult", "check_item"]
 
 
 @dataclass
@@ -70,13 +36,13 @@ class ItemResult:
         skipped: the skip reason (an unsupported op, a recording of another agent); nothing else is set.
         failure: the error to raise (a mismatch report, an unrecorded scenario, a guard that cannot fail).
         notes: the ``dsh-replay`` report section of a passed item (empty: none).
-        properties: ``(key, value)`` user properties for the run's summary, strings only.
+        report: what the item tells the run's summary (sent as ``user_properties``).
     """
 
     skipped: str | None = None
     failure: ScenarioError | None = None
     notes: list[str] = field(default_factory=list)
-    properties: list[tuple[str, str]] = field(default_factory=list)
+    report: ItemReport = field(default_factory=ItemReport)
 
 
 def _missing_input(path: Path) -> ScenarioDefinitionError:
@@ -123,7 +89,7 @@ def check_item(
         outcome = check_scenario(scenario, Path(tmp), options)
     if outcome.skipped is not None:  # a recording of another agent: never replayed, never rewritten
         return ItemResult(skipped=outcome.skipped)
-    result = ItemResult(properties=_properties(outcome))
+    result = ItemResult(report=_report(outcome))
     if note:
         outcome.notes.append(note)
     try:
@@ -137,39 +103,32 @@ def check_item(
     return result
 
 
-def _properties(outcome: CheckOutcome) -> list[tuple[str, str]]:
-    """The summary's user properties of ``outcome`` (files written and removed, counts, markers)."""
-    props = [("dsh_written", str(p)) for p in outcome.written]
-    props += [("dsh_removed", str(p)) for p in outcome.removed]
+def _report(outcome: CheckOutcome) -> ItemReport:
+    """The summary's part of ``outcome``: files written and removed, counts, markers."""
+    report = ItemReport(
+        written=[str(p) for p in outcome.written],
+        removed=[str(p) for p in outcome.removed],
+        end_seed_ignored=outcome.end_seed_ignored,
+    )
     if outcome.plan is Plan.EPISODES:
-        props.append(("dsh_episodes", "extended" if outcome.written else "unchanged"))
-    if outcome.plan is not Plan.RECORD:  # every replaying plan served recorded calls
-        props.append((ReplayCounts.KEY, ReplayCounts.of(outcome).encode()))
+        report.episodes = "extended" if outcome.written else "unchanged"
     if outcome.plan.writes:
-        props.append((WRITE_KEY, write_status(outcome)))
-    if outcome.end_seed_ignored:
-        props.append(("dsh_end_seed_ignored", "1"))
-    return props
+        report.write = _write_status(outcome)
+    if outcome.plan is not Plan.RECORD:  # every replaying plan served recorded calls (summed over backends)
+        n = max(1, len(outcome.backends))
+        report.replayed = ReplayCounts(
+            outcome.backends or (Backend.JSONL,), outcome.logs_compared // n, outcome.calls_served // n
+        )
+    return report
 
 
-#: the user-property key of :func:`write_status`
-WRITE_KEY = "dsh_write"
-#: the statuses :func:`write_status` gives, in the order the summary line counts them
-WRITE_STATUSES = ("written", "unchanged", "refused", "failed")
-
-
-def write_status(outcome: CheckOutcome) -> str:
-    """What a writing plan (update, new_episodes, a recording) did with one scenario: ``written`` (a
-    file changed or was removed), ``unchanged``, ``refused`` (an update that would pair a changed request
-    with a recorded answer) or ``failed`` (any other problem; nothing written)."""
+def _write_status(outcome: CheckOutcome) -> WriteStatus:
+    """What a writing plan did with the scenario (see :data:`~..itemreport.WriteStatus`)."""
     if outcome.refused:
         return "refused"
     if not outcome.passed:
         return "failed"
     return "written" if outcome.written or outcome.removed else "unchanged"
-
-
-GuardVerdict = Literal["red", "cannot fail"]
 
 
 def _guard(scenario: Scenario, options: CheckOptions, result: ItemResult) -> ScenarioError | None:
@@ -181,7 +140,7 @@ def _guard(scenario: Scenario, options: CheckOptions, result: ItemResult) -> Sce
         except HarnessError:
             guard = None  # the unsliced script broke the run outright: the guard bit
     verdict: GuardVerdict = "cannot fail" if guard is not None and guard.passed else "red"
-    result.properties.append(("dsh_guard", verdict))
+    result.report.guard = verdict
     if verdict == "red":
         return None
     return ScenarioError(

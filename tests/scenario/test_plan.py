@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_dsh_replay.itemreport import ItemReport, ReplayCounts
 from pytest_dsh_replay.modes import RecordMode
-from pytest_dsh_replay.scenario.item import ReplayCounts
 from pytest_dsh_replay.scenario.plan import LogCompare, Plan, plan_for
 
 
@@ -49,3 +49,14 @@ def test_replay_counts_round_trip(backends: tuple[str, ...]) -> None:
 def test_replay_counts_refuse_other_text() -> None:
     with pytest.raises(ValueError):
         ReplayCounts.decode("3/12")
+
+
+def test_item_report_round_trips_through_user_properties() -> None:
+    report = ItemReport(
+        written=["/a/session.jsonl"],
+        removed=["/a/session.1.jsonl"],
+        replayed=ReplayCounts(("jsonl",), 2, 4),
+        end_seed_ignored=True,
+        guard="cannot fail",
+    )
+    assert ItemReport.from_properties([("other", "x"), *report.properties()]) == report

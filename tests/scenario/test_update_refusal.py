@@ -145,8 +145,8 @@ def test_accepting_changed_requests_writes_and_lists_every_call(pytester: pytest
     result.assert_outcomes(passed=1)
     text = result.stdout.str()
     assert (
-        "accepted (--dsh-accept-changed-requests): call #2 of session.jsonl (parent, script #1): the "
-        "recorded answer now follows a request that differs in messages" in text
+        "accepted (--dsh-accept-changed-requests): call #2 of session.jsonl (parent, script #1): "
+        "the recorded answer now follows a request that differs in messages" in text
     ), text
     assert "nothing was served" not in text  # it was served, and written
     assert "served anyway" in text

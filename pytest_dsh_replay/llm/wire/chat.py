@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+import orjson
+
 from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
@@ -765,7 +767,7 @@ def error_body(message: str, code: str, status: int) -> JsonDict:
 
 
 def _sse(payload: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 class ChatStreamEncoder:
@@ -793,21 +795,28 @@ class ChatStreamEncoder:
         self._calls: dict[int, int] = {}  # block index -> tool-call ordinal
         self._usage: Mapping[str, Any] | None = None
         self._closed = False
+        self._head: bytes | None = None
 
     def _chunk(self, delta: JsonDict, finish: str | None = None) -> bytes:
         if not self._role_sent:
             delta = {"role": "assistant", **delta}
             self._role_sent = True
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return _sse(
-            {
-                "id": self.response_id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [choice],
-            }
+        if self._head is None:  # the envelope around every delta, serialized once per answer
+            envelope = orjson.dumps(
+                {
+                    "id": self.response_id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                }
+            )
+            self._head = b"data: " + envelope[:-1] + b',"choices":[{"index":0,"delta":'
+        tail = (
+            b',"finish_reason":null}]}\n\n'
+            if finish is None
+            else b',"finish_reason":' + orjson.dumps(finish) + b"}]}\n\n"
         )
+        return self._head + orjson.dumps(delta) + tail
 
     def _call_delta(self, index: int, call_id: str, name: str, arguments: str) -> bytes:
         first = index not in self._calls
