@@ -37,6 +37,7 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
+from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.wire import chat, responses
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -110,7 +111,7 @@ class EndpointOutcome:
 
 
 def _has_recording(directory: Path) -> bool:
-    return (directory / "session.jsonl").exists() or (directory / "replay.override.json").exists()
+    return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
 def plan_for(config: EndpointConfig) -> str:
