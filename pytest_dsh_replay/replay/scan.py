@@ -62,8 +62,8 @@ def _json_type(depth: int) -> Any:
     ``typing`` hashing at import for depth 10).
     """
     value: Any = Union[str, _Int, float, bool, None]  # noqa: UP007 (runtime type for msgspec)
-    for level in range(depth):
-        inner = NewType(f"_Json{level}", value)
+    for _ in range(depth):
+        inner: Any = NewType("inner", value)  # type: ignore[misc,valid-newtype]  # for msgspec only
         value = Union[str, _Int, float, bool, None, list[inner], dict[str, inner]]  # noqa: UP007
     return value
 

@@ -24,6 +24,13 @@ from .codec import map_strings
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 CWD_TOKEN = "{{cwd}}"
+#: What every UUID holds (its three middle groups): a screen that starts with a literal, so the regex
+#: engine skips ahead to each "-" (``UUID_RE`` tries every position; case-insensitive ``a-f`` is ``a-fA-F``).
+_UUID_SCREEN = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+_UUID_SCREEN_BYTES = re.compile(_UUID_SCREEN.pattern.encode())
+#: Characters compact JSON (orjson) writes escaped inside a string: a literal holding one may not appear
+#: verbatim in a value's JSON text.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 def cwd_aliases(cwd: str | None) -> list[str]:
@@ -61,6 +68,17 @@ def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(s) for s in known) + r")(?![\w\-])")
 
 
+def _screen_literals(ids: list[str], cwd: str | None) -> tuple[str, ...] | None:
+    """The literals :meth:`Tokenizer.leaves_unchanged` looks for (session ids, cwd aliases), or ``None``
+    when one of them could be spelled differently in JSON text (the screen is then off)."""
+    literals = [i for i in ids if i and not UUID_RE.fullmatch(i)]  # a UUID id: the UUID screen sees it
+    if cwd != CWD_TOKEN:
+        literals += cwd_aliases(cwd)
+    if any(_JSON_ESCAPED.search(literal) for literal in literals):
+        return None
+    return tuple(literals)
+
+
 class Tokenizer:
     """One side's tokenizing context (see module doc).
 
@@ -88,6 +106,7 @@ class Tokenizer:
         self._uuids: dict[str, str] = {}
         # every token replaced holds a "/" (cwd) or a "-" (UUIDs; session ids when they all have one)
         self._dash_ids = all("-" in s for s in ids)
+        self._literals = _screen_literals(ids, cwd)
 
     def fresh(self) -> Tokenizer:
         """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
@@ -96,7 +115,28 @@ class Tokenizer:
         out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
         out._seen, out._uuids = {}, {}
         out._dash_ids = self._dash_ids
+        out._literals = self._literals
         return out
+
+    def leaves_unchanged(self, json_text: str | bytes) -> bool:
+        """Whether :meth:`scrub_value` returns an equal value for a value whose JSON text is ``json_text``.
+
+        A cheap screen (C-level searches of the whole text) for the common case, so the caller can skip
+        the per-string walk: ``True`` only when the text holds no UUID, no known session id and no cwd
+        alias anywhere (keys included). A string value the scrub would change holds one of them, and
+        each appears verbatim in the value's JSON text (UUIDs need no escaping; literals holding a
+        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value.
+        """
+        literals = self._literals
+        if literals is None:
+            return False
+        if isinstance(json_text, bytes):
+            if _UUID_SCREEN_BYTES.search(json_text) is not None:
+                return False
+            return not any(literal.encode() in json_text for literal in literals)
+        if _UUID_SCREEN.search(json_text) is not None:
+            return False
+        return all(literal not in json_text for literal in literals)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
