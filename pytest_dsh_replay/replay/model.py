@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import quote
+from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
@@ -60,7 +61,7 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
 )
 
 _ANON = "<anonymous>"
-_PIN_LABELS = {"system": "system prompt", "tools": "tool descriptions/schemas", "model": "model name"}
+_PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
 
 
 class ReplayModel:

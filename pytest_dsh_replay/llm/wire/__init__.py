@@ -6,4 +6,12 @@ becomes that API's request body and back, and how that API's streamed or whole a
 and the loopback endpoint both use them, so a rule of a format is never written twice.
 
 * :mod:`.chat`: OpenAI Chat Completions (``POST /v1/chat/completions``).
+* :mod:`.responses`: OpenAI Responses (``POST /v1/responses``; openai-agents' default model).
+
+Every module the endpoint serves offers the same interface (:mod:`.base` spells it out): ``PATH``,
+``request_from_body(body) -> ModelRequest`` (a :class:`~.base.WireRequestError` names the bad field),
+``wants_stream(body)``, ``stream_encoder(model, response_id, body=...)`` (``feed(chunk)``/``error()``/
+``close()`` -> SSE bytes), ``encode_whole(chunks, ...)`` (the whole JSON answer), ``error_body(message,
+code, status)``, ``upstream_translator()`` (``feed(event)``/``finish()`` -> our chunks) and
+``upstream_body(body)``. The endpoint registers each in one table (``endpoint.server.FORMATS``).
 """
