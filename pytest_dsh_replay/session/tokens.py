@@ -50,16 +50,29 @@ def cwd_aliases(cwd: str | None) -> list[str]:
 
 def _cwd_pattern(cwd: str | None) -> re.Pattern[str] | None:
     aliases = cwd_aliases(cwd) if cwd != CWD_TOKEN else []
-    if not aliases:
-        return None
+    return _compiled_cwd(tuple(aliases)) if aliases else None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_cwd(aliases: tuple[str, ...]) -> re.Pattern[str]:
+    # (cached by the aliases, not the cwd: they depend on the file system when they are computed)
     alt = "|".join(re.escape(a) for a in aliases)
     # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
     return re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
 
 
+#: A whole-token UUID: when every known session id is a UUID, this one pattern finds them all (a match
+#: that is no known id is left as it is), so a run's fresh ids need no pattern compiled for them.
+_WHOLE_UUID_RE = re.compile(r"(?<![\w\-])" + UUID_RE.pattern.replace("a-f", "a-fA-F") + r"(?![\w\-])")
+
+
 def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
     known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
-    return _compiled_ids(known) if known else None
+    if not known:
+        return None
+    if all(UUID_RE.fullmatch(i) for i in known):
+        return _WHOLE_UUID_RE
+    return _compiled_ids(known)
 
 
 @functools.lru_cache(maxsize=256)
@@ -99,6 +112,7 @@ class Tokenizer:
         self.by_appearance = ids_by_appearance
         self._cwd_re = _cwd_pattern(cwd)
         self._ids_re = _ids_pattern(ids)
+        self._known = frozenset(i for i in ids if i)
         self._fixed = (
             {} if ids_by_appearance else {sid: f"{{{{session:{n}}}}}" for n, sid in enumerate(ids, 1) if sid}
         )
@@ -113,6 +127,7 @@ class Tokenizer:
         out = Tokenizer.__new__(Tokenizer)
         out.cwd, out.by_appearance = self.cwd, self.by_appearance
         out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
+        out._known = self._known
         out._seen, out._uuids = {}, {}
         out._dash_ids = self._dash_ids
         out._literals = self._literals
@@ -146,6 +161,8 @@ class Tokenizer:
 
     def _id_token(self, match: re.Match[str]) -> str:
         sid = match.group(0)
+        if sid not in self._known:
+            return sid  # a UUID matched by the shared whole-token pattern that is no known id
         fixed = self._fixed.get(sid)
         if fixed is not None:
             return fixed
@@ -187,7 +204,10 @@ class Tokenizer:
         if self._cwd_re is not None and "/" in text:
             text = self._cwd_re.sub(lambda _m: cwd, text)
         if self._ids_re is not None:
-            text = self._ids_re.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+            known = self._known
+            text = self._ids_re.sub(
+                lambda m: ids.get(m.group(0), m.group(0)) if m.group(0) in known else m.group(0), text
+            )
         if uuids and "-" in text:
             text = UUID_RE.sub(lambda m: uuids.get(m.group(0).lower(), m.group(0)), text)
         return text
