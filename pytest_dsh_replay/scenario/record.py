@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
-from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
 from .definition import Scenario
@@ -31,11 +30,6 @@ class ModelSpecError(ScenarioError):
     """``--dsh-model`` / ini ``dsh_model`` is malformed or names something that does not exist."""
 
     code = "MODEL_SPEC"
-
-
-#: Keys a scripted response object may have, and of one ``toolCalls`` entry (``llm/scripted.py``).
-SCRIPTED_RESPONSE_KEYS = RESPONSE_KEYS
-SCRIPTED_TOOL_CALL_KEYS = TOOL_CALL_KEYS
 
 
 def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
@@ -71,22 +65,19 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
                 continue
             if not isinstance(response, dict):
                 raise ModelSpecError(f"{at} must be an object or a string")
-            unknown = sorted(set(response) - SCRIPTED_RESPONSE_KEYS)
+            unknown = sorted(set(response) - RESPONSE_KEYS)
             if unknown:
-                raise ModelSpecError(
-                    f"{at}: unknown key(s) {unknown}; allowed: {sorted(SCRIPTED_RESPONSE_KEYS)}"
-                )
+                raise ModelSpecError(f"{at}: unknown key(s) {unknown}; allowed: {sorted(RESPONSE_KEYS)}")
             calls = response.get("toolCalls", [])
             if not isinstance(calls, list):
                 raise ModelSpecError(f"{at}.toolCalls must be a list")
             for ci, call in enumerate(calls):
                 if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                     raise ModelSpecError(f'{at}.toolCalls[{ci}] must be an object with a string "name"')
-                bad = sorted(set(call) - SCRIPTED_TOOL_CALL_KEYS)
+                bad = sorted(set(call) - TOOL_CALL_KEYS)
                 if bad:
                     raise ModelSpecError(
-                        f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; "
-                        f"allowed: {sorted(SCRIPTED_TOOL_CALL_KEYS)}"
+                        f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; allowed: {sorted(TOOL_CALL_KEYS)}"
                     )
             problem = response_problem(response)  # the rest of the format (finish, chunks, error, ...)
             if problem is not None:
@@ -171,12 +162,6 @@ def resolve_model_spec(
         model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=api_key_env)
         return model, [key]
     raise AssertionError(f"unreachable: {spec!r} passed model_spec_problem")  # pragma: no cover
-
-
-# The secret rules live in llm/secrets.py and scenario/secrets.py; these names stay importable from here.
-SECRET_ENV_NAME = _secrets.SECRET_ENV_NAME
-MIN_ENV_SECRET_LENGTH = _secrets.MIN_ENV_SECRET_LENGTH
-environment_secrets = _secrets.environment_secrets
 
 
 def secret_scrubber(secrets: list[str]) -> SecretScrubber:
@@ -297,7 +282,6 @@ __all__: list[str] = [
     "ModelSpecError",
     "WatchedModel",
     "check_written",
-    "environment_secrets",
     "load_scripted_file",
     "openai_missing",
     "resolve_model_spec",

@@ -1,4 +1,4 @@
-"""The one fixture writer: stable, atomic, scrubbed (harness.md §4; CONTRACTS §2, §5).
+"""The one fixture writer: stable, atomic, scrubbed (harness.md §4).
 
 Every write path (``--snapshot-update``, ``--dsh-record`` ``once``/``rewrite``/``new_episodes``)
 goes through :func:`write_fixtures`:
