@@ -514,9 +514,12 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     "--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]"
 )
 @click.option(
-    "--mode", type=click.Choice(["once", "rewrite", "new_episodes"]), default="rewrite", show_default=True
+    "--mode",
+    type=click.Choice([m.value for m in RecordMode if m.records]),
+    default=RecordMode.REWRITE.value,
+    show_default=True,
 )
-@click.option("--backend", type=click.Choice(["jsonl", "sqlite"]), default=None)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=None)
 def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     """Record the scenario(s) at PATH with a live model (the same as pytest's --dsh-record mode)."""
     import pytest

@@ -62,7 +62,7 @@ def endpoint_fixture(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EndpointHandle]:
     """Start the test's endpoint, patch the environment, yield the handle, fail at teardown on problems."""
-    from ..plugin import _match_on
+    from ..options import match_on as _match_on
 
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
@@ -89,7 +89,7 @@ def endpoint_fixture(
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
     try:
-        yield EndpointHandle(url, directory, thread.endpoint.plan, thread.endpoint)
+        yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
         outcome = thread.stop()
     if not outcome.ok:

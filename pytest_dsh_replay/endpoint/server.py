@@ -37,10 +37,14 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
+from ..layout import PRIMARY_LOG
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.wire import chat
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
+from ..replay.load import OVERRIDE_FILE
+from ..scenario.plan import Plan
+from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, BindingError, Conversation
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 
@@ -107,20 +111,13 @@ class EndpointOutcome:
 
 
 def _has_recording(directory: Path) -> bool:
-    return (directory / "session.jsonl").exists() or (directory / "replay.override.json").exists()
+    return (directory / PRIMARY_LOG).exists() or (directory / OVERRIDE_FILE).exists()
 
 
-def plan_for(config: EndpointConfig) -> str:
-    """``replay``, ``record`` or ``episodes`` for the mode and what the directory holds (module doc)."""
-    recorded = _has_recording(config.directory)
-    mode = config.record
-    if mode is RecordMode.NONE:
-        return "replay"
-    if mode is RecordMode.ONCE:
-        return "replay" if recorded else "record"
-    if mode is RecordMode.NEW_EPISODES:
-        return "episodes" if recorded else "record"
-    return "record"
+def plan_for(config: EndpointConfig) -> Plan:
+    """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
+    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
+    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
 
 
 class Endpoint:
@@ -156,7 +153,7 @@ class Endpoint:
 
         config = self.config
         self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
-        if self.plan != "replay":
+        if self.plan is not Plan.REPLAY:
             if not config.upstream:
                 raise EndpointConfigError(
                     f"{config.directory}: --dsh-record={config.record} needs an upstream to record from "
@@ -165,7 +162,7 @@ class Endpoint:
             self.upstream = UpstreamModel(config.upstream, config.api_key)
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in ("replay", "episodes"):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES):
             if not _has_recording(config.directory):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
@@ -183,9 +180,9 @@ class Endpoint:
             self.replay.bind_order = self.binder.rank
             self.replay.live_ids = lambda: [c.id for c in self.binder.conversations]
             self.replay.live_cwd = self.cwd
-        if self.plan == "replay":
+        if self.plan is Plan.REPLAY:
             self.model = self.replay
-        elif self.plan == "episodes":
+        elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
         else:
             self.model = self.watched
@@ -215,7 +212,7 @@ class Endpoint:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        outcome = EndpointOutcome(self.plan, list(self.problems), calls=self.calls)
+        outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
         if self.replay is not None:
@@ -236,7 +233,7 @@ class Endpoint:
         seen = {id(p) for p in self.problems}
         failures = [f for f in self.replay.failures if id(f) not in seen]
         outcome.problems.extend(f.message for f in failures)
-        if outcome.problems or self.config.allow_unused or self.plan != "replay":
+        if outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
             return
         try:
             self.replay.assert_consumed()
@@ -245,10 +242,9 @@ class Endpoint:
 
     async def _write(self, outcome: EndpointOutcome) -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.record import sidecars_for
+        from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
         from ..scenario.write import current_fixtures, write_fixtures
-        from .record import sidecar_files
 
         assert self.recorder is not None
         result = await self.recorder.finish()
@@ -275,7 +271,7 @@ class Endpoint:
             self.scrubber,
             [*sidecar_files(scenario.path, sidecars), *pins],
             base=current_fixtures(scenario),
-            prune_owned=self.plan == "record",
+            prune_owned=self.plan.prunes_owned,
         )
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) into {directory} "
@@ -360,7 +356,7 @@ class Endpoint:
         from aiohttp import web
 
         assembler = BlockAssembler()
-        live = self.plan != "replay"
+        live = self.plan.needs_live_model
         stream = self.model.stream(call).__aiter__()
         response_id = f"dsh-{uuid.uuid4().hex[:24]}"
         model_name = call["model"] or "dsh-replay"

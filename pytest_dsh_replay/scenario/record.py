@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
+
+from ..layout import log_name
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
 from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
+from ..replay.load import override_file_for
 from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
@@ -184,6 +188,18 @@ def sidecars_for(watched: WatchedModel, logs: list[SessionLog]) -> dict[int, lis
     return out
 
 
+def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
+    """The sidecars of :func:`sidecars_for` as ``(path, text)`` extras of the fixture writer: log ``i``'s
+    is ``replay.override.json`` (0) or ``replay.override.<i>.json``, indented JSON (harness.md §1)."""
+    return [
+        (
+            override_file_for(directory / log_name(i)),
+            orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
+        )
+        for i, entries in sorted(sidecars.items())
+    ]
+
+
 class WatchedModel:
     """Wraps the live model of a recording and remembers every call that failed.
 
@@ -274,6 +290,7 @@ __all__: list[str] = [
     "openai_missing",
     "resolve_model_spec",
     "secret_scrubber",
+    "sidecar_files",
     "sidecars_for",
 ]
 
