@@ -162,6 +162,7 @@ app.router.add_post("/v1/chat/completions", handle)
 import socket
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
+sock.listen(128)
 print(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
 web.run_app(app, sock=sock, print=None, access_log=None)
 """

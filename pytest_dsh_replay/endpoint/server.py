@@ -342,6 +342,8 @@ class Endpoint:
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
+                if log is not None and log.step_open:
+                    log.fail("the client closed the connection before the answer ended", "ABORTED")
                 self.binder.failed(conv)
 
     async def _answer(
