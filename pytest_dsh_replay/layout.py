@@ -9,12 +9,26 @@ of the package, so the pytest plugin may use it at collection time for free.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
-__all__ = ["INPUT_FILE", "LOG_GLOB", "PRIMARY_LOG", "is_log_name", "log_name", "log_rank"]
+__all__ = [
+    "ENDPOINT_MANIFEST",
+    "INPUT_FILE",
+    "LOG_GLOB",
+    "PRIMARY_LOG",
+    "is_endpoint_recording",
+    "is_log_name",
+    "log_name",
+    "log_rank",
+]
 
 #: the scenario definition (its steps and config), harness.md §2
 INPUT_FILE = "input.json"
+#: what marks a recording of the loopback endpoint (logs without ``input.json``: its client is an
+#: agent of the user's, not steps): not a scenario, so collection and ``validate`` do not ask for steps
+ENDPOINT_MANIFEST = "endpoint.json"
 #: the primary session log (rank 0)
 PRIMARY_LOG = "session.jsonl"
 #: a glob that finds every session log of a directory (and more: filter with :func:`is_log_name`)
@@ -39,3 +53,8 @@ def log_rank(name: str) -> int:
     if match is None:
         raise ValueError(f"{name!r} is not a session log name")
     return int(match.group(1)) if match.group(1) else 0
+
+
+def is_endpoint_recording(directory: Path) -> bool:
+    """Whether ``directory`` is a recording of the loopback endpoint (it holds :data:`ENDPOINT_MANIFEST`)."""
+    return os.path.lexists(directory / ENDPOINT_MANIFEST)

@@ -37,7 +37,7 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import PRIMARY_LOG
+from ..layout import ENDPOINT_MANIFEST, PRIMARY_LOG
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.wire import chat
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -141,6 +141,7 @@ class Endpoint:
         self.problems: list[str] = []
         self.calls = 0
         self.models_seen: list[str] = []
+        self.formats_seen: set[str] = set()
         self._runner: Any = None
         self.base_url = ""
 
@@ -265,6 +266,13 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
+        manifest = {"recordedBy": "pytest-dsh-replay endpoint", "formats": sorted(self.formats_seen)}
+        pins.append(
+            (
+                directory / ENDPOINT_MANIFEST,
+                orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n",
+            )
+        )
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
@@ -322,6 +330,7 @@ class Endpoint:
             return self._problem(fmt, exc, 400)
         conv = binding.conversation
         self.calls += 1
+        self.formats_seen.add(fmt.PATH)
         model_name = parsed.get("model", "")
         if model_name and model_name not in self.models_seen:
             self.models_seen.append(model_name)

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote
+from ..layout import is_endpoint_recording
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
@@ -579,7 +580,9 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         key=_session_number,
     )
     has_input = os.path.lexists(directory / "input.json")  # a FIFO or link loop: load_scenario says so
-    if not has_input:
+    if not has_input and is_endpoint_recording(directory):
+        pass  # the endpoint's recording: its client is the user's agent, there are no steps
+    elif not has_input:
         names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
         out.append(
             Finding(
