@@ -66,13 +66,11 @@ def message_key(message: Message) -> tuple[Any, ...]:
             rest.append(("call", block.get("id"), block.get("name"), block.get("arguments")))
         elif kind == "tool-result":
             content = block.get("content")
-            text = (
-                "".join(
-                    str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text"
-                )
-                if isinstance(content, list)
-                else str(content)
-            )
+            if isinstance(content, list):
+                pieces = [b for b in content if isinstance(b, Mapping) and b.get("type") == "text"]
+                text = "".join(str(b.get("text", "")) for b in pieces)
+            else:
+                text = str(content)
             rest.append(("result", block.get("toolCallId"), text))
         else:
             rest.append(orjson.dumps(block, option=orjson.OPT_SORT_KEYS))

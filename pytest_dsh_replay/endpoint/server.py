@@ -364,11 +364,28 @@ class Endpoint:
         log: ConversationLog | None,
         call: ModelRequest,
     ) -> Any:
+        stream = self.model.stream(call).__aiter__()
+        try:
+            return await self._send(fmt, request, body, conv, log, call, stream)
+        finally:  # a client gone mid-answer: the model's stream (an upstream response) is closed now
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def _send(
+        self,
+        fmt: WireFormat,
+        request: Any,
+        body: Mapping[str, Any],
+        conv: Conversation,
+        log: ConversationLog | None,
+        call: ModelRequest,
+        stream: Any,
+    ) -> Any:
         from aiohttp import web
 
         assembler = BlockAssembler()
         live = self.plan.needs_live_model
-        stream = self.model.stream(call).__aiter__()
         response_id = f"dsh-{uuid.uuid4().hex[:24]}"
         model_name = call["model"] or "dsh-replay"
 
@@ -460,10 +477,18 @@ class EndpointThread:
         self._thread = threading.Thread(target=self._loop.run_forever, name="dsh-endpoint", daemon=True)
 
     def start(self) -> str:
+        """Start the loop thread and the endpoint; on failure the thread is stopped and the error raised."""
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result()
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+            raise
 
     def stop(self, timeout: float = 60.0) -> EndpointOutcome:
+        """Stop the endpoint (writing a recording) and the thread; returns the outcome."""
         try:
             return asyncio.run_coroutine_threadsafe(self.endpoint.stop(), self._loop).result(timeout)
         finally:
