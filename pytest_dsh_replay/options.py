@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from .layout import PIN_PARTS
 from .modes import Backend, RecordMode
 
 __all__ = ["add_options", "check_model_spec", "match_on", "record_mode", "run_scrubber", "warn_inert_options"]
@@ -62,10 +63,18 @@ def add_options(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PARTS",
-        help="request parts checked before each recorded call is served: messages, system, tools, model "
-        "(comma-separated or repeated; default: all the recording has; none: off)",
+        help="request parts checked before each recorded call is served: "
+        + ", ".join(("messages", *PIN_PARTS))
+        + " (comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-accept-changed-requests",
+        action="store_true",
+        default=False,
+        help="with --snapshot-update: serve and write the recorded answers even after a changed request or "
+        "tool result (an update refuses such a scenario otherwise); every such call is listed",
+    )
     group.addoption(
         "--dsh-upstream",
         default=None,
@@ -87,16 +96,11 @@ def warn_inert_options(config: pytest.Config) -> None:
     """Warn about options that would silently do nothing in this run."""
     ignored = config.getoption("dsh_ignore_event")
     if ignored:  # imported only then: a run without dsh options must not pay for the session package
-        from .session.types import EVENT_TYPES
+        from .session.types import unknown_event_type
     for etype in ignored:
-        if etype not in EVENT_TYPES:
-            config.issue_config_time_warning(
-                pytest.PytestConfigWarning(
-                    f"--dsh-ignore-event {etype}: no such event type, nothing will be ignored; known types: "
-                    + ", ".join(sorted(EVENT_TYPES))
-                ),
-                stacklevel=2,
-            )
+        problem = unknown_event_type("--dsh-ignore-event", etype)
+        if problem is not None:
+            config.issue_config_time_warning(pytest.PytestConfigWarning(problem), stacklevel=2)
     if config.getoption("dsh_model") and not record_mode(config).records:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
@@ -115,15 +119,10 @@ def record_mode(config: pytest.Config) -> RecordMode:
 def check_model_spec(config: pytest.Config) -> None:
     """Reject a malformed ``--dsh-model`` before any scenario runs (a usage error, not N test failures)."""
     spec = config.getoption("dsh_model") or config.getini("dsh_model")
-    if (spec and spec.partition(":")[0] not in ("scripted", "openai")) or spec in ("openai", "openai:"):
-        raise pytest.UsageError(
-            f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
-            "'openai:MODEL@BASE_URL'"
-        )
-    if spec.startswith("openai:") and record_mode(config).records:
-        from .scenario.record import openai_missing
+    if spec:  # imported only then: a run without dsh options must not pay for the scenario package
+        from .scenario.record import model_spec_problem
 
-        problem = openai_missing(spec)
+        problem = model_spec_problem(spec, recording=record_mode(config).records)
         if problem is not None:
             raise pytest.UsageError(problem)
 

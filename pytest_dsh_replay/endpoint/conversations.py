@@ -18,7 +18,8 @@ conversation a request belongs to from that history. The rules, in order (store-
    is, else a **new root**.
 
 Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, the split
-of a text into parts, content part wrappers. Which conversation got created first decides the harvest
+of a text into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON
+values when they parse). Which conversation got created first decides the harvest
 order (``session.jsonl`` is the first root, ``session.N.jsonl`` the rest by creation).
 
 What the rules cannot tell apart: two conversations with the same system prompt and the same history
@@ -63,7 +64,7 @@ def message_key(message: Message) -> tuple[Any, ...]:
         elif kind == "reasoning":
             continue
         elif kind == "tool-call":
-            rest.append(("call", block.get("id"), block.get("name"), block.get("arguments")))
+            rest.append(("call", block.get("id"), block.get("name"), _arguments_key(block.get("arguments"))))
         elif kind == "tool-result":
             content = block.get("content")
             if isinstance(content, list):
@@ -75,6 +76,17 @@ def message_key(message: Message) -> tuple[Any, ...]:
         else:
             rest.append(orjson.dumps(block, option=orjson.OPT_SORT_KEYS))
     return (message.get("role"), "".join(texts), *rest)
+
+
+def _arguments_key(arguments: object) -> tuple[str, object]:
+    """Tool-call arguments by their JSON value when they parse (a client that re-serializes them, as
+    pydantic-ai does, sends the same value with other whitespace), else as the string sent; hashable."""
+    if not isinstance(arguments, str):
+        return ("raw", repr(arguments))
+    try:
+        return ("json", orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS))
+    except orjson.JSONDecodeError:
+        return ("raw", arguments)
 
 
 def _chain(previous: int, key: object) -> int:

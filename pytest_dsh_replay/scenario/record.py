@@ -17,12 +17,11 @@ from typing import Any, cast
 
 import orjson
 
-from ..layout import log_name
+from ..layout import sidecar_name
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
 from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
-from ..replay.load import override_file_for
 from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
@@ -111,6 +110,30 @@ def openai_missing(spec: str) -> str | None:
     )
 
 
+def model_spec_problem(spec: str, *, flag: str = "--dsh-model", recording: bool = True) -> str | None:
+    """What is wrong with the form of a model ``spec`` (see :func:`resolve_model_spec`), else ``None``.
+
+    The one wording of a malformed spec for pytest (``flag`` ``--dsh-model``, a usage error before any
+    scenario runs) and for ``dsh-replay record`` (``flag`` ``--model``). With ``recording`` an
+    ``openai:`` spec also needs the optional SDK (:func:`openai_missing`). A missing scripted file or
+    API key is found per scenario, by :func:`resolve_model_spec`.
+    """
+    kind, _, rest = spec.partition(":")
+    model_name = rest.partition("@")[0]
+    if kind == "openai" and rest and not model_name:
+        return f"{flag} {spec!r}: the model name is empty (openai:MODEL[@BASE_URL])"
+    if kind not in ("scripted", "openai") or (kind == "openai" and not rest):
+        return (
+            f"{flag} {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' "
+            "or 'openai:MODEL@BASE_URL'"
+        )
+    if kind == "openai" and recording:
+        missing = openai_missing(spec)
+        if missing is not None:
+            return missing.replace("--dsh-model", flag, 1)
+    return None
+
+
 def model_hint(scenario_dir: Path) -> str:
     """The ``--dsh-model`` value to suggest: ``scripted`` when the scenario has a scripted file."""
     return "scripted" if (scenario_dir / SCRIPTED_FILE).exists() else "<MODEL SPEC>"
@@ -135,15 +158,13 @@ def resolve_model_spec(
     if kind == "scripted":
         path = Path(rest) if rest else scenario.path / SCRIPTED_FILE
         return load_scripted_file(path, spec), []
-    if kind == "openai" and rest:
-        missing = openai_missing(spec)
-        if missing is not None:
-            raise ModelSpecError(missing)
+    problem = model_spec_problem(spec)
+    if problem is not None:
+        raise ModelSpecError(problem)
+    if kind == "openai":
         from ..llm.openai_model import OpenAIChatModel
 
         model_name, _, base_url = rest.partition("@")
-        if not model_name:
-            raise ModelSpecError(f"--dsh-model {spec!r}: the model name is empty (openai:MODEL[@BASE_URL])")
         key = os.environ.get(api_key_env, "").strip()
         if not key:
             raise ModelSpecError(
@@ -152,10 +173,7 @@ def resolve_model_spec(
             )
         model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=api_key_env)
         return model, [key]
-    raise ModelSpecError(
-        f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' "
-        "or 'openai:MODEL@BASE_URL'"
-    )
+    raise AssertionError(f"unreachable: {spec!r} passed model_spec_problem")  # pragma: no cover
 
 
 # The secret rules live in llm/secrets.py and scenario/secrets.py; these names stay importable from here.
@@ -193,7 +211,7 @@ def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]])
     is ``replay.override.json`` (0) or ``replay.override.<i>.json``, indented JSON (harness.md §1)."""
     return [
         (
-            override_file_for(directory / log_name(i)),
+            directory / sidecar_name(i),
             orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
         )
         for i, entries in sorted(sidecars.items())
