@@ -152,3 +152,24 @@ def test_a_changed_child_prompt_is_red(tmp_path: Path, api: str, framework_upstr
         run(ep.url, api, False, poet="You are a poet. Answer in prose.")
     assert ep.outcome is not None and not ep.outcome.ok
     assert "system" in ep.outcome.report()
+
+
+def test_agent_as_tool_children_in_parallel(tmp_path: Path, api: str, framework_upstream: Any) -> None:
+    """Two calls of the agent-as-tool in one answer run concurrently: two spawn children of the router,
+    bound to their own recorded sessions on replay whatever order their requests arrive in."""
+    prompt = "haikus for Oslo and Bergen"
+    with served(tmp_path, RecordMode.ONCE, framework_upstream.url) as ep:
+        recorded = run(ep.url, api, True, prompt=prompt)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert recorded[0] == (
+        "report: Quiet Oslo sky / rain folds into the harbour / gulls keep the hours | "
+        "Quiet Bergen sky / rain folds into the harbour / gulls keep the hours"
+    )
+    headers = _headers(tmp_path)
+    assert len(headers) == 3
+    assert [h.get("parentSession") for h in headers[1:]] == [headers[0]["id"]] * 2
+    framework_upstream.stop()
+    for _ in range(3):  # the children's requests race each other
+        with served(tmp_path) as ep:
+            assert run(ep.url, api, True, prompt=prompt) == recorded
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
