@@ -28,6 +28,7 @@ from .rootdir import redetermine
 from .summary import RunSummary
 
 if TYPE_CHECKING:
+    from .llm.secrets import SecretScrubber
     from .scenario import CheckOptions, Scenario
 
 # The scenario machinery (agent, persistence, replay) is imported lazily, when an item runs, so that
@@ -40,7 +41,7 @@ class _State:
     def __init__(self) -> None:
         self.roots: list[Path] = []
         self.name_globs: list[str] = []
-        self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
+        self.scrubber: SecretScrubber | None = None  # THE secret set of the run (llm.secrets.run_scrubber)
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
         #: such a root only scenarios are collected, python tests only inside the testpaths
         self.scenario_only: tuple[list[Path], list[Path]] = ([], [])
@@ -196,7 +197,7 @@ def _names_scenarios(path: Path) -> bool:
     return False
 
 
-def _scrubber(config: pytest.Config) -> Any:
+def _scrubber(config: pytest.Config) -> SecretScrubber:
     state = config.stash[_STATE]
     if state.scrubber is None:
         state.scrubber = run_scrubber(config)

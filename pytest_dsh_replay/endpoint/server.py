@@ -38,7 +38,7 @@ import orjson
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
 from ..layout import OVERRIDE_FILE, PRIMARY_FILE
-from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.wire import chat, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
@@ -184,9 +184,9 @@ class Endpoint:
                 rerecord=config.rerecord
                 or f"dsh-replay serve {config.directory} --record rewrite --upstream URL",
             )
-            self.replay.bind_order = self.binder.rank
-            self.replay.live_ids = lambda: [c.id for c in self.binder.conversations]
-            self.replay.live_cwd = self.cwd
+            self.replay.attach_run(
+                RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)
+            )
         if self.plan == "replay":
             self.model = self.replay
         elif self.plan == "episodes":

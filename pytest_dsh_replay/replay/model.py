@@ -24,13 +24,13 @@ swallowed them into an ``error`` turn end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from ..errors import quote
 from ..layout import PIN_KINDS
-from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
 from ..session.tokens import Tokenizer
@@ -140,6 +140,17 @@ class ReplayModel:
         self._unrecorded: dict[str, int] = {}
 
     # -- naming helpers -------------------------------------------------------------------
+
+    def attach_run(self, run: RunContext) -> None:
+        """Take the run's creation ranks, live session ids and cwd (:class:`~..llm.RunAware`)."""
+        self.bind_order = run.rank
+        self.live_ids = run.live_ids
+        self.live_cwd = run.cwd
+
+    def park_waiter(self) -> Awaitable[object]:
+        """Completes when the next ``hang`` entry has delivered its prefix (:class:`~..llm.Pausable`)."""
+        self.parked.clear()
+        return self.parked.wait()
 
     def _scenario_name(self) -> str:
         if self.scenario:

@@ -54,13 +54,13 @@ from .compare import (
 from .definition import Scenario
 from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
-from .normalize import SessionLog
+from .normalize import Normalization, SessionLog
 from .plan import LogCompare, Plan, plan_for
 from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
 from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model, rerecord_command
 from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
-from .write import Normalization, current_fixtures, write_fixtures
+from .write import current_fixtures, write_fixtures
 
 END_SEED = END_SEED_TYPE
 
@@ -201,12 +201,9 @@ def _compare(
     """
     run_logs = scrub_logs(result.logs, _scrubber(options))
     mismatches: list[LogMismatch]
-    if prefix:  # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
-        problems = [
-            p for p in inventory_problems(fixtures, result.logs, str(scenario.path)) if "missing" in p
-        ]
-    else:
-        problems = inventory_problems(fixtures, result.logs, str(scenario.path))
+    inventory = inventory_problems(fixtures, result.logs, str(scenario.path))
+    # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
+    problems = [str(p) for p in inventory if not prefix or p.kind == "missing"]
     if scenario.config.compare == "messages" and not prefix:
         mismatches = compare_message_logs(fixtures, run_logs)
     else:

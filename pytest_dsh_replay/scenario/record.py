@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, cast
 
-from ..llm import LlmError, Model, ModelRequest, StreamChunk
+from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
@@ -226,8 +226,17 @@ class WatchedModel:
         #: live session id -> the requests it sent (without ``signal``): the source of the pins
         self.requests: dict[str, list[dict[str, Any]]] = {}
 
-    def __getattr__(self, name: str) -> Any:  # ``parked`` and friends of the wrapped model
+    def __getattr__(self, name: str) -> Any:  # the wrapped model's own attributes (``notes``, ...)
         return getattr(self.model, name)
+
+    def attach_run(self, run: RunContext) -> None:
+        """Pass the run's context on to the wrapped model when it binds by it (:class:`~..llm.RunAware`)."""
+        if isinstance(self.model, RunAware):
+            self.model.attach_run(run)
+
+    def park_waiter(self) -> Awaitable[object] | None:
+        """The wrapped model's (:class:`~..llm.Pausable`); ``None`` when it cannot park a stream."""
+        return self.model.park_waiter() if isinstance(self.model, Pausable) else None
 
     def _counts(self, exc: BaseException) -> bool:
         if isinstance(exc, LlmError):
@@ -310,6 +319,11 @@ class EpisodeModel:
         self.live = live
         self.live_sessions: set[str] = set()
         self.live_calls = 0
+
+    def attach_run(self, run: RunContext) -> None:
+        """The recorded part binds by the run's context (:class:`~..llm.RunAware`); the live model serves
+        sessions in the order they come."""
+        self.replay.attach_run(run)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         key = request.get("sessionId") or "<anonymous>"

@@ -9,11 +9,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from _recording_helpers import run
 
 from pytest_dsh_replay.scenario.definition import load_scenario
 from pytest_dsh_replay.scenario.record import ModelSpecError, resolve_model_spec
-
-from .conftest import run
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_CHILD = REPO / "scenarios" / "spawn" / "one-child"

@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _recording_helpers import run, snapshot
 from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
-
-from .conftest import run, snapshot
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios" / "secrets" / "scrubbed-prompt"
 PROMPT_KEY = "sk-abcdefghijklmnop1234"

@@ -5,11 +5,10 @@ of the package (``#N`` is 1-based, the primary is session #1; JSON paths such as
 from __future__ import annotations
 
 import pytest
+from _recording_helpers import make_scenario, prompt_steps, run
 
 from pytest_dsh_replay.llm import LlmError
 from pytest_dsh_replay.llm.scripted import ScriptedModel
-
-from .conftest import make_scenario, prompt_steps, run
 
 DELEGATE = {
     "toolCalls": [
