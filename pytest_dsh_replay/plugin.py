@@ -20,7 +20,7 @@ from _pytest._code.code import TerminalRepr
 
 from . import hookspecs
 from .errors import HarnessError
-from .layout import INPUT_FILE, LOG_GLOB, is_log_name, log_rank
+from .layout import INPUT_FILE, LOG_GLOB, is_endpoint_recording, is_log_name, log_rank
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
 from .own_agent import StoreHandle, dsh_endpoint, dsh_replay_model, dsh_session_store
@@ -224,7 +224,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if name != INPUT_FILE:
         # session logs without an input.json: report the directory once (from its first log), never
         # skip it silently
-        if (directory / INPUT_FILE).is_file():
+        if (directory / INPUT_FILE).is_file() or is_endpoint_recording(directory):
             return None
         if name != min((p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank):
             return None

@@ -56,7 +56,7 @@ from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import Normalization, SessionLog
 from .plan import LogCompare, Plan, plan_for
-from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
+from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecar_files, sidecars_for
 from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model, rerecord_command
 from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
@@ -212,16 +212,6 @@ def _compare(
     return problems
 
 
-def _sidecar_files(scenario: Scenario, sidecars: dict[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
-    return [
-        (
-            override_file_for(scenario.log_file(i)),
-            orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
-        )
-        for i, entries in sorted(sidecars.items())
-    ]
-
-
 # -- the record plan -------------------------------------------------------------------------------
 
 
@@ -266,7 +256,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         scenario,
         result,
         _scrubber(options, secrets),
-        [*_sidecar_files(scenario, sidecars), *pins],
+        [*sidecar_files(scenario.path, sidecars), *pins],
         base=current_fixtures(scenario),
         normalization=_normalization(ignored, result, options),
         prune_owned=Plan.RECORD.prunes_owned,
@@ -595,7 +585,7 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         scenario,
         run,
         _scrubber(options, served.secrets),
-        [*_sidecar_files(scenario, _episode_sidecars(served, run.logs)), *pins],
+        [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
         base=replayed.fixtures,
         normalization=_normalization(replayed.ignored, run, options),
     )

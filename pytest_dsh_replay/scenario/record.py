@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
+
+from ..layout import sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
@@ -188,6 +191,18 @@ def sidecars_for(watched: WatchedModel, logs: list[SessionLog]) -> dict[int, lis
     return out
 
 
+def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
+    """The sidecars of :func:`sidecars_for` as ``(path, text)`` extras of the fixture writer: log ``i``'s
+    is ``replay.override.json`` (0) or ``replay.override.<i>.json``, indented JSON (harness.md §1)."""
+    return [
+        (
+            directory / sidecar_name(i),
+            orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
+        )
+        for i, entries in sorted(sidecars.items())
+    ]
+
+
 class WatchedModel:
     """Wraps the live model of a recording and remembers every call that failed.
 
@@ -286,6 +301,7 @@ __all__: list[str] = [
     "openai_missing",
     "resolve_model_spec",
     "secret_scrubber",
+    "sidecar_files",
     "sidecars_for",
 ]
 

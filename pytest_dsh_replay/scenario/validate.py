@@ -31,7 +31,15 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote
-from ..layout import INPUT_FILE, LOG_GLOB, PRIMARY_FILE, SIDECAR_GLOB, is_sidecar_name, loose_log_number
+from ..layout import (
+    INPUT_FILE,
+    LOG_GLOB,
+    PRIMARY_FILE,
+    SIDECAR_GLOB,
+    is_endpoint_recording,
+    is_sidecar_name,
+    loose_log_number,
+)
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
@@ -602,7 +610,9 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         key=_session_number,
     )
     has_input = os.path.lexists(directory / INPUT_FILE)  # a FIFO or link loop: load_scenario says so
-    if not has_input:
+    if not has_input and is_endpoint_recording(directory):
+        pass  # the endpoint's recording: its client is the user's agent, there are no steps
+    elif not has_input:
         names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
         out.append(
             Finding(

@@ -252,7 +252,9 @@ def test_snapshot_update_scrubs_the_configured_key(pytester: pytest.Pytester, ke
     # holds the key echoed from the environment)
     log = scenario / "session.jsonl"
     log.write_text(log.read_text().replace('"text":"echo the key"', '"text":"an older prompt"'))
-    result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update", *INI)
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests", *INI
+    )
     result.assert_outcomes(passed=1)
     assert "written:" in result.stdout.str()
     assert_no_secret(written(scenario))
