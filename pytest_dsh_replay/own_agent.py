@@ -7,20 +7,28 @@ they build is imported when a test requests them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Union
 
 import pytest
 
 from .modes import Backend
 from .options import match_on as _match_on
 
+if TYPE_CHECKING:
+    from .endpoint.fixture import EndpointHandle
+    from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
+    from .replay import ReplayModel
+    from .session import SessionStore
+
+    Storage = Union[JsonlPersistence, SqlitePersistence]  # noqa: UP007
+
 __all__ = ["StoreHandle", "dsh_endpoint", "dsh_replay_model", "dsh_session_store"]
 
 
 @pytest.fixture
-def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
+def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayModel]:
     """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None)``.
 
     Returns a ``ReplayModel``.
@@ -43,8 +51,8 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
         scenario_dir: str | Path,
         *,
         allow_replace_override: bool = False,
-        match_on: Any = None,
-    ) -> Any:
+        match_on: Iterable[str] | None = None,
+    ) -> ReplayModel:
         path = Path(scenario_dir)
         if not path.is_absolute():
             path = config.rootpath / path
@@ -63,7 +71,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[EndpointHandle]:
     """A loopback OpenAI-compatible endpoint recording or replaying this test's model traffic.
 
     Sets ``OPENAI_BASE_URL`` (and a dummy ``OPENAI_API_KEY``) for the test and its subprocesses; yields an
@@ -76,7 +84,7 @@ def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.fixture
-def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
+def dsh_session_store(tmp_path: Path) -> Iterator[Callable[..., StoreHandle]]:
     """Factory: ``dsh_session_store(backend="jsonl"|"sqlite")`` -> a fresh ``SessionStore`` with persistence.
 
     The store's ``WriteCoordinator`` is already attached. The factory returns a
@@ -88,12 +96,12 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
     from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
     from .session import SessionStore
 
-    opened: list[Any] = []
+    opened: list[Storage] = []
 
     def make(backend: str = Backend.JSONL) -> StoreHandle:
         root = tmp_path / f"dsh-store-{len(opened) + 1}"
         if backend == Backend.JSONL:
-            storage: Any = JsonlPersistence(root)
+            storage: Storage = JsonlPersistence(root)
         elif backend == Backend.SQLITE:
             storage = SqlitePersistence(root / "sessions.sqlite")
         else:
@@ -115,11 +123,11 @@ class StoreHandle:
     """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root`` (the
     backend's directory) and ``cwd`` (the store's default session cwd, a fresh temp directory)."""
 
-    def __init__(self, store: Any, persistence: Any, root: Path, cwd: Path) -> None:
+    def __init__(self, store: SessionStore, persistence: WriteCoordinator, root: Path, cwd: Path) -> None:
         self.store = store
         self.persistence = persistence
         self.root = root
         self.cwd = cwd
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[SessionStore | WriteCoordinator]:
         return iter((self.store, self.persistence))

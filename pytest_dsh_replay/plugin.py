@@ -28,6 +28,8 @@ from .rootdir import redetermine
 from .summary import RunSummary
 
 if TYPE_CHECKING:
+    from _pytest._io import TerminalWriter
+
     from .llm.secrets import SecretScrubber
     from .scenario import CheckOptions, Scenario
 
@@ -412,12 +414,14 @@ class _Report(TerminalRepr):
         self.text = text
         self.reprcrash = _Crash(text.split("\n", 1)[0])
 
-    def toterminal(self, tw: Any) -> None:
+    def toterminal(self, tw: TerminalWriter) -> None:
         for line in self.text.split("\n"):
             tw.line(line)
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
     summary = config.stash.get(_SUMMARY, None)
     if summary is not None:
         summary.write(_RedactingWriter(terminalreporter, config), config)
@@ -427,7 +431,7 @@ class _RedactingWriter:
     """The terminal reporter's ``write_line``/``section`` with every line through the run's scrubber
     (a fixture path holds the scenario directory's name, which may be secret-shaped)."""
 
-    def __init__(self, tr: Any, config: pytest.Config) -> None:
+    def __init__(self, tr: pytest.TerminalReporter, config: pytest.Config) -> None:
         self._tr = tr
         self._config = config
 

@@ -7,7 +7,7 @@ carries from workers, so the summary is the same with ``-n``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import pytest
 
@@ -15,6 +15,18 @@ from .itemreport import WRITE_STATUSES, ItemReport
 from .modes import RecordMode
 
 __all__ = ["RunSummary"]
+
+
+class LineWriter(Protocol):
+    """What the summary writes through (the terminal reporter, or a redacting wrapper of it)."""
+
+    def write_line(self, text: str) -> None:
+        """Write one line."""
+        ...
+
+    def section(self, title: str) -> None:
+        """Start a titled section."""
+        ...
 
 
 class RunSummary:
@@ -56,7 +68,7 @@ class RunSummary:
         if item.guard is not None:
             (self.guards_ok if item.guard == "red" else self.guards_failed).append(name)
 
-    def write(self, terminalreporter: Any, config: pytest.Config) -> None:
+    def write(self, terminalreporter: LineWriter, config: pytest.Config) -> None:
         """Write the summary lines and sections (nothing when no scenario reported)."""
         tr = terminalreporter
         record = RecordMode(config.getoption("dsh_record"))
