@@ -12,11 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _recording_helpers import bash_call, events, make_scenario, prompt_steps, run, snapshot
 from llm.sse_helpers import KEY_ENV
+from llm.test_openai_recording import model_spec, record_live, serve, text_body, tool_call_body
 from pytest_httpserver import HTTPServer
-
-from .conftest import bash_call, events, make_scenario, prompt_steps, run, snapshot
-from .test_loopback import model_spec, record_live, serve, text_body, tool_call_body
 
 # deliberately NOT sk-shaped: only the configured-secret path can catch it
 API_KEY = "dshkey-NotPatternShaped-0123456789abcdef"
