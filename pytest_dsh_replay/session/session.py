@@ -464,7 +464,7 @@ def event_message(event: Event, *, copy: bool = True) -> Message | None:
         if not content and etype == "assistant/message":
             return None
         role = message.get("role")
-        return {"role": role if isinstance(role, str) else "user", "content": content}
+        return cast(Message, {"role": role if isinstance(role, str) else "user", "content": content})
     content = (_copy if copy else _no_copy)(data.get("content", []), set())
     if etype == "user/message":
         return {"role": "user", "content": content}
