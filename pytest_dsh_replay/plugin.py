@@ -56,8 +56,8 @@ class _State:
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
         """Show every warning of the run with its secrets as ``[REDACTED]`` (the run's scrubber).
 
-        A live model's ``LiveModelWarning`` quotes what the provider sent (a call id, a tool name, an
-        error text); pytest prints it in its warnings summary. This runs before the terminal reporter
+        A warning may quote what a provider sent (a call id, a tool name, an error text); pytest
+        prints it in its warnings summary. This runs before the terminal reporter
         and xdist's forwarding, so neither sees the secret. Runs that never built the scrubber (no
         scenario ran) are left alone.
         """

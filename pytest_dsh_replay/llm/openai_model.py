@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, TypeVar
 
@@ -33,7 +32,6 @@ from .wire.chat import (
 
 __all__ = [
     "ChatChunkTranslator",
-    "LiveModelWarning",
     "OpenAIChatModel",
     "map_finish_reason",
     "map_usage",
@@ -47,11 +45,6 @@ JsonDict = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- the model
-
-
-class LiveModelWarning(UserWarning):
-    """Something a recording should know about a live response that is still recorded as sent
-    (e.g. tool-call arguments that are not valid JSON)."""
 
 
 class _Aborted(Exception):
@@ -73,9 +66,9 @@ class OpenAIChatModel:
         send_reasoning: send reasoning blocks back as ``reasoning_content`` (DeepSeek thinking mode).
 
     Nothing touches the network or the environment until a stream is iterated. A missing key
-    raises ``LlmError`` code ``AUTH`` naming the environment variable. A response recorded as sent
-    despite an oddity (tool-call arguments that are not valid JSON) adds a line to :attr:`notes` and
-    warns :class:`LiveModelWarning`.
+    raises ``LlmError`` code ``AUTH`` naming the environment variable. A response a recording must
+    not hold (tool-call arguments that are not JSON, a call without a name) raises
+    :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` after the chunks before it.
     """
 
     def __init__(
@@ -98,8 +91,6 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.extra_body = dict(extra_body) if extra_body else None
         self.send_reasoning = send_reasoning
-        #: notes for the recording run, one per oddity of a response (see :class:`LiveModelWarning`)
-        self.notes: list[str] = []
 
     def __repr__(self) -> str:  # never shows the key
         return (
@@ -166,7 +157,7 @@ class OpenAIChatModel:
         sdk_stream: Any = None
         try:
             sdk_stream = await self._call(client.chat.completions.create(**params), abort_waiter, scrubber)
-            translator = ChatChunkTranslator()
+            translator = ChatChunkTranslator(messages=request.get("messages", []))
             while True:
                 try:
                     item = await self._call(sdk_stream.__anext__(), abort_waiter, scrubber)
@@ -175,11 +166,7 @@ class OpenAIChatModel:
                 data = item.to_dict(warnings=False) if isinstance(item, openai.BaseModel) else item
                 for chunk in translator.feed(data):
                     yield chunk
-            closing = translator.finish()
-            for message in translator.warnings:  # the recording run says so (a note and a warning)
-                self.notes.append(message)
-                warnings.warn(LiveModelWarning(f"{self!r}: {message}"), stacklevel=1)
-            for chunk in closing:
+            for chunk in translator.finish():
                 yield chunk
         finally:
             if abort_waiter is not None and not abort_waiter.done():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
+from ..llm.errors import MalformedCallError
 from ..llm import secrets as _secrets
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
@@ -189,8 +190,12 @@ class WatchedModel:
 
     A live call that raises (no key, unreachable endpoint, HTTP error, garbage body, an exhausted
     scripted model) would otherwise be logged by the agent as an ordinary ``turn/end`` error and
-    written as a fixture. Deliberate failures are not counted: ``ABORTED`` (a cancel) and, for
-    scripted models, the errors the script itself asks for (``error`` responses).
+    written as a fixture. Deliberate failures are not counted: ``ABORTED`` (a cancel), for scripted
+    models the errors the script itself asks for (``error`` responses), and, while
+    :attr:`expect_errors` is set (the runner sets it during a ``promptExpectError`` step), any live
+    model error: the call is recorded as it happened (a ``throw`` entry with the chunks that came
+    before the error, see :func:`sidecars_for`). A response the recording must not hold
+    (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`) always counts.
     """
 
     #: Scripted-model codes that mean the script is wrong, not that it scripted an error.
@@ -201,6 +206,8 @@ class WatchedModel:
         self.failures: list[str] = []
         self.calls = 0
         self._scripted = isinstance(model, ScriptedModel)
+        #: set while a ``promptExpectError`` step runs: live model errors are that step's subject
+        self.expect_errors = False
         #: live session id -> the replay entries of its calls as they really happened: ``chunks``,
         #: ``throw`` (with message/code/status) or ``hang`` (cancelled after its prefix chunks)
         self.entries: dict[str, list[dict[str, Any]]] = {}
@@ -211,10 +218,14 @@ class WatchedModel:
         return getattr(self.model, name)
 
     def _counts(self, exc: BaseException) -> bool:
+        if isinstance(exc, MalformedCallError):
+            return True
         if isinstance(exc, LlmError):
             if exc.code == "ABORTED":
                 return False
-            return not self._scripted or exc.code in self.SCRIPT_FAILURES
+            if self._scripted:
+                return exc.code in self.SCRIPT_FAILURES
+            return not self.expect_errors
         return not isinstance(exc, asyncio.CancelledError | GeneratorExit)
 
     def _fail(self, exc: BaseException) -> None:
