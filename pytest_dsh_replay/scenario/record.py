@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..llm import LlmError, Model, ModelRequest, StreamChunk
-from ..llm.errors import MalformedCallError
 from ..llm import secrets as _secrets
+from ..llm.errors import MalformedCallError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
 from .definition import Scenario

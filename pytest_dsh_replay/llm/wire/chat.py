@@ -256,7 +256,17 @@ def _preview(value: object, limit: int = 200) -> str:
 #: every other key is a provider field (``fields.py``). ``obfuscation`` is OpenAI's random padding
 #: (different in every re-record, meaningless to keep).
 _CHUNK_KEYS = frozenset(
-    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier", "obfuscation"}
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+        "system_fingerprint",
+        "service_tier",
+        "obfuscation",
+    }
 )
 _CHOICE_KEYS = frozenset({"index", "delta", "finish_reason", "logprobs"})
 _DELTA_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls"})
@@ -652,7 +662,9 @@ def _part_text(value: Any, part: Mapping[str, Any]) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        texts = [v if isinstance(v, str) else v.get("text") if isinstance(v, Mapping) else None for v in value]
+        texts = [
+            v if isinstance(v, str) else v.get("text") if isinstance(v, Mapping) else None for v in value
+        ]
         if all(isinstance(t, str) for t in texts):
             return "".join(cast(list[str], texts))
     raise LlmError(f"delta content part has no text: {_preview(part)}", "BAD_RESPONSE")

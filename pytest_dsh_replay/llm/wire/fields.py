@@ -143,7 +143,9 @@ def check_tool_calls(blocks: Sequence[ContentBlock], *, where: str) -> None:
             )
         arguments = block.get("arguments")
         if not isinstance(arguments, str):
-            raise MalformedCallError(f"{label} ({block['name']}) has non-string arguments; nothing is recorded")
+            raise MalformedCallError(
+                f"{label} ({block['name']}) has non-string arguments; nothing is recorded"
+            )
         if arguments == "":
             continue
         try:
