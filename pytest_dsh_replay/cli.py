@@ -510,7 +510,10 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
-    "--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]"
+    "--model",
+    "model_spec",
+    required=True,
+    help="scripted | scripted:PATH | openai:MODEL[@BASE_URL] | anthropic:MODEL[@BASE_URL]",
 )
 @click.option(
     "--mode", type=click.Choice(["once", "rewrite", "new_episodes"]), default="rewrite", show_default=True

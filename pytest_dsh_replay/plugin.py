@@ -348,17 +348,15 @@ def _warn_inert_options(config: pytest.Config) -> None:
 def _check_model_spec(config: pytest.Config) -> None:
     """Reject a malformed ``--dsh-model`` before any scenario runs (a usage error, not N test failures)."""
     spec = config.getoption("dsh_model") or config.getini("dsh_model")
-    if (spec and spec.partition(":")[0] not in ("scripted", "openai")) or spec in ("openai", "openai:"):
-        raise pytest.UsageError(
-            f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' or "
-            "'openai:MODEL@BASE_URL'"
-        )
-    if spec.startswith("openai:") and config.getoption("dsh_record") != "none":
-        from .scenario.record import openai_missing
+    if not spec:
+        return
+    from .scenario.record import sdk_missing, spec_problem
 
-        problem = openai_missing(spec)
-        if problem is not None:
-            raise pytest.UsageError(problem)
+    problem = spec_problem(spec)
+    if problem is None and config.getoption("dsh_record") != "none":
+        problem = sdk_missing(spec)
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
 def _match_on(config: pytest.Config) -> frozenset[str] | None:
@@ -498,11 +496,10 @@ class ScenarioItem(pytest.Item):
             if spec is None:
                 raise ModelSpecError(
                     f"scenario {sc.node_name} needs a live model for --dsh-record={record}: pass --dsh-model "
-                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL]) or implement pytest_dsh_live_model"
+                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL], anthropic:MODEL[@BASE_URL]) "
+                    "or implement pytest_dsh_live_model"
                 )
-            return resolve_model_spec(
-                spec, sc, api_key_env=config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
-            )
+            return resolve_model_spec(spec, sc, api_key_env=config.getini("dsh_api_key_env") or None)
 
         return CheckOptions(
             record=record,

@@ -18,8 +18,10 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, TypeVar
 
 from .errors import LlmError
+from .live import Aborted as _Aborted
+from .live import Redactor as _Redactor
+from .live import await_unless_aborted as _await_unless_aborted
 from .model import ModelRequest
-from .secrets import REDACTED, SecretScrubber
 from .signal import CancelSignal
 from .types import StreamChunk
 from .wire.chat import (
@@ -45,10 +47,6 @@ JsonDict = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- the model
-
-
-class _Aborted(Exception):
-    """Internal: the request's signal fired while waiting."""
 
 
 class OpenAIChatModel:
@@ -252,39 +250,3 @@ def _error_detail(exc: Any) -> str:
     if isinstance(body, str) and body:
         return body[:300]
     return str(exc.message)
-
-
-class _Redactor:
-    """Removes the API key (and secret-shaped text) from error messages."""
-
-    def __init__(self, api_key: str) -> None:
-        self._key = api_key
-        self._scrubber = SecretScrubber([api_key] if len(api_key) >= 6 else [])
-
-    def clean(self, text: str) -> str:
-        text = self._scrubber.scrub(text)
-        return text.replace(self._key, REDACTED) if self._key else text
-
-    def leaks(self, text: str) -> bool:
-        return bool(self._key) and self._key in text
-
-
-async def _await_unless_aborted(awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None) -> _T:
-    if abort_waiter is None:
-        return await awaitable
-    if abort_waiter.done():
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
-        raise _Aborted
-    task: asyncio.Future[_T] = asyncio.ensure_future(awaitable)
-    pending: set[asyncio.Future[Any]] = {task, abort_waiter}
-    try:
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
-            task.cancel()
-            # Let the cancelled SDK call unwind (it closes its response) before we go on.
-            await asyncio.wait({task})
-    if task.cancelled():
-        raise _Aborted
-    return task.result()

@@ -19,7 +19,7 @@ from ..llm import LlmError, Model, ModelRequest, StreamChunk
 from ..llm import secrets as _secrets
 from ..llm.errors import MalformedCallError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
-from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
+from ..llm.secrets import SecretScrubber, run_scrubber
 from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
@@ -95,17 +95,45 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
     return ScriptedModel.from_json(data, source=str(path))
 
 
-def openai_missing(spec: str) -> str | None:
-    """Why ``spec`` (an ``openai:...`` model) cannot be built here: the optional ``openai`` SDK is not
-    installed (``pip install 'pytest-dsh-replay[openai]'``); ``None`` when it is importable."""
+#: The ``--dsh-model`` forms, as the usage messages spell them.
+MODEL_SPEC_FORMS = "'scripted', 'scripted:PATH', 'openai:MODEL[@BASE_URL]' or 'anthropic:MODEL[@BASE_URL]'"
+#: Spec kind -> (the SDK package it needs, the extra that installs it, the key env var by default).
+LIVE_KINDS: dict[str, tuple[str, str, str]] = {
+    "openai": ("openai", "openai", "OPENAI_API_KEY"),
+    "anthropic": ("anthropic", "anthropic", "ANTHROPIC_API_KEY"),
+}
+
+
+def spec_problem(spec: str) -> str | None:
+    """Why ``spec`` is no ``--dsh-model`` form (``None`` when it is one; files are not checked)."""
+    kind, colon, rest = spec.partition(":")
+    if kind == "scripted" or (kind in LIVE_KINDS and colon and rest.partition("@")[0]):
+        return None
+    return f"--dsh-model {spec!r}: expected {MODEL_SPEC_FORMS}"
+
+
+def sdk_missing(spec: str) -> str | None:
+    """Why ``spec`` (an ``openai:``/``anthropic:`` model) cannot be built here: its optional SDK is not
+    installed (``pip install 'pytest-dsh-replay[openai]'`` / ``[anthropic]``); ``None`` when it is
+    importable or ``spec`` needs no SDK."""
     import importlib.util
 
-    if importlib.util.find_spec("openai") is not None:
+    kind = spec.partition(":")[0]
+    if kind not in LIVE_KINDS:
+        return None
+    package, extra, _ = LIVE_KINDS[kind]
+    if importlib.util.find_spec(package) is not None:
         return None
     return (
-        f"--dsh-model {spec}: the openai package is not installed; replay never needs it, recording with an "
-        "OpenAI-compatible endpoint does: pip install 'pytest-dsh-replay[openai]'"
+        f"--dsh-model {spec}: the {package} package is not installed; replay never needs it, recording with "
+        f"{'an OpenAI-compatible' if kind == 'openai' else 'an Anthropic Messages'} endpoint does: "
+        f"pip install 'pytest-dsh-replay[{extra}]'"
     )
+
+
+def openai_missing(spec: str) -> str | None:
+    """:func:`sdk_missing` of an ``openai:`` spec."""
+    return sdk_missing(spec)
 
 
 def model_hint(scenario_dir: Path) -> str:
@@ -114,7 +142,7 @@ def model_hint(scenario_dir: Path) -> str:
 
 
 def resolve_model_spec(
-    spec: str, scenario: Scenario, *, api_key_env: str = DEFAULT_KEY_ENV
+    spec: str, scenario: Scenario, *, api_key_env: str | None = None
 ) -> tuple[Model, list[str]]:
     """Build the live model named by ``spec`` for ``scenario``; returns ``(model, secrets)``.
 
@@ -122,37 +150,45 @@ def resolve_model_spec(
         ``scripted``            the scenario's own ``scripted.json`` (offline authoring, ``llm/scripted.py``)
         ``scripted:PATH``       a scripted model file
         ``openai:MODEL``        an OpenAI-compatible endpoint via the ``openai`` SDK (base URL from
-                                ``OPENAI_BASE_URL``), key from the environment variable ``api_key_env``
-        ``openai:MODEL@URL``    the same with an explicit base URL
+                                ``OPENAI_BASE_URL``), Chat Completions (``llm/wire/chat.py``)
+        ``anthropic:MODEL``     the Anthropic Messages API via the ``anthropic`` SDK (base URL from
+                                ``ANTHROPIC_BASE_URL``; ``llm/wire/messages.py``)
+        ``KIND:MODEL@URL``      either with an explicit base URL (Anthropic's without ``/v1``)
+
+    The key comes from the environment variable ``api_key_env`` (ini ``dsh_api_key_env``); ``None``:
+    the kind's own (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
 
     Raises:
-        ModelSpecError: unknown form, a missing or malformed scripted file, or no API key in ``api_key_env``.
+        ModelSpecError: unknown form, a missing SDK, a missing or malformed scripted file, or no API key.
     """
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
         path = Path(rest) if rest else scenario.path / SCRIPTED_FILE
         return load_scripted_file(path, spec), []
-    if kind == "openai" and rest:
-        missing = openai_missing(spec)
-        if missing is not None:
-            raise ModelSpecError(missing)
+    problem = spec_problem(spec)
+    if problem is not None:
+        raise ModelSpecError(problem)
+    missing = sdk_missing(spec)
+    if missing is not None:
+        raise ModelSpecError(missing)
+    model_name, _, base_url = rest.partition("@")
+    key_env = api_key_env or LIVE_KINDS[kind][2]
+    key = os.environ.get(key_env, "").strip()
+    if not key:
+        raise ModelSpecError(
+            f"--dsh-model {spec}: no API key: environment variable {key_env} is unset or empty; "
+            f"set {key_env} (or name another variable with the ini key dsh_api_key_env)"
+        )
+    model: Model
+    if kind == "anthropic":
+        from ..llm.anthropic_model import AnthropicModel
+
+        model = AnthropicModel(model=model_name, base_url=base_url or None, api_key_env=key_env)
+    else:
         from ..llm.openai_model import OpenAIChatModel
 
-        model_name, _, base_url = rest.partition("@")
-        if not model_name:
-            raise ModelSpecError(f"--dsh-model {spec!r}: the model name is empty (openai:MODEL[@BASE_URL])")
-        key = os.environ.get(api_key_env, "").strip()
-        if not key:
-            raise ModelSpecError(
-                f"--dsh-model {spec}: no API key: environment variable {api_key_env} is unset or empty; "
-                f"set {api_key_env} (or name another variable with the ini key dsh_api_key_env)"
-            )
-        model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=api_key_env)
-        return model, [key]
-    raise ModelSpecError(
-        f"--dsh-model {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' "
-        "or 'openai:MODEL@BASE_URL'"
-    )
+        model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=key_env)
+    return model, [key]
 
 
 # The secret rules live in llm/secrets.py and scenario/secrets.py; these names stay importable from here.
@@ -284,8 +320,10 @@ __all__: list[str] = [
     "load_scripted_file",
     "openai_missing",
     "resolve_model_spec",
+    "sdk_missing",
     "secret_scrubber",
     "sidecars_for",
+    "spec_problem",
 ]
 
 
