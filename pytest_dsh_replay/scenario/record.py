@@ -230,7 +230,8 @@ class WatchedModel:
     models the errors the script itself asks for (``error`` responses), and, while
     :attr:`expect_errors` is set (the runner sets it during a ``promptExpectError`` step), any live
     model error: the call is recorded as it happened (a ``throw`` entry with the chunks that came
-    before the error, see :func:`sidecars_for`). A response the recording must not hold
+    before the error, see :func:`sidecars_for`); except a ``CONNECTION`` error before any chunk (no
+    upstream answered: a broken setup). A response the recording must not hold
     (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`) always counts.
     """
 
@@ -253,7 +254,7 @@ class WatchedModel:
     def __getattr__(self, name: str) -> Any:  # ``parked`` and friends of the wrapped model
         return getattr(self.model, name)
 
-    def _counts(self, exc: BaseException) -> bool:
+    def _counts(self, exc: BaseException, delivered: bool = False) -> bool:
         if isinstance(exc, MalformedCallError):
             return True
         if isinstance(exc, LlmError):
@@ -261,6 +262,8 @@ class WatchedModel:
                 return False
             if self._scripted:
                 return exc.code in self.SCRIPT_FAILURES
+            if self.expect_errors and exc.code == "CONNECTION" and not delivered:
+                return True  # no upstream to talk to: a broken setup, not the provider's error
             return not self.expect_errors
         return not isinstance(exc, asyncio.CancelledError | GeneratorExit)
 
@@ -306,7 +309,7 @@ class WatchedModel:
                 yield chunk
         except BaseException as exc:
             self._outcome(entry, exc)
-            if self._counts(exc):
+            if self._counts(exc, bool(entry["chunks"])):
                 self._fail(exc)
             raise
 
