@@ -150,6 +150,16 @@ def test_provider_fields_are_recorded_and_sent_back_on_the_next_request(
     message = next(e for e in events(scenario / "session.jsonl") if e["type"] == "assistant/message")
     assert message["data"]["content"][0]["providerFields"] == {"chat": {"extra_content": extra}}
     replay(pytester, scenario).assert_outcomes(passed=1)
+    # the request check compares them like any other part: a changed signature in the recorded
+    # message makes the second request differ from its recording
+    log = scenario / "session.jsonl"
+    lines = log.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"assistant/message"' in line)
+    lines[at] = lines[at].replace("dGhvdWdodA==", "Y2hhbmdlZA==")
+    log.write_text("\n".join(lines) + "\n")
+    result = replay(pytester, scenario)
+    result.assert_outcomes(failed=1)
+    assert "providerFields" in result.stdout.str()
 
 
 def test_list_shaped_content_is_recorded_as_text_and_reasoning(
