@@ -1,10 +1,12 @@
 """The ``dsh-replay`` command line (harness.md §7), built on click with rich output.
 
-Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``. Exit codes: 0 ok, 1 findings or
-differences, 2 usage errors (and, for ``show``/``derive``/``diff``, unreadable input). ``validate``
-reports unreadable input as findings (exit 1). Bad input of any kind is reported as a typed
-:class:`~pytest_dsh_replay.errors.HarnessError` with its code, never as a traceback; messages quote
-input values bounded (:func:`~pytest_dsh_replay.errors.quote`).
+Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``. One exit-code rule for all:
+0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or failed
+scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
+input a command cannot read (``show``, ``derive``, ``diff``; ``validate`` reports unreadable input
+as a finding, exit 1). Bad input of any kind is reported as a typed
+:class:`~pytest_dsh_replay.errors.HarnessError` with its code, never as a traceback; messages name
+this command's own options and quote input values bounded (:func:`~pytest_dsh_replay.errors.quote`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import HarnessError, quote
+from .modes import Backend, RecordMode
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
 from .scenario.validate import display as _name
@@ -79,6 +82,21 @@ def _load_logs(path: Path) -> list[SessionLog]:
     return _ordered(path, [_read(f) for f in _log_files(path)])
 
 
+#: The exit codes of every command (see the module docstring).
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _print_error(exc: HarnessError) -> None:
+    console.print(f"[red]error[/red] [{exc.code}]: {escape(str(exc))}")
+
+
+def _warn(message: str) -> None:
+    """A warning on stderr (stdout stays the command's output, e.g. ``derive --json``)."""
+    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+        f"[yellow]warning[/yellow]: {escape(message)}"
+    )
+
+
 def _fail_on_harness_error(fn: Any) -> Any:
     import functools
 
@@ -87,8 +105,8 @@ def _fail_on_harness_error(fn: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except HarnessError as exc:
-            console.print(f"[red]error[/red] [{exc.code}]: {escape(str(exc))}")
-            sys.exit(2)
+            _print_error(exc)
+            sys.exit(EXIT_USAGE)
 
     return wrapper
 
@@ -280,10 +298,45 @@ def _show_one(file: Path, spool: IO[str]) -> _Shown:
 def show(path: Path) -> None:
     """Show the session tree of a scenario directory or log: lineage, fork boundaries, turns, calls, tools.
 
-    Logs are streamed (memory bounded by the largest line). Exit 2 on unreadable input.
+    A folder of scenarios (as ``validate`` takes) shows one tree per scenario at or under it, every
+    one whatever an earlier one held. Logs are streamed (memory bounded by the largest line). Exit 2
+    on unreadable input (after the other trees were shown).
     """
+    _existing(path)
+    units = _show_units(path)
+    failed = False
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        _show_tree(path, [_show_one(f, spool) for f in _log_files(path)])
+        for unit in units:
+            spool.seek(0)
+            spool.truncate()
+            try:
+                _show_tree(unit, [_show_one(f, spool) for f in _log_files(unit)])
+            except HarnessError as exc:
+                if len(units) == 1:
+                    raise
+                _print_error(exc)
+                failed = True
+    if failed:
+        sys.exit(EXIT_USAGE)
+
+
+def _show_units(path: Path) -> list[Path]:
+    """``[path]`` for a log or a directory with logs (or ``input.json``) of its own; else the scenario
+    and log directories at or under it (:func:`~.scenario.validate.validation_units`).
+
+    Raises:
+        HarnessError: ``PATH_EMPTY`` when there is none.
+    """
+    from .scenario.validate import validation_units
+
+    if not path.is_dir() or os.path.lexists(path / "input.json") or any(path.glob("*.jsonl")):
+        return [path]
+    units = list(validation_units(path))
+    if not units:
+        raise HarnessError(
+            f"{path}: no scenario (input.json) or session log (*.jsonl) at or under it", "PATH_EMPTY"
+        )
+    return units
 
 
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
@@ -336,13 +389,17 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-def validate(paths: Sequence[Path]) -> None:
+@click.option(
+    "--findings-only", is_flag=True, help="print only the findings and the summary, no line per clean unit"
+)
+def validate(paths: Sequence[Path], findings_only: bool) -> None:
     """Check log integrity of every scenario or log at or under each PATH.
 
     Header, seq contiguity, turn/step balance, tool pairing, lineage, seedLength, surface, the size
     limit of a line, and the inventory (input.json, child numbering, sidecars). Every path is
-    checked, whatever an earlier one held. Exit 1 when any finding is reported (an unreadable or
-    unrecorded path included), 2 only for usage errors.
+    checked, whatever an earlier one held; the last line sums up (units, logs, events, findings).
+    Exit 1 when any finding is reported (an unreadable or unrecorded path included), 2 only for
+    usage errors.
     """
     from .errors import max_line_bytes
     from .scenario.validate import validate_paths
@@ -350,18 +407,33 @@ def validate(paths: Sequence[Path]) -> None:
     try:
         max_line_bytes()  # a bad DSH_REPLAY_MAX_LINE_BYTES is a usage error, not a finding per log
     except HarnessError as exc:
-        console.print(f"[red]error[/red] [{exc.code}]: {escape(str(exc))}")
-        sys.exit(2)
-    findings = 0
+        _print_error(exc)
+        sys.exit(EXIT_USAGE)
+    findings = units = bad_units = logs = events = 0
     for report in validate_paths(paths):
-        for finding in report.findings:
-            console.print(f"[red]finding[/red] [{finding.code}] {escape(finding.message)}")
+        units += 1
+        logs += report.logs
+        events += report.events
+        _print_findings(report.findings)
         findings += len(report.findings)
-        if not report.findings:
+        bad_units += bool(report.findings)
+        if not report.findings and not findings_only:
             console.print(
                 f"[green]ok[/green] {escape(str(report.path))}: {report.logs} log(s), {report.events} events"
             )
-    sys.exit(1 if findings else 0)
+    checked = f"{units} unit(s), {logs} log(s), {events} events"
+    if findings:
+        console.print(f"[red]{findings} finding(s)[/red] in {bad_units} of {checked}")
+    else:
+        console.print(f"[green]clean[/green]: {checked} checked")
+    sys.exit(EXIT_FINDINGS if findings else EXIT_OK)
+
+
+def _print_findings(findings: Sequence[Any], *, err: bool = False) -> None:
+    """One ``finding [CODE] message`` line each: the one form of ``validate`` and ``derive``."""
+    out = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False) if err else console
+    for finding in findings:
+        out.print(f"[red]finding[/red] [{finding.code}] {escape(finding.message)}")
 
 
 @main.command()
@@ -369,16 +441,25 @@ def validate(paths: Sequence[Path]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the scripts as JSON")
 @_fail_on_harness_error
 def derive(path: Path, as_json: bool) -> None:
-    """Print the replay scripts of a scenario directory (or one log): one entry per model call."""
+    """Print the replay scripts of a scenario directory (or one log): one entry per model call.
+
+    A seq gap (or a repeated seq) is reported after the scripts as ``validate`` reports it (on
+    stderr with ``--json``), exit 1: the calls were derived, but from a log with events missing.
+    """
     from .replay import load_child_script, load_session_scripts
     from .scenario.secrets import redact_report
+    from .scenario.validate import seq_findings
 
     _existing(path)
     if path.is_dir():
-        scripts = [(s.file.name, s.source, s.entries) for s in load_session_scripts(path)]
+        loaded = load_session_scripts(path)
+        scripts = [(s.file.name, s.source, s.entries) for s in loaded]
+        files = [s.file for s in loaded]
     else:  # one log: its own calls, from events[seedLength:] (a fork child's prefix is not its own)
         script = load_child_script(path)
         scripts = [(path.name, script.source, script.entries)]
+        files = [path]
+    findings = [f for file in files for f in seq_findings(file)]
     if as_json:
         out = [{"file": f, "source": src, "entries": entries} for f, src, entries in scripts]
         try:
@@ -386,11 +467,14 @@ def derive(path: Path, as_json: bool) -> None:
         except orjson.JSONEncodeError as exc:  # deeper than orjson's 254 levels: name the call
             raise _too_deep("derive --json", scripts) from exc
         click.echo(redact_report(text, None))  # secrets show as [REDACTED]
-        return
-    for name, source, entries in scripts:
-        console.print(f"[bold]{escape(name)}[/bold] ({source}): {len(entries)} call(s)")
-        for i, entry in enumerate(entries):
-            console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(entry), None))}")
+    else:
+        for name, source, entries in scripts:
+            console.print(f"[bold]{escape(name)}[/bold] ({source}): {len(entries)} call(s)")
+            for i, entry in enumerate(entries):
+                console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(entry), None))}")
+    if findings:
+        _print_findings(findings, err=as_json)
+        sys.exit(EXIT_FINDINGS)
 
 
 def _describe_entry(entry: Any) -> str:
@@ -476,10 +560,17 @@ def _first_too_deep(side: str, logs: Sequence[SessionLog]) -> HarnessError | Non
 def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     """Compare two scenario dirs or logs after normalization (each side with its own context).
 
+    The events of each log pair are aligned (a sequence alignment over the normalized events, seq
+    left out), so an event removed from B is one event only in A; A is shown in red, B in green.
     Exit 1 on differences.
     """
-    from .scenario.compare import compare_event_logs, render_mismatches
+    from .scenario.compare import align_event_logs
+    from .session.types import unknown_event_type
 
+    for etype in ignore_event:
+        problem = unknown_event_type("--ignore-event", etype)
+        if problem is not None:
+            _warn(problem)
     _existing(a)  # both checked before either is read
     _existing(b)
     left, right = _load_logs(a), _load_logs(b)
@@ -487,24 +578,59 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
         too_deep = _first_too_deep(side, logs)  # normalization re-encodes every event with orjson
         if too_deep is not None:
             raise too_deep
-    problems = _inventory(left, right, a, b)
-    problems += render_mismatches(
-        compare_event_logs(
-            left,
-            right,
-            ignore_events=frozenset(ignore_event),
-            canonical_envelope=True,
-            labels=(f"A ({a})", f"B ({b})"),
-        )
-    )
-    if not problems:
+    label_a, label_b = f"A ({a})", f"B ({b})"
+    inventory = _inventory(left, right, a, b)
+    aligned = align_event_logs(left, right, ignore_events=frozenset(ignore_event), labels=(label_a, label_b))
+    if not inventory and not aligned:
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
         return
     from .scenario.secrets import redact_report
 
-    for p in problems:
-        console.print(redact_report(p, None), markup=False)  # secrets show as [REDACTED]
-    sys.exit(1)
+    def show(text: str) -> str:  # secrets show as [REDACTED]; A red, B green
+        text = escape(redact_report(text, None))
+        return text.replace(escape(label_a), f"[red]{escape(label_a)}[/red]").replace(
+            escape(label_b), f"[green]{escape(label_b)}[/green]"
+        )
+
+    for problem in inventory:
+        console.print(show(problem))
+    for log in aligned:
+        name = log.source_a if log.source_a == log.source_b else f"{log.source_a} / {log.source_b}"
+        first = log.differences[0]
+        counts = f"{log.only_a} event(s) only in A, {log.only_b} only in B, {log.changed} changed"
+        console.print(
+            f"[bold]{escape(name)}[/bold] ({log.role}): first difference at "
+            f"{escape(_at(first.a or first.b))}; {counts}"
+        )
+        for d in log.differences:
+            if d.b is None and d.a is not None:
+                console.print(show(f"  only in {label_a}: {_at(d.a)}: {_clip(d.a.text)}"))
+            elif d.a is None and d.b is not None:
+                console.print(show(f"  only in {label_b}: {_at(d.b)}: {_clip(d.b.text)}"))
+            elif d.a is not None and d.b is not None:
+                where = _at(d.a) if _at(d.a) == _at(d.b) else f"{_at(d.a)} in A, {_at(d.b)} in B"
+                console.print(show(f"  changed at {where}:"))
+                for line in d.details:
+                    console.print(show("  " + line))
+        if log.total > len(log.differences):
+            console.print(f"  ... and {log.total - len(log.differences)} more differences")
+    sys.exit(EXIT_FINDINGS)
+
+
+def _at(event: Any) -> str:
+    """``seq S (type)`` of an aligned event, ``header`` for the header line."""
+    if event.line == 1:
+        return "header"
+    return f"seq {_name(event.seq)} ({_name(event.event_type)})"
+
+
+def _clip(text: str, width: int = 240) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+#: pytest's exit codes mapped to the command's rule (0 ok, 1 failed scenarios, 2 anything else:
+#: usage errors, no scenario collected, an interrupted or internal error).
+_PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FINDINGS}
 
 
 @main.command()
@@ -516,13 +642,26 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
     help="scripted | scripted:PATH | openai:MODEL[@BASE_URL] | anthropic:MODEL[@BASE_URL]",
 )
 @click.option(
-    "--mode", type=click.Choice(["once", "rewrite", "new_episodes"]), default="rewrite", show_default=True
+    "--mode",
+    type=click.Choice([m.value for m in RecordMode if m.records]),
+    default=RecordMode.REWRITE.value,
+    show_default=True,
 )
-@click.option("--backend", type=click.Choice(["jsonl", "sqlite"]), default=None)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=None)
 def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
-    """Record the scenario(s) at PATH with a live model (the same as pytest's --dsh-record mode)."""
+    """Record the scenario(s) at PATH with a live model (the same as pytest's --dsh-record mode).
+
+    Exit 0 when every scenario was recorded, 1 when one failed, 2 for a usage error (a malformed
+    ``--model``, no scenario at PATH).
+    """
     import pytest
 
+    from .scenario.record import model_spec_problem
+
+    problem = model_spec_problem(model_spec, flag="--model")
+    if problem is not None:
+        console.print(f"[red]error[/red] [USAGE]: {escape(problem)}")
+        sys.exit(EXIT_USAGE)
     args = [
         "--dsh-scenario",
         str(path),
@@ -539,7 +678,90 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     ]
     if backend:
         args += ["--dsh-backend", backend]
-    sys.exit(int(pytest.main(args)))
+    sys.exit(_PYTEST_EXIT.get(int(pytest.main(args)), EXIT_USAGE))
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--record",
+    "mode",
+    type=click.Choice(RecordMode.choices()),
+    default=RecordMode.NONE.value,
+    show_default=True,
+    help="record mode (none: replay only)",
+)
+@click.option(
+    "--upstream", default=None, metavar="URL", help="base URL recorded from, e.g. https://api.openai.com/v1"
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="port on 127.0.0.1 (default: a free one)"
+)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
+@click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
+@click.option(
+    "--api-key-env", default="OPENAI_API_KEY", show_default=True, help="env var of the upstream's API key"
+)
+@click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
+@_fail_on_harness_error
+def serve(
+    directory: Path,
+    mode: str,
+    upstream: str | None,
+    port: int,
+    backend: str,
+    match_on: tuple[str, ...],
+    api_key_env: str,
+    allow_unused: bool,
+) -> None:
+    """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
+
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the first line of stdout; point OPENAI_BASE_URL at
+    it. Serves until SIGINT/SIGTERM, then writes the recording (record modes) and exits 0 when every
+    request matched and every recorded call was used, 1 when not (the report on stderr), 2 on a usage
+    error.
+    """
+    import asyncio
+    import os
+    import signal
+
+    from .endpoint import Endpoint, EndpointConfig
+    from .replay.requests import parse_match_on
+
+    record_mode = RecordMode(mode)
+    config = EndpointConfig(
+        directory,
+        record=record_mode,
+        upstream=upstream,
+        api_key=os.environ.get(api_key_env) if record_mode.records else None,
+        backend=Backend(backend),
+        match_on=parse_match_on(match_on),
+        allow_unused=allow_unused,
+        rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
+        port=port,
+    )
+
+    async def run() -> Any:
+        endpoint = Endpoint(config)
+        url = await endpoint.start()
+        click.echo(url)
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        return await endpoint.stop()
+
+    from .scenario.secrets import redact_report
+
+    outcome = asyncio.run(run())
+    for note in outcome.notes:
+        click.echo(note, err=True)
+    if not outcome.ok:
+        click.echo(redact_report(outcome.report(), None), err=True)
+        sys.exit(1)
+    sys.exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

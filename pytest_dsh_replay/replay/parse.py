@@ -44,6 +44,24 @@ _get_seq_time = itemgetter("seq", "time")
 _get_type = itemgetter("type")
 
 
+def malformed_line_message(where: str, line_no: int, line: bytes, exc: Exception | None = None) -> str:
+    """The one wording of a log line that is not UTF-8 JSON: ``where:line: ...; fix ...``.
+
+    Every reader says it this way (the whole-file parse of replay and ``derive``, the streaming
+    reader of ``validate``/``show``, the harvest of a run): not UTF-8 names the first bad byte and
+    its 1-based column; else the JSON decoder's reason (``exc``). Session logs are UTF-8 JSONL
+    (events.md §2).
+    """
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return (
+            f"{where}:{line_no}: not valid UTF-8 (byte 0x{line[bad.start]:02x} at column "
+            f"{bad.start + 1}); session logs are UTF-8 JSONL: fix the line or re-record the fixture"
+        )
+    return f"{where}:{line_no}: malformed JSON line ({exc}); fix the line or re-record the fixture"
+
+
 def _where(file: str | None) -> str:
     return file if file else "<session log>"
 
@@ -169,8 +187,7 @@ def _slow_rows(body: list[bytes], first_line_no: int, file: str | None) -> tuple
             rows.append(_loads(line))
         except orjson.JSONDecodeError as exc:
             raise ReplayParseError(
-                f"{_where(file)}:{first_line_no + offset}: malformed JSON line ({exc}); "
-                "fix the line or re-record the fixture",
+                malformed_line_message(_where(file), first_line_no + offset, line, exc),
                 "REPLAY_MALFORMED_LINE",
             ) from exc
         line_nos.append(first_line_no + offset)

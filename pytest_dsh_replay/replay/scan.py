@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, not_
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NewType, Union, cast
 
 import msgspec
 import orjson
@@ -47,14 +47,24 @@ _SAFE = 2**53 - 1
 #: Integers msgspec may decode: orjson keeps exactly int64/uint64 as ``int`` (larger become floats),
 #: so anything outside int64 is left to orjson.
 _Int = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
-#: Nesting depth msgspec may decode below a row's top level; deeper rows are re-read with orjson.
-_DEPTH = 10
+#: Nesting depth msgspec may decode below a row's top level; deeper rows are re-read with orjson (per
+#: line, the same values). The reference's recordings nest at most 5 levels below a row's ``data``.
+#: Building the decoders costs about twice as much per level (msgspec expands the type as a tree).
+_DEPTH = 6
 
 
 def _json_type(depth: int) -> Any:
+    """The JSON value type, ``depth`` levels of arrays/objects deep, with int64-checked integers.
+
+    Each level's inner type is wrapped in a ``NewType`` (msgspec decodes it as its supertype): its hash
+    is its identity, so building the unions stays linear in ``depth``. A plain nested ``Union`` re-hashes
+    every level below it on each construction and comparison (exponential in ``depth``: 0.9 s of
+    ``typing`` hashing at import for depth 10).
+    """
     value: Any = Union[str, _Int, float, bool, None]  # noqa: UP007 (runtime type for msgspec)
-    for _ in range(depth):
-        value = Union[str, _Int, float, bool, None, list[value], dict[str, value]]  # noqa: UP007
+    for level in range(depth):
+        inner = NewType(f"_Json{level}", value)  # type: ignore[misc]  # built at run time for msgspec
+        value = Union[str, _Int, float, bool, None, list[inner], dict[str, inner]]  # noqa: UP007
     return value
 
 

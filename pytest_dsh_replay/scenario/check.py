@@ -1,14 +1,22 @@
 """One scenario item as ONE pipeline: load -> run -> harvest -> compare -> write (harness.md §4-5).
 
-Replay, ``--snapshot-update`` and every record mode run the same stages; the mode only picks
-which model serves the calls, what is compared and whether the writer runs:
+Replay, ``--snapshot-update`` and every record mode run the same stages; the scenario's
+:class:`~.plan.Plan` (:func:`~.plan.plan_for`) picks which model serves the calls, what is compared
+and whether the writer runs, and each plan is one function here over the shared run step:
 
-* ``replay``: :class:`~..replay.ReplayModel` per backend; compares whole logs and the exports.
-* ``update`` (``--snapshot-update``): ``ReplayModel``; compares the exports; writes the run's logs.
-* ``episodes`` (``new_episodes``): :class:`~.record.EpisodeModel`; compares the recorded prefix of
-  every log; writes when live calls were made.
-* ``record`` (``once`` on an unrecorded scenario, ``rewrite``): :class:`~.record.WatchedModel` over
-  the live model; writes logs and sidecars and removes the stale recorder-owned files.
+* :attr:`~.plan.Plan.REPLAY`: :class:`~..replay.ReplayModel` per backend; compares whole logs and
+  the exports.
+* :attr:`~.plan.Plan.UPDATE` (``--snapshot-update``): ``ReplayModel``; compares the exports; writes
+  the run's logs.
+* :attr:`~.plan.Plan.EPISODES` (``new_episodes``): :class:`~.record.EpisodeModel`; compares the
+  recorded prefix of every log; writes when live calls were made.
+* :attr:`~.plan.Plan.RECORD` (``once`` on an unrecorded scenario, ``rewrite``):
+  :class:`~.record.WatchedModel` over the live model; writes logs and sidecars and removes the stale
+  recorder-owned files.
+
+A new record mode is one :class:`~..modes.RecordMode` member, its rule in :func:`~.plan.plan_for`
+and, when no plan does what it needs, one :class:`~.plan.Plan` member with its function in
+``_PLAN_RUNS``.
 
 1. **load**: the fixtures are read and parsed once (:func:`.fixtures.load_fixtures`); a recording of
    another agent is skipped with the reason (never rewritten); the scripts come from that same
@@ -23,7 +31,7 @@ This is what a pytest item (and the CLI) calls; it knows nothing of pytest.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,7 @@ import orjson
 
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
+from ..modes import Backend, RecordMode
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
 from ..replay.errors import RequestMismatchError, RequestShapeError
 from ..session import END_SEED_TYPE
@@ -46,6 +55,7 @@ from .definition import Scenario
 from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import SessionLog
+from .plan import LogCompare, Plan, plan_for
 from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
 from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model
 from .runner import RunOptions, RunResult, run_scenario
@@ -60,12 +70,13 @@ class CheckOptions:
     """How to check one scenario (CLI flags and ini values resolved by the plugin).
 
     Attributes:
-        backend: ``jsonl``/``sqlite``/``both``; ``None`` = the scenario's config, else ``jsonl``.
+        backend: a :class:`~..modes.Backend` value or ``both``; ``None`` = the scenario's config, else
+            ``jsonl``.
         ignore_events: event types dropped on both sides before comparing (``--dsh-ignore-event``).
         slice_seed: False disables the seed slice of child scripts (the red/green guard check).
         update: rewrite the expected logs from the run (``--snapshot-update``).
         refresh_command: the command shown in reports to refresh just this scenario.
-        record: ``none`` | ``once`` | ``new_episodes`` | ``rewrite`` (harness.md §4).
+        record: the :class:`~..modes.RecordMode` (harness.md §4; a value string is converted).
         live_model: builds ``(model, secrets)`` for a scenario in record modes; never called in ``none``.
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
@@ -82,7 +93,7 @@ class CheckOptions:
     slice_seed: bool = True
     update: bool = False
     refresh_command: str = ""
-    record: str = "none"
+    record: RecordMode = RecordMode.NONE
     live_model: Callable[[Scenario], tuple[Model, list[str]]] | None = None
     event_hook: Callable[..., Any] | None = None
     setup_hook: Callable[[Scenario, Path], None] | None = None
@@ -90,18 +101,21 @@ class CheckOptions:
     scrubber: SecretScrubber | None = None
     match_on: frozenset[str] | None = None
 
+    def __post_init__(self) -> None:
+        self.record = RecordMode(self.record)  # "once" -> RecordMode.ONCE; an unknown mode: ValueError
+
 
 @dataclass
 class CheckOutcome:
     """The result of one scenario check: ``problems`` empty means it passed (``skipped``: not run)."""
 
     scenario: Scenario
+    plan: Plan = Plan.REPLAY  # what was done (see .plan)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     needs_recording: bool = False  # the agent made other model calls than recorded: re-record, don't update
-    recording: bool = False  # the outcome of a recording run (record modes), not of a replay
     logs_compared: int = 0  # session logs compared with fixtures (all backends)
     calls_served: int = 0  # recorded model calls served by replay (all backends)
     has_fork_child: bool = False  # a fixture child has a seed (what the red/green guard check re-runs)
@@ -114,6 +128,11 @@ class CheckOutcome:
     def passed(self) -> bool:
         return not self.problems
 
+    @property
+    def recording(self) -> bool:
+        """The outcome of a recording run (:attr:`Plan.RECORD`), not of a replay."""
+        return self.plan is Plan.RECORD
+
     def report(self) -> str:
         return "\n".join([*self.problems, *self.notes])
 
@@ -124,17 +143,6 @@ def read_fixtures(scenario: Scenario) -> list[SessionLog]:
 
 
 # -- stage helpers ---------------------------------------------------------------------------------
-
-
-def plan_for(scenario: Scenario, options: CheckOptions) -> str:
-    """``record`` | ``episodes`` | ``update`` | ``replay`` (see the module table)."""
-    if options.record == "rewrite" or (
-        options.record in ("once", "new_episodes") and not scenario.is_recorded
-    ):
-        return "record"
-    if options.record == "new_episodes":
-        return "episodes"
-    return "update" if options.update else "replay"
 
 
 def _ignored(
@@ -160,8 +168,8 @@ def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> Run
 
 
 def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
-    chosen = options.backend or scenario.config.backend or "jsonl"
-    return ["jsonl", "sqlite"] if chosen == "both" else [chosen]
+    chosen = options.backend or scenario.config.backend or Backend.JSONL
+    return list(Backend) if chosen == "both" else [Backend(chosen)]
 
 
 def _scrubber(options: CheckOptions, secrets: Sequence[str] = ()) -> SecretScrubber:
@@ -170,7 +178,7 @@ def _scrubber(options: CheckOptions, secrets: Sequence[str] = ()) -> SecretScrub
 
 
 def _normalization(ignored: frozenset[str], result: RunResult, options: CheckOptions) -> Normalization:
-    return Normalization(ignored, result.backend == "sqlite", options.event_hook)
+    return Normalization(ignored, result.backend == Backend.SQLITE, options.event_hook)
 
 
 def _compare(
@@ -201,7 +209,7 @@ def _compare(
             fixtures,
             run_logs,
             ignore_events=ignored,
-            canonical_envelope=result.backend == "sqlite",
+            canonical_envelope=result.backend == Backend.SQLITE,
             event_hook=options.event_hook,
             prefix=prefix,
         )
@@ -230,7 +238,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     cancelled call, are written stably (unchanged files keep their bytes); every other recorder-owned
     file (stale child logs, sidecars, pins) is removed.
     """
-    outcome = CheckOutcome(scenario, recording=True)
+    outcome = CheckOutcome(scenario, plan=Plan.RECORD)
     if options.live_model is None:
         outcome.problems.append(
             f"scenario {scenario.node_name} needs recording (--dsh-record={options.record}) but no live "
@@ -240,7 +248,8 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         return outcome
     model, secrets = options.live_model(scenario)
     watched = WatchedModel(model)
-    backend = options.backend if options.backend in ("jsonl", "sqlite") else "jsonl"
+    # the first of the chosen backends, never the scenario config's (one recording, on jsonl unless named)
+    backend = Backend(options.backend) if options.backend in tuple(Backend) else Backend.JSONL
     result = await run_scenario(
         scenario, watched, workdir / "record", _run_options(scenario, options, backend)
     )
@@ -265,7 +274,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         [*_sidecar_files(scenario, sidecars), *pins],
         base=current_fixtures(scenario),
         normalization=_normalization(ignored, result, options),
-        prune_owned=True,
+        prune_owned=Plan.RECORD.prunes_owned,
     )
     outcome.notes.append(
         f"recorded {len(result.logs)} session log(s) into {scenario.path} "
@@ -280,7 +289,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
     return outcome
 
 
-# -- replay / update / episodes --------------------------------------------------------------------
+# -- the shared run step of the replaying plans -----------------------------------------------------
 
 
 @dataclass
@@ -294,15 +303,18 @@ class _Served:
     secrets: list[str] = field(default_factory=list)
 
 
-def _serve(plan: str, scripts: list[SessionScript], scenario: Scenario, options: CheckOptions) -> _Served:
-    # serves copies: scripts are shared; checks every request first (strict except on an update)
-    scrub = request_scrub(_scrubber(options))  # a recorded [REDACTED] equals the live secret (CONTRACTS §3)
-    replay = replay_model(scripts, scenario, match_on=options.match_on, update=plan == "update", scrub=scrub)
-    if plan != "episodes":
+def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options: CheckOptions) -> _Served:
+    # serves copies: scripts are shared; checks every request first (strict unless the run replaces
+    # the recording)
+    scrub = request_scrub(_scrubber(options))  # a recorded [REDACTED] equals the live secret
+    replay = replay_model(
+        scripts, scenario, match_on=options.match_on, update=plan.replaces_recording, scrub=scrub
+    )
+    if not plan.needs_live_model:
         return _Served(replay, replay)
     if options.live_model is None:
         raise ModelSpecError(
-            "--dsh-record=new_episodes needs a live model (--dsh-model or pytest_dsh_live_model)"
+            f"--dsh-record={options.record} needs a live model (--dsh-model or pytest_dsh_live_model)"
         )
     live, secrets = options.live_model(scenario)
     watched = WatchedModel(live)
@@ -310,7 +322,7 @@ def _serve(plan: str, scripts: list[SessionScript], scenario: Scenario, options:
     return _Served(episodes, replay, episodes, watched, list(secrets))
 
 
-def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix: str, plan: str) -> None:
+def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix: str, plan: Plan) -> None:
     """What a run itself says: step and flush errors, unserved and unconsumed calls."""
     model = served.replay
     outcome.problems.extend(prefix + e for e in result.step_errors)
@@ -318,7 +330,7 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
     if any(not isinstance(e, RequestMismatchError | RequestShapeError) for e in model.failures):
         outcome.needs_recording = True  # more calls/sessions than recorded (fewer calls: --snapshot-update)
-    if plan == "update":  # the update rewrites the recording from this run: a mismatch is what changes
+    if plan.replaces_recording:  # the run rewrites the recording: a mismatch is what changes
         outcome.notes.extend(f"{prefix}(updated) {m}" for m in model.mismatches)
     # after a request mismatch nothing more was served: consumption and log diffs would only cascade
     outcome.request_mismatch = outcome.request_mismatch or any(
@@ -326,30 +338,41 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     )
     unconsumed = [] if outcome.request_mismatch else model.consumption_problems()
     unconsumed = [f"{prefix}{p}" for p in unconsumed]
-    # On --snapshot-update an under-consumed recording is what is being replaced: report it, don't fail.
-    (outcome.notes if plan == "update" else outcome.problems).extend(unconsumed)
+    # An under-consumed recording that is being replaced is reported, not failed.
+    (outcome.notes if plan.replaces_recording else outcome.problems).extend(unconsumed)
     if served.watched is not None:
         outcome.problems.extend(prefix + f for f in served.watched.failures)
     outcome.calls_served += sum(model.cursors.values())
     outcome.notes.append(f"{prefix}{model.check_summary()}")
 
 
-async def check_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
-    """Run the pipeline for ``scenario`` (see the module doc) and return what it found.
+@dataclass
+class _Replayed:
+    """What the shared run step leaves for a plan: the fixtures, the runs (one per backend, in order)
+    and the model stage of the first run."""
 
-    Raises the loaders' typed errors (fixture, sidecar, scripts) and :class:`ModelSpecError`.
+    fixtures: Fixtures
+    ignored: frozenset[str]
+    runs: list[RunResult]
+    first: _Served
+
+
+async def _replay_runs(
+    plan: Plan, scenario: Scenario, workdir: Path, options: CheckOptions, outcome: CheckOutcome
+) -> _Replayed | None:
+    """The run step every replaying plan shares: load, run + harvest per backend, compare.
+
+    Returns ``None`` when the scenario is skipped (a recording of another agent: ``outcome.skipped``).
     """
-    plan = plan_for(scenario, options)
-    if plan == "record":
-        return await record_scenario_async(scenario, workdir, options)
-    outcome = CheckOutcome(scenario)
     # 1. load: every fixture parsed once; scripts from that parse
     fixtures = load_fixtures(scenario)
     if fixtures.foreign is not None:
         outcome.skipped = fixtures.foreign + (
-            "; --snapshot-update refuses to rewrite it and leaves it untouched" if plan == "update" else ""
+            "; --snapshot-update refuses to rewrite it and leaves it untouched"
+            if plan.replaces_recording
+            else ""
         )
-        return outcome
+        return None
     ignored, note = _ignored(scenario, fixtures, options)
     outcome.has_fork_child = any(log.role() == "fork child" for log in fixtures.logs[1:])
     scripts = load_session_scripts(
@@ -359,13 +382,12 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
         parsed=fixtures.parsed,
     )
     backends = _backends(scenario, options)
-    if plan == "episodes":
+    if not plan.all_backends:
         backends = backends[:1]
     outcome.backends = tuple(backends)
     sources = ", ".join(f"{s.file.name}: {s.source} ({len(s.calls)} call(s))" for s in scripts)
     outcome.notes.append(f"scripts: {sources}")  # the same for every backend: once
     runs: list[RunResult] = []
-    served: _Served | None = None
     first: _Served | None = None
     for backend in backends:
         prefix = f"[{backend}] " if len(backends) > 1 else ""
@@ -386,62 +408,112 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
             outcome.notes.append(note)
             outcome.end_seed_ignored = True
         # 3. compare
-        if plan in ("replay", "episodes") and outcome.request_mismatch:
+        if plan.compare is LogCompare.NOTHING:
+            continue
+        if outcome.request_mismatch:
             outcome.notes.append(f"{prefix}log comparison skipped: a request did not match its recording")
-        elif plan in ("replay", "episodes"):
+        else:
             outcome.problems.extend(
                 prefix + p
                 for p in _compare(
-                    scenario, fixtures.logs, result, ignored, options, prefix=plan == "episodes"
+                    scenario,
+                    fixtures.logs,
+                    result,
+                    ignored,
+                    options,
+                    prefix=plan.compare is LogCompare.PREFIX,
                 )
             )
     if len(runs) == 2:
         a, b = runs
         exports = compare_event_logs(a.logs, b.logs, ignore_events=ignored, canonical_envelope=True)
         outcome.problems.extend(f"jsonl and sqlite exports differ: {m}" for m in render_mismatches(exports))
-    # 4. write
-    if plan == "episodes":
-        assert served is not None and served.episodes is not None
-        if outcome.problems:
-            outcome.problems.insert(0, "new_episodes recording failed; the previous fixtures are untouched")
-            return outcome
-        if served.episodes.live_calls:
-            assert served.watched is not None
-            pins, pin_notes = pin_extra(
-                scenario, runs[0].logs, runs[0].cwd, served.replay.requests, served.watched.requests
-            )
-            outcome.notes += pin_notes
-            outcome.written, outcome.removed = write_fixtures(
-                scenario,
-                runs[0],
-                _scrubber(options, served.secrets),
-                [*_sidecar_files(scenario, _episode_sidecars(served, runs[0].logs)), *pins],
-                base=fixtures,
-                normalization=_normalization(ignored, runs[0], options),
-            )
-            outcome.removed += remove_stale_pins(scenario, pins)
-            outcome.notes.append(
-                f"new_episodes: {served.episodes.live_calls} new call(s) recorded live and appended"
-            )
-    elif plan == "update" and not outcome.problems:
-        assert first is not None
-        pins, pin_notes = refreshed_pins(scenario, runs[0].logs, runs[0].cwd, first.replay.requests)
-        outcome.notes += pin_notes
-        try:
-            outcome.written, outcome.removed = write_fixtures(
-                scenario,
-                runs[0],
-                _scrubber(options),
-                pins,
-                base=fixtures,
-                normalization=_normalization(ignored, runs[0], options),
-                strict_layout=True,
-            )
-        except ForeignRecordingError as exc:
-            outcome.problems.append(str(exc))
-        else:
-            outcome.removed += remove_stale_pins(scenario, pins)
+    assert first is not None  # at least one backend
+    return _Replayed(fixtures, ignored, runs, first)
+
+
+# -- one function per plan ---------------------------------------------------------------------------
+
+
+async def _replay_plan(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """:attr:`Plan.REPLAY`: the shared run step alone; nothing is written."""
+    outcome = CheckOutcome(scenario, plan=Plan.REPLAY)
+    await _replay_runs(Plan.REPLAY, scenario, workdir, options, outcome)
     return outcome
+
+
+async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """:attr:`Plan.UPDATE`: replay leniently; a clean run rewrites the logs and refreshes the pins."""
+    outcome = CheckOutcome(scenario, plan=Plan.UPDATE)
+    replayed = await _replay_runs(Plan.UPDATE, scenario, workdir, options, outcome)
+    if replayed is None or outcome.problems:
+        return outcome
+    run = replayed.runs[0]
+    pins, pin_notes = refreshed_pins(scenario, run.logs, run.cwd, replayed.first.replay.requests)
+    outcome.notes += pin_notes
+    try:
+        outcome.written, outcome.removed = write_fixtures(
+            scenario,
+            run,
+            _scrubber(options),
+            pins,
+            base=replayed.fixtures,
+            normalization=_normalization(replayed.ignored, run, options),
+            strict_layout=True,
+        )
+    except ForeignRecordingError as exc:
+        outcome.problems.append(str(exc))
+    else:
+        outcome.removed += remove_stale_pins(scenario, pins)
+    return outcome
+
+
+async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """:attr:`Plan.EPISODES`: replay the recorded prefix, serve the calls past it live and, when any was
+    made and nothing failed, append them (logs, sidecars of failed live calls, pins)."""
+    outcome = CheckOutcome(scenario, plan=Plan.EPISODES)
+    replayed = await _replay_runs(Plan.EPISODES, scenario, workdir, options, outcome)
+    if replayed is None:
+        return outcome
+    served = replayed.first
+    assert served.episodes is not None and served.watched is not None
+    if outcome.problems:
+        outcome.problems.insert(0, "new_episodes recording failed; the previous fixtures are untouched")
+        return outcome
+    if not served.episodes.live_calls:
+        return outcome
+    run = replayed.runs[0]
+    pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
+    outcome.notes += pin_notes
+    outcome.written, outcome.removed = write_fixtures(
+        scenario,
+        run,
+        _scrubber(options, served.secrets),
+        [*_sidecar_files(scenario, _episode_sidecars(served, run.logs)), *pins],
+        base=replayed.fixtures,
+        normalization=_normalization(replayed.ignored, run, options),
+    )
+    outcome.removed += remove_stale_pins(scenario, pins)
+    outcome.notes.append(f"new_episodes: {served.episodes.live_calls} new call(s) recorded live and appended")
+    return outcome
+
+
+#: what each plan runs (a new plan: one :class:`Plan` member and its function here)
+_PLAN_RUNS: dict[Plan, Callable[[Scenario, Path, CheckOptions], Awaitable[CheckOutcome]]] = {
+    Plan.REPLAY: _replay_plan,
+    Plan.UPDATE: _update_plan,
+    Plan.EPISODES: _episodes_plan,
+    Plan.RECORD: record_scenario_async,
+}
+
+
+async def check_scenario_async(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """Run the pipeline for ``scenario`` (see the module doc) with its :func:`~.plan.plan_for` plan.
+
+    Raises the loaders' typed errors (fixture, sidecar, scripts) and :class:`ModelSpecError`.
+    """
+    plan = plan_for(options.record, recorded=scenario.is_recorded, update=options.update)
+    return await _PLAN_RUNS[plan](scenario, workdir, options)
 
 
 def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
@@ -478,7 +550,11 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
             f"pytest --dsh-scenario {outcome.scenario.path} --dsh-record=new_episodes --dsh-model {model} "
             "(or --dsh-record=rewrite to re-record everything)",
         ]
-    elif options.refresh_command and not outcome.request_mismatch and options.record != "new_episodes":
+    elif (
+        options.refresh_command
+        and not outcome.request_mismatch
+        and options.record is not RecordMode.NEW_EPISODES
+    ):
         # (a failed new_episodes run says what to fix; --snapshot-update cannot serve the new calls)
         lines += ["", f"refresh just this scenario: {options.refresh_command}"]
     raise ScenarioMismatch(
@@ -491,7 +567,6 @@ __all__ = [
     "CheckOutcome",
     "check_scenario",
     "check_scenario_async",
-    "plan_for",
     "raise_for",
     "read_fixtures",
     "record_scenario_async",

@@ -287,3 +287,136 @@ def inventory_problems(
                 "in the run"
             )
     return problems
+
+
+@dataclass
+class AlignedEvent:
+    """One side's event of an aligned difference: its 1-based file ``line``, ``seq``, type and text."""
+
+    line: int
+    seq: Any
+    event_type: Any
+    text: str  # the normalized JSON line
+
+
+@dataclass
+class AlignedDifference:
+    """One entry of :func:`align_event_logs`: an event only in A (``b is None``), only in B
+    (``a is None``), or a pair of aligned events that differ (``details`` from :func:`structural_diff`,
+    seq left out: a removed event shifts every later seq, and that is not a difference of its own)."""
+
+    a: AlignedEvent | None
+    b: AlignedEvent | None
+    details: list[str]
+
+
+@dataclass
+class AlignedLog:
+    """The aligned differences of one log pair (index ``index`` in harvest order), at most ``limit``
+    of them kept in ``differences``; ``only_a``/``only_b``/``changed`` count all."""
+
+    index: int
+    source_a: str
+    source_b: str
+    role: str
+    differences: list[AlignedDifference]
+    only_a: int
+    only_b: int
+    changed: int
+
+    @property
+    def total(self) -> int:
+        return self.only_a + self.only_b + self.changed
+
+
+def _alignment_key(line: str) -> str:
+    """A normalized event without its ``seq``: what two logs are aligned on."""
+    event = orjson.loads(line)
+    if isinstance(event, dict):
+        event.pop("seq", None)
+    return orjson.dumps(event).decode()
+
+
+def _aligned_event(line_no: int, text: str) -> AlignedEvent:
+    event = orjson.loads(text)
+    if not isinstance(event, dict):
+        return AlignedEvent(line_no, None, None, text)
+    return AlignedEvent(line_no, event.get("seq"), event.get("type"), text)
+
+
+def align_event_logs(
+    left: Sequence[SessionLog],
+    right: Sequence[SessionLog],
+    *,
+    ignore_events: frozenset[str] = frozenset(),
+    labels: tuple[str, str] = ("A", "B"),
+    limit: int = EVENT_LIMIT,
+) -> list[AlignedLog]:
+    """Align each log pair of two sides (same harvest index) and list what differs, event by event.
+
+    Each side is normalized with its own context (:func:`~.normalize.normalize_logs`, canonical
+    envelope); the events are aligned by :class:`difflib.SequenceMatcher` on their normalized text
+    without ``seq``, so one event removed from B is one event only in A, and the events after it,
+    renumbered, are not differences. A replaced run of events is paired in order (structural diff
+    of each pair); what a replaced run has more on one side is only on that side. The header line is
+    compared as a pair. Only log pairs that differ are returned; extra logs are the caller's
+    (an inventory difference).
+    """
+    kw: dict[str, Any] = {"ignore_events": ignore_events, "canonical_envelope": True}
+    a_all, b_all = normalize_logs(left, **kw), normalize_logs(right, **kw)
+    out: list[AlignedLog] = []
+    for index, (la, lb, a_lines, b_lines) in enumerate(zip(left, right, a_all, b_all, strict=False)):
+        if a_lines != b_lines:
+            pair = _Alignment(a_lines, b_lines, labels, limit)
+            out.append(
+                AlignedLog(
+                    index, la.source, lb.source, la.role(), pair.diffs, pair.only_a, pair.only_b, pair.changed
+                )
+            )
+    return out
+
+
+class _Alignment:
+    """The aligned differences of two normalized logs (header line first), see :func:`align_event_logs`."""
+
+    def __init__(self, a_lines: list[str], b_lines: list[str], labels: tuple[str, str], limit: int) -> None:
+        import difflib
+
+        self.a_lines, self.b_lines, self.labels, self.limit = a_lines, b_lines, labels, limit
+        self.diffs: list[AlignedDifference] = []
+        self.only_a = self.only_b = self.changed = 0
+        if a_lines[0] != b_lines[0]:
+            self._add(0, 0)
+        keys_a = [_alignment_key(x) for x in a_lines[1:]]
+        keys_b = [_alignment_key(x) for x in b_lines[1:]]
+        matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+            for k in range(pairs):
+                self._add(i1 + k + 1, j1 + k + 1)
+            for i in range(i1 + pairs, i2):
+                self._add(i + 1, None)
+            for j in range(j1 + pairs, j2):
+                self._add(None, j + 1)
+
+    def _add(self, i: int | None, j: int | None) -> None:
+        a = _aligned_event(i + 1, self.a_lines[i]) if i is not None else None
+        b = _aligned_event(j + 1, self.b_lines[j]) if j is not None else None
+        keep = len(self.diffs) < self.limit
+        if a is None or b is None:
+            if b is None:
+                self.only_a += 1
+            else:
+                self.only_b += 1
+            if keep:
+                self.diffs.append(AlignedDifference(a, b, []))
+            return
+        self.changed += 1
+        if keep:
+            exp, act = orjson.loads(a.text), orjson.loads(b.text)
+            if i and isinstance(exp, dict) and isinstance(act, dict):  # an event: seq is not compared
+                exp.pop("seq", None)
+                act.pop("seq", None)
+            self.diffs.append(AlignedDifference(a, b, structural_diff(exp, act, labels=self.labels)))

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import NotRegularFileError, read_regular_file
 from ..replay import parse_session_header, parse_session_log
+from ..replay.parse import malformed_line_message
 from .errors import LogReadError
 from .normalize import SessionLog
 
@@ -61,11 +62,10 @@ def read_log_bytes(path: Path) -> bytes:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise LogReadError(
-            f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "session logs are UTF-8 JSONL: fix the line or re-record the fixture"
-        ) from None
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        end = data.find(b"\n", exc.start)
+        line = data[start : end if end >= 0 else len(data)]
+        raise LogReadError(malformed_line_message(str(path), data.count(b"\n", 0, start) + 1, line)) from None
     return data
 
 

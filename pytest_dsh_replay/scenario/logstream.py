@@ -22,7 +22,7 @@ import orjson
 
 from ..errors import HarnessError, LineTooLongError, max_line_bytes, open_regular_file, quote
 from ..replay import ReplayParseError, parse_session_header, parse_session_log
-from ..replay.parse import PACKED_ROW_KEYS
+from ..replay.parse import PACKED_ROW_KEYS, malformed_line_message
 from .errors import LogReadError
 from .harvest import SESSION_LOG_FILE, log_read_error
 
@@ -107,18 +107,8 @@ class LogStream:
                 yield self._line_no, line
 
     def _malformed(self, line_no: int, line: bytes, exc: Exception) -> ReplayParseError:
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            return ReplayParseError(
-                f"{self.where}:{line_no}: not valid UTF-8 (byte 0x{line[bad.start]:02x} at column "
-                f"{bad.start + 1}); session logs are UTF-8 JSONL: fix the line or re-record the fixture",
-                "REPLAY_MALFORMED_LINE",
-            )
-        return ReplayParseError(
-            f"{self.where}:{line_no}: malformed JSON line ({exc}); fix the line or re-record the fixture",
-            "REPLAY_MALFORMED_LINE",
-        )
+        message = malformed_line_message(self.where, line_no, line, exc)
+        return ReplayParseError(message, "REPLAY_MALFORMED_LINE")
 
     def _read_header(self) -> None:
         for line_no, line in self._lines():

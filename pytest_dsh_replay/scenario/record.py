@@ -104,14 +104,6 @@ LIVE_KINDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def spec_problem(spec: str) -> str | None:
-    """Why ``spec`` is no ``--dsh-model`` form (``None`` when it is one; files are not checked)."""
-    kind, colon, rest = spec.partition(":")
-    if kind == "scripted" or (kind in LIVE_KINDS and colon and rest.partition("@")[0]):
-        return None
-    return f"--dsh-model {spec!r}: expected {MODEL_SPEC_FORMS}"
-
-
 def sdk_missing(spec: str) -> str | None:
     """Why ``spec`` (an ``openai:``/``anthropic:`` model) cannot be built here: its optional SDK is not
     installed (``pip install 'pytest-dsh-replay[openai]'`` / ``[anthropic]``); ``None`` when it is
@@ -134,6 +126,27 @@ def sdk_missing(spec: str) -> str | None:
 def openai_missing(spec: str) -> str | None:
     """:func:`sdk_missing` of an ``openai:`` spec."""
     return sdk_missing(spec)
+
+
+def model_spec_problem(spec: str, *, flag: str = "--dsh-model", recording: bool = True) -> str | None:
+    """What is wrong with the form of a model ``spec`` (see :func:`resolve_model_spec`), else ``None``.
+
+    The one wording of a malformed spec for pytest (``flag`` ``--dsh-model``, a usage error before any
+    scenario runs) and for ``dsh-replay record`` (``flag`` ``--model``). With ``recording`` an
+    ``openai:``/``anthropic:`` spec also needs its optional SDK (:func:`sdk_missing`). A missing
+    scripted file or API key is found per scenario, by :func:`resolve_model_spec`.
+    """
+    kind, colon, rest = spec.partition(":")
+    model_name = rest.partition("@")[0]
+    if kind in LIVE_KINDS and rest and not model_name:
+        return f"{flag} {spec!r}: the model name is empty ({kind}:MODEL[@BASE_URL])"
+    if kind != "scripted" and not (kind in LIVE_KINDS and colon and model_name):
+        return f"{flag} {spec!r}: expected {MODEL_SPEC_FORMS}"
+    if recording:
+        missing = sdk_missing(spec)
+        if missing is not None:
+            return missing.replace("--dsh-model", flag, 1)
+    return None
 
 
 def model_hint(scenario_dir: Path) -> str:
@@ -165,12 +178,9 @@ def resolve_model_spec(
     if kind == "scripted":
         path = Path(rest) if rest else scenario.path / SCRIPTED_FILE
         return load_scripted_file(path, spec), []
-    problem = spec_problem(spec)
+    problem = model_spec_problem(spec)
     if problem is not None:
         raise ModelSpecError(problem)
-    missing = sdk_missing(spec)
-    if missing is not None:
-        raise ModelSpecError(missing)
     model_name, _, base_url = rest.partition("@")
     key_env = api_key_env or LIVE_KINDS[kind][2]
     key = os.environ.get(key_env, "").strip()
@@ -326,7 +336,6 @@ __all__: list[str] = [
     "sdk_missing",
     "secret_scrubber",
     "sidecars_for",
-    "spec_problem",
 ]
 
 

@@ -446,6 +446,29 @@ def validate_log_files(
             )
 
 
+#: The codes of the seq contiguity findings (:meth:`LogChecks._seq`).
+SEQ_CODES = frozenset({"LOG_SEQ_GAP", "LOG_SEQ_ORDER", "LOG_BAD_SEQ"})
+
+
+def seq_findings(file: Path) -> list[Finding]:
+    """The seq contiguity findings of one log (events.md §2: seqs count from 0 without gaps), worded
+    as ``validate`` words them; for readers (``derive``) that parse the log whole and do not check
+    seqs. Lines that are not events are counted as one event each, as ``validate`` counts them.
+
+    Raises:
+        HarnessError: the log cannot be opened (the caller's parse reports that first).
+    """
+    out: list[Finding] = []
+    stream = LogStream(file, on_error=lambda exc: None)  # the caller's parse reported bad lines
+    checks = LogChecks(str(file), out)
+    for line_no, raw, event in stream.events():
+        if event is None:
+            checks.lost()
+        else:
+            checks.feed(line_no, raw, event)
+    return [f for f in out if f.code in SEQ_CODES]
+
+
 def _check_one(
     file: Path, wanted: set[int], report: UnitReport, scrubber: SecretScrubber
 ) -> LogChecks | None:

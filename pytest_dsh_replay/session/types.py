@@ -33,6 +33,20 @@ EVENT_TYPES: frozenset[str] = frozenset(
     }
 )
 
+
+def unknown_event_type(flag: str, event_type: str) -> str | None:
+    """The warning for an ignore option naming a type outside :data:`EVENT_TYPES`, else ``None``.
+
+    ``flag`` is the option as the user typed it (``--dsh-ignore-event`` under pytest,
+    ``--ignore-event`` for ``dsh-replay diff``); the one wording of both.
+    """
+    if event_type in EVENT_TYPES:
+        return None
+    return f"{flag} {event_type}: no such event type, nothing will be ignored; known types: " + ", ".join(
+        sorted(EVENT_TYPES)
+    )
+
+
 #: The five surface-eligible event types (events.md §1).
 SURFACE_TYPES: frozenset[str] = frozenset(
     {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}

@@ -108,13 +108,16 @@ def test_inert_options_warn(pytester: pytest.Pytester) -> None:
 
 
 def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pytester) -> None:
+    """The plugin imports only its own wiring and the leaves (layout, modes), none of the machinery."""
     pytester.makepyfile(
         test_mods="""
         import sys
 
         def test_light():
             light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
-                     "pytest_dsh_replay.hookspecs"}
+                     "pytest_dsh_replay.hookspecs", "pytest_dsh_replay.layout", "pytest_dsh_replay.modes",
+                     "pytest_dsh_replay.options", "pytest_dsh_replay.rootdir", "pytest_dsh_replay.summary",
+                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent"}
             heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
             assert heavy == []
         """

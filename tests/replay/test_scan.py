@@ -18,6 +18,7 @@ from pytest_dsh_replay.replay import (
     encode_head_layout,
     parse_session_header,
     parse_session_log,
+    scan,
 )
 from pytest_dsh_replay.replay.derive import materialize
 from pytest_dsh_replay.replay.errors import ReplayDeriveError
@@ -204,3 +205,26 @@ def test_well_formed_logs_never_fall_back(monkeypatch: pytest.MonkeyPatch) -> No
     want = [reference(data, points=False)[:2] for data in layouts]
     monkeypatch.setattr(scan, "parse_session_log", no_fallback)
     assert [derive_log_script(data) for data in layouts] == want
+
+
+@pytest.mark.parametrize("levels", [scan._DEPTH - 1, scan._DEPTH, scan._DEPTH + 1, 2 * scan._DEPTH])
+def test_nesting_around_the_decoders_depth_cap(levels: int) -> None:
+    """Rows nested up to the cap are decoded by msgspec, deeper ones re-read by orjson: same script."""
+    deep = b'{"type":"usage","usage":' + b'{"a":[' * levels + b"1" + b"]}" * levels + b"}"
+    other = b'{"type":"x","seq":0,"time":0,"data":{"v":' + b"[" * levels + b"2" + b"]" * levels + b"}}"
+    data = b"\n".join([HEAD, other, *call(deep, FINISH)]) + b"\n"
+    assert fast(data, 0) == reference(data, 0)
+
+
+def test_real_recordings_decode_without_the_per_line_fallback(
+    conformance: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoders' nesting cap covers the reference's recordings: no line is re-read by orjson."""
+
+    def no_fallback(line: bytes) -> Any:
+        raise AssertionError(f"line re-read by orjson: {line[:200]!r}")
+
+    monkeypatch.setattr(scan, "_fallback_row", no_fallback)
+    monkeypatch.setattr(scan, "_fallback_chunk_row", no_fallback)
+    for path in sorted(conformance.parent.glob("conformance*/*/session*.jsonl")):
+        scan.scan_log(path.read_bytes(), file=str(path))

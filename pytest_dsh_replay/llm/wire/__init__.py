@@ -9,4 +9,11 @@ and the loopback endpoint both use them, so a rule of a format is never written 
 * :mod:`.messages`: Anthropic Messages (``POST /v1/messages``).
 * :mod:`.fields`: what every format shares: provider fields (``providerFields``), fallback call ids,
   the tool-call check (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`).
+
+Every module the endpoint serves offers the same interface (:mod:`.base` spells it out): ``PATH``,
+``request_from_body(body) -> ModelRequest`` (a :class:`~.base.WireRequestError` names the bad field),
+``wants_stream(body)``, ``stream_encoder(model, response_id, body=...)`` (``feed(chunk)``/``error()``/
+``close()`` -> SSE bytes), ``encode_whole(chunks, ...)`` (the whole JSON answer), ``error_body(message,
+code, status)``, ``upstream_translator()`` (``feed(event)``/``finish()`` -> our chunks) and
+``upstream_body(body)``. The endpoint registers each in one table (``endpoint.server.FORMATS``).
 """

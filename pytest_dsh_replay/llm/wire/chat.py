@@ -23,12 +23,17 @@ tool call a recording must not hold (arguments that are not JSON, no name) raise
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import orjson
+
 from ..errors import LlmError
+from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
+from .base import WireRequestError
 from .fields import (
     CHUNK_FIELDS,
     PROVIDER_FIELDS,
@@ -41,11 +46,23 @@ from .fields import (
 )
 
 __all__ = [
+    "PATH",
     "ChatChunkTranslator",
+    "ChatStreamEncoder",
+    "assembled_blocks",
+    "encode_whole",
+    "error_body",
     "map_finish_reason",
     "map_usage",
+    "provider_finish_reason",
+    "request_from_body",
+    "stream_encoder",
     "to_openai_messages",
     "to_openai_tools",
+    "upstream_body",
+    "upstream_translator",
+    "usage_payload",
+    "wants_stream",
 ]
 
 JsonDict = dict[str, Any]
@@ -684,3 +701,471 @@ def _details_text(details: Any) -> str | None:
         if key is not None and isinstance(item.get(key), str):
             texts.append(item[key])
     return "".join(texts)
+
+
+# --------------------------------------------------------------------------- the endpoint's side
+#
+# The loopback endpoint serves this format to clients (the openai SDK and frameworks on it): the body a
+# client sends becomes our ModelRequest (the inverse of ``to_openai_messages``/``to_openai_tools``), and
+# our StreamChunks become the SSE chunks or the whole JSON answer the client reads. The interface is the
+# one of every wire module (``llm/wire/base.py``).
+
+#: The route this format is served on.
+PATH = "/v1/chat/completions"
+
+_FINISH_BACK = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
+_PROVIDER_REASON = "finish_reason: "
+
+
+def _body_error(message: str, field: str) -> WireRequestError:
+    return WireRequestError(message, field)
+
+
+def _content_blocks(content: object, field: str, *, tool: bool = False) -> list[ContentBlock]:
+    """A message's ``content`` (a string, ``None`` or a list of parts) as our blocks."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content or tool else []
+    if not isinstance(content, list):
+        raise _body_error(
+            f"content must be a string, null or a list of parts, got {_preview(content)}", field
+        )
+    blocks: list[ContentBlock] = []
+    for i, part in enumerate(content):
+        where = f"{field}[{i}]"
+        if not isinstance(part, Mapping):
+            raise _body_error(f"a content part must be an object, got {_preview(part)}", where)
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text"):
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _body_error("a text part needs a string 'text'", where)
+            blocks.append({"type": "text", "text": text})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            if not isinstance(url, str):
+                raise _body_error("an image_url part needs image_url.url", where)
+            blocks.append({"type": "image", "url": url})
+        else:
+            raise _body_error(f"unsupported content part type {kind!r} (text and image_url are)", where)
+    return blocks
+
+
+def _joined_text(content: object, field: str) -> str:
+    return "\n".join(str(b.get("text", "")) for b in _content_blocks(content, field) if b["type"] == "text")
+
+
+def _tool_call_blocks(calls: object, field: str) -> list[ContentBlock]:
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise _body_error("tool_calls must be a list", field)
+    out: list[ContentBlock] = []
+    for i, call in enumerate(calls):
+        where = f"{field}[{i}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(call, Mapping) or not isinstance(function, Mapping):
+            raise _body_error("a tool call needs a 'function' object", where)
+        name, arguments, call_id = function.get("name"), function.get("arguments", ""), call.get("id", "")
+        if not isinstance(name, str) or not isinstance(arguments, str) or not isinstance(call_id, str):
+            raise _body_error("a tool call needs string id, function.name and function.arguments", where)
+        out.append({"type": "tool-call", "id": call_id, "name": name, "arguments": arguments})
+    return out
+
+
+def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
+    """A Chat Completions request body as our :class:`~pytest_dsh_replay.llm.model.ModelRequest`.
+
+    The inverse of the live model's body (:func:`to_openai_messages`, :func:`to_openai_tools`):
+
+    * leading ``system``/``developer`` messages -> ``system`` (joined with ``"\\n\\n"``);
+    * ``user`` -> a user message of text/image blocks;
+    * ``assistant`` -> reasoning (``reasoning_content``), text, then tool-call blocks (the order in which
+      :class:`ChatChunkTranslator` numbers them); an assistant message with nothing in it is kept empty;
+    * each ``tool`` message -> a user message holding one ``tool-result`` block (events.md §6);
+    * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent.
+
+    Raises:
+        WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``) that does not fit.
+    """
+    if not isinstance(body, Mapping):
+        raise _body_error("the body must be a JSON object", "$")
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise _body_error("must be a string", "model")
+    raw = body.get("messages")
+    if not isinstance(raw, list):
+        raise _body_error("must be a list of messages", "messages")
+    system: list[str] = []
+    messages: list[Message] = []
+    for i, message in enumerate(raw):
+        field = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise _body_error("a message must be an object", field)
+        role = message.get("role")
+        content = message.get("content")
+        if role in ("system", "developer"):
+            if messages:
+                raise _body_error(
+                    f"a {role} message after the conversation started is not supported (only leading "
+                    "system/developer messages, which form the system prompt)",
+                    f"{field}.role",
+                )
+            system.append(_joined_text(content, f"{field}.content"))
+        elif role == "user":
+            messages.append({"role": "user", "content": _content_blocks(content, f"{field}.content")})
+        elif role == "assistant":
+            blocks: list[ContentBlock] = []
+            reasoning = message.get("reasoning_content")
+            if isinstance(reasoning, str) and reasoning:
+                blocks.append({"type": "reasoning", "text": reasoning})
+            text = _joined_text(content, f"{field}.content")
+            if text:
+                blocks.append({"type": "text", "text": text})
+            blocks += _tool_call_blocks(message.get("tool_calls"), f"{field}.tool_calls")
+            messages.append({"role": "assistant", "content": blocks})
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise _body_error("a tool message needs a string tool_call_id", f"{field}.tool_call_id")
+            result_text = _joined_text(content, f"{field}.content")
+            result: ContentBlock = {
+                "type": "tool-result",
+                "toolCallId": call_id,
+                "content": [{"type": "text", "text": result_text}],
+                "isError": False,
+            }
+            messages.append({"role": "user", "content": [result]})
+        else:
+            raise _body_error(f"unknown role {role!r}", f"{field}.role")
+    request: ModelRequest = {"model": model, "messages": messages}
+    if system:
+        request["system"] = "\n\n".join(system)
+    tools = _tools_from_body(body.get("tools"))
+    if tools:
+        request["tools"] = tools
+    return request
+
+
+def _tools_from_body(raw: object) -> list[ToolSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _body_error("must be a list", "tools")
+    tools: list[ToolSpec] = []
+    for i, tool in enumerate(raw):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if (
+            not isinstance(tool, Mapping)
+            or tool.get("type") != "function"
+            or not isinstance(function, Mapping)
+        ):
+            raise _body_error("only function tools are supported", f"tools[{i}]")
+        name = function.get("name")
+        if not isinstance(name, str):
+            raise _body_error("needs a string name", f"tools[{i}].function.name")
+        spec: ToolSpec = {
+            "name": name,
+            "description": str(function.get("description") or ""),
+            "parameters": dict(function.get("parameters") or {"type": "object", "properties": {}}),
+        }
+        if isinstance(function.get("strict"), bool):
+            spec["strict"] = function["strict"]
+        tools.append(spec)
+    return tools
+
+
+def wants_stream(body: Mapping[str, Any]) -> bool:
+    """``stream: true`` in the body."""
+    return body.get("stream") is True
+
+
+def upstream_body(body: Mapping[str, Any]) -> JsonDict:
+    """The body forwarded upstream: the client's, streamed, with usage requested (the recording keeps
+    the answer as chunks whatever the client asked; a whole answer is encoded from them)."""
+    out = dict(body)
+    out["stream"] = True
+    options = dict(out.get("stream_options") or {})
+    options["include_usage"] = True
+    out["stream_options"] = options
+    return out
+
+
+def upstream_translator() -> ChatChunkTranslator:
+    """The translator of the upstream's streamed chunks."""
+    return ChatChunkTranslator()
+
+
+def usage_payload(usage: Mapping[str, Any]) -> JsonDict:
+    """Our disjoint TokenUsage as a Chat Completions ``usage`` object (the inverse of :func:`map_usage`)."""
+    cached = int(usage.get("cacheReadTokens", 0) or 0)
+    prompt = int(usage.get("inputTokens", 0) or 0) + cached
+    completion = int(usage.get("outputTokens", 0) or 0)
+    out: JsonDict = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if "cacheReadTokens" in usage:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    if "reasoningTokens" in usage:
+        out["completion_tokens_details"] = {"reasoning_tokens": int(usage["reasoningTokens"])}
+    return out
+
+
+def provider_finish_reason(reason: Mapping[str, Any]) -> str | None:
+    """The ``finish_reason`` string of our FinishReason, or ``None`` when it is a real error (the
+    ``error`` kind that :func:`map_finish_reason` did not make from a provider's reason)."""
+    kind = reason.get("kind")
+    if kind in _FINISH_BACK:
+        return _FINISH_BACK[str(kind)]
+    message = reason.get("message")
+    if kind == "error" and isinstance(message, str) and message.startswith(_PROVIDER_REASON):
+        return message[len(_PROVIDER_REASON) :]
+    if kind == "aborted":
+        return None
+    return None if kind == "error" else str(kind)
+
+
+def error_body(message: str, code: str, status: int) -> JsonDict:
+    """The OpenAI error JSON (``{"error": {message, type, param, code}}``) the SDK raises from."""
+    kind = "invalid_request_error" if 400 <= status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _sse(payload: Mapping[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+class ChatStreamEncoder:
+    """Our chunks of one answer as Chat Completions SSE ``chat.completion.chunk`` s, incrementally.
+
+    * the first chunk carries ``delta.role = "assistant"``;
+    * ``text-delta`` -> ``delta.content``, ``reasoning-delta`` -> ``delta.reasoning_content``;
+    * ``tool-call-delta`` -> ``delta.tool_calls[0]`` with the call's ordinal ``index``; its ``id``,
+      ``type`` and ``function.name`` only on the call's first delta (clients concatenate names);
+    * ``block-end`` sends what the deltas did not (a block given whole, or a longer text);
+    * ``finish`` -> a chunk with ``finish_reason``; an ``error`` finish that is not a provider reason
+      becomes an SSE ``{"error": ...}`` event (the SDK raises it mid-stream);
+    * ``close()``: the usage chunk (``choices: []``) when the client asked ``stream_options.include_usage``
+      and the answer has a usage, then ``data: [DONE]``.
+    """
+
+    def __init__(self, model: str, response_id: str, *, body: Mapping[str, Any] | None = None) -> None:
+        self.model = model
+        self.response_id = response_id
+        options = (body or {}).get("stream_options")
+        self.include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        self.created = int(time.time())
+        self._role_sent = False
+        self._sent: dict[int, str] = {}  # block index -> text/arguments already sent
+        self._calls: dict[int, int] = {}  # block index -> tool-call ordinal
+        self._usage: Mapping[str, Any] | None = None
+        self._closed = False
+        self._head: bytes | None = None
+
+    def _chunk(self, delta: JsonDict, finish: str | None = None) -> bytes:
+        if not self._role_sent:
+            delta = {"role": "assistant", **delta}
+            self._role_sent = True
+        if self._head is None:  # the envelope around every delta, serialized once per answer
+            envelope = orjson.dumps(
+                {
+                    "id": self.response_id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                }
+            )
+            self._head = b"data: " + envelope[:-1] + b',"choices":[{"index":0,"delta":'
+        tail = (
+            b',"finish_reason":null}]}\n\n'
+            if finish is None
+            else b',"finish_reason":' + orjson.dumps(finish) + b"}]}\n\n"
+        )
+        return self._head + orjson.dumps(delta) + tail
+
+    def _call_delta(self, index: int, call_id: str, name: str, arguments: str) -> bytes:
+        first = index not in self._calls
+        if first:
+            self._calls[index] = len(self._calls)
+        call: JsonDict = {"index": self._calls[index]}
+        if first:
+            call.update(
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            )
+        else:
+            call["function"] = {"arguments": arguments}
+        return self._chunk({"tool_calls": [call]})
+
+    def feed(self, chunk: StreamChunk) -> list[bytes]:
+        """The SSE bytes of one chunk (often none: block-start, usage)."""
+        c = cast(Mapping[str, Any], chunk)
+        kind = c.get("type")
+        index = c.get("index", 0)
+        if kind in ("text-delta", "reasoning-delta"):
+            text = str(c.get("text", ""))
+            self._sent[index] = self._sent.get(index, "") + text
+            key = "content" if kind == "text-delta" else "reasoning_content"
+            return [self._chunk({key: text})] if text else []
+        if kind == "tool-call-delta":
+            piece = str(c.get("argumentsDelta", ""))
+            self._sent[index] = self._sent.get(index, "") + piece
+            return [self._call_delta(index, str(c.get("id", "")), str(c.get("name", "")), piece)]
+        if kind == "block-end":
+            return self._block_end(index, c.get("block"))
+        if kind == "usage":
+            self._usage = c.get("usage")
+            return []
+        if kind == "finish":
+            raw = c.get("reason")
+            reason: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {"kind": "stop"}
+            finish = provider_finish_reason(reason)
+            if finish is None:
+                message = str(reason.get("message") or reason.get("kind"))
+                return [_sse(error_body(message, str(reason.get("code") or "PROVIDER_ERROR"), 500))]
+            return [self._chunk({}, finish)]
+        return []
+
+    def _block_end(self, index: int, block: object) -> list[bytes]:
+        if not isinstance(block, Mapping):
+            return []
+        sent = self._sent.get(index, "")
+        kind = block.get("type")
+        if kind == "tool-call":
+            arguments = str(block.get("arguments", ""))
+            rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
+            if index in self._calls and not rest:
+                return []
+            self._sent[index] = arguments
+            return [self._call_delta(index, str(block.get("id", "")), str(block.get("name", "")), rest)]
+        if kind in ("text", "reasoning"):
+            text = str(block.get("text", ""))
+            rest = text[len(sent) :] if text.startswith(sent) else ""
+            self._sent[index] = text
+            key = "content" if kind == "text" else "reasoning_content"
+            return [self._chunk({key: rest})] if rest else []
+        return []
+
+    def error(self, message: str, code: str) -> list[bytes]:
+        """An SSE error event (an error raised mid-stream after the response started)."""
+        return [_sse(error_body(message, code, 500))]
+
+    def close(self) -> list[bytes]:
+        """The usage chunk (when asked for) and ``[DONE]``."""
+        if self._closed:
+            return []
+        self._closed = True
+        out: list[bytes] = []
+        if self.include_usage and self._usage is not None:
+            out.append(
+                _sse(
+                    {
+                        "id": self.response_id,
+                        "object": "chat.completion.chunk",
+                        "created": self.created,
+                        "model": self.model,
+                        "choices": [],
+                        "usage": usage_payload(self._usage),
+                    }
+                )
+            )
+        out.append(b"data: [DONE]\n\n")
+        return out
+
+
+def stream_encoder(
+    model: str, response_id: str, *, body: Mapping[str, Any] | None = None
+) -> ChatStreamEncoder:
+    """A :class:`ChatStreamEncoder` (the factory of the wire interface)."""
+    return ChatStreamEncoder(model, response_id, body=body)
+
+
+def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
+    """The content blocks of an answer's chunks, in block index order: each ``block-end`` block, or
+    the block built from its deltas when it was never closed."""
+    blocks: dict[int, _Block] = {}
+    ended: dict[int, ContentBlock] = {}
+    for chunk in chunks:
+        c = cast(Mapping[str, Any], chunk)
+        kind, index = c.get("type"), c.get("index", 0)
+        if kind == "block-start":
+            blocks.setdefault(index, _Block(index, str(c.get("blockType"))))
+        elif kind in ("text-delta", "reasoning-delta"):
+            block = blocks.setdefault(index, _Block(index, "text" if kind == "text-delta" else "reasoning"))
+            block.text += str(c.get("text", ""))
+        elif kind == "tool-call-delta":
+            block = blocks.setdefault(index, _Block(index, "tool-call"))
+            block.call_id = str(c.get("id") or block.call_id)
+            block.name = str(c.get("name") or block.name)
+            block.text += str(c.get("argumentsDelta", ""))
+        elif kind == "block-end" and isinstance(c.get("block"), Mapping):
+            ended.setdefault(index, dict(c["block"]))
+            blocks.setdefault(index, _Block(index, str(c["block"].get("type"))))
+    return [ended[i] if i in ended else blocks[i].closed(f"call-{i}") for i in sorted(blocks)]
+
+
+def encode_whole(
+    chunks: list[StreamChunk],
+    *,
+    model: str,
+    response_id: str,
+    body: Mapping[str, Any] | None = None,
+) -> JsonDict:
+    """The non-streamed ``chat.completion`` JSON of an answer's chunks (usage included when recorded).
+
+    Raises:
+        LlmError: status 502, the answer ended in an ``error``/``aborted`` finish that is not a provider's
+            ``finish_reason`` (the endpoint answers it as an HTTP error).
+    """
+    texts, reasoning, calls = [], [], []
+    provider: JsonDict = {}
+    for block in assembled_blocks(chunks):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "reasoning":
+            reasoning.append(str(block.get("text", "")))
+        elif kind == PROVIDER_FIELDS_BLOCK:
+            provider = merge_partial(provider, partial_for(block, WIRE))
+        elif kind == "tool-call":
+            call: JsonDict = {
+                "id": str(block.get("id", "")),
+                "type": "function",
+                "function": {
+                    "name": str(block.get("name", "")),
+                    "arguments": str(block.get("arguments", "")),
+                },
+            }
+            calls.append(merge_partial(call, partial_for(block, WIRE)))
+    finish, usage = "stop", None
+    for chunk in chunks:
+        c = cast(Mapping[str, Any], chunk)
+        if c.get("type") == "finish" and isinstance(c.get("reason"), Mapping):
+            reason = c["reason"]
+            mapped = provider_finish_reason(reason)
+            if mapped is None:
+                what = str(reason.get("message") or "model stream aborted")
+                raise LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
+            finish = mapped
+        elif c.get("type") == "usage" and isinstance(c.get("usage"), Mapping):
+            usage = c["usage"]
+    message: JsonDict = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = calls
+    if provider:  # the provider's own message fields, as it sent them (fields.py)
+        message = merge_partial(message, provider)
+    out: JsonDict = {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+    }
+    if usage is not None:
+        out["usage"] = usage_payload(usage)
+    return out

@@ -44,6 +44,7 @@ from typing import Any, cast
 from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
+from .base import WireRequestError
 from .fields import (
     CHUNK_FIELDS,
     PROVIDER_FIELDS,
@@ -66,9 +67,13 @@ __all__ = [
     "map_stop_reason",
     "map_usage",
     "request_from_body",
+    "stream_encoder",
     "to_anthropic_messages",
     "to_anthropic_tools",
     "translate_message",
+    "upstream_body",
+    "upstream_headers",
+    "upstream_translator",
     "wants_stream",
 ]
 
@@ -295,11 +300,11 @@ def _body_text(value: Any, where: str) -> list[ContentBlock]:
     if isinstance(value, str):
         return [{"type": "text", "text": value}]
     if not isinstance(value, list):
-        raise LlmError(f"{where} is neither a string nor a list of blocks", "BAD_REQUEST")
+        raise WireRequestError("must be a string or a list of text blocks", where)
     out: list[ContentBlock] = []
-    for block in value:
+    for i, block in enumerate(value):
         if not isinstance(block, Mapping) or block.get("type") != "text":
-            raise LlmError(f"{where}: only text blocks are supported: {_preview(block)}", "BAD_REQUEST")
+            raise WireRequestError(f"only text blocks are supported, got {_preview(block)}", f"{where}[{i}]")
         text: ContentBlock = {"type": "text", "text": str(block.get("text", ""))}
         if isinstance(block.get("cache_control"), Mapping):
             text["cache"] = "ephemeral"
@@ -307,9 +312,9 @@ def _body_text(value: Any, where: str) -> list[ContentBlock]:
     return out
 
 
-def _block_from_body(block: Any, role: str) -> ContentBlock:
+def _block_from_body(block: Any, role: str, where: str) -> ContentBlock:
     if not isinstance(block, Mapping):
-        raise LlmError(f"a {role} content block is not an object: {_preview(block)}", "BAD_REQUEST")
+        raise WireRequestError(f"a content block must be an object, got {_preview(block)}", where)
     kind = block.get("type")
     known = _BLOCK_KEYS.get(str(kind), frozenset({"type"})) | {"cache_control"}
     extra = {k: v for k, v in block.items() if k not in known}
@@ -337,7 +342,7 @@ def _block_from_body(block: Any, role: str) -> ContentBlock:
             "arguments": json.dumps(block.get("input", {}), ensure_ascii=False),
         }
     else:
-        raise LlmError(f"a {kind!r} block in a {role} message is not supported", "BAD_REQUEST")
+        raise WireRequestError(f"a {kind!r} block in a {role} message is not supported", where)
     if extra:
         out[PROVIDER_FIELDS] = {WIRE: extra}
     return out
@@ -352,26 +357,26 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     as :func:`to_anthropic_messages` sent them; ``tools`` -> ``{name, description, parameters}``.
 
     Raises:
-        LlmError: code ``BAD_REQUEST`` naming the part that cannot be mapped.
+        WireRequestError: ``BAD_REQUEST_BODY`` naming the field that cannot be mapped.
     """
     if not isinstance(body, Mapping):
-        raise LlmError("the request body is not a JSON object", "BAD_REQUEST")
+        raise WireRequestError("the body must be a JSON object", "$")
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list):
-        raise LlmError("the request body has no messages list", "BAD_REQUEST")
+        raise WireRequestError("must be a list of messages", "messages")
     messages: list[Message] = []
     for position, raw in enumerate(raw_messages):
         if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
-            raise LlmError(f"messages[{position}] is not a user or assistant message", "BAD_REQUEST")
+            raise WireRequestError("must be a user or assistant message", f"messages[{position}]")
         role = raw["role"]
         content = raw.get("content")
         if isinstance(content, str):
             messages.append({"role": role, "content": [{"type": "text", "text": content}]})
             continue
         if not isinstance(content, list):
-            raise LlmError(f"messages[{position}].content is neither a string nor a list", "BAD_REQUEST")
+            raise WireRequestError("must be a string or a list of blocks", f"messages[{position}].content")
         rest: list[ContentBlock] = []
-        for block in content:
+        for i, block in enumerate(content):
             if role == "user" and isinstance(block, Mapping) and block.get("type") == "tool_result":
                 result: ContentBlock = {
                     "type": "tool-result",
@@ -381,7 +386,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
                 }
                 messages.append({"role": "user", "content": [result]})
             else:
-                rest.append(_block_from_body(block, role))
+                rest.append(_block_from_body(block, role, f"messages[{position}].content[{i}]"))
         if rest or not content:
             messages.append({"role": role, "content": rest})
     request: ModelRequest = {"model": str(body.get("model", "")), "messages": messages}
@@ -797,8 +802,8 @@ class MessagesStreamEncoder:
         response_id: the message ``id`` (``msg_...``).
 
     :meth:`feed` returns the SSE frames (``event: X\\ndata: {...}\\n\\n`` as bytes) a chunk produces;
-    :meth:`close` the closing ones. A block's ``content_block_start`` is sent at its first delta or
-    its end (a tool call's id and name come with its first delta); a reasoning block's signature as
+    :meth:`error` the frames of an error after the answer started, :meth:`close` the closing ones.
+    A block's ``content_block_start`` is sent at its first delta or its end (a tool call's id and name come with its first delta); a reasoning block's signature as
     a ``signature_delta`` before its ``content_block_stop``; ``provider-fields`` blocks are not sent.
     A ``finish`` of kind ``error`` becomes an ``error`` event; a stream closed before any ``finish``
     ends with an ``error`` event too.
@@ -900,6 +905,11 @@ class MessagesStreamEncoder:
             _sse("message_stop", {"type": "message_stop"}),
         ]
 
+    def error(self, message: str, code: str) -> list[bytes]:
+        """An ``error`` event (an error raised mid-stream after the answer started)."""
+        self._finished = True
+        return [*self._head(), _sse("error", error_body(message, code, 500))]
+
     def close(self) -> list[bytes]:
         """The closing frames: none after a ``finish``, else an ``error`` event (a cut stream)."""
         if self._finished:
@@ -911,8 +921,40 @@ class MessagesStreamEncoder:
         ]
 
 
-def encode_whole(chunks: Sequence[StreamChunk], *, model: str, response_id: str) -> JsonDict:
-    """A whole Messages response from a call's chunks (its closed blocks, usage and finish)."""
+def stream_encoder(
+    model: str, response_id: str, *, body: Mapping[str, Any] | None = None
+) -> MessagesStreamEncoder:
+    """The stream encoder of one answer (``body``, the client's request, is not needed here)."""
+    return MessagesStreamEncoder(model, response_id)
+
+
+def upstream_translator() -> MessagesEventTranslator:
+    """The translator of an upstream's streamed events."""
+    return MessagesEventTranslator(where="the upstream messages endpoint")
+
+
+def upstream_body(body: Mapping[str, Any]) -> JsonDict:
+    """The body forwarded upstream: the client's, streamed (usage always comes with the stream)."""
+    return {**body, "stream": True}
+
+
+def upstream_headers(api_key: str | None) -> dict[str, str]:
+    """The headers an upstream of this format authenticates with (``x-api-key``, ``anthropic-version``)."""
+    headers = {"anthropic-version": "2023-06-01"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    return headers
+
+
+def encode_whole(
+    chunks: Sequence[StreamChunk], *, model: str, response_id: str, body: Mapping[str, Any] | None = None
+) -> JsonDict:
+    """A whole Messages response from a call's chunks (its closed blocks, usage and finish).
+
+    Raises:
+        LlmError: status 502, the answer ended in an ``error``/``aborted`` finish (the endpoint answers
+            it as an HTTP error).
+    """
     message = _message_head(model, response_id)
     reason: Any = None
     usage: Any = None
@@ -926,6 +968,9 @@ def encode_whole(chunks: Sequence[StreamChunk], *, model: str, response_id: str)
             usage = c.get("usage")
         elif c.get("type") == "finish":
             reason = c.get("reason")
+    if isinstance(reason, Mapping) and reason.get("kind") in ("error", "aborted"):
+        what = str(reason.get("message") or "model stream aborted")
+        raise LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
     message["stop_reason"] = _stop_reason(reason)
     message["usage"] = _usage_body(usage)
     return message

@@ -1,0 +1,347 @@
+"""Benchmark: the loopback endpoint's added cost per call, and concurrent conversations bound right.
+
+1. **Added cost per call.** A recording of one conversation of ``--calls`` turns, each answered with a
+   ``--chunks``-chunk streamed text (recorded once through the endpoint from a fake upstream in this
+   process), is served by ``dsh-replay serve`` in a subprocess (the shape an agent outside pytest
+   sees) and fetched with a lean aiohttp client reading the SSE bytes; the baseline is the in-process
+   ``ReplayModel`` serving the same scripts to the same requests (``async for`` over its chunks). The
+   HTTP floor is a bare aiohttp server in a subprocess answering every request with the same SSE bytes
+   (no parsing, binding or checking): what any loopback HTTP endpoint costs. It prints p50/p99 of each
+   and of the differences. Goal: p50 overhead <= 2 ms per call on loopback.
+2. **Concurrent conversations.** A parent whose tool call fans out to ``--children`` children that run
+   concurrently (each a two-call tool loop), recorded once, then replayed ``--runs`` times with the
+   children started in a random order and random sub-millisecond delays before every request, so
+   requests arrive permuted. A run passes when every child got its own recorded answers and the
+   endpoint reports nothing (no mismatch, every call used). Goal: 64 children, 100 runs, 0 misbindings.
+
+Usage: ``python benchmarks/endpoint.py [--calls N] [--chunks N] [--children N] [--runs N] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiohttp
+from aiohttp import web
+
+from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+from pytest_dsh_replay.llm.wire import chat
+from pytest_dsh_replay.modes import RecordMode
+from pytest_dsh_replay.replay import ReplayModel, load_session_scripts
+
+SYSTEM = "You are terse."
+CHILD = "You are a helper."
+
+
+class Upstream:
+    """A fake Chat Completions upstream (streamed SSE only: the endpoint always streams upstream)."""
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks = chunks
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.url = asyncio.run_coroutine_threadsafe(self._boot(), self.loop).result(10)
+
+    async def _boot(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        await web.SockSite(runner, sock).start()
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+    def _deltas(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        messages = body["messages"]
+        system = messages[0]["content"]
+        prompt = messages[1]["content"]
+        if system == CHILD and messages[-1]["role"] == "user":
+            call = {"index": 0, "id": f"call-{prompt}", "type": "function"}
+            call["function"] = {"name": "look", "arguments": json.dumps({"q": prompt})}
+            return [{"tool_calls": [call]}], "tool_calls"
+        if system == CHILD:
+            return [{"content": f"done: {prompt}"}], "stop"
+        if prompt.startswith("fan out") and messages[-1]["role"] == "user":
+            call = {"index": 0, "id": "call-fan", "type": "function"}
+            call["function"] = {"name": "delegate", "arguments": "{}"}
+            return [{"tool_calls": [call]}], "tool_calls"
+        last = messages[-1]["content"]
+        return [{"content": f"{last}/{i} "} for i in range(self.chunks)], "stop"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        deltas, finish = self._deltas(body)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        base = {"id": "u", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+        out = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        await response.write(b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in out))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _body(prompt: str, *, stream: bool = True) -> dict[str, Any]:
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+    return {"model": "bench-1", "messages": messages, "stream": stream}
+
+
+def _turns(turn: int, chunks: int) -> dict[str, Any]:
+    """The body of turn ``turn`` of the multi-turn chat: every earlier turn and its (known) answer."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for i in range(turn + 1):
+        messages.append({"role": "user", "content": f"q{i}"})
+        if i < turn:
+            answer = "".join(f"q{i}/{k} " for k in range(chunks))
+            messages.append({"role": "assistant", "content": answer})
+    return {"model": "bench-1", "messages": messages, "stream": True}
+
+
+async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> bytes:
+    async with session.post(url + "/chat/completions", json=body) as response:
+        data = await response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data[:300]!r}")
+        return data
+
+
+# -- 1. added cost per call ----------------------------------------------------------------------
+
+
+def record_calls(directory: Path, upstream: Upstream, calls: int) -> None:
+    thread = EndpointThread(EndpointConfig(directory, RecordMode.ONCE, upstream=upstream.url))
+    url = thread.start()
+
+    async def go() -> None:
+        async with aiohttp.ClientSession() as session:
+            for i in range(calls):
+                await _post(session, url, _turns(i, upstream.chunks))
+
+    asyncio.run(go())
+    outcome = thread.stop()
+    assert outcome.ok, outcome.report()
+
+
+def start_serve(directory: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+FLOOR = """
+import sys
+from aiohttp import web
+body = open(sys.argv[1], "rb").read()
+async def handle(request):
+    await request.read()
+    return web.Response(body=body, headers={"Content-Type": "text/event-stream"})
+app = web.Application(client_max_size=1 << 28)
+app.router.add_post("/v1/chat/completions", handle)
+import socket
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+print(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
+web.run_app(app, sock=sock, print=None, access_log=None)
+"""
+
+
+def start_floor(body: bytes, tmp: Path) -> tuple[subprocess.Popen[str], str]:
+    path = tmp / "floor-body.sse"
+    path.write_bytes(body)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FLOOR, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+async def timed_posts(url: str, bodies: list[dict[str, Any]]) -> tuple[list[float], bytes]:
+    times = []
+    data = b""
+    async with aiohttp.ClientSession() as session:
+        for body in bodies:
+            start = time.perf_counter()
+            data = await _post(session, url, body)
+            times.append((time.perf_counter() - start) * 1000)
+            assert data.endswith(b"data: [DONE]\n\n")
+    return times, data
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def per_call(directory: Path, calls: int, chunks: int) -> dict[str, float]:
+    """ms per call: in-process ReplayModel vs the served endpoint (same requests, same order)."""
+    scripts = load_session_scripts(directory)
+    model = ReplayModel(scripts)
+    bodies = [_turns(i, chunks) for i in range(calls)]
+    requests = [chat.request_from_body(body) for body in bodies]
+
+    async def in_process() -> list[float]:
+        times = []
+        for request in requests:
+            request = {**request, "sessionId": "live"}  # type: ignore[assignment]
+            start = time.perf_counter()
+            async for _chunk in model.stream(request):
+                pass
+            times.append((time.perf_counter() - start) * 1000)
+        return times
+
+    base = asyncio.run(in_process())
+    assert not model.failures, model.failures[0]
+    proc, url = start_serve(directory)
+    try:
+        http, last = asyncio.run(timed_posts(url, bodies))
+    finally:
+        proc.send_signal(2)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    floor_proc, floor_url = start_floor(last, directory.parent)
+    try:
+        floor, _ = asyncio.run(timed_posts(floor_url, bodies))
+    finally:
+        floor_proc.kill()
+        floor_proc.wait()
+    diff = [h - b for h, b in zip(http, base, strict=True)]
+    above = [h - f for h, f in zip(http, floor, strict=True)]
+    return {
+        "in-process p50": statistics.median(base),
+        "in-process p99": pct(base, 0.99),
+        "endpoint p50": statistics.median(http),
+        "endpoint p99": pct(http, 0.99),
+        "overhead p50": statistics.median(diff),
+        "overhead p99": pct(diff, 0.99),
+        "HTTP floor p50": statistics.median(floor),
+        "HTTP floor p99": pct(floor, 0.99),
+        "above floor p50": statistics.median(above),
+    }
+
+
+# -- 2. concurrent conversations -----------------------------------------------------------------
+
+
+def _child_body(task: str, answer: dict[str, Any] | None = None) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": CHILD}, {"role": "user", "content": task}]
+    if answer is not None:
+        messages.append(answer)
+        call_id = answer["tool_calls"][0]["id"]
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": f"found {task}"})
+    return {"model": "bench-1", "messages": messages}
+
+
+async def fan_out(url: str, children: int, rng: random.Random | None) -> list[str]:
+    """One parent, ``children`` concurrent two-call children; returns each child's final text by task."""
+    async with aiohttp.ClientSession() as session:
+
+        async def ask(body: dict[str, Any]) -> dict[str, Any]:
+            if rng is not None:
+                await asyncio.sleep(rng.random() / 1000)
+            data = await _post(session, url, {**body, "stream": False})
+            return dict(json.loads(data)["choices"][0]["message"])
+
+        parent = _body("fan out", stream=False)
+        first = await ask(parent)
+        tasks = [f"task-{i}" for i in range(children)]
+        order = tasks[:]
+        if rng is not None:
+            rng.shuffle(order)
+
+        async def child(task: str) -> str:
+            call = await ask(_child_body(task))
+            call = {k: v for k, v in call.items() if v is not None}
+            final = await ask(_child_body(task, call))
+            return str(final["content"])
+
+        done = dict(zip(order, await asyncio.gather(*(child(t) for t in order)), strict=True))
+        results = [done[t] for t in tasks]
+        back = [*parent["messages"], {k: v for k, v in first.items() if v is not None}]
+        back.append({"role": "tool", "tool_call_id": "call-fan", "content": "\n".join(results)})
+        await ask({"model": "bench-1", "messages": back})
+        return results
+
+
+def concurrent(directory: Path, upstream: Upstream, children: int, runs: int, seed: int) -> tuple[int, float]:
+    thread = EndpointThread(EndpointConfig(directory, RecordMode.ONCE, upstream=upstream.url))
+    url = thread.start()
+    expected = asyncio.run(fan_out(url, children, None))
+    outcome = thread.stop()
+    assert outcome.ok, outcome.report()
+    assert expected == [f"done: task-{i}" for i in range(children)]
+    rng = random.Random(seed)
+    bad = 0
+    start = time.perf_counter()
+    for _ in range(runs):
+        thread = EndpointThread(EndpointConfig(directory))
+        url = thread.start()
+        try:
+            got = asyncio.run(fan_out(url, children, rng))
+        finally:
+            outcome = thread.stop()
+        if got != expected or not outcome.ok:
+            bad += 1
+            print(outcome.report()[:2000])
+    return bad, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--chunks", type=int, default=100)
+    parser.add_argument("--children", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.calls, args.children, args.runs = 20, 8, 3
+    upstream = Upstream(args.chunks)
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-endpoint-") as tmp:
+        calls_dir, fan_dir = Path(tmp) / "calls", Path(tmp) / "fan"
+        record_calls(calls_dir, upstream, args.calls)
+        figures = per_call(calls_dir, args.calls, args.chunks)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"machine: {os.cpu_count()} cores, load average {load} (wall times grow with the load)")
+        print(f"added cost per call ({args.calls}-turn chat, {args.chunks}-chunk streamed answers), ms:")
+        for name, value in figures.items():
+            print(f"  {name:15} {value:8.3f}")
+        ratio = figures["endpoint p50"] / max(figures["in-process p50"], 1e-9)
+        print(
+            f"  endpoint / in-process p50: {ratio:.1f}x; goal overhead p50 <= 2 ms: "
+            f"{'met' if figures['overhead p50'] <= 2 else 'NOT met'}"
+        )
+        bad, seconds = concurrent(fan_dir, upstream, args.children, args.runs, args.seed)
+        calls = args.runs * (2 * args.children + 2)
+        print(
+            f"concurrent conversations: {args.children} children x {args.runs} permuted runs "
+            f"({calls} calls, {seconds:.1f} s): {bad} run(s) misbound"
+        )
+        if bad:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

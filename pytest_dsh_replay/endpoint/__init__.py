@@ -1,0 +1,26 @@
+"""A loopback HTTP endpoint that records and replays any agent speaking an OpenAI-style API.
+
+Beside ``scenario/``: it reuses the replay engine (``ReplayModel``, the request check, the loaders), the
+scenario's harvest, scrubbing and the one stable writer, and the session store with its persistence
+backends. Modules: :mod:`.conversations` (binding requests to conversations), :mod:`.record` (sessions
+written as the bundled agent would, the upstream model, the recorder), :mod:`.server` (the aiohttp app,
+the format table, the plans), :mod:`.fixture` (the pytest fixture's body).
+"""
+
+from __future__ import annotations
+
+from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, BindingError
+from .server import FORMATS, Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
+
+__all__ = [
+    "CONVERSATION_HEADER",
+    "FORMATS",
+    "PARENT_HEADER",
+    "Binder",
+    "BindingError",
+    "Endpoint",
+    "EndpointConfig",
+    "EndpointConfigError",
+    "EndpointOutcome",
+    "EndpointThread",
+]

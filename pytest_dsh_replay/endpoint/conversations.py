@@ -1,0 +1,356 @@
+"""Binding each request the endpoint receives to a conversation (one conversation = one session).
+
+A client of an HTTP model API sends its whole history with every request; the endpoint infers which
+conversation a request belongs to from that history. The rules, in order (store-and-fork.md's terms):
+
+1. **Explicit headers** win: ``X-Dsh-Conversation: NAME`` names the conversation (continued when it
+   exists, created otherwise); ``X-Dsh-Parent: NAME`` names the parent of a new conversation (and
+   limits inference to that parent's children). A named conversation whose history is not a prefix of
+   the request is an error (:class:`BindingError`), never re-guessed.
+2. **Continue** conversation C when C's messages so far (its system prompt, the requests' messages and
+   the answers served) are a prefix of the request (the longest such C; a request equal to C's history
+   retries C's failed last call).
+3. **Fork child** of C when the request shares with C a prefix that ends at a completed exchange (a
+   ``turn/end``: an answer without tool calls) and then diverges: the child's seed is C's events through
+   that ``turn/end`` (``seedLength``, store-and-fork.md §6).
+4. Anything else is a **new conversation**: a **spawn child** of the one conversation whose tool call is
+   open at that moment (it answered with tool calls whose results have not come back) when exactly one
+   is, else a **new root**.
+
+Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, a message's
+provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), the split
+of a text into parts, content part wrappers. Which conversation got created first decides the harvest
+order (``session.jsonl`` is the first root, ``session.N.jsonl`` the rest by creation).
+
+What the rules cannot tell apart: two conversations with the same system prompt and the same history
+(e.g. two children started with the same prompt) are interchangeable; a child started while two or more
+conversations have open tool calls is a root (name its parent with ``X-Dsh-Parent``); a conversation that
+drops or rewrites earlier messages (client-side compaction) becomes a new conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from ..errors import HarnessError
+from ..llm import Message, ModelRequest
+
+#: The header naming the conversation of a request.
+CONVERSATION_HEADER = "X-Dsh-Conversation"
+#: The header naming the parent of a new conversation.
+PARENT_HEADER = "X-Dsh-Parent"
+
+Kind = Literal["continue", "retry", "fork", "spawn", "root"]
+
+
+class BindingError(HarnessError):
+    """A request cannot be bound as its explicit headers say (names the header and the difference)."""
+
+    code = "ENDPOINT_BINDING"
+
+
+def message_key(message: Message) -> bytes:
+    """The comparison key of one message (see module doc): what a client echoes back of it."""
+    role = message.get("role")
+    texts: list[str] = []
+    rest: list[Any] = []
+    for block in message.get("content", []):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind in ("reasoning", "provider-fields"):  # clients rarely echo either back
+            continue
+        elif kind == "tool-call":
+            rest.append(["call", block.get("id"), block.get("name"), block.get("arguments")])
+        elif kind == "tool-result":
+            content = block.get("content")
+            text = (
+                "".join(
+                    str(b.get("text", ""))
+                    for b in content
+                    if isinstance(b, Mapping) and b.get("type") == "text"
+                )
+                if isinstance(content, list)
+                else str(content)
+            )
+            rest.append(["result", block.get("toolCallId"), text])
+        else:
+            rest.append(block)
+    return orjson.dumps([role, "".join(texts), rest], option=orjson.OPT_SORT_KEYS)
+
+
+def _chain(previous: int, key: bytes) -> int:
+    return hash((previous, key))
+
+
+@dataclass(eq=False)
+class Conversation:
+    """One conversation: its live session id and what it has said so far.
+
+    Attributes:
+        id: the live session id (the ``sessionId`` of its model calls; the log's header id).
+        rank: creation order (0 first).
+        parent: the parent conversation's id, or ``None`` for a root.
+        kind: how it was created: ``root``, ``spawn`` or ``fork``.
+        seed_messages: for a fork child, how many messages it inherited.
+        messages: its history: every request message and every answer served, in order.
+        open_calls: tool-call ids of the last answer whose results have not come back.
+        busy: a call is in flight.
+        failed: its last call failed (a request equal to its history retries it).
+        name: the ``X-Dsh-Conversation`` name, if any.
+    """
+
+    id: str
+    rank: int
+    parent: str | None = None
+    kind: str = "root"
+    seed_messages: int = 0
+    system: str = ""
+    messages: list[Message] = field(default_factory=list)
+    hashes: list[int] = field(default_factory=list)  # chain hash after the system key and each message
+    boundaries: list[int] = field(default_factory=list)  # message counts where a turn ended
+    open_calls: tuple[str, ...] = ()
+    busy: bool = False
+    failed: bool = False
+    name: str | None = None
+
+
+@dataclass
+class Binding:
+    """Where one request goes.
+
+    Attributes:
+        conversation: the conversation (created already for ``fork``/``spawn``/``root``).
+        kind: ``continue``, ``retry``, ``fork``, ``spawn`` or ``root``.
+        inherited: how many of the request's messages the conversation already had.
+        delta: the request's new messages (``messages[inherited:]``).
+        fork_source: for a fork, the source conversation and the message count of the shared turn end.
+    """
+
+    conversation: Conversation
+    kind: Kind
+    inherited: int
+    delta: list[Message]
+    fork_source: tuple[Conversation, int] | None = None
+
+
+def _prefix_hashes(system: str, messages: Sequence[Message]) -> list[int]:
+    h = _chain(0, orjson.dumps(["system", system]))
+    out = [h]
+    for message in messages:
+        h = _chain(h, message_key(message))
+        out.append(h)
+    return out
+
+
+class Binder:
+    """Binds requests to conversations by the module's rules; one per endpoint, used from one event loop.
+
+    ``bind`` creates conversations (ids from ``new_id``) and marks the bound one busy; ``answered`` /
+    ``failed`` end its call. Lookups are by chained hashes of the message keys, so binding a request costs
+    O(its messages), whatever the number of conversations.
+    """
+
+    def __init__(self, new_id: Any = None) -> None:
+        self.conversations: list[Conversation] = []
+        self._by_state: dict[int, list[Conversation]] = {}
+        self._by_boundary: dict[int, list[tuple[Conversation, int]]] = {}
+        self._by_name: dict[str, Conversation] = {}
+        self._counter = 0
+        self._new_id = new_id or self._default_id
+
+    def _default_id(self) -> str:
+        return f"conversation-{self._counter}"
+
+    def by_id(self, conversation_id: str) -> Conversation | None:
+        """The conversation with that live id."""
+        return next((c for c in self.conversations if c.id == conversation_id), None)
+
+    def rank(self, conversation_id: str) -> int | None:
+        """Creation rank of a live conversation id (the replay model's ``bind_order``)."""
+        conv = self.by_id(conversation_id)
+        return None if conv is None else conv.rank
+
+    # -- state index -----------------------------------------------------------------------------
+
+    def _state(self, conv: Conversation) -> int:
+        return conv.hashes[-1]
+
+    def _index(self, conv: Conversation) -> None:
+        self._by_state.setdefault(self._state(conv), []).append(conv)
+
+    def _unindex(self, conv: Conversation) -> None:
+        peers = self._by_state.get(self._state(conv), [])
+        if conv in peers:
+            peers.remove(conv)
+
+    def _extend(self, conv: Conversation, messages: Sequence[Message]) -> None:
+        h = conv.hashes[-1]
+        for message in messages:
+            h = _chain(h, message_key(message))
+            conv.hashes.append(h)
+            conv.messages.append(message)
+
+    # -- binding ---------------------------------------------------------------------------------
+
+    def _create(
+        self,
+        request: ModelRequest,
+        kind: str,
+        parent: Conversation | None,
+        seed: int,
+        name: str | None,
+    ) -> Conversation:
+        self._counter += 1
+        conv = Conversation(
+            id=self._new_id(),
+            rank=len(self.conversations),
+            parent=parent.id if parent else None,
+            kind=kind,
+            seed_messages=seed,
+            system=request.get("system", ""),
+            name=name,
+        )
+        conv.hashes = _prefix_hashes(conv.system, [])
+        if parent is not None and seed:
+            self._extend(conv, parent.messages[:seed])
+            conv.boundaries = [b for b in parent.boundaries if b <= seed]
+            for b in conv.boundaries:
+                self._by_boundary.setdefault(conv.hashes[b], []).append((conv, b))
+        self.conversations.append(conv)
+        if name is not None:
+            self._by_name[name] = conv
+        return conv
+
+    def bind(self, request: ModelRequest, headers: Mapping[str, str] | None = None) -> Binding:
+        """Bind ``request`` (its ``system`` and ``messages``) to a conversation; marks it busy.
+
+        Raises:
+            BindingError: ``ENDPOINT_BINDING``: a named conversation is busy or its history is not a
+                prefix of the request; a named parent is unknown.
+        """
+        headers = headers or {}
+        messages = list(request.get("messages", []))
+        hashes = _prefix_hashes(request.get("system", ""), messages)
+        name = _header(headers, CONVERSATION_HEADER)
+        parent_name = _header(headers, PARENT_HEADER)
+        parent: Conversation | None = None
+        if parent_name is not None:
+            parent = self._by_name.get(parent_name) or self.by_id(parent_name)
+            if parent is None:
+                raise BindingError(f"{PARENT_HEADER}: {parent_name!r} names no conversation seen so far")
+        if name is not None and name in self._by_name:
+            conv = self._by_name[name]
+            n = len(conv.messages)
+            if conv.busy:
+                raise BindingError(f"{CONVERSATION_HEADER}: {name!r} already has a call in flight")
+            if n >= len(hashes) or hashes[n] != self._state(conv) or (n == len(messages) and not conv.failed):
+                raise BindingError(
+                    f"{CONVERSATION_HEADER}: the request's messages do not continue conversation {name!r} "
+                    f"(its {n} message(s) so far are not a prefix of the request's {len(messages)})"
+                )
+            return self._continue(conv, messages, n)
+        if name is None:
+            found = self._find_continuation(hashes, messages, parent)
+            if found is not None:
+                return found
+        fork = self._find_fork(hashes, messages, parent)
+        if fork is not None:
+            source, at = fork
+            conv = self._create(request, "fork", source, at, name)
+            self._extend(conv, messages[at:])
+            conv.busy = True
+            return Binding(conv, "fork", at, messages[at:], fork)
+        if parent is None:
+            open_ = [c for c in self.conversations if c.open_calls and not c.busy]
+            parent = open_[0] if len(open_) == 1 else None
+        conv = self._create(request, "spawn" if parent else "root", parent, 0, name)
+        self._extend(conv, messages)
+        conv.busy = True
+        return Binding(conv, "spawn" if parent else "root", 0, messages)
+
+    def _continue(self, conv: Conversation, messages: list[Message], n: int) -> Binding:
+        kind: Kind = "retry" if n == len(messages) else "continue"
+        self._unindex(conv)
+        delta = messages[n:]
+        self._extend(conv, delta)
+        self.results_arrived(conv, delta)
+        conv.busy = True
+        conv.failed = False
+        return Binding(conv, kind, n, delta)
+
+    def _find_continuation(
+        self, hashes: list[int], messages: list[Message], parent: Conversation | None
+    ) -> Binding | None:
+        for n in range(len(hashes) - 1, -1, -1):
+            for conv in self._by_state.get(hashes[n], ()):
+                if conv.busy or len(conv.messages) != n or conv.name is not None:
+                    continue
+                if n == len(messages) and not conv.failed:
+                    continue  # an identical request is a retry only after a failed call
+                if parent is not None and conv.parent != parent.id:
+                    continue
+                return self._continue(conv, messages, n)
+        return None
+
+    def _find_fork(
+        self, hashes: list[int], messages: list[Message], parent: Conversation | None
+    ) -> tuple[Conversation, int] | None:
+        for n in range(len(hashes) - 2, 0, -1):  # the request must diverge after the shared turn end
+            for conv, at in self._by_boundary.get(hashes[n], ()):
+                if at == n and (parent is None or conv is parent):
+                    return conv, n
+        return None
+
+    # -- the end of a call -----------------------------------------------------------------------
+
+    def answered(self, conv: Conversation, answer: Message, *, turn_ended: bool) -> None:
+        """The call of ``conv`` was answered with ``answer``; ``turn_ended``: it has no tool calls."""
+        self._extend(conv, [answer])
+        conv.open_calls = tuple(
+            str(b.get("id")) for b in answer.get("content", []) if b.get("type") == "tool-call"
+        )
+        if turn_ended:
+            n = len(conv.messages)
+            conv.boundaries.append(n)
+            self._by_boundary.setdefault(conv.hashes[n], []).append((conv, n))
+        conv.busy = False
+        self._index(conv)
+
+    def failed(self, conv: Conversation) -> None:
+        """The call of ``conv`` failed (nothing answered; the same request may retry it)."""
+        conv.busy = False
+        conv.failed = True
+        self._index(conv)
+
+    def results_arrived(self, conv: Conversation, delta: Sequence[Message]) -> None:
+        """Clear the open tool calls answered by tool results in ``delta``."""
+        answered = {
+            str(b.get("toolCallId"))
+            for m in delta
+            for b in m.get("content", [])
+            if b.get("type") == "tool-result"
+        }
+        conv.open_calls = tuple(c for c in conv.open_calls if c not in answered)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == name.lower()), None)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+__all__ = [
+    "CONVERSATION_HEADER",
+    "PARENT_HEADER",
+    "Binder",
+    "Binding",
+    "BindingError",
+    "Conversation",
+    "message_key",
+]

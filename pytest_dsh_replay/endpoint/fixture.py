@@ -1,0 +1,99 @@
+"""The body of the ``dsh_endpoint`` pytest fixture (registered by ``plugin.py``).
+
+The fixture starts an endpoint for the test, points the openai SDK (and any subprocess the test starts)
+at it with ``OPENAI_BASE_URL`` and a dummy ``OPENAI_API_KEY``, and fails the test at teardown with the
+endpoint's report. The recording directory is ``<test file dir>/recordings/<module>/<test name>/``
+unless ``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the
+marker's ``allow_unused=True`` lets recorded calls go unused. Options: ``--dsh-record``,
+``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key is
+read from ini ``dsh_api_key_env`` (default ``OPENAI_API_KEY``) before the dummy replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..modes import Backend, RecordMode
+from .server import Endpoint, EndpointConfig, EndpointThread
+
+#: The marker naming a test's recording directory.
+MARKER = "dsh_recording"
+#: What the test and its subprocesses get as the API key (the upstream key never leaves the endpoint).
+DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
+
+
+@dataclass
+class EndpointHandle:
+    """What the ``dsh_endpoint`` fixture yields.
+
+    Attributes:
+        base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``).
+        directory: the test's recording directory.
+        plan: ``replay``, ``record`` or ``episodes``.
+        endpoint: the running :class:`~.server.Endpoint` (its ``binder`` holds the conversations).
+    """
+
+    base_url: str
+    directory: Path
+    plan: str
+    endpoint: Endpoint
+
+
+def recording_dir(request: pytest.FixtureRequest) -> Path:
+    """The test's recording directory (module doc)."""
+    base = Path(str(request.node.path)).parent
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is not None and marker.args:
+        path = Path(str(marker.args[0]))
+        return path if path.is_absolute() else base / path
+    module = Path(str(request.node.path)).stem
+    name = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", request.node.name)
+    return base / "recordings" / module / name
+
+
+def endpoint_fixture(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EndpointHandle]:
+    """Start the test's endpoint, patch the environment, yield the handle, fail at teardown on problems."""
+    from ..options import match_on as _match_on
+
+    config = request.config
+    mode = RecordMode(config.getoption("dsh_record"))
+    upstream = config.getoption("dsh_upstream") or config.getini("dsh_upstream") or None
+    key_env = config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
+    backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or "jsonl"
+    backend = Backend.SQLITE if backend_name == Backend.SQLITE.value else Backend.JSONL
+    marker = request.node.get_closest_marker(MARKER)
+    options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    directory = recording_dir(request)
+    endpoint_config = EndpointConfig(
+        directory,
+        record=mode,
+        upstream=upstream,
+        api_key=os.environ.get(key_env) if mode.records else None,
+        backend=backend,
+        match_on=_match_on(config),
+        allow_unused=bool(options.get("allow_unused", False)),
+        rerecord=f"pytest '{request.node.nodeid}' --dsh-record=rewrite --dsh-upstream URL",
+        cwd=str(config.rootpath),
+    )
+    thread = EndpointThread(endpoint_config)
+    url = thread.start()
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+    try:
+        yield EndpointHandle(url, directory, thread.endpoint.plan, thread.endpoint)
+    finally:
+        outcome = thread.stop()
+    if not outcome.ok:
+        pytest.fail(outcome.report(), pytrace=False)
+
+
+__all__ = ["DUMMY_KEY", "MARKER", "EndpointHandle", "endpoint_fixture", "recording_dir"]

@@ -1,0 +1,383 @@
+"""Recording the endpoint's traffic: each conversation a real session, the upstream a model.
+
+* :class:`ConversationLog` writes the events of one conversation as the bundled agent would
+  (agent-loop.md §2, events.md §4): a request's new user messages open a turn (``turn/start``,
+  ``user/message``), its tool results close the open step (``tool/result`` with the ``tool/call`` seq as
+  source, ``step/end``), every model call is a step (``step/start``, one ``assistant/chunk`` per chunk as
+  it arrives, ``assistant/message``), an answer's tool calls are ``tool/call`` events that leave the step
+  open for the results the next request brings, and an answer without tool calls ends the turn
+  (``step/end``, ``turn/end``). A failed call ends its step and turn with the error (agent-loop.md §6).
+  So the existing derivation and request check read these logs unchanged.
+* :class:`UpstreamModel` forwards a request's body to the upstream and yields its streamed answer as our
+  chunks (the format's ``UpstreamTranslator``); the API key, read from the configured environment
+  variable, goes into the ``Authorization`` header only.
+* :class:`Recorder` owns the session store on the chosen backend, and at the end harvests the logs and
+  writes them through the one stable writer (:func:`~pytest_dsh_replay.scenario.write.write_fixtures`)
+  with the sidecars of failed calls and the request pins.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from ..agent.assembler import BlockAssembler
+from ..llm import LlmError, Message, ModelRequest, StreamChunk
+from ..llm.wire.base import WireFormat
+from ..modes import Backend
+from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
+from ..replay import override_file_for
+from ..session import Session, SessionStore
+from .conversations import Binding
+
+_USER = {"kind": "user"}
+
+
+@dataclass
+class ConversationLog:
+    """The event writer of one conversation's session (see module doc)."""
+
+    session: Session
+    turn: int = 0
+    step: int = 0
+    turn_open: bool = False
+    step_open: bool = False
+    call_seqs: dict[str, int] = field(default_factory=dict)
+    #: message count of the conversation -> ``(seq, turn)`` of the ``turn/end`` there (fork points)
+    turn_ends: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _chunk_seqs: list[int] = field(default_factory=list)
+
+    def _append(self, kind: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return cast(dict[str, Any], self.session.append(kind, data, **kw))
+
+    def _open_turn(self, trigger: dict[str, Any]) -> None:
+        self.turn += 1
+        self.step = 0
+        self.turn_open = True
+        self._append("turn/start", {"turn": self.turn, "trigger": trigger})
+
+    def _end_step(self) -> None:
+        if self.step_open:
+            self._append("step/end", {"turn": self.turn, "step": self.step})
+            self.step_open = False
+
+    def _end_turn(self, reason: dict[str, Any], messages: int | None) -> None:
+        self._end_step()
+        event = self._append("turn/end", {"turn": self.turn, "reason": reason})
+        self.turn_open = False
+        if messages is not None:
+            self.turn_ends[messages] = (int(event["seq"]), self.turn)
+
+    def begin_call(self, delta: Sequence[Message]) -> None:
+        """Write a request's new messages, then ``step/start`` of its model call."""
+        for message in delta:
+            blocks = list(message.get("content", []))
+            role = message.get("role")
+            if role == "user" and blocks and all(b.get("type") == "tool-result" for b in blocks):
+                for block in blocks:
+                    call_id = str(block.get("toolCallId", ""))
+                    seq = self.call_seqs.pop(call_id, None)
+                    if seq is None or not self.step_open:  # a result of a call this log never saw
+                        self._user_message([block])
+                        continue
+                    self._append(
+                        "tool/result",
+                        {
+                            "turn": self.turn,
+                            "step": self.step,
+                            "callId": call_id,
+                            "content": list(block.get("content") or []),
+                            "isError": bool(block.get("isError", False)),
+                        },
+                        surface_op="append",
+                        source_event_seqs=[seq],
+                    )
+            elif role == "assistant":  # history the client wrote itself (never served here)
+                if not self.turn_open:
+                    self._open_turn({"kind": "continuation"})
+                self._append(
+                    "assistant/message",
+                    {"turn": self.turn, "step": self.step, "content": blocks},
+                    surface_op="append",
+                )
+                self._tool_calls(blocks)
+            else:
+                self._user_message(blocks)
+        self._end_step()
+        if not self.turn_open:
+            self._open_turn({"kind": "continuation"})
+        self.step += 1
+        self.step_open = True
+        self._append("step/start", {"turn": self.turn, "step": self.step})
+        self._chunk_seqs = []
+
+    def _user_message(self, blocks: list[Any]) -> None:
+        if self.step_open:
+            self._end_step()
+        if not self.turn_open:
+            self._open_turn({"kind": "message", "source": dict(_USER)})
+        self._append("user/message", {"content": blocks, "source": dict(_USER)}, surface_op="append")
+
+    def _tool_calls(self, blocks: Sequence[Mapping[str, Any]]) -> bool:
+        found = False
+        for block in blocks:
+            if block.get("type") == "tool-call":
+                found = True
+                event = self._append(
+                    "tool/call",
+                    {
+                        "turn": self.turn,
+                        "step": self.step,
+                        "callId": str(block.get("id", "")),
+                        "name": str(block.get("name", "")),
+                        "arguments": str(block.get("arguments", "")),
+                    },
+                )
+                self.call_seqs[str(block.get("id", ""))] = int(event["seq"])
+        return found
+
+    def chunk(self, chunk: StreamChunk) -> None:
+        """One ``assistant/chunk`` as it arrives."""
+        event = self._append("assistant/chunk", {"turn": self.turn, "step": self.step, "chunk": chunk})
+        self._chunk_seqs.append(int(event["seq"]))
+
+    def end_call(self, assembler: BlockAssembler, messages_after: int) -> None:
+        """The call's stream ended: write its answer (``assembler``: the call's chunks), or its failure.
+
+        ``messages_after``: the conversation's message count once the answer is added (a fork point
+        when the turn ends).
+        """
+        kind = assembler.finish_kind
+        if kind in ("error", "aborted"):
+            reason = assembler.finish
+            message = "model stream aborted" if kind == "aborted" else str(reason.get("message", ""))
+            code = "ABORTED" if kind == "aborted" else reason.get("code")
+            self.fail(message, code if isinstance(code, str) else None)
+            return
+        content = answer_content(assembler)
+        if content or assembler.usage is not None:
+            data: dict[str, Any] = {"turn": self.turn, "step": self.step, "content": content}
+            if assembler.usage is not None:
+                data["usage"] = assembler.usage
+            extra: dict[str, Any] = {"source_event_seqs": list(self._chunk_seqs)} if self._chunk_seqs else {}
+            self._append("assistant/message", data, surface_op="append", **extra)
+        has_calls = kind != "max-tokens" and self._tool_calls(content)
+        if not has_calls:
+            reason = {"kind": "max-tokens"} if kind == "max-tokens" else {"kind": "completed"}
+            self._end_turn(reason, messages_after)
+
+    def fail(self, message: str, code: str | None) -> None:
+        """The call failed (HTTP error, cut-off stream): end the step and the turn with the error."""
+        reason: dict[str, Any] = {"kind": "error", "step": self.step, "message": message}
+        if code:
+            reason["code"] = code
+        self._end_turn(reason, None)
+        self.call_seqs.clear()
+
+
+def answer_content(assembler: BlockAssembler) -> list[Any]:
+    """The content of an answer as the loop logs it: a ``max-tokens`` answer loses its tool calls
+    (agent-loop.md §4)."""
+    content = assembler.content()
+    if assembler.finish_kind == "max-tokens":
+        content = [b for b in content if b.get("type") != "tool-call"]
+    return content
+
+
+def _status_code(status: int) -> str:
+    if status in (401, 403):
+        return "AUTH"
+    if status == 429:
+        return "RATE_LIMIT"
+    return f"HTTP_{status}"
+
+
+def _error_message(data: bytes, status: int) -> str:
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    text = message if isinstance(message, str) else data.decode("utf-8", "replace")[:500]
+    return f"upstream answered HTTP {status}: {text}"
+
+
+class UpstreamModel:
+    """A :class:`~pytest_dsh_replay.llm.Model` that forwards each call's client body to the upstream.
+
+    The endpoint puts the body of the call it is about to make in :attr:`pending` (by session id; a
+    conversation has one call in flight); ``stream`` sends it (``upstream_body``: streamed, usage asked)
+    to ``base_url`` + the format's path without its ``/v1`` and yields the translated chunks as they
+    arrive.
+
+    Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
+    status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream, ``CONNECTION``
+    when the upstream cannot be reached or the stream is cut off.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None, *, timeout: float = 600.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.timeout = timeout
+        self.pending: dict[str, tuple[WireFormat, Mapping[str, Any]]] = {}
+        self._session: Any = None
+
+    async def close(self) -> None:
+        """Close the HTTP client session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        fmt, body = self.pending.pop(request.get("sessionId", ""))
+        return self._stream(fmt, body)
+
+    def _url(self, fmt: WireFormat) -> str:
+        path = fmt.PATH[len("/v1") :] if fmt.PATH.startswith("/v1/") else fmt.PATH
+        return self.base_url + path
+
+    async def _stream(self, fmt: WireFormat, body: Mapping[str, Any]) -> AsyncIterator[StreamChunk]:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        own_headers = getattr(fmt, "upstream_headers", None)  # a format with its own auth (messages)
+        if callable(own_headers):
+            headers.update(own_headers(self._api_key))
+        elif self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        translator = fmt.upstream_translator()
+        url = self._url(fmt)
+        try:
+            async with self._session.post(
+                url, data=orjson.dumps(fmt.upstream_body(body)), headers=headers
+            ) as response:
+                if response.status >= 400:
+                    data = await response.read()
+                    raise LlmError(
+                        _error_message(data, response.status), _status_code(response.status), response.status
+                    )
+                event_data: list[str] = []
+                async for raw in response.content:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                    if line.startswith("data:"):
+                        event_data.append(line[5:].removeprefix(" "))
+                        continue
+                    if line or not event_data:
+                        continue  # event:, id:, comments; a blank line without data
+                    text, event_data = "\n".join(event_data), []
+                    if text.strip() == "[DONE]":
+                        break
+                    payload = orjson.loads(text)
+                    if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
+                        error = payload["error"]
+                        message = error.get("message") if isinstance(error, dict) else str(error)
+                        raise LlmError(f"upstream stream error: {message}", "PROVIDER_ERROR")
+                    for chunk in translator.feed(payload):
+                        yield chunk
+        except aiohttp.ClientError as exc:
+            raise LlmError(
+                f"upstream {url} could not be reached or cut the stream: {exc}", "CONNECTION"
+            ) from exc
+        except orjson.JSONDecodeError as exc:
+            raise LlmError(
+                f"upstream {url} sent an SSE event that is not JSON: {exc}", "BAD_RESPONSE"
+            ) from exc
+        for chunk in translator.finish():
+            yield chunk
+
+
+@dataclass
+class RecordResult:
+    """What a recording run produced, in the shape the fixture writer takes (``logs``, ``cwd``)."""
+
+    logs: list[Any]
+    cwd: str
+
+
+class Recorder:
+    """The session store of a recording and its writing (see module doc).
+
+    Args:
+        backend: where the sessions are persisted while recording (JSONL or SQLite, as for scenarios).
+        cwd: the sessions' ``cwd`` (the header value; tokenized as ``{{cwd}}`` when written).
+        workdir: a directory for the backend's files (default: a fresh temp directory).
+    """
+
+    def __init__(self, backend: Backend = Backend.JSONL, *, cwd: str, workdir: Path | None = None) -> None:
+        self.backend = backend
+        self.cwd = cwd
+        self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="dsh-endpoint-")
+        self.workdir = workdir if workdir is not None else Path(self._tmp.name if self._tmp else ".")
+        self.store = SessionStore(cwd=cwd)
+        self.root = self.workdir / ("sessions" if backend is Backend.JSONL else "sessions.sqlite")
+        self.storage: Any = (
+            JsonlPersistence(self.root) if backend is Backend.JSONL else SqlitePersistence(self.root)
+        )
+        self.coordinator = WriteCoordinator(self.storage)
+        self.coordinator.attach(self.store)
+        self.logs: dict[str, ConversationLog] = {}
+
+    def log_for(self, binding: Binding) -> ConversationLog:
+        """The log of the bound conversation (its session created on the conversation's first call)."""
+        conv = binding.conversation
+        log = self.logs.get(conv.id)
+        if log is not None:
+            return log
+        if binding.fork_source is not None:
+            source, at = binding.fork_source
+            parent = self.logs[source.id]
+            seq, turn = parent.turn_ends[at]
+            session = self.store.fork(parent.session, seq, child_id=conv.id)
+            log = ConversationLog(session, turn=turn)
+            log.turn_ends = {n: s for n, s in parent.turn_ends.items() if n <= at}
+        else:
+            meta: dict[str, Any] = {}
+            if conv.parent is not None:
+                meta["parentSession"] = conv.parent
+            session = self.store.create(conv.id, meta=cast(Any, meta) or None)
+            log = ConversationLog(session)
+        self.logs[conv.id] = log
+        return log
+
+    async def finish(self) -> RecordResult:
+        """Flush every session, harvest the logs in harvest order, close the backend."""
+        from ..scenario.harvest import harvest_backend, harvest_jsonl
+
+        for log in self.logs.values():
+            await self.store.flush(log.session)
+        try:
+            if self.backend is Backend.JSONL:
+                logs = harvest_jsonl(self.root)
+            else:
+                logs = harvest_backend(self.storage)
+        finally:
+            self.storage.close()
+        return RecordResult(logs, self.cwd)
+
+    def cleanup(self) -> None:
+        """Remove the temp directory (if the recorder made one)."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
+    """The sidecar files (``replay.override[.N].json``) of logs with a failed call, as writer extras."""
+    out = []
+    for i, entries in sorted(sidecars.items()):
+        log = directory / ("session.jsonl" if i == 0 else f"session.{i}.jsonl")
+        out.append(
+            (override_file_for(log), orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n")
+        )
+    return out
+
+
+__all__ = ["ConversationLog", "RecordResult", "Recorder", "UpstreamModel", "answer_content", "sidecar_files"]

@@ -1,0 +1,486 @@
+"""The loopback endpoint: an aiohttp server speaking the registered wire formats (one table, :data:`FORMATS`).
+
+One :class:`Endpoint` serves one recording directory in one record mode:
+
+* **replay** (``--dsh-record none``, or ``once`` with a recording): every request is bound to a
+  conversation (:mod:`.conversations`), its conversation's history becomes the
+  :class:`~pytest_dsh_replay.llm.ModelRequest` of a call of the replay engine
+  (:class:`~pytest_dsh_replay.replay.ReplayModel`: binding by request, the request check and
+  ``match_on`` before anything is served), and the recorded chunks are sent in the request's format.
+  A mismatch, an exhausted script or an unrecorded conversation answers HTTP 400 with the format's
+  error body naming the difference (``x-should-retry: false``, so SDKs raise instead of retrying);
+  the same report is the endpoint's outcome, with every recorded call left unused (opt-out).
+* **record** (``once`` without a recording, ``rewrite``): each call is forwarded upstream
+  (:class:`~.record.UpstreamModel`) and every chunk is sent to the client as it arrives while the
+  conversation's session records it; :meth:`Endpoint.stop` writes the directory with the one writer.
+* **episodes** (``new_episodes`` with a recording): recorded calls replayed, the rest forwarded, all
+  written.
+
+Aiohttp was measured against starlette + uvicorn with the openai SDK as the client (a 100-chunk stream,
+300 calls): p50 42-44 ms vs 45-46 ms, p99 90-107 ms vs 112-125 ms (the SDK's own parsing dominates); it
+also brings the HTTP client the recorder forwards with, so it is the one server dependency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from ..agent.assembler import BlockAssembler
+from ..errors import HarnessError
+from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm.wire import chat, messages
+from ..llm.wire.base import WireFormat, WireRequestError
+from ..modes import Backend, RecordMode
+from .conversations import Binder, BindingError, Conversation
+from .record import ConversationLog, Recorder, UpstreamModel, answer_content
+
+#: path -> wire format module (``llm/wire``); every served format is registered here.
+FORMATS: dict[str, WireFormat] = {
+    chat.PATH: cast(WireFormat, chat),
+    messages.PATH: cast(WireFormat, messages),
+}
+
+_NO_RETRY = {"x-should-retry": "false"}
+
+
+class EndpointConfigError(HarnessError):
+    """The endpoint cannot start as configured (a record mode without an upstream, no recording...)."""
+
+    code = "ENDPOINT_CONFIG"
+
+
+@dataclass
+class EndpointConfig:
+    """How an endpoint serves.
+
+    Attributes:
+        directory: the recording directory (``session.jsonl``, ``session.N.jsonl``, sidecars, pins).
+        record: the record mode.
+        upstream: the upstream base URL (``https://api.openai.com/v1``) for the record modes.
+        api_key: the upstream API key (sent upstream only, scrubbed from everything written).
+        backend: the persistence backend of a recording.
+        match_on: the request parts checked (``None``: all the recording has; empty: off).
+        allow_unused: recorded calls or conversations left unused do not fail the run.
+        rerecord: the command the reports show to re-record.
+        cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+    """
+
+    directory: Path
+    record: RecordMode = RecordMode.NONE
+    upstream: str | None = None
+    api_key: str | None = None
+    backend: Backend = Backend.JSONL
+    match_on: frozenset[str] | None = None
+    allow_unused: bool = False
+    rerecord: str | None = None
+    cwd: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+
+
+@dataclass
+class EndpointOutcome:
+    """What a run of the endpoint came to: ``problems`` fail it; ``written``/``removed`` files; ``notes``."""
+
+    plan: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+    calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def report(self) -> str:
+        """The report a failed run prints (every problem, then the notes)."""
+        lines = [f"dsh-replay endpoint ({self.plan}): {len(self.problems)} problem(s)", *self.problems]
+        return "\n".join(lines + self.notes)
+
+
+def _has_recording(directory: Path) -> bool:
+    return (directory / "session.jsonl").exists() or (directory / "replay.override.json").exists()
+
+
+def plan_for(config: EndpointConfig) -> str:
+    """``replay``, ``record`` or ``episodes`` for the mode and what the directory holds (module doc)."""
+    recorded = _has_recording(config.directory)
+    mode = config.record
+    if mode is RecordMode.NONE:
+        return "replay"
+    if mode is RecordMode.ONCE:
+        return "replay" if recorded else "record"
+    if mode is RecordMode.NEW_EPISODES:
+        return "episodes" if recorded else "record"
+    return "record"
+
+
+class Endpoint:
+    """The endpoint's core (module doc); :meth:`start` / :meth:`stop` inside a running event loop.
+
+    Raises (from ``start``):
+        EndpointConfigError: a record plan without an upstream; replay without a recording.
+        ReplayLoadError and the loaders' errors: a recording that cannot be read.
+    """
+
+    def __init__(self, config: EndpointConfig) -> None:
+        self.config = config
+        self.plan = plan_for(config)
+        self.binder = Binder(new_id=lambda: f"conversation-{uuid.uuid4()}")
+        self.cwd = config.cwd or os.getcwd()
+        self.recorder: Recorder | None = None
+        self.upstream: UpstreamModel | None = None
+        self.replay: Any = None
+        self.watched: Any = None
+        self.model: Any = None
+        self.problems: list[str] = []
+        self.calls = 0
+        self.models_seen: list[str] = []
+        self._runner: Any = None
+        self.base_url = ""
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        from ..replay import ReplayModel, load_session_scripts
+        from ..scenario.record import EpisodeModel, WatchedModel, secret_scrubber
+        from ..scenario.secrets import request_scrub
+
+        config = self.config
+        self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
+        if self.plan != "replay":
+            if not config.upstream:
+                raise EndpointConfigError(
+                    f"{config.directory}: --dsh-record={config.record} needs an upstream to record from "
+                    "(--dsh-upstream URL, ini dsh_upstream, or dsh-replay serve --upstream URL)"
+                )
+            self.upstream = UpstreamModel(config.upstream, config.api_key)
+            self.watched = WatchedModel(self.upstream)
+            self.recorder = Recorder(config.backend, cwd=self.cwd)
+        if self.plan in ("replay", "episodes"):
+            if not _has_recording(config.directory):
+                raise EndpointConfigError(
+                    f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
+                    "--dsh-record=once and an upstream (--dsh-upstream URL)"
+                )
+            scripts = load_session_scripts(config.directory)
+            self.replay = ReplayModel(
+                scripts,
+                scenario=str(config.directory),
+                match_on=config.match_on,
+                scrub=request_scrub(self.scrubber),
+                rerecord=config.rerecord
+                or f"dsh-replay serve {config.directory} --record rewrite --upstream URL",
+            )
+            self.replay.bind_order = self.binder.rank
+            self.replay.live_ids = lambda: [c.id for c in self.binder.conversations]
+            self.replay.live_cwd = self.cwd
+        if self.plan == "replay":
+            self.model = self.replay
+        elif self.plan == "episodes":
+            self.model = EpisodeModel(self.replay, self.watched)
+        else:
+            self.model = self.watched
+
+    async def start(self) -> str:
+        """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
+        from aiohttp import web
+
+        self._build()
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        for path, fmt in FORMATS.items():
+            app.router.add_post(path, self._handler(fmt))
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.config.host, self.config.port))
+        site = web.SockSite(self._runner, sock)
+        await site.start()
+        port = sock.getsockname()[1]
+        self.base_url = f"http://{self.config.host}:{port}/v1"
+        return self.base_url
+
+    async def stop(self) -> EndpointOutcome:
+        """Close the server, write the recording (record plans), and say how the run went."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        outcome = EndpointOutcome(self.plan, list(self.problems), calls=self.calls)
+        if self.upstream is not None:
+            await self.upstream.close()
+        if self.replay is not None:
+            self._replay_problems(outcome)
+        if self.recorder is not None:
+            try:
+                if not outcome.problems:
+                    await self._write(outcome)
+                else:
+                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+            finally:
+                self.recorder.cleanup()
+        return outcome
+
+    def _replay_problems(self, outcome: EndpointOutcome) -> None:
+        from ..replay.errors import ReplayConsumptionError
+
+        seen = {id(p) for p in self.problems}
+        failures = [f for f in self.replay.failures if id(f) not in seen]
+        outcome.problems.extend(f.message for f in failures)
+        if outcome.problems or self.config.allow_unused or self.plan != "replay":
+            return
+        try:
+            self.replay.assert_consumed()
+        except ReplayConsumptionError as exc:
+            outcome.problems.append(exc.message)
+
+    async def _write(self, outcome: EndpointOutcome) -> None:
+        from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
+        from ..scenario.record import sidecars_for
+        from ..scenario.requestcheck import pin_extra
+        from ..scenario.write import current_fixtures, write_fixtures
+        from .record import sidecar_files
+
+        assert self.recorder is not None
+        result = await self.recorder.finish()
+        directory = self.config.directory
+        if not result.logs:
+            outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
+            return
+        directory.mkdir(parents=True, exist_ok=True)
+        scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
+        sources = [self.watched.requests]
+        if self.replay is not None:
+            sources.insert(0, self.replay.requests)
+        entries = dict(self.watched.entries)
+        if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
+            for key, index in self.replay.bound.items():
+                served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
+                entries[key] = [*served, *entries.get(key, [])]
+        sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
+        pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
+        outcome.notes += pin_notes
+        outcome.written, outcome.removed = write_fixtures(
+            scenario,
+            result,
+            self.scrubber,
+            [*sidecar_files(scenario.path, sidecars), *pins],
+            base=current_fixtures(scenario),
+            prune_owned=self.plan == "record",
+        )
+        outcome.notes.append(
+            f"recorded {len(result.logs)} conversation(s) into {directory} "
+            f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+        )
+
+    # -- serving ---------------------------------------------------------------------------------
+
+    async def _models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        names: list[str] = []
+        for script in getattr(self.replay, "scripts", ()):
+            name = script.pins.values.get("model")
+            if isinstance(name, str) and name and name not in names:
+                names.append(name)
+        for name in self.models_seen:
+            if name not in names:
+                names.append(name)
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "dsh-replay"} for n in names]
+        return web.json_response({"object": "list", "data": data})
+
+    def _handler(self, fmt: WireFormat) -> Any:
+        async def handle(request: Any) -> Any:
+            return await self._serve(fmt, request)
+
+        return handle
+
+    def _error(self, fmt: WireFormat, message: str, code: str, status: int) -> Any:
+        from aiohttp import web
+
+        body = orjson.dumps(fmt.error_body(message, code, status))
+        return web.Response(body=body, status=status, content_type="application/json", headers=_NO_RETRY)
+
+    def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
+        self.problems.append(exc.message)
+        return self._error(fmt, exc.message, exc.code, status)
+
+    async def _serve(self, fmt: WireFormat, request: Any) -> Any:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError as exc:
+            return self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
+        try:
+            parsed = fmt.request_from_body(body)
+            binding = self.binder.bind(parsed, request.headers)
+        except (WireRequestError, BindingError) as exc:
+            return self._problem(fmt, exc, 400)
+        conv = binding.conversation
+        self.calls += 1
+        model_name = parsed.get("model", "")
+        if model_name and model_name not in self.models_seen:
+            self.models_seen.append(model_name)
+        call: ModelRequest = {"model": model_name, "messages": list(conv.messages)}
+        if "system" in parsed:
+            call["system"] = parsed["system"]
+        if "tools" in parsed:
+            call["tools"] = parsed["tools"]
+        call["sessionId"] = conv.id
+        log = self.recorder.log_for(binding) if self.recorder is not None else None
+        if log is not None:
+            log.begin_call(binding.delta)
+        if self.upstream is not None:
+            self.upstream.pending[conv.id] = (fmt, body)
+        try:
+            return await self._answer(fmt, request, body, conv, log, call)
+        finally:
+            if self.upstream is not None:
+                self.upstream.pending.pop(conv.id, None)
+            if conv.busy:  # an exception escaped (the client went away): nothing was answered
+                self.binder.failed(conv)
+
+    async def _answer(
+        self,
+        fmt: WireFormat,
+        request: Any,
+        body: Mapping[str, Any],
+        conv: Conversation,
+        log: ConversationLog | None,
+        call: ModelRequest,
+    ) -> Any:
+        from aiohttp import web
+
+        assembler = BlockAssembler()
+        live = self.plan != "replay"
+        stream = self.model.stream(call).__aiter__()
+        response_id = f"dsh-{uuid.uuid4().hex[:24]}"
+        model_name = call["model"] or "dsh-replay"
+
+        def took(chunk: StreamChunk) -> None:
+            assembler.feed(chunk)
+            if log is not None:
+                log.chunk(chunk)
+
+        def failed(exc: BaseException) -> tuple[str, str, int]:
+            if isinstance(exc, LlmError):
+                message, code, status = exc.message, exc.code, exc.status or 502
+            elif isinstance(exc, HarnessError):  # the replay engine refused to serve: a run problem
+                message, code, status = exc.message, exc.code, 400
+            else:
+                raise exc
+            if log is not None:
+                log.fail(message, code)
+            self.binder.failed(conv)
+            return message, code, status
+
+        if not fmt.wants_stream(body):
+            chunks: list[StreamChunk] = []
+            try:
+                async for chunk in stream:
+                    chunks.append(chunk)
+                    took(chunk)
+                whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
+            except Exception as exc:
+                return self._error(fmt, *failed(exc))
+            self._finish(conv, log, assembler)
+            return web.json_response(whole, dumps=lambda v: orjson.dumps(v).decode())
+        try:
+            first = await stream.__anext__()
+        except StopAsyncIteration:
+            first = None
+        except Exception as exc:
+            return self._error(fmt, *failed(exc))
+        encoder = fmt.stream_encoder(model_name, response_id, body=body)
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        response = None
+        if live:  # a live answer reaches the client chunk by chunk, as the upstream sends it
+            response = web.StreamResponse(headers=headers)
+            await response.prepare(request)
+        pending: list[bytes] = []
+        try:
+            if first is not None:
+                took(first)
+                pending += encoder.feed(first)
+                async for chunk in stream:
+                    took(chunk)
+                    pending += encoder.feed(chunk)
+                    if response is not None and pending:
+                        await response.write(b"".join(pending))
+                        pending = []
+        except Exception as exc:
+            message, code, _status = failed(exc)
+            pending += encoder.error(message, code)
+        else:
+            self._finish(conv, log, assembler)
+        pending += encoder.close()
+        if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
+            return web.Response(body=b"".join(pending), headers=headers)
+        await response.write(b"".join(pending))
+        await response.write_eof()
+        return response
+
+    def _finish(self, conv: Conversation, log: ConversationLog | None, assembler: BlockAssembler) -> None:
+        if assembler.finish_kind in ("error", "aborted"):
+            if log is not None:
+                log.end_call(assembler, len(conv.messages))
+            self.binder.failed(conv)
+            return
+        content = answer_content(assembler)
+        has_calls = any(b.get("type") == "tool-call" for b in content)
+        if log is not None:
+            log.end_call(assembler, len(conv.messages) + 1)
+        self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
+
+
+class EndpointThread:
+    """An :class:`Endpoint` on its own event loop in a daemon thread (for synchronous tests and tools).
+
+    ``start()`` returns the base URL once the server listens; ``stop()`` returns the outcome.
+    """
+
+    def __init__(self, config: EndpointConfig) -> None:
+        self.endpoint = Endpoint(config)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="dsh-endpoint", daemon=True)
+
+    def start(self) -> str:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result()
+
+    def stop(self, timeout: float = 60.0) -> EndpointOutcome:
+        try:
+            return asyncio.run_coroutine_threadsafe(self.endpoint.stop(), self._loop).result(timeout)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+            self._loop.close()
+
+
+class _Entries:
+    """The ``entries`` view ``sidecars_for`` reads (live session id -> the calls as they happened)."""
+
+    def __init__(self, entries: dict[str, list[dict[str, Any]]]) -> None:
+        self.entries = entries
+
+
+__all__ = [
+    "FORMATS",
+    "Endpoint",
+    "EndpointConfig",
+    "EndpointConfigError",
+    "EndpointOutcome",
+    "EndpointThread",
+    "plan_for",
+]

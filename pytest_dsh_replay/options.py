@@ -1,0 +1,146 @@
+"""The plugin's options and their checks (harness.md §3-4): what ``pytest --help`` lists under dsh-replay.
+
+Every choice comes from :mod:`.modes`; a malformed value is a ``pytest.UsageError`` before anything
+runs, never one failure per item. Imports only pytest and the leaves; the machinery a check needs
+is imported when it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .modes import Backend, RecordMode
+
+__all__ = ["add_options", "check_model_spec", "match_on", "record_mode", "run_scrubber", "warn_inert_options"]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare the ``--dsh-*`` options and ``dsh_*`` ini values."""
+    group = parser.getgroup("dsh-replay", "record/replay of dsh agent session logs")
+    group.addoption(
+        "--dsh-scenario",
+        action="append",
+        default=[],
+        metavar="PATH|NAME",
+        help="run the scenario(s) at or under PATH (anywhere on disk), or select by <group>/<name> glob; "
+        "repeatable",
+    )
+    group.addoption(
+        "--dsh-backend",
+        choices=Backend.choices(),
+        default=None,
+        help="persistence backend (default: jsonl)",
+    )
+    group.addoption(
+        "--dsh-ignore-event",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="drop events of TYPE on both sides before comparing (seqs renumbered); repeatable",
+    )
+    group.addoption(
+        "--dsh-record",
+        choices=RecordMode.choices(),
+        default=RecordMode.NONE.value,
+        help="record mode (default none: replay only)",
+    )
+    group.addoption("--dsh-model", default=None, help="live model for recording, e.g. openai:MODEL@BASE_URL")
+    group.addoption(
+        "--dsh-check-guards",
+        action="store_true",
+        default=False,
+        help="red/green check: scenarios with fork children must FAIL with the seed slice disabled",
+    )
+    parser.addini("dsh_scenario_roots", "directories searched for scenarios", type="paths", default=[])
+    parser.addini("dsh_model", "live model for recording (see --dsh-model)", default="")
+    parser.addini("dsh_api_key_env", "environment variable holding the live model's API key", default="")
+    parser.addini("dsh_backend", "default persistence backend: jsonl, sqlite or both", default="")
+    group.addoption(
+        "--dsh-match-on",
+        action="append",
+        default=[],
+        metavar="PARTS",
+        help="request parts checked before each recorded call is served: messages, system, tools, model "
+        "(comma-separated or repeated; default: all the recording has; none: off)",
+    )
+    parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-upstream",
+        default=None,
+        metavar="URL",
+        help="base URL the dsh_endpoint fixture records from (e.g. https://api.openai.com/v1)",
+    )
+    parser.addini(
+        "dsh_upstream", "base URL the dsh_endpoint fixture records from (see --dsh-upstream)", default=""
+    )
+    parser.addini(
+        "dsh_secret_patterns",
+        "extra regular expressions of secret-shaped text scrubbed from every written file and report",
+        type="linelist",
+        default=[],
+    )
+
+
+def warn_inert_options(config: pytest.Config) -> None:
+    """Warn about options that would silently do nothing in this run."""
+    ignored = config.getoption("dsh_ignore_event")
+    if ignored:  # imported only then: a run without dsh options must not pay for the session package
+        from .session.types import unknown_event_type
+    for etype in ignored:
+        problem = unknown_event_type("--dsh-ignore-event", etype)
+        if problem is not None:
+            config.issue_config_time_warning(pytest.PytestConfigWarning(problem), stacklevel=2)
+    if config.getoption("dsh_model") and not record_mode(config).records:
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"--dsh-model {config.getoption('dsh_model')} has no effect without a record mode: replay "
+                "never calls a live model; add --dsh-record=once, new_episodes or rewrite to record"
+            ),
+            stacklevel=2,
+        )
+
+
+def record_mode(config: pytest.Config) -> RecordMode:
+    """``--dsh-record`` as the enum (its choices are the enum's values)."""
+    return RecordMode(config.getoption("dsh_record"))
+
+
+def check_model_spec(config: pytest.Config) -> None:
+    """Reject a malformed ``--dsh-model`` before any scenario runs (a usage error, not N test failures)."""
+    spec = config.getoption("dsh_model") or config.getini("dsh_model")
+    if spec:  # imported only then: a run without dsh options must not pay for the scenario package
+        from .scenario.record import model_spec_problem
+
+        problem = model_spec_problem(spec, recording=record_mode(config).records)
+        if problem is not None:
+            raise pytest.UsageError(problem)
+
+
+def match_on(config: pytest.Config) -> frozenset[str] | None:
+    """``--dsh-match-on`` (or ini ``dsh_match_on``) parsed; an unknown part is a usage error."""
+    values = config.getoption("dsh_match_on") or [config.getini("dsh_match_on")]
+    if not any(str(v).strip() for v in values):
+        return None  # the default; importing the replay machinery here would tax unrelated runs
+    from .replay.requests import MatchOnError, parse_match_on
+
+    try:
+        return parse_match_on(values)
+    except MatchOnError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def run_scrubber(config: pytest.Config) -> Any:
+    """Build THE secret set of this run once; bad secret config is a usage error before anything runs."""
+    from .llm.secrets import DEFAULT_KEY_ENV, SecretConfigError, run_scrubber
+
+    key_env = config.getini("dsh_api_key_env")
+    try:
+        return run_scrubber(
+            key_env=key_env or DEFAULT_KEY_ENV,
+            patterns=config.getini("dsh_secret_patterns"),
+            require_key_value=bool(key_env) or record_mode(config).records,
+        )
+    except SecretConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None

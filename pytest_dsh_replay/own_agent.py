@@ -1,0 +1,125 @@
+"""Fixtures for users' own agents (harness.md §8): a recorded scenario's replay model, a loopback
+endpoint that records or replays a test's model traffic, and a fresh store.
+
+The plugin exports them (``pytest_dsh_replay.plugin`` imports them, so pytest registers them); what
+they build is imported when a test requests them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .modes import Backend
+from .options import match_on as _match_on
+
+__all__ = ["StoreHandle", "dsh_endpoint", "dsh_replay_model", "dsh_session_store"]
+
+
+@pytest.fixture
+def dsh_replay_model(request: pytest.FixtureRequest) -> Any:
+    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None)``.
+
+    Returns a ``ReplayModel``.
+
+    Builds the replay model of a recorded scenario directory (its ``session.jsonl``, children, override
+    sidecar and request pins), for driving your own agent with recorded responses. A relative
+    ``scenario_dir`` resolves against the pytest rootdir (not the current directory). Every request is
+    checked against the recording before it is served (``match_on``: the parts, default
+    ``--dsh-match-on`` or all the recording has); ``model.requests`` holds what your agent sent. Call
+    ``model.assert_consumed()`` at the end of your test: it raises a request mismatch first, then any
+    recorded call that was not used.
+    """
+    from .replay import ReplayModel, load_session_scripts
+    from .scenario.requestcheck import rerecord_command
+
+    config = request.config
+    default_match_on = _match_on(config)
+
+    def make(
+        scenario_dir: str | Path,
+        *,
+        allow_replace_override: bool = False,
+        match_on: Any = None,
+    ) -> Any:
+        path = Path(scenario_dir)
+        if not path.is_absolute():
+            path = config.rootpath / path
+        if not path.is_dir():
+            from .scenario import ScenarioError
+
+            raise ScenarioError(
+                f"dsh_replay_model: {path} is not a scenario directory (relative paths resolve against "
+                f"the rootdir {config.rootpath})"
+            )
+        scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
+        parts = default_match_on if match_on is None else frozenset(match_on)
+        return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
+
+    return make
+
+
+@pytest.fixture
+def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A loopback OpenAI-compatible endpoint recording or replaying this test's model traffic.
+
+    Sets ``OPENAI_BASE_URL`` (and a dummy ``OPENAI_API_KEY``) for the test and its subprocesses; yields an
+    ``EndpointHandle`` (``base_url``, ``directory``, ``plan``); fails at teardown with the report (a request
+    that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
+    """
+    from .endpoint.fixture import endpoint_fixture
+
+    yield from endpoint_fixture(request, monkeypatch)
+
+
+@pytest.fixture
+def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
+    """Factory: ``dsh_session_store(backend="jsonl"|"sqlite")`` -> a fresh ``SessionStore`` with persistence.
+
+    The store's ``WriteCoordinator`` is already attached. The factory returns a
+    ``StoreHandle(store, persistence, root, cwd)`` (unpackable as ``store, persistence = ...``); pass
+    ``persistence`` to ``AgentRuntime(store, model, persistence=...)``. ``cwd`` is a fresh empty temp
+    directory, the store's default session cwd: the bash tool of a session created without a ``meta``
+    cwd runs there, never in the checkout. Every backend the factory opened is closed at teardown.
+    """
+    from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
+    from .session import SessionStore
+
+    opened: list[Any] = []
+
+    def make(backend: str = "jsonl") -> StoreHandle:
+        root = tmp_path / f"dsh-store-{len(opened) + 1}"
+        if backend == Backend.JSONL:
+            storage: Any = JsonlPersistence(root)
+        elif backend == Backend.SQLITE:
+            storage = SqlitePersistence(root / "sessions.sqlite")
+        else:
+            raise ValueError(f"dsh_session_store: backend must be 'jsonl' or 'sqlite', got {backend!r}")
+        opened.append(storage)
+        cwd = tmp_path / f"dsh-cwd-{len(opened)}"
+        cwd.mkdir()
+        store = SessionStore(cwd=str(cwd))
+        coordinator = WriteCoordinator(storage)
+        coordinator.attach(store)
+        return StoreHandle(store, coordinator, root, cwd)
+
+    yield make
+    for storage in opened:
+        storage.close()
+
+
+class StoreHandle:
+    """What :func:`dsh_session_store` returns: ``store``, its ``persistence`` coordinator, ``root`` (the
+    backend's directory) and ``cwd`` (the store's default session cwd, a fresh temp directory)."""
+
+    def __init__(self, store: Any, persistence: Any, root: Path, cwd: Path) -> None:
+        self.store = store
+        self.persistence = persistence
+        self.root = root
+        self.cwd = cwd
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.store, self.persistence))

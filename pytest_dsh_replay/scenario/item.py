@@ -1,0 +1,138 @@
+"""What one pytest scenario item decides (harness.md §3-6), without pytest.
+
+:func:`check_item` runs the policy of an item: a directory of logs without ``input.json``, ops that
+cannot run here, a scenario not recorded yet, the check itself (:func:`.check.check_scenario`) and the
+red/green guard re-run (``--dsh-check-guards``). It returns an :class:`ItemResult` that the plugin
+only maps to pytest's pass / skip / fail and report sections; what the item tells the run's summary
+is an :class:`~..itemreport.ItemReport`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import HarnessError
+from ..itemreport import GuardVerdict, ItemReport, ReplayCounts
+from ..layout import INPUT_FILE, is_log_name, log_rank
+from ..modes import Backend
+from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
+from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
+from .errors import ScenarioDefinitionError, ScenarioError, ScenarioMismatch
+from .plan import Plan
+from .record import model_hint
+
+__all__ = ["ItemResult", "check_item"]
+
+
+@dataclass
+class ItemResult:
+    """What one scenario item did, for the plugin to map onto pytest.
+
+    Attributes:
+        skipped: the skip reason (an unsupported op, a recording of another agent); nothing else is set.
+        failure: the error to raise (a mismatch report, an unrecorded scenario, a guard that cannot fail).
+        notes: the ``dsh-replay`` report section of a passed item (empty: none).
+        report: what the item tells the run's summary (sent as ``user_properties``).
+    """
+
+    skipped: str | None = None
+    failure: ScenarioError | None = None
+    notes: list[str] = field(default_factory=list)
+    report: ItemReport = field(default_factory=ItemReport)
+
+
+def _missing_input(path: Path) -> ScenarioDefinitionError:
+    logs = sorted((p.name for p in path.iterdir() if is_log_name(p.name)), key=log_rank)
+    return ScenarioDefinitionError(
+        f"{path} holds {', '.join(logs)} but no {INPUT_FILE}: a scenario directory "
+        f'needs an {INPUT_FILE} with the steps that produced the logs ({{"steps": [...]}}, see the '
+        "README section 'Writing a scenario'); write one, or move the logs out of the scenario root"
+    )
+
+
+def check_item(
+    path: Path,
+    options_for: Callable[[Scenario], CheckOptions],
+    *,
+    check_guards: bool = False,
+    note: str | None = None,
+) -> ItemResult:
+    """Check the scenario directory ``path`` as one pytest item.
+
+    ``options_for`` builds the check's options for the loaded scenario; ``check_guards`` re-runs a
+    passing scenario with fork children with the seed slice disabled, which must fail (harness.md §6);
+    ``note`` is added to the item's notes. Raises the loaders' typed errors (a directory of logs without
+    ``input.json``: :class:`ScenarioDefinitionError`) and the check's (:class:`HarnessError`).
+    """
+    if not os.path.lexists(path / INPUT_FILE):  # (not a file: load_scenario says so)
+        raise _missing_input(path)
+    scenario = load_scenario(path)
+    unsupported = [s["op"] for s in scenario.steps if s["op"] in UNSUPPORTED_OPS]
+    if unsupported:
+        return ItemResult(
+            skipped=f"op {unsupported[0]!r} is unsupported here: {UNSUPPORTED_OPS[unsupported[0]]}"
+        )
+    options = options_for(scenario)
+    if not scenario.is_recorded and not options.record.records:
+        hint = model_hint(scenario.path)
+        return ItemResult(
+            failure=ScenarioError(
+                f"scenario {scenario.node_name} has no session.jsonl yet: record it first with "
+                f"pytest --dsh-scenario {scenario.path} --dsh-record=once --dsh-model {hint}"
+            )
+        )
+    with tempfile.TemporaryDirectory(prefix="dsh-scenario-") as tmp:
+        outcome = check_scenario(scenario, Path(tmp), options)
+    if outcome.skipped is not None:  # a recording of another agent: never replayed, never rewritten
+        return ItemResult(skipped=outcome.skipped)
+    result = ItemResult(report=_report(outcome))
+    if note:
+        outcome.notes.append(note)
+    try:
+        raise_for(outcome, options)  # a failure's report carries the notes itself: not twice
+    except ScenarioMismatch as exc:
+        result.failure = exc
+        return result
+    result.notes = outcome.notes
+    if check_guards and outcome.has_fork_child:
+        result.failure = _guard(scenario, options, result)
+    return result
+
+
+def _report(outcome: CheckOutcome) -> ItemReport:
+    """The summary's part of ``outcome``: files written and removed, counts, markers."""
+    report = ItemReport(
+        written=[str(p) for p in outcome.written],
+        removed=[str(p) for p in outcome.removed],
+        end_seed_ignored=outcome.end_seed_ignored,
+    )
+    if outcome.plan is Plan.EPISODES:
+        report.episodes = "extended" if outcome.written else "unchanged"
+    elif outcome.plan is Plan.REPLAY:  # the outcome's counts are summed over its backends
+        n = max(1, len(outcome.backends))
+        report.replayed = ReplayCounts(
+            outcome.backends or (Backend.JSONL,), outcome.logs_compared // n, outcome.calls_served // n
+        )
+    return report
+
+
+def _guard(scenario: Scenario, options: CheckOptions, result: ItemResult) -> ScenarioError | None:
+    """The red/green guard: the scenario re-run with the fork seed slice disabled must fail."""
+    guard_options = replace(options, slice_seed=False, update=False)
+    with tempfile.TemporaryDirectory(prefix="dsh-guard-") as tmp:
+        try:
+            guard: CheckOutcome | None = check_scenario(scenario, Path(tmp), guard_options)
+        except HarnessError:
+            guard = None  # the unsliced script broke the run outright: the guard bit
+    verdict: GuardVerdict = "cannot fail" if guard is not None and guard.passed else "red"
+    result.report.guard = verdict
+    if verdict == "red":
+        return None
+    return ScenarioError(
+        f"guard cannot fail: scenario {scenario.node_name} still passes with the fork seed slice disabled, "
+        "so it does not prove that fork children replay only their own events"
+    )

@@ -1,0 +1,96 @@
+"""The run's dsh-replay summary: what items reported, written at the end of the terminal output.
+
+Items report through ``user_properties`` (:class:`~.itemreport.ItemReport`), the channel pytest-xdist
+carries from workers, so the summary is the same with ``-n``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .itemreport import ItemReport
+from .modes import RecordMode
+
+__all__ = ["RunSummary"]
+
+
+class RunSummary:
+    """The counts of a run (a pytest plugin object: it reads every call report)."""
+
+    def __init__(self) -> None:
+        self.written: list[Path] = []
+        self.removed: list[Path] = []
+        self.guards_ok: list[str] = []
+        self.guards_failed: list[str] = []
+        #: backends -> [scenarios, session logs compared per backend, recorded calls served per backend]
+        self.replayed: dict[tuple[str, ...], list[int]] = {}
+        self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
+        self.end_seed_ignored: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
+        if report.when != "call":
+            return
+        name = report.nodeid.rsplit("::", 1)[-1]
+        item = ItemReport.from_properties(report.user_properties)
+        self.written += map(Path, item.written)
+        self.removed += map(Path, item.removed)
+        if item.replayed is not None and report.passed:
+            counts = self.replayed.setdefault(item.replayed.backends, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += item.replayed.logs
+            counts[2] += item.replayed.calls
+        if item.episodes is not None and report.passed:
+            self.episodes[item.episodes] += 1
+        if item.end_seed_ignored:
+            self.end_seed_ignored.append(name)
+        if item.guard is not None:
+            (self.guards_ok if item.guard == "red" else self.guards_failed).append(name)
+
+    def write(self, terminalreporter: Any, config: pytest.Config) -> None:
+        """Write the summary lines and sections (nothing when no scenario reported)."""
+        tr = terminalreporter
+        for backends, (count, logs, calls) in sorted(self.replayed.items()):
+            if len(backends) == 1:
+                tr.write_line(
+                    f"dsh-replay: {count} scenario(s) replayed end to end and matched their recordings: "
+                    f"{logs} session log(s) compared, {calls} recorded model call(s) served",
+                )
+            else:
+                tr.write_line(
+                    f"dsh-replay: {count} scenario(s) replayed end to end on {' and '.join(backends)}, each "
+                    f"matched its recording; per backend: {logs} session log(s) compared, {calls} recorded "
+                    "model call(s) served",
+                )
+        if any(self.episodes.values()):
+            extended, unchanged = self.episodes["extended"], self.episodes["unchanged"]
+            tr.write_line(
+                f"dsh-replay: --dsh-record=new_episodes: {extended} scenario(s) extended with "
+                f"live model calls (logs rewritten), {unchanged} unchanged (no call past the "
+                "recording)",
+            )
+        if self.end_seed_ignored:
+            names = ", ".join(self.end_seed_ignored[:3]) + (" ..." if len(self.end_seed_ignored) > 3 else "")
+            tr.write_line(
+                f"dsh-replay: session/end-seed ignored on both sides in {len(self.end_seed_ignored)} "
+                f"scenario(s) whose fixtures predate the marker ({names}); replay.md §9"
+            )
+        if self.written or self.removed:
+            record = RecordMode(config.getoption("dsh_record"))
+            if record.records:
+                tr.section(f"dsh-replay recording (--dsh-record={record}): fixtures written")
+            else:
+                tr.section("dsh-replay snapshot update (--snapshot-update): fixtures rewritten from the run")
+            for path in self.written:
+                tr.write_line(f"written: {path}")
+            for path in self.removed:
+                tr.write_line(f"removed unused fixture: {path}")
+        if config.getoption("dsh_check_guards") and (self.guards_ok or self.guards_failed):
+            tr.section("dsh-replay guard check (fork seed slice disabled)")
+            for name in self.guards_ok:
+                tr.write_line(f"red as required: {name}")
+            for name in self.guards_failed:
+                tr.write_line(f"GUARD CANNOT FAIL: {name}")

@@ -1,0 +1,78 @@
+"""``dsh-replay serve DIR``: the endpoint for agents outside pytest (base URL on the first stdout line,
+serves until SIGINT/SIGTERM, exit 0 / 1 with the report on stderr / 2 on a usage error)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+from click.testing import CliRunner
+from endpoint.upstream import FakeUpstream, agent_rule
+
+from pytest_dsh_replay.cli import main
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    up = FakeUpstream(agent_rule)
+    up.start()
+    yield up
+    up.stop()
+
+
+def _serve(directory: Path, *args: str, prompt: str, sig: int = signal.SIGINT) -> tuple[int, str, str]:
+    """Start ``serve``, ask one question through the openai SDK, stop it with ``sig``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        try:
+            answer = client.chat.completions.create(
+                model="fake-1", messages=[{"role": "user", "content": prompt}]
+            )
+            assert answer.choices[0].message.content == f"you said: {prompt}"
+        except openai.BadRequestError:
+            pass
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, url + "\n" + out, err
+
+
+def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: FakeUpstream) -> None:
+    code, _out, err = _serve(tmp_path, "--record", "once", "--upstream", upstream.url, prompt="hello")
+    assert code == 0, err
+    assert (tmp_path / "session.jsonl").exists()
+    upstream.stop()
+    code, _out, err = _serve(tmp_path, prompt="hello", sig=signal.SIGTERM)
+    assert code == 0, err
+    code, _out, err = _serve(tmp_path, prompt="goodbye")
+    assert code == 1
+    assert "request mismatch at call #1 of session.jsonl" in err
+    assert "recorded 'hello' != sent 'goodbye'" in err
+
+
+def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["serve", str(tmp_path), "--record", "sometimes"]).exit_code == 2
+    result = runner.invoke(main, ["serve", str(tmp_path), "--record", "once"])
+    assert result.exit_code == 2
+    assert "needs an upstream" in result.output
+    result = runner.invoke(main, ["serve", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "no recording" in result.output

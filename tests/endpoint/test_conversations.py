@@ -1,0 +1,158 @@
+"""Binding requests to conversations (endpoint/conversations.py): continue, retry, fork, spawn, root,
+explicit headers, and arrival order."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import pytest
+
+from pytest_dsh_replay.endpoint.conversations import Binder, BindingError
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def said(text: str, reasoning: str = "") -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "reasoning", "text": reasoning}] if reasoning else []
+    return {"role": "assistant", "content": [*content, {"type": "text", "text": text}]}
+
+
+def calls(*ids: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool-call", "id": i, "name": "t", "arguments": "{}"} for i in ids],
+    }
+
+
+def result(call_id: str, text: str = "ok") -> dict[str, Any]:
+    block = {"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}]}
+    return {"role": "user", "content": [{**block, "isError": False}]}
+
+
+def req(*messages: dict[str, Any], system: str = "sys") -> Any:
+    return {"model": "m", "system": system, "messages": list(messages)}
+
+
+def test_a_request_extending_a_conversation_continues_it_and_echoes_may_drop_reasoning() -> None:
+    binder = Binder()
+    first = binder.bind(req(user("hi")))
+    assert first.kind == "root"
+    binder.answered(first.conversation, said("hello", reasoning="thinking"), turn_ended=True)
+    # the client echoes the answer without its reasoning: still the same conversation
+    second = binder.bind(req(user("hi"), said("hello"), user("more")))
+    assert second.kind == "continue" and second.conversation is first.conversation
+    assert second.inherited == 2 and second.delta == [user("more")]
+    # the conversation keeps the answer as served (with its reasoning)
+    assert second.conversation.messages[1] == said("hello", reasoning="thinking")
+
+
+def test_an_identical_request_retries_only_a_failed_call() -> None:
+    binder = Binder()
+    first = binder.bind(req(user("hi")))
+    binder.failed(first.conversation)
+    again = binder.bind(req(user("hi")))
+    assert again.kind == "retry" and again.conversation is first.conversation and again.delta == []
+    binder.answered(again.conversation, said("x"), turn_ended=True)
+    other = binder.bind(req(user("hi")))
+    assert other.kind == "root" and other.conversation is not first.conversation
+
+
+def test_divergence_after_a_completed_exchange_is_a_fork_child() -> None:
+    binder = Binder()
+    a = binder.bind(req(user("one")))
+    binder.answered(a.conversation, said("1"), turn_ended=True)
+    b = binder.bind(req(user("one"), said("1"), user("two")))
+    binder.answered(b.conversation, said("2"), turn_ended=True)
+    fork = binder.bind(req(user("one"), said("1"), user("other")))
+    assert fork.kind == "fork"
+    assert fork.conversation.parent == a.conversation.id
+    assert fork.fork_source == (a.conversation, 2)
+    assert fork.inherited == 2 and fork.delta == [user("other")]
+
+
+def test_divergence_inside_an_exchange_is_not_a_fork() -> None:
+    binder = Binder()
+    a = binder.bind(req(user("one")))
+    binder.answered(a.conversation, calls("c1"), turn_ended=False)
+    binder.bind(req(user("one"), calls("c1"), result("c1")))
+    # shares the open tool call's exchange only: not a completed turn, so not a fork
+    other = binder.bind(req(user("one"), calls("c1"), result("c1", "different")))
+    assert other.kind == "root"
+
+
+def test_a_new_conversation_is_a_spawn_child_of_the_one_with_an_open_tool_call() -> None:
+    binder = Binder()
+    parent = binder.bind(req(user("go")))
+    binder.answered(parent.conversation, calls("c1"), turn_ended=False)
+    child = binder.bind(req(user("task"), system="helper"))
+    assert child.kind == "spawn" and child.conversation.parent == parent.conversation.id
+    binder.answered(child.conversation, said("done"), turn_ended=True)
+    back = binder.bind(req(user("go"), calls("c1"), result("c1", "done")))
+    assert back.kind == "continue" and back.conversation is parent.conversation
+    assert back.conversation.open_calls == ()
+    binder.answered(back.conversation, said("fin"), turn_ended=True)
+    assert binder.bind(req(user("unrelated"))).kind == "root"  # no tool call open now
+
+
+def test_with_two_open_tool_calls_a_new_conversation_is_a_root() -> None:
+    binder = Binder()
+    for prompt in ("a", "b"):
+        bound = binder.bind(req(user(prompt)))
+        binder.answered(bound.conversation, calls(f"c-{prompt}"), turn_ended=False)
+    assert binder.bind(req(user("task"), system="helper")).kind == "root"
+
+
+def test_explicit_headers_name_the_conversation_and_the_parent() -> None:
+    binder = Binder()
+    a = binder.bind(req(user("hi")), {"X-Dsh-Conversation": "main"})
+    binder.answered(a.conversation, said("x"), turn_ended=True)
+    # an identical first request, named differently: a new conversation, child of "main"
+    b = binder.bind(req(user("hi")), {"x-dsh-conversation": "side", "X-Dsh-Parent": "main"})
+    assert b.conversation is not a.conversation and b.conversation.parent == a.conversation.id
+    binder.answered(b.conversation, said("y"), turn_ended=True)
+    again = binder.bind(req(user("hi"), said("x"), user("more")), {"X-Dsh-Conversation": "main"})
+    assert again.conversation is a.conversation
+    binder.answered(again.conversation, said("z"), turn_ended=True)
+    with pytest.raises(BindingError, match="do not continue conversation 'side'"):
+        binder.bind(req(user("changed")), {"X-Dsh-Conversation": "side"})
+    with pytest.raises(BindingError, match="names no conversation"):
+        binder.bind(req(user("hi")), {"X-Dsh-Parent": "nobody"})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_children_bind_to_their_own_conversation_whatever_the_arrival_order(seed: int) -> None:
+    rng = random.Random(seed)
+    binder = Binder()
+    parent = binder.bind(req(user("fan out")))
+    binder.answered(parent.conversation, calls("c1"), turn_ended=False)
+    tasks = [f"task {i}" for i in range(8)]
+    order = tasks[:]
+    rng.shuffle(order)
+    first = {t: binder.bind(req(user(t), system="helper")) for t in order}
+    assert all(b.kind == "spawn" and b.conversation.parent == parent.conversation.id for b in first.values())
+    rng.shuffle(order)
+    for t in order:  # answered in another order
+        binder.answered(first[t].conversation, calls(f"k-{t}"), turn_ended=False)
+    rng.shuffle(order)
+    for t in order:  # and continued in a third
+        again = binder.bind(req(user(t), calls(f"k-{t}"), result(f"k-{t}"), system="helper"))
+        assert again.kind == "continue" and again.conversation is first[t].conversation
+
+
+def test_every_arrival_order_of_three_children_binds_the_same() -> None:
+    for order in itertools.permutations(range(3)):
+        binder = Binder()
+        parent = binder.bind(req(user("p")))
+        binder.answered(parent.conversation, calls("c"), turn_ended=False)
+        bound = {i: binder.bind(req(user(f"t{i}"), system="h")) for i in order}
+        for i in order:
+            binder.answered(bound[i].conversation, said(f"r{i}"), turn_ended=True)
+        ranks = {i: bound[i].conversation.rank for i in order}
+        assert sorted(ranks, key=ranks.__getitem__) == list(order)  # creation rank = arrival order
+        for i in reversed(order):
+            follow = binder.bind(req(user(f"t{i}"), said(f"r{i}"), user("next"), system="h"))
+            assert follow.conversation is bound[i].conversation

@@ -1,0 +1,90 @@
+"""Record modes, backends, fork children and ``GET /v1/models`` of the endpoint (openai SDK as client)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from pytest_dsh_replay.modes import Backend, RecordMode
+
+from .conftest import served
+from .upstream import FakeUpstream
+
+
+def _chat(url: str, *messages: dict[str, Any]) -> dict[str, Any]:
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    answer = client.chat.completions.create(model="fake-1", messages=list(messages))
+    return {"role": "assistant", "content": answer.choices[0].message.content}
+
+
+def _u(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _branching(url: str) -> list[dict[str, Any]]:
+    a1 = _chat(url, _u("one"))
+    a2 = _chat(url, _u("one"), a1, _u("two"))
+    a3 = _chat(url, _u("one"), a1, _u("other"))  # branches after the first exchange
+    return [a1, a2, a3]
+
+
+def test_a_branch_after_a_completed_exchange_is_recorded_as_a_fork_child(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        recorded = _branching(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    parent = json.loads((tmp_path / "session.jsonl").read_text().splitlines()[0])
+    child_lines = (tmp_path / "session.1.jsonl").read_text().splitlines()
+    child = json.loads(child_lines[0])
+    assert child["parentSession"] == parent["id"]
+    seed = child["seedLength"]
+    assert json.loads(child_lines[seed])["type"] == "turn/end"  # the seed ends at the shared turn's end
+    assert json.loads(child_lines[seed + 1])["type"] == "session/end-seed"
+    upstream.stop()
+    with served(tmp_path) as ep:
+        assert _branching(ep.url) == recorded
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_new_episodes_replays_what_is_recorded_and_records_the_rest(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        first = _chat(ep.url, _u("hello"))
+    with served(tmp_path, RecordMode.NEW_EPISODES, upstream.url) as ep:
+        assert _chat(ep.url, _u("hello")) == first
+        second = _chat(ep.url, _u("second"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert ep.outcome.plan == "episodes"
+    assert [r["messages"][-1]["content"] for r in upstream.requests] == ["hello", "second"]
+    upstream.stop()
+    with served(tmp_path) as ep:
+        assert _chat(ep.url, _u("hello")) == first
+        assert _chat(ep.url, _u("second")) == second
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_sqlite_backend_records_the_same_directory(tmp_path: Path, upstream: FakeUpstream) -> None:
+    jsonl, sqlite = tmp_path / "jsonl", tmp_path / "sqlite"
+    for directory, backend in ((jsonl, Backend.JSONL), (sqlite, Backend.SQLITE)):
+        with served(directory, RecordMode.ONCE, upstream.url, backend=backend) as ep:
+            _branching(ep.url)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert sorted(p.name for p in jsonl.iterdir()) == sorted(p.name for p in sqlite.iterdir())
+    with served(sqlite) as ep:
+        _branching(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_models_lists_the_recorded_model_names(tmp_path: Path, upstream: FakeUpstream) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        _chat(ep.url, _u("hello"))
+    with served(tmp_path) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        assert [m.id for m in client.models.list()] == ["fake-1"]
+        _chat(ep.url, _u("hello"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()

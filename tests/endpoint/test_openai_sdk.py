@@ -1,0 +1,111 @@
+"""The endpoint with the real ``openai`` SDK as its client: recorded once from a loopback fake upstream,
+replayed with the upstream stopped, red after a prompt change (sync and async, streamed and not, a tool
+loop, child conversations)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import openai
+import pytest
+
+from pytest_dsh_replay.modes import RecordMode
+
+from .agents import run_agent, run_agent_async
+from .conftest import served
+from .upstream import FakeUpstream
+
+
+def _client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+
+
+def _headers(directory: Path) -> list[dict[str, object]]:
+    files = [directory / "session.jsonl", *sorted(directory.glob("session.*.jsonl"))]
+    return [json.loads(p.read_text().splitlines()[0]) for p in files]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_sync_tool_loop_records_replays_offline_and_turns_red(
+    tmp_path: Path, upstream: FakeUpstream, stream: bool
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-upstream-secret-123456") as ep:
+        recorded = run_agent("list the files", stream=stream, client=_client(ep.url))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert ep.outcome.plan == "record"
+    assert recorded[-1]["content"] == "summary of 'a.txt\\nb.txt'"
+    assert len(upstream.requests) == 2
+    assert upstream.headers == ["Bearer sk-upstream-secret-123456"] * 2  # the key goes upstream only
+    assert "sk-upstream-secret" not in "".join(p.read_text() for p in tmp_path.iterdir())
+    upstream.stop()
+
+    with served(tmp_path) as ep:
+        replayed = run_agent("list the files", stream=stream, client=_client(ep.url))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert replayed == recorded
+
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
+        run_agent("list the files, please", stream=stream, client=_client(ep.url))
+    assert "messages[0].content[0].text" in str(raised.value)
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "request mismatch at call #1 of session.jsonl" in ep.outcome.report()
+
+
+def test_changed_system_prompt_is_red_through_the_pins(tmp_path: Path, upstream: FakeUpstream) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        run_agent("hello", client=_client(ep.url))
+    assert ep.outcome is not None and ep.outcome.ok
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="system"):
+        run_agent("hello", system="You are verbose.", client=_client(ep.url))
+    assert ep.outcome is not None and "system" in ep.outcome.report()
+
+
+def test_unused_recorded_calls_fail_the_run_unless_allowed(tmp_path: Path, upstream: FakeUpstream) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        run_agent("hello", client=_client(ep.url))
+        run_agent("second", client=_client(ep.url))
+    with served(tmp_path) as ep:
+        run_agent("hello", client=_client(ep.url))
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "never bound" in ep.outcome.report()
+    with served(tmp_path, allow_unused=True) as ep:
+        run_agent("hello", client=_client(ep.url))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_async_children_in_parallel_are_spawn_children_of_the_parent(
+    tmp_path: Path, upstream: FakeUpstream, stream: bool
+) -> None:
+    prompt = "delegate: alpha, beta"
+
+    def run(url: str) -> list[dict[str, object]]:
+        client = openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0)
+        return asyncio.run(run_agent_async(prompt, stream=stream, client=client))
+
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        recorded = run(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert recorded[-1]["content"] == "summary of 'done: alpha\\ndone: beta'"
+    headers = _headers(tmp_path)
+    assert len(headers) == 3
+    parent = headers[0]["id"]
+    assert "parentSession" not in headers[0]
+    assert [h.get("parentSession") for h in headers[1:]] == [parent, parent]
+    assert all("seedLength" not in h for h in headers)
+    upstream.stop()
+    with served(tmp_path) as ep:
+        assert run(ep.url) == recorded
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError):
+        asyncio.run(
+            run_agent_async(
+                prompt,
+                stream=stream,
+                child_system="You are a careless helper.",
+                client=openai.AsyncOpenAI(base_url=ep.url, api_key="dummy", max_retries=0),
+            )
+        )
+    assert ep.outcome is not None and not ep.outcome.ok

@@ -1,0 +1,95 @@
+"""Upstream failures are recorded as they happened (sidecars) and replayed as such: an HTTP error answer
+and an error event in the middle of a stream, each followed by the client's retry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_dsh_replay.modes import RecordMode
+
+from .conftest import served
+from .upstream import Answer, FakeUpstream
+
+
+def _flaky() -> Any:
+    seen: dict[str, int] = {}
+
+    def rule(body: dict[str, Any]) -> Answer:
+        prompt = body["messages"][-1]["content"]
+        seen[prompt] = seen.get(prompt, 0) + 1
+        if seen[prompt] == 1 and prompt == "rate me":
+            return Answer(status=429, error="slow down")
+        if seen[prompt] == 1 and prompt == "cut me":
+            return Answer(text="partial answer here", pieces=3, error_after=2, error="overloaded")
+        return Answer(text=f"ok: {prompt}")
+
+    return rule
+
+
+@pytest.fixture
+def flaky() -> Iterator[FakeUpstream]:
+    up = FakeUpstream(_flaky())
+    up.start()
+    yield up
+    up.stop()
+
+
+def _ask(url: str, prompt: str) -> str:
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    out = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": prompt}], stream=True
+    )
+    return "".join(c.choices[0].delta.content or "" for c in out if c.choices)
+
+
+def _run(url: str) -> list[str]:
+    """Each prompt once, and once more after a failure (the client's own retry)."""
+    seen = []
+    for prompt in ("rate me", "cut me"):
+        try:
+            seen.append(_ask(url, prompt))
+        except openai.RateLimitError as exc:
+            seen.append(f"429: {exc.message}")
+            seen.append(_ask(url, prompt))
+        except openai.APIError as exc:
+            seen.append(f"mid-stream: {exc.message}")
+            seen.append(_ask(url, prompt))
+    return seen
+
+
+def test_http_and_mid_stream_errors_are_recorded_and_replayed(tmp_path: Path, flaky: FakeUpstream) -> None:
+    with served(tmp_path, RecordMode.ONCE, flaky.url) as ep:
+        recorded = _run(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert recorded[0].startswith("429: ") and "slow down" in recorded[0]
+    assert recorded[1] == "ok: rate me"
+    assert recorded[2].startswith("mid-stream: ") and "overloaded" in recorded[2]
+    assert recorded[3] == "ok: cut me"
+    sidecars = sorted(p.name for p in tmp_path.glob("replay.override*.json"))
+    assert sidecars == ["replay.override.1.json", "replay.override.json"]
+    entries = json.loads((tmp_path / "replay.override.json").read_text())
+    assert [e["kind"] for e in entries] == ["throw", "chunks"]
+    assert entries[0]["status"] == 429 and entries[0]["code"] == "RATE_LIMIT"
+    cut = json.loads((tmp_path / "replay.override.1.json").read_text())
+    assert cut[0]["kind"] == "throw" and cut[0]["code"] == "PROVIDER_ERROR"
+    assert [c["type"] for c in cut[0]["chunks"]] == ["block-start", "text-delta"]
+    log = (tmp_path / "session.jsonl").read_text()
+    error = {
+        "kind": "error",
+        "step": 1,
+        "message": "upstream answered HTTP 429: slow down",
+        "code": "RATE_LIMIT",
+    }
+    assert json.dumps(error, separators=(",", ":")) in log
+    flaky.stop()
+
+    with served(tmp_path) as ep:
+        replayed = _run(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert replayed == recorded
