@@ -253,7 +253,7 @@ class UpstreamModel:
             headers.update(own_headers(self._api_key))
         elif self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        translator = fmt.upstream_translator()
+        translator = fmt.upstream_translator(body)
         url = self._url(fmt)
         try:
             async with self._session.post(

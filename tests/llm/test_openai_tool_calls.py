@@ -312,3 +312,48 @@ def test_negative_index_is_a_bad_response(httpserver: HTTPServer, key_env: str) 
     with pytest.raises(LlmError) as info:
         ChatChunkTranslator().feed(calls({"index": -1, "function": fn("{}")}))
     assert info.value.code == "BAD_RESPONSE"
+
+
+def test_the_endpoint_sends_provider_fields_to_its_client_to_echo_back() -> None:
+    """While the endpoint records, its client must get a call's ``extra_content`` (and the message's
+    own fields) to send them back to the upstream that requires them."""
+    import json
+
+    from pytest_dsh_replay.llm.wire.chat import ChatStreamEncoder, encode_whole
+
+    extra = {"google": {"thought_signature": "c2ln"}}
+    call = {
+        "type": "tool-call",
+        "id": "call_g",
+        "name": "bash",
+        "arguments": "{}",
+        "providerFields": {"chat": {"extra_content": extra}},
+    }
+    fields = {"type": "provider-fields", "providerFields": {"chat": {"refusal": "r"}}}
+    chunks: list[Any] = [
+        {"type": "block-start", "index": 0, "blockType": "tool-call"},
+        {"type": "tool-call-delta", "index": 0, "id": "call_g", "name": "bash", "argumentsDelta": "{}"},
+        {"type": "block-end", "index": 0, "block": call},
+        {"type": "block-start", "index": 1, "blockType": "provider-fields"},
+        {"type": "block-end", "index": 1, "block": fields},
+        {"type": "finish", "reason": {"kind": "tool-calls"}},
+    ]
+    encoder = ChatStreamEncoder("m", "r1")
+    frames = [json.loads(f[6:]) for c in chunks for f in encoder.feed(c)]
+    deltas = [f["choices"][0]["delta"] for f in frames]
+    assert any(d.get("tool_calls", [{}])[0].get("extra_content") == extra for d in deltas)
+    assert {"refusal": "r"} in deltas
+    message = encode_whole(chunks, model="m", response_id="r1")["choices"][0]["message"]
+    assert message["tool_calls"][0]["extra_content"] == extra and message["refusal"] == "r"
+
+
+def test_the_endpoints_upstream_translator_numbers_id_less_calls_by_the_forwarded_history() -> None:
+    """Regression: the endpoint's translator numbered every id-less call of a conversation ``call-0``."""
+    from pytest_dsh_replay.llm.wire.chat import upstream_translator
+
+    body = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}
+    translator = upstream_translator(body)
+    translator.feed(calls({"index": 0, "function": fn("{}", "bash")}))
+    translator.feed(chunk({}, "tool_calls"))
+    (end,) = [c for c in translator.finish() if c["type"] == "block-end"]
+    assert end["block"]["id"] == "call-1-0"

@@ -14,6 +14,6 @@ Every module the endpoint serves offers the same interface (:mod:`.base` spells 
 ``request_from_body(body) -> ModelRequest`` (a :class:`~.base.WireRequestError` names the bad field),
 ``wants_stream(body)``, ``stream_encoder(model, response_id, body=...)`` (``feed(chunk)``/``error()``/
 ``close()`` -> SSE bytes), ``encode_whole(chunks, ...)`` (the whole JSON answer), ``error_body(message,
-code, status)``, ``upstream_translator()`` (``feed(event)``/``finish()`` -> our chunks) and
+code, status)``, ``upstream_translator(body)`` (``feed(event)``/``finish()`` -> our chunks) and
 ``upstream_body(body)``. The endpoint registers each in one table (``endpoint.server.FORMATS``).
 """

@@ -893,9 +893,12 @@ def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     return out
 
 
-def upstream_translator() -> ChatChunkTranslator:
-    """The translator of the upstream's streamed chunks."""
-    return ChatChunkTranslator()
+def upstream_translator(body: Mapping[str, Any] | None = None) -> ChatChunkTranslator:
+    """The translator of the upstream's streamed chunks; ``body`` (the forwarded request) numbers the
+    ids of calls the upstream sends without one (``fields.fallback_call_id``)."""
+    raw = (body or {}).get("messages")
+    history = [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
+    return ChatChunkTranslator(messages=cast(list[Message], history))
 
 
 def usage_payload(usage: Mapping[str, Any]) -> JsonDict:
@@ -946,7 +949,9 @@ class ChatStreamEncoder:
     * ``text-delta`` -> ``delta.content``, ``reasoning-delta`` -> ``delta.reasoning_content``;
     * ``tool-call-delta`` -> ``delta.tool_calls[0]`` with the call's ordinal ``index``; its ``id``,
       ``type`` and ``function.name`` only on the call's first delta (clients concatenate names);
-    * ``block-end`` sends what the deltas did not (a block given whole, or a longer text);
+    * ``block-end`` sends what the deltas did not (a block given whole, or a longer text) and the
+      provider fields recorded for this format (a tool call's, the message's: ``fields.py``), so a
+      client can send them back;
     * ``finish`` -> a chunk with ``finish_reason``; an ``error`` finish that is not a provider reason
       becomes an SSE ``{"error": ...}`` event (the SDK raises it mid-stream);
     * ``close()``: the usage chunk (``choices: []``) when the client asked ``stream_options.include_usage``
@@ -987,7 +992,9 @@ class ChatStreamEncoder:
         )
         return self._head + orjson.dumps(delta) + tail
 
-    def _call_delta(self, index: int, call_id: str, name: str, arguments: str) -> bytes:
+    def _call_delta(
+        self, index: int, call_id: str, name: str, arguments: str, *, partial: Mapping[str, Any] = {}
+    ) -> bytes:
         first = index not in self._calls
         if first:
             self._calls[index] = len(self._calls)
@@ -998,6 +1005,8 @@ class ChatStreamEncoder:
             )
         else:
             call["function"] = {"arguments": arguments}
+        if partial:  # the provider's own fields of the call (fields.py), with its last delta
+            call = merge_partial(call, partial)
         return self._chunk({"tool_calls": [call]})
 
     def feed(self, chunk: StreamChunk) -> list[bytes]:
@@ -1034,13 +1043,20 @@ class ChatStreamEncoder:
             return []
         sent = self._sent.get(index, "")
         kind = block.get("type")
+        partial = partial_for(block, WIRE)
         if kind == "tool-call":
             arguments = str(block.get("arguments", ""))
             rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
-            if index in self._calls and not rest:
+            if index in self._calls and not rest and not partial:
                 return []
             self._sent[index] = arguments
-            return [self._call_delta(index, str(block.get("id", "")), str(block.get("name", "")), rest)]
+            return [
+                self._call_delta(
+                    index, str(block.get("id", "")), str(block.get("name", "")), rest, partial=partial
+                )
+            ]
+        if kind == PROVIDER_FIELDS_BLOCK:  # the message's own fields, for the client to echo back
+            return [self._chunk(dict(partial))] if partial else []
         if kind in ("text", "reasoning"):
             text = str(block.get("text", ""))
             rest = text[len(sent) :] if text.startswith(sent) else ""

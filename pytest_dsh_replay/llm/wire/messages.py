@@ -928,8 +928,9 @@ def stream_encoder(
     return MessagesStreamEncoder(model, response_id)
 
 
-def upstream_translator() -> MessagesEventTranslator:
-    """The translator of an upstream's streamed events."""
+def upstream_translator(body: Mapping[str, Any] | None = None) -> MessagesEventTranslator:
+    """The translator of an upstream's streamed events (``body``, the forwarded request, is not needed:
+    every ``tool_use`` has an id)."""
     return MessagesEventTranslator(where="the upstream messages endpoint")
 
 
