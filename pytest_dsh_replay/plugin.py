@@ -227,7 +227,13 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
             return None
         if name != min((p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank):
             return None
-    return ScenarioFile.from_parent(parent, path=file_path)
+    node = ScenarioFile.from_parent(parent, path=file_path)
+    # a node id is printed by the terminal (-v), the junit XML (testcase name and classname) and
+    # xdist: a secret-shaped directory name is shown as [REDACTED] there like in every report
+    clean = _redact(parent.config, node.nodeid)
+    if clean != node.nodeid:
+        node._nodeid = clean
+    return node
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -263,9 +269,8 @@ class ScenarioFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         directory = self.path.parent
-        yield ScenarioItem.from_parent(
-            self, name=f"{directory.parent.name}/{directory.name}", scenario_path=directory
-        )
+        name = _redact(self.config, f"{directory.parent.name}/{directory.name}")
+        yield ScenarioItem.from_parent(self, name=name, scenario_path=directory)
 
 
 class ScenarioItem(pytest.Item):
@@ -312,6 +317,7 @@ class ScenarioItem(pytest.Item):
             backend=backend,
             ignore_events=tuple(config.getoption("dsh_ignore_event")),
             update=bool(config.getoption("update_snapshots", default=False)),
+            accept_changed_requests=bool(config.getoption("dsh_accept_changed_requests")),
             refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
             event_hook=event_hook,
             match_on=match_on,
@@ -355,7 +361,8 @@ class ScenarioItem(pytest.Item):
         if result.skipped is not None:
             _skip(result.skipped)
         # reported through user_properties so the summary also works under pytest-xdist
-        self.user_properties.extend(result.report.properties())
+        # user properties reach the junit XML and xdist's controller: shown as every report shows them
+        self.user_properties.extend((k, _redact(self.config, v)) for k, v in result.report.properties())
         if result.failure is not None:
             raise result.failure
         if result.notes:  # script sources etc.; pytest shows it for passed items with -rP
@@ -411,7 +418,22 @@ class _Report(TerminalRepr):
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     summary = config.stash.get(_SUMMARY, None)
     if summary is not None:
-        summary.write(terminalreporter, config)
+        summary.write(_RedactingWriter(terminalreporter, config), config)
+
+
+class _RedactingWriter:
+    """The terminal reporter's ``write_line``/``section`` with every line through the run's scrubber
+    (a fixture path holds the scenario directory's name, which may be secret-shaped)."""
+
+    def __init__(self, tr: Any, config: pytest.Config) -> None:
+        self._tr = tr
+        self._config = config
+
+    def write_line(self, text: str) -> None:
+        self._tr.write_line(_redact(self._config, text))
+
+    def section(self, title: str) -> None:
+        self._tr.section(_redact(self._config, title))
 
 
 __all__ = [

@@ -37,8 +37,9 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
+from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, StreamChunk
-from ..llm.wire import chat, messages
+from ..llm.wire import chat, messages, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from .conversations import Binder, BindingError, Conversation
@@ -48,6 +49,7 @@ from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 FORMATS: dict[str, WireFormat] = {
     chat.PATH: cast(WireFormat, chat),
     messages.PATH: cast(WireFormat, messages),
+    responses.PATH: cast(WireFormat, responses),
 }
 
 _NO_RETRY = {"x-should-retry": "false"}
@@ -110,7 +112,7 @@ class EndpointOutcome:
 
 
 def _has_recording(directory: Path) -> bool:
-    return (directory / "session.jsonl").exists() or (directory / "replay.override.json").exists()
+    return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
 def plan_for(config: EndpointConfig) -> str:

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote, read_regular_file
+from .packed import PACKED_BY_CHUNK, PACKED_ROWS
 
 __all__ = [
     "DEFAULT_KEY_ENV",
@@ -64,10 +65,13 @@ MIN_SECRET_LENGTH = 6
 #: The environment variable holding the live model's API key unless ini ``dsh_api_key_env`` names another.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
-#: Secret-shaped text. Group 1 (when present) is the secret part of the match.
+#: Secret-shaped text. Group 1 (when present) is the secret part of the match. Patterns are matched
+#: against DECODED string values (a JSON string's escapes resolved, JSON held in a string value
+#: decoded in turn), so the text before a secret is the real text, never an escape's letter.
 DEFAULT_PATTERNS: tuple[str, ...] = (
-    # OpenAI / DeepSeek style keys; not preceded by a word character ("task-..." is no key).
-    r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}",
+    # OpenAI / DeepSeek style keys; not preceded by a word character ("task-..." is no key), except
+    # the letter of a JSON escape (``\nsk-...`` in a report that prints JSON text).
+    r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrtbf]))sk-[A-Za-z0-9_-]{16,}",
     # Bearer tokens (token-shaped values only, so prose like "Bearer tokens" is not a hit).
     r"\bBearer\s+([A-Za-z0-9\-._~+/]{16,}=*)",
     # Authorization header values in any common spelling: `Authorization: Basic xyz`,
@@ -75,19 +79,24 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     # (`Authorization: Bearer [REDACTED]`) is not a secret, so scrubbing is idempotent.
     r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?"
     r"((?:bearer|basic|token|bot|digest)\s+(?!\[REDACTED\])[^\s\"',;}]+|[A-Za-z0-9\-._~+/]{16,}=*)",
+    # The password of a credential-bearing URL (``postgres://user:PASSWORD@host/db``).
+    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"'<>]*:([^\s/@\"'<>]+)@",
 )
+#: How a match of each default pattern is named in messages (a pattern's own text is never printed:
+#: the report scrubber could redact a part of it, and it tells a reader how to find the secret).
+_DEFAULT_KINDS = {
+    DEFAULT_PATTERNS[0]: "default pattern 'sk- key'",
+    DEFAULT_PATTERNS[1]: "default pattern 'Bearer token'",
+    DEFAULT_PATTERNS[2]: "default pattern 'Authorization value'",
+    DEFAULT_PATTERNS[3]: "default pattern 'URL password'",
+}
 
 #: The string field that carries a block's text in each delta chunk type (agent-loop.md §4).
-DELTA_FIELDS: Mapping[str, str] = {
-    "text-delta": "text",
-    "reasoning-delta": "text",
-    "tool-call-delta": "argumentsDelta",
-}
-#: The reference's packed chunk rows (head-format.md §2): row type -> (member list key, delta field).
+DELTA_FIELDS: Mapping[str, str] = {chunk: row.field for chunk, row in PACKED_BY_CHUNK.items()}
+#: The reference's packed chunk rows (head-format.md §2, :mod:`.packed`): row type -> (member list key,
+#: delta field).
 PACKED_FIELDS: Mapping[str, tuple[str, str]] = {
-    "text-chunks": ("texts", "text"),
-    "reasoning-chunks": ("texts", "text"),
-    "tool-call-chunks": ("args", "argumentsDelta"),
+    kind: (row.members, row.field) for kind, row in PACKED_ROWS.items()
 }
 
 #: Rounds of block + per-piece scrubbing before giving up (a non-idempotent custom pattern); the
@@ -96,9 +105,22 @@ MAX_SCRUB_PASSES = 8
 
 #: Environment variables whose values are treated as secrets on every write path (defense in depth:
 #: a key that reached a log by some other route, e.g. a prompt or a tool's output, is still scrubbed).
-SECRET_ENV_NAME = re.compile(r"(?i)(api[_-]?key|secret|token|password|passwd)")
-#: Environment values shorter than this are not treated as secrets (they would scrub ordinary words).
-MIN_ENV_SECRET_LENGTH = 12
+#: Secret-named: a name holding one of these words (``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``DB_PASSWORD``,
+#: ``AWS_SECRET_ACCESS_KEY``, ``PRIVATE_KEY``, ``GOOGLE_CREDENTIALS``), or with ``KEY`` / ``PAT`` as a
+#: whole ``_``-separated word (``OPENAI_KEY``, ``GH_PAT``; ``KEYBOARD`` or ``PATH`` are not).
+SECRET_ENV_NAME = re.compile(
+    r"(?i)(api[_-]?key|secret|token|password|passwd|passphrase|credential|private[_-]?key|access[_-]?key"
+    r"|(?:^|[_-])(?:key|pat|pass|pwd|auth[_-]?key)(?:$|[_-]))"
+)
+#: Names never treated as secret-named (``PWD``/``OLDPWD`` are the working directory).
+_NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
+#: Secret-named environment values shorter than this are not treated as secrets (they would scrub
+#: ordinary words); the same floor as any configured secret.
+MIN_ENV_SECRET_LENGTH = MIN_SECRET_LENGTH
+#: Values of secret-named variables that are settings, not secrets (a flag, a small number).
+_NOT_SECRET_VALUE = re.compile(r"(?i)(true|false|yes|no|on|off|none|null|[0-9]{1,11})")
+#: A credential-bearing URL: group 1 is its password (``postgres://user:PASSWORD@host/db``).
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:([^\s/@]+)@")
 
 
 class SecretConfigError(HarnessError):
@@ -115,7 +137,9 @@ class SecretLeakError(HarnessError):
     Attributes:
         path: the offending file (``None`` when plain text was checked).
         line: 1-based line number of the first hit.
-        kind: what matched: ``"configured secret #N"`` or ``"pattern <regex>"`` (never the value).
+        kind: what matched: ``"configured secret #N"``, ``"default pattern '<name>'"`` or
+            ``"secret pattern #N"`` (the N-th ``dsh_secret_patterns`` entry); never the value, nor a
+            pattern's text.
     """
 
     def __init__(self, message: str, *, path: Path | None, line: int, kind: str) -> None:
@@ -160,7 +184,7 @@ class BlockLeak:
 
 
 #: A substring each default pattern cannot match without (case-sensitive, and lower-cased text).
-_DEFAULT_NEEDLES = {DEFAULT_PATTERNS[0]: "sk-", DEFAULT_PATTERNS[1]: "Bearer"}
+_DEFAULT_NEEDLES = {DEFAULT_PATTERNS[0]: "sk-", DEFAULT_PATTERNS[1]: "Bearer", DEFAULT_PATTERNS[3]: "://"}
 _DEFAULT_NEEDLES_LOWER = {DEFAULT_PATTERNS[2]: "authorization"}
 
 
@@ -180,6 +204,90 @@ def _unescape(match: re.Match[str]) -> str:
         return chr(int(match.group(1), 16))
     char = match.group(2)
     return _ESCAPES.get(char, char)
+
+
+#: A JSON string token of a VALID JSON text (outside strings such a text holds no quote).
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: Levels of JSON held in a string value that are decoded in turn (tool-call arguments in a log line
+#: are level 2); deeper text is matched as it is.
+MAX_JSON_LEVELS = 4
+
+
+_TOKEN_ESCAPE = re.compile(
+    r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\(.)", re.DOTALL
+)
+
+
+def _decode_token(body: str) -> tuple[str, list[int] | None]:
+    """A JSON string token's body (without the quotes) decoded, and the offset in ``body`` where each
+    decoded character starts (plus ``len(body)`` at the end); ``None`` for offsets when nothing was
+    escaped (decoded index = raw index). A surrogate pair escape decodes to one character."""
+    if "\\" not in body:
+        return body, None
+    chars: list[str] = []
+    offsets: list[int] = []
+    cursor = 0
+    for match in _TOKEN_ESCAPE.finditer(body):
+        start = match.start()
+        if start > cursor:
+            chars.append(body[cursor:start])
+            offsets.extend(range(cursor, start))
+        high, low, code, char = match.groups()
+        if high is not None:
+            point = 0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+            chars.append(chr(point))
+        elif code is not None:
+            chars.append(chr(int(code, 16)))
+        else:
+            chars.append(_ESCAPES.get(char, char))
+        offsets.append(start)
+        cursor = match.end()
+    if cursor < len(body):
+        chars.append(body[cursor:])
+        offsets.extend(range(cursor, len(body)))
+    offsets.append(len(body))
+    return "".join(chars), offsets
+
+
+def _json_document(text: str) -> bool:
+    """Whether ``text`` is one JSON object or array (then its string values are matched decoded)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return False
+    try:
+        orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return False
+    return True
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with JSON escapes resolved repeatedly (a screen's view: every level of nesting)."""
+    for _ in range(MAX_JSON_LEVELS):
+        if "\\" not in text:
+            break
+        text = _JSON_ESCAPE.sub(_unescape, text)
+    return text
+
+
+def _safe_spans(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans of a JSON text clipped to the interior of the string token each starts in and widened to
+    whole escape sequences, so replacing them keeps the text valid JSON; a span starting outside any
+    string token is dropped (the post-write scan then fails closed on it)."""
+    tokens = [(m.start() + 1, m.end() - 1) for m in _JSON_STRING.finditer(text)]
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        for lo, hi in tokens:
+            if lo <= start < hi:
+                _decoded, offsets = _decode_token(text[lo:hi])
+                end = min(end, hi)
+                if offsets is not None:
+                    start = lo + max(o for o in offsets if o <= start - lo)
+                    end = lo + min(o for o in offsets if o >= end - lo)
+                if end > start:
+                    out.append((start, end))
+                break
+    return out
 
 
 _GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
@@ -362,6 +470,17 @@ def _parse_records(text: str) -> tuple[list[Any], int]:
     return rows, 1
 
 
+def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans with overlapping and touching ones merged."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def _rewrite(pieces: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[str]:
     """Rewrite ``pieces`` so they join to their joined text with each span replaced by REDACTED.
 
@@ -417,11 +536,20 @@ class SecretScrubber:
             alternation = "|".join(re.escape(s) for s in _spellings(secret))
             matchers.append((f"configured secret #{index}", re.compile(alternation)))
         self._patterns: tuple[str, ...] = tuple(patterns)
+        custom_index = 0
         for pattern in self._patterns:
+            kind = _DEFAULT_KINDS.get(pattern)
+            if kind is None:
+                custom_index += 1
+                kind = f"secret pattern #{custom_index}"
             try:
-                matchers.append((f"pattern {pattern!r}", re.compile(pattern)))
+                matchers.append((kind, re.compile(pattern)))
             except re.error as exc:
-                raise SecretConfigError(f"invalid secret pattern {pattern!r}: {exc}") from exc
+                # the pattern by its number only: an error message passes the report scrubber, which
+                # could redact a part of the pattern's own text
+                raise SecretConfigError(
+                    f"secret pattern #{custom_index} is no valid regular expression: {exc}"
+                ) from exc
         self._matchers = tuple(matchers)
         # the fast first check: substrings for the literal secrets and the default patterns (which
         # cannot match without them), one regex for the other patterns
@@ -438,8 +566,14 @@ class SecretScrubber:
         self._context_free = not any(_CONTEXT.search(p) for p in self._patterns if p not in DEFAULT_PATTERNS)
 
     def has_secret(self, text: str) -> bool:
-        """Whether ``text`` may hold a secret: one regex search (no false negatives; rarely a false
-        positive, e.g. an empty capture group, that :meth:`scrub` then leaves unchanged)."""
+        """Whether ``text`` may hold a secret: one regex search (no false negatives, for the text as
+        it is and with its JSON escapes resolved; rarely a false positive, e.g. an empty capture group
+        or the redaction marker, that :meth:`scrub` then leaves unchanged)."""
+        if self._screen_plain(text):
+            return True
+        return "\\" in text and self._screen_plain(_unescaped(text))
+
+    def _screen_plain(self, text: str) -> bool:
         if any(needle in text for needle in self._needles):
             return True
         if self._needles_lower:
@@ -459,8 +593,6 @@ class SecretScrubber:
         """
         if not self._context_free:
             return True
-        if "\\" in encoded:
-            encoded = _JSON_ESCAPE.sub(_unescape, encoded)
         return self.has_secret(encoded)
 
     def blocks_may_hold_secret(self, rows: Iterable[Any]) -> bool:
@@ -508,26 +640,44 @@ class SecretScrubber:
             return self
         return SecretScrubber([*self._secrets, *more], self._patterns)
 
-    def _spans(self, text: str) -> Iterator[tuple[int, int, str]]:
-        """Yield ``(start, end, kind)`` of every secret occurrence (may overlap)."""
+    def _spans(self, text: str, level: int = 0) -> Iterator[tuple[int, int, str]]:
+        """Yield ``(start, end, kind)`` of every secret occurrence (may overlap), in ``text``'s
+        coordinates.
+
+        A text that is one JSON object or array is matched per DECODED string value (keys too), and
+        a string value that is JSON in turn likewise (up to :data:`MAX_JSON_LEVELS`); each hit is
+        mapped back to the raw escape sequences it spans, so replacing it keeps the JSON valid and
+        byte-identical elsewhere. Any other text is matched as it is.
+        """
+        if level < MAX_JSON_LEVELS and _json_document(text):
+            for token in _JSON_STRING.finditer(text):
+                body = token.group()[1:-1]
+                decoded, offsets = _decode_token(body)
+                if not self.has_secret(decoded):
+                    continue
+                base = token.start() + 1
+                for start, end, kind in self._spans(decoded, level + 1):
+                    if offsets is None:
+                        yield base + start, base + end, kind
+                    else:
+                        yield base + offsets[start], base + offsets[end], kind
+            return
+        yield from self._plain_spans(text)
+
+    def _plain_spans(self, text: str) -> Iterator[tuple[int, int, str]]:
         for kind, regex in self._matchers:
             group = 1 if regex.groups >= 1 else 0
             for match in regex.finditer(text):
                 start, end = match.span(group)
-                if start >= 0 and end > start:
+                # the redaction marker is no secret (``password=(\S+)`` matches ``password=[REDACTED]``)
+                if start >= 0 and end > start and text[start:end].replace(REDACTED, ""):
                     yield start, end, kind
 
     def redaction_spans(self, text: str) -> list[tuple[int, int]]:
         """The merged, sorted ``(start, end)`` ranges of ``text`` that :meth:`scrub` replaces."""
-        merged: list[tuple[int, int]] = []
         if not self.has_secret(text):
-            return merged
-        for start, end in sorted((start, end) for start, end, _kind in self._spans(text)):
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
-        return merged
+            return []
+        return _merge([(start, end) for start, end, _kind in self._spans(text)])
 
     def find(self, text: str) -> list[str]:
         """Return the distinct secret strings found in ``text``, in order of first appearance."""
@@ -564,10 +714,23 @@ class SecretScrubber:
         """
         out = list(pieces)
         for _ in range(MAX_SCRUB_PASSES):
-            spans = self.redaction_spans("".join(out))
+            joined = "".join(out)
+            spans = self.redaction_spans(joined)
             if spans:
                 out = _rewrite(out, spans)
-            cleaned = [self.scrub(p) for p in out]
+                joined = "".join(out)
+            if len(out) > 1 and _json_document(joined):
+                # a piece of JSON text (streamed tool-call arguments) is scrubbed on its own only
+                # where that keeps the joined text valid JSON: inside string tokens, whole escapes
+                piece_spans: list[tuple[int, int]] = []
+                offset = 0
+                for piece in out:
+                    piece_spans += [(offset + a, offset + b) for a, b in self.redaction_spans(piece)]
+                    offset += len(piece)
+                safe = _merge(_safe_spans(joined, piece_spans))
+                cleaned = _rewrite(out, safe) if safe else out
+            else:
+                cleaned = [self.scrub(p) for p in out]
             if not spans and cleaned == out:
                 break
             out = cleaned
@@ -597,7 +760,22 @@ class SecretScrubber:
         return changed
 
     def first_leak(self, text: str) -> tuple[int, str] | None:
-        """Return ``(line, kind)`` of the earliest secret in ``text``, or ``None`` when clean."""
+        """Return ``(line, kind)`` of the earliest secret in ``text``, or ``None`` when clean.
+
+        ``text`` that is one JSON document is matched per decoded string value; other text line by
+        line, each line that is a JSON document (a JSONL record) per decoded string value too.
+        """
+        if not self.has_secret(text):
+            return None
+        if "\n" in text.strip() and not _json_document(text):
+            for number, line in enumerate(text.split("\n"), start=1):
+                hit = self._first_leak(line)
+                if hit is not None:
+                    return number, hit[1]
+            return None
+        return self._first_leak(text)
+
+    def _first_leak(self, text: str) -> tuple[int, str] | None:
         best: tuple[int, str] | None = None
         best_start = -1
         if not self.has_secret(text):
@@ -680,17 +858,37 @@ class SecretScrubber:
 
 
 def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list[str]:
-    """Values of secret-named environment variables (``*API_KEY*``, ``*TOKEN*``, ...) plus ``extra_names``.
+    """The secrets the environment holds (harness.md §4, defense in depth):
 
-    Values shorter than :data:`MIN_ENV_SECRET_LENGTH` are skipped (they would scrub ordinary words).
+    * the value of every secret-named variable (:data:`SECRET_ENV_NAME`) and of ``extra_names``;
+      skipped: values shorter than :data:`MIN_ENV_SECRET_LENGTH`, flags and small numbers
+      (``true``, ``0``, ``8080``), and values naming an existing path (a credentials FILE's path,
+      ``GOOGLE_APPLICATION_CREDENTIALS=/etc/creds.json``, is no secret);
+    * the password of a credential-bearing URL in ANY variable (``DATABASE_URL=postgres://u:PW@h/db``),
+      when at least :data:`MIN_SECRET_LENGTH` long (shorter ones are still caught in text by the
+      default URL pattern).
+
+    Returns:
+        distinct values, in environment order.
     """
     names = set(extra_names)
     out: list[str] = []
-    for name, value in os.environ.items():
-        value = value.strip()
-        secret_named = name in names or SECRET_ENV_NAME.search(name)
-        if secret_named and len(value) >= MIN_ENV_SECRET_LENGTH and value not in out:
-            out.append(value)
+    for name, raw in os.environ.items():
+        value = raw.strip()
+        found: list[str] = []
+        secret_named = name in names or (name.upper() not in _NOT_SECRET_ENV and SECRET_ENV_NAME.search(name))
+        if (
+            secret_named
+            and len(value) >= MIN_ENV_SECRET_LENGTH
+            and not _NOT_SECRET_VALUE.fullmatch(value)
+            and not (value.startswith(("/", "~", ".")) and os.path.exists(os.path.expanduser(value)))
+        ):
+            found.append(value)
+        if "://" in value:
+            found += [
+                m.group(1) for m in _URL_PASSWORD.finditer(value) if len(m.group(1)) >= MIN_SECRET_LENGTH
+            ]
+        out += [v for v in found if v not in out]
     return out
 
 
@@ -723,6 +921,7 @@ def run_scrubber(
         try:
             re.compile(pattern)
         except re.error as exc:
+            # no scrubber exists yet, so this message is not passed through one: the pattern is shown
             raise SecretConfigError(
                 f"ini dsh_secret_patterns: {pattern!r} is not a valid regular expression: {exc}"
             ) from exc

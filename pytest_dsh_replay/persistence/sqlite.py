@@ -9,7 +9,16 @@ whose tables lack a schema column, or that lacks a table while the other one hol
 ``events`` table: loading it would serve headers without events), is refused the same way
 (``SQLITE_SCHEMA_MISMATCH``); a version-4 file with no table or only empty ones is an initialisation
 that was interrupted between the stamp and the ``CREATE TABLE`` and is completed. There is
-no migration code. Every sqlite3 failure while reading (a corrupt file, undecodable text) is a
+no migration code.
+
+Before anything writes to an existing file, SQLite itself judges it (:func:`_judge`): the main file
+alone through ``immutable=1`` and, when the ``-wal`` commits anything, main file plus WAL from copies
+(so nothing is touched): ``quick_check`` must pass (``SQLITE_CORRUPT`` otherwise: a damaged b-tree is
+never loaded partially), a WAL must not lose a session the main file holds (``SQLITE_FOREIGN_WAL``),
+and a main file short of its pages is refused (``SQLITE_TRUNCATED``) unless the WAL holds every missing
+page (a kill during a checkpoint). This costs one ``quick_check`` per open (about 20 ms per MB).
+One instance may be shared by threads: its one connection is used under a lock, so transactions
+are serialized. Every sqlite3 failure while reading (a corrupt file, undecodable text) is a
 :class:`~pytest_dsh_replay.persistence.errors.SqliteFileError` naming the file; a damaged row in
 the committed region is a ``CorruptLogError`` like a bad JSONL line.
 """
@@ -18,8 +27,12 @@ from __future__ import annotations
 
 import builtins
 import os
+import shutil
 import sqlite3
 import struct
+import tempfile
+import threading
+from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -83,6 +96,8 @@ _CHUNK_SQL = (
     "FROM events NOT INDEXED WHERE rowid BETWEEN ? AND ? AND session_id = ? "
     f"AND seq <= {_MAX_INT} AND time <= {_MAX_INT}"
 )
+#: The first rowid of a session after a chunk (a table seek, then a scan over rows present).
+_NEXT_ROWID_SQL = "SELECT min(rowid) FROM events NOT INDEXED WHERE rowid > ? AND session_id = ?"
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
@@ -96,8 +111,9 @@ _OPENER: dict[str, Any] = {
 }
 
 
-def _header_user_version(path: Path) -> int | None:
-    """``user_version`` from the main file's 100-byte header, ``None`` if the file is empty/absent.
+def _header_user_version(path: Path) -> tuple[int | None, tuple[int, int, int]]:
+    """``user_version`` from the main file's 100-byte header (``None`` if the file is empty/absent),
+    and the file's ``(whole pages held, pages its header counts (0: not valid), page size)``.
 
     Raises:
         PersistenceError: the file is not a SQLite database (code ``SQLITE_NOT_A_DATABASE``).
@@ -107,39 +123,124 @@ def _header_user_version(path: Path) -> int | None:
             head = fh.read(100)
             size = os.fstat(fh.fileno()).st_size
     except FileNotFoundError:
-        return None
+        return None, (0, 0, 0)
     except OSError as exc:
         raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
     if not head:
-        return None
+        return None, (0, 0, 0)
     if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
         raise PersistenceError(f"{path} is not a SQLite database", "SQLITE_NOT_A_DATABASE")
-    _check_whole_pages(path, head, size)
-    return int.from_bytes(head[60:64], "big", signed=True)
-
-
-def _check_whole_pages(path: Path, head: bytes, size: int) -> None:
-    """A database file is whole pages, at least as many as its header counts (fileformat2.html §1.3:
-    the in-header size is valid when its change counter equals the version-valid-for number). A
-    truncated file can lose index pages, and SQLite then answers queries through the torn index as if
-    rows were absent: a committed session would load empty and take duplicate appends.
-
-    Raises:
-        SqliteFileError: (code ``SQLITE_TRUNCATED``) the size is not whole pages, or short of the
-            header's page count. Nothing is written.
-    """
     page = int.from_bytes(head[16:18], "big")
     page = 65536 if page == 1 else page
     pages = int.from_bytes(head[28:32], "big")
-    counted = head[24:28] == head[92:96] and pages > 0
-    if page < 512 or size % page or (counted and size < pages * page):
+    # fileformat2.html §1.3: the in-header size is valid when the change counter equals the
+    # version-valid-for number
+    counted = pages if head[24:28] == head[92:96] else 0
+    return int.from_bytes(head[60:64], "big", signed=True), (
+        size // page if page >= 512 else -1,
+        counted,
+        page,
+    )
+
+
+def _short(layout: tuple[int, int, int], size: int, wal: _WalInfo) -> bool:
+    """Whether the store lacks pages: a page the database has (its last committed size in the WAL, else
+    the header's count, else the file's pages, a torn last one included) that neither the main file
+    holds whole nor a committed WAL frame supplies. A SIGKILL during a checkpoint leaves the main file
+    short while the WAL still holds the missing pages: not short. A truncated file without them is:
+    SQLite would answer queries through its torn index as if rows were absent (a committed session
+    loading empty and taking duplicate appends), and ``quick_check`` does not always tell."""
+    whole, counted, page = layout
+    if whole < 0:
+        return True  # no valid page size
+    total = wal.db_pages or counted or -(-size // page)
+    return any(p not in wal.pages for p in range(whole + 1, total + 1))
+
+
+def _view(uri: str) -> tuple[bool, set[bytes] | None]:
+    """SQLite's verdict on a database: ``(quick_check passed, the stored session ids)`` (ids ``None``
+    when they cannot be read). Every failure is a verdict, never an exception."""
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return False, None
+    try:
+        ok = conn.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'")
+        if tables.fetchone() is None:
+            return ok, set()
+        return ok, {row[0] for row in conn.execute("SELECT CAST(id AS BLOB) FROM sessions")}
+    except (sqlite3.Error, UnicodeDecodeError):
+        return False, None
+    finally:
+        conn.close()
+
+
+def _judge(path: Path, *, short: bool, wal_frames: bool) -> None:
+    """Let SQLite judge a stored file with its WAL before anything writes to it; nothing is written.
+
+    The main file alone is read through ``immutable=1`` (no lock, no ``-shm``, no WAL); the main file
+    WITH its ``-wal`` (when the WAL holds a committed frame) is read from copies in a temporary
+    directory, because opening the originals would rebuild the ``-shm`` and checkpoint on close.
+
+    * A ``short`` store (:func:`_short`) is refused as ``SQLITE_TRUNCATED`` without asking.
+    * SQLite finds the store whole (``quick_check``): it is used, even when the main file is short of
+      its header's page count (a kill during a checkpoint: the WAL completes it).
+    * The main file is whole but the WAL turns it into something damaged, or into a store that lacks a
+      session the main file holds: the WAL belongs to another database (a restored main file next to
+      an old WAL), code ``SQLITE_FOREIGN_WAL``; a valid WAL of our own only adds to the main file.
+    * Otherwise: ``SQLITE_TRUNCATED`` for a short file, ``SQLITE_CORRUPT`` for any other damage.
+
+    Raises:
+        SqliteFileError: as above, naming the file.
+    """
+    if short:
         raise SqliteFileError(
-            f"{path}: the SQLite file is {size} bytes, not whole pages of {page} bytes"
-            + (f" covering the {pages} pages its header counts" if counted else "")
-            + ": it was truncated or damaged; restore it from a backup (nothing was read or written)",
+            f"{path}: the SQLite file is short of whole pages or of the page count its header holds, and "
+            "its write-ahead log does not hold the missing pages: it was truncated; restore it from a "
+            "backup (nothing was read or written)",
             file=str(path),
             code="SQLITE_TRUNCATED",
         )
+    main_ok, main_ids = _view(f"file:{path}?immutable=1")
+    ok = main_ok
+    if wal_frames:
+        with tempfile.TemporaryDirectory(prefix="dsh-sqlite-judge-") as tmp:
+            copy = Path(tmp) / "db.sqlite"
+            try:
+                shutil.copyfile(path, copy)
+                shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+            except OSError as exc:
+                raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
+            ok, ids = _view(f"file:{copy}")
+        lost = main_ok and main_ids is not None and (ids is None or not main_ids <= ids)
+        if main_ok and (not ok or lost):
+            raise SqliteFileError(
+                f"{path}-wal does not belong to {path}: with it the store "
+                + ("lacks session(s) the main file holds" if ok else "is damaged")
+                + " (a main file restored next to an old write-ahead log?); move the -wal away to use "
+                "the main file alone (nothing was read or written)",
+                file=str(path),
+                code="SQLITE_FOREIGN_WAL",
+            )
+    if ok:
+        return
+    raise SqliteFileError(
+        f"{path}: SQLite finds the file damaged (quick_check fails): its pages or b-trees are corrupt; "
+        "restore it from a backup (nothing was read or written)",
+        file=str(path),
+        code="SQLITE_CORRUPT",
+    )
+
+
+def _read_error(path: str, what: str, exc: BaseException) -> SqliteFileError:
+    """The typed error of a failed read: ``SQLITE_CORRUPT`` when SQLite says the file is damaged."""
+    corrupt = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    return SqliteFileError(
+        f"{path}: cannot read {what}: {exc}" + ("; restore it from a backup" if corrupt else ""),
+        file=path,
+        code="SQLITE_CORRUPT" if corrupt else None,
+    )
 
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # little- / big-endian checksums
@@ -156,9 +257,20 @@ def _wal_checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
     return s0, s1
 
 
-def _wal_user_version(path: Path) -> int | None:
-    """``user_version`` as committed in the write-ahead log ``path`` (``<db>-wal``), read without
-    SQLite, or ``None`` when the log holds no committed copy of page 1 (absent, empty, reset).
+@dataclass(frozen=True)
+class _WalInfo:
+    """What a write-ahead log commits: ``user_version`` of its last committed page 1 (``None``: none),
+    the page numbers its committed frames hold, the database size in pages after its last commit
+    (0: no commit)."""
+
+    user_version: int | None = None
+    pages: frozenset[int] = frozenset()
+    db_pages: int = 0
+
+
+def _wal_user_version(path: Path) -> _WalInfo:
+    """What the write-ahead log ``path`` (``<db>-wal``) commits, read without SQLite (empty when the
+    log is absent, empty or reset).
 
     This is the WAL reader's own rule (sqlite.org/fileformat2.html §4): walk the frames while their
     salts match the header and their cumulative checksums verify; only transactions ended by a
@@ -173,21 +285,24 @@ def _wal_user_version(path: Path) -> int | None:
         with open_regular_file(path, "SQLite write-ahead log", **_OPENER) as fh:
             data = fh.read()
     except FileNotFoundError:
-        return None
+        return _WalInfo()
     except OSError as exc:
         raise PersistenceError(f"cannot read SQLite write-ahead log {path}: {exc}", "PERSISTENCE_IO") from exc
     if len(data) < _WAL_HEADER.size:
-        return None
+        return _WalInfo()
     magic, _fmt, page_size, _ckpt, salt1, salt2, c0, c1 = _WAL_HEADER.unpack_from(data)
     if magic not in _WAL_MAGIC or page_size < 512 or page_size & (page_size - 1) or page_size > 65536:
-        return None
+        return _WalInfo()
     big = magic & 1 == 1
     if _wal_checksum(data[:24], 0, 0, big) != (c0, c1):
-        return None
+        return _WalInfo()
     s = (c0, c1)
     frame = _WAL_FRAME.size + page_size
     pending: int | None = None
     committed: int | None = None
+    pages: set[int] = set()
+    pending_pages: set[int] = set()
+    db_pages = 0
     for off in range(_WAL_HEADER.size, len(data) - frame + 1, frame):
         pgno, commit, f1, f2, k0, k1 = _WAL_FRAME.unpack_from(data, off)
         if (f1, f2) != (salt1, salt2):
@@ -199,11 +314,15 @@ def _wal_user_version(path: Path) -> int | None:
             break
         if pgno == 1:
             pending = int.from_bytes(page[60:64], "big", signed=True)
+        pending_pages.add(pgno)
         if commit:
+            db_pages = commit
+            pages |= pending_pages
+            pending_pages = set()
             if pending is not None:
                 committed = pending
             pending = None
-    return committed
+    return _WalInfo(committed, frozenset(pages), db_pages)
 
 
 def _reject(path: str, found: int) -> NoReturn:
@@ -292,12 +411,15 @@ class SqlitePersistence(BackendBase):
                 ) from exc
             # Check the version without SQLite first (main file header, then a committed copy in an
             # un-checkpointed WAL): a rejected file, its -wal and -shm stay byte-identical.
-            found = _header_user_version(file)
-            in_wal = _wal_user_version(Path(self.path + "-wal"))
-            if in_wal is not None:
-                found = in_wal
+            found, layout = _header_user_version(file)
+            wal = _wal_user_version(Path(self.path + "-wal"))
+            if wal.user_version is not None:
+                found = wal.user_version
             if found is not None and found not in (0, SCHEMA_VERSION):
                 _reject(self.path, found)
+            if found is not None:
+                size = file.stat().st_size
+                _judge(file, short=_short(layout, size, wal), wal_frames=wal.db_pages > 0)
             if not file.exists():
                 try:
                     os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
@@ -324,10 +446,13 @@ class SqlitePersistence(BackendBase):
             conn.executescript(_SCHEMA)
         except BaseException as exc:
             conn.close()
-            if isinstance(exc, sqlite3.Error):
-                raise SqliteFileError(f"cannot open SQLite file {self.path}: {exc}", file=self.path) from exc
+            if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
+                raise _read_error(self.path, "the schema", exc) from exc
             raise
         self._conn = conn
+        # One connection, shared by every thread using this instance: each transaction and each read
+        # holds this lock, so threads are serialized (a read never sees another's open transaction).
+        self._db_lock = threading.RLock()
 
     def _check_columns(self, conn: sqlite3.Connection) -> None:
         """Tables that exist must have the schema's columns (a ``user_version`` 4 file from
@@ -369,9 +494,10 @@ class SqlitePersistence(BackendBase):
         """All rows of one read query; every sqlite3 failure (a corrupt file, a missing column,
         undecodable text) becomes a :class:`SqliteFileError` naming the file and ``what``."""
         try:
-            return self._conn.execute(sql, params).fetchall()
+            with self._db_lock:
+                return self._conn.execute(sql, params).fetchall()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            raise SqliteFileError(f"{self.path}: cannot read {what}: {exc}", file=self.path) from exc
+            raise _read_error(self.path, what, exc) from exc
 
     # ---- primitives --------------------------------------------------------------------------
     def _header_row(self, session_id: str) -> tuple[Any, ...] | None:
@@ -404,6 +530,10 @@ class SqlitePersistence(BackendBase):
         return cast(SessionHeader, meta)
 
     def _read(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
+        with self._db_lock:
+            return self._read_locked(session_id, cwd)
+
+    def _read_locked(self, session_id: str, cwd: str | _Any | None) -> StoredLog | None:
         head = self._header_row(session_id)
         if head is None or not (isinstance(cwd, _Any) or head[3] == cwd):
             return None
@@ -497,10 +627,11 @@ class SqlitePersistence(BackendBase):
         order). For a session this returns events for, that scan keeps every event, untorn, and
         returns equal events.
 
-        The rows are read over the session's rowid span (a table range scan, no per-row index
-        lookup) in chunks of :data:`_CHUNK_ROWIDS` rowids; each chunk is ONE result row of
-        ``group_concat`` texts (see :data:`_CHUNK_SQL`), each decoded by one ``orjson.loads`` (no
-        sqlite3 row tuple, no ``loads`` call per event). Why the concatenation is exact:
+        The rows are read over the session's rowids (a table range scan, no per-row index lookup) in
+        chunks of :data:`_CHUNK_ROWIDS` rowids, each chunk starting at the next rowid present; each
+        chunk is ONE result row of ``group_concat`` texts (see :data:`_CHUNK_SQL`), each decoded by
+        one ``orjson.loads`` (no sqlite3 row tuple, no ``loads`` call per event). Why the
+        concatenation is exact:
 
         * ``data``: the JSON array ``[d1,d2,...]`` of the rows' texts. A text that is not one JSON
           value could shift the element boundaries (``[1`` + ``2]`` merge, ``3,4`` splits), so
@@ -527,11 +658,15 @@ class SqlitePersistence(BackendBase):
             extend = events.extend
             extra_span: list[int] = []  # first and last rowid of the chunks with optional columns
             with gc_paused():
-                for a in range(lo, hi + 1, _CHUNK_ROWIDS):
-                    b = min(a + _CHUNK_ROWIDS - 1, hi)
+                start: int | None = lo
+                while start is not None:
+                    a, b = start, min(start + _CHUNK_ROWIDS - 1, hi)
                     data, lengths, types, times, seqs, rows, extra = conn.execute(
                         _CHUNK_SQL, (a, b, session_id)
                     ).fetchone()
+                    # the next chunk starts at the next rowid present, so a gap in the rowids (one
+                    # huge rowid) costs one seek, not a walk over the span
+                    start = None if b >= hi else conn.execute(_NEXT_ROWID_SQL, (b, session_id)).fetchone()[0]
                     if not rows:
                         continue
                     if extra:
@@ -592,6 +727,18 @@ class SqlitePersistence(BackendBase):
         fresh: bool = False,
     ) -> None:
         rows = encoded if encoded is not None else [_row_of(session_id, ev) for ev in events]
+        with self._db_lock:
+            self._transaction_locked(what, session_id, body, rows, fresh=fresh)
+
+    def _transaction_locked(
+        self,
+        what: str,
+        session_id: str,
+        body: list[tuple[str, tuple[Any, ...]]],
+        rows: list[tuple[Any, ...]],
+        *,
+        fresh: bool,
+    ) -> None:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -667,6 +814,7 @@ class SqlitePersistence(BackendBase):
 
     def _close(self) -> None:
         try:
-            self._conn.close()
+            with self._db_lock:
+                self._conn.close()
         except sqlite3.Error as exc:
             raise SqliteFileError(f"{self.path}: cannot close the database: {exc}", file=self.path) from exc

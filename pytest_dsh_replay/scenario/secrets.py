@@ -103,11 +103,13 @@ def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[Ses
 def scrub_jsonl(data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], bytes] = orjson.dumps) -> bytes:
     """Scrub the bytes of a JSONL session log, rewriting only the lines that change.
 
-    A line is re-serialized with ``dumps`` when it holds a secret itself or when it holds a delta of a
-    block whose joined text holds one (the deltas are rewritten to join to the scrubbed text); every
-    other line keeps its bytes (stable writes). A line that is not JSON is scrubbed as text.
+    Secrets are matched in the DECODED string values of each line (and in JSON held in a string value,
+    e.g. tool-call arguments), so a key right after an escape (``"...\\nsk-..."``) is found. A line
+    holding a secret in a string value is scrubbed in place (only the secret's escape sequences are
+    replaced, the rest of the line keeps its bytes); a line holding a delta of a block whose joined
+    text holds one is re-serialized with ``dumps`` (the deltas are rewritten to join to the scrubbed
+    text); every other line keeps its bytes (stable writes). A line that is not JSON is scrubbed as text.
     """
-    text = data.decode("utf-8")
     lines = data.split(b"\n")
     rows: list[Any] = []
     for line in lines:
@@ -116,34 +118,42 @@ def scrub_jsonl(data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], by
         except orjson.JSONDecodeError:
             rows.append(None)
     blocks = block_pieces(rows)
-    if scrubber.first_leak(text) is None and not scrubber.block_leaks(blocks):
+    texts = [line.decode("utf-8") for line in lines]
+    leaky = {n for n, text in enumerate(texts, start=1) if text.strip() and scrubber.first_leak(text)}
+    if not leaky and not scrubber.block_leaks(blocks):
         return data
     touched = scrubber.scrub_blocks(blocks)
     out: list[bytes] = []
-    for number, (line, row) in enumerate(zip(lines, rows, strict=True), start=1):
-        if row is None:
-            if line.strip() and scrubber.first_leak(line.decode("utf-8")) is not None:
-                line = scrubber.scrub_fixed(line.decode("utf-8")).encode("utf-8")
-        elif number in touched or scrubber.first_leak(line.decode("utf-8")) is not None:
+    for number, (line, row, text) in enumerate(zip(lines, rows, texts, strict=True), start=1):
+        if number in touched and row is not None:
             line = dumps(map_strings(row, scrubber.scrub_fixed))
+        elif number in leaky:
+            line = scrubber.scrub_fixed(text).encode("utf-8")
         out.append(line)
     return b"\n".join(out)
 
 
 def scrub_json_text(text: str, scrubber: SecretScrubber) -> str:
-    """Scrub a file's text: JSON (an override sidecar) per string and per block, other text per line.
+    """Scrub a file's text (an override sidecar, a pin) in place: JSON per decoded string value (keys
+    too) with only each secret's escape sequences replaced (the layout and every other byte kept, so a
+    JSON-shaped system prompt pin still equals the run's scrubbed prompt), other text as it is.
 
-    JSON keeps the writer's layout (``orjson`` indented by 2, trailing newline) when it changes;
-    unchanged JSON is returned as it is.
+    Only a sidecar whose chunk lists hold a secret split across deltas (the joined text of a block,
+    :func:`~pytest_dsh_replay.llm.secrets.block_pieces`) is re-serialized: its deltas are rewritten to
+    join to the scrubbed text, in the writer's layout (``orjson`` indented by 2, trailing newline).
     """
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return scrubber.scrub_fixed(text)
-    scrubbed = scrub_value(value, scrubber)
-    if scrubbed == value:
-        return scrubber.scrub_fixed(text)  # e.g. a secret in a key: keys are not values
-    return orjson.dumps(scrubbed, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if isinstance(value, dict | list):
+        copied = _copy(value)
+        blocks = block_pieces([copied])
+        if scrubber.block_leaks(blocks):
+            scrubber.scrub_blocks(blocks)
+            scrubbed = map_strings(copied, scrubber.scrub_fixed)
+            return orjson.dumps(scrubbed, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return scrubber.scrub_fixed(text)
 
 
 def request_scrub(scrubber: SecretScrubber) -> Callable[[Any], Any]:

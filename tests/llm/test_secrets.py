@@ -141,4 +141,4 @@ def test_assert_clean_unreadable_file_is_typed_error(tmp_path: Path) -> None:
 
 def test_default_patterns_are_exposed() -> None:
     assert SecretScrubber().patterns == DEFAULT_PATTERNS
-    assert len(DEFAULT_PATTERNS) == 3
+    assert len(DEFAULT_PATTERNS) == 4

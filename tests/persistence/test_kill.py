@@ -5,7 +5,10 @@ The writer reports, after every flush that returned, how many events are committ
 of those events; a flush returns only when the batch is durable, so every reported prefix must
 survive the kill exactly. Between kills the writer resumes the session (load + seeded create), so
 each round also exercises resume after repair. Both backends, ``KILLS`` rounds each (``DSH_KILLS``
-overrides; bounded so CI stays fast).
+overrides; bounded so CI stays fast). In ``sqlite-checkpoint`` the writer announces each checkpoint
+of a WAL of many pages and the test kills within a few milliseconds of it, so kills land inside
+checkpoints: a main file shorter than its header's page count, the WAL completing it, must load like
+any other.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ WRITER = textwrap.dedent(
 
     async def main():
         backend = JsonlPersistence(where) if kind == "jsonl" else SqlitePersistence(where)
+        if kind == "sqlite-checkpoint":
+            # checkpoints only where announced below, each copying many pages: the test kills inside
+            backend._conn.execute("PRAGMA wal_autocheckpoint = 0")
         coord = WriteCoordinator(backend)
         store = SessionStore(clock=lambda: next(clock))
         coord.attach(store)
@@ -83,6 +89,9 @@ WRITER = textwrap.dedent(
             digest_of(s.events[done:], h)
             done = len(s.events)
             print("committed", done, h.hexdigest(), flush=True)
+            if kind == "sqlite-checkpoint" and n % 16 == seed % 16:
+                print("checkpointing", flush=True)
+                backend._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     asyncio.run(main())
     """
@@ -100,9 +109,20 @@ def _digest(events: list[object]) -> str:
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def _short_of_header(path: str) -> bool:
+    """Whether a SQLite main file holds fewer pages than its header counts (killed mid-checkpoint)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return False
+    page = int.from_bytes(data[16:18], "big")
+    return len(data) >= 100 and len(data) < int.from_bytes(data[28:32], "big") * page
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "sqlite-checkpoint"])
 def test_sigkill_at_random_points_loses_no_committed_event(tmp_path: Path, kind: str) -> None:
     where = str(tmp_path / ("sessions" if kind == "jsonl" else "db.sqlite"))
+    mid_checkpoint = 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     rng = random.Random(f"kill-{kind}")
     kills = lost = 0
@@ -120,13 +140,18 @@ def test_sigkill_at_random_points_loses_no_committed_event(tmp_path: Path, kind:
             first = child.stdout.readline().split()
             assert first[:1] == [b"ready"], (first, child.stderr.read() if child.stderr else "")
             reports.append((int(first[1]), first[2].decode()))
-            deadline = time.monotonic() + rng.uniform(0.02, 0.6)
+            # a checkpoint round waits for the writer's announced checkpoint
+            deadline = time.monotonic() + (30.0 if kind == "sqlite-checkpoint" else rng.uniform(0.02, 0.6))
             fd = child.stdout.fileno()
             os.set_blocking(fd, False)
+            armed = False
             while (left := deadline - time.monotonic()) > 0:
                 ready, _, _ = select.select([fd], [], [], left)
                 if ready:
                     buf += os.read(fd, 1 << 16)
+                if kind == "sqlite-checkpoint" and not armed and b"checkpointing" in buf:
+                    armed = True  # kill within the checkpoint's page copy
+                    deadline = time.monotonic() + rng.uniform(0.0, 0.0004)
             os.kill(child.pid, signal.SIGKILL)
             kills += 1
             child.wait(timeout=30)
@@ -144,6 +169,8 @@ def test_sigkill_at_random_points_loses_no_committed_event(tmp_path: Path, kind:
             if len(parts) == 3 and parts[0] == b"committed":
                 reports.append((int(parts[1]), parts[2].decode()))
         assert child.returncode == -signal.SIGKILL, f"round {rnd}: the writer exited on its own"
+        if kind != "jsonl" and _short_of_header(where):
+            mid_checkpoint += 1
         backend = JsonlPersistence(where) if kind == "jsonl" else SqlitePersistence(where)
         _, events = backend.load("k")  # crash repair; must succeed
         backend.close()
@@ -152,4 +179,5 @@ def test_sigkill_at_random_points_loses_no_committed_event(tmp_path: Path, kind:
         if len(events) < committed or _digest(events[:committed]) != digest:  # type: ignore[arg-type]
             lost += 1
         assert all(e["seq"] == i for i, e in enumerate(events)) and not is_turn_open(events)
+    print(f"{kills} kills, {mid_checkpoint} inside a checkpoint (main file short of its header), all loaded")
     assert kills == KILLS and lost == 0, f"{kills} kills, {lost} lost a committed prefix"

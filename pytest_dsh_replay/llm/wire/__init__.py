@@ -6,6 +6,7 @@ becomes that API's request body and back, and how that API's streamed or whole a
 and the loopback endpoint both use them, so a rule of a format is never written twice.
 
 * :mod:`.chat`: OpenAI Chat Completions (``POST /v1/chat/completions``).
+* :mod:`.responses`: OpenAI Responses (``POST /v1/responses``; openai-agents' default model).
 * :mod:`.messages`: Anthropic Messages (``POST /v1/messages``).
 * :mod:`.fields`: what every format shares: provider fields (``providerFields``), fallback call ids,
   the tool-call check (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`).
