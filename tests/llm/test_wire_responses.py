@@ -3,6 +3,7 @@ every input item type, the upstream translator on real-shaped event streams, the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -1000,7 +1001,10 @@ def answers(draw: st.DrawFn) -> list[dict[str, Any]]:
     for index, kind in enumerate(kinds):
         pieces = draw(_pieces)
         chunks.append(start(index, kind))
-        if kind == "tool-call":
+        if kind == "tool-call":  # its arguments JSON (or the translator refuses the call), cut anywhere
+            whole = json.dumps({"p": "".join(pieces)})
+            cut = draw(st.integers(0, len(whole)))
+            pieces = [p for p in (whole[:cut], whole[cut:]) if p]
             call_id, name = f"call_{index}", draw(st.sampled_from(["read", "write"]))
             chunks += [call(index, call_id, name, piece) for piece in ["", *pieces]]
             blocks.append({"type": "tool-call", "id": call_id, "name": name, "arguments": "".join(pieces)})
