@@ -313,3 +313,19 @@ def test_anthropic_mid_stream_error_event_is_recorded_for_prompt_expect_error(
     assert (entry["kind"], entry["code"], entry["status"]) == ("throw", "OVERLOADED", 529)
     assert [c["type"] for c in entry["chunks"]] == ["block-start", "text-delta"]
     replay(pytester, scenario).assert_outcomes(passed=1)
+
+
+def test_no_upstream_at_all_still_fails_a_prompt_expect_error_recording(pytester: pytest.Pytester) -> None:
+    """A connection that fails before any chunk is a broken setup (no upstream answered), not the
+    provider's error the step expects: the recording fails and writes nothing."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    steps = [{"op": "newSession"}, {"op": "promptExpectError", "text": "fail please"}]
+    scenario = make_scenario(pytester.path, "nobody", steps)
+    result = record_live(pytester, scenario, f"http://127.0.0.1:{port}/v1")
+    result.assert_outcomes(failed=1)
+    assert "[CONNECTION]" in result.stdout.str()
+    assert sorted(p.name for p in scenario.iterdir()) == ["input.json"]
