@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
+from _recording_helpers import events, make_scenario, prompt_steps, run
 from pytest_httpserver import HTTPServer
 
-from .conftest import events, make_scenario, prompt_steps, run
-from .test_loopback import record_live as record
-from .test_loopback import serve
+from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
+from llm.test_openai_recording import record_live as record
+from llm.test_openai_recording import serve
 
 
 def bash(command: str) -> str:

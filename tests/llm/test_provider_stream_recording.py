@@ -8,6 +8,10 @@ import json
 from typing import Any
 
 import pytest
+from _recording_helpers import CHAT_PATH, events, make_scenario, prompt_steps, run
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
 from llm.anthropic_helpers import (
     ANTHROPIC_KEY,
     ANTHROPIC_KEY_ENV,
@@ -21,11 +25,7 @@ from llm.anthropic_helpers import (
 )
 from llm.anthropic_helpers import sse as anthropic_sse
 from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
-from pytest_httpserver import HTTPServer
-from werkzeug import Response
-
-from .conftest import CHAT_PATH, events, make_scenario, prompt_steps, run
-from .test_loopback import record_live, serve
+from llm.test_openai_recording import record_live, serve
 
 
 @pytest.fixture(autouse=True)
