@@ -634,7 +634,10 @@ _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FINDINGS}
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
-    "--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]"
+    "--model",
+    "model_spec",
+    required=True,
+    help="scripted | scripted:PATH | openai:MODEL[@BASE_URL] | anthropic:MODEL[@BASE_URL]",
 )
 @click.option(
     "--mode",

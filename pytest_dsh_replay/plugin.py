@@ -50,8 +50,8 @@ class _State:
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
         """Show every warning of the run with its secrets as ``[REDACTED]`` (the run's scrubber).
 
-        A live model's ``LiveModelWarning`` quotes what the provider sent (a call id, a tool name, an
-        error text); pytest prints it in its warnings summary. This runs before the terminal reporter
+        A warning may quote what a provider sent (a call id, a tool name, an error text); pytest
+        prints it in its warnings summary. This runs before the terminal reporter
         and xdist's forwarding, so neither sees the secret. Runs that never built the scrubber (no
         scenario ran) are left alone.
         """
@@ -307,11 +307,10 @@ class ScenarioItem(pytest.Item):
             if spec is None:
                 raise ModelSpecError(
                     f"scenario {sc.node_name} needs a live model for --dsh-record={record}: pass --dsh-model "
-                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL]) or implement pytest_dsh_live_model"
+                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL], anthropic:MODEL[@BASE_URL]) "
+                    "or implement pytest_dsh_live_model"
                 )
-            return resolve_model_spec(
-                spec, sc, api_key_env=config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
-            )
+            return resolve_model_spec(spec, sc, api_key_env=config.getini("dsh_api_key_env") or None)
 
         return CheckOptions(
             record=record,
