@@ -431,7 +431,9 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
             rows, line_nos = _slow_rows(body, first_line_no, file)
         deep = deep_rows(body)
         if deep:
-            raise ReplayParseError(too_deep_message(_where(file), first_line_no + deep[0]), "REPLAY_MALFORMED_LINE")
+            raise ReplayParseError(
+                too_deep_message(_where(file), first_line_no + deep[0]), "REPLAY_MALFORMED_LINE"
+            )
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:
