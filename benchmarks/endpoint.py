@@ -7,7 +7,9 @@
    ``ReplayModel`` serving the same scripts to the same requests (``async for`` over its chunks). The
    HTTP floor is a bare aiohttp server in a subprocess answering every request with the same SSE bytes
    (no parsing, binding or checking): what any loopback HTTP endpoint costs. It prints p50/p99 of each
-   and of the differences. Goal: p50 overhead <= 2 ms per call on loopback.
+   and of the differences. Goal: p50 overhead <= 2 ms per call on loopback. The same recording is
+   also fetched through the Responses API (``POST /v1/responses``, the same conversation as
+   ``instructions`` + ``input`` items): a recording holds chunks, so either API replays it.
 2. **Concurrent conversations.** A parent whose tool call fans out to ``--children`` children that run
    concurrently (each a two-call tool loop), recorded once, then replayed ``--runs`` times with the
    children started in a random order and random sub-millisecond delays before every request, so
@@ -40,7 +42,7 @@ import aiohttp
 from aiohttp import web
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
-from pytest_dsh_replay.llm.wire import chat
+from pytest_dsh_replay.llm.wire import chat, responses
 from pytest_dsh_replay.modes import RecordMode
 from pytest_dsh_replay.replay import ReplayModel, load_session_scripts
 
@@ -103,6 +105,13 @@ def _body(prompt: str, *, stream: bool = True) -> dict[str, Any]:
     return {"model": "bench-1", "messages": messages, "stream": stream}
 
 
+def _responses_turns(turn: int, chunks: int) -> dict[str, Any]:
+    """:func:`_turns` as a Responses body (``instructions`` and ``input`` items)."""
+    chat_body = _turns(turn, chunks)
+    items = [{"role": m["role"], "content": m["content"]} for m in chat_body["messages"][1:]]
+    return {"model": "bench-1", "instructions": SYSTEM, "input": items, "stream": True}
+
+
 def _turns(turn: int, chunks: int) -> dict[str, Any]:
     """The body of turn ``turn`` of the multi-turn chat: every earlier turn and its (known) answer."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
@@ -114,8 +123,10 @@ def _turns(turn: int, chunks: int) -> dict[str, Any]:
     return {"model": "bench-1", "messages": messages, "stream": True}
 
 
-async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> bytes:
-    async with session.post(url + "/chat/completions", json=body) as response:
+async def _post(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], path: str = "/chat/completions"
+) -> bytes:
+    async with session.post(url + path, json=body) as response:
         data = await response.read()
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}: {data[:300]!r}")
@@ -159,6 +170,7 @@ async def handle(request):
     return web.Response(body=body, headers={"Content-Type": "text/event-stream"})
 app = web.Application(client_max_size=1 << 28)
 app.router.add_post("/v1/chat/completions", handle)
+app.router.add_post("/v1/responses", handle)
 import socket
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
@@ -177,15 +189,18 @@ def start_floor(body: bytes, tmp: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
-async def timed_posts(url: str, bodies: list[dict[str, Any]]) -> tuple[list[float], bytes]:
+async def timed_posts(
+    url: str, bodies: list[dict[str, Any]], path: str = "/chat/completions"
+) -> tuple[list[float], bytes]:
     times = []
     data = b""
+    end = b"data: [DONE]\n\n" if path == "/chat/completions" else b"event: response.completed\n"
     async with aiohttp.ClientSession() as session:
         for body in bodies:
             start = time.perf_counter()
-            data = await _post(session, url, body)
+            data = await _post(session, url, body, path)
             times.append((time.perf_counter() - start) * 1000)
-            assert data.endswith(b"data: [DONE]\n\n")
+            assert end in data[-20000:], data[-300:]
     return times, data
 
 
@@ -194,12 +209,15 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def per_call(directory: Path, calls: int, chunks: int) -> dict[str, float]:
-    """ms per call: in-process ReplayModel vs the served endpoint (same requests, same order)."""
+def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dict[str, float]:
+    """ms per call: in-process ReplayModel vs the served endpoint (same requests, same order), the
+    client speaking ``api`` (``chat`` or ``responses``)."""
     scripts = load_session_scripts(directory)
     model = ReplayModel(scripts)
-    bodies = [_turns(i, chunks) for i in range(calls)]
-    requests = [chat.request_from_body(body) for body in bodies]
+    fmt: Any = chat if api == "chat" else responses
+    path = "/chat/completions" if api == "chat" else "/responses"
+    bodies = [(_turns if api == "chat" else _responses_turns)(i, chunks) for i in range(calls)]
+    requests = [fmt.request_from_body(body) for body in bodies]
 
     async def in_process() -> list[float]:
         times = []
@@ -215,14 +233,14 @@ def per_call(directory: Path, calls: int, chunks: int) -> dict[str, float]:
     assert not model.failures, model.failures[0]
     proc, url = start_serve(directory)
     try:
-        http, last = asyncio.run(timed_posts(url, bodies))
+        http, last = asyncio.run(timed_posts(url, bodies, path))
     finally:
         proc.send_signal(2)
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     floor_proc, floor_url = start_floor(last, directory.parent)
     try:
-        floor, _ = asyncio.run(timed_posts(floor_url, bodies))
+        floor, _ = asyncio.run(timed_posts(floor_url, bodies, path))
     finally:
         floor_proc.kill()
         floor_proc.wait()
@@ -332,6 +350,13 @@ def main() -> None:
         print(
             f"  endpoint / in-process p50: {ratio:.1f}x; goal overhead p50 <= 2 ms: "
             f"{'met' if figures['overhead p50'] <= 2 else 'NOT met'}"
+        )
+        responses_figures = per_call(calls_dir, args.calls, args.chunks, "responses")
+        print("the same recording through the Responses API (POST /v1/responses), ms:")
+        for name, value in responses_figures.items():
+            print(f"  {name:15} {value:8.3f}")
+        print(
+            f"  goal overhead p50 <= 2 ms: {'met' if responses_figures['overhead p50'] <= 2 else 'NOT met'}"
         )
         bad, seconds = concurrent(fan_dir, upstream, args.children, args.runs, args.seed)
         calls = args.runs * (2 * args.children + 2)

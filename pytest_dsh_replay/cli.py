@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import HarnessError, quote
+from .layout import OVERRIDE_FILE, PRIMARY_FILE, is_log_name, log_name, loose_log_number
 from .modes import Backend, RecordMode
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
@@ -74,7 +75,7 @@ def _read(file: Path) -> SessionLog:
 def _ordered(path: Path, logs: list[SessionLog]) -> list[SessionLog]:
     from .scenario.harvest import harvest_order
 
-    return logs if not path.is_dir() or os.path.lexists(path / "session.jsonl") else harvest_order(logs)
+    return logs if not path.is_dir() or os.path.lexists(path / PRIMARY_FILE) else harvest_order(logs)
 
 
 def _load_logs(path: Path) -> list[SessionLog]:
@@ -233,18 +234,15 @@ def _sidecar_server(path: Path) -> tuple[Any, str]:
     """``(served, name)`` for a log: call index -> the entry its override sidecar serves, or ``None``.
 
     The sidecar of ``session.jsonl`` is ``replay.override.json``; that of ``session.<n>.jsonl`` is
-    ``replay.override.<n>.json`` (CONTRACTS §2). Both forms: a bare array replaces the script, patches
+    ``replay.override.<n>.json`` (harness.md §1). Both forms: a bare array replaces the script, patches
     replace single calls.
     """
     from .replay import load_override
 
-    parts = path.name.split(".")
-    if path.name == "session.jsonl":
-        sidecar = path.parent / "replay.override.json"
-    elif len(parts) == 3 and parts[0] == "session" and parts[1].isdigit() and parts[2] == "jsonl":
-        sidecar = path.parent / f"replay.override.{parts[1]}.json"
-    else:
+    if not is_log_name(path.name):
         return None, ""
+    number = loose_log_number(path.name)
+    sidecar = path.parent / (OVERRIDE_FILE if number is None else f"replay.override.{number}.json")
     if not os.path.lexists(sidecar):  # a FIFO or dangling link there is refused by the loader
         return None, ""
     override = load_override(sidecar)
@@ -342,7 +340,7 @@ def _show_units(path: Path) -> list[Path]:
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from .scenario.harvest import harvest_key
 
-    if path.is_dir() and not os.path.lexists(path / "session.jsonl"):
+    if path.is_dir() and not os.path.lexists(path / PRIMARY_FILE):
         logs.sort(key=lambda log: harvest_key(log.header))
     by_id = {log.id: log for log in logs}
     children: dict[str | None, list[_Shown]] = {}
@@ -527,7 +525,7 @@ def _inventory(left: Sequence[SessionLog], right: Sequence[SessionLog], a: Path,
     for i in range(min(len(left), len(right)), max(len(left), len(right))):
         only, other = (f"A ({a})", f"B ({b})") if i < len(left) else (f"B ({b})", f"A ({a})")
         log = left[i] if i < len(left) else right[i]
-        name = "session.jsonl" if i == 0 else f"session.{i}.jsonl"
+        name = log_name(i)
         problems.append(
             f"only in {only}: {log.source} ({log.role()}, log #{i + 1} in harvest order, {name}); "
             f"{other} has {min(len(left), len(right))} log(s)"

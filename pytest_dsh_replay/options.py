@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from .layout import PIN_PARTS
 from .modes import Backend, RecordMode
 
 __all__ = ["add_options", "check_model_spec", "match_on", "record_mode", "run_scrubber", "warn_inert_options"]
@@ -62,10 +63,18 @@ def add_options(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PARTS",
-        help="request parts checked before each recorded call is served: messages, system, tools, model "
-        "(comma-separated or repeated; default: all the recording has; none: off)",
+        help="request parts checked before each recorded call is served: "
+        + ", ".join(("messages", *PIN_PARTS))
+        + " (comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-accept-changed-requests",
+        action="store_true",
+        default=False,
+        help="with --snapshot-update: serve and write the recorded answers even after a changed request or "
+        "tool result (an update refuses such a scenario otherwise); every such call is listed",
+    )
     group.addoption(
         "--dsh-upstream",
         default=None,

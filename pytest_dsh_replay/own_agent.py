@@ -90,7 +90,7 @@ def dsh_session_store(tmp_path: Path) -> Iterator[Any]:
 
     opened: list[Any] = []
 
-    def make(backend: str = "jsonl") -> StoreHandle:
+    def make(backend: str = Backend.JSONL) -> StoreHandle:
         root = tmp_path / f"dsh-store-{len(opened) + 1}"
         if backend == Backend.JSONL:
             storage: Any = JsonlPersistence(root)

@@ -318,6 +318,7 @@ class ScenarioItem(pytest.Item):
             backend=backend,
             ignore_events=tuple(config.getoption("dsh_ignore_event")),
             update=bool(config.getoption("update_snapshots", default=False)),
+            accept_changed_requests=bool(config.getoption("dsh_accept_changed_requests")),
             refresh_command=f"pytest --dsh-scenario {scenario.path} --snapshot-update",
             event_hook=event_hook,
             match_on=match_on,

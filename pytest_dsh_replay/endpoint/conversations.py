@@ -18,7 +18,8 @@ conversation a request belongs to from that history. The rules, in order (store-
    is, else a **new root**.
 
 Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, the split
-of a text into parts, content part wrappers. Which conversation got created first decides the harvest
+of a text into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON
+values when they parse). Which conversation got created first decides the harvest
 order (``session.jsonl`` is the first root, ``session.N.jsonl`` the rest by creation).
 
 What the rules cannot tell apart: two conversations with the same system prompt and the same history
@@ -64,7 +65,7 @@ def message_key(message: Message) -> bytes:
         elif kind == "reasoning":
             continue
         elif kind == "tool-call":
-            rest.append(["call", block.get("id"), block.get("name"), block.get("arguments")])
+            rest.append(["call", block.get("id"), block.get("name"), _arguments_key(block.get("arguments"))])
         elif kind == "tool-result":
             content = block.get("content")
             text = (
@@ -80,6 +81,17 @@ def message_key(message: Message) -> bytes:
         else:
             rest.append(block)
     return orjson.dumps([role, "".join(texts), rest], option=orjson.OPT_SORT_KEYS)
+
+
+def _arguments_key(arguments: object) -> object:
+    """Tool-call arguments by their JSON value when they parse (a client that re-serializes them, as
+    pydantic-ai does, sends the same value with other whitespace), else as the string sent."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return ["json", orjson.loads(arguments)]
+    except orjson.JSONDecodeError:
+        return ["raw", arguments]
 
 
 def _chain(previous: int, key: bytes) -> int:

@@ -68,7 +68,7 @@ def endpoint_fixture(
     mode = RecordMode(config.getoption("dsh_record"))
     upstream = config.getoption("dsh_upstream") or config.getini("dsh_upstream") or None
     key_env = config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
-    backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or "jsonl"
+    backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or Backend.JSONL
     backend = Backend.SQLITE if backend_name == Backend.SQLITE.value else Backend.JSONL
     marker = request.node.get_closest_marker(MARKER)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}

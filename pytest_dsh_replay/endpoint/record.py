@@ -27,6 +27,7 @@ from typing import Any, cast
 import orjson
 
 from ..agent.assembler import BlockAssembler
+from ..layout import log_name
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
 from ..modes import Backend
@@ -370,7 +371,7 @@ def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]])
     """The sidecar files (``replay.override[.N].json``) of logs with a failed call, as writer extras."""
     out = []
     for i, entries in sorted(sidecars.items()):
-        log = directory / ("session.jsonl" if i == 0 else f"session.{i}.jsonl")
+        log = directory / log_name(i)
         out.append(
             (override_file_for(log), orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n")
         )

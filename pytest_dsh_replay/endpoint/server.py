@@ -37,15 +37,19 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
+from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, StreamChunk
-from ..llm.wire import chat
+from ..llm.wire import chat, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from .conversations import Binder, BindingError, Conversation
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 
 #: path -> wire format module (``llm/wire``); every served format is registered here.
-FORMATS: dict[str, WireFormat] = {chat.PATH: cast(WireFormat, chat)}
+FORMATS: dict[str, WireFormat] = {
+    chat.PATH: cast(WireFormat, chat),
+    responses.PATH: cast(WireFormat, responses),
+}
 
 _NO_RETRY = {"x-should-retry": "false"}
 
@@ -107,7 +111,7 @@ class EndpointOutcome:
 
 
 def _has_recording(directory: Path) -> bool:
-    return (directory / "session.jsonl").exists() or (directory / "replay.override.json").exists()
+    return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
 def plan_for(config: EndpointConfig) -> str:

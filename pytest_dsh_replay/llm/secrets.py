@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote, read_regular_file
+from .packed import PACKED_BY_CHUNK, PACKED_ROWS
 
 __all__ = [
     "DEFAULT_KEY_ENV",
@@ -91,16 +92,11 @@ _DEFAULT_KINDS = {
 }
 
 #: The string field that carries a block's text in each delta chunk type (agent-loop.md §4).
-DELTA_FIELDS: Mapping[str, str] = {
-    "text-delta": "text",
-    "reasoning-delta": "text",
-    "tool-call-delta": "argumentsDelta",
-}
-#: The reference's packed chunk rows (head-format.md §2): row type -> (member list key, delta field).
+DELTA_FIELDS: Mapping[str, str] = {chunk: row.field for chunk, row in PACKED_BY_CHUNK.items()}
+#: The reference's packed chunk rows (head-format.md §2, :mod:`.packed`): row type -> (member list key,
+#: delta field).
 PACKED_FIELDS: Mapping[str, tuple[str, str]] = {
-    "text-chunks": ("texts", "text"),
-    "reasoning-chunks": ("texts", "text"),
-    "tool-call-chunks": ("args", "argumentsDelta"),
+    kind: (row.members, row.field) for kind, row in PACKED_ROWS.items()
 }
 
 #: Rounds of block + per-piece scrubbing before giving up (a non-idempotent custom pattern); the

@@ -16,6 +16,7 @@ Public API::
     load_pins(scenario_dir, log_count) -> list[Pins]     # system prompt / tool schemas / model pins
 """
 
+from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from .derive import ReplayEntry, derive_replay_script
 from .errors import (
     OverrideError,
@@ -32,8 +33,6 @@ from .errors import (
 )
 from .headformat import encode_head_layout
 from .load import (
-    OVERRIDE_FILE,
-    PRIMARY_FILE,
     ParsedLogs,
     SessionScript,
     child_log_files,

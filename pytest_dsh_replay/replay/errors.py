@@ -77,18 +77,23 @@ class ReplayConsumptionError(ReplayError):
 
 
 class RequestMismatchError(ReplayServeError):
-    """A live request differs from the recorded call's request; nothing was served (replay.md §5).
+    """A live request differs from the recorded call's request (replay.md §5); a strict model served
+    nothing for it, a lenient one served the recorded answer anyway (the message says which).
 
     The message names the log and its role, the call index, the first differing path of each part
     (``messages[3].content[0].text: recorded '...' != sent '...'``) and the re-record command.
-    ``parts`` lists the differing parts (``messages``, ``system``, ``tools``, ``model``).
+    ``parts`` lists the differing parts (``messages``, ``system``, ``tools``, ``model``); ``call`` names
+    the call (``call #2 of session.jsonl (parent, script #1)``, empty when unknown).
     """
 
     code = "REPLAY_REQUEST_MISMATCH"
 
-    def __init__(self, message: str, code: str | None = None, parts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, parts: tuple[str, ...] = (), call: str = ""
+    ) -> None:
         super().__init__(message, code)
         self.parts = parts
+        self.call = call
 
 
 class RequestShapeError(ReplayServeError):

@@ -13,13 +13,10 @@ from typing import Any
 
 import orjson
 
+from ..llm.packed import PACKED_BY_CHUNK
 from .parse import Event
 
-_DELTA_ROW = {
-    "text-delta": "text-chunks",
-    "reasoning-delta": "reasoning-chunks",
-    "tool-call-delta": "tool-call-chunks",
-}
+_DELTA_ROW = {chunk: row.type for chunk, row in PACKED_BY_CHUNK.items()}
 _TEXT_KEYS = ("type", "index", "text")
 _TOOL_KEYS = ("type", "index", "id", "argumentsDelta")
 _TOOL_KEYS_NAMED = ("type", "index", "id", "name", "argumentsDelta")

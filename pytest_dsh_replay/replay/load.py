@@ -1,13 +1,12 @@
 """Loading a scenario directory's recorded logs into per-session scripts (replay.md §4, harness.md §1).
 
-Layout: ``session.jsonl`` (primary), ``session.1.jsonl`` ... (children, no gaps),
-``replay.override.json`` (optional sidecar of the primary) and ``replay.override.<n>.json``
-(optional sidecar of child log ``session.<n>.jsonl``; same two forms).
+Layout (file names from :mod:`~..layout`): ``session.jsonl`` (primary), ``session.1.jsonl`` ...
+(children, no gaps), ``replay.override.json`` (optional sidecar of the primary) and
+``replay.override.<n>.json`` (optional sidecar of child log ``session.<n>.jsonl``; same two forms).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from os.path import lexists
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import read_regular_file
+from ..layout import OVERRIDE_FILE, PRIMARY_FILE, child_rank, log_name, sidecar_name_for
+from ..llm.packed import PACKED_TYPES
 from .derive import DeferredCall, ReplayEntry, derive_replay_script, materialize
 from .errors import ReplayDeriveError, ReplayLoadError
 from .override import Override, load_override
@@ -22,10 +23,6 @@ from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import CallPoints, ExpectedRequest, call_points, call_points_indexed
 from .scan import scan_log
-
-PRIMARY_FILE = "session.jsonl"
-OVERRIDE_FILE = "replay.override.json"
-_CHILD_RE = re.compile(r"session\.([1-9][0-9]*)\.jsonl")
 
 #: ``path -> (header, events)`` of logs the caller already parsed (each fixture is parsed once per item).
 ParsedLogs = Mapping[Path, tuple[dict[str, Any], list[Event]]]
@@ -84,8 +81,7 @@ def _aligned(expected: list[ExpectedRequest | None], count: int) -> list[Expecte
 def override_file_for(log: Path) -> Path:
     """The sidecar path of a log: ``replay.override.json`` for ``session.jsonl``,
     ``replay.override.<n>.json`` for ``session.<n>.jsonl`` (harness.md §1)."""
-    m = _CHILD_RE.fullmatch(log.name)
-    return log.with_name(f"replay.override.{m.group(1)}.json" if m else OVERRIDE_FILE)
+    return log.with_name(sidecar_name_for(log.name))
 
 
 def _unfinished(events: list[Event], path: Path) -> bool:
@@ -111,7 +107,7 @@ def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
         kind = event.get("type")
         if kind == "step/start":
             chunks_in_step = 0
-        elif kind in ("assistant/chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"):
+        elif kind == "assistant/chunk" or kind in PACKED_TYPES:
             if chunks_in_step is not None:
                 chunks_in_step += 1
         elif kind == "step/end":
@@ -301,9 +297,9 @@ def child_log_files(scenario_dir: Path) -> list[Path]:
     """
     found: dict[int, Path] = {}
     for p in scenario_dir.glob("session.*.jsonl"):
-        m = _CHILD_RE.fullmatch(p.name)
-        if m:
-            found[int(m.group(1))] = p
+        rank = child_rank(p.name)
+        if rank is not None:
+            found[rank] = p
     if found and sorted(found) != list(range(1, len(found) + 1)):
         # the first missing numbers only: a file named session.<huge>.jsonl must not build a huge range
         missing: list[int] = []
@@ -318,9 +314,9 @@ def child_log_files(scenario_dir: Path) -> list[Path]:
         shown = sorted(found)[:10]
         raise ReplayLoadError(
             f"{scenario_dir}: child log numbering has a gap: missing "
-            + ", ".join(f"session.{n}.jsonl" for n in missing)
+            + ", ".join(log_name(n) for n in missing)
             + (" ..." if len(missing) >= 5 else "")
-            + f" (found {', '.join(f'session.{n}.jsonl' for n in shown)}"
+            + f" (found {', '.join(log_name(n) for n in shown)}"
             + (f" and {len(found) - len(shown)} more" if len(found) > len(shown) else "")
             + "); children are numbered "
             "1..N in harvest order with no gaps (rename them or re-record)",
@@ -360,7 +356,7 @@ def load_child_script(
         )
     own = _read_own(path, parsed, child=True, slice_seed=slice_seed)
     # only a numbered child log has a sidecar of its own (a lone log passed here is read as it is)
-    sidecar = override_file_for(path) if _CHILD_RE.fullmatch(path.name) else None
+    sidecar = override_file_for(path) if child_rank(path.name) is not None else None
     return _script(own, primary=False, allow_replace_override=allow_replace_override, sidecar=sidecar)
 
 

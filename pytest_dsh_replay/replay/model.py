@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import quote
+from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
@@ -60,7 +61,7 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
 )
 
 _ANON = "<anonymous>"
-_PIN_LABELS = {"system": "system prompt", "tools": "tool descriptions/schemas", "model": "model name"}
+_PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
 
 
 class ReplayModel:
@@ -78,7 +79,8 @@ class ReplayModel:
         scrub: applied to the live request's JSON values before they are compared with the
             recording (the run's secret scrubber: a recorded ``[REDACTED]`` equals the live secret).
         strict: ``False`` serves a mismatching call anyway and only records the mismatch in
-            :attr:`mismatches` (``--snapshot-update``, which rewrites the recording from the run).
+            :attr:`mismatches` (``--snapshot-update --dsh-accept-changed-requests``, which rewrites the
+            recording from the run and lists every such call).
         rerecord: the command shown in a mismatch report to re-record the scenario.
         pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
             differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
@@ -237,10 +239,15 @@ class ReplayModel:
         rerecord = self.rerecord or (
             f"pytest --dsh-scenario {self._scenario_name()} --dsh-record=rewrite --dsh-model <MODEL SPEC>"
         )
+        where = f"call #{call + 1} of {script.file.name} ({role}, script #{index + 1})"
+        served = (
+            "nothing was served for this call"
+            if self.strict
+            else "its recorded answer was served anyway and now follows this changed request"
+        )
         lines = [
-            f"replay: request mismatch at call #{call + 1} of {script.file.name} ({role}, script "
-            f"#{index + 1}) for live session {key!r} in {self._scenario_name()}: the request differs from "
-            f"the recorded one in {', '.join(parts)}; nothing was served for this call",
+            f"replay: request mismatch at {where} for live session {key!r} in {self._scenario_name()}: the "
+            f"request differs from the recorded one in {', '.join(parts)}; {served}",
             *(f"  {d.render()}" for d in diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             f"  if the change is intended, re-record the scenario: {rerecord}",
@@ -259,7 +266,7 @@ class ReplayModel:
                 )
                 + ")"
             )
-        return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts)
+        return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where)
 
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section)."""

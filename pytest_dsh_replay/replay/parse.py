@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ..errors import MAX_INPUT_NESTING, LineTooLongError, max_line_bytes, nesting_exceeds, quote
+from ..llm.packed import PACKED_ROWS
 from ..session.codec import gc_paused
 from ..session.header import header_problems
 from .errors import ReplayParseError
@@ -30,13 +31,8 @@ from .errors import ReplayParseError
 #: A logical event: the parsed envelope dict, in on-disk key order.
 Event = dict[str, Any]
 
-#: Packed row types and the data keys each must carry exactly (head-format.md §2).
-PACKED_ROW_KEYS: dict[str, frozenset[str]] = {
-    "text-chunks": frozenset({"turn", "step", "index", "dt", "texts"}),
-    "reasoning-chunks": frozenset({"turn", "step", "index", "dt", "texts"}),
-    "tool-call-chunks": frozenset({"turn", "step", "index", "id", "dt", "args"}),
-}
-_TOOL_OPTIONAL = frozenset({"name"})
+#: Packed row types and the data keys each must carry exactly (head-format.md §2; ``llm.packed``).
+PACKED_ROW_KEYS: dict[str, frozenset[str]] = {kind: row.keys for kind, row in PACKED_ROWS.items()}
 _PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
 _PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
 _SAFE_INT = 2**53 - 1
@@ -280,9 +276,10 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
     if not isinstance(data, dict):
         raise bad("data must be an object")
     dkeys = set(data)
-    required = PACKED_ROW_KEYS[kind]
-    if kind == "tool-call-chunks":
-        if not required <= dkeys or not dkeys <= required | _TOOL_OPTIONAL:
+    spec = PACKED_ROWS[kind]
+    required = spec.keys
+    if spec.optional:
+        if not required <= dkeys or not dkeys <= required | spec.optional:
             raise bad(
                 f"data keys must be exactly {sorted(required)} plus optional 'name', "
                 f"got {quote(sorted(dkeys))}"
@@ -293,7 +290,7 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
     for name, value in (("turn", turn), ("step", step), ("index", index)):
         if not _is_number(value):
             raise bad(f"{name} must be a number, got {quote(value)}")
-    members_key = "args" if kind == "tool-call-chunks" else "texts"
+    members_key = spec.members
     members = data[members_key]
     if not isinstance(members, list) or not members or any(type(m) is not str for m in members):
         raise bad(f"{members_key} must be a non-empty list of strings")
@@ -318,20 +315,19 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
         times.append(t)
 
     chunks: list[dict[str, Any]]
-    if kind == "tool-call-chunks":
+    if spec.is_tool_call:
         call_id = data["id"]
         if type(call_id) is not str:
             raise bad(f"id must be a string, got {quote(call_id)}")
-        head: dict[str, Any] = {"type": "tool-call-delta", "index": index, "id": call_id}
+        head: dict[str, Any] = {"type": spec.chunk, "index": index, "id": call_id}
         if "name" in data:
             name_value = data["name"]
             if type(name_value) is not str:
                 raise bad(f"name must be a string, got {quote(name_value)}")
             head["name"] = name_value
-        chunks = [{**head, "argumentsDelta": arg} for arg in members]
+        chunks = [{**head, spec.field: arg} for arg in members]
     else:
-        chunk_type = "text-delta" if kind == "text-chunks" else "reasoning-delta"
-        chunks = [{"type": chunk_type, "index": index, "text": text} for text in members]
+        chunks = [{"type": spec.chunk, "index": index, spec.field: text} for text in members]
     out.extend(
         {
             "type": "assistant/chunk",

@@ -1,4 +1,4 @@
-"""Request pins: what a live model received that a session log cannot show (issue 10, CONTRACTS §2).
+"""Request pins: what a live model received that a session log cannot show (harness.md §4).
 
 A log holds the messages of every call (they are derived from it), but not the system prompt, the
 tool schemas or the model name the agent sent. Record modes write them next to the logs, per session:
@@ -9,17 +9,17 @@ tool schemas or the model name the agent sent. Record modes write them next to t
 ``model.expected.json``            ``{"model": "<name>"}``
 =================================  ==========================================================
 
-The unnumbered files pin the primary log ``session.jsonl``; ``system-prompt.<n>.expected.md`` etc. pin
-the child log ``session.<n>.jsonl``. A child without its own file uses the unnumbered one (identical
-content is shared, as the reference does). Strings are written with the run's cwd as ``{{cwd}}`` (like
-the logs) and go through the fixture writer's secret scrubbing. A scenario without pins checks the
-messages only.
+The kinds and their file names are declared once, in :data:`~..layout.PIN_KINDS`; this module reads,
+checks and renders their values. The unnumbered files pin the primary log ``session.jsonl``;
+``system-prompt.<n>.expected.md`` etc. pin the child log ``session.<n>.jsonl``. A child without its own
+file uses the unnumbered one (identical content is shared, as the reference does). Strings are written
+with the run's cwd as ``{{cwd}}`` (like the logs) and go through the fixture writer's secret scrubbing. A
+scenario without pins checks the messages only.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,28 +27,24 @@ from typing import Any
 import orjson
 
 from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
+from ..layout import (
+    PIN_GLOB,
+    PIN_KINDS,
+    PIN_PARTS,
+    PinKind,
+    is_pin_like,
+    pin_kind,
+    pin_match,
+    pin_name,
+)
 from ..session.codec import map_strings
 from ..session.tokens import Tokenizer
 from .errors import PinError
 from .requests import sent_parts
 
-#: part -> (file stem, extension)
-PIN_FILES: dict[str, tuple[str, str]] = {
-    "system": ("system-prompt", "md"),
-    "tools": ("tool-schemas", "json"),
-    "model": ("model", "json"),
-}
-PIN_PARTS: tuple[str, ...] = tuple(PIN_FILES)
-_PIN_RE = re.compile(r"(system-prompt|tool-schemas|model)(?:\.([1-9][0-9]*))?\.expected\.(md|json)")
-#: Any recorder-owned pin-like name (``*.expected.*``): an unknown one is an error (a typo would not check).
-_EXPECTED_RE = re.compile(r"[^/]+\.expected\.[^/]+")
+#: part -> (file stem, extension), from :data:`~..layout.PIN_KINDS`
+PIN_FILES: dict[str, tuple[str, str]] = {k.part: (k.stem, k.ext) for k in PIN_KINDS}
 _TOOL_KEYS = frozenset({"name", "description", "parameters", "strict"})
-
-
-def pin_name(part: str, index: int = 0) -> str:
-    """The file name of ``part``'s pin for log ``index`` (0: ``session.jsonl``, n: ``session.<n>.jsonl``)."""
-    stem, ext = PIN_FILES[part]
-    return f"{stem}.expected.{ext}" if index == 0 else f"{stem}.{index}.expected.{ext}"
 
 
 @dataclass(frozen=True)
@@ -73,12 +69,13 @@ def _read(path: Path) -> bytes:
 
 def _parse(path: Path, part: str) -> Any:
     data = _read(path)
-    if part == "system":
+    kind = pin_kind(part)
+    if kind.ext == "md":
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise PinError(
-                f"{path}: the system prompt pin is not UTF-8 text ({exc}); re-record", "REPLAY_BAD_PIN"
+                f"{path}: the {kind.label} pin is not UTF-8 text ({exc}); re-record", "REPLAY_BAD_PIN"
             ) from None
     try:
         value = orjson.loads(data)
@@ -96,15 +93,28 @@ def _parse(path: Path, part: str) -> Any:
             "or re-record (--dsh-record=rewrite or --snapshot-update)",
             "REPLAY_BAD_PIN",
         )
-    if part == "model":
-        if not isinstance(value, dict) or set(value) != {"model"} or not isinstance(value["model"], str):
-            extra = sorted(set(value) - {"model"}) if isinstance(value, dict) else []
-            raise PinError(
-                f'{path}: expected {{"model": "<name>"}}'
-                + (f", unknown key(s) {extra}" if extra else f", got {quote(value)}"),
-                "REPLAY_BAD_PIN",
-            )
-        return value["model"]
+    if kind.wrap is not None:
+        value = _unwrap(path, kind, value)
+    check = _VALUE_CHECKS.get(part)
+    if check is not None:
+        check(path, value)
+    return value
+
+
+def _unwrap(path: Path, kind: PinKind, value: Any) -> Any:
+    """The value of a ``{wrap: value}`` pin file (``model.expected.json``: ``{"model": "<name>"}``)."""
+    key = kind.wrap
+    if not isinstance(value, dict) or set(value) != {key} or not isinstance(value[key], str):
+        extra = sorted(set(value) - {key}) if isinstance(value, dict) else []
+        raise PinError(
+            f'{path}: expected {{"{key}": "<name>"}}'
+            + (f", unknown key(s) {extra}" if extra else f", got {quote(value)}"),
+            "REPLAY_BAD_PIN",
+        )
+    return value[key]
+
+
+def _check_tool_specs(path: Path, value: Any) -> None:
     if not isinstance(value, list):
         raise PinError(
             f"{path}: expected a JSON array of tool specs "
@@ -124,7 +134,10 @@ def _parse(path: Path, part: str) -> Any:
             )
         if not isinstance(tool.get("name"), str):
             raise PinError(f'{path}: [{i}] needs a string "name"', "REPLAY_BAD_PIN")
-    return value
+
+
+#: the value check of a pin kind beyond its file format (raises ``PinError`` naming the file)
+_VALUE_CHECKS: dict[str, Callable[[Path, Any], None]] = {"tools": _check_tool_specs}
 
 
 def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
@@ -138,19 +151,17 @@ def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
         PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names).
     """
     found: dict[tuple[str, int], Path] = {}
-    parts = {stem: part for part, (stem, _ext) in PIN_FILES.items()}
-    for path in sorted(scenario_dir.glob("*.expected.*")):
-        m = _PIN_RE.fullmatch(path.name)
-        if not _EXPECTED_RE.fullmatch(path.name) or (m is None and not path.is_file()):
+    for path in sorted(scenario_dir.glob(PIN_GLOB)):
+        m = pin_match(path.name)
+        if not is_pin_like(path.name) or (m is None and not path.is_file()):
             continue  # (a directory, FIFO or dangling link under a pin's name is refused when read)
-        part = parts.get(m.group(1)) if m else None
-        if m is None or part is None or PIN_FILES[part][1] != m.group(3):
+        if m is None or m[0].ext != m[2]:
             raise PinError(
                 f"{path}: unknown pin file; pins are {', '.join(pin_name(p) for p in PIN_PARTS)} "
                 "(and their .<n>. variants for child log session.<n>.jsonl)",
                 "REPLAY_BAD_PIN",
             )
-        found[(part, int(m.group(2) or 0))] = path
+        found[(m[0].part, m[1])] = path
     return found
 
 
@@ -243,9 +254,10 @@ def render_pins(
 
 
 def _render(part: str, value: Any) -> str:
-    if part == "system":
+    kind = pin_kind(part)
+    if kind.ext == "md":
         return str(value)
-    body = {"model": value} if part == "model" else value
+    body = {kind.wrap: value} if kind.wrap is not None else value
     return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -253,9 +265,7 @@ def stale_pins(scenario_dir: Path, keep: Sequence[str]) -> list[Path]:
     """The pin files of ``scenario_dir`` not named in ``keep`` (a rewrite/update removes them)."""
     kept = set(keep)
     return [
-        p
-        for p in sorted(scenario_dir.glob("*.expected.*"))
-        if _PIN_RE.fullmatch(p.name) and p.name not in kept
+        p for p in sorted(scenario_dir.glob(PIN_GLOB)) if pin_match(p.name) is not None and p.name not in kept
     ]
 
 

@@ -31,6 +31,7 @@ from typing import Any, cast
 import orjson
 
 from ..errors import HarnessError, quote
+from ..layout import PIN_KINDS, PIN_PARTS
 from ..llm import Message
 from ..session.codec import json_value_problem
 from ..session.session import event_message
@@ -40,8 +41,8 @@ from ..session.types import Event as SessionEvent
 from .errors import RequestShapeError
 from .parse import Event
 
-#: The parts of a request the check can compare (``--dsh-match-on``).
-MATCH_PARTS: tuple[str, ...] = ("messages", "system", "tools", "model")
+#: The parts of a request the check can compare (``--dsh-match-on``): the derived messages and every pin kind.
+MATCH_PARTS: tuple[str, ...] = ("messages", *PIN_PARTS)
 
 
 class MatchOnError(HarnessError):
@@ -313,14 +314,12 @@ class Sides:
 
 
 def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The comparable parts of a live request: ``messages``, ``system`` (``""`` when absent),
-    ``tools`` (``[]`` when absent), ``model``."""
-    return {
-        "messages": request.get("messages", []),
-        "system": request.get("system", ""),
-        "tools": request.get("tools", []),
-        "model": request.get("model", ""),
-    }
+    """The comparable parts of a live request: ``messages`` and every pin kind's part (an absent part:
+    its kind's ``absent`` value, ``system`` ``""``, ``tools`` ``[]``, ``model`` ``""``)."""
+    parts = {"messages": request.get("messages", [])}
+    for kind in PIN_KINDS:
+        parts[kind.part] = request[kind.part] if kind.part in request else kind.absent()
+    return parts
 
 
 def _structural(recorded: Any, sent: Any, part: str) -> bool:

@@ -37,6 +37,7 @@ import orjson
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..errors import max_line_bytes
+from ..llm.packed import PACKED_ROWS
 from ..session.codec import gc_paused
 from ..session.types import SURFACE_TYPES
 from .derive import DeferredCall, PackedRun, ReplayEntry, _compaction_entry, derive_replay_script, materialize
@@ -351,8 +352,9 @@ def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
     data = row.data
     if type(data) is not dict:
         raise _Bail
-    required = PACKED_ROW_KEYS[kind]
-    tool = kind == "tool-call-chunks"
+    spec = PACKED_ROWS[kind]
+    required = spec.keys
+    tool = spec.is_tool_call
     keys = data.keys()
     if tool:
         if not keys >= required or len(keys) - len(required) > ("name" in data):
@@ -362,7 +364,7 @@ def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
     turn, step, index = data["turn"], data["step"], data["index"]
     if not (_is_number(turn) and _is_number(step) and _is_number(index)):
         raise _Bail
-    members = data["args" if tool else "texts"]
+    members = data[spec.members]
     dt = data["dt"]
     if (
         type(members) is not list
@@ -384,9 +386,8 @@ def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
         name = data.get("name", UNSET)
         if name is not UNSET and type(name) is not str:
             raise _Bail
-        return (turn, step), PackedRun("tool-call-delta", index, members, call_id, name)
-    ctype = "text-delta" if kind == "text-chunks" else "reasoning-delta"
-    return (turn, step), PackedRun(ctype, index, members)
+        return (turn, step), PackedRun(spec.chunk, index, members, call_id, name)
+    return (turn, step), PackedRun(spec.chunk, index, members)
 
 
 def _fast_packed_members(row: Any, logical: int) -> tuple[Any, PackedRun]:

@@ -57,7 +57,7 @@ from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import SessionLog
 from .plan import LogCompare, Plan, plan_for
 from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
-from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model
+from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model, rerecord_command
 from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
 from .write import Normalization, current_fixtures, write_fixtures
@@ -86,6 +86,9 @@ class CheckOptions:
             model's own secrets are added to it.
         match_on: request parts checked before serving (``--dsh-match-on``); ``None`` = all the
             recording has, empty = off.
+        accept_changed_requests: ``--dsh-accept-changed-requests``: an update serves (and writes) a
+            recorded answer after a changed request or tool result instead of refusing the scenario,
+            and lists every such call.
     """
 
     backend: str | None = None
@@ -100,6 +103,7 @@ class CheckOptions:
     register_tools: Callable[[Any], None] | None = None
     scrubber: SecretScrubber | None = None
     match_on: frozenset[str] | None = None
+    accept_changed_requests: bool = False
 
     def __post_init__(self) -> None:
         self.record = RecordMode(self.record)  # "once" -> RecordMode.ONCE; an unknown mode: ValueError
@@ -123,6 +127,7 @@ class CheckOutcome:
     end_seed_ignored: bool = False  # session/end-seed dropped because the fixtures predate the marker
     skipped: str | None = None  # why the scenario cannot run here (a recording of another agent)
     request_mismatch: bool = False  # a request differed from its recording (its report says how to re-record)
+    refused: bool = False  # an update refused: a recorded answer would follow a changed request
 
     @property
     def passed(self) -> bool:
@@ -156,7 +161,7 @@ def _ignored(
     return frozenset(ignored), note
 
 
-def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> RunOptions:
+def _run_options(scenario: Scenario, options: CheckOptions, backend: Backend) -> RunOptions:
     return RunOptions(
         backend=backend,
         tools=scenario.config.tools,
@@ -167,7 +172,7 @@ def _run_options(scenario: Scenario, options: CheckOptions, backend: str) -> Run
     )
 
 
-def _backends(scenario: Scenario, options: CheckOptions) -> list[str]:
+def _backends(scenario: Scenario, options: CheckOptions) -> list[Backend]:
     chosen = options.backend or scenario.config.backend or Backend.JSONL
     return list(Backend) if chosen == "both" else [Backend(chosen)]
 
@@ -307,9 +312,8 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
     # serves copies: scripts are shared; checks every request first (strict unless the run replaces
     # the recording)
     scrub = request_scrub(_scrubber(options))  # a recorded [REDACTED] equals the live secret
-    replay = replay_model(
-        scripts, scenario, match_on=options.match_on, update=plan.replaces_recording, scrub=scrub
-    )
+    lenient = plan.replaces_recording and options.accept_changed_requests  # else refused at the first
+    replay = replay_model(scripts, scenario, match_on=options.match_on, update=lenient, scrub=scrub)
     if not plan.needs_live_model:
         return _Served(replay, replay)
     if options.live_model is None:
@@ -330,8 +334,12 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     outcome.problems.extend(f"{prefix}{e}" for e in model.failures)
     if any(not isinstance(e, RequestMismatchError | RequestShapeError) for e in model.failures):
         outcome.needs_recording = True  # more calls/sessions than recorded (fewer calls: --snapshot-update)
-    if plan.replaces_recording:  # the run rewrites the recording: a mismatch is what changes
-        outcome.notes.extend(f"{prefix}(updated) {m}" for m in model.mismatches)
+    if not model.strict:  # accepted changes: every call whose recorded answer follows a changed request
+        outcome.notes.extend(
+            f"{prefix}{ACCEPTED}: {m.call}: the recorded answer now follows a request that differs in "
+            f"{', '.join(m.parts)}\n{m}"
+            for m in model.mismatches
+        )
     # after a request mismatch nothing more was served: consumption and log diffs would only cascade
     outcome.request_mismatch = outcome.request_mismatch or any(
         isinstance(e, RequestMismatchError) for e in model.failures
@@ -432,6 +440,89 @@ async def _replay_runs(
     return _Replayed(fixtures, ignored, runs, first)
 
 
+# -- the update rule: never a new request with an old answer ---------------------------------------
+
+#: the opt-in flag, as the notes of an accepted change name it
+ACCEPT_FLAG = "--dsh-accept-changed-requests"
+ACCEPTED = f"accepted ({ACCEPT_FLAG})"
+
+
+def _refusal(plan: Plan, scenario: Scenario, why: str) -> str:
+    """The first line of a refused update: what was refused, why, and the two ways on."""
+    what = "--snapshot-update" if plan is Plan.UPDATE else "--dsh-record=new_episodes"
+    accept = f", or accept the change with --snapshot-update {ACCEPT_FLAG}" if plan is Plan.UPDATE else ""
+    return (
+        f"{what} refused: {why}; nothing of this scenario was written. An update rewrites what the agent "
+        f"writes, never what the model answered: re-record it with {rerecord_command(scenario.path)}{accept}"
+    )
+
+
+def changed_tool_result(
+    fixtures: Sequence[SessionLog],
+    run_logs: Sequence[SessionLog],
+    *,
+    ignored: frozenset[str],
+    event_hook: Callable[..., Any] | None,
+    sqlite: bool,
+) -> str | None:
+    """The first ``tool/result`` of the run that differs from the recording and is followed by a
+    replayed model call (whose recorded answer was given to the old result), described; else ``None``.
+
+    Both sides are normalized as the log comparison normalizes them (ignored types, the
+    ``pytest_dsh_normalize_event`` hook, ids, cwd); the k-th tool result of each log is compared with
+    the k-th of its fixture, by ``data`` (seqs may shift when the agent writes other events). The
+    call is counted by the ``step/start`` events of the log's own part (``events[seedLength:]``).
+    """
+    from .compare import structural_diff
+    from .normalize import context_for, normalized_events
+
+    kw: dict[str, Any] = {"ignore_events": ignored, "canonical_envelope": sqlite, "event_hook": event_hook}
+    fx_ctx, run_ctx = context_for(fixtures, **kw), context_for(run_logs, **kw)
+    for fixture, live in zip(fixtures, run_logs, strict=False):
+        expected = _tool_results(fixture, normalized_events(fixture, fx_ctx)[1])
+        actual = _tool_results(live, normalized_events(live, run_ctx)[1])
+        for k in range(max(len(expected), len(actual))):
+            exp = expected[k][1] if k < len(expected) else None
+            act = actual[k][1] if k < len(actual) else None
+            if exp == act:
+                continue
+            index = actual[k][0] if k < len(actual) else len(live.events)
+            call = _next_call(live, index)
+            if call is None:
+                break  # no recorded answer follows it in this log
+            seq = live.events[index].get("seq") if index < len(live.events) else None
+            detail = structural_diff(exp, act, limit=1, labels=("recorded", "run")) if exp and act else []
+            what = "changed" if exp is not None and act is not None else ("missing" if act is None else "new")
+            name = Path(fixture.source).name
+            return (
+                f"tool result {what} at seq {seq} of {name} ({fixture.role()}), and the recorded answer of "
+                f"call #{call} of {name} was served after it (the model answered the recorded result)"
+                + "".join(f"\n{line}" for line in detail[:1])
+            )
+    return None
+
+
+def _tool_results(log: SessionLog, lines: list[tuple[int, str]]) -> list[tuple[int, Any]]:
+    """``(index in log.events, data)`` of every normalized ``tool/result`` of ``log``."""
+    out = []
+    for index, line in lines:
+        event = orjson.loads(line)
+        if isinstance(event, dict) and event.get("type") == "tool/result":
+            out.append((index, event.get("data")))
+    return out
+
+
+def _next_call(log: SessionLog, index: int) -> int | None:
+    """The 1-based number (among the log's own calls) of the first model call after event ``index``."""
+    calls = 0
+    for i, event in enumerate(log.events[log.seed_length :], log.seed_length):
+        if event.get("type") == "step/start":
+            calls += 1
+            if i > index:
+                return calls
+    return None
+
+
 # -- one function per plan ---------------------------------------------------------------------------
 
 
@@ -446,9 +537,29 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
     """:attr:`Plan.UPDATE`: replay leniently; a clean run rewrites the logs and refreshes the pins."""
     outcome = CheckOutcome(scenario, plan=Plan.UPDATE)
     replayed = await _replay_runs(Plan.UPDATE, scenario, workdir, options, outcome)
-    if replayed is None or outcome.problems:
+    if replayed is None:
         return outcome
     run = replayed.runs[0]
+    if outcome.request_mismatch:
+        outcome.problems.insert(
+            0, _refusal(Plan.UPDATE, scenario, "a request differs from its recording (below)")
+        )
+        outcome.refused = True
+        return outcome
+    changed = changed_tool_result(
+        replayed.fixtures.logs,
+        scrub_logs(run.logs, _scrubber(options)),
+        ignored=replayed.ignored,
+        event_hook=options.event_hook,
+        sqlite=run.backend == Backend.SQLITE,
+    )
+    if changed is not None and options.accept_changed_requests:
+        outcome.notes.append(f"{ACCEPTED}: {changed}")
+    elif changed is not None:
+        outcome.problems.insert(0, _refusal(Plan.UPDATE, scenario, changed))
+        outcome.refused = True
+    if outcome.problems:
+        return outcome
     pins, pin_notes = refreshed_pins(scenario, run.logs, run.cwd, replayed.first.replay.requests)
     outcome.notes += pin_notes
     try:
@@ -477,6 +588,11 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         return outcome
     served = replayed.first
     assert served.episodes is not None and served.watched is not None
+    if outcome.request_mismatch:
+        why = "a replayed request differs from its recording (below)"
+        outcome.problems.insert(0, _refusal(Plan.EPISODES, scenario, why))
+        outcome.refused = True
+        return outcome
     if outcome.problems:
         outcome.problems.insert(0, "new_episodes recording failed; the previous fixtures are untouched")
         return outcome
@@ -536,7 +652,13 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     """Raise :class:`ScenarioMismatch` with the readable report when ``outcome`` failed."""
     if outcome.passed:
         return
-    what = "could not be recorded" if outcome.recording else "does not match its recording"
+    what = (
+        "could not be recorded"
+        if outcome.recording
+        else "was not updated"
+        if outcome.refused
+        else "does not match its recording"
+    )
     lines = [f"scenario {outcome.scenario.node_name} ({outcome.scenario.path}) {what}", ""]
     lines += outcome.problems
     lines += ["", *outcome.notes]

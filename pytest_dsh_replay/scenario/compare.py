@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import orjson
 
+from ..layout import log_name
 from .normalize import SessionLog, normalize_logs
 
 _PATH_PART = re.compile(r"\['([^']*)'\]|\[(\d+)\]")
@@ -275,7 +276,7 @@ def inventory_problems(
     problems: list[str] = []
     if len(live) > len(fixtures):
         for i in range(len(fixtures), len(live)):
-            name = "session.jsonl" if i == 0 else f"session.{i}.jsonl"
+            name = log_name(i)
             problems.append(
                 f"extra session: the run wrote a {live[i].role()} log ({name} in harvest order) that the "
                 f"scenario has no fixture for in {scenario_dir}"

@@ -13,7 +13,6 @@ Layout::
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +22,19 @@ import orjson
 
 from ..agent.runtime import DEFAULT_TOOL_NAMES
 from ..errors import quote, read_regular_file
+from ..layout import (
+    INPUT_FILE,
+    OVERRIDE_FILE,
+    PRIMARY_FILE,
+    WORKSPACE_DIR,
+    child_rank,
+    log_name,
+    loose_log_number,
+    loose_sidecar_number,
+    sidecar_name,
+)
+from ..modes import Backend
 from .errors import FixtureInventoryError, ScenarioDefinitionError
-
-INPUT_FILE = "input.json"
-PRIMARY_FILE = "session.jsonl"
-OVERRIDE_FILE = "replay.override.json"
-WORKSPACE_DIR = "workspace"
 
 #: Ops and their allowed keys (harness.md §2). Required keys are listed in ``_REQUIRED``.
 OPS: dict[str, frozenset[str]] = {
@@ -58,7 +64,7 @@ CONFIG_KEYS = frozenset({"override", "backend", "compare", "ignoreEvents", "tool
 #: The default tools (the agent's own list, ``agent.runtime.DEFAULT_TOOL_NAMES``); config.tools picks.
 DEFAULT_TOOLS: tuple[str, ...] = DEFAULT_TOOL_NAMES
 
-Backend = Literal["jsonl", "sqlite", "both"]
+BackendChoice = Literal["jsonl", "sqlite", "both"]  # a Backend value or "both" (Backend.choices())
 CompareMode = Literal["events", "messages"]
 
 
@@ -67,7 +73,7 @@ class ScenarioConfig:
     """The validated ``config`` object of ``input.json`` (harness.md §1)."""
 
     override: bool = False
-    backend: Backend | None = None
+    backend: BackendChoice | None = None
     compare: CompareMode = "events"
     ignore_events: tuple[str, ...] = ()
     tools: tuple[str, ...] = DEFAULT_TOOLS
@@ -130,7 +136,7 @@ class Scenario:
         return os.path.lexists(self.primary_file)  # a link loop is 'recorded' (and refused when read)
 
     def child_file(self, n: int) -> Path:
-        return self.path / f"session.{n}.jsonl"
+        return self.path / log_name(n)
 
     def log_file(self, index: int) -> Path:
         """The fixture file of harvest index ``index``: ``session.jsonl`` (0) or ``session.<n>.jsonl``."""
@@ -155,8 +161,6 @@ def discover(path: Path) -> Iterator[Path]:
         yield from discover(child)
 
 
-_NUMBERED_LOG_RE = re.compile(r"session\.[0-9]+\.jsonl")
-_NUMBERED_SIDECAR_RE = re.compile(r"replay\.override\.[0-9]+\.json")
 #: How many misnamed or orphaned files one inventory error lists.
 _LISTED_FILES = 5
 
@@ -170,21 +174,18 @@ def _misnamed_or_orphaned(path: Path, children: list[Path]) -> None:
     (``replay.override_file_for``); one without its log would silently do nothing. (Numbered pins are
     checked by ``replay.load_pins``, the same way.)
     """
-    from ..replay import override_file_for
-
-    legal = {p.name for p in children} | {override_file_for(p).name for p in children}
+    legal = {p.name for p in children} | {sidecar_name(child_rank(p.name) or 0) for p in children}
     problems: list[str] = []
     for entry in sorted(path.iterdir()):
         name = entry.name
         if name in legal:
             continue
-        if _NUMBERED_LOG_RE.fullmatch(name):
+        if loose_log_number(name) is not None:
             problems.append(
                 f"{name} is not a child log name (children are session.1.jsonl, session.2.jsonl, ... "
                 "without 0 or leading zeros); rename it or delete it"
             )
-        elif _NUMBERED_SIDECAR_RE.fullmatch(name):
-            number = name.split(".")[2]
+        elif (number := loose_sidecar_number(name)) is not None:
             log = f"session.{number}.jsonl"
             if number.startswith("0"):
                 problems.append(
@@ -256,9 +257,7 @@ def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
 
     valid = {
         "override": check("override", isinstance(raw.get("override"), bool), "true or false"),
-        "backend": check(
-            "backend", raw.get("backend") in ("jsonl", "sqlite", "both"), '"jsonl", "sqlite" or "both"'
-        ),
+        "backend": check("backend", raw.get("backend") in Backend.choices(), '"jsonl", "sqlite" or "both"'),
         "compare": check("compare", raw.get("compare") in ("events", "messages"), '"events" or "messages"'),
         "model": check("model", isinstance(raw.get("model"), str), "a string"),
         "systemPrompt": check("systemPrompt", isinstance(raw.get("systemPrompt"), str), "a string"),

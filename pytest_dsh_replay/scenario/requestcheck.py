@@ -25,8 +25,8 @@ Requests = Mapping[str, Sequence[Mapping[str, Any]]]
 
 #: the item's way to refresh the pins (``ReplayModel(pin_refresh=...)``)
 PIN_REFRESH = (
-    "--snapshot-update refreshes those pins from a replay, keeping the recorded answers, which the model "
-    "gave to the old request"
+    "--snapshot-update --dsh-accept-changed-requests refreshes those pins from a replay, keeping the "
+    "recorded answers, which the model gave to the old request; re-record when the answers depend on them"
 )
 
 

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, StreamChunk
+from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario
@@ -107,7 +108,7 @@ class RunResult:
 class RunOptions:
     """Knobs of one run (all optional)."""
 
-    backend: str = "jsonl"
+    backend: Backend = Backend.JSONL
     tools: tuple[str, ...] = ("bash", "subagent", "subagent_fork")
     model_name: str | None = None
     system_prompt: str | None = None  # config.systemPrompt: per agent the steps start
@@ -123,7 +124,7 @@ class _Run:
         self.model = model
         self.options = options
         self.cwd = workdir / "cwd"
-        self.store_path = workdir / ("sessions" if options.backend == "jsonl" else "sessions.sqlite")
+        self.store_path = workdir / ("sessions" if options.backend == Backend.JSONL else "sessions.sqlite")
         self.names: dict[str, str] = {}  # scenario name -> live session id
         self.active: str | None = None
         self.step_errors: list[str] = []
@@ -143,7 +144,7 @@ class _Run:
     def _open(self) -> AgentRuntime:
         self.backend = (
             JsonlPersistence(self.store_path, durable=self.options.durable)
-            if self.options.backend == "jsonl"
+            if self.options.backend == Backend.JSONL
             else SqlitePersistence(self.store_path, durable=self.options.durable)
         )
         coordinator = WriteCoordinator(self.backend)
@@ -324,7 +325,7 @@ class _Run:
             raise ScenarioStepError(f"{where}: unknown op")
 
     def harvest(self) -> list[SessionLog]:
-        if self.options.backend == "jsonl":
+        if self.options.backend == Backend.JSONL:
             return harvest_jsonl(self.store_path)
         backend = SqlitePersistence(self.store_path)
         try:

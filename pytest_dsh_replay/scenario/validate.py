@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote
+from ..layout import INPUT_FILE, LOG_GLOB, PRIMARY_FILE, SIDECAR_GLOB, is_sidecar_name, loose_log_number
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
@@ -39,7 +40,6 @@ from .normalize import SessionLog
 from .secrets import SecretCheck, default_scrubber
 
 SURFACE = SURFACE_TYPES
-_SESSION_LOG = "session.jsonl"
 _SKIP_DIRS = frozenset({"workspace", "__pycache__", "node_modules"})
 
 
@@ -553,7 +553,7 @@ def validate_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = 
 
 def _is_unit(path: Path) -> bool:
     try:
-        return os.path.lexists(path / "input.json") or any(
+        return os.path.lexists(path / INPUT_FILE) or any(
             p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()
         )
     except OSError:
@@ -589,19 +589,20 @@ def validation_units(path: Path, _seen: set[Path] | None = None) -> Iterator[Pat
 
 
 def _session_number(path: Path) -> int:
-    parts = path.name.split(".")
-    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+    """n of ``session.<digits>.jsonl``, else 0 (the primary, and any other name)."""
+    number = loose_log_number(path.name)
+    return int(number) if number is not None else 0
 
 
 def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
-    from .definition import PRIMARY_FILE, fixture_files, load_scenario
+    from .definition import fixture_files, load_scenario
 
     logs = sorted(
-        (p for p in directory.glob("session*.jsonl") if p.name == PRIMARY_FILE or _session_number(p)),
+        (p for p in directory.glob(LOG_GLOB) if p.name == PRIMARY_FILE or _session_number(p)),
         key=_session_number,
     )
-    has_input = os.path.lexists(directory / "input.json")  # a FIFO or link loop: load_scenario says so
+    has_input = os.path.lexists(directory / INPUT_FILE)  # a FIFO or link loop: load_scenario says so
     if not has_input:
         names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
         out.append(
@@ -631,7 +632,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         out.append(Finding(exc.code, str(exc)))
     else:
         _check_pins(directory, max(1, len(recorded)), out)
-    for sidecar in sorted(directory.glob("replay.override*.json")):
+    for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
     return logs
 
@@ -647,16 +648,16 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
-        scenario_like = os.path.lexists(path / "input.json") or any(
-            p.name == _SESSION_LOG or _session_number(p) for p in path.glob("session*.jsonl")
+        scenario_like = os.path.lexists(path / INPUT_FILE) or any(
+            p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
         )
         if scenario_like:
             files = _scenario_files(path, report.findings)
         else:
             files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
-    elif path.name == "input.json":
+    elif path.name == INPUT_FILE:
         return validate_unit(path.parent, scrubber)  # the scenario it defines
-    elif path.name.startswith("replay.override") and path.suffix == ".json":
+    elif is_sidecar_name(path.name):
         _check_sidecar(path, report.findings)
         return report
     else:

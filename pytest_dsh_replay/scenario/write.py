@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from ..errors import read_regular_file
+from ..layout import is_owned, owned_rank
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
 from .definition import Scenario
@@ -44,25 +45,12 @@ from .normalize import CWD_TOKEN, NormalizeContext, SessionLog, context_for, nor
 from .record import check_written, secret_scrubber
 from .secrets import scrub_json_text, scrub_jsonl
 
-#: Files the recorder owns in a scenario dir (CONTRACTS §2); group 1/2/3 = the child index if any.
-OWNED_FILE = re.compile(
-    r"^(?:session(?:\.([1-9][0-9]*))?\.jsonl"
-    r"|replay\.override(?:\.([1-9][0-9]*))?\.json"
-    r"|[^/]+?(?:\.([1-9][0-9]*))?\.expected\.[^/.]+)$"
-)
 _REF_KEYS = ("seq", "sourceEventSeqs", "surfaceOp")
 
 
 def owned_files(directory: Path) -> list[Path]:
-    """The recorder-owned files of a scenario directory, sorted."""
-    return sorted(p for p in directory.iterdir() if p.is_file() and OWNED_FILE.match(p.name))
-
-
-def owned_child_index(path: Path) -> int | None:
-    """The child log index an owned file belongs to (``None``: the primary's or shared)."""
-    m = OWNED_FILE.match(path.name)
-    index = next((g for g in m.groups() if g), None) if m else None
-    return int(index) if index else None
+    """The recorder-owned files of a scenario directory (:func:`~..layout.is_owned`), sorted."""
+    return sorted(p for p in directory.iterdir() if p.is_file() and is_owned(p.name))
 
 
 @dataclass(frozen=True)
@@ -260,7 +248,7 @@ def _orphans(directory: Path) -> list[Path]:
         names = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink())
     except OSError:
         return []
-    return [p for p in names if (m := _WRITE_TEMP.match(p.name)) and OWNED_FILE.match(m["name"])]
+    return [p for p in names if (m := _WRITE_TEMP.match(p.name)) and is_owned(m["name"])]
 
 
 @contextmanager
@@ -412,7 +400,7 @@ def write_fixtures(
         path
         for path in owned_files(scenario.path)
         if path not in produced
-        and (prune_owned or ((index := owned_child_index(path)) is not None and index >= len(result.logs)))
+        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
     ]
     with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
         orphans = _orphans(scenario.path)
@@ -445,10 +433,8 @@ def current_fixtures(scenario: Scenario) -> Fixtures:
 
 
 __all__ = [
-    "OWNED_FILE",
     "Normalization",
     "current_fixtures",
-    "owned_child_index",
     "owned_files",
     "write_fixtures",
 ]

@@ -6,6 +6,7 @@ becomes that API's request body and back, and how that API's streamed or whole a
 and the loopback endpoint both use them, so a rule of a format is never written twice.
 
 * :mod:`.chat`: OpenAI Chat Completions (``POST /v1/chat/completions``).
+* :mod:`.responses`: OpenAI Responses (``POST /v1/responses``; openai-agents' default model).
 
 Every module the endpoint serves offers the same interface (:mod:`.base` spells it out): ``PATH``,
 ``request_from_body(body) -> ModelRequest`` (a :class:`~.base.WireRequestError` names the bad field),

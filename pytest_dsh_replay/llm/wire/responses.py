@@ -1,0 +1,1307 @@
+"""OpenAI Responses wire format (``POST /v1/responses``; spec: events.md §3, agent-loop.md §3-4).
+
+The one home of the Responses format, both directions:
+
+* **requests**: :func:`request_from_body` maps a request body to our
+  :class:`~pytest_dsh_replay.llm.model.ModelRequest`; :func:`wants_stream` reads ``stream``;
+* **answers served**: :class:`ResponsesStreamEncoder` turns our :class:`StreamChunk` s into the SSE
+  events the ``openai`` SDK parses, :func:`encode_whole` into the non-streamed response object,
+  :func:`error_body` is the JSON body of an HTTP error;
+* **answers from an upstream**: :class:`ResponsesEventTranslator` turns a real upstream's Responses
+  SSE events (or a whole response object) into StreamChunks of the shapes
+  :class:`~pytest_dsh_replay.llm.wire.chat.ChatChunkTranslator` produces.
+
+**Blocks and output items.** One output item of the Responses API is one content block of ours, in
+output order: a ``message`` item's ``output_text`` part is a ``text`` block (one block per part; a
+``refusal`` part is a text block too), a ``reasoning`` item is one ``reasoning`` block, a
+``function_call`` item is a ``tool-call`` block whose ``id`` is the item's ``call_id`` (the id
+``function_call_output`` refers to; the item's own ``fc_...`` id is not kept). A reasoning item's
+text is its non-empty ``summary`` texts, then its non-empty ``content`` (``reasoning_text``) texts,
+joined by a blank line (:data:`REASONING_PART_SEPARATOR`); ``encrypted_content`` is not kept (a
+reasoning item carrying nothing else maps to no block). Empty text and reasoning are never a block
+(as in the chat translator). The encoder serves a reasoning block as a reasoning item with one
+summary part, so a client sending the served items back (as openai-agents does) sends exactly the
+blocks that were served: :func:`request_from_body` maps them back to the same assistant message,
+which is what lets the endpoint see a request continue a conversation.
+
+**Finish and usage.** ``status`` ``completed`` -> ``stop``, or ``tool-calls`` when the output holds
+a function call; ``incomplete`` with ``max_output_tokens`` -> ``max-tokens`` (any other reason ->
+``error``); ``failed`` -> ``error`` with the response's ``error.message``/``error.code``;
+``cancelled`` -> ``aborted``. Usage (:func:`map_usage`) is disjoint as in events.md §3:
+``inputTokens`` = ``input_tokens`` less ``cached_tokens`` and ``cache_write_tokens``.
+The stream's ``error`` event is a mid-stream failure: the translator raises
+:class:`~pytest_dsh_replay.llm.errors.LlmError` ``PROVIDER_ERROR`` (recorded as a ``throw``) and the
+encoder's :meth:`ResponsesStreamEncoder.error` sends one.
+
+**previous_response_id**: the conversation state lives with the client here. A request naming a
+previous response is mapped only when the caller passes ``previous`` (the messages of that response's
+conversation, its answer included); without it :func:`request_from_body` raises
+:class:`~pytest_dsh_replay.llm.wire.base.WireRequestError`. ``conversation`` and ``item_reference``
+items need server-side state and are refused the same way. The endpoint passes no ``previous``: its
+response ids name nothing an upstream knows (see :func:`upstream_body`), so a client keeps the
+conversation itself (openai-agents does by default).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+
+from ..errors import LlmError
+from ..model import ModelRequest
+from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
+from .base import WireRequestError
+
+__all__ = [
+    "PATH",
+    "REASONING_PART_SEPARATOR",
+    "ResponsesEventTranslator",
+    "ResponsesStreamEncoder",
+    "encode_usage",
+    "encode_whole",
+    "error_body",
+    "finish_of",
+    "map_usage",
+    "reasoning_text",
+    "request_from_body",
+    "stream_encoder",
+    "upstream_body",
+    "upstream_translator",
+    "wants_stream",
+]
+
+JsonDict = dict[str, Any]
+
+#: The route of the Responses API (under the base URL's host; the SDK appends ``/responses`` to ``/v1``).
+PATH = "/v1/responses"
+
+#: Between the parts of a reasoning item (summary parts, then content parts) in its block's text.
+REASONING_PART_SEPARATOR = "\n\n"
+
+_EMPTY_PARAMETERS: JsonDict = {"type": "object", "properties": {}}
+
+
+def _preview(value: object, limit: int = 200) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --------------------------------------------------------------------------- request mapping
+
+
+def _field_str(container: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+    value = container.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise WireRequestError(f"must be a string, got {_preview(value)}", f"{where}.{key}" if where else key)
+    return value
+
+
+def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]:
+    """The blocks of a message item's ``content``: a string, or a list of content parts."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise WireRequestError(
+            f"must be a string or a list of content parts, got {_preview(content)}",
+            f"{where}.content",
+        )
+    blocks: list[ContentBlock] = []
+    for number, part in enumerate(content):
+        here = f"{where}.content[{number}]"
+        if not isinstance(part, Mapping):
+            raise WireRequestError(f"must be an object, got {_preview(part)}", here)
+        kind = part.get("type")
+        if kind in ("input_text", "output_text"):
+            text = _field_str(part, "text", here)
+            assert text is not None
+            if role == "assistant" and not text:
+                continue  # an empty answer text is never a block (see the module doc)
+            blocks.append({"type": "text", "text": text})
+        elif kind == "refusal":
+            text = _field_str(part, "refusal", here)
+            assert text is not None
+            if text or role != "assistant":
+                blocks.append({"type": "text", "text": text})
+        elif kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str) or not url:
+                raise WireRequestError(
+                    f"only an input_image with an image_url can be mapped "
+                    f"(a file_id needs the Files API), got {_preview(part)}",
+                    f"{here}.image_url",
+                )
+            blocks.append({"type": "image", "url": url})
+        else:
+            raise WireRequestError(
+                f"content part type {_preview(kind)} is not supported "
+                "(input_text, output_text, refusal, input_image with image_url)",
+                f"{here}.type",
+            )
+    return blocks
+
+
+def reasoning_text(item: Mapping[str, Any], where: str = "item") -> str:
+    """The text of a reasoning item's block: its non-empty ``summary`` texts, then its non-empty
+    ``content`` texts, joined by :data:`REASONING_PART_SEPARATOR` (``""``: no block).
+
+    Raises:
+        WireRequestError: ``summary``/``content`` is not a list of objects with string ``text``.
+    """
+    parts: list[str] = []
+    for key in ("summary", "content"):
+        value = item.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            raise WireRequestError(f"must be a list, got {_preview(value)}", f"{where}.{key}")
+        for number, part in enumerate(value):
+            here = f"{where}.{key}[{number}]"
+            if not isinstance(part, Mapping):
+                raise WireRequestError(f"must be an object, got {_preview(part)}", here)
+            text = _field_str(part, "text", here)
+            if text:
+                parts.append(text)
+    return REASONING_PART_SEPARATOR.join(parts)
+
+
+def _tool_output(output: object, where: str) -> list[ContentBlock]:
+    if isinstance(output, str):
+        return [{"type": "text", "text": output}]
+    if isinstance(output, list):
+        return _output_parts(output, where)
+    raise WireRequestError(f"must be a string or a list of content parts, got {_preview(output)}", where)
+
+
+def _output_parts(parts: list[Any], where: str) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = []
+    for number, part in enumerate(parts):
+        here = f"{where}[{number}]"
+        if not isinstance(part, Mapping):
+            raise WireRequestError(f"must be an object, got {_preview(part)}", here)
+        kind = part.get("type")
+        if kind in ("input_text", "output_text"):
+            text = _field_str(part, "text", here)
+            assert text is not None
+            blocks.append({"type": "text", "text": text})
+        elif kind == "input_image" and isinstance(part.get("image_url"), str) and part.get("image_url"):
+            blocks.append({"type": "image", "url": part["image_url"]})
+        else:
+            raise WireRequestError(
+                f"tool output part {_preview(kind)} is not supported "
+                "(input_text, input_image with image_url)",
+                f"{here}.type",
+            )
+    return blocks
+
+
+def _tools(value: object) -> list[ToolSpec]:
+    if not isinstance(value, list):
+        raise WireRequestError(f"must be a list, got {_preview(value)}", "tools")
+    out: list[ToolSpec] = []
+    for number, tool in enumerate(value):
+        here = f"tools[{number}]"
+        if not isinstance(tool, Mapping):
+            raise WireRequestError(f"must be an object, got {_preview(tool)}", here)
+        if tool.get("type") != "function":
+            raise WireRequestError(
+                f"tool type {_preview(tool.get('type'))} is not supported (only function tools "
+                "can be recorded and replayed; hosted tools run on the provider)",
+                f"{here}.type",
+            )
+        name = _field_str(tool, "name", here)
+        description = _field_str(tool, "description", here, required=False)
+        parameters = tool.get("parameters")
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise WireRequestError(f"must be an object, got {_preview(parameters)}", f"{here}.parameters")
+        spec: ToolSpec = {
+            "name": cast(str, name),
+            "description": description or "",
+            "parameters": dict(parameters) if parameters is not None else dict(_EMPTY_PARAMETERS),
+        }
+        strict = tool.get("strict")
+        if strict is not None:
+            if not isinstance(strict, bool):
+                raise WireRequestError(f"must be a boolean, got {_preview(strict)}", f"{here}.strict")
+            spec["strict"] = strict
+        out.append(spec)
+    return out
+
+
+def _input_messages(value: object) -> tuple[list[str], list[Message]]:
+    """The leading system/developer texts and the messages of ``input`` (see :func:`request_from_body`)."""
+    if isinstance(value, str):
+        return [], [{"role": "user", "content": [{"type": "text", "text": value}]}]
+    if not isinstance(value, list):
+        raise WireRequestError(f"must be a string or a list of items, got {_preview(value)}", "input")
+    system: list[str] = []
+    messages: list[Message] = []
+    assistant: Message | None = None  # the assistant message the current run of output items builds
+
+    def answer() -> list[ContentBlock]:
+        nonlocal assistant
+        if assistant is None:
+            assistant = {"role": "assistant", "content": []}
+            messages.append(assistant)
+        return assistant["content"]
+
+    for number, item in enumerate(value):
+        where = f"input[{number}]"
+        if not isinstance(item, Mapping):
+            raise WireRequestError(f"must be an object, got {_preview(item)}", where)
+        kind = item.get("type")
+        role = item.get("role")
+        if kind in (None, "message") and role is not None:
+            if role == "assistant":
+                answer().extend(_text_parts(item.get("content"), where, role="assistant"))
+                continue
+            if role not in ("user", "system", "developer"):
+                raise WireRequestError(
+                    f"must be user, assistant, system or developer, got {_preview(role)}",
+                    f"{where}.role",
+                )
+            assistant = None
+            blocks = _text_parts(item.get("content"), where, role=str(role))
+            if role == "user":
+                messages.append({"role": "user", "content": blocks})
+                continue
+            if any(block["type"] != "text" for block in blocks):
+                raise WireRequestError(f"a {role} message can hold text only", f"{where}.content")
+            if not messages:  # leading instructions: the request's system prompt
+                system.append("\n".join(str(block["text"]) for block in blocks))
+            else:
+                messages.append({"role": "system", "content": blocks})
+        elif kind == "function_call":
+            call_id = _field_str(item, "call_id", where)
+            name = _field_str(item, "name", where)
+            arguments = _field_str(item, "arguments", where)
+            answer().append({"type": "tool-call", "id": call_id, "name": name, "arguments": arguments})
+        elif kind == "reasoning":
+            text = reasoning_text(item, where)
+            if text:
+                answer().append({"type": "reasoning", "text": text})
+        elif kind == "function_call_output":
+            assistant = None
+            call_id = _field_str(item, "call_id", where)
+            content = _tool_output(item.get("output"), f"{where}.output")
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool-result", "toolCallId": call_id, "content": content, "isError": False}
+                    ],
+                }
+            )
+        elif kind == "item_reference":
+            raise WireRequestError(
+                "item_reference needs the provider's stored items; send the items themselves "
+                "(openai-agents does unless a server-managed conversation is used)",
+                f"{where}.type",
+            )
+        else:
+            raise WireRequestError(
+                f"input item type {_preview(kind)} is not supported (message, function_call, "
+                "function_call_output, reasoning)",
+                f"{where}.type",
+            )
+    return system, [m for m in messages if m["content"] or m["role"] != "assistant"]
+
+
+def request_from_body(
+    body: Mapping[str, Any], *, previous: Callable[[str], list[Message]] | None = None
+) -> ModelRequest:
+    """Map a ``POST /v1/responses`` body to our request ``{model, messages, system?, tools?}``.
+
+    * ``system``: ``instructions``, then the text of the system/developer message items that come
+      before any other item, joined by a blank line; a system/developer item later in ``input`` is a
+      ``system`` message in place.
+    * ``input`` as a string: one user message. As items: a user message item -> a user message
+      (``input_text`` -> text, ``input_image`` with ``image_url`` -> image); a run of consecutive
+      assistant message items, ``reasoning`` and ``function_call`` items -> ONE assistant message, its
+      blocks in item order (see the module doc); each ``function_call_output`` -> its own user message
+      ``[{"type":"tool-result","toolCallId","content":[text],"isError":false}]`` (events.md §6).
+    * ``tools``: function tools -> ``{name, description, parameters, strict?}``.
+    * ``previous_response_id``: ``previous(id)`` gives the messages before ``input`` (see module doc).
+
+    Everything else (``temperature``, ``tool_choice``, ``store``, ``include``, ...) is not part of our
+    request and is ignored.
+
+    Raises:
+        WireRequestError: the body or a field does not fit (``.field`` names it, e.g.
+            ``input[2].call_id``), an item type we cannot map (hosted-tool calls, ``item_reference``),
+            ``previous_response_id`` without ``previous``, or ``conversation``.
+    """
+    if not isinstance(body, Mapping):
+        raise WireRequestError(f"must be a JSON object, got {_preview(body)}", "$")
+    model = _field_str(body, "model", "")
+    if not model:
+        raise WireRequestError("must be a non-empty string", "model")
+    instructions = _field_str(body, "instructions", "", required=False)
+    if body.get("conversation") is not None:
+        raise WireRequestError(
+            "a provider-stored conversation is not supported: send the whole input",
+            "conversation",
+        )
+    if "input" not in body:
+        raise WireRequestError("is missing (a prompt template alone cannot be mapped)", "input")
+    system, messages = _input_messages(body.get("input"))
+    prior_id = body.get("previous_response_id")
+    if prior_id is not None:
+        if not isinstance(prior_id, str) or not prior_id:
+            raise WireRequestError(
+                f"must be a non-empty string, got {_preview(prior_id)}",
+                "previous_response_id",
+            )
+        if previous is None:
+            raise WireRequestError(
+                f"{prior_id!r} is not supported here: send the whole conversation "
+                "in input (openai-agents does by default)",
+                "previous_response_id",
+            )
+        messages = [*previous(prior_id), *messages]
+    request: ModelRequest = {"model": model, "messages": messages}
+    prompt = [text for text in (instructions, *system) if text]
+    if prompt:
+        request["system"] = "\n\n".join(prompt)
+    tools = body.get("tools")
+    if tools is not None:
+        specs = _tools(tools)
+        if specs:
+            request["tools"] = specs
+    return request
+
+
+def wants_stream(body: Mapping[str, Any]) -> bool:
+    """Whether the request asks for an SSE stream (``stream: true``; absent or ``null``: no).
+
+    Raises:
+        WireRequestError: ``stream`` is present and not a boolean.
+    """
+    value = body.get("stream")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise WireRequestError(f"must be a boolean, got {_preview(value)}", "stream")
+    return value
+
+
+# --------------------------------------------------------------------------- usage and finish
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def map_usage(payload: Mapping[str, Any]) -> TokenUsage:
+    """Our disjoint TokenUsage from a Responses ``usage`` object (events.md §3).
+
+    Keys in the order ``inputTokens, outputTokens, cacheReadTokens?, cacheWriteTokens?,
+    reasoningTokens?``; ``cacheReadTokens``/``cacheWriteTokens`` from
+    ``input_tokens_details.cached_tokens``/``cache_write_tokens`` (both taken out of
+    ``inputTokens``), ``reasoningTokens`` from ``output_tokens_details.reasoning_tokens``; a key the
+    upstream did not report is omitted.
+
+    Raises:
+        LlmError: ``BAD_RESPONSE`` when ``input_tokens``/``output_tokens`` are not integers.
+    """
+    given = _int_or_none(payload.get("input_tokens"))
+    produced = _int_or_none(payload.get("output_tokens"))
+    if given is None or produced is None:
+        raise LlmError(f"usage lacks integer input_tokens/output_tokens: {_preview(payload)}", "BAD_RESPONSE")
+    details = payload.get("input_tokens_details")
+    cached = written = reasoning = None
+    if isinstance(details, Mapping):
+        cached = _int_or_none(details.get("cached_tokens"))
+        written = _int_or_none(details.get("cache_write_tokens"))
+    out_details = payload.get("output_tokens_details")
+    if isinstance(out_details, Mapping):
+        reasoning = _int_or_none(out_details.get("reasoning_tokens"))
+    usage: TokenUsage = {
+        "inputTokens": max(given - (cached or 0) - (written or 0), 0),
+        "outputTokens": produced,
+    }
+    if cached is not None:
+        usage["cacheReadTokens"] = cached
+    if written is not None:
+        usage["cacheWriteTokens"] = written
+    if reasoning is not None:
+        usage["reasoningTokens"] = reasoning
+    return usage
+
+
+def encode_usage(usage: Mapping[str, Any]) -> JsonDict:
+    """The Responses ``usage`` object of our TokenUsage (the inverse of :func:`map_usage`):
+    ``input_tokens`` = input + cache read + cache write, the details always present (0 when absent)."""
+    cached = int(usage.get("cacheReadTokens", 0) or 0)
+    written = int(usage.get("cacheWriteTokens", 0) or 0)
+    given = int(usage.get("inputTokens", 0) or 0) + cached + written
+    produced = int(usage.get("outputTokens", 0) or 0)
+    return {
+        "input_tokens": given,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
+        "output_tokens": produced,
+        "output_tokens_details": {"reasoning_tokens": int(usage.get("reasoningTokens", 0) or 0)},
+        "total_tokens": given + produced,
+    }
+
+
+def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishReason:
+    """Our finish reason for a terminal response object (see the module doc for the table).
+
+    Raises:
+        LlmError: ``BAD_RESPONSE`` for a status that is not terminal (``in_progress``, ``queued``).
+    """
+    status = response.get("status")
+    if status in (None, "completed"):
+        return {"kind": "tool-calls"} if has_tool_calls else {"kind": "stop"}
+    if status == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        if reason == "max_output_tokens":
+            return {"kind": "max-tokens"}
+        incomplete: FinishReason = {"kind": "error", "message": f"incomplete: {reason or 'no reason given'}"}
+        if reason:
+            incomplete["code"] = str(reason)
+        return incomplete
+    if status == "failed":
+        error = response.get("error")
+        message = error.get("message") if isinstance(error, Mapping) else None
+        code = error.get("code") if isinstance(error, Mapping) else None
+        failed: FinishReason = {"kind": "error", "message": str(message or "the response failed")}
+        if code:
+            failed["code"] = str(code)
+        return failed
+    if status == "cancelled":
+        return {"kind": "aborted", "reason": "cancelled"}
+    raise LlmError(f"the response ended with a non-terminal status {status!r}", "BAD_RESPONSE")
+
+
+# --------------------------------------------------------------------------- upstream -> chunks
+
+
+@dataclass
+class _Open:
+    """One of our blocks, built from an upstream output item (or one content part of it)."""
+
+    index: int
+    kind: str  # "text" | "reasoning" | "tool-call"
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+    last_part: tuple[str, int] | None = None  # reasoning: the part the last delta belonged to
+
+    def closed(self) -> ContentBlock:
+        if self.kind == "tool-call":
+            return {"type": "tool-call", "id": self.call_id, "name": self.name, "arguments": self.text}
+        return {"type": self.kind, "text": self.text}
+
+
+_TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+
+
+class ResponsesEventTranslator:
+    """Turns a real upstream's Responses answer into our StreamChunk sequence.
+
+    Feed each SSE event's JSON (a dict with ``type``) to :meth:`feed` as it arrives, or the whole
+    response object of a non-streamed answer (``"object": "response"``) once; then call
+    :meth:`finish` once. The chunks have the shapes of
+    :class:`~pytest_dsh_replay.llm.wire.chat.ChatChunkTranslator`: ``block-start`` when a block first
+    appears (a text or reasoning block at its first non-empty delta, a tool-call block when its item is
+    added, with one ``tool-call-delta`` carrying ``id``, ``name`` and the item's initial arguments),
+    the deltas as they arrive, and from :meth:`finish` every ``block-end`` in index order, ``usage``
+    (if reported), ``finish``. Blocks are numbered by first appearance.
+
+    A ``*.done`` item is checked against its deltas: text the deltas left out is sent as one more
+    delta (an upstream that sends only whole items), text that disagrees is ``BAD_RESPONSE``. Items
+    of the terminal response that never streamed are taken whole. Events of other types (annotations,
+    ``response.in_progress``, ...) are ignored, and so is everything after the terminal event.
+
+    Raises (from :meth:`feed`/:meth:`finish`):
+        LlmError: ``PROVIDER_ERROR`` on the stream's ``error`` event (its message and code quoted);
+            ``BAD_RESPONSE`` for malformed data or an output item we cannot record (hosted tools);
+            ``CONNECTION`` from :meth:`finish` when events came but no terminal one (cut off).
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[_Open] = []
+        self._by_key: dict[tuple[Any, ...], _Open] = {}
+        self._done_items: set[int] = set()
+        self._usage: TokenUsage | None = None
+        self._finish: FinishReason | None = None
+        self._events_seen = 0
+        self._finished = False
+        self.response_id: str | None = None
+        self.model: str | None = None
+        #: what the recording should say about this answer (tool-call arguments that are not JSON)
+        self.warnings: list[str] = []
+
+    @property
+    def events_seen(self) -> int:
+        """How many upstream events (or whole responses) were fed so far."""
+        return self._events_seen
+
+    # -- blocks
+
+    def _open(self, key: tuple[Any, ...], kind: str) -> tuple[_Open, list[StreamChunk]]:
+        block = _Open(index=len(self._blocks), kind=kind)
+        self._blocks.append(block)
+        self._by_key[key] = block
+        return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
+
+    def _text(
+        self, key: tuple[Any, ...], kind: str, piece: str, part: tuple[str, int] | None = None
+    ) -> list[StreamChunk]:
+        """A text or reasoning delta; empty pieces are dropped, the block opens at the first non-empty one."""
+        if not piece:
+            return []
+        out: list[StreamChunk] = []
+        block = self._by_key.get(key)
+        if block is None:
+            block, out = self._open(key, kind)
+        if kind == "reasoning":
+            if block.text and part is not None and block.last_part is not None and part != block.last_part:
+                piece = REASONING_PART_SEPARATOR + piece
+            block.last_part = part
+        block.text += piece
+        chunk_type = "reasoning-delta" if kind == "reasoning" else "text-delta"
+        out.append(cast(StreamChunk, {"type": chunk_type, "index": block.index, "text": piece}))
+        return out
+
+    def _reconcile(self, key: tuple[Any, ...], kind: str, final: str, where: str) -> list[StreamChunk]:
+        """Send what a done item holds beyond its deltas; refuse a done item that disagrees with them."""
+        block = self._by_key.get(key)
+        streamed = block.text if block is not None else ""
+        if final == streamed:
+            return []
+        if not final.startswith(streamed):
+            raise LlmError(
+                f"the upstream's {where} ({len(final)} chars) disagrees with its deltas "
+                f"({len(streamed)} chars): {_preview(final, 80)} vs {_preview(streamed, 80)}",
+                "BAD_RESPONSE",
+            )
+        rest = final[len(streamed) :]
+        if kind == "tool-call":
+            assert block is not None
+            return self._arguments(block, rest)
+        if block is not None and kind == "reasoning":
+            block.last_part = None  # the rest already carries its separators
+        return self._text(key, kind, rest)
+
+    def _arguments(self, block: _Open, piece: str) -> list[StreamChunk]:
+        block.text += piece
+        return [
+            {
+                "type": "tool-call-delta",
+                "index": block.index,
+                "id": block.call_id,
+                "name": block.name,
+                "argumentsDelta": piece,
+            }
+        ]
+
+    def _call_added(self, output_index: int, item: Mapping[str, Any], where: str) -> list[StreamChunk]:
+        key = ("call", output_index)
+        if key in self._by_key:
+            return []
+        call_id = item.get("call_id")
+        name = item.get("name")
+        arguments = item.get("arguments") or ""
+        for label, value in (("call_id", call_id), ("name", name), ("arguments", arguments)):
+            if not isinstance(value, str):
+                raise LlmError(f"{where}.{label} is not a string: {_preview(item)}", "BAD_RESPONSE")
+        block, out = self._open(key, "tool-call")
+        block.call_id, block.name = cast(str, call_id), cast(str, name)
+        out.extend(self._arguments(block, cast(str, arguments)))
+        return out
+
+    def _item(self, output_index: int, item: object, *, whole: bool) -> list[StreamChunk]:
+        """An output item as added (``whole=False``) or done/complete (``whole=True``)."""
+        where = f"output[{output_index}]"
+        if not isinstance(item, Mapping):
+            raise LlmError(f"{where} is not an object: {_preview(item)}", "BAD_RESPONSE")
+        kind = item.get("type")
+        if kind == "function_call":
+            out = self._call_added(output_index, item, where)
+            if whole:
+                arguments = item.get("arguments")
+                if not isinstance(arguments, str):
+                    raise LlmError(f"{where}.arguments is not a string: {_preview(item)}", "BAD_RESPONSE")
+                out += self._reconcile(("call", output_index), "tool-call", arguments, f"{where}.arguments")
+            return out
+        if kind == "message":
+            if not whole:
+                return []
+            content = item.get("content")
+            if not isinstance(content, list):
+                raise LlmError(f"{where}.content is not a list: {_preview(item)}", "BAD_RESPONSE")
+            out = []
+            for number, part in enumerate(content):
+                if not isinstance(part, Mapping):
+                    raise LlmError(f"{where}.content[{number}] is not an object", "BAD_RESPONSE")
+                text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+                if not isinstance(text, str):
+                    raise LlmError(
+                        f"{where}.content[{number}] has no string text/refusal: {_preview(part)}",
+                        "BAD_RESPONSE",
+                    )
+                out += self._reconcile(
+                    ("text", output_index, number), "text", text, f"{where}.content[{number}]"
+                )
+            return out
+        if kind == "reasoning":
+            if not whole:
+                return []
+            try:
+                text = reasoning_text(item, where)
+            except WireRequestError as exc:
+                raise LlmError(str(exc), "BAD_RESPONSE") from None
+            return self._reconcile(("reasoning", output_index), "reasoning", text, f"{where} (reasoning)")
+        raise LlmError(
+            f"{where}: output item type {_preview(kind)} cannot be recorded (message, reasoning and "
+            "function_call items only; hosted tools run on the provider)",
+            "BAD_RESPONSE",
+        )
+
+    # -- events
+
+    @staticmethod
+    def _index(event: Mapping[str, Any], key: str = "output_index") -> int:
+        value = event.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise LlmError(
+                f"{event.get('type')} event lacks a non-negative {key}: {_preview(event)}", "BAD_RESPONSE"
+            )
+        return value
+
+    @staticmethod
+    def _delta(event: Mapping[str, Any]) -> str:
+        delta = event.get("delta")
+        if not isinstance(delta, str):
+            raise LlmError(
+                f"{event.get('type')} event has a non-string delta: {_preview(event)}", "BAD_RESPONSE"
+            )
+        return delta
+
+    def feed(self, event: object) -> list[StreamChunk]:
+        """Translate one upstream event (or a whole response object); returns its StreamChunks."""
+        if self._finished:
+            raise LlmError("event fed after finish()", "BAD_RESPONSE")
+        if not isinstance(event, Mapping):
+            raise LlmError(f"upstream event is not a JSON object: {_preview(event)}", "BAD_RESPONSE")
+        self._events_seen += 1
+        if self._finish is not None:
+            return []
+        kind = event.get("type")
+        if kind is None and event.get("object") == "response":
+            return self._terminal(event)
+        if not isinstance(kind, str):
+            raise LlmError(f"upstream event has no string type: {_preview(event)}", "BAD_RESPONSE")
+        if kind == "error":
+            code = event.get("code")
+            message = event.get("message")
+            raise LlmError(
+                f"the upstream reported an error mid-stream: {message or 'no message'}"
+                + (f" (code {code})" if code else ""),
+                "PROVIDER_ERROR",
+            )
+        if kind in ("response.created", "response.in_progress", "response.queued"):
+            response = event.get("response")
+            if isinstance(response, Mapping):
+                self._meta(response)
+            return []
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            key = ("text", self._index(event), self._index(event, "content_index"))
+            return self._text(key, "text", self._delta(event))
+        if kind == "response.reasoning_summary_text.delta":
+            part = ("summary", self._index(event, "summary_index"))
+            return self._text(("reasoning", self._index(event)), "reasoning", self._delta(event), part)
+        if kind == "response.reasoning_text.delta":
+            part = ("content", self._index(event, "content_index"))
+            return self._text(("reasoning", self._index(event)), "reasoning", self._delta(event), part)
+        if kind == "response.function_call_arguments.delta":
+            block = self._by_key.get(("call", self._index(event)))
+            if block is None:
+                raise LlmError(
+                    f"function_call_arguments.delta for output {event.get('output_index')} before its item "
+                    "was added",
+                    "BAD_RESPONSE",
+                )
+            return self._arguments(block, self._delta(event))
+        if kind == "response.output_item.added":
+            return self._item(self._index(event), event.get("item"), whole=False)
+        if kind == "response.output_item.done":
+            index = self._index(event)
+            self._done_items.add(index)
+            return self._item(index, event.get("item"), whole=True)
+        if kind in _TERMINAL:
+            response = event.get("response")
+            if not isinstance(response, Mapping):
+                raise LlmError(f"{kind} event has no response object: {_preview(event)}", "BAD_RESPONSE")
+            return self._terminal(response)
+        return []
+
+    def _meta(self, response: Mapping[str, Any]) -> None:
+        if isinstance(response.get("id"), str):
+            self.response_id = response["id"]
+        if isinstance(response.get("model"), str):
+            self.model = response["model"]
+
+    def _terminal(self, response: Mapping[str, Any]) -> list[StreamChunk]:
+        self._meta(response)
+        out: list[StreamChunk] = []
+        output = response.get("output")
+        if output is not None:
+            if not isinstance(output, list):
+                raise LlmError(f"response.output is not a list: {_preview(output)}", "BAD_RESPONSE")
+            for index, item in enumerate(output):
+                if index not in self._done_items:
+                    self._done_items.add(index)
+                    out += self._item(index, item, whole=True)
+        usage = response.get("usage")
+        if usage is not None:
+            if not isinstance(usage, Mapping):
+                raise LlmError(f"response.usage is not an object: {_preview(usage)}", "BAD_RESPONSE")
+            self._usage = map_usage(usage)
+        has_calls = any(block.kind == "tool-call" for block in self._blocks)
+        self._finish = finish_of(response, has_tool_calls=has_calls)
+        return out
+
+    def _check_arguments(self) -> None:
+        for block in self._blocks:
+            if block.kind != "tool-call" or not block.text.strip():
+                continue
+            try:
+                json.loads(block.text)
+            except ValueError as exc:
+                detail = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                self.warnings.append(
+                    f"tool call {block.call_id!r} ({block.name or 'no name'}) ended with arguments that are "
+                    f"not valid JSON ({detail}, {len(block.text)} chars); recorded as the upstream sent "
+                    "them, the agent reports them as invalid arguments"
+                )
+
+    def finish(self) -> list[StreamChunk]:
+        """Close the answer: every ``block-end`` (index order), ``usage`` if reported, ``finish``.
+
+        Raises:
+            LlmError: ``BAD_RESPONSE`` when nothing was fed (not a Responses answer), ``CONNECTION``
+                when events came but no terminal event (the stream was cut off).
+        """
+        if self._finished:
+            raise LlmError("finish() called twice", "BAD_RESPONSE")
+        self._finished = True
+        if self._finish is None:
+            if self._events_seen == 0:
+                raise LlmError("the upstream answer held no Responses events", "BAD_RESPONSE")
+            raise LlmError(
+                f"the upstream stream ended after {self._events_seen} event(s) without response.completed, "
+                ".incomplete or .failed (connection closed mid-stream?)",
+                "CONNECTION",
+            )
+        self._check_arguments()
+        out: list[StreamChunk] = [
+            {"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks
+        ]
+        if self._usage is not None:
+            out.append({"type": "usage", "usage": self._usage})
+        out.append({"type": "finish", "reason": self._finish})
+        return out
+
+
+# --------------------------------------------------------------------------- chunks -> SSE / response
+
+
+@dataclass
+class _Item:
+    """One output item the encoder serves: our block ``index`` is its ``output_index``."""
+
+    index: int
+    kind: str
+    item_id: str
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+    added: bool = False
+    done: bool = False
+    held: list[str] = field(default_factory=list)  # argument deltas before the call's item could be added
+
+    def whole(self, status: str) -> JsonDict:
+        if self.kind == "text":
+            return {
+                "id": self.item_id,
+                "type": "message",
+                "role": "assistant",
+                "status": status,
+                "content": [{"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}]
+                if status == "completed"
+                else [],
+            }
+        if self.kind == "reasoning":
+            summary = [{"type": "summary_text", "text": self.text}] if status == "completed" else []
+            return {"id": self.item_id, "type": "reasoning", "summary": summary, "status": status}
+        return {
+            "id": self.item_id,
+            "type": "function_call",
+            "status": status,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.text if status == "completed" else "",
+        }
+
+
+_ITEM_PREFIX = {"text": "msg", "reasoning": "rs", "tool-call": "fc"}
+
+#: The request fields a response object echoes (when the encoder is given the request body).
+_ECHOED = (
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "metadata",
+    "previous_response_id",
+)
+
+
+class ResponsesStreamEncoder:
+    """Serves our StreamChunks as the Responses API's SSE events.
+
+    Args:
+        model: the ``model`` the response names.
+        response_id: its ``id`` (e.g. ``"resp_0001"``); item ids derive from it
+            (``msg_<id>_<index>``, ``rs_...``, ``fc_...``), so a replay serves the same ids every run.
+        body: the client's request body: the response echoes its ``instructions``, ``tools``,
+            ``tool_choice``, ``parallel_tool_calls``, ``temperature``, ``top_p``, ``metadata`` and
+            ``previous_response_id``, as the API does.
+        created_at: the response's ``created_at`` (Unix seconds; default: now).
+
+    :meth:`feed` returns the events one chunk produces, each a complete SSE event
+    (``event: <type>\\ndata: <json>\\n\\n`` as bytes, ``sequence_number`` counting from 0):
+    ``response.created`` and ``response.in_progress`` before the first; a text block -> a ``message``
+    item (``output_item.added``, ``content_part.added``, ``output_text.delta`` ..., at its
+    ``block-end`` ``output_text.done``, ``content_part.done``, ``output_item.done``); a reasoning block
+    -> a ``reasoning`` item with one summary part (``reasoning_summary_part.added``,
+    ``reasoning_summary_text.delta``/``.done``, ``reasoning_summary_part.done``); a tool-call block ->
+    a ``function_call`` item, added once its first delta names the call
+    (``function_call_arguments.delta``/``.done``). :meth:`close` sends the terminal event with the
+    whole response (its ``output`` and ``usage``): ``response.completed`` (stop, tool-calls),
+    ``response.incomplete`` (max-tokens), ``response.failed`` (error, aborted). :meth:`error` instead
+    ends the stream with an ``error`` event (a recorded mid-stream failure); a :meth:`close` after it
+    sends nothing. After either, :attr:`response` is the whole response object (the non-streamed body,
+    see :func:`encode_whole`).
+
+    Raises:
+        LlmError: ``BAD_CHUNKS`` for a chunk sequence that breaks the adapter contract (a delta of a
+            block never started, a block type the API has no item for, a chunk after ``finish``,
+            ``close`` without a ``finish`` chunk or with a block not ended).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        response_id: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        created_at: int | None = None,
+    ) -> None:
+        self.model = model
+        self._echo = {key: body[key] for key in _ECHOED if key in body} if body is not None else {}
+        self.response_id = response_id
+        self.created_at = int(time.time()) if created_at is None else created_at
+        self._suffix = response_id.removeprefix("resp_")
+        self._items: dict[int, _Item] = {}
+        self._sequence = 0
+        self._started = False
+        self._ended = False
+        self._usage: TokenUsage | None = None
+        self._finish: FinishReason | None = None
+        self._failed = False
+        self._emit = True
+        #: the whole response object, once :meth:`close` (or :meth:`error`) ran
+        self.response: JsonDict | None = None
+
+    # -- framing
+
+    def _event(self, kind: str, payload: JsonDict) -> bytes:
+        self._sequence += 1
+        if not self._emit:  # building the whole response only (encode_whole)
+            return b""
+        data = {"type": kind, "sequence_number": self._sequence - 1, **payload}
+        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+    def _snapshot(self, status: str) -> JsonDict:
+        ordered = [self._items[index] for index in sorted(self._items)]
+        output = [item.whole("completed") for item in ordered if item.done] if status != "in_progress" else []
+        response: JsonDict = {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": encode_usage(self._usage)
+            if self._usage is not None and status != "in_progress"
+            else None,
+        }
+        response.update(self._echo)
+        return response
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """The finish chunk's reason, once fed."""
+        return self._finish
+
+    def _start(self) -> list[bytes]:
+        if self._started:
+            return []
+        self._started = True
+        snapshot = self._snapshot("in_progress")
+        return [
+            self._event("response.created", {"response": snapshot}),
+            self._event("response.in_progress", {"response": snapshot}),
+        ]
+
+    # -- chunks
+
+    def _bad(self, message: str) -> LlmError:
+        return LlmError(message, "BAD_CHUNKS")
+
+    def _get(self, chunk: Mapping[str, Any]) -> _Item:
+        index = chunk.get("index")
+        item = self._items.get(index) if isinstance(index, int) else None
+        if item is None:
+            raise self._bad(f"{chunk.get('type')} chunk for block {index!r}, which was never started")
+        if item.done:
+            raise self._bad(f"{chunk.get('type')} chunk for block {index!r} after its block-end")
+        return item
+
+    def _add(self, item: _Item) -> list[bytes]:
+        item.added = True
+        out = [
+            self._event(
+                "response.output_item.added", {"output_index": item.index, "item": item.whole("in_progress")}
+            )
+        ]
+        if item.kind == "text":
+            out.append(
+                self._event(
+                    "response.content_part.added",
+                    {
+                        "item_id": item.item_id,
+                        "output_index": item.index,
+                        "content_index": 0,
+                        "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+                    },
+                )
+            )
+        elif item.kind == "reasoning":
+            out.append(
+                self._event(
+                    "response.reasoning_summary_part.added",
+                    {
+                        "item_id": item.item_id,
+                        "output_index": item.index,
+                        "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""},
+                    },
+                )
+            )
+        return out
+
+    def _arguments_delta(self, item: _Item, piece: str) -> bytes:
+        return self._event(
+            "response.function_call_arguments.delta",
+            {"item_id": item.item_id, "output_index": item.index, "delta": piece},
+        )
+
+    def _end(self, item: _Item, block: object) -> list[bytes]:
+        if not isinstance(block, Mapping):
+            raise self._bad(f"block-end of block {item.index} carries no block object")
+        out: list[bytes] = []
+        if item.kind == "tool-call":
+            arguments = block.get("arguments", item.text)
+            call_id, name = block.get("id", item.call_id), block.get("name", item.name)
+            if not all(isinstance(v, str) for v in (arguments, call_id, name)):
+                raise self._bad(f"block-end of tool call {item.index} has non-string id/name/arguments")
+            item.call_id, item.name = str(call_id), str(name)
+            if not item.added:
+                out += self._add(item)
+                for piece in item.held:
+                    out.append(self._arguments_delta(item, piece))
+                item.held.clear()
+            if arguments != item.text and str(arguments).startswith(item.text):
+                out.append(self._arguments_delta(item, str(arguments)[len(item.text) :]))
+            item.text = str(arguments)
+            out.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    {"item_id": item.item_id, "output_index": item.index, "arguments": item.text},
+                )
+            )
+        else:
+            text = block.get("text", item.text)
+            if not isinstance(text, str):
+                raise self._bad(f"block-end of block {item.index} has a non-string text")
+            if not item.added:
+                out += self._add(item)
+            if text != item.text and text.startswith(item.text):
+                out.append(self._text_delta(item, text[len(item.text) :]))
+            item.text = text
+            ids = {"item_id": item.item_id, "output_index": item.index}
+            if item.kind == "text":
+                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                out.append(
+                    self._event(
+                        "response.output_text.done", {**ids, "content_index": 0, "text": text, "logprobs": []}
+                    )
+                )
+                out.append(
+                    self._event("response.content_part.done", {**ids, "content_index": 0, "part": part})
+                )
+            else:
+                out.append(
+                    self._event(
+                        "response.reasoning_summary_text.done", {**ids, "summary_index": 0, "text": text}
+                    )
+                )
+                out.append(
+                    self._event(
+                        "response.reasoning_summary_part.done",
+                        {**ids, "summary_index": 0, "part": {"type": "summary_text", "text": text}},
+                    )
+                )
+        item.done = True
+        out.append(
+            self._event(
+                "response.output_item.done", {"output_index": item.index, "item": item.whole("completed")}
+            )
+        )
+        return out
+
+    def _text_delta(self, item: _Item, piece: str) -> bytes:
+        ids = {"item_id": item.item_id, "output_index": item.index}
+        if item.kind == "text":
+            return self._event(
+                "response.output_text.delta", {**ids, "content_index": 0, "delta": piece, "logprobs": []}
+            )
+        return self._event(
+            "response.reasoning_summary_text.delta", {**ids, "summary_index": 0, "delta": piece}
+        )
+
+    def feed(self, chunk: StreamChunk | Mapping[str, Any]) -> list[bytes]:
+        """The SSE events of one of our chunks (see the class doc)."""
+        data = cast(Mapping[str, Any], chunk)
+        if self._ended:
+            raise self._bad(f"{data.get('type')} chunk after the stream was closed")
+        if self._finish is not None:
+            raise self._bad(f"{data.get('type')} chunk after the finish chunk")
+        out = self._start()
+        kind = data.get("type")
+        if kind == "block-start":
+            index, block_type = data.get("index"), data.get("blockType")
+            if not isinstance(index, int) or index in self._items:
+                raise self._bad(f"block-start with a bad or repeated index {index!r}")
+            if block_type not in _ITEM_PREFIX:
+                raise self._bad(
+                    f"block {index}: a {block_type!r} block has no Responses output item "
+                    "(text, reasoning, tool-call)"
+                )
+            item = _Item(index, str(block_type), f"{_ITEM_PREFIX[str(block_type)]}_{self._suffix}_{index}")
+            self._items[index] = item
+            if item.kind != "tool-call":  # a call is added once its first delta names it
+                out += self._add(item)
+        elif kind in ("text-delta", "reasoning-delta"):
+            item = self._get(data)
+            piece = data.get("text")
+            if item.kind != ("text" if kind == "text-delta" else "reasoning") or not isinstance(piece, str):
+                raise self._bad(f"{kind} chunk does not fit block {item.index} ({item.kind})")
+            item.text += piece
+            if piece:
+                out.append(self._text_delta(item, piece))
+        elif kind == "tool-call-delta":
+            item = self._get(data)
+            piece = data.get("argumentsDelta")
+            if item.kind != "tool-call" or not isinstance(piece, str):
+                raise self._bad(f"tool-call-delta chunk does not fit block {item.index} ({item.kind})")
+            if isinstance(data.get("id"), str) and data.get("id") and not item.call_id:
+                item.call_id = data["id"]
+            if isinstance(data.get("name"), str) and data.get("name") and not item.name:
+                item.name = data["name"]
+            item.text += piece
+            if not item.added and item.call_id and item.name:
+                out += self._add(item)
+                out += [self._arguments_delta(item, held) for held in item.held if held]
+                item.held.clear()
+            if not item.added:
+                item.held.append(piece)
+            elif piece:
+                out.append(self._arguments_delta(item, piece))
+        elif kind == "block-end":
+            out += self._end(self._get(data), data.get("block"))
+        elif kind == "usage":
+            usage = data.get("usage")
+            if not isinstance(usage, Mapping):
+                raise self._bad("usage chunk without a usage object")
+            self._usage = cast(TokenUsage, dict(usage))
+        elif kind == "finish":
+            reason = data.get("reason")
+            if not isinstance(reason, Mapping):
+                raise self._bad("finish chunk without a reason object")
+            self._finish = cast(FinishReason, dict(reason))
+        else:
+            raise self._bad(f"unknown chunk type {kind!r}")
+        return out
+
+    def close(self) -> list[bytes]:
+        """The terminal event (``response.completed``/``.incomplete``/``.failed``) with the whole
+        response; nothing after :meth:`error`."""
+        if self._failed:
+            self._failed = False  # one close after the error event, as the endpoint calls it
+            return []
+        if self._ended:
+            raise self._bad("close() after the stream was closed")
+        out = self._start()
+        if self._finish is None:
+            raise self._bad("the chunks ended without a finish chunk")
+        open_blocks = [index for index, item in sorted(self._items.items()) if not item.done]
+        if open_blocks:
+            raise self._bad(f"the chunks ended with block(s) {open_blocks} not ended")
+        self._ended = True
+        kind = self._finish.get("kind")
+        if kind in ("stop", "tool-calls"):
+            response = self._snapshot("completed")
+            event = "response.completed"
+        elif kind == "max-tokens":
+            response = self._snapshot("incomplete")
+            response["incomplete_details"] = {"reason": "max_output_tokens"}
+            event = "response.incomplete"
+        else:
+            response = self._snapshot("failed")
+            default_code = "aborted" if kind == "aborted" else "server_error"
+            message = self._finish.get("message") or self._finish.get("reason") or str(kind)
+            response["error"] = {
+                "code": str(self._finish.get("code") or default_code),
+                "message": str(message),
+            }
+            event = "response.failed"
+        self.response = response
+        out.append(self._event(event, {"response": response}))
+        return out
+
+    def error(self, message: str, code: str) -> list[bytes]:
+        """End the stream with an ``error`` event ``{code, message, param: null}`` (a mid-stream
+        failure, e.g. a recorded ``throw`` after some chunks); :attr:`response` is then the failed
+        response with what was served so far."""
+        if self._ended:
+            raise self._bad("error() after the stream was closed")
+        out = self._start()
+        self._ended = self._failed = True
+        self.response = self._snapshot("failed")
+        self.response["error"] = {"code": code, "message": message}
+        out.append(self._event("error", {"code": code, "message": message, "param": None}))
+        return out
+
+
+def encode_whole(
+    chunks: Iterable[StreamChunk | Mapping[str, Any]],
+    *,
+    model: str,
+    response_id: str,
+    body: Mapping[str, Any] | None = None,
+    created_at: int | None = None,
+) -> JsonDict:
+    """The non-streamed response object (``POST /v1/responses`` with ``stream`` false) of a whole
+    chunk sequence: the same object :class:`ResponsesStreamEncoder` sends in its terminal event.
+
+    Raises:
+        LlmError: status 502 with the finish's message and code (default ``PROVIDER_ERROR``) when the
+            answer ended in an ``error``/``aborted`` finish (the endpoint answers it as an HTTP error,
+            as the API does for a non-streamed failure); ``BAD_CHUNKS`` as :class:`ResponsesStreamEncoder`.
+    """
+    encoder = ResponsesStreamEncoder(model, response_id, body=body, created_at=created_at)
+    encoder._emit = False  # the same rules, without serializing the events nobody reads
+    for chunk in chunks:
+        encoder.feed(chunk)
+    encoder.close()
+    response = encoder.response
+    assert response is not None
+    if response["status"] == "failed":
+        reason = encoder.finish_reason or {}
+        message = str(reason.get("message") or reason.get("reason") or "the model call was aborted")
+        raise LlmError(message, str(reason.get("code") or "PROVIDER_ERROR"), 502)
+    return response
+
+
+def stream_encoder(
+    model: str, response_id: str, *, body: Mapping[str, Any] | None = None
+) -> ResponsesStreamEncoder:
+    """A :class:`ResponsesStreamEncoder` (the factory of the wire interface, ``llm/wire/base.py``)."""
+    return ResponsesStreamEncoder(model, response_id, body=body)
+
+
+def upstream_translator() -> ResponsesEventTranslator:
+    """The translator of an upstream's streamed Responses events."""
+    return ResponsesEventTranslator()
+
+
+def upstream_body(body: Mapping[str, Any]) -> JsonDict:
+    """The body forwarded upstream: the client's, streamed (the recording keeps the answer as chunks
+    whatever the client asked; a whole answer is encoded from them; usage is always in
+    ``response.completed``), with the served items it sends back made acceptable to the provider.
+
+    The items the endpoint served carry ids the provider never issued (``msg_<response id>_0``, ...),
+    and a real provider looks an item id up in its store (``Item with id ... not found``). So the
+    ``id`` of ``message`` and ``function_call`` input items is left out, and ``reasoning`` items are
+    left out whole (the API requires their id, and the served ones carry no ``encrypted_content``):
+    the provider gets the conversation's messages, calls and results, not its earlier reasoning.
+    The client's body itself is not changed.
+    """
+    out = dict(body)
+    out["stream"] = True
+    items = body.get("input")
+    if isinstance(items, list):
+        forwarded: list[Any] = []
+        for item in items:
+            if isinstance(item, Mapping) and item.get("type") == "reasoning":
+                continue
+            if isinstance(item, Mapping) and "id" in item and item.get("type") != "item_reference":
+                item = {key: value for key, value in item.items() if key != "id"}
+            forwarded.append(item)
+        out["input"] = forwarded
+    return out
+
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def error_body(message: str, code: str, status: int) -> JsonDict:
+    """The JSON body of an HTTP error answer, as the OpenAI API sends it:
+    ``{"error": {"message", "type", "param": null, "code"}}`` (``type`` from ``status``:
+    ``invalid_request_error`` for 400, ``rate_limit_error`` for 429, ``server_error`` for 5xx, ...).
+    The ``openai`` SDK raises it as the status's ``APIStatusError`` with ``.code`` and ``.message``."""
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
