@@ -7,7 +7,9 @@
    ``ReplayModel`` serving the same scripts to the same requests (``async for`` over its chunks). The
    HTTP floor is a bare aiohttp server in a subprocess answering every request with the same SSE bytes
    (no parsing, binding or checking): what any loopback HTTP endpoint costs. It prints p50/p99 of each
-   and of the differences. Goal: p50 overhead <= 2 ms per call on loopback. The same recording is
+   and of the differences, and the CPU time the server process spends per call (read from ``/proc``, so
+   the machine's load does not inflate it as it does wall times). Goal: p50 overhead <= 2 ms per call on
+   loopback. The same recording is
    also fetched through the Responses API (``POST /v1/responses``, the same conversation as
    ``instructions`` + ``input`` items): a recording holds chunks, so either API replays it.
 2. **Concurrent conversations.** A parent whose tool call fans out to ``--children`` children that run
@@ -174,6 +176,7 @@ app.router.add_post("/v1/responses", handle)
 import socket
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
+sock.listen(128)
 print(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
 web.run_app(app, sock=sock, print=None, access_log=None)
 """
@@ -209,6 +212,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _cpu_ms(pid: int) -> float:
+    """CPU time (user + system) a process used so far, in ms (Linux ``/proc``; 0 elsewhere): what a
+    served call costs the server whatever the machine's load does to wall times."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dict[str, float]:
     """ms per call: in-process ReplayModel vs the served endpoint (same requests, same order), the
     client speaking ``api`` (``chat`` or ``responses``)."""
@@ -233,14 +246,18 @@ def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dic
     assert not model.failures, model.failures[0]
     proc, url = start_serve(directory)
     try:
+        cpu = _cpu_ms(proc.pid)
         http, last = asyncio.run(timed_posts(url, bodies, path))
+        cpu = (_cpu_ms(proc.pid) - cpu) / calls
     finally:
         proc.send_signal(2)
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     floor_proc, floor_url = start_floor(last, directory.parent)
     try:
+        floor_cpu = _cpu_ms(floor_proc.pid)
         floor, _ = asyncio.run(timed_posts(floor_url, bodies, path))
+        floor_cpu = (_cpu_ms(floor_proc.pid) - floor_cpu) / calls
     finally:
         floor_proc.kill()
         floor_proc.wait()
@@ -256,6 +273,8 @@ def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dic
         "HTTP floor p50": statistics.median(floor),
         "HTTP floor p99": pct(floor, 0.99),
         "above floor p50": statistics.median(above),
+        "server CPU/call": cpu,
+        "floor CPU/call": floor_cpu,
     }
 
 
@@ -347,6 +366,8 @@ def main() -> None:
         for name, value in figures.items():
             print(f"  {name:15} {value:8.3f}")
         ratio = figures["endpoint p50"] / max(figures["in-process p50"], 1e-9)
+        added_cpu = figures["server CPU/call"] - figures["in-process p50"]
+        print(f"  the server's CPU per call beyond in-process replay: {added_cpu:.3f} ms (load-independent)")
         print(
             f"  endpoint / in-process p50: {ratio:.1f}x; goal overhead p50 <= 2 ms: "
             f"{'met' if figures['overhead p50'] <= 2 else 'NOT met'}"

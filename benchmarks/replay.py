@@ -20,15 +20,25 @@ Peak RSS (VmHWM) of each layout's scan, and of the floor, is measured in a fresh
 layout that reads the log file and runs it once: targets <= 5x the baseline file size for
 baseline, <= 3.3x the baseline file size for the packed layouts.
 
-Usage: ``python benchmarks/replay.py [--events N] [--repeat R] [--quick]``; ``--quick`` is the CI
-smoke run (20,000 events, 1 repeat, a few seconds). Prints medians and (min-max) of the ratios.
-Nothing asserts: it is not a test.
+The item path (``--item-events``, default 300,000 logical events; ``0`` skips it): what a pytest item
+does with a large recorded scenario besides running the agent, for the baseline and packed+projected
+fixture layouts: parse the fixture (``harvest.parse_log_bytes``, as ``load_fixtures``), build its scripts
+from that parse (``load_session_scripts(parsed=...)``), harvest the run's log (the same events written
+by another run: other session id, cwd and times, baseline layout), scrub it with the run's secret set
+(``scrub_logs``) and compare the two normalized (``compare_event_logs``). It is timed interleaved with
+its floor, per-line ``orjson.loads`` of both files (gc paused), and its peak RSS is measured in a fresh
+interpreter against the floor's, per layout. Each stage's CPU time is printed too (min of the runs).
+
+Usage: ``python benchmarks/replay.py [--events N] [--item-events N] [--item-only] [--repeat R] [--quick]``;
+``--quick`` is the CI smoke run (20,000 events, 1 repeat, a few seconds). Prints medians and (min-max) of
+the ratios. Nothing asserts: it is not a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import random
 import statistics
 import subprocess
@@ -260,6 +270,136 @@ def peak_rss(path: Path, what: str) -> int:
     return int(out.split()[-1]) * 1024
 
 
+_ITEM_RUN_ID = "0b7e4c1a-5d2f-4e8b-9a3c-6f1d2e3b4a5c"
+_ITEM_FIXTURE_ID = "7f9a2b3c-1d4e-4f5a-8b6c-9d0e1f2a3b4c"
+
+
+def item_files(n: int) -> tuple[dict[str, bytes], bytes]:
+    """The fixture log of a large scenario in the baseline and packed+projected layouts, and the log a
+    replay of it writes (same events; its own session id, cwd and times; baseline layout)."""
+    events = synthetic_events(n)
+    fixture_header = {
+        "type": "session", "version": 0, "id": _ITEM_FIXTURE_ID, "createdAt": 1, "cwd": "/home/rec/project",
+    }  # fmt: skip
+    run_header = {
+        "type": "session", "version": 0, "id": _ITEM_RUN_ID, "createdAt": 2, "cwd": "/tmp/dsh-scenario-x/cwd",
+    }  # fmt: skip
+    layouts = {
+        "baseline": encode_head_layout(fixture_header, events, projected=False, pack=False),
+        "packed+projected": encode_head_layout(fixture_header, events, projected=True, pack=True),
+    }
+    run = encode_head_layout(
+        run_header, [{**e, "time": e["time"] + 7} for e in events], projected=False, pack=False
+    )
+    return layouts, run
+
+
+def item_path(fixture: Path, run: Path, stages: dict[str, float] | None = None) -> Any:
+    """What an item does with the fixture and the run's log besides running the agent (see module doc);
+    ``stages`` collects each stage's CPU seconds."""
+    from pytest_dsh_replay.replay import load_session_scripts
+    from pytest_dsh_replay.scenario.compare import compare_event_logs
+    from pytest_dsh_replay.scenario.harvest import parse_log_bytes, read_log_bytes
+    from pytest_dsh_replay.scenario.secrets import default_scrubber, scrub_logs
+
+    clock = time.process_time
+    marks = [clock()]
+    fx = parse_log_bytes(read_log_bytes(fixture), fixture)
+    marks.append(clock())
+    scripts = load_session_scripts(fixture.parent, parsed={fixture: (fx.header, fx.events)})
+    marks.append(clock())
+    live = parse_log_bytes(read_log_bytes(run), run)
+    marks.append(clock())
+    scrubbed = scrub_logs([live], default_scrubber())
+    marks.append(clock())
+    problems = compare_event_logs([fx], scrubbed)
+    marks.append(clock())
+    if problems:
+        raise SystemExit("item path: the run's log differs from the fixture:\n" + problems[0].render()[:2000])
+    if stages is not None:
+        for name, (a, b) in zip(_ITEM_STAGES, itertools.pairwise(marks), strict=True):
+            stages[name] = min(stages.get(name, float("inf")), b - a)
+    return scripts
+
+
+_ITEM_STAGES = ("parse fixture", "scripts", "harvest run", "scrub run", "compare")
+
+
+def item_floor(fixture: Path, run: Path) -> Any:
+    """Per-line ``orjson.loads`` of both files, gc paused: the bare cost of reading what the item reads."""
+    return floor(fixture.read_bytes()), floor(run.read_bytes())
+
+
+_ITEM_RSS_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {bench!r})
+import replay
+fixture, run = Path({fixture!r}), Path({run!r})
+result = (replay.item_floor if {what!r} == "floor" else replay.item_path)(fixture, run)
+print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0])
+"""
+
+
+def item_peak_rss(fixture: Path, run: Path, what: str) -> int:
+    """Peak RSS in bytes of a fresh interpreter running the item path (or its floor) once."""
+    here = Path(__file__).resolve().parent
+    code = _ITEM_RSS_CHILD.format(
+        root=str(here.parent), bench=str(here), fixture=str(fixture), run=str(run), what=what
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return int(out.split()[-1]) * 1024
+
+
+def item_report(n: int, repeat: int) -> None:
+    """Print the item-path figures (see module doc)."""
+    layouts, run_data = item_files(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run" / "session.jsonl"
+        run.parent.mkdir()
+        run.write_bytes(run_data)
+        fixtures = {}
+        for name, data in layouts.items():
+            fixtures[name] = Path(tmp) / name / "session.jsonl"
+            fixtures[name].parent.mkdir()
+            fixtures[name].write_bytes(data)
+        del layouts, run_data
+        item_path(fixtures["baseline"], run)  # warm-up: lazy imports, the scrubber
+        clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+        t_floor: dict[str, list[float]] = {c: [] for c in clocks}
+        t_item = {c: {name: [] for name in fixtures} for c in clocks}
+        stages: dict[str, dict[str, float]] = {name: {} for name in fixtures}
+        for _ in range(repeat):
+            for name, path in fixtures.items():
+                for c, clock in clocks.items():
+                    gc.collect()
+                    t0 = clock()
+                    item_floor(path, run)
+                    t_floor[c].append(clock() - t0)
+                    gc.collect()
+                    t0 = clock()
+                    item_path(path, run, stages[name])
+                    t_item[c][name].append(clock() - t0)
+        f_wall, f_cpu = statistics.median(t_floor["wall"]), statistics.median(t_floor["cpu"])
+        rss_floor = item_peak_rss(fixtures["baseline"], run, "floor")
+        print(
+            f"item path, {n} logical events (fixture + the run's log), {repeat} interleaved run(s); floor = "
+            f"orjson per line of both files: {f_wall:.3f} s wall, {f_cpu:.3f} s cpu, peak RSS "
+            f"{rss_floor / 1e6:.0f} MB"
+        )
+        for name, path in fixtures.items():
+            rss = item_peak_rss(path, run, "item")
+            wall = [t / f_wall for t in t_item["wall"][name]]
+            cpu = [t / f_cpu for t in t_item["cpu"][name]]
+            parts = ", ".join(f"{k} {v:.2f}s" for k, v in stages[name].items())
+            print(
+                f"  {name:17s} item path {statistics.median(t_item['wall'][name]):.2f} s wall = {_fmt(wall)} "
+                f"floor, cpu {_fmt(cpu)}; peak RSS {rss / 1e6:.0f} MB = {rss / rss_floor:.2f}x the floor's | "
+                f"cpu by stage (min): {parts}"
+            )
+
+
 def _fmt(values: list[float]) -> str:
     return f"{statistics.median(values):5.2f}x ({min(values):.2f}-{max(values):.2f})"
 
@@ -274,9 +414,19 @@ def main() -> None:
         action="store_true",
         help="also print where the scan's CPU time goes: split, msgspec decoding of every line, the rest",
     )
+    parser.add_argument(
+        "--item-events",
+        type=int,
+        default=300_000,
+        help="logical events of the item-path figure (0: skip it)",
+    )
+    parser.add_argument("--item-only", action="store_true", help="print only the item-path figure")
     args = parser.parse_args()
     if args.quick:
-        args.events, args.repeat = 20_000, 1
+        args.events, args.repeat, args.item_events = 20_000, 1, 20_000
+    if args.item_only:
+        item_report(args.item_events, args.repeat)
+        return
 
     events = synthetic_events(args.events)
     header = {"type": "session", "version": 0, "id": "bench", "createdAt": 0}
@@ -358,6 +508,8 @@ def main() -> None:
                 f"{(decode_t - split_t) / f_cpu:.3f}x + derive, packed runs, marks, call points "
                 f"{(scan_t - decode_t) / f_cpu:.3f}x = {scan_t / f_cpu:.3f}x"
             )
+    if args.item_events:
+        item_report(args.item_events, args.repeat)
 
 
 if __name__ == "__main__":

@@ -331,6 +331,78 @@ def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> No
     )
 
 
+_IMPORTS_CHILD = """
+import importlib, json, sys, tempfile, time
+from pathlib import Path
+import pytest
+before = set(sys.modules)
+if sys.argv[1] == "list":  # the modules the plugin and one scenario item import, in import order
+    import pytest_dsh_replay.plugin
+    from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
+    with tempfile.TemporaryDirectory() as work:
+        assert check_scenario(load_scenario(Path(sys.argv[2])), Path(work), CheckOptions()).passed
+    print(json.dumps([m for m in sys.modules if m not in before]))
+else:  # import them (no run): cpu seconds of the plugin alone, then of everything
+    names = json.loads(sys.argv[2])
+    t0 = time.process_time()
+    import pytest_dsh_replay.plugin
+    t1 = time.process_time()
+    for name in names:
+        importlib.import_module(name)
+    print(json.dumps([t1 - t0, time.process_time() - t0]))
+"""
+
+
+def import_cost(runner: Runner, scenario: Path, repeat: int) -> str:
+    """CPU seconds of ``import pytest_dsh_replay.plugin`` and of it plus every module the first scenario
+    item imports (lazy imports included), each in a fresh interpreter that imported pytest already."""
+
+    def child(*argv: str) -> str:
+        cmd = [sys.executable, "-c", _IMPORTS_CHILD, *argv]
+        return subprocess.run(cmd, env=runner.env, capture_output=True, text=True, check=True).stdout
+
+    names = child("list", str(scenario))
+    runs = [json.loads(child("time", names)) for _ in range(repeat)]
+    plugin, total = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+    return (
+        f"imports: pytest_dsh_replay.plugin {plugin * 1000:.0f} ms cpu, plus the first item's imports "
+        f"{total * 1000:.0f} ms cpu (target <= 300 ms: {'met' if total <= 0.3 else 'MISSED'}; runs "
+        + " / ".join(f"{r[1] * 1000:.0f}" for r in runs)
+        + f"; {len(json.loads(names))} modules, bytecode "
+        + (
+            "cached)"
+            if "PYTHONDONTWRITEBYTECODE" not in runner.env
+            else "not cached: PYTHONDONTWRITEBYTECODE)"
+        )
+    )
+
+
+def startup_report(runner: Runner, base: Path, scenario_root: Path, repeat: int) -> tuple[float, float]:
+    """One scenario vs one trivial python test, fresh pytest processes interleaved ``repeat`` times.
+
+    Returns the median extra (wall, cpu) seconds of the scenario run: the plugin's start-up, its
+    collection, the first item's lazy imports and the item itself.
+    """
+    test_dir = base / "trivial_test"
+    test_dir.mkdir(exist_ok=True)
+    (test_dir / "test_trivial.py").write_text("def test_trivial():\n    assert True\n")
+    plain = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(base), "-c",
+             os.devnull, *runner.flags, str(test_dir)]  # fmt: skip
+    extra_wall: list[float] = []
+    extra_cpu: list[float] = []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run(plain, cwd=base, env=runner.env, capture_output=True, check=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        s_wall, s_cpu = runner.run(scenario_root, "-n", "0")
+        extra_wall.append(s_wall - wall)
+        extra_cpu.append(s_cpu - cpu)
+    return statistics.median(extra_wall), statistics.median(extra_cpu)
+
+
 BURN = "x = 0\nfor i in range(6_000_000):\n    x += i\n"
 
 
@@ -479,6 +551,11 @@ def _bench(base: Path, args: argparse.Namespace) -> int:
         txml = base / f"trivial{r}.xml"
         runner.run(trivial_root, "-n", "0", f"--junitxml={txml}")
         triv.append(junit_times(txml)["text/t2"])
+    one = base / "one"
+    shutil.copytree(trivial_root / "text" / "t1", one / "text" / "t1")
+    startup_repeat = max(3, args.repeat) if not args.quick else 1
+    extra_wall, extra_cpu = startup_report(runner, base, one, startup_repeat)
+    imports = import_cost(runner, one / "text" / "t1", startup_repeat)
     in_failed: list[str] = []
     in_proc = in_process_times(paths, args.no_fsync, in_failed)
     in_triv = statistics.median(
@@ -490,9 +567,23 @@ def _bench(base: Path, args: argparse.Namespace) -> int:
     cpu = {k: med([x[1] for x in v]) for k, v in runs.items()}
     spread = {k: _spread([x[0] for x in v]) for k, v in runs.items()}
     startup = wall["base0"]
+    # the junitxml lists items in run order: the first one pays the lazy imports
+    firsts = [next(iter(j.values())) for j in junit_serial]
+    rest = [t for j in junit_serial for t in list(j.values())[1:]]
     item_times = [med(ts) for ts in zip(*(sorted(j.values()) for j in junit_serial), strict=True)]
     item_med, triv_item, ip_med = med(item_times), med(triv), med(in_proc)
     print()
+    print(
+        f"start-up: one scenario costs {extra_wall:.2f}s wall, {extra_cpu:.2f}s cpu more than one trivial "
+        f"python test (fresh processes, median of {startup_repeat}; target <= 0.4s wall: "
+        f"{'met' if extra_wall <= 0.4 else 'MISSED'})"
+    )
+    print(f"  {imports}")
+    print(
+        f"  first item (-n 0 junitxml, lazy imports included) {med(firsts) * 1000:.0f} ms, every later item "
+        f"{med(rest) * 1000 if rest else float('nan'):.1f} ms median: the first item's extra "
+        f"{(med(firsts) - (med(rest) if rest else 0)) * 1000:.0f} ms is start-up, not per-item cost"
+    )
     print(
         f"baseline: pytest start-up, zero scenarios, -n 0: {startup:.2f}s wall ({spread['base0']}), "
         f"{cpu['base0']:.2f}s cpu"

@@ -12,15 +12,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["EpisodesVerdict", "GuardVerdict", "ItemReport", "ReplayCounts"]
+__all__ = ["WRITE_STATUSES", "EpisodesVerdict", "GuardVerdict", "ItemReport", "ReplayCounts", "WriteStatus"]
 
 #: ``--dsh-record=new_episodes``: whether live calls were appended to the recording
 EpisodesVerdict = Literal["extended", "unchanged"]
 #: ``--dsh-check-guards``: ``red`` = the unsliced re-run failed as required
 GuardVerdict = Literal["red", "cannot fail"]
+#: what a writing plan (update, new_episodes, a recording) did with one scenario: ``written`` (a file
+#: changed or was removed), ``unchanged``, ``refused`` (an update that would pair a changed request with a
+#: recorded answer), ``failed`` (any other problem; nothing written)
+WriteStatus = Literal["written", "unchanged", "refused", "failed"]
+#: the statuses in the order the summary's counts line names them
+WRITE_STATUSES: tuple[WriteStatus, ...] = ("written", "unchanged", "refused", "failed")
 
 _WRITTEN, _REMOVED, _REPLAYED = "dsh_written", "dsh_removed", "dsh_replayed"
 _EPISODES, _END_SEED, _GUARD = "dsh_episodes", "dsh_end_seed_ignored", "dsh_guard"
+_WRITE = "dsh_write"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class ItemReport:
         episodes: the verdict of a ``new_episodes`` run (``None``: another plan).
         end_seed_ignored: ``session/end-seed`` was dropped because the fixtures predate the marker.
         guard: the red/green guard's verdict (``None``: not checked).
+        write: what a writing plan did (``None``: a replay).
     """
 
     written: list[str] = field(default_factory=list)
@@ -67,6 +75,12 @@ class ItemReport:
     episodes: EpisodesVerdict | None = None
     end_seed_ignored: bool = False
     guard: GuardVerdict | None = None
+    write: WriteStatus | None = None
+
+    @property
+    def is_scenario(self) -> bool:
+        """Whether these properties are a scenario item's (a replay or a writing plan)."""
+        return self.replayed is not None or self.write is not None
 
     def properties(self) -> list[tuple[str, str]]:
         """The report as ``user_properties`` pairs (see :meth:`from_properties`)."""
@@ -79,6 +93,8 @@ class ItemReport:
             props.append((_END_SEED, "1"))
         if self.guard is not None:
             props.append((_GUARD, self.guard))
+        if self.write is not None:
+            props.append((_WRITE, self.write))
         return props
 
     @classmethod
@@ -99,4 +115,6 @@ class ItemReport:
                 report.end_seed_ignored = True
             elif key == _GUARD:
                 report.guard = "red" if text == "red" else "cannot fail"
+            elif key == _WRITE:
+                report.write = next((s for s in WRITE_STATUSES if s == text), "failed")
         return report

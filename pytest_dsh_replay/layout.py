@@ -19,12 +19,15 @@ it at collection time for free.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "ENDPOINT_MANIFEST",
     "INPUT_FILE",
     "LOG_GLOB",
     "OVERRIDE_FILE",
@@ -37,6 +40,7 @@ __all__ = [
     "WORKSPACE_DIR",
     "PinKind",
     "child_rank",
+    "is_endpoint_recording",
     "is_log_name",
     "is_owned",
     "is_pin_like",
@@ -56,6 +60,9 @@ __all__ = [
 
 #: the scenario definition (its steps and config), harness.md §2
 INPUT_FILE = "input.json"
+#: what marks a recording of the loopback endpoint (logs without ``input.json``: its client is an
+#: agent of the user's, not steps): not a scenario, so collection and ``validate`` do not ask for steps
+ENDPOINT_MANIFEST = "endpoint.json"
 #: the primary session log (rank 0)
 PRIMARY_LOG = "session.jsonl"
 PRIMARY_FILE = PRIMARY_LOG
@@ -228,3 +235,8 @@ def owned_rank(name: str) -> int | None:
     match = _OWNED.match(name)
     rank = next((g for g in match.groups() if g), None) if match else None
     return int(rank) if rank else None
+
+
+def is_endpoint_recording(directory: Path) -> bool:
+    """Whether ``directory`` is a recording of the loopback endpoint (it holds :data:`ENDPOINT_MANIFEST`)."""
+    return os.path.lexists(directory / ENDPOINT_MANIFEST)

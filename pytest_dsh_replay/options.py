@@ -7,11 +7,14 @@ is imported when it runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .layout import PIN_PARTS
+
+if TYPE_CHECKING:
+    from .llm.secrets import SecretScrubber
 from .modes import Backend, RecordMode
 
 __all__ = ["add_options", "check_model_spec", "match_on", "record_mode", "run_scrubber", "warn_inert_options"]
@@ -140,7 +143,7 @@ def match_on(config: pytest.Config) -> frozenset[str] | None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def run_scrubber(config: pytest.Config) -> Any:
+def run_scrubber(config: pytest.Config) -> SecretScrubber:
     """Build THE secret set of this run once; bad secret config is a usage error before anything runs."""
     from .llm.secrets import DEFAULT_KEY_ENV, SecretConfigError, run_scrubber
 

@@ -20,7 +20,7 @@ from _pytest._code.code import TerminalRepr
 
 from . import hookspecs
 from .errors import HarnessError
-from .layout import INPUT_FILE, LOG_GLOB, is_log_name, log_rank
+from .layout import INPUT_FILE, LOG_GLOB, is_endpoint_recording, is_log_name, log_rank
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
 from .own_agent import StoreHandle, dsh_endpoint, dsh_replay_model, dsh_session_store
@@ -28,6 +28,7 @@ from .rootdir import redetermine
 from .summary import RunSummary
 
 if TYPE_CHECKING:
+    from .llm.secrets import SecretScrubber
     from .scenario import CheckOptions, Scenario
 
 # The scenario machinery (agent, persistence, replay) is imported lazily, when an item runs, so that
@@ -40,7 +41,7 @@ class _State:
     def __init__(self) -> None:
         self.roots: list[Path] = []
         self.name_globs: list[str] = []
-        self.scrubber: Any = None  # THE secret set of the run (llm.secrets.run_scrubber)
+        self.scrubber: SecretScrubber | None = None  # THE secret set of the run (llm.secrets.run_scrubber)
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
         #: such a root only scenarios are collected, python tests only inside the testpaths
         self.scenario_only: tuple[list[Path], list[Path]] = ([], [])
@@ -196,7 +197,7 @@ def _names_scenarios(path: Path) -> bool:
     return False
 
 
-def _scrubber(config: pytest.Config) -> Any:
+def _scrubber(config: pytest.Config) -> SecretScrubber:
     state = config.stash[_STATE]
     if state.scrubber is None:
         state.scrubber = run_scrubber(config)
@@ -223,7 +224,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if name != INPUT_FILE:
         # session logs without an input.json: report the directory once (from its first log), never
         # skip it silently
-        if (directory / INPUT_FILE).is_file():
+        if (directory / INPUT_FILE).is_file() or is_endpoint_recording(directory):
             return None
         if name != min((p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank):
             return None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .itemreport import ItemReport
+from .itemreport import WRITE_STATUSES, ItemReport
 from .modes import RecordMode
 
 __all__ = ["RunSummary"]
@@ -29,6 +29,9 @@ class RunSummary:
         self.replayed: dict[tuple[str, ...], list[int]] = {}
         self.episodes: dict[str, int] = {"extended": 0, "unchanged": 0}
         self.end_seed_ignored: list[str] = []
+        #: write status -> scenarios, for the counts line of an update or recording run
+        self.write_status: dict[str, int] = {}
+        self.scenarios = 0  # scenario items that ran (the replay line is printed whenever any did)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
@@ -36,6 +39,9 @@ class RunSummary:
             return
         name = report.nodeid.rsplit("::", 1)[-1]
         item = ItemReport.from_properties(report.user_properties)
+        self.scenarios += item.is_scenario
+        if item.write is not None:
+            self.write_status[item.write] = self.write_status.get(item.write, 0) + 1
         self.written += map(Path, item.written)
         self.removed += map(Path, item.removed)
         if item.replayed is not None and report.passed:
@@ -53,16 +59,27 @@ class RunSummary:
     def write(self, terminalreporter: Any, config: pytest.Config) -> None:
         """Write the summary lines and sections (nothing when no scenario reported)."""
         tr = terminalreporter
+        record = RecordMode(config.getoption("dsh_record"))
+        compared = "compared"
+        if record is RecordMode.NEW_EPISODES:
+            done = each = "for new_episodes (the recorded part checked, the calls past it sent live)"
+        elif config.getoption("update_snapshots", default=False) and record is not RecordMode.REWRITE:
+            done = each = "for --snapshot-update (every request checked, the logs taken from the run)"
+            compared = "replayed"
+        else:
+            done, each = "and matched their recordings", "matched its recording"
+        if self.scenarios and not self.replayed:  # printed in every mode, a recording run too
+            tr.write_line(f"dsh-replay: 0 scenario(s) replayed end to end {done}")
         for backends, (count, logs, calls) in sorted(self.replayed.items()):
             if len(backends) == 1:
                 tr.write_line(
-                    f"dsh-replay: {count} scenario(s) replayed end to end and matched their recordings: "
-                    f"{logs} session log(s) compared, {calls} recorded model call(s) served",
+                    f"dsh-replay: {count} scenario(s) replayed end to end {done}: "
+                    f"{logs} session log(s) {compared}, {calls} recorded model call(s) served",
                 )
             else:
                 tr.write_line(
                     f"dsh-replay: {count} scenario(s) replayed end to end on {' and '.join(backends)}, each "
-                    f"matched its recording; per backend: {logs} session log(s) compared, {calls} recorded "
+                    f"{each}; per backend: {logs} session log(s) {compared}, {calls} recorded "
                     "model call(s) served",
                 )
         if any(self.episodes.values()):
@@ -88,6 +105,13 @@ class RunSummary:
                 tr.write_line(f"written: {path}")
             for path in self.removed:
                 tr.write_line(f"removed unused fixture: {path}")
+        if self.write_status:  # an update or recording run ends with one line of counts
+            what = f"--dsh-record={record.value}" if record.records else "--snapshot-update"
+            counts = ", ".join(f"{self.write_status.get(s, 0)} {s}" for s in WRITE_STATUSES)
+            tr.write_line(
+                f"dsh-replay {what}: scenarios {counts}; files {len(self.written)} written, "
+                f"{len(self.removed)} removed"
+            )
         if config.getoption("dsh_check_guards") and (self.guards_ok or self.guards_failed):
             tr.section("dsh-replay guard check (fork seed slice disabled)")
             for name in self.guards_ok:

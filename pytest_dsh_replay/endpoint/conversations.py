@@ -53,9 +53,8 @@ class BindingError(HarnessError):
     code = "ENDPOINT_BINDING"
 
 
-def message_key(message: Message) -> bytes:
-    """The comparison key of one message (see module doc): what a client echoes back of it."""
-    role = message.get("role")
+def message_key(message: Message) -> tuple[Any, ...]:
+    """The comparison key of one message (see module doc): what a client echoes back of it, hashable."""
     texts: list[str] = []
     rest: list[Any] = []
     for block in message.get("content", []):
@@ -65,36 +64,32 @@ def message_key(message: Message) -> bytes:
         elif kind == "reasoning":
             continue
         elif kind == "tool-call":
-            rest.append(["call", block.get("id"), block.get("name"), _arguments_key(block.get("arguments"))])
+            rest.append(("call", block.get("id"), block.get("name"), _arguments_key(block.get("arguments"))))
         elif kind == "tool-result":
             content = block.get("content")
-            text = (
-                "".join(
-                    str(b.get("text", ""))
-                    for b in content
-                    if isinstance(b, Mapping) and b.get("type") == "text"
-                )
-                if isinstance(content, list)
-                else str(content)
-            )
-            rest.append(["result", block.get("toolCallId"), text])
+            if isinstance(content, list):
+                pieces = [b for b in content if isinstance(b, Mapping) and b.get("type") == "text"]
+                text = "".join(str(b.get("text", "")) for b in pieces)
+            else:
+                text = str(content)
+            rest.append(("result", block.get("toolCallId"), text))
         else:
-            rest.append(block)
-    return orjson.dumps([role, "".join(texts), rest], option=orjson.OPT_SORT_KEYS)
+            rest.append(orjson.dumps(block, option=orjson.OPT_SORT_KEYS))
+    return (message.get("role"), "".join(texts), *rest)
 
 
-def _arguments_key(arguments: object) -> object:
+def _arguments_key(arguments: object) -> tuple[str, object]:
     """Tool-call arguments by their JSON value when they parse (a client that re-serializes them, as
-    pydantic-ai does, sends the same value with other whitespace), else as the string sent."""
+    pydantic-ai does, sends the same value with other whitespace), else as the string sent; hashable."""
     if not isinstance(arguments, str):
-        return arguments
+        return ("raw", repr(arguments))
     try:
-        return ["json", orjson.loads(arguments)]
+        return ("json", orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS))
     except orjson.JSONDecodeError:
-        return ["raw", arguments]
+        return ("raw", arguments)
 
 
-def _chain(previous: int, key: bytes) -> int:
+def _chain(previous: int, key: object) -> int:
     return hash((previous, key))
 
 
@@ -150,7 +145,7 @@ class Binding:
 
 
 def _prefix_hashes(system: str, messages: Sequence[Message]) -> list[int]:
-    h = _chain(0, orjson.dumps(["system", system]))
+    h = _chain(0, ("system", system))
     out = [h]
     for message in messages:
         h = _chain(h, message_key(message))

@@ -89,7 +89,7 @@ def endpoint_fixture(
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
     try:
-        yield EndpointHandle(url, directory, thread.endpoint.plan, thread.endpoint)
+        yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
         outcome = thread.stop()
     if not outcome.ok:

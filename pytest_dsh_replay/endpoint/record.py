@@ -27,12 +27,10 @@ from typing import Any, cast
 import orjson
 
 from ..agent.assembler import BlockAssembler
-from ..layout import log_name
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
-from ..replay import override_file_for
 from ..session import Session, SessionStore
 from .conversations import Binding
 
@@ -367,15 +365,4 @@ class Recorder:
             self._tmp = None
 
 
-def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
-    """The sidecar files (``replay.override[.N].json``) of logs with a failed call, as writer extras."""
-    out = []
-    for i, entries in sorted(sidecars.items()):
-        log = directory / log_name(i)
-        out.append(
-            (override_file_for(log), orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n")
-        )
-    return out
-
-
-__all__ = ["ConversationLog", "RecordResult", "Recorder", "UpstreamModel", "answer_content", "sidecar_files"]
+__all__ = ["ConversationLog", "RecordResult", "Recorder", "UpstreamModel", "answer_content"]

@@ -37,11 +37,13 @@ import orjson
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import OVERRIDE_FILE, PRIMARY_FILE
-from ..llm import LlmError, ModelRequest, StreamChunk
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE
+from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.wire import chat, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
+from ..scenario.plan import Plan
+from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, BindingError, Conversation
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 
@@ -114,17 +116,10 @@ def _has_recording(directory: Path) -> bool:
     return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
-def plan_for(config: EndpointConfig) -> str:
-    """``replay``, ``record`` or ``episodes`` for the mode and what the directory holds (module doc)."""
-    recorded = _has_recording(config.directory)
-    mode = config.record
-    if mode is RecordMode.NONE:
-        return "replay"
-    if mode is RecordMode.ONCE:
-        return "replay" if recorded else "record"
-    if mode is RecordMode.NEW_EPISODES:
-        return "episodes" if recorded else "record"
-    return "record"
+def plan_for(config: EndpointConfig) -> Plan:
+    """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
+    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
+    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
 
 
 class Endpoint:
@@ -148,6 +143,7 @@ class Endpoint:
         self.problems: list[str] = []
         self.calls = 0
         self.models_seen: list[str] = []
+        self.formats_seen: set[str] = set()
         self._runner: Any = None
         self.base_url = ""
 
@@ -160,7 +156,7 @@ class Endpoint:
 
         config = self.config
         self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
-        if self.plan != "replay":
+        if self.plan is not Plan.REPLAY:
             if not config.upstream:
                 raise EndpointConfigError(
                     f"{config.directory}: --dsh-record={config.record} needs an upstream to record from "
@@ -169,7 +165,7 @@ class Endpoint:
             self.upstream = UpstreamModel(config.upstream, config.api_key)
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in ("replay", "episodes"):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES):
             if not _has_recording(config.directory):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
@@ -184,12 +180,12 @@ class Endpoint:
                 rerecord=config.rerecord
                 or f"dsh-replay serve {config.directory} --record rewrite --upstream URL",
             )
-            self.replay.bind_order = self.binder.rank
-            self.replay.live_ids = lambda: [c.id for c in self.binder.conversations]
-            self.replay.live_cwd = self.cwd
-        if self.plan == "replay":
+            self.replay.attach_run(
+                RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)
+            )
+        if self.plan is Plan.REPLAY:
             self.model = self.replay
-        elif self.plan == "episodes":
+        elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
         else:
             self.model = self.watched
@@ -219,7 +215,7 @@ class Endpoint:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        outcome = EndpointOutcome(self.plan, list(self.problems), calls=self.calls)
+        outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
         if self.replay is not None:
@@ -240,7 +236,7 @@ class Endpoint:
         seen = {id(p) for p in self.problems}
         failures = [f for f in self.replay.failures if id(f) not in seen]
         outcome.problems.extend(f.message for f in failures)
-        if outcome.problems or self.config.allow_unused or self.plan != "replay":
+        if outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
             return
         try:
             self.replay.assert_consumed()
@@ -249,10 +245,9 @@ class Endpoint:
 
     async def _write(self, outcome: EndpointOutcome) -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.record import sidecars_for
+        from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
         from ..scenario.write import current_fixtures, write_fixtures
-        from .record import sidecar_files
 
         assert self.recorder is not None
         result = await self.recorder.finish()
@@ -273,13 +268,20 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
+        manifest = {"recordedBy": "pytest-dsh-replay endpoint", "formats": sorted(self.formats_seen)}
+        pins.append(
+            (
+                directory / ENDPOINT_MANIFEST,
+                orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n",
+            )
+        )
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
             self.scrubber,
             [*sidecar_files(scenario.path, sidecars), *pins],
             base=current_fixtures(scenario),
-            prune_owned=self.plan == "record",
+            prune_owned=self.plan.prunes_owned,
         )
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) into {directory} "
@@ -330,6 +332,7 @@ class Endpoint:
             return self._problem(fmt, exc, 400)
         conv = binding.conversation
         self.calls += 1
+        self.formats_seen.add(fmt.PATH)
         model_name = parsed.get("model", "")
         if model_name and model_name not in self.models_seen:
             self.models_seen.append(model_name)
@@ -350,6 +353,8 @@ class Endpoint:
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
+                if log is not None and log.step_open:
+                    log.fail("the client closed the connection before the answer ended", "ABORTED")
                 self.binder.failed(conv)
 
     async def _answer(
@@ -361,11 +366,28 @@ class Endpoint:
         log: ConversationLog | None,
         call: ModelRequest,
     ) -> Any:
+        stream = self.model.stream(call).__aiter__()
+        try:
+            return await self._send(fmt, request, body, conv, log, call, stream)
+        finally:  # a client gone mid-answer: the model's stream (an upstream response) is closed now
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def _send(
+        self,
+        fmt: WireFormat,
+        request: Any,
+        body: Mapping[str, Any],
+        conv: Conversation,
+        log: ConversationLog | None,
+        call: ModelRequest,
+        stream: Any,
+    ) -> Any:
         from aiohttp import web
 
         assembler = BlockAssembler()
-        live = self.plan != "replay"
-        stream = self.model.stream(call).__aiter__()
+        live = self.plan.needs_live_model
         response_id = f"dsh-{uuid.uuid4().hex[:24]}"
         model_name = call["model"] or "dsh-replay"
 
@@ -457,10 +479,18 @@ class EndpointThread:
         self._thread = threading.Thread(target=self._loop.run_forever, name="dsh-endpoint", daemon=True)
 
     def start(self) -> str:
+        """Start the loop thread and the endpoint; on failure the thread is stopped and the error raised."""
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result()
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+            raise
 
     def stop(self, timeout: float = 60.0) -> EndpointOutcome:
+        """Stop the endpoint (writing a recording) and the thread; returns the outcome."""
         try:
             return asyncio.run_coroutine_threadsafe(self.endpoint.stop(), self._loop).result(timeout)
         finally:

@@ -1,7 +1,7 @@
 """Model interface: request/chunk shapes, the ``Model`` protocol, ``LlmError``, cancellation."""
 
 from .errors import LlmError
-from .model import Model, ModelRequest
+from .model import Model, ModelRequest, Pausable, RunAware, RunContext
 from .signal import CancelSignal
 from .types import CHUNK_TYPES, ContentBlock, Message, StreamChunk, TokenUsage, ToolSpec
 
@@ -13,6 +13,9 @@ __all__ = [
     "Message",
     "Model",
     "ModelRequest",
+    "Pausable",
+    "RunAware",
+    "RunContext",
     "StreamChunk",
     "TokenUsage",
     "ToolSpec",

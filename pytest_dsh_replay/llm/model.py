@@ -10,9 +10,11 @@ time, replay.md §5), the chunks arrive when iterated. Failures either raise
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import NotRequired, Protocol, TypedDict, runtime_checkable
 
+from .binding import BindOrder
 from .signal import CancelSignal
 from .types import Message, StreamChunk, ToolSpec
 
@@ -38,4 +40,38 @@ class Model(Protocol):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Start one model call and return its chunk stream (see module doc)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a scenario run tells its model before the first call (harness.md §4, replay.md §5).
+
+    Attributes:
+        rank: live session id -> its creation rank (the recording's harvest order), or ``None``.
+        live_ids: every live session id of the run so far (the request check tokenizes them).
+        cwd: the run's cwd (tokenized as ``{{cwd}}`` on the live side of the request check).
+    """
+
+    rank: BindOrder
+    live_ids: Callable[[], Iterable[str]]
+    cwd: str
+
+
+@runtime_checkable
+class RunAware(Protocol):
+    """A model that binds sessions by the run's creation order (replay, scripted, their wrappers)."""
+
+    def attach_run(self, run: RunContext) -> None:
+        """Take the run's context; called once, before the run's first call."""
+        ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    """A model whose scripts can park a stream (``hang``) for a step that cancels it."""
+
+    def park_waiter(self) -> Awaitable[object] | None:
+        """An awaitable that completes once the NEXT ``hang`` stream has delivered all its prefix
+        chunks (``None``: this model cannot tell)."""
         ...

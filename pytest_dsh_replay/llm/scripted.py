@@ -52,14 +52,14 @@ import asyncio
 import copy
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from .binding import BindOrder, pick_script
 from .errors import LlmError
-from .model import ModelRequest
+from .model import ModelRequest, RunContext
 from .types import StreamChunk
 
 Response = dict[str, Any] | str
@@ -289,6 +289,14 @@ class ScriptedModel:
     def parked(self) -> int:
         """How many ``hang`` streams have been parked so far (all prefix chunks consumed)."""
         return self._parked
+
+    def attach_run(self, run: RunContext) -> None:
+        """Bind unbound sessions by the run's creation rank (:class:`~.model.RunAware`)."""
+        self.bind_order = run.rank
+
+    def park_waiter(self) -> Awaitable[object]:
+        """Completes when the next ``hang`` stream is parked (:class:`~.model.Pausable`)."""
+        return self.wait_parked(self.parked + 1)
 
     async def wait_parked(self, count: int = 1) -> None:
         """Wait until at least ``count`` hang streams are parked (no sleeps, event based)."""

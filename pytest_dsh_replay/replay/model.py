@@ -5,7 +5,7 @@ Binding: the Nth distinct live ``sessionId`` to make its FIRST call gets the Nth
 advanced when ``stream()`` is CALLED (even if the stream is never iterated), so session A's
 Nth call gets A's Nth entry regardless of how other sessions interleave.
 
-Request check (issue 10): before serving, every live request is compared with the recorded
+Request check: before serving, every live request is compared with the recorded
 request of that call (the log's derived messages, and the pinned system prompt / tool schemas / model
 where the scenario has pins; ``match_on`` narrows the parts). On a mismatch NOTHING is served: the
 call fails with :class:`RequestMismatchError` naming the log and its role, the call, the first
@@ -24,13 +24,13 @@ swallowed them into an ``error`` turn end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from ..errors import quote
 from ..layout import PIN_KINDS
-from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
 from ..session.tokens import Tokenizer
@@ -140,6 +140,17 @@ class ReplayModel:
         self._unrecorded: dict[str, int] = {}
 
     # -- naming helpers -------------------------------------------------------------------
+
+    def attach_run(self, run: RunContext) -> None:
+        """Take the run's creation ranks, live session ids and cwd (:class:`~..llm.RunAware`)."""
+        self.bind_order = run.rank
+        self.live_ids = run.live_ids
+        self.live_cwd = run.cwd
+
+    def park_waiter(self) -> Awaitable[object]:
+        """Completes when the next ``hang`` entry has delivered its prefix (:class:`~..llm.Pausable`)."""
+        self.parked.clear()
+        return self.parked.wait()
 
     def _scenario_name(self) -> str:
         if self.scenario:

@@ -54,15 +54,13 @@ from .compare import (
 from .definition import Scenario
 from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
-from .normalize import SessionLog
+from .normalize import Normalization, SessionLog
 from .plan import LogCompare, Plan, plan_for
-from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecars_for
+from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecar_files, sidecars_for
 from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model, rerecord_command
 from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
-from .write import Normalization, current_fixtures, write_fixtures
-
-END_SEED = END_SEED_TYPE
+from .write import current_fixtures, write_fixtures
 
 
 @dataclass
@@ -81,7 +79,7 @@ class CheckOptions:
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
-        scrubber: THE secret set of the run (``llm.secrets.run_scrubber``, CONTRACTS §4), used by every
+        scrubber: THE secret set of the run (``llm.secrets.run_scrubber``), used by every
             write, the run side of every comparison and the report; ``None``: the default one. The live
             model's own secrets are added to it.
         match_on: request parts checked before serving (``--dsh-match-on``); ``None`` = all the
@@ -142,11 +140,6 @@ class CheckOutcome:
         return "\n".join([*self.problems, *self.notes])
 
 
-def read_fixtures(scenario: Scenario) -> list[SessionLog]:
-    """The recorded logs in harvest order (``session.jsonl``, ``session.1.jsonl``, ...), parsed once."""
-    return load_fixtures(scenario).logs
-
-
 # -- stage helpers ---------------------------------------------------------------------------------
 
 
@@ -155,8 +148,8 @@ def _ignored(
 ) -> tuple[frozenset[str], str | None]:
     ignored = {*scenario.config.ignore_events, *options.ignore_events}
     note = None
-    if fixtures is not None and fixtures.logs and END_SEED not in ignored and not fixtures.has_end_seed:
-        ignored.add(END_SEED)
+    if fixtures is not None and fixtures.logs and END_SEED_TYPE not in ignored and not fixtures.has_end_seed:
+        ignored.add(END_SEED_TYPE)
         note = "session/end-seed ignored on both sides: the fixtures predate the marker (spec replay.md §9)"
     return frozenset(ignored), note
 
@@ -201,12 +194,9 @@ def _compare(
     """
     run_logs = scrub_logs(result.logs, _scrubber(options))
     mismatches: list[LogMismatch]
-    if prefix:  # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
-        problems = [
-            p for p in inventory_problems(fixtures, result.logs, str(scenario.path)) if "missing" in p
-        ]
-    else:
-        problems = inventory_problems(fixtures, result.logs, str(scenario.path))
+    inventory = inventory_problems(fixtures, result.logs, str(scenario.path))
+    # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
+    problems = [str(p) for p in inventory if not prefix or p.kind == "missing"]
     if scenario.config.compare == "messages" and not prefix:
         mismatches = compare_message_logs(fixtures, run_logs)
     else:
@@ -220,16 +210,6 @@ def _compare(
         )
     problems.extend(render_mismatches(mismatches))
     return problems
-
-
-def _sidecar_files(scenario: Scenario, sidecars: dict[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
-    return [
-        (
-            override_file_for(scenario.log_file(i)),
-            orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
-        )
-        for i, entries in sorted(sidecars.items())
-    ]
 
 
 # -- the record plan -------------------------------------------------------------------------------
@@ -276,7 +256,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         scenario,
         result,
         _scrubber(options, secrets),
-        [*_sidecar_files(scenario, sidecars), *pins],
+        [*sidecar_files(scenario.path, sidecars), *pins],
         base=current_fixtures(scenario),
         normalization=_normalization(ignored, result, options),
         prune_owned=Plan.RECORD.prunes_owned,
@@ -411,7 +391,7 @@ async def _replay_runs(
         if (
             note
             and note not in outcome.notes
-            and any(e.get("type") == END_SEED for log in result.logs for e in log.events)
+            and any(e.get("type") == END_SEED_TYPE for log in result.logs for e in log.events)
         ):
             outcome.notes.append(note)
             outcome.end_seed_ignored = True
@@ -476,8 +456,8 @@ def changed_tool_result(
     from .compare import structural_diff
     from .normalize import context_for, normalized_events
 
-    kw: dict[str, Any] = {"ignore_events": ignored, "canonical_envelope": sqlite, "event_hook": event_hook}
-    fx_ctx, run_ctx = context_for(fixtures, **kw), context_for(run_logs, **kw)
+    rules = Normalization(ignored, sqlite, event_hook)
+    fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
     for fixture, live in zip(fixtures, run_logs, strict=False):
         expected = _tool_results(fixture, normalized_events(fixture, fx_ctx)[1])
         actual = _tool_results(live, normalized_events(live, run_ctx)[1])
@@ -605,7 +585,7 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         scenario,
         run,
         _scrubber(options, served.secrets),
-        [*_sidecar_files(scenario, _episode_sidecars(served, run.logs)), *pins],
+        [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
         base=replayed.fixtures,
         normalization=_normalization(replayed.ignored, run, options),
     )
@@ -690,7 +670,5 @@ __all__ = [
     "check_scenario",
     "check_scenario_async",
     "raise_for",
-    "read_fixtures",
     "record_scenario_async",
-    "write_fixtures",
 ]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import orjson
 
 from ..layout import log_name
-from .normalize import SessionLog, normalize_logs
+from .normalize import Normalization, SessionLog, normalize_logs
 
 _PATH_PART = re.compile(r"\['([^']*)'\]|\[(\d+)\]")
 
@@ -216,11 +216,9 @@ def compare_event_logs(
 
     The caller checks the counts first (see :func:`inventory_problems`); extra logs are ignored here.
     """
-    kw: dict[str, Any] = {"ignore_events": ignore_events, "canonical_envelope": canonical_envelope}
-    if event_hook is not None:
-        kw["event_hook"] = event_hook
-    expected_all = normalize_logs(fixtures, **kw)
-    actual_all = normalize_logs(live, **kw)
+    rules = Normalization(ignore_events, canonical_envelope, event_hook)
+    expected_all = normalize_logs(fixtures, rules)
+    actual_all = normalize_logs(live, rules)
     problems: list[LogMismatch] = []
     for fixture, expected, actual in zip(fixtures, expected_all, actual_all, strict=False):
         if prefix:
@@ -269,23 +267,41 @@ def compare_message_logs(fixtures: Sequence[SessionLog], live: Sequence[SessionL
     return problems
 
 
+@dataclass(frozen=True)
+class InventoryProblem:
+    """One log-count problem: ``kind`` ``missing`` (a fixture the run did not write) or ``extra`` (a log
+    the scenario has no fixture for); ``str()`` is the report line."""
+
+    kind: Literal["missing", "extra"]
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def inventory_problems(
     fixtures: Sequence[SessionLog], live: Sequence[SessionLog], scenario_dir: str
-) -> list[str]:
+) -> list[InventoryProblem]:
     """Count checks: one run log per fixture (missing / extra child logs name the file)."""
-    problems: list[str] = []
+    problems: list[InventoryProblem] = []
     if len(live) > len(fixtures):
         for i in range(len(fixtures), len(live)):
             name = log_name(i)
             problems.append(
-                f"extra session: the run wrote a {live[i].role()} log ({name} in harvest order) that the "
-                f"scenario has no fixture for in {scenario_dir}"
+                InventoryProblem(
+                    "extra",
+                    f"extra session: the run wrote a {live[i].role()} log ({name} in harvest order) that "
+                    f"the scenario has no fixture for in {scenario_dir}",
+                )
             )
     elif len(live) < len(fixtures):
         for i in range(len(live), len(fixtures)):
             problems.append(
-                f"missing session: fixture {fixtures[i].source} ({fixtures[i].role()}) has no matching log "
-                "in the run"
+                InventoryProblem(
+                    "missing",
+                    f"missing session: fixture {fixtures[i].source} ({fixtures[i].role()}) has no matching "
+                    "log in the run",
+                )
             )
     return problems
 
@@ -363,8 +379,8 @@ def align_event_logs(
     compared as a pair. Only log pairs that differ are returned; extra logs are the caller's
     (an inventory difference).
     """
-    kw: dict[str, Any] = {"ignore_events": ignore_events, "canonical_envelope": True}
-    a_all, b_all = normalize_logs(left, **kw), normalize_logs(right, **kw)
+    rules = Normalization(ignore_events, canonical_envelope=True)
+    a_all, b_all = normalize_logs(left, rules), normalize_logs(right, rules)
     out: list[AlignedLog] = []
     for index, (la, lb, a_lines, b_lines) in enumerate(zip(left, right, a_all, b_all, strict=False)):
         if a_lines != b_lines:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import HarnessError
-from ..itemreport import GuardVerdict, ItemReport, ReplayCounts
+from ..itemreport import GuardVerdict, ItemReport, ReplayCounts, WriteStatus
 from ..layout import INPUT_FILE, is_log_name, log_rank
 from ..modes import Backend, RecordMode
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
@@ -119,12 +119,23 @@ def _report(outcome: CheckOutcome) -> ItemReport:
     )
     if outcome.plan is Plan.EPISODES:
         report.episodes = "extended" if outcome.written else "unchanged"
-    elif outcome.plan is Plan.REPLAY:  # the outcome's counts are summed over its backends
+    if outcome.plan.writes:
+        report.write = _write_status(outcome)
+    if outcome.plan is not Plan.RECORD:  # every replaying plan served recorded calls (summed over backends)
         n = max(1, len(outcome.backends))
         report.replayed = ReplayCounts(
             outcome.backends or (Backend.JSONL,), outcome.logs_compared // n, outcome.calls_served // n
         )
     return report
+
+
+def _write_status(outcome: CheckOutcome) -> WriteStatus:
+    """What a writing plan did with the scenario (see :data:`~..itemreport.WriteStatus`)."""
+    if outcome.refused:
+        return "refused"
+    if not outcome.passed:
+        return "failed"
+    return "written" if outcome.written or outcome.removed else "unchanged"
 
 
 def _guard(scenario: Scenario, options: CheckOptions, result: ItemResult) -> ScenarioError | None:

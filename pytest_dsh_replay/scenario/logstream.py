@@ -1,4 +1,4 @@
-"""Streaming reads of one JSONL session log, line by line (harness.md §7; replay.md §2; CONTRACTS §1).
+"""Streaming reads of one JSONL session log, line by line (harness.md §7; replay.md §2).
 
 ``dsh-replay validate`` and ``show`` read logs of any size through :class:`LogStream`: one line is
 in memory at a time, each line's size is checked against :func:`~pytest_dsh_replay.errors.max_line_bytes`

@@ -105,6 +105,13 @@ class NormalizeContext:
         """Apply :meth:`scrub` to every string VALUE (keys and numbers untouched)."""
         return self._tokens.scrub_value(value)
 
+    def leaves_unchanged(self, json_text: str | bytes) -> bool:
+        """See :meth:`~pytest_dsh_replay.session.tokens.Tokenizer.leaves_unchanged`."""
+        return self._tokens.leaves_unchanged(json_text)
+
+
+#: Events whose JSON texts are screened together (one search for the common case, bounded memory).
+_SCREEN_BATCH = 512
 
 _ENVELOPE_ORDER = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp")
 
@@ -160,20 +167,64 @@ def normalized_events(log: SessionLog, ctx: NormalizeContext) -> tuple[str, list
     if "createdAt" in header:
         header["createdAt"] = 0
     header_line = _dump(ctx, header, log, "header")
+    hook, canonical = ctx.event_hook, ctx.canonical_envelope
+    dumps, screen = orjson.dumps, ctx.leaves_unchanged
+    if hook is None and not canonical:
+        texts = _screened_lines(log, ctx)
+        if texts is not None:
+            return header_line, list(zip(kept if kept is not None else range(len(texts)), texts, strict=True))
     lines: list[tuple[int, str]] = []
     for position, event in enumerate(log.events):
-        if ctx.event_hook is not None:
-            hooked = ctx.event_hook(dict(event), ctx)
+        if hook is not None:
+            hooked = hook(dict(event), ctx)
             if hooked is None:
                 continue
             event = hooked
         e = dict(event)
         if "time" in e:
             e["time"] = 0
-        if ctx.canonical_envelope:
+        if canonical:
             e = {k: e[k] for k in (*_ENVELOPE_ORDER, *(k for k in e if k not in _ENVELOPE_ORDER)) if k in e}
-        lines.append((kept[position] if kept is not None else position, _dump(ctx, e, log, e.get("seq"))))
+        # most events hold nothing to tokenize: their JSON text, screened once, is the line (no walk
+        # over their strings); the others, and values orjson cannot write as they are, go through _dump
+        try:
+            text: str | None = dumps(e).decode()
+        except (TypeError, RecursionError):
+            text = None
+        if text is None or not screen(text):
+            text = _dump(ctx, e, log, e.get("seq"))
+        lines.append((kept[position] if kept is not None else position, text))
     return header_line, lines
+
+
+def _screened_lines(log: SessionLog, ctx: NormalizeContext) -> list[str] | None:
+    """Every event's normalized line (no hook, envelope as it is), or ``None`` when ``orjson`` cannot
+    write one of them as it is (the caller's loop then reports it).
+
+    The lines are the events' JSON texts (``time`` zeroed) wherever the tokenizer's screen says there is
+    nothing to tokenize: one screen over the whole log, else one per event; a line that may hold a token
+    is tokenized as usual.
+    """
+    dumps = orjson.dumps
+    try:
+        raw = [dumps({**e, "time": 0}) if "time" in e else dumps(e) for e in log.events]
+    except (TypeError, RecursionError):
+        return None
+    screen = ctx.leaves_unchanged
+    out: list[str] = []
+    for lo in range(0, len(raw), _SCREEN_BATCH):
+        batch = raw[lo : lo + _SCREEN_BATCH]
+        if screen(b"\n".join(batch)):
+            out.extend(t.decode() for t in batch)
+            continue
+        for k, data in enumerate(batch, lo):
+            text = data.decode()
+            if not screen(text):
+                event = log.events[k]
+                e = {**event, "time": 0} if "time" in event else dict(event)
+                text = _dump(ctx, e, log, e.get("seq"))
+            out.append(text)
+    return out
 
 
 def _dump(ctx: NormalizeContext, value: dict[str, Any], log: SessionLog, where: object) -> str:
@@ -195,13 +246,38 @@ def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
     return [header, *(line for _, line in lines)]
 
 
-def context_for(logs: Sequence[SessionLog], **kwargs: Any) -> NormalizeContext:
+@dataclass(frozen=True)
+class Normalization:
+    """How both sides are normalized before "equal" is decided (the comparison's own rules).
+
+    Attributes:
+        ignore_events: event types dropped on both sides (config ``ignoreEvents``, ``--dsh-ignore-event``).
+        canonical_envelope: envelope keys in ``type, seq, time, data`` order (SQLite exports).
+        event_hook: the ``pytest_dsh_normalize_event`` dispatcher (``None``: no hook).
+    """
+
+    ignore_events: frozenset[str] = frozenset()
+    canonical_envelope: bool = False
+    event_hook: EventHook | None = None
+
+    def context(self, session_ids: list[str], cwd: str | None) -> NormalizeContext:
+        """The context of one side with these rules."""
+        return NormalizeContext(
+            session_ids, cwd, self.ignore_events, self.canonical_envelope, self.event_hook
+        )
+
+
+#: no rules: nothing ignored, envelopes as they are, no hook
+NO_RULES = Normalization()
+
+
+def context_for(logs: Sequence[SessionLog], rules: Normalization = NO_RULES) -> NormalizeContext:
     """The context of one side: ids of ``logs`` in order, cwd of the first log's header."""
     cwd = next((log.header.get("cwd") for log in logs if isinstance(log.header.get("cwd"), str)), None)
-    return NormalizeContext(session_ids=[log.id for log in logs], cwd=cwd, **kwargs)
+    return rules.context([log.id for log in logs], cwd)
 
 
-def normalize_logs(logs: Sequence[SessionLog], **kwargs: Any) -> list[list[str]]:
+def normalize_logs(logs: Sequence[SessionLog], rules: Normalization = NO_RULES) -> list[list[str]]:
     """Normalize every log of one side with one shared context (see :func:`context_for`)."""
-    ctx = context_for(logs, **kwargs)
+    ctx = context_for(logs, rules)
     return [normalize_log(log, ctx) for log in logs]

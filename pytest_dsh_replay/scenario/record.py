@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from ..llm import LlmError, Model, ModelRequest, StreamChunk
-from ..llm import secrets as _secrets
+import orjson
+
+from ..layout import sidecar_name
+from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
 from .definition import Scenario
@@ -31,11 +33,6 @@ class ModelSpecError(ScenarioError):
     """``--dsh-model`` / ini ``dsh_model`` is malformed or names something that does not exist."""
 
     code = "MODEL_SPEC"
-
-
-#: Keys a scripted response object may have, and of one ``toolCalls`` entry (``llm/scripted.py``).
-SCRIPTED_RESPONSE_KEYS = RESPONSE_KEYS
-SCRIPTED_TOOL_CALL_KEYS = TOOL_CALL_KEYS
 
 
 def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
@@ -71,22 +68,19 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
                 continue
             if not isinstance(response, dict):
                 raise ModelSpecError(f"{at} must be an object or a string")
-            unknown = sorted(set(response) - SCRIPTED_RESPONSE_KEYS)
+            unknown = sorted(set(response) - RESPONSE_KEYS)
             if unknown:
-                raise ModelSpecError(
-                    f"{at}: unknown key(s) {unknown}; allowed: {sorted(SCRIPTED_RESPONSE_KEYS)}"
-                )
+                raise ModelSpecError(f"{at}: unknown key(s) {unknown}; allowed: {sorted(RESPONSE_KEYS)}")
             calls = response.get("toolCalls", [])
             if not isinstance(calls, list):
                 raise ModelSpecError(f"{at}.toolCalls must be a list")
             for ci, call in enumerate(calls):
                 if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                     raise ModelSpecError(f'{at}.toolCalls[{ci}] must be an object with a string "name"')
-                bad = sorted(set(call) - SCRIPTED_TOOL_CALL_KEYS)
+                bad = sorted(set(call) - TOOL_CALL_KEYS)
                 if bad:
                     raise ModelSpecError(
-                        f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; "
-                        f"allowed: {sorted(SCRIPTED_TOOL_CALL_KEYS)}"
+                        f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; allowed: {sorted(TOOL_CALL_KEYS)}"
                     )
             problem = response_problem(response)  # the rest of the format (finish, chunks, error, ...)
             if problem is not None:
@@ -173,12 +167,6 @@ def resolve_model_spec(
     raise AssertionError(f"unreachable: {spec!r} passed model_spec_problem")  # pragma: no cover
 
 
-# The secret rules live in llm/secrets.py and scenario/secrets.py; these names stay importable from here.
-SECRET_ENV_NAME = _secrets.SECRET_ENV_NAME
-MIN_ENV_SECRET_LENGTH = _secrets.MIN_ENV_SECRET_LENGTH
-environment_secrets = _secrets.environment_secrets
-
-
 def secret_scrubber(secrets: list[str]) -> SecretScrubber:
     """The default run scrubber (:func:`~pytest_dsh_replay.llm.secrets.run_scrubber`) plus ``secrets``."""
     return run_scrubber(extras=secrets)
@@ -201,6 +189,18 @@ def sidecars_for(watched: WatchedModel, logs: list[SessionLog]) -> dict[int, lis
         ):
             out[index] = entries
     return out
+
+
+def sidecar_files(directory: Path, sidecars: Mapping[int, list[dict[str, Any]]]) -> list[tuple[Path, str]]:
+    """The sidecars of :func:`sidecars_for` as ``(path, text)`` extras of the fixture writer: log ``i``'s
+    is ``replay.override.json`` (0) or ``replay.override.<i>.json``, indented JSON (harness.md §1)."""
+    return [
+        (
+            directory / sidecar_name(i),
+            orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode() + "\n",
+        )
+        for i, entries in sorted(sidecars.items())
+    ]
 
 
 class WatchedModel:
@@ -226,8 +226,17 @@ class WatchedModel:
         #: live session id -> the requests it sent (without ``signal``): the source of the pins
         self.requests: dict[str, list[dict[str, Any]]] = {}
 
-    def __getattr__(self, name: str) -> Any:  # ``parked`` and friends of the wrapped model
+    def __getattr__(self, name: str) -> Any:  # the wrapped model's own attributes (``notes``, ...)
         return getattr(self.model, name)
+
+    def attach_run(self, run: RunContext) -> None:
+        """Pass the run's context on to the wrapped model when it binds by it (:class:`~..llm.RunAware`)."""
+        if isinstance(self.model, RunAware):
+            self.model.attach_run(run)
+
+    def park_waiter(self) -> Awaitable[object] | None:
+        """The wrapped model's (:class:`~..llm.Pausable`); ``None`` when it cannot park a stream."""
+        return self.model.park_waiter() if isinstance(self.model, Pausable) else None
 
     def _counts(self, exc: BaseException) -> bool:
         if isinstance(exc, LlmError):
@@ -288,11 +297,11 @@ __all__: list[str] = [
     "ModelSpecError",
     "WatchedModel",
     "check_written",
-    "environment_secrets",
     "load_scripted_file",
     "openai_missing",
     "resolve_model_spec",
     "secret_scrubber",
+    "sidecar_files",
     "sidecars_for",
 ]
 
@@ -310,6 +319,11 @@ class EpisodeModel:
         self.live = live
         self.live_sessions: set[str] = set()
         self.live_calls = 0
+
+    def attach_run(self, run: RunContext) -> None:
+        """The recorded part binds by the run's context (:class:`~..llm.RunAware`); the live model serves
+        sessions in the order they come."""
+        self.replay.attach_run(run)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         key = request.get("sessionId") or "<anonymous>"

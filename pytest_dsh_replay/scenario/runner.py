@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ..agent import Agent, AgentOptions, AgentRuntime
-from ..llm import Model, ModelRequest, StreamChunk
+from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
@@ -132,13 +132,8 @@ class _Run:
         self.runtime: AgentRuntime | None = None
         self.backend: Any = None
         self._tracker = _CreationTracker()
-        for target in (model, *(getattr(model, a, None) for a in ("model", "replay", "live"))):
-            if target is not None and hasattr(target, "bind_order"):
-                target.bind_order = self._tracker.rank
-            if target is not None and hasattr(target, "live_ids"):  # the request check's live side
-                checked = cast(Any, target)
-                checked.live_ids = self._tracker.sessions.keys
-                checked.live_cwd = str(self.cwd)
+        if isinstance(model, RunAware):  # binding by creation rank; the request check's live side
+            model.attach_run(RunContext(self._tracker.rank, self._tracker.sessions.keys, str(self.cwd)))
 
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:
@@ -334,20 +329,10 @@ class _Run:
             backend.close()
 
 
-def _park_waiter(model: Any) -> Coroutine[Any, Any, Any] | None:
-    """A coroutine that completes when ``model``'s next ``hang`` stream has delivered all its prefix chunks.
-
-    Works with :class:`~pytest_dsh_replay.replay.ReplayModel` (``parked`` event) and
-    :class:`~pytest_dsh_replay.llm.scripted.ScriptedModel` (``wait_parked``); ``None`` for other models.
-    """
-    wait_parked = getattr(model, "wait_parked", None)
-    if callable(wait_parked):
-        return cast(Coroutine[Any, Any, Any], wait_parked(model.parked + 1))
-    event = getattr(model, "parked", None)
-    if isinstance(event, asyncio.Event):
-        event.clear()
-        return event.wait()
-    return None
+def _park_waiter(model: Model) -> Awaitable[object] | None:
+    """What completes when ``model``'s next ``hang`` stream has delivered all its prefix chunks
+    (:class:`~..llm.Pausable`: the replay and scripted models, a watched one); ``None`` for others."""
+    return model.park_waiter() if isinstance(model, Pausable) else None
 
 
 async def run_scenario(

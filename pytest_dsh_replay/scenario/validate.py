@@ -31,7 +31,15 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, quote
-from ..layout import INPUT_FILE, LOG_GLOB, PRIMARY_FILE, SIDECAR_GLOB, is_sidecar_name, loose_log_number
+from ..layout import (
+    INPUT_FILE,
+    LOG_GLOB,
+    PRIMARY_FILE,
+    SIDECAR_GLOB,
+    is_endpoint_recording,
+    is_sidecar_name,
+    loose_log_number,
+)
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
@@ -39,7 +47,6 @@ from .logstream import Event, LogStream
 from .normalize import SessionLog
 from .secrets import SecretCheck, default_scrubber
 
-SURFACE = SURFACE_TYPES
 _SKIP_DIRS = frozenset({"workspace", "__pycache__", "node_modules"})
 
 
@@ -204,7 +211,7 @@ class LogChecks:
                 self._outside_turn(_At(self.where, line_no, seq, t))
         elif t in _STRUCTURE:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
-        if "surfaceOp" in e or t in SURFACE:
+        if "surfaceOp" in e or t in SURFACE_TYPES:
             self._surface(_At(self.where, line_no, seq, t), t, e.get("surfaceOp"), i, "surfaceOp" in e)
 
     def _seq(self, line_no: int, seq: Any, index: int) -> None:
@@ -294,7 +301,7 @@ class LogChecks:
                 del self.pending[call_id]
 
     def _surface(self, at: _At, t: Any, op: Any, i: int, has_op: bool) -> None:
-        eligible = t in SURFACE
+        eligible = t in SURFACE_TYPES
         if eligible and not has_op:
             self._add("LOG_SURFACE", f"{at}: surface-eligible event without surfaceOp")
         if has_op and not eligible:
@@ -603,7 +610,9 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         key=_session_number,
     )
     has_input = os.path.lexists(directory / INPUT_FILE)  # a FIFO or link loop: load_scenario says so
-    if not has_input:
+    if not has_input and is_endpoint_recording(directory):
+        pass  # the endpoint's recording: its client is the user's agent, there are no steps
+    elif not has_input:
         names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
         out.append(
             Finding(

@@ -1,4 +1,4 @@
-"""The one fixture writer: stable, atomic, scrubbed (harness.md §4; CONTRACTS §2, §5).
+"""The one fixture writer: stable, atomic, scrubbed (harness.md §4).
 
 Every write path (``--snapshot-update``, ``--dsh-record`` ``once``/``rewrite``/``new_episodes``)
 goes through :func:`write_fixtures`:
@@ -25,11 +25,10 @@ import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -41,7 +40,7 @@ from .definition import Scenario
 from .errors import FixtureWriteError
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .harvest import header_record
-from .normalize import CWD_TOKEN, NormalizeContext, SessionLog, context_for, normalized_events
+from .normalize import CWD_TOKEN, NO_RULES, Normalization, SessionLog, context_for, normalized_events
 from .record import check_written, secret_scrubber
 from .secrets import scrub_json_text, scrub_jsonl
 
@@ -51,15 +50,6 @@ _REF_KEYS = ("seq", "sourceEventSeqs", "surfaceOp")
 def owned_files(directory: Path) -> list[Path]:
     """The recorder-owned files of a scenario directory (:func:`~..layout.is_owned`), sorted."""
     return sorted(p for p in directory.iterdir() if p.is_file() and is_owned(p.name))
-
-
-@dataclass(frozen=True)
-class Normalization:
-    """How both sides are normalized before "equal" is decided (the comparison's own rules)."""
-
-    ignore_events: frozenset[str] = frozenset()
-    canonical_envelope: bool = False
-    event_hook: Callable[..., Any] | None = None
 
 
 def _dumps(record: dict[str, Any]) -> bytes:
@@ -83,16 +73,11 @@ class _Composer:
         norm: Normalization,
         strict_layout: bool,
     ) -> None:
-        kw: dict[str, Any] = {
-            "ignore_events": norm.ignore_events,
-            "canonical_envelope": norm.canonical_envelope,
-            "event_hook": norm.event_hook,
-        }
         self.run = list(run)
         self.base = base
         self.strict_layout = strict_layout
-        self.run_ctx = NormalizeContext(session_ids=[log.id for log in run], cwd=run_cwd, **kw)
-        self.fx_ctx = context_for(base.logs, **kw)
+        self.run_ctx = norm.context([log.id for log in run], run_cwd)
+        self.fx_ctx = context_for(base.logs, norm)
         self.run_norm = [normalized_events(log, self.run_ctx) for log in self.run]
         self.fx_norm = [normalized_events(log, self.fx_ctx) for log in base.logs]
         fx_cwd = next(
@@ -340,14 +325,28 @@ def _current(path: Path) -> bytes | None:
         return None
 
 
+class RunLogs(Protocol):
+    """What the writer takes of a run (a scenario's ``RunResult``, the endpoint's recording)."""
+
+    @property
+    def logs(self) -> Sequence[SessionLog]:
+        """The harvested logs, in harvest order."""
+        ...
+
+    @property
+    def cwd(self) -> str:
+        """The run's cwd (written as ``{{cwd}}``)."""
+        ...
+
+
 def write_fixtures(
     scenario: Scenario,
-    result: Any,
+    result: RunLogs,
     scrubber: SecretScrubber | None = None,
     extra: Sequence[tuple[Path, str]] = (),
     *,
     base: Fixtures | None = None,
-    normalization: Normalization = Normalization(),
+    normalization: Normalization = NO_RULES,
     prune_owned: bool = False,
     strict_layout: bool = False,
 ) -> tuple[list[Path], list[Path]]:
@@ -434,6 +433,7 @@ def current_fixtures(scenario: Scenario) -> Fixtures:
 
 __all__ = [
     "Normalization",
+    "RunLogs",
     "current_fixtures",
     "owned_files",
     "write_fixtures",

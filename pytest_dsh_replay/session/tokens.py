@@ -24,6 +24,13 @@ from .codec import map_strings
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 CWD_TOKEN = "{{cwd}}"
+#: What every UUID holds (its three middle groups): a screen that starts with a literal, so the regex
+#: engine skips ahead to each "-" (``UUID_RE`` tries every position; case-insensitive ``a-f`` is ``a-fA-F``).
+_UUID_SCREEN = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+_UUID_SCREEN_BYTES = re.compile(_UUID_SCREEN.pattern.encode())
+#: Characters compact JSON (orjson) writes escaped inside a string: a literal holding one may not appear
+#: verbatim in a value's JSON text.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 def cwd_aliases(cwd: str | None) -> list[str]:
@@ -43,22 +50,46 @@ def cwd_aliases(cwd: str | None) -> list[str]:
 
 def _cwd_pattern(cwd: str | None) -> re.Pattern[str] | None:
     aliases = cwd_aliases(cwd) if cwd != CWD_TOKEN else []
-    if not aliases:
-        return None
+    return _compiled_cwd(tuple(aliases)) if aliases else None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_cwd(aliases: tuple[str, ...]) -> re.Pattern[str]:
+    # (cached by the aliases, not the cwd: they depend on the file system when they are computed)
     alt = "|".join(re.escape(a) for a in aliases)
     # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
     return re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
 
 
+#: A whole-token UUID: when every known session id is a UUID, this one pattern finds them all (a match
+#: that is no known id is left as it is), so a run's fresh ids need no pattern compiled for them.
+_WHOLE_UUID_RE = re.compile(r"(?<![\w\-])" + UUID_RE.pattern.replace("a-f", "a-fA-F") + r"(?![\w\-])")
+
+
 def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
     known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
-    return _compiled_ids(known) if known else None
+    if not known:
+        return None
+    if all(UUID_RE.fullmatch(i) for i in known):
+        return _WHOLE_UUID_RE
+    return _compiled_ids(known)
 
 
 @functools.lru_cache(maxsize=256)
 def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
     # whole tokens only: "session-1" must not match inside "session-10" or "my-session-1x"
     return re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(s) for s in known) + r")(?![\w\-])")
+
+
+def _screen_literals(ids: list[str], cwd: str | None) -> tuple[str, ...] | None:
+    """The literals :meth:`Tokenizer.leaves_unchanged` looks for (session ids, cwd aliases), or ``None``
+    when one of them could be spelled differently in JSON text (the screen is then off)."""
+    literals = [i for i in ids if i and not UUID_RE.fullmatch(i)]  # a UUID id: the UUID screen sees it
+    if cwd != CWD_TOKEN:
+        literals += cwd_aliases(cwd)
+    if any(_JSON_ESCAPED.search(literal) for literal in literals):
+        return None
+    return tuple(literals)
 
 
 class Tokenizer:
@@ -81,6 +112,7 @@ class Tokenizer:
         self.by_appearance = ids_by_appearance
         self._cwd_re = _cwd_pattern(cwd)
         self._ids_re = _ids_pattern(ids)
+        self._known = frozenset(i for i in ids if i)
         self._fixed = (
             {} if ids_by_appearance else {sid: f"{{{{session:{n}}}}}" for n, sid in enumerate(ids, 1) if sid}
         )
@@ -88,15 +120,38 @@ class Tokenizer:
         self._uuids: dict[str, str] = {}
         # every token replaced holds a "/" (cwd) or a "-" (UUIDs; session ids when they all have one)
         self._dash_ids = all("-" in s for s in ids)
+        self._literals = _screen_literals(ids, cwd)
 
     def fresh(self) -> Tokenizer:
         """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
         out = Tokenizer.__new__(Tokenizer)
         out.cwd, out.by_appearance = self.cwd, self.by_appearance
         out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
+        out._known = self._known
         out._seen, out._uuids = {}, {}
         out._dash_ids = self._dash_ids
+        out._literals = self._literals
         return out
+
+    def leaves_unchanged(self, json_text: str | bytes) -> bool:
+        """Whether :meth:`scrub_value` returns an equal value for a value whose JSON text is ``json_text``.
+
+        A cheap screen (C-level searches of the whole text) for the common case, so the caller can skip
+        the per-string walk: ``True`` only when the text holds no UUID, no known session id and no cwd
+        alias anywhere (keys included). A string value the scrub would change holds one of them, and
+        each appears verbatim in the value's JSON text (UUIDs need no escaping; literals holding a
+        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value.
+        """
+        literals = self._literals
+        if literals is None:
+            return False
+        if isinstance(json_text, bytes):
+            if _UUID_SCREEN_BYTES.search(json_text) is not None:
+                return False
+            return not any(literal.encode() in json_text for literal in literals)
+        if _UUID_SCREEN.search(json_text) is not None:
+            return False
+        return all(literal not in json_text for literal in literals)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
@@ -106,6 +161,8 @@ class Tokenizer:
 
     def _id_token(self, match: re.Match[str]) -> str:
         sid = match.group(0)
+        if sid not in self._known:
+            return sid  # a UUID matched by the shared whole-token pattern that is no known id
         fixed = self._fixed.get(sid)
         if fixed is not None:
             return fixed
@@ -147,7 +204,10 @@ class Tokenizer:
         if self._cwd_re is not None and "/" in text:
             text = self._cwd_re.sub(lambda _m: cwd, text)
         if self._ids_re is not None:
-            text = self._ids_re.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+            known = self._known
+            text = self._ids_re.sub(
+                lambda m: ids.get(m.group(0), m.group(0)) if m.group(0) in known else m.group(0), text
+            )
         if uuids and "-" in text:
             text = UUID_RE.sub(lambda m: uuids.get(m.group(0).lower(), m.group(0)), text)
         return text

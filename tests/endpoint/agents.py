@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from typing import Any
 
 import openai
@@ -113,7 +114,11 @@ def run_agent(
     raise AssertionError("the loop did not end")
 
 
-async def _ask(client: Any, messages: list[dict[str, Any]], stream: bool, model: str) -> dict[str, Any]:
+async def _ask(
+    client: Any, messages: list[dict[str, Any]], stream: bool, model: str, jitter: random.Random | None = None
+) -> dict[str, Any]:
+    if jitter is not None:  # a random sub-millisecond delay: requests of parallel children arrive permuted
+        await asyncio.sleep(jitter.random() / 1000)
     if not stream:
         return _whole(await client.chat.completions.create(model=model, messages=messages, tools=TOOLS))
     out = await client.chat.completions.create(model=model, messages=messages, tools=TOOLS, stream=True)
@@ -141,6 +146,7 @@ async def run_agent_async(
     model: str = "fake-1",
     child_system: str = "You are a helper.",
     client: Any = None,
+    jitter: random.Random | None = None,
 ) -> list[dict[str, Any]]:
     """The async tool loop; ``delegate`` runs one child conversation per task under ``asyncio.gather``."""
     client = client or openai.AsyncOpenAI(max_retries=0)
@@ -149,7 +155,7 @@ async def run_agent_async(
         {"role": "user", "content": prompt},
     ]
     for _ in range(8):
-        message = await _ask(client, messages, stream, model)
+        message = await _ask(client, messages, stream, model, jitter)
         messages.append(message)
         if not message.get("tool_calls"):
             return messages
@@ -157,12 +163,22 @@ async def run_agent_async(
             name, arguments = call["function"]["name"], call["function"]["arguments"]
             if name == "delegate":
                 tasks = json.loads(arguments)["tasks"]
-                answers = await asyncio.gather(
-                    *(
-                        run_agent_async(t, stream=stream, system=child_system, model=model, client=client)
-                        for t in tasks
+                order = list(range(len(tasks)))
+                if jitter is not None:
+                    jitter.shuffle(order)  # children started in a random order
+                started = [
+                    run_agent_async(
+                        tasks[i],
+                        stream=stream,
+                        system=child_system,
+                        model=model,
+                        client=client,
+                        jitter=jitter,
                     )
-                )
+                    for i in order
+                ]
+                done = dict(zip(order, await asyncio.gather(*started), strict=True))
+                answers = [done[i] for i in range(len(tasks))]
                 content = "\n".join(str(a[-1]["content"]) for a in answers)
             else:
                 content = _tool(name, arguments)

@@ -256,6 +256,7 @@ def framework_rule(body: dict[str, Any]) -> Answer:
     * after tool outputs: a report joining them;
     * a prompt about the weather: reasoning, a short text, then two calls, ``get_weather`` and the
       ``poet`` agent-as-tool (a child conversation with its own system prompt);
+    * ``haikus for A and B``: one ``poet`` call per city in one answer (children in parallel);
     * anything else: an echo.
     """
     system, prompt, outputs = conversation_view(body)
@@ -263,6 +264,10 @@ def framework_rule(body: dict[str, Any]) -> Answer:
         return Answer(text=f"Quiet {prompt} sky / rain folds into the harbour / gulls keep the hours")
     if outputs:
         return Answer(text="report: " + " | ".join(outputs))
+    if prompt.startswith("haikus for "):  # one poet call per city, in one answer
+        cities = prompt.removeprefix("haikus for ").split(" and ")
+        calls = [(f"call_p{n}", "poet", json.dumps({"input": city})) for n, city in enumerate(cities, 1)]
+        return Answer(tool_calls=calls)
     if "weather" in prompt:
         city = prompt.rsplit(" ", 1)[-1].strip("?")
         return Answer(

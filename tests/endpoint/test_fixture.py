@@ -36,11 +36,18 @@ def test_agent(dsh_endpoint):
     answer = client.chat.completions.create(model="fake-1", messages=[{{"role": "user", "content": prompt}}])
     assert answer.choices[0].message.content == "you said: " + prompt
 
+def run_agent(prompt):
+    out = subprocess.run([sys.executable, "agent.py", prompt], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "you said: " + prompt
+
 @pytest.mark.dsh_recording("recs/sub")
 def test_subprocess_agent(dsh_endpoint):
-    out = subprocess.run([sys.executable, "agent.py", PROMPT], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "you said: " + PROMPT
+    run_agent(PROMPT)
+
+@pytest.mark.dsh_recording("recs/sub-edited")
+def test_subprocess_agent_edited(dsh_endpoint):
+    run_agent({prompt!r})
 """
 
 
@@ -48,7 +55,7 @@ def test_fixture_records_replays_and_reports(pytester: pytest.Pytester, upstream
     pytester.makepyfile(agent=AGENT)
     pytester.makepyfile(test_agent=TEST.format(prompt="hi there"))
     result = pytester.runpytest("--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     recording = pytester.path / "recordings" / "test_agent" / "test_agent"
     assert (recording / "session.jsonl").exists()
     assert (pytester.path / "recs" / "sub" / "session.jsonl").exists()
@@ -56,10 +63,12 @@ def test_fixture_records_replays_and_reports(pytester: pytest.Pytester, upstream
     assert first["data"]["content"] == [{"type": "text", "text": "hi there"}]
     upstream.stop()
 
-    # offline: the subprocess agent replays; test_agent's changed prompt is red with the report
+    # offline: the unchanged subprocess agent replays; the changed prompts are red, each with the
+    # endpoint's report (the subprocess agent's SDK raises the 400, the fixture's teardown reports)
     pytester.makepyfile(test_agent=TEST.format(prompt="hi here"))
     result = pytester.runpytest("-q")
-    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.assert_outcomes(passed=1, failed=2, errors=2)
     result.stdout.fnmatch_lines(
         ["*request mismatch at call #1 of session.jsonl*", "*recorded 'hi there' != sent 'hi here'*"]
     )
+    assert "recs/sub-edited" in result.stdout.str()

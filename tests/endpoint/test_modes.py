@@ -88,3 +88,19 @@ def test_models_lists_the_recorded_model_names(tmp_path: Path, upstream: FakeUps
         assert [m.id for m in client.models.list()] == ["fake-1"]
         _chat(ep.url, _u("hello"))
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_the_recording_reads_with_show_and_validate(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """Regression: a recording has no input.json; ``validate`` reported SCENARIO_NO_INPUT for it."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        _branching(ep.url)
+    assert json.loads((tmp_path / "endpoint.json").read_text())["formats"] == ["/v1/chat/completions"]
+    runner = CliRunner()
+    result = runner.invoke(main, ["validate", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    shown = runner.invoke(main, ["show", str(tmp_path)])
+    assert shown.exit_code == 0 and "session.1.jsonl" in shown.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from pathlib import Path
 
 import openai
@@ -109,3 +110,26 @@ def test_async_children_in_parallel_are_spawn_children_of_the_parent(
             )
         )
     assert ep.outcome is not None and not ep.outcome.ok
+
+
+def test_parallel_children_arriving_in_permuted_orders_replay_their_own_answers(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """Children run under ``asyncio.gather``, started in a random order with random delays before every
+    request, so their requests reach the endpoint permuted; each replay serves every child its own
+    recorded answers and the run reports nothing."""
+    prompt = "delegate: " + ", ".join(f"t{i}" for i in range(6))
+
+    def run(url: str, jitter: random.Random | None) -> list[dict[str, object]]:
+        client = openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0)
+        return asyncio.run(run_agent_async(prompt, stream=False, client=client, jitter=jitter))
+
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        recorded = run(ep.url, None)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert len(_headers(tmp_path)) == 7
+    upstream.stop()
+    for seed in range(3):
+        with served(tmp_path) as ep:
+            assert run(ep.url, random.Random(seed)) == recorded
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()

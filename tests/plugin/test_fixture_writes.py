@@ -80,7 +80,12 @@ def test_hand_edited_texts_come_back_byte_identical(pytester: pytest.Pytester, b
     seed = json.loads(child.read_text().split("\n")[0])["seedLength"]
     edit_first(child, "assistant/message", '"text":"', '"text":"EDITED ', after_seq=seed)
     run(pytester, "--dsh-scenario", str(nested)).assert_outcomes(failed=1)
-    result = run(pytester, "--dsh-scenario", str(nested), "--snapshot-update")
+    # the edited user text is in the recorded requests: an update refuses it unless accepted
+    run(pytester, "--dsh-scenario", str(nested), "--snapshot-update").assert_outcomes(failed=1)
+    assert snapshot(nested) != before
+    result = run(
+        pytester, "--dsh-scenario", str(nested), "--snapshot-update", "--dsh-accept-changed-requests"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"written: {nested / 'session.jsonl'}", f"written: {child}"])
     assert "session.1.jsonl" not in result.stdout.str()  # unchanged: not written at all
@@ -165,7 +170,8 @@ def test_new_episodes_fails_when_the_replayed_prefix_differs(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*new_episodes recording failed; the previous fixtures are untouched*",
+            "*--dsh-record=new_episodes refused: a replayed request differs from its recording (below); "
+            "nothing of this scenario was written*",
             # the request check catches the changed prompt at the first call, before anything is served
             "*request mismatch at call #1 of session.jsonl (parent*",
             "*messages[[]0[]].content[[]0[]].text: recorded 'one' != sent 'one, changed'*",
@@ -252,7 +258,12 @@ def test_update_never_rewrites_a_fixture_stored_in_the_newer_layout(
     steps["steps"][2]["text"] += " (changed)"
     (scenario / "input.json").write_text(json.dumps(steps))
     result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=1)  # a changed prompt: refused before anything else
+    result.stdout.fnmatch_lines(["*--snapshot-update refused: a request differs from its recording*"])
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests"
+    )
+    result.assert_outcomes(failed=1)  # accepted: the layout still refuses
     result.stdout.fnmatch_lines(
         ["*stored in the newer layout*refuses to rewrite it and leaves it untouched*"]
     )

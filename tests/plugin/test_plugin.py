@@ -161,10 +161,15 @@ def test_record_once_then_replay_and_snapshot_update(pytester: pytest.Pytester, 
     recorded = (scenario / "session.jsonl").read_text()
     assert '"text":" there"' in recorded and "{{cwd}}" in recorded
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
-    # the agent's own events change (a new prompt text): replay fails, --snapshot-update rewrites
+    # a new prompt text: replay fails; --snapshot-update refuses (the recorded answer was given to the old
+    # prompt) and rewrites only when the change is accepted
     (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"hi!"}]}')
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
-    result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update")
+    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(failed=1)
+    assert '"text":"hi!"' not in (scenario / "session.jsonl").read_text()
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests"
+    )
     result.assert_outcomes(passed=1)
     assert '"text":"hi!"' in (scenario / "session.jsonl").read_text()
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)

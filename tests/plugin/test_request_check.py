@@ -113,7 +113,9 @@ def test_snapshot_update_refreshes_the_pins(pytester: pytest.Pytester, bundled_c
     logs = {p.name: p.read_bytes() for p in scenario.glob("session*.jsonl")}
     _config(scenario, model="other-model")
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(failed=1)
-    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
+    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(failed=1)  # refused
+    accept = "--dsh-accept-changed-requests"
+    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update", accept).assert_outcomes(passed=1)
     assert json.loads((scenario / "model.expected.json").read_text()) == {"model": "other-model"}
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
     assert sorted(logs) == sorted(p.name for p in scenario.glob("session*.jsonl"))
@@ -164,5 +166,8 @@ def test_a_changed_tool_set_is_not_offered_a_snapshot_update(
     _config(scenario, tools=["bash", "subagent", "subagent_fork"], model="other-model")
     model_only = run(pytester, "--dsh-scenario", str(scenario))
     model_only.stdout.fnmatch_lines(
-        ["*only pinned parts differ: model name; *: --snapshot-update refreshes those pins*"]
+        [
+            "*only pinned parts differ: model name; *: "
+            "--snapshot-update --dsh-accept-changed-requests refreshes those pins*"
+        ]
     )

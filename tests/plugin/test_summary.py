@@ -32,9 +32,11 @@ def test_recording_summary_is_titled_by_the_record_mode(pytester: pytest.Pyteste
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*dsh-replay recording (--dsh-record=once): fixtures written*"])
     assert "snapshot update" not in result.stdout.str()
-    # the agent's own events change: --snapshot-update rewrites the fixture and says so under its name
+    # an accepted change: --snapshot-update rewrites the fixture and says so under its name
     (scenario / "input.json").write_text('{"steps":[{"op":"newSession"},{"op":"prompt","text":"hi!"}]}')
-    result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update")
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests"
+    )
     result.stdout.fnmatch_lines(
         ["*dsh-replay snapshot update (--snapshot-update)*", "written: *session.jsonl"]
     )

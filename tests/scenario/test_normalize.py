@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pytest_dsh_replay.scenario.compare import compare_event_logs, dotted_path
-from pytest_dsh_replay.scenario.normalize import NormalizeContext, SessionLog, drop_events, normalize_logs
+from pytest_dsh_replay.scenario.errors import LogReadError
+from pytest_dsh_replay.scenario.normalize import (
+    NormalizeContext,
+    SessionLog,
+    drop_events,
+    normalize_logs,
+    normalized_events,
+)
 
 PARENT = "f2358dc0-75f8-4649-8440-ab94b8e10dc3"
 CHILD = "906f1eac-a457-4eb9-828b-1ba537552524"
@@ -104,3 +118,72 @@ def test_mismatch_report_names_seq_type_and_path() -> None:
 
 def test_dotted_path() -> None:
     assert dotted_path("root['data']['content'][1]['text']") == "data.content[1].text"
+
+
+# -- the screened fast path: the same lines as tokenizing every event --------------------------------
+
+_FRAGMENTS = [
+    PARENT,
+    PARENT.upper(),
+    CHILD,
+    "11111111-2222-3333-4444-555555555555",
+    "session-1",
+    "/tmp/run1",
+    "/tmp/run1/a.txt",
+    "/tmp/run10",
+    '/tmp/q"uote',
+    "\n",
+    "\t",
+    '"',
+    "\\",
+    "-",
+    "/",
+    "text-delta",
+    "é",
+    " ",
+    "x",
+]
+_text = st.lists(st.sampled_from(_FRAGMENTS), max_size=6).map("".join)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=12,
+)
+_event = st.fixed_dictionaries(
+    {"type": st.sampled_from(["assistant/chunk", "tool/result"]), "seq": st.integers(0, 9)},
+    optional={"time": st.integers(0, 2**40), "data": _json, "surfaceOp": _json},
+)
+
+
+def _tokenized_lines(log: SessionLog, ctx: NormalizeContext) -> list[str]:
+    """The rule itself: zero ``time``, tokenize every string value, compact JSON."""
+    zeroed = [{**e, "time": 0} if "time" in e else e for e in log.events]
+    return [orjson.dumps(ctx.scrub_value(e)).decode() for e in zeroed]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    events=st.lists(_event, max_size=8),
+    ids=st.sampled_from([[PARENT, CHILD], ["session-1"], [], ['q"uote']]),
+    cwd=st.sampled_from([None, "/tmp/run1", '/tmp/q"uote', "{{cwd}}"]),
+)
+def test_screened_lines_equal_tokenizing_every_event(
+    events: list[dict[str, Any]], ids: list[str], cwd: str | None
+) -> None:
+    """Events whose JSON text holds no token are not walked; every line is still what the rule gives."""
+    log = SessionLog({"type": "session", "id": ids[0] if ids else "x"}, events, "session.jsonl")
+    try:
+        want = _tokenized_lines(log, NormalizeContext(session_ids=ids, cwd=cwd))
+    except TypeError:  # an integer orjson cannot write: the typed error, as before
+        with pytest.raises(LogReadError, match=r"nested too deep|Integer exceeds"):
+            normalized_events(log, NormalizeContext(session_ids=ids, cwd=cwd))
+        return
+    _header, lines = normalized_events(log, NormalizeContext(session_ids=ids, cwd=cwd))
+    assert [line for _i, line in lines] == want
+
+
+def test_screen_sees_a_session_id_after_an_escaped_character() -> None:
+    """``\\n`` is written ``\\\\n`` in JSON: the id after it still counts as a whole token."""
+    log = SessionLog({"type": "session", "id": "session-1"}, [ev(0, "tool/result", {"t": "a\nsession-1"})])
+    ctx = NormalizeContext(session_ids=["session-1"], cwd=None)
+    assert normalized_events(log, ctx)[1][0][1].endswith('"data":{"t":"a\\n{{session:1}}"}}')

@@ -1,4 +1,4 @@
-"""Issue 11: no secret in ANY file any record mode, update or report writes, joined or not.
+"""No secret in ANY file any record mode, update or report writes, joined or not.
 
 The configured key lives in ``MY_LLM_CRED`` (ini ``dsh_api_key_env``): a name no secret-name heuristic
 knows, not pattern-shaped. The model streams it (and an ``sk-`` key and a bearer token) split across
@@ -14,11 +14,10 @@ from typing import Any
 
 import orjson
 import pytest
+from _recording_helpers import make_scenario, prompt_steps, run, snapshot
 from llm.sse_helpers import chunk, sse
+from llm.test_openai_recording import model_spec, serve
 from pytest_httpserver import HTTPServer
-
-from .conftest import make_scenario, prompt_steps, run, snapshot
-from .test_loopback import model_spec, serve
 
 KEY_ENV = "MY_LLM_CRED"
 KEY = "Zq7LLMcred0123456789abcd"
@@ -253,7 +252,9 @@ def test_snapshot_update_scrubs_the_configured_key(pytester: pytest.Pytester, ke
     # holds the key echoed from the environment)
     log = scenario / "session.jsonl"
     log.write_text(log.read_text().replace('"text":"echo the key"', '"text":"an older prompt"'))
-    result = run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update", *INI)
+    result = run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests", *INI
+    )
     result.assert_outcomes(passed=1)
     assert "written:" in result.stdout.str()
     assert_no_secret(written(scenario))

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _recording_helpers import CHAT_PATH, events, make_scenario, prompt_steps, run, snapshot
 from llm.sse_helpers import API_KEY, KEY_ENV, SSE_HEAD, RawServer, chunk, chunked, sse
+from llm.test_openai_recording import model_spec
 from pytest_httpserver import HTTPServer
-
-from .conftest import CHAT_PATH, events, make_scenario, prompt_steps, run, snapshot
-from .test_loopback import model_spec
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from .conftest import bash_call, events, make_scenario, prompt_steps, run, snapshot
+from _recording_helpers import bash_call, events, make_scenario, prompt_steps, run, snapshot
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -1,15 +1,14 @@
-"""Messages about ``scripted.json`` (issue 13): say what to add, number sessions like every other message
+"""Messages about ``scripted.json``: say what to add, number sessions like every other message
 of the package (``#N`` is 1-based, the primary is session #1; JSON paths such as ``sessions[0]`` are
 0-based indexes)."""
 
 from __future__ import annotations
 
 import pytest
+from _recording_helpers import make_scenario, prompt_steps, run
 
 from pytest_dsh_replay.llm import LlmError
 from pytest_dsh_replay.llm.scripted import ScriptedModel
-
-from .conftest import make_scenario, prompt_steps, run
 
 DELEGATE = {
     "toolCalls": [

@@ -1,4 +1,6 @@
-"""Findings of a second newcomer's walk through the README (newcomer-2); each failed before."""
+"""Driving your own agent with the fixtures (``dsh_session_store``, ``dsh_replay_model``) and the
+``systemPrompt`` config: temp cwds, pins, the hints of a mismatch. Regression: each was found walking
+through the README as a new user, and failed before."""
 
 from __future__ import annotations
 
@@ -150,9 +152,14 @@ def test_a_tool_schema_only_change_is_offered_a_snapshot_update(
     result = _run(pytester, "--dsh-scenario", str(scenario))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*only pinned parts differ: tool descriptions/schemas; *: --snapshot-update refreshes those pins*"]
+        [
+            "*only pinned parts differ: tool descriptions/schemas; *: --snapshot-update "
+            "--dsh-accept-changed-requests refreshes those pins*"
+        ]
     )
-    _run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
+    _run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests"
+    ).assert_outcomes(passed=1)
     assert "An older description" not in pin.read_text()
     _run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
 

@@ -1,4 +1,4 @@
-"""Recording tool calls from an OpenAI-compatible loopback server (issue 11): calls without ``index``
+"""Recording tool calls from an OpenAI-compatible loopback server: calls without ``index``
 stay apart, out-of-order calls are recorded, executed and sent back in index order, and arguments that
 are not JSON are recorded as sent while the recording run says so."""
 
@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
+from _recording_helpers import events, make_scenario, prompt_steps, run
 from pytest_httpserver import HTTPServer
 
-from .conftest import events, make_scenario, prompt_steps, run
-from .test_loopback import record_live as record
-from .test_loopback import serve
+from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
+from llm.test_openai_recording import record_live as record
+from llm.test_openai_recording import serve
 
 
 def bash(command: str) -> str:
@@ -147,7 +147,7 @@ def test_the_live_model_warning_is_scrubbed(
     pytester: pytest.Pytester, httpserver: HTTPServer, workers: list[str]
 ) -> None:
     """A LiveModelWarning quotes provider text (the call id, the tool name); a secret in it is shown as
-    [REDACTED] in pytest's warnings summary (gaps-2 finding 5; before: printed as sent)."""
+    [REDACTED] in pytest's warnings summary (Regression: printed as sent)."""
     call_id = f"call_{API_KEY}"  # a provider echoing the key into a call id
     body = sse(
         [

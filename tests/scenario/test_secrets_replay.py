@@ -1,4 +1,4 @@
-"""Replayable scrubbing and bad secret configuration (issue 11).
+"""Replayable scrubbing and bad secret configuration.
 
 A scrubbed recording replays: the run side of the comparison passes through the run's scrubber, so a
 fixture's ``[REDACTED]`` equals the run's secret, while any other difference still fails.
@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _recording_helpers import run, snapshot
 from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
-
-from .conftest import run, snapshot
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios" / "secrets" / "scrubbed-prompt"
 PROMPT_KEY = "sk-abcdefghijklmnop1234"

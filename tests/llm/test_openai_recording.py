@@ -1,5 +1,6 @@
 """Record a scenario through the plugin against an OpenAI-compatible endpoint on loopback, then replay it
-keyless (issue 7's end-to-end check). The endpoint is pytest-httpserver streaming recorded SSE bodies."""
+keyless (the end-to-end check of the live model). The endpoint is pytest-httpserver streaming
+recorded SSE bodies."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import json
 from typing import Any
 
 import pytest
-from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
+from _recording_helpers import CHAT_PATH, events, make_scenario, prompt_steps, run, snapshot
 from pytest_httpserver import HTTPServer
 
-from .conftest import CHAT_PATH, events, make_scenario, prompt_steps, run, snapshot
+from llm.sse_helpers import API_KEY, KEY_ENV, chunk, sse
 
 USAGE = {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52}
 

@@ -12,11 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _recording_helpers import bash_call, events, make_scenario, prompt_steps, run, snapshot
 from llm.sse_helpers import KEY_ENV
+from llm.test_openai_recording import model_spec, record_live, serve, text_body, tool_call_body
 from pytest_httpserver import HTTPServer
-
-from .conftest import bash_call, events, make_scenario, prompt_steps, run, snapshot
-from .test_loopback import model_spec, record_live, serve, text_body, tool_call_body
 
 # deliberately NOT sk-shaped: only the configured-secret path can catch it
 API_KEY = "dshkey-NotPatternShaped-0123456789abcdef"
@@ -116,6 +115,9 @@ def test_snapshot_update_scrubs_secrets_replayed_from_a_tampered_fixture(
     text = child.read_text().replace("CHILD_OK", f"CHILD_OK {API_KEY} {SK_TOKEN}")  # the model "said" it
     child.write_text(text)
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
+    # the parent's recorded answer followed the untampered child answer: accepted explicitly
+    run(
+        pytester, "--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-accept-changed-requests"
+    ).assert_outcomes(passed=1)
     assert_no_secret_written(scenario)
     assert b"CHILD_OK [REDACTED] [REDACTED]" in (scenario / "session.1.jsonl").read_bytes()

@@ -1,5 +1,6 @@
-"""Issue 13 (CLI) and 14 (CLI robustness, line limit): validate's tree walk and findings, ``show``'s
-sidecar calls, ``diff``'s A/B wording, and typed errors instead of tracebacks (CliRunner)."""
+"""``dsh-replay validate``: the tree walk and its findings (inventory, numbering, sidecars, malformed,
+deleted, duplicated and swapped lines, the line limit), and typed errors instead of tracebacks
+(CliRunner). Regression: each finding here was once missed, reported per event or a traceback."""
 
 from __future__ import annotations
 

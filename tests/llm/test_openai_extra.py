@@ -1,5 +1,5 @@
 """``openai`` is an optional extra (``pip install 'pytest-dsh-replay[openai]'``): replay never needs it,
-recording with ``--dsh-model openai:...`` says how to install it (issue 13)."""
+recording with ``--dsh-model openai:...`` says how to install it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from _recording_helpers import run
 
 from pytest_dsh_replay.scenario.definition import load_scenario
 from pytest_dsh_replay.scenario.record import ModelSpecError, resolve_model_spec
-
-from .conftest import run
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_CHILD = REPO / "scenarios" / "spawn" / "one-child"

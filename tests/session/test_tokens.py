@@ -1,0 +1,45 @@
+"""The tokenizing primitive (harness.md §5): session ids as whole tokens, the cwd at path boundaries."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_dsh_replay.session import tokens
+from pytest_dsh_replay.session.tokens import Tokenizer
+
+IDS = ["f2358dc0-75f8-4649-8440-ab94b8e10dc3", "906f1eac-a457-4eb9-828b-1ba537552524"]
+_FRAGMENTS = [
+    *IDS,
+    IDS[0].upper(),
+    IDS[1][:-1],
+    "x",
+    "-",
+    "_",
+    " ",
+    "\n",
+    "/",
+    "11111111-2222-3333-4444-555555555555",
+]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.sampled_from(_FRAGMENTS), max_size=8).map("".join), max_size=4))
+def test_uuid_session_ids_share_one_pattern_with_the_same_result(texts: list[str]) -> None:
+    """UUID ids are found by one shared whole-token pattern (nothing compiled per run): every text is
+    tokenized and respelled exactly as with the pattern of the ids themselves."""
+    shared = Tokenizer(IDS, None)
+    assert shared._ids_re is tokens._WHOLE_UUID_RE
+    own = Tokenizer(IDS, None)
+    own._ids_re = tokens._compiled_ids(tuple(sorted(IDS, key=lambda i: (-len(i), i))))
+    assert [shared.scrub(t) for t in texts] == [own.scrub(t) for t in texts]
+    ids = {IDS[0]: "aaaaaaaa-0000-0000-0000-000000000000"}
+    assert [shared.respell(t, ids=ids, uuids={}, cwd="/c") for t in texts] == [
+        own.respell(t, ids=ids, uuids={}, cwd="/c") for t in texts
+    ]
+
+
+def test_other_session_ids_keep_their_own_pattern() -> None:
+    tok = Tokenizer(["session-1", IDS[0]], None)
+    assert tok._ids_re is not tokens._WHOLE_UUID_RE
+    assert tok.scrub(f"session-1 session-10 {IDS[0]}") == "{{session:1}} session-10 {{session:2}}"
