@@ -219,15 +219,20 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     state = parent.config.stash[_STATE]
     directory = file_path.parent
-    if not state.roots or not _within(directory.resolve(), state.roots):
+    if not state.roots:
         return None
-    if name != INPUT_FILE:
-        # session logs without an input.json: report the directory once (from its first log), never
-        # skip it silently
-        if (directory / INPUT_FILE).is_file() or is_endpoint_recording(directory):
-            return None
-        if name != min((p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank):
-            return None
+    # a scenario's logs beside its input.json: the input.json is the item (checked first: the common
+    # case costs one stat, no path resolution)
+    if name != INPUT_FILE and ((directory / INPUT_FILE).is_file() or is_endpoint_recording(directory)):
+        return None
+    if not _within(directory.resolve(), state.roots):
+        return None
+    # session logs without an input.json: report the directory once (from its first log), never skip it
+    # silently
+    if name != INPUT_FILE and name != min(
+        (p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank
+    ):
+        return None
     node = ScenarioFile.from_parent(parent, path=file_path)
     # a node id is printed by the terminal (-v), the junit XML (testcase name and classname) and
     # xdist: a secret-shaped directory name is shown as [REDACTED] there like in every report
