@@ -91,3 +91,18 @@ def test_ignore_event_of_an_unknown_type_is_warned_about() -> None:
         "warning: --ignore-event tool/output: no such event type, nothing will be ignored; known types: "
     )
     assert "warning" not in cli("diff", "--ignore-event", "tool/result", one, one).output
+
+
+def test_a_seq_the_shift_does_not_explain_is_a_difference(tmp_path: Path) -> None:
+    """Regression (CLI fuzz): a log differing only in one event's seq raised IndexError in diff."""
+    a, b = _copy(tmp_path, "a"), _copy(tmp_path, "b")
+    log = b / "session.jsonl"
+    rows = log.read_text().splitlines()
+    event = json.loads(rows[5])
+    event["seq"] = "five"
+    rows[5] = json.dumps(event, separators=(",", ":"))
+    log.write_text("\n".join(rows) + "\n")
+    result = cli("diff", a, b)
+    assert result.exit_code == 1, result.output
+    assert "0 event(s) only in A, 0 only in B, 1 changed" in result.output
+    assert "seq: A" in result.output and "'five'" in result.output
