@@ -82,7 +82,7 @@ class DeferredCall:
     fresh ``{"kind":"chunks","chunks":[...]}`` each time (the runs' dicts are new, the other
     chunk dicts are the parsed ones). Loading keeps packed calls this way so that a replay builds
     each call's chunk dicts once, when it serves the call, instead of at load and again when
-    serving its copy (issue 15).
+    serving its copy.
     """
 
     __slots__ = ("items",)

@@ -20,7 +20,7 @@ Classes and codes:
 * :class:`RequestMismatchError` (a :class:`ReplayServeError`): ``REPLAY_REQUEST_MISMATCH``,
   ``REPLAY_AFTER_MISMATCH``; :class:`RequestShapeError` (also a :class:`ReplayServeError`):
   ``REPLAY_BAD_REQUEST``;
-  :class:`PinError` (a :class:`ReplayLoadError`): ``REPLAY_BAD_PIN`` (replay.md §5, issue 10).
+  :class:`PinError` (a :class:`ReplayLoadError`): ``REPLAY_BAD_PIN`` (replay.md §5).
 """
 
 from __future__ import annotations

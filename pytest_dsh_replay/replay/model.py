@@ -5,7 +5,7 @@ Binding: the Nth distinct live ``sessionId`` to make its FIRST call gets the Nth
 advanced when ``stream()`` is CALLED (even if the stream is never iterated), so session A's
 Nth call gets A's Nth entry regardless of how other sessions interleave.
 
-Request check (issue 10): before serving, every live request is compared with the recorded
+Request check: before serving, every live request is compared with the recorded
 request of that call (the log's derived messages, and the pinned system prompt / tool schemas / model
 where the scenario has pins; ``match_on`` narrows the parts). On a mismatch NOTHING is served: the
 call fails with :class:`RequestMismatchError` naming the log and its role, the call, the first

@@ -1,4 +1,4 @@
-"""What each recorded model call was asked, and the check of a live request against it (issue 10).
+"""What each recorded model call was asked, and the check of a live request against it.
 
 Spec: replay.md §3-§5, events.md §6 (derived messages), agent-loop.md §3 (the request), harness.md §5
 (normalization).
@@ -305,7 +305,7 @@ class Sides:
     Attributes:
         recorded: the recording's context (its logs' ids, its header cwd).
         live: the run's context (the live session ids, the run's cwd).
-        scrub: optional secret scrubber applied to the live values first (CONTRACTS §3).
+        scrub: optional secret scrubber applied to the live values first.
     """
 
     recorded: Tokenizer

@@ -1,6 +1,6 @@
 """Scenario directories, the ops runner, harvest, normalization, comparison and fixture updates."""
 
-from .check import CheckOptions, CheckOutcome, check_scenario, check_scenario_async, raise_for, write_fixtures
+from .check import CheckOptions, CheckOutcome, check_scenario, check_scenario_async, raise_for
 from .definition import Scenario, ScenarioConfig, discover, load_scenario
 from .errors import (
     FixtureInventoryError,
@@ -14,6 +14,7 @@ from .errors import (
 )
 from .normalize import NormalizeContext, SessionLog, normalize_log
 from .runner import RunOptions, RunResult, run_scenario
+from .write import write_fixtures
 
 __all__ = [
     "CheckOptions",

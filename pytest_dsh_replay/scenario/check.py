@@ -62,8 +62,6 @@ from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
 from .write import current_fixtures, write_fixtures
 
-END_SEED = END_SEED_TYPE
-
 
 @dataclass
 class CheckOptions:
@@ -81,7 +79,7 @@ class CheckOptions:
         event_hook: ``pytest_dsh_normalize_event`` dispatcher.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
-        scrubber: THE secret set of the run (``llm.secrets.run_scrubber``, CONTRACTS §4), used by every
+        scrubber: THE secret set of the run (``llm.secrets.run_scrubber``), used by every
             write, the run side of every comparison and the report; ``None``: the default one. The live
             model's own secrets are added to it.
         match_on: request parts checked before serving (``--dsh-match-on``); ``None`` = all the
@@ -142,11 +140,6 @@ class CheckOutcome:
         return "\n".join([*self.problems, *self.notes])
 
 
-def read_fixtures(scenario: Scenario) -> list[SessionLog]:
-    """The recorded logs in harvest order (``session.jsonl``, ``session.1.jsonl``, ...), parsed once."""
-    return load_fixtures(scenario).logs
-
-
 # -- stage helpers ---------------------------------------------------------------------------------
 
 
@@ -155,8 +148,8 @@ def _ignored(
 ) -> tuple[frozenset[str], str | None]:
     ignored = {*scenario.config.ignore_events, *options.ignore_events}
     note = None
-    if fixtures is not None and fixtures.logs and END_SEED not in ignored and not fixtures.has_end_seed:
-        ignored.add(END_SEED)
+    if fixtures is not None and fixtures.logs and END_SEED_TYPE not in ignored and not fixtures.has_end_seed:
+        ignored.add(END_SEED_TYPE)
         note = "session/end-seed ignored on both sides: the fixtures predate the marker (spec replay.md §9)"
     return frozenset(ignored), note
 
@@ -398,7 +391,7 @@ async def _replay_runs(
         if (
             note
             and note not in outcome.notes
-            and any(e.get("type") == END_SEED for log in result.logs for e in log.events)
+            and any(e.get("type") == END_SEED_TYPE for log in result.logs for e in log.events)
         ):
             outcome.notes.append(note)
             outcome.end_seed_ignored = True
@@ -463,8 +456,8 @@ def changed_tool_result(
     from .compare import structural_diff
     from .normalize import context_for, normalized_events
 
-    kw: dict[str, Any] = {"ignore_events": ignored, "canonical_envelope": sqlite, "event_hook": event_hook}
-    fx_ctx, run_ctx = context_for(fixtures, **kw), context_for(run_logs, **kw)
+    rules = Normalization(ignored, sqlite, event_hook)
+    fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
     for fixture, live in zip(fixtures, run_logs, strict=False):
         expected = _tool_results(fixture, normalized_events(fixture, fx_ctx)[1])
         actual = _tool_results(live, normalized_events(live, run_ctx)[1])
@@ -677,7 +670,5 @@ __all__ = [
     "check_scenario",
     "check_scenario_async",
     "raise_for",
-    "read_fixtures",
     "record_scenario_async",
-    "write_fixtures",
 ]

@@ -379,8 +379,8 @@ def align_event_logs(
     compared as a pair. Only log pairs that differ are returned; extra logs are the caller's
     (an inventory difference).
     """
-    kw: dict[str, Any] = {"ignore_events": ignore_events, "canonical_envelope": True}
-    a_all, b_all = normalize_logs(left, **kw), normalize_logs(right, **kw)
+    rules = Normalization(ignore_events, canonical_envelope=True)
+    a_all, b_all = normalize_logs(left, rules), normalize_logs(right, rules)
     out: list[AlignedLog] = []
     for index, (la, lb, a_lines, b_lines) in enumerate(zip(left, right, a_all, b_all, strict=False)):
         if a_lines != b_lines:

@@ -1,9 +1,9 @@
-"""The request check and the request pins of one scenario item (issue 10), hooked into :mod:`.check`.
+"""The request check and the request pins of one scenario item, hooked into :mod:`.check`.
 
 * :func:`replay_model` builds the item's :class:`~pytest_dsh_replay.replay.ReplayModel` with the request
   check configured (``--dsh-match-on``, the re-record command, strict except on ``--snapshot-update``).
 * :func:`pin_extra` renders the pins of a recording (or an update) from the requests the model received,
-  as ``extra`` files of the one fixture writer (CONTRACTS §2 and §5), and :func:`remove_stale_pins`
+  as ``extra`` files of the one fixture writer, and :func:`remove_stale_pins`
   removes pins the new recording no longer has.
 """
 

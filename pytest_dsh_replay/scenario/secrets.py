@@ -10,7 +10,7 @@ them to what the scenario layer handles:
   equals the run's secret while any other difference still fails;
 * :func:`scrub_json_text`: a JSON file written beside the logs (override sidecar, pins): the same;
 * :func:`request_scrub`: the callable ``ReplayModel(scrub=...)`` applies to a live request before the
-  request check (CONTRACTS §3);
+  request check;
 * :func:`secret_findings`: ``dsh-replay validate``'s check (strings and joined blocks);
 * :func:`redact_report`: a report (terminal, ``--junitxml``, CLI) with every secret as ``[REDACTED]``.
 
@@ -157,7 +157,7 @@ def scrub_json_text(text: str, scrubber: SecretScrubber) -> str:
 
 
 def request_scrub(scrubber: SecretScrubber) -> Callable[[Any], Any]:
-    """The ``scrub`` callable of ``ReplayModel(scrub=...)`` (CONTRACTS §3): a live request's JSON
+    """The ``scrub`` callable of ``ReplayModel(scrub=...)``: a live request's JSON
     values scrubbed like the recording was, so its secret equals the recorded ``[REDACTED]``."""
 
     def scrub(value: Any) -> Any:

@@ -47,7 +47,6 @@ from .logstream import Event, LogStream
 from .normalize import SessionLog
 from .secrets import SecretCheck, default_scrubber
 
-SURFACE = SURFACE_TYPES
 _SKIP_DIRS = frozenset({"workspace", "__pycache__", "node_modules"})
 
 
@@ -212,7 +211,7 @@ class LogChecks:
                 self._outside_turn(_At(self.where, line_no, seq, t))
         elif t in _STRUCTURE:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
-        if "surfaceOp" in e or t in SURFACE:
+        if "surfaceOp" in e or t in SURFACE_TYPES:
             self._surface(_At(self.where, line_no, seq, t), t, e.get("surfaceOp"), i, "surfaceOp" in e)
 
     def _seq(self, line_no: int, seq: Any, index: int) -> None:
@@ -302,7 +301,7 @@ class LogChecks:
                 del self.pending[call_id]
 
     def _surface(self, at: _At, t: Any, op: Any, i: int, has_op: bool) -> None:
-        eligible = t in SURFACE
+        eligible = t in SURFACE_TYPES
         if eligible and not has_op:
             self._add("LOG_SURFACE", f"{at}: surface-eligible event without surfaceOp")
         if has_op and not eligible:

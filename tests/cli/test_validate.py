@@ -1,5 +1,6 @@
-"""Issue 13 (CLI) and 14 (CLI robustness, line limit): validate's tree walk and findings, ``show``'s
-sidecar calls, ``diff``'s A/B wording, and typed errors instead of tracebacks (CliRunner)."""
+"""``dsh-replay validate``: the tree walk and its findings (inventory, numbering, sidecars, malformed,
+deleted, duplicated and swapped lines, the line limit), and typed errors instead of tracebacks
+(CliRunner). Regression: each finding here was once missed, reported per event or a traceback."""
 
 from __future__ import annotations
 
@@ -316,11 +317,11 @@ def test_diff_of_data_nested_300_deep_is_a_typed_error(tmp_path: Path) -> None:
     )
     result = cli("diff", log, log)  # before: orjson.JSONEncodeError traceback
     assert result.exit_code == 2
-    assert f"[CLI_TOO_DEEP]: A ({log}): session.jsonl:2 (seq 0) is nested deeper than 254 levels" in out(
-        result
-    )
-    assert cli("validate", log).exit_code == 0  # validate and show stream it fine
-    assert cli("show", log).exit_code == 0
+    # every reader refuses rows nested deeper than the input nesting limit (128), the same way
+    assert f"[REPLAY_MALFORMED_LINE]: {log}:2: JSON nested deeper than 128 levels" in out(result)
+    validated = cli("validate", log)
+    assert validated.exit_code == 1 and f"{log}:2: JSON nested deeper than 128 levels" in out(validated)
+    assert cli("show", log).exit_code == 2
 
 
 def test_validate_two_swapped_lines_are_two_findings(spawn: Path) -> None:
@@ -444,4 +445,6 @@ def test_validate_secret_check_survives_chunks_of_wrong_types(tmp_path: Path) ->
         ],
     )
     result = cli("validate", log)  # before: TypeError unhashable type: 'list' (and repr of 900 levels)
-    assert result.exit_code == 0, result.output
+    # the 900 levels are refused as a malformed line (the input nesting limit); the rest is checked
+    assert result.exit_code == 1, result.output
+    assert "JSON nested deeper than 128 levels" in out(result) and "LOG_SECRET" not in out(result)

@@ -173,3 +173,27 @@ def test_agent_as_tool_children_in_parallel(tmp_path: Path, api: str, framework_
         with served(tmp_path) as ep:
             assert run(ep.url, api, True, prompt=prompt) == recorded
         assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+@pytest.mark.parametrize("api", ["responses"])  # response chaining is a Responses API feature
+def test_response_chaining_is_refused_naming_the_field(
+    tmp_path: Path, framework_upstream: Any, api: str
+) -> None:
+    """``auto_previous_response_id=True`` makes openai-agents send ``previous_response_id`` and only the
+    new items; the endpoint keeps no provider-side state, so the request is refused (HTTP 400) naming the
+    field, before anything goes upstream."""
+
+    async def go(url: str) -> None:
+        async with openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0) as client:
+            await Runner.run(build_agent(client, api), PROMPT, auto_previous_response_id=True)
+
+    with (
+        served(tmp_path, RecordMode.ONCE, framework_upstream.url) as ep,
+        pytest.raises(openai.BadRequestError, match="previous_response_id") as raised,
+    ):
+        asyncio.run(go(ep.url))
+    assert "send the whole conversation" in raised.value.message
+    assert (
+        len(framework_upstream.requests) == 2
+    )  # the router's first call and the poet's, not the chained one
+    assert ep.outcome is not None

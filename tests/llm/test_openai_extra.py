@@ -1,5 +1,5 @@
 """``openai`` is an optional extra (``pip install 'pytest-dsh-replay[openai]'``): replay never needs it,
-recording with ``--dsh-model openai:...`` says how to install it (issue 13)."""
+recording with ``--dsh-model openai:...`` says how to install it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Record a scenario through the plugin against an OpenAI-compatible endpoint on loopback, then replay it
-keyless (issue 7's end-to-end check). The endpoint is pytest-httpserver streaming recorded SSE bodies."""
+keyless (the end-to-end check of the live model). The endpoint is pytest-httpserver streaming
+recorded SSE bodies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Messages about ``scripted.json`` (issue 13): say what to add, number sessions like every other message
+"""Messages about ``scripted.json``: say what to add, number sessions like every other message
 of the package (``#N`` is 1-based, the primary is session #1; JSON paths such as ``sessions[0]`` are
 0-based indexes)."""
 

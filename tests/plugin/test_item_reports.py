@@ -1,4 +1,6 @@
-"""Low findings of a newcomer's walk through the README (gaps-2 finding 6); each failed before."""
+"""What an item and a run report: input.json problems all at once (bounded), typed errors for missing
+paths, which side is recorded and which replayed, skips reported at the scenario, searched roots
+listed once. Regression: each was found walking through the README as a new user, and failed before."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Findings of a second newcomer's walk through the README (newcomer-2); each failed before."""
+"""Driving your own agent with the fixtures (``dsh_session_store``, ``dsh_replay_model``) and the
+``systemPrompt`` config: temp cwds, pins, the hints of a mismatch. Regression: each was found walking
+through the README as a new user, and failed before."""
 
 from __future__ import annotations
 

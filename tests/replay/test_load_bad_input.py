@@ -1,4 +1,6 @@
-"""Regressions from the bad-input campaign on the merged code (each failed before its fix)."""
+"""The loaders refuse bad scenario input with typed errors: a huge child number, a ready file outside
+the run, a sidecar that is not a file. Regression: each came from a bad-input campaign and failed
+before its fix."""
 
 from __future__ import annotations
 

@@ -20,11 +20,12 @@ from pytest_dsh_replay.agent import AgentRuntime, Tool, ToolCall, ToolRegistry, 
 from pytest_dsh_replay.llm.scripted import ScriptedModel
 from pytest_dsh_replay.persistence import JsonlPersistence, WriteCoordinator
 from pytest_dsh_replay.replay import ReplayModel, load_session_scripts
-from pytest_dsh_replay.scenario.check import read_fixtures, write_fixtures
 from pytest_dsh_replay.scenario.compare import compare_event_logs
 from pytest_dsh_replay.scenario.definition import load_scenario
+from pytest_dsh_replay.scenario.fixtures import load_fixtures
 from pytest_dsh_replay.scenario.harvest import harvest_jsonl
 from pytest_dsh_replay.scenario.runner import RunResult
+from pytest_dsh_replay.scenario.write import write_fixtures
 from pytest_dsh_replay.session import SessionStore
 
 words = st.text(alphabet="abc xyz.\n", min_size=1, max_size=20)
@@ -102,5 +103,5 @@ def test_record_then_replay_through_the_loop_reproduces_the_logs(
     assert replay.failures == []
     replay.assert_consumed()
     assert len(replayed) == len(recorded)
-    problems = compare_event_logs(read_fixtures(load_scenario(scenario_dir)), replayed)
+    problems = compare_event_logs(load_fixtures(load_scenario(scenario_dir)).logs, replayed)
     assert [p.render() for p in problems] == []

@@ -1,4 +1,4 @@
-"""Issue 11: no secret in ANY file any record mode, update or report writes, joined or not.
+"""No secret in ANY file any record mode, update or report writes, joined or not.
 
 The configured key lives in ``MY_LLM_CRED`` (ini ``dsh_api_key_env``): a name no secret-name heuristic
 knows, not pattern-shaped. The model streams it (and an ``sk-`` key and a bearer token) split across

@@ -1,4 +1,4 @@
-"""Replayable scrubbing and bad secret configuration (issue 11).
+"""Replayable scrubbing and bad secret configuration.
 
 A scrubbed recording replays: the run side of the comparison passes through the run's scrubber, so a
 fixture's ``[REDACTED]`` equals the run's secret, while any other difference still fails.

@@ -166,4 +166,7 @@ def test_an_update_without_request_changes_still_writes(pytester: pytest.Pyteste
     result = _run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update")
     result.assert_outcomes(passed=1)
     assert "hand-edited" not in log.read_text()
-    assert "refused" not in result.stdout.str()
+    assert "update refused" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["dsh-replay --snapshot-update: scenarios 1 written, 0 unchanged, 0 refused, 0 failed*"]
+    )
