@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -112,10 +113,66 @@ def _fail_on_harness_error(fn: Any) -> Any:
     return wrapper
 
 
+class _ScrubbedStream:
+    """A text stream that passes every complete line through the run's scrubber before writing it
+    (an incomplete last line is scrubbed when the stream is flushed or closed)."""
+
+    def __init__(self, inner: Any, scrub: Any) -> None:
+        self._inner = inner
+        self._scrub = scrub
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            done, self._pending = self._pending.rsplit("\n", 1)
+            self._inner.write("\n".join(map(self._scrub, done.split("\n"))) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._inner.write(self._scrub(self._pending))
+            self._pending = ""
+        self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ... of the real stream
+        return getattr(self._inner, name)
+
+
+def _scrubbed_output() -> Iterator[None]:
+    """Every line any command prints, on stdout and stderr (rich's console, ``click.echo``, error and
+    finding lines that quote input values: a session id, a callId, a sidecar value), goes through
+    the run's scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var, secret-named
+    environment values, the default patterns)."""
+    from .llm.secrets import SecretScrubber
+    from .scenario.secrets import default_scrubber
+
+    try:
+        scrubber = default_scrubber()
+    except HarnessError:  # an unusable key env var: still scrub the patterns
+        scrubber = SecretScrubber()
+    saved = sys.stdout, sys.stderr
+    out, err = (
+        _ScrubbedStream(sys.stdout, scrubber.scrub_fixed),
+        _ScrubbedStream(sys.stderr, scrubber.scrub_fixed),
+    )
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield
+    finally:
+        try:
+            out.flush()
+            err.flush()
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
 @click.group()
 @click.version_option(package_name="pytest-dsh-replay")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Inspect, validate, derive, diff and record dsh session logs and scenarios."""
+    ctx.with_resource(contextmanager(_scrubbed_output)())
 
 
 class _Spool:
@@ -594,6 +651,9 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
         console.print(show(problem))
     for log in aligned:
         name = log.source_a if log.source_a == log.source_b else f"{log.source_a} / {log.source_b}"
+        if not log.differences:  # the lines differ only where alignment ignores them (renumbered seqs)
+            console.print(f"[bold]{escape(name)}[/bold] ({log.role}): differs only in its seq numbering")
+            continue
         first = log.differences[0]
         counts = f"{log.only_a} event(s) only in A, {log.only_b} only in B, {log.changed} changed"
         console.print(
@@ -634,7 +694,10 @@ _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FINDINGS}
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
-    "--model", "model_spec", required=True, help="scripted | scripted:PATH | openai:MODEL[@BASE_URL]"
+    "--model",
+    "model_spec",
+    required=True,
+    help="scripted | scripted:PATH | openai:MODEL[@BASE_URL] | anthropic:MODEL[@BASE_URL]",
 )
 @click.option(
     "--mode",

@@ -52,8 +52,8 @@ class _State:
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
         """Show every warning of the run with its secrets as ``[REDACTED]`` (the run's scrubber).
 
-        A live model's ``LiveModelWarning`` quotes what the provider sent (a call id, a tool name, an
-        error text); pytest prints it in its warnings summary. This runs before the terminal reporter
+        A warning may quote what a provider sent (a call id, a tool name, an error text); pytest
+        prints it in its warnings summary. This runs before the terminal reporter
         and xdist's forwarding, so neither sees the secret. Runs that never built the scrubber (no
         scenario ran) are left alone.
         """
@@ -221,15 +221,20 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     state = parent.config.stash[_STATE]
     directory = file_path.parent
-    if not state.roots or not _within(directory.resolve(), state.roots):
+    if not state.roots:
         return None
-    if name != INPUT_FILE:
-        # session logs without an input.json: report the directory once (from its first log), never
-        # skip it silently
-        if (directory / INPUT_FILE).is_file() or is_endpoint_recording(directory):
-            return None
-        if name != min((p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank):
-            return None
+    # a scenario's logs beside its input.json: the input.json is the item (checked first: the common
+    # case costs one stat, no path resolution)
+    if name != INPUT_FILE and ((directory / INPUT_FILE).is_file() or is_endpoint_recording(directory)):
+        return None
+    if not _within(directory.resolve(), state.roots):
+        return None
+    # session logs without an input.json: report the directory once (from its first log), never skip it
+    # silently
+    if name != INPUT_FILE and name != min(
+        (p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank
+    ):
+        return None
     node = ScenarioFile.from_parent(parent, path=file_path)
     # a node id is printed by the terminal (-v), the junit XML (testcase name and classname) and
     # xdist: a secret-shaped directory name is shown as [REDACTED] there like in every report
@@ -309,11 +314,10 @@ class ScenarioItem(pytest.Item):
             if spec is None:
                 raise ModelSpecError(
                     f"scenario {sc.node_name} needs a live model for --dsh-record={record}: pass --dsh-model "
-                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL]) or implement pytest_dsh_live_model"
+                    "(scripted, scripted:PATH, openai:MODEL[@BASE_URL], anthropic:MODEL[@BASE_URL]) "
+                    "or implement pytest_dsh_live_model"
                 )
-            return resolve_model_spec(
-                spec, sc, api_key_env=config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
-            )
+            return resolve_model_spec(spec, sc, api_key_env=config.getini("dsh_api_key_env") or None)
 
         return CheckOptions(
             record=record,

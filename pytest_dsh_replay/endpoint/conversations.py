@@ -17,9 +17,10 @@ conversation a request belongs to from that history. The rules, in order (store-
    open at that moment (it answered with tool calls whose results have not come back) when exactly one
    is, else a **new root**.
 
-Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, the split
-of a text into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON
-values when they parse). Which conversation got created first decides the harvest
+Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, a
+message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), the split of a text
+into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON values when
+they parse). Which conversation got created first decides the harvest
 order (``session.jsonl`` is the first root, ``session.N.jsonl`` the rest by creation).
 
 What the rules cannot tell apart: two conversations with the same system prompt and the same history
@@ -61,7 +62,7 @@ def message_key(message: Message) -> tuple[Any, ...]:
         kind = block.get("type")
         if kind == "text":
             texts.append(str(block.get("text", "")))
-        elif kind == "reasoning":
+        elif kind in ("reasoning", "provider-fields"):  # clients rarely echo either back
             continue
         elif kind == "tool-call":
             rest.append(("call", block.get("id"), block.get("name"), _arguments_key(block.get("arguments"))))

@@ -247,9 +247,12 @@ class UpstreamModel:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self._api_key:
+        own_headers = getattr(fmt, "upstream_headers", None)  # a format with its own auth (messages)
+        if callable(own_headers):
+            headers.update(own_headers(self._api_key))
+        elif self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        translator = fmt.upstream_translator()
+        translator = fmt.upstream_translator(body)
         url = self._url(fmt)
         try:
             async with self._session.post(

@@ -39,7 +39,7 @@ from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
 from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.wire import chat, responses
+from ..llm.wire import chat, messages, responses
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
@@ -50,6 +50,7 @@ from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 #: path -> wire format module (``llm/wire``); every served format is registered here.
 FORMATS: dict[str, WireFormat] = {
     chat.PATH: cast(WireFormat, chat),
+    messages.PATH: cast(WireFormat, messages),
     responses.PATH: cast(WireFormat, responses),
 }
 

@@ -17,3 +17,12 @@ class LlmError(HarnessError):
     def __init__(self, message: str, code: str, status: int | None = None) -> None:
         super().__init__(message, code)
         self.status = status
+
+
+class MalformedCallError(LlmError):
+    """A response the recorder must not write: a tool call whose arguments are not the JSON its tool
+    receives, or a call lost in translation (code ``MALFORMED_TOOL_CALL``). A recording that meets one
+    fails and writes nothing, even in a ``promptExpectError`` step."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "MALFORMED_TOOL_CALL")

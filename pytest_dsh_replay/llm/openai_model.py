@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, TypeVar
 
 from .errors import LlmError
+from .live import Aborted as _Aborted
+from .live import Redactor as _Redactor
+from .live import await_unless_aborted as _await_unless_aborted
 from .model import ModelRequest
-from .secrets import REDACTED, SecretScrubber
 from .signal import CancelSignal
 from .types import StreamChunk
 from .wire.chat import (
@@ -33,7 +34,6 @@ from .wire.chat import (
 
 __all__ = [
     "ChatChunkTranslator",
-    "LiveModelWarning",
     "OpenAIChatModel",
     "map_finish_reason",
     "map_usage",
@@ -47,15 +47,6 @@ JsonDict = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- the model
-
-
-class LiveModelWarning(UserWarning):
-    """Something a recording should know about a live response that is still recorded as sent
-    (e.g. tool-call arguments that are not valid JSON)."""
-
-
-class _Aborted(Exception):
-    """Internal: the request's signal fired while waiting."""
 
 
 class OpenAIChatModel:
@@ -73,9 +64,9 @@ class OpenAIChatModel:
         send_reasoning: send reasoning blocks back as ``reasoning_content`` (DeepSeek thinking mode).
 
     Nothing touches the network or the environment until a stream is iterated. A missing key
-    raises ``LlmError`` code ``AUTH`` naming the environment variable. A response recorded as sent
-    despite an oddity (tool-call arguments that are not valid JSON) adds a line to :attr:`notes` and
-    warns :class:`LiveModelWarning`.
+    raises ``LlmError`` code ``AUTH`` naming the environment variable. A response a recording must
+    not hold (tool-call arguments that are not JSON, a call without a name) raises
+    :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` after the chunks before it.
     """
 
     def __init__(
@@ -98,8 +89,6 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.extra_body = dict(extra_body) if extra_body else None
         self.send_reasoning = send_reasoning
-        #: notes for the recording run, one per oddity of a response (see :class:`LiveModelWarning`)
-        self.notes: list[str] = []
 
     def __repr__(self) -> str:  # never shows the key
         return (
@@ -166,7 +155,7 @@ class OpenAIChatModel:
         sdk_stream: Any = None
         try:
             sdk_stream = await self._call(client.chat.completions.create(**params), abort_waiter, scrubber)
-            translator = ChatChunkTranslator()
+            translator = ChatChunkTranslator(messages=request.get("messages", []))
             while True:
                 try:
                     item = await self._call(sdk_stream.__anext__(), abort_waiter, scrubber)
@@ -175,11 +164,7 @@ class OpenAIChatModel:
                 data = item.to_dict(warnings=False) if isinstance(item, openai.BaseModel) else item
                 for chunk in translator.feed(data):
                     yield chunk
-            closing = translator.finish()
-            for message in translator.warnings:  # the recording run says so (a note and a warning)
-                self.notes.append(message)
-                warnings.warn(LiveModelWarning(f"{self!r}: {message}"), stacklevel=1)
-            for chunk in closing:
+            for chunk in translator.finish():
                 yield chunk
         finally:
             if abort_waiter is not None and not abort_waiter.done():
@@ -265,39 +250,3 @@ def _error_detail(exc: Any) -> str:
     if isinstance(body, str) and body:
         return body[:300]
     return str(exc.message)
-
-
-class _Redactor:
-    """Removes the API key (and secret-shaped text) from error messages."""
-
-    def __init__(self, api_key: str) -> None:
-        self._key = api_key
-        self._scrubber = SecretScrubber([api_key] if len(api_key) >= 6 else [])
-
-    def clean(self, text: str) -> str:
-        text = self._scrubber.scrub(text)
-        return text.replace(self._key, REDACTED) if self._key else text
-
-    def leaks(self, text: str) -> bool:
-        return bool(self._key) and self._key in text
-
-
-async def _await_unless_aborted(awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None) -> _T:
-    if abort_waiter is None:
-        return await awaitable
-    if abort_waiter.done():
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
-        raise _Aborted
-    task: asyncio.Future[_T] = asyncio.ensure_future(awaitable)
-    pending: set[asyncio.Future[Any]] = {task, abort_waiter}
-    try:
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
-            task.cancel()
-            # Let the cancelled SDK call unwind (it closes its response) before we go on.
-            await asyncio.wait({task})
-    if task.cancelled():
-        raise _Aborted
-    return task.result()

@@ -392,7 +392,7 @@ class BlockStream:
             self._current = turn_step
         label = f"turn {turn_step[0]}, step {turn_step[1]}"
         seq = row.get("seq", row.get("seq0"))
-        where = f"seq {seq}" if seq is not None else f"line {line}"
+        where = f"seq {quote(seq)}" if seq is not None else f"line {line}"
         if kind == "assistant/chunk":
             chunk = data.get("chunk")
             if not isinstance(chunk, dict):

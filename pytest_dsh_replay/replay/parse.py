@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from operator import itemgetter
+from itertools import repeat
+from operator import add, itemgetter
 from typing import Any
 
 import orjson
 
-from ..errors import LineTooLongError, max_line_bytes, quote
+from ..errors import MAX_INPUT_NESTING, LineTooLongError, max_line_bytes, nesting_exceeds, quote
 from ..llm.packed import PACKED_ROWS
 from ..session.codec import gc_paused
 from ..session.header import header_problems
@@ -62,8 +63,51 @@ def _where(file: str | None) -> str:
     return file if file else "<session log>"
 
 
-def _as_bytes(text: str | bytes) -> bytes:
-    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+def _as_bytes(text: str | bytes, file: str | None = None) -> bytes:
+    """The UTF-8 bytes of a log given as ``str`` or bytes.
+
+    Raises:
+        ReplayParseError: ``REPLAY_MALFORMED_LINE``: a ``str`` holding a lone surrogate (no Unicode
+            text, so no UTF-8 log), naming the line and the character.
+    """
+    if not isinstance(text, str):
+        return bytes(text)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line_no = text.count("\n", 0, exc.start) + 1
+        raise ReplayParseError(
+            f"{_where(file)}:{line_no}: the text holds a lone surrogate (U+{ord(text[exc.start]):04X}) at "
+            f"character {exc.start - (text.rfind(chr(10), 0, exc.start) + 1) + 1} of the line: not Unicode "
+            "text, so no UTF-8 session log; fix the line or read the file as bytes",
+            "REPLAY_MALFORMED_LINE",
+        ) from None
+
+
+def deep_rows(lines: list[bytes]) -> list[int]:
+    """Indexes of the ``lines`` whose JSON nests containers deeper than
+    :data:`~pytest_dsh_replay.errors.MAX_INPUT_NESTING` (the sidecars' limit): every log reader
+    refuses them as malformed lines, so no recursive walk of a row (``repr``, scrubbing, comparison)
+    can exceed Python's recursion limit. C-level bracket counts screen the lines; only a line with
+    more opening brackets than the limit is parsed and measured."""
+    opens = map(add, map(bytes.count, lines, repeat(b"[")), map(bytes.count, lines, repeat(b"{")))
+    suspects = [i for i, n in enumerate(opens) if n > MAX_INPUT_NESTING]
+    out: list[int] = []
+    for i in suspects:
+        try:
+            if nesting_exceeds(orjson.loads(lines[i])):
+                out.append(i)
+        except orjson.JSONDecodeError:
+            continue  # reported as malformed by the reader's own parse
+    return out
+
+
+def too_deep_message(where: str, line_no: int) -> str:
+    """The one wording of a log line nested deeper than the limit (see :func:`deep_rows`)."""
+    return (
+        f"{where}:{line_no}: JSON nested deeper than {MAX_INPUT_NESTING} levels (the input nesting "
+        "limit): refused as a malformed line; fix or re-record the fixture"
+    )
 
 
 def _first_line(data: bytes) -> tuple[bytes | None, int, int]:
@@ -147,7 +191,7 @@ def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[
             session header), ``REPLAY_MALFORMED_LINE`` (not JSON), ``REPLAY_BAD_HEADER``
             (a key with the wrong type, negative / non-integer ``seedLength``, version != 0).
     """
-    return _read_header(_as_bytes(text), file)[0]
+    return _read_header(_as_bytes(text, file), file)[0]
 
 
 def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
@@ -161,6 +205,8 @@ def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
             "(or write a header-only fixture)",
             "REPLAY_MISSING_HEADER",
         )
+    if deep_rows([line]):
+        raise ReplayParseError(too_deep_message(_where(file), line_no), "REPLAY_MALFORMED_LINE")
     try:
         header = _loads(line)
     except orjson.JSONDecodeError as exc:
@@ -369,7 +415,7 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
             no string ``type``), ``REPLAY_BAD_PACKED_ROW`` (key sets, ``dt`` length, non-integer
             or unsafe seq/time, ...). Messages give ``file:line`` and the fix.
     """
-    data = _as_bytes(text)
+    data = _as_bytes(text, file)
     body, first_line_no = _body_lines(data, file)
     if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
         check_line_sizes(body, first_line_no, file)
@@ -379,6 +425,11 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
             rows = list(map(_loads, body))
         except orjson.JSONDecodeError:
             rows, line_nos = _slow_rows(body, first_line_no, file)
+        deep = deep_rows(body)
+        if deep:
+            raise ReplayParseError(
+                too_deep_message(_where(file), first_line_no + deep[0]), "REPLAY_MALFORMED_LINE"
+            )
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import quote, read_regular_file
+from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from ..layout import (
     PIN_GLOB,
     PIN_KINDS,
@@ -85,6 +85,14 @@ def _parse(path: Path, part: str) -> Any:
             "(--dsh-record=rewrite or --snapshot-update)",
             "REPLAY_BAD_PIN",
         ) from None
+    if nesting_exceeds(value):
+        # like the sidecars: no recursive walk of the pin (scrubbing, comparison) may exceed Python's
+        # recursion limit and surface as some other error
+        raise PinError(
+            f"{path}: JSON nested deeper than {MAX_INPUT_NESTING} levels (the input nesting limit); fix it "
+            "or re-record (--dsh-record=rewrite or --snapshot-update)",
+            "REPLAY_BAD_PIN",
+        )
     if kind.wrap is not None:
         value = _unwrap(path, kind, value)
     check = _VALUE_CHECKS.get(part)

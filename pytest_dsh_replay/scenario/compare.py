@@ -320,7 +320,8 @@ class AlignedEvent:
 class AlignedDifference:
     """One entry of :func:`align_event_logs`: an event only in A (``b is None``), only in B
     (``a is None``), or a pair of aligned events that differ (``details`` from :func:`structural_diff`,
-    seq left out: a removed event shifts every later seq, and that is not a difference of its own)."""
+    seq left out: a removed event shifts every later seq, and that is not a difference of its own; a
+    seq the shift does not explain is one)."""
 
     a: AlignedEvent | None
     b: AlignedEvent | None
@@ -409,6 +410,9 @@ class _Alignment:
         matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
+                for k in range(i2 - i1):
+                    if a_lines[i1 + k + 1] != b_lines[j1 + k + 1] and not self._shifted(i1 + k, j1 + k):
+                        self._add(i1 + k + 1, j1 + k + 1, with_seq=True)
                 continue
             pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
             for k in range(pairs):
@@ -418,7 +422,15 @@ class _Alignment:
             for j in range(j1 + pairs, j2):
                 self._add(None, j + 1)
 
-    def _add(self, i: int | None, j: int | None) -> None:
+    def _shifted(self, i: int, j: int) -> bool:
+        """Whether event ``i`` of A and ``j`` of B (equal but for ``seq``) differ only by the shift of
+        the events removed or added before them: ``seq - position`` is the same on both sides."""
+        a, b = orjson.loads(self.a_lines[i + 1]), orjson.loads(self.b_lines[j + 1])
+        seq_a = a.get("seq") if isinstance(a, dict) else None
+        seq_b = b.get("seq") if isinstance(b, dict) else None
+        return type(seq_a) is int and type(seq_b) is int and seq_a - i == seq_b - j
+
+    def _add(self, i: int | None, j: int | None, *, with_seq: bool = False) -> None:
         a = _aligned_event(i + 1, self.a_lines[i]) if i is not None else None
         b = _aligned_event(j + 1, self.b_lines[j]) if j is not None else None
         keep = len(self.diffs) < self.limit
@@ -433,7 +445,7 @@ class _Alignment:
         self.changed += 1
         if keep:
             exp, act = orjson.loads(a.text), orjson.loads(b.text)
-            if i and isinstance(exp, dict) and isinstance(act, dict):  # an event: seq is not compared
+            if i and not with_seq and isinstance(exp, dict) and isinstance(act, dict):  # seq not compared
                 exp.pop("seq", None)
                 act.pop("seq", None)
             self.diffs.append(AlignedDifference(a, b, structural_diff(exp, act, labels=self.labels)))

@@ -327,8 +327,11 @@ def _steps(raw: object, where: Path, problems: list[str]) -> tuple[dict[str, Any
     return tuple(raw)
 
 
-def load_scenario(path: Path) -> Scenario:
+def load_scenario(path: Path, *, inventory: bool = True) -> Scenario:
     """Parse and validate the scenario directory ``path``.
+
+    ``inventory=False``: do not take stock of the recorded logs (the scenario then has none); for a
+    ``rewrite``, which replaces every recorder-owned file, misnumbered and orphaned ones included.
 
     Raises:
         ScenarioDefinitionError: ``input.json`` missing, not JSON, or with bad steps/config
@@ -361,4 +364,4 @@ def load_scenario(path: Path) -> Scenario:
             "\n".join(problems[:_LISTED_PROBLEMS])
             + (f"\n{input_file}: ... and {more} more problem(s)" if more > 0 else "")
         )
-    return Scenario(path=path, steps=steps, config=config, fixtures=fixture_files(path))
+    return Scenario(path=path, steps=steps, config=config, fixtures=fixture_files(path) if inventory else ())

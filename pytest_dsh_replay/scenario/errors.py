@@ -23,6 +23,23 @@ class FixtureInventoryError(ScenarioError):
     code = "FIXTURE_INVENTORY"
 
 
+class FixtureWriteError(ScenarioError):
+    """A fixture set could not be written (a file that cannot be replaced, a read-only scenario
+    directory): nothing of the new set was kept, the previous files are in place.
+
+    Attributes:
+        path: the file the write failed on.
+        reason: what the operating system said (``strerror``).
+    """
+
+    code = "FIXTURE_WRITE"
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
 class LogReadError(ScenarioError):
     """A session log file cannot be read at all (not a file, not UTF-8, I/O error)."""
 

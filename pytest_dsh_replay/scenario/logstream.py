@@ -22,7 +22,7 @@ import orjson
 
 from ..errors import HarnessError, LineTooLongError, max_line_bytes, open_regular_file, quote
 from ..replay import ReplayParseError, parse_session_header, parse_session_log
-from ..replay.parse import PACKED_ROW_KEYS, malformed_line_message
+from ..replay.parse import PACKED_ROW_KEYS, deep_rows, malformed_line_message, too_deep_message
 from .errors import LogReadError
 from .harvest import SESSION_LOG_FILE, log_read_error
 
@@ -152,6 +152,7 @@ class LogStream:
                     row = None
                 if (
                     type(row) is dict
+                    and not deep_rows([line])
                     and "seq" in row
                     and "time" in row
                     and type(kind := row.get("type")) is str
@@ -176,6 +177,10 @@ class LogStream:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             self._on_error(self._malformed(line_no, line, exc))
+            yield line_no, line, None
+            return
+        if deep_rows([line]):
+            self._on_error(ReplayParseError(too_deep_message(self.where, line_no), "REPLAY_MALFORMED_LINE"))
             yield line_no, line, None
             return
         if type(row) is not dict or type(kind := row.get("type")) is not str:

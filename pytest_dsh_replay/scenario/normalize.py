@@ -207,23 +207,19 @@ def _screened_lines(log: SessionLog, ctx: NormalizeContext) -> list[str] | None:
     """
     dumps = orjson.dumps
     try:
-        raw = [dumps({**e, "time": 0}) if "time" in e else dumps(e) for e in log.events]
+        # decoded at once: orjson's bytes keep their write buffer (about 1 KB each), a str is exact
+        out = [(dumps({**e, "time": 0}) if "time" in e else dumps(e)).decode() for e in log.events]
     except (TypeError, RecursionError):
         return None
     screen = ctx.leaves_unchanged
-    out: list[str] = []
-    for lo in range(0, len(raw), _SCREEN_BATCH):
-        batch = raw[lo : lo + _SCREEN_BATCH]
-        if screen(b"\n".join(batch)):
-            out.extend(t.decode() for t in batch)
+    for lo in range(0, len(out), _SCREEN_BATCH):
+        if screen("\n".join(out[lo : lo + _SCREEN_BATCH])):
             continue
-        for k, data in enumerate(batch, lo):
-            text = data.decode()
-            if not screen(text):
+        for k in range(lo, min(lo + _SCREEN_BATCH, len(out))):
+            if not screen(out[k]):
                 event = log.events[k]
                 e = {**event, "time": 0} if "time" in event else dict(event)
-                text = _dump(ctx, e, log, e.get("seq"))
-            out.append(text)
+                out[k] = _dump(ctx, e, log, e.get("seq"))
     return out
 
 

@@ -19,8 +19,9 @@ import orjson
 
 from ..layout import sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
+from ..llm.errors import MalformedCallError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
-from ..llm.secrets import DEFAULT_KEY_ENV, SecretScrubber, run_scrubber
+from ..llm.secrets import SecretScrubber, run_scrubber
 from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
@@ -88,17 +89,37 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
     return ScriptedModel.from_json(data, source=str(path))
 
 
-def openai_missing(spec: str) -> str | None:
-    """Why ``spec`` (an ``openai:...`` model) cannot be built here: the optional ``openai`` SDK is not
-    installed (``pip install 'pytest-dsh-replay[openai]'``); ``None`` when it is importable."""
+#: The ``--dsh-model`` forms, as the usage messages spell them.
+MODEL_SPEC_FORMS = "'scripted', 'scripted:PATH', 'openai:MODEL[@BASE_URL]' or 'anthropic:MODEL[@BASE_URL]'"
+#: Spec kind -> (the SDK package it needs, the extra that installs it, the key env var by default).
+LIVE_KINDS: dict[str, tuple[str, str, str]] = {
+    "openai": ("openai", "openai", "OPENAI_API_KEY"),
+    "anthropic": ("anthropic", "anthropic", "ANTHROPIC_API_KEY"),
+}
+
+
+def sdk_missing(spec: str) -> str | None:
+    """Why ``spec`` (an ``openai:``/``anthropic:`` model) cannot be built here: its optional SDK is not
+    installed (``pip install 'pytest-dsh-replay[openai]'`` / ``[anthropic]``); ``None`` when it is
+    importable or ``spec`` needs no SDK."""
     import importlib.util
 
-    if importlib.util.find_spec("openai") is not None:
+    kind = spec.partition(":")[0]
+    if kind not in LIVE_KINDS:
+        return None
+    package, extra, _ = LIVE_KINDS[kind]
+    if importlib.util.find_spec(package) is not None:
         return None
     return (
-        f"--dsh-model {spec}: the openai package is not installed; replay never needs it, recording with an "
-        "OpenAI-compatible endpoint does: pip install 'pytest-dsh-replay[openai]'"
+        f"--dsh-model {spec}: the {package} package is not installed; replay never needs it, recording with "
+        f"{'an OpenAI-compatible' if kind == 'openai' else 'an Anthropic Messages'} endpoint does: "
+        f"pip install 'pytest-dsh-replay[{extra}]'"
     )
+
+
+def openai_missing(spec: str) -> str | None:
+    """:func:`sdk_missing` of an ``openai:`` spec."""
+    return sdk_missing(spec)
 
 
 def model_spec_problem(spec: str, *, flag: str = "--dsh-model", recording: bool = True) -> str | None:
@@ -106,20 +127,17 @@ def model_spec_problem(spec: str, *, flag: str = "--dsh-model", recording: bool 
 
     The one wording of a malformed spec for pytest (``flag`` ``--dsh-model``, a usage error before any
     scenario runs) and for ``dsh-replay record`` (``flag`` ``--model``). With ``recording`` an
-    ``openai:`` spec also needs the optional SDK (:func:`openai_missing`). A missing scripted file or
-    API key is found per scenario, by :func:`resolve_model_spec`.
+    ``openai:``/``anthropic:`` spec also needs its optional SDK (:func:`sdk_missing`). A missing
+    scripted file or API key is found per scenario, by :func:`resolve_model_spec`.
     """
-    kind, _, rest = spec.partition(":")
+    kind, colon, rest = spec.partition(":")
     model_name = rest.partition("@")[0]
-    if kind == "openai" and rest and not model_name:
-        return f"{flag} {spec!r}: the model name is empty (openai:MODEL[@BASE_URL])"
-    if kind not in ("scripted", "openai") or (kind == "openai" and not rest):
-        return (
-            f"{flag} {spec!r}: expected 'scripted', 'scripted:PATH', 'openai:MODEL' "
-            "or 'openai:MODEL@BASE_URL'"
-        )
-    if kind == "openai" and recording:
-        missing = openai_missing(spec)
+    if kind in LIVE_KINDS and rest and not model_name:
+        return f"{flag} {spec!r}: the model name is empty ({kind}:MODEL[@BASE_URL])"
+    if kind != "scripted" and not (kind in LIVE_KINDS and colon and model_name):
+        return f"{flag} {spec!r}: expected {MODEL_SPEC_FORMS}"
+    if recording:
+        missing = sdk_missing(spec)
         if missing is not None:
             return missing.replace("--dsh-model", flag, 1)
     return None
@@ -131,7 +149,7 @@ def model_hint(scenario_dir: Path) -> str:
 
 
 def resolve_model_spec(
-    spec: str, scenario: Scenario, *, api_key_env: str = DEFAULT_KEY_ENV
+    spec: str, scenario: Scenario, *, api_key_env: str | None = None
 ) -> tuple[Model, list[str]]:
     """Build the live model named by ``spec`` for ``scenario``; returns ``(model, secrets)``.
 
@@ -139,11 +157,16 @@ def resolve_model_spec(
         ``scripted``            the scenario's own ``scripted.json`` (offline authoring, ``llm/scripted.py``)
         ``scripted:PATH``       a scripted model file
         ``openai:MODEL``        an OpenAI-compatible endpoint via the ``openai`` SDK (base URL from
-                                ``OPENAI_BASE_URL``), key from the environment variable ``api_key_env``
-        ``openai:MODEL@URL``    the same with an explicit base URL
+                                ``OPENAI_BASE_URL``), Chat Completions (``llm/wire/chat.py``)
+        ``anthropic:MODEL``     the Anthropic Messages API via the ``anthropic`` SDK (base URL from
+                                ``ANTHROPIC_BASE_URL``; ``llm/wire/messages.py``)
+        ``KIND:MODEL@URL``      either with an explicit base URL (Anthropic's without ``/v1``)
+
+    The key comes from the environment variable ``api_key_env`` (ini ``dsh_api_key_env``); ``None``:
+    the kind's own (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
 
     Raises:
-        ModelSpecError: unknown form, a missing or malformed scripted file, or no API key in ``api_key_env``.
+        ModelSpecError: unknown form, a missing SDK, a missing or malformed scripted file, or no API key.
     """
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
@@ -152,19 +175,24 @@ def resolve_model_spec(
     problem = model_spec_problem(spec)
     if problem is not None:
         raise ModelSpecError(problem)
-    if kind == "openai":
+    model_name, _, base_url = rest.partition("@")
+    key_env = api_key_env or LIVE_KINDS[kind][2]
+    key = os.environ.get(key_env, "").strip()
+    if not key:
+        raise ModelSpecError(
+            f"--dsh-model {spec}: no API key: environment variable {key_env} is unset or empty; "
+            f"set {key_env} (or name another variable with the ini key dsh_api_key_env)"
+        )
+    model: Model
+    if kind == "anthropic":
+        from ..llm.anthropic_model import AnthropicModel
+
+        model = AnthropicModel(model=model_name, base_url=base_url or None, api_key_env=key_env)
+    else:
         from ..llm.openai_model import OpenAIChatModel
 
-        model_name, _, base_url = rest.partition("@")
-        key = os.environ.get(api_key_env, "").strip()
-        if not key:
-            raise ModelSpecError(
-                f"--dsh-model {spec}: no API key: environment variable {api_key_env} is unset or empty; "
-                f"set {api_key_env} (or name another variable with the ini key dsh_api_key_env)"
-            )
-        model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=api_key_env)
-        return model, [key]
-    raise AssertionError(f"unreachable: {spec!r} passed model_spec_problem")  # pragma: no cover
+        model = OpenAIChatModel(model=model_name, base_url=base_url or None, api_key_env=key_env)
+    return model, [key]
 
 
 def secret_scrubber(secrets: list[str]) -> SecretScrubber:
@@ -208,8 +236,13 @@ class WatchedModel:
 
     A live call that raises (no key, unreachable endpoint, HTTP error, garbage body, an exhausted
     scripted model) would otherwise be logged by the agent as an ordinary ``turn/end`` error and
-    written as a fixture. Deliberate failures are not counted: ``ABORTED`` (a cancel) and, for
-    scripted models, the errors the script itself asks for (``error`` responses).
+    written as a fixture. Deliberate failures are not counted: ``ABORTED`` (a cancel), for scripted
+    models the errors the script itself asks for (``error`` responses), and, while
+    :attr:`expect_errors` is set (the runner sets it during a ``promptExpectError`` step), any live
+    model error: the call is recorded as it happened (a ``throw`` entry with the chunks that came
+    before the error, see :func:`sidecars_for`); except a ``CONNECTION`` error before any chunk (no
+    upstream answered: a broken setup). A response the recording must not hold
+    (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`) always counts.
     """
 
     #: Scripted-model codes that mean the script is wrong, not that it scripted an error.
@@ -220,6 +253,8 @@ class WatchedModel:
         self.failures: list[str] = []
         self.calls = 0
         self._scripted = isinstance(model, ScriptedModel)
+        #: set while a ``promptExpectError`` step runs: live model errors are that step's subject
+        self.expect_errors = False
         #: live session id -> the replay entries of its calls as they really happened: ``chunks``,
         #: ``throw`` (with message/code/status) or ``hang`` (cancelled after its prefix chunks)
         self.entries: dict[str, list[dict[str, Any]]] = {}
@@ -238,11 +273,17 @@ class WatchedModel:
         """The wrapped model's (:class:`~..llm.Pausable`); ``None`` when it cannot park a stream."""
         return self.model.park_waiter() if isinstance(self.model, Pausable) else None
 
-    def _counts(self, exc: BaseException) -> bool:
+    def _counts(self, exc: BaseException, delivered: bool = False) -> bool:
+        if isinstance(exc, MalformedCallError):
+            return True
         if isinstance(exc, LlmError):
             if exc.code == "ABORTED":
                 return False
-            return not self._scripted or exc.code in self.SCRIPT_FAILURES
+            if self._scripted:
+                return exc.code in self.SCRIPT_FAILURES
+            if self.expect_errors and exc.code == "CONNECTION" and not delivered:
+                return True  # no upstream to talk to: a broken setup, not the provider's error
+            return not self.expect_errors
         return not isinstance(exc, asyncio.CancelledError | GeneratorExit)
 
     def _fail(self, exc: BaseException) -> None:
@@ -287,7 +328,7 @@ class WatchedModel:
                 yield chunk
         except BaseException as exc:
             self._outcome(entry, exc)
-            if self._counts(exc):
+            if self._counts(exc, bool(entry["chunks"])):
                 self._fail(exc)
             raise
 
@@ -300,6 +341,7 @@ __all__: list[str] = [
     "load_scripted_file",
     "openai_missing",
     "resolve_model_spec",
+    "sdk_missing",
     "secret_scrubber",
     "sidecar_files",
     "sidecars_for",

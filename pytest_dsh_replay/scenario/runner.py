@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
@@ -245,9 +245,18 @@ class _Run:
         elif op in ("prompt", "promptExpectError"):
             agent = self._agent(op)
             first_new = len(agent.session.events)
+            # a model that records (scenario/record.py WatchedModel) takes a provider error during a
+            # promptExpectError step as the step's subject, not as a failed recording
+            expecting = op == "promptExpectError" and hasattr(self.model, "expect_errors")
+            if expecting:
+                cast(Any, self.model).expect_errors = True
             agent.send(step["text"])
-            if await self._until_idle_or_killed(agent, where):
-                return
+            try:
+                if await self._until_idle_or_killed(agent, where):
+                    return
+            finally:
+                if expecting:
+                    cast(Any, self.model).expect_errors = False
             if op == "promptExpectError":
                 reasons = [
                     e["data"]["reason"] for e in agent.session.events[first_new:] if e["type"] == "turn/end"

@@ -21,9 +21,12 @@ goes through :func:`write_fixtures`:
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +37,7 @@ from ..layout import is_owned, owned_rank
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
 from .definition import Scenario
+from .errors import FixtureWriteError
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .harvest import header_record
 from .normalize import CWD_TOKEN, NO_RULES, Normalization, SessionLog, context_for, normalized_events
@@ -182,6 +186,10 @@ def _umask() -> int:
     return mask
 
 
+#: The temp files of a write (staged new files, ``.tmp``; kept old ones, ``.bak``): ``.<name>.<random>``.
+_WRITE_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.(?:tmp|bak)$")
+
+
 def _stage(path: Path, data: bytes) -> Path:
     """Write ``data`` to a temp file beside ``path`` (fsynced, normal file mode); return the temp path."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -201,6 +209,113 @@ def _scrub_lines(data: bytes, scrubber: SecretScrubber) -> bytes:
     """``data`` with every secret replaced, per string and per block (joined deltas), re-serializing only
     the lines that change (:func:`~.secrets.scrub_jsonl`)."""
     return scrub_jsonl(data, scrubber, _dumps)
+
+
+def _failed(path: Path, what: str, exc: OSError) -> FixtureWriteError:
+    reason = exc.strerror or str(exc)
+    return FixtureWriteError(
+        f"{path}: cannot {what}: {reason}; the fixture set was left as it was (nothing of the new "
+        "recording was kept)",
+        path=str(path),
+        reason=reason,
+    )
+
+
+def _target(path: Path) -> Path:
+    """Where ``path``'s bytes go: a symlinked fixture is written through (its target is replaced, the
+    link stays)."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def _orphans(directory: Path) -> list[Path]:
+    """Temp files an earlier, interrupted write of recorder-owned files left in ``directory``."""
+    try:
+        names = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError:
+        return []
+    return [p for p in names if (m := _WRITE_TEMP.match(p.name)) and is_owned(m["name"])]
+
+
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the scenario directory itself (no lock file is added to it):
+    concurrent writes of one scenario are serialized, and a temp file seen while holding it belongs to
+    no live write."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _failed(directory, "open the scenario directory", exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+class _Swap:
+    """Replace a set of files all or nothing: every new file staged first, then each old file kept as a
+    hard link (``.bak``) and the new one renamed over it; a failure anywhere puts every old file back
+    and removes what was staged (:class:`FixtureWriteError` naming the file and the reason)."""
+
+    def __init__(self) -> None:
+        self.staged: list[tuple[Path, Path]] = []  # (temp, target)
+        self.kept: list[tuple[Path, Path | None]] = []  # (target, its old bytes' hard link or None)
+
+    def stage(self, changed: Sequence[tuple[Path, bytes]]) -> None:
+        for path, data in changed:
+            target = _target(path)
+            try:
+                self.staged.append((_stage(target, data), target))
+            except OSError as exc:
+                self.rollback()
+                raise _failed(target, "stage the new file beside it", exc) from exc
+            except BaseException:
+                self.rollback()
+                raise
+
+    def _keep(self, target: Path) -> Path | None:
+        if not os.path.lexists(target):
+            return None
+        backup = target.parent / f".{target.name}.{os.urandom(6).hex()}.bak"
+        os.link(target, backup, follow_symlinks=False)
+        return backup
+
+    def commit(self, removals: Sequence[Path]) -> None:
+        """Swap every staged file in, then remove ``removals`` (kept until the end, like replaced ones)."""
+        current, what = Path(), ""
+        try:
+            for tmp, target in self.staged:
+                current, what = target, "keep the old file while it is replaced"
+                self.kept.append((target, self._keep(target)))
+                what = "replace it"
+                os.replace(tmp, target)
+            for path in removals:
+                current, what = path, "remove it (a recorder-owned file the run no longer has)"
+                self.kept.append((path, self._keep(path)))
+                path.unlink()
+        except OSError as exc:
+            self.rollback()
+            raise _failed(current, what, exc) from exc
+        except BaseException:
+            self.rollback()
+            raise
+        for _path, backup in self.kept:
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+
+    def rollback(self) -> None:
+        """Put every old file back, remove the new ones that had no old file, and every temp file."""
+        for target, backup in reversed(self.kept):
+            try:
+                if backup is not None:
+                    os.replace(backup, target)
+                else:
+                    Path(target).unlink(missing_ok=True)
+            except OSError:
+                pass  # best effort: the error being raised names the first failure
+        for tmp, _target_path in self.staged:
+            Path(tmp).unlink(missing_ok=True)
+        self.kept = []
 
 
 def _current(path: Path) -> bytes | None:
@@ -247,15 +362,22 @@ def write_fixtures(
         prune_owned: a recording: remove every recorder-owned file it did not produce.
         strict_layout: refuse (``ForeignRecordingError``) to rewrite a fixture in the newer layout.
 
+    The set is replaced all or nothing (:class:`_Swap`): every file staged beside its target first,
+    then swapped in, stale owned files removed last; on any failure every old file is put back and
+    the staged ones are removed. A symlinked fixture is written through (its target is replaced, the
+    link stays). Temp files an earlier interrupted write left (``.<name>.<random>.tmp``/``.bak``) are
+    removed and reported with the removed files.
+
     Returns:
         ``(written, removed)``: the files whose bytes changed, and the files removed.
 
     Raises:
         SecretLeakError: a secret survived scrubbing (nothing is written then).
         ForeignRecordingError: see ``strict_layout`` (nothing is written then).
+        FixtureWriteError: a file could not be staged, replaced or removed (an immutable fixture, a
+            read-only scenario directory); it names the file and the reason, and the previous fixture
+            set is in place.
     """
-    from syrupy.utils import replace_atomic
-
     scrubber = scrubber or secret_scrubber([])
     if base is None:
         base = current_fixtures(scenario)
@@ -273,28 +395,27 @@ def write_fixtures(
     changed = [(path, data) for path, data in rendered if _current(path) != data]
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for path, data in changed:
-            staged.append((_stage(path, data), path))
-    except BaseException:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        raise
-    written: list[Path] = []
-    for tmp, path in staged:
-        replace_atomic(str(tmp), path)
-        written.append(path)
-    check_written(written, scrubber)
-    removed: list[Path] = []
-    for path in owned_files(scenario.path):
-        if path in produced:
-            continue
-        index = owned_rank(path.name)
-        if prune_owned or (index is not None and index >= len(result.logs)):
-            path.unlink()
-            removed.append(path)
-    return written, removed
+    stale = [
+        path
+        for path in owned_files(scenario.path)
+        if path not in produced
+        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
+    ]
+    with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
+        orphans = _orphans(scenario.path)
+        swap = _Swap()
+        swap.stage(changed)
+        swap.commit(stale)
+        written = [path for path, _data in changed]
+        check_written([_target(path) for path in written], scrubber)
+        for orphan in orphans:
+            try:
+                orphan.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise _failed(orphan, "remove it (a temp file of an interrupted write)", exc) from exc
+    return written, [*stale, *orphans]
 
 
 def current_fixtures(scenario: Scenario) -> Fixtures:

@@ -440,7 +440,9 @@ def event_message(event: Event, *, copy: bool = True) -> Message | None:
     ``user/message`` -> user; ``assistant/message`` -> assistant (``None`` when ``content`` is empty);
     ``tool/result`` -> one user message with a ``tool-result`` block (``toolCallId, content, isError``;
     ``error`` not carried); ``context/message`` / ``steering/message`` -> user message wrapped in
-    ``<TAG source="kind">`` ... ``</TAG>`` text blocks; any other type -> ``None``.
+    ``<TAG source="kind">`` ... ``</TAG>`` text blocks; any other type -> ``None``. An event of the
+    newer layout (``data.message`` instead of ``data.content``, head-format.md §3) contributes that
+    message's ``role`` and ``content``.
 
     Args:
         event: a surface event (the caller decides what is on the surface).
@@ -449,6 +451,20 @@ def event_message(event: Event, *, copy: bool = True) -> Message | None:
     """
     etype = event["type"]
     data = event["data"]
+    message = data.get("message")
+    if (
+        "content" not in data
+        and _pytype(message) is dict
+        and etype in ("user/message", "assistant/message", "tool/result")
+    ):
+        # the reference's newer layout (head-format.md §3): the event holds the model-facing message
+        # itself, ``{"role", "content", "source", "id"}`` (a tool result's content already a
+        # ``tool-result`` block)
+        content = (_copy if copy else _no_copy)(message.get("content", []), set())
+        if not content and etype == "assistant/message":
+            return None
+        role = message.get("role")
+        return cast(Message, {"role": role if isinstance(role, str) else "user", "content": content})
     content = (_copy if copy else _no_copy)(data.get("content", []), set())
     if etype == "user/message":
         return {"role": "user", "content": content}

@@ -1,13 +1,42 @@
-"""``dsh-replay show`` and ``derive``: the calls a sidecar serves (primary and child, patched or replacing),
-and values of the wrong types shown, not a traceback. Regression: each was once miscounted or a
-traceback."""
+"""``dsh-replay show`` of a folder of scenarios: one tree per scenario, as ``validate`` walks them."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from .helpers import cli, out, read_rows, shared, write_rows
+from tests._input_helpers import BUNDLED, cli
+
+from .helpers import out as _out
+from .helpers import read_rows, shared, write_rows
+
+
+def test_show_of_a_folder_prints_one_tree_per_scenario() -> None:
+    """Regression: ``show scenarios/spawn`` was ``error [PATH_EMPTY]: no session logs here``."""
+    result = cli("show", BUNDLED / "spawn")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    roots = [line for line in lines if not line.startswith((" ", "│", "├", "└"))]
+    assert roots == [str(BUNDLED / "spawn" / "one-child"), str(BUNDLED / "spawn" / "two-children")]
+    assert sum("session.jsonl parent" in line for line in lines) == 2
+    assert sum("spawn child" in line for line in lines) == 3  # one child, then two
+
+
+def test_show_of_a_folder_goes_on_after_an_unreadable_scenario(tmp_path: Path) -> None:
+    shutil.copytree(BUNDLED / "spawn", tmp_path / "spawn")
+    (tmp_path / "spawn" / "one-child" / "session.jsonl").write_bytes(b'{"type":"session"\n')
+    result = cli("show", tmp_path)
+    assert result.exit_code == 2  # unreadable input, as for a single log
+    assert "error [REPLAY_MALFORMED_LINE]" in result.output
+    assert str(tmp_path / "spawn" / "two-children") in result.output  # still shown
+    assert result.output.count("session.jsonl parent") == 1
+
+
+def test_show_of_a_folder_without_scenarios_is_path_empty(tmp_path: Path) -> None:
+    (tmp_path / "nothing" / "here").mkdir(parents=True)
+    result = cli("show", tmp_path)
+    assert result.exit_code == 2
+    assert "error [PATH_EMPTY]" in result.output and "no scenario (input.json)" in result.output
 
 
 def test_show_counts_the_failed_call_of_the_sidecar() -> None:
@@ -15,7 +44,7 @@ def test_show_counts_the_failed_call_of_the_sidecar() -> None:
     assert result.exit_code == 0, result.output
     assert (
         "turn 1 (seq 0-4): 1 step(s), 1 model call(s) "
-        "(1 from replay.override.json: call #1: throw AUTH) -> error" in out(result)
+        "(1 from replay.override.json: call #1: throw AUTH) -> error" in _out(result)
     )
 
 
@@ -27,7 +56,7 @@ def test_show_counts_a_patched_chunkless_call(tmp_path: Path) -> None:
     )
     result = cli("show", scenario)
     assert result.exit_code == 0, result.output
-    assert "1 model call(s) (1 from replay.override.json: call #1: throw E500)" in out(result)
+    assert "1 model call(s) (1 from replay.override.json: call #1: throw E500)" in _out(result)
 
 
 def test_show_and_derive_with_data_and_reason_of_wrong_types(tmp_path: Path) -> None:
@@ -63,10 +92,10 @@ def test_show_and_derive_with_data_and_reason_of_wrong_types(tmp_path: Path) -> 
     )
     shown = cli("show", log)  # before: AttributeError 'list' object has no attribute 'get'
     assert shown.exit_code == 0, shown.output
-    assert "turn 1 (seq 0-7): 1 step(s), 1 model call(s), tools: None -> 'completed'" in out(shown)
+    assert "turn 1 (seq 0-7): 1 step(s), 1 model call(s), tools: None -> 'completed'" in _out(shown)
     derived = cli("derive", log)  # before: AttributeError on the finish reason
     assert derived.exit_code == 0, derived.output
-    assert "call #1: chunks: 3 chunks, finish ['stop']" in out(derived)
+    assert "call #1: chunks: 3 chunks, finish ['stop']" in _out(derived)
 
 
 def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:
@@ -82,4 +111,4 @@ def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:
     )
     result = cli("show", spawn)
     assert result.exit_code == 0, result.output
-    assert "(1 from replay.override.1.json: call #1: throw RATE_LIMIT)" in out(result)
+    assert "(1 from replay.override.1.json: call #1: throw RATE_LIMIT)" in _out(result)

@@ -156,3 +156,15 @@ def test_every_arrival_order_of_three_children_binds_the_same() -> None:
         for i in reversed(order):
             follow = binder.bind(req(user(f"t{i}"), said(f"r{i}"), user("next"), system="h"))
             assert follow.conversation is bound[i].conversation
+
+
+def test_an_echo_without_the_answers_provider_fields_still_continues() -> None:
+    """Regression: an answer holding a ``provider-fields`` block (a provider's own message fields) made
+    every echo of it a new conversation, since clients do not send those fields back."""
+    binder = Binder()
+    first = binder.bind(req(user("hi")))
+    fields = {"type": "provider-fields", "providerFields": {"chat": {"refusal": "no"}}}
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "hello"}, fields]}
+    binder.answered(first.conversation, answer, turn_ended=True)
+    second = binder.bind(req(user("hi"), said("hello"), user("more")))
+    assert second.kind == "continue" and second.conversation is first.conversation

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
 
 from pytest_dsh_replay.modes import Backend, RecordMode
 
 from .conftest import served
 from .upstream import FakeUpstream
+
+pytest_plugins = ["pytester"]
 
 
 def _chat(url: str, *messages: dict[str, Any]) -> dict[str, Any]:
@@ -104,3 +107,17 @@ def test_the_recording_reads_with_show_and_validate(tmp_path: Path, upstream: Fa
     assert result.exit_code == 0, result.output
     shown = runner.invoke(main, ["show", str(tmp_path)])
     assert shown.exit_code == 0 and "session.1.jsonl" in shown.output
+
+
+def test_a_recording_under_a_scenario_root_is_not_collected_as_a_scenario(pytester: pytest.Pytester) -> None:
+    """Regression: logs without input.json under a root are reported as a failing item; an endpoint
+    recording (endpoint.json beside its logs) is not a scenario and is left alone."""
+    pytester.makeini("[pytest]\ndsh_scenario_roots = recs\n")
+    for name in ("plain", "endpoint"):
+        directory = pytester.path / "recs" / name
+        directory.mkdir(parents=True)
+        (directory / "session.jsonl").write_text('{"type":"session","version":0,"id":"s","createdAt":1}\n')
+    (pytester.path / "recs" / "endpoint" / "endpoint.json").write_text('{"formats": []}\n')
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    collected = result.stdout.str()
+    assert "recs/plain" in collected and "recs/endpoint" not in collected

@@ -571,7 +571,7 @@ def test_translator_tool_call_without_id_gets_fallback_and_no_name_until_known()
         {
             "type": "block-end",
             "index": 0,
-            "block": {"type": "tool-call", "id": "call-0", "name": "late", "arguments": "{}"},
+            "block": {"type": "tool-call", "id": "call-0-0", "name": "late", "arguments": "{}"},
         },
         {"type": "finish", "reason": {"kind": "stop"}},
     ]

@@ -1,6 +1,6 @@
-"""Recording tool calls from an OpenAI-compatible loopback server: calls without ``index``
-stay apart, out-of-order calls are recorded, executed and sent back in index order, and arguments that
-are not JSON are recorded as sent while the recording run says so."""
+"""Recording tool calls from an OpenAI-compatible loopback server: calls without ``index`` stay apart,
+out-of-order calls are recorded, executed and sent back in index order, and arguments that are not JSON
+fail the recording, which writes nothing."""
 
 from __future__ import annotations
 
@@ -108,9 +108,11 @@ def test_calls_without_index_are_two_calls_not_one(pytester: pytest.Pytester, ht
     assert results == ["A\n", "B\n"]
 
 
-def test_invalid_json_arguments_are_recorded_and_the_run_says_so(
+def test_invalid_json_arguments_fail_the_recording_and_write_nothing(
     pytester: pytest.Pytester, httpserver: HTTPServer
 ) -> None:
+    """Regression: arguments that are not JSON were recorded as sent with a warning, a recording whose
+    tool never received what the model sent."""
     broken = '{"command": "echo hi", "descr'
     body = sse(
         [
@@ -130,24 +132,23 @@ def test_invalid_json_arguments_are_recorded_and_the_run_says_so(
         ]
     )
     scenario = make_scenario(pytester.path, "badjson", prompt_steps("run"))
-    base = serve(httpserver, body, sse([chunk({"content": "sorry"}), chunk({}, "stop")]))
-    result = record(pytester, scenario, base, "-rP")
-    result.assert_outcomes(passed=1)
+    base = serve(httpserver, body)
+    result = record(pytester, scenario, base)
+    result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert "LiveModelWarning" in out and "'call_x' (bash) ended with arguments that are not valid JSON" in out
-    assert "recorded as the provider sent them" in out  # also the item's dsh-replay note (-rP)
-    calls, results = tool_calls_and_results(scenario)
-    assert calls[0]["arguments"] == broken  # what the provider sent
-    assert results[0].startswith("Error: invalid arguments")  # the agent reports it as it always did
-    run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+    assert (
+        "[MALFORMED_TOOL_CALL]" in out
+        and "'call_x' (bash) ended with arguments that are not valid JSON" in out
+    )
+    assert sorted(p.name for p in scenario.iterdir()) == ["input.json"]
 
 
 @pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
-def test_the_live_model_warning_is_scrubbed(
+def test_the_malformed_call_report_is_scrubbed(
     pytester: pytest.Pytester, httpserver: HTTPServer, workers: list[str]
 ) -> None:
-    """A LiveModelWarning quotes provider text (the call id, the tool name); a secret in it is shown as
-    [REDACTED] in pytest's warnings summary (Regression: printed as sent)."""
+    """The malformed-call error quotes provider text (the call id, the tool name); a secret in it is
+    shown as [REDACTED] in the failure report."""
     call_id = f"call_{API_KEY}"  # a provider echoing the key into a call id
     body = sse(
         [
@@ -166,10 +167,10 @@ def test_the_live_model_warning_is_scrubbed(
             chunk({}, "tool_calls"),
         ]
     )
-    scenario = make_scenario(pytester.path, "leakywarning", prompt_steps("run"))
-    base = serve(httpserver, body, sse([chunk({"content": "sorry"}), chunk({}, "stop")]))
-    result = record(pytester, scenario, base, "-rP", *workers)
+    scenario = make_scenario(pytester.path, "leakyerror", prompt_steps("run"))
+    base = serve(httpserver, body)
+    result = record(pytester, scenario, base, *workers)
     out = result.stdout.str()
-    assert "LiveModelWarning" in out and "ended with arguments that are not valid JSON" in out, out
+    assert "ended with arguments that are not valid JSON" in out, out
     assert API_KEY not in out
     assert "call_[REDACTED]" in out

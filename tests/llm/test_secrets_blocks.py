@@ -325,8 +325,10 @@ def provider_stream(draw: st.DrawFn) -> list[dict[str, Any]]:
     secret split at random points across the provider's chunks."""
     out: list[dict[str, Any]] = []
 
-    def pieces() -> list[str]:
+    def pieces(*, as_json: bool = False) -> list[str]:
         text = draw(FILLER) + " " + draw(st.sampled_from(SECRETS)) + " " + draw(FILLER)
+        if as_json:  # tool arguments must be JSON, or the translator refuses the call
+            text = json.dumps({"command": text})
         cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=5)))
         bounds = [0, *cuts, len(text)]
         return [text[a:b] for a, b in itertools.pairwise(bounds)]
@@ -336,7 +338,7 @@ def provider_stream(draw: st.DrawFn) -> list[dict[str, Any]]:
     for piece in pieces():
         out.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
     first = True
-    for piece in pieces():
+    for piece in pieces(as_json=True):
         call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
         if first:
             call.update({"id": "call_1", "type": "function"})

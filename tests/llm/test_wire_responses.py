@@ -3,6 +3,7 @@ every input item type, the upstream translator on real-shaped event streams, the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -653,7 +654,7 @@ def test_parallel_function_calls_stream_as_tool_call_blocks() -> None:
         {"type": "response.output_item.done", "output_index": 1, "item": fc(1, "call_b", '{"p":"b"}')},
         completed([fc(0, "call_a", '{"p":"a"}'), fc(1, "call_b", '{"p":"b"}')], usage=USAGE),
     ]
-    chunks, translator = translate(events)
+    chunks, _ = translate(events)
     assert chunks == [
         start(0, "tool-call"),
         call(0, "call_a", "read", ""),
@@ -667,7 +668,6 @@ def test_parallel_function_calls_stream_as_tool_call_blocks() -> None:
         usage(inputTokens=40, outputTokens=7, cacheReadTokens=10, reasoningTokens=0),
         finish("tool-calls"),
     ]
-    assert translator.warnings == []
 
 
 def test_a_whole_response_and_done_only_items() -> None:
@@ -805,11 +805,13 @@ def test_malformed_upstream_events(event: Any, words: str) -> None:
     assert words in str(raised.value)
 
 
-def test_arguments_that_are_not_json_are_recorded_with_a_warning() -> None:
+def test_arguments_that_are_not_json_fail_with_a_typed_error() -> None:
+    """Regression: arguments that are not JSON were recorded with a warning (a malformed recording)."""
+    from pytest_dsh_replay.llm.errors import MalformedCallError
+
     function = {"id": "fc", "type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a": '}
-    chunks, translator = translate([completed([function])])
-    assert chunks[-2] == end(0, {"type": "tool-call", "id": "c1", "name": "f", "arguments": '{"a": '})
-    assert len(translator.warnings) == 1 and "'c1'" in translator.warnings[0]
+    with pytest.raises(MalformedCallError, match="'c1' \\(f\\)"):
+        translate([completed([function])])
 
 
 def test_events_after_the_terminal_one_are_ignored_and_finish_once() -> None:
@@ -999,7 +1001,10 @@ def answers(draw: st.DrawFn) -> list[dict[str, Any]]:
     for index, kind in enumerate(kinds):
         pieces = draw(_pieces)
         chunks.append(start(index, kind))
-        if kind == "tool-call":
+        if kind == "tool-call":  # its arguments JSON (or the translator refuses the call), cut anywhere
+            whole = json.dumps({"p": "".join(pieces)})
+            cut = draw(st.integers(0, len(whole)))
+            pieces = [p for p in (whole[:cut], whole[cut:]) if p]
             call_id, name = f"call_{index}", draw(st.sampled_from(["read", "write"]))
             chunks += [call(index, call_id, name, piece) for piece in ["", *pieces]]
             blocks.append({"type": "tool-call", "id": call_id, "name": name, "arguments": "".join(pieces)})

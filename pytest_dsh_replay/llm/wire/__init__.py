@@ -7,11 +7,14 @@ and the loopback endpoint both use them, so a rule of a format is never written 
 
 * :mod:`.chat`: OpenAI Chat Completions (``POST /v1/chat/completions``).
 * :mod:`.responses`: OpenAI Responses (``POST /v1/responses``; openai-agents' default model).
+* :mod:`.messages`: Anthropic Messages (``POST /v1/messages``).
+* :mod:`.fields`: what every format shares: provider fields (``providerFields``), fallback call ids,
+  the tool-call check (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`).
 
 Every module the endpoint serves offers the same interface (:mod:`.base` spells it out): ``PATH``,
 ``request_from_body(body) -> ModelRequest`` (a :class:`~.base.WireRequestError` names the bad field),
 ``wants_stream(body)``, ``stream_encoder(model, response_id, body=...)`` (``feed(chunk)``/``error()``/
 ``close()`` -> SSE bytes), ``encode_whole(chunks, ...)`` (the whole JSON answer), ``error_body(message,
-code, status)``, ``upstream_translator()`` (``feed(event)``/``finish()`` -> our chunks) and
+code, status)``, ``upstream_translator(body)`` (``feed(event)``/``finish()`` -> our chunks) and
 ``upstream_body(body)``. The endpoint registers each in one table (``endpoint.server.FORMATS``).
 """

@@ -12,9 +12,12 @@ A format module (``chat.py``, ``responses.py``, ...) exposes, in both directions
 * ``encode_whole(chunks, *, model, response_id, body=None) -> dict``: the non-streamed JSON answer;
   raises :class:`~pytest_dsh_replay.llm.errors.LlmError` (status 502) when the answer ended in an error;
 * ``error_body(message, code, status) -> dict``: the API's error JSON (what its SDK raises from);
-* ``UpstreamTranslator()`` with ``feed(event) -> list[StreamChunk]`` and ``finish() -> list[StreamChunk]``:
+* ``upstream_translator(body=None)`` (``body``: the forwarded request) returning a translator with
+  ``feed(event) -> list[StreamChunk]`` and ``finish() -> list[StreamChunk]``:
   the upstream's streamed events (parsed SSE ``data`` JSON) as our chunks;
-* ``upstream_body(body) -> dict``: the body forwarded upstream (always streamed, usage requested).
+* ``upstream_body(body) -> dict``: the body forwarded upstream (always streamed, usage requested);
+* optionally ``upstream_headers(api_key) -> dict``: the headers an upstream of the format authenticates
+  with (``messages.py``: ``x-api-key``); without it the key goes as ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ class WireFormat(Protocol):
 
     def error_body(self, message: str, code: str, status: int) -> dict[str, Any]: ...
 
-    def upstream_translator(self) -> UpstreamTranslator: ...
+    def upstream_translator(self, body: Mapping[str, Any] | None = None) -> UpstreamTranslator: ...
 
     def upstream_body(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
 

@@ -12,15 +12,19 @@ and streamed answers (:class:`ChatChunkTranslator`: provider chunks -> :class:`S
   ``id`` and, once known, its ``name``);
 * after the provider stream ends: every ``block-end`` in index order, then ``usage`` (if the
   provider reported one), then ``finish``. Nothing follows ``finish``.
+* the provider's own fields (unknown keys of a tool call, a delta, a chunk) are kept verbatim as
+  ``providerFields`` / a ``provider-fields`` block (:mod:`.fields`) and sent back on later requests.
 
-Malformed provider data raises :class:`~pytest_dsh_replay.llm.errors.LlmError` ``BAD_RESPONSE``.
+Malformed provider data raises :class:`~pytest_dsh_replay.llm.errors.LlmError` ``BAD_RESPONSE``; a
+tool call a recording must not hold (arguments that are not JSON, no name) raises
+:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -30,6 +34,16 @@ from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
 from .base import WireRequestError
+from .fields import (
+    CHUNK_FIELDS,
+    PROVIDER_FIELDS,
+    PROVIDER_FIELDS_BLOCK,
+    check_tool_calls,
+    fallback_call_id,
+    merge_partial,
+    merge_streamed,
+    partial_for,
+)
 
 __all__ = [
     "PATH",
@@ -52,6 +66,9 @@ __all__ = [
 ]
 
 JsonDict = dict[str, Any]
+
+#: This format's name in ``providerFields`` (``fields.py``).
+WIRE = "chat"
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -93,23 +110,25 @@ def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> J
     texts: list[str] = []
     reasoning: list[str] = []
     tool_calls: list[JsonDict] = []
+    provider: JsonDict = {}
     for block in blocks:
         kind = block.get("type")
-        if kind == "text":
+        if kind == PROVIDER_FIELDS_BLOCK:  # the message's own provider fields (fields.py)
+            provider = merge_partial(provider, partial_for(block, WIRE))
+        elif kind == "text":
             texts.append(str(block.get("text", "")))
         elif kind == "reasoning":
             reasoning.append(str(block.get("text", "")))
         elif kind == "tool-call":
-            tool_calls.append(
-                {
-                    "id": str(block.get("id", "")),
-                    "type": "function",
-                    "function": {
-                        "name": str(block.get("name", "")),
-                        "arguments": str(block.get("arguments", "")),
-                    },
-                }
-            )
+            call: JsonDict = {
+                "id": str(block.get("id", "")),
+                "type": "function",
+                "function": {
+                    "name": str(block.get("name", "")),
+                    "arguments": str(block.get("arguments", "")),
+                },
+            }
+            tool_calls.append(merge_partial(call, partial_for(block, WIRE)))
         else:
             raise LlmError(
                 f"cannot send a {kind!r} block in an assistant message to a chat-completions endpoint",
@@ -120,7 +139,7 @@ def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> J
         message["reasoning_content"] = "".join(reasoning)
     if tool_calls:
         message["tool_calls"] = tool_calls
-    return message
+    return merge_partial(message, provider) if provider else message
 
 
 def to_openai_messages(
@@ -134,7 +153,9 @@ def to_openai_messages(
       (its text content joined), the remaining blocks one user message after them.
     * assistant messages: text joined into ``content``, reasoning blocks into DeepSeek's
       ``reasoning_content`` (unless ``send_reasoning`` is false), tool-call blocks into
-      ``tool_calls`` with the raw ``arguments`` string.
+      ``tool_calls`` with the raw ``arguments`` string; the provider fields recorded for this format
+      (``providerFields.chat`` of a tool call, of the message's ``provider-fields`` block) are merged
+      back over what was built, exactly as the provider sent them (:mod:`.fields`).
 
     Raises:
         LlmError: code ``UNSUPPORTED_BLOCK`` for a block the endpoint cannot take.
@@ -248,22 +269,64 @@ def _preview(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+#: Keys of a stream chunk, a choice, a delta, a tool call and its function that the translator maps;
+#: every other key is a provider field (``fields.py``). ``obfuscation`` is OpenAI's random padding
+#: (different in every re-record, meaningless to keep).
+_CHUNK_KEYS = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+        "system_fingerprint",
+        "service_tier",
+        "obfuscation",
+    }
+)
+_CHOICE_KEYS = frozenset({"index", "delta", "finish_reason", "logprobs"})
+_DELTA_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls"})
+_CALL_KEYS = frozenset({"index", "id", "type", "function"})
+_FUNCTION_KEYS = frozenset({"name", "arguments"})
+#: ``reasoning_details`` item types whose text is reasoning (OpenRouter: ``reasoning.text`` has
+#: ``text``, ``reasoning.summary`` has ``summary``; ``reasoning.encrypted`` carries only ``data``).
+_DETAIL_TEXT = {"reasoning.text": "text", "reasoning.summary": "summary"}
+
+
+def _unknown(payload: Mapping[str, Any], known: frozenset[str]) -> JsonDict:
+    """``payload``'s keys outside ``known`` with a value (a ``null`` is the absence of a field)."""
+    return {k: v for k, v in payload.items() if k not in known and v is not None}
+
+
 @dataclass
 class _Block:
     index: int
-    kind: str  # "reasoning" | "text" | "tool-call"
+    kind: str  # "reasoning" | "text" | "tool-call" | "provider-fields"
     text: str = ""
     call_id: str = ""
     name: str = ""
+    fields: Any = None  # the provider's partial object (tool call / message), fields.py
+    chunk_fields: Any = None  # provider-fields block: chunk-level fields
 
-    def closed(self) -> ContentBlock:
+    def closed(self, fallback_id: str) -> ContentBlock:
         if self.kind == "tool-call":
-            return {
+            block: ContentBlock = {
                 "type": "tool-call",
-                "id": self.call_id or f"call-{self.index}",
+                "id": self.call_id or fallback_id,
                 "name": self.name,
                 "arguments": self.text,
             }
+            if self.fields:
+                block[PROVIDER_FIELDS] = {WIRE: self.fields}
+            return block
+        if self.kind == PROVIDER_FIELDS_BLOCK:
+            out: ContentBlock = {"type": PROVIDER_FIELDS_BLOCK}
+            if self.fields:
+                out[PROVIDER_FIELDS] = {WIRE: self.fields}
+            if self.chunk_fields:
+                out[CHUNK_FIELDS] = {WIRE: self.chunk_fields}
+            return out
         return {"type": self.kind, "text": self.text}
 
 
@@ -276,6 +339,7 @@ class _Call:
     call_id: str = ""
     name: str = ""
     text: str = ""
+    fields: Any = None
     block: _Block | None = None
     held: list[JsonDict] | None = None
 
@@ -287,30 +351,46 @@ class ChatChunkTranslator:
     then call :meth:`finish` once for the block-ends, usage and finish chunk. Only choice 0 is
     used. Malformed chunks raise ``LlmError`` code ``BAD_RESPONSE``.
 
-    Tool calls: a delta belongs to the call with its ``index``; without ``index``, to the call with
-    its ``id`` (a new ``id`` starts a new call); with neither, to the call at the same position of
-    the previous tool-call delta list (by order). Calls are ordered by provider index: a call whose
-    index leaves a gap (index 2 while 1 has not been seen) is held back until the lower ones opened
-    or the stream ended, so the assembled content lists calls in index order while in-order streams
-    are passed on live. Arguments that are not valid JSON at :meth:`finish` are recorded as sent
-    and described in :attr:`warnings` (the agent reports the invalid arguments, agent-loop.md §5).
+    Args:
+        messages: the request's messages; only their count of assistant messages is used, for the
+            ids of calls the provider sent without one (``fields.fallback_call_id``: unique within
+            the session, the same when the same stream is recorded again).
+
+    Tool calls: a delta belongs to the call with its ``index``, unless it carries an ``id`` that
+    differs from the call open at that index: then it starts a new call (providers that number every
+    parallel call ``index: 0``), and a later delta with that id continues it. Without ``index``, to
+    the call with its ``id`` (a new ``id`` starts a new call); with neither, to the call at the same
+    position of the previous tool-call delta list (by order). Calls are ordered by provider index,
+    calls sharing an index by arrival: a call whose index leaves a gap (index 2 while 1 has not been
+    seen) is held back until the lower ones opened or the stream ended, so the assembled content
+    lists calls in index order while in-order streams are passed on live.
+
+    Deltas: ``content`` is a string or a list of typed parts (``{"type":"text","text"}``,
+    ``{"type":"thinking"|"reasoning","thinking"|"text": str | [{"type":"text","text"}]}``);
+    reasoning comes as ``reasoning_content`` (DeepSeek), ``reasoning`` (vLLM, OpenRouter) or, when
+    neither is present, the texts of ``reasoning_details`` (OpenRouter). Unknown keys of a tool call
+    (and its ``function``), of a delta (``reasoning_details``, ``refusal``, ``extra_content``, ...) and
+    of a chunk or choice are kept verbatim as provider fields (:mod:`.fields`): the tool call's on its
+    block, the message's and the chunk's on one ``provider-fields`` block, opened when they first
+    appear.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, messages: Sequence[Message] = ()) -> None:
+        self._messages = messages
         self._blocks: list[_Block] = []
         self._reasoning: _Block | None = None
         self._text: _Block | None = None
-        self._calls: dict[tuple[str, Any], _Call] = {}
-        self._by_id: dict[str, tuple[str, Any]] = {}
-        self._last_keys: list[tuple[str, Any]] = []
+        self._extra: _Block | None = None
+        self._calls: dict[tuple[Any, ...], _Call] = {}
+        self._by_id: dict[str, tuple[Any, ...]] = {}
+        self._at_index: dict[int, tuple[Any, ...]] = {}
+        self._last_keys: list[tuple[Any, ...]] = []
         self._opened_indices: set[int] = set()
         self._low = 0  # the lowest provider index not opened yet
         self._usage: TokenUsage | None = None
         self._finish_reason: str | None = None
         self._chunks_seen = 0
         self._done = False
-        #: what the recording should say about this stream (invalid tool-call arguments)
-        self.warnings: list[str] = []
 
     @property
     def chunks_seen(self) -> int:
@@ -327,6 +407,19 @@ class ChatChunkTranslator:
         self._blocks.append(block)
         return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
 
+    def _keep(self, fields: JsonDict, *, chunk_level: bool) -> list[StreamChunk]:
+        """Fold message-level (or chunk-level) provider fields into the ``provider-fields`` block."""
+        if not fields:
+            return []
+        out: list[StreamChunk] = []
+        if self._extra is None:
+            self._extra, out = self._open(PROVIDER_FIELDS_BLOCK)
+        if chunk_level:
+            self._extra.chunk_fields = merge_streamed(self._extra.chunk_fields, fields)
+        else:
+            self._extra.fields = merge_streamed(self._extra.fields, fields)
+        return out
+
     def feed(self, chunk: object) -> list[StreamChunk]:
         """Translate one provider chunk; returns the StreamChunks it produces (possibly none)."""
         if self._done:
@@ -338,6 +431,7 @@ class ChatChunkTranslator:
         choices = chunk.get("choices")
         if choices is not None and not isinstance(choices, list):
             raise LlmError(f"stream chunk has non-list choices: {_preview(chunk)}", "BAD_RESPONSE")
+        chunk_fields = _unknown(chunk, _CHUNK_KEYS)
         for choice in choices or []:
             if not isinstance(choice, Mapping):
                 raise LlmError(f"stream choice is not an object: {_preview(choice)}", "BAD_RESPONSE")
@@ -353,11 +447,56 @@ class ChatChunkTranslator:
                 if not isinstance(reason, str):
                     raise LlmError(f"finish_reason is not a string: {_preview(reason)}", "BAD_RESPONSE")
                 self._finish_reason = reason
+            chunk_fields.update(_unknown(choice, _CHOICE_KEYS))
+        out.extend(self._keep(chunk_fields, chunk_level=True))
         usage = chunk.get("usage")
         if usage is not None:
             if not isinstance(usage, Mapping):
                 raise LlmError(f"usage is not an object: {_preview(usage)}", "BAD_RESPONSE")
             self._usage = map_usage(usage)
+        return out
+
+    def _reasoning_piece(self, text: str) -> list[StreamChunk]:
+        if not text:
+            return []
+        out: list[StreamChunk] = []
+        if self._reasoning is None:
+            self._reasoning, out = self._open("reasoning")
+        self._reasoning.text += text
+        out.append({"type": "reasoning-delta", "index": self._reasoning.index, "text": text})
+        return out
+
+    def _text_piece(self, text: str) -> list[StreamChunk]:
+        if not text:
+            return []
+        out: list[StreamChunk] = []
+        if self._text is None:
+            self._text, out = self._open("text")
+        self._text.text += text
+        out.append({"type": "text-delta", "index": self._text.index, "text": text})
+        return out
+
+    def _content_parts(self, parts: list[Any]) -> list[StreamChunk]:
+        """``content`` as a list of typed parts (Mistral thinking models, some proxies)."""
+        out: list[StreamChunk] = []
+        for part in parts:
+            if isinstance(part, str):
+                out.extend(self._text_piece(part))
+                continue
+            if not isinstance(part, Mapping):
+                raise LlmError(f"delta content part is not an object: {_preview(part)}", "BAD_RESPONSE")
+            kind = part.get("type")
+            if kind == "text":
+                out.extend(self._text_piece(_part_text(part.get("text"), part)))
+            elif kind in ("thinking", "reasoning"):
+                value = part.get("thinking", part.get("text", part.get("reasoning")))
+                out.extend(self._reasoning_piece(_part_text(value, part)))
+            else:
+                raise LlmError(
+                    f"delta content part of type {kind!r} is not supported (text, thinking, reasoning): "
+                    f"{_preview(part)}",
+                    "BAD_RESPONSE",
+                )
         return out
 
     def _feed_delta(self, delta: Mapping[str, Any]) -> list[StreamChunk]:
@@ -367,48 +506,53 @@ class ChatChunkTranslator:
             reasoning = delta.get("reasoning")  # vLLM / OpenRouter spelling
         if reasoning is not None and not isinstance(reasoning, str):
             raise LlmError(f"reasoning_content is not a string: {_preview(reasoning)}", "BAD_RESPONSE")
-        if reasoning:
-            if self._reasoning is None:
-                self._reasoning, opened = self._open("reasoning")
-                out.extend(opened)
-            self._reasoning.text += reasoning
-            out.append({"type": "reasoning-delta", "index": self._reasoning.index, "text": reasoning})
+        if reasoning is None:
+            reasoning = _details_text(delta.get("reasoning_details"))
+        out.extend(self._reasoning_piece(reasoning or ""))
         content = delta.get("content")
-        if content is not None and not isinstance(content, str):
-            raise LlmError(f"delta content is not a string: {_preview(content)}", "BAD_RESPONSE")
-        if content:
-            if self._text is None:
-                self._text, opened = self._open("text")
-                out.extend(opened)
-            self._text.text += content
-            out.append({"type": "text-delta", "index": self._text.index, "text": content})
+        if isinstance(content, list):
+            out.extend(self._content_parts(content))
+        elif content is not None and not isinstance(content, str):
+            raise LlmError(f"delta content is not a string or a list: {_preview(content)}", "BAD_RESPONSE")
+        else:
+            out.extend(self._text_piece(content or ""))
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise LlmError(f"delta tool_calls is not a list: {_preview(tool_calls)}", "BAD_RESPONSE")
-            keys: list[tuple[str, Any]] = []
+            keys: list[tuple[Any, ...]] = []
             for position, call in enumerate(tool_calls):
                 out.extend(self._feed_tool_call(position, call, keys))
             self._last_keys = keys
+        out.extend(self._keep(_unknown(delta, _DELTA_KEYS), chunk_level=False))
         return out
 
-    def _key(self, position: int, call: Mapping[str, Any], call_id: str | None) -> tuple[str, Any]:
-        """Which call a provider tool-call delta belongs to: index, else id, else order."""
+    def _key(self, position: int, call: Mapping[str, Any], call_id: str | None) -> tuple[Any, ...]:
+        """Which call a provider tool-call delta belongs to: its id when known, else its index
+        (a new id at a taken index is a new call), else a new id, else order."""
         index = call.get("index")
+        if call_id and call_id in self._by_id:
+            return self._by_id[call_id]
         if index is not None:
             if not isinstance(index, int) or isinstance(index, bool) or index < 0:
                 raise LlmError(
                     f"tool call delta has an index that is not a non-negative integer: {_preview(call)}",
                     "BAD_RESPONSE",
                 )
-            return ("index", index)
+            key = self._at_index.get(index)
+            if key is not None and call_id and self._calls[key].call_id not in ("", call_id):
+                key = ("index", index, key[2] + 1)  # another call at a taken index
+                self._at_index[index] = key
+            elif key is None:
+                key = self._at_index[index] = ("index", index, 0)
+            return key
         if call_id:
-            return self._by_id.get(call_id, ("id", call_id))
+            return ("id", call_id)
         if position < len(self._last_keys):
             return self._last_keys[position]
         return ("position", position)
 
-    def _feed_tool_call(self, position: int, call: object, keys: list[tuple[str, Any]]) -> list[StreamChunk]:
+    def _feed_tool_call(self, position: int, call: object, keys: list[tuple[Any, ...]]) -> list[StreamChunk]:
         if not isinstance(call, Mapping):
             raise LlmError(f"tool call delta is not an object: {_preview(call)}", "BAD_RESPONSE")
         function = call.get("function") or {}
@@ -425,7 +569,7 @@ class ChatChunkTranslator:
         opened = False
         if state is None:
             state = self._calls[key] = _Call(key[1] if key[0] == "index" else None)
-            if state.provider_index is None or state.provider_index == self._low:
+            if state.provider_index is None or state.provider_index <= self._low:
                 out.extend(self._open_call(state))
                 opened = state.provider_index is not None
             else:  # a gap below this index: hold it until the lower calls opened (or the stream ends)
@@ -435,6 +579,12 @@ class ChatChunkTranslator:
             self._by_id.setdefault(call_id, key)
         if name and not state.name:
             state.name = name
+        fields = _unknown(call, _CALL_KEYS)
+        function_fields = _unknown(function, _FUNCTION_KEYS)
+        if function_fields:
+            fields["function"] = function_fields
+        if fields:
+            state.fields = merge_streamed(state.fields, fields)
         piece = arguments or ""
         state.text += piece
         delta: JsonDict = {"type": "tool-call-delta", "id": state.call_id}
@@ -474,32 +624,19 @@ class ChatChunkTranslator:
             key=lambda s: s.provider_index or 0,
         )
         for state in held:
-            if everything or state.provider_index == self._low:
+            if everything or (state.provider_index or 0) <= self._low:
                 out.extend(self._open_call(state))
         return out
 
     def _sync_blocks(self) -> None:
         for state in self._calls.values():
             if state.block is not None:
-                state.block.call_id, state.block.name, state.block.text = (
+                block = state.block
+                block.call_id, block.name, block.text, block.fields = (
                     state.call_id,
                     state.name,
                     state.text,
-                )
-
-    def _check_arguments(self) -> None:
-        for state in self._calls.values():
-            block = state.block
-            if block is None or not block.text.strip():
-                continue
-            try:
-                json.loads(block.text)
-            except ValueError as exc:
-                detail = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-                self.warnings.append(
-                    f"tool call {block.call_id or f'call-{block.index}'!r} ({block.name or 'no name'}) "
-                    f"ended with arguments that are not valid JSON ({detail}, {len(block.text)} chars); "
-                    "recorded as the provider sent them, the agent reports them as invalid arguments"
+                    state.fields,
                 )
 
     def finish(self) -> list[StreamChunk]:
@@ -510,6 +647,8 @@ class ChatChunkTranslator:
             LlmError: ``BAD_RESPONSE`` when no chunk arrived at all (not a chat-completions
                 stream), ``CONNECTION`` when chunks arrived but no ``finish_reason`` (the stream
                 was cut off).
+            MalformedCallError: a tool call with arguments that are not JSON or without a name
+                (:func:`.fields.check_tool_calls`).
         """
         if self._done:
             raise LlmError("finish() called twice", "BAD_RESPONSE")
@@ -524,14 +663,44 @@ class ChatChunkTranslator:
             )
         out = self._release(everything=True)
         self._sync_blocks()
-        self._check_arguments()
-        out += [
-            {"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks
-        ]
+        closed = [block.closed(fallback_call_id(self._messages, block.index)) for block in self._blocks]
+        check_tool_calls(closed, where="the chat-completions response")
+        out += [{"type": "block-end", "index": i, "block": block} for i, block in enumerate(closed)]
         if self._usage is not None:
             out.append({"type": "usage", "usage": self._usage})
         out.append({"type": "finish", "reason": map_finish_reason(self._finish_reason)})
         return out
+
+
+def _part_text(value: Any, part: Mapping[str, Any]) -> str:
+    """A content part's text: a string, or a list of ``{"type":"text","text"}`` (Mistral thinking)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [
+            v if isinstance(v, str) else v.get("text") if isinstance(v, Mapping) else None for v in value
+        ]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(cast(list[str], texts))
+    raise LlmError(f"delta content part has no text: {_preview(part)}", "BAD_RESPONSE")
+
+
+def _details_text(details: Any) -> str | None:
+    """The reasoning text of an OpenRouter ``reasoning_details`` list (``None`` when absent)."""
+    if details is None:
+        return None
+    if not isinstance(details, list):
+        raise LlmError(f"reasoning_details is not a list: {_preview(details)}", "BAD_RESPONSE")
+    texts: list[str] = []
+    for item in details:
+        if not isinstance(item, Mapping):
+            raise LlmError(f"reasoning_details item is not an object: {_preview(item)}", "BAD_RESPONSE")
+        key = _DETAIL_TEXT.get(str(item.get("type")))
+        if key is not None and isinstance(item.get(key), str):
+            texts.append(item[key])
+    return "".join(texts)
 
 
 # --------------------------------------------------------------------------- the endpoint's side
@@ -724,9 +893,12 @@ def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     return out
 
 
-def upstream_translator() -> ChatChunkTranslator:
-    """The translator of the upstream's streamed chunks."""
-    return ChatChunkTranslator()
+def upstream_translator(body: Mapping[str, Any] | None = None) -> ChatChunkTranslator:
+    """The translator of the upstream's streamed chunks; ``body`` (the forwarded request) numbers the
+    ids of calls the upstream sends without one (``fields.fallback_call_id``)."""
+    raw = (body or {}).get("messages")
+    history = [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
+    return ChatChunkTranslator(messages=cast(list[Message], history))
 
 
 def usage_payload(usage: Mapping[str, Any]) -> JsonDict:
@@ -777,7 +949,9 @@ class ChatStreamEncoder:
     * ``text-delta`` -> ``delta.content``, ``reasoning-delta`` -> ``delta.reasoning_content``;
     * ``tool-call-delta`` -> ``delta.tool_calls[0]`` with the call's ordinal ``index``; its ``id``,
       ``type`` and ``function.name`` only on the call's first delta (clients concatenate names);
-    * ``block-end`` sends what the deltas did not (a block given whole, or a longer text);
+    * ``block-end`` sends what the deltas did not (a block given whole, or a longer text) and the
+      provider fields recorded for this format (a tool call's, the message's: ``fields.py``), so a
+      client can send them back;
     * ``finish`` -> a chunk with ``finish_reason``; an ``error`` finish that is not a provider reason
       becomes an SSE ``{"error": ...}`` event (the SDK raises it mid-stream);
     * ``close()``: the usage chunk (``choices: []``) when the client asked ``stream_options.include_usage``
@@ -818,7 +992,9 @@ class ChatStreamEncoder:
         )
         return self._head + orjson.dumps(delta) + tail
 
-    def _call_delta(self, index: int, call_id: str, name: str, arguments: str) -> bytes:
+    def _call_delta(
+        self, index: int, call_id: str, name: str, arguments: str, *, partial: Mapping[str, Any] = {}
+    ) -> bytes:
         first = index not in self._calls
         if first:
             self._calls[index] = len(self._calls)
@@ -829,6 +1005,8 @@ class ChatStreamEncoder:
             )
         else:
             call["function"] = {"arguments": arguments}
+        if partial:  # the provider's own fields of the call (fields.py), with its last delta
+            call = merge_partial(call, partial)
         return self._chunk({"tool_calls": [call]})
 
     def feed(self, chunk: StreamChunk) -> list[bytes]:
@@ -865,13 +1043,20 @@ class ChatStreamEncoder:
             return []
         sent = self._sent.get(index, "")
         kind = block.get("type")
+        partial = partial_for(block, WIRE)
         if kind == "tool-call":
             arguments = str(block.get("arguments", ""))
             rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
-            if index in self._calls and not rest:
+            if index in self._calls and not rest and not partial:
                 return []
             self._sent[index] = arguments
-            return [self._call_delta(index, str(block.get("id", "")), str(block.get("name", "")), rest)]
+            return [
+                self._call_delta(
+                    index, str(block.get("id", "")), str(block.get("name", "")), rest, partial=partial
+                )
+            ]
+        if kind == PROVIDER_FIELDS_BLOCK:  # the message's own fields, for the client to echo back
+            return [self._chunk(dict(partial))] if partial else []
         if kind in ("text", "reasoning"):
             text = str(block.get("text", ""))
             rest = text[len(sent) :] if text.startswith(sent) else ""
@@ -935,7 +1120,7 @@ def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
         elif kind == "block-end" and isinstance(c.get("block"), Mapping):
             ended.setdefault(index, dict(c["block"]))
             blocks.setdefault(index, _Block(index, str(c["block"].get("type"))))
-    return [ended[i] if i in ended else blocks[i].closed() for i in sorted(blocks)]
+    return [ended[i] if i in ended else blocks[i].closed(f"call-{i}") for i in sorted(blocks)]
 
 
 def encode_whole(
@@ -952,23 +1137,25 @@ def encode_whole(
             ``finish_reason`` (the endpoint answers it as an HTTP error).
     """
     texts, reasoning, calls = [], [], []
+    provider: JsonDict = {}
     for block in assembled_blocks(chunks):
         kind = block.get("type")
         if kind == "text":
             texts.append(str(block.get("text", "")))
         elif kind == "reasoning":
             reasoning.append(str(block.get("text", "")))
+        elif kind == PROVIDER_FIELDS_BLOCK:
+            provider = merge_partial(provider, partial_for(block, WIRE))
         elif kind == "tool-call":
-            calls.append(
-                {
-                    "id": str(block.get("id", "")),
-                    "type": "function",
-                    "function": {
-                        "name": str(block.get("name", "")),
-                        "arguments": str(block.get("arguments", "")),
-                    },
-                }
-            )
+            call: JsonDict = {
+                "id": str(block.get("id", "")),
+                "type": "function",
+                "function": {
+                    "name": str(block.get("name", "")),
+                    "arguments": str(block.get("arguments", "")),
+                },
+            }
+            calls.append(merge_partial(call, partial_for(block, WIRE)))
     finish, usage = "stop", None
     for chunk in chunks:
         c = cast(Mapping[str, Any], chunk)
@@ -986,6 +1173,8 @@ def encode_whole(
         message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = calls
+    if provider:  # the provider's own message fields, as it sent them (fields.py)
+        message = merge_partial(message, provider)
     out: JsonDict = {
         "id": response_id,
         "object": "chat.completion",

@@ -56,6 +56,7 @@ from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
 from .base import WireRequestError
+from .fields import check_tool_calls
 
 __all__ = [
     "PATH",
@@ -541,8 +542,6 @@ class ResponsesEventTranslator:
         self._finished = False
         self.response_id: str | None = None
         self.model: str | None = None
-        #: what the recording should say about this answer (tool-call arguments that are not JSON)
-        self.warnings: list[str] = []
 
     @property
     def events_seen(self) -> int:
@@ -775,26 +774,13 @@ class ResponsesEventTranslator:
         self._finish = finish_of(response, has_tool_calls=has_calls)
         return out
 
-    def _check_arguments(self) -> None:
-        for block in self._blocks:
-            if block.kind != "tool-call" or not block.text.strip():
-                continue
-            try:
-                json.loads(block.text)
-            except ValueError as exc:
-                detail = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-                self.warnings.append(
-                    f"tool call {block.call_id!r} ({block.name or 'no name'}) ended with arguments that are "
-                    f"not valid JSON ({detail}, {len(block.text)} chars); recorded as the upstream sent "
-                    "them, the agent reports them as invalid arguments"
-                )
-
     def finish(self) -> list[StreamChunk]:
         """Close the answer: every ``block-end`` (index order), ``usage`` if reported, ``finish``.
 
         Raises:
             LlmError: ``BAD_RESPONSE`` when nothing was fed (not a Responses answer), ``CONNECTION``
                 when events came but no terminal event (the stream was cut off).
+            MalformedCallError: a tool call whose arguments are not JSON (``fields.check_tool_calls``).
         """
         if self._finished:
             raise LlmError("finish() called twice", "BAD_RESPONSE")
@@ -807,9 +793,11 @@ class ResponsesEventTranslator:
                 ".incomplete or .failed (connection closed mid-stream?)",
                 "CONNECTION",
             )
-        self._check_arguments()
+        closed = [block.closed() for block in self._blocks]
+        check_tool_calls(closed, where="the Responses answer")
         out: list[StreamChunk] = [
-            {"type": "block-end", "index": block.index, "block": block.closed()} for block in self._blocks
+            {"type": "block-end", "index": block.index, "block": c}
+            for block, c in zip(self._blocks, closed, strict=True)
         ]
         if self._usage is not None:
             out.append({"type": "usage", "usage": self._usage})
@@ -1255,8 +1243,9 @@ def stream_encoder(
     return ResponsesStreamEncoder(model, response_id, body=body)
 
 
-def upstream_translator() -> ResponsesEventTranslator:
-    """The translator of an upstream's streamed Responses events."""
+def upstream_translator(body: Mapping[str, Any] | None = None) -> ResponsesEventTranslator:
+    """The translator of an upstream's streamed Responses events (``body`` is not needed: every
+    function call has a ``call_id``)."""
     return ResponsesEventTranslator()
 
 

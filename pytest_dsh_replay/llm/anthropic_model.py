@@ -1,0 +1,207 @@
+"""Live model for the Anthropic Messages API (spec: events.md §3, agent-loop.md §3-4).
+
+Built on the official ``anthropic`` SDK (``AsyncAnthropic.messages.create``), so retries, timeouts
+and HTTP handling are the SDK's. The request body and the translation of the answer, streamed or
+whole, are the Messages wire format's (:mod:`.wire.messages`).
+
+Failures raise :class:`~pytest_dsh_replay.llm.errors.LlmError` (codes ``AUTH``, ``RATE_LIMIT``,
+``OVERLOADED``, ``HTTP_<status>``, ``TIMEOUT``, ``CONNECTION``, ``BAD_RESPONSE``, ``PROVIDER_ERROR``,
+``UNSUPPORTED_BLOCK``, ``ABORTED``, and :class:`~pytest_dsh_replay.llm.errors.MalformedCallError`);
+error messages never contain the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from .errors import LlmError
+from .live import Aborted, Redactor, await_unless_aborted
+from .model import ModelRequest
+from .signal import CancelSignal
+from .types import StreamChunk
+from .wire.messages import MessagesEventTranslator, build_body, error_from_body, translate_message
+
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel"]
+
+_T = TypeVar("_T")
+
+#: ``max_tokens`` of every request unless the model is built with another (the API requires one).
+DEFAULT_MAX_TOKENS = 4096
+
+
+class AnthropicModel:
+    """A :class:`~pytest_dsh_replay.llm.model.Model` backed by the Anthropic Messages API.
+
+    Args:
+        model: the API's model name (e.g. ``"claude-sonnet-4-5"``); when empty, the request's
+            ``model`` is sent instead.
+        base_url: the API base URL without ``/v1`` (``None``: the SDK default / ``ANTHROPIC_BASE_URL``).
+        api_key_env: environment variable holding the API key (read at call time).
+        api_key: an explicit key; overrides ``api_key_env``.
+        timeout: per-request timeout in seconds (SDK).
+        max_retries: SDK retries for connection errors, 408/409/429 and 5xx.
+        max_tokens: the request's ``max_tokens``.
+        stream: stream the answer (``False``: one whole message, translated to the same chunks).
+        extra_body: extra JSON keys merged into every request body (e.g. ``{"thinking": {"type":
+            "enabled", "budget_tokens": 2048}}``).
+
+    Nothing touches the network or the environment until a stream is iterated.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "ANTHROPIC_API_KEY",
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        stream: bool = True,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self._api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_tokens = max_tokens
+        self.streaming = stream
+        self.extra_body = dict(extra_body) if extra_body else None
+
+    def __repr__(self) -> str:  # never shows the key
+        return (
+            f"AnthropicModel(model={self.model!r}, base_url={self.base_url!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
+
+    @property
+    def _where(self) -> str:
+        return self.base_url or "the Anthropic API"
+
+    def resolve_api_key(self) -> str:
+        """Return the API key (explicit, else from ``api_key_env``).
+
+        Raises:
+            LlmError: code ``AUTH`` when the key is unset or empty, naming the variable.
+        """
+        if self._api_key:
+            return self._api_key
+        key = os.environ.get(self.api_key_env, "").strip()
+        if not key:
+            raise LlmError(
+                f"no API key: environment variable {self.api_key_env} is unset or empty "
+                f"(set {self.api_key_env} to record against {self._where})",
+                "AUTH",
+            )
+        return key
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``messages.create`` (the body of :func:`.wire.messages.build_body`)."""
+        params = build_body(request, model=self.model, max_tokens=self.max_tokens, stream=self.streaming)
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Start one model call; the HTTP request is made when the iterator is first advanced."""
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        signal: CancelSignal | None = request.get("signal")
+        if signal is not None and signal.aborted:
+            raise LlmError(signal.reason or "aborted", "ABORTED")
+        api_key = self.resolve_api_key()
+        params = self.build_params(request)
+        redactor = Redactor(api_key)
+        import anthropic  # deferred: replay-only runs never import the SDK
+
+        client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
+        )
+        abort_waiter: asyncio.Future[str] | None = (
+            asyncio.ensure_future(signal.wait()) if signal is not None else None
+        )
+        sdk_stream: Any = None
+        try:
+            answer = await self._call(client.messages.create(**params), abort_waiter, redactor)
+            if not self.streaming:
+                for chunk in translate_message(answer.to_dict(), where=self._where):
+                    yield chunk
+                return
+            sdk_stream = answer
+            translator = MessagesEventTranslator(where=self._where)
+            while True:
+                try:
+                    event = await self._call(sdk_stream.__anext__(), abort_waiter, redactor)
+                except StopAsyncIteration:
+                    break
+                data = event.to_dict() if isinstance(event, anthropic.BaseModel) else event
+                for chunk in translator.feed(data):
+                    yield chunk
+            for chunk in translator.finish():
+                yield chunk
+        finally:
+            if abort_waiter is not None and not abort_waiter.done():
+                abort_waiter.cancel()
+            try:
+                if sdk_stream is not None:
+                    await sdk_stream.close()
+            finally:
+                await client.close()
+
+    async def _call(
+        self, awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None, redactor: Redactor
+    ) -> _T:
+        """Await ``awaitable`` unless the signal fires first; map SDK errors to ``LlmError``."""
+        import anthropic
+
+        try:
+            return await await_unless_aborted(awaitable, abort_waiter)
+        except Aborted:
+            reason = abort_waiter.result() if abort_waiter is not None and abort_waiter.done() else "aborted"
+            raise LlmError(reason or "aborted", "ABORTED") from None
+        except StopAsyncIteration:
+            raise
+        except (anthropic.AnthropicError, ValueError) as exc:
+            error = self._map_error(exc, redactor)
+            if redactor.leaks(str(exc)):
+                raise error from None  # the SDK's own message held the key: no chained traceback
+            raise error from exc
+
+    def _map_error(self, exc: BaseException, redactor: Redactor) -> LlmError:
+        import anthropic
+
+        where = self._where
+        if isinstance(exc, anthropic.APIStatusError):
+            status = exc.status_code
+            if status < 400:  # an ``error`` event inside a 200 stream: its body names the error
+                mapped = error_from_body(exc.body, where=where)
+                return LlmError(redactor.clean(f"{mapped.message} (mid-stream)"), mapped.code, mapped.status)
+            mapped = error_from_body(exc.body, where=where, status=status)
+            if isinstance(exc, anthropic.AuthenticationError):
+                return LlmError(redactor.clean(mapped.message), "AUTH", status)
+            if isinstance(exc, anthropic.RateLimitError):
+                return LlmError(redactor.clean(mapped.message), "RATE_LIMIT", status)
+            code = mapped.code if mapped.code in ("OVERLOADED",) else f"HTTP_{status}"
+            return LlmError(redactor.clean(mapped.message), code, status)
+        if isinstance(exc, anthropic.APITimeoutError):
+            return LlmError(f"request to {where} timed out after {self.timeout}s", "TIMEOUT")
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__
+            reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            return LlmError(redactor.clean(f"connection to {where} failed: {reason}"), "CONNECTION")
+        if isinstance(exc, anthropic.APIResponseValidationError):
+            return LlmError(
+                redactor.clean(f"{where} sent an invalid response: {exc.message}"), "BAD_RESPONSE"
+            )
+        if isinstance(exc, ValueError):  # the SDK's JSON decoding of an event
+            return LlmError(redactor.clean(f"{where} sent an event that is not JSON: {exc}"), "BAD_RESPONSE")
+        return LlmError(
+            redactor.clean(f"model call to {where} failed: {type(exc).__name__}: {exc}"), "PROVIDER_ERROR"
+        )

@@ -1,0 +1,163 @@
+"""Rules every wire format shares: provider fields, fallback call ids, the tool-call check.
+
+**Provider fields** (``providerFields``). A provider may send fields our vocabulary (events.md §3)
+has no word for: a tool call's ``extra_content`` carrying a thought signature (Gemini's OpenAI
+endpoint), ``reasoning_details`` (OpenRouter), a thinking block's ``signature`` (Anthropic), a
+message's ``refusal``. Some providers refuse the next request (HTTP 400) unless they come back
+unchanged. They are recorded verbatim under one key, ``providerFields``, an object keyed by the wire
+format that read them (``"chat"``, ``"messages"``) whose value is the *partial wire object*: the keys
+the format did not map, exactly as the provider sent them. When the format writes that block back
+into a request it deep-merges the partial over what it built (:func:`merge_partial`), so the provider
+gets its own fields back; another wire format ignores it. Where it sits:
+
+* on a content block (``tool-call``, ``reasoning``, ``text``): the fields of that part
+  (``{"type":"tool-call","id",...,"arguments","providerFields":{"chat":{"extra_content":{...}}}}``);
+* on a ``provider-fields`` block (``{"type":"provider-fields","providerFields":{...}}``), for the
+  fields of the message as a whole (chat: the delta's unknown keys). The block union is open
+  (events.md §3: unknown blocks pass through untouched), so the block is logged, derived into the
+  history and compared by the request check like any other part. Chunk-level fields (a stream
+  chunk's or choice's unknown keys, e.g. OpenRouter's ``provider``) are response metadata, never sent
+  back: they are kept in the same block under ``chunkFields`` (same shape).
+
+Streamed providers send a field in pieces or repeat it in every chunk: :func:`merge_streamed` folds
+successive values (a repeat of the held value is kept once; objects merge key by key; a different
+string is appended, as streamed text is; list items with the same ``index`` merge, others are
+appended; anything else replaces).
+
+**Fallback call ids**: a provider tool call without an id gets ``call-<k>-<i>``
+(:func:`fallback_call_id`), ``k`` the number of assistant messages in the request (so unique within
+the session: every step that made calls added one) and ``i`` the block index (unique within the
+response); the same stream re-recorded gets the same ids.
+
+**The tool-call check** (:func:`check_tool_calls`): a recording must never hold a tool call whose
+arguments are not the JSON its tool receives, nor one that cannot be run (no name): the format
+raises :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` and the recorder writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import MalformedCallError
+from ..types import ContentBlock, Message
+
+__all__ = [
+    "CHUNK_FIELDS",
+    "PROVIDER_FIELDS",
+    "PROVIDER_FIELDS_BLOCK",
+    "check_tool_calls",
+    "fallback_call_id",
+    "merge_partial",
+    "merge_streamed",
+    "partial_for",
+]
+
+#: The key of the provider's own fields on a content block (see the module doc).
+PROVIDER_FIELDS = "providerFields"
+#: The key of chunk-level provider fields on a ``provider-fields`` block (recorded, never sent back).
+CHUNK_FIELDS = "chunkFields"
+#: The block type holding a message's own provider fields.
+PROVIDER_FIELDS_BLOCK = "provider-fields"
+
+
+def merge_streamed(held: Any, value: Any) -> Any:
+    """Fold a streamed provider field's next ``value`` into the ``held`` one (module doc rule)."""
+    if held is None or held == value:
+        return value if held is None else held
+    if isinstance(held, dict) and isinstance(value, Mapping):
+        out = dict(held)
+        for key, item in value.items():
+            out[key] = merge_streamed(out.get(key), item)
+        return out
+    if isinstance(held, str) and isinstance(value, str):
+        return held + value
+    if isinstance(held, list) and isinstance(value, list):
+        out_list = list(held)
+        for item in value:
+            at = _same_index(out_list, item)
+            if at is None:
+                out_list.append(item)
+            else:
+                out_list[at] = merge_streamed(out_list[at], item)
+        return out_list
+    return value
+
+
+def _same_index(items: list[Any], item: Any) -> int | None:
+    if not isinstance(item, Mapping) or "index" not in item:
+        return None
+    for position, held in enumerate(items):
+        if isinstance(held, Mapping) and held.get("index") == item["index"]:
+            return position
+    return None
+
+
+def merge_partial(built: dict[str, Any], partial: Mapping[str, Any]) -> dict[str, Any]:
+    """``built`` with the provider's ``partial`` deep-merged over it (objects key by key; any other
+    value of the partial wins). Returns a new dict; neither argument is changed."""
+    out = dict(built)
+    for key, value in partial.items():
+        held = out.get(key)
+        if isinstance(held, dict) and isinstance(value, Mapping):
+            out[key] = merge_partial(held, value)
+        else:
+            out[key] = json.loads(json.dumps(value))  # a copy: the request never aliases the log
+    return out
+
+
+def partial_for(block: Mapping[str, Any], wire: str, key: str = PROVIDER_FIELDS) -> Mapping[str, Any]:
+    """The ``wire`` format's partial object recorded on ``block`` (empty when none)."""
+    fields = block.get(key)
+    if isinstance(fields, Mapping):
+        partial = fields.get(wire)
+        if isinstance(partial, Mapping):
+            return partial
+    return {}
+
+
+def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:
+    """The id of a provider tool call that came without one: ``call-<k>-<i>`` (module doc)."""
+    k = sum(1 for m in messages if m.get("role") == "assistant")
+    return f"call-{k}-{block_index}"
+
+
+def check_tool_calls(blocks: Sequence[ContentBlock], *, where: str) -> None:
+    """Refuse tool calls a recording must not hold (module doc).
+
+    A ``tool-call`` block needs a non-empty ``name`` and ``arguments`` that are ``""`` (the tool gets
+    ``{}``, agent-loop.md §5) or JSON text (``NaN``/``Infinity`` are not JSON).
+
+    Raises:
+        MalformedCallError: code ``MALFORMED_TOOL_CALL``, naming ``where``, the call and what is wrong.
+    """
+    for block in blocks:
+        if block.get("type") != "tool-call":
+            continue
+        label = f"{where}: tool call {block.get('id')!r}"
+        if not block.get("name"):
+            raise MalformedCallError(
+                f"{label} has no tool name (lost in translation: the provider never named it); "
+                "nothing is recorded"
+            )
+        arguments = block.get("arguments")
+        if not isinstance(arguments, str):
+            raise MalformedCallError(
+                f"{label} ({block['name']}) has non-string arguments; nothing is recorded"
+            )
+        if arguments == "":
+            continue
+        try:
+            json.loads(arguments, parse_constant=_reject)
+        except ValueError as exc:
+            detail = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise MalformedCallError(
+                f"{label} ({block['name']}) ended with arguments that are not valid JSON ({detail}, "
+                f"{len(arguments)} chars): the tool would not receive what the model sent; "
+                "nothing is recorded"
+            ) from None
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
