@@ -102,6 +102,16 @@ def deep_rows(lines: list[bytes]) -> list[int]:
     return out
 
 
+def check_line_nesting(body: list[bytes], first_line_no: int, file: str | None) -> None:
+    """Raise ``REPLAY_MALFORMED_LINE`` for the first of ``body``'s lines nested deeper than the limit
+    (:func:`deep_rows`); line ``i`` of ``body`` is file line ``first_line_no + i``."""
+    deep = deep_rows(body)
+    if deep:
+        raise ReplayParseError(
+            too_deep_message(_where(file), first_line_no + deep[0]), "REPLAY_MALFORMED_LINE"
+        )
+
+
 def too_deep_message(where: str, line_no: int) -> str:
     """The one wording of a log line nested deeper than the limit (see :func:`deep_rows`)."""
     return (
@@ -425,11 +435,7 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
             rows = list(map(_loads, body))
         except orjson.JSONDecodeError:
             rows, line_nos = _slow_rows(body, first_line_no, file)
-        deep = deep_rows(body)
-        if deep:
-            raise ReplayParseError(
-                too_deep_message(_where(file), first_line_no + deep[0]), "REPLAY_MALFORMED_LINE"
-            )
+        check_line_nesting(body, first_line_no, file)
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:

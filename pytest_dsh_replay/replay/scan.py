@@ -42,7 +42,15 @@ from ..session.codec import gc_paused
 from ..session.types import SURFACE_TYPES
 from .derive import DeferredCall, PackedRun, ReplayEntry, _compaction_entry, derive_replay_script, materialize
 from .errors import ReplayDeriveError
-from .parse import PACKED_ROW_KEYS, Event, _as_bytes, _body_lines, check_line_sizes, parse_session_log
+from .parse import (
+    PACKED_ROW_KEYS,
+    Event,
+    _as_bytes,
+    _body_lines,
+    check_line_nesting,
+    check_line_sizes,
+    parse_session_log,
+)
 
 _SAFE = 2**53 - 1
 #: Integers msgspec may decode: orjson keeps exactly int64/uint64 as ``int`` (larger become floats),
@@ -610,10 +618,11 @@ def scan_log(data: str | bytes, *, file: str | None = None, start: int = 0, lazy
         lazy: keep calls with packed runs as :class:`~.derive.DeferredCall` (their chunk dicts are
             built when the call is served); ``False``: every entry a plain dict.
     """
-    data = _as_bytes(data)
+    data = _as_bytes(data, file)
     body, first_line_no = _body_lines(data, file)
     if len(data) > max_line_bytes():
         check_line_sizes(body, first_line_no, file)
+    check_line_nesting(body, first_line_no, file)  # the same input nesting limit as the parse
     with gc_paused():
         try:
             calls = _scan(body, start, file)

@@ -44,7 +44,8 @@ def test_row_with_deep_type_is_a_bounded_typed_error() -> None:
     for fn in (parse_session_log, derive_log_script):
         with pytest.raises(ReplayParseError) as info:
             fn(data, file="d/session.jsonl")
-        assert info.value.code == "REPLAY_BAD_ROW" and "d/session.jsonl:2" in info.value.message
+        # deeper than the input nesting limit (128): every reader refuses the line as malformed
+        assert info.value.code == "REPLAY_MALFORMED_LINE" and "d/session.jsonl:2" in info.value.message
         assert len(info.value.message) < 400
 
 
@@ -53,7 +54,7 @@ def test_header_with_deep_value_is_a_bounded_typed_error(key: str) -> None:
     header = HEAD[:-1] + b',"' + key.encode() + b'":' + DEEP + b"}"
     with pytest.raises(ReplayParseError) as info:
         parse_session_header(header, file="h.jsonl")
-    assert info.value.code == "REPLAY_BAD_HEADER" and len(info.value.message) < 400
+    assert info.value.code == "REPLAY_MALFORMED_LINE" and len(info.value.message) < 400  # the nesting limit
 
 
 def test_packed_row_with_deep_value_is_a_bounded_typed_error() -> None:
@@ -61,7 +62,9 @@ def test_packed_row_with_deep_value_is_a_bounded_typed_error() -> None:
     for fn in (parse_session_log, derive_log_script):
         with pytest.raises(ReplayParseError) as info:
             fn(_log(row), file="p.jsonl")
-        assert info.value.code == "REPLAY_BAD_PACKED_ROW" and len(info.value.message) < 400
+        assert (
+            info.value.code == "REPLAY_MALFORMED_LINE" and len(info.value.message) < 400
+        )  # the nesting limit
 
 
 def test_unfinished_call_with_deep_seq_is_a_bounded_typed_error() -> None:
