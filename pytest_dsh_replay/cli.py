@@ -792,6 +792,7 @@ def serve(
         record=record_mode,
         upstream=upstream,
         api_key=os.environ.get(api_key_env) if record_mode.records else None,
+        api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on),
         allow_unused=allow_unused,

@@ -78,6 +78,7 @@ def endpoint_fixture(
         record=mode,
         upstream=upstream,
         api_key=os.environ.get(key_env) if mode.records else None,
+        api_key_env=key_env,
         backend=backend,
         match_on=_match_on(config),
         allow_unused=bool(options.get("allow_unused", False)),

@@ -72,6 +72,8 @@ class EndpointConfig:
         record: the record mode.
         upstream: the upstream base URL (``https://api.openai.com/v1``) for the record modes.
         api_key: the upstream API key (sent upstream only, scrubbed from everything written).
+        api_key_env: the environment variable ``api_key`` was read from (named when the upstream
+            refuses the credentials).
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
@@ -83,6 +85,7 @@ class EndpointConfig:
     record: RecordMode = RecordMode.NONE
     upstream: str | None = None
     api_key: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
@@ -404,6 +407,14 @@ class Endpoint:
                 message, code, status = exc.message, exc.code, 400
             else:
                 raise exc
+            if live and isinstance(exc, LlmError) and exc.code == "AUTH":
+                # an answer to missing or wrong credentials is no recording of the agent: recording it
+                # would make the commonest set-up mistake a green fixture
+                key = "is not set" if not self.config.api_key else "was refused"
+                self.problems.append(
+                    f"upstream refused the credentials (HTTP {status}: {message}); the key in "
+                    f"${self.config.api_key_env} {key}; nothing is recorded of this run"
+                )
             if log is not None:
                 log.fail(message, code)
             self.binder.failed(conv)

@@ -93,3 +93,29 @@ def test_http_and_mid_stream_errors_are_recorded_and_replayed(tmp_path: Path, fl
         replayed = _run(ep.url)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert replayed == recorded
+
+
+@pytest.mark.parametrize("api_key", [None, "sk-wrong-key-0123456789abcdef"])
+def test_an_upstream_auth_refusal_fails_the_recording_and_writes_nothing(
+    tmp_path: Path, api_key: str | None
+) -> None:
+    """An upstream's 401 (no key, or a wrong one) is no recording of the agent: the run fails naming the
+    key's env var and nothing is written.
+
+    Regression: recording with the key unset wrote the provider's 401 as a sidecar and passed, so the
+    commonest set-up mistake became a green fixture.
+    """
+    up = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
+    up.start()
+    try:
+        with served(tmp_path, RecordMode.ONCE, up.url, api_key=api_key, api_key_env="MY_KEY") as ep:
+            with pytest.raises(openai.AuthenticationError):
+                _ask(ep.url, "hello")
+    finally:
+        up.stop()
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert "upstream refused the credentials (HTTP 401" in report
+    assert "$MY_KEY " + ("is not set" if api_key is None else "was refused") in report
+    assert "wrong-key" not in report
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
