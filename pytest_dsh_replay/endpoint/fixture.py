@@ -94,7 +94,15 @@ def endpoint_fixture(
     finally:
         outcome = thread.stop()
     if not outcome.ok:
-        pytest.fail(outcome.report(), pytrace=False)
+        report = outcome.report()
+        if config.getoption("update_snapshots", default=False):
+            # syrupy's flag rewrites what the agent writes; an endpoint recording is what the model
+            # answered, so an update could only pair the changed requests with the old answers
+            report += (
+                "\n--snapshot-update does not rewrite endpoint recordings (they hold the model's answers): "
+                "re-record with --dsh-record=rewrite and an upstream"
+            )
+        pytest.fail(report, pytrace=False)
 
 
 __all__ = ["DUMMY_KEY", "MARKER", "EndpointHandle", "endpoint_fixture", "recording_dir"]

@@ -183,6 +183,10 @@ class Endpoint:
                 scrub=request_scrub(self.scrubber),
                 rerecord=config.rerecord
                 or f"dsh-replay serve {config.directory} --record rewrite --upstream URL",
+                # the endpoint's pins are what the client sent: re-recording or a narrower check are
+                # its ways out (it has no --snapshot-update and no match_on= keyword)
+                pin_refresh="re-record it (command above), or check only the conversation with "
+                "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)",
             )
             self.replay.attach_run(
                 RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)

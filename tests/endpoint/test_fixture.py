@@ -72,3 +72,12 @@ def test_fixture_records_replays_and_reports(pytester: pytest.Pytester, upstream
         ["*request mismatch at call #1 of session.jsonl*", "*recorded 'hi there' != sent 'hi here'*"]
     )
     assert "recs/sub-edited" in result.stdout.str()
+
+    # syrupy's reflex after a red run: --snapshot-update says why it cannot help, and writes nothing
+    before = {p: p.read_bytes() for p in pytester.path.rglob("*.json*") if "recordings" in p.parts}
+    result = pytester.runpytest("-q", "--snapshot-update", "-k", "test_agent and not subprocess")
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*--snapshot-update does not rewrite endpoint recordings*--dsh-record=rewrite*"]
+    )
+    assert before == {p: p.read_bytes() for p in pytester.path.rglob("*.json*") if "recordings" in p.parts}

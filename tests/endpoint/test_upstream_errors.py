@@ -108,9 +108,11 @@ def test_an_upstream_auth_refusal_fails_the_recording_and_writes_nothing(
     up = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
     up.start()
     try:
-        with served(tmp_path, RecordMode.ONCE, up.url, api_key=api_key, api_key_env="MY_KEY") as ep:
-            with pytest.raises(openai.AuthenticationError):
-                _ask(ep.url, "hello")
+        with (
+            served(tmp_path, RecordMode.ONCE, up.url, api_key=api_key, api_key_env="MY_KEY") as ep,
+            pytest.raises(openai.AuthenticationError),
+        ):
+            _ask(ep.url, "hello")
     finally:
         up.stop()
     assert ep.outcome is not None and not ep.outcome.ok
