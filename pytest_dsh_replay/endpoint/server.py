@@ -399,7 +399,10 @@ class Endpoint:
         response_id = f"dsh-{uuid.uuid4().hex[:24]}"
         model_name = call["model"] or "dsh-replay"
 
+        received: list[StreamChunk] = []  # what the model gave before a failure (none: nobody answered)
+
         def took(chunk: StreamChunk) -> None:
+            received.append(chunk)
             assembler.feed(chunk)
             if log is not None:
                 log.chunk(chunk)
@@ -409,6 +412,9 @@ class Endpoint:
                 message, code, status = exc.message, exc.code, exc.status or 502
             elif isinstance(exc, HarnessError):  # the replay engine refused to serve: a run problem
                 message, code, status = exc.message, exc.code, 400
+            elif isinstance(exc, Exception):  # a defect of ours: a JSON error for the client, a failed run
+                message, code, status = f"endpoint error: {type(exc).__name__}: {exc}", "ENDPOINT_ERROR", 500
+                self.problems.append(message)
             else:
                 raise exc
             if live and isinstance(exc, LlmError) and exc.code == "AUTH":
@@ -419,6 +425,9 @@ class Endpoint:
                     f"upstream refused the credentials (HTTP {status}: {message}); the key in "
                     f"${self.config.api_key_env} {key}; nothing is recorded of this run"
                 )
+            elif live and isinstance(exc, LlmError) and exc.code == "CONNECTION" and not received:
+                # no upstream answered: nothing to record (a stream cut after its first chunk is recorded)
+                self.problems.append(f"{message}; nothing is recorded of this run")
             if log is not None:
                 log.fail(message, code)
             self.binder.failed(conv)

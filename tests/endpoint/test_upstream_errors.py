@@ -121,3 +121,26 @@ def test_an_upstream_auth_refusal_fails_the_recording_and_writes_nothing(
     assert "$MY_KEY " + ("is not set" if api_key is None else "was refused") in report
     assert "wrong-key" not in report
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_unreachable_upstream_fails_a_rewrite_and_keeps_the_recording(tmp_path: Path) -> None:
+    """No upstream answered (connection refused before any chunk): the run fails and the recording that
+    was there stays byte for byte.
+
+    Regression: ``--record rewrite`` against an unreachable upstream recorded the connection failure as
+    a sidecar, removed the other logs and pins, and exited 0.
+    """
+    up = FakeUpstream(lambda body: Answer(text="fine"))
+    up.start()
+    try:
+        with served(tmp_path, RecordMode.ONCE, up.url) as ep:
+            assert _ask(ep.url, "hello") == "fine"
+    finally:
+        up.stop()
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with served(tmp_path, RecordMode.REWRITE, "http://127.0.0.1:1/v1") as ep, pytest.raises(openai.APIError):
+        _ask(ep.url, "hello")
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "could not be reached" in ep.outcome.report()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -210,3 +210,19 @@ def test_a_block_given_whole_is_sent_by_its_block_end() -> None:
         "type": "function",
         "function": {"name": "t", "arguments": "{}"},
     }
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"stream_options": 5}, "stream_options"),
+        ({"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]},
+         "tools[0].function.parameters"),
+    ],
+)
+def test_a_body_field_of_the_wrong_type_is_a_typed_error_naming_it(patch: dict, field: str) -> None:
+    """Regression: these reached ``dict(...)`` untyped (a 500 and a traceback from the endpoint)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **patch}
+    with pytest.raises(WireRequestError) as info:
+        chat.request_from_body(body)
+    assert field in str(info.value)

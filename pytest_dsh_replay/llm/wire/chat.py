@@ -798,6 +798,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     raw = body.get("messages")
     if not isinstance(raw, list):
         raise _body_error("must be a list of messages", "messages")
+    if body.get("stream_options") is not None and not isinstance(body.get("stream_options"), Mapping):
+        raise _body_error("must be an object", "stream_options")
     system: list[str] = []
     messages: list[Message] = []
     for i, message in enumerate(raw):
@@ -866,10 +868,13 @@ def _tools_from_body(raw: object) -> list[ToolSpec]:
         name = function.get("name")
         if not isinstance(name, str):
             raise _body_error("needs a string name", f"tools[{i}].function.name")
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise _body_error("must be a JSON Schema object", f"tools[{i}].function.parameters")
         spec: ToolSpec = {
             "name": name,
             "description": str(function.get("description") or ""),
-            "parameters": dict(function.get("parameters") or {"type": "object", "properties": {}}),
+            "parameters": dict(parameters or {"type": "object", "properties": {}}),
         }
         if isinstance(function.get("strict"), bool):
             spec["strict"] = function["strict"]

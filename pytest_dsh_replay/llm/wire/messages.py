@@ -325,6 +325,10 @@ def _block_from_body(block: Any, role: str, where: str) -> ContentBlock:
             out["cache"] = "ephemeral"
     elif kind == "image" and role == "user":
         source = block.get("source") or {}
+        if not isinstance(source, Mapping):
+            raise WireRequestError(
+                f"an image source must be an object, got {_preview(source)}", f"{where}.source"
+            )
         if source.get("type") == "base64":
             url = f"data:{source.get('media_type')};base64,{source.get('data')}"
         else:
