@@ -783,7 +783,7 @@ def serve(
     import os
     import signal
 
-    from .endpoint import Endpoint, EndpointConfig
+    from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
     from .replay.requests import parse_match_on
 
     record_mode = RecordMode(mode)
@@ -794,7 +794,7 @@ def serve(
         api_key=os.environ.get(api_key_env) if record_mode.records else None,
         api_key_env=api_key_env,
         backend=Backend(backend),
-        match_on=parse_match_on(match_on),
+        match_on=parse_match_on(match_on, option="--match-on"),
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,
@@ -802,7 +802,12 @@ def serve(
 
     async def run() -> Any:
         endpoint = Endpoint(config)
-        url = await endpoint.start()
+        try:
+            url = await endpoint.start()
+        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
+            raise EndpointConfigError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
+            ) from None
         click.echo(url)
         sys.stdout.flush()
         stop = asyncio.Event()

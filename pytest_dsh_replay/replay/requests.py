@@ -51,8 +51,9 @@ class MatchOnError(HarnessError):
     code = "REPLAY_BAD_MATCH_ON"
 
 
-def parse_match_on(values: Iterable[str]) -> frozenset[str] | None:
-    """Parse ``--dsh-match-on`` values (comma-separated and/or repeated).
+def parse_match_on(values: Iterable[str], *, option: str = "--dsh-match-on") -> frozenset[str] | None:
+    """Parse ``--dsh-match-on`` values (comma-separated and/or repeated); ``option`` names the flag in
+    errors (the CLI's ``--match-on``).
 
     Returns:
         ``None`` when nothing was given (default: every part the recording has), ``frozenset()`` for
@@ -67,12 +68,12 @@ def parse_match_on(values: Iterable[str]) -> frozenset[str] | None:
     unknown = sorted({p for p in parts if p not in (*MATCH_PARTS, "none")})
     if unknown:
         raise MatchOnError(
-            f"--dsh-match-on: unknown part(s) {', '.join(map(repr, unknown))}; use a comma-separated list of "
+            f"{option}: unknown part(s) {', '.join(map(repr, unknown))}; use a comma-separated list of "
             f"{', '.join(MATCH_PARTS)}, or none"
         )
     if "none" in parts:
         if len(set(parts)) > 1:
-            raise MatchOnError("--dsh-match-on: 'none' cannot be combined with other parts")
+            raise MatchOnError(f"{option}: 'none' cannot be combined with other parts")
         return frozenset()
     return frozenset(parts)
 

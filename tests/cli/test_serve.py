@@ -76,3 +76,27 @@ def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(main, ["serve", str(tmp_path)])
     assert result.exit_code == 2
     assert "no recording" in result.output
+
+
+def test_serve_names_its_own_flags_in_usage_errors(tmp_path: Path) -> None:
+    """A busy ``--port`` and a bad ``--match-on`` are one-line usage errors naming serve's own flags.
+
+    Regression: a port in use printed an OSError traceback and exited 1; a bad part was reported as
+    pytest's ``--dsh-match-on``.
+    """
+    import socket
+
+    runner = CliRunner()
+    result = runner.invoke(main, ["serve", str(tmp_path), "--match-on", "bogus"])
+    assert result.exit_code == 2
+    assert "--match-on: unknown part(s) 'bogus'" in result.output
+    assert "--dsh-match-on" not in result.output
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = ["serve", str(tmp_path), "--record", "once", "--upstream", "http://127.0.0.1:1/v1"]
+        result = runner.invoke(main, [*args, "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output
