@@ -226,3 +226,38 @@ def test_a_body_field_of_the_wrong_type_is_a_typed_error_naming_it(patch: dict, 
     with pytest.raises(WireRequestError) as info:
         chat.request_from_body(body)
     assert field in str(info.value)
+
+
+def test_an_id_less_call_reaches_a_streaming_client_under_its_recorded_id() -> None:
+    """The id the recording gives a call the upstream sent without one is the id a streaming client
+    sees, so the client's next request echoes it and continues the conversation.
+
+    Regression: the stream encoder sent ``id: ""`` while the recording held ``call-<k>-<i>``; the
+    client's follow-up then carried ``tool_call_id: ""`` and was bound as a new conversation.
+    """
+    body = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "again"},
+        ]
+    }
+    upstream = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "ls"}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    translator = chat.upstream_translator(body)
+    chunks = [c for p in upstream for c in translator.feed(p)] + translator.finish()
+    recorded = [c["block"]["id"] for c in chunks if c["type"] == "block-end"]
+    encoder = chat.stream_encoder("m", "r1", body=body)
+    data = b"".join(b for chunk in chunks for b in encoder.feed(chunk)) + b"".join(encoder.close())
+    sent = [
+        call["id"]
+        for p in _sse_payloads(data)
+        for choice in p["choices"]
+        for call in choice["delta"].get("tool_calls", [])
+        if "id" in call
+    ]
+    assert recorded == ["call-1-0"]
+    assert sent == recorded

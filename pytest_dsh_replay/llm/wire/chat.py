@@ -968,6 +968,12 @@ class ChatStreamEncoder:
         self.response_id = response_id
         options = (body or {}).get("stream_options")
         self.include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        raw = (body or {}).get("messages")
+        # the request's history numbers the ids of calls the upstream sent without one, as the
+        # recording numbers them (fields.fallback_call_id), so a streaming client echoes the same id
+        self._history = cast(
+            list[Message], [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
+        )
         self.created = int(time.time())
         self._role_sent = False
         self._sent: dict[int, str] = {}  # block index -> text/arguments already sent
@@ -1027,7 +1033,8 @@ class ChatStreamEncoder:
         if kind == "tool-call-delta":
             piece = str(c.get("argumentsDelta", ""))
             self._sent[index] = self._sent.get(index, "") + piece
-            return [self._call_delta(index, str(c.get("id", "")), str(c.get("name", "")), piece)]
+            call_id = str(c.get("id") or "") or fallback_call_id(self._history, index)
+            return [self._call_delta(index, call_id, str(c.get("name", "")), piece)]
         if kind == "block-end":
             return self._block_end(index, c.get("block"))
         if kind == "usage":
