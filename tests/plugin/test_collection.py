@@ -141,7 +141,8 @@ def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: 
         def pytest_sessionfinish(session):
             unneeded = ("pytest_dsh_replay.scenario.record", "pytest_dsh_replay.scenario.write",
                         "pytest_dsh_replay.llm.scripted", "pytest_dsh_replay.persistence.sqlite",
-                        "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat")
+                        "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat",
+                        "pytest_dsh_replay.replay.override")
             loaded = sorted(m for m in unneeded if m in sys.modules)
             assert "pytest_dsh_replay.scenario.check" in sys.modules
             (session.config.rootpath / "loaded.txt").write_text(",".join(loaded))
