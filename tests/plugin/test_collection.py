@@ -118,7 +118,8 @@ def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pyteste
             light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
                      "pytest_dsh_replay.hookspecs", "pytest_dsh_replay.layout", "pytest_dsh_replay.modes",
                      "pytest_dsh_replay.options", "pytest_dsh_replay.rootdir", "pytest_dsh_replay.summary",
-                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent", "pytest_dsh_replay._lazy"}
+                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent", "pytest_dsh_replay._lazy",
+                     "pytest_dsh_replay._assertions"}
             heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
             assert heavy == []
         """
