@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -55,6 +55,44 @@ FORMATS: dict[str, WireFormat] = {
 }
 
 _NO_RETRY = {"x-should-retry": "false"}
+
+#: The models listing (the recorded model names); with :data:`FORMATS`, everything the endpoint serves.
+MODELS_PATH = "/v1/models"
+
+
+def served_routes() -> list[str]:
+    """What the endpoint answers, as ``METHOD PATH`` strings (named in its 404/405 answers)."""
+    return [*(f"POST {path}" for path in FORMATS), f"GET {MODELS_PATH}"]
+
+
+def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
+    """``(body, status)`` of the answer to a request no route takes: 404 for an unknown path, 405 for a
+    known one asked with another method (``allowed``: the methods it takes).
+
+    The body has the shape of the API family the path belongs to, so the client's SDK raises it with
+    the message: the Anthropic one (``{"type": "error", "error": {"type", "message"}}``) for
+    ``/v1/messages`` and the paths under it (``count_tokens``, ``batches``), the OpenAI one
+    (``{"error": {"message", "type", "code"}}``) for every other path. The message names the method and
+    path, what the endpoint serves, and a doubled ``/v1`` (a base URL given with ``/v1`` to an SDK that
+    adds it itself).
+    """
+    routes = ", ".join(served_routes())
+    if allowed:
+        status, code = 405, "ENDPOINT_METHOD_NOT_ALLOWED"
+        what = f"{method} {path}: method not allowed (the path takes {', '.join(sorted(allowed))})"
+    else:
+        status, code = 404, "ENDPOINT_NOT_FOUND"
+        what = f"{method} {path}: no such path"
+    message = f"dsh-replay endpoint: {what}; it serves {routes}"
+    doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
+    if doubled is not None and not allowed:
+        message += (
+            f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
+            "anthropic SDK the base URL without /v1, an OpenAI client the one with it)"
+        )
+    anthropic = path == messages.PATH or path.startswith(messages.PATH + "/")
+    fmt = cast(WireFormat, messages if anthropic else chat)
+    return fmt.error_body(message, code, status), status
 
 
 class EndpointConfigError(HarnessError):
@@ -203,10 +241,10 @@ class Endpoint:
         from aiohttp import web
 
         self._build()
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[web.middleware(_route_errors)])
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
-        app.router.add_get("/v1/models", self._models)
+        app.router.add_get(MODELS_PATH, self._models)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -492,6 +530,23 @@ class Endpoint:
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
 
 
+async def _route_errors(request: Any, handler: Any) -> Any:
+    """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not aiohttp's
+    plain-text 404/405."""
+    from aiohttp import web
+
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
+        headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
+    except web.HTTPNotFound:
+        body, status = route_error(request.method, request.path)
+        headers = dict(_NO_RETRY)
+    body_bytes = orjson.dumps(body)
+    return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+
 class EndpointThread:
     """An :class:`Endpoint` on its own event loop in a daemon thread (for synchronous tests and tools).
 
@@ -539,4 +594,6 @@ __all__ = [
     "EndpointOutcome",
     "EndpointThread",
     "plan_for",
+    "route_error",
+    "served_routes",
 ]
