@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from ..errors import HarnessError
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointThread
 
@@ -86,7 +87,14 @@ def endpoint_fixture(
         cwd=str(config.rootpath),
     )
     thread = EndpointThread(endpoint_config)
-    url = thread.start()
+    try:
+        url = thread.start()
+    except HarnessError as exc:  # bad input or configuration: its message, not the fixture's traceback
+        refused: HarnessError | None = exc
+    else:
+        refused = None
+    if refused is not None:  # outside the except: no "during handling of the above exception" chain
+        pytest.fail(f"dsh_endpoint: error [{refused.code}]: {refused.message}", pytrace=False)
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
     try:

@@ -46,6 +46,7 @@ from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, BindingError, Conversation
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
+from .recording import check_recording, manifest_text
 
 #: path -> wire format module (``llm/wire``); every served format is registered here.
 FORMATS: dict[str, WireFormat] = {
@@ -169,6 +170,9 @@ class Endpoint:
 
     Raises (from ``start``):
         EndpointConfigError: a record plan without an upstream; replay without a recording.
+        EndpointRecordingError: a recording to replay that ``dsh-replay validate`` flags (the first
+            finding's code: ``LOG_SEQ_GAP``, ``REPLAY_MALFORMED_LINE``, ...).
+        EndpointManifestError: its ``endpoint.json`` does not read (``.recording``).
         ReplayLoadError and the loaders' errors: a recording that cannot be read.
     """
 
@@ -213,14 +217,19 @@ class Endpoint:
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     "--dsh-record=once and an upstream (--dsh-upstream URL)"
                 )
+            rerecord = config.rerecord or (
+                f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
+            )
+            # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
+            # reported later as calls left unused: refused now, with validate's words
+            check_recording(config.directory, rerecord)
             scripts = load_session_scripts(config.directory)
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
                 match_on=config.match_on,
                 scrub=request_scrub(self.scrubber),
-                rerecord=config.rerecord
-                or f"dsh-replay serve {config.directory} --record rewrite --upstream URL",
+                rerecord=rerecord,
                 # the endpoint's pins are what the client sent: re-recording or a narrower check are
                 # its ways out (it has no --snapshot-update and no match_on= keyword)
                 pin_refresh="re-record it (command above), or check only the conversation with "
@@ -314,13 +323,7 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
-        manifest = {"recordedBy": "pytest-dsh-replay endpoint", "formats": sorted(self.formats_seen)}
-        pins.append(
-            (
-                directory / ENDPOINT_MANIFEST,
-                orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n",
-            )
-        )
+        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen)))
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,

@@ -100,3 +100,46 @@ def test_serve_names_its_own_flags_in_usage_errors(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ("gap", "error [LOG_SEQ_GAP]: {log}:15: 1 event missing before seq 14"),
+        ("malformed", "error [REPLAY_MALFORMED_LINE]: {log}:5: malformed JSON line"),
+        ("manifest", "error [ENDPOINT_MANIFEST]: {manifest}: formats must be a list of strings"),
+    ],
+)
+def test_serve_refuses_a_recording_validate_flags(
+    tmp_path: Path, upstream: FakeUpstream, damage: str, says: str
+) -> None:
+    """``serve`` of a recording with a validate finding (or a bad ``endpoint.json``) exits 2 at start-up
+    with the finding, as ``show``/``derive`` treat input they cannot read, and serves nothing.
+
+    Regression: a log with a seq gap and a manifest of the wrong shape were served (the process ran
+    until a signal and then reported the recorded calls as unused)."""
+    from endpoint.test_recording_gate import drop_line, record_two_turns
+
+    record_two_turns(tmp_path, upstream.url)
+    upstream.stop()
+    log, manifest = tmp_path / "session.jsonl", tmp_path / "endpoint.json"
+    if damage == "gap":
+        drop_line(log, 15)
+    elif damage == "malformed":
+        lines = log.read_text().splitlines(keepends=True)
+        lines[4] = "{not json\n"
+        log.write_text("".join(lines))
+    else:
+        manifest.write_text('{"version": 1, "formats": {"/v1/chat/completions": 1}}')
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"serve started serving the damaged recording: {exc.stdout!r}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says.format(log=log, manifest=manifest) in done.stdout
+    assert "http://127.0.0.1" not in done.stdout and "Traceback" not in done.stdout + done.stderr
