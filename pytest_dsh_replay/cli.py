@@ -798,6 +798,8 @@ def serve(
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,
+        record_flag="--record",
+        upstream_flag="--upstream URL",
     )
 
     async def run() -> Any:
@@ -820,11 +822,11 @@ def serve(
     from .scenario.secrets import redact_report
 
     outcome = asyncio.run(run())
-    for note in outcome.notes:
-        click.echo(note, err=True)
-    if not outcome.ok:
+    if not outcome.ok:  # the report ends with the notes: each said once
         click.echo(redact_report(outcome.report(), None), err=True)
         sys.exit(1)
+    for note in outcome.notes:
+        click.echo(note, err=True)
     sys.exit(0)
 
 

@@ -118,6 +118,8 @@ class EndpointConfig:
         allow_unused: recorded calls or conversations left unused do not fail the run.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
+            ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
     """
 
     directory: Path
@@ -132,6 +134,8 @@ class EndpointConfig:
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    record_flag: str = "--dsh-record"
+    upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
 
 
 @dataclass
@@ -204,9 +208,11 @@ class Endpoint:
         self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
         if self.plan is not Plan.REPLAY:
             if not config.upstream:
+                once = config.record is RecordMode.ONCE
+                unrecorded = " (there is no recording to replay yet)" if once else ""
                 raise EndpointConfigError(
-                    f"{config.directory}: --dsh-record={config.record} needs an upstream to record from "
-                    "(--dsh-upstream URL, ini dsh_upstream, or dsh-replay serve --upstream URL)"
+                    f"{config.directory}: {config.record_flag}={config.record} needs an upstream to record "
+                    f"from{unrecorded}: give {config.upstream_flag}"
                 )
             self.upstream = UpstreamModel(config.upstream, config.api_key)
             self.watched = WatchedModel(self.upstream)
@@ -215,7 +221,7 @@ class Endpoint:
             if not _has_recording(config.directory):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
-                    "--dsh-record=once and an upstream (--dsh-upstream URL)"
+                    f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
                 )
             rerecord = config.rerecord or (
                 f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
@@ -280,18 +286,35 @@ class Endpoint:
                 if not outcome.problems:
                     await self._write(outcome)
                 else:
-                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                    outcome.notes.append(self.nothing_written())
             finally:
                 self.recorder.cleanup()
         return outcome
 
-    def _replay_problems(self, outcome: EndpointOutcome) -> None:
+    def nothing_written(self) -> str:
+        """The note of a record plan whose run had problems (said once per report)."""
+        return f"nothing written to {self.config.directory}: the run had problems"
+
+    def problems_so_far(self) -> tuple[list[str], list[str]]:
+        """``(served, unused)``: the problems of the traffic served so far (requests that did not match,
+        an exhausted script, upstream refusals, defects), and, when there are none, the recorded calls
+        left unused by now (replay, unless ``allow_unused``); what :meth:`stop` would report. Call it on
+        the endpoint's event loop (:meth:`EndpointThread.problems_so_far`)."""
+        outcome = EndpointOutcome(self.plan.label, list(self.problems))
+        if self.replay is not None:
+            self._replay_problems(outcome, unused=False)
+        served = list(outcome.problems)
+        if self.replay is not None and not served:
+            self._replay_problems(outcome)
+        return served, outcome.problems[len(served) :]
+
+    def _replay_problems(self, outcome: EndpointOutcome, *, unused: bool = True) -> None:
         from ..replay.errors import ReplayConsumptionError
 
         seen = {id(p) for p in self.problems}
         failures = [f for f in self.replay.failures if id(f) not in seen]
         outcome.problems.extend(f.message for f in failures)
-        if outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
+        if not unused or outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
             return
         try:
             self.replay.assert_consumed()
@@ -364,6 +387,12 @@ class Endpoint:
 
         body = orjson.dumps(fmt.error_body(message, code, status))
         return web.Response(body=body, status=status, content_type="application/json", headers=_NO_RETRY)
+
+    def problem(self, message: str) -> None:
+        """Add a problem of the run, once: an agent that retries the same refused call (each refusal
+        the same words) is one problem in the report."""
+        if message not in self.problems:
+            self.problems.append(message)
 
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
@@ -461,14 +490,15 @@ class Endpoint:
             if live and isinstance(exc, LlmError) and exc.code == "AUTH":
                 # an answer to missing or wrong credentials is no recording of the agent: recording it
                 # would make the commonest set-up mistake a green fixture
+                # (the report's one note says that nothing is written)
                 key = "is not set" if not self.config.api_key else "was refused"
-                self.problems.append(
+                self.problem(
                     f"upstream refused the credentials (HTTP {status}: {message}); the key in "
-                    f"${self.config.api_key_env} {key}; nothing is recorded of this run"
+                    f"${self.config.api_key_env} {key}"
                 )
             elif live and isinstance(exc, LlmError) and exc.code == "CONNECTION" and not received:
                 # no upstream answered: nothing to record (a stream cut after its first chunk is recorded)
-                self.problems.append(f"{message}; nothing is recorded of this run")
+                self.problem(message)
             if log is not None:
                 log.fail(message, code)
             self.binder.failed(conv)
@@ -571,6 +601,14 @@ class EndpointThread:
             self._thread.join(10)
             self._loop.close()
             raise
+
+    def problems_so_far(self, timeout: float = 60.0) -> tuple[list[str], list[str]]:
+        """:meth:`Endpoint.problems_so_far`, read on the endpoint's loop."""
+
+        async def read() -> tuple[list[str], list[str]]:
+            return self.endpoint.problems_so_far()
+
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout)
 
     def stop(self, timeout: float = 60.0) -> EndpointOutcome:
         """Stop the endpoint (writing a recording) and the thread; returns the outcome."""

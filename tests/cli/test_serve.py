@@ -43,7 +43,7 @@ def _serve(directory: Path, *args: str, prompt: str, sig: int = signal.SIGINT) -
                 model="fake-1", messages=[{"role": "user", "content": prompt}]
             )
             assert answer.choices[0].message.content == f"you said: {prompt}"
-        except openai.BadRequestError:
+        except openai.APIStatusError:  # the endpoint's error answer: the run's report says why
             pass
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
@@ -65,6 +65,27 @@ def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: 
     assert code == 1
     assert "request mismatch at call #1 of session.jsonl" in err
     assert "recorded 'hello' != sent 'goodbye'" in err
+
+
+def test_serve_says_once_that_nothing_was_written(tmp_path: Path) -> None:
+    """A recording run whose upstream refused the key exits 1 with the report, which says once that
+    nothing was written.
+
+    Regression: the notes were printed and then the report, which ends with them ("nothing written"
+    twice), and the problem itself added "nothing is recorded of this run"."""
+    from endpoint.upstream import Answer
+
+    refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
+    refusing.start()
+    try:
+        code, _out, err = _serve(tmp_path, "--record", "once", "--upstream", refusing.url, prompt="hello")
+    finally:
+        refusing.stop()
+    assert code == 1, err
+    assert err.count("upstream refused the credentials") == 1
+    assert err.count(f"nothing written to {tmp_path}") == 1, err
+    assert "nothing is recorded" not in err
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
