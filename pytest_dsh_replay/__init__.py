@@ -17,9 +17,9 @@ The pytest plugin itself lives in :mod:`pytest_dsh_replay.plugin` (entry point `
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_exports
 from .errors import HarnessError
 
 if TYPE_CHECKING:
@@ -111,14 +111,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pytest_dsh_replay' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "SCHEMA_VERSION",

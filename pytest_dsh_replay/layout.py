@@ -36,6 +36,7 @@ __all__ = [
     "PIN_PARTS",
     "PRIMARY_FILE",
     "PRIMARY_LOG",
+    "SCRIPTED_FILE",
     "SIDECAR_GLOB",
     "WORKSPACE_DIR",
     "PinKind",
@@ -60,6 +61,8 @@ __all__ = [
 
 #: the scenario definition (its steps and config), harness.md §2
 INPUT_FILE = "input.json"
+#: a scenario's scripted model (``--dsh-model scripted``: offline authoring, ``llm/scripted.py``)
+SCRIPTED_FILE = "scripted.json"
 #: what marks a recording of the loopback endpoint (logs without ``input.json``: its client is an
 #: agent of the user's, not steps): not a scenario, so collection and ``validate`` do not ask for steps
 ENDPOINT_MANIFEST = "endpoint.json"

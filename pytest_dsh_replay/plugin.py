@@ -10,8 +10,9 @@ This module only wires pytest to :mod:`pytest_dsh_replay.scenario`: collection, 
 from __future__ import annotations
 
 import fnmatch
+import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,7 +21,16 @@ from _pytest._code.code import TerminalRepr
 
 from . import hookspecs
 from .errors import HarnessError
-from .layout import INPUT_FILE, LOG_GLOB, is_endpoint_recording, is_log_name, log_rank
+from .layout import (
+    ENDPOINT_MANIFEST,
+    INPUT_FILE,
+    LOG_GLOB,
+    SCRIPTED_FILE,
+    is_endpoint_recording,
+    is_log_name,
+    is_owned,
+    log_rank,
+)
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
 from .own_agent import (
@@ -221,6 +231,19 @@ def _within(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A scenario directory under a scenario root is a :class:`ScenarioDir` (one stat for any other
+    directory); a package directory (``__init__.py``) is left to pytest."""
+    state = parent.config.stash[_STATE]
+    if not state.roots or not (path / INPUT_FILE).is_file() or (path / "__init__.py").exists():
+        return None
+    # the roots are resolved; the path pytest walks is, unless a symlink is on the way
+    if not _within(path, state.roots) and not _within(path.resolve(), state.roots):
+        return None
+    return ScenarioDir.from_parent(parent, path=path)
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     name = file_path.name
     if name != INPUT_FILE and not is_log_name(name):
@@ -241,6 +264,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         (p.name for p in directory.iterdir() if is_log_name(p.name)), key=log_rank
     ):
         return None
+    return _scenario_file(parent, file_path)
+
+
+def _scenario_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile:
     node = ScenarioFile.from_parent(parent, path=file_path)
     # a node id is printed by the terminal (-v), the junit XML (testcase name and classname) and
     # xdist: a secret-shaped directory name is shown as [REDACTED] there like in every report
@@ -275,6 +302,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+#: the files of a scenario directory no other plugin collects (besides what :func:`~.layout.is_owned` names)
+_SCENARIO_FILES = frozenset({INPUT_FILE, SCRIPTED_FILE, ENDPOINT_MANIFEST})
+
+
+class ScenarioDir(pytest.Directory):
+    """A scenario directory: its ``input.json`` is the :class:`ScenarioFile`; the files the layout names
+    (logs, sidecars, pins, ``scripted.json``) reach no collection hook; anything else is collected as
+    pytest's own directory collector would (ignore, then file or directory hooks).
+
+    Skipping the layout's files is what makes collecting a scenario cheap: each hook call of each file
+    visits every plugin's ``pytest_ignore_collect`` and ``pytest_collect_file``, and every xdist worker
+    collects the whole suite again."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        ihook, config, session = self.ihook, self.config, self.session
+        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+            path = Path(entry.path)
+            try:
+                is_dir, is_file = entry.is_dir(), entry.is_file()
+            except OSError:  # a broken symlink, a permission error: as pytest's own scandir
+                continue
+            if (
+                is_file
+                and entry.name != INPUT_FILE
+                and (entry.name in _SCENARIO_FILES or is_owned(entry.name))
+            ):
+                continue
+            if not session.isinitpath(path, with_parents=is_dir) and ihook.pytest_ignore_collect(
+                collection_path=path, config=config
+            ):
+                continue
+            if is_dir:
+                col = ihook.pytest_collect_directory(path=path, parent=self)
+                if col is not None:
+                    yield col
+            elif is_file and entry.name == INPUT_FILE:
+                yield _scenario_file(self, path)
+            elif is_file:
+                yield from ihook.pytest_collect_file(file_path=path, parent=self)
 
 
 class ScenarioFile(pytest.File):

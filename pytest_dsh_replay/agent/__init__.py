@@ -6,7 +6,9 @@ Public API: :class:`AgentRuntime` (factory + registry), :class:`Agent` (one loop
 errors, and :class:`~pytest_dsh_replay.llm.scripted.ScriptedModel` re-exported for convenience.
 """
 
-from ..llm.scripted import ScriptedModel
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from .assembler import BlockAssembler, UnclosedBlockError
 from .bash import bash_tool, format_bash_result
 from .errors import (
@@ -37,6 +39,11 @@ from .subagents import (
     subagent_tools,
 )
 from .tools import Tool, ToolCall, ToolRegistry, ToolResult, parse_tool_arguments, schema_violations
+
+if TYPE_CHECKING:
+    from ..llm.scripted import ScriptedModel
+
+__getattr__ = lazy_exports(__name__, {"ScriptedModel": "..llm.scripted"})
 
 __all__ = [
     "Agent",

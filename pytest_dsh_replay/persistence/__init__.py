@@ -4,6 +4,9 @@ Spec: persistence.md (whole). Imports only :mod:`pytest_dsh_replay.session` and
 :mod:`pytest_dsh_replay.errors`.
 """
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from .coordinator import CoordinatedBackend, PersistenceBackend, WriteCoordinator
 from .encoding import cwd_bucket, decode_segment, encode_segment
 from .errors import (
@@ -21,7 +24,12 @@ from .errors import (
     WriterConflictError,
 )
 from .jsonl import JsonlPersistence, scan_log
-from .sqlite import SCHEMA_VERSION, SqlitePersistence
+
+if TYPE_CHECKING:
+    from .sqlite import SCHEMA_VERSION, SqlitePersistence
+
+# the SQLite backend (its module is the largest here) is imported when a run asks for it
+__getattr__ = lazy_exports(__name__, {"SCHEMA_VERSION": ".sqlite", "SqlitePersistence": ".sqlite"})
 
 __all__ = [
     "SCHEMA_VERSION",

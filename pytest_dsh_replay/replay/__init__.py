@@ -16,6 +16,9 @@ Public API::
     load_pins(scenario_dir, log_count) -> list[Pins]     # system prompt / tool schemas / model pins
 """
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from ..layout import OVERRIDE_FILE, PRIMARY_FILE
 from .derive import ReplayEntry, derive_replay_script
 from .errors import (
@@ -31,7 +34,6 @@ from .errors import (
     RequestMismatchError,
     RequestShapeError,
 )
-from .headformat import encode_head_layout
 from .load import (
     ParsedLogs,
     SessionScript,
@@ -45,6 +47,12 @@ from .override import Override, load_override, validate_entry
 from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import MATCH_PARTS, ExpectedRequest, call_points, parse_match_on
+
+if TYPE_CHECKING:
+    from .headformat import encode_head_layout
+
+# the newer layout's encoder serves tools and tests, never a replay
+__getattr__ = lazy_exports(__name__, {"encode_head_layout": ".headformat"})
 
 __all__ = [
     "DEFAULT_HANG_PREFIX",

@@ -22,7 +22,6 @@ from .override import Override, load_override
 from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import CallPoints, ExpectedRequest, call_points, call_points_indexed
-from .scan import scan_log
 
 #: ``path -> (header, events)`` of logs the caller already parsed (each fixture is parsed once per item).
 ParsedLogs = Mapping[Path, tuple[dict[str, Any], list[Event]]]
@@ -189,6 +188,8 @@ def _read_own(path: Path, parsed: ParsedLogs | None, *, child: bool, slice_seed:
     header = parse_session_header(text, file=str(path))
     seed = int(header.get("seedLength", 0)) if child else 0
     start = seed if slice_seed else 0
+    from .scan import scan_log  # a pytest item builds its scripts from the fixtures' parse instead
+
     scanned = scan_log(text, file=str(path), start=start, lazy=True)
     check_seed(seed, scanned.count)
     return _Own(path, header, data=text, start=start, derived_=scanned.entries, marks_=scanned.marks)

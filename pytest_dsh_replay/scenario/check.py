@@ -34,7 +34,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -56,11 +56,22 @@ from .errors import ScenarioMismatch
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .normalize import Normalization, SessionLog
 from .plan import LogCompare, Plan, plan_for
-from .record import EpisodeModel, ModelSpecError, WatchedModel, model_hint, sidecar_files, sidecars_for
-from .requestcheck import pin_extra, refreshed_pins, remove_stale_pins, replay_model, rerecord_command
+from .requestcheck import (
+    model_hint,
+    pin_extra,
+    refreshed_pins,
+    remove_stale_pins,
+    replay_model,
+    rerecord_command,
+)
 from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
-from .write import current_fixtures, write_fixtures
+
+if TYPE_CHECKING:
+    from .record import EpisodeModel, WatchedModel
+
+# The recorder (.record) and the writer (.write) are imported by the plans that run them: a green replay,
+# the common item, never compiles them (see _lazy.py for why that counts).
 
 
 @dataclass
@@ -231,6 +242,9 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
             "or implement pytest_dsh_live_model"
         )
         return outcome
+    from .record import WatchedModel, sidecar_files, sidecars_for
+    from .write import current_fixtures, write_fixtures
+
     model, secrets = options.live_model(scenario)
     watched = WatchedModel(model)
     # the first of the chosen backends, never the scenario config's (one recording, on jsonl unless named)
@@ -296,6 +310,8 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
     replay = replay_model(scripts, scenario, match_on=options.match_on, update=lenient, scrub=scrub)
     if not plan.needs_live_model:
         return _Served(replay, replay)
+    from .record import EpisodeModel, ModelSpecError, WatchedModel
+
     if options.live_model is None:
         raise ModelSpecError(
             f"--dsh-record={options.record} needs a live model (--dsh-model or pytest_dsh_live_model)"
@@ -540,6 +556,8 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
         outcome.refused = True
     if outcome.problems:
         return outcome
+    from .write import write_fixtures
+
     pins, pin_notes = refreshed_pins(scenario, run.logs, run.cwd, replayed.first.replay.requests)
     outcome.notes += pin_notes
     try:
@@ -578,6 +596,9 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         return outcome
     if not served.episodes.live_calls:
         return outcome
+    from .record import sidecar_files
+    from .write import write_fixtures
+
     run = replayed.runs[0]
     pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
     outcome.notes += pin_notes
@@ -614,6 +635,8 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
 
 def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
     """Sidecars for sessions whose LIVE part had a failed or cancelled call: replayed + live calls."""
+    from .record import sidecars_for
+
     assert served.watched is not None
     out: dict[int, list[dict[str, Any]]] = {}
     for i, live in sidecars_for(served.watched, logs).items():

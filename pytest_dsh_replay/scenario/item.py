@@ -23,7 +23,7 @@ from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
 from .errors import FixtureInventoryError, ScenarioDefinitionError, ScenarioError, ScenarioMismatch
 from .plan import Plan
-from .record import model_hint
+from .requestcheck import model_hint
 
 __all__ = ["ItemResult", "check_item"]
 

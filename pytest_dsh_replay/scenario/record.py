@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import orjson
 
-from ..layout import sidecar_name
+from ..layout import SCRIPTED_FILE, sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..llm.errors import MalformedCallError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
@@ -26,8 +26,6 @@ from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
 from .secrets import check_written
-
-SCRIPTED_FILE = "scripted.json"
 
 
 class ModelSpecError(ScenarioError):
@@ -141,11 +139,6 @@ def model_spec_problem(spec: str, *, flag: str = "--dsh-model", recording: bool 
         if missing is not None:
             return missing.replace("--dsh-model", flag, 1)
     return None
-
-
-def model_hint(scenario_dir: Path) -> str:
-    """The ``--dsh-model`` value to suggest: ``scripted`` when the scenario has a scripted file."""
-    return "scripted" if (scenario_dir / SCRIPTED_FILE).exists() else "<MODEL SPEC>"
 
 
 def resolve_model_spec(

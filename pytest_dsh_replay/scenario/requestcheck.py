@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..layout import SCRIPTED_FILE
 from ..replay import ReplayModel, SessionScript
 from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
 from .definition import Scenario
 from .normalize import SessionLog
-from .record import model_hint
 
 #: live session id -> the requests it sent (a model's ``requests``)
 Requests = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -28,6 +28,11 @@ PIN_REFRESH = (
     "--snapshot-update --dsh-accept-changed-requests refreshes those pins from a replay, keeping the "
     "recorded answers, which the model gave to the old request; re-record when the answers depend on them"
 )
+
+
+def model_hint(scenario_dir: Path) -> str:
+    """The ``--dsh-model`` value to suggest: ``scripted`` when the scenario has a scripted file."""
+    return "scripted" if (scenario_dir / SCRIPTED_FILE).exists() else "<MODEL SPEC>"
 
 
 def rerecord_command(scenario_dir: Path) -> str:

@@ -18,7 +18,7 @@ from typing import Any, cast
 from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..modes import Backend
-from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
+from ..persistence import JsonlPersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario
 from .errors import ScenarioStepError, UnsupportedStepError
@@ -137,11 +137,12 @@ class _Run:
 
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:
-        self.backend = (
-            JsonlPersistence(self.store_path, durable=self.options.durable)
-            if self.options.backend == Backend.JSONL
-            else SqlitePersistence(self.store_path, durable=self.options.durable)
-        )
+        if self.options.backend == Backend.JSONL:
+            self.backend = JsonlPersistence(self.store_path, durable=self.options.durable)
+        else:
+            from ..persistence.sqlite import SqlitePersistence  # compiled only by runs that use it
+
+            self.backend = SqlitePersistence(self.store_path, durable=self.options.durable)
         coordinator = WriteCoordinator(self.backend)
         store = SessionStore()  # the runtime attaches the coordinator to it
         store.add_observer(self._tracker)
@@ -331,6 +332,8 @@ class _Run:
     def harvest(self) -> list[SessionLog]:
         if self.options.backend == Backend.JSONL:
             return harvest_jsonl(self.store_path)
+        from ..persistence.sqlite import SqlitePersistence
+
         backend = SqlitePersistence(self.store_path)
         try:
             return harvest_backend(backend)

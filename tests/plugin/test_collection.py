@@ -3,6 +3,7 @@ unrelated projects left alone, scenario paths never deciding the rootdir."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -117,12 +118,38 @@ def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pyteste
             light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
                      "pytest_dsh_replay.hookspecs", "pytest_dsh_replay.layout", "pytest_dsh_replay.modes",
                      "pytest_dsh_replay.options", "pytest_dsh_replay.rootdir", "pytest_dsh_replay.summary",
-                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent"}
+                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent", "pytest_dsh_replay._lazy"}
             heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
             assert heavy == []
         """
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: pytest.Pytester) -> None:
+    """A JSONL replay that matches imports none of what only recordings, updates, the SQLite backend or
+    the path-based loader run: where bytecode is not cached (``PYTHONDONTWRITEBYTECODE``), every module
+    imported is compiled again by every pytest process and xdist worker.
+
+    Regression: the first item compiled the recorder, the scripted model, the writer, the SQLite backend
+    and the lazy scanner (about 2,700 source lines) it never called."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            unneeded = ("pytest_dsh_replay.scenario.record", "pytest_dsh_replay.scenario.write",
+                        "pytest_dsh_replay.llm.scripted", "pytest_dsh_replay.persistence.sqlite",
+                        "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat")
+            loaded = sorted(m for m in unneeded if m in sys.modules)
+            assert "pytest_dsh_replay.scenario.check" in sys.modules
+            (session.config.rootpath / "loaded.txt").write_text(",".join(loaded))
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dsh-scenario", "scenarios")
+    result.assert_outcomes(passed=N_SPAWN)
+    assert (pytester.path / "loaded.txt").read_text() == ""
 
 
 def test_plain_pytest_with_testpaths_collects_the_ini_roots_too(pytester: pytest.Pytester) -> None:
@@ -155,3 +182,67 @@ def test_ini_roots_and_testpaths_nested_collect_each_test_once(pytester: pytest.
     assert "test_outside" not in result.stdout.str()
     shutil.copytree(BUNDLED / "fork", pytester.path / "more" / "fork")  # a scenario outside the testpaths
     run(pytester).assert_outcomes(passed=1 + N_SPAWN + N_FORK)
+
+
+COLLECT_SPY = """
+import json
+from pathlib import Path
+
+
+def pytest_collect_file(file_path, parent):
+    with open(Path(str(parent.config.rootpath)) / "seen.jsonl", "a") as out:
+        out.write(json.dumps(file_path.name) + "\\n")
+"""
+
+
+def _seen(pytester: pytest.Pytester) -> list[str]:
+    seen = pytester.path / "seen.jsonl"
+    return [json.loads(line) for line in seen.read_text().splitlines()] if seen.exists() else []
+
+
+def test_the_files_of_a_scenario_reach_no_collection_hook(pytester: pytest.Pytester) -> None:
+    """A scenario directory's own files (logs, pins, sidecars, ``scripted.json``) reach no
+    ``pytest_collect_file`` hook: each such call visits every plugin, and every xdist worker collects the
+    whole suite again. Anything else in the directory is still collected as pytest would (a python test
+    beside a scenario runs; a file of another plugin's is offered to it).
+
+    Regression: every file of every scenario went through ``pytest_ignore_collect`` and
+    ``pytest_collect_file`` of every plugin (7 files, about 2 ms, per scenario per process)."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
+    (scenario / "scripted.json").write_text('{"sessions": []}')
+    (scenario / "test_beside.py").write_text("def test_beside():\n    pass\n")
+    (scenario / "notes.txt").write_text("not a test\n")
+    pytester.makeconftest(COLLECT_SPY)
+    result = run(pytester, "--dsh-scenario", "scenarios", str(scenario / "test_beside.py"))
+    result.assert_outcomes(passed=N_SPAWN + 1)
+    seen = _seen(pytester)
+    assert "notes.txt" in seen and "test_beside.py" in seen
+    assert [n for n in seen if n.startswith("session") or ".expected." in n or n == "scripted.json"] == []
+
+
+def test_a_conftest_inside_a_scenario_directory_applies_to_it(pytester: pytest.Pytester) -> None:
+    """The README: a ``conftest.py`` applies to the scenarios at or under its directory, a scenario's own
+    directory included (its collector is a ``pytest.Directory``, so pytest loads the conftest)."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
+    (scenario / "conftest.py").write_text(
+        "def pytest_dsh_scenario_setup(scenario, cwd):\n"
+        "    (scenario.path / 'setup-ran.txt').write_text(scenario.node_name)\n"
+    )
+    run(pytester, "--dsh-scenario", "scenarios").assert_outcomes(passed=N_SPAWN)
+    assert (scenario / "setup-ran.txt").read_text() == f"spawn/{scenario.name}"
+    others = [
+        p for p in (pytester.path / "scenarios" / "spawn").glob("*/setup-ran.txt") if p.parent != scenario
+    ]
+    assert others == []
+
+
+def test_an_ignored_input_json_is_not_collected(pytester: pytest.Pytester) -> None:
+    """``--ignore`` of a scenario's ``input.json`` (or ``--ignore-glob``) still drops that scenario."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
+    result = run(pytester, "--dsh-scenario", "scenarios", f"--ignore={scenario / 'input.json'}")
+    result.assert_outcomes(passed=N_SPAWN - 1)
+    result = run(pytester, "--dsh-scenario", "scenarios", f"--ignore-glob=*/{scenario.name}/*")
+    result.assert_outcomes(passed=N_SPAWN - 1)

@@ -49,3 +49,9 @@ def test_determine_setup_returns_rootdir_ini_and_config_first(pytester: pytest.P
     assert rootpath == pytester.path
     assert inipath == pytester.path / "tox.ini"
     assert "addopts" in inicfg
+
+
+def test_session_isinitpath_takes_with_parents() -> None:
+    """``plugin.ScenarioDir.collect`` walks a scenario directory as pytest's own ``Dir`` does, asking
+    ``Session.isinitpath(path, with_parents=...)`` before ``pytest_ignore_collect``."""
+    assert "with_parents" in inspect.signature(pytest.Session.isinitpath).parameters
