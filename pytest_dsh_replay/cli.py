@@ -787,6 +787,11 @@ def serve(
     from .replay.requests import parse_match_on
 
     record_mode = RecordMode(mode)
+    if upstream and not record_mode.records:
+        _warn(
+            f"--upstream {upstream} has no effect without --record: serve replays the recording and never "
+            "calls the upstream; add --record once, new_episodes or rewrite to record"
+        )
     config = EndpointConfig(
         directory,
         record=record_mode,

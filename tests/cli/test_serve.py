@@ -88,6 +88,22 @@ def test_serve_says_once_that_nothing_was_written(tmp_path: Path) -> None:
     assert sorted(tmp_path.iterdir()) == []
 
 
+def test_serve_warns_of_an_upstream_without_a_record_mode(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """``--upstream`` without ``--record`` replays and says on stderr that the upstream goes unused.
+
+    Regression: it was silently ignored (a user who meant to record got a replay, or its refusal)."""
+    code, _out, err = _serve(tmp_path, "--record", "once", "--upstream", upstream.url, prompt="hello")
+    assert code == 0, err
+    assert "has no effect" not in err
+    code, _out, err = _serve(tmp_path, "--upstream", upstream.url, prompt="hello")
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"warning: --upstream {upstream.url} has no effect without --record: serve replays the recording "
+        "and never calls the upstream; add --record once, new_episodes or rewrite to record"
+    )
+    assert len(upstream.requests) == 1  # the recording's call only
+
+
 def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(main, ["serve", str(tmp_path), "--record", "sometimes"]).exit_code == 2
