@@ -192,6 +192,8 @@ class Endpoint:
         self.model: Any = None
         self.problems: list[str] = []
         self.calls = 0
+        #: requests whose handler is running (read by ``serve`` when a signal asks it to stop)
+        self.in_flight = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
@@ -378,9 +380,19 @@ class Endpoint:
 
     def _handler(self, fmt: WireFormat) -> Any:
         async def handle(request: Any) -> Any:
-            return await self._serve(fmt, request)
+            self.in_flight += 1
+            try:
+                return await self._serve(fmt, request)
+            finally:
+                self.in_flight -= 1
 
         return handle
+
+    def abandon(self) -> None:
+        """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's
+        temporary store is removed."""
+        if self.recorder is not None:
+            self.recorder.cleanup()
 
     def _error(self, fmt: WireFormat, message: str, code: str, status: int) -> Any:
         from aiohttp import web

@@ -3,11 +3,15 @@ serves until SIGINT/SIGTERM, exit 0 / 1 with the report on stderr / 2 on a usage
 
 from __future__ import annotations
 
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -180,3 +184,128 @@ def test_serve_refuses_a_recording_validate_flags(
     assert done.returncode == 2, done.stdout + done.stderr
     assert says.format(log=log, manifest=manifest) in done.stdout
     assert "http://127.0.0.1" not in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+class _Stderr:
+    """The lines of a process's stderr, read in a thread so a test can wait for one with a deadline."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if text in line:
+                return line
+        pytest.fail(f"serve never said {text!r} on stderr; it said {self.seen!r}")
+
+    def rest(self) -> str:
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)
+
+
+def _held_request(tmp_path: Path, hold: threading.Event) -> tuple[subprocess.Popen[str], Any, Any, _Stderr]:
+    """``serve --record once`` from an upstream that holds its answer until ``hold`` is set; returns
+    the process, the client's future answer, the upstream and the stderr reader once the request is in
+    flight (the upstream has it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from endpoint.upstream import Answer
+
+    arrived = threading.Event()
+    slow = FakeUpstream(lambda body: Answer(text="late answer", arrived=arrived, hold=hold))
+    slow.start()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_dsh_replay.cli",
+            "serve",
+            str(tmp_path),
+            "--record",
+            "once",
+            "--upstream",
+            slow.url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    url = proc.stdout.readline().strip()
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=60)
+    pool = ThreadPoolExecutor(1)
+    answer = pool.submit(
+        client.chat.completions.create, model="fake-1", messages=[{"role": "user", "content": "hello"}]
+    )
+    pool.shutdown(wait=False)
+    assert arrived.wait(30), "the request never reached the upstream"
+    return proc, answer, slow, _Stderr(proc.stderr)
+
+
+def test_a_signal_waits_for_the_request_in_flight_and_records_it(tmp_path: Path) -> None:
+    """SIGTERM while a request is held by a slow upstream: serve says it waits, the client gets its
+    answer, the conversation is recorded and serve exits 0."""
+    hold = threading.Event()
+    proc, answer, slow, stderr = _held_request(tmp_path, hold)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        said = stderr.wait_for("in flight")
+        assert "SIGTERM: stopping once the 1 request(s) in flight are answered" in said
+        assert "a second signal stops at once" in said
+        assert proc.poll() is None  # still serving the held request
+        hold.set()
+        assert answer.result(timeout=30).choices[0].message.content == "late answer"
+        assert proc.wait(timeout=30) == 0, stderr.rest()
+    finally:
+        hold.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        slow.stop()
+    assert "late answer" in (tmp_path / "session.jsonl").read_text()
+
+
+def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
+    """A second signal while serve waits for a request in flight ends it at once: exit 1, stderr
+    says so, nothing is written.
+
+    Regression: the second signal was ignored; serve went on waiting for the request (up to
+    aiohttp's 60 s shutdown timeout, or the upstream's 600 s)."""
+    hold = threading.Event()
+    proc, answer, slow, stderr = _held_request(tmp_path, hold)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=20)  # the upstream holds the answer for 30 s
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve went on waiting for the request in flight after a second signal")
+        assert code == 1
+        said = stderr.wait_for("again")
+        assert said.strip() == (
+            "dsh-replay serve: SIGINT again: stopped at once without waiting for 1 request(s) in flight; "
+            f"nothing written to {tmp_path}"
+        )
+        with pytest.raises(openai.APIConnectionError):
+            answer.result(timeout=30)
+        assert "Traceback" not in stderr.rest()
+    finally:
+        hold.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        slow.stop()
+    assert sorted(tmp_path.iterdir()) == []
