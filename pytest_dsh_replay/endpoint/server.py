@@ -45,6 +45,7 @@ from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, BindingError, Conversation
+from .prefixes import PrefixCache
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 from .recording import check_recording, manifest_text
 
@@ -184,6 +185,7 @@ class Endpoint:
         self.config = config
         self.plan = plan_for(config)
         self.binder = Binder(new_id=lambda: f"conversation-{uuid.uuid4()}")
+        self.prefixes = PrefixCache()
         self.cwd = config.cwd or os.getcwd()
         self.recorder: Recorder | None = None
         self.upstream: UpstreamModel | None = None
@@ -416,11 +418,12 @@ class Endpoint:
         except orjson.JSONDecodeError as exc:
             return self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
         try:
-            parsed = fmt.request_from_body(body)
-            binding = self.binder.bind(parsed, request.headers)
+            parsed, hashes = self.prefixes.map(fmt, body)
+            binding = self.binder.bind(parsed, request.headers, hashes=hashes)
         except (WireRequestError, BindingError) as exc:
             return self._problem(fmt, exc, 400)
         conv = binding.conversation
+        self.prefixes.remember(fmt, conv.id, body, parsed, hashes)
         self.calls += 1
         self.formats_seen.add(fmt.PATH)
         model_name = parsed.get("model", "")

@@ -56,6 +56,7 @@ from .fields import (
 )
 
 __all__ = [
+    "ITEMS_FIELD",
     "PATH",
     "WIRE",
     "MessagesEventTranslator",
@@ -81,6 +82,15 @@ JsonDict = dict[str, Any]
 
 #: The endpoint path of this format.
 PATH = "/v1/messages"
+#: The body field holding the conversation's items (the messages a client sends every time).
+ITEMS_FIELD = "messages"
+
+
+def fresh_item(item: object) -> bool:
+    """Whether :func:`request_from_body` maps the messages from ``item`` on the same without the ones
+    before it, and those without it: every message of this API maps on its own (the system prompt is
+    a body field)."""
+    return isinstance(item, Mapping)
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "messages"
 
