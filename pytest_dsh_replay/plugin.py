@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 from _pytest._code.code import TerminalRepr
 
-from . import hookspecs
+# first of the package's modules: pytest must not assertion-rewrite the rest (see _assertions.py)
+from . import (
+    _assertions,  # noqa: F401
+    hookspecs,
+)
 from .errors import HarnessError
 from .layout import (
     ENDPOINT_MANIFEST,

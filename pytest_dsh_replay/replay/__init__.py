@@ -43,16 +43,24 @@ from .load import (
     override_file_for,
 )
 from .model import DEFAULT_HANG_PREFIX, ReplayModel
-from .override import Override, load_override, validate_entry
 from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import MATCH_PARTS, ExpectedRequest, call_points, parse_match_on
 
 if TYPE_CHECKING:
     from .headformat import encode_head_layout
+    from .override import Override, load_override, validate_entry
 
-# the newer layout's encoder serves tools and tests, never a replay
-__getattr__ = lazy_exports(__name__, {"encode_head_layout": ".headformat"})
+# the newer layout's encoder serves tools and tests, never a replay; few scenarios have a sidecar
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "encode_head_layout": ".headformat",
+        "Override": ".override",
+        "load_override": ".override",
+        "validate_entry": ".override",
+    },
+)
 
 __all__ = [
     "DEFAULT_HANG_PREFIX",

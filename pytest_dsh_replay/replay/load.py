@@ -11,17 +11,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from os.path import lexists
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import read_regular_file
 from ..layout import OVERRIDE_FILE, PRIMARY_FILE, child_rank, log_name, sidecar_name_for
 from ..llm.packed import PACKED_TYPES
 from .derive import DeferredCall, ReplayEntry, derive_replay_script, materialize
 from .errors import ReplayDeriveError, ReplayLoadError
-from .override import Override, load_override
 from .parse import Event, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import CallPoints, ExpectedRequest, call_points, call_points_indexed
+
+if TYPE_CHECKING:
+    from .override import Override
 
 #: ``path -> (header, events)`` of logs the caller already parsed (each fixture is parsed once per item).
 ParsedLogs = Mapping[Path, tuple[dict[str, Any], list[Event]]]
@@ -210,7 +212,7 @@ def _script(
     """
     path, header = own.path, own.header
     recorded_id, created_at = str(header["id"]), int(header["createdAt"])
-    override: Override | None = load_override(sidecar) if sidecar is not None and lexists(sidecar) else None
+    override = _sidecar(sidecar) if sidecar is not None else None
     if override is None:
         calls = own.calls()
         expected = _aligned(own.points().calls, len(calls))
@@ -265,13 +267,23 @@ def _script(
     )
 
 
+def _sidecar(path: Path) -> Override | None:
+    """The override sidecar at ``path``, or ``None`` when there is none (few scenarios have one: its
+    module is imported only then)."""
+    if not lexists(path):
+        return None
+    from .override import load_override
+
+    return load_override(path)
+
+
 def _load_primary(
     scenario_dir: Path, allow_replace_override: bool, parsed: ParsedLogs | None
 ) -> SessionScript:
     path = scenario_dir / PRIMARY_FILE
     if not lexists(path):
         sidecar = scenario_dir / OVERRIDE_FILE
-        override = load_override(sidecar) if lexists(sidecar) else None
+        override = _sidecar(sidecar)
         if override is not None and override.entries is not None:
             entries = list(override.entries)
             return SessionScript(

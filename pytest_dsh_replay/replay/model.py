@@ -43,7 +43,6 @@ from .errors import (
     RequestShapeError,
 )
 from .load import SessionScript
-from .override import ready_file_confined
 from .pins import PIN_PARTS
 from .placeholder import (
     PlaceholderNoMatch,
@@ -452,6 +451,8 @@ class ReplayModel:
         # hang: all prefix chunks were consumed (we are resumed after the last yield).
         ready = resolved.get("readyFile")
         if isinstance(ready, str):
+            from .override import ready_file_confined  # hang entries come from sidecars only
+
             if not ready_file_confined(ready) or self.ready_dir is None:
                 raise self._fail(
                     f"replay: a hang entry's readyFile {quote(ready)} must be a relative path inside the "

@@ -401,3 +401,27 @@ def test_request_scrub_makes_a_live_secret_equal_the_recorded_redaction() -> Non
     assert scrub(live) == recorded and KEY in str(live)  # the live request itself is not changed
     other = {"messages": [{"role": "user", "content": [{"type": "text", "text": "key plain ok"}]}]}
     assert scrub(other) != recorded
+
+
+@pytest.mark.parametrize("where", ["first", "last", "at a batch boundary"])
+def test_a_long_log_is_screened_in_batches_without_missing_a_secret(where: str) -> None:
+    """``scrub_events`` screens a long log :data:`SCREEN_BATCH` events per search (a whole 300k-event
+    log as one text made four copies of it at once); a secret in the first event, the last one, or the
+    events either side of a batch boundary is still found and scrubbed, and a clean log is returned as
+    it is (no copy)."""
+    from pytest_dsh_replay.llm.secrets import SecretScrubber
+    from pytest_dsh_replay.scenario.secrets import SCREEN_BATCH, scrub_events
+
+    n = 2 * SCREEN_BATCH + 5
+    events = [
+        {"type": "user/message", "seq": i, "time": 0, "data": {"message": {"text": f"plain {i}"}}}
+        for i in range(n)
+    ]
+    scrubber = SecretScrubber([KEY])
+    assert scrub_events(events, scrubber) == events
+    at = {"first": [0], "last": [n - 1], "at a batch boundary": [SCREEN_BATCH - 1, SCREEN_BATCH]}[where]
+    for i in at:
+        events[i]["data"]["message"]["text"] = f"the key {KEY} here"
+    scrubbed = scrub_events(events, scrubber)
+    assert [i for i, e in enumerate(scrubbed) if KEY in orjson.dumps(e).decode()] == []
+    assert [i for i, e in enumerate(scrubbed) if e is not events[i]] == at

@@ -138,7 +138,8 @@ def test_an_unrelated_run_imports_none_of_the_machinery(pytester: pytest.Pyteste
             light = {"pytest_dsh_replay", "pytest_dsh_replay.plugin", "pytest_dsh_replay.errors",
                      "pytest_dsh_replay.hookspecs", "pytest_dsh_replay.layout", "pytest_dsh_replay.modes",
                      "pytest_dsh_replay.options", "pytest_dsh_replay.rootdir", "pytest_dsh_replay.summary",
-                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent", "pytest_dsh_replay._lazy"}
+                     "pytest_dsh_replay.itemreport", "pytest_dsh_replay.own_agent", "pytest_dsh_replay._lazy",
+                     "pytest_dsh_replay._assertions"}
             heavy = sorted(m for m in sys.modules if m.startswith("pytest_dsh_replay") and m not in light)
             assert heavy == []
         """
@@ -161,7 +162,8 @@ def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: 
         def pytest_sessionfinish(session):
             unneeded = ("pytest_dsh_replay.scenario.record", "pytest_dsh_replay.scenario.write",
                         "pytest_dsh_replay.llm.scripted", "pytest_dsh_replay.persistence.sqlite",
-                        "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat")
+                        "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat",
+                        "pytest_dsh_replay.replay.override")
             loaded = sorted(m for m in unneeded if m in sys.modules)
             assert "pytest_dsh_replay.scenario.check" in sys.modules
             (session.config.rootpath / "loaded.txt").write_text(",".join(loaded))
