@@ -775,9 +775,10 @@ def serve(
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
     Prints the base URL (http://127.0.0.1:PORT/v1) as the first line of stdout; point OPENAI_BASE_URL at
-    it. Serves until SIGINT/SIGTERM, then writes the recording (record modes) and exits 0 when every
-    request matched and every recorded call was used, 1 when not (the report on stderr), 2 on a usage
-    error.
+    it. Serves until SIGINT/SIGTERM, waits for the requests in flight, then writes the recording (record
+    modes) and exits 0 when every request matched and every recorded call was used, 1 when not (the
+    report on stderr), 2 on a usage error or a recording it refuses. A second signal while it waits
+    stops at once: exit 1, nothing written, said on stderr.
     """
     import asyncio
     import os
@@ -787,6 +788,11 @@ def serve(
     from .replay.requests import parse_match_on
 
     record_mode = RecordMode(mode)
+    if upstream and not record_mode.records:
+        _warn(
+            f"--upstream {upstream} has no effect without --record: serve replays the recording and never "
+            "calls the upstream; add --record once, new_episodes or rewrite to record"
+        )
     config = EndpointConfig(
         directory,
         record=record_mode,
@@ -798,6 +804,8 @@ def serve(
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,
+        record_flag="--record",
+        upstream_flag="--upstream URL",
     )
 
     async def run() -> Any:
@@ -810,21 +818,52 @@ def serve(
             ) from None
         click.echo(url)
         sys.stdout.flush()
-        stop = asyncio.Event()
+        stop, force = asyncio.Event(), asyncio.Event()
+        received: list[str] = []
+
+        def on_signal(sig: signal.Signals) -> None:
+            received.append(sig.name)
+            if len(received) > 1:
+                force.set()
+                return
+            if endpoint.in_flight:
+                click.echo(
+                    f"dsh-replay serve: {sig.name}: stopping once the {endpoint.in_flight} request(s) in "
+                    "flight are answered; a second signal stops at once, writing nothing",
+                    err=True,
+                )
+            stop.set()
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         await stop.wait()
-        return await endpoint.stop()
+        stopping = asyncio.ensure_future(endpoint.stop())
+        forced = asyncio.ensure_future(force.wait())
+        await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+        if stopping.done():
+            forced.cancel()
+            return stopping.result()
+        # a second signal: the requests in flight are dropped and nothing is written
+        waiting, recording = endpoint.in_flight, endpoint.recorder is not None
+        endpoint.abandon()
+        click.echo(
+            f"dsh-replay serve: {received[-1]} again: stopped at once without waiting for {waiting} "
+            "request(s) in flight; "
+            + (f"nothing written to {directory}" if recording else "the run's report is not made"),
+            err=True,
+        )
+        sys.stderr.flush()
+        os._exit(EXIT_FINDINGS)  # the server's tasks are left as they are: that is what forcing means
 
     from .scenario.secrets import redact_report
 
     outcome = asyncio.run(run())
-    for note in outcome.notes:
-        click.echo(note, err=True)
-    if not outcome.ok:
+    if not outcome.ok:  # the report ends with the notes: each said once
         click.echo(redact_report(outcome.report(), None), err=True)
         sys.exit(1)
+    for note in outcome.notes:
+        click.echo(note, err=True)
     sys.exit(0)
 
 

@@ -96,7 +96,9 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def warn_inert_options(config: pytest.Config) -> None:
-    """Warn about options that would silently do nothing in this run."""
+    """Warn about options that would silently do nothing in this run: an unknown ``--dsh-ignore-event``
+    type, ``--dsh-model`` or ``--dsh-upstream`` without a record mode (the ini keys are project
+    defaults, never warned about), ``--dsh-accept-changed-requests`` without ``--snapshot-update``."""
     ignored = config.getoption("dsh_ignore_event")
     if ignored:  # imported only then: a run without dsh options must not pay for the session package
         from .session.types import unknown_event_type
@@ -109,6 +111,26 @@ def warn_inert_options(config: pytest.Config) -> None:
             pytest.PytestConfigWarning(
                 f"--dsh-model {config.getoption('dsh_model')} has no effect without a record mode: replay "
                 "never calls a live model; add --dsh-record=once, new_episodes or rewrite to record"
+            ),
+            stacklevel=2,
+        )
+    if config.getoption("dsh_upstream") and not record_mode(config).records:
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"--dsh-upstream {config.getoption('dsh_upstream')} has no effect without a record mode: the "
+                "dsh_endpoint fixture replays and never calls the upstream; add --dsh-record=once, "
+                "new_episodes or rewrite to record"
+            ),
+            stacklevel=2,
+        )
+    if config.getoption("dsh_accept_changed_requests") and not config.getoption(
+        "update_snapshots", default=False
+    ):
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                "--dsh-accept-changed-requests has no effect without --snapshot-update: only an update "
+                "writes a scenario whose requests changed (a replay still fails on them); add "
+                "--snapshot-update"
             ),
             stacklevel=2,
         )

@@ -24,7 +24,13 @@ if TYPE_CHECKING:
 
     Storage = Union[JsonlPersistence, SqlitePersistence]  # noqa: UP007
 
-__all__ = ["StoreHandle", "dsh_endpoint", "dsh_replay_model", "dsh_session_store"]
+__all__ = [
+    "StoreHandle",
+    "dsh_endpoint",
+    "dsh_replay_model",
+    "dsh_session_store",
+    "pytest_runtest_call_dsh_endpoint",
+]
 
 
 @pytest.fixture
@@ -75,12 +81,33 @@ def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     """A loopback OpenAI-compatible endpoint recording or replaying this test's model traffic.
 
     Sets ``OPENAI_BASE_URL`` (and a dummy ``OPENAI_API_KEY``) for the test and its subprocesses; yields an
-    ``EndpointHandle`` (``base_url``, ``directory``, ``plan``); fails at teardown with the report (a request
-    that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
+    ``EndpointHandle`` (``base_url``, ``directory``, ``plan``); the test fails with the report, once (a
+    request that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
     """
     from .endpoint.fixture import endpoint_fixture
 
     yield from endpoint_fixture(request, monkeypatch)
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
+def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
+    """The call phase of a test using ``dsh_endpoint``: the endpoint's problems are the test's failure,
+    reported once (``endpoint.fixture.call_report``); other tests are left alone, unimported."""
+    if "dsh_endpoint" not in getattr(item, "fixturenames", ()):
+        return (yield)
+    from .endpoint.fixture import call_report
+
+    try:
+        result = yield
+    except Exception as exc:  # pytest's outcomes (skip, fail, exit) are BaseExceptions: they pass
+        report = call_report(item, exc)
+        if report is None:
+            raise
+    else:
+        report = call_report(item, None)
+        if report is None:
+            return result
+    pytest.fail(report, pytrace=False)
 
 
 @pytest.fixture

@@ -37,7 +37,13 @@ from .layout import (
 )
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
-from .own_agent import StoreHandle, dsh_endpoint, dsh_replay_model, dsh_session_store
+from .own_agent import (
+    StoreHandle,
+    dsh_endpoint,
+    dsh_replay_model,
+    dsh_session_store,
+    pytest_runtest_call_dsh_endpoint,
+)
 from .rootdir import redetermine
 from .summary import RunSummary
 
@@ -525,4 +531,5 @@ __all__ = [
     "dsh_endpoint",
     "dsh_replay_model",
     "dsh_session_store",
+    "pytest_runtest_call_dsh_endpoint",
 ]

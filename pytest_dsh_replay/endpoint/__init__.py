@@ -3,13 +3,16 @@
 Beside ``scenario/``: it reuses the replay engine (``ReplayModel``, the request check, the loaders), the
 scenario's harvest, scrubbing and the one stable writer, and the session store with its persistence
 backends. Modules: :mod:`.conversations` (binding requests to conversations), :mod:`.record` (sessions
-written as the bundled agent would, the upstream model, the recorder), :mod:`.server` (the aiohttp app,
+written as the bundled agent would, the upstream model, the recorder), :mod:`.prefixes` (the
+prefix cache: a growing history is mapped and keyed once), :mod:`.recording` (the
+start-up gate of a replay, the ``endpoint.json`` manifest), :mod:`.server` (the aiohttp app,
 the format table, the plans), :mod:`.fixture` (the pytest fixture's body).
 """
 
 from __future__ import annotations
 
 from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, BindingError
+from .recording import EndpointManifestError, EndpointRecordingError, check_recording, read_manifest
 from .server import FORMATS, Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
 __all__ = [
@@ -21,6 +24,10 @@ __all__ = [
     "Endpoint",
     "EndpointConfig",
     "EndpointConfigError",
+    "EndpointManifestError",
     "EndpointOutcome",
+    "EndpointRecordingError",
     "EndpointThread",
+    "check_recording",
+    "read_manifest",
 ]

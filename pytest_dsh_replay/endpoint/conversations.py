@@ -145,9 +145,14 @@ class Binding:
     fork_source: tuple[Conversation, int] | None = None
 
 
-def _prefix_hashes(system: str, messages: Sequence[Message]) -> list[int]:
-    h = _chain(0, ("system", system))
-    out = [h]
+def prefix_hashes(
+    system: str | None, messages: Sequence[Message], *, into: list[int] | None = None
+) -> list[int]:
+    """The chain hashes of a request: one after its system prompt's key, then one after each message's
+    key (:func:`message_key`); ``into``: the hashes of the messages before ``messages`` (extended in
+    place and returned; ``system`` is then ignored)."""
+    out = into if into is not None else [_chain(0, ("system", system or ""))]
+    h = out[-1]
     for message in messages:
         h = _chain(h, message_key(message))
         out.append(h)
@@ -222,7 +227,7 @@ class Binder:
             system=request.get("system", ""),
             name=name,
         )
-        conv.hashes = _prefix_hashes(conv.system, [])
+        conv.hashes = prefix_hashes(conv.system, [])
         if parent is not None and seed:
             self._extend(conv, parent.messages[:seed])
             conv.boundaries = [b for b in parent.boundaries if b <= seed]
@@ -233,8 +238,17 @@ class Binder:
             self._by_name[name] = conv
         return conv
 
-    def bind(self, request: ModelRequest, headers: Mapping[str, str] | None = None) -> Binding:
+    def bind(
+        self,
+        request: ModelRequest,
+        headers: Mapping[str, str] | None = None,
+        *,
+        hashes: list[int] | None = None,
+    ) -> Binding:
         """Bind ``request`` (its ``system`` and ``messages``) to a conversation; marks it busy.
+
+        ``hashes``: the request's :func:`prefix_hashes` when the caller has them already (the
+        endpoint's prefix cache); computed here otherwise.
 
         Raises:
             BindingError: ``ENDPOINT_BINDING``: a named conversation is busy or its history is not a
@@ -242,7 +256,8 @@ class Binder:
         """
         headers = headers or {}
         messages = list(request.get("messages", []))
-        hashes = _prefix_hashes(request.get("system", ""), messages)
+        if hashes is None:
+            hashes = prefix_hashes(request.get("system", ""), messages)
         name = _header(headers, CONVERSATION_HEADER)
         parent_name = _header(headers, PARENT_HEADER)
         parent: Conversation | None = None
@@ -360,4 +375,5 @@ __all__ = [
     "BindingError",
     "Conversation",
     "message_key",
+    "prefix_hashes",
 ]

@@ -1,12 +1,17 @@
 """The body of the ``dsh_endpoint`` pytest fixture (registered by ``plugin.py``).
 
 The fixture starts an endpoint for the test, points the openai SDK (and any subprocess the test starts)
-at it with ``OPENAI_BASE_URL`` and a dummy ``OPENAI_API_KEY``, and fails the test at teardown with the
-endpoint's report. The recording directory is ``<test file dir>/recordings/<module>/<test name>/``
-unless ``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the
-marker's ``allow_unused=True`` lets recorded calls go unused. Options: ``--dsh-record``,
-``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key is
-read from ini ``dsh_api_key_env`` (default ``OPENAI_API_KEY``) before the dummy replaces it.
+at it with ``OPENAI_BASE_URL`` and a dummy ``OPENAI_API_KEY``, and fails the test with the endpoint's
+report, once: the test's call phase reports a problem of the traffic (a request that did not match, in
+place of the SDK's error for the endpoint's 400) or a recorded call left unused (:func:`call_report`,
+run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what came up after it (a
+recording that cannot be written). An endpoint that cannot start (no upstream to record from, a
+recording ``validate`` flags) is the setup's one-line error. The recording directory is
+``<test file dir>/recordings/<module>/<test name>/`` unless ``@pytest.mark.dsh_recording("DIR")`` names
+one (relative to the test file's directory); the marker's ``allow_unused=True`` lets recorded calls go
+unused. Options: ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``,
+``--dsh-match-on``; the upstream key is read from ini ``dsh_api_key_env`` (default ``OPENAI_API_KEY``)
+before the dummy replaces it.
 """
 
 from __future__ import annotations
@@ -14,14 +19,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..errors import HarnessError
 from ..modes import Backend, RecordMode
-from .server import Endpoint, EndpointConfig, EndpointThread
+from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread
 
 #: The marker naming a test's recording directory.
 MARKER = "dsh_recording"
@@ -84,25 +90,103 @@ def endpoint_fixture(
         allow_unused=bool(options.get("allow_unused", False)),
         rerecord=f"pytest '{request.node.nodeid}' --dsh-record=rewrite --dsh-upstream URL",
         cwd=str(config.rootpath),
+        upstream_flag="--dsh-upstream URL or ini dsh_upstream",
     )
     thread = EndpointThread(endpoint_config)
-    url = thread.start()
+    try:
+        url = thread.start()
+    except HarnessError as exc:  # bad input or configuration: its message, not the fixture's traceback
+        refused: HarnessError | None = exc
+    else:
+        refused = None
+    if refused is not None:  # outside the except: no "during handling of the above exception" chain
+        pytest.fail(f"dsh_endpoint: error [{refused.code}]: {refused.message}", pytrace=False)
+    run = EndpointRun(thread, directory, bool(config.getoption("update_snapshots", default=False)))
+    request.node.stash[RUN] = run
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
         outcome = thread.stop()
-    if not outcome.ok:
+        del request.node.stash[RUN]
+    fresh = [p for p in outcome.problems if p not in run.reported]
+    if fresh:  # what the test's own report did not say: problems that came up at the end
+        outcome.problems = fresh
+        pytest.fail(run.report(outcome), pytrace=False)
+
+
+@dataclass
+class EndpointRun:
+    """The fixture's endpoint while its test runs, and the problems the test's report already said."""
+
+    thread: EndpointThread
+    directory: Path
+    update: bool
+    reported: set[str] = field(default_factory=set)
+
+    def report(self, outcome: EndpointOutcome, raised: BaseException | None = None) -> str:
+        """The endpoint's report (problems, notes); ``raised``: what the test raised, as one line."""
         report = outcome.report()
-        if config.getoption("update_snapshots", default=False):
+        if self.update:
             # syrupy's flag rewrites what the agent writes; an endpoint recording is what the model
             # answered, so an update could only pair the changed requests with the old answers
             report += (
                 "\n--snapshot-update does not rewrite endpoint recordings (they hold the model's answers): "
                 "re-record with --dsh-record=rewrite and an upstream"
             )
-        pytest.fail(report, pytrace=False)
+        if raised is not None:
+            name = f"{type(raised).__module__.split('.')[0]}.{type(raised).__qualname__}"
+            text = str(raised)
+            if any(p.splitlines()[0][:80] in text for p in outcome.problems if p):
+                # the SDK raising the endpoint's own error answer: the report above is its message
+                report += f"\n(the test stopped at {name}: the client's error for the answer above)"
+            else:
+                first = next(iter(text.splitlines()), "")
+                first = first if len(first) <= 200 else first[:197] + "..."
+                report += f"\n(the test stopped at {name}: {first})"
+        return report
 
 
-__all__ = ["DUMMY_KEY", "MARKER", "EndpointHandle", "endpoint_fixture", "recording_dir"]
+#: The running endpoint of a test that uses the fixture (``item.stash``).
+RUN = pytest.StashKey[EndpointRun]()
+
+
+def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
+    """What the test's call phase reports for the endpoint, or ``None`` to leave its outcome alone.
+
+    * problems of the traffic (a request that did not match, an exhausted script, an upstream
+      refusal): the endpoint's report, once, with a line naming what the test raised (most often the
+      SDK raising the endpoint's HTTP 400 for that same problem) instead of the SDK's traceback;
+    * recorded calls left unused: the report when the test passed; when it raised, its own error
+      stands alone (it stopped before it could make them);
+    * either way the problems are marked as said, so the teardown does not repeat them.
+    """
+    run = item.stash.get(RUN, None)
+    if run is None:
+        return None
+    served, unused = run.thread.problems_so_far()
+    if raised is not None and not served:
+        run.reported.update(unused)
+        return None
+    problems = served or unused
+    if not problems:
+        return None
+    run.reported.update(problems)
+    endpoint = run.thread.endpoint
+    outcome = EndpointOutcome(endpoint.plan.label, list(problems))
+    if endpoint.recorder is not None:
+        outcome.notes.append(endpoint.nothing_written())
+    return run.report(outcome, raised)
+
+
+__all__ = [
+    "DUMMY_KEY",
+    "MARKER",
+    "RUN",
+    "EndpointHandle",
+    "EndpointRun",
+    "call_report",
+    "endpoint_fixture",
+    "recording_dir",
+]

@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -45,7 +45,9 @@ from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, BindingError, Conversation
+from .prefixes import PrefixCache
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
+from .recording import check_recording, manifest_text
 
 #: path -> wire format module (``llm/wire``); every served format is registered here.
 FORMATS: dict[str, WireFormat] = {
@@ -55,6 +57,44 @@ FORMATS: dict[str, WireFormat] = {
 }
 
 _NO_RETRY = {"x-should-retry": "false"}
+
+#: The models listing (the recorded model names); with :data:`FORMATS`, everything the endpoint serves.
+MODELS_PATH = "/v1/models"
+
+
+def served_routes() -> list[str]:
+    """What the endpoint answers, as ``METHOD PATH`` strings (named in its 404/405 answers)."""
+    return [*(f"POST {path}" for path in FORMATS), f"GET {MODELS_PATH}"]
+
+
+def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
+    """``(body, status)`` of the answer to a request no route takes: 404 for an unknown path, 405 for a
+    known one asked with another method (``allowed``: the methods it takes).
+
+    The body has the shape of the API family the path belongs to, so the client's SDK raises it with
+    the message: the Anthropic one (``{"type": "error", "error": {"type", "message"}}``) for
+    ``/v1/messages`` and the paths under it (``count_tokens``, ``batches``), the OpenAI one
+    (``{"error": {"message", "type", "code"}}``) for every other path. The message names the method and
+    path, what the endpoint serves, and a doubled ``/v1`` (a base URL given with ``/v1`` to an SDK that
+    adds it itself).
+    """
+    routes = ", ".join(served_routes())
+    if allowed:
+        status, code = 405, "ENDPOINT_METHOD_NOT_ALLOWED"
+        what = f"{method} {path}: method not allowed (the path takes {', '.join(sorted(allowed))})"
+    else:
+        status, code = 404, "ENDPOINT_NOT_FOUND"
+        what = f"{method} {path}: no such path"
+    message = f"dsh-replay endpoint: {what}; it serves {routes}"
+    doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
+    if doubled is not None and not allowed:
+        message += (
+            f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
+            "anthropic SDK the base URL without /v1, an OpenAI client the one with it)"
+        )
+    anthropic = path == messages.PATH or path.startswith(messages.PATH + "/")
+    fmt = cast(WireFormat, messages if anthropic else chat)
+    return fmt.error_body(message, code, status), status
 
 
 class EndpointConfigError(HarnessError):
@@ -79,6 +119,8 @@ class EndpointConfig:
         allow_unused: recorded calls or conversations left unused do not fail the run.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
+            ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
     """
 
     directory: Path
@@ -93,6 +135,8 @@ class EndpointConfig:
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    record_flag: str = "--dsh-record"
+    upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
 
 
 @dataclass
@@ -131,6 +175,9 @@ class Endpoint:
 
     Raises (from ``start``):
         EndpointConfigError: a record plan without an upstream; replay without a recording.
+        EndpointRecordingError: a recording to replay that ``dsh-replay validate`` flags (the first
+            finding's code: ``LOG_SEQ_GAP``, ``REPLAY_MALFORMED_LINE``, ...).
+        EndpointManifestError: its ``endpoint.json`` does not read (``.recording``).
         ReplayLoadError and the loaders' errors: a recording that cannot be read.
     """
 
@@ -138,6 +185,7 @@ class Endpoint:
         self.config = config
         self.plan = plan_for(config)
         self.binder = Binder(new_id=lambda: f"conversation-{uuid.uuid4()}")
+        self.prefixes = PrefixCache()
         self.cwd = config.cwd or os.getcwd()
         self.recorder: Recorder | None = None
         self.upstream: UpstreamModel | None = None
@@ -146,6 +194,8 @@ class Endpoint:
         self.model: Any = None
         self.problems: list[str] = []
         self.calls = 0
+        #: requests whose handler is running (read by ``serve`` when a signal asks it to stop)
+        self.in_flight = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
@@ -162,9 +212,11 @@ class Endpoint:
         self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
         if self.plan is not Plan.REPLAY:
             if not config.upstream:
+                once = config.record is RecordMode.ONCE
+                unrecorded = " (there is no recording to replay yet)" if once else ""
                 raise EndpointConfigError(
-                    f"{config.directory}: --dsh-record={config.record} needs an upstream to record from "
-                    "(--dsh-upstream URL, ini dsh_upstream, or dsh-replay serve --upstream URL)"
+                    f"{config.directory}: {config.record_flag}={config.record} needs an upstream to record "
+                    f"from{unrecorded}: give {config.upstream_flag}"
                 )
             self.upstream = UpstreamModel(config.upstream, config.api_key)
             self.watched = WatchedModel(self.upstream)
@@ -173,16 +225,21 @@ class Endpoint:
             if not _has_recording(config.directory):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
-                    "--dsh-record=once and an upstream (--dsh-upstream URL)"
+                    f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
                 )
+            rerecord = config.rerecord or (
+                f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
+            )
+            # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
+            # reported later as calls left unused: refused now, with validate's words
+            check_recording(config.directory, rerecord)
             scripts = load_session_scripts(config.directory)
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
                 match_on=config.match_on,
                 scrub=request_scrub(self.scrubber),
-                rerecord=config.rerecord
-                or f"dsh-replay serve {config.directory} --record rewrite --upstream URL",
+                rerecord=rerecord,
                 # the endpoint's pins are what the client sent: re-recording or a narrower check are
                 # its ways out (it has no --snapshot-update and no match_on= keyword)
                 pin_refresh="re-record it (command above), or check only the conversation with "
@@ -203,10 +260,10 @@ class Endpoint:
         from aiohttp import web
 
         self._build()
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[web.middleware(_route_errors)])
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
-        app.router.add_get("/v1/models", self._models)
+        app.router.add_get(MODELS_PATH, self._models)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -233,18 +290,35 @@ class Endpoint:
                 if not outcome.problems:
                     await self._write(outcome)
                 else:
-                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                    outcome.notes.append(self.nothing_written())
             finally:
                 self.recorder.cleanup()
         return outcome
 
-    def _replay_problems(self, outcome: EndpointOutcome) -> None:
+    def nothing_written(self) -> str:
+        """The note of a record plan whose run had problems (said once per report)."""
+        return f"nothing written to {self.config.directory}: the run had problems"
+
+    def problems_so_far(self) -> tuple[list[str], list[str]]:
+        """``(served, unused)``: the problems of the traffic served so far (requests that did not match,
+        an exhausted script, upstream refusals, defects), and, when there are none, the recorded calls
+        left unused by now (replay, unless ``allow_unused``); what :meth:`stop` would report. Call it on
+        the endpoint's event loop (:meth:`EndpointThread.problems_so_far`)."""
+        outcome = EndpointOutcome(self.plan.label, list(self.problems))
+        if self.replay is not None:
+            self._replay_problems(outcome, unused=False)
+        served = list(outcome.problems)
+        if self.replay is not None and not served:
+            self._replay_problems(outcome)
+        return served, outcome.problems[len(served) :]
+
+    def _replay_problems(self, outcome: EndpointOutcome, *, unused: bool = True) -> None:
         from ..replay.errors import ReplayConsumptionError
 
         seen = {id(p) for p in self.problems}
         failures = [f for f in self.replay.failures if id(f) not in seen]
         outcome.problems.extend(f.message for f in failures)
-        if outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
+        if not unused or outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
             return
         try:
             self.replay.assert_consumed()
@@ -276,13 +350,7 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
-        manifest = {"recordedBy": "pytest-dsh-replay endpoint", "formats": sorted(self.formats_seen)}
-        pins.append(
-            (
-                directory / ENDPOINT_MANIFEST,
-                orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n",
-            )
-        )
+        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen)))
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
@@ -314,15 +382,31 @@ class Endpoint:
 
     def _handler(self, fmt: WireFormat) -> Any:
         async def handle(request: Any) -> Any:
-            return await self._serve(fmt, request)
+            self.in_flight += 1
+            try:
+                return await self._serve(fmt, request)
+            finally:
+                self.in_flight -= 1
 
         return handle
+
+    def abandon(self) -> None:
+        """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's
+        temporary store is removed."""
+        if self.recorder is not None:
+            self.recorder.cleanup()
 
     def _error(self, fmt: WireFormat, message: str, code: str, status: int) -> Any:
         from aiohttp import web
 
         body = orjson.dumps(fmt.error_body(message, code, status))
         return web.Response(body=body, status=status, content_type="application/json", headers=_NO_RETRY)
+
+    def problem(self, message: str) -> None:
+        """Add a problem of the run, once: an agent that retries the same refused call (each refusal
+        the same words) is one problem in the report."""
+        if message not in self.problems:
+            self.problems.append(message)
 
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
@@ -334,11 +418,12 @@ class Endpoint:
         except orjson.JSONDecodeError as exc:
             return self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
         try:
-            parsed = fmt.request_from_body(body)
-            binding = self.binder.bind(parsed, request.headers)
+            parsed, hashes = self.prefixes.map(fmt, body)
+            binding = self.binder.bind(parsed, request.headers, hashes=hashes)
         except (WireRequestError, BindingError) as exc:
             return self._problem(fmt, exc, 400)
         conv = binding.conversation
+        self.prefixes.remember(fmt, conv.id, body, parsed, hashes)
         self.calls += 1
         self.formats_seen.add(fmt.PATH)
         model_name = parsed.get("model", "")
@@ -420,14 +505,15 @@ class Endpoint:
             if live and isinstance(exc, LlmError) and exc.code == "AUTH":
                 # an answer to missing or wrong credentials is no recording of the agent: recording it
                 # would make the commonest set-up mistake a green fixture
+                # (the report's one note says that nothing is written)
                 key = "is not set" if not self.config.api_key else "was refused"
-                self.problems.append(
+                self.problem(
                     f"upstream refused the credentials (HTTP {status}: {message}); the key in "
-                    f"${self.config.api_key_env} {key}; nothing is recorded of this run"
+                    f"${self.config.api_key_env} {key}"
                 )
             elif live and isinstance(exc, LlmError) and exc.code == "CONNECTION" and not received:
                 # no upstream answered: nothing to record (a stream cut after its first chunk is recorded)
-                self.problems.append(f"{message}; nothing is recorded of this run")
+                self.problem(message)
             if log is not None:
                 log.fail(message, code)
             self.binder.failed(conv)
@@ -492,6 +578,23 @@ class Endpoint:
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
 
 
+async def _route_errors(request: Any, handler: Any) -> Any:
+    """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not aiohttp's
+    plain-text 404/405."""
+    from aiohttp import web
+
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
+        headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
+    except web.HTTPNotFound:
+        body, status = route_error(request.method, request.path)
+        headers = dict(_NO_RETRY)
+    body_bytes = orjson.dumps(body)
+    return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+
 class EndpointThread:
     """An :class:`Endpoint` on its own event loop in a daemon thread (for synchronous tests and tools).
 
@@ -513,6 +616,14 @@ class EndpointThread:
             self._thread.join(10)
             self._loop.close()
             raise
+
+    def problems_so_far(self, timeout: float = 60.0) -> tuple[list[str], list[str]]:
+        """:meth:`Endpoint.problems_so_far`, read on the endpoint's loop."""
+
+        async def read() -> tuple[list[str], list[str]]:
+            return self.endpoint.problems_so_far()
+
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout)
 
     def stop(self, timeout: float = 60.0) -> EndpointOutcome:
         """Stop the endpoint (writing a recording) and the thread; returns the outcome."""
@@ -539,4 +650,6 @@ __all__ = [
     "EndpointOutcome",
     "EndpointThread",
     "plan_for",
+    "route_error",
+    "served_routes",
 ]

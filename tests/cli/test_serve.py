@@ -3,11 +3,15 @@ serves until SIGINT/SIGTERM, exit 0 / 1 with the report on stderr / 2 on a usage
 
 from __future__ import annotations
 
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -43,7 +47,7 @@ def _serve(directory: Path, *args: str, prompt: str, sig: int = signal.SIGINT) -
                 model="fake-1", messages=[{"role": "user", "content": prompt}]
             )
             assert answer.choices[0].message.content == f"you said: {prompt}"
-        except openai.BadRequestError:
+        except openai.APIStatusError:  # the endpoint's error answer: the run's report says why
             pass
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
@@ -65,6 +69,43 @@ def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: 
     assert code == 1
     assert "request mismatch at call #1 of session.jsonl" in err
     assert "recorded 'hello' != sent 'goodbye'" in err
+
+
+def test_serve_says_once_that_nothing_was_written(tmp_path: Path) -> None:
+    """A recording run whose upstream refused the key exits 1 with the report, which says once that
+    nothing was written.
+
+    Regression: the notes were printed and then the report, which ends with them ("nothing written"
+    twice), and the problem itself added "nothing is recorded of this run"."""
+    from endpoint.upstream import Answer
+
+    refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
+    refusing.start()
+    try:
+        code, _out, err = _serve(tmp_path, "--record", "once", "--upstream", refusing.url, prompt="hello")
+    finally:
+        refusing.stop()
+    assert code == 1, err
+    assert err.count("upstream refused the credentials") == 1
+    assert err.count(f"nothing written to {tmp_path}") == 1, err
+    assert "nothing is recorded" not in err
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_serve_warns_of_an_upstream_without_a_record_mode(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """``--upstream`` without ``--record`` replays and says on stderr that the upstream goes unused.
+
+    Regression: it was silently ignored (a user who meant to record got a replay, or its refusal)."""
+    code, _out, err = _serve(tmp_path, "--record", "once", "--upstream", upstream.url, prompt="hello")
+    assert code == 0, err
+    assert "has no effect" not in err
+    code, _out, err = _serve(tmp_path, "--upstream", upstream.url, prompt="hello")
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"warning: --upstream {upstream.url} has no effect without --record: serve replays the recording "
+        "and never calls the upstream; add --record once, new_episodes or rewrite to record"
+    )
+    assert len(upstream.requests) == 1  # the recording's call only
 
 
 def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
@@ -100,3 +141,171 @@ def test_serve_names_its_own_flags_in_usage_errors(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ("gap", "error [LOG_SEQ_GAP]: {log}:15: 1 event missing before seq 14"),
+        ("malformed", "error [REPLAY_MALFORMED_LINE]: {log}:5: malformed JSON line"),
+        ("manifest", "error [ENDPOINT_MANIFEST]: {manifest}: formats must be a list of strings"),
+    ],
+)
+def test_serve_refuses_a_recording_validate_flags(
+    tmp_path: Path, upstream: FakeUpstream, damage: str, says: str
+) -> None:
+    """``serve`` of a recording with a validate finding (or a bad ``endpoint.json``) exits 2 at start-up
+    with the finding, as ``show``/``derive`` treat input they cannot read, and serves nothing.
+
+    Regression: a log with a seq gap and a manifest of the wrong shape were served (the process ran
+    until a signal and then reported the recorded calls as unused)."""
+    from endpoint.test_recording_gate import drop_line, record_two_turns
+
+    record_two_turns(tmp_path, upstream.url)
+    upstream.stop()
+    log, manifest = tmp_path / "session.jsonl", tmp_path / "endpoint.json"
+    if damage == "gap":
+        drop_line(log, 15)
+    elif damage == "malformed":
+        lines = log.read_text().splitlines(keepends=True)
+        lines[4] = "{not json\n"
+        log.write_text("".join(lines))
+    else:
+        manifest.write_text('{"version": 1, "formats": {"/v1/chat/completions": 1}}')
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"serve started serving the damaged recording: {exc.stdout!r}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says.format(log=log, manifest=manifest) in done.stdout
+    assert "http://127.0.0.1" not in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+class _Stderr:
+    """The lines of a process's stderr, read in a thread so a test can wait for one with a deadline."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if text in line:
+                return line
+        pytest.fail(f"serve never said {text!r} on stderr; it said {self.seen!r}")
+
+    def rest(self) -> str:
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)
+
+
+def _held_request(tmp_path: Path, hold: threading.Event) -> tuple[subprocess.Popen[str], Any, Any, _Stderr]:
+    """``serve --record once`` from an upstream that holds its answer until ``hold`` is set; returns
+    the process, the client's future answer, the upstream and the stderr reader once the request is in
+    flight (the upstream has it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from endpoint.upstream import Answer
+
+    arrived = threading.Event()
+    slow = FakeUpstream(lambda body: Answer(text="late answer", arrived=arrived, hold=hold))
+    slow.start()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_dsh_replay.cli",
+            "serve",
+            str(tmp_path),
+            "--record",
+            "once",
+            "--upstream",
+            slow.url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    url = proc.stdout.readline().strip()
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=60)
+    pool = ThreadPoolExecutor(1)
+    answer = pool.submit(
+        client.chat.completions.create, model="fake-1", messages=[{"role": "user", "content": "hello"}]
+    )
+    pool.shutdown(wait=False)
+    assert arrived.wait(30), "the request never reached the upstream"
+    return proc, answer, slow, _Stderr(proc.stderr)
+
+
+def test_a_signal_waits_for_the_request_in_flight_and_records_it(tmp_path: Path) -> None:
+    """SIGTERM while a request is held by a slow upstream: serve says it waits, the client gets its
+    answer, the conversation is recorded and serve exits 0."""
+    hold = threading.Event()
+    proc, answer, slow, stderr = _held_request(tmp_path, hold)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        said = stderr.wait_for("in flight")
+        assert "SIGTERM: stopping once the 1 request(s) in flight are answered" in said
+        assert "a second signal stops at once" in said
+        assert proc.poll() is None  # still serving the held request
+        hold.set()
+        assert answer.result(timeout=30).choices[0].message.content == "late answer"
+        assert proc.wait(timeout=30) == 0, stderr.rest()
+    finally:
+        hold.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        slow.stop()
+    assert "late answer" in (tmp_path / "session.jsonl").read_text()
+
+
+def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
+    """A second signal while serve waits for a request in flight ends it at once: exit 1, stderr
+    says so, nothing is written.
+
+    Regression: the second signal was ignored; serve went on waiting for the request (up to
+    aiohttp's 60 s shutdown timeout, or the upstream's 600 s)."""
+    hold = threading.Event()
+    proc, answer, slow, stderr = _held_request(tmp_path, hold)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=20)  # the upstream holds the answer for 30 s
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve went on waiting for the request in flight after a second signal")
+        assert code == 1
+        said = stderr.wait_for("again")
+        assert said.strip() == (
+            "dsh-replay serve: SIGINT again: stopped at once without waiting for 1 request(s) in flight; "
+            f"nothing written to {tmp_path}"
+        )
+        with pytest.raises(openai.APIConnectionError):
+            answer.result(timeout=30)
+        assert "Traceback" not in stderr.rest()
+    finally:
+        hold.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        slow.stop()
+    assert sorted(tmp_path.iterdir()) == []

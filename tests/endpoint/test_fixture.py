@@ -63,11 +63,11 @@ def test_fixture_records_replays_and_reports(pytester: pytest.Pytester, upstream
     assert first["data"]["content"] == [{"type": "text", "text": "hi there"}]
     upstream.stop()
 
-    # offline: the unchanged subprocess agent replays; the changed prompts are red, each with the
-    # endpoint's report (the subprocess agent's SDK raises the 400, the fixture's teardown reports)
+    # offline: the unchanged subprocess agent replays; the changed prompts are red, each once, with the
+    # endpoint's report (the subprocess agent's SDK raises the 400; no teardown error repeats it)
     pytester.makepyfile(test_agent=TEST.format(prompt="hi here"))
     result = pytester.runpytest("-q")
-    result.assert_outcomes(passed=1, failed=2, errors=2)
+    result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         ["*request mismatch at call #1 of session.jsonl*", "*recorded 'hi there' != sent 'hi here'*"]
     )
@@ -76,8 +76,106 @@ def test_fixture_records_replays_and_reports(pytester: pytest.Pytester, upstream
     # syrupy's reflex after a red run: --snapshot-update says why it cannot help, and writes nothing
     before = {p: p.read_bytes() for p in pytester.path.rglob("*.json*") if "recordings" in p.parts}
     result = pytester.runpytest("-q", "--snapshot-update", "-k", "test_agent and not subprocess")
-    result.assert_outcomes(failed=1, errors=1)
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*--snapshot-update does not rewrite endpoint recordings*--dsh-record=rewrite*"]
     )
     assert before == {p: p.read_bytes() for p in pytester.path.rglob("*.json*") if "recordings" in p.parts}
+
+
+REPORTED_ONCE = """
+import openai
+import pytest
+
+def ask(*prompts):
+    client = openai.OpenAI(max_retries=0)
+    for prompt in prompts:
+        client.chat.completions.create(model="fake-1", messages=[{{"role": "user", "content": prompt}}])
+
+@pytest.mark.dsh_recording("recs/changed")
+def test_changed(dsh_endpoint):
+    ask({changed!r})
+
+@pytest.mark.dsh_recording("recs/unused")
+def test_unused(dsh_endpoint):
+    ask(*{unused!r})
+
+@pytest.mark.dsh_recording("recs/own-error")
+def test_own_error(dsh_endpoint):
+    ask("one")
+    assert {own!r} == "fine"
+"""
+
+
+def test_a_replay_problem_fails_the_test_once(pytester: pytest.Pytester, upstream: FakeUpstream) -> None:
+    """A changed prompt fails the test with the endpoint's report (not the SDK's traceback) and no
+    teardown error; recorded calls left unused fail the test itself; a test that fails on its own
+    keeps its own error, without a report of the calls it did not get to.
+
+    Regression: each problem was reported twice, as the SDK's exception in the test and as an ERROR
+    at teardown; unused calls were a teardown ERROR beside a passed test."""
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="hello", unused=["one", "two"], own="fine"))
+    pytester.runpytest("-q", "--dsh-record=once", f"--dsh-upstream={upstream.url}").assert_outcomes(passed=3)
+    upstream.stop()
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="goodbye", unused=["one"], own="broken"))
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert out.count("recorded 'hello' != sent 'goodbye'") == 1
+    assert "(the test stopped at openai.BadRequestError: the client's error for the answer above)" in out
+    assert "_base_client.py" not in out  # the report replaces the SDK's traceback
+    assert out.count("recorded calls not consumed") == 1
+    assert "session #2 (session.1.jsonl" in out and "(0/1 calls)" in out
+    assert "AssertionError" in out and "'broken' == 'fine'" in out  # test_own_error: its own failure
+    assert "ERROR" not in out
+
+
+def test_recording_without_an_upstream_is_a_one_line_setup_error(pytester: pytest.Pytester) -> None:
+    """Regression: ``--dsh-record=once`` on an unrecorded endpoint test without an upstream failed the
+    setup with a traceback through the fixture and the endpoint's thread."""
+    pytester.makepyfile(test_agent=TEST.format(prompt="hi"))
+    result = pytester.runpytest(
+        "-q", "-p", "no:cacheprovider", "--dsh-record=once", "test_agent.py::test_agent"
+    )
+    result.assert_outcomes(errors=1)
+    lines = result.stdout.str().splitlines()
+    start = next(i for i, line in enumerate(lines) if "ERROR at setup of test_agent" in line)
+    section = [line for line in lines[start + 1 :] if not line.startswith("=")]
+    section = section[: next(i for i, line in enumerate(section) if line.startswith("ERROR "))]
+    assert len(section) == 1, section
+    assert section[0].startswith("dsh_endpoint: error [ENDPOINT_CONFIG]: ")
+    assert (
+        "--dsh-record=once needs an upstream to record from (there is no recording to replay yet)"
+        in section[0]
+    )
+    assert section[0].endswith("give --dsh-upstream URL or ini dsh_upstream")
+
+
+def test_a_refused_recording_is_reported_once_and_says_nothing_was_written(
+    pytester: pytest.Pytester,
+) -> None:
+    """An upstream refusing the credentials fails the test once, with one note that nothing is written.
+
+    Regression: the SDK's AuthenticationError failed the test, then a teardown ERROR repeated the
+    problem, which said "nothing is recorded of this run" beside the note "nothing written"."""
+    from .upstream import Answer
+
+    refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
+    refusing.start()
+    try:
+        pytester.makepyfile(test_agent=TEST.format(prompt="hi"))
+        result = pytester.runpytest(
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--dsh-record=once",
+            f"--dsh-upstream={refusing.url}",
+            "test_agent.py::test_agent",
+        )
+    finally:
+        refusing.stop()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert out.count("upstream refused the credentials (HTTP 401") == 1
+    assert out.count("nothing written to ") == 1 and "nothing is recorded" not in out
+    assert not (pytester.path / "recordings").exists()

@@ -2,7 +2,8 @@
 
 It answers by a rule of the test (``answer(body) -> Answer``), streaming real ``chat.completion.chunk``
 SSE written here by hand (independent of the endpoint's encoder), or whole JSON when asked; an
-``Answer`` with ``status`` answers an HTTP error, one with ``cut_after`` stops the stream mid-way.
+``Answer`` with ``status`` answers an HTTP error, one with ``error_after`` ends the stream with an error
+event, one with ``hold`` waits for that event before answering (``arrived`` is set when it came).
 ``requests`` holds every body received, ``headers`` every Authorization header.
 """
 
@@ -28,6 +29,8 @@ class Answer:
     error: str = ""
     pieces: int = 3  # text split into this many deltas
     error_after: int | None = None  # send an SSE error event after this many chunks
+    arrived: threading.Event | None = None  # set when the request has arrived
+    hold: threading.Event | None = None  # the answer waits for it (at most 30 s) before it starts
 
 
 def _chunks(answer: Answer) -> list[dict[str, Any]]:
@@ -70,6 +73,10 @@ class FakeUpstream:
         self.requests.append(body)
         self.headers.append(request.headers.get("Authorization"))
         answer = self.answer(body)
+        if answer.arrived is not None:
+            answer.arrived.set()
+        if answer.hold is not None:
+            await asyncio.get_running_loop().run_in_executor(None, answer.hold.wait, 30)
         if answer.status is not None:
             return web.json_response(
                 {"error": {"message": answer.error, "type": "x", "code": None}}, status=answer.status

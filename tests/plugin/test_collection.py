@@ -102,7 +102,27 @@ def test_inert_options_warn(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--dsh-scenario", scenario, "--dsh-model", "scripted")
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*--dsh-model scripted has no effect without a record mode*"])
-    # a known type and a model with a record mode are silent
+    # an upstream without a record mode, an accept flag without an update: each names its way out
+    # (regression: both were silently ignored)
+    result = run(pytester, "--dsh-scenario", scenario, "--dsh-upstream", "http://127.0.0.1:1/v1")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*--dsh-upstream http://127.0.0.1:1/v1 has no effect without a record mode*--dsh-record=once*"]
+    )
+    result = run(pytester, "--dsh-scenario", scenario, "--dsh-accept-changed-requests")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*--dsh-accept-changed-requests has no effect without --snapshot-update*add --snapshot-update*"]
+    )
+    # a known type and a model with a record mode are silent, and so are the upstream and the accept
+    # flag where they act
+    for args in (
+        ("--dsh-accept-changed-requests", "--snapshot-update"),
+        ("--dsh-upstream", "http://127.0.0.1:1/v1", "--dsh-record=once"),
+    ):
+        result = run(pytester, "--dsh-scenario", scenario, *args)
+        result.assert_outcomes(passed=1)
+        assert "has no effect" not in result.stdout.str()
     result = run(pytester, "--dsh-scenario", scenario, "--dsh-ignore-event", "session/end-seed")
     result.assert_outcomes(passed=1)
     assert "warning" not in result.stdout.str()

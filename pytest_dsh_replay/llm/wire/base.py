@@ -3,6 +3,10 @@
 A format module (``chat.py``, ``responses.py``, ...) exposes, in both directions:
 
 * ``PATH``: the route it serves, e.g. ``"/v1/chat/completions"``;
+* ``ITEMS_FIELD``: the body field of the conversation's items (``"messages"``, ``"input"``), and
+  ``fresh_item(item) -> bool``: whether ``request_from_body`` maps the items from that one on the same
+  without the ones before it (and those without it), so a client's growing history can be mapped from
+  there on only (the endpoint's prefix cache);
 * ``request_from_body(body) -> ModelRequest``: the client's JSON body as our request (the inverse of the
   live model's body building); raises :class:`WireRequestError` naming the field;
 * ``wants_stream(body) -> bool``;
@@ -60,6 +64,9 @@ class WireFormat(Protocol):
     """The module interface above, for typing the endpoint's format table."""
 
     PATH: str
+    ITEMS_FIELD: str
+
+    def fresh_item(self, item: object) -> bool: ...
 
     def request_from_body(self, body: Mapping[str, Any]) -> ModelRequest: ...
 

@@ -46,6 +46,7 @@ from .fields import (
 )
 
 __all__ = [
+    "ITEMS_FIELD",
     "PATH",
     "ChatChunkTranslator",
     "ChatStreamEncoder",
@@ -712,6 +713,15 @@ def _details_text(details: Any) -> str | None:
 
 #: The route this format is served on.
 PATH = "/v1/chat/completions"
+#: The body field holding the conversation's items (the messages a client sends every time).
+ITEMS_FIELD = "messages"
+
+
+def fresh_item(item: object) -> bool:
+    """Whether :func:`request_from_body` maps the messages from ``item`` on the same without the ones
+    before it, and those without it: every message maps on its own, but a system/developer message is
+    part of the system prompt only while no other came before it."""
+    return isinstance(item, Mapping) and item.get("role") not in ("system", "developer")
 
 _FINISH_BACK = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
 _PROVIDER_REASON = "finish_reason: "

@@ -56,6 +56,7 @@ from .fields import (
 )
 
 __all__ = [
+    "ITEMS_FIELD",
     "PATH",
     "WIRE",
     "MessagesEventTranslator",
@@ -81,6 +82,15 @@ JsonDict = dict[str, Any]
 
 #: The endpoint path of this format.
 PATH = "/v1/messages"
+#: The body field holding the conversation's items (the messages a client sends every time).
+ITEMS_FIELD = "messages"
+
+
+def fresh_item(item: object) -> bool:
+    """Whether :func:`request_from_body` maps the messages from ``item`` on the same without the ones
+    before it, and those without it: every message of this API maps on its own (the system prompt is
+    a body field)."""
+    return isinstance(item, Mapping)
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "messages"
 
@@ -983,8 +993,10 @@ def encode_whole(
 
 def error_body(message: str, code: str, status: int | None) -> JsonDict:
     """The API's error body for ``(message, code, status)``: ``{"type":"error","error":{"type","message"}}``
-    (the ``error.type`` of ``code``, else of ``status``, else ``api_error``)."""
+    (the ``error.type`` of ``code``, else of ``status``, else ``invalid_request_error`` for another 4xx
+    status, as the API documents it, and ``api_error`` for the rest)."""
     kind = next((k for k, (c, _) in _ERROR_TYPES.items() if c == code), None)
     if kind is None:
-        kind = next((k for k, (_, s) in _ERROR_TYPES.items() if s == status), "api_error")
+        other = "invalid_request_error" if status is not None and 400 <= status < 500 else "api_error"
+        kind = next((k for k, (_, s) in _ERROR_TYPES.items() if s == status), other)
     return {"type": "error", "error": {"type": kind, "message": message}}

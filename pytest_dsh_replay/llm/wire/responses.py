@@ -59,6 +59,7 @@ from .base import WireRequestError
 from .fields import check_tool_calls
 
 __all__ = [
+    "ITEMS_FIELD",
     "PATH",
     "REASONING_PART_SEPARATOR",
     "ResponsesEventTranslator",
@@ -80,6 +81,19 @@ JsonDict = dict[str, Any]
 
 #: The route of the Responses API (under the base URL's host; the SDK appends ``/responses`` to ``/v1``).
 PATH = "/v1/responses"
+#: The body field holding the conversation's items (the ``input`` a client sends every time).
+ITEMS_FIELD = "input"
+
+
+def fresh_item(item: object) -> bool:
+    """Whether :func:`request_from_body` maps the messages from ``item`` on the same without the items
+    before it, and those without it: a user message or a ``function_call_output`` ends the run of
+    output items before it (one assistant message) and starts a message of its own; other items join
+    a run, and a system/developer item is part of the system prompt only while no message came first."""
+    if not isinstance(item, Mapping):
+        return False
+    kind = item.get("type")
+    return kind == "function_call_output" or (kind in (None, "message") and item.get("role") == "user")
 
 #: Between the parts of a reasoning item (summary parts, then content parts) in its block's text.
 REASONING_PART_SEPARATOR = "\n\n"

@@ -1,0 +1,153 @@
+"""The endpoint's start-up gate of a replay: a recording ``dsh-replay validate`` flags is refused with
+validate's finding (the file, line and seq), and an ``endpoint.json`` that does not read is a typed error
+naming the file, in the endpoint core and in the ``dsh_endpoint`` fixture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openai
+import pytest
+
+from pytest_dsh_replay.endpoint import (
+    EndpointConfig,
+    EndpointManifestError,
+    EndpointRecordingError,
+    EndpointThread,
+    read_manifest,
+)
+from pytest_dsh_replay.modes import RecordMode
+
+from .conftest import served
+from .upstream import FakeUpstream
+
+pytest_plugins = ["pytester"]
+
+
+def record_two_turns(directory: Path, upstream_url: str) -> None:
+    """A recording of one conversation of two exchanges (26 events), made through the openai SDK."""
+    with served(directory, RecordMode.ONCE, upstream_url) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hello"}])
+        history = [
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "you said: hello"},
+            {"role": "user", "content": "again"},
+        ]
+        client.chat.completions.create(model="fake-1", messages=history)  # type: ignore[arg-type]
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def drop_line(log: Path, line: int) -> None:
+    lines = log.read_text().splitlines(keepends=True)
+    del lines[line - 1]
+    log.write_text("".join(lines))
+
+
+@pytest.fixture
+def recording(tmp_path: Path, upstream: FakeUpstream) -> Path:
+    directory = tmp_path / "rec"
+    record_two_turns(directory, upstream.url)
+    upstream.stop()
+    return directory
+
+
+def _start(directory: Path) -> None:
+    thread = EndpointThread(EndpointConfig(directory))
+    thread.start()
+    thread.stop()  # reached only when start did not refuse
+
+
+def test_a_recording_with_a_seq_gap_is_refused_with_the_validate_finding(recording: Path) -> None:
+    """Regression: a session log with an event missing (line 15: the second ``turn/start``) was
+    served; the client got answers from a log out of balance and the run ended with the recording's
+    calls reported as never used."""
+    drop_line(recording / "session.jsonl", 15)
+    with pytest.raises(EndpointRecordingError) as raised:
+        _start(recording)
+    assert raised.value.code == "LOG_SEQ_GAP"
+    first = str(raised.value).splitlines()[0]
+    assert first == (
+        f"{recording / 'session.jsonl'}:15: 1 event missing before seq 14 "
+        "(seqs must be contiguous from 0; expected 13)"
+    )
+    assert "[LOG_TURN]" in str(raised.value)  # every finding validate prints, in its words
+    assert f"dsh-replay validate {recording}" in str(raised.value)
+    assert "--record rewrite" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object, got list"),
+        ('{"version": "1"}', "version must be an integer, got '1'"),
+        ('{"version": true}', "version must be an integer, got True"),
+        ('{"version": 2}', "manifest version 2 is not one this release reads"),
+        ('{"version": 1, "formats": "/v1/chat/completions"}', "formats must be a list of strings"),
+        ('{"version": 1, "recordedBy": 7}', "recordedBy must be a string, got 7"),
+    ],
+    ids=["not-json", "not-object", "version-string", "version-bool", "version-unknown", "formats", "by"],
+)
+def test_a_bad_manifest_is_a_typed_error_naming_the_file(recording: Path, text: str, says: str) -> None:
+    """Regression: ``endpoint.json`` was never read; a manifest of any content was served from."""
+    (recording / "endpoint.json").write_text(text)
+    with pytest.raises(EndpointManifestError) as raised:
+        _start(recording)
+    assert raised.value.code == "ENDPOINT_MANIFEST"
+    assert str(raised.value).startswith(f"{recording / 'endpoint.json'}: {says}")
+
+
+def test_the_written_manifest_reads_back_with_its_version(recording: Path) -> None:
+    on_disk = json.loads((recording / "endpoint.json").read_text())
+    assert on_disk == {
+        "version": 1,
+        "recordedBy": "pytest-dsh-replay endpoint",
+        "formats": ["/v1/chat/completions"],
+    }
+    manifest = read_manifest(recording)
+    assert manifest is not None and manifest.formats == ("/v1/chat/completions",)
+    (recording / "endpoint.json").write_text('{"formats": []}')  # version absent: version 1
+    manifest = read_manifest(recording)
+    assert manifest is not None and manifest.version == 1
+
+
+FIXTURE_TEST = """
+import openai
+import pytest
+
+def ask():
+    openai.OpenAI(max_retries=0).chat.completions.create(
+        model="fake-1", messages=[{"role": "user", "content": "hello"}]
+    )
+
+@pytest.mark.dsh_recording("recs/gap")
+def test_gap(dsh_endpoint):
+    ask()
+
+@pytest.mark.dsh_recording("recs/manifest")
+def test_manifest(dsh_endpoint):
+    ask()
+"""
+
+
+def test_the_fixture_reports_a_refused_recording_as_one_typed_error(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """Regression: the fixture served a gapped recording; a bad manifest was never read."""
+    pytester.makepyfile(test_agent=FIXTURE_TEST)
+    for name in ("gap", "manifest"):
+        record_two_turns(pytester.path / "recs" / name, upstream.url)
+    upstream.stop()
+    drop_line(pytester.path / "recs" / "gap" / "session.jsonl", 15)
+    (pytester.path / "recs" / "manifest" / "endpoint.json").write_text('{"version": 9}')
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    gap = pytester.path / "recs" / "gap" / "session.jsonl"
+    manifest = pytester.path / "recs" / "manifest" / "endpoint.json"
+    assert f"dsh_endpoint: error [LOG_SEQ_GAP]: {gap}:15: 1 event missing before seq 14" in out
+    assert f"dsh_endpoint: error [ENDPOINT_MANIFEST]: {manifest}: manifest version 9" in out
+    assert "During handling" not in out
+    assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()
