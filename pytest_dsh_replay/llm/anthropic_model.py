@@ -12,13 +12,12 @@ error messages never contain the API key.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 from .errors import LlmError
-from .live import Aborted, Redactor, await_unless_aborted
+from .live import Redactor, SdkCall
 from .model import ModelRequest
 from .signal import CancelSignal
 from .types import StreamChunk
@@ -26,7 +25,6 @@ from .wire.messages import MessagesEventTranslator, build_body, error_from_body,
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel"]
 
-_T = TypeVar("_T")
 
 #: ``max_tokens`` of every request unless the model is built with another (the API requires one).
 DEFAULT_MAX_TOKENS = 4096
@@ -124,12 +122,10 @@ class AnthropicModel:
         client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
         )
-        abort_waiter: asyncio.Future[str] | None = (
-            asyncio.ensure_future(signal.wait()) if signal is not None else None
-        )
+        call = SdkCall(signal, redactor, (anthropic.AnthropicError, ValueError), self._map_error)
         sdk_stream: Any = None
         try:
-            answer = await self._call(client.messages.create(**params), abort_waiter, redactor)
+            answer = await call(client.messages.create(**params))
             if not self.streaming:
                 for chunk in translate_message(answer.to_dict(), where=self._where):
                     yield chunk
@@ -138,7 +134,7 @@ class AnthropicModel:
             translator = MessagesEventTranslator(where=self._where)
             while True:
                 try:
-                    event = await self._call(sdk_stream.__anext__(), abort_waiter, redactor)
+                    event = await call(sdk_stream.__anext__())
                 except StopAsyncIteration:
                     break
                 data = event.to_dict() if isinstance(event, anthropic.BaseModel) else event
@@ -147,32 +143,7 @@ class AnthropicModel:
             for chunk in translator.finish():
                 yield chunk
         finally:
-            if abort_waiter is not None and not abort_waiter.done():
-                abort_waiter.cancel()
-            try:
-                if sdk_stream is not None:
-                    await sdk_stream.close()
-            finally:
-                await client.close()
-
-    async def _call(
-        self, awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None, redactor: Redactor
-    ) -> _T:
-        """Await ``awaitable`` unless the signal fires first; map SDK errors to ``LlmError``."""
-        import anthropic
-
-        try:
-            return await await_unless_aborted(awaitable, abort_waiter)
-        except Aborted:
-            reason = abort_waiter.result() if abort_waiter is not None and abort_waiter.done() else "aborted"
-            raise LlmError(reason or "aborted", "ABORTED") from None
-        except StopAsyncIteration:
-            raise
-        except (anthropic.AnthropicError, ValueError) as exc:
-            error = self._map_error(exc, redactor)
-            if redactor.leaks(str(exc)):
-                raise error from None  # the SDK's own message held the key: no chained traceback
-            raise error from exc
+            await call.close(sdk_stream, client)
 
     def _map_error(self, exc: BaseException, redactor: Redactor) -> LlmError:
         import anthropic

@@ -1,17 +1,20 @@
-"""What the live models share: waiting on an SDK call unless the request is cancelled, and keeping the
-API key out of error messages."""
+"""What the live models share: one SDK call's plumbing (:class:`SdkCall`: waiting unless the request is
+cancelled, SDK errors mapped to :class:`~.errors.LlmError`, the stream and client closed) and keeping
+the API key out of error messages."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from .errors import LlmError
 from .secrets import REDACTED, SecretScrubber
+from .signal import CancelSignal
 
 _T = TypeVar("_T")
 
-__all__ = ["Aborted", "Redactor", "await_unless_aborted"]
+__all__ = ["Aborted", "Redactor", "SdkCall", "await_unless_aborted"]
 
 
 class Aborted(Exception):
@@ -57,3 +60,62 @@ async def await_unless_aborted(awaitable: Awaitable[_T], abort_waiter: asyncio.F
     if task.cancelled():
         raise Aborted
     return task.result()
+
+
+class SdkCall:
+    """The plumbing of one live model call through a provider SDK (the OpenAI and Anthropic models).
+
+    ``await call(awaitable)`` awaits an SDK coroutine (the create call, each ``__anext__`` of its
+    stream) unless the request's signal fires first, and maps the SDK's errors; ``await
+    call.close(stream, client)`` (in a ``finally``) stops waiting on the signal and closes the stream
+    and the client, the client even when closing the stream fails.
+
+    Args:
+        signal: the request's cancel signal, if any.
+        redactor: removes the API key from error messages.
+        sdk_errors: the exception types ``map_error`` maps (the SDK's base error and the decoding
+            errors it lets through); others propagate unchanged.
+        map_error: ``(exception, redactor) -> LlmError`` of the model.
+
+    Raises (from ``__call__``):
+        LlmError: ``ABORTED`` (with the signal's reason) when the signal fired first; the mapped error
+            of one of ``sdk_errors``, chained to it unless the SDK's own message held the key.
+        StopAsyncIteration: the stream ended.
+    """
+
+    def __init__(
+        self,
+        signal: CancelSignal | None,
+        redactor: Redactor,
+        sdk_errors: tuple[type[BaseException], ...],
+        map_error: Callable[[BaseException, Redactor], LlmError],
+    ) -> None:
+        self.abort_waiter: asyncio.Future[str] | None = (
+            asyncio.ensure_future(signal.wait()) if signal is not None else None
+        )
+        self._redactor, self._sdk_errors, self._map_error = redactor, sdk_errors, map_error
+
+    async def __call__(self, awaitable: Awaitable[_T]) -> _T:
+        waiter = self.abort_waiter
+        try:
+            return await await_unless_aborted(awaitable, waiter)
+        except Aborted:
+            reason = waiter.result() if waiter is not None and waiter.done() else "aborted"
+            raise LlmError(reason or "aborted", "ABORTED") from None
+        except StopAsyncIteration:
+            raise
+        except self._sdk_errors as exc:
+            error = self._map_error(exc, self._redactor)
+            if self._redactor.leaks(str(exc)):
+                raise error from None  # the SDK's own message held the key: no chained traceback
+            raise error from exc
+
+    async def close(self, sdk_stream: Any, client: Any) -> None:
+        """Stop waiting on the signal; close ``sdk_stream`` (when one was opened), then ``client``."""
+        if self.abort_waiter is not None and not self.abort_waiter.done():
+            self.abort_waiter.cancel()
+        try:
+            if sdk_stream is not None:
+                await sdk_stream.close()
+        finally:
+            await client.close()

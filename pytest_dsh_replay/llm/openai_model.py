@@ -11,16 +11,14 @@ Failures raise :class:`~pytest_dsh_replay.llm.errors.LlmError` (codes ``AUTH``,
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from .errors import LlmError
-from .live import Aborted as _Aborted
 from .live import Redactor as _Redactor
-from .live import await_unless_aborted as _await_unless_aborted
+from .live import SdkCall
 from .model import ModelRequest
 from .signal import CancelSignal
 from .types import StreamChunk
@@ -41,7 +39,6 @@ __all__ = [
     "to_openai_tools",
 ]
 
-_T = TypeVar("_T")
 
 JsonDict = dict[str, Any]
 
@@ -149,16 +146,14 @@ class OpenAIChatModel:
         client = openai.AsyncOpenAI(
             api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
         )
-        abort_waiter: asyncio.Future[str] | None = (
-            asyncio.ensure_future(signal.wait()) if signal is not None else None
-        )
+        call = SdkCall(signal, scrubber, (openai.OpenAIError, json.JSONDecodeError), self._map_error)
         sdk_stream: Any = None
         try:
-            sdk_stream = await self._call(client.chat.completions.create(**params), abort_waiter, scrubber)
+            sdk_stream = await call(client.chat.completions.create(**params))
             translator = ChatChunkTranslator(messages=request.get("messages", []))
             while True:
                 try:
-                    item = await self._call(sdk_stream.__anext__(), abort_waiter, scrubber)
+                    item = await call(sdk_stream.__anext__())
                 except StopAsyncIteration:
                     break
                 data = item.to_dict(warnings=False) if isinstance(item, openai.BaseModel) else item
@@ -167,33 +162,7 @@ class OpenAIChatModel:
             for chunk in translator.finish():
                 yield chunk
         finally:
-            if abort_waiter is not None and not abort_waiter.done():
-                abort_waiter.cancel()
-            try:
-                if sdk_stream is not None:
-                    await sdk_stream.close()
-            finally:
-                await client.close()
-
-    async def _call(
-        self, awaitable: Awaitable[_T], abort_waiter: asyncio.Future[str] | None, redactor: _Redactor
-    ) -> _T:
-        """Await ``awaitable`` unless the signal fires first; map SDK errors to ``LlmError``."""
-        import openai
-
-        try:
-            return await _await_unless_aborted(awaitable, abort_waiter)
-        except _Aborted:
-            reason = abort_waiter.result() if abort_waiter is not None and abort_waiter.done() else "aborted"
-            raise LlmError(reason or "aborted", "ABORTED") from None
-        except StopAsyncIteration:
-            raise
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
-            error = self._map_error(exc, redactor)
-            if redactor.leaks(str(exc)):
-                # The SDK's own message held the key: do not chain it into tracebacks.
-                raise error from None
-            raise error from exc
+            await call.close(sdk_stream, client)
 
     def _map_error(self, exc: BaseException, redactor: _Redactor) -> LlmError:
         import openai

@@ -723,6 +723,7 @@ def fresh_item(item: object) -> bool:
     part of the system prompt only while no other came before it."""
     return isinstance(item, Mapping) and item.get("role") not in ("system", "developer")
 
+
 _FINISH_BACK = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
 _PROVIDER_REASON = "finish_reason: "
 

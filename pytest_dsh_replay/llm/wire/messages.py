@@ -91,6 +91,8 @@ def fresh_item(item: object) -> bool:
     before it, and those without it: every message of this API maps on its own (the system prompt is
     a body field)."""
     return isinstance(item, Mapping)
+
+
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "messages"
 

@@ -95,6 +95,7 @@ def fresh_item(item: object) -> bool:
     kind = item.get("type")
     return kind == "function_call_output" or (kind in (None, "message") and item.get("role") == "user")
 
+
 #: Between the parts of a reasoning item (summary parts, then content parts) in its block's text.
 REASONING_PART_SEPARATOR = "\n\n"
 
