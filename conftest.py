@@ -1,8 +1,10 @@
 """The repository's own test setup (not shipped with the package): what every test package shares.
 
 * ``pytester`` (pytest's plugin for running pytest in-process against a temp dir), which the plugin,
-  recording, CLI and hook tests drive; loaded here, not through ``addopts``, so ``pytest
-  --dsh-scenario ...`` runs of users' scenarios from this checkout do not depend on it.
+  recording, CLI and hook tests drive, is loaded by the ini's ``addopts = "-p pytester"``, not by
+  ``pytest_plugins`` here: pytest refuses ``pytest_plugins`` in a conftest that is not at the rootdir,
+  and this file is such a conftest when this checkout's scenarios are run from another directory
+  (``pytest --dsh-scenario /path/to/checkout/scenarios``).
 * The test data locations: the bundled scenarios (``scenarios/``) and the reference's real recordings
   beside the checkout (``../shared/conformance``, ``../shared/conformance-head``), with one skip rule:
   a test that needs an absent recording folder is skipped and says which folder is missing.
@@ -16,8 +18,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent
 BUNDLED = REPO / "scenarios"

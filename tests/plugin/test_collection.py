@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -268,3 +271,30 @@ def test_an_ignored_input_json_is_not_collected(pytester: pytest.Pytester) -> No
     result.assert_outcomes(passed=N_SPAWN - 1)
     result = run(pytester, "--dsh-scenario", "scenarios", f"--ignore-glob=*/{scenario.name}/*")
     result.assert_outcomes(passed=N_SPAWN - 1)
+
+
+def test_this_checkouts_scenarios_run_from_another_directory(tmp_path: Path) -> None:
+    """``pytest --dsh-scenario /path/to/checkout/scenarios`` from elsewhere: the README's "anywhere on
+    disk" includes this repository's own bundled scenarios.
+
+    Regression: the repository's conftest declared ``pytest_plugins``, which pytest refuses in a
+    conftest outside the rootdir ("Defining 'pytest_plugins' in a non-top-level conftest is no longer
+    supported"), so the run ended with "found no collectors"."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--dsh-scenario",
+            str(BUNDLED / "spawn"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"{N_SPAWN} passed" in proc.stdout
