@@ -453,7 +453,17 @@ def _refusal(plan: Plan, scenario: Scenario, why: str) -> str:
     )
 
 
-def changed_tool_result(
+#: the events that put something before the model (events.md §surface): a prompt, a tool's output, an
+#: injected message; a recorded answer served after a changed one was given to the old input
+MODEL_INPUT_TYPES: dict[str, str] = {
+    "user/message": "user message",
+    "tool/result": "tool result",
+    "context/message": "context message",
+    "steering/message": "steering message",
+}
+
+
+def changed_model_input(
     fixtures: Sequence[SessionLog],
     run_logs: Sequence[SessionLog],
     *,
@@ -461,13 +471,16 @@ def changed_tool_result(
     event_hook: Callable[..., Any] | None,
     sqlite: bool,
 ) -> str | None:
-    """The first ``tool/result`` of the run that differs from the recording and is followed by a
-    replayed model call (whose recorded answer was given to the old result), described; else ``None``.
+    """The first model input of the run (:data:`MODEL_INPUT_TYPES`: a prompt, a tool result, ...) that
+    differs from the recording and is followed by a replayed model call (whose recorded answer was given
+    to the old input), described; else ``None``.
 
-    Both sides are normalized as the log comparison normalizes them (ignored types, the
-    ``pytest_dsh_normalize_event`` hook, ids, cwd); the k-th tool result of each log is compared with
-    the k-th of its fixture, by ``data`` (seqs may shift when the agent writes other events). The
-    call is counted by the ``step/start`` events of the log's own part (``events[seedLength:]``).
+    This is what refuses an update whose request check does not see ``messages`` (``--dsh-match-on``
+    without it, or a ``pytest_dsh_normalize_event`` hook): both sides are normalized as the log
+    comparison normalizes them (ignored types, the hook, ids, cwd), so a value the hook masks is no
+    change. The k-th input of each log is compared with the k-th of its fixture, by type and ``data``
+    (seqs may shift when the agent writes other events). The call is counted by the ``step/start``
+    events of the log's own part (``events[seedLength:]``).
     """
     from .compare import structural_diff
     from .normalize import context_for, normalized_events
@@ -475,8 +488,8 @@ def changed_tool_result(
     rules = Normalization(ignored, sqlite, event_hook)
     fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
     for fixture, live in zip(fixtures, run_logs, strict=False):
-        expected = _tool_results(fixture, normalized_events(fixture, fx_ctx)[1])
-        actual = _tool_results(live, normalized_events(live, run_ctx)[1])
+        expected = _model_inputs(normalized_events(fixture, fx_ctx)[1])
+        actual = _model_inputs(normalized_events(live, run_ctx)[1])
         for k in range(max(len(expected), len(actual))):
             exp = expected[k][1] if k < len(expected) else None
             act = actual[k][1] if k < len(actual) else None
@@ -487,24 +500,31 @@ def changed_tool_result(
             if call is None:
                 break  # no recorded answer follows it in this log
             seq = live.events[index].get("seq") if index < len(live.events) else None
-            detail = structural_diff(exp, act, limit=1, labels=("recorded", "run")) if exp and act else []
+            detail = (
+                structural_diff(exp["data"], act["data"], limit=1, labels=("recorded", "run"))
+                if exp and act and exp["type"] == act["type"]
+                else structural_diff(exp, act, limit=1, labels=("recorded", "run"))
+                if exp and act
+                else []
+            )
             what = "changed" if exp is not None and act is not None else ("missing" if act is None else "new")
+            label = MODEL_INPUT_TYPES.get(str((act or exp or {}).get("type")), "model input")
             name = Path(fixture.source).name
             return (
-                f"tool result {what} at seq {seq} of {name} ({fixture.role()}), and the recorded answer of "
+                f"{label} {what} at seq {seq} of {name} ({fixture.role()}), and the recorded answer of "
                 f"call #{call} of {name} was served after it (the model answered the recorded result)"
                 + "".join(f"\n{line}" for line in detail[:1])
             )
     return None
 
 
-def _tool_results(log: SessionLog, lines: list[tuple[int, str]]) -> list[tuple[int, Any]]:
-    """``(index in log.events, data)`` of every normalized ``tool/result`` of ``log``."""
+def _model_inputs(lines: list[tuple[int, str]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(index in log.events, {"type", "data"})`` of every normalized model input of a log's lines."""
     out = []
     for index, line in lines:
         event = orjson.loads(line)
-        if isinstance(event, dict) and event.get("type") == "tool/result":
-            out.append((index, event.get("data")))
+        if isinstance(event, dict) and event.get("type") in MODEL_INPUT_TYPES:
+            out.append((index, {"type": event.get("type"), "data": event.get("data")}))
     return out
 
 
@@ -542,7 +562,7 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
         )
         outcome.refused = True
         return outcome
-    changed = changed_tool_result(
+    changed = changed_model_input(
         replayed.fixtures.logs,
         scrub_logs(run.logs, _scrubber(options)),
         ignored=replayed.ignored,

@@ -124,6 +124,28 @@ def test_a_changed_tool_output_is_refused_when_messages_are_not_checked(pytester
     assert "call #2 of session.jsonl" in text  # the recorded answer that would follow it
 
 
+@pytest.mark.parametrize("unchecked", ["--dsh-match-on=none", "a normalize hook"])
+def test_a_changed_prompt_is_refused_when_messages_are_not_checked(
+    pytester: pytest.Pytester, unchecked: str
+) -> None:
+    """With ``messages`` out of the request check (``--dsh-match-on none``, or a
+    ``pytest_dsh_normalize_event`` hook, which leaves them out by default), the changed
+    ``user/message`` itself refuses the update.
+
+    Regression: the update wrote the new prompt ("reply CHILD_YES") followed by the recorded answers
+    saying CHILD_OK, and its summary said every request had been checked."""
+    scenario = _one_child(pytester)
+    _edit_input(scenario, lambda d: d["steps"][2].update(text="Ask a child agent to reply CHILD_YES."))
+    before = _files(scenario)
+    args = ["--dsh-scenario", str(scenario), "--snapshot-update"]
+    if unchecked == "a normalize hook":
+        pytester.makeconftest("def pytest_dsh_normalize_event(event, context):\n    return None\n")
+    else:
+        args.append(unchecked)
+    text = _assert_refused(_run(pytester, *args), scenario, before, "user message changed at seq")
+    assert "CHILD_YES" in text and "call #" in text
+
+
 def test_a_removed_tool_is_refused(pytester: pytest.Pytester) -> None:
     """Regression: it rewrote the tool pins, deleted the child's log, recorded ``unknown tool "subagent"``
     and kept the recorded "The child answered CHILD_OK."."""
