@@ -30,6 +30,7 @@ from .layout import (
     INPUT_FILE,
     LOG_GLOB,
     SCRIPTED_FILE,
+    WORKSPACE_DIR,
     is_endpoint_recording,
     is_log_name,
     is_owned,
@@ -240,7 +241,10 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     """A scenario directory under a scenario root is a :class:`ScenarioDir` (one stat for any other
     directory); a package directory (``__init__.py``) is left to pytest."""
     state = parent.config.stash[_STATE]
-    if not state.roots or not (path / INPUT_FILE).is_file() or (path / "__init__.py").exists():
+    try:
+        if not state.roots or not (path / INPUT_FILE).is_file() or (path / "__init__.py").exists():
+            return None
+    except OSError:  # an unreadable directory: pytest's own collector reports it
         return None
     # the roots are resolved; the path pytest walks is, unless a symlink is on the way
     if not _within(path, state.roots) and not _within(path.resolve(), state.roots):
@@ -314,8 +318,9 @@ _SCENARIO_FILES = frozenset({INPUT_FILE, SCRIPTED_FILE, ENDPOINT_MANIFEST})
 
 class ScenarioDir(pytest.Directory):
     """A scenario directory: its ``input.json`` is the :class:`ScenarioFile`; the files the layout names
-    (logs, sidecars, pins, ``scripted.json``) reach no collection hook; anything else is collected as
-    pytest's own directory collector would (ignore, then file or directory hooks).
+    (logs, sidecars, pins, ``scripted.json``) reach no collection hook and its ``workspace/`` (the
+    agent's files, e.g. a failing ``test_*.py`` it is asked to fix) is not collected; anything else is
+    collected as pytest's own directory collector would (ignore, then file or directory hooks).
 
     Skipping the layout's files is what makes collecting a scenario cheap: each hook call of each file
     visits every plugin's ``pytest_ignore_collect`` and ``pytest_collect_file``, and every xdist worker
@@ -335,6 +340,8 @@ class ScenarioDir(pytest.Directory):
                 and (entry.name in _SCENARIO_FILES or is_owned(entry.name))
             ):
                 continue
+            if is_dir and entry.name == WORKSPACE_DIR:
+                continue  # the files the agent works on (copied into its cwd), never the project's tests
             if not session.isinitpath(path, with_parents=is_dir) and ihook.pytest_ignore_collect(
                 collection_path=path, config=config
             ):

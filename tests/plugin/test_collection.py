@@ -298,3 +298,16 @@ def test_this_checkouts_scenarios_run_from_another_directory(tmp_path: Path) -> 
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"{N_SPAWN} passed" in proc.stdout
+
+
+def test_a_scenarios_workspace_is_not_collected(pytester: pytest.Pytester) -> None:
+    """``workspace/`` holds the files the agent works on (copied into its cwd): a failing
+    ``test_*.py`` there, e.g. for a "fix the failing test" scenario, is the agent's task, not a test of
+    the project.
+
+    Regression: pytest collected and ran it beside the scenario, turning the suite red."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
+    (scenario / "workspace").mkdir()
+    (scenario / "workspace" / "test_task.py").write_text("def test_task():\n    assert 0\n")
+    run(pytester, "--dsh-scenario", "scenarios").assert_outcomes(passed=N_SPAWN)
