@@ -64,6 +64,8 @@ class _State:
     def __init__(self) -> None:
         self.roots: list[Path] = []
         self.name_globs: list[str] = []
+        #: the ``--dsh-scenario`` values that are paths: their scenarios are kept whatever the globs say
+        self.named_paths: list[Path] = []
         self.scrubber: SecretScrubber | None = None  # THE secret set of the run (llm.secrets.run_scrubber)
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
         #: such a root only scenarios are collected, python tests only inside the testpaths
@@ -130,6 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
             path = path.parent
         if path.exists():
             state.roots.append(path.resolve())
+            state.named_paths.append(path.resolve())
             scenario_args.append(str(path.resolve()))
         elif value.startswith(("/", ".", "~")) or value.endswith((".json", ".jsonl")):
             raise pytest.UsageError(
@@ -286,7 +289,8 @@ def _scenario_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    globs = config.stash[_STATE].name_globs
+    state = config.stash[_STATE]
+    globs = state.name_globs
     if not globs:
         return
     keep: list[pytest.Item] = []
@@ -299,7 +303,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             else set(globs)
         )
         matched |= hits
-        (keep if hits else drop).append(item)
+        # ``--dsh-scenario`` is repeatable: a path and a glob given together select the union
+        named = isinstance(item, ScenarioItem) and _within(item.scenario_path.resolve(), state.named_paths)
+        (keep if hits or named else drop).append(item)
     unmatched = [g for g in globs if g not in matched]
     if unmatched:
         searched = ", ".join(dict.fromkeys(map(str, config.stash[_STATE].roots)))  # each root once

@@ -311,3 +311,13 @@ def test_a_scenarios_workspace_is_not_collected(pytester: pytest.Pytester) -> No
     (scenario / "workspace").mkdir()
     (scenario / "workspace" / "test_task.py").write_text("def test_task():\n    assert 0\n")
     run(pytester, "--dsh-scenario", "scenarios").assert_outcomes(passed=N_SPAWN)
+
+
+def test_a_scenario_path_and_a_name_glob_select_the_union(pytester: pytest.Pytester) -> None:
+    """``--dsh-scenario`` is repeatable: ``--dsh-scenario scenarios/spawn --dsh-scenario 'fork/*'`` runs
+    the spawn scenarios and the fork ones.
+
+    Regression: the glob deselected every scenario it did not match, the ones named by path too."""
+    shutil.copytree(BUNDLED, pytester.path / "scenarios")
+    result = run(pytester, "--dsh-scenario", "scenarios/spawn", "--dsh-scenario", "fork/*")
+    result.assert_outcomes(passed=N_SPAWN + N_FORK)
