@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import HarnessError, quote, read_regular_file
-from ..layout import ENDPOINT_MANIFEST
+from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_log_name
 
 #: The manifest version this release writes and reads.
 MANIFEST_VERSION = 1
@@ -111,12 +111,26 @@ def check_recording(directory: Path, rerecord: str) -> Manifest | None:
         rerecord: the command that re-records it (named in the refusal).
 
     Raises:
+        EndpointManifestError: session logs without a manifest (a scenario directory, or a recording
+            whose ``endpoint.json`` was lost); see also :func:`read_manifest`.
         EndpointRecordingError: the first finding's code; the message quotes the findings (file, line,
             seq, as ``validate`` prints them), how many there are, and the ways out.
         EndpointManifestError: see :func:`read_manifest`.
     """
     from ..scenario.validate import validate_unit
 
+    if not (directory / ENDPOINT_MANIFEST).exists() and any(
+        is_log_name(p.name) for p in directory.glob(LOG_GLOB)
+    ):
+        what = (
+            "a scenario (it has input.json): replay it with pytest --dsh-scenario DIR"
+            if (directory / INPUT_FILE).exists()
+            else "restore its endpoint.json"
+        )
+        raise EndpointManifestError(
+            f"{directory}: session logs but no {ENDPOINT_MANIFEST}, so not a recording of the endpoint; "
+            f"{what}, or re-record: {rerecord}"
+        )
     findings = validate_unit(directory).findings
     if findings:
         quoted = [str(f) for f in findings]

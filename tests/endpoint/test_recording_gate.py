@@ -99,6 +99,28 @@ def test_a_bad_manifest_is_a_typed_error_naming_the_file(recording: Path, text: 
     assert str(raised.value).startswith(f"{recording / 'endpoint.json'}: {says}")
 
 
+def test_session_logs_without_a_manifest_are_refused(recording: Path, tmp_path: Path) -> None:
+    """A recording whose ``endpoint.json`` was lost, and a scenario directory (its ``input.json`` says
+    so), are refused naming what to do.
+
+    Regression: the lost manifest was refused as ``SCENARIO_NO_INPUT`` ("add input.json", advice for
+    a scenario), and a bundled scenario was served, its calls then all reported as never used."""
+    (recording / "endpoint.json").unlink()
+    with pytest.raises(EndpointManifestError) as raised:
+        _start(recording)
+    assert "session logs but no endpoint.json" in str(raised.value)
+    assert "restore its endpoint.json" in str(raised.value)
+    scenario = tmp_path / "scenario"
+    scenario.mkdir()
+    for name in ("input.json", "session.jsonl"):
+        (scenario / name).write_bytes(
+            (recording / "session.jsonl").read_bytes() if name != "input.json" else b"{}"
+        )
+    with pytest.raises(EndpointManifestError) as raised:
+        _start(scenario)
+    assert "replay it with pytest --dsh-scenario DIR" in str(raised.value)
+
+
 def test_the_written_manifest_reads_back_with_its_version(recording: Path) -> None:
     on_disk = json.loads((recording / "endpoint.json").read_text())
     assert on_disk == {
