@@ -98,7 +98,9 @@ def add_options(parser: pytest.Parser) -> None:
 def warn_inert_options(config: pytest.Config) -> None:
     """Warn about options that would silently do nothing in this run: an unknown ``--dsh-ignore-event``
     type, ``--dsh-model`` or ``--dsh-upstream`` without a record mode (the ini keys are project
-    defaults, never warned about), ``--dsh-accept-changed-requests`` without ``--snapshot-update``."""
+    defaults, never warned about), ``--dsh-accept-changed-requests`` without ``--snapshot-update``,
+    ``--snapshot-update`` with ``--dsh-record=rewrite`` or ``new_episodes`` (their plans win:
+    :func:`~.scenario.plan.plan_for`)."""
     ignored = config.getoption("dsh_ignore_event")
     if ignored:  # imported only then: a run without dsh options must not pay for the session package
         from .session.types import unknown_event_type
@@ -120,6 +122,23 @@ def warn_inert_options(config: pytest.Config) -> None:
                 f"--dsh-upstream {config.getoption('dsh_upstream')} has no effect without a record mode: the "
                 "dsh_endpoint fixture replays and never calls the upstream; add --dsh-record=once, "
                 "new_episodes or rewrite to record"
+            ),
+            stacklevel=2,
+        )
+    mode = record_mode(config)
+    if config.getoption("update_snapshots", default=False) and mode in (
+        RecordMode.REWRITE,
+        RecordMode.NEW_EPISODES,
+    ):
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"--snapshot-update has no effect with --dsh-record={mode.value}: "
+                + (
+                    "rewrite records every scenario again"
+                    if mode is RecordMode.REWRITE
+                    else "new_episodes replays the recorded calls and appends the new ones"
+                )
+                + "; drop one of the two"
             ),
             stacklevel=2,
         )

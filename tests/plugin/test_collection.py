@@ -117,6 +117,17 @@ def test_inert_options_warn(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["*--dsh-accept-changed-requests has no effect without --snapshot-update*add --snapshot-update*"]
     )
+    # --snapshot-update beside a record mode whose plan replaces it (regression: silently ignored)
+    result = run(
+        pytester,
+        "--dsh-scenario",
+        scenario,
+        "--snapshot-update",
+        "--dsh-record=rewrite",
+        "--dsh-model",
+        "scripted",
+    )
+    result.stdout.fnmatch_lines(["*--snapshot-update has no effect with --dsh-record=rewrite*"])
     # a known type and a model with a record mode are silent, and so are the upstream and the accept
     # flag where they act
     for args in (
