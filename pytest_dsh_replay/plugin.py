@@ -304,7 +304,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         matched |= hits
         # ``--dsh-scenario`` is repeatable: a path and a glob given together select the union
-        named = isinstance(item, ScenarioItem) and _within(item.scenario_path.resolve(), state.named_paths)
+        named = (
+            bool(state.named_paths)
+            and isinstance(item, ScenarioItem)
+            and _within(item.scenario_path.resolve(), state.named_paths)
+        )
         (keep if hits or named else drop).append(item)
     unmatched = [g for g in globs if g not in matched]
     if unmatched:
@@ -334,7 +338,9 @@ class ScenarioDir(pytest.Directory):
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         ihook, config, session = self.ihook, self.config, self.session
-        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+        with os.scandir(self.path) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        for entry in entries:
             path = Path(entry.path)
             try:
                 is_dir, is_file = entry.is_dir(), entry.is_file()

@@ -500,13 +500,11 @@ def changed_model_input(
             if call is None:
                 break  # no recorded answer follows it in this log
             seq = live.events[index].get("seq") if index < len(live.events) else None
-            detail = (
-                structural_diff(exp["data"], act["data"], limit=1, labels=("recorded", "run"))
-                if exp and act and exp["type"] == act["type"]
-                else structural_diff(exp, act, limit=1, labels=("recorded", "run"))
-                if exp and act
-                else []
-            )
+            detail: list[str] = []
+            if exp and act:  # the data of the same kind of input, else the inputs themselves
+                same = exp["type"] == act["type"]
+                pair = (exp["data"], act["data"]) if same else (exp, act)
+                detail = structural_diff(*pair, limit=1, labels=("recorded", "run"))
             what = "changed" if exp is not None and act is not None else ("missing" if act is None else "new")
             label = MODEL_INPUT_TYPES.get(str((act or exp or {}).get("type")), "model input")
             name = Path(fixture.source).name
