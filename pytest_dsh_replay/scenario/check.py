@@ -510,7 +510,7 @@ def changed_model_input(
             name = Path(fixture.source).name
             return (
                 f"{label} {what} at seq {seq} of {name} ({fixture.role()}), and the recorded answer of "
-                f"call #{call} of {name} was served after it (the model answered the recorded result)"
+                f"call #{call} of {name} was served after it (the model answered the recorded input)"
                 + "".join(f"\n{line}" for line in detail[:1])
             )
     return None
@@ -696,6 +696,7 @@ def raise_for(outcome: CheckOutcome, options: CheckOptions) -> None:
     elif (
         options.refresh_command
         and not outcome.request_mismatch
+        and not outcome.refused  # the refusal names its own ways out; an update would be refused again
         and options.record is not RecordMode.NEW_EPISODES
     ):
         # (a failed new_episodes run says what to fix; --snapshot-update cannot serve the new calls)

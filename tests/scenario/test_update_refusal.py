@@ -144,6 +144,7 @@ def test_a_changed_prompt_is_refused_when_messages_are_not_checked(
         args.append(unchecked)
     text = _assert_refused(_run(pytester, *args), scenario, before, "user message changed at seq")
     assert "CHILD_YES" in text and "call #" in text
+    assert "refresh just this scenario" not in text  # the same update would be refused again
 
 
 def test_a_removed_tool_is_refused(pytester: pytest.Pytester) -> None:
