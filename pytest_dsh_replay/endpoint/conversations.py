@@ -349,6 +349,27 @@ class Binder:
         conv.failed = True
         self._index(conv)
 
+    def discard(self, binding: Binding) -> None:
+        """Undo ``binding``, whose call failed having taken nothing (a replay whose request matched no
+        recorded conversation). A conversation it created is forgotten: it is none of the run's, so it
+        does not rank before the next one, and no later request continues, forks or spawns from it. A
+        conversation it continued keeps its history, marked failed (:meth:`failed`)."""
+        conv = binding.conversation
+        if binding.kind in ("continue", "retry") or conv not in self.conversations:
+            self.failed(conv)
+            return
+        self.conversations.remove(conv)
+        for later in self.conversations[conv.rank :]:  # a conversation created meanwhile moves up
+            later.rank -= 1
+        if conv.name is not None and self._by_name.get(conv.name) is conv:
+            del self._by_name[conv.name]
+        for at in conv.boundaries:  # a fork child's inherited turn ends
+            peers = self._by_boundary.get(conv.hashes[at], [])
+            if (conv, at) in peers:
+                peers.remove((conv, at))
+        self._unindex(conv)
+        conv.busy = False
+
     def results_arrived(self, conv: Conversation, delta: Sequence[Message]) -> None:
         """Clear the open tool calls answered by tool results in ``delta``."""
         answered = {

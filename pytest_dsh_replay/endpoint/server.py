@@ -44,7 +44,7 @@ from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
-from .conversations import Binder, BindingError, Conversation
+from .conversations import Binder, Binding, BindingError, Conversation
 from .prefixes import PrefixCache
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 from .recording import check_recording, manifest_text
@@ -244,6 +244,9 @@ class Endpoint:
                 # its ways out (it has no --snapshot-update and no match_on= keyword)
                 pin_refresh="re-record it (command above), or check only the conversation with "
                 "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)",
+                # a client sends any request at any time: one that matches no recorded conversation
+                # is refused without taking one, so the right request after it is still served
+                bind_unmatched=False,
             )
             self.replay.attach_run(
                 RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)
@@ -441,7 +444,7 @@ class Endpoint:
         if self.upstream is not None:
             self.upstream.pending[conv.id] = (fmt, body)
         try:
-            return await self._answer(fmt, request, body, conv, log, call)
+            return await self._answer(fmt, request, body, binding, log, call)
         finally:
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
@@ -455,13 +458,13 @@ class Endpoint:
         fmt: WireFormat,
         request: Any,
         body: Mapping[str, Any],
-        conv: Conversation,
+        binding: Binding,
         log: ConversationLog | None,
         call: ModelRequest,
     ) -> Any:
         stream = self.model.stream(call).__aiter__()
         try:
-            return await self._send(fmt, request, body, conv, log, call, stream)
+            return await self._send(fmt, request, body, binding, log, call, stream)
         finally:  # a client gone mid-answer: the model's stream (an upstream response) is closed now
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
@@ -472,13 +475,16 @@ class Endpoint:
         fmt: WireFormat,
         request: Any,
         body: Mapping[str, Any],
-        conv: Conversation,
+        binding: Binding,
         log: ConversationLog | None,
         call: ModelRequest,
         stream: Any,
     ) -> Any:
         from aiohttp import web
 
+        from ..replay.errors import UnmatchedSessionError
+
+        conv = binding.conversation
         assembler = BlockAssembler()
         live = self.plan.needs_live_model
         response_id = f"dsh-{uuid.uuid4().hex[:24]}"
@@ -516,7 +522,11 @@ class Endpoint:
                 self.problem(message)
             if log is not None:
                 log.fail(message, code)
-            self.binder.failed(conv)
+            if isinstance(exc, UnmatchedSessionError):
+                # it took no recorded conversation: the next request is bound as if it never came
+                self.binder.discard(binding)
+            else:
+                self.binder.failed(conv)
             return message, code, status
 
         if not fmt.wants_stream(body):

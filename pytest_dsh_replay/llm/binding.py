@@ -4,8 +4,9 @@ The one binding rule: a live session's FIRST call binds it to a free script whos
 matches that call (binding by request); among several such candidates (identical first requests, or no
 request known) the session's creation rank decides, else the first candidate in order. When no free
 script matches, the same tie-break applies to every free script (the request check then reports the
-mismatch against that script). Without a request matcher this is the rank rule of replay.md §5: the Nth
-session to call gets the Nth script.
+mismatch against that script), unless the caller asks for no fallback (the endpoint: a request that
+matches no recorded conversation takes none of them). Without a request matcher this is the rank rule
+of replay.md §5: the Nth session to call gets the Nth script.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def pick_script(
     taken: Collection[int],
     bind_order: BindOrder | None,
     matches: RequestMatch | None = None,
+    *,
+    fallback: bool = True,
 ) -> int | None:
     """The script index an unbound live session ``key`` gets, or ``None`` when none is left.
 
@@ -34,17 +37,21 @@ def pick_script(
         bind_order: the creation rank of a live session (harvest order of the recording), if known.
         matches: whether a script's first recorded request matches this session's first call; ``None``
             when requests are not checked (every free script is a candidate).
+        fallback: when no free script matches, every free script is a candidate; ``False``: none is
+            (the result is then ``None`` although scripts are free).
 
     Returns:
         The rank's script when it is a candidate, else the first candidate; candidates are the free
-        scripts that match, or every free script when none matches.
+        scripts that match, or (``fallback``) every free script when none matches.
     """
     free = [i for i in range(count) if i not in taken]
     if not free:
         return None
     candidates = free
     if matches is not None:
-        candidates = [i for i in free if matches(i)] or free
+        candidates = [i for i in free if matches(i)] or (free if fallback else [])
+        if not candidates:
+            return None
     if bind_order is not None:
         rank = bind_order(key)
         if rank is not None and rank in candidates:

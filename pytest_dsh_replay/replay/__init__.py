@@ -33,6 +33,7 @@ from .errors import (
     ReplayServeError,
     RequestMismatchError,
     RequestShapeError,
+    UnmatchedSessionError,
 )
 from .load import (
     ParsedLogs,
@@ -86,6 +87,7 @@ __all__ = [
     "RequestMismatchError",
     "RequestShapeError",
     "SessionScript",
+    "UnmatchedSessionError",
     "call_points",
     "child_log_files",
     "derive_replay_script",

@@ -18,7 +18,8 @@ Classes and codes:
 * :class:`ReplayAborted`: ``ABORTED`` (the request signal fired while a stream was playing).
 * :class:`ReplayConsumptionError`: ``REPLAY_NOT_CONSUMED``.
 * :class:`RequestMismatchError` (a :class:`ReplayServeError`): ``REPLAY_REQUEST_MISMATCH``,
-  ``REPLAY_AFTER_MISMATCH``; :class:`RequestShapeError` (also a :class:`ReplayServeError`):
+  ``REPLAY_AFTER_MISMATCH``; :class:`UnmatchedSessionError` (a :class:`RequestMismatchError`):
+  ``REPLAY_NO_MATCHING_SESSION``; :class:`RequestShapeError` (also a :class:`ReplayServeError`):
   ``REPLAY_BAD_REQUEST``;
   :class:`PinError` (a :class:`ReplayLoadError`): ``REPLAY_BAD_PIN`` (replay.md §5).
 """
@@ -94,6 +95,15 @@ class RequestMismatchError(ReplayServeError):
         super().__init__(message, code)
         self.parts = parts
         self.call = call
+
+
+class UnmatchedSessionError(RequestMismatchError):
+    """A live session's first request matches no free recorded session, and the model was told not to
+    bind it to one anyway (``ReplayModel(bind_unmatched=False)``, the endpoint): nothing was served and
+    no recorded session was used. The message has the shape of a mismatch against the free session the
+    request was compared with (the one binding by order would have given it)."""
+
+    code = "REPLAY_NO_MATCHING_SESSION"
 
 
 class RequestShapeError(ReplayServeError):

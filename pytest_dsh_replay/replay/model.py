@@ -12,7 +12,10 @@ call fails with :class:`RequestMismatchError` naming the log and its role, the c
 differing path and the re-record command; every later call fails too (``REPLAY_AFTER_MISMATCH``,
 not counted again), so no stale answer is served and the report shows the cause, not a cascade.
 A live session's first call binds it to the free script whose first request matches
-(:func:`~pytest_dsh_replay.llm.binding.pick_script`).
+(:func:`~pytest_dsh_replay.llm.binding.pick_script`); when none matches it is bound by order and the
+check reports the mismatch, unless ``bind_unmatched=False`` (the endpoint, whose clients may send any
+request at any time): then the call fails with :class:`UnmatchedSessionError`, binds nothing and does
+not stop later calls, so a correct request after it still gets the recorded session.
 
 Serving failures ("unrecorded session", "script exhausted", placeholder without a match,
 unknown entry kind, request mismatch) are :class:`ReplayServeError` raised when the returned stream
@@ -41,6 +44,7 @@ from .errors import (
     ReplayServeError,
     RequestMismatchError,
     RequestShapeError,
+    UnmatchedSessionError,
 )
 from .load import SessionScript
 from .pins import PIN_PARTS
@@ -83,6 +87,9 @@ class ReplayModel:
         rerecord: the command shown in a mismatch report to re-record the scenario.
         pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
             differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
+        bind_unmatched: a live session whose first request matches no free script is bound to one by
+            order (``True``: the request check then reports the mismatch against it); ``False``: it is
+            refused with :class:`UnmatchedSessionError` and left unbound (module doc).
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -113,6 +120,7 @@ class ReplayModel:
         strict: bool = True,
         rerecord: str | None = None,
         pin_refresh: str | None = None,
+        bind_unmatched: bool = True,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
         self.match_on = None if match_on is None else frozenset(match_on)
@@ -120,6 +128,7 @@ class ReplayModel:
         self.strict = strict
         self.rerecord = rerecord
         self.pin_refresh = pin_refresh
+        self.bind_unmatched = bind_unmatched
         self.live_cwd: str | None = None
         self.live_ids: Callable[[], Iterable[str]] | None = None
         self.requests: dict[str, list[dict[str, Any]]] = {}
@@ -169,13 +178,18 @@ class ReplayModel:
 
     # -- binding ----------------------------------------------------------------------------
 
-    def script_for(self, key: str, request: ModelRequest | None = None) -> int | None:
+    def script_for(
+        self, key: str, request: ModelRequest | None = None, *, fallback: bool = True
+    ) -> int | None:
         """The script an unbound live session ``key`` would get, or ``None`` (unrecorded); no side effect.
 
         Binding by request: with ``request`` (the session's first call), a free script whose first
         recorded request matches it; among several (or when none matches), the session's creation
         rank (:attr:`bind_order`, the recording's harvest order) when it is one of them, else the first
         (replay.md §5: the Nth session to call gets the Nth script). See ``llm.binding.pick_script``.
+
+        ``fallback=False`` (what :meth:`stream` asks when ``bind_unmatched`` is off): a request that
+        matches no free script gets ``None`` too, while scripts are free.
 
         Raises:
             RequestShapeError: ``request`` is not made of JSON values.
@@ -191,7 +205,8 @@ class ReplayModel:
                     self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
                 )
 
-        return pick_script(key, len(self.scripts), set(self.bound.values()), self.bind_order, matches)
+        taken = set(self.bound.values())
+        return pick_script(key, len(self.scripts), taken, self.bind_order, matches, fallback=fallback)
 
     # -- the request check ------------------------------------------------------------------
 
@@ -241,7 +256,12 @@ class ReplayModel:
             )
         return Sides(recorded, cached[2], self.scrub)
 
-    def _mismatch(self, index: int, call: int, key: str, diffs: list[Difference]) -> RequestMismatchError:
+    def _mismatch(
+        self, index: int, call: int, key: str, diffs: list[Difference], *, free: int = 0
+    ) -> RequestMismatchError:
+        """The report of a request that differs from call ``call`` of script ``index``; ``free``: the
+        number of free scripts a first request matched none of (an :class:`UnmatchedSessionError`,
+        compared with script ``index``, the one binding by order gives), 0 for a bound session's call."""
         script = self.scripts[index]
         role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
         checked = self.checked_parts(index)
@@ -255,9 +275,17 @@ class ReplayModel:
             if self.strict
             else "its recorded answer was served anyway and now follows this changed request"
         )
+        what = f"the request differs from the recorded one in {', '.join(parts)}; {served}"
+        if free:
+            which = "the only free one" if free == 1 else f"the first of {free} free ones by creation order"
+            what = (
+                "the first request of this session matches no free recorded session, so nothing was "
+                f"served and no recorded session was used; it differs from this one ({which}) in "
+                + ", ".join(parts)
+            )
+        scenario = self._scenario_name()
         lines = [
-            f"replay: request mismatch at {where} for live session {key!r} in {self._scenario_name()}: the "
-            f"request differs from the recorded one in {', '.join(parts)}; {served}",
+            f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
             *(f"  {d.render()}" for d in diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             f"  if the change is intended, re-record the scenario: {rerecord}",
@@ -276,6 +304,8 @@ class ReplayModel:
                 )
                 + ")"
             )
+        if free:
+            return UnmatchedSessionError("\n".join(lines), None, parts, where)
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where)
 
     def check_summary(self) -> str:
@@ -323,6 +353,8 @@ class ReplayModel:
                 ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``, ``REPLAY_AFTER_MISMATCH``.
             RequestMismatchError: ``REPLAY_REQUEST_MISMATCH``, the request differs from the recording
                 (nothing is served; see :meth:`_mismatch` for the report).
+            UnmatchedSessionError: ``REPLAY_NO_MATCHING_SESSION`` (``bind_unmatched=False``): a first
+                request that matches no free script; nothing is bound.
             RequestShapeError: ``REPLAY_BAD_REQUEST``, a part of the request is not JSON values.
             LlmError: a ``throw`` entry (its ``message``, ``code``, ``status``).
             ReplayAborted: the request signal fired during playback / while hanging.
@@ -332,10 +364,15 @@ class ReplayModel:
         self.requests.setdefault(key, []).append({k: v for k, v in request.items() if k != "signal"})
         if key not in self.bound:
             try:
-                target = None if key in self._unrecorded else self.script_for(key, request)
+                fallback = self.bind_unmatched
+                target = None if key in self._unrecorded else self.script_for(key, request, fallback=fallback)
             except RequestShapeError as exc:
                 self.failures.append(exc)
                 return self._raise(exc)
+            if target is None and not self.bind_unmatched and key not in self._unrecorded:
+                unmatched = self._unmatched(key, request)
+                if unmatched is not None:
+                    return self._raise(unmatched)
             if target is None:
                 ordinal = self._unrecorded.setdefault(key, len(self.scripts) + len(self._unrecorded) + 1)
                 error = self._fail(
@@ -385,6 +422,28 @@ class ReplayModel:
                 self.failures.append(mismatch)
                 return self._raise(mismatch)
         return self._play(request, key, index, call, signal)
+
+    def _unmatched(self, key: str, request: ModelRequest) -> ReplayServeError | None:
+        """The refusal of a first request that matches no free script (``bind_unmatched=False``): the
+        report of its differences from the free script binding by order picks (among those that called
+        the model); counted in :attr:`failures`, not in :attr:`mismatches` (later calls are still
+        served). ``None`` when no free script has a call to compare with (an unrecorded session)."""
+        taken = set(self.bound.values())
+        free = [i for i in range(len(self.scripts)) if i not in taken and self.scripts[i].calls]
+        index = pick_script(key, len(self.scripts), taken, self.bind_order, free.__contains__, fallback=False)
+        if index is None:
+            return None
+        sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+        try:
+            diffs = request_differences(self._recorded_parts(index, 0), request, sides)
+        except RequestShapeError as exc:
+            self.failures.append(exc)
+            return exc
+        if not diffs:
+            return None
+        error = self._mismatch(index, 0, key, diffs, free=len(free))
+        self.failures.append(error)
+        return error
 
     async def _raise(self, error: BaseException) -> AsyncIterator[StreamChunk]:
         raise error

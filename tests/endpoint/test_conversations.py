@@ -61,6 +61,33 @@ def test_an_identical_request_retries_only_a_failed_call() -> None:
     assert other.kind == "root" and other.conversation is not first.conversation
 
 
+def test_a_discarded_conversation_is_forgotten_and_a_continued_one_is_kept_failed() -> None:
+    """A conversation created by a call that took nothing (``discard``) neither ranks, nor is continued,
+    forked from or named again; a continued one keeps its history, marked failed."""
+    binder = Binder()
+    a = binder.bind(req(user("one")))
+    binder.answered(a.conversation, said("1"), turn_ended=True)
+    fork = binder.bind(req(user("one"), said("1"), user("stray")), {"X-Dsh-Conversation": "stray"})
+    assert fork.kind == "fork" and fork.conversation.rank == 1
+    binder.discard(fork)
+    assert binder.conversations == [a.conversation]
+    again = binder.bind(req(user("one"), said("1"), user("stray")), {"X-Dsh-Conversation": "stray"})
+    assert again.kind == "fork" and again.conversation is not fork.conversation  # a new one, not a retry
+    assert again.conversation.rank == 1
+    binder.answered(again.conversation, said("s"), turn_ended=True)
+    stray_root = binder.bind(req(user("two")))
+    assert stray_root.kind == "root" and stray_root.conversation.rank == 2
+    binder.discard(stray_root)
+    assert stray_root.conversation not in binder.conversations
+    assert binder.bind(req(user("other"))).conversation.rank == 2
+    # a continued conversation is not forgotten: its failed call may be retried
+    cont = binder.bind(req(user("one"), said("1"), user("stray"), said("s"), user("more")))
+    assert cont.kind == "continue"
+    binder.discard(cont)
+    assert cont.conversation in binder.conversations and cont.conversation.failed
+    assert binder.bind(req(user("one"), said("1"), user("stray"), said("s"), user("more"))).kind == "retry"
+
+
 def test_divergence_after_a_completed_exchange_is_a_fork_child() -> None:
     binder = Binder()
     a = binder.bind(req(user("one")))

@@ -133,3 +133,34 @@ def test_parallel_children_arriving_in_permuted_orders_replay_their_own_answers(
         with served(tmp_path) as ep:
             assert run(ep.url, random.Random(seed)) == recorded
         assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_a_request_matching_no_recorded_conversation_is_refused_and_uses_none(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A first request that matches no recorded conversation answers HTTP 400 (the OpenAI error body)
+    naming the difference, the recorded request it was compared with and the re-record command, and
+    takes no recorded conversation: the correct request that follows is served its recorded answers.
+
+    Regression: the unmatched request took the only free recorded conversation, so the correct
+    request after it was refused as an unrecorded session."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        recorded = run_agent("list the files", client=_client(ep.url))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    upstream.stop()
+
+    with served(tmp_path, rerecord="make rerecord") as ep:
+        with pytest.raises(openai.BadRequestError) as raised:
+            run_agent("list the folders", client=_client(ep.url))
+        replayed = run_agent("list the files", client=_client(ep.url))
+    assert replayed == recorded
+    body = raised.value.body
+    assert isinstance(body, dict) and raised.value.code == "REPLAY_NO_MATCHING_SESSION"
+    message = str(body["message"])
+    assert "matches no free recorded session" in message
+    assert "call #1 of session.jsonl" in message  # the recorded request it was compared with
+    assert "messages[0].content[0].text: recorded 'list the files' != sent 'list the folders'" in message
+    assert "no recorded session was used" in message
+    assert message.splitlines()[-1].endswith("make rerecord")
+    assert ep.outcome is not None
+    assert ep.outcome.problems == [message]  # the refusal; no unrecorded session, nothing left unused
