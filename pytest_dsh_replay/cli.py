@@ -26,7 +26,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import HarnessError, quote
-from .layout import OVERRIDE_FILE, PRIMARY_FILE, is_log_name, log_name, loose_log_number
+from .layout import (
+    OVERRIDE_FILE,
+    PRIMARY_FILE,
+    is_endpoint_recording,
+    is_log_name,
+    log_name,
+    loose_log_number,
+)
 from .modes import Backend, RecordMode
 from .scenario.logstream import Event
 from .scenario.normalize import SessionLog
@@ -451,7 +458,8 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
     """Check log integrity of every scenario or log at or under each PATH.
 
     Header, seq contiguity, turn/step balance, tool pairing, lineage, seedLength, surface, the size
-    limit of a line, and the inventory (input.json, child numbering, sidecars). Every path is
+    limit of a line, and the inventory (input.json, child numbering, sidecars; an endpoint
+    recording's endpoint.json, as serve and dsh_endpoint read it). Every path is
     checked, whatever an earlier one held; the last line sums up (units, logs, events, findings).
     Exit 1 when any finding is reported (an unreadable or unrecorded path included), 2 only for
     usage errors.
@@ -466,6 +474,10 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
         sys.exit(EXIT_USAGE)
     findings = units = bad_units = logs = events = 0
     for report in validate_paths(paths):
+        if report.path.is_dir() and is_endpoint_recording(report.path):
+            from .endpoint.recording import manifest_findings
+
+            report.findings[:0] = manifest_findings(report.path)  # inventory first, as validate orders it
         units += 1
         logs += report.logs
         events += report.events

@@ -4,16 +4,17 @@ Beside ``scenario/``: it reuses the replay engine (``ReplayModel``, the request 
 scenario's harvest, scrubbing and the one stable writer, and the session store with its persistence
 backends. Modules: :mod:`.conversations` (binding requests to conversations), :mod:`.record` (sessions
 written as the bundled agent would, the upstream model, the recorder), :mod:`.prefixes` (the
-prefix cache: a growing history is mapped and keyed once), :mod:`.recording` (the
-start-up gate of a replay, the ``endpoint.json`` manifest), :mod:`.server` (the aiohttp app,
-the format table, the plans), :mod:`.fixture` (the pytest fixture's body).
+prefix cache: a growing history is mapped and keyed once), :mod:`.formats` (the table of served wire
+formats), :mod:`.recording` (the start-up gate of a replay, the ``endpoint.json`` manifest),
+:mod:`.server` (the aiohttp app, the plans), :mod:`.fixture` (the pytest fixture's body).
 """
 
 from __future__ import annotations
 
 from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, BindingError
+from .formats import FORMATS
 from .recording import EndpointManifestError, EndpointRecordingError, check_recording, read_manifest
-from .server import FORMATS, Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
+from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
 __all__ = [
     "CONVERSATION_HEADER",

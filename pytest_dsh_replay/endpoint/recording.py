@@ -7,7 +7,9 @@
       {"version": 1, "recordedBy": "pytest-dsh-replay endpoint", "formats": ["/v1/chat/completions"]}
 
   ``version`` absent is version 1 (the manifests written before it was added); ``formats`` are the
-  paths of the wire formats the recording was made through. Other keys are ignored.
+  paths of the wire formats the recording was made through, each one the endpoint serves
+  (:data:`~.formats.FORMATS`). Other keys are ignored. ``dsh-replay validate`` reports a manifest that
+  does not read as a finding (:func:`manifest_findings`), in the words of the start-up refusal.
 * :func:`check_recording` is the start-up gate of a replay: the recording must be one
   ``dsh-replay validate`` reports clean (a seq gap, a malformed line, a turn out of balance, a bad pin
   or sidecar: the same findings, in the same words) and its manifest must read.
@@ -18,11 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from ..errors import HarnessError, quote, read_regular_file
-from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_log_name
+from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_endpoint_recording, is_log_name
+from .formats import FORMATS
+
+if TYPE_CHECKING:
+    from ..scenario.validate import Finding
 
 #: The manifest version this release writes and reads.
 MANIFEST_VERSION = 1
@@ -70,7 +77,8 @@ def read_manifest(directory: Path) -> Manifest | None:
     Raises:
         EndpointManifestError: ``ENDPOINT_MANIFEST``, naming the file: not a regular file or
             unreadable, not UTF-8 JSON, not an object, ``version`` not an integer or not one this
-            release reads, ``recordedBy`` not a string, ``formats`` not a list of strings.
+            release reads, ``recordedBy`` not a string, ``formats`` not a list of strings or one of
+            them not the path of a format the endpoint serves (the message names the allowed ones).
         LineTooLongError: a manifest larger than the line limit.
     """
     path = directory / ENDPOINT_MANIFEST
@@ -99,7 +107,31 @@ def read_manifest(directory: Path) -> Manifest | None:
     formats = value.get("formats", [])
     if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
         raise EndpointManifestError(f"{path}: formats must be a list of strings, got {quote(formats)}; {fix}")
+    unknown = [(i, f) for i, f in enumerate(formats) if f not in FORMATS]
+    if unknown:
+        i, bad = unknown[0]
+        more = f" ({len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""
+        allowed = ", ".join(quote(f) for f in FORMATS)
+        raise EndpointManifestError(
+            f"{path}: formats[{i}] is {quote(bad)}, not a wire format the endpoint serves{more}; "
+            f"the allowed values are {allowed}; {fix}"
+        )
     return Manifest(version, recorded_by, tuple(formats))
+
+
+def manifest_findings(directory: Path) -> list[Finding]:
+    """What ``dsh-replay validate`` reports of ``directory``'s manifest: the refusal of
+    :func:`read_manifest` as a finding of its code (``ENDPOINT_MANIFEST``, the same words as the
+    start-up refusal); ``[]`` for a directory without a manifest or with one that reads."""
+    from ..scenario.validate import Finding
+
+    if not is_endpoint_recording(directory):
+        return []
+    try:
+        read_manifest(directory)
+    except HarnessError as exc:
+        return [Finding(exc.code, exc.message)]
+    return []
 
 
 def check_recording(directory: Path, rerecord: str) -> Manifest | None:
@@ -152,6 +184,7 @@ __all__ = [
     "EndpointRecordingError",
     "Manifest",
     "check_recording",
+    "manifest_findings",
     "manifest_text",
     "read_manifest",
 ]

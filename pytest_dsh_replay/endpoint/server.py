@@ -1,4 +1,5 @@
-"""The loopback endpoint: an aiohttp server speaking the registered wire formats (one table, :data:`FORMATS`).
+"""The loopback endpoint: an aiohttp server speaking the registered wire formats (one table,
+:data:`~.formats.FORMATS`).
 
 One :class:`Endpoint` serves one recording directory in one record mode:
 
@@ -39,22 +40,16 @@ from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
 from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.wire import chat, messages, responses
+from ..llm.wire import chat, messages
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, Binding, BindingError, Conversation
+from .formats import FORMATS
 from .prefixes import PrefixCache
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
 from .recording import check_recording, manifest_text
-
-#: path -> wire format module (``llm/wire``); every served format is registered here.
-FORMATS: dict[str, WireFormat] = {
-    chat.PATH: cast(WireFormat, chat),
-    messages.PATH: cast(WireFormat, messages),
-    responses.PATH: cast(WireFormat, responses),
-}
 
 _NO_RETRY = {"x-should-retry": "false"}
 
@@ -653,7 +648,6 @@ class _Entries:
 
 
 __all__ = [
-    "FORMATS",
     "Endpoint",
     "EndpointConfig",
     "EndpointConfigError",

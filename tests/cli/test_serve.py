@@ -149,6 +149,11 @@ def test_serve_names_its_own_flags_in_usage_errors(tmp_path: Path) -> None:
         ("gap", "error [LOG_SEQ_GAP]: {log}:15: 1 event missing before seq 14"),
         ("malformed", "error [REPLAY_MALFORMED_LINE]: {log}:5: malformed JSON line"),
         ("manifest", "error [ENDPOINT_MANIFEST]: {manifest}: formats must be a list of strings"),
+        (
+            "format-value",
+            "error [ENDPOINT_MANIFEST]: {manifest}: formats[0] is '/v1/completions', not a wire format the "
+            "endpoint serves; the allowed values are '/v1/chat/completions', '/v1/messages', '/v1/responses'",
+        ),
     ],
 )
 def test_serve_refuses_a_recording_validate_flags(
@@ -158,7 +163,8 @@ def test_serve_refuses_a_recording_validate_flags(
     with the finding, as ``show``/``derive`` treat input they cannot read, and serves nothing.
 
     Regression: a log with a seq gap and a manifest of the wrong shape were served (the process ran
-    until a signal and then reported the recorded calls as unused)."""
+    until a signal and then reported the recorded calls as unused), and so was a manifest naming a
+    wire format the endpoint does not serve."""
     from endpoint.test_recording_gate import drop_line, record_two_turns
 
     record_two_turns(tmp_path, upstream.url)
@@ -170,8 +176,10 @@ def test_serve_refuses_a_recording_validate_flags(
         lines = log.read_text().splitlines(keepends=True)
         lines[4] = "{not json\n"
         log.write_text("".join(lines))
-    else:
+    elif damage == "manifest":
         manifest.write_text('{"version": 1, "formats": {"/v1/chat/completions": 1}}')
+    else:
+        manifest.write_text('{"version": 1, "formats": ["/v1/completions"]}')
     try:
         done = subprocess.run(
             [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(tmp_path)],

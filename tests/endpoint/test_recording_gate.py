@@ -87,11 +87,26 @@ def test_a_recording_with_a_seq_gap_is_refused_with_the_validate_finding(recordi
         ('{"version": 2}', "manifest version 2 is not one this release reads"),
         ('{"version": 1, "formats": "/v1/chat/completions"}', "formats must be a list of strings"),
         ('{"version": 1, "recordedBy": 7}', "recordedBy must be a string, got 7"),
+        (
+            '{"version": 1, "formats": ["/v1/chat/completions", "/v1/completions", "chat"]}',
+            "formats[1] is '/v1/completions', not a wire format the endpoint serves (1 more unknown); "
+            "the allowed values are '/v1/chat/completions', '/v1/messages', '/v1/responses'; fix it",
+        ),
     ],
-    ids=["not-json", "not-object", "version-string", "version-bool", "version-unknown", "formats", "by"],
+    ids=[
+        "not-json",
+        "not-object",
+        "version-string",
+        "version-bool",
+        "version-unknown",
+        "formats",
+        "by",
+        "format-value",
+    ],
 )
 def test_a_bad_manifest_is_a_typed_error_naming_the_file(recording: Path, text: str, says: str) -> None:
-    """Regression: ``endpoint.json`` was never read; a manifest of any content was served from."""
+    """Regression: ``endpoint.json`` was never read; a manifest of any content was served from (and
+    later: a ``formats`` value naming no wire format the endpoint serves was accepted)."""
     (recording / "endpoint.json").write_text(text)
     with pytest.raises(EndpointManifestError) as raised:
         _start(recording)
@@ -119,6 +134,28 @@ def test_session_logs_without_a_manifest_are_refused(recording: Path, tmp_path: 
     with pytest.raises(EndpointManifestError) as raised:
         _start(scenario)
     assert "replay it with pytest --dsh-scenario DIR" in str(raised.value)
+
+
+def test_validate_reports_what_the_start_up_gate_refuses_in_the_manifest(recording: Path) -> None:
+    """``dsh-replay validate`` of an endpoint recording reads its ``endpoint.json``: a manifest the
+    start-up gate refuses is a finding in the gate's words (exit 1); the intact one is clean.
+
+    Regression: validate never read the manifest, so it called clean a recording serve refused."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+
+    clean = CliRunner().invoke(main, ["validate", str(recording)])
+    assert clean.exit_code == 0, clean.output
+    manifest = recording / "endpoint.json"
+    for text in ('{"formats": ["/v1/completions"]}', '{"version": 3}'):
+        manifest.write_text(text)
+        with pytest.raises(EndpointManifestError) as refused:
+            _start(recording)
+        result = CliRunner().invoke(main, ["validate", str(recording)])
+        assert result.exit_code == 1, result.output
+        assert f"finding [ENDPOINT_MANIFEST] {refused.value.message}" in result.output
+        assert "1 finding(s) in 1 of 1 unit(s)" in result.output
 
 
 def test_the_written_manifest_reads_back_with_its_version(recording: Path) -> None:
@@ -151,25 +188,36 @@ def test_gap(dsh_endpoint):
 @pytest.mark.dsh_recording("recs/manifest")
 def test_manifest(dsh_endpoint):
     ask()
+
+@pytest.mark.dsh_recording("recs/formats")
+def test_formats(dsh_endpoint):
+    ask()
 """
 
 
 def test_the_fixture_reports_a_refused_recording_as_one_typed_error(
     pytester: pytest.Pytester, upstream: FakeUpstream
 ) -> None:
-    """Regression: the fixture served a gapped recording; a bad manifest was never read."""
+    """Regression: the fixture served a gapped recording; a bad manifest was never read, and then a
+    ``formats`` value naming no served wire format was accepted."""
     pytester.makepyfile(test_agent=FIXTURE_TEST)
-    for name in ("gap", "manifest"):
+    for name in ("gap", "manifest", "formats"):
         record_two_turns(pytester.path / "recs" / name, upstream.url)
     upstream.stop()
     drop_line(pytester.path / "recs" / "gap" / "session.jsonl", 15)
     (pytester.path / "recs" / "manifest" / "endpoint.json").write_text('{"version": 9}')
+    (pytester.path / "recs" / "formats" / "endpoint.json").write_text('{"formats": ["/v2/chat"]}')
     result = pytester.runpytest("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(errors=2)
+    result.assert_outcomes(errors=3)
     out = result.stdout.str()
     gap = pytester.path / "recs" / "gap" / "session.jsonl"
     manifest = pytester.path / "recs" / "manifest" / "endpoint.json"
+    formats = pytester.path / "recs" / "formats" / "endpoint.json"
     assert f"dsh_endpoint: error [LOG_SEQ_GAP]: {gap}:15: 1 event missing before seq 14" in out
     assert f"dsh_endpoint: error [ENDPOINT_MANIFEST]: {manifest}: manifest version 9" in out
+    assert (
+        f"dsh_endpoint: error [ENDPOINT_MANIFEST]: {formats}: formats[0] is '/v2/chat', not a wire format "
+        "the endpoint serves; the allowed values are '/v1/chat/completions', '/v1/messages', '/v1/responses'"
+    ) in out
     assert "During handling" not in out
     assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()

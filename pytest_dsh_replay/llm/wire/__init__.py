@@ -16,5 +16,5 @@ Every module the endpoint serves offers the same interface (:mod:`.base` spells 
 ``wants_stream(body)``, ``stream_encoder(model, response_id, body=...)`` (``feed(chunk)``/``error()``/
 ``close()`` -> SSE bytes), ``encode_whole(chunks, ...)`` (the whole JSON answer), ``error_body(message,
 code, status)``, ``upstream_translator(body)`` (``feed(event)``/``finish()`` -> our chunks) and
-``upstream_body(body)``. The endpoint registers each in one table (``endpoint.server.FORMATS``).
+``upstream_body(body)``. The endpoint registers each in one table (``endpoint.formats.FORMATS``).
 """
