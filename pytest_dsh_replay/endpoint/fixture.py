@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,14 @@ def recording_dir(request: pytest.FixtureRequest) -> Path:
     return base / "recordings" / module / name
 
 
+def rerecord_command(config: pytest.Config, nodeid: str) -> str:
+    """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
+    where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
+    report lines name it (``Config.cwd_relative_nodeid``), shell-quoted."""
+    test = shlex.quote(config.cwd_relative_nodeid(nodeid))
+    return f"pytest {test} --dsh-record=rewrite --dsh-upstream URL"
+
+
 def endpoint_fixture(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EndpointHandle]:
@@ -88,7 +97,7 @@ def endpoint_fixture(
         backend=backend,
         match_on=_match_on(config),
         allow_unused=bool(options.get("allow_unused", False)),
-        rerecord=f"pytest '{request.node.nodeid}' --dsh-record=rewrite --dsh-upstream URL",
+        rerecord=rerecord_command(config, request.node.nodeid),
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",
     )
@@ -189,4 +198,5 @@ __all__ = [
     "call_report",
     "endpoint_fixture",
     "recording_dir",
+    "rerecord_command",
 ]

@@ -5,6 +5,7 @@ as a subprocess that only reads ``OPENAI_BASE_URL``."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -189,3 +190,31 @@ def test_a_refused_recording_is_reported_once_and_says_nothing_was_written(
     assert out.count("upstream refused the credentials (HTTP 401") == 1
     assert out.count("nothing written to ") == 1 and "nothing is recorded" not in out
     assert not (pytester.path / "recordings").exists()
+
+
+def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
+    pytester: pytest.Pytester, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from a subdirectory of the rootdir, a red replay prints a re-record command whose test path
+    is relative to that subdirectory, and running it there re-records the test.
+
+    Regression: the command named the test by its node id (relative to the rootdir), a path that
+    does not exist from the subdirectory."""
+    pytester.makeini("[pytest]\n")
+    sub = pytester.mkpydir("sub")
+    (sub / "test_agent.py").write_text(REPORTED_ONCE.format(changed="hello", unused=["one"], own="fine"))
+    pytester.runpytest("-q", "--dsh-record=once", f"--dsh-upstream={upstream.url}").assert_outcomes(passed=3)
+    (sub / "test_agent.py").write_text(REPORTED_ONCE.format(changed="goodbye", unused=["one"], own="fine"))
+    monkeypatch.chdir(sub)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
+    result.assert_outcomes(failed=1)
+    command = next(
+        line.split("re-record the scenario: ", 1)[1]
+        for line in result.stdout.lines
+        if "re-record the scenario: " in line
+    )
+    assert command == "pytest test_agent.py::test_changed --dsh-record=rewrite --dsh-upstream URL"
+    args = shlex.split(command.replace("URL", upstream.url))[1:]
+    pytester.runpytest("-q", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
+    result.assert_outcomes(passed=1)  # the re-recorded test replays green
