@@ -1,4 +1,5 @@
-"""What one scenario item reports to the run's summary, with its encoder and decoder side by side.
+"""What one scenario item (or a test using ``dsh_endpoint``) reports to the run's summary, with its
+encoder and decoder side by side.
 
 An item's report travels as pytest ``user_properties`` (``(key, str)`` pairs), the one channel that
 pytest-xdist carries from a worker to the controller; :meth:`ItemReport.properties` writes them and
@@ -12,7 +13,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["WRITE_STATUSES", "EpisodesVerdict", "GuardVerdict", "ItemReport", "ReplayCounts", "WriteStatus"]
+__all__ = [
+    "WRITE_STATUSES",
+    "EpisodesVerdict",
+    "GuardVerdict",
+    "ItemReport",
+    "ReplayCounts",
+    "WriteStatus",
+    "endpoint_note_properties",
+    "endpoint_notes",
+]
 
 #: ``--dsh-record=new_episodes``: whether live calls were appended to the recording
 EpisodesVerdict = Literal["extended", "unchanged"]
@@ -28,6 +38,19 @@ WRITE_STATUSES: tuple[WriteStatus, ...] = ("written", "unchanged", "refused", "f
 _WRITTEN, _REMOVED, _REPLAYED = "dsh_written", "dsh_removed", "dsh_replayed"
 _EPISODES, _END_SEED, _GUARD = "dsh_episodes", "dsh_end_seed_ignored", "dsh_guard"
 _WRITE = "dsh_write"
+_ENDPOINT_NOTE = "dsh_endpoint_note"
+
+
+def endpoint_note_properties(notes: Iterable[str]) -> list[tuple[str, str]]:
+    """The notes of a ``dsh_endpoint`` recording that went well (``recorded 2 conversation(s) from 3
+    request(s) into DIR ...``: the lines ``dsh-replay serve`` prints when it stops) as
+    ``user_properties`` pairs; added at the fixture's teardown, so they travel in the teardown report."""
+    return [(_ENDPOINT_NOTE, note) for note in notes]
+
+
+def endpoint_notes(properties: Iterable[tuple[str, object]]) -> list[str]:
+    """The endpoint notes among a report's ``user_properties`` (see :func:`endpoint_note_properties`)."""
+    return [str(value) for key, value in properties if key == _ENDPOINT_NOTE]
 
 
 @dataclass(frozen=True)

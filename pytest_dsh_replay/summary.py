@@ -11,7 +11,7 @@ from typing import Protocol
 
 import pytest
 
-from .itemreport import WRITE_STATUSES, ItemReport
+from .itemreport import WRITE_STATUSES, ItemReport, endpoint_notes
 from .modes import RecordMode
 
 __all__ = ["RunSummary"]
@@ -44,9 +44,13 @@ class RunSummary:
         #: write status -> scenarios, for the counts line of an update or recording run
         self.write_status: dict[str, int] = {}
         self.scenarios = 0  # scenario items that ran (the replay line is printed whenever any did)
+        #: what the ``dsh_endpoint`` recordings of the run said they wrote, in the order the tests ended
+        self.endpoint_notes: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
+        if report.when == "teardown":  # the endpoint writes its recording when the fixture ends
+            self.endpoint_notes += endpoint_notes(report.user_properties)
         if report.when != "call":
             return
         name = report.nodeid.rsplit("::", 1)[-1]
@@ -117,6 +121,8 @@ class RunSummary:
                 tr.write_line(f"written: {path}")
             for path in self.removed:
                 tr.write_line(f"removed unused fixture: {path}")
+        for note in self.endpoint_notes:
+            tr.write_line(f"dsh-replay endpoint (--dsh-record={record.value}): {note}")
         if self.write_status:  # an update or recording run ends with one line of counts
             what = f"--dsh-record={record.value}" if record.records else "--snapshot-update"
             counts = ", ".join(f"{self.write_status.get(s, 0)} {s}" for s in WRITE_STATUSES)

@@ -6,12 +6,13 @@ report, once: the test's call phase reports a problem of the traffic (a request 
 place of the SDK's error for the endpoint's 400) or a recorded call left unused (:func:`call_report`,
 run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what came up after it (a
 recording that cannot be written). An endpoint that cannot start (no upstream to record from, a
-recording ``validate`` flags) is the setup's one-line error. The recording directory is
-``<test file dir>/recordings/<module>/<test name>/`` unless ``@pytest.mark.dsh_recording("DIR")`` names
-one (relative to the test file's directory); the marker's ``allow_unused=True`` lets recorded calls go
-unused. Options: ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``,
-``--dsh-match-on``; the upstream key is read from ini ``dsh_api_key_env`` (default ``OPENAI_API_KEY``)
-before the dummy replaces it.
+recording ``validate`` flags) is the setup's one-line error. A recording that went well says where it
+went in the run's summary (its notes, as ``user_properties`` of the teardown report). The recording
+directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
+``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
+``allow_unused=True`` lets recorded calls go unused. Options: ``--dsh-record``, ``--dsh-upstream URL``
+(ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key is read from ini
+``dsh_api_key_env`` (default ``OPENAI_API_KEY``) before the dummy replaces it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from ..errors import HarnessError
+from ..itemreport import endpoint_note_properties
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread
 
@@ -119,6 +121,8 @@ def endpoint_fixture(
     finally:
         outcome = thread.stop()
         del request.node.stash[RUN]
+    if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
+        request.node.user_properties += endpoint_note_properties(outcome.notes)
     fresh = [p for p in outcome.problems if p not in run.reported]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh

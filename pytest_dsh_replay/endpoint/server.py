@@ -358,7 +358,7 @@ class Endpoint:
             prune_owned=self.plan.prunes_owned,
         )
         outcome.notes.append(
-            f"recorded {len(result.logs)} conversation(s) into {directory} "
+            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
 

@@ -62,6 +62,7 @@ def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: 
     code, _out, err = _serve(tmp_path, "--record", "once", "--upstream", upstream.url, prompt="hello")
     assert code == 0, err
     assert (tmp_path / "session.jsonl").exists()
+    assert f"recorded 1 conversation(s) from 1 request(s) into {tmp_path} (" in err
     upstream.stop()
     code, _out, err = _serve(tmp_path, prompt="hello", sig=signal.SIGTERM)
     assert code == 0, err

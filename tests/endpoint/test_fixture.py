@@ -218,3 +218,36 @@ def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     pytester.runpytest("-q", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
     result.assert_outcomes(passed=1)  # the re-recorded test replays green
+
+
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
+def test_a_recording_run_says_in_the_summary_where_each_recording_went(
+    pytester: pytest.Pytester, upstream: FakeUpstream, workers: list[str]
+) -> None:
+    """A run with ``--dsh-record`` ends with one line per recording test, as ``dsh-replay serve`` says
+    it when it stops: how many conversations from how many requests, into which directory (also from
+    an xdist worker); a replay run prints none.
+
+    Regression: a recording under pytest said nothing of where it went."""
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="hello", unused=["one", "two"], own="fine"))
+    result = pytester.runpytest(
+        "-q", "-p", "no:cacheprovider", "--dsh-record=once", f"--dsh-upstream={upstream.url}", *workers
+    )
+    result.assert_outcomes(passed=3)
+    recs = pytester.path / "recs"
+    result.stdout.fnmatch_lines(
+        [
+            f"dsh-replay endpoint (--dsh-record=once): recorded 1 conversation(s) from 1 request(s) into "
+            f"{recs / 'changed'} (* file(s) changed, 0 removed)",
+        ]
+    )
+    lines = [line for line in result.stdout.lines if line.startswith("dsh-replay endpoint")]
+    assert sorted(lines) == sorted(
+        f"dsh-replay endpoint (--dsh-record=once): recorded {n} conversation(s) from {n} request(s) into "
+        f"{recs / name} ({files} file(s) changed, 0 removed)"
+        for name, n, files in (("changed", 1, 5), ("unused", 2, 6), ("own-error", 1, 5))
+    ), lines
+    upstream.stop()
+    replayed = pytester.runpytest("-q", "-p", "no:cacheprovider", *workers)
+    replayed.assert_outcomes(passed=3)
+    assert "dsh-replay endpoint" not in replayed.stdout.str()
