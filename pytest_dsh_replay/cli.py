@@ -821,7 +821,7 @@ def serve(
     )
 
     async def run() -> Any:
-        endpoint = Endpoint(config)
+        endpoint = Endpoint(config, accept_unused="--allow-unused")
         try:
             url = await endpoint.start()
         except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash

@@ -75,6 +75,13 @@ def rerecord_command(config: pytest.Config, nodeid: str) -> str:
     return f"pytest {test} --dsh-record=rewrite --dsh-upstream URL"
 
 
+def accept_unused(marker: pytest.Mark | None) -> str:
+    """The marker that lets the test's recorded calls go unused, as the test would write it (its
+    recording directory kept)."""
+    args = [repr(a) for a in (marker.args[:1] if marker is not None else ())]
+    return f"@pytest.mark.{MARKER}({', '.join([*args, 'allow_unused=True'])})"
+
+
 def endpoint_fixture(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EndpointHandle]:
@@ -103,7 +110,7 @@ def endpoint_fixture(
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",
     )
-    thread = EndpointThread(endpoint_config)
+    thread = EndpointThread(endpoint_config, accept_unused=accept_unused(marker))
     try:
         url = thread.start()
     except HarnessError as exc:  # bad input or configuration: its message, not the fixture's traceback
@@ -199,6 +206,7 @@ __all__ = [
     "RUN",
     "EndpointHandle",
     "EndpointRun",
+    "accept_unused",
     "call_report",
     "endpoint_fixture",
     "recording_dir",

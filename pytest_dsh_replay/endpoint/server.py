@@ -155,6 +155,10 @@ class EndpointOutcome:
         return "\n".join(lines + self.notes)
 
 
+#: how a caller of the endpoint's core lets recorded calls go unused (``serve`` and the fixture say theirs)
+_ACCEPT_UNUSED = "EndpointConfig(allow_unused=True)"
+
+
 def _has_recording(directory: Path) -> bool:
     return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
@@ -168,6 +172,10 @@ def plan_for(config: EndpointConfig) -> Plan:
 class Endpoint:
     """The endpoint's core (module doc); :meth:`start` / :meth:`stop` inside a running event loop.
 
+    ``accept_unused``: how the caller spells ``allow_unused`` (``serve``'s ``--allow-unused``, the
+    fixture's marker), named at the end of the report of recorded calls left unused, after the
+    re-record command.
+
     Raises (from ``start``):
         EndpointConfigError: a record plan without an upstream; replay without a recording.
         EndpointRecordingError: a recording to replay that ``dsh-replay validate`` flags (the first
@@ -176,8 +184,9 @@ class Endpoint:
         ReplayLoadError and the loaders' errors: a recording that cannot be read.
     """
 
-    def __init__(self, config: EndpointConfig) -> None:
+    def __init__(self, config: EndpointConfig, *, accept_unused: str = _ACCEPT_UNUSED) -> None:
         self.config = config
+        self.accept_unused = accept_unused
         self.plan = plan_for(config)
         self.binder = Binder(new_id=lambda: f"conversation-{uuid.uuid4()}")
         self.prefixes = PrefixCache()
@@ -319,7 +328,7 @@ class Endpoint:
         if not unused or outcome.problems or self.config.allow_unused or self.plan is not Plan.REPLAY:
             return
         try:
-            self.replay.assert_consumed()
+            self.replay.assert_consumed(accept=self.accept_unused)
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
 
@@ -603,11 +612,12 @@ async def _route_errors(request: Any, handler: Any) -> Any:
 class EndpointThread:
     """An :class:`Endpoint` on its own event loop in a daemon thread (for synchronous tests and tools).
 
-    ``start()`` returns the base URL once the server listens; ``stop()`` returns the outcome.
+    ``start()`` returns the base URL once the server listens; ``stop()`` returns the outcome;
+    ``accept_unused`` as :class:`Endpoint` takes it.
     """
 
-    def __init__(self, config: EndpointConfig) -> None:
-        self.endpoint = Endpoint(config)
+    def __init__(self, config: EndpointConfig, *, accept_unused: str = _ACCEPT_UNUSED) -> None:
+        self.endpoint = Endpoint(config, accept_unused=accept_unused)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="dsh-endpoint", daemon=True)
 

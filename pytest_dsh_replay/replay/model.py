@@ -552,11 +552,13 @@ class ReplayModel:
                 )
         return problems
 
-    def assert_consumed(self) -> None:
+    def assert_consumed(self, *, accept: str | None = None) -> None:
         """Teardown check (head-format.md §4 "Consumption check").
 
         A primary script with no calls that was never bound is fine (a no-model scenario). A request
         mismatch is raised first (calls after it were never served, so their consumption means nothing).
+        With :attr:`rerecord` the report ends with that command; ``accept``: how the caller lets
+        recorded calls go unused (the endpoint's ``allow_unused``), named after it.
 
         Raises:
             RequestMismatchError: see :meth:`assert_requests_match`.
@@ -566,10 +568,15 @@ class ReplayModel:
         self.assert_requests_match()
         problems = self.consumption_problems()
         if problems:
-            raise ReplayConsumptionError(
+            message = (
                 f"replay: recorded calls not consumed in {self._scenario_name()}: "
                 + "; ".join(problems)
-                + ". The agent made fewer model calls (or sessions) than recorded; re-record the scenario "
-                "or fix the agent change that skipped them",
-                "REPLAY_NOT_CONSUMED",
+                + ". The agent made fewer model calls (or sessions) than recorded; "
             )
+            if self.rerecord is None:
+                message += "re-record the scenario or fix the agent change that skipped them"
+            else:
+                message += f"fix the agent change that skipped them, or re-record it:\n  {self.rerecord}"
+            if accept is not None:
+                message += f"\n  (or let recorded calls go unused: {accept})"
+            raise ReplayConsumptionError(message, "REPLAY_NOT_CONSUMED")

@@ -72,6 +72,30 @@ def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: 
     assert "recorded 'hello' != sent 'goodbye'" in err
 
 
+def test_serve_ends_the_report_of_unused_calls_with_the_command_and_the_option(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A replay that leaves a recorded conversation unused exits 1 with a report ending with the
+    re-record command and ``--allow-unused``.
+
+    Regression: the report said "re-record the scenario" and named neither."""
+    from endpoint.conftest import served
+
+    from pytest_dsh_replay.modes import RecordMode
+
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        for prompt in ("hello", "second"):
+            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": prompt}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    code, _out, err = _serve(tmp_path, prompt="hello")
+    assert code == 1, err
+    assert err.rstrip().endswith(
+        f"or re-record it:\n  dsh-replay serve {tmp_path} --record rewrite --upstream URL\n"
+        "  (or let recorded calls go unused: --allow-unused)"
+    ), err
+
+
 def test_serve_says_once_that_nothing_was_written(tmp_path: Path) -> None:
     """A recording run whose upstream refused the key exits 1 with the report, which says once that
     nothing was written.

@@ -119,11 +119,13 @@ def summary_truncated(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("summary_truncated")
 def test_a_replay_problem_fails_the_test_once(pytester: pytest.Pytester, upstream: FakeUpstream) -> None:
     """A changed prompt fails the test with the endpoint's report (not the SDK's traceback) and no
-    teardown error; recorded calls left unused fail the test itself; a test that fails on its own
-    keeps its own error, without a report of the calls it did not get to.
+    teardown error; recorded calls left unused fail the test itself, the report ending with the
+    command that re-records and the marker that accepts it; a test that fails on its own keeps its own
+    error, without a report of the calls it did not get to.
 
     Regression: each problem was reported twice, as the SDK's exception in the test and as an ERROR
-    at teardown; unused calls were a teardown ERROR beside a passed test."""
+    at teardown; unused calls were a teardown ERROR beside a passed test, and later their report named
+    no command."""
     pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="hello", unused=["one", "two"], own="fine"))
     pytester.runpytest("-q", "--dsh-record=once", f"--dsh-upstream={upstream.url}").assert_outcomes(passed=3)
     upstream.stop()
@@ -136,6 +138,12 @@ def test_a_replay_problem_fails_the_test_once(pytester: pytest.Pytester, upstrea
     assert "_base_client.py" not in out  # the report replaces the SDK's traceback
     assert out.count("recorded calls not consumed") == 1
     assert "session #2 (session.1.jsonl" in out and "(0/1 calls)" in out
+    # the report ends with the command that re-records the test and the marker that accepts it
+    assert (
+        "fix the agent change that skipped them, or re-record it:\n"
+        "  pytest test_agent.py::test_unused --dsh-record=rewrite --dsh-upstream URL\n"
+        "  (or let recorded calls go unused: @pytest.mark.dsh_recording('recs/unused', allow_unused=True))"
+    ) in out
     assert "AssertionError" in out and "'broken' == 'fine'" in out  # test_own_error: its own failure
     assert "ERROR" not in out
 
