@@ -10,8 +10,9 @@ A leaf module: the plugin's summary reads reports without importing the scenario
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Literal
+
+from msgspec import Struct, field
 
 __all__ = [
     "WRITE_STATUSES",
@@ -53,8 +54,7 @@ def endpoint_notes(properties: Iterable[tuple[str, object]]) -> list[str]:
     return [str(value) for key, value in properties if key == _ENDPOINT_NOTE]
 
 
-@dataclass(frozen=True)
-class ReplayCounts:
+class ReplayCounts(Struct, frozen=True):
     """What one replayed item adds to the summary line of its backends.
 
     Attributes:
@@ -78,8 +78,7 @@ class ReplayCounts:
         return cls(tuple(backends.split(",")), int(logs), int(calls))
 
 
-@dataclass
-class ItemReport:
+class ItemReport(Struct):
     """One item's contribution to the summary.
 
     Attributes:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from msgspec import Struct
 
 __all__ = [
     "ENDPOINT_MANIFEST",
@@ -152,8 +153,7 @@ def loose_sidecar_number(name: str) -> str | None:
 # -- request pins ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PinKind:
+class PinKind(Struct, frozen=True):
     """One kind of request pin: a part of the request a session log cannot show.
 
     Attributes:

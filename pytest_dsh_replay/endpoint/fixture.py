@@ -21,11 +21,11 @@ import os
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..itemreport import endpoint_note_properties
@@ -38,8 +38,7 @@ MARKER = "dsh_recording"
 DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
 
 
-@dataclass
-class EndpointHandle:
+class EndpointHandle(Struct):
     """What the ``dsh_endpoint`` fixture yields.
 
     Attributes:
@@ -136,8 +135,7 @@ def endpoint_fixture(
         pytest.fail(run.report(outcome), pytrace=False)
 
 
-@dataclass
-class EndpointRun:
+class EndpointRun(Struct):
     """The fixture's endpoint while its test runs, and the problems the test's report already said."""
 
     thread: EndpointThread
