@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,11 +30,13 @@ from .layout import (
     INPUT_FILE,
     LOG_GLOB,
     SCRIPTED_FILE,
-    WORKSPACE_DIR,
-    is_endpoint_recording,
+    DirKind,
+    RealDirs,
+    dir_kind,
     is_log_name,
     is_owned,
     log_rank,
+    skips_dir,
 )
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
@@ -70,6 +72,8 @@ class _State:
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
         #: such a root only scenarios are collected, python tests only inside the testpaths
         self.scenario_only: tuple[list[Path], list[Path]] = ([], [])
+        #: the directories collection entered under the roots, each real directory once (layout.RealDirs)
+        self.dirs = RealDirs()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
@@ -193,12 +197,36 @@ def _add_ini_roots(config: pytest.Config, state: _State) -> None:
     config.args = kept + [str(r) for r in extra]
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under an ini root that was added around a testpath (:func:`_add_ini_roots`), ignore every file
-    but scenario files outside the testpaths: plain ``pytest`` must not collect more python tests than
-    the ini's ``testpaths`` name."""
-    roots, testpaths = config.stash[_STATE].scenario_only
-    if not roots or collection_path.is_dir():
+@pytest.hookimpl(wrapper=True)
+def pytest_ignore_collect(
+    collection_path: Path, config: pytest.Config
+) -> Generator[None, bool | None, bool | None]:
+    """What collection leaves out under the scenario roots, once every other plugin (pytest's own
+    ``--ignore`` and ``norecursedirs`` included) admitted the path: the search rule of
+    :func:`~.layout.find_scenario_dirs` (a scenario's ``workspace/``; a directory whose real directory
+    was entered already through another path, a symlink loop included: :class:`~.layout.RealDirs`), so
+    that ``dsh-replay validate``/``show`` find what is collected. And under an ini root that was added
+    around a testpath (:func:`_add_ini_roots`), every file but scenario files outside the testpaths:
+    plain ``pytest`` must not collect more python tests than the ini's ``testpaths`` name."""
+    ignored = yield
+    if ignored:
+        return ignored
+    state = config.stash[_STATE]
+    if not state.roots:
+        return None
+    if collection_path.is_dir():
+        real = state.dirs.real(collection_path)
+        if not _under(str(collection_path), state.roots) and not _under(real, state.roots):
+            return None
+        if skips_dir(
+            collection_path.name,
+            in_scenario=dir_kind(collection_path.parent) is DirKind.SCENARIO,
+            pytest_defaults=False,
+        ):
+            return True
+        return True if not state.dirs.enter(collection_path) else None
+    roots, testpaths = state.scenario_only
+    if not roots:
         return None
     name = collection_path.name
     if name == INPUT_FILE or is_log_name(name):
@@ -207,6 +235,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if _within(path, roots) and not _within(path, testpaths):
         return True
     return None
+
+
+def _under(path: str, roots: list[Path]) -> bool:
+    """Whether the absolute path ``path`` is one of ``roots`` or below one (by its text: no system call)."""
+    return any(path == str(r) or path.startswith(str(r).rstrip(os.sep) + os.sep) for r in roots)
 
 
 def _names_scenarios(path: Path) -> bool:
@@ -245,12 +278,12 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     directory); a package directory (``__init__.py``) is left to pytest."""
     state = parent.config.stash[_STATE]
     try:
-        if not state.roots or not (path / INPUT_FILE).is_file() or (path / "__init__.py").exists():
+        if not state.roots or dir_kind(path) is not DirKind.SCENARIO or (path / "__init__.py").exists():
             return None
     except OSError:  # an unreadable directory: pytest's own collector reports it
         return None
     # the roots are resolved; the path pytest walks is, unless a symlink is on the way
-    if not _within(path, state.roots) and not _within(path.resolve(), state.roots):
+    if not _under(str(path), state.roots) and not _under(state.dirs.real(path), state.roots):
         return None
     return ScenarioDir.from_parent(parent, path=path)
 
@@ -265,7 +298,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     # a scenario's logs beside its input.json: the input.json is the item (checked first: the common
     # case costs one stat, no path resolution)
-    if name != INPUT_FILE and ((directory / INPUT_FILE).is_file() or is_endpoint_recording(directory)):
+    if name != INPUT_FILE and dir_kind(directory) is not None:  # a scenario's or an endpoint recording's
         return None
     if not _within(directory.resolve(), state.roots):
         return None
@@ -346,24 +379,23 @@ class ScenarioDir(pytest.Directory):
                 is_dir, is_file = entry.is_dir(), entry.is_file()
             except OSError:  # a broken symlink, a permission error: as pytest's own scandir
                 continue
-            if (
-                is_file
-                and entry.name != INPUT_FILE
-                and (entry.name in _SCENARIO_FILES or is_owned(entry.name))
-            ):
+            # input.json whatever it is: a FIFO or a dangling link fails the item with the reader's typed
+            # error, as validate reports it (layout.dir_kind), instead of the scenario vanishing
+            is_input = entry.name == INPUT_FILE and not is_dir
+            if is_file and not is_input and (entry.name in _SCENARIO_FILES or is_owned(entry.name)):
                 continue
-            if is_dir and entry.name == WORKSPACE_DIR:
-                continue  # the files the agent works on (copied into its cwd), never the project's tests
+            if is_dir and skips_dir(entry.name, in_scenario=True, pytest_defaults=False):
+                continue  # workspace/: the files the agent works on (copied into its cwd), not the project's
             if not session.isinitpath(path, with_parents=is_dir) and ihook.pytest_ignore_collect(
                 collection_path=path, config=config
             ):
                 continue
-            if is_dir:
+            if is_input:
+                yield _scenario_file(self, path)
+            elif is_dir:
                 col = ihook.pytest_collect_directory(path=path, parent=self)
                 if col is not None:
                     yield col
-            elif is_file and entry.name == INPUT_FILE:
-                yield _scenario_file(self, path)
             elif is_file:
                 yield from ihook.pytest_collect_file(file_path=path, parent=self)
 
