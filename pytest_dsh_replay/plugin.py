@@ -33,6 +33,7 @@ from .layout import (
     DirKind,
     RealDirs,
     dir_kind,
+    find_scenario_dirs,
     is_log_name,
     is_owned,
     log_rank,
@@ -68,6 +69,8 @@ class _State:
         self.name_globs: list[str] = []
         #: the ``--dsh-scenario`` values that are paths: their scenarios are kept whatever the globs say
         self.named_paths: list[Path] = []
+        #: the scenario directories the name globs select, found before collection (:func:`_select_by_name`)
+        self.selected: set[str] = set()
         self.scrubber: SecretScrubber | None = None  # THE secret set of the run (llm.secrets.run_scrubber)
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
         #: such a root only scenarios are collected, python tests only inside the testpaths
@@ -164,7 +167,9 @@ def pytest_configure(config: pytest.Config) -> None:
         search = configured or [config.rootpath / "scenarios"]
         existing = [r.resolve() for r in search if r.exists()]
         state.roots.extend(existing)
-        scenario_args.extend(str(r) for r in existing)
+        selected = _select_by_name(state.name_globs, existing, state.roots)
+        state.selected = {str(d) for d in selected}
+        scenario_args.extend(str(d) for d in selected)
     if not config.getoption("dsh_scenario"):
         if config.args_source == pytest.Config.ArgsSource.TESTPATHS and configured:
             _add_ini_roots(config, state)
@@ -321,35 +326,57 @@ def _scenario_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile:
     return node
 
 
+def _select_by_name(globs: list[str], search: list[Path], roots: list[Path]) -> list[Path]:
+    """The scenario directories ``--dsh-scenario NAME`` globs select under the ``search`` roots, found
+    before collection by the rule collection applies (:func:`~.layout.find_scenario_dirs`), so that
+    pytest is handed these directories alone: nothing else under the roots is collected or has its
+    conftests imported. A glob matches ``<group>/<name>`` (the item's name) or ``<name>``.
+
+    Raises:
+        pytest.UsageError: a glob that selects no scenario (before anything is collected or listed);
+            ``roots`` (every root of the run) are named as searched.
+    """
+    seen = RealDirs()
+    found = [
+        f.path
+        for root in search
+        for f in find_scenario_dirs(root, seen)
+        if f.kind in (DirKind.SCENARIO, DirKind.LOGS)
+    ]
+    hits = {glob: [d for d in found if _name_matches(d, glob)] for glob in globs}
+    unmatched = next((glob for glob in globs if not hits[glob]), None)
+    if unmatched is not None:
+        searched = ", ".join(dict.fromkeys(map(str, roots)))  # each root once
+        raise pytest.UsageError(
+            f"--dsh-scenario {unmatched}: no scenario matches this name and it is not an existing path "
+            f"(searched: {searched or 'no existing root'})"
+        )
+    return [d for d in found if any(d in hits[glob] for glob in globs)]  # in collection order
+
+
+def _name_matches(directory: Path, glob: str) -> bool:
+    return fnmatch.fnmatch(f"{directory.parent.name}/{directory.name}", glob) or fnmatch.fnmatch(
+        directory.name, glob
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With name globs, deselect the scenarios collected beside the selected ones that no glob selects
+    (one nested in a selected scenario, those under a positional path), unless a ``--dsh-scenario``
+    PATH names them: the selections add up. Other items are left alone."""
     state = config.stash[_STATE]
-    globs = state.name_globs
-    if not globs:
+    if not state.name_globs:
         return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
-    matched: set[str] = set()
     for item in items:
-        hits = (
-            {g for g in globs if fnmatch.fnmatch(item.name, g) or fnmatch.fnmatch(item.scenario_path.name, g)}
-            if isinstance(item, ScenarioItem)
-            else set(globs)
+        chosen = (
+            not isinstance(item, ScenarioItem)
+            or str(item.scenario_path) in state.selected
+            or (state.named_paths and _within(item.scenario_path.resolve(), state.named_paths))
+            or str(item.scenario_path.resolve()) in state.selected
         )
-        matched |= hits
-        # ``--dsh-scenario`` is repeatable: a path and a glob given together select the union
-        named = (
-            bool(state.named_paths)
-            and isinstance(item, ScenarioItem)
-            and _within(item.scenario_path.resolve(), state.named_paths)
-        )
-        (keep if hits or named else drop).append(item)
-    unmatched = [g for g in globs if g not in matched]
-    if unmatched:
-        searched = ", ".join(dict.fromkeys(map(str, config.stash[_STATE].roots)))  # each root once
-        raise pytest.UsageError(
-            f"--dsh-scenario {unmatched[0]}: no scenario matches this name and it is not an existing path "
-            f"(searched: {searched or 'no existing root'})"
-        )
+        (keep if chosen else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

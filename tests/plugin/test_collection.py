@@ -332,3 +332,37 @@ def test_a_scenario_path_and_a_name_glob_select_the_union(pytester: pytest.Pytes
     shutil.copytree(BUNDLED, pytester.path / "scenarios")
     result = run(pytester, "--dsh-scenario", "scenarios/spawn", "--dsh-scenario", "fork/*")
     result.assert_outcomes(passed=N_SPAWN + N_FORK)
+
+
+def test_a_name_glob_that_matches_nothing_lists_nothing(pytester: pytest.Pytester) -> None:
+    """A ``--dsh-scenario`` glob that selects no scenario is a usage error before anything is collected:
+    ``--collect-only`` lists no item first.
+
+    Regression: the error came after collection, so ``--collect-only`` first listed every scenario of
+    the ini's roots (and a python test named beside the glob kept it from being an error at all)."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    pytester.makeini("[pytest]\ndsh_scenario_roots = scenarios\n")
+    (pytester.path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    for args in (("--dsh-scenario", "nomatch*"), ("test_ok.py", "--dsh-scenario", "nomatch*")):
+        result = run(pytester, "--collect-only", "-q", *args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+        result.stderr.fnmatch_lines(["*--dsh-scenario nomatch*: no scenario matches this name*"])
+        assert [line for line in result.outlines if "::" in line] == []
+
+
+def test_a_name_glob_collects_only_the_scenarios_it_selects(pytester: pytest.Pytester) -> None:
+    """A glob is resolved to scenario directories before collection: pytest is handed those alone, so
+    the other scenarios of the root are not collected and their conftests are not imported.
+
+    Regression: the whole root was collected (every conftest under it imported) and then deselected."""
+    shutil.copytree(BUNDLED, pytester.path / "scenarios")
+    marker = "import pathlib\npathlib.Path(__file__).with_name('imported').write_text('')\n"
+    chosen = pytester.path / "scenarios" / "spawn" / "one-child"
+    other = pytester.path / "scenarios" / "fork" / "nested"
+    for directory in (chosen, other):
+        (directory / "conftest.py").write_text(marker)
+    result = run(pytester, "--dsh-scenario", "spawn/one-child", "-v")
+    result.assert_outcomes(passed=1)
+    assert "deselected" not in result.stdout.str()
+    assert (chosen / "imported").exists()
+    assert not (other / "imported").exists()
