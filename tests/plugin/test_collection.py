@@ -1,4 +1,4 @@
-"""Collection and option handling of the plugin (issue 13; harness.md §3): nothing dropped silently,
+"""Collection and option handling of the plugin (harness.md §3): nothing dropped silently,
 unrelated projects left alone, scenario paths never deciding the rootdir."""
 
 from __future__ import annotations

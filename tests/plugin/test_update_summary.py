@@ -105,9 +105,8 @@ def test_an_update_beside_record_once_names_both(pytester: pytest.Pytester) -> N
     Regression: the files an update rewrote were listed under "recording (--dsh-record=once)" and counted
     as "dsh-replay --dsh-record=once: ..."."""
     _one, two, _changed = _copies(pytester)
-    result = _run(
-        pytester, "--dsh-scenario", str(two), "--dsh-record=once", "--dsh-model", "scripted", "--snapshot-update"
-    )
+    options = ("--dsh-record=once", "--dsh-model", "scripted", "--snapshot-update")
+    result = _run(pytester, "--dsh-scenario", str(two), *options)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
