@@ -27,7 +27,7 @@ import enum
 import fnmatch
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -326,17 +326,18 @@ def dir_kind(path: Path, names: Iterable[str] | None = None) -> DirKind | None:
     return DirKind.LOGS if any(map(is_log_name, listed)) else None
 
 
-def skips_dir(name: str, *, in_scenario: bool, pytest_defaults: bool = True) -> bool:
+def skips_dir(name: str, *, in_scenario: bool, patterns: Sequence[str] = PYTEST_SKIPPED_DIRS) -> bool:
     """Whether a subdirectory called ``name`` is left out of the search for scenarios.
 
     A scenario's ``workspace/`` (the files the agent works on, copied into its cwd) is never searched,
     and nothing in it is collected; a scenario's other subdirectories are (a nested scenario is a
-    scenario of its own). ``pytest_defaults``: skip :data:`PYTEST_SKIPPED_DIRS` too (the CLI's walk;
-    under pytest, pytest's own ``norecursedirs`` does that).
+    scenario of its own). ``patterns``: ``fnmatch`` patterns of names skipped too (default
+    :data:`PYTEST_SKIPPED_DIRS`, the CLI's walk; a project's ``norecursedirs`` under pytest; ``()``
+    where pytest's own hook applies them).
     """
     if in_scenario and name == WORKSPACE_DIR:
         return True
-    return pytest_defaults and any(fnmatch.fnmatch(name, pattern) for pattern in PYTEST_SKIPPED_DIRS)
+    return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
 
 
 class RealDirs:
@@ -392,24 +393,26 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def find_scenario_dirs(top: Path, seen: RealDirs | None = None) -> Iterator[FoundDir]:
+def find_scenario_dirs(
+    top: Path, seen: RealDirs | None = None, patterns: Sequence[str] = PYTEST_SKIPPED_DIRS
+) -> Iterator[FoundDir]:
     """Every scenario, log, endpoint and unreadable directory at or under the directory ``top``.
 
     The rule pytest's collection applies under a scenario root (``plugin.py`` asks the same
     functions), walked without pytest for ``dsh-replay validate`` and ``show``: a directory's kind is
     :func:`dir_kind`; every subdirectory is searched, a scenario's included (nested scenarios are found),
-    except those :func:`skips_dir` names (a scenario's ``workspace/``, pytest's default
-    ``norecursedirs``, and a directory holding ``pyvenv.cfg``, as pytest skips a virtualenv);
+    except those :func:`skips_dir` names (a scenario's ``workspace/``, ``patterns``: by default pytest's
+    default ``norecursedirs``), and a directory holding ``pyvenv.cfg``, as pytest skips a virtualenv;
     symlinked directories are followed, each real directory once (:class:`RealDirs`). Yields in
     pytest's collection order, a directory before what is under it; ``top`` itself is searched
     whatever its name.
     """
     seen = RealDirs() if seen is None else seen
     if seen.enter(top):
-        yield from _find_under(top, seen)
+        yield from _find_under(top, seen, patterns)
 
 
-def _find_under(directory: Path, seen: RealDirs) -> Iterator[FoundDir]:
+def _find_under(directory: Path, seen: RealDirs, patterns: Sequence[str]) -> Iterator[FoundDir]:
     try:
         entries = _listing(directory)
     except OSError as exc:
@@ -422,9 +425,9 @@ def _find_under(directory: Path, seen: RealDirs) -> Iterator[FoundDir]:
         Path(e.path)
         for e in entries
         if _is_dir(e)
-        and not skips_dir(e.name, in_scenario=kind is DirKind.SCENARIO)
+        and not skips_dir(e.name, in_scenario=kind is DirKind.SCENARIO, patterns=patterns)
         and not os.path.isfile(os.path.join(e.path, "pyvenv.cfg"))
     ]
     # every child entered before any is walked: the order in which pytest meets them
     for child in [c for c in children if seen.enter(c)]:
-        yield from _find_under(child, seen)
+        yield from _find_under(child, seen, patterns)

@@ -30,6 +30,7 @@ from .layout import (
     INPUT_FILE,
     LOG_GLOB,
     SCRIPTED_FILE,
+    WORKSPACE_DIR,
     DirKind,
     RealDirs,
     dir_kind,
@@ -167,7 +168,7 @@ def pytest_configure(config: pytest.Config) -> None:
         search = configured or [config.rootpath / "scenarios"]
         existing = [r.resolve() for r in search if r.exists()]
         state.roots.extend(existing)
-        selected = _select_by_name(state.name_globs, existing, state.roots)
+        selected = _select_by_name(config, state.name_globs, existing, state.roots)
         state.selected = {str(d) for d in selected}
         scenario_args.extend(str(d) for d in selected)
     if not config.getoption("dsh_scenario"):
@@ -223,11 +224,9 @@ def pytest_ignore_collect(
         real = state.dirs.real(collection_path)
         if not _under(str(collection_path), state.roots) and not _under(real, state.roots):
             return None
-        if skips_dir(
-            collection_path.name,
-            in_scenario=dir_kind(collection_path.parent) is DirKind.SCENARIO,
-            pytest_defaults=False,
-        ):
+        name = collection_path.name
+        in_scenario = name == WORKSPACE_DIR and dir_kind(collection_path.parent) is DirKind.SCENARIO
+        if skips_dir(name, in_scenario=in_scenario, patterns=()):  # pytest applied norecursedirs
             return True
         return True if not state.dirs.enter(collection_path) else None
     roots, testpaths = state.scenario_only
@@ -326,22 +325,28 @@ def _scenario_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile:
     return node
 
 
-def _select_by_name(globs: list[str], search: list[Path], roots: list[Path]) -> list[Path]:
+def _select_by_name(
+    config: pytest.Config, globs: list[str], search: list[Path], roots: list[Path]
+) -> list[Path]:
     """The scenario directories ``--dsh-scenario NAME`` globs select under the ``search`` roots, found
-    before collection by the rule collection applies (:func:`~.layout.find_scenario_dirs`), so that
-    pytest is handed these directories alone: nothing else under the roots is collected or has its
-    conftests imported. A glob matches ``<group>/<name>`` (the item's name) or ``<name>``.
+    before collection by the rule collection applies (:func:`~.layout.find_scenario_dirs` with the
+    project's ``norecursedirs``), so that pytest is handed these directories alone: nothing else under
+    the roots is collected or has its conftests imported. A glob matches ``<group>/<name>`` (the item's
+    name) or ``<name>``. A directory that ``pytest_ignore_collect`` leaves out (``--ignore``,
+    ``--ignore-glob``, at it or on the way to it from its root) is not selected, as collecting the root
+    would not have collected it (pytest does not ask that hook about the paths it is handed).
 
     Raises:
         pytest.UsageError: a glob that selects no scenario (before anything is collected or listed);
             ``roots`` (every root of the run) are named as searched.
     """
+    patterns = (*config.getini("norecursedirs"), "__pycache__")
     seen = RealDirs()
     found = [
         f.path
         for root in search
-        for f in find_scenario_dirs(root, seen)
-        if f.kind in (DirKind.SCENARIO, DirKind.LOGS)
+        for f in find_scenario_dirs(root, seen, patterns)
+        if f.kind in (DirKind.SCENARIO, DirKind.LOGS) and not _ignored(config, f.path, root)
     ]
     hits = {glob: [d for d in found if _name_matches(d, glob)] for glob in globs}
     unmatched = next((glob for glob in globs if not hits[glob]), None)
@@ -352,6 +357,16 @@ def _select_by_name(globs: list[str], search: list[Path], roots: list[Path]) -> 
             f"(searched: {searched or 'no existing root'})"
         )
     return [d for d in found if any(d in hits[glob] for glob in globs)]  # in collection order
+
+
+def _ignored(config: pytest.Config, directory: Path, root: Path) -> bool:
+    """Whether ``pytest_ignore_collect`` leaves out ``directory`` or a directory between it and ``root``."""
+    path = directory
+    while path != root and root in path.parents:
+        if config.hook.pytest_ignore_collect(collection_path=path, config=config):
+            return True
+        path = path.parent
+    return False
 
 
 def _name_matches(directory: Path, glob: str) -> bool:
@@ -411,7 +426,7 @@ class ScenarioDir(pytest.Directory):
             is_input = entry.name == INPUT_FILE and not is_dir
             if is_file and not is_input and (entry.name in _SCENARIO_FILES or is_owned(entry.name)):
                 continue
-            if is_dir and skips_dir(entry.name, in_scenario=True, pytest_defaults=False):
+            if is_dir and skips_dir(entry.name, in_scenario=True, patterns=()):
                 continue  # workspace/: the files the agent works on (copied into its cwd), not the project's
             if not session.isinitpath(path, with_parents=is_dir) and ihook.pytest_ignore_collect(
                 collection_path=path, config=config

@@ -366,3 +366,14 @@ def test_a_name_glob_collects_only_the_scenarios_it_selects(pytester: pytest.Pyt
     assert "deselected" not in result.stdout.str()
     assert (chosen / "imported").exists()
     assert not (other / "imported").exists()
+
+
+def test_a_name_glob_leaves_out_what_ignore_and_norecursedirs_leave_out(pytester: pytest.Pytester) -> None:
+    """The directories a glob selects are handed to pytest, which does not ask ``--ignore`` about the
+    paths it is handed: the selection asks it, as collecting the whole root did."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    shutil.copytree(BUNDLED / "spawn" / "one-child", pytester.path / "scenarios" / "archive" / "old")
+    pytester.makeini("[pytest]\nnorecursedirs = archive\n")
+    scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
+    result = run(pytester, "--dsh-scenario", "*", f"--ignore={scenario}")
+    result.assert_outcomes(passed=N_SPAWN - 1)
