@@ -206,8 +206,8 @@ class Agent:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Start the loop task (idempotent). Requires a running event loop."""
-        if self._task is None:
+        """Start the loop task (idempotent; never again once killed). Requires a running event loop."""
+        if self._task is None and not self._killed:
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._drive(), name=f"agent-loop:{self.id}")
 
@@ -254,6 +254,9 @@ class Agent:
         tasks = self.begin_kill()
         if tasks:
             await asyncio.wait(tasks)
+        # the cancelled task keeps its CancelledError, whose traceback holds the loop's frame and so
+        # this agent: dropping the task lets a killed run go by reference counting
+        self._task = None
         self.status = "disposed"
         self._resolve_idle()
 

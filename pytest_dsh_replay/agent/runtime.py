@@ -258,6 +258,7 @@ class AgentRuntime:
                 if self._agents.get(agent.id) is agent:
                     del self._agents[agent.id]
                 self.store.detach(agent.session)
+            self._release()
         if crashed:
             first = crashed[0]
             raise AgentLoopCrashedError(f'agent "{first.id}" loop crashed: {first.crash}') from first.crash
@@ -282,8 +283,23 @@ class AgentRuntime:
         for agent in agents:
             await agent.kill()
         self._agents.clear()
-        if self.persistence is not None:
-            try:
-                await self.persistence.flush_all()
-            finally:
-                await self.persistence.aclose()
+        try:
+            if self.persistence is not None:
+                try:
+                    await self.persistence.flush_all()
+                finally:
+                    await self.persistence.aclose()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """Drop the closed runtime's tool and provider registries.
+
+        The default tools and providers call back into this runtime, so while the runtime holds
+        them every run's object graph (store, model, sessions, events) is one reference cycle,
+        left for the cyclic garbage collector. Once the runtime is closed nothing can start
+        through them (``RUNTIME_DISPOSED``), and dropping them lets the graph go by reference
+        counting as soon as its last user lets go.
+        """
+        self.tools = ToolRegistry([])
+        self.subagents = SubagentProviders()

@@ -275,10 +275,17 @@ def subagent_tool(
                 agent_options=dict(agent_options or {}),
             ),
         )
-        call.signal.add_callback(lambda _reason: sub.cancel("parent step aborted"))
+
+        def cancel_child(_reason: str) -> None:
+            sub.cancel("parent step aborted")
+
+        # removed once the child is done: the signal outlives the call, and a callback left
+        # behind would keep the finished child (and its sessions) alive in a reference cycle
+        call.signal.add_callback(cancel_child)
         try:
             result = await sub.result()
         finally:
+            call.signal.remove_callback(cancel_child)
             await sub.dispose()
         if result.stop_reason == "completed":
             return [{"type": "text", "text": _text_of(result.output)}]

@@ -112,8 +112,7 @@ class AnthropicModel:
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         signal: CancelSignal | None = request.get("signal")
-        if signal is not None and signal.aborted:
-            raise LlmError(signal.reason or "aborted", "ABORTED")
+        SdkCall.refuse_if_aborted(signal)
         api_key = self.resolve_api_key()
         params = self.build_params(request)
         redactor = Redactor(api_key)
@@ -132,12 +131,7 @@ class AnthropicModel:
                 return
             sdk_stream = answer
             translator = MessagesEventTranslator(where=self._where)
-            while True:
-                try:
-                    event = await call(sdk_stream.__anext__())
-                except StopAsyncIteration:
-                    break
-                data = event.to_dict() if isinstance(event, anthropic.BaseModel) else event
+            async for data in call.items(sdk_stream, anthropic.BaseModel):
                 for chunk in translator.feed(data):
                     yield chunk
             for chunk in translator.finish():

@@ -5,7 +5,7 @@ the API key out of error messages."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from .errors import LlmError
@@ -83,6 +83,16 @@ class SdkCall:
         StopAsyncIteration: the stream ended.
     """
 
+    @staticmethod
+    def refuse_if_aborted(signal: CancelSignal | None) -> None:
+        """The check before any work of a call: a request whose signal already fired makes no call.
+
+        Raises:
+            LlmError: ``ABORTED`` with the signal's reason.
+        """
+        if signal is not None and signal.aborted:
+            raise LlmError(signal.reason or "aborted", "ABORTED")
+
     def __init__(
         self,
         signal: CancelSignal | None,
@@ -109,6 +119,20 @@ class SdkCall:
             if self._redactor.leaks(str(exc)):
                 raise error from None  # the SDK's own message held the key: no chained traceback
             raise error from exc
+
+    async def items(self, sdk_stream: Any, sdk_model: type[Any]) -> AsyncIterator[Any]:
+        """Every item of ``sdk_stream`` as the provider's JSON dict, each awaited as :meth:`__call__`
+        awaits, until the stream ends (errors as there).
+
+        ``sdk_model`` is the SDK's pydantic base class: its items become ``to_dict(warnings=False)``
+        (the wire's field names, unset fields left out); anything else passes through as it is.
+        """
+        while True:
+            try:
+                item = await self(sdk_stream.__anext__())
+            except StopAsyncIteration:
+                return
+            yield item.to_dict(warnings=False) if isinstance(item, sdk_model) else item
 
     async def close(self, sdk_stream: Any, client: Any) -> None:
         """Stop waiting on the signal; close ``sdk_stream`` (when one was opened), then ``client``."""

@@ -136,8 +136,7 @@ class OpenAIChatModel:
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         signal: CancelSignal | None = request.get("signal")
-        if signal is not None and signal.aborted:
-            raise LlmError(signal.reason or "aborted", "ABORTED")
+        SdkCall.refuse_if_aborted(signal)
         api_key = self.resolve_api_key()
         params = self.build_params(request)
         scrubber = _Redactor(api_key)
@@ -151,12 +150,7 @@ class OpenAIChatModel:
         try:
             sdk_stream = await call(client.chat.completions.create(**params))
             translator = ChatChunkTranslator(messages=request.get("messages", []))
-            while True:
-                try:
-                    item = await call(sdk_stream.__anext__())
-                except StopAsyncIteration:
-                    break
-                data = item.to_dict(warnings=False) if isinstance(item, openai.BaseModel) else item
+            async for data in call.items(sdk_stream, openai.BaseModel):
                 for chunk in translator.feed(data):
                     yield chunk
             for chunk in translator.finish():

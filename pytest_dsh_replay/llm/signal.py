@@ -7,6 +7,7 @@ can be polled, and ``await signal.wait()`` parks until the signal fires.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 
@@ -50,6 +51,11 @@ class CancelSignal:
             callback(self._reason or "aborted")
         else:
             self._callbacks.append(callback)
+
+    def remove_callback(self, callback: Callable[[str], None]) -> None:
+        """Forget ``callback`` (the reference's ``removeEventListener``); unknown callbacks are ignored."""
+        with contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
 
     async def wait(self) -> str:
         """Wait until the signal fires; returns the reason."""

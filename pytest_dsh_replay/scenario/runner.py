@@ -165,6 +165,19 @@ class _Run:
                 self.flush_errors.extend(agent.flush_errors)
             await runtime.dispose()
 
+    async def _kill(self) -> None:
+        """Kill the runtime like a dying process, then let its store go.
+
+        What was persisted is the only record a killed run leaves (``resume`` reads it back through a
+        new runtime and store); the dead store's sessions are detached so that it and its sessions,
+        which point at each other, are freed by reference counting.
+        """
+        assert self.runtime is not None
+        runtime, self.runtime = self.runtime, None
+        await runtime.kill()
+        for session in runtime.store.list():
+            runtime.store.detach(session)
+
     def _agent(self, op: str) -> Agent:
         if self.runtime is None or self.active is None:
             raise ScenarioStepError(
@@ -215,9 +228,7 @@ class _Run:
         if tripped in done:
             idle.cancel()
             self.switch.tripped.clear()
-            assert self.runtime is not None
-            runtime, self.runtime = self.runtime, None
-            await runtime.kill()
+            await self._kill()
             return True
         tripped.cancel()
         return False
@@ -321,9 +332,7 @@ class _Run:
         elif op == "kill":
             n = step.get("afterCalls")
             if n is None:
-                assert self.runtime is not None
-                runtime, self.runtime = self.runtime, None
-                await runtime.kill()
+                await self._kill()
             else:
                 self.switch.remaining = n
         else:  # pragma: no cover - definition.py validates ops
