@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 import warnings
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
@@ -343,12 +344,16 @@ def _select_by_name(
     patterns = (*config.getini("norecursedirs"), "__pycache__")
     seen = RealDirs()
     found = [
-        f.path
+        (f.path, root)
         for root in search
         for f in find_scenario_dirs(root, seen, patterns)
-        if f.kind in (DirKind.SCENARIO, DirKind.LOGS) and not _ignored(config, f.path, root)
+        if f.kind in (DirKind.SCENARIO, DirKind.LOGS)
     ]
-    hits = {glob: [d for d in found if _name_matches(d, glob)] for glob in globs}
+    named = [(d, root) for d, root in found if any(_name_matches(d, glob) for glob in globs)]
+    # the other plugins' hooks only: this module's own part of the hook is the walk's rule, applied
+    others = config.pluginmanager.subset_hook_caller("pytest_ignore_collect", [sys.modules[__name__]])
+    kept = [d for d, root in named if not _ignored(others, config, d, root)]
+    hits = {glob: [d for d in kept if _name_matches(d, glob)] for glob in globs}
     unmatched = next((glob for glob in globs if not hits[glob]), None)
     if unmatched is not None:
         searched = ", ".join(dict.fromkeys(map(str, roots)))  # each root once
@@ -356,14 +361,15 @@ def _select_by_name(
             f"--dsh-scenario {unmatched}: no scenario matches this name and it is not an existing path "
             f"(searched: {searched or 'no existing root'})"
         )
-    return [d for d in found if any(d in hits[glob] for glob in globs)]  # in collection order
+    return kept  # in collection order
 
 
-def _ignored(config: pytest.Config, directory: Path, root: Path) -> bool:
-    """Whether ``pytest_ignore_collect`` leaves out ``directory`` or a directory between it and ``root``."""
+def _ignored(hook: Any, config: pytest.Config, directory: Path, root: Path) -> bool:
+    """Whether ``hook`` (``pytest_ignore_collect``) leaves out ``directory`` or a directory between it and
+    ``root``."""
     path = directory
     while path != root and root in path.parents:
-        if config.hook.pytest_ignore_collect(collection_path=path, config=config):
+        if hook(collection_path=path, config=config):
             return True
         path = path.parent
     return False
@@ -421,9 +427,9 @@ class ScenarioDir(pytest.Directory):
                 is_dir, is_file = entry.is_dir(), entry.is_file()
             except OSError:  # a broken symlink, a permission error: as pytest's own scandir
                 continue
-            # input.json whatever it is: a FIFO or a dangling link fails the item with the reader's typed
-            # error, as validate reports it (layout.dir_kind), instead of the scenario vanishing
-            is_input = entry.name == INPUT_FILE and not is_dir
+            # input.json whatever it is (a FIFO, a directory, a dangling link) fails the item with the
+            # reader's typed error, as validate reports it (layout.dir_kind), instead of vanishing
+            is_input = entry.name == INPUT_FILE
             if is_file and not is_input and (entry.name in _SCENARIO_FILES or is_owned(entry.name)):
                 continue
             if is_dir and skips_dir(entry.name, in_scenario=True, patterns=()):
