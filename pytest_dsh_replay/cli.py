@@ -16,12 +16,12 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import click
 import orjson
+from msgspec import Struct
 from rich.console import Console
 from rich.markup import escape
 
@@ -310,8 +310,7 @@ def _sidecar_server(path: Path) -> tuple[Any, str]:
     return patches.get, sidecar.name
 
 
-@dataclass
-class _Shown:
+class _Shown(Struct):
     file: Path
     header: dict[str, Any]
     events: int

@@ -9,8 +9,9 @@ A leaf module: the plugin's summary reads reports without importing the scenario
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Literal
+
+from msgspec import Struct, field
 
 __all__ = ["WRITE_STATUSES", "EpisodesVerdict", "GuardVerdict", "ItemReport", "ReplayCounts", "WriteStatus"]
 
@@ -30,8 +31,7 @@ _EPISODES, _END_SEED, _GUARD = "dsh_episodes", "dsh_end_seed_ignored", "dsh_guar
 _WRITE = "dsh_write"
 
 
-@dataclass(frozen=True)
-class ReplayCounts:
+class ReplayCounts(Struct, frozen=True):
     """What one replayed item adds to the summary line of its backends.
 
     Attributes:
@@ -55,8 +55,7 @@ class ReplayCounts:
         return cls(tuple(backends.split(",")), int(logs), int(calls))
 
 
-@dataclass
-class ItemReport:
+class ItemReport(Struct):
     """One item's contribution to the summary.
 
     Attributes:

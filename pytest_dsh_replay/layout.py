@@ -28,9 +28,10 @@ import fnmatch
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from msgspec import Struct
 
 __all__ = [
     "ENDPOINT_MANIFEST",
@@ -165,8 +166,7 @@ def loose_sidecar_number(name: str) -> str | None:
 # -- request pins ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PinKind:
+class PinKind(Struct, frozen=True):
     """One kind of request pin: a part of the request a session log cannot show.
 
     Attributes:
@@ -278,7 +278,7 @@ class DirKind(enum.Enum):
     UNREADABLE = "unreadable"
 
 
-class FoundDir(NamedTuple):
+class FoundDir(Struct, frozen=True):
     """One directory :func:`find_scenario_dirs` reports: its path as walked (a symlink's own path, not its
     target), its kind, and for ``UNREADABLE`` the reason (``strerror``)."""
 

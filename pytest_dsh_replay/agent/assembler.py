@@ -19,8 +19,9 @@ Rules, exactly as the reference:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any, cast
+
+from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..llm.types import ContentBlock, StreamChunk
@@ -32,8 +33,7 @@ class UnclosedBlockError(HarnessError):
     code = "UNCLOSED_BLOCK"
 
 
-@dataclass
-class _Entry:
+class _Entry(Struct):
     block_type: str
     text: str = ""
     id: str | None = None
@@ -42,8 +42,7 @@ class _Entry:
     block: ContentBlock | None = None
 
 
-@dataclass
-class BlockAssembler:
+class BlockAssembler(Struct):
     """Accumulates the chunks of ONE model call (one step).
 
     Attributes:

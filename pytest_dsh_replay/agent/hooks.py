@@ -10,8 +10,9 @@ reason (agent-loop.md §6), never as a crash.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from ..llm import ContentBlock, ModelRequest
 
@@ -23,8 +24,7 @@ StepResultHook = Callable[["Agent", list[ContentBlock]], list[ContentBlock] | No
 ContinuationHook = Callable[["Agent", bool], bool | None]
 
 
-@dataclass
-class AgentHooks:
+class AgentHooks(Struct):
     """Optional hooks of every agent of a runtime.
 
     Attributes:

@@ -31,8 +31,9 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from msgspec import Struct
 
 from ..errors import HarnessError
 from ..llm.model import Model, ModelRequest
@@ -53,8 +54,7 @@ AgentStatus = Literal["idle", "running", "disposed"]
 StreamListener = Callable[["Agent", Event], None]
 
 
-@dataclass
-class AgentOptions:
+class AgentOptions(Struct):
     """Per-agent options (the reference's AgentOptions subset the loop uses).
 
     Attributes:
@@ -69,14 +69,12 @@ class AgentOptions:
     subagent_depth: int = 0
 
 
-@dataclass
-class _Inbound:
+class _Inbound(Struct):
     content: list[ContentBlock]
     source: dict[str, Any]
 
 
-@dataclass
-class _StepOutcome:
+class _StepOutcome(Struct):
     had_tool_calls: bool
     max_tokens: bool
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from ..llm.signal import CancelSignal
 from ..llm.types import ContentBlock
@@ -54,8 +55,7 @@ SUBAGENT_PARAMETERS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class SubagentCapabilities:
+class SubagentCapabilities(Struct, frozen=True):
     """Start-time capabilities of a provider."""
 
     output_schema: bool = False
@@ -63,8 +63,7 @@ class SubagentCapabilities:
     tool_filter: bool = False
 
 
-@dataclass
-class SubagentRequest:
+class SubagentRequest(Struct):
     """``subagents.start`` request: ``prompt`` blocks, the ``parent`` agent, optional ``signal``,
     ``agent_options`` overrides, ``max_depth``, and the unsupported ``output_schema`` / ``tool_filter``."""
 
@@ -77,8 +76,7 @@ class SubagentRequest:
     tool_filter: list[str] | None = None
 
 
-@dataclass
-class SubagentResult:
+class SubagentResult(Struct):
     """``output`` = content of the child's last own ``assistant/message``; ``stop_reason`` one of
     ``completed``, ``max-tokens``, ``aborted``, ``error``."""
 

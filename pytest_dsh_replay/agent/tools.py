@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..llm.signal import CancelSignal
@@ -25,8 +26,7 @@ if TYPE_CHECKING:
     from .loop import Agent
 
 
-@dataclass
-class ToolCall:
+class ToolCall(Struct):
     """One tool execution request (the reference's ``exec``).
 
     Attributes:
@@ -44,8 +44,7 @@ class ToolCall:
     signal: CancelSignal = field(default_factory=CancelSignal)
 
 
-@dataclass
-class ToolResult:
+class ToolResult(Struct):
     """The outcome written to ``tool/result``: ``content``, ``is_error``, optional ``error {name, code}``."""
 
     content: list[ContentBlock]
@@ -57,8 +56,7 @@ ToolOutput = list[ContentBlock] | str | ToolResult
 ToolRun = Callable[[ToolCall], Awaitable[ToolOutput]]
 
 
-@dataclass
-class Tool:
+class Tool(Struct):
     """A model-facing tool.
 
     Attributes:

@@ -32,10 +32,10 @@ drops or rewrites earlier messages (client-side compaction) becomes a new conver
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
+from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..llm import Message, ModelRequest
@@ -94,8 +94,7 @@ def _chain(previous: int, key: object) -> int:
     return hash((previous, key))
 
 
-@dataclass(eq=False)
-class Conversation:
+class Conversation(Struct, eq=False):
     """One conversation: its live session id and what it has said so far.
 
     Attributes:
@@ -126,8 +125,7 @@ class Conversation:
     name: str | None = None
 
 
-@dataclass
-class Binding:
+class Binding(Struct):
     """Where one request goes.
 
     Attributes:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..modes import Backend, RecordMode
@@ -35,8 +35,7 @@ MARKER = "dsh_recording"
 DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
 
 
-@dataclass
-class EndpointHandle:
+class EndpointHandle(Struct):
     """What the ``dsh_endpoint`` fixture yields.
 
     Attributes:
@@ -116,8 +115,7 @@ def endpoint_fixture(
         pytest.fail(run.report(outcome), pytrace=False)
 
 
-@dataclass
-class EndpointRun:
+class EndpointRun(Struct):
     """The fixture's endpoint while its test runs, and the problems the test's report already said."""
 
     thread: EndpointThread

@@ -17,16 +17,16 @@ histories of every format).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from ..llm import Message, ModelRequest
 from ..llm.wire.base import WireFormat
 from .conversations import prefix_hashes
 
 
-@dataclass
-class _Entry:
+class _Entry(Struct):
     """One cached request: ``raw`` items, the ``rest`` of its body, the mapped ``request`` and its
     ``hashes``; ``cut``: its last fresh item's index, ``before_cut``: the message count the items
     before it map to."""

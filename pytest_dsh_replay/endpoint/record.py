@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import orjson
+from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
@@ -37,8 +37,7 @@ from .conversations import Binding
 _USER = {"kind": "user"}
 
 
-@dataclass
-class ConversationLog:
+class ConversationLog(Struct):
     """The event writer of one conversation's session (see module doc)."""
 
     session: Session
@@ -293,8 +292,7 @@ class UpstreamModel:
             yield chunk
 
 
-@dataclass
-class RecordResult:
+class RecordResult(Struct):
     """What a recording run produced, in the shape the fixture writer takes (``logs``, ``cwd``)."""
 
     logs: list[Any]

@@ -16,10 +16,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+from msgspec import Struct
 
 from ..errors import HarnessError, quote, read_regular_file
 from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_log_name
@@ -49,8 +49,7 @@ class EndpointRecordingError(HarnessError):
         self.findings = list(findings)
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(Struct, frozen=True):
     """A read manifest: its ``version``, ``recorded_by`` and ``formats`` (wire format paths)."""
 
     version: int

@@ -29,11 +29,11 @@ import socket
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import orjson
+from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
@@ -103,8 +103,7 @@ class EndpointConfigError(HarnessError):
     code = "ENDPOINT_CONFIG"
 
 
-@dataclass
-class EndpointConfig:
+class EndpointConfig(Struct):
     """How an endpoint serves.
 
     Attributes:
@@ -139,8 +138,7 @@ class EndpointConfig:
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
 
 
-@dataclass
-class EndpointOutcome:
+class EndpointOutcome(Struct):
     """What a run of the endpoint came to: ``problems`` fail it; ``written``/``removed`` files; ``notes``."""
 
     plan: str

@@ -11,8 +11,9 @@ time, replay.md §5), the chunks arrive when iterated. Failures either raise
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import NotRequired, Protocol, TypedDict, runtime_checkable
+
+from msgspec import Struct
 
 from .binding import BindOrder
 from .signal import CancelSignal
@@ -43,8 +44,7 @@ class Model(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class RunContext:
+class RunContext(Struct, frozen=True):
     """What a scenario run tells its model before the first call (harness.md §4, replay.md §5).
 
     Attributes:

@@ -11,13 +11,13 @@ row types, their data keys and member fields from :data:`PACKED_ROWS` here; the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 __all__ = ["PACKED_BY_CHUNK", "PACKED_ROWS", "PACKED_TYPES", "TOOL_CALL_ROW", "PackedRow"]
 
 
-@dataclass(frozen=True)
-class PackedRow:
+class PackedRow(Struct, frozen=True):
     """One packed row type.
 
     Attributes:

@@ -28,11 +28,11 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+from msgspec import Struct
 
 from ..errors import HarnessError, quote, read_regular_file
 from .packed import PACKED_BY_CHUNK, PACKED_ROWS
@@ -149,16 +149,14 @@ class SecretLeakError(HarnessError):
         self.kind = kind
 
 
-@dataclass
-class _Piece:
+class _Piece(Struct):
     holder: Any  # the dict or list holding the piece
     key: Any  # its key / index there
     line: int  # 1-based line of the row (0: unknown)
     where: str  # "seq 4" / "entry #2 chunk 3"
 
 
-@dataclass
-class Block:
+class Block(Struct):
     """The delta pieces of one streamed block, in stream order.
 
     ``label`` names it for messages (``turn 1, step 1, block 0 text``); ``pieces`` are references
@@ -173,8 +171,7 @@ class Block:
         return [p.holder[p.key] for p in self.pieces]
 
 
-@dataclass
-class BlockLeak:
+class BlockLeak(Struct):
     """A secret found in the joined text of a block: where the secret starts, never its value."""
 
     block: str

@@ -12,11 +12,11 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, NoReturn, cast
 
 import orjson
+from msgspec import Struct
 
 from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, SessionHeader, interrupted_turn_closers, is_json_value
@@ -49,8 +49,7 @@ class _Any:
 ANY_SCOPE = _Any()
 
 
-@dataclass
-class StoredLog:
+class StoredLog(Struct):
     """A scanned stored log.
 
     ``events`` is the longest valid prefix (``events[i]["seq"] == i``); ``torn`` is the
@@ -64,8 +63,7 @@ class StoredLog:
     where: str
 
 
-@dataclass
-class TrackedState:
+class TrackedState(Struct):
     """In-memory state of one tracked id (persistence.md §2)."""
 
     meta: SessionHeader
@@ -154,8 +152,7 @@ def check_batch(session_id: str, events: Sequence[Event]) -> None:
             raise InvalidEventDataError(f"{where}: data is not a JSON value")
 
 
-@dataclass
-class FastBatch:
+class FastBatch(Struct):
     """A batch that passed :func:`fast_check` (so :func:`check_batch` would pass too).
 
     Every node of every event has an exact type among dict/list/str/int/bool/None (no floats);

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
+
+from msgspec import Struct, field
 
 from pytest_dsh_replay.errors import quote
 from pytest_dsh_replay.session import Event, Session, SessionHeader, SessionStore, copy_json_value
@@ -68,8 +69,7 @@ class CoordinatedBackend(PersistenceBackend, Protocol):
         ...
 
 
-@dataclass
-class _Live:
+class _Live(Struct):
     buffer: builtins.list[Event] = field(default_factory=builtins.list)
     started: bool = False
     init_error: Exception | None = None

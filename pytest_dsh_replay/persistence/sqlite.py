@@ -32,13 +32,13 @@ import sqlite3
 import struct
 import tempfile
 import threading
-from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import msgspec
 import orjson
+from msgspec import Struct
 
 from pytest_dsh_replay.errors import NotRegularFileError, open_regular_file, quote
 from pytest_dsh_replay.session import Event, SessionHeader, dumps_json
@@ -257,8 +257,7 @@ def _wal_checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
     return s0, s1
 
 
-@dataclass(frozen=True)
-class _WalInfo:
+class _WalInfo(Struct, frozen=True):
     """What a write-ahead log commits: ``user_version`` of its last committed page 1 (``None``: none),
     the page numbers its committed frames hold, the database size in pages after its last commit
     (0: no commit)."""

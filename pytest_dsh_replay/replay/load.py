@@ -8,10 +8,11 @@ Layout (file names from :mod:`~..layout`): ``session.jsonl`` (primary), ``sessio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from os.path import lexists
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+from msgspec import Struct, field
 
 from ..errors import read_regular_file
 from ..layout import OVERRIDE_FILE, PRIMARY_FILE, child_rank, log_name, sidecar_name_for
@@ -29,8 +30,7 @@ if TYPE_CHECKING:
 ParsedLogs = Mapping[Path, tuple[dict[str, Any], list[Event]]]
 
 
-@dataclass
-class SessionScript:
+class SessionScript(Struct, dict=True):
     """The recorded model calls of one session.
 
     Attributes:
@@ -57,7 +57,9 @@ class SessionScript:
     expected: list[ExpectedRequest | None] = field(default_factory=list)
     pins: Pins = field(default_factory=Pins)
 
-    _plain: bool = field(default=False, init=False, repr=False, compare=False)
+    # Not a field (no annotation): a memo kept in the instance's ``__dict__``, outside ``__init__``,
+    # repr and equality; the class attribute is its value until ``entries`` first runs.
+    _plain = False
 
     @property
     def entries(self) -> list[ReplayEntry]:
@@ -118,8 +120,7 @@ def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
     return False
 
 
-@dataclass
-class _Own:
+class _Own(Struct):
     """One log's own part (``events[start:]``): from events the caller parsed, or from its bytes.
 
     From bytes, the script and the call points come from the fast scan (``replay.scan``, no event

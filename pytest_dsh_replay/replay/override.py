@@ -23,11 +23,11 @@ and carries that type's required keys; ``{{fromRequest:...}}`` placeholders must
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
+from msgspec import Struct
 
 from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from ..llm import CHUNK_TYPES
@@ -52,8 +52,7 @@ _CHUNK_REQUIRED: dict[str, frozenset[str]] = {
 assert set(_CHUNK_REQUIRED) == set(CHUNK_TYPES)
 
 
-@dataclass(frozen=True)
-class Override:
+class Override(Struct, frozen=True):
     """A validated sidecar.
 
     Attributes:
@@ -64,7 +63,7 @@ class Override:
 
     path: Path
     entries: list[ReplayEntry] | None = None
-    patches: list[tuple[int, ReplayEntry]] | None = field(default=None)
+    patches: list[tuple[int, ReplayEntry]] | None = None
 
     @property
     def kind(self) -> str:

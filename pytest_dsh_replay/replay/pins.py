@@ -20,11 +20,11 @@ scenario without pins checks the messages only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+from msgspec import Struct, field
 
 from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from ..layout import (
@@ -47,8 +47,7 @@ PIN_FILES: dict[str, tuple[str, str]] = {k.part: (k.stem, k.ext) for k in PIN_KI
 _TOOL_KEYS = frozenset({"name", "description", "parameters", "strict"})
 
 
-@dataclass(frozen=True)
-class Pins:
+class Pins(Struct, frozen=True):
     """The pinned parts of one session's requests (absent part = not pinned).
 
     Attributes:

@@ -25,10 +25,10 @@ per part: ``messages[3].content[0].text: recorded '...' != sent '...'``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
+from msgspec import Struct, field
 
 from ..errors import HarnessError, quote
 from ..layout import PIN_KINDS, PIN_PARTS
@@ -78,8 +78,7 @@ def parse_match_on(values: Iterable[str], *, option: str = "--dsh-match-on") -> 
     return frozenset(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectedRequest:
+class ExpectedRequest(Struct, frozen=True):
     """The recorded request of one call: the derived history at the call (events.md §6).
 
     Attributes:
@@ -98,8 +97,7 @@ class ExpectedRequest:
         return self.history[: self.length]
 
 
-@dataclass
-class CallPoints:
+class CallPoints(Struct):
     """The call points of one log (see :func:`call_points`).
 
     Attributes:
@@ -210,8 +208,7 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(Struct, frozen=True):
     """The first difference of one part: ``path``, the recorded and the sent value (``MISSING`` if absent)."""
 
     part: str
@@ -299,8 +296,7 @@ def _tool_names(tools: Any) -> list[str]:
     return [str(t.get("name")) if isinstance(t, dict) else quote(t) for t in tools]
 
 
-@dataclass
-class Sides:
+class Sides(Struct):
     """The two tokenizing contexts of one comparison (fresh numbering per compared part).
 
     Attributes:

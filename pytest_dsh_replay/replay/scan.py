@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, not_
@@ -588,8 +587,7 @@ def _scan(body: list[bytes], start: int, file: str | None) -> _Calls:
     return calls
 
 
-@dataclass
-class LogScan:
+class LogScan(Struct):
     """What one log's scan gives the loader (replay.md §2-§4, head-format.md §4).
 
     Attributes:

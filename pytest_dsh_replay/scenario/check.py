@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from msgspec import Struct, field
 
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
@@ -74,8 +74,7 @@ if TYPE_CHECKING:
 # the common item, never compiles them (see _lazy.py for why that counts).
 
 
-@dataclass
-class CheckOptions:
+class CheckOptions(Struct):
     """How to check one scenario (CLI flags and ini values resolved by the plugin).
 
     Attributes:
@@ -118,8 +117,7 @@ class CheckOptions:
         self.record = RecordMode(self.record)  # "once" -> RecordMode.ONCE; an unknown mode: ValueError
 
 
-@dataclass
-class CheckOutcome:
+class CheckOutcome(Struct):
     """The result of one scenario check: ``problems`` empty means it passed (``skipped``: not run)."""
 
     scenario: Scenario
@@ -291,8 +289,7 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
 # -- the shared run step of the replaying plans -----------------------------------------------------
 
 
-@dataclass
-class _Served:
+class _Served(Struct):
     """The model stage of one backend run: what serves the calls, and the parts to inspect after."""
 
     model: Model
@@ -350,8 +347,7 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     outcome.notes.append(f"{prefix}{model.check_summary()}")
 
 
-@dataclass
-class _Replayed:
+class _Replayed(Struct):
     """What the shared run step leaves for a plan: the fixtures, the runs (one per backend, in order)
     and the model stage of the first run."""
 

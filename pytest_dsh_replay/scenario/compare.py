@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import orjson
+from msgspec import Struct
 
 from ..layout import log_name
 from .normalize import Normalization, SessionLog, normalize_logs
@@ -108,8 +108,7 @@ def _short(value: Any, width: int = SHORT_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-@dataclass
-class EventDifference:
+class EventDifference(Struct):
     """One differing line of a log: ``line`` 0 = header, n = event n-1; ``seq``/``event_type`` of it."""
 
     line: int
@@ -122,8 +121,7 @@ class EventDifference:
         return "header" if self.line == 0 else f"seq {self.seq} ({self.event_type})"
 
 
-@dataclass
-class LogMismatch:
+class LogMismatch(Struct):
     """One fixture log that differs from the run: its differing lines (at most ``EVENT_LIMIT``)."""
 
     file: str
@@ -267,8 +265,7 @@ def compare_message_logs(fixtures: Sequence[SessionLog], live: Sequence[SessionL
     return problems
 
 
-@dataclass(frozen=True)
-class InventoryProblem:
+class InventoryProblem(Struct, frozen=True):
     """One log-count problem: ``kind`` ``missing`` (a fixture the run did not write) or ``extra`` (a log
     the scenario has no fixture for); ``str()`` is the report line."""
 
@@ -306,8 +303,7 @@ def inventory_problems(
     return problems
 
 
-@dataclass
-class AlignedEvent:
+class AlignedEvent(Struct):
     """One side's event of an aligned difference: its 1-based file ``line``, ``seq``, type and text."""
 
     line: int
@@ -316,8 +312,7 @@ class AlignedEvent:
     text: str  # the normalized JSON line
 
 
-@dataclass
-class AlignedDifference:
+class AlignedDifference(Struct):
     """One entry of :func:`align_event_logs`: an event only in A (``b is None``), only in B
     (``a is None``), or a pair of aligned events that differ (``details`` from :func:`structural_diff`,
     seq left out: a removed event shifts every later seq, and that is not a difference of its own; a
@@ -328,8 +323,7 @@ class AlignedDifference:
     details: list[str]
 
 
-@dataclass
-class AlignedLog:
+class AlignedLog(Struct):
     """The aligned differences of one log pair (index ``index`` in harvest order), at most ``limit``
     of them kept in ``differences``; ``only_a``/``only_b``/``changed`` count all."""
 

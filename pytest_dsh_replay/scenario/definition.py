@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+from msgspec import Struct
 
 from ..agent.runtime import DEFAULT_TOOL_NAMES
 from ..errors import quote, read_regular_file
@@ -68,8 +68,7 @@ BackendChoice = Literal["jsonl", "sqlite", "both"]  # a Backend value or "both" 
 CompareMode = Literal["events", "messages"]
 
 
-@dataclass(frozen=True)
-class ScenarioConfig:
+class ScenarioConfig(Struct, frozen=True):
     """The validated ``config`` object of ``input.json`` (harness.md §1)."""
 
     override: bool = False
@@ -83,8 +82,7 @@ class ScenarioConfig:
     system_prompt: str | None = None
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(Struct, frozen=True):
     """One scenario directory, parsed.
 
     Attributes:
@@ -98,7 +96,7 @@ class Scenario:
     path: Path
     steps: tuple[dict[str, Any], ...]
     config: ScenarioConfig
-    fixtures: tuple[Path, ...] = field(default=())
+    fixtures: tuple[Path, ...] = ()
 
     @property
     def name(self) -> str:

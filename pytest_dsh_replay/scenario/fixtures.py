@@ -10,8 +10,9 @@ vocabulary of head-format.md §3), so it cannot replay here and must never be re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from ..replay import ParsedLogs
 from ..session import END_SEED_TYPE
@@ -35,8 +36,7 @@ class ForeignRecordingError(ScenarioError):
     code = "FOREIGN_RECORDING"
 
 
-@dataclass
-class Fixtures:
+class Fixtures(Struct):
     """The recorded logs of one scenario, parsed once.
 
     Attributes:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from ..errors import HarnessError
 from ..itemreport import GuardVerdict, ItemReport, ReplayCounts, WriteStatus
@@ -28,8 +30,7 @@ from .requestcheck import model_hint
 __all__ = ["ItemResult", "check_item"]
 
 
-@dataclass
-class ItemResult:
+class ItemResult(Struct):
     """What one scenario item did, for the plugin to map onto pytest.
 
     Attributes:

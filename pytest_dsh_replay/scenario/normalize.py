@@ -17,10 +17,10 @@ normalizes to the same text as a live run.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from msgspec import Struct
 
 from ..errors import quote
 from ..session.tokens import CWD_TOKEN as CWD_TOKEN  # re-exported: the writer spells it
@@ -35,8 +35,7 @@ Header = dict[str, Any]
 EventHook = Callable[[Event, "NormalizeContext"], Event | None]
 
 
-@dataclass
-class SessionLog:
+class SessionLog(Struct):
     """One session log: its header (with ``"type": "session"`` first) and its logical events.
 
     ``source`` names where it came from (a fixture path or ``live:<id>``) for reports.
@@ -62,12 +61,12 @@ class SessionLog:
         return "fork child" if self.seed_length > 0 else "spawn child"
 
 
-@dataclass
-class NormalizeContext:
+class NormalizeContext(Struct, eq=False, dict=True):
     """One side's normalization context: its session ids (harvest order) and its cwd.
 
     The tokenizing itself is :class:`~pytest_dsh_replay.session.tokens.Tokenizer` (one rule, shared with
-    the replay's per-call request check).
+    the replay's per-call request check). Its tokenizer holds the tokens assigned so far, so two
+    contexts are equal only when they are the same object (``eq=False``).
     """
 
     session_ids: list[str]
@@ -75,9 +74,10 @@ class NormalizeContext:
     ignore_events: frozenset[str] = frozenset()
     canonical_envelope: bool = False
     event_hook: EventHook | None = None
-    _tokens: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # Not a field: built from the fields, kept in the instance's ``__dict__`` (``dict=True``),
+        # outside ``__init__`` and repr.
         self._tokens = Tokenizer(self.session_ids, self.cwd)
 
     def tokenize_cwd(self, text: str) -> str:
@@ -242,8 +242,7 @@ def normalize_log(log: SessionLog, ctx: NormalizeContext) -> list[str]:
     return [header, *(line for _, line in lines)]
 
 
-@dataclass(frozen=True)
-class Normalization:
+class Normalization(Struct, frozen=True):
     """How both sides are normalized before "equal" is decided (the comparison's own rules).
 
     Attributes:

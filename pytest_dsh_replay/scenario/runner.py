@@ -11,9 +11,10 @@ import asyncio
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+
+from msgspec import Struct, field
 
 from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
@@ -85,8 +86,7 @@ class _CreationTracker:
         return ids.index(session_id) if session_id in ids else None
 
 
-@dataclass
-class RunResult:
+class RunResult(Struct):
     """What one run produced.
 
     Attributes:
@@ -104,8 +104,7 @@ class RunResult:
     flush_errors: list[BaseException] = field(default_factory=list)
 
 
-@dataclass
-class RunOptions:
+class RunOptions(Struct):
     """Knobs of one run (all optional)."""
 
     backend: Backend = Backend.JSONL

@@ -24,11 +24,11 @@ import hashlib
 import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+from msgspec import Struct, field
 
 from ..errors import HarnessError, quote
 from ..layout import (
@@ -49,8 +49,7 @@ from .normalize import SessionLog
 from .secrets import SecretCheck, default_scrubber
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Struct, frozen=True):
     """One integrity problem: a stable ``code`` and a ``message`` naming file, line and seq."""
 
     code: str
@@ -60,8 +59,7 @@ class Finding:
         return f"[{self.code}] {self.message}"
 
 
-@dataclass
-class UnitReport:
+class UnitReport(Struct):
     """The result of validating one unit: a scenario directory, a directory of logs, or one log file.
 
     Attributes:

@@ -188,6 +188,35 @@ def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: 
     assert (pytester.path / "loaded.txt").read_text() == ""
 
 
+def test_a_green_replay_defines_no_dataclass(pytester: pytest.Pytester) -> None:
+    """Every record on the path of a green replay is a ``msgspec.Struct``: ``@dataclass`` builds
+    ``__init__``, ``__repr__``, ``__eq__``... by ``exec`` of generated source in every pytest process and
+    xdist worker (about 1 ms a class), a Struct class costs a few microseconds.
+
+    Regression: the plugin and the first item's imports defined about 50 dataclasses (40-60 ms)."""
+    shutil.copytree(BUNDLED / "fork", pytester.path / "scenarios" / "fork")
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            own = [m for name, m in sorted(sys.modules.items()) if name.startswith("pytest_dsh_replay")]
+            defined = sorted(
+                f"{m.__name__}.{name}"
+                for m in own
+                for name, value in vars(m).items()
+                if isinstance(value, type) and value.__module__ == m.__name__
+                and "__dataclass_fields__" in vars(value)  # declared here, not inherited (pytest's reprs)
+            )
+            assert "pytest_dsh_replay.scenario.check" in sys.modules
+            (session.config.rootpath / "dataclasses.txt").write_text(",".join(defined))
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dsh-scenario", "scenarios")
+    result.assert_outcomes(passed=N_FORK)
+    assert (pytester.path / "dataclasses.txt").read_text() == ""
+
+
 def test_plain_pytest_with_testpaths_collects_the_ini_roots_too(pytester: pytest.Pytester) -> None:
     # this repository's own layout: testpaths = tests, dsh_scenario_roots = scenarios (harness.md §3)
     shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")

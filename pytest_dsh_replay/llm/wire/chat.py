@@ -25,10 +25,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
+from msgspec import Struct
 
 from ..errors import LlmError
 from ..model import ModelRequest
@@ -300,8 +300,7 @@ def _unknown(payload: Mapping[str, Any], known: frozenset[str]) -> JsonDict:
     return {k: v for k, v in payload.items() if k not in known and v is not None}
 
 
-@dataclass
-class _Block:
+class _Block(Struct):
     index: int
     kind: str  # "reasoning" | "text" | "tool-call" | "provider-fields"
     text: str = ""
@@ -331,8 +330,7 @@ class _Block:
         return {"type": self.kind, "text": self.text}
 
 
-@dataclass
-class _Call:
+class _Call(Struct):
     """One provider tool call: its provider ``index`` (``None`` when keyed by id or order), its state,
     and, until its block is opened, the deltas held back (see :class:`ChatChunkTranslator`)."""
 

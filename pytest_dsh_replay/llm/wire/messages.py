@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
+
+from msgspec import Struct
 
 from ..errors import LlmError
 from ..model import ModelRequest
@@ -473,8 +474,7 @@ def error_from_body(body: Any, *, where: str, status: int | None = None) -> LlmE
     return LlmError(f"{where} answered with an error: {detail}", code, final_status)
 
 
-@dataclass
-class _Block:
+class _Block(Struct):
     index: int
     kind: str  # "text" | "reasoning" | "tool-call" | "provider-fields"
     text: str = ""

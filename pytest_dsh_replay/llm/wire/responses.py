@@ -47,10 +47,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
+from msgspec import Struct, field
 
 from ..errors import LlmError
 from ..model import ModelRequest
@@ -504,8 +504,7 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
 # --------------------------------------------------------------------------- upstream -> chunks
 
 
-@dataclass
-class _Open:
+class _Open(Struct):
     """One of our blocks, built from an upstream output item (or one content part of it)."""
 
     index: int
@@ -823,8 +822,7 @@ class ResponsesEventTranslator:
 # --------------------------------------------------------------------------- chunks -> SSE / response
 
 
-@dataclass
-class _Item:
+class _Item(Struct):
     """One output item the encoder serves: our block ``index`` is its ``output_index``."""
 
     index: int
