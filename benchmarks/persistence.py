@@ -1,11 +1,11 @@
-"""Persistence benchmark (issue 3, 15): our write/load time against a bare floor, per backend.
+"""Persistence benchmark: our write/load time against a bare floor, per backend.
 
 Usage: ``python benchmarks/persistence.py [N_EVENTS] [REPEATS] [--quick]`` (defaults 1,000,000 and
 3; ``--quick`` = 20,000 events, one run: a CI smoke run of a few seconds). Prints ratios measured in
 the same process, as median (min-max) over the runs (ours and the floors interleaved); wall time
 and process CPU time (less disturbed on a busy machine).
 
-Targets (issue 15): JSONL write <= 1.5x, SQLite write <= 2x, load <= 1.5x; memory: the load path
+Targets: JSONL write <= 1.5x, SQLite write <= 2x, load <= 1.5x; memory: the load path
 adds at most 1x the file size on top of the returned events' own size.
 
 Which floor the JSONL write target applies to: the floor that fsyncs once per batch. The spec

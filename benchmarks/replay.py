@@ -1,4 +1,4 @@
-"""Benchmark: replay loading (parse + derive) of a synthetic 1,000,000-event session log (issue 15).
+"""Benchmark: replay loading (parse + derive) of a synthetic 1,000,000-event session log.
 
 Three layouts of the same logical events: ``baseline`` (one full envelope per line),
 ``packed`` (delta runs packed, complete envelopes) and ``packed+projected`` (head-format.md).

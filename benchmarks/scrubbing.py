@@ -1,4 +1,4 @@
-"""Benchmark: scrubbing the run side of a comparison (issue 11) against the comparison itself.
+"""Benchmark: scrubbing the run side of a comparison against the comparison itself.
 
 Every replayed scenario scrubs its run's logs with the run's secret set before comparing them with
 the fixtures (``scenario.secrets.scrub_logs``: strings and the joined deltas of every block). This

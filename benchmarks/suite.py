@@ -1,4 +1,4 @@
-"""Benchmark: replay a generated suite of scenarios under pytest, serially and with pytest-xdist (issue 6).
+"""Benchmark: replay a generated suite of scenarios under pytest, serially and with pytest-xdist.
 
 Generates ``--count`` scenarios (default 200) in a temp dir, authored like ``scenarios/*/*``
 (``input.json`` + ``scripted.json``) and varied: text turns, bash tool turns, spawned
@@ -263,7 +263,7 @@ def in_process_times(paths: list[Path], no_fsync: bool, failed: list[str]) -> li
 
 
 def request_check_cost(paths: list[Path], no_fsync: bool, rounds: int = 3) -> None:
-    """Print the per-call cost of replay's request check (issue 10) and its share of the per-scenario time.
+    """Print the per-call cost of replay's request check and its share of the per-scenario time.
 
     In this process (warm imports), every scenario is checked ``rounds`` times with the request check on
     (default: every part the recording has) and off (``match_on`` empty), interleaved. The time spent in

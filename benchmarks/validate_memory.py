@@ -1,4 +1,5 @@
-"""Benchmark: peak memory of ``dsh-replay validate`` and ``show`` on a large log (issue 14, "Memory").
+"""Benchmark: peak memory of ``dsh-replay validate`` and ``show`` on a large log: memory bounded by
+the largest line, not the file.
 
 Generates a fork scenario: a primary ``session.jsonl`` of ``--lines`` lines (default 5,000,000,
 about 660 MB; realistic turns of streamed text deltas, tool calls and results, plus one line of

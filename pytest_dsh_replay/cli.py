@@ -367,10 +367,12 @@ def show(path: Path) -> None:
     units = _show_units(path)
     failed = False
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        for unit in units:
+        for unit, problem in units:
             spool.seek(0)
             spool.truncate()
             try:
+                if problem:
+                    raise HarnessError(f"{unit}: cannot list this directory ({problem})", "PATH_UNREADABLE")
                 _show_tree(unit, [_show_one(f, spool) for f in _log_files(unit)])
             except HarnessError as exc:
                 if len(units) == 1:
@@ -381,17 +383,16 @@ def show(path: Path) -> None:
         sys.exit(EXIT_USAGE)
 
 
-def _show_units(path: Path) -> list[Path]:
-    """``[path]`` for a log or a directory with logs (or ``input.json``) of its own; else the scenario
-    and log directories at or under it (:func:`~.scenario.validate.validation_units`).
+def _show_units(path: Path) -> list[tuple[Path, str]]:
+    """The units ``validate`` checks at or under ``path`` (:func:`~.scenario.validate.validation_units`:
+    the scenarios pytest collects there, nested ones included), each with why it cannot be listed
+    (``""`` when it can).
 
     Raises:
         HarnessError: ``PATH_EMPTY`` when there is none.
     """
     from .scenario.validate import validation_units
 
-    if not path.is_dir() or os.path.lexists(path / "input.json") or any(path.glob("*.jsonl")):
-        return [path]
     units = list(validation_units(path))
     if not units:
         raise HarnessError(

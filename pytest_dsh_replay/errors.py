@@ -107,7 +107,7 @@ def quote(value: object, limit: int = 120) -> str:
     """A bounded ``repr`` of ``value`` for error messages: never recursive-unbounded, at most ``limit`` chars.
 
     Use it wherever a message quotes input data (a deep or huge value must not blow up or flood a
-    message: issue "robust under any bad input").
+    message: every input is handled, whatever its bytes).
     """
     try:
         text = _quote_repr.repr(value)

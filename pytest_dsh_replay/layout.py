@@ -11,6 +11,10 @@ A scenario directory holds::
     <stem>.<n>.expected.<ext>     the same pin of child log n (when it differs)
     workspace/                    files copied into the run's cwd (optional)
 
+Which directories are scenarios (and which are walked to find them) is decided here too, once, for
+pytest's collection and the ``dsh-replay`` commands alike: :func:`dir_kind`, :func:`skips_dir`,
+:class:`RealDirs` and the walk that combines them, :func:`find_scenario_dirs`.
+
 Every module that names or recognises one of these files asks this module, and the request pin kinds
 (:class:`PinKind`) are declared here once: ``--dsh-match-on`` parts, pin file names and the labels of
 reports derive from :data:`PIN_KINDS`. It imports nothing of the package, so the pytest plugin may use
@@ -19,9 +23,11 @@ it at collection time for free.
 
 from __future__ import annotations
 
+import enum
+import fnmatch
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -37,11 +43,17 @@ __all__ = [
     "PIN_PARTS",
     "PRIMARY_FILE",
     "PRIMARY_LOG",
+    "PYTEST_SKIPPED_DIRS",
     "SCRIPTED_FILE",
     "SIDECAR_GLOB",
     "WORKSPACE_DIR",
+    "DirKind",
+    "FoundDir",
     "PinKind",
+    "RealDirs",
     "child_rank",
+    "dir_kind",
+    "find_scenario_dirs",
     "is_endpoint_recording",
     "is_log_name",
     "is_owned",
@@ -58,6 +70,7 @@ __all__ = [
     "pin_name",
     "sidecar_name",
     "sidecar_name_for",
+    "skips_dir",
 ]
 
 #: the scenario definition (its steps and config), harness.md §2
@@ -243,3 +256,178 @@ def owned_rank(name: str) -> int | None:
 def is_endpoint_recording(directory: Path) -> bool:
     """Whether ``directory`` is a recording of the loopback endpoint (it holds :data:`ENDPOINT_MANIFEST`)."""
     return os.path.lexists(directory / ENDPOINT_MANIFEST)
+
+
+# -- which directories are scenarios (harness.md §1, §3) -------------------------------------------
+
+
+class DirKind(enum.Enum):
+    """What a directory found under a scenario root is.
+
+    ``SCENARIO``: it holds ``input.json`` (whatever that is: a FIFO or a dangling link is the item's or
+    ``validate``'s typed error, never a directory skipped silently). ``LOGS``: session logs
+    (``session*.jsonl``) without ``input.json``: pytest reports it as a failing item, ``validate`` as
+    ``SCENARIO_NO_INPUT``. ``ENDPOINT``: a recording of the loopback endpoint (:data:`ENDPOINT_MANIFEST`,
+    no ``input.json``): validated and shown, never collected. ``UNREADABLE``: it could not be listed
+    (pytest reports a collection error, ``validate`` a finding).
+    """
+
+    SCENARIO = "scenario"
+    LOGS = "logs"
+    ENDPOINT = "endpoint"
+    UNREADABLE = "unreadable"
+
+
+class FoundDir(Struct, frozen=True):
+    """One directory :func:`find_scenario_dirs` reports: its path as walked (a symlink's own path, not its
+    target), its kind, and for ``UNREADABLE`` the reason (``strerror``)."""
+
+    path: Path
+    kind: DirKind
+    problem: str = ""
+
+
+#: the directory names pytest does not walk by default (its ``norecursedirs`` default, ``__pycache__``):
+#: collection leaves them to pytest (which applies the project's own ``norecursedirs``); the
+#: ``dsh-replay`` walk skips these, so both find the same scenarios in a project with pytest's defaults
+PYTEST_SKIPPED_DIRS: tuple[str, ...] = (
+    "*.egg",
+    ".*",
+    "_darcs",
+    "build",
+    "CVS",
+    "dist",
+    "node_modules",
+    "venv",
+    "{arch}",
+    "__pycache__",
+)
+
+
+def dir_kind(path: Path, names: Iterable[str] | None = None) -> DirKind | None:
+    """The kind of the directory ``path`` (``None``: none of them, e.g. a group directory).
+
+    ``names``: its listing when the caller has it (no further system call); without it, the kind is
+    decided with ``stat`` calls, and ``LOGS`` is not told apart from ``None`` (collection finds a log
+    directory from its files, :func:`is_log_name`).
+    """
+    if names is None:
+        try:
+            if os.path.lexists(path / INPUT_FILE):
+                return DirKind.SCENARIO
+            return DirKind.ENDPOINT if is_endpoint_recording(path) else None
+        except OSError:
+            return None
+    listed = set(names)
+    if INPUT_FILE in listed:
+        return DirKind.SCENARIO
+    if ENDPOINT_MANIFEST in listed:
+        return DirKind.ENDPOINT
+    return DirKind.LOGS if any(map(is_log_name, listed)) else None
+
+
+def skips_dir(name: str, *, in_scenario: bool, patterns: Sequence[str] = PYTEST_SKIPPED_DIRS) -> bool:
+    """Whether a subdirectory called ``name`` is left out of the search for scenarios.
+
+    A scenario's ``workspace/`` (the files the agent works on, copied into its cwd) is never searched,
+    and nothing in it is collected; a scenario's other subdirectories are (a nested scenario is a
+    scenario of its own). ``patterns``: ``fnmatch`` patterns of names skipped too (default
+    :data:`PYTEST_SKIPPED_DIRS`, the CLI's walk; a project's ``norecursedirs`` under pytest; ``()``
+    where pytest's own hook applies them).
+    """
+    if in_scenario and name == WORKSPACE_DIR:
+        return True
+    return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
+
+
+class RealDirs:
+    """Each real directory once: the directories of a walk, by the real path they lead to.
+
+    A symlinked directory is followed (a recording linked into a suite is a scenario there), unless
+    its target was reached already, through another path or as an ancestor of the link (a loop):
+    that link is not walked, so no scenario is found twice and a loop ends. The first path that
+    reaches a directory wins, in the order pytest collects (every entry of a directory, sorted by
+    name, before any of their own entries). Cost: one ``lstat`` per directory whose parent was
+    entered, a ``realpath`` for the others.
+    """
+
+    def __init__(self) -> None:
+        self._real: dict[str, str] = {}  # path as walked -> its real path
+        self._entered: dict[str, str] = {}  # real path -> the path that entered it
+
+    def real(self, path: Path) -> str:
+        """The real path of the directory ``path`` (a symlink loop: ``path`` itself, made absolute)."""
+        text = str(path)
+        known = self._real.get(text)
+        if known is not None:
+            return known
+        parent, name = os.path.split(text)
+        base = self._real.get(parent)
+        try:
+            real = (
+                os.path.join(base, name)
+                if base is not None and not os.path.islink(text)
+                else os.path.realpath(text)
+            )
+        except (OSError, ValueError):
+            real = os.path.abspath(text)
+        self._real[text] = real
+        return real
+
+    def enter(self, path: Path) -> bool:
+        """Whether the walk goes into ``path``: ``False`` when its real directory was entered already
+        through another path (asked again for the same path, the answer is the same)."""
+        text = str(path)
+        return self._entered.setdefault(self.real(path), text) == text
+
+
+def _listing(directory: Path) -> list[os.DirEntry[str]]:
+    with os.scandir(directory) as entries:
+        return sorted(entries, key=lambda e: e.name)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # follows a symlink; a dangling one or a loop is no directory
+    except OSError:
+        return False
+
+
+def find_scenario_dirs(
+    top: Path, seen: RealDirs | None = None, patterns: Sequence[str] = PYTEST_SKIPPED_DIRS
+) -> Iterator[FoundDir]:
+    """Every scenario, log, endpoint and unreadable directory at or under the directory ``top``.
+
+    The rule pytest's collection applies under a scenario root (``plugin.py`` asks the same
+    functions), walked without pytest for ``dsh-replay validate`` and ``show``: a directory's kind is
+    :func:`dir_kind`; every subdirectory is searched, a scenario's included (nested scenarios are found),
+    except those :func:`skips_dir` names (a scenario's ``workspace/``, ``patterns``: by default pytest's
+    default ``norecursedirs``), and a directory holding ``pyvenv.cfg``, as pytest skips a virtualenv;
+    symlinked directories are followed, each real directory once (:class:`RealDirs`). Yields in
+    pytest's collection order, a directory before what is under it; ``top`` itself is searched
+    whatever its name.
+    """
+    seen = RealDirs() if seen is None else seen
+    if seen.enter(top):
+        yield from _find_under(top, seen, patterns)
+
+
+def _find_under(directory: Path, seen: RealDirs, patterns: Sequence[str]) -> Iterator[FoundDir]:
+    try:
+        entries = _listing(directory)
+    except OSError as exc:
+        yield FoundDir(directory, DirKind.UNREADABLE, exc.strerror or type(exc).__name__)
+        return
+    kind = dir_kind(directory, (e.name for e in entries))
+    if kind is not None:
+        yield FoundDir(directory, kind)
+    children = [
+        Path(e.path)
+        for e in entries
+        if _is_dir(e)
+        and not skips_dir(e.name, in_scenario=kind is DirKind.SCENARIO, patterns=patterns)
+        and not os.path.isfile(os.path.join(e.path, "pyvenv.cfg"))
+    ]
+    # every child entered before any is walked: the order in which pytest meets them
+    for child in [c for c in children if seen.enter(c)]:
+        yield from _find_under(child, seen, patterns)

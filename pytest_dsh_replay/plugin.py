@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -31,10 +32,14 @@ from .layout import (
     LOG_GLOB,
     SCRIPTED_FILE,
     WORKSPACE_DIR,
-    is_endpoint_recording,
+    DirKind,
+    RealDirs,
+    dir_kind,
+    find_scenario_dirs,
     is_log_name,
     is_owned,
     log_rank,
+    skips_dir,
 )
 from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
@@ -66,10 +71,14 @@ class _State:
         self.name_globs: list[str] = []
         #: the ``--dsh-scenario`` values that are paths: their scenarios are kept whatever the globs say
         self.named_paths: list[Path] = []
+        #: the scenario directories the name globs select, found before collection (:func:`_select_by_name`)
+        self.selected: set[str] = set()
         self.scrubber: SecretScrubber | None = None  # THE secret set of the run (llm.secrets.run_scrubber)
         #: ini roots added to the ini's testpaths (each containing a testpath) and those testpaths: under
         #: such a root only scenarios are collected, python tests only inside the testpaths
         self.scenario_only: tuple[list[Path], list[Path]] = ([], [])
+        #: the directories collection entered under the roots, each real directory once (layout.RealDirs)
+        self.dirs = RealDirs()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
@@ -160,7 +169,9 @@ def pytest_configure(config: pytest.Config) -> None:
         search = configured or [config.rootpath / "scenarios"]
         existing = [r.resolve() for r in search if r.exists()]
         state.roots.extend(existing)
-        scenario_args.extend(str(r) for r in existing)
+        selected = _select_by_name(config, state.name_globs, existing, state.roots)
+        state.selected = {str(d) for d in selected}
+        scenario_args.extend(str(d) for d in selected)
     if not config.getoption("dsh_scenario"):
         if config.args_source == pytest.Config.ArgsSource.TESTPATHS and configured:
             _add_ini_roots(config, state)
@@ -193,12 +204,34 @@ def _add_ini_roots(config: pytest.Config, state: _State) -> None:
     config.args = kept + [str(r) for r in extra]
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under an ini root that was added around a testpath (:func:`_add_ini_roots`), ignore every file
-    but scenario files outside the testpaths: plain ``pytest`` must not collect more python tests than
-    the ini's ``testpaths`` name."""
-    roots, testpaths = config.stash[_STATE].scenario_only
-    if not roots or collection_path.is_dir():
+@pytest.hookimpl(wrapper=True)
+def pytest_ignore_collect(
+    collection_path: Path, config: pytest.Config
+) -> Generator[None, bool | None, bool | None]:
+    """What collection leaves out under the scenario roots, once every other plugin (pytest's own
+    ``--ignore`` and ``norecursedirs`` included) admitted the path: the search rule of
+    :func:`~.layout.find_scenario_dirs` (a scenario's ``workspace/``; a directory whose real directory
+    was entered already through another path, a symlink loop included: :class:`~.layout.RealDirs`), so
+    that ``dsh-replay validate``/``show`` find what is collected. And under an ini root that was added
+    around a testpath (:func:`_add_ini_roots`), every file but scenario files outside the testpaths:
+    plain ``pytest`` must not collect more python tests than the ini's ``testpaths`` name."""
+    ignored = yield
+    if ignored:
+        return ignored
+    state = config.stash[_STATE]
+    if not state.roots:
+        return None
+    if collection_path.is_dir():
+        real = state.dirs.real(collection_path)
+        if not _under(str(collection_path), state.roots) and not _under(real, state.roots):
+            return None
+        name = collection_path.name
+        in_scenario = name == WORKSPACE_DIR and dir_kind(collection_path.parent) is DirKind.SCENARIO
+        if skips_dir(name, in_scenario=in_scenario, patterns=()):  # pytest applied norecursedirs
+            return True
+        return True if not state.dirs.enter(collection_path) else None
+    roots, testpaths = state.scenario_only
+    if not roots:
         return None
     name = collection_path.name
     if name == INPUT_FILE or is_log_name(name):
@@ -207,6 +240,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if _within(path, roots) and not _within(path, testpaths):
         return True
     return None
+
+
+def _under(path: str, roots: list[Path]) -> bool:
+    """Whether the absolute path ``path`` is one of ``roots`` or below one (by its text: no system call)."""
+    return any(path == str(r) or path.startswith(str(r).rstrip(os.sep) + os.sep) for r in roots)
 
 
 def _names_scenarios(path: Path) -> bool:
@@ -245,12 +283,12 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     directory); a package directory (``__init__.py``) is left to pytest."""
     state = parent.config.stash[_STATE]
     try:
-        if not state.roots or not (path / INPUT_FILE).is_file() or (path / "__init__.py").exists():
+        if not state.roots or dir_kind(path) is not DirKind.SCENARIO or (path / "__init__.py").exists():
             return None
     except OSError:  # an unreadable directory: pytest's own collector reports it
         return None
     # the roots are resolved; the path pytest walks is, unless a symlink is on the way
-    if not _within(path, state.roots) and not _within(path.resolve(), state.roots):
+    if not _under(str(path), state.roots) and not _under(state.dirs.real(path), state.roots):
         return None
     return ScenarioDir.from_parent(parent, path=path)
 
@@ -265,7 +303,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     # a scenario's logs beside its input.json: the input.json is the item (checked first: the common
     # case costs one stat, no path resolution)
-    if name != INPUT_FILE and ((directory / INPUT_FILE).is_file() or is_endpoint_recording(directory)):
+    if name != INPUT_FILE and dir_kind(directory) is not None:  # a scenario's or an endpoint recording's
         return None
     if not _within(directory.resolve(), state.roots):
         return None
@@ -288,35 +326,78 @@ def _scenario_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile:
     return node
 
 
+def _select_by_name(
+    config: pytest.Config, globs: list[str], search: list[Path], roots: list[Path]
+) -> list[Path]:
+    """The scenario directories ``--dsh-scenario NAME`` globs select under the ``search`` roots, found
+    before collection by the rule collection applies (:func:`~.layout.find_scenario_dirs` with the
+    project's ``norecursedirs``), so that pytest is handed these directories alone: nothing else under
+    the roots is collected or has its conftests imported. A glob matches ``<group>/<name>`` (the item's
+    name) or ``<name>``. A directory that ``pytest_ignore_collect`` leaves out (``--ignore``,
+    ``--ignore-glob``, at it or on the way to it from its root) is not selected, as collecting the root
+    would not have collected it (pytest does not ask that hook about the paths it is handed).
+
+    Raises:
+        pytest.UsageError: a glob that selects no scenario (before anything is collected or listed);
+            ``roots`` (every root of the run) are named as searched.
+    """
+    patterns = (*config.getini("norecursedirs"), "__pycache__")
+    seen = RealDirs()
+    found = [
+        (f.path, root)
+        for root in search
+        for f in find_scenario_dirs(root, seen, patterns)
+        if f.kind in (DirKind.SCENARIO, DirKind.LOGS)
+    ]
+    named = [(d, root) for d, root in found if any(_name_matches(d, glob) for glob in globs)]
+    # the other plugins' hooks only: this module's own part of the hook is the walk's rule, applied
+    others = config.pluginmanager.subset_hook_caller("pytest_ignore_collect", [sys.modules[__name__]])
+    kept = [d for d, root in named if not _ignored(others, config, d, root)]
+    hits = {glob: [d for d in kept if _name_matches(d, glob)] for glob in globs}
+    unmatched = next((glob for glob in globs if not hits[glob]), None)
+    if unmatched is not None:
+        searched = ", ".join(dict.fromkeys(map(str, roots)))  # each root once
+        raise pytest.UsageError(
+            f"--dsh-scenario {unmatched}: no scenario matches this name and it is not an existing path "
+            f"(searched: {searched or 'no existing root'})"
+        )
+    return kept  # in collection order
+
+
+def _ignored(hook: Any, config: pytest.Config, directory: Path, root: Path) -> bool:
+    """Whether ``hook`` (``pytest_ignore_collect``) leaves out ``directory`` or a directory between it and
+    ``root``."""
+    path = directory
+    while path != root and root in path.parents:
+        if hook(collection_path=path, config=config):
+            return True
+        path = path.parent
+    return False
+
+
+def _name_matches(directory: Path, glob: str) -> bool:
+    return fnmatch.fnmatch(f"{directory.parent.name}/{directory.name}", glob) or fnmatch.fnmatch(
+        directory.name, glob
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With name globs, deselect the scenarios collected beside the selected ones that no glob selects
+    (one nested in a selected scenario, those under a positional path), unless a ``--dsh-scenario``
+    PATH names them: the selections add up. Other items are left alone."""
     state = config.stash[_STATE]
-    globs = state.name_globs
-    if not globs:
+    if not state.name_globs:
         return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
-    matched: set[str] = set()
     for item in items:
-        hits = (
-            {g for g in globs if fnmatch.fnmatch(item.name, g) or fnmatch.fnmatch(item.scenario_path.name, g)}
-            if isinstance(item, ScenarioItem)
-            else set(globs)
+        chosen = (
+            not isinstance(item, ScenarioItem)
+            or str(item.scenario_path) in state.selected
+            or (state.named_paths and _within(item.scenario_path.resolve(), state.named_paths))
+            or str(item.scenario_path.resolve()) in state.selected
         )
-        matched |= hits
-        # ``--dsh-scenario`` is repeatable: a path and a glob given together select the union
-        named = (
-            bool(state.named_paths)
-            and isinstance(item, ScenarioItem)
-            and _within(item.scenario_path.resolve(), state.named_paths)
-        )
-        (keep if hits or named else drop).append(item)
-    unmatched = [g for g in globs if g not in matched]
-    if unmatched:
-        searched = ", ".join(dict.fromkeys(map(str, config.stash[_STATE].roots)))  # each root once
-        raise pytest.UsageError(
-            f"--dsh-scenario {unmatched[0]}: no scenario matches this name and it is not an existing path "
-            f"(searched: {searched or 'no existing root'})"
-        )
+        (keep if chosen else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -346,24 +427,23 @@ class ScenarioDir(pytest.Directory):
                 is_dir, is_file = entry.is_dir(), entry.is_file()
             except OSError:  # a broken symlink, a permission error: as pytest's own scandir
                 continue
-            if (
-                is_file
-                and entry.name != INPUT_FILE
-                and (entry.name in _SCENARIO_FILES or is_owned(entry.name))
-            ):
+            # input.json whatever it is (a FIFO, a directory, a dangling link) fails the item with the
+            # reader's typed error, as validate reports it (layout.dir_kind), instead of vanishing
+            is_input = entry.name == INPUT_FILE
+            if is_file and not is_input and (entry.name in _SCENARIO_FILES or is_owned(entry.name)):
                 continue
-            if is_dir and entry.name == WORKSPACE_DIR:
-                continue  # the files the agent works on (copied into its cwd), never the project's tests
+            if is_dir and skips_dir(entry.name, in_scenario=True, patterns=()):
+                continue  # workspace/: the files the agent works on (copied into its cwd), not the project's
             if not session.isinitpath(path, with_parents=is_dir) and ihook.pytest_ignore_collect(
                 collection_path=path, config=config
             ):
                 continue
-            if is_dir:
+            if is_input:
+                yield _scenario_file(self, path)
+            elif is_dir:
                 col = ihook.pytest_collect_directory(path=path, parent=self)
                 if col is not None:
                     yield col
-            elif is_file and entry.name == INPUT_FILE:
-                yield _scenario_file(self, path)
             elif is_file:
                 yield from ihook.pytest_collect_file(file_path=path, parent=self)
 

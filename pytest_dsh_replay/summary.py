@@ -13,6 +13,7 @@ import pytest
 
 from .itemreport import WRITE_STATUSES, ItemReport, endpoint_notes
 from .modes import RecordMode
+from .options import match_on
 
 __all__ = ["RunSummary"]
 
@@ -80,7 +81,7 @@ class RunSummary:
         if record is RecordMode.NEW_EPISODES:
             done = each = "for new_episodes (the recorded part checked, the calls past it sent live)"
         elif config.getoption("update_snapshots", default=False) and record is not RecordMode.REWRITE:
-            done = each = "for --snapshot-update (every request checked, the logs taken from the run)"
+            done = each = f"for --snapshot-update ({_update_checks(config)}, the logs taken from the run)"
             compared = "replayed"
         else:
             done, each = "and matched their recordings", "matched its recording"
@@ -111,9 +112,18 @@ class RunSummary:
                 f"dsh-replay: session/end-seed ignored on both sides in {len(self.end_seed_ignored)} "
                 f"scenario(s) whose fixtures predate the marker ({names}); replay.md §9"
             )
+        # --dsh-record=once records the unrecorded scenarios and, beside --snapshot-update, updates the others
+        updates = bool(config.getoption("update_snapshots", default=False)) and record in (
+            RecordMode.NONE,
+            RecordMode.ONCE,
+        )
         if self.written or self.removed:
-            record = RecordMode(config.getoption("dsh_record"))
-            if record.records:
+            if record.records and updates:
+                tr.section(
+                    f"dsh-replay recording (--dsh-record={record}) and snapshot update (--snapshot-update): "
+                    "fixtures written"
+                )
+            elif record.records:
                 tr.section(f"dsh-replay recording (--dsh-record={record}): fixtures written")
             else:
                 tr.section("dsh-replay snapshot update (--snapshot-update): fixtures rewritten from the run")
@@ -124,7 +134,10 @@ class RunSummary:
         for note in self.endpoint_notes:
             tr.write_line(f"dsh-replay endpoint (--dsh-record={record.value}): {note}")
         if self.write_status:  # an update or recording run ends with one line of counts
-            what = f"--dsh-record={record.value}" if record.records else "--snapshot-update"
+            what = " ".join(
+                ([f"--dsh-record={record.value}"] if record.records else [])
+                + (["--snapshot-update"] if updates else [])
+            )
             counts = ", ".join(f"{self.write_status.get(s, 0)} {s}" for s in WRITE_STATUSES)
             tr.write_line(
                 f"dsh-replay {what}: scenarios {counts}; files {len(self.written)} written, "
@@ -136,3 +149,21 @@ class RunSummary:
                 tr.write_line(f"red as required: {name}")
             for name in self.guards_failed:
                 tr.write_line(f"GUARD CANNOT FAIL: {name}")
+
+
+def _update_checks(config: pytest.Config) -> str:
+    """What an update checked of each request, as the options in force say (``--dsh-match-on``,
+    ``--dsh-accept-changed-requests``): the summary claims no check that did not run."""
+    parts = match_on(config)
+    if parts == frozenset():
+        return "request check off: --dsh-match-on none"
+    if parts is None:
+        checked = "every request checked"
+    else:
+        from .replay.requests import MATCH_PARTS  # imported already: it parsed the option
+
+        named = ", ".join(p for p in MATCH_PARTS if p in parts)
+        checked = f"requests checked on {named} only (--dsh-match-on)"
+    if config.getoption("dsh_accept_changed_requests"):
+        checked += ", changed ones kept with their recorded answers (--dsh-accept-changed-requests)"
+    return checked

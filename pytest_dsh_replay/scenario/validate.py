@@ -36,6 +36,7 @@ from ..layout import (
     LOG_GLOB,
     PRIMARY_FILE,
     SIDECAR_GLOB,
+    find_scenario_dirs,
     is_endpoint_recording,
     is_sidecar_name,
     loose_log_number,
@@ -46,8 +47,6 @@ from ..session.header import HeaderProblem, header_problems
 from .logstream import Event, LogStream
 from .normalize import SessionLog
 from .secrets import SecretCheck, default_scrubber
-
-_SKIP_DIRS = frozenset({"workspace", "__pycache__", "node_modules"})
 
 
 class Finding(Struct, frozen=True):
@@ -556,41 +555,34 @@ def validate_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = 
 # ------------------------------------------------------------------------------------ inventory
 
 
-def _is_unit(path: Path) -> bool:
+def validation_units(path: Path) -> Iterator[tuple[Path, str]]:
+    """Every unit at or under ``path`` and, for a directory that cannot be listed, why (else ``""``).
+
+    A unit is the file ``path`` itself, or a scenario, log or endpoint directory found by the rule
+    collection applies (:func:`~pytest_dsh_replay.layout.find_scenario_dirs`: nested scenarios found,
+    a scenario's ``workspace/`` and pytest's default ``norecursedirs`` skipped, symlinked directories
+    followed, each real directory once), so ``validate`` checks what pytest collects. A directory
+    named as ``path`` that holds ``*.jsonl`` files of other names is a unit too (logs validated by
+    name).
+    """
+    if not path.is_dir():
+        yield path, ""
+        return
+    found = find_scenario_dirs(path)
+    first = next(found, None)
+    if (first is None or first.path != path) and _holds_jsonl(path):
+        yield path, ""
+    if first is not None:
+        yield first.path, first.problem
+    for unit in found:
+        yield unit.path, unit.problem
+
+
+def _holds_jsonl(directory: Path) -> bool:
     try:
-        return os.path.lexists(path / INPUT_FILE) or any(
-            p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()
-        )
+        return any(p.suffix == ".jsonl" and p.is_file() for p in directory.iterdir())
     except OSError:
         return False
-
-
-def validation_units(path: Path, _seen: set[Path] | None = None) -> Iterator[Path]:
-    """Every unit at or under ``path``: the file itself, or each directory holding ``input.json`` or
-    ``*.jsonl`` files (sorted; ``workspace/``, hidden and cache directories are skipped, and a
-    directory reached twice through symlinks is walked once)."""
-    if not path.is_dir():
-        yield path
-        return
-    seen = set() if _seen is None else _seen
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        return
-    if real in seen:
-        return
-    seen.add(real)
-    if _is_unit(path):
-        yield path
-        return
-    try:
-        children = sorted(p for p in path.iterdir() if p.is_dir())
-    except OSError:
-        return
-    for child in children:
-        if child.name.startswith(".") or child.name in _SKIP_DIRS:
-            continue
-        yield from validation_units(child, seen)
 
 
 def _session_number(path: Path) -> int:
@@ -615,8 +607,8 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         out.append(
             Finding(
                 "SCENARIO_NO_INPUT",
-                f"{directory}: session logs ({names}) but no input.json: pytest does not collect this "
-                "directory as a scenario; add input.json (its steps) or move the logs",
+                f"{directory}: session logs ({names}) but no input.json: pytest reports this directory as "
+                "a failing item, not a scenario; add input.json (its steps) or move the logs",
             )
         )
     else:
@@ -700,7 +692,7 @@ def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None
     """
     scrubber = scrubber or default_scrubber()
     for path in paths:
-        units = list(validation_units(path)) if path.exists() else [path]
+        units = list(validation_units(path)) if path.exists() else [(path, "")]
         if not units:
             report = UnitReport(path)
             report.findings.append(
@@ -710,5 +702,16 @@ def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None
             )
             yield report
             continue
-        for unit in units:
-            yield validate_unit(unit, scrubber)
+        for unit, problem in units:
+            if problem:
+                report = UnitReport(unit)
+                report.findings.append(
+                    Finding(
+                        "PATH_UNREADABLE",
+                        f"{unit}: cannot list this directory ({problem}): nothing under it is checked, and "
+                        "pytest reports it as a collection error",
+                    )
+                )
+                yield report
+            else:
+                yield validate_unit(unit, scrubber)

@@ -1,4 +1,5 @@
-"""Seeded, bounded fuzzing of every ``dsh-replay`` command over mutated copies of real logs (issue 14).
+"""Seeded, bounded fuzzing of every ``dsh-replay`` command over mutated copies of real logs: a typed error
+and an exit code of 0, 1 or 2, never a traceback.
 
 Each case copies a real scenario (the bundled ``scenarios/`` and, when present, ``../shared/conformance*``),
 applies one to three seeded mutations to its files (bit flips, truncations, swapped / duplicated /

@@ -1,4 +1,4 @@
-"""Tool-call streaming of the OpenAI translator against a loopback server (issue 11).
+"""Tool-call streaming of the OpenAI translator against a loopback server.
 
 Deltas are keyed by ``id`` (a new id starts a new call, even at a taken ``index``), by ``index``, by
 order only when neither exists; calls are ordered by provider index; arguments that are not JSON at

@@ -1,4 +1,4 @@
-"""Secrets split across the deltas of a block (issue 11): scrubbed per block, found by every scan."""
+"""Secrets split across the deltas of a block: scrubbed per block, found by every scan."""
 
 from __future__ import annotations
 
@@ -105,7 +105,8 @@ def test_written_log_of_a_split_key_holds_no_fragment_joined_or_not() -> None:
 
 
 def test_the_post_write_scan_finds_a_key_split_across_deltas() -> None:
-    """Before issue 11 the scan read line by line: no line holds the key, so it said ok."""
+    """Regression: the post-write scan read line by line, and no line holds the whole key, so it said
+    ok."""
     # what the recorder wrote before: block-end redacted, the deltas as they were
     pieces = ["Your key is Zq7LLM", "cred0123", "456789abcd", " ok"]
     text = log_to_jsonl(text_log(pieces, end_text="Your key is [REDACTED] ok"))

@@ -1,4 +1,4 @@
-"""Fuzz both backends' ``load`` with mutated real logs (issue 14).
+"""Fuzz both backends' ``load`` with mutated real logs: any stored bytes give events or a typed error.
 
 Sources: the reference recordings ``../shared/conformance/*/session*.jsonl`` when present, else the
 bundled ``scenarios/``. Mutations: bit flips, byte overwrites, truncations, swapped / duplicated /

@@ -1,5 +1,5 @@
-"""Kill test (issue 14): a subprocess writes turns through the real SessionStore + WriteCoordinator,
-is SIGKILLed at seeded random moments, and the log is then loaded with crash repair.
+"""Kill test (what survives a SIGKILL): a subprocess writes turns through the real SessionStore +
+WriteCoordinator, is SIGKILLed at seeded random moments, and the log is then loaded with crash repair.
 
 The writer reports, after every flush that returned, how many events are committed and the sha256
 of those events; a flush returns only when the batch is durable, so every reported prefix must

@@ -1,4 +1,4 @@
-"""Regression tests of issue 14 (persistence side): typed errors for any stored bytes, one writer per
+"""Persistence under bad input: typed errors for any stored bytes, one writer per
 id across cwd buckets, a byte-identical SQLite version check with a WAL, deep data and odd ids."""
 
 from __future__ import annotations

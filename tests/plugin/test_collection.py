@@ -1,4 +1,4 @@
-"""Collection and option handling of the plugin (issue 13; harness.md §3): nothing dropped silently,
+"""Collection and option handling of the plugin (harness.md §3): nothing dropped silently,
 unrelated projects left alone, scenario paths never deciding the rootdir."""
 
 from __future__ import annotations
@@ -361,3 +361,48 @@ def test_a_scenario_path_and_a_name_glob_select_the_union(pytester: pytest.Pytes
     shutil.copytree(BUNDLED, pytester.path / "scenarios")
     result = run(pytester, "--dsh-scenario", "scenarios/spawn", "--dsh-scenario", "fork/*")
     result.assert_outcomes(passed=N_SPAWN + N_FORK)
+
+
+def test_a_name_glob_that_matches_nothing_lists_nothing(pytester: pytest.Pytester) -> None:
+    """A ``--dsh-scenario`` glob that selects no scenario is a usage error before anything is collected:
+    ``--collect-only`` lists no item first.
+
+    Regression: the error came after collection, so ``--collect-only`` first listed every scenario of
+    the ini's roots (and a python test named beside the glob kept it from being an error at all)."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    pytester.makeini("[pytest]\ndsh_scenario_roots = scenarios\n")
+    (pytester.path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    for args in (("--dsh-scenario", "nomatch*"), ("test_ok.py", "--dsh-scenario", "nomatch*")):
+        result = run(pytester, "--collect-only", "-q", *args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+        result.stderr.fnmatch_lines(["*--dsh-scenario nomatch*: no scenario matches this name*"])
+        assert [line for line in result.outlines if "::" in line] == []
+
+
+def test_a_name_glob_collects_only_the_scenarios_it_selects(pytester: pytest.Pytester) -> None:
+    """A glob is resolved to scenario directories before collection: pytest is handed those alone, so
+    the other scenarios of the root are not collected and their conftests are not imported.
+
+    Regression: the whole root was collected (every conftest under it imported) and then deselected."""
+    shutil.copytree(BUNDLED, pytester.path / "scenarios")
+    marker = "import pathlib\npathlib.Path(__file__).with_name('imported').write_text('')\n"
+    chosen = pytester.path / "scenarios" / "spawn" / "one-child"
+    other = pytester.path / "scenarios" / "fork" / "nested"
+    for directory in (chosen, other):
+        (directory / "conftest.py").write_text(marker)
+    result = run(pytester, "--dsh-scenario", "spawn/one-child", "-v")
+    result.assert_outcomes(passed=1)
+    assert "deselected" not in result.stdout.str()
+    assert (chosen / "imported").exists()
+    assert not (other / "imported").exists()
+
+
+def test_a_name_glob_leaves_out_what_ignore_and_norecursedirs_leave_out(pytester: pytest.Pytester) -> None:
+    """The directories a glob selects are handed to pytest, which does not ask ``--ignore`` about the
+    paths it is handed: the selection asks it, as collecting the whole root did."""
+    shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
+    shutil.copytree(BUNDLED / "spawn" / "one-child", pytester.path / "scenarios" / "archive" / "old")
+    pytester.makeini("[pytest]\nnorecursedirs = archive\n")
+    scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
+    result = run(pytester, "--dsh-scenario", "*", f"--ignore={scenario}")
+    result.assert_outcomes(passed=N_SPAWN - 1)

@@ -313,7 +313,7 @@ def test_new_episodes_with_a_failed_live_call_writes_the_sidecar_it_needs(
 def test_new_episodes_past_the_scripted_file_says_which_list_to_extend(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    """Newcomer finding: the failure suggested --snapshot-update, which cannot serve a new call."""
+    """Regression: the failure suggested --snapshot-update, which cannot serve a new call."""
     scenario = scenario_dir(tmp_path, [{"op": "newSession"}, {"op": "prompt", "text": "one"}], [["FIRST"]])
     record(pytester, scenario).assert_outcomes(passed=1)
     steps = [{"op": "newSession"}, {"op": "prompt", "text": "one"}, {"op": "prompt", "text": "two"}]

@@ -1,7 +1,7 @@
 """End to end: a scenario replayed with a changed prompt, tool set, model or system prompt fails at the call,
 naming what changed; unchanged it passes; ``--dsh-match-on``; ``--snapshot-update`` refreshes the pins.
 
-Spec: replay.md §5, harness.md §4-5 (issue 10).
+Spec: replay.md §5, harness.md §4-5.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def test_a_bad_pin_fails_the_item_naming_the_file(
 def test_a_changed_tool_set_is_not_offered_a_snapshot_update(
     pytester: pytest.Pytester, bundled_copy: Path
 ) -> None:
-    """Newcomer finding: the hint sent a lost tool to --snapshot-update, which kept answers that call it."""
+    """Regression: the hint for a lost tool pointed to --snapshot-update, which kept answers that call it."""
     scenario = bundled_copy / ONE_CHILD
     _config(scenario, tools=["bash"])
     result = run(pytester, "--dsh-scenario", str(scenario))

@@ -1,4 +1,4 @@
-"""What the plugin prints after a run (issue 13, "Outputs"): every line says what really happened."""
+"""What the plugin prints after a run: every line says what really happened."""
 
 from __future__ import annotations
 

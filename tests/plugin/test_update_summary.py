@@ -67,3 +67,53 @@ def test_a_recording_run_prints_the_replay_line_and_the_counts(pytester: pytest.
             "files 0 written, 0 removed",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "checks"),
+    [
+        ((), "every request checked"),
+        (("--dsh-match-on", "none"), "request check off: --dsh-match-on none"),
+        (("--dsh-match-on", "model,messages"), "requests checked on messages, model only (--dsh-match-on)"),
+        (
+            ("--dsh-accept-changed-requests",),
+            "every request checked, changed ones kept with their recorded answers "
+            "(--dsh-accept-changed-requests)",
+        ),
+    ],
+)
+def test_the_update_line_claims_only_the_checks_that_ran(
+    pytester: pytest.Pytester, options: tuple[str, ...], checks: str
+) -> None:
+    """Regression: an update said "every request checked" whatever ``--dsh-match-on`` said, beside the
+    item's "request check: off" under ``--dsh-match-on none``."""
+    one, _two, _changed = _copies(pytester)
+    result = _run(pytester, "--dsh-scenario", str(one), "--snapshot-update", *options)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"dsh-replay: 1 scenario(s) replayed end to end for --snapshot-update ({checks}, the logs taken "
+            "from the run): 2 session log(s) replayed*"
+        ]
+    )
+
+
+def test_an_update_beside_record_once_names_both(pytester: pytest.Pytester) -> None:
+    """``--dsh-record=once --snapshot-update`` updates the recorded scenarios: the summary's title and
+    counts line name the update, not a recording alone.
+
+    Regression: the files an update rewrote were listed under "recording (--dsh-record=once)" and counted
+    as "dsh-replay --dsh-record=once: ..."."""
+    _one, two, _changed = _copies(pytester)
+    options = ("--dsh-record=once", "--dsh-model", "scripted", "--snapshot-update")
+    result = _run(pytester, "--dsh-scenario", str(two), *options)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*dsh-replay recording (--dsh-record=once) and snapshot update (--snapshot-update): fixtures "
+            "written*",
+            f"written: {two / 'session.jsonl'}",
+            "dsh-replay --dsh-record=once --snapshot-update: scenarios 1 written, 0 unchanged, 0 refused, "
+            "0 failed; files 1 written, 0 removed",
+        ]
+    )

@@ -1,4 +1,4 @@
-"""Loading from bytes keeps packed calls deferred and reads no event dicts (issue 15).
+"""Loading from bytes keeps packed calls deferred and reads no event dicts.
 
 ``load_session_scripts(path)`` scans each log once (``replay.scan``): the scripts and the expected
 requests (call points) both come from that scan, and a call holding packed runs stays a

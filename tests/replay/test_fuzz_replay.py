@@ -1,4 +1,5 @@
-"""Fuzz campaign of the replay-side loaders (issue 14) and of the fast scan (issue 15).
+"""Fuzz campaign of the replay-side loaders (typed errors only) and of the fast scan (the reference
+path's answer, always).
 
 Seeded (``derandomize``), bounded mutations of the real logs (``../shared/conformance*`` when present)
 and of the bundled ``scenarios/``: bit flips, truncations, swapped / duplicated / dropped lines,

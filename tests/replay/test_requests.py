@@ -1,4 +1,4 @@
-"""The request check of replay (issue 10): expected requests from the log, pins, comparison, binding.
+"""The request check of replay: expected requests from the log, pins, comparison, binding.
 
 Spec: replay.md §3-§5, events.md §6, harness.md §5.
 """

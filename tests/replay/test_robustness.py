@@ -1,4 +1,4 @@
-"""Regression tests of the defects the fuzz campaign found in the replay-side loaders (issue 14).
+"""The replay-side loaders under bad input: one test per defect a fuzz campaign found.
 
 Each failed before its fix with an untyped exception (RecursionError, TypeError) or without the
 size check; now every one is a HarnessError subclass with a code, a bounded message and the file.

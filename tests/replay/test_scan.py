@@ -1,7 +1,7 @@
 """The fast scan (``replay.scan.derive_log_script``) equals parse_session_log + derive_replay_script.
 
 Edge cases where msgspec and orjson read JSON differently, or where the scan must give up and let
-the reference path decide (issue 15: the fast path detects every error the old path detected).
+the reference path decide: the fast path detects every error the reference path detects.
 """
 
 from __future__ import annotations

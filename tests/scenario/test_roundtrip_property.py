@@ -1,4 +1,4 @@
-"""Property (issue 5): for random recorded runs, derive then replay THROUGH THE REAL AGENT LOOP
+"""Property: for random recorded runs, derive then replay THROUGH THE REAL AGENT LOOP
 reproduces the recorded logs exactly (after normalization), including subagent children.
 
 Record: the real runtime with a :class:`ScriptedModel` of random responses (text, reasoning, tool

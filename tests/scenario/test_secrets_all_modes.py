@@ -231,7 +231,9 @@ def test_new_episodes_appends_a_split_secret_scrubbed(
 
 
 def test_snapshot_update_scrubs_the_configured_key(pytester: pytest.Pytester, key: str) -> None:
-    """The issue's case: the update path rewrote the logs without the configured key's value."""
+    """``--snapshot-update`` scrubs the configured key's value from the logs it writes.
+
+    Regression: the update path rewrote the logs without scrubbing the configured key's value."""
     model = scripted(
         {
             "toolCalls": [
@@ -287,7 +289,9 @@ def test_recorded_override_sidecar_is_scrubbed_per_block(pytester: pytest.Pytest
 
 
 def test_mismatch_report_and_junitxml_show_redacted(pytester: pytest.Pytester, key: str) -> None:
-    """The issue's case: the terminal report printed the key, --junitxml twice."""
+    """A mismatch report shows the key as ``[REDACTED]`` in the terminal and in ``--junitxml``.
+
+    Regression: the terminal report printed the key, and the junit XML twice."""
     model = scripted(
         {
             "toolCalls": [

@@ -1,5 +1,5 @@
 """Hypothesis properties over random valid logs: fork prefix/derivation/contiguity, seed replay,
-crash-repair closers (issue 2 "Property tests")."""
+crash-repair closers."""
 
 from __future__ import annotations
 
