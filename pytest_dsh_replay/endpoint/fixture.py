@@ -69,8 +69,14 @@ def recording_dir(request: pytest.FixtureRequest) -> Path:
 def rerecord_command(config: pytest.Config, nodeid: str) -> str:
     """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
     where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
-    report lines name it (``Config.cwd_relative_nodeid``), shell-quoted."""
-    test = shlex.quote(config.cwd_relative_nodeid(nodeid))
+    report lines name it, shell-quoted.
+
+    Computed here rather than by ``Config.cwd_relative_nodeid``, whose argument changed from a string
+    to a node-id object in pytest 9.2.
+    """
+    path, sep, rest = nodeid.partition("::")
+    where = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
+    test = shlex.quote(where + sep + rest)
     return f"pytest {test} --dsh-record=rewrite --dsh-upstream URL"
 
 
