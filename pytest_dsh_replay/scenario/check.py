@@ -474,16 +474,20 @@ def changed_model_input(
     This is what refuses an update whose request check does not see ``messages`` (``--dsh-match-on``
     without it, or a ``pytest_dsh_normalize_event`` hook): both sides are normalized as the log
     comparison normalizes them (ignored types, the hook, ids, cwd), so a value the hook masks is no
-    change. The k-th input of each log is compared with the k-th of its fixture, by type and ``data``
-    (seqs may shift when the agent writes other events). The call is counted by the ``step/start``
-    events of the log's own part (``events[seedLength:]``).
+    change. Ignored event types (``--dsh-ignore-event``) are not ignored here: ignoring a prompt in the
+    comparison does not make its recorded answer fit a new one. The k-th input of each log is compared
+    with the k-th of its fixture, by type and ``data`` (seqs may shift when the agent writes other
+    events). The call is counted by the ``step/start`` events of the log's own part
+    (``events[seedLength:]``); only a call the fixture has (a replayed one) counts, so the calls
+    ``new_episodes`` made live after the recorded part are no refusal.
     """
     from .compare import structural_diff
     from .normalize import context_for, normalized_events
 
-    rules = Normalization(ignored, sqlite, event_hook)
+    rules = Normalization(ignored - MODEL_INPUT_TYPES.keys(), sqlite, event_hook)
     fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
     for fixture, live in zip(fixtures, run_logs, strict=False):
+        recorded = _calls(fixture)
         expected = _model_inputs(normalized_events(fixture, fx_ctx)[1])
         actual = _model_inputs(normalized_events(live, run_ctx)[1])
         for k in range(max(len(expected), len(actual))):
@@ -493,7 +497,7 @@ def changed_model_input(
                 continue
             index = actual[k][0] if k < len(actual) else len(live.events)
             call = _next_call(live, index)
-            if call is None:
+            if call is None or call > recorded:
                 break  # no recorded answer follows it in this log
             seq = live.events[index].get("seq") if index < len(live.events) else None
             detail: list[str] = []
@@ -520,6 +524,11 @@ def _model_inputs(lines: list[tuple[int, str]]) -> list[tuple[int, dict[str, Any
         if isinstance(event, dict) and event.get("type") in MODEL_INPUT_TYPES:
             out.append((index, {"type": event.get("type"), "data": event.get("data")}))
     return out
+
+
+def _calls(log: SessionLog) -> int:
+    """How many model calls the log's own part records (its ``step/start`` events)."""
+    return sum(1 for event in log.events[log.seed_length :] if event.get("type") == "step/start")
 
 
 def _next_call(log: SessionLog, index: int) -> int | None:
@@ -605,6 +614,18 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         outcome.problems.insert(0, _refusal(Plan.EPISODES, scenario, why))
         outcome.refused = True
         return outcome
+    run = replayed.runs[0]
+    changed = changed_model_input(
+        replayed.fixtures.logs,
+        scrub_logs(run.logs, _scrubber(options, served.secrets)),
+        ignored=replayed.ignored,
+        event_hook=options.event_hook,
+        sqlite=run.backend == Backend.SQLITE,
+    )
+    if changed is not None:  # new_episodes has no option to accept it (README "Update rules")
+        outcome.problems.insert(0, _refusal(Plan.EPISODES, scenario, changed))
+        outcome.refused = True
+        return outcome
     if outcome.problems:
         outcome.problems.insert(0, "new_episodes recording failed; the previous fixtures are untouched")
         return outcome
@@ -613,7 +634,6 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
     from .record import sidecar_files
     from .write import write_fixtures
 
-    run = replayed.runs[0]
     pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
     outcome.notes += pin_notes
     outcome.written, outcome.removed = write_fixtures(

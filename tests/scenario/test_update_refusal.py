@@ -125,6 +125,53 @@ def test_a_changed_tool_output_is_refused_when_messages_are_not_checked(pytester
 
 
 @pytest.mark.parametrize("unchecked", ["--dsh-match-on=none", "a normalize hook"])
+def test_a_changed_prompt_is_refused_when_the_comparison_ignores_prompts(
+    pytester: pytest.Pytester, unchecked: str
+) -> None:
+    """``--dsh-ignore-event user/message`` leaves prompts out of the log comparison, not out of the
+    update rule: the changed prompt still refuses the update.
+
+    Regression: with the request check off as well, the update passed ("1 written") and the fixture
+    held the new prompt followed by the recorded answer to the old one."""
+    scenario = _one_child(pytester)
+    _edit_input(scenario, lambda d: d["steps"][2].update(text="Ask a child agent to reply CHILD_YES."))
+    before = _files(scenario)
+    args = ["--dsh-scenario", str(scenario), "--snapshot-update", "--dsh-ignore-event", "user/message"]
+    if unchecked == "a normalize hook":
+        pytester.makeconftest("def pytest_dsh_normalize_event(event, context):\n    return event\n")
+    else:
+        args.append(unchecked)
+    text = _assert_refused(_run(pytester, *args), scenario, before, "user message changed at seq")
+    assert "CHILD_YES" in text
+
+
+def test_new_episodes_refuses_a_changed_prompt_whatever_is_checked(pytester: pytest.Pytester) -> None:
+    """``--dsh-record=new_episodes`` replays the recorded part and appends live calls; a changed prompt
+    before a replayed answer refuses it even with the request check off and prompts ignored.
+
+    Regression: it wrote the new prompt followed by the recorded answer, and said the recorded part
+    was checked."""
+    scenario = _one_child(pytester)
+    _edit_input(scenario, lambda d: d["steps"][2].update(text="Ask a child agent to reply CHILD_YES."))
+    before = _files(scenario)
+    result = _run(
+        pytester,
+        "--dsh-scenario",
+        str(scenario),
+        "--dsh-record=new_episodes",
+        "--dsh-model",
+        "scripted",
+        "--dsh-match-on=none",
+        "--dsh-ignore-event",
+        "user/message",
+    )
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "--dsh-record=new_episodes refused: user message changed at seq" in text, text
+    assert _files(scenario) == before
+
+
+@pytest.mark.parametrize("unchecked", ["--dsh-match-on=none", "a normalize hook"])
 def test_a_changed_prompt_is_refused_when_messages_are_not_checked(
     pytester: pytest.Pytester, unchecked: str
 ) -> None:
