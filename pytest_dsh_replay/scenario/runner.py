@@ -288,7 +288,17 @@ class _Run:
             agent.send(step["text"])
             idle = asyncio.ensure_future(agent.when_idle())
             waiter = asyncio.ensure_future(park)
-            done, _ = await asyncio.wait({idle, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            # an armed kill {afterCalls} may fire on this turn's call: it parks that call until the
+            # runtime dies, so it is waited for too (as a prompt's turn waits for it)
+            tripped = asyncio.ensure_future(self.switch.tripped.wait())
+            done, _ = await asyncio.wait({idle, waiter, tripped}, return_when=asyncio.FIRST_COMPLETED)
+            if tripped in done:
+                idle.cancel()
+                waiter.cancel()
+                self.switch.tripped.clear()
+                await self._kill()
+                return
+            tripped.cancel()
             if waiter not in done:
                 waiter.cancel()
                 self.step_errors.append(

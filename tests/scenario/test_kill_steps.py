@@ -1,0 +1,45 @@
+"""The ``kill`` op of a scenario: a runtime killed like a dying process, from any step that waits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _scenario(root: Path, steps: list[dict[str, object]], sessions: list[list[dict[str, object]]]) -> Path:
+    scenario = root / "scn" / "kill" / "case"
+    scenario.mkdir(parents=True)
+    (scenario / "input.json").write_text(json.dumps({"steps": steps}))
+    (scenario / "scripted.json").write_text(json.dumps({"sessions": sessions}))
+    return scenario
+
+
+def test_an_armed_kill_fires_during_prompt_and_cancel(pytester: pytest.Pytester) -> None:
+    """A ``kill {afterCalls}`` that fires on the call of a ``promptAndCancel`` turn kills the runtime
+    there, as it does in a ``prompt`` turn; the run goes on with the next step.
+
+    Regression: ``promptAndCancel`` waited only for its stream to park or its turn to end, while the
+    kill switch held the call until the runtime died: the run never ended and printed nothing."""
+    scenario = _scenario(
+        pytester.path,
+        [
+            {"op": "newSession"},
+            {"op": "kill", "afterCalls": 0},
+            {"op": "promptAndCancel", "text": "x"},
+            {"op": "resume"},
+            {"op": "prompt", "text": "y"},
+        ],
+        [[{"hang": True}, {"text": "Y"}]],
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model",
+        "scripted", timeout=60,
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    # the kill took the turn's call, so the parked answer reaches the prompt after the resume
+    text = result.stdout.str()
+    assert (
+        "steps[4] (prompt): the model served a `hang`" in text and "only promptAndCancel cancels it" in text
+    )
