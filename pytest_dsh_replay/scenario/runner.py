@@ -129,6 +129,7 @@ class _Run:
         self.step_errors: list[str] = []
         self.flush_errors: list[BaseException] = []
         self.runtime: AgentRuntime | None = None
+        self.killed_at: str | None = None  # the step that killed the runtime, until a resume
         self.backend: Any = None
         self._tracker = _CreationTracker()
         if isinstance(model, RunAware):  # binding by creation rank; the request check's live side
@@ -164,7 +165,7 @@ class _Run:
                 self.flush_errors.extend(agent.flush_errors)
             await runtime.dispose()
 
-    async def _kill(self) -> None:
+    async def _kill(self, where: str) -> None:
         """Kill the runtime like a dying process, then let its store go.
 
         What was persisted is the only record a killed run leaves (``resume`` reads it back through a
@@ -173,6 +174,7 @@ class _Run:
         """
         assert self.runtime is not None
         runtime, self.runtime = self.runtime, None
+        self.killed_at = where
         await runtime.kill()
         for session in runtime.store.list():
             runtime.store.detach(session)
@@ -227,7 +229,7 @@ class _Run:
         if tripped in done:
             idle.cancel()
             self.switch.tripped.clear()
-            await self._kill()
+            await self._kill(where)
             return True
         tripped.cancel()
         return False
@@ -245,6 +247,11 @@ class _Run:
             raise UnsupportedStepError(f"{where}: unsupported here: {UNSUPPORTED_OPS[op]}")
         if op == "initialize":
             return
+        if self.runtime is None and op not in ("resume", "use"):
+            raise ScenarioStepError(
+                f"{where}: the runtime was killed by {self.killed_at} and no agent runs until a resume "
+                "step; add {\"op\": \"resume\"} before this step"
+            )
         if op == "newSession":
             assert self.runtime is not None
             agent = self.runtime.create_agent(
@@ -296,7 +303,7 @@ class _Run:
                 idle.cancel()
                 waiter.cancel()
                 self.switch.tripped.clear()
-                await self._kill()
+                await self._kill(where)
                 return
             tripped.cancel()
             if waiter not in done:
@@ -333,6 +340,7 @@ class _Run:
             self.active = self.names[name]
         elif op == "resume":
             await self._close()
+            self.killed_at = None
             runtime = self._open()
             stored = sorted(h["id"] for h in self.backend.list())
             started = set(self.names.values())  # by the steps; subagent children keep the default
@@ -341,7 +349,7 @@ class _Run:
         elif op == "kill":
             n = step.get("afterCalls")
             if n is None:
-                await self._kill()
+                await self._kill(where)
             else:
                 self.switch.remaining = n
         else:  # pragma: no cover - definition.py validates ops

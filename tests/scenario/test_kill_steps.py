@@ -43,3 +43,34 @@ def test_an_armed_kill_fires_during_prompt_and_cancel(pytester: pytest.Pytester)
     assert (
         "steps[4] (prompt): the model served a `hang`" in text and "only promptAndCancel cancels it" in text
     )
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        [{"op": "newSession"}],
+        [{"op": "kill"}],
+        [{"op": "fork", "as": "f"}],
+        [{"op": "prompt", "text": "b"}],
+    ],
+    ids=["newSession", "kill", "fork", "prompt"],
+)
+def test_a_step_after_a_kill_without_resume_is_a_typed_error(
+    pytester: pytest.Pytester, after: list[dict[str, object]]
+) -> None:
+    """Every step that needs the runtime, after a ``kill`` and before a ``resume``, fails its item
+    naming the step, the kill and the missing ``resume``.
+
+    Regression: ``newSession``, ``kill`` and ``fork`` there failed with a bare ``AssertionError``
+    traceback, and ``prompt`` said to add a newSession step (the scenario had one)."""
+    steps = [{"op": "newSession"}, {"op": "prompt", "text": "a"}, {"op": "kill"}, *after]
+    scenario = _scenario(pytester.path, steps, [[{"text": "A"}, {"text": "B"}]])
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model",
+        "scripted",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert f"steps[3] ({after[0]['op']}): the runtime was killed by " in text, text
+    assert 'steps[2] (kill) and no agent runs until a resume step; add {"op": "resume"}' in text
+    assert "AssertionError" not in text and "add a newSession step" not in text
