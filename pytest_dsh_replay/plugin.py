@@ -367,9 +367,17 @@ def _select_by_name(
 def _ignored(hook: Any, config: pytest.Config, directory: Path, root: Path) -> bool:
     """Whether ``hook`` (``pytest_ignore_collect``) leaves out ``directory`` or a directory between it and
     ``root``."""
+    # pytest < 9.2 declares the legacy ``path`` argument too, which its own hook proxy fills in; a subset
+    # caller is no proxy, so it is given here (without it pluggy warns on every call)
+    legacy = "path" in (hook.spec.argnames if hook.spec is not None else ())
     path = directory
     while path != root and root in path.parents:
-        if hook(collection_path=path, config=config):
+        kwargs: dict[str, Any] = {"collection_path": path, "config": config}
+        if legacy:
+            import py  # type: ignore[import-untyped]  # pytest's own shim of the legacy py.path
+
+            kwargs["path"] = py.path.local(path)
+        if hook(**kwargs):
             return True
         path = path.parent
     return False
