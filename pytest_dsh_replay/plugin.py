@@ -594,6 +594,9 @@ class _Crash:
     def __init__(self, message: str) -> None:
         self.message = message
 
+    def __str__(self) -> str:  # what ``--tb=line`` prints of the failure
+        return self.message
+
 
 class _Report(TerminalRepr):
     """A scenario failure's report: printed whole in the failures section; the short test summary

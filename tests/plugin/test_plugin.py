@@ -523,3 +523,17 @@ def test_fewer_calls_than_recorded_suggests_snapshot_update(
     assert "new_episodes" not in result.stdout.str()
     run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update").assert_outcomes(passed=1)
     run(pytester, "--dsh-scenario", str(scenario)).assert_outcomes(passed=1)
+
+
+def test_a_failure_under_tb_line_is_its_first_line(pytester: pytest.Pytester, bundled_copy: Path) -> None:
+    """``--tb=line`` prints one line per failure: the report's first line.
+
+    Regression: it printed ``<pytest_dsh_replay.plugin._Crash object at 0x...>``."""
+    scenario = bundled_copy / "spawn" / "one-child"
+    log = scenario / "session.jsonl"
+    log.write_text(log.read_text().replace("CHILD_OK", "CHILD_NO", 1))
+    result = run(pytester, "--dsh-scenario", str(scenario), "--tb=line")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "_Crash object" not in text, text
+    result.stdout.fnmatch_lines(["scenario spawn/one-child*"])
