@@ -13,7 +13,7 @@ Layout::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -289,6 +289,35 @@ def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
     )
 
 
+#: the name of a scenario's first ``newSession`` session (harness.md §2: ``use`` {session: "main"})
+MAIN = "main"
+
+
+def next_session_name(names: Collection[str]) -> str:
+    """The name a ``newSession`` step gives its session: ``main``, then ``session<N>`` (N = how many
+    names exist, plus one)."""
+    return MAIN if MAIN not in names else f"session{len(names) + 1}"
+
+
+def _names_problem(steps: list[object]) -> str | None:
+    """A ``fork`` whose ``as`` names a session that already has that name (the primary ``main``, a
+    ``newSession``'s, an earlier fork's): it would silently rebind the name."""
+    names: list[str] = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
+        if step.get("op") == "newSession":
+            names.append(next_session_name(names))
+        elif step.get("op") == "fork" and isinstance(step.get("as"), str):
+            if step["as"] in names:
+                return (
+                    f'steps[{i}] (fork): "as" {quote(step["as"])} names a session already named so '
+                    f"(named so far: {', '.join(names)}); give the fork a name of its own"
+                )
+            names.append(step["as"])
+    return None
+
+
 def _step_problem(i: int, step: object) -> str | None:
     """What is wrong with ``steps[i]`` (the first thing), or ``None``."""
     if not isinstance(step, dict) or not isinstance(step.get("op"), str):
@@ -322,6 +351,9 @@ def _steps(raw: object, where: Path, problems: list[str]) -> tuple[dict[str, Any
         problem = _step_problem(i, step)
         if problem is not None:
             problems.append(f"{where}: {problem}")
+    names = _names_problem(raw)
+    if names is not None:
+        problems.append(f"{where}: {names}")
     return tuple(raw)
 
 

@@ -21,12 +21,10 @@ from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChu
 from ..modes import Backend
 from ..persistence import JsonlPersistence, WriteCoordinator
 from ..session import ForkInvalidBoundary, SessionStore
-from .definition import UNSUPPORTED_OPS, Scenario
+from .definition import UNSUPPORTED_OPS, Scenario, next_session_name
 from .errors import ScenarioStepError, UnsupportedStepError
 from .harvest import harvest_backend, harvest_jsonl, harvest_key
 from .normalize import SessionLog
-
-MAIN = "main"
 
 
 class _KillSwitch:
@@ -250,14 +248,14 @@ class _Run:
         if self.runtime is None and op not in ("resume", "use"):
             raise ScenarioStepError(
                 f"{where}: the runtime was killed by {self.killed_at} and no agent runs until a resume "
-                "step; add {\"op\": \"resume\"} before this step"
+                'step; add {"op": "resume"} before this step'
             )
         if op == "newSession":
             assert self.runtime is not None
             agent = self.runtime.create_agent(
                 str(uuid.uuid4()), meta={"cwd": str(self.cwd)}, options=self._agent_options()
             )
-            name = MAIN if MAIN not in self.names else f"session{len(self.names) + 1}"
+            name = next_session_name(self.names)
             self.names[name] = agent.session.id
             self.active = agent.session.id
         elif op in ("prompt", "promptExpectError"):

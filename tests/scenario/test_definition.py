@@ -44,6 +44,16 @@ def test_valid_scenario(tmp_path: Path) -> None:
             '"boundary" must be an integer seq or "last"',
         ),
         ({"stpes": []}, "unknown top-level key 'stpes'"),
+        # a fork named like an existing session would rebind the name silently (regression: `use
+        # main` then prompted the fork; a second fork of the same name replaced the first)
+        (
+            {"steps": [{"op": "newSession"}, {"op": "fork", "as": "main"}]},
+            "steps[1] (fork): \"as\" 'main' names a session already named so (named so far: main)",
+        ),
+        (
+            {"steps": [{"op": "newSession"}, {"op": "fork", "as": "f"}, {"op": "fork", "as": "f"}]},
+            "steps[2] (fork): \"as\" 'f' names a session already named so (named so far: main, f)",
+        ),
     ],
 )
 def test_bad_definitions_name_what_is_wrong(tmp_path: Path, data: object, needle: str) -> None:
