@@ -30,7 +30,7 @@ from msgspec import Struct, field
 from ..errors import HarnessError
 from ..itemreport import endpoint_note_properties
 from ..modes import Backend, RecordMode
-from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread
+from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
 #: The marker naming a test's recording directory.
 MARKER = "dsh_recording"
@@ -52,6 +52,36 @@ class EndpointHandle(Struct):
     directory: Path
     plan: str
     endpoint: Endpoint
+
+
+def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
+    """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
+    a directory that is not a string or path, a keyword other than ``allow_unused``, or an
+    ``allow_unused`` that is not ``True``/``False`` (``"no"`` would allow).
+
+    Raises:
+        EndpointConfigError: naming the marker, the test and what is wrong.
+    """
+    if marker is None:
+        return
+    where = f"@pytest.mark.{MARKER} of {nodeid}"
+    if len(marker.args) > 1:
+        raise EndpointConfigError(
+            f"{where}: takes one directory, got {len(marker.args)} positional arguments"
+        )
+    if marker.args and not isinstance(marker.args[0], str | os.PathLike):
+        raise EndpointConfigError(
+            f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
+        )
+    unknown = sorted(set(marker.kwargs) - {"allow_unused"})
+    if unknown:
+        raise EndpointConfigError(
+            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False)"
+        )
+    if not isinstance(marker.kwargs.get("allow_unused", False), bool):
+        raise EndpointConfigError(
+            f"{where}: allow_unused must be True or False, got {marker.kwargs['allow_unused']!r}"
+        )
 
 
 def recording_dir(request: pytest.FixtureRequest) -> Path:
@@ -100,6 +130,10 @@ def endpoint_fixture(
     backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or Backend.JSONL
     backend = Backend.SQLITE if backend_name == Backend.SQLITE.value else Backend.JSONL
     marker = request.node.get_closest_marker(MARKER)
+    try:
+        check_marker(marker, request.node.nodeid)
+    except EndpointConfigError as exc:
+        pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     directory = recording_dir(request)
     endpoint_config = EndpointConfig(

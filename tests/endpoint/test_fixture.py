@@ -169,6 +169,32 @@ def test_recording_without_an_upstream_is_a_one_line_setup_error(pytester: pytes
     assert section[0].endswith("give --dsh-upstream URL or ini dsh_upstream")
 
 
+@pytest.mark.parametrize(
+    ("marker", "says"),
+    [
+        ("allow_unused='no'", "allow_unused must be True or False, got 'no'"),
+        ("5", "the directory must be a string or a path, got 5"),
+        ("'recs', 'more'", "takes one directory, got 2 positional arguments"),
+        ("bogus=1", "unknown keyword 'bogus'"),
+    ],
+)
+def test_a_misread_marker_is_a_one_line_setup_error(
+    pytester: pytest.Pytester, marker: str, says: str
+) -> None:
+    """``@pytest.mark.dsh_recording`` arguments the fixture would misread are refused at setup.
+
+    Regression: ``allow_unused="no"`` (truthy) let recorded calls go unused, ``dsh_recording(5)`` became
+    the directory ``5``, and unknown keywords or extra arguments were ignored."""
+    pytester.makepyfile(
+        test_agent=f"import pytest\n\n@pytest.mark.dsh_recording({marker})\n"
+        "def test_agent(dsh_endpoint):\n    pass\n"
+    )
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "test_agent.py")
+    result.assert_outcomes(errors=1)
+    head = "dsh_endpoint: error [ENDPOINT_CONFIG]: @pytest.mark.dsh_recording of test_agent.py::test_agent"
+    assert f"{head}: {says}" in result.stdout.str(), result.stdout.str()
+
+
 @pytest.mark.usefixtures("summary_truncated")
 def test_a_refused_recording_is_reported_once_and_says_nothing_was_written(
     pytester: pytest.Pytester,
