@@ -133,6 +133,23 @@ def test_without_pins_only_messages_are_checked_and_rA_says_so(
     result.stdout.fnmatch_lines(
         ["*request check (every call, before serving): messages (messages only: the scenario has no pins*"]
     )
+    assert "record them with --dsh-record=rewrite)" in result.stdout.str()  # an update adds no pins
+
+
+def test_without_pins_and_messages_the_check_says_nothing_is_checked(
+    pytester: pytest.Pytester, bundled_copy: Path
+) -> None:
+    """Regression: with ``--dsh-match-on system,tools`` and no pins the line read "nothing (messages
+    only: ...)", and suggested ``--snapshot-update``, which adds no pins."""
+    scenario = bundled_copy / ONE_CHILD
+    for pin in scenario.glob("*.expected.*"):
+        pin.unlink()
+    result = run(pytester, "--dsh-scenario", str(scenario), "-rA", "--dsh-match-on", "system,tools")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*request check (every call, before serving): nothing (the scenario has no pins, so the system*"]
+    )
+    assert "messages only" not in result.stdout.str() and "or --snapshot-update)" not in result.stdout.str()
 
 
 @pytest.mark.parametrize(
