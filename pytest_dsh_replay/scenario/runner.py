@@ -128,6 +128,7 @@ class _Run:
         self.flush_errors: list[BaseException] = []
         self.runtime: AgentRuntime | None = None
         self.killed_at: str | None = None  # the step that killed the runtime, until a resume
+        self.armed_at: str | None = None  # the kill {afterCalls} step whose kill has not fired yet
         self.backend: Any = None
         self._tracker = _CreationTracker()
         if isinstance(model, RunAware):  # binding by creation rank; the request check's live side
@@ -173,6 +174,7 @@ class _Run:
         assert self.runtime is not None
         runtime, self.runtime = self.runtime, None
         self.killed_at = where
+        self.armed_at, self.switch.remaining = None, None
         await runtime.kill()
         for session in runtime.store.list():
             runtime.store.detach(session)
@@ -200,8 +202,17 @@ class _Run:
         try:
             for index, step in enumerate(self.scenario.steps):
                 await self.step(index, step)
+            if self.armed_at is not None:
+                self.step_errors.append(f"{self.scenario.input_file}: {self._unfired()} by the last step")
         finally:
             await self._close()
+
+    def _unfired(self) -> str:
+        """Why an armed kill is a mistake where the steps leave it: the run it was to stop went on."""
+        return (
+            f"the kill armed by {self.armed_at} has not fired: the runtime made no more model calls than "
+            "its afterCalls; lower afterCalls or move the kill step"
+        )
 
     async def _until_idle_or_killed(self, agent: Agent, where: str = "") -> bool:
         """Wait for idle; returns True when the kill switch tripped first (the runtime is then killed).
@@ -337,6 +348,8 @@ class _Run:
                 raise ScenarioStepError(f"{where}: no session named {name!r}; known: {', '.join(self.names)}")
             self.active = self.names[name]
         elif op == "resume":
+            if self.armed_at is not None:
+                raise ScenarioStepError(f"{where}: {self._unfired()} before this resume")
             await self._close()
             self.killed_at = None
             runtime = self._open()
@@ -349,7 +362,7 @@ class _Run:
             if n is None:
                 await self._kill(where)
             else:
-                self.switch.remaining = n
+                self.switch.remaining, self.armed_at = n, where
         else:  # pragma: no cover - definition.py validates ops
             raise ScenarioStepError(f"{where}: unknown op")
 

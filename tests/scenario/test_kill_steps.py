@@ -74,3 +74,26 @@ def test_a_step_after_a_kill_without_resume_is_a_typed_error(
     assert f"steps[3] ({after[0]['op']}): the runtime was killed by " in text, text
     assert 'steps[2] (kill) and no agent runs until a resume step; add {"op": "resume"}' in text
     assert "AssertionError" not in text and "add a newSession step" not in text
+
+
+@pytest.mark.parametrize(
+    "then", [[{"op": "resume"}, {"op": "prompt", "text": "c"}], []], ids=["resume", "end"]
+)
+def test_an_armed_kill_that_never_fires_fails_the_item(
+    pytester: pytest.Pytester, then: list[dict[str, object]]
+) -> None:
+    """A ``kill {afterCalls}`` whose calls are never reached fails the item at the next ``resume`` or at
+    the end, naming the kill step.
+
+    Regression: it stayed armed across the resume and fired in a later prompt (the recording then
+    ended mid-turn where nobody asked for a kill), or it was dropped at the end without a word."""
+    steps = [{"op": "newSession"}, {"op": "kill", "afterCalls": 5}, {"op": "prompt", "text": "b"}, *then]
+    scenario = _scenario(pytester.path, steps, [[{"text": "B"}, {"text": "C"}]])
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model",
+        "scripted",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "the kill armed by " in text and "steps[1] (kill) has not fired" in text, text
+    assert ("steps[3] (resume)" in text) if then else ("by the last step" in text)
