@@ -16,6 +16,16 @@ def _scenario(root: Path, steps: list[dict[str, object]], sessions: list[list[di
     return scenario
 
 
+def _recorded_failure(pytester: pytest.Pytester, scenario: Path) -> str:
+    """Record ``scenario`` with the scripted model; it must fail its item: the output."""
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model",
+        "scripted",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    return result.stdout.str()
+
+
 def test_an_armed_kill_fires_during_prompt_and_cancel(pytester: pytest.Pytester) -> None:
     """A ``kill {afterCalls}`` that fires on the call of a ``promptAndCancel`` turn kills the runtime
     there, as it does in a ``prompt`` turn; the run goes on with the next step.
@@ -65,12 +75,7 @@ def test_a_step_after_a_kill_without_resume_is_a_typed_error(
     traceback, and ``prompt`` said to add a newSession step (the scenario had one)."""
     steps = [{"op": "newSession"}, {"op": "prompt", "text": "a"}, {"op": "kill"}, *after]
     scenario = _scenario(pytester.path, steps, [[{"text": "A"}, {"text": "B"}]])
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model",
-        "scripted",
-    )  # fmt: skip
-    result.assert_outcomes(failed=1)
-    text = result.stdout.str()
+    text = _recorded_failure(pytester, scenario)
     assert f"steps[3] ({after[0]['op']}): the runtime was killed by " in text, text
     assert 'steps[2] (kill) and no agent runs until a resume step; add {"op": "resume"}' in text
     assert "AssertionError" not in text and "add a newSession step" not in text
@@ -89,11 +94,6 @@ def test_an_armed_kill_that_never_fires_fails_the_item(
     ended mid-turn where nobody asked for a kill), or it was dropped at the end without a word."""
     steps = [{"op": "newSession"}, {"op": "kill", "afterCalls": 5}, {"op": "prompt", "text": "b"}, *then]
     scenario = _scenario(pytester.path, steps, [[{"text": "B"}, {"text": "C"}]])
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model",
-        "scripted",
-    )  # fmt: skip
-    result.assert_outcomes(failed=1)
-    text = result.stdout.str()
+    text = _recorded_failure(pytester, scenario)
     assert "the kill armed by " in text and "steps[1] (kill) has not fired" in text, text
     assert ("steps[3] (resume)" in text) if then else ("by the last step" in text)
