@@ -369,14 +369,16 @@ def _ignored(hook: Any, config: pytest.Config, directory: Path, root: Path) -> b
     ``root``."""
     # pytest < 9.2 declares the legacy ``path`` argument too, which its own hook proxy fills in; a subset
     # caller is no proxy, so it is given here (without it pluggy warns on every call)
-    legacy = "path" in (hook.spec.argnames if hook.spec is not None else ())
+    legacy: Any = None
+    if "path" in (hook.spec.argnames if hook.spec is not None else ()):
+        import py  # type: ignore[import-untyped]  # pytest's own shim of the legacy py.path
+
+        legacy = py.path.local
     path = directory
     while path != root and root in path.parents:
         kwargs: dict[str, Any] = {"collection_path": path, "config": config}
-        if legacy:
-            import py  # type: ignore[import-untyped]  # pytest's own shim of the legacy py.path
-
-            kwargs["path"] = py.path.local(path)
+        if legacy is not None:
+            kwargs["path"] = legacy(path)
         if hook(**kwargs):
             return True
         path = path.parent
