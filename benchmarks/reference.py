@@ -50,7 +50,11 @@ ROOT = Path(__file__).resolve().parent.parent
 REFBENCH = Path(
     os.environ.get("DSH_REFBENCH")
     or next(
-        (p for p in (ROOT.parent / "shared" / "refbench", ROOT.parent.parent / "shared" / "refbench") if p.is_dir()),
+        (
+            p
+            for p in (ROOT.parent / "shared" / "refbench", ROOT.parent.parent / "shared" / "refbench")
+            if p.is_dir()
+        ),
         ROOT.parent / "shared" / "refbench",
     )
 )
@@ -206,7 +210,9 @@ def main() -> None:
                         continue
                     ref, ref_rss = reference(node, mode, log, args.repeat)
                     if ref["calls"] != mine["calls"]:
-                        raise SystemExit(f"{mode} {layout}: {mine['calls']} calls here, {ref['calls']} in the reference")
+                        raise SystemExit(
+                            f"{mode} {layout}: {mine['calls']} calls here, {ref['calls']} in the reference"
+                        )
                     rows["wall"].append(mine["seconds"] / ref["seconds"])
                     rows["cpu"].append(mine["cpu"] / ref["cpu"])
                     rows["rss"].append(mine_rss / ref_rss)
