@@ -15,7 +15,7 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress, repeat
+from itertools import accumulate, compress, repeat
 from operator import itemgetter, le
 from typing import Any
 
@@ -35,6 +35,8 @@ PACKED_ROW_KEYS: dict[str, frozenset[str]] = {kind: row.keys for kind, row in PA
 _PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
 _PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
 _SAFE_INT = 2**53 - 1
+_STR = {str}
+_INT = {int}
 _loads: Callable[[bytes], Any] = orjson.loads
 _get_type_seq_time = itemgetter("type", "seq", "time")
 _first = itemgetter(0)
@@ -310,10 +312,10 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
             raise bad(f"{name} must be a number, got {quote(value)}")
     members_key = spec.members
     members = data[members_key]
-    if not isinstance(members, list) or not members or any(type(m) is not str for m in members):
+    if type(members) is not list or not members or set(map(type, members)) != _STR:
         raise bad(f"{members_key} must be a non-empty list of strings")
     dt = data["dt"]
-    if not isinstance(dt, list) or any(type(d) is not int for d in dt):
+    if type(dt) is not list or not set(map(type, dt)) <= _INT:
         raise bad("dt must be a list of integers")
     if len(dt) != len(members) - 1:
         raise bad(
@@ -322,39 +324,67 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
         )
     if seq0 + len(members) - 1 > _SAFE_INT:
         raise bad("member seq exceeds 2**53 - 1")
-    t = time0
-    if abs(t) > _SAFE_INT:
-        raise bad(f"member time {t} is not a safe integer")
-    times = [t]
-    for gap in dt:
-        t += gap
-        if abs(t) > _SAFE_INT:
-            raise bad(f"member time {t} is not a safe integer")
-        times.append(t)
-
-    chunks: list[dict[str, Any]]
+    times = list(accumulate(dt, initial=time0))
+    # no partial sum leaves the safe range when their bound does not (one C-level pass); else the first
+    # member that does is named
+    if abs(time0) + sum(map(abs, dt)) > _SAFE_INT:
+        for t in times:
+            if abs(t) > _SAFE_INT:
+                raise bad(f"member time {t} is not a safe integer")
+    seqs = range(seq0, seq0 + len(members))
+    ctype = spec.chunk
+    # one dict display per dict (constant keys), in the key order of the expanded events
     if spec.is_tool_call:
         call_id = data["id"]
         if type(call_id) is not str:
             raise bad(f"id must be a string, got {quote(call_id)}")
-        head: dict[str, Any] = {"type": spec.chunk, "index": index, "id": call_id}
         if "name" in data:
-            name_value = data["name"]
-            if type(name_value) is not str:
-                raise bad(f"name must be a string, got {quote(name_value)}")
-            head["name"] = name_value
-        chunks = [{**head, spec.field: arg} for arg in members]
+            name = data["name"]
+            if type(name) is not str:
+                raise bad(f"name must be a string, got {quote(name)}")
+            out += [
+                {
+                    "type": "assistant/chunk",
+                    "seq": seq,
+                    "time": time,
+                    "data": {
+                        "turn": turn,
+                        "step": step,
+                        "chunk": {
+                            "type": ctype,
+                            "index": index,
+                            "id": call_id,
+                            "name": name,
+                            "argumentsDelta": arg,
+                        },
+                    },
+                }
+                for seq, time, arg in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+            ]
+        else:
+            out += [
+                {
+                    "type": "assistant/chunk",
+                    "seq": seq,
+                    "time": time,
+                    "data": {
+                        "turn": turn,
+                        "step": step,
+                        "chunk": {"type": ctype, "index": index, "id": call_id, "argumentsDelta": arg},
+                    },
+                }
+                for seq, time, arg in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+            ]
     else:
-        chunks = [{"type": spec.chunk, "index": index, spec.field: text} for text in members]
-    out.extend(
-        {
-            "type": "assistant/chunk",
-            "seq": seq,
-            "time": time,
-            "data": {"turn": turn, "step": step, "chunk": chunk},
-        }
-        for seq, time, chunk in zip(range(seq0, seq0 + len(chunks)), times, chunks, strict=True)
-    )
+        out += [
+            {
+                "type": "assistant/chunk",
+                "seq": seq,
+                "time": time,
+                "data": {"turn": turn, "step": step, "chunk": {"type": ctype, "index": index, "text": text}},
+            }
+            for seq, time, text in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+        ]
 
 
 def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
@@ -387,15 +417,9 @@ def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | No
         elif "seq" in row and "time" in row:
             append(row)
         else:
-            restored: Event = {
-                "type": kind,
-                "seq": row.get("seq", len(out)),
-                "time": row.get("time", 0),
-            }
-            for key, value in row.items():
-                if key not in restored:
-                    restored[key] = value
-            append(restored)
+            # type, seq, time first, then the row's other keys in file order (the row's own type,
+            # seq or time only re-set the same value in place)
+            append({"type": kind, "seq": row.get("seq", len(out)), "time": row.get("time", 0), **row})
     return out
 
 
