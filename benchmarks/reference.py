@@ -20,7 +20,7 @@ the same measure for both. Rounds are interleaved (ours, reference, ours, ...), 
 ours / reference are taken per round (robust on a shared machine); median (min-max) printed.
 
 Our floor: per-line ``orjson.loads`` of the BASELINE bytes (the same logical events) with gc paused,
-timed in our process between the repeats; the item path's CPU ratio to it is printed beside (goal
+in a fresh process after ours each round; the item path's CPU ratio to it is printed beside (goal
 <= 1.3x).
 
 Goals (issue: faster than the reference on every path): time <= 0.8x and peak RSS <= 1.0x the
@@ -67,42 +67,32 @@ import orjson
 from pathlib import Path
 from pytest_dsh_replay.replay import derive_replay_script, load_session_scripts, parse_session_log
 mode, path, repeat = {mode!r}, Path({path!r}), {repeat!r}
-data = path.read_bytes() if mode == "item" else None
-floor_data = Path({floor_path!r}).read_bytes() if mode == "item" else None
-
-
-def floor(data):
-    gc.disable()
-    try:
-        return [orjson.loads(line) for line in data.split(b"\n") if line]
-    finally:
-        gc.enable()
+data = path.read_bytes() if mode != "load" else None
 
 
 def run():
+    if mode == "floor":  # per-line orjson.loads, gc paused: the bare cost of materializing the rows
+        gc.disable()
+        try:
+            return [orjson.loads(line) for line in data.split(b"\n") if line]
+        finally:
+            gc.enable()
     if mode == "item":
         events = parse_session_log(data)
         return derive_replay_script(events)
     return load_session_scripts(path.parent)[0].entries
 
 
-walls, cpus, floors = [], [], []
+walls, cpus = [], []
 for _ in range(repeat):
     gc.collect()
     w, c = time.perf_counter(), time.process_time()
-    script = run()
+    result = run()
     walls.append(time.perf_counter() - w)
     cpus.append(time.process_time() - c)
-    calls = len(script)
-    del script
-    if mode == "item":
-        gc.collect()
-        c = time.process_time()
-        rows = floor(floor_data)
-        floors.append(time.process_time() - c)
-        del rows
-print(json.dumps({{"seconds": statistics.median(walls), "cpu": statistics.median(cpus), "calls": calls,
-                  "floor_cpu": statistics.median(floors) if floors else None}}))
+    calls = len(result)
+    del result
+print(json.dumps({{"seconds": statistics.median(walls), "cpu": statistics.median(cpus), "calls": calls}}))
 """
 
 
@@ -130,9 +120,9 @@ def run_child(argv: list[str]) -> tuple[dict[str, Any], int]:
     return json.loads(line), usage.ru_maxrss * 1024
 
 
-def ours(mode: str, log: Path, floor_log: Path, repeat: int) -> tuple[dict[str, Any], int]:
-    """Our side of one round (``floor_log``: the baseline bytes of the same events, for the floor)."""
-    code = _CHILD.format(root=str(ROOT), mode=mode, path=str(log), floor_path=str(floor_log), repeat=repeat)
+def ours(mode: str, log: Path, repeat: int) -> tuple[dict[str, Any], int]:
+    """Our side of one round in a fresh process (``mode``: item, load or floor)."""
+    code = _CHILD.format(root=str(ROOT), mode=mode, path=str(log), repeat=repeat)
     return run_child([sys.executable, "-c", code])
 
 
@@ -202,9 +192,10 @@ def main() -> None:
                 rows: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
                 last: tuple[dict[str, Any], int, dict[str, Any] | None, int] | None = None
                 for _ in range(args.rounds):
-                    mine, mine_rss = ours(mode, log, logs["baseline"], args.repeat)
-                    if mine["floor_cpu"]:
-                        rows["floor"].append(mine["cpu"] / mine["floor_cpu"])
+                    mine, mine_rss = ours(mode, log, args.repeat)
+                    if mode == "item":
+                        floor, _rss = ours("floor", logs["baseline"], args.repeat)
+                        rows["floor"].append(mine["cpu"] / floor["cpu"])
                     if node is None:
                         last = (mine, mine_rss, None, 0)
                         continue

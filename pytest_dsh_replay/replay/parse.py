@@ -216,7 +216,13 @@ def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[
 
 def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
     """The checked header of ``data`` and its 1-based line number (see :func:`parse_session_header`)."""
-    line, line_no, _ = _first_line(data)
+    header, line_no, _end = _read_header_at(data, file)
+    return header, line_no
+
+
+def _read_header_at(data: bytes, file: str | None) -> tuple[dict[str, Any], int, int]:
+    """:func:`_read_header` and the offset where the header line ends (its newline, or the data's end)."""
+    line, line_no, end = _first_line(data)
     if line is not None:
         check_line_sizes([line], line_no, file)
     if line is None:
@@ -235,7 +241,7 @@ def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
             "fix or re-record the fixture",
             "REPLAY_MALFORMED_LINE",
         ) from exc
-    return _check_header(header, file, line_no), line_no
+    return _check_header(header, file, line_no), line_no, end
 
 
 def _slow_rows(body: list[bytes], first_line_no: int, file: str | None) -> tuple[list[Any], list[int]]:
@@ -434,6 +440,45 @@ def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
     return body, line_no + 1
 
 
+#: Bytes of the body split and parsed at a time by :func:`_block_rows` (only one block's lines alive).
+_BLOCK_BYTES = 1 << 20
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what ``bytes.strip`` strips
+
+
+def _block_rows(data: bytes, start: int) -> list[Any] | None:
+    """Every body row of ``data`` (the body begins at offset ``start``; trailing blank lines dropped),
+    parsed block by block so that the split lines of one block at a time are alive, not the whole
+    body's (a copy of the log as line objects); ``None`` when a line is blank, too long, not JSON or
+    nested too deep: the caller then reads the whole body line by line and reports the first problem
+    in the usual order (sizes, then JSON, then nesting)."""
+    end = len(data)
+    while end > start and data[end - 1] in _WHITESPACE:
+        end -= 1
+    if end <= start:
+        return []
+    end = data.find(b"\n", end)
+    if end == -1:
+        end = len(data)
+    limit = max_line_bytes() if len(data) > max_line_bytes() else None
+    rows: list[Any] = []
+    pos = start
+    while pos < end:
+        cut = data.find(b"\n", pos + _BLOCK_BYTES, end)
+        if cut == -1:
+            cut = end
+        lines = data[pos:cut].split(b"\n")
+        if limit is not None and max(map(len, lines)) > limit:
+            return None
+        try:
+            rows += map(_loads, lines)
+        except orjson.JSONDecodeError:
+            return None
+        if deep_rows(lines):
+            return None
+        pos = cut + 1
+    return rows
+
+
 def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event]:
     """Parse a session log into its logical events, header excluded (replay.md §2, head-format.md).
 
@@ -458,16 +503,23 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
             or unsafe seq/time, ...). Messages give ``file:line`` and the fix.
     """
     data = _as_bytes(text, file)
-    body, first_line_no = _body_lines(data, file)
-    if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
-        check_line_sizes(body, first_line_no, file)
+    _header, header_line, header_end = _read_header_at(data, file)
     with gc_paused():
         line_nos: list[int] | None = None
-        try:
-            rows = list(map(_loads, body))
-        except orjson.JSONDecodeError:
-            rows, line_nos = _slow_rows(body, first_line_no, file)
-        check_line_nesting(body, first_line_no, file)
+        first_line_no = header_line + 1
+        fast_rows = _block_rows(data, header_end + 1)
+        if fast_rows is not None:
+            rows = fast_rows
+        else:  # something to report (or a blank line inside): the whole body's lines, checked in order
+            body, first_line_no = _body_lines(data, file)
+            if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
+                check_line_sizes(body, first_line_no, file)
+            try:
+                rows = list(map(_loads, body))
+            except orjson.JSONDecodeError:
+                rows, line_nos = _slow_rows(body, first_line_no, file)
+            check_line_nesting(body, first_line_no, file)
+            del body
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:
