@@ -770,6 +770,13 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
 @click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
 @click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the request "
+    "check; repeatable",
+)
+@click.option(
     "--api-key-env", default="OPENAI_API_KEY", show_default=True, help="env var of the upstream's API key"
 )
 @click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
@@ -781,6 +788,7 @@ def serve(
     port: int,
     backend: str,
     match_on: tuple[str, ...],
+    mask: tuple[str, ...],
     api_key_env: str,
     allow_unused: bool,
 ) -> None:
@@ -798,6 +806,7 @@ def serve(
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
     from .replay.requests import parse_match_on
+    from .session.masks import Masks
 
     record_mode = RecordMode(mode)
     if upstream and not record_mode.records:
@@ -813,6 +822,7 @@ def serve(
         api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on, option="--match-on"),
+        masks=Masks.parse(mask, source="--mask") or None,
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,

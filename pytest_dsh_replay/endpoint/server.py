@@ -45,6 +45,7 @@ from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
+from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
 from .formats import FORMATS
 from .prefixes import PrefixCache
@@ -111,6 +112,8 @@ class EndpointConfig(Struct):
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
+        masks: volatile-value masks applied to both sides of the request check (``--dsh-mask``, the
+            marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
@@ -125,6 +128,7 @@ class EndpointConfig(Struct):
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
+    masks: Masks | None = None
     rerecord: str | None = None
     cwd: str | None = None
     host: str = "127.0.0.1"
@@ -249,6 +253,7 @@ class Endpoint:
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
+                masks=config.masks,
             )
             self.replay.attach_run(
                 RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)

@@ -36,6 +36,7 @@ from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
+from ..session.masks import Masks
 from ..session.tokens import Tokenizer
 from .derive import ReplayEntry, served_entry
 from .errors import (
@@ -90,6 +91,9 @@ class ReplayModel:
         bind_unmatched: a live session whose first request matches no free script is bound to one by
             order (``True``: the request check then reports the mismatch against it); ``False``: it is
             refused with :class:`UnmatchedSessionError` and left unbound (module doc).
+        masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`: ``--dsh-mask``)
+            applied to both the recorded and the live side of every compared part; a difference a mask
+            covers is no mismatch, any other still is, and a mismatch report lists the masks.
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -121,8 +125,10 @@ class ReplayModel:
         rerecord: str | None = None,
         pin_refresh: str | None = None,
         bind_unmatched: bool = True,
+        masks: Masks | None = None,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
+        self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
         self.strict = strict
@@ -242,7 +248,9 @@ class ReplayModel:
             if not isinstance(cwd, str):
                 cwd = next((c for s in self.scripts if isinstance(c := s.header.get("cwd"), str)), None)
             recorded_ids = [s.recorded_id for s in self.scripts]
-            recorded = self._recorded_tokens[index] = Tokenizer(recorded_ids, cwd, ids_by_appearance=True)
+            recorded = self._recorded_tokens[index] = Tokenizer(
+                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks
+            )
         live_ids = {key, *self.requests}
         if self.live_ids is not None:
             live_ids.update(self.live_ids())
@@ -252,7 +260,7 @@ class ReplayModel:
             cached = self._live_tokens = (
                 frozen,
                 self.live_cwd,
-                Tokenizer(sorted(frozen), self.live_cwd, ids_by_appearance=True),
+                Tokenizer(sorted(frozen), self.live_cwd, ids_by_appearance=True, masks=self.masks),
             )
         return Sides(recorded, cached[2], self.scrub)
 
@@ -288,6 +296,7 @@ class ReplayModel:
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
             *(f"  {d.render()}" for d in diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
+            *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
             f"  if the change is intended, re-record the scenario: {rerecord}",
         ]
         if "messages" not in parts and not any(d.tool_set_changed for d in diffs):
@@ -309,7 +318,8 @@ class ReplayModel:
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where)
 
     def check_summary(self) -> str:
-        """One line saying which request parts this model checks (for the item's ``-rA`` section)."""
+        """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
+        second naming the masks and what each masked so far, when there are masks."""
         if self.match_on == frozenset():
             return "request check: off (--dsh-match-on none)"
         per = [(s.file.name, tuple(self.checked_parts(i))) for i, s in enumerate(self.scripts)]
@@ -331,6 +341,8 @@ class ReplayModel:
                 f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "
                 "not checked; record them with --dsh-record=rewrite)"
             )
+        if self.masks is not None:
+            text += "\n" + self.masks.summary()
         return text
 
     def assert_requests_match(self) -> None:
