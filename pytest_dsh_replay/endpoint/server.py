@@ -49,7 +49,7 @@ from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
 from .formats import FORMATS
 from .prefixes import PrefixCache
-from .record import ConversationLog, Recorder, UpstreamModel, answer_content
+from .record import ConversationLog, Recorder, UpstreamModel, answer_content, first_request_keys
 from .recording import check_recording, manifest_text
 
 _NO_RETRY = {"x-should-retry": "false"}
@@ -342,16 +342,17 @@ class Endpoint:
         from ..scenario.write import current_fixtures, write_fixtures
 
         assert self.recorder is not None
-        result = await self.recorder.finish()
+        sources = [self.watched.requests]
+        if self.replay is not None:
+            sources.insert(0, self.replay.requests)
+        # numbered by what each conversation asked first, not by when it arrived (stable files)
+        result = await self.recorder.finish(first_request_keys(*sources))
         directory = self.config.directory
         if not result.logs:
             outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         directory.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
-        sources = [self.watched.requests]
-        if self.replay is not None:
-            sources.insert(0, self.replay.requests)
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():
