@@ -1,8 +1,8 @@
 """The ``dsh-replay`` command line (harness.md §7), built on click with rich output.
 
-Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``. One exit-code rule for all:
-0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or failed
-scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
+Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``, ``serve``, ``report``. One exit-code
+rule for all: 0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or
+failed scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
 input a command cannot read (``show``, ``derive``, ``diff``; ``validate`` reports unreadable input
 as a finding, exit 1). Bad input of any kind is reported as a typed
 :class:`~pytest_dsh_replay.errors.HarnessError` with its code, never as a traceback; messages name
@@ -696,6 +696,56 @@ def _at(event: Any) -> str:
 
 def _clip(text: str, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the HTML file to write (one self-contained page)",
+)
+@click.option("--title", default=None, help="the page's title (default: the paths given)")
+@_fail_on_harness_error
+def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
+    """Write one self-contained HTML page of the recordings at PATHS: per recording its session tree
+    (parents, spawn and fork children, seed boundaries, how each parent is known), per session its
+    transcript (messages, folded reasoning, tool calls and results, errors, each model call's model
+    and usage). A PATH is a scenario directory, an endpoint recording, a log file, or a folder of
+    them (every recording ``validate`` finds there).
+
+    Exit 0 when every recording was read; 2 when one could not be (the page is written all the same,
+    naming it) or on a usage error.
+    """
+    from .report import read_recording, report_payload, write_report
+
+    for path in paths:  # every PATH checked before anything is read
+        _existing(path)
+    recordings = []
+    for path in paths:
+        for unit, problem in _show_units(path):
+            recording = read_recording(unit)
+            if problem:
+                recording.error = f"[PATH_UNREADABLE] {unit}: cannot list this directory ({problem})"
+            recordings.append(recording)
+    problems = [r.error for r in recordings if r.error] + [
+        f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
+    ]
+    payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
+    try:
+        size = write_report(payload, output)
+    except OSError as exc:
+        raise HarnessError(
+            f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
+        ) from None
+    for problem in problems:
+        console.print(f"[red]error[/red]: {escape(problem)}")
+    sessions = sum(len(r.sessions) for r in recordings)
+    console.print(f"wrote {output} ({size:,} bytes): {len(recordings)} recording(s), {sessions} session(s)")
+    if problems:
+        sys.exit(EXIT_USAGE)
 
 
 #: pytest's exit codes mapped to the command's rule (0 ok, 1 failed scenarios, 2 anything else:
