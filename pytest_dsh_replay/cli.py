@@ -948,6 +948,8 @@ def serve(
     help="seconds the server has to answer a request while recording",
 )
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option("--rerecord", default=None, hidden=True)
+@click.option("--accept-unused", default="--allow-unused", hidden=True)
 def mcp(
     directory: Path,
     command: tuple[str, ...],
@@ -956,6 +958,8 @@ def mcp(
     allow_unused: bool,
     timeout: float,
     run_dir: Path | None,
+    rerecord: str | None,
+    accept_unused: str,
 ) -> None:
     """Stand in for the stdio MCP server COMMAND: record its session into DIRECTORY, or replay it.
 
@@ -980,7 +984,8 @@ def mcp(
         allow_unused=allow_unused,
         run_dir=run_dir,
         timeout=timeout,
-        rerecord=f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
+        rerecord=rerecord or f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
+        accept_unused=accept_unused,
     )
     try:
         outcome = asyncio.run(run(config))

@@ -46,6 +46,7 @@ from .options import match_on as match_on_option
 from .own_agent import (
     StoreHandle,
     dsh_endpoint,
+    dsh_mcp,
     dsh_replay_model,
     dsh_session_store,
     pytest_runtest_call_dsh_endpoint,
@@ -122,7 +123,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     config.addinivalue_line(
         "markers",
-        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint fixture's recording",
+        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint and dsh_mcp fixtures' "
+        "recording",
     )
     state = _State()
     config.stash[_STATE] = state
@@ -641,6 +643,7 @@ __all__ = [
     "ScenarioItem",
     "StoreHandle",
     "dsh_endpoint",
+    "dsh_mcp",
     "dsh_replay_model",
     "dsh_session_store",
     "pytest_runtest_call_dsh_endpoint",
