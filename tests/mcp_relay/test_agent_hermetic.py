@@ -14,15 +14,15 @@ from typing import Any
 import agents.mcp  # noqa: F401  (imported here: its stdio client's errlog default is this run's stderr)
 import pytest
 from click.testing import CliRunner
+from endpoint.upstream import Answer, FakeUpstream
 
 from pytest_dsh_replay.cli import main
 
-from endpoint.upstream import Answer, FakeUpstream
 from .lines import SERVER
 
 pytest_plugins = ["pytester"]
 
-TEST = '''
+TEST = """
 import os, sys, time
 import openai
 from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
@@ -46,7 +46,7 @@ def test_agent(dsh_endpoint, dsh_mcp):
     assert direct == str({a!r} + 1)
     with open("final.txt", "w") as out:
         out.write(final)
-'''
+"""
 
 
 def rule(body: dict[str, Any]) -> Answer:
@@ -90,7 +90,9 @@ def test_agent_with_model_and_mcp_replays_hermetically(pytester: pytest.Pytester
     assert shown.exit_code == 0, shown.output
     assert re.search(r"tools: counter -> completed; counter asked by session\.jsonl seq \d+\n", shown.output)
     assert re.search(r"tools: add -> completed; add asked by session\.jsonl seq \d+\n", shown.output)
-    assert re.search(r"counter served by mcp\.calc\.jsonl seq \d+; add served by mcp\.calc\.jsonl", shown.output)
+    assert re.search(
+        r"counter served by mcp\.calc\.jsonl seq \d+; add served by mcp\.calc\.jsonl", shown.output
+    )
     # the test's own direct call (no model answer asked for it) stands alone
     assert re.search(r"tools: add -> completed\n", shown.output)
     checked = runner.invoke(main, ["validate", str(recording)])
