@@ -1,8 +1,8 @@
 """The ``dsh-replay`` command line (harness.md §7), built on click with rich output.
 
-Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``. One exit-code rule for all:
-0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or failed
-scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
+Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``, ``serve``, ``report``. One exit-code
+rule for all: 0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or
+failed scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
 input a command cannot read (``show``, ``derive``, ``diff``; ``validate`` reports unreadable input
 as a finding, exit 1). Bad input of any kind is reported as a typed
 :class:`~pytest_dsh_replay.errors.HarnessError` with its code, never as a traceback; messages name
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -716,6 +716,56 @@ def _clip(text: str, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the HTML file to write (one self-contained page)",
+)
+@click.option("--title", default=None, help="the page's title (default: the paths given)")
+@_fail_on_harness_error
+def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
+    """Write one self-contained HTML page of the recordings at PATHS: per recording its session tree
+    (parents, spawn and fork children, seed boundaries, how each parent is known), per session its
+    transcript (messages, folded reasoning, tool calls and results, errors, each model call's model
+    and usage). A PATH is a scenario directory, an endpoint recording, a log file, or a folder of
+    them (every recording ``validate`` finds there).
+
+    Exit 0 when every recording was read; 2 when one could not be (the page is written all the same,
+    naming it) or on a usage error.
+    """
+    from .report import read_recording, report_payload, write_report
+
+    for path in paths:  # every PATH checked before anything is read
+        _existing(path)
+    recordings = []
+    for path in paths:
+        for unit, problem in _show_units(path):
+            recording = read_recording(unit)
+            if problem:
+                recording.error = f"[PATH_UNREADABLE] {unit}: cannot list this directory ({problem})"
+            recordings.append(recording)
+    problems = [r.error for r in recordings if r.error] + [
+        f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
+    ]
+    payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
+    try:
+        size = write_report(payload, output)
+    except OSError as exc:
+        raise HarnessError(
+            f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
+        ) from None
+    for problem in problems:
+        console.print(f"[red]error[/red]: {escape(problem)}")
+    sessions = sum(len(r.sessions) for r in recordings)
+    console.print(f"wrote {output} ({size:,} bytes): {len(recordings)} recording(s), {sessions} session(s)")
+    if problems:
+        sys.exit(EXIT_USAGE)
+
+
 #: pytest's exit codes mapped to the command's rule (0 ok, 1 failed scenarios, 2 anything else:
 #: usage errors, no scenario collected, an interrupted or internal error).
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FINDINGS}
@@ -769,16 +819,21 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     sys.exit(_PYTEST_EXIT.get(int(pytest.main(args)), EXIT_USAGE))
 
 
+def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--record MODE`` of the commands that stand in for a live service (``serve``, ``mcp``)."""
+    return click.option(
+        "--record",
+        "mode",
+        type=click.Choice(RecordMode.choices()),
+        default=RecordMode.NONE.value,
+        show_default=True,
+        help=help,
+    )
+
+
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--record",
-    "mode",
-    type=click.Choice(RecordMode.choices()),
-    default=RecordMode.NONE.value,
-    show_default=True,
-    help="record mode (none: replay only)",
-)
+@_record_option("record mode (none: replay only)")
 @click.option(
     "--upstream", default=None, metavar="URL", help="base URL recorded from, e.g. https://api.openai.com/v1"
 )
@@ -934,6 +989,74 @@ def serve(
     for note in outcome.notes:
         click.echo(note, err=True)
     sys.exit(0)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--name", default="server", show_default=True, help="the server's name (mcp.NAME.jsonl)")
+@_record_option("record mode (none: replay only, COMMAND is not started)")
+@click.option("--allow-unused", is_flag=True, help="recorded requests left unused do not fail the run")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="seconds the server has to answer a request while recording",
+)
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+def mcp(
+    directory: Path,
+    command: tuple[str, ...],
+    name: str,
+    mode: str,
+    allow_unused: bool,
+    timeout: float,
+    run_dir: Path | None,
+) -> None:
+    """Stand in for the stdio MCP server COMMAND: record its session into DIRECTORY, or replay it.
+
+    Usage: dsh-replay mcp DIR [--name NAME] [--record MODE] -- COMMAND [ARGS...]. Point the agent's MCP
+    configuration at this command line instead of COMMAND; the same line records (--record once:
+    COMMAND is started and every JSON-RPC message relayed and recorded) and replays (COMMAND is not
+    started; each tools/call is checked against the recorded one before its result is served). Exit 0
+    when every request matched and every recorded request was used, 1 when not (the report on stderr),
+    2 on a usage error or a recording it refuses.
+    """
+    import asyncio
+
+    from .mcp.relay import McpConfig
+    from .mcp.stdio import run
+
+    args = list(command[1:] if command[:1] == ("--",) else command)
+    config = McpConfig(
+        directory,
+        name=name,
+        record=RecordMode(mode),
+        command=args,
+        allow_unused=allow_unused,
+        run_dir=run_dir,
+        timeout=timeout,
+        rerecord=f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
+    )
+    try:
+        outcome = asyncio.run(run(config))
+    except HarnessError as exc:  # the relay's configuration, the recording it refuses, the server's start
+        _print_error_err(exc)
+        sys.exit(EXIT_USAGE)
+    from .scenario.secrets import redact_report
+
+    if not outcome.ok:
+        click.echo(redact_report(outcome.report(), None), err=True)
+        sys.exit(EXIT_FINDINGS)
+    for note in outcome.notes:
+        click.echo(note, err=True)
+    sys.exit(EXIT_OK)
+
+
+def _print_error_err(exc: HarnessError) -> None:
+    """A typed error on stderr (a command whose stdout is a protocol, ``mcp``)."""
+    click.echo(f"error [{exc.code}]: {exc}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover
