@@ -493,9 +493,11 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
     findings = units = bad_units = logs = events = 0
     for report in validate_paths(paths):
         if report.path.is_dir() and is_endpoint_recording(report.path):
-            from .endpoint.recording import manifest_findings
+            from .endpoint.recording import manifest_findings, parent_notes
 
             report.findings[:0] = manifest_findings(report.path)  # inventory first, as validate orders it
+            for note in parent_notes(report.path):  # no finding: the recording replays as it was made
+                console.print(f"[yellow]note[/yellow] {escape(f'{report.path}{os.sep}{note}')}")
         units += 1
         logs += report.logs
         events += report.events

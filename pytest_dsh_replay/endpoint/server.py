@@ -38,7 +38,7 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -51,7 +51,7 @@ from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
-from .recording import check_recording, manifest_text
+from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
@@ -381,7 +381,9 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
-        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen)))
+        unknown_parents = self._unknown_parents(result.logs)
+        outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
+        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
@@ -394,6 +396,16 @@ class Endpoint:
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+
+    def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
+        """Log file -> the log files of its parent candidates, for each recorded conversation whose
+        parent could not be told (:attr:`~.conversations.Conversation.candidates`)."""
+        names = {log.id: log_name(rank) for rank, log in enumerate(logs)}
+        return {
+            names[conv.id]: [names[c] for c in conv.candidates if c in names]
+            for conv in self.binder.conversations
+            if conv.candidates and conv.id in names
+        }
 
     # -- serving ---------------------------------------------------------------------------------
 
