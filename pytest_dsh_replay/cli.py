@@ -124,6 +124,24 @@ def _fail_on_harness_error(fn: Any) -> Any:
     return wrapper
 
 
+def _fail_on_harness_error_to_stderr(fn: Any) -> Any:
+    """:func:`_fail_on_harness_error` for a command whose stdout is only its output (``serve``'s URL
+    line): the error goes to stderr."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HarnessError as exc:
+            Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+                f"[red]error[/red] [{exc.code}]: {escape(str(exc))}"
+            )
+            sys.exit(EXIT_USAGE)
+
+    return wrapper
+
+
 class _ScrubbedStream:
     """A text stream that passes every complete line through the run's scrubber before writing it
     (an incomplete last line is scrubbed when the stream is flushed or closed)."""
@@ -522,9 +540,11 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
     findings = units = bad_units = logs = events = 0
     for report in validate_paths(paths):
         if report.path.is_dir() and is_endpoint_recording(report.path):
-            from .endpoint.recording import manifest_findings
+            from .endpoint.recording import manifest_findings, parent_notes
 
             report.findings[:0] = manifest_findings(report.path)  # inventory first, as validate orders it
+            for note in parent_notes(report.path):  # no finding: the recording replays as it was made
+                console.print(f"[yellow]note[/yellow] {escape(f'{report.path}{os.sep}{note}')}")
         units += 1
         logs += report.logs
         events += report.events
@@ -872,10 +892,30 @@ def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
 @click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
 @click.option(
-    "--api-key-env", default="OPENAI_API_KEY", show_default=True, help="env var of the upstream's API key"
+    "--api-key-env",
+    default=None,
+    metavar="NAME",
+    help="env var of the upstream's API key for every format (default: each format's own: OPENAI_API_KEY, "
+    "ANTHROPIC_API_KEY for /v1/messages)",
 )
 @click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
-@_fail_on_harness_error
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="serve requests carrying this Origin header (scheme://host[:port]; repeatable); others are refused",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="after SIGINT/SIGTERM, how long requests in flight may take before their upstream calls "
+    "are cancelled",
+)
+@_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
     mode: str,
@@ -883,19 +923,22 @@ def serve(
     port: int,
     backend: str,
     match_on: tuple[str, ...],
-    api_key_env: str,
+    api_key_env: str | None,
     allow_unused: bool,
+    allow_origins: tuple[str, ...],
+    grace: float,
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
-    Prints the base URL (http://127.0.0.1:PORT/v1) as the first line of stdout; point OPENAI_BASE_URL at
-    it. Serves until SIGINT/SIGTERM, waits for the requests in flight, then writes the recording (record
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point OPENAI_BASE_URL at
+    it (ANTHROPIC_BASE_URL at it without /v1). Everything else, every error included, goes to stderr.
+    Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
+    upstream calls still running (they are recorded as failed calls), then writes the recording (record
     modes) and exits 0 when every request matched and every recorded call was used, 1 when not (the
     report on stderr), 2 on a usage error or a recording it refuses. A second signal while it waits
     stops at once: exit 1, nothing written, said on stderr.
     """
     import asyncio
-    import os
     import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
@@ -911,7 +954,6 @@ def serve(
         directory,
         record=record_mode,
         upstream=upstream,
-        api_key=os.environ.get(api_key_env) if record_mode.records else None,
         api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on, option="--match-on"),
@@ -920,18 +962,11 @@ def serve(
         port=port,
         record_flag="--record",
         upstream_flag="--upstream URL",
+        allow_origins=allow_origins,
     )
 
     async def run() -> Any:
         endpoint = Endpoint(config, accept_unused="--allow-unused")
-        try:
-            url = await endpoint.start()
-        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
-            raise EndpointConfigError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
-            ) from None
-        click.echo(url)
-        sys.stdout.flush()
         stop, force = asyncio.Event(), asyncio.Event()
         received: list[str] = []
 
@@ -943,15 +978,39 @@ def serve(
             if endpoint.in_flight:
                 click.echo(
                     f"dsh-replay serve: {sig.name}: stopping once the {endpoint.in_flight} request(s) in "
-                    "flight are answered; a second signal stops at once, writing nothing",
+                    f"flight are answered (at most {grace:g} s, then their upstream calls are cancelled); "
+                    "a second signal stops at once, writing nothing",
                     err=True,
                 )
             stop.set()
 
+        # in place before the URL is printed: a client may signal as soon as it reads it
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            url = await endpoint.start()
+        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
+            raise EndpointConfigError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
+            ) from None
+        click.echo(url)
+        sys.stdout.flush()
         await stop.wait()
+        deadline = loop.time() + grace
+        while endpoint.in_flight and loop.time() < deadline and not force.is_set():
+            await asyncio.sleep(0.02)
+        if endpoint.in_flight and not force.is_set():
+            cancelled = endpoint.cancel_upstream(
+                f"cancelled: dsh-replay serve got {received[0]} and the call outlasted the {grace:g} s grace "
+                "(--grace)"
+            )
+            if cancelled:
+                click.echo(
+                    f"dsh-replay serve: {received[0]}: cancelled {cancelled} upstream call(s) still running "
+                    f"after {grace:g} s; they are recorded as failed calls",
+                    err=True,
+                )
         stopping = asyncio.ensure_future(endpoint.stop())
         forced = asyncio.ensure_future(force.wait())
         await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
