@@ -414,7 +414,7 @@ def report_payload(
         failed=sum(it.outcome == "failed" for it in ordered),
         skipped=sum(it.outcome == "skipped" for it in ordered),
         updated=sum(bool(it.written or it.removed) for it in ordered),
-        calls_served=sum(it.calls for it in ordered),
+        calls_served=sum(it.calls for it in ordered if it.outcome == "passed"),  # as the terminal summary
         recordings=len(recs),
         sessions=sum(len(r.sessions) for r in recs),
         model_calls=sum(s.calls for r in recs for s in r.sessions),

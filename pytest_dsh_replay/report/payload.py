@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
+from ..itemreport import RequestDiff
+
 __all__ = [
     "Call",
     "Entry",
@@ -136,32 +138,6 @@ class Recording(Struct, omit_defaults=True):
     kind: str
     sessions: list[SessionView] = field(default_factory=list)
     error: str = ""
-
-
-class RequestDiff(Struct, omit_defaults=True):
-    """A red call: the recorded and the sent request at the first difference of one part.
-
-    Attributes:
-        call: which call (``call #2 of session.jsonl (parent, script #1)``); ``file``, ``index`` the
-            log's file name and the 1-based call number parsed from it.
-        part: ``messages``, ``system``, ``tools`` or ``model``; ``path`` the first differing path.
-        recorded, sent: the two values there as indented JSON (``(absent)`` when one side has none).
-        note: e.g. the changed tool set; ``checked`` what the check compared and where each part came
-            from; ``masks`` the normalizations applied to both sides before comparing.
-        served: ``nothing`` (strict), ``recorded`` (an accepted change: the recorded answer follows it).
-    """
-
-    call: str
-    part: str
-    path: str
-    recorded: str
-    sent: str
-    file: str = ""
-    index: int = 0
-    note: str = ""
-    checked: list[str] = field(default_factory=list)
-    masks: list[str] = field(default_factory=list)
-    served: str = "nothing"
 
 
 class Item(Struct, omit_defaults=True):

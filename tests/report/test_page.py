@@ -7,7 +7,9 @@ disk. Screenshots go to ``$DSH_REPORT_SCREENSHOTS`` (``docs/img`` refreshes the 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +158,77 @@ def test_a_100k_event_recording_renders_lazily(page: Any, tmp_path: Path) -> Non
     more.click()
     assert transcript.locator(".e").count() == 600
     assert "42 chunk(s) folded" in transcript.inner_text()  # 40 deltas, usage, finish
+
+
+def run_pytest(pytester: pytest.Pytester, *args: Any) -> pytest.RunResult:
+    """``pytester.runpytest`` in a thread of its own: Playwright's sync API keeps an event loop set as
+    running in this thread, and the scenario runner calls ``asyncio.run``."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(pytester.runpytest, *map(str, args), "-p", "no:cacheprovider").result()
+
+
+def _red_copy(tmp: Path) -> Path:
+    """Two scenarios, one of them red: its second prompt is changed (a word of the recorded request)."""
+    root = tmp / "scenarios" / "mixed"
+    shutil.copytree(SPAWN_AND_FORK, root / "spawn-and-fork")
+    shutil.copytree(REPO / "scenarios" / "spawn" / "one-child", root / "one-child")
+    spec = root / "spawn-and-fork" / "input.json"
+    spec.write_text(spec.read_text().replace("then summarize", "then summarise"))
+    return root
+
+
+def test_a_red_item_shows_recorded_and_sent_side_by_side_under_xdist(
+    page: Any, pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    root = _red_copy(tmp_path)
+    out = tmp_path / "run.html"
+    result = run_pytest(pytester, "--dsh-scenario", root, "--dsh-report", out, "-n", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([f"dsh-replay report: {out} (*bytes): 2 item(s), 1 failed"])
+    open_report(page, out)
+    cards = page.locator("#cards").inner_text()
+    assert "2\nitems" in cards and "1\npassed" in cards and "1\nfailed" in cards
+    first = page.locator("details.item").first  # failures first, open
+    assert "failed" in first.locator(":scope > summary").inner_text()
+    diff = first.locator(".diff")
+    assert diff.locator("h4").inner_text() == (
+        "call #2 of session.jsonl (parent, script #1): messages differs at messages[2].content[0].text"
+    )
+    recorded, sent = diff.locator(".sides > div").all()
+    assert "then summarize" in recorded.inner_text() and "then summarise" in sent.inner_text()
+    assert recorded.locator("mark").inner_text() == "z" and sent.locator("mark").inner_text() == "s"
+    assert "masks applied to both sides: cwd -> {{cwd}}" in diff.inner_text()
+    commands = first.locator("code.cmd").all_inner_texts()
+    assert any("--dsh-record=rewrite" in c for c in commands)
+    assert any("--snapshot-update --dsh-accept-changed-requests" in c for c in commands)
+    # its recording is open with the red call's session transcript: the calls before it matched
+    transcript = page.locator("#rec-0 ul.tree.top > li").first.locator(":scope > .transcript")
+    assert "request matched" in transcript.locator(".e.assistant").first.inner_text()
+    red = transcript.locator(".e.red")
+    assert "call #2" in red.inner_text() and "request differs" in red.inner_text()
+    assert "request not served" in transcript.locator(".e.assistant").nth(2).inner_text()
+    first.locator(":scope > summary").scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-red-diff.png"))
+
+
+def test_an_update_shows_what_it_wrote(page: Any, pytester: pytest.Pytester, tmp_path: Path) -> None:
+    root = _red_copy(tmp_path)
+    out = tmp_path / "update.html"
+    result = run_pytest(
+        pytester,
+        "--dsh-scenario",
+        root,
+        "--dsh-report",
+        out,
+        "--snapshot-update",
+        "--dsh-accept-changed-requests",
+    )
+    result.assert_outcomes(passed=2)
+    open_report(page, out)
+    assert "1\nupdated" in page.locator("#cards").inner_text()
+    item = page.locator("details.item").first
+    assert "updated" in item.locator(":scope > summary").inner_text()
+    item.locator(":scope > summary").click()
+    body = item.locator(".body").inner_text()
+    assert f"written: {root / 'spawn-and-fork' / 'session.jsonl'}" in body
+    assert "the recorded answer was served anyway (accepted change)" in body
