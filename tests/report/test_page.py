@@ -232,3 +232,53 @@ def test_an_update_shows_what_it_wrote(page: Any, pytester: pytest.Pytester, tmp
     body = item.locator(".body").inner_text()
     assert f"written: {root / 'spawn-and-fork' / 'session.jsonl'}" in body
     assert "the recorded answer was served anyway (accepted change)" in body
+
+
+def _with_mcp_session(tmp: Path) -> Path:
+    """The crash-resume scenario (its model calls the tool ``bash``) with the session of an MCP server
+    ``shell`` that served that call, written by the MCP relay's own log writer and the one writer."""
+    from pytest_dsh_replay.mcp.log import McpSessionLog
+    from pytest_dsh_replay.mcp.relay import write_sessions
+    from pytest_dsh_replay.scenario.harvest import header_record
+    from pytest_dsh_replay.scenario.normalize import SessionLog
+    from pytest_dsh_replay.session import Session
+
+    directory = tmp / "crash-resume"
+    shutil.copytree(REPO / "scenarios" / "mixed" / "crash-resume", directory)
+    header: Any = {"version": 0, "id": "mcp-shell-1", "createdAt": 1796070994990, "cwd": str(tmp)}
+    log = McpSessionLog(Session("mcp-shell-1", header=header))
+    log.client({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
+    log.server({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {}}})
+    log.client({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    log.server({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "bash"}]}})
+    # the same arguments as the model's call, in another key order: the same call
+    arguments = {"description": "Print a marker", "command": "echo CRASH_TEST"}
+    params = {"name": "bash", "arguments": arguments}
+    log.client({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+    log.server({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "CRASH_TEST"}]}})
+    session = log.session
+    write_sessions(
+        directory, "shell", [SessionLog(header_record(session.header), list(session.events))], str(tmp)
+    )
+    assert (directory / "mcp.shell.jsonl").is_file()
+    return directory
+
+
+def test_mcp_tool_traffic_is_shown_beside_the_call_that_asked_for_it(page: Any, tmp_path: Path) -> None:
+    directory = _with_mcp_session(tmp_path)
+    out = tmp_path / "report.html"
+    report(directory, "-o", out)
+    open_report(page, out)
+    root = page.locator("ul.tree.top > li").first
+    assert "session.jsonl" in root.locator(":scope > div").inner_text()
+    mcp = root.locator(":scope > ul.tree > li", has_text="mcp.shell.jsonl")
+    head = mcp.locator(":scope > div").inner_text()
+    assert "MCP server shell" in head and "its tool calls were asked for by the conversation" in head
+    mcp.locator(":scope > div button", has_text="show transcript").click()
+    text = mcp.locator(":scope > .transcript").inner_text()
+    assert "5 JSON-RPC message(s): initialize, tools/list, tools/call" in text  # one folded run
+    assert "asked by session.jsonl call #2 (call_bash_1)" in text
+    assert "CRASH_TEST" in text
+    root.locator(":scope > div button", has_text="show transcript").click()
+    conversation = root.locator(":scope > .transcript").inner_text()
+    assert "served by MCP server shell (mcp.shell.jsonl, call 2)" in conversation
