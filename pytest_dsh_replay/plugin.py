@@ -47,6 +47,7 @@ from .options import match_on as match_on_option
 from .own_agent import (
     StoreHandle,
     dsh_endpoint,
+    dsh_mcp,
     dsh_replay_model,
     dsh_session_store,
     pytest_runtest_call_dsh_endpoint,
@@ -123,7 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     config.addinivalue_line(
         "markers",
-        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint fixture's recording",
+        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint and dsh_mcp fixtures' "
+        "recording",
     )
     state = _State()
     config.stash[_STATE] = state
@@ -656,6 +658,7 @@ __all__ = [
     "ScenarioItem",
     "StoreHandle",
     "dsh_endpoint",
+    "dsh_mcp",
     "dsh_replay_model",
     "dsh_session_store",
     "pytest_runtest_call_dsh_endpoint",
