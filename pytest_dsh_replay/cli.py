@@ -168,18 +168,25 @@ class _ScrubbedStream:
         return getattr(self._inner, name)
 
 
+def _cli_scrubber() -> Any:
+    """The commands' scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var,
+    secret-named environment values, the default patterns); the patterns alone when the key env var
+    is unusable."""
+    from .llm.secrets import SecretScrubber
+    from .scenario.secrets import default_scrubber
+
+    try:
+        return default_scrubber()
+    except HarnessError:
+        return SecretScrubber()
+
+
 def _scrubbed_output() -> Iterator[None]:
     """Every line any command prints, on stdout and stderr (rich's console, ``click.echo``, error and
     finding lines that quote input values: a session id, a callId, a sidecar value), goes through
     the run's scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var, secret-named
     environment values, the default patterns)."""
-    from .llm.secrets import SecretScrubber
-    from .scenario.secrets import default_scrubber
-
-    try:
-        scrubber = default_scrubber()
-    except HarnessError:  # an unusable key env var: still scrub the patterns
-        scrubber = SecretScrubber()
+    scrubber = _cli_scrubber()
     saved = sys.stdout, sys.stderr
     out, err = (
         _ScrubbedStream(sys.stdout, scrubber.scrub_fixed),
@@ -800,9 +807,10 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
     problems = [r.error for r in recordings if r.error] + [
         f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
     ]
+    scrubber = _cli_scrubber()  # what every command's output goes through
     payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
     try:
-        size = write_report(payload, output)
+        size = write_report(payload, output, scrubber.scrub_fixed)
     except OSError as exc:
         raise HarnessError(
             f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
