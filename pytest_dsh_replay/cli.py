@@ -889,6 +889,24 @@ def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 @main.command()
+@click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@_fail_on_harness_error
+def recover(directories: Sequence[Path]) -> None:
+    """Complete or clean up a write of DIRECTORY's recording that a kill interrupted.
+
+    A write that had committed (its journal, .dsh-write.json, is there) is completed to the new set;
+    temp files (.tmp, .bak) are removed. Prints what it did on stderr; exit 0 (also when there was
+    nothing to do), 2 when the directory cannot be recovered (the reason).
+    """
+    from .scenario.write import recover_write
+
+    for directory in directories:
+        done = recover_write(directory)
+        for line in done or ["nothing to recover"]:
+            click.echo(f"{directory}: {line}", err=True)
+
+
+@main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @_record_option("record mode (none: replay only)")
 @click.option(
