@@ -120,3 +120,16 @@ def test_a_secret_a_log_still_holds_shows_as_redacted(tmp_path: Path) -> None:
     (session,) = payload_of(html)["recordings"][0]["sessions"]
     texts = [e.get("text") for e in session["transcript"]]
     assert texts.count("[REDACTED]") == 2, texts  # the user's message and the assembled stream
+
+
+def test_a_head_format_recording_names_each_calls_model(conformance_head: Path) -> None:
+    """The newer layout (packed chunk rows) reads as the baseline does; its ``request/context`` events
+    name the model of each request."""
+    from pytest_dsh_replay.report import read_recording
+
+    recording = read_recording(conformance_head / "packed-chunks")
+    (session,) = recording.sessions
+    calls = [e.call for e in session.transcript if e.call is not None]
+    assert [c.index for c in calls] == [1, 2] and {c.model for c in calls} == {"deepseek-v4-flash"}
+    assert calls[0].input_tokens == 2878 and calls[0].finish == "tool-calls"
+    assert any(e.kind == "tool" and e.tool is not None and e.tool.name == "bash" for e in session.transcript)
