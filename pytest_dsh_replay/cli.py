@@ -33,6 +33,8 @@ from .layout import (
     is_log_name,
     log_name,
     loose_log_number,
+    mcp_log_files,
+    mcp_log_match,
 )
 from .modes import Backend, RecordMode
 from .scenario.logstream import Event
@@ -64,7 +66,9 @@ def _log_files(path: Path) -> list[Path]:
     from .scenario.definition import fixture_files
 
     if path.is_dir():
-        files = list(fixture_files(path)) or sorted(path.glob("*.jsonl"))
+        recorded = list(fixture_files(path))
+        # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
+        files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
             raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
         return files
@@ -164,18 +168,25 @@ class _ScrubbedStream:
         return getattr(self._inner, name)
 
 
+def _cli_scrubber() -> Any:
+    """The commands' scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var,
+    secret-named environment values, the default patterns); the patterns alone when the key env var
+    is unusable."""
+    from .llm.secrets import SecretScrubber
+    from .scenario.secrets import default_scrubber
+
+    try:
+        return default_scrubber()
+    except HarnessError:
+        return SecretScrubber()
+
+
 def _scrubbed_output() -> Iterator[None]:
     """Every line any command prints, on stdout and stderr (rich's console, ``click.echo``, error and
     finding lines that quote input values: a session id, a callId, a sidecar value), goes through
     the run's scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var, secret-named
     environment values, the default patterns)."""
-    from .llm.secrets import SecretScrubber
-    from .scenario.secrets import default_scrubber
-
-    try:
-        scrubber = default_scrubber()
-    except HarnessError:  # an unusable key env var: still scrub the patterns
-        scrubber = SecretScrubber()
+    scrubber = _cli_scrubber()
     saved = sys.stdout, sys.stderr
     out, err = (
         _ScrubbedStream(sys.stdout, scrubber.scrub_fixed),
@@ -229,8 +240,17 @@ class _TurnSummary:
     first chunk leaves nothing in the log); ``served(k)`` gives that entry.
     """
 
-    def __init__(self, spool: IO[str], seed_length: int, served: Any = None, sidecar: str = "") -> None:
+    def __init__(
+        self,
+        spool: IO[str],
+        seed_length: int,
+        served: Any = None,
+        sidecar: str = "",
+        partners: dict[int, str] | None = None,
+    ) -> None:
         self.seed, self.served, self.sidecar = seed_length, served, sidecar
+        #: seq of a tool/call -> where its partner is (the MCP call it made, the model answer that asked)
+        self.partners = partners or {}
         self.lines = _Spool(spool)
         self.index = 0  # logical events seen
         self.call = 0  # model calls of the session so far
@@ -255,6 +275,7 @@ class _TurnSummary:
                 "open": 0,
                 "step_chunks": 0,
                 "sidecar": [],
+                "partners": [],
             }
         elif turn is None:
             return
@@ -279,6 +300,9 @@ class _TurnSummary:
             turn["ntools"] += 1
             if len(turn["tools"]) < 20:
                 turn["tools"].append(_name(d.get("name")))
+            partner = self.partners.get(e.get("seq"))  # type: ignore[arg-type]
+            if partner is not None and len(turn["partners"]) < 20:
+                turn["partners"].append(f"{_name(d.get('name'))} {partner}")
         elif t == "turn/end":
             reason = d.get("reason")
             kind = _name(reason.get("kind")) if isinstance(reason, dict) else quote(reason)
@@ -291,10 +315,11 @@ class _TurnSummary:
                 if turn["sidecar"]
                 else ""
             )
+            beside = f"; {'; '.join(turn['partners'])}" if turn["partners"] else ""
             self.lines.append(
                 f"turn {_name(turn['turn'])} (seq {_name(turn['seq'])}-{_name(e.get('seq'))}): "
                 f"{turn['steps']} "
-                f"step(s), {turn['calls']} model call(s){side}{extra} -> {kind}"
+                f"step(s), {turn['calls']} model call(s){side}{extra} -> {kind}{beside}"
             )
             self.turn = None
 
@@ -357,14 +382,15 @@ class _Shown(Struct):
         return "fork child" if self.seed_length > 0 else "spawn child"
 
 
-def _show_one(file: Path, spool: IO[str]) -> _Shown:
-    """Stream one log into its summary (the first bad line raises its typed error)."""
+def _show_one(file: Path, spool: IO[str], partners: dict[int, str] | None = None) -> _Shown:
+    """Stream one log into its summary (the first bad line raises its typed error); ``partners``: its
+    tool calls bound to their partners in other logs (:func:`_tool_partners`)."""
     from .scenario.logstream import iter_log_events
 
     header, events = iter_log_events(file)
     seed = header.get("seedLength", 0)
     served, sidecar = _sidecar_server(file)
-    summary = _TurnSummary(spool, seed if type(seed) is int else 0, served, sidecar)
+    summary = _TurnSummary(spool, seed if type(seed) is int else 0, served, sidecar, partners)
     for _line_no, _raw, event in events:
         assert event is not None  # strict stream: a bad line raised
         summary.feed(event)
@@ -391,7 +417,9 @@ def show(path: Path) -> None:
             try:
                 if problem:
                     raise HarnessError(f"{unit}: cannot list this directory ({problem})", "PATH_UNREADABLE")
-                _show_tree(unit, [_show_one(f, spool) for f in _log_files(unit)])
+                files = _log_files(unit)
+                partners = _tool_partners(files)
+                _show_tree(unit, [_show_one(f, spool, partners.get(f.name)) for f in files])
             except HarnessError as exc:
                 if len(units) == 1:
                     raise
@@ -399,6 +427,32 @@ def show(path: Path) -> None:
                 failed = True
     if failed:
         sys.exit(EXIT_USAGE)
+
+
+def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
+    """file name -> {seq of a tool/call -> where its partner is}: each MCP server's tool call beside the
+    model answer's tool call that asked for it (same name and arguments, in order;
+    :func:`~.mcp.log.bind_calls`). Empty without MCP logs (nothing is read twice then)."""
+    if not any(mcp_log_match(f.name) for f in files):
+        return {}
+    from .mcp.log import CallRef, bind_calls, call_key
+    from .scenario.logstream import iter_log_events
+
+    asked: list[CallRef] = []
+    served: list[CallRef] = []
+    for file in files:
+        _header, events = iter_log_events(file)
+        side = served if mcp_log_match(file.name) else asked
+        for _line_no, _raw, event in events:
+            data = event.get("data") if event is not None and event.get("type") == "tool/call" else None
+            if isinstance(data, dict) and type(event.get("seq")) is int:  # type: ignore[union-attr]
+                key = call_key(data.get("name"), data.get("arguments"))
+                side.append(CallRef(file.name, event["seq"], key))  # type: ignore[index]
+    out: dict[str, dict[int, str]] = {}
+    for ref, partner in bind_calls(asked, served).items():
+        verb = "asked by" if mcp_log_match(ref.file) else "served by"
+        out.setdefault(ref.file, {})[ref.seq] = f"{verb} {partner.file} seq {partner.seq}"
+    return out
 
 
 def _show_units(path: Path) -> list[tuple[Path, str]]:
@@ -753,9 +807,10 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
     problems = [r.error for r in recordings if r.error] + [
         f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
     ]
+    scrubber = _cli_scrubber()  # what every command's output goes through
     payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
     try:
-        size = write_report(payload, output)
+        size = write_report(payload, output, scrubber.scrub_fixed)
     except OSError as exc:
         raise HarnessError(
             f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
@@ -1007,6 +1062,8 @@ def serve(
     help="seconds the server has to answer a request while recording",
 )
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option("--rerecord", default=None, hidden=True)
+@click.option("--accept-unused", default="--allow-unused", hidden=True)
 def mcp(
     directory: Path,
     command: tuple[str, ...],
@@ -1015,6 +1072,8 @@ def mcp(
     allow_unused: bool,
     timeout: float,
     run_dir: Path | None,
+    rerecord: str | None,
+    accept_unused: str,
 ) -> None:
     """Stand in for the stdio MCP server COMMAND: record its session into DIRECTORY, or replay it.
 
@@ -1039,7 +1098,8 @@ def mcp(
         allow_unused=allow_unused,
         run_dir=run_dir,
         timeout=timeout,
-        rerecord=f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
+        rerecord=rerecord or f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
+        accept_unused=accept_unused,
     )
     try:
         outcome = asyncio.run(run(config))

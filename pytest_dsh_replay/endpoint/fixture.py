@@ -31,7 +31,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..itemreport import endpoint_note_properties
+from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
@@ -140,6 +140,7 @@ def endpoint_fixture(
         pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     directory = recording_dir(request)
+    request.node.user_properties += recording_properties(directory)  # the report's link to it
     endpoint_config = EndpointConfig(
         directory,
         record=mode,
@@ -238,10 +239,33 @@ def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
         return None
     run.reported.update(problems)
     endpoint = run.thread.endpoint
+    _report_diffs(item, endpoint)
     outcome = EndpointOutcome(endpoint.plan.label, list(problems))
     if endpoint.recorder is not None:
         outcome.notes.append(endpoint.nothing_written())
     return run.report(outcome, raised)
+
+
+def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
+    """The requests that differed from the recording, as the item's report (``--dsh-report`` shows
+    them side by side), with the command that re-records."""
+    replay = endpoint.replay
+    if replay is None:
+        return
+    from ..replay.errors import RequestMismatchError
+    from ..scenario.item import request_diffs
+
+    # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
+    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
+    mismatches = list({id(m): m for m in found}.values())
+    if not mismatches:
+        return
+
+    report = ItemReport(
+        diffs=[d for m in mismatches for d in request_diffs(m)],
+        commands=list(dict.fromkeys(f"re-record: {m.rerecord}" for m in mismatches if m.rerecord)),
+    )
+    item.user_properties += report.properties()
 
 
 __all__ = [

@@ -254,15 +254,56 @@ def session_script(file: str, header: Mapping[str, Any], events: Iterable[Mappin
     return script
 
 
+class CallRef(Struct, frozen=True):
+    """A ``tool/call`` event of a log: ``file`` and ``seq`` say where, ``key`` what (name, arguments)."""
+
+    file: str
+    seq: int
+    key: str
+
+
+def call_key(name: Any, arguments: Any) -> str:
+    """What binding compares of a tool call: its name and its arguments as JSON data (key order and
+    spacing of the model's raw text do not count; text that is not JSON is compared as text)."""
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            value = arguments
+    return orjson.dumps([name, value], option=orjson.OPT_SORT_KEYS).decode()
+
+
+def bind_calls(asked: Iterable[CallRef], served: Iterable[CallRef]) -> dict[CallRef, CallRef]:
+    """Each MCP tool call (``served``, in log order) bound to the model answer's tool call that asked for
+    it (``asked``, in log order): the first one not bound yet with the same :func:`call_key`. Calls
+    without a partner stay unbound; docs/mcp.md says what this cannot tell apart. Returns both
+    directions (served -> asked and asked -> served)."""
+    free: dict[str, list[CallRef]] = {}
+    for ref in asked:
+        free.setdefault(ref.key, []).append(ref)
+    bound: dict[CallRef, CallRef] = {}
+    for ref in served:
+        waiting = free.get(ref.key)
+        if waiting:
+            partner = waiting.pop(0)
+            bound[ref] = partner
+            bound[partner] = ref
+    return bound
+
+
 __all__ = [
     "MESSAGE_EVENT",
     "TOOLS_CALL",
     "TRIGGER",
+    "CallRef",
     "McpFormatError",
     "McpScript",
     "McpSessionLog",
     "Recorded",
+    "bind_calls",
     "call_id",
+    "call_key",
     "is_notification",
     "is_request",
     "is_response",

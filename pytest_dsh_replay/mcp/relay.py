@@ -187,6 +187,7 @@ class McpRelay:
         self.tokens: dict[str, Any] = {}
         self.prologue_sent = False
         self.sides: Any = None
+        self.claimed = False
 
     @property
     def records(self) -> bool:
@@ -199,6 +200,7 @@ class McpRelay:
         if problem is not None:
             raise McpRelayError(f"--name: {problem}", "MCP_CONFIG")
         self.index = claim_index(config.run_dir, config.name)
+        self.claimed = True
         path = config.directory / mcp_log_name(config.name, self.index)
         recorded = os.path.lexists(path)
         plan = scenario_plan(config.record, recorded=recorded, update=False)
@@ -460,6 +462,16 @@ class McpRelay:
                 outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
             else:
                 self._write(outcome)
+        self._leave(outcome)
+        return outcome
+
+    def refused(self, exc: HarnessError) -> None:
+        """:meth:`start` raised ``exc`` after the session was claimed: its outcome says so (the fixture
+        reads it instead of waiting for a relay that is gone)."""
+        if self.claimed:
+            self._leave(McpOutcome(self.config.name, self.plan.label, self.index, [f"[{exc.code}] {exc}"]))
+
+    def _leave(self, outcome: McpOutcome) -> None:
         if self.config.run_dir is not None:  # what the fixture reads at teardown
             import msgspec
 
@@ -467,7 +479,6 @@ class McpRelay:
             tmp = target.with_suffix(".tmp")
             tmp.write_bytes(msgspec.json.encode(outcome))
             tmp.replace(target)
-        return outcome
 
     def session_log(self) -> Any:
         """The recorded session as a :class:`~pytest_dsh_replay.scenario.normalize.SessionLog`."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import HarnessError
 from .relay import PARSE_ERROR, McpConfig, McpOutcome, McpRelay, McpRelayError, quote_json
 
 #: seconds a server has to exit once its stdin is closed (inside the ``mcp`` SDK's 2 s)
@@ -83,7 +84,11 @@ async def run(config: McpConfig) -> McpOutcome:
             server's command cannot be started.
     """
     relay = McpRelay(config)
-    relay.start()
+    try:
+        relay.start()
+    except HarnessError as exc:
+        relay.refused(exc)
+        raise
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     why: list[str] = []
@@ -107,10 +112,12 @@ async def run(config: McpConfig) -> McpOutcome:
                 limit=LINE_LIMIT,
             )
         except OSError as exc:
-            raise McpRelayError(
+            refusal = McpRelayError(
                 f"cannot start the server {quote_json(config.command[:1])}: {exc.strerror or exc}",
                 "MCP_SERVER_START",
-            ) from None
+            )
+            relay.refused(refusal)
+            raise refusal from None
         tasks += [
             asyncio.ensure_future(_client_to_server(stdin, child, relay, end)),
             asyncio.ensure_future(_server_to_client(child, relay, end)),

@@ -23,10 +23,18 @@ import orjson
 from msgspec import Struct
 
 from ..errors import HarnessError
-from ..layout import PRIMARY_FILE, is_endpoint_recording
+from ..layout import PRIMARY_FILE, is_endpoint_recording, mcp_log_files, mcp_log_match
 from .payload import Call, Entry, Item, Link, Recording, Report, SessionView, Summary, ToolCall
 
-__all__ = ["Spans", "link_children", "read_recording", "read_session", "recording_files", "report_payload"]
+__all__ = [
+    "Spans",
+    "link_children",
+    "link_mcp",
+    "read_recording",
+    "read_session",
+    "recording_files",
+    "report_payload",
+]
 
 #: the longest text kept of one transcript entry (characters); longer texts are cut and say so
 MAX_TEXT = 20_000
@@ -169,6 +177,9 @@ class _Transcript:
         seq = _int(event.get("seq"), -1)
         data = event.get("data")
         d: dict[str, Any] = data if isinstance(data, dict) else {}
+        if kind == "mcp/message":
+            self._mcp_message(seq, d)
+            return
         if kind == "assistant/chunk":
             if self.stream is None:
                 self.stream = _Stream(seq)
@@ -201,6 +212,21 @@ class _Transcript:
         if self.index == self.seed_length and self.seed_length > 0:
             self._close_stream()
             self.entries.append(Entry("seed-end", seq, text=f"{self.seed_length} event(s) inherited"))
+
+    def _mcp_message(self, seq: int, d: dict[str, Any]) -> None:
+        """JSON-RPC messages of an MCP session: a run of them is one entry naming their methods (the
+        tool calls among them are shown by their ``tool/call``/``tool/result`` events)."""
+        last = self.entries[-1] if self.entries else None
+        if last is None or last.kind != "mcp":
+            last = Entry("mcp", seq, text="")
+            self._add(last)
+        last.chunks += 1
+        message = d.get("message")
+        method = message.get("method") if isinstance(message, dict) else None
+        if isinstance(method, str) and d.get("from") == "client":
+            names = last.text.split(", ") if last.text else []
+            if len(names) < 12 and method not in names:
+                last.text = ", ".join([*names, method])
 
     def _close_stream_if_ended(self, kind: Any) -> None:
         if self.stream is not None and kind in ("step/end", "turn/end", "turn/start", "step/start"):
@@ -273,7 +299,9 @@ def recording_files(path: Path) -> list[Path]:
     if not path.is_dir():
         return [path]
     files = list(fixture_files(path)) if os.path.lexists(path / PRIMARY_FILE) else []
-    files = files or sorted(path.glob("*.jsonl"))
+    files = (
+        files + [f for f in mcp_log_files(path) if f not in files] if files else sorted(path.glob("*.jsonl"))
+    )
     if not files:
         raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
     return files
@@ -309,11 +337,12 @@ def read_session(file: Path, model: str = "") -> tuple[SessionView, Spans]:
             transcript.feed(event)
     transcript.finish()
     parent = header.get("parentSession")
+    mcp = mcp_log_match(file.name)
     view = SessionView(
         file.name,
         str(header.get("id", "")),
         parent=parent if isinstance(parent, str) else "",
-        role=header_role(header),
+        role=header_role(header) if mcp is None else f"MCP server {mcp[0]}",
         seed_length=seed,
         created_at=_int(header.get("createdAt")),
         events=transcript.index,
@@ -366,6 +395,52 @@ def link_children(sessions: Sequence[SessionView], spans: Sequence[Spans]) -> No
         session.link = link
 
 
+def _arguments_key(name: str, arguments: str) -> tuple[str, str]:
+    """A tool call's name and arguments compared as JSON values (a model's raw text and the MCP
+    client's compact JSON of the same arguments are the same call)."""
+    try:
+        return name, orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONDecodeError:
+        return name, arguments
+
+
+def link_mcp(sessions: Sequence[SessionView]) -> None:
+    """Put each MCP tool call beside the model's tool call that asked for it: the first call of a
+    conversation with the same tool name and arguments (as JSON values) not paired yet, in log order.
+    The MCP session's ``tool`` entry then says ``asked by <file> call #N (<id>)``, the conversation's
+    ``served by MCP server <name> (<file>)``, and the MCP session's ``asked_by`` names the conversation
+    (the page shows it under that session)."""
+    asked: dict[tuple[str, str], list[tuple[SessionView, int, ToolCall]]] = {}
+    tool_entries: dict[tuple[str, str], Entry] = {}
+    for session in sessions:
+        if session.role.startswith("MCP server"):
+            continue
+        for entry in session.transcript:
+            if entry.kind == "assistant" and entry.call is not None and not entry.seed:
+                for call in entry.calls:
+                    asked.setdefault(_arguments_key(call.name, call.arguments), []).append(
+                        (session, entry.call.index, call)
+                    )
+            elif entry.kind == "tool" and entry.tool is not None:
+                tool_entries[(session.file, entry.tool.id)] = entry
+    for session in sessions:
+        if not session.role.startswith("MCP server"):
+            continue
+        for entry in session.transcript:
+            if entry.kind != "tool" or entry.tool is None:
+                continue
+            waiting = asked.get(_arguments_key(entry.tool.name, entry.tool.arguments))
+            if not waiting:
+                continue
+            conversation, index, call = waiting.pop(0)
+            entry.detail = f"asked by {conversation.file} call #{index} ({call.id})"
+            asker = tool_entries.get((conversation.file, call.id))
+            if asker is not None:
+                asker.detail = f"served by {session.role} ({session.file}, call {entry.tool.id})"
+            if not session.asked_by:
+                session.asked_by = conversation.id
+
+
 def read_recording(path: Path, *, label: str | None = None) -> Recording:
     """One recording at ``path`` (see :func:`recording_files`); a log that cannot be read is kept as a
     session with its ``error`` (the others are still read), a directory that cannot be listed as the
@@ -395,6 +470,7 @@ def read_recording(path: Path, *, label: str | None = None) -> Recording:
         recording.sessions.append(view)
         spans.append(tool_spans)
     link_children(recording.sessions, spans)
+    link_mcp(recording.sessions)
     return recording
 
 
@@ -414,7 +490,7 @@ def report_payload(
         failed=sum(it.outcome == "failed" for it in ordered),
         skipped=sum(it.outcome == "skipped" for it in ordered),
         updated=sum(bool(it.written or it.removed) for it in ordered),
-        calls_served=sum(it.calls for it in ordered),
+        calls_served=sum(it.calls for it in ordered if it.outcome == "passed"),  # as the terminal summary
         recordings=len(recs),
         sessions=sum(len(r.sessions) for r in recs),
         model_calls=sum(s.calls for r in recs for s in r.sessions),

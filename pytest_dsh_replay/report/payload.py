@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
+from ..itemreport import RequestDiff
+
 __all__ = [
     "Call",
     "Entry",
@@ -61,7 +63,9 @@ class Entry(Struct, omit_defaults=True):
     cancelled or failed); ``tool`` (a ``tool/call``: ``tool``); ``result`` (``text``, ``call_id``,
     ``error``); ``turn`` (``text``: the trigger), ``end`` (``text``: the reason's kind, ``detail``: its
     message, ``error`` for ``error``/``aborted``/``interrupted``); ``seed-end`` (the seed boundary);
-    ``other`` (an event type without a view: ``text`` is its JSON, cut).
+    ``mcp`` (a run of an MCP session's JSON-RPC messages: ``chunks`` of them, ``text`` the client's
+    methods); ``other`` (an event type without a view: ``text`` is its JSON, cut). A ``tool``
+    entry's ``detail`` pairs an MCP tool call with the model's call that asked for it.
 
     ``seq`` is the event's seq in the log (the first event's for a folded chunk run).
     """
@@ -102,10 +106,12 @@ class SessionView(Struct, omit_defaults=True):
 
     Attributes:
         file: the log's file name; ``id`` the session id; ``parent`` the parent's id (``""``: a root).
-        role: ``parent``, ``spawn child`` or ``fork child``; ``seed_length`` the events inherited.
+        role: ``parent``, ``spawn child``, ``fork child`` or ``MCP server <name>`` (an MCP server
+            session, ``mcp.<name>.jsonl``); ``seed_length`` the events inherited.
         link: how the parent is known (``None`` for a root).
         events: logical events in the log; ``calls`` model calls; token sums over its own calls.
         transcript: the entries (``[]`` when ``error`` says why the log could not be read).
+        asked_by: an MCP session's: the id of the conversation whose tool calls it served.
     """
 
     file: str
@@ -121,6 +127,7 @@ class SessionView(Struct, omit_defaults=True):
     output_tokens: int = 0
     transcript: list[Entry] = field(default_factory=list)
     error: str = ""
+    asked_by: str = ""
 
 
 class Recording(Struct, omit_defaults=True):
@@ -136,32 +143,6 @@ class Recording(Struct, omit_defaults=True):
     kind: str
     sessions: list[SessionView] = field(default_factory=list)
     error: str = ""
-
-
-class RequestDiff(Struct, omit_defaults=True):
-    """A red call: the recorded and the sent request at the first difference of one part.
-
-    Attributes:
-        call: which call (``call #2 of session.jsonl (parent, script #1)``); ``file``, ``index`` the
-            log's file name and the 1-based call number parsed from it.
-        part: ``messages``, ``system``, ``tools`` or ``model``; ``path`` the first differing path.
-        recorded, sent: the two values there as indented JSON (``(absent)`` when one side has none).
-        note: e.g. the changed tool set; ``checked`` what the check compared and where each part came
-            from; ``masks`` the normalizations applied to both sides before comparing.
-        served: ``nothing`` (strict), ``recorded`` (an accepted change: the recorded answer follows it).
-    """
-
-    call: str
-    part: str
-    path: str
-    recorded: str
-    sent: str
-    file: str = ""
-    index: int = 0
-    note: str = ""
-    checked: list[str] = field(default_factory=list)
-    masks: list[str] = field(default_factory=list)
-    served: str = "nothing"
 
 
 class Item(Struct, omit_defaults=True):

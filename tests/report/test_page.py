@@ -7,7 +7,9 @@ disk. Screenshots go to ``$DSH_REPORT_SCREENSHOTS`` (``docs/img`` refreshes the 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from ._browser import launch, screenshot_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SPAWN_AND_FORK = REPO / "scenarios" / "mixed" / "spawn-and-fork"
+#: the summary and the tree of one recording (the rest of the page is empty)
+TREE_CLIP = {"x": 0, "y": 0, "width": 1200, "height": 430}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def test_a_scenario_directory_shows_its_session_tree(page: Any, tmp_path: Path) 
     assert "parent known by: header and its open tool call subagent_fork call_fork" in fork
     summary = page.locator("#cards").inner_text()
     assert "3\nsessions" in summary and "5\nmodel calls" in summary
-    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-tree.png"))
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-tree.png"), clip=TREE_CLIP)
 
 
 def test_a_session_transcript_is_built_when_expanded(page: Any, tmp_path: Path) -> None:
@@ -156,3 +160,127 @@ def test_a_100k_event_recording_renders_lazily(page: Any, tmp_path: Path) -> Non
     more.click()
     assert transcript.locator(".e").count() == 600
     assert "42 chunk(s) folded" in transcript.inner_text()  # 40 deltas, usage, finish
+
+
+def run_pytest(pytester: pytest.Pytester, *args: Any) -> pytest.RunResult:
+    """``pytester.runpytest`` in a thread of its own: Playwright's sync API keeps an event loop set as
+    running in this thread, and the scenario runner calls ``asyncio.run``."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(pytester.runpytest, *map(str, args), "-p", "no:cacheprovider").result()
+
+
+def _red_copy(tmp: Path) -> Path:
+    """Two scenarios, one of them red: its second prompt is changed (a word of the recorded request)."""
+    root = tmp / "scenarios" / "mixed"
+    shutil.copytree(SPAWN_AND_FORK, root / "spawn-and-fork")
+    shutil.copytree(REPO / "scenarios" / "spawn" / "one-child", root / "one-child")
+    spec = root / "spawn-and-fork" / "input.json"
+    spec.write_text(spec.read_text().replace("then summarize", "then summarise"))
+    return root
+
+
+def test_a_red_item_shows_recorded_and_sent_side_by_side_under_xdist(
+    page: Any, pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    root = _red_copy(tmp_path)
+    out = tmp_path / "run.html"
+    result = run_pytest(pytester, "--dsh-scenario", root, "--dsh-report", out, "-n", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([f"dsh-replay report: {out} (*bytes): 2 item(s), 1 failed"])
+    open_report(page, out)
+    cards = page.locator("#cards").inner_text()
+    assert "2\nitems" in cards and "1\npassed" in cards and "1\nfailed" in cards
+    first = page.locator("details.item").first  # failures first, open
+    assert "failed" in first.locator(":scope > summary").inner_text()
+    diff = first.locator(".diff")
+    assert diff.locator("h4").inner_text() == (
+        "call #2 of session.jsonl (parent, script #1): messages differs at messages[2].content[0].text"
+    )
+    recorded, sent = diff.locator(".sides > div").all()
+    assert "then summarize" in recorded.inner_text() and "then summarise" in sent.inner_text()
+    assert recorded.locator("mark").inner_text() == "z" and sent.locator("mark").inner_text() == "s"
+    assert "masks applied to both sides: cwd -> {{cwd}}" in diff.inner_text()
+    commands = first.locator("code.cmd").all_inner_texts()
+    assert any("--dsh-record=rewrite" in c for c in commands)
+    assert any("--snapshot-update --dsh-accept-changed-requests" in c for c in commands)
+    # its recording is open with the red call's session transcript: the calls before it matched
+    transcript = page.locator("#rec-0 ul.tree.top > li").first.locator(":scope > .transcript")
+    assert "request matched" in transcript.locator(".e.assistant").first.inner_text()
+    red = transcript.locator(".e.red")
+    assert "call #2" in red.inner_text() and "request differs" in red.inner_text()
+    assert "request not served" in transcript.locator(".e.assistant").nth(2).inner_text()
+    first.locator(":scope > summary").scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-red-diff.png"))
+
+
+def test_an_update_shows_what_it_wrote(page: Any, pytester: pytest.Pytester, tmp_path: Path) -> None:
+    root = _red_copy(tmp_path)
+    out = tmp_path / "update.html"
+    result = run_pytest(
+        pytester,
+        "--dsh-scenario",
+        root,
+        "--dsh-report",
+        out,
+        "--snapshot-update",
+        "--dsh-accept-changed-requests",
+    )
+    result.assert_outcomes(passed=2)
+    open_report(page, out)
+    assert "1\nupdated" in page.locator("#cards").inner_text()
+    item = page.locator("details.item").first
+    assert "updated" in item.locator(":scope > summary").inner_text()
+    item.locator(":scope > summary").click()
+    body = item.locator(".body").inner_text()
+    assert f"written: {root / 'spawn-and-fork' / 'session.jsonl'}" in body
+    assert "the recorded answer was served anyway (accepted change)" in body
+
+
+def _with_mcp_session(tmp: Path) -> Path:
+    """The crash-resume scenario (its model calls the tool ``bash``) with the session of an MCP server
+    ``shell`` that served that call, written by the MCP relay's own log writer and the one writer."""
+    from pytest_dsh_replay.mcp.log import McpSessionLog
+    from pytest_dsh_replay.mcp.relay import write_sessions
+    from pytest_dsh_replay.scenario.harvest import header_record
+    from pytest_dsh_replay.scenario.normalize import SessionLog
+    from pytest_dsh_replay.session import Session
+
+    directory = tmp / "crash-resume"
+    shutil.copytree(REPO / "scenarios" / "mixed" / "crash-resume", directory)
+    header: Any = {"version": 0, "id": "mcp-shell-1", "createdAt": 1796070994990, "cwd": str(tmp)}
+    log = McpSessionLog(Session("mcp-shell-1", header=header))
+    log.client({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
+    log.server({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {}}})
+    log.client({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    log.server({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "bash"}]}})
+    # the same arguments as the model's call, in another key order: the same call
+    arguments = {"description": "Print a marker", "command": "echo CRASH_TEST"}
+    params = {"name": "bash", "arguments": arguments}
+    log.client({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+    log.server({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "CRASH_TEST"}]}})
+    session = log.session
+    write_sessions(
+        directory, "shell", [SessionLog(header_record(session.header), list(session.events))], str(tmp)
+    )
+    assert (directory / "mcp.shell.jsonl").is_file()
+    return directory
+
+
+def test_mcp_tool_traffic_is_shown_beside_the_call_that_asked_for_it(page: Any, tmp_path: Path) -> None:
+    directory = _with_mcp_session(tmp_path)
+    out = tmp_path / "report.html"
+    report(directory, "-o", out)
+    open_report(page, out)
+    root = page.locator("ul.tree.top > li").first
+    assert "session.jsonl" in root.locator(":scope > div").inner_text()
+    mcp = root.locator(":scope > ul.tree > li", has_text="mcp.shell.jsonl")
+    head = mcp.locator(":scope > div").inner_text()
+    assert "MCP server shell" in head and "its tool calls were asked for by the conversation" in head
+    mcp.locator(":scope > div button", has_text="show transcript").click()
+    text = mcp.locator(":scope > .transcript").inner_text()
+    assert "5 JSON-RPC message(s): initialize, tools/list, tools/call" in text  # one folded run
+    assert "asked by session.jsonl call #2 (call_bash_1)" in text
+    assert "CRASH_TEST" in text
+    root.locator(":scope > div button", has_text="show transcript").click()
+    conversation = root.locator(":scope > .transcript").inner_text()
+    assert "served by MCP server shell (mcp.shell.jsonl, call 2)" in conversation
