@@ -889,6 +889,24 @@ def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 @main.command()
+@click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@_fail_on_harness_error
+def recover(directories: Sequence[Path]) -> None:
+    """Complete or clean up a write of DIRECTORY's recording that a kill interrupted.
+
+    A write that had committed (its journal, .dsh-write.json, is there) is completed to the new set;
+    temp files (.tmp, .bak) are removed. Prints what it did on stderr; exit 0 (also when there was
+    nothing to do), 2 when the directory cannot be recovered (the reason).
+    """
+    from .scenario.write import recover_write
+
+    for directory in directories:
+        done = recover_write(directory)
+        for line in done or ["nothing to recover"]:
+            click.echo(f"{directory}: {line}", err=True)
+
+
+@main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @_record_option("record mode (none: replay only)")
 @click.option(
@@ -923,6 +941,14 @@ def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
     help="after SIGINT/SIGTERM, how long requests in flight may take before their upstream calls "
     "are cancelled",
 )
+@click.option(
+    "--mcp",
+    "mcp_servers",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a streamable HTTP MCP server recorded and replayed under /mcp/NAME (URL: the real server, "
+    "used when recording; repeatable)",
+)
 @_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
@@ -935,6 +961,7 @@ def serve(
     allow_unused: bool,
     allow_origins: tuple[str, ...],
     grace: float,
+    mcp_servers: tuple[str, ...],
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
@@ -950,6 +977,7 @@ def serve(
     import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
+    from .mcp.http import parse_mcp_option
     from .replay.requests import parse_match_on
 
     record_mode = RecordMode(mode)
@@ -971,6 +999,7 @@ def serve(
         record_flag="--record",
         upstream_flag="--upstream URL",
         allow_origins=allow_origins,
+        mcp=parse_mcp_option(mcp_servers),
     )
 
     async def run() -> Any:

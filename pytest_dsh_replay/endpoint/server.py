@@ -38,7 +38,7 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -117,6 +117,8 @@ class EndpointConfig(Struct):
         allow_unused: recorded calls or conversations left unused do not fail the run.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
+            served under ``/mcp/NAME`` (``pytest_dsh_replay.mcp.http``; the URL is used when recording).
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
@@ -135,6 +137,7 @@ class EndpointConfig(Struct):
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    mcp: dict[str, str] = field(default_factory=dict)
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
@@ -208,6 +211,7 @@ class Endpoint:
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
+        self.mcp: Any = None
         self.base_url = ""
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -236,7 +240,10 @@ class Endpoint:
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
         if self.plan in (Plan.REPLAY, Plan.EPISODES):
-            if not _has_recording(config.directory):
+            # a run that only used MCP servers recorded no conversation: model requests are then
+            # refused as unrecorded (an empty script set), the MCP routes replay
+            model_recorded = _has_recording(config.directory)
+            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -247,7 +254,7 @@ class Endpoint:
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             check_recording(config.directory, rerecord)
-            scripts = load_session_scripts(config.directory)
+            scripts = load_session_scripts(config.directory) if model_recorded else []
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
@@ -262,9 +269,13 @@ class Endpoint:
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
             )
-            self.replay.attach_run(
-                RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)
-            )
+            # every conversation is created by a request that calls the model with its id in the same
+            # step, so the ids the replay model sees in requests are all the live ids (no list to walk
+            # per call: thousands of conversations cost each call nothing)
+            self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # the first call of each conversation finds its recorded one by an index built here, before
+            # the URL is printed, not by comparing it with every free recorded conversation
+            self.replay.index_first_requests()
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
@@ -295,6 +306,19 @@ class Endpoint:
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
+        if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
+            from ..mcp.http import HttpRelays
+
+            self.mcp = HttpRelays(
+                self.config.mcp,
+                self.config.directory,
+                self.config.record,
+                cwd=self.cwd,
+                allow_unused=self.config.allow_unused,
+                accept_unused=self.accept_unused,
+                rerecord=self.config.rerecord,
+            )
+            self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -316,6 +340,10 @@ class Endpoint:
             await self.upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
+        if self.mcp is not None:
+            mcp_problems, mcp_notes = await self.mcp.close(write=not outcome.problems)
+            outcome.problems += mcp_problems
+            outcome.notes += mcp_notes
         if self.recorder is not None:
             try:
                 if not outcome.problems:
@@ -483,6 +511,8 @@ class Endpoint:
             call["system"] = parsed["system"]
         if "tools" in parsed:
             call["tools"] = parsed["tools"]
+        if "params" in parsed:
+            call["params"] = parsed["params"]
         call["sessionId"] = conv.id
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None:
