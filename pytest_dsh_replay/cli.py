@@ -948,6 +948,14 @@ def recover(directories: Sequence[Path]) -> None:
     help="after SIGINT/SIGTERM, how long requests in flight may take before their upstream calls "
     "are cancelled",
 )
+@click.option(
+    "--mcp",
+    "mcp_servers",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a streamable HTTP MCP server recorded and replayed under /mcp/NAME (URL: the real server, "
+    "used when recording; repeatable)",
+)
 @_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
@@ -961,6 +969,7 @@ def serve(
     allow_unused: bool,
     allow_origins: tuple[str, ...],
     grace: float,
+    mcp_servers: tuple[str, ...],
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
@@ -976,6 +985,7 @@ def serve(
     import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
+    from .mcp.http import parse_mcp_option
     from .replay.requests import parse_match_on
     from .session.masks import Masks
 
@@ -999,6 +1009,7 @@ def serve(
         record_flag="--record",
         upstream_flag="--upstream URL",
         allow_origins=allow_origins,
+        mcp=parse_mcp_option(mcp_servers),
     )
 
     async def run() -> Any:

@@ -38,7 +38,7 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -120,6 +120,8 @@ class EndpointConfig(Struct):
             marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
+            served under ``/mcp/NAME`` (``pytest_dsh_replay.mcp.http``; the URL is used when recording).
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
@@ -139,6 +141,7 @@ class EndpointConfig(Struct):
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    mcp: dict[str, str] = field(default_factory=dict)
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
@@ -212,6 +215,7 @@ class Endpoint:
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
+        self.mcp: Any = None
         self.base_url = ""
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -240,7 +244,10 @@ class Endpoint:
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
         if self.plan in (Plan.REPLAY, Plan.EPISODES):
-            if not _has_recording(config.directory):
+            # a run that only used MCP servers recorded no conversation: model requests are then
+            # refused as unrecorded (an empty script set), the MCP routes replay
+            model_recorded = _has_recording(config.directory)
+            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -251,7 +258,7 @@ class Endpoint:
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             check_recording(config.directory, rerecord)
-            scripts = load_session_scripts(config.directory)
+            scripts = load_session_scripts(config.directory) if model_recorded else []
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
@@ -304,6 +311,19 @@ class Endpoint:
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
+        if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
+            from ..mcp.http import HttpRelays
+
+            self.mcp = HttpRelays(
+                self.config.mcp,
+                self.config.directory,
+                self.config.record,
+                cwd=self.cwd,
+                allow_unused=self.config.allow_unused,
+                accept_unused=self.accept_unused,
+                rerecord=self.config.rerecord,
+            )
+            self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -325,6 +345,10 @@ class Endpoint:
             await self.upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
+        if self.mcp is not None:
+            mcp_problems, mcp_notes = await self.mcp.close(write=not outcome.problems)
+            outcome.problems += mcp_problems
+            outcome.notes += mcp_notes
         if self.recorder is not None:
             try:
                 if not outcome.problems:
