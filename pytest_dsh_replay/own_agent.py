@@ -1,5 +1,6 @@
 """Fixtures for users' own agents (harness.md §8): a recorded scenario's replay model, a loopback
-endpoint that records or replays a test's model traffic, and a fresh store.
+endpoint that records or replays a test's model traffic, stand-ins for its stdio MCP servers that
+record or replay their traffic beside it (docs/mcp.md), and a fresh store.
 
 The plugin exports them (``pytest_dsh_replay.plugin`` imports them, so pytest registers them); what
 they build is imported when a test requests them.
@@ -15,9 +16,11 @@ import pytest
 
 from .modes import Backend
 from .options import match_on as _match_on
+from .options import run_masks
 
 if TYPE_CHECKING:
     from .endpoint.fixture import EndpointHandle
+    from .mcp.fixture import McpServers
     from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
     from .replay import ReplayModel
     from .session import SessionStore
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StoreHandle",
     "dsh_endpoint",
+    "dsh_mcp",
     "dsh_replay_model",
     "dsh_session_store",
     "pytest_runtest_call_dsh_endpoint",
@@ -35,7 +39,7 @@ __all__ = [
 
 @pytest.fixture
 def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayModel]:
-    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None)``.
+    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None, mask=())``.
 
     Returns a ``ReplayModel``.
 
@@ -43,7 +47,9 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
     sidecar and request pins), for driving your own agent with recorded responses. A relative
     ``scenario_dir`` resolves against the pytest rootdir (not the current directory). Every request is
     checked against the recording before it is served (``match_on``: the parts, default
-    ``--dsh-match-on`` or all the recording has); ``model.requests`` holds what your agent sent. Call
+    ``--dsh-match-on`` or all the recording has; ``mask``: regexes of volatile values, added to
+    ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``, applied to both sides of the check);
+    ``model.requests`` holds what your agent sent. Call
     ``model.assert_consumed()`` at the end of your test: it raises a request mismatch first, then any
     recorded call that was not used.
     """
@@ -58,6 +64,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
         *,
         allow_replace_override: bool = False,
         match_on: Iterable[str] | None = None,
+        mask: Iterable[str] = (),
     ) -> ReplayModel:
         path = Path(scenario_dir)
         if not path.is_absolute():
@@ -71,7 +78,10 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
             )
         scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
         parts = default_match_on if match_on is None else frozenset(match_on)
-        return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
+        masks = run_masks(config, request.node.ihook, mask, where="dsh_replay_model(mask=...)")
+        return ReplayModel(
+            scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path), masks=masks
+        )
 
     return make
 
@@ -108,6 +118,20 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         if report is None:
             return result
     pytest.fail(report, pytrace=False)
+
+
+@pytest.fixture
+def dsh_mcp(request: pytest.FixtureRequest) -> Iterator[McpServers]:
+    """Stand-ins for the test's stdio MCP servers, recorded or replayed with the endpoint's flags.
+
+    ``dsh_mcp(name, command, env=None)`` returns an ``McpServer`` (``command``, ``args``, ``env``,
+    ``params``: the ``mcp`` SDK's ``StdioServerParameters``, ``as_dict()``) to give the MCP client instead
+    of ``command``; sessions go to ``mcp.<name>.jsonl`` in the test's recording directory (the one
+    ``dsh_endpoint`` uses). The test fails at teardown with the report. See ``pytest_dsh_replay.mcp.fixture``.
+    """
+    from .mcp.fixture import mcp_fixture
+
+    yield from mcp_fixture(request)
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """The body of the ``dsh_endpoint`` pytest fixture (registered by ``plugin.py``).
 
-The fixture starts an endpoint for the test, points the openai SDK (and any subprocess the test starts)
-at it with ``OPENAI_BASE_URL`` and a dummy ``OPENAI_API_KEY``, and fails the test with the endpoint's
+The fixture starts an endpoint for the test, points the openai and anthropic SDKs (and any subprocess
+the test starts) at it with ``OPENAI_BASE_URL`` (``http://127.0.0.1:PORT/v1``) and
+``ANTHROPIC_BASE_URL`` (the same without ``/v1``, the Anthropic SDK's form) and dummy
+``OPENAI_API_KEY``/``ANTHROPIC_API_KEY``, and fails the test with the endpoint's
 report, once: the test's call phase reports a problem of the traffic (a request that did not match, in
 place of the SDK's error for the endpoint's 400) or a recorded call left unused (:func:`call_report`,
 run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what came up after it (a
@@ -10,9 +12,12 @@ recording ``validate`` flags) is the setup's one-line error. A recording that we
 went in the run's summary (its notes, as ``user_properties`` of the teardown report). The recording
 directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
 ``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
-``allow_unused=True`` lets recorded calls go unused. Options: ``--dsh-record``, ``--dsh-upstream URL``
-(ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key is read from ini
-``dsh_api_key_env`` (default ``OPENAI_API_KEY``) before the dummy replaces it.
+``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
+the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``). Options:
+``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
+``--dsh-mask``; the upstream key of each format is
+read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), or from ini
+``dsh_api_key_env`` for every format, before the dummies replace them.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..itemreport import endpoint_note_properties
+from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
@@ -42,7 +47,8 @@ class EndpointHandle(Struct):
     """What the ``dsh_endpoint`` fixture yields.
 
     Attributes:
-        base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``).
+        base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``; without ``/v1`` in
+            ``ANTHROPIC_BASE_URL``).
         directory: the test's recording directory.
         plan: ``replay``, ``record`` or ``episodes``.
         endpoint: the running :class:`~.server.Endpoint` (its ``binder`` holds the conversations).
@@ -56,8 +62,9 @@ class EndpointHandle(Struct):
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
-    a directory that is not a string or path, a keyword other than ``allow_unused``, or an
-    ``allow_unused`` that is not ``True``/``False`` (``"no"`` would allow).
+    a directory that is not a string or path, a keyword other than ``allow_unused`` and ``mask``, an
+    ``allow_unused`` that is not ``True``/``False`` (``"no"`` would allow), or a ``mask`` that is not a
+    list (or tuple) of regex strings (a bare string would be read letter by letter).
 
     Raises:
         EndpointConfigError: naming the marker, the test and what is wrong.
@@ -73,10 +80,15 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
         )
-    unknown = sorted(set(marker.kwargs) - {"allow_unused"})
+    unknown = sorted(set(marker.kwargs) - {"allow_unused", "mask"})
     if unknown:
         raise EndpointConfigError(
-            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False)"
+            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, mask=[REGEX, ...])"
+        )
+    mask = marker.kwargs.get("mask", [])
+    if not isinstance(mask, list | tuple) or not all(isinstance(m, str) for m in mask):
+        raise EndpointConfigError(
+            f"{where}: mask must be a list of regular expressions (strings), got {mask!r}"
         )
     if not isinstance(marker.kwargs.get("allow_unused", False), bool):
         raise EndpointConfigError(
@@ -122,11 +134,12 @@ def endpoint_fixture(
 ) -> Iterator[EndpointHandle]:
     """Start the test's endpoint, patch the environment, yield the handle, fail at teardown on problems."""
     from ..options import match_on as _match_on
+    from ..options import run_masks
 
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
     upstream = config.getoption("dsh_upstream") or config.getini("dsh_upstream") or None
-    key_env = config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
+    key_env = config.getini("dsh_api_key_env") or None  # None: each format's provider variable
     backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or Backend.JSONL
     backend = Backend.SQLITE if backend_name == Backend.SQLITE.value else Backend.JSONL
     marker = request.node.get_closest_marker(MARKER)
@@ -136,15 +149,22 @@ def endpoint_fixture(
         pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     directory = recording_dir(request)
+    try:
+        masks = run_masks(
+            config, request.node.ihook, options.get("mask", ()), where=f"@pytest.mark.{MARKER}(mask=...)"
+        )
+    except HarnessError as exc:  # a marker's or a hook's regex that does not compile
+        pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
+    request.node.user_properties += recording_properties(directory)  # the report's link to it
     endpoint_config = EndpointConfig(
         directory,
         record=mode,
         upstream=upstream,
-        api_key=os.environ.get(key_env) if mode.records else None,
         api_key_env=key_env,
         backend=backend,
         match_on=_match_on(config),
         allow_unused=bool(options.get("allow_unused", False)),
+        masks=masks,
         rerecord=rerecord_command(config, request.node.nodeid),
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",
@@ -162,6 +182,9 @@ def endpoint_fixture(
     request.node.stash[RUN] = run
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+    # the Anthropic SDK's base URL has no /v1: it appends /v1/messages itself
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
@@ -232,10 +255,33 @@ def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
         return None
     run.reported.update(problems)
     endpoint = run.thread.endpoint
+    _report_diffs(item, endpoint)
     outcome = EndpointOutcome(endpoint.plan.label, list(problems))
     if endpoint.recorder is not None:
         outcome.notes.append(endpoint.nothing_written())
     return run.report(outcome, raised)
+
+
+def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
+    """The requests that differed from the recording, as the item's report (``--dsh-report`` shows
+    them side by side), with the command that re-records."""
+    replay = endpoint.replay
+    if replay is None:
+        return
+    from ..replay.errors import RequestMismatchError
+    from ..scenario.item import request_diffs
+
+    # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
+    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
+    mismatches = list({id(m): m for m in found}.values())
+    if not mismatches:
+        return
+
+    report = ItemReport(
+        diffs=[d for m in mismatches for d in request_diffs(m)],
+        commands=list(dict.fromkeys(f"re-record: {m.rerecord}" for m in mismatches if m.rerecord)),
+    )
+    item.user_properties += report.properties()
 
 
 __all__ = [

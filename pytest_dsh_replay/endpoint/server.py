@@ -38,18 +38,22 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.wire import chat, messages
+from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
+from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS
+from .formats import FORMATS, format_for_path
+from .guard import Guard
+from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
-from .record import ConversationLog, Recorder, UpstreamModel, answer_content
-from .recording import check_recording, manifest_text
+from .record import ConversationLog, Recorder, UpstreamModel, answer_content, first_request_keys
+from .recording import check_recording, manifest_text, parent_note
+from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
 
@@ -87,9 +91,7 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
             "anthropic SDK the base URL without /v1, an OpenAI client the one with it)"
         )
-    anthropic = path == messages.PATH or path.startswith(messages.PATH + "/")
-    fmt = cast(WireFormat, messages if anthropic else chat)
-    return fmt.error_body(message, code, status), status
+    return format_for_path(path).error_body(message, code, status), status
 
 
 class EndpointConfigError(HarnessError):
@@ -105,32 +107,44 @@ class EndpointConfig(Struct):
         directory: the recording directory (``session.jsonl``, ``session.N.jsonl``, sidecars, pins).
         record: the record mode.
         upstream: the upstream base URL (``https://api.openai.com/v1``) for the record modes.
-        api_key: the upstream API key (sent upstream only, scrubbed from everything written).
-        api_key_env: the environment variable ``api_key`` was read from (named when the upstream
-            refuses the credentials).
+        api_key: the upstream API key of every format (sent upstream only, scrubbed from everything
+            written and from the errors a client gets); ``None``: read from the environment.
+        api_key_env: the environment variable the key of every format is read from (or ``api_key``
+            was read from: named when the upstream refuses the credentials); ``None``: each format's
+            provider variable (``KEY_ENV`` of its wire module: ``OPENAI_API_KEY`` for Chat Completions
+            and Responses, ``ANTHROPIC_API_KEY`` for Messages). Read at start, by record plans only.
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
+        masks: volatile-value masks applied to both sides of the request check (``--dsh-mask``, the
+            marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
+            served under ``/mcp/NAME`` (``pytest_dsh_replay.mcp.http``; the URL is used when recording).
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
+        allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
+            a request from a web page is refused).
     """
 
     directory: Path
     record: RecordMode = RecordMode.NONE
     upstream: str | None = None
     api_key: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
+    masks: Masks | None = None
     rerecord: str | None = None
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    mcp: dict[str, str] = field(default_factory=dict)
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
+    allow_origins: tuple[str, ...] = ()
 
 
 class EndpointOutcome(Struct):
@@ -201,6 +215,7 @@ class Endpoint:
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
+        self.mcp: Any = None
         self.base_url = ""
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -211,7 +226,11 @@ class Endpoint:
         from ..scenario.secrets import request_scrub
 
         config = self.config
-        self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
+        self.keys = self._upstream_keys() if self.plan is not Plan.REPLAY else {}
+        # a placeholder too short to be anyone's key (``x``, ``dummy``) is sent, but scrubbing it would
+        # redact ordinary words (llm/secrets.py's floor)
+        keys = [key for _env, key in self.keys.values() if key and len(key) >= MIN_SECRET_LENGTH]
+        self.scrubber = secret_scrubber(keys)
         if self.plan is not Plan.REPLAY:
             if not config.upstream:
                 once = config.record is RecordMode.ONCE
@@ -220,11 +239,15 @@ class Endpoint:
                     f"{config.directory}: {config.record_flag}={config.record} needs an upstream to record "
                     f"from{unrecorded}: give {config.upstream_flag}"
                 )
-            self.upstream = UpstreamModel(config.upstream, config.api_key)
+            base_url = check_base_url(config.upstream, config.upstream_flag.split(" ", 1)[0])
+            self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
         if self.plan in (Plan.REPLAY, Plan.EPISODES):
-            if not _has_recording(config.directory):
+            # a run that only used MCP servers recorded no conversation: model requests are then
+            # refused as unrecorded (an empty script set), the MCP routes replay
+            model_recorded = _has_recording(config.directory)
+            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -235,7 +258,7 @@ class Endpoint:
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             check_recording(config.directory, rerecord)
-            scripts = load_session_scripts(config.directory)
+            scripts = load_session_scripts(config.directory) if model_recorded else []
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
@@ -249,10 +272,15 @@ class Endpoint:
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
+                masks=config.masks,
             )
-            self.replay.attach_run(
-                RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)
-            )
+            # every conversation is created by a request that calls the model with its id in the same
+            # step, so the ids the replay model sees in requests are all the live ids (no list to walk
+            # per call: thousands of conversations cost each call nothing)
+            self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # the first call of each conversation finds its recorded one by an index built here, before
+            # the URL is printed, not by comparing it with every free recorded conversation
+            self.replay.index_first_requests()
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
@@ -260,15 +288,42 @@ class Endpoint:
         else:
             self.model = self.watched
 
+    def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
+        """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
+        variable it comes from (:class:`EndpointConfig`'s ``api_key``/``api_key_env``)."""
+        config = self.config
+        out: dict[str, tuple[str, str | None]] = {}
+        for path, fmt in FORMATS.items():
+            env = config.api_key_env or fmt.KEY_ENV
+            key = config.api_key if config.api_key is not None else os.environ.get(env)
+            out[path] = (env, key.strip() if key else None)
+        return out
+
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
         from aiohttp import web
 
+        guard = Guard(self.config.host, self.config.allow_origins)
         self._build()
-        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[web.middleware(_route_errors)])
+        # the guard first: a request it refuses reaches no route and no body is read
+        middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
+        if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
+            from ..mcp.http import HttpRelays
+
+            self.mcp = HttpRelays(
+                self.config.mcp,
+                self.config.directory,
+                self.config.record,
+                cwd=self.cwd,
+                allow_unused=self.config.allow_unused,
+                accept_unused=self.accept_unused,
+                rerecord=self.config.rerecord,
+            )
+            self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -290,6 +345,10 @@ class Endpoint:
             await self.upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
+        if self.mcp is not None:
+            mcp_problems, mcp_notes = await self.mcp.close(write=not outcome.problems)
+            outcome.problems += mcp_problems
+            outcome.notes += mcp_notes
         if self.recorder is not None:
             try:
                 if not outcome.problems:
@@ -337,16 +396,17 @@ class Endpoint:
         from ..scenario.write import current_fixtures, write_fixtures
 
         assert self.recorder is not None
-        result = await self.recorder.finish()
+        sources = [self.watched.requests]
+        if self.replay is not None:
+            sources.insert(0, self.replay.requests)
+        # numbered by what each conversation asked first, not by when it arrived (stable files)
+        result = await self.recorder.finish(first_request_keys(*sources))
         directory = self.config.directory
         if not result.logs:
             outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         directory.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
-        sources = [self.watched.requests]
-        if self.replay is not None:
-            sources.insert(0, self.replay.requests)
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():
@@ -355,7 +415,9 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
-        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen)))
+        unknown_parents = self._unknown_parents(result.logs)
+        outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
+        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
@@ -368,6 +430,16 @@ class Endpoint:
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+
+    def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
+        """Log file -> the log files of its parent candidates, for each recorded conversation whose
+        parent could not be told (:attr:`~.conversations.Conversation.candidates`)."""
+        names = {log.id: log_name(rank) for rank, log in enumerate(logs)}
+        return {
+            names[conv.id]: [names[c] for c in conv.candidates if c in names]
+            for conv in self.binder.conversations
+            if conv.candidates and conv.id in names
+        }
 
     # -- serving ---------------------------------------------------------------------------------
 
@@ -394,6 +466,12 @@ class Endpoint:
                 self.in_flight -= 1
 
         return handle
+
+    def cancel_upstream(self, reason: str) -> int:
+        """End the upstream calls in flight now (a stop whose grace ran out): each fails with
+        ``reason`` (code ``CANCELLED``, HTTP 503 or the stream's error event for its client) and is
+        recorded as a failed call by :meth:`stop`. Returns how many were cancelled."""
+        return self.upstream.cancel(reason) if self.upstream is not None else 0
 
     def abandon(self) -> None:
         """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's
@@ -439,6 +517,8 @@ class Endpoint:
             call["system"] = parsed["system"]
         if "tools" in parsed:
             call["tools"] = parsed["tools"]
+        if "params" in parsed:
+            call["params"] = parsed["params"]
         call["sessionId"] = conv.id
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None:
@@ -510,14 +590,16 @@ class Endpoint:
                 self.problems.append(message)
             else:
                 raise exc
+            # an upstream's error may echo the key it was sent: what reaches the client is scrubbed
+            message = self.scrubber.scrub_fixed(message)
             if live and isinstance(exc, LlmError) and exc.code == "AUTH":
                 # an answer to missing or wrong credentials is no recording of the agent: recording it
                 # would make the commonest set-up mistake a green fixture
                 # (the report's one note says that nothing is written)
-                key = "is not set" if not self.config.api_key else "was refused"
+                env, api_key = self.keys[fmt.PATH]
+                key = "is not set" if not api_key else "was refused"
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in "
-                    f"${self.config.api_key_env} {key}"
+                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
                 )
             elif live and isinstance(exc, LlmError) and exc.code == "CONNECTION" and not received:
                 # no upstream answered: nothing to record (a stream cut after its first chunk is recorded)

@@ -40,6 +40,7 @@ from ..layout import (
     is_endpoint_recording,
     is_sidecar_name,
     loose_log_number,
+    mcp_log_files,
 )
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
@@ -633,7 +634,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
-    return logs
+    return [*logs, *mcp_log_files(directory)]  # an MCP server's sessions beside the model's (docs/mcp.md)
 
 
 def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:
@@ -647,6 +648,10 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
+        from .write import write_findings
+
+        # an interrupted write first: the files read below may mix two recordings
+        report.findings.extend(Finding(code, message) for code, message in write_findings(path))
         scenario_like = os.path.lexists(path / INPUT_FILE) or any(
             p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
         )

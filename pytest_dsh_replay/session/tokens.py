@@ -7,9 +7,12 @@ per-call request check (``replay.requests``). Each side is tokenized with ITS OW
   path boundaries;
 * known session ids -> ``{{session:N}}``: N is the id's position in the given list (harvest order) or,
   with ``ids_by_appearance``, the order of first appearance in the tokenized values;
-* any other UUID (case-insensitive) -> ``{{uuid:N}}`` by first appearance.
+* any other UUID (case-insensitive) -> ``{{uuid:N}}`` by first appearance;
+* with masks (:class:`~.masks.Masks`: ``--dsh-mask`` and the like), what a mask matches ->
+  ``{{mask:N}}``, applied first (a mask is written against the values as they are).
 
-Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``.
+Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``
+and ``masks``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .codec import map_strings
+from .masks import Masks
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 CWD_TOKEN = "{{cwd}}"
@@ -66,13 +70,33 @@ def _compiled_cwd(aliases: tuple[str, ...]) -> re.Pattern[str]:
 _WHOLE_UUID_RE = re.compile(r"(?<![\w\-])" + UUID_RE.pattern.replace("a-f", "a-fA-F") + r"(?![\w\-])")
 
 
+#: A whole token of word characters and dashes: when every known session id is one (and there are
+#: many), this one pattern finds every candidate and the lookup in the known ids decides, so a
+#: run's growing set of ids (an endpoint's thousands of conversations) needs no pattern of its own.
+_WORD_RUN_RE = re.compile(r"(?<![\w\-])[\w\-]+(?![\w\-])")
+_WORD_RUN = re.compile(r"[\w\-]+")
+#: Above this many known ids, ids that are word runs share :data:`_WORD_RUN_RE` (an alternation of
+#: thousands of ids costs a compile of its own, and memory, for every new set).
+_SHARED_PATTERN_IDS = 16
+
+
 def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
     known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
     if not known:
         return None
     if all(UUID_RE.fullmatch(i) for i in known):
         return _WHOLE_UUID_RE
+    if len(known) > _SHARED_PATTERN_IDS and all(_WORD_RUN.fullmatch(i) for i in known):
+        # whole tokens of [\w-] only: an id bounded by non-[\w-] characters is exactly a maximal run
+        return _WORD_RUN_RE
     return _compiled_ids(known)
+
+
+def _fits(pattern: re.Pattern[str] | None, sid: str) -> bool:
+    """Whether the shared ``pattern`` finds ``sid`` as a whole token (so it can join its ids)."""
+    if pattern is _WHOLE_UUID_RE:
+        return UUID_RE.fullmatch(sid) is not None
+    return pattern is _WORD_RUN_RE and _WORD_RUN.fullmatch(sid) is not None
 
 
 @functools.lru_cache(maxsize=256)
@@ -84,7 +108,8 @@ def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
 def _screen_literals(ids: list[str], cwd: str | None) -> tuple[str, ...] | None:
     """The literals :meth:`Tokenizer.leaves_unchanged` looks for (session ids, cwd aliases), or ``None``
     when one of them could be spelled differently in JSON text (the screen is then off)."""
-    literals = [i for i in ids if i and not UUID_RE.fullmatch(i)]  # a UUID id: the UUID screen sees it
+    # an id holding a UUID: the UUID screen sees any text that holds it
+    literals = [i for i in ids if i and not UUID_RE.search(i)]
     if cwd != CWD_TOKEN:
         literals += cwd_aliases(cwd)
     if any(_JSON_ESCAPED.search(literal) for literal in literals):
@@ -99,20 +124,27 @@ class Tokenizer:
         session_ids: the side's session ids; in harvest order unless ``ids_by_appearance``.
         cwd: the side's cwd (``None``: nothing to tokenize; ``"{{cwd}}"``: already tokenized).
         ids_by_appearance: number session ids by first appearance instead of by list position.
+        masks: the run's masks (applied to both sides of a comparison alike); ``None`` or empty: none.
 
     The UUID (and, by appearance, session) numbering is stateful: every :meth:`scrub` of this object
     continues it. :meth:`fresh` returns a copy with the numbering restarted (compiled patterns shared).
     """
 
     def __init__(
-        self, session_ids: Iterable[str], cwd: str | None, *, ids_by_appearance: bool = False
+        self,
+        session_ids: Iterable[str],
+        cwd: str | None,
+        *,
+        ids_by_appearance: bool = False,
+        masks: Masks | None = None,
     ) -> None:
         ids = list(session_ids)
+        self.masks = masks if masks else None
         self.cwd = cwd
         self.by_appearance = ids_by_appearance
         self._cwd_re = _cwd_pattern(cwd)
         self._ids_re = _ids_pattern(ids)
-        self._known = frozenset(i for i in ids if i)
+        self._known: set[str] | frozenset[str] = frozenset(i for i in ids if i)
         self._fixed = (
             {} if ids_by_appearance else {sid: f"{{{{session:{n}}}}}" for n, sid in enumerate(ids, 1) if sid}
         )
@@ -125,13 +157,35 @@ class Tokenizer:
     def fresh(self) -> Tokenizer:
         """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
         out = Tokenizer.__new__(Tokenizer)
-        out.cwd, out.by_appearance = self.cwd, self.by_appearance
+        out.cwd, out.by_appearance, out.masks = self.cwd, self.by_appearance, self.masks
         out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
         out._known = self._known
         out._seen, out._uuids = {}, {}
         out._dash_ids = self._dash_ids
         out._literals = self._literals
         return out
+
+    def add_ids(self, ids: Iterable[str]) -> bool:
+        """Know ``ids`` too (by appearance only), in place and in the copies :meth:`fresh` made; O(new ids).
+
+        Returns ``False`` (nothing changed) when an id needs a pattern of its own: build a new
+        tokenizer with every id then.
+        """
+        new = [i for i in ids if i and i not in self._known]
+        if not new:
+            return True
+        if not self.by_appearance or not all(_fits(self._ids_re, i) for i in new):
+            return False
+        screened = [i for i in new if not UUID_RE.search(i)]
+        if screened and self._literals is not None:
+            if any(_JSON_ESCAPED.search(i) for i in screened):
+                return False
+            self._literals = (*self._literals, *screened)
+        if isinstance(self._known, frozenset):
+            self._known = set(self._known)
+        self._known.update(new)
+        self._dash_ids = self._dash_ids and all("-" in i for i in new)
+        return True
 
     def leaves_unchanged(self, json_text: str | bytes) -> bool:
         """Whether :meth:`scrub_value` returns an equal value for a value whose JSON text is ``json_text``.
@@ -140,7 +194,8 @@ class Tokenizer:
         the per-string walk: ``True`` only when the text holds no UUID, no known session id and no cwd
         alias anywhere (keys included). A string value the scrub would change holds one of them, and
         each appears verbatim in the value's JSON text (UUIDs need no escaping; literals holding a
-        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value.
+        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value. With
+        masks, also only when no mask can match (:meth:`~.masks.Masks.screen`).
         """
         literals = self._literals
         if literals is None:
@@ -148,10 +203,14 @@ class Tokenizer:
         if isinstance(json_text, bytes):
             if _UUID_SCREEN_BYTES.search(json_text) is not None:
                 return False
-            return not any(literal.encode() in json_text for literal in literals)
-        if _UUID_SCREEN.search(json_text) is not None:
-            return False
-        return all(literal not in json_text for literal in literals)
+            if any(literal.encode() in json_text for literal in literals):
+                return False
+        else:
+            if _UUID_SCREEN.search(json_text) is not None:
+                return False
+            if any(literal in json_text for literal in literals):
+                return False
+        return self.masks is None or self.masks.screen(json_text)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
@@ -179,7 +238,9 @@ class Tokenizer:
         return token
 
     def scrub(self, text: str) -> str:
-        """Tokenize cwd, session ids and other UUIDs in one string value."""
+        """Tokenize masks, cwd, session ids and other UUIDs in one string value."""
+        if self.masks is not None:
+            text = self.masks.apply(text)
         if self._dash_ids and "-" not in text and "/" not in text:
             return text  # most values (text deltas, types, names): nothing to replace
         text = self.tokenize_cwd(text)

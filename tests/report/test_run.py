@@ -1,0 +1,169 @@
+"""``pytest --dsh-report FILE`` without a browser: what an item's report carries to the page (the
+``user_properties`` encoding of :class:`~pytest_dsh_replay.itemreport.ItemReport`), a ``dsh_endpoint``
+test's red request, and the payload's size for a large run."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+from click.testing import CliRunner
+from endpoint.upstream import FakeUpstream, agent_rule
+
+from pytest_dsh_replay.cli import main
+from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_properties
+from pytest_dsh_replay.report import render_html, report_payload
+from pytest_dsh_replay.report.payload import Item
+
+
+def payload_of(html: str) -> dict[str, Any]:
+    """The JSON payload inlined in a report page (what its script reads)."""
+    found = re.search(r'<script type="application/json" id="payload">(.*?)</script>', html, re.S)
+    assert found is not None
+    value: dict[str, Any] = msgspec.json.decode(found.group(1))
+    return value
+
+
+def test_an_item_report_carries_its_recording_diffs_and_commands() -> None:
+    diff = RequestDiff(
+        "call #2 of session.jsonl (parent, script #1)",
+        "messages",
+        "messages[2]",
+        '"a</script>"',
+        '"b"',
+        file="session.jsonl",
+        index=2,
+        checked=["messages (derived from session.jsonl)"],
+        masks=["cwd"],
+    )
+    report = ItemReport(diffs=[diff], commands=["re-record: pytest --dsh-scenario X --dsh-record=rewrite"])
+    props = recording_properties("/r/s") + report.properties()
+    back = ItemReport.from_properties(props)
+    assert back.recording == "/r/s" and back.diffs == [diff] and back.commands == report.commands
+    # a value that cannot be decoded (cut or mangled on the way) is left out, not a crash
+    assert ItemReport.from_properties([("dsh_request_diff", "{not json")]).diffs == []
+
+
+def test_a_value_cannot_close_the_payload_script() -> None:
+    diff = RequestDiff("c", "messages", "p", "</script><script>alert(1)</script><!--", "x")
+    item = Item("t::x", "failed", diffs=[diff])
+    html = render_html(report_payload("r", [], [item], run=True))
+    assert payload_of(html)["items"][0]["diffs"][0]["recorded"] == "</script><script>alert(1)</script><!--"
+    assert html.count("</script>") == 2  # the payload's and the page script's own
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    up = FakeUpstream(agent_rule)
+    up.start()
+    yield up
+    up.stop()
+
+
+ENDPOINT_TEST = """
+import openai
+
+def test_agent(dsh_endpoint):
+    client = openai.OpenAI(max_retries=0)
+    client.chat.completions.create(model="fake-1", messages=[{{"role": "user", "content": {prompt!r}}}])
+"""
+
+
+def test_a_red_dsh_endpoint_test_is_in_the_report_with_its_request_diff(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
+    pytester.runpytest("--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q").assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi here"))
+    out = pytester.path / "report.html"
+    pytester.runpytest("-q", "--dsh-report", str(out), "-p", "no:cacheprovider").assert_outcomes(failed=1)
+    payload = payload_of(out.read_text())
+    (item,) = payload["items"]
+    assert item["nodeid"] == "test_agent.py::test_agent" and item["kind"] == "endpoint"
+    assert item["path"] == str(pytester.path / "recordings" / "test_agent" / "test_agent")
+    (diff,) = item["diffs"]
+    assert diff["call"].startswith("call #1 of session.jsonl")
+    assert (diff["recorded"], diff["sent"]) == ('"hi there"', '"hi here"')
+    assert any("--dsh-record=rewrite" in c for c in item["commands"])
+    (recording,) = payload["recordings"]
+    assert recording["kind"] == "endpoint" and len(recording["sessions"]) == 1
+    assert "request mismatch at call #1 of session.jsonl" in item["failure"]
+
+
+def test_a_secret_a_log_still_holds_shows_as_redacted(tmp_path: Path) -> None:
+    """A log not written by the harness (not scrubbed) may hold a key, even split over a model call's
+    chunks: the page shows what the run's scrubber leaves of the assembled text."""
+    key = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    log = tmp_path / "logs" / "session.jsonl"
+    log.parent.mkdir()
+    events: list[dict[str, Any]] = [
+        {"type": "session", "version": 0, "id": "s", "createdAt": 1, "cwd": "/w"},
+        {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1, "trigger": {"kind": "message"}}},
+        {"type": "user/message", "seq": 1, "time": 1, "data": {"content": [{"type": "text", "text": key}]}},
+        {"type": "step/start", "seq": 2, "time": 1, "data": {"turn": 1, "step": 1}},
+    ]
+    for i, piece in enumerate((key[:10], key[10:])):  # streamed, then cut off: no assembled message
+        chunk = {"type": "text-delta", "index": 0, "text": piece}
+        events.append({"type": "assistant/chunk", "seq": 3 + i, "time": 1, "data": {"chunk": chunk}})
+    events.append({"type": "step/end", "seq": 5, "time": 1, "data": {"turn": 1, "step": 1}})
+    log.write_bytes(b"\n".join(map(orjson.dumps, events)))
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(log.parent), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert key not in html and key[10:] not in html
+    (session,) = payload_of(html)["recordings"][0]["sessions"]
+    texts = [e.get("text") for e in session["transcript"]]
+    assert texts.count("[REDACTED]") == 2, texts  # the user's message and the assembled stream
+
+
+def test_a_head_format_recording_names_each_calls_model(conformance_head: Path) -> None:
+    """The newer layout (packed chunk rows) reads as the baseline does; its ``request/context`` events
+    name the model of each request."""
+    from pytest_dsh_replay.report import read_recording
+
+    recording = read_recording(conformance_head / "packed-chunks")
+    (session,) = recording.sessions
+    calls = [e.call for e in session.transcript if e.call is not None]
+    assert [c.index for c in calls] == [1, 2] and {c.model for c in calls} == {"deepseek-v4-flash"}
+    assert calls[0].input_tokens == 2878 and calls[0].finish == "tool-calls"
+    assert any(e.kind == "tool" and e.tool is not None and e.tool.name == "bash" for e in session.transcript)
+
+
+def test_how_a_parent_is_known() -> None:
+    """The parent's tool calls open when each child was created: one (``tool call``), several told
+    apart by the child's prompt (``tool call``), several not (``inferred`` with the other candidates),
+    none (``header``)."""
+    from pytest_dsh_replay.report.build import Spans, link_children
+    from pytest_dsh_replay.report.payload import SessionView
+
+    # (id, name, seq started, seq ended, time started, time ended, arguments)
+    parent_tools = [
+        ["c1", "subagent", 3, 9, 100, 200, '{"prompt":"Say HELLO."}'],
+        ["c2", "subagent", 4, 10, 100, 300, '{"prompt":"Say BYE."}'],
+        ["c3", "subagent", 11, None, 400, None, '{"prompt":"Count."}'],
+    ]
+    sessions = [
+        SessionView("session.jsonl", "p"),
+        SessionView("session.1.jsonl", "a", parent="p", created_at=150),  # c1, c2 open; quotes c2
+        SessionView("session.2.jsonl", "b", parent="p", created_at=150),  # c1, c2 open; quotes neither
+        SessionView("session.3.jsonl", "c", parent="p", created_at=250),  # c2 open only
+        SessionView("session.4.jsonl", "d", parent="p", created_at=350),  # none open
+        SessionView("session.5.jsonl", "e", parent="p", created_at=500),  # c3, never answered
+    ]
+    spans = [Spans(parent_tools), Spans([], "Say BYE."), Spans([], "Other."), Spans([]), Spans([]), Spans([])]
+    link_children(sessions, spans)
+    links = [(s.link.how, s.link.tool, s.link.candidates) if s.link else None for s in sessions]
+    assert links == [
+        None,
+        ("tool call", "subagent c2", []),
+        ("inferred", "subagent c2", ["subagent c1"]),
+        ("tool call", "subagent c2", []),
+        ("header", "", []),
+        ("tool call", "subagent c3", []),
+    ]
