@@ -622,7 +622,7 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         event_hook=options.event_hook,
         sqlite=run.backend == Backend.SQLITE,
     )
-    if changed is not None:  # new_episodes has no option to accept it (README "Update rules")
+    if changed is not None:  # new_episodes has no option to accept it (docs/record-modes.md, update rules)
         outcome.problems.insert(0, _refusal(Plan.EPISODES, scenario, changed))
         outcome.refused = True
         return outcome
