@@ -1,8 +1,8 @@
 """The ``dsh-replay`` command line (harness.md §7), built on click with rich output.
 
-Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``. One exit-code rule for all:
-0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or failed
-scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
+Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``, ``serve``, ``report``. One exit-code
+rule for all: 0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or
+failed scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
 input a command cannot read (``show``, ``derive``, ``diff``; ``validate`` reports unreadable input
 as a finding, exit 1). Bad input of any kind is reported as a typed
 :class:`~pytest_dsh_replay.errors.HarnessError` with its code, never as a traceback; messages name
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +33,8 @@ from .layout import (
     is_log_name,
     log_name,
     loose_log_number,
+    mcp_log_files,
+    mcp_log_match,
 )
 from .modes import Backend, RecordMode
 from .scenario.logstream import Event
@@ -64,7 +66,9 @@ def _log_files(path: Path) -> list[Path]:
     from .scenario.definition import fixture_files
 
     if path.is_dir():
-        files = list(fixture_files(path)) or sorted(path.glob("*.jsonl"))
+        recorded = list(fixture_files(path))
+        # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
+        files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
             raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
         return files
@@ -115,6 +119,24 @@ def _fail_on_harness_error(fn: Any) -> Any:
             return fn(*args, **kwargs)
         except HarnessError as exc:
             _print_error(exc)
+            sys.exit(EXIT_USAGE)
+
+    return wrapper
+
+
+def _fail_on_harness_error_to_stderr(fn: Any) -> Any:
+    """:func:`_fail_on_harness_error` for a command whose stdout is only its output (``serve``'s URL
+    line): the error goes to stderr."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HarnessError as exc:
+            Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+                f"[red]error[/red] [{exc.code}]: {escape(str(exc))}"
+            )
             sys.exit(EXIT_USAGE)
 
     return wrapper
@@ -211,8 +233,17 @@ class _TurnSummary:
     first chunk leaves nothing in the log); ``served(k)`` gives that entry.
     """
 
-    def __init__(self, spool: IO[str], seed_length: int, served: Any = None, sidecar: str = "") -> None:
+    def __init__(
+        self,
+        spool: IO[str],
+        seed_length: int,
+        served: Any = None,
+        sidecar: str = "",
+        partners: dict[int, str] | None = None,
+    ) -> None:
         self.seed, self.served, self.sidecar = seed_length, served, sidecar
+        #: seq of a tool/call -> where its partner is (the MCP call it made, the model answer that asked)
+        self.partners = partners or {}
         self.lines = _Spool(spool)
         self.index = 0  # logical events seen
         self.call = 0  # model calls of the session so far
@@ -237,6 +268,7 @@ class _TurnSummary:
                 "open": 0,
                 "step_chunks": 0,
                 "sidecar": [],
+                "partners": [],
             }
         elif turn is None:
             return
@@ -261,6 +293,9 @@ class _TurnSummary:
             turn["ntools"] += 1
             if len(turn["tools"]) < 20:
                 turn["tools"].append(_name(d.get("name")))
+            partner = self.partners.get(e.get("seq"))  # type: ignore[arg-type]
+            if partner is not None and len(turn["partners"]) < 20:
+                turn["partners"].append(f"{_name(d.get('name'))} {partner}")
         elif t == "turn/end":
             reason = d.get("reason")
             kind = _name(reason.get("kind")) if isinstance(reason, dict) else quote(reason)
@@ -273,10 +308,11 @@ class _TurnSummary:
                 if turn["sidecar"]
                 else ""
             )
+            beside = f"; {'; '.join(turn['partners'])}" if turn["partners"] else ""
             self.lines.append(
                 f"turn {_name(turn['turn'])} (seq {_name(turn['seq'])}-{_name(e.get('seq'))}): "
                 f"{turn['steps']} "
-                f"step(s), {turn['calls']} model call(s){side}{extra} -> {kind}"
+                f"step(s), {turn['calls']} model call(s){side}{extra} -> {kind}{beside}"
             )
             self.turn = None
 
@@ -339,14 +375,15 @@ class _Shown(Struct):
         return "fork child" if self.seed_length > 0 else "spawn child"
 
 
-def _show_one(file: Path, spool: IO[str]) -> _Shown:
-    """Stream one log into its summary (the first bad line raises its typed error)."""
+def _show_one(file: Path, spool: IO[str], partners: dict[int, str] | None = None) -> _Shown:
+    """Stream one log into its summary (the first bad line raises its typed error); ``partners``: its
+    tool calls bound to their partners in other logs (:func:`_tool_partners`)."""
     from .scenario.logstream import iter_log_events
 
     header, events = iter_log_events(file)
     seed = header.get("seedLength", 0)
     served, sidecar = _sidecar_server(file)
-    summary = _TurnSummary(spool, seed if type(seed) is int else 0, served, sidecar)
+    summary = _TurnSummary(spool, seed if type(seed) is int else 0, served, sidecar, partners)
     for _line_no, _raw, event in events:
         assert event is not None  # strict stream: a bad line raised
         summary.feed(event)
@@ -373,7 +410,9 @@ def show(path: Path) -> None:
             try:
                 if problem:
                     raise HarnessError(f"{unit}: cannot list this directory ({problem})", "PATH_UNREADABLE")
-                _show_tree(unit, [_show_one(f, spool) for f in _log_files(unit)])
+                files = _log_files(unit)
+                partners = _tool_partners(files)
+                _show_tree(unit, [_show_one(f, spool, partners.get(f.name)) for f in files])
             except HarnessError as exc:
                 if len(units) == 1:
                     raise
@@ -381,6 +420,32 @@ def show(path: Path) -> None:
                 failed = True
     if failed:
         sys.exit(EXIT_USAGE)
+
+
+def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
+    """file name -> {seq of a tool/call -> where its partner is}: each MCP server's tool call beside the
+    model answer's tool call that asked for it (same name and arguments, in order;
+    :func:`~.mcp.log.bind_calls`). Empty without MCP logs (nothing is read twice then)."""
+    if not any(mcp_log_match(f.name) for f in files):
+        return {}
+    from .mcp.log import CallRef, bind_calls, call_key
+    from .scenario.logstream import iter_log_events
+
+    asked: list[CallRef] = []
+    served: list[CallRef] = []
+    for file in files:
+        _header, events = iter_log_events(file)
+        side = served if mcp_log_match(file.name) else asked
+        for _line_no, _raw, event in events:
+            data = event.get("data") if event is not None and event.get("type") == "tool/call" else None
+            if isinstance(data, dict) and type(event.get("seq")) is int:  # type: ignore[union-attr]
+                key = call_key(data.get("name"), data.get("arguments"))
+                side.append(CallRef(file.name, event["seq"], key))  # type: ignore[index]
+    out: dict[str, dict[int, str]] = {}
+    for ref, partner in bind_calls(asked, served).items():
+        verb = "asked by" if mcp_log_match(ref.file) else "served by"
+        out.setdefault(ref.file, {})[ref.seq] = f"{verb} {partner.file} seq {partner.seq}"
+    return out
 
 
 def _show_units(path: Path) -> list[tuple[Path, str]]:
@@ -475,9 +540,11 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
     findings = units = bad_units = logs = events = 0
     for report in validate_paths(paths):
         if report.path.is_dir() and is_endpoint_recording(report.path):
-            from .endpoint.recording import manifest_findings
+            from .endpoint.recording import manifest_findings, parent_notes
 
             report.findings[:0] = manifest_findings(report.path)  # inventory first, as validate orders it
+            for note in parent_notes(report.path):  # no finding: the recording replays as it was made
+                console.print(f"[yellow]note[/yellow] {escape(f'{report.path}{os.sep}{note}')}")
         units += 1
         logs += report.logs
         events += report.events
@@ -698,6 +765,56 @@ def _clip(text: str, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the HTML file to write (one self-contained page)",
+)
+@click.option("--title", default=None, help="the page's title (default: the paths given)")
+@_fail_on_harness_error
+def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
+    """Write one self-contained HTML page of the recordings at PATHS: per recording its session tree
+    (parents, spawn and fork children, seed boundaries, how each parent is known), per session its
+    transcript (messages, folded reasoning, tool calls and results, errors, each model call's model
+    and usage). A PATH is a scenario directory, an endpoint recording, a log file, or a folder of
+    them (every recording ``validate`` finds there).
+
+    Exit 0 when every recording was read; 2 when one could not be (the page is written all the same,
+    naming it) or on a usage error.
+    """
+    from .report import read_recording, report_payload, write_report
+
+    for path in paths:  # every PATH checked before anything is read
+        _existing(path)
+    recordings = []
+    for path in paths:
+        for unit, problem in _show_units(path):
+            recording = read_recording(unit)
+            if problem:
+                recording.error = f"[PATH_UNREADABLE] {unit}: cannot list this directory ({problem})"
+            recordings.append(recording)
+    problems = [r.error for r in recordings if r.error] + [
+        f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
+    ]
+    payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
+    try:
+        size = write_report(payload, output)
+    except OSError as exc:
+        raise HarnessError(
+            f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
+        ) from None
+    for problem in problems:
+        console.print(f"[red]error[/red]: {escape(problem)}")
+    sessions = sum(len(r.sessions) for r in recordings)
+    console.print(f"wrote {output} ({size:,} bytes): {len(recordings)} recording(s), {sessions} session(s)")
+    if problems:
+        sys.exit(EXIT_USAGE)
+
+
 #: pytest's exit codes mapped to the command's rule (0 ok, 1 failed scenarios, 2 anything else:
 #: usage errors, no scenario collected, an interrupted or internal error).
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FINDINGS}
@@ -751,16 +868,21 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     sys.exit(_PYTEST_EXIT.get(int(pytest.main(args)), EXIT_USAGE))
 
 
+def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--record MODE`` of the commands that stand in for a live service (``serve``, ``mcp``)."""
+    return click.option(
+        "--record",
+        "mode",
+        type=click.Choice(RecordMode.choices()),
+        default=RecordMode.NONE.value,
+        show_default=True,
+        help=help,
+    )
+
+
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--record",
-    "mode",
-    type=click.Choice(RecordMode.choices()),
-    default=RecordMode.NONE.value,
-    show_default=True,
-    help="record mode (none: replay only)",
-)
+@_record_option("record mode (none: replay only)")
 @click.option(
     "--upstream", default=None, metavar="URL", help="base URL recorded from, e.g. https://api.openai.com/v1"
 )
@@ -770,10 +892,30 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
 @click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
 @click.option(
-    "--api-key-env", default="OPENAI_API_KEY", show_default=True, help="env var of the upstream's API key"
+    "--api-key-env",
+    default=None,
+    metavar="NAME",
+    help="env var of the upstream's API key for every format (default: each format's own: OPENAI_API_KEY, "
+    "ANTHROPIC_API_KEY for /v1/messages)",
 )
 @click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
-@_fail_on_harness_error
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="serve requests carrying this Origin header (scheme://host[:port]; repeatable); others are refused",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="after SIGINT/SIGTERM, how long requests in flight may take before their upstream calls "
+    "are cancelled",
+)
+@_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
     mode: str,
@@ -781,19 +923,22 @@ def serve(
     port: int,
     backend: str,
     match_on: tuple[str, ...],
-    api_key_env: str,
+    api_key_env: str | None,
     allow_unused: bool,
+    allow_origins: tuple[str, ...],
+    grace: float,
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
-    Prints the base URL (http://127.0.0.1:PORT/v1) as the first line of stdout; point OPENAI_BASE_URL at
-    it. Serves until SIGINT/SIGTERM, waits for the requests in flight, then writes the recording (record
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point OPENAI_BASE_URL at
+    it (ANTHROPIC_BASE_URL at it without /v1). Everything else, every error included, goes to stderr.
+    Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
+    upstream calls still running (they are recorded as failed calls), then writes the recording (record
     modes) and exits 0 when every request matched and every recorded call was used, 1 when not (the
     report on stderr), 2 on a usage error or a recording it refuses. A second signal while it waits
     stops at once: exit 1, nothing written, said on stderr.
     """
     import asyncio
-    import os
     import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
@@ -809,7 +954,6 @@ def serve(
         directory,
         record=record_mode,
         upstream=upstream,
-        api_key=os.environ.get(api_key_env) if record_mode.records else None,
         api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on, option="--match-on"),
@@ -818,18 +962,11 @@ def serve(
         port=port,
         record_flag="--record",
         upstream_flag="--upstream URL",
+        allow_origins=allow_origins,
     )
 
     async def run() -> Any:
         endpoint = Endpoint(config, accept_unused="--allow-unused")
-        try:
-            url = await endpoint.start()
-        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
-            raise EndpointConfigError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
-            ) from None
-        click.echo(url)
-        sys.stdout.flush()
         stop, force = asyncio.Event(), asyncio.Event()
         received: list[str] = []
 
@@ -841,15 +978,39 @@ def serve(
             if endpoint.in_flight:
                 click.echo(
                     f"dsh-replay serve: {sig.name}: stopping once the {endpoint.in_flight} request(s) in "
-                    "flight are answered; a second signal stops at once, writing nothing",
+                    f"flight are answered (at most {grace:g} s, then their upstream calls are cancelled); "
+                    "a second signal stops at once, writing nothing",
                     err=True,
                 )
             stop.set()
 
+        # in place before the URL is printed: a client may signal as soon as it reads it
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            url = await endpoint.start()
+        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
+            raise EndpointConfigError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
+            ) from None
+        click.echo(url)
+        sys.stdout.flush()
         await stop.wait()
+        deadline = loop.time() + grace
+        while endpoint.in_flight and loop.time() < deadline and not force.is_set():
+            await asyncio.sleep(0.02)
+        if endpoint.in_flight and not force.is_set():
+            cancelled = endpoint.cancel_upstream(
+                f"cancelled: dsh-replay serve got {received[0]} and the call outlasted the {grace:g} s grace "
+                "(--grace)"
+            )
+            if cancelled:
+                click.echo(
+                    f"dsh-replay serve: {received[0]}: cancelled {cancelled} upstream call(s) still running "
+                    f"after {grace:g} s; they are recorded as failed calls",
+                    err=True,
+                )
         stopping = asyncio.ensure_future(endpoint.stop())
         forced = asyncio.ensure_future(force.wait())
         await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
@@ -877,6 +1038,79 @@ def serve(
     for note in outcome.notes:
         click.echo(note, err=True)
     sys.exit(0)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--name", default="server", show_default=True, help="the server's name (mcp.NAME.jsonl)")
+@_record_option("record mode (none: replay only, COMMAND is not started)")
+@click.option("--allow-unused", is_flag=True, help="recorded requests left unused do not fail the run")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="seconds the server has to answer a request while recording",
+)
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option("--rerecord", default=None, hidden=True)
+@click.option("--accept-unused", default="--allow-unused", hidden=True)
+def mcp(
+    directory: Path,
+    command: tuple[str, ...],
+    name: str,
+    mode: str,
+    allow_unused: bool,
+    timeout: float,
+    run_dir: Path | None,
+    rerecord: str | None,
+    accept_unused: str,
+) -> None:
+    """Stand in for the stdio MCP server COMMAND: record its session into DIRECTORY, or replay it.
+
+    Usage: dsh-replay mcp DIR [--name NAME] [--record MODE] -- COMMAND [ARGS...]. Point the agent's MCP
+    configuration at this command line instead of COMMAND; the same line records (--record once:
+    COMMAND is started and every JSON-RPC message relayed and recorded) and replays (COMMAND is not
+    started; each tools/call is checked against the recorded one before its result is served). Exit 0
+    when every request matched and every recorded request was used, 1 when not (the report on stderr),
+    2 on a usage error or a recording it refuses.
+    """
+    import asyncio
+
+    from .mcp.relay import McpConfig
+    from .mcp.stdio import run
+
+    args = list(command[1:] if command[:1] == ("--",) else command)
+    config = McpConfig(
+        directory,
+        name=name,
+        record=RecordMode(mode),
+        command=args,
+        allow_unused=allow_unused,
+        run_dir=run_dir,
+        timeout=timeout,
+        rerecord=rerecord or f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
+        accept_unused=accept_unused,
+    )
+    try:
+        outcome = asyncio.run(run(config))
+    except HarnessError as exc:  # the relay's configuration, the recording it refuses, the server's start
+        _print_error_err(exc)
+        sys.exit(EXIT_USAGE)
+    from .scenario.secrets import redact_report
+
+    if not outcome.ok:
+        click.echo(redact_report(outcome.report(), None), err=True)
+        sys.exit(EXIT_FINDINGS)
+    for note in outcome.notes:
+        click.echo(note, err=True)
+    sys.exit(EXIT_OK)
+
+
+def _print_error_err(exc: HarnessError) -> None:
+    """A typed error on stderr (a command whose stdout is a protocol, ``mcp``)."""
+    click.echo(f"error [{exc.code}]: {exc}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

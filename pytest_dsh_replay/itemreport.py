@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+import msgspec
 from msgspec import Struct, field
 
 __all__ = [
@@ -20,9 +21,11 @@ __all__ = [
     "GuardVerdict",
     "ItemReport",
     "ReplayCounts",
+    "RequestDiff",
     "WriteStatus",
     "endpoint_note_properties",
     "endpoint_notes",
+    "recording_properties",
 ]
 
 #: ``--dsh-record=new_episodes``: whether live calls were appended to the recording
@@ -39,6 +42,7 @@ WRITE_STATUSES: tuple[WriteStatus, ...] = ("written", "unchanged", "refused", "f
 _WRITTEN, _REMOVED, _REPLAYED = "dsh_written", "dsh_removed", "dsh_replayed"
 _EPISODES, _END_SEED, _GUARD = "dsh_episodes", "dsh_end_seed_ignored", "dsh_guard"
 _WRITE = "dsh_write"
+_RECORDING, _REQUEST_DIFF, _COMMAND = "dsh_recording", "dsh_request_diff", "dsh_command"
 _ENDPOINT_NOTE = "dsh_endpoint_note"
 
 
@@ -47,6 +51,13 @@ def endpoint_note_properties(notes: Iterable[str]) -> list[tuple[str, str]]:
     request(s) into DIR ...``: the lines ``dsh-replay serve`` prints when it stops) as
     ``user_properties`` pairs; added at the fixture's teardown, so they travel in the teardown report."""
     return [(_ENDPOINT_NOTE, note) for note in notes]
+
+
+def recording_properties(directory: object) -> list[tuple[str, str]]:
+    """The ``user_properties`` pair naming an item's recording directory (a scenario item's, a
+    ``dsh_endpoint`` test's), added when the item starts, so every report of it carries it, a failed
+    or skipped one too; :attr:`ItemReport.recording` reads it back."""
+    return [(_RECORDING, str(directory))]
 
 
 def endpoint_notes(properties: Iterable[tuple[str, object]]) -> list[str]:
@@ -78,6 +89,38 @@ class ReplayCounts(Struct, frozen=True):
         return cls(tuple(backends.split(",")), int(logs), int(calls))
 
 
+class RequestDiff(Struct, omit_defaults=True):
+    """A red call: the recorded and the sent request at the first difference of one part.
+
+    Attributes:
+        call: which call (``call #2 of session.jsonl (parent, script #1)``); ``file`` and ``index``: the
+            log's file name and the 1-based call number of that log.
+        part: ``messages``, ``system``, ``tools`` or ``model``; ``path``: the first differing path.
+        recorded, sent: the two values there, normalized (both sides through ``masks``), as indented
+            JSON, cut at :data:`MAX_VALUE` characters; ``(absent)`` when one side has none.
+        note: e.g. the changed tool set; ``checked``: each part compared and where its recorded value
+            came from; ``masks``: the normalizations both sides went through.
+        served: ``nothing`` (a strict replay served nothing for the call) or ``recorded`` (an accepted
+            change: the recorded answer now follows the changed request).
+    """
+
+    call: str
+    part: str
+    path: str
+    recorded: str
+    sent: str
+    file: str = ""
+    index: int = 0
+    note: str = ""
+    checked: list[str] = field(default_factory=list)
+    masks: list[str] = field(default_factory=list)
+    served: str = "nothing"
+
+
+#: the longest value text a :class:`RequestDiff` keeps of each side (characters)
+MAX_VALUE = 4000
+
+
 class ItemReport(Struct):
     """One item's contribution to the summary.
 
@@ -89,6 +132,9 @@ class ItemReport(Struct):
         end_seed_ignored: ``session/end-seed`` was dropped because the fixtures predate the marker.
         guard: the red/green guard's verdict (``None``: not checked).
         write: what a writing plan did (``None``: a replay).
+        recording: the item's recording directory (``None``: not a scenario or endpoint test).
+        diffs: the calls whose request differed from the recording (first difference of each part).
+        commands: what re-records or accepts the item's recording (``what: command`` lines).
     """
 
     written: list[str] = field(default_factory=list)
@@ -98,6 +144,9 @@ class ItemReport(Struct):
     end_seed_ignored: bool = False
     guard: GuardVerdict | None = None
     write: WriteStatus | None = None
+    recording: str | None = None
+    diffs: list[RequestDiff] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
 
     @property
     def is_scenario(self) -> bool:
@@ -117,6 +166,10 @@ class ItemReport(Struct):
             props.append((_GUARD, self.guard))
         if self.write is not None:
             props.append((_WRITE, self.write))
+        if self.recording is not None:
+            props.append((_RECORDING, self.recording))
+        props += [(_REQUEST_DIFF, msgspec.json.encode(d).decode()) for d in self.diffs]
+        props += [(_COMMAND, c) for c in self.commands]
         return props
 
     @classmethod
@@ -139,4 +192,13 @@ class ItemReport(Struct):
                 report.guard = "red" if text == "red" else "cannot fail"
             elif key == _WRITE:
                 report.write = next((s for s in WRITE_STATUSES if s == text), "failed")
+            elif key == _RECORDING:
+                report.recording = text
+            elif key == _REQUEST_DIFF:
+                try:
+                    report.diffs.append(msgspec.json.decode(text, type=RequestDiff))
+                except msgspec.DecodeError:  # a value mangled on the way is left out, not a crash
+                    continue
+            elif key == _COMMAND:
+                report.commands.append(text)
         return report

@@ -10,6 +10,8 @@ A scenario directory holds::
     <stem>.expected.<ext>         a request pin of the primary, one per :data:`PIN_KINDS` kind
     <stem>.<n>.expected.<ext>     the same pin of child log n (when it differs)
     workspace/                    files copied into the run's cwd (optional)
+    mcp.<name>.jsonl              the first session of the MCP server <name> (``dsh-replay mcp``)
+    mcp.<name>.<n>.jsonl          its session n = 1, 2, ... in the order the servers started
 
 Which directories are scenarios (and which are walked to find them) is decided here too, once, for
 pytest's collection and the ``dsh-replay`` commands alike: :func:`dir_kind`, :func:`skips_dir`,
@@ -37,6 +39,7 @@ __all__ = [
     "ENDPOINT_MANIFEST",
     "INPUT_FILE",
     "LOG_GLOB",
+    "MCP_LOG_GLOB",
     "OVERRIDE_FILE",
     "PIN_GLOB",
     "PIN_KINDS",
@@ -64,6 +67,10 @@ __all__ = [
     "log_rank",
     "loose_log_number",
     "loose_sidecar_number",
+    "mcp_log_files",
+    "mcp_log_match",
+    "mcp_log_name",
+    "mcp_name_problem",
     "owned_rank",
     "pin_kind",
     "pin_match",
@@ -137,6 +144,51 @@ def loose_log_number(name: str) -> str | None:
     """The digits of any ``session.<digits>.jsonl`` (``"01"``, ``"0"``, legal or not); else ``None``."""
     match = _LOG_NAME.fullmatch(name)
     return match.group(1) if match else None
+
+
+# -- MCP server sessions (docs/mcp.md) -------------------------------------------------------------
+
+#: every MCP session log of a directory (filter with :func:`mcp_log_match`)
+MCP_LOG_GLOB = "mcp.*.jsonl"
+#: a legal MCP server name: what ``--name`` takes (it is part of file names)
+_MCP_NAME = re.compile(r"[A-Za-z0-9_-]+")
+#: ``mcp.<name>.jsonl`` / ``mcp.<name>.<n>.jsonl``; group 1: the name, group 2: n (no 0, no leading 0)
+_MCP_LOG = re.compile(r"mcp\.([A-Za-z0-9_-]+)(?:\.([1-9][0-9]*))?\.jsonl")
+
+
+def mcp_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an MCP server's logs (``None`` when it can): letters, digits, ``_``, ``-``."""
+    if _MCP_NAME.fullmatch(name) is None:
+        return f"{name!r} is not a server name: use letters, digits, '_' and '-' (it is part of file names)"
+    return None
+
+
+def mcp_log_name(server: str, index: int) -> str:
+    """The log of the MCP server ``server``'s session ``index`` (0-based, in start order):
+    ``mcp.<server>.jsonl`` for 0, ``mcp.<server>.<index>.jsonl`` after it."""
+    return f"mcp.{server}.jsonl" if index == 0 else f"mcp.{server}.{index}.jsonl"
+
+
+def mcp_log_match(name: str) -> tuple[str, int] | None:
+    """``(server, index)`` of an MCP session log name, ``None`` for any other name."""
+    match = _MCP_LOG.fullmatch(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2) or 0)
+
+
+def mcp_log_files(directory: Path, server: str | None = None) -> list[Path]:
+    """The MCP session logs of ``directory`` (of ``server`` only, when given), by server then index."""
+    found: list[tuple[str, int, Path]] = []
+    try:
+        entries = list(directory.glob(MCP_LOG_GLOB))
+    except OSError:
+        return []
+    for path in entries:
+        match = mcp_log_match(path.name)
+        if match is not None and (server is None or match[0] == server):
+            found.append((match[0], match[1], path))
+    return [path for _s, _i, path in sorted(found)]
 
 
 # -- override sidecars (replay.md §8) --------------------------------------------------------------

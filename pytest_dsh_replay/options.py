@@ -87,6 +87,13 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini(
         "dsh_upstream", "base URL the dsh_endpoint fixture records from (see --dsh-upstream)", default=""
     )
+    group.addoption(
+        "--dsh-report",
+        default=None,
+        metavar="FILE",
+        help="write one self-contained HTML report of the run's scenario items and dsh_endpoint tests "
+        "(failures first, with their recordings and request differences) to FILE",
+    )
     parser.addini(
         "dsh_secret_patterns",
         "extra regular expressions of secret-shaped text scrubbed from every written file and report",

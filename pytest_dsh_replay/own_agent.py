@@ -1,5 +1,6 @@
 """Fixtures for users' own agents (harness.md §8): a recorded scenario's replay model, a loopback
-endpoint that records or replays a test's model traffic, and a fresh store.
+endpoint that records or replays a test's model traffic, stand-ins for its stdio MCP servers that
+record or replay their traffic beside it (docs/mcp.md), and a fresh store.
 
 The plugin exports them (``pytest_dsh_replay.plugin`` imports them, so pytest registers them); what
 they build is imported when a test requests them.
@@ -18,6 +19,7 @@ from .options import match_on as _match_on
 
 if TYPE_CHECKING:
     from .endpoint.fixture import EndpointHandle
+    from .mcp.fixture import McpServers
     from .persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
     from .replay import ReplayModel
     from .session import SessionStore
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StoreHandle",
     "dsh_endpoint",
+    "dsh_mcp",
     "dsh_replay_model",
     "dsh_session_store",
     "pytest_runtest_call_dsh_endpoint",
@@ -108,6 +111,20 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         if report is None:
             return result
     pytest.fail(report, pytrace=False)
+
+
+@pytest.fixture
+def dsh_mcp(request: pytest.FixtureRequest) -> Iterator[McpServers]:
+    """Stand-ins for the test's stdio MCP servers, recorded or replayed with the endpoint's flags.
+
+    ``dsh_mcp(name, command, env=None)`` returns an ``McpServer`` (``command``, ``args``, ``env``,
+    ``params``: the ``mcp`` SDK's ``StdioServerParameters``, ``as_dict()``) to give the MCP client instead
+    of ``command``; sessions go to ``mcp.<name>.jsonl`` in the test's recording directory (the one
+    ``dsh_endpoint`` uses). The test fails at teardown with the report. See ``pytest_dsh_replay.mcp.fixture``.
+    """
+    from .mcp.fixture import mcp_fixture
+
+    yield from mcp_fixture(request)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from . import (
     hookspecs,
 )
 from .errors import HarnessError
+from .itemreport import recording_properties
 from .layout import (
     ENDPOINT_MANIFEST,
     INPUT_FILE,
@@ -46,6 +47,7 @@ from .options import match_on as match_on_option
 from .own_agent import (
     StoreHandle,
     dsh_endpoint,
+    dsh_mcp,
     dsh_replay_model,
     dsh_session_store,
     pytest_runtest_call_dsh_endpoint,
@@ -122,7 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     config.addinivalue_line(
         "markers",
-        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint fixture's recording",
+        "dsh_recording(directory=None, *, allow_unused=False): the dsh_endpoint and dsh_mcp fixtures' "
+        "recording",
     )
     state = _State()
     config.stash[_STATE] = state
@@ -152,6 +155,16 @@ def pytest_configure(config: pytest.Config) -> None:
             state.name_globs.append(value)
     check_model_spec(config)
     match_on_option(config)  # a usage error now, not one per item
+    report_file = config.getoption("dsh_report")
+    if report_file:  # the report's machinery is imported only when asked for
+        from .report.run import RunReport
+
+        run_report = RunReport(
+            Path(report_file).resolve(),
+            lambda text: _redact(config, text),
+            is_worker=hasattr(config, "workerinput"),
+        )
+        config.pluginmanager.register(run_report, "dsh_replay_report")
     warn_inert_options(config)
     if config.args_source in (pytest.Config.ArgsSource.ARGS, pytest.Config.ArgsSource.TESTPATHS):
         for arg in config.args:  # named on the command line or in the ini's testpaths
@@ -546,6 +559,10 @@ class ScenarioItem(pytest.Item):
         """Map :func:`~.scenario.item.check_item` onto pytest: skip, fail, or pass with a report section."""
         from .scenario.item import check_item
 
+        # first: a skipped or failed item still names its recording (the report links it)
+        self.user_properties.extend(
+            (k, _redact(self.config, v)) for k, v in recording_properties(self.scenario_path)
+        )
         match_on, note = self._item_match_on()
         result = check_item(
             self.scenario_path,
@@ -641,6 +658,7 @@ __all__ = [
     "ScenarioItem",
     "StoreHandle",
     "dsh_endpoint",
+    "dsh_mcp",
     "dsh_replay_model",
     "dsh_session_store",
     "pytest_runtest_call_dsh_endpoint",

@@ -108,6 +108,8 @@ class Conversation(Struct, eq=False):
         busy: a call is in flight.
         failed: its last call failed (a request equal to its history retries it).
         name: the ``X-Dsh-Conversation`` name, if any.
+        candidates: the ids of the conversations whose tool calls were open when this root started,
+            when there were two or more (its parent, if it has one, could not be told: rule 4).
     """
 
     id: str
@@ -123,6 +125,7 @@ class Conversation(Struct, eq=False):
     busy: bool = False
     failed: bool = False
     name: str | None = None
+    candidates: tuple[str, ...] = ()
 
 
 class Binding(Struct):
@@ -285,10 +288,13 @@ class Binder:
             self._extend(conv, messages[at:])
             conv.busy = True
             return Binding(conv, "fork", at, messages[at:], fork)
+        candidates: tuple[str, ...] = ()
         if parent is None:
             open_ = [c for c in self.conversations if c.open_calls and not c.busy]
             parent = open_[0] if len(open_) == 1 else None
+            candidates = tuple(c.id for c in open_) if len(open_) > 1 else ()
         conv = self._create(request, "spawn" if parent else "root", parent, 0, name)
+        conv.candidates = candidates
         self._extend(conv, messages)
         conv.busy = True
         return Binding(conv, "spawn" if parent else "root", 0, messages)

@@ -1,7 +1,9 @@
 """The body of the ``dsh_endpoint`` pytest fixture (registered by ``plugin.py``).
 
-The fixture starts an endpoint for the test, points the openai SDK (and any subprocess the test starts)
-at it with ``OPENAI_BASE_URL`` and a dummy ``OPENAI_API_KEY``, and fails the test with the endpoint's
+The fixture starts an endpoint for the test, points the openai and anthropic SDKs (and any subprocess
+the test starts) at it with ``OPENAI_BASE_URL`` (``http://127.0.0.1:PORT/v1``) and
+``ANTHROPIC_BASE_URL`` (the same without ``/v1``, the Anthropic SDK's form) and dummy
+``OPENAI_API_KEY``/``ANTHROPIC_API_KEY``, and fails the test with the endpoint's
 report, once: the test's call phase reports a problem of the traffic (a request that did not match, in
 place of the SDK's error for the endpoint's 400) or a recorded call left unused (:func:`call_report`,
 run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what came up after it (a
@@ -11,8 +13,9 @@ went in the run's summary (its notes, as ``user_properties`` of the teardown rep
 directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
 ``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
 ``allow_unused=True`` lets recorded calls go unused. Options: ``--dsh-record``, ``--dsh-upstream URL``
-(ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key is read from ini
-``dsh_api_key_env`` (default ``OPENAI_API_KEY``) before the dummy replaces it.
+(ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key of each format is
+read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), or from ini
+``dsh_api_key_env`` for every format, before the dummies replace them.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..itemreport import endpoint_note_properties
+from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
@@ -42,7 +45,8 @@ class EndpointHandle(Struct):
     """What the ``dsh_endpoint`` fixture yields.
 
     Attributes:
-        base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``).
+        base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``; without ``/v1`` in
+            ``ANTHROPIC_BASE_URL``).
         directory: the test's recording directory.
         plan: ``replay``, ``record`` or ``episodes``.
         endpoint: the running :class:`~.server.Endpoint` (its ``binder`` holds the conversations).
@@ -126,7 +130,7 @@ def endpoint_fixture(
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
     upstream = config.getoption("dsh_upstream") or config.getini("dsh_upstream") or None
-    key_env = config.getini("dsh_api_key_env") or "OPENAI_API_KEY"
+    key_env = config.getini("dsh_api_key_env") or None  # None: each format's provider variable
     backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or Backend.JSONL
     backend = Backend.SQLITE if backend_name == Backend.SQLITE.value else Backend.JSONL
     marker = request.node.get_closest_marker(MARKER)
@@ -136,11 +140,11 @@ def endpoint_fixture(
         pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     directory = recording_dir(request)
+    request.node.user_properties += recording_properties(directory)  # the report's link to it
     endpoint_config = EndpointConfig(
         directory,
         record=mode,
         upstream=upstream,
-        api_key=os.environ.get(key_env) if mode.records else None,
         api_key_env=key_env,
         backend=backend,
         match_on=_match_on(config),
@@ -162,6 +166,9 @@ def endpoint_fixture(
     request.node.stash[RUN] = run
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+    # the Anthropic SDK's base URL has no /v1: it appends /v1/messages itself
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
@@ -232,10 +239,33 @@ def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
         return None
     run.reported.update(problems)
     endpoint = run.thread.endpoint
+    _report_diffs(item, endpoint)
     outcome = EndpointOutcome(endpoint.plan.label, list(problems))
     if endpoint.recorder is not None:
         outcome.notes.append(endpoint.nothing_written())
     return run.report(outcome, raised)
+
+
+def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
+    """The requests that differed from the recording, as the item's report (``--dsh-report`` shows
+    them side by side), with the command that re-records."""
+    replay = endpoint.replay
+    if replay is None:
+        return
+    from ..replay.errors import RequestMismatchError
+    from ..scenario.item import request_diffs
+
+    # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
+    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
+    mismatches = list({id(m): m for m in found}.values())
+    if not mismatches:
+        return
+
+    report = ItemReport(
+        diffs=[d for m in mismatches for d in request_diffs(m)],
+        commands=list(dict.fromkeys(f"re-record: {m.rerecord}" for m in mismatches if m.rerecord)),
+    )
+    item.user_properties += report.properties()
 
 
 __all__ = [

@@ -19,4 +19,17 @@ FORMATS: dict[str, WireFormat] = {
     responses.PATH: cast(WireFormat, responses),
 }
 
-__all__ = ["FORMATS"]
+
+def format_for_path(path: str) -> WireFormat:
+    """The wire format whose error shape an answer to a request for ``path`` takes: the served format
+    of that path; for any other path the API family it belongs to (the Anthropic one for
+    ``/v1/messages`` and the paths under it, ``count_tokens``, ``batches``; the OpenAI one otherwise),
+    so the client's SDK raises the endpoint's refusal with its message."""
+    served = FORMATS.get(path)
+    if served is not None:
+        return served
+    anthropic = path.startswith(messages.PATH + "/")
+    return cast(WireFormat, messages if anthropic else chat)
+
+
+__all__ = ["FORMATS", "format_for_path"]

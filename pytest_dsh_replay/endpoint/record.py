@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import Session, SessionStore
 from .conversations import Binding
+from .upstreams import format_url
 
 _USER = {"kind": "user"}
 
@@ -211,20 +213,47 @@ class UpstreamModel:
 
     The endpoint puts the body of the call it is about to make in :attr:`pending` (by session id; a
     conversation has one call in flight); ``stream`` sends it (``upstream_body``: streamed, usage asked)
-    to ``base_url`` + the format's path without its ``/v1`` and yields the translated chunks as they
-    arrive.
+    to the format's URL under ``base_url`` (:func:`~.upstreams.format_url`) and yields the translated
+    chunks as they arrive.
+
+    ``api_key``: one key for every format, or a mapping format path -> key (each provider's own
+    variable); sent as the format's ``upstream_headers`` (``x-api-key``) or as a Bearer token.
 
     Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream, ``CONNECTION``
-    when the upstream cannot be reached or the stream is cut off.
+    when the upstream cannot be reached or the stream is cut off, ``CANCELLED`` (503) for a call
+    :meth:`cancel` ended.
     """
 
-    def __init__(self, base_url: str, api_key: str | None, *, timeout: float = 600.0) -> None:
+    def __init__(
+        self, base_url: str, api_key: str | Mapping[str, str | None] | None, *, timeout: float = 600.0
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        # one key for every format, or the key of each format's path
         self._api_key = api_key
         self.timeout = timeout
         self.pending: dict[str, tuple[WireFormat, Mapping[str, Any]]] = {}
         self._session: Any = None
+        #: the calls in flight: their task -> their upstream response once its headers came (``cancel``)
+        self._calls: dict[Any, Any] = {}
+        self._cancelled: str | None = None
+
+    def cancel(self, reason: str) -> int:
+        """End every call in flight now (a stopping ``serve`` whose grace ran out): each raises
+        :class:`LlmError` ``CANCELLED`` with ``reason`` (status 503); returns how many there were."""
+        self._cancelled = reason
+        for task, response in list(self._calls.items()):
+            if response is not None:
+                response.close()  # the read in progress raises at once
+            else:
+                task.cancel()  # still waiting for the upstream's headers
+        return len(self._calls)
+
+    def key_for(self, fmt: WireFormat) -> str | None:
+        """The key sent upstream with a call of ``fmt``."""
+        if isinstance(self._api_key, Mapping):
+            return self._api_key.get(fmt.PATH)
+        return self._api_key
 
     async def close(self) -> None:
         """Close the HTTP client session."""
@@ -237,8 +266,7 @@ class UpstreamModel:
         return self._stream(fmt, body)
 
     def _url(self, fmt: WireFormat) -> str:
-        path = fmt.PATH[len("/v1") :] if fmt.PATH.startswith("/v1/") else fmt.PATH
-        return self.base_url + path
+        return format_url(self.base_url, fmt.PATH)
 
     async def _stream(self, fmt: WireFormat, body: Mapping[str, Any]) -> AsyncIterator[StreamChunk]:
         import aiohttp
@@ -247,16 +275,22 @@ class UpstreamModel:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         own_headers = getattr(fmt, "upstream_headers", None)  # a format with its own auth (messages)
+        api_key = self.key_for(fmt)
         if callable(own_headers):
-            headers.update(own_headers(self._api_key))
-        elif self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+            headers.update(own_headers(api_key))
+        elif api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         translator = fmt.upstream_translator(body)
         url = self._url(fmt)
+        task = asyncio.current_task()
+        if self._cancelled is not None:
+            raise LlmError(self._cancelled, "CANCELLED", 503)
+        self._calls[task] = None
         try:
             async with self._session.post(
                 url, data=orjson.dumps(fmt.upstream_body(body)), headers=headers
             ) as response:
+                self._calls[task] = response
                 if response.status >= 400:
                     data = await response.read()
                     raise LlmError(
@@ -280,7 +314,14 @@ class UpstreamModel:
                         raise LlmError(f"upstream stream error: {message}", "PROVIDER_ERROR")
                     for chunk in translator.feed(payload):
                         yield chunk
+        except asyncio.CancelledError:
+            if self._cancelled is None or task is None:
+                raise
+            task.uncancel()  # our own cancel (``cancel``): the call ends as an error, the task goes on
+            raise LlmError(self._cancelled, "CANCELLED", 503) from None
         except aiohttp.ClientError as exc:
+            if self._cancelled is not None:
+                raise LlmError(self._cancelled, "CANCELLED", 503) from exc
             raise LlmError(
                 f"upstream {url} could not be reached or cut the stream: {exc}", "CONNECTION"
             ) from exc
@@ -288,6 +329,8 @@ class UpstreamModel:
             raise LlmError(
                 f"upstream {url} sent an SSE event that is not JSON: {exc}", "BAD_RESPONSE"
             ) from exc
+        finally:
+            self._calls.pop(task, None)
         for chunk in translator.finish():
             yield chunk
 

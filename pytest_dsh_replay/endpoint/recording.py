@@ -8,7 +8,9 @@
 
   ``version`` absent is version 1 (the manifests written before it was added); ``formats`` are the
   paths of the wire formats the recording was made through, each one the endpoint serves
-  (:data:`~.formats.FORMATS`). Other keys are ignored. ``dsh-replay validate`` reports a manifest that
+  (:data:`~.formats.FORMATS`). ``unknownParents`` (optional) lists the conversations whose parent
+  could not be told (:func:`parent_notes`: said by the recording's summary and ``dsh-replay
+  validate``, no finding). Other keys are ignored. ``dsh-replay validate`` reports a manifest that
   does not read as a finding (:func:`manifest_findings`), in the words of the start-up refusal.
 * :func:`check_recording` is the start-up gate of a replay: the recording must be one
   ``dsh-replay validate`` reports clean (a seq gap, a malformed line, a turn out of balance, a bad pin
@@ -17,15 +19,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from msgspec import Struct
 
 from ..errors import HarnessError, quote, read_regular_file
 from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_endpoint_recording, is_log_name
+from .conversations import CONVERSATION_HEADER, PARENT_HEADER
 from .formats import FORMATS
 
 if TYPE_CHECKING:
@@ -64,10 +67,55 @@ class Manifest(Struct, frozen=True):
     formats: tuple[str, ...]
 
 
-def manifest_text(formats: Iterable[str]) -> str:
-    """The manifest of a recording made through ``formats`` (paths), as the writer stores it."""
-    body = {"version": MANIFEST_VERSION, "recordedBy": RECORDED_BY, "formats": sorted(set(formats))}
+def manifest_text(formats: Iterable[str], unknown_parents: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The manifest of a recording made through ``formats`` (paths), as the writer stores it.
+
+    ``unknown_parents``: log file -> the log files of the conversations whose tool calls were open
+    when it started (two or more: its parent could not be told), stored as ``unknownParents``
+    (``[{"log", "candidates"}]``) and said by :func:`parent_notes`.
+    """
+    body: dict[str, Any] = {
+        "version": MANIFEST_VERSION,
+        "recordedBy": RECORDED_BY,
+        "formats": sorted(set(formats)),
+    }
+    if unknown_parents:
+        body["unknownParents"] = [
+            {"log": log, "candidates": list(candidates)} for log, candidates in unknown_parents.items()
+        ]
     return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def parent_note(log: str, candidates: Sequence[str]) -> str:
+    """What the recording's summary and ``dsh-replay validate`` say of a conversation whose parent
+    could not be told (:attr:`~.conversations.Conversation.candidates`)."""
+    return (
+        f"{log}: started while {len(candidates)} conversations had tool calls open "
+        f"({', '.join(candidates)}), so its parent could not be told and it was recorded as a root; "
+        f"if it is a child of one of them, send the header {PARENT_HEADER}: NAME with its first request "
+        f"(NAME: the parent's {CONVERSATION_HEADER} name) and re-record"
+    )
+
+
+def parent_notes(directory: Path) -> list[str]:
+    """:func:`parent_note` of each conversation of the recording's manifest whose parent could not be
+    told (``unknownParents``); ``[]`` without a manifest, or with one that does not read (validate
+    reports that as a finding)."""
+    path = directory / ENDPOINT_MANIFEST
+    try:
+        value = orjson.loads(read_regular_file(path, "endpoint manifest", whole_limit=True))
+    except (OSError, HarnessError, orjson.JSONDecodeError):
+        return []
+    entries = value.get("unknownParents") if isinstance(value, dict) else None
+    notes: list[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        log, candidates = entry.get("log"), entry.get("candidates")
+        names = [c for c in candidates if isinstance(c, str)] if isinstance(candidates, list) else []
+        if isinstance(log, str) and names:
+            notes.append(parent_note(log, names))
+    return notes
 
 
 def read_manifest(directory: Path) -> Manifest | None:
@@ -185,5 +233,7 @@ __all__ = [
     "check_recording",
     "manifest_findings",
     "manifest_text",
+    "parent_note",
+    "parent_notes",
     "read_manifest",
 ]

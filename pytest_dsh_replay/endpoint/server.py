@@ -38,18 +38,21 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.wire import chat, messages
+from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS
+from .formats import FORMATS, format_for_path
+from .guard import Guard
+from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
 from .record import ConversationLog, Recorder, UpstreamModel, answer_content
-from .recording import check_recording, manifest_text
+from .recording import check_recording, manifest_text, parent_note
+from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
 
@@ -87,9 +90,7 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
             "anthropic SDK the base URL without /v1, an OpenAI client the one with it)"
         )
-    anthropic = path == messages.PATH or path.startswith(messages.PATH + "/")
-    fmt = cast(WireFormat, messages if anthropic else chat)
-    return fmt.error_body(message, code, status), status
+    return format_for_path(path).error_body(message, code, status), status
 
 
 class EndpointConfigError(HarnessError):
@@ -105,9 +106,12 @@ class EndpointConfig(Struct):
         directory: the recording directory (``session.jsonl``, ``session.N.jsonl``, sidecars, pins).
         record: the record mode.
         upstream: the upstream base URL (``https://api.openai.com/v1``) for the record modes.
-        api_key: the upstream API key (sent upstream only, scrubbed from everything written).
-        api_key_env: the environment variable ``api_key`` was read from (named when the upstream
-            refuses the credentials).
+        api_key: the upstream API key of every format (sent upstream only, scrubbed from everything
+            written and from the errors a client gets); ``None``: read from the environment.
+        api_key_env: the environment variable the key of every format is read from (or ``api_key``
+            was read from: named when the upstream refuses the credentials); ``None``: each format's
+            provider variable (``KEY_ENV`` of its wire module: ``OPENAI_API_KEY`` for Chat Completions
+            and Responses, ``ANTHROPIC_API_KEY`` for Messages). Read at start, by record plans only.
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
@@ -115,13 +119,15 @@ class EndpointConfig(Struct):
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
+        allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
+            a request from a web page is refused).
     """
 
     directory: Path
     record: RecordMode = RecordMode.NONE
     upstream: str | None = None
     api_key: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
@@ -131,6 +137,7 @@ class EndpointConfig(Struct):
     port: int = 0
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
+    allow_origins: tuple[str, ...] = ()
 
 
 class EndpointOutcome(Struct):
@@ -211,7 +218,11 @@ class Endpoint:
         from ..scenario.secrets import request_scrub
 
         config = self.config
-        self.scrubber = secret_scrubber([config.api_key] if config.api_key else [])
+        self.keys = self._upstream_keys() if self.plan is not Plan.REPLAY else {}
+        # a placeholder too short to be anyone's key (``x``, ``dummy``) is sent, but scrubbing it would
+        # redact ordinary words (llm/secrets.py's floor)
+        keys = [key for _env, key in self.keys.values() if key and len(key) >= MIN_SECRET_LENGTH]
+        self.scrubber = secret_scrubber(keys)
         if self.plan is not Plan.REPLAY:
             if not config.upstream:
                 once = config.record is RecordMode.ONCE
@@ -220,7 +231,8 @@ class Endpoint:
                     f"{config.directory}: {config.record_flag}={config.record} needs an upstream to record "
                     f"from{unrecorded}: give {config.upstream_flag}"
                 )
-            self.upstream = UpstreamModel(config.upstream, config.api_key)
+            base_url = check_base_url(config.upstream, config.upstream_flag.split(" ", 1)[0])
+            self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
         if self.plan in (Plan.REPLAY, Plan.EPISODES):
@@ -260,12 +272,26 @@ class Endpoint:
         else:
             self.model = self.watched
 
+    def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
+        """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
+        variable it comes from (:class:`EndpointConfig`'s ``api_key``/``api_key_env``)."""
+        config = self.config
+        out: dict[str, tuple[str, str | None]] = {}
+        for path, fmt in FORMATS.items():
+            env = config.api_key_env or fmt.KEY_ENV
+            key = config.api_key if config.api_key is not None else os.environ.get(env)
+            out[path] = (env, key.strip() if key else None)
+        return out
+
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
         from aiohttp import web
 
+        guard = Guard(self.config.host, self.config.allow_origins)
         self._build()
-        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[web.middleware(_route_errors)])
+        # the guard first: a request it refuses reaches no route and no body is read
+        middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
@@ -355,7 +381,9 @@ class Endpoint:
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
         pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
-        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen)))
+        unknown_parents = self._unknown_parents(result.logs)
+        outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
+        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
@@ -368,6 +396,16 @@ class Endpoint:
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+
+    def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
+        """Log file -> the log files of its parent candidates, for each recorded conversation whose
+        parent could not be told (:attr:`~.conversations.Conversation.candidates`)."""
+        names = {log.id: log_name(rank) for rank, log in enumerate(logs)}
+        return {
+            names[conv.id]: [names[c] for c in conv.candidates if c in names]
+            for conv in self.binder.conversations
+            if conv.candidates and conv.id in names
+        }
 
     # -- serving ---------------------------------------------------------------------------------
 
@@ -394,6 +432,12 @@ class Endpoint:
                 self.in_flight -= 1
 
         return handle
+
+    def cancel_upstream(self, reason: str) -> int:
+        """End the upstream calls in flight now (a stop whose grace ran out): each fails with
+        ``reason`` (code ``CANCELLED``, HTTP 503 or the stream's error event for its client) and is
+        recorded as a failed call by :meth:`stop`. Returns how many were cancelled."""
+        return self.upstream.cancel(reason) if self.upstream is not None else 0
 
     def abandon(self) -> None:
         """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's
@@ -510,14 +554,16 @@ class Endpoint:
                 self.problems.append(message)
             else:
                 raise exc
+            # an upstream's error may echo the key it was sent: what reaches the client is scrubbed
+            message = self.scrubber.scrub_fixed(message)
             if live and isinstance(exc, LlmError) and exc.code == "AUTH":
                 # an answer to missing or wrong credentials is no recording of the agent: recording it
                 # would make the commonest set-up mistake a green fixture
                 # (the report's one note says that nothing is written)
-                key = "is not set" if not self.config.api_key else "was refused"
+                env, api_key = self.keys[fmt.PATH]
+                key = "is not set" if not api_key else "was refused"
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in "
-                    f"${self.config.api_key_env} {key}"
+                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
                 )
             elif live and isinstance(exc, LlmError) and exc.code == "CONNECTION" and not received:
                 # no upstream answered: nothing to record (a stream cut after its first chunk is recorded)

@@ -26,6 +26,8 @@ Classes and codes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import HarnessError
 
 
@@ -84,17 +86,41 @@ class RequestMismatchError(ReplayServeError):
     The message names the log and its role, the call index, the first differing path of each part
     (``messages[3].content[0].text: recorded '...' != sent '...'``) and the re-record command.
     ``parts`` lists the differing parts (``messages``, ``system``, ``tools``, ``model``); ``call`` names
-    the call (``call #2 of session.jsonl (parent, script #1)``, empty when unknown).
+    the call (``call #2 of session.jsonl (parent, script #1)``, empty when unknown). What a report shows
+    beside the message: ``differences`` (one :class:`~.requests.Difference` per part: the path and
+    both values there, normalized), ``file`` and ``index`` (the log's file name, the 1-based call),
+    ``checked`` (each part and where its recorded value came from), ``masks`` (the normalizations
+    both sides went through), ``rerecord`` (the command that re-records), ``served`` (``False``: a
+    strict model served nothing for the call).
     """
 
     code = "REPLAY_REQUEST_MISMATCH"
 
     def __init__(
-        self, message: str, code: str | None = None, parts: tuple[str, ...] = (), call: str = ""
+        self,
+        message: str,
+        code: str | None = None,
+        parts: tuple[str, ...] = (),
+        call: str = "",
+        *,
+        differences: tuple[Any, ...] = (),
+        file: str = "",
+        index: int = 0,
+        checked: tuple[str, ...] = (),
+        masks: tuple[str, ...] = (),
+        rerecord: str = "",
+        served: bool = False,
     ) -> None:
         super().__init__(message, code)
         self.parts = parts
         self.call = call
+        self.differences = differences
+        self.file = file
+        self.index = index
+        self.checked = checked
+        self.masks = masks
+        self.rerecord = rerecord
+        self.served = served
 
 
 class UnmatchedSessionError(RequestMismatchError):

@@ -64,6 +64,8 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
 )
 
 _ANON = "<anonymous>"
+#: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
+NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
 
 
@@ -304,9 +306,18 @@ class ReplayModel:
                 )
                 + ")"
             )
+        details: dict[str, Any] = {
+            "differences": tuple(diffs),
+            "file": script.file.name,
+            "index": call + 1,
+            "checked": tuple(f"{p} ({src})" for p, src in checked.items()),
+            "masks": NORMALIZATIONS,
+            "rerecord": rerecord,
+            "served": not self.strict and not free,
+        }
         if free:
-            return UnmatchedSessionError("\n".join(lines), None, parts, where)
-        return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where)
+            return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
+        return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
 
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section)."""

@@ -14,10 +14,9 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
-from itertools import repeat
-from operator import add, itemgetter
+from itertools import compress, repeat
+from operator import itemgetter, le
 from typing import Any
 
 import orjson
@@ -37,8 +36,8 @@ _PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
 _PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
 _SAFE_INT = 2**53 - 1
 _loads: Callable[[bytes], Any] = orjson.loads
-_get_seq_time = itemgetter("seq", "time")
-_get_type = itemgetter("type")
+_get_type_seq_time = itemgetter("type", "seq", "time")
+_first = itemgetter(0)
 
 
 def malformed_line_message(where: str, line_no: int, line: bytes, exc: Exception | None = None) -> str:
@@ -84,14 +83,23 @@ def _as_bytes(text: str | bytes, file: str | None = None) -> bytes:
         ) from None
 
 
+#: The shortest line that can parse as JSON nested deeper than the limit: ``MAX_INPUT_NESTING + 1``
+#: opening brackets and as many closing ones (a line that does not parse is refused as malformed).
+DEEP_LINE_MIN_BYTES = 2 * (MAX_INPUT_NESTING + 1)
+
+
 def deep_rows(lines: list[bytes]) -> list[int]:
     """Indexes of the ``lines`` whose JSON nests containers deeper than
     :data:`~pytest_dsh_replay.errors.MAX_INPUT_NESTING` (the sidecars' limit): every log reader
     refuses them as malformed lines, so no recursive walk of a row (``repr``, scrubbing, comparison)
-    can exceed Python's recursion limit. C-level bracket counts screen the lines; only a line with
-    more opening brackets than the limit is parsed and measured."""
-    opens = map(add, map(bytes.count, lines, repeat(b"[")), map(bytes.count, lines, repeat(b"{")))
-    suspects = [i for i, n in enumerate(opens) if n > MAX_INPUT_NESTING]
+    can exceed Python's recursion limit.
+
+    Screened in C-level passes: only a line of at least :data:`DEEP_LINE_MIN_BYTES` bytes (the
+    shortest that can parse that deep; most event lines are shorter) has its brackets counted, and
+    only one with more opening brackets than the limit is parsed and measured. A line that is not
+    JSON is left out (each reader reports it as malformed with its own parse)."""
+    long_lines = compress(range(len(lines)), map(le, repeat(DEEP_LINE_MIN_BYTES), map(len, lines)))
+    suspects = [i for i in long_lines if lines[i].count(b"[") + lines[i].count(b"{") > MAX_INPUT_NESTING]
     out: list[int] = []
     for i in suspects:
         try:
@@ -439,10 +447,9 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:
-            # one C-level pass: raises KeyError when a row lacks seq or time (a projected row),
-            # TypeError when a row is not a dict; the tuples are freed at once (freelist, no gc)
-            deque(map(_get_seq_time, rows), 0)
-            kinds = set(map(_get_type, rows))
+            # one C-level pass over the rows: raises KeyError when a row lacks type, seq or time (a
+            # projected row), TypeError when a row is not a dict; each tuple is freed at once
+            kinds = set(map(_first, map(_get_type_seq_time, rows)))
             fast = kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
         except (TypeError, KeyError):
             fast = False

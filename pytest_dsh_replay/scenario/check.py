@@ -134,6 +134,8 @@ class CheckOutcome(Struct):
     end_seed_ignored: bool = False  # session/end-seed dropped because the fixtures predate the marker
     skipped: str | None = None  # why the scenario cannot run here (a recording of another agent)
     request_mismatch: bool = False  # a request differed from its recording (its report says how to re-record)
+    #: every request that differed from its recording (strict or accepted), in call order, all backends
+    mismatches: list[RequestMismatchError] = field(default_factory=list)
     refused: bool = False  # an update refused: a recorded answer would follow a changed request
 
     @property
@@ -333,6 +335,7 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
             f"{', '.join(m.parts)}\n{m}"
             for m in model.mismatches
         )
+    outcome.mismatches.extend(model.mismatches)
     # after a request mismatch nothing more was served: consumption and log diffs would only cascade
     outcome.request_mismatch = outcome.request_mismatch or any(
         isinstance(e, RequestMismatchError) for e in model.failures

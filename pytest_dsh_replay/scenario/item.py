@@ -13,21 +13,25 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import orjson
 from msgspec import Struct, field
 from msgspec.structs import replace
 
 from ..errors import HarnessError
-from ..itemreport import GuardVerdict, ItemReport, ReplayCounts, WriteStatus
+from ..itemreport import MAX_VALUE, GuardVerdict, ItemReport, ReplayCounts, RequestDiff, WriteStatus
 from ..layout import INPUT_FILE, is_log_name, log_rank
 from ..modes import Backend, RecordMode
+from ..replay.errors import RequestMismatchError
+from ..replay.requests import MISSING
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
 from .errors import FixtureInventoryError, ScenarioDefinitionError, ScenarioError, ScenarioMismatch
 from .plan import Plan
 from .requestcheck import model_hint
 
-__all__ = ["ItemResult", "check_item"]
+__all__ = ["ItemResult", "check_item", "request_diffs"]
 
 
 class ItemResult(Struct):
@@ -122,12 +126,57 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         report.episodes = "extended" if outcome.written else "unchanged"
     if outcome.plan.writes:
         report.write = _write_status(outcome)
+    report.diffs = [d for m in outcome.mismatches for d in request_diffs(m)]
+    if outcome.mismatches:
+        path = outcome.scenario.path
+        report.commands = list(
+            dict.fromkeys(
+                [
+                    *(f"re-record: {m.rerecord}" for m in outcome.mismatches if m.rerecord),
+                    "accept the changed requests, keeping the recorded answers: "
+                    f"pytest --dsh-scenario {path} --snapshot-update --dsh-accept-changed-requests",
+                ]
+            )
+        )
     if outcome.plan is not Plan.RECORD:  # every replaying plan served recorded calls (summed over backends)
         n = max(1, len(outcome.backends))
         report.replayed = ReplayCounts(
             outcome.backends or (Backend.JSONL,), outcome.logs_compared // n, outcome.calls_served // n
         )
     return report
+
+
+def _shown(value: Any) -> str:
+    """A request value as a report shows it: indented JSON (``(absent)``), cut at ``MAX_VALUE``."""
+    if value is MISSING:
+        return "(absent)"
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = repr(value)
+    if len(text) > MAX_VALUE:
+        text = text[:MAX_VALUE] + f"\n... ({len(text) - MAX_VALUE} more characters)"
+    return text
+
+
+def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
+    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch."""
+    return [
+        RequestDiff(
+            mismatch.call,
+            d.part,
+            d.path,
+            _shown(d.recorded),
+            _shown(d.sent),
+            file=mismatch.file,
+            index=mismatch.index,
+            note=d.note,
+            checked=list(mismatch.checked),
+            masks=list(mismatch.masks),
+            served="recorded" if mismatch.served else "nothing",
+        )
+        for d in mismatch.differences
+    ]
 
 
 def _write_status(outcome: CheckOutcome) -> WriteStatus:

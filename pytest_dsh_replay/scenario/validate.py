@@ -40,6 +40,7 @@ from ..layout import (
     is_endpoint_recording,
     is_sidecar_name,
     loose_log_number,
+    mcp_log_files,
 )
 from ..llm.secrets import SecretScrubber
 from ..session import SURFACE_TYPES
@@ -633,7 +634,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
-    return logs
+    return [*logs, *mcp_log_files(directory)]  # an MCP server's sessions beside the model's (docs/mcp.md)
 
 
 def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:

@@ -349,6 +349,8 @@ def write_fixtures(
     normalization: Normalization = NO_RULES,
     prune_owned: bool = False,
     strict_layout: bool = False,
+    log_paths: Sequence[Path] | None = None,
+    remove: Sequence[Path] = (),
 ) -> tuple[list[Path], list[Path]]:
     """Write the run's logs (and ``extra`` ``(path, text)`` files) as the scenario's fixtures, stably.
 
@@ -361,6 +363,11 @@ def write_fixtures(
         normalization: what "equal" means (the item's ignore set, envelope order, event hook).
         prune_owned: a recording: remove every recorder-owned file it did not produce.
         strict_layout: refuse (``ForeignRecordingError``) to rewrite a fixture in the newer layout.
+        log_paths: where each log goes, for logs outside the scenario layout (an MCP server's sessions,
+            ``layout.mcp_log_name``; ``base`` then holds those files' current contents). With it, no
+            recorder-owned file is pruned: ``remove`` lists the files that go instead.
+        remove: files removed with the swap (``log_paths`` only: the server's sessions the run no
+            longer has).
 
     The set is replaced all or nothing (:class:`_Swap`): every file staged beside its target first,
     then swapped in, stale owned files removed last; on any failure every old file is put back and
@@ -385,7 +392,7 @@ def write_fixtures(
     rendered: list[tuple[Path, bytes]] = []
     produced: set[Path] = set()
     for i in range(len(result.logs)):
-        path = scenario.primary_file if i == 0 else scenario.child_file(i)
+        path = scenario.log_file(i) if log_paths is None else log_paths[i]
         produced.add(path)
         data = base.data[i] if composer.unchanged(i) else composer.render(i)
         rendered.append((path, _scrub_lines(data, scrubber)))
@@ -400,7 +407,7 @@ def write_fixtures(
         for path in owned_files(scenario.path)
         if path not in produced
         and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
-    ]
+    ] if log_paths is None else [path for path in remove if path not in produced and path.exists()]
     with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
         orphans = _orphans(scenario.path)
         swap = _Swap()

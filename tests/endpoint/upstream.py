@@ -31,6 +31,7 @@ class Answer:
     error_after: int | None = None  # send an SSE error event after this many chunks
     arrived: threading.Event | None = None  # set when the request has arrived
     hold: threading.Event | None = None  # the answer waits for it (at most 30 s) before it starts
+    delay: float = 0.0  # seconds between two streamed chunks (a slow stream)
 
 
 def _chunks(answer: Answer) -> list[dict[str, Any]]:
@@ -116,6 +117,8 @@ class FakeUpstream:
                 await response.write_eof()
                 return response
             await send({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            if answer.delay:
+                await asyncio.sleep(answer.delay)
         await send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         if (body.get("stream_options") or {}).get("include_usage"):
             await send(

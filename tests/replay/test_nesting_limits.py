@@ -12,6 +12,7 @@ import pytest
 
 from pytest_dsh_replay.errors import MAX_INPUT_NESTING
 from pytest_dsh_replay.replay import ReplayParseError, parse_session_log
+from pytest_dsh_replay.replay.parse import DEEP_LINE_MIN_BYTES, deep_rows
 from pytest_dsh_replay.replay.pins import PinError, load_pins
 from tests._input_helpers import BUNDLED, cli
 
@@ -44,6 +45,20 @@ def test_a_pin_at_the_limit_still_loads(tmp_path: Path) -> None:
     tools[0]["parameters"]["x"] = json.loads(nested(MAX_INPUT_NESTING - 4))
     pin.write_text(json.dumps(tools))
     load_pins(scenario, 2)
+
+
+def test_the_nesting_screen_refuses_the_shortest_line_nested_past_the_limit() -> None:
+    """The screen counts brackets only on lines long enough to nest past the limit: the shortest line
+    that does (``MAX_INPUT_NESTING + 1`` brackets each way) is still found; one level less is not, and
+    neither is a short line of many brackets that is no JSON (its reader reports it as malformed)."""
+    too_deep = nested(MAX_INPUT_NESTING + 1, "").encode()
+    assert len(too_deep) == DEEP_LINE_MIN_BYTES
+    at_limit = nested(MAX_INPUT_NESTING, "").encode()
+    assert deep_rows([b"{}", too_deep, at_limit, b"[" * 200, too_deep + b" "]) == [1, 4]
+    row = '{"type":"user/message","seq":0,"time":1,"data":' + nested(MAX_INPUT_NESTING, "") + "}"
+    with pytest.raises(ReplayParseError) as info:
+        parse_session_log(f"{HEADER}\n{row}\n", file="session.jsonl")
+    assert "session.jsonl:2: JSON nested deeper than 128 levels" in str(info.value)
 
 
 @pytest.mark.parametrize("where", ["seq", "data"])

@@ -65,6 +65,7 @@ class WireFormat(Protocol):
 
     PATH: str
     ITEMS_FIELD: str
+    KEY_ENV: str
 
     def fresh_item(self, item: object) -> bool: ...
 

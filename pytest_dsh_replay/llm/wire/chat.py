@@ -47,6 +47,7 @@ from .fields import (
 
 __all__ = [
     "ITEMS_FIELD",
+    "KEY_ENV",
     "PATH",
     "ChatChunkTranslator",
     "ChatStreamEncoder",
@@ -713,6 +714,8 @@ def _details_text(details: Any) -> str | None:
 PATH = "/v1/chat/completions"
 #: The body field holding the conversation's items (the messages a client sends every time).
 ITEMS_FIELD = "messages"
+#: The environment variable this API's SDK reads its key from (the upstream key of a recording).
+KEY_ENV = "OPENAI_API_KEY"
 
 
 def fresh_item(item: object) -> bool:

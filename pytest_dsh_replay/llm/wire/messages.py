@@ -58,6 +58,7 @@ from .fields import (
 
 __all__ = [
     "ITEMS_FIELD",
+    "KEY_ENV",
     "PATH",
     "WIRE",
     "MessagesEventTranslator",
@@ -85,6 +86,8 @@ JsonDict = dict[str, Any]
 PATH = "/v1/messages"
 #: The body field holding the conversation's items (the messages a client sends every time).
 ITEMS_FIELD = "messages"
+#: The environment variable this API's SDK reads its key from (the upstream key of a recording).
+KEY_ENV = "ANTHROPIC_API_KEY"
 
 
 def fresh_item(item: object) -> bool:

@@ -60,6 +60,7 @@ from .fields import check_tool_calls
 
 __all__ = [
     "ITEMS_FIELD",
+    "KEY_ENV",
     "PATH",
     "REASONING_PART_SEPARATOR",
     "ResponsesEventTranslator",
@@ -83,6 +84,8 @@ JsonDict = dict[str, Any]
 PATH = "/v1/responses"
 #: The body field holding the conversation's items (the ``input`` a client sends every time).
 ITEMS_FIELD = "input"
+#: The environment variable this API's SDK reads its key from (the upstream key of a recording).
+KEY_ENV = "OPENAI_API_KEY"
 
 
 def fresh_item(item: object) -> bool:

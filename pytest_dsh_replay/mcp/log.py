@@ -1,0 +1,312 @@
+"""The on-disk format of an MCP server session: one session log (events.md) per session, the one home
+of how JSON-RPC traffic becomes events and how a recording becomes a script again (docs/mcp.md).
+
+Writing (:class:`McpSessionLog`), every JSON-RPC message that passed, in the order it passed:
+
+* ``mcp/message`` ``{"from": "client" | "server", "message": <the JSON-RPC object as sent>}`` for every
+  message, both ways: requests, results, errors, notifications (progress, logging, list changes) and
+  the server's own requests (sampling, roots, elicitation) with the client's answers. The vocabulary is
+  open (events.md §4): the derivation, ``validate`` and the writer pass the type through.
+* a ``tools/call`` request is also a tool call of the spec's vocabulary: it opens a turn (``turn/start``
+  with trigger ``{"kind": "message", "source": {"kind": "plugin", "plugin": "mcp"}}``, ``step/start``)
+  unless one is open, and is a ``tool/call`` ``{turn, step, callId, name, arguments}`` (``callId``: the
+  request id as a string, ``arguments``: ``params.arguments`` as compact JSON text). Its answer is the
+  ``tool/result`` ``{turn, step, callId, content, isError}`` (``content``: the MCP result's content
+  blocks as sent; a JSON-RPC error is ``isError: true`` with the error message as its text and
+  ``error: {"name": "JSONRPCError", "code": "<code>"}``), sourced at the ``tool/call``. The turn ends
+  (``step/end``, ``turn/end`` ``completed``) when no tool call is pending any more, so calls in flight at
+  once share one step, as the parallel tool calls of a model answer do. A call still pending when the
+  session ends gets a closing ``tool/result`` (``isError``, code ``MCP_NO_RESULT``) and the turn ends
+  ``aborted``.
+
+The ``mcp/message`` events are what replay serves (exactly what the server sent); the ``tool/call`` and
+``tool/result`` events are what ``show``, ``diff`` and the request check read.
+
+Reading (:func:`session_script`): the recorded client messages in order, each with the server
+messages that followed it up to the next client message (its *segment*), which replay sends when the
+client's matching message arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+import orjson
+from msgspec import Struct, field
+
+from ..errors import HarnessError
+from ..session import Session
+
+#: the event type of one JSON-RPC message (either way)
+MESSAGE_EVENT = "mcp/message"
+#: how a turn of an MCP session starts: the plugin ``mcp`` asked for the tool call
+TRIGGER: dict[str, Any] = {"kind": "message", "source": {"kind": "plugin", "plugin": "mcp"}}
+#: the JSON-RPC method of a tool call
+TOOLS_CALL = "tools/call"
+
+
+class McpFormatError(HarnessError):
+    """A recorded MCP session log that does not read as one (an ``mcp/message`` without a JSON-RPC object)."""
+
+    code = "MCP_BAD_LOG"
+
+
+def is_request(message: Mapping[str, Any]) -> bool:
+    """A JSON-RPC request: a ``method`` and an ``id``."""
+    return "method" in message and "id" in message
+
+
+def is_notification(message: Mapping[str, Any]) -> bool:
+    """A JSON-RPC notification: a ``method`` without an ``id``."""
+    return "method" in message and "id" not in message
+
+
+def is_response(message: Mapping[str, Any]) -> bool:
+    """A JSON-RPC response: an ``id`` with ``result`` or ``error``, no ``method``."""
+    return "method" not in message and "id" in message and ("result" in message or "error" in message)
+
+
+def call_id(request_id: Any) -> str:
+    """The ``callId`` of a JSON-RPC request id (a string id as is, a number as its decimal text)."""
+    return request_id if isinstance(request_id, str) else orjson.dumps(request_id).decode()
+
+
+def tool_arguments(message: Mapping[str, Any]) -> tuple[str, Any]:
+    """``(name, arguments)`` of a ``tools/call`` request (``""`` and ``{}`` when absent)."""
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    name = params.get("name")
+    arguments = params.get("arguments", {})
+    return (name if isinstance(name, str) else "", arguments if arguments is not None else {})
+
+
+class McpSessionLog(Struct):
+    """The event writer of one MCP server session (module doc). ``client``/``server`` take each message
+    as it passed; :meth:`close` ends what is open."""
+
+    session: Session
+    turn: int = 0
+    step_open: bool = False
+    #: request id (as ``callId``) -> seq of its ``tool/call``
+    pending: dict[str, int] = field(default_factory=dict)
+
+    def _append(self, kind: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return cast(dict[str, Any], self.session.append(kind, data, **kw))
+
+    def client(self, message: dict[str, Any]) -> None:
+        """A message the client sent."""
+        self._append(MESSAGE_EVENT, {"from": "client", "message": message})
+        if is_request(message) and message.get("method") == TOOLS_CALL:
+            if not self.step_open:
+                self.turn += 1
+                self._append("turn/start", {"turn": self.turn, "trigger": TRIGGER})
+                self._append("step/start", {"turn": self.turn, "step": 1})
+                self.step_open = True
+            name, arguments = tool_arguments(message)
+            cid = call_id(message["id"])
+            event = self._append(
+                "tool/call",
+                {
+                    "turn": self.turn,
+                    "step": 1,
+                    "callId": cid,
+                    "name": name,
+                    "arguments": orjson.dumps(arguments).decode(),
+                },
+            )
+            self.pending[cid] = int(event["seq"])
+
+    def server(self, message: dict[str, Any]) -> None:
+        """A message the server sent."""
+        self._append(MESSAGE_EVENT, {"from": "server", "message": message})
+        if not is_response(message):
+            return
+        cid = call_id(message["id"])
+        seq = self.pending.pop(cid, None)
+        if seq is None:
+            return
+        result = message.get("result")
+        if isinstance(result, dict):
+            content = result.get("content")
+            self._result(
+                cid, seq, list(content) if isinstance(content, list) else [], bool(result.get("isError"))
+            )
+        else:
+            error = message.get("error")
+            error = error if isinstance(error, dict) else {}
+            text = error.get("message")
+            self._result(
+                cid,
+                seq,
+                [{"type": "text", "text": text if isinstance(text, str) else orjson.dumps(error).decode()}],
+                True,
+                {"name": "JSONRPCError", "code": call_id(error.get("code"))},
+            )
+
+    def _result(
+        self, cid: str, seq: int, content: list[Any], is_error: bool, error: dict[str, Any] | None = None
+    ) -> None:
+        data: dict[str, Any] = {
+            "turn": self.turn,
+            "step": 1,
+            "callId": cid,
+            "content": content,
+            "isError": is_error,
+        }
+        if error is not None:
+            data["error"] = error
+        self._append("tool/result", data, surface_op="append", source_event_seqs=[seq])
+        if not self.pending:
+            self._end_turn({"kind": "completed"})
+
+    def _end_turn(self, reason: dict[str, Any]) -> None:
+        self._append("step/end", {"turn": self.turn, "step": 1})
+        self._append("turn/end", {"turn": self.turn, "reason": reason})
+        self.step_open = False
+
+    def close(self, why: str) -> None:
+        """The session ended: a tool call still pending gets its closing result, its turn ends aborted."""
+        if not self.step_open:
+            return
+        for cid, seq in list(self.pending.items()):
+            self.pending.pop(cid)
+            data = {
+                "turn": self.turn,
+                "step": 1,
+                "callId": cid,
+                "content": [{"type": "text", "text": f"no result: {why}"}],
+                "isError": True,
+                "error": {"name": "McpRelayError", "code": "MCP_NO_RESULT"},
+            }
+            self._append("tool/result", data, surface_op="append", source_event_seqs=[seq])
+        self._end_turn({"kind": "aborted", "reason": why})
+
+
+class Recorded(Struct):
+    """One recorded client message and what the server sent after it (its segment).
+
+    Attributes:
+        index: its place among the session's client messages (0-based).
+        seq: the seq of its ``mcp/message`` event.
+        message: the JSON-RPC message the client sent.
+        segment: the server's messages up to the next client message, in order.
+    """
+
+    index: int
+    seq: int
+    message: dict[str, Any]
+    segment: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def method(self) -> str | None:
+        method = self.message.get("method")
+        return method if isinstance(method, str) else None
+
+
+class McpScript(Struct):
+    """A recorded MCP session as replay serves it (:func:`session_script`).
+
+    Attributes:
+        file: the log's file name (named in reports).
+        session_id: the recorded session id.
+        cwd: the recorded header's ``cwd`` (tokenized on the recorded side of the request check).
+        prologue: server messages before the client's first message.
+        items: the client's messages in order, each with its segment.
+    """
+
+    file: str
+    session_id: str
+    cwd: str | None
+    prologue: list[dict[str, Any]] = field(default_factory=list)
+    items: list[Recorded] = field(default_factory=list)
+
+
+def session_script(file: str, header: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> McpScript:
+    """The script of one recorded MCP session log (module doc).
+
+    Raises:
+        McpFormatError: an ``mcp/message`` whose data is not ``{"from": "client"|"server", "message":
+            {...}}`` (names the file and the seq).
+    """
+    cwd = header.get("cwd")
+    script = McpScript(file, str(header.get("id", "")), cwd if isinstance(cwd, str) else None)
+    for event in events:
+        if event.get("type") != MESSAGE_EVENT:
+            continue
+        data = event.get("data")
+        seq = event.get("seq")
+        side = data.get("from") if isinstance(data, dict) else None
+        message = data.get("message") if isinstance(data, dict) else None
+        if side not in ("client", "server") or not isinstance(message, dict):
+            raise McpFormatError(
+                f"{file}: seq {seq}: an {MESSAGE_EVENT} event holds "
+                '{"from": "client"|"server", "message": {...}}; this one does not'
+            )
+        if side == "client":
+            script.items.append(
+                Recorded(len(script.items), int(seq) if isinstance(seq, int) else -1, message)
+            )
+        elif script.items:
+            script.items[-1].segment.append(message)
+        else:
+            script.prologue.append(message)
+    return script
+
+
+class CallRef(Struct, frozen=True):
+    """A ``tool/call`` event of a log: ``file`` and ``seq`` say where, ``key`` what (name, arguments)."""
+
+    file: str
+    seq: int
+    key: str
+
+
+def call_key(name: Any, arguments: Any) -> str:
+    """What binding compares of a tool call: its name and its arguments as JSON data (key order and
+    spacing of the model's raw text do not count; text that is not JSON is compared as text)."""
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            value = arguments
+    return orjson.dumps([name, value], option=orjson.OPT_SORT_KEYS).decode()
+
+
+def bind_calls(asked: Iterable[CallRef], served: Iterable[CallRef]) -> dict[CallRef, CallRef]:
+    """Each MCP tool call (``served``, in log order) bound to the model answer's tool call that asked for
+    it (``asked``, in log order): the first one not bound yet with the same :func:`call_key`. Calls
+    without a partner stay unbound; docs/mcp.md says what this cannot tell apart. Returns both
+    directions (served -> asked and asked -> served)."""
+    free: dict[str, list[CallRef]] = {}
+    for ref in asked:
+        free.setdefault(ref.key, []).append(ref)
+    bound: dict[CallRef, CallRef] = {}
+    for ref in served:
+        waiting = free.get(ref.key)
+        if waiting:
+            partner = waiting.pop(0)
+            bound[ref] = partner
+            bound[partner] = ref
+    return bound
+
+
+__all__ = [
+    "MESSAGE_EVENT",
+    "TOOLS_CALL",
+    "TRIGGER",
+    "CallRef",
+    "McpFormatError",
+    "McpScript",
+    "McpSessionLog",
+    "Recorded",
+    "bind_calls",
+    "call_id",
+    "call_key",
+    "is_notification",
+    "is_request",
+    "is_response",
+    "session_script",
+    "tool_arguments",
+]

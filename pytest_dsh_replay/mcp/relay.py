@@ -1,0 +1,569 @@
+"""The MCP relay's core, whatever the transport: one :class:`McpRelay` per MCP server session, with a plan
+from :func:`~pytest_dsh_replay.scenario.plan.plan_for` (docs/mcp.md).
+
+* **record** (``once`` without a recording of the session, ``rewrite``): the transport relays every
+  message both ways; :meth:`McpRelay.from_client` and :meth:`McpRelay.from_server` write what passed
+  (:class:`~.log.McpSessionLog`) and say what to forward. A server that answers a request nobody sent,
+  writes a line that is not JSON-RPC, exits with requests pending or does not answer in time is a
+  problem of the run: the client gets a JSON-RPC error in place of the answer, and nothing is written.
+* **replay** (``none``, or ``once``/``new_episodes`` with the session recorded): the server is not
+  started; :meth:`McpRelay.replay` answers each client message from the script
+  (:func:`~.log.session_script`): the first unused recorded message of the same method is taken and
+  its segment sent (response ids, progress tokens respelled to the live ones). A ``tools/call`` is
+  first checked against the recorded call (tool name and arguments, through the request check's
+  primitives: each side tokenized by its own :class:`~pytest_dsh_replay.session.tokens.Tokenizer`,
+  compared by :func:`~pytest_dsh_replay.replay.requests.first_difference`); a call that differs is
+  answered with a JSON-RPC error naming the difference and is a problem, and the recorded call stays
+  to be served. Recorded requests left unused (``ping`` aside) fail the run unless ``allow_unused``.
+* **episodes** (``new_episodes``): a session recorded is replayed, one past the recording recorded.
+
+Sessions of one server name are numbered in the order the servers start (``--run-dir``: a directory
+every relay of one run shares claims its index there; without it a relay is session 0).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+from msgspec import Struct, field
+
+from ..errors import HarnessError
+from ..layout import mcp_log_files, mcp_log_name, mcp_name_problem
+from ..modes import RecordMode
+from ..scenario.plan import Plan
+from ..scenario.plan import plan_for as scenario_plan
+from .log import (
+    TOOLS_CALL,
+    McpScript,
+    McpSessionLog,
+    Recorded,
+    call_id,
+    is_notification,
+    is_request,
+    is_response,
+    session_script,
+    tool_arguments,
+)
+
+#: JSON-RPC error codes of the relay's own answers
+PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603
+#: the relay's answer to a request it cannot serve from the recording (or the server did not answer)
+RELAY_ERROR = -32001
+
+
+class McpRelayError(HarnessError):
+    """A problem of an MCP relay's run; ``code`` says which (docs/mcp.md lists them):
+    ``MCP_CONFIG``, ``MCP_NOT_JSON``, ``MCP_UNKNOWN_ID``, ``MCP_SERVER_EXITED``, ``MCP_SERVER_TIMEOUT``,
+    ``MCP_CALL_MISMATCH``, ``MCP_NOT_RECORDED``, ``MCP_NOT_CONSUMED``, ``MCP_BAD_LOG``,
+    ``MCP_SERVER_START``."""
+
+    code = "MCP_RELAY"
+
+
+class McpConfig(Struct):
+    """How one relay serves.
+
+    Attributes:
+        directory: the recording directory (the endpoint's, when both record one run).
+        name: the server's name (``mcp.<name>.jsonl``).
+        record: the record mode.
+        command: the real server's command line (record plans only).
+        allow_unused: recorded requests left unused do not fail the run.
+        run_dir: a directory shared by the relays of one run (session numbering, outcomes).
+        timeout: seconds the server has to answer a request while recording.
+        cwd: the session's cwd (tokenized on both sides); default the process cwd.
+        accept_unused: how the caller lets recorded requests go unused (named in the report).
+        rerecord: the command that records again (named in the report).
+    """
+
+    directory: Path
+    name: str = "server"
+    record: RecordMode = RecordMode.NONE
+    command: list[str] = field(default_factory=list)
+    allow_unused: bool = False
+    run_dir: Path | None = None
+    timeout: float = 60.0
+    cwd: str | None = None
+    accept_unused: str = "--allow-unused"
+    rerecord: str | None = None
+
+
+class McpOutcome(Struct):
+    """What a relay's run came to: ``problems`` fail it; ``written``/``removed`` files; ``notes``."""
+
+    name: str
+    plan: str
+    index: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def report(self) -> str:
+        """Every problem, then the notes."""
+        head = (
+            f"dsh-replay mcp {self.name} session {self.index} ({self.plan}): {len(self.problems)} problem(s)"
+        )
+        return "\n".join([head, *self.problems, *self.notes])
+
+
+def claim_index(run_dir: Path | None, name: str) -> int:
+    """This relay's session index among the relays of ``name`` in the run (0 without a run directory):
+    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``)."""
+    if run_dir is None:
+        return 0
+    run_dir.mkdir(parents=True, exist_ok=True)
+    index = 0
+    while True:
+        try:
+            fd = os.open(run_dir / f"{name}.{index}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            index += 1
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return index
+
+
+def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def _without_meta(params: Any) -> Any:
+    return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
+
+
+def _progress_token(message: Mapping[str, Any]) -> Any:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get("progressToken") if isinstance(meta, dict) else None
+
+
+def _describe(message: Mapping[str, Any]) -> str:
+    method = message.get("method")
+    if method == TOOLS_CALL:
+        name, arguments = tool_arguments(message)
+        text = orjson.dumps(arguments).decode()
+        return f"tools/call {name}({text if len(text) <= 120 else text[:117] + '...'})"
+    return str(method)
+
+
+class McpRelay:
+    """One MCP server session relayed (module doc). :meth:`start` first; then the transport calls
+    :meth:`from_client`/:meth:`from_server` (record) or :meth:`replay`; :meth:`finish` last.
+
+    Raises (from ``start``):
+        McpRelayError: ``MCP_CONFIG`` for a bad name, a record plan without a command, or replay without
+            a recording; ``MCP_BAD_LOG`` and the log readers' errors for a recording that does not read.
+    """
+
+    def __init__(self, config: McpConfig) -> None:
+        self.config = config
+        self.cwd = config.cwd or os.getcwd()
+        self.index = 0
+        self.plan = Plan.REPLAY
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.log: McpSessionLog | None = None
+        self.script: McpScript | None = None
+        #: record: request key -> (method, monotonic start) of the client requests the server owes
+        self.pending: dict[str, tuple[Any, str, float]] = {}
+        self.timed_out: set[str] = set()
+        #: the client closed its side: requests it left pending are its own business, no problem
+        self.client_closed = False
+        # replay state: the script/cursor idea of the replay engine
+        self.used: list[bool] = []
+        self.live_ids: dict[str, Any] = {}
+        self.tokens: dict[str, Any] = {}
+        self.prologue_sent = False
+        self.sides: Any = None
+        self.claimed = False
+
+    @property
+    def records(self) -> bool:
+        return self.plan is Plan.RECORD
+
+    def start(self) -> None:
+        """Claim the session index, pick the plan, load the script (replay) or open the log (record)."""
+        config = self.config
+        problem = mcp_name_problem(config.name)
+        if problem is not None:
+            raise McpRelayError(f"--name: {problem}", "MCP_CONFIG")
+        self.index = claim_index(config.run_dir, config.name)
+        self.claimed = True
+        path = config.directory / mcp_log_name(config.name, self.index)
+        recorded = os.path.lexists(path)
+        plan = scenario_plan(config.record, recorded=recorded, update=False)
+        # new_episodes: a recorded session replays, one past the recording is recorded
+        self.plan = Plan.REPLAY if plan is Plan.EPISODES else plan
+        if self.records:
+            if not config.command:
+                raise McpRelayError(
+                    f"{path}: --record {config.record} has to record this session but no server command "
+                    "was given (dsh-replay mcp DIR --name NAME --record once -- COMMAND ARGS...)",
+                    "MCP_CONFIG",
+                )
+            session_id = f"mcp-{config.name}-{uuid.uuid4()}"
+            from ..session import Session
+
+            header: Any = {
+                "version": 0,
+                "id": session_id,
+                "createdAt": int(time.time() * 1000),
+                "cwd": self.cwd,
+            }
+            self.log = McpSessionLog(Session(session_id, header=header))
+            return
+        if not recorded:
+            raise McpRelayError(
+                f"{path}: no recording of MCP server {config.name!r} session {self.index} to replay; "
+                "record it with --record once and the server's command",
+                "MCP_CONFIG",
+            )
+        from ..scenario.harvest import read_log_file
+        from ..session.tokens import Tokenizer
+
+        log = read_log_file(path)
+        self.script = session_script(path.name, log.header, log.events)
+        self.used = [False] * len(self.script.items)
+        self.sides = (Tokenizer([self.script.session_id], self.script.cwd), Tokenizer([], self.cwd))
+
+    # -- record ----------------------------------------------------------------------------------
+
+    def problem(self, message: str, code: str) -> str:
+        """Add a problem of the run (once) and return its text, ``[CODE] message``."""
+        text = f"[{code}] {message}"
+        if text not in self.problems:
+            self.problems.append(text)
+        return text
+
+    def from_client(self, message: Any) -> None:
+        """A message the client sent, forwarded to the server (record)."""
+        assert self.log is not None
+        if not isinstance(message, dict):
+            self.problem(f"the client sent {quote_json(message)}: not a JSON-RPC object", "MCP_NOT_JSON")
+            return
+        self.log.client(message)
+        if is_request(message):
+            self.pending[call_id(message["id"])] = (message["id"], _describe(message), time.monotonic())
+
+    def from_server(self, message: Any) -> bool:
+        """A message the server sent (record); ``False``: do not forward it (an answer nobody waits for)."""
+        assert self.log is not None
+        if not isinstance(message, dict):
+            self.problem(f"the server sent {quote_json(message)}: not a JSON-RPC object", "MCP_NOT_JSON")
+            return True
+        if is_response(message):
+            key = call_id(message["id"])
+            if key in self.timed_out:
+                self.timed_out.discard(key)
+                return False  # the client had its error already
+            if self.pending.pop(key, None) is None:
+                self.problem(
+                    f"the server answered request id {key}, which the client never sent or had its answer "
+                    "already; the answer was not forwarded",
+                    "MCP_UNKNOWN_ID",
+                )
+                return False
+        self.log.server(message)
+        return True
+
+    def overdue(self, now: float | None = None) -> list[dict[str, Any]]:
+        """The error answers of requests the server did not answer within ``timeout`` (each a problem)."""
+        now = time.monotonic() if now is None else now
+        answers = []
+        for key, (request_id, what, started) in list(self.pending.items()):
+            if now - started < self.config.timeout:
+                continue
+            del self.pending[key]
+            self.timed_out.add(key)
+            text = self.problem(
+                f"the server did not answer request id {key} ({what}) within {self.config.timeout:g} s",
+                "MCP_SERVER_TIMEOUT",
+            )
+            answers.append(_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
+        return answers
+
+    def server_gone(self, returncode: int | None) -> list[dict[str, Any]]:
+        """The server exited (or closed its stdout): error answers for the requests it still owed."""
+        answers: list[dict[str, Any]] = []
+        if self.client_closed:
+            return answers
+        for key, (request_id, what, _started) in list(self.pending.items()):
+            del self.pending[key]
+            text = self.problem(
+                f"the server exited (code {returncode}) before it answered request id {key} ({what})",
+                "MCP_SERVER_EXITED",
+            )
+            answers.append(_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
+        return answers
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def replay(self, message: Any) -> list[dict[str, Any]]:
+        """The messages to send the client for one message of its (replay)."""
+        assert self.script is not None
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            text = self.problem(
+                f"the client sent {quote_json(message)}: not a JSON-RPC 2.0 message", "MCP_NOT_JSON"
+            )
+            request_id = message.get("id") if isinstance(message, dict) else None
+            return [_error(request_id, INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+        out: list[dict[str, Any]] = []
+        if not self.prologue_sent:
+            self.prologue_sent = True
+            out += self.script.prologue
+        if is_response(message):
+            item = self._take(lambda r: is_response(r.message) and r.message.get("id") == message.get("id"))
+        elif is_notification(message):
+            item = self._take(lambda r: is_notification(r.message) and r.method == message.get("method"))
+        elif is_request(message):
+            found = self._request(message)
+            if isinstance(found, dict):
+                return [*out, found]
+            item = found
+        else:
+            text = self.problem(
+                f"the client sent {quote_json(message)}: neither a request, a notification nor a response",
+                "MCP_NOT_JSON",
+            )
+            return [*out, _error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+        if item is None:
+            return out  # a notification or an answer the recording does not hold: nothing follows it
+        return out + [m for m in (self._respell(s) for s in item.segment) if m is not None]
+
+    def _take(self, fits: Any) -> Recorded | None:
+        assert self.script is not None
+        for item in self.script.items:
+            if not self.used[item.index] and fits(item):
+                self.used[item.index] = True
+                return item
+        return None
+
+    def _request(self, message: dict[str, Any]) -> Recorded | dict[str, Any]:
+        """The recorded request ``message`` takes (marked used, ids mapped), or the error answer."""
+        assert self.script is not None
+        method = message.get("method")
+        candidates = [
+            r
+            for r in self.script.items
+            if not self.used[r.index] and is_request(r.message) and r.method == method
+        ]
+        chosen: Recorded | None = None
+        if method == TOOLS_CALL and candidates:
+            chosen = candidates[0]  # tool calls in recorded order: the first unused one is checked
+            difference = self._difference(
+                tool_call_value(chosen.message), tool_call_value(message), TOOLS_CALL
+            )
+            if difference is not None:
+                text = self.problem(
+                    f"{self.script.file}: {_describe(message)} does not match recorded call "
+                    f"{_describe(chosen.message)} (seq {chosen.seq}): {difference}; re-record it"
+                    + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
+                    "MCP_CALL_MISMATCH",
+                )
+                return _error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+        elif candidates:
+            if method == "initialize":  # the client's own version and capabilities may differ
+                chosen = candidates[0]
+            else:
+                sent = _without_meta(message.get("params"))
+                chosen = next(
+                    (
+                        r
+                        for r in candidates
+                        if self._difference(_without_meta(r.message.get("params")), sent, "params") is None
+                    ),
+                    None,
+                )
+        if chosen is None:
+            if method == "ping":
+                return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+            text = self.problem(
+                f"{self.script.file}: the client sent {_describe(message)} with params "
+                f"{quote_json(message.get('params'))}, which the recording does not hold (unused)",
+                "MCP_NOT_RECORDED",
+            )
+            return _error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+        self.used[chosen.index] = True
+        self.live_ids[call_id(chosen.message["id"])] = message["id"]
+        recorded_token, live_token = _progress_token(chosen.message), _progress_token(message)
+        if recorded_token is not None:
+            self.tokens[call_id(recorded_token)] = live_token
+        return chosen
+
+    def _difference(self, recorded: Any, sent: Any, path: str) -> str | None:
+        """The request check of one value: both sides tokenized, the first difference rendered."""
+        from ..replay.requests import Difference, first_difference
+
+        if recorded == sent:
+            return None
+        recorded_side, live_side = self.sides
+        found = first_difference(
+            recorded_side.fresh().scrub_value(recorded), live_side.fresh().scrub_value(sent), path
+        )
+        return None if found is None else Difference(path, *found).render()
+
+    def _respell(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """A recorded server message as the live client must see it (its request's live id, token)."""
+        if is_response(message):
+            key = call_id(message["id"])
+            if key not in self.live_ids:
+                return None  # the answer of a request the client did not send this time
+            return {**message, "id": self.live_ids[key]}
+        if message.get("method") == "notifications/progress":
+            params = message.get("params")
+            if isinstance(params, dict) and "progressToken" in params:
+                token = self.tokens.get(call_id(params["progressToken"]))
+                if token is None:
+                    return None
+                return {**message, "params": {**params, "progressToken": token}}
+        return message
+
+    def unused(self) -> list[str]:
+        """One line per recorded request (``ping`` aside) the client never sent (replay)."""
+        if self.script is None:
+            return []
+        return [
+            f"{_describe(r.message)} (request id {call_id(r.message['id'])}, {self.script.file} seq {r.seq})"
+            for r in self.script.items
+            if not self.used[r.index] and is_request(r.message) and r.method != "ping"
+        ]
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def finish(self, why: str) -> McpOutcome:
+        """End the session (``why``: how it ended): the unused check (replay), the recording written
+        (record: alone, or into the run directory for the fixture to write), the outcome."""
+        outcome = McpOutcome(self.config.name, self.plan.label, self.index, list(self.problems))
+        if self.script is not None and not self.problems and not self.config.allow_unused:
+            unused = self.unused()
+            if unused:
+                rerecord = f", or re-record it:\n  {self.config.rerecord}" if self.config.rerecord else ""
+                outcome.problems.append(
+                    f"[MCP_NOT_CONSUMED] recorded requests of MCP server {self.config.name!r} not used in "
+                    f"{self.script.file}: {'; '.join(unused)}. The agent made fewer requests than recorded; "
+                    f"fix the change that skipped them{rerecord}\n  (or let recorded requests go unused: "
+                    f"{self.config.accept_unused})"
+                )
+        if self.log is not None:
+            self.log.close(why)
+            if outcome.problems:
+                outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+            else:
+                self._write(outcome)
+        self._leave(outcome)
+        return outcome
+
+    def refused(self, exc: HarnessError) -> None:
+        """:meth:`start` raised ``exc`` after the session was claimed: its outcome says so (the fixture
+        reads it instead of waiting for a relay that is gone)."""
+        if self.claimed:
+            self._leave(McpOutcome(self.config.name, self.plan.label, self.index, [f"[{exc.code}] {exc}"]))
+
+    def _leave(self, outcome: McpOutcome) -> None:
+        if self.config.run_dir is not None:  # what the fixture reads at teardown
+            import msgspec
+
+            target = self.config.run_dir / f"{self.config.name}.{self.index}.outcome.json"
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(msgspec.json.encode(outcome))
+            tmp.replace(target)
+
+    def session_log(self) -> Any:
+        """The recorded session as a :class:`~pytest_dsh_replay.scenario.normalize.SessionLog`."""
+        from ..scenario.harvest import header_record
+        from ..scenario.normalize import SessionLog
+
+        assert self.log is not None
+        session = self.log.session
+        events: list[Any] = list(session.events)
+        return SessionLog(header_record(session.header), events, f"live:{session.id}")
+
+    def _write(self, outcome: McpOutcome) -> None:
+        log = self.session_log()
+        if self.config.run_dir is not None:  # the fixture writes the run's sessions together
+            from ..scenario.harvest import log_to_jsonl
+
+            target = self.config.run_dir / f"{self.config.name}.{self.index}.jsonl"
+            tmp = target.with_suffix(".tmp")
+            tmp.write_text(log_to_jsonl(log), encoding="utf-8")
+            tmp.replace(target)
+            return
+        written, removed = write_sessions(self.config.directory, self.config.name, [log], self.cwd)
+        outcome.written, outcome.removed = [str(p) for p in written], [str(p) for p in removed]
+        outcome.notes.append(
+            f"recorded MCP server {self.config.name!r} ({len(log.events)} events) into "
+            f"{self.config.directory / mcp_log_name(self.config.name, 0)}"
+        )
+
+
+class _Run(Struct):
+    """What the writer takes of a run (``scenario.write.RunLogs``): the logs and their cwd."""
+
+    logs: list[Any]
+    cwd: str
+
+
+def tool_call_value(message: Mapping[str, Any]) -> dict[str, Any]:
+    """What the request check compares of a ``tools/call``: ``{"name", "arguments"}``."""
+    name, arguments = tool_arguments(message)
+    return {"name": name, "arguments": arguments}
+
+
+def quote_json(value: Any, width: int = 200) -> str:
+    """A value as bounded JSON text for a message."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def write_sessions(directory: Path, name: str, logs: list[Any], cwd: str) -> tuple[list[Path], list[Path]]:
+    """Write the sessions of server ``name`` (in start order) with the one stable writer, scrubbed by the
+    run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``."""
+    from ..scenario.definition import Scenario, ScenarioConfig
+    from ..scenario.fixtures import Fixtures, load_fixtures
+    from ..scenario.record import secret_scrubber
+    from ..scenario.write import write_fixtures
+
+    directory.mkdir(parents=True, exist_ok=True)
+    existing = mcp_log_files(directory, name)
+    scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
+    try:
+        base = load_fixtures(scenario, check_seqs=False)
+        base = Fixtures() if base.foreign else base
+    except HarnessError:
+        base = Fixtures()  # a damaged recording is what this one replaces
+    paths = [directory / mcp_log_name(name, i) for i in range(len(logs))]
+    return write_fixtures(
+        scenario,
+        _Run(logs, cwd),
+        secret_scrubber([]),
+        base=base,
+        log_paths=paths,
+        remove=[p for p in existing if p not in paths],
+    )
+
+
+__all__ = [
+    "McpConfig",
+    "McpOutcome",
+    "McpRelay",
+    "McpRelayError",
+    "claim_index",
+    "quote_json",
+    "tool_call_value",
+    "write_sessions",
+]

@@ -1,0 +1,500 @@
+"""Building the payload from recordings on disk and the items' reports (pure: reads files, writes none).
+
+* :func:`read_recording` turns one recording (a scenario directory, an endpoint recording, a directory
+  of logs, one log file) into a :class:`~.payload.Recording`: each log streamed once
+  (:func:`~..scenario.logstream.iter_log_events`, memory bounded by the transcript, not the file), its
+  model calls' chunks folded into one entry each.
+* :func:`link_children` says how each child's parent is known (header, the parent's open tool call).
+* :func:`report_payload` puts recordings and items together, failures first, with the summary.
+
+What is shown is what the files hold: recordings are scrubbed when written, and every text that did
+not come from a scrubbed file (an item's failure report, a request diff) went through the run's
+scrubber before it reached an item's ``user_properties``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from msgspec import Struct
+
+from ..errors import HarnessError
+from ..layout import PRIMARY_FILE, is_endpoint_recording, mcp_log_files, mcp_log_match
+from .payload import Call, Entry, Item, Link, Recording, Report, SessionView, Summary, ToolCall
+
+__all__ = [
+    "Spans",
+    "link_children",
+    "link_mcp",
+    "read_recording",
+    "read_session",
+    "recording_files",
+    "report_payload",
+]
+
+#: the longest text kept of one transcript entry (characters); longer texts are cut and say so
+MAX_TEXT = 20_000
+#: the longest JSON shown of an event type without a view
+MAX_OTHER = 400
+
+
+def _cut(text: str, limit: int = MAX_TEXT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... ({len(text) - limit} more characters not shown)"
+
+
+def _blocks_text(content: Any) -> str:
+    """The text of a content block list: text blocks joined, other blocks as their JSON."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else _json(content)
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif isinstance(block, dict) and block.get("type") in ("reasoning", "tool-call"):
+            continue  # shown apart (folded reasoning, tool calls)
+        else:
+            parts.append(_json(block))
+    return "\n".join(parts)
+
+
+def _json(value: Any, limit: int = MAX_OTHER) -> str:
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = repr(value)
+    return _cut(text, limit)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if type(value) is int else default
+
+
+class _Stream:
+    """The model call being streamed: chunks folded into text, reasoning, tool calls, usage, finish."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.chunks = 0
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.usage: dict[str, Any] | None = None
+        self.finish = ""
+
+    def feed(self, chunk: Any) -> None:
+        self.chunks += 1
+        if not isinstance(chunk, dict):
+            return
+        kind = chunk.get("type")
+        if kind == "text-delta" and isinstance(chunk.get("text"), str):
+            self.text.append(chunk["text"])
+        elif kind == "reasoning-delta" and isinstance(chunk.get("text"), str):
+            self.reasoning.append(chunk["text"])
+        elif kind == "block-end" and isinstance(block := chunk.get("block"), dict):
+            if block.get("type") == "tool-call":
+                self.calls.append(_tool_call(block, "id"))
+        elif kind == "usage" and isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        elif kind == "finish":
+            reason = chunk.get("reason")
+            self.finish = str(reason.get("kind", "")) if isinstance(reason, dict) else str(reason)
+
+
+def _tool_call(data: dict[str, Any], id_key: str) -> ToolCall:
+    args = data.get("arguments")
+    return ToolCall(
+        str(data.get(id_key, "")),
+        str(data.get("name", "")),
+        _cut(args if isinstance(args, str) else _json(args)),
+    )
+
+
+class _Transcript:
+    """Streaming transcript of one log (every event, the seed included: entries before the seed
+    boundary are marked ``seed``)."""
+
+    def __init__(self, seed_length: int, model: str) -> None:
+        self.seed_length = seed_length
+        self.model = model
+        self.entries: list[Entry] = []
+        self.index = 0
+        self.stream: _Stream | None = None
+        self.own_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        #: the first user message after the seed (what a subagent tool call asked the child)
+        self.first_prompt: str | None = None
+        #: (tool call id, name, seq started, seq ended or None, time started, time ended, arguments)
+        self.tool_spans: list[list[Any]] = []
+
+    def _add(self, entry: Entry) -> None:
+        entry.seed = self.index <= self.seed_length and self.seed_length > 0
+        self.entries.append(entry)
+
+    def _call(self, usage: Any, finish: str) -> Call:
+        # a fork child's own calls are numbered from 1 after its seed, as its replay script is
+        seeded = self.index <= self.seed_length and self.seed_length > 0
+        if not seeded:
+            self.own_calls += 1
+        call = Call(0 if seeded else self.own_calls, model=self.model, finish=finish)
+        if isinstance(usage, dict):
+            call.input_tokens = _int(usage.get("inputTokens"), -1)
+            call.output_tokens = _int(usage.get("outputTokens"), -1)
+            if not seeded:
+                self.input_tokens += max(call.input_tokens, 0)
+                self.output_tokens += max(call.output_tokens, 0)
+        return call
+
+    def _close_stream(self) -> None:
+        """A stream that ended without an ``assistant/message`` (cancelled or failed mid-stream)."""
+        stream, self.stream = self.stream, None
+        if stream is None:
+            return
+        self._add(
+            Entry(
+                "assistant",
+                stream.seq,
+                text=_cut("".join(stream.text)),
+                reasoning=_cut("".join(stream.reasoning)),
+                calls=stream.calls,
+                call=self._call(stream.usage, stream.finish),
+                chunks=stream.chunks,
+                partial=True,
+            )
+        )
+
+    def feed(self, event: dict[str, Any]) -> None:
+        self.index += 1
+        kind = event.get("type")
+        seq = _int(event.get("seq"), -1)
+        data = event.get("data")
+        d: dict[str, Any] = data if isinstance(data, dict) else {}
+        if kind == "mcp/message":
+            self._mcp_message(seq, d)
+            return
+        if kind == "assistant/chunk":
+            if self.stream is None:
+                self.stream = _Stream(seq)
+            self.stream.feed(d.get("chunk"))
+        elif kind == "assistant/message":
+            stream, self.stream = self.stream, None
+            content = d.get("content")
+            blocks = content if isinstance(content, list) else []
+            reasoning = "\n".join(
+                str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "reasoning"
+            )
+            calls = [
+                _tool_call(b, "id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool-call"
+            ]
+            usage = d.get("usage", stream.usage if stream else None)
+            self._add(
+                Entry(
+                    "assistant",
+                    stream.seq if stream else seq,
+                    text=_cut(_blocks_text(blocks)),
+                    reasoning=_cut(reasoning),
+                    calls=calls,
+                    call=self._call(usage, stream.finish if stream else ""),
+                    chunks=stream.chunks if stream else 0,
+                )
+            )
+        else:
+            self._close_stream_if_ended(kind)
+            self._other(kind, seq, d, event)
+        if self.index == self.seed_length and self.seed_length > 0:
+            self._close_stream()
+            self.entries.append(Entry("seed-end", seq, text=f"{self.seed_length} event(s) inherited"))
+
+    def _mcp_message(self, seq: int, d: dict[str, Any]) -> None:
+        """JSON-RPC messages of an MCP session: a run of them is one entry naming their methods (the
+        tool calls among them are shown by their ``tool/call``/``tool/result`` events)."""
+        last = self.entries[-1] if self.entries else None
+        if last is None or last.kind != "mcp":
+            last = Entry("mcp", seq, text="")
+            self._add(last)
+        last.chunks += 1
+        message = d.get("message")
+        method = message.get("method") if isinstance(message, dict) else None
+        if isinstance(method, str) and d.get("from") == "client":
+            names = last.text.split(", ") if last.text else []
+            if len(names) < 12 and method not in names:
+                last.text = ", ".join([*names, method])
+
+    def _close_stream_if_ended(self, kind: Any) -> None:
+        if self.stream is not None and kind in ("step/end", "turn/end", "turn/start", "step/start"):
+            self._close_stream()
+
+    def _other(self, kind: Any, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        if kind in ("user/message", "context/message", "steering/message"):
+            text = _blocks_text(d.get("content"))
+            if self.first_prompt is None and self.index > self.seed_length and kind == "user/message":
+                self.first_prompt = text
+            self._add(Entry(str(kind).split("/")[0], seq, text=_cut(text)))
+        elif kind == "tool/call":
+            call = _tool_call(d, "callId")
+            self._add(Entry("tool", seq, tool=call))
+            self.tool_spans.append([call.id, call.name, seq, None, event.get("time"), None, call.arguments])
+        elif kind == "tool/result":
+            call_id = str(d.get("callId", ""))
+            error = d.get("isError") is True
+            detail = _json(d["error"]) if isinstance(d.get("error"), dict) else ""
+            self._add(
+                Entry(
+                    "result",
+                    seq,
+                    text=_cut(_blocks_text(d.get("content"))),
+                    call_id=call_id,
+                    error=error,
+                    detail=detail,
+                )
+            )
+            for span in reversed(self.tool_spans):
+                if span[0] == call_id and span[3] is None:
+                    span[3], span[5] = seq, event.get("time")
+                    break
+        elif kind == "turn/start":
+            trigger = d.get("trigger")
+            what = str(trigger.get("kind", "")) if isinstance(trigger, dict) else ""
+            self._add(Entry("turn", seq, text=f"turn {_int(d.get('turn'))}", detail=what))
+        elif kind == "turn/end":
+            reason = d.get("reason")
+            r: dict[str, Any] = reason if isinstance(reason, dict) else {"kind": str(reason)}
+            why = str(r.get("kind", ""))
+            detail = " ".join(str(r[k]) for k in ("code", "message", "reason") if isinstance(r.get(k), str))
+            self._add(
+                Entry(
+                    "end",
+                    seq,
+                    text=why,
+                    detail=_cut(detail),
+                    error=why in ("error", "aborted", "interrupted"),
+                )
+            )
+        elif kind in ("step/start", "step/end", "session/end-seed"):
+            return  # steps carry nothing to read; the seed's end is the boundary entry
+        else:
+            self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
+
+    def finish(self) -> None:
+        self._close_stream()
+
+
+def recording_files(path: Path) -> list[Path]:
+    """The log files of a recording: a scenario or endpoint directory's fixtures (harvest order), any
+    other directory's ``*.jsonl`` files, or the file ``path``.
+
+    Raises:
+        HarnessError: ``PATH_EMPTY`` for a directory without logs; the inventory's typed errors.
+    """
+    from ..scenario.definition import fixture_files
+
+    if not path.is_dir():
+        return [path]
+    files = list(fixture_files(path)) if os.path.lexists(path / PRIMARY_FILE) else []
+    files = (
+        files + [f for f in mcp_log_files(path) if f not in files] if files else sorted(path.glob("*.jsonl"))
+    )
+    if not files:
+        raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
+    return files
+
+
+def _models(path: Path, count: int) -> list[str]:
+    """The ``model`` pin of each log (``""`` where none): the model each call asked for."""
+    from ..replay.pins import load_pins
+
+    if not path.is_dir():
+        return [""] * count
+    try:
+        pins = load_pins(path, count)
+    except HarnessError:
+        return [""] * count  # a bad pin is validate's finding; the report shows the logs
+    return [str(p.values.get("model", "")) for p in pins]
+
+
+def read_session(file: Path, model: str = "") -> tuple[SessionView, Spans]:
+    """One log as a :class:`SessionView` and the spans of its tool calls (for :func:`link_children`).
+
+    Raises:
+        HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
+    """
+    from ..replay.requests import header_role
+    from ..scenario.logstream import iter_log_events
+
+    header, events = iter_log_events(file)
+    seed = _int(header.get("seedLength"))
+    transcript = _Transcript(seed, model)
+    for _line, _raw, event in events:
+        if event is not None:
+            transcript.feed(event)
+    transcript.finish()
+    parent = header.get("parentSession")
+    mcp = mcp_log_match(file.name)
+    view = SessionView(
+        file.name,
+        str(header.get("id", "")),
+        parent=parent if isinstance(parent, str) else "",
+        role=header_role(header) if mcp is None else f"MCP server {mcp[0]}",
+        seed_length=seed,
+        created_at=_int(header.get("createdAt")),
+        events=transcript.index,
+        calls=transcript.own_calls,
+        input_tokens=transcript.input_tokens,
+        output_tokens=transcript.output_tokens,
+        transcript=transcript.entries,
+    )
+    return view, Spans(transcript.tool_spans, transcript.first_prompt)
+
+
+class Spans(Struct):
+    """What :func:`link_children` needs of one log: its tool calls' spans and its first own prompt."""
+
+    tools: list[list[Any]]
+    first_prompt: str | None = None
+
+
+def link_children(sessions: Sequence[SessionView], spans: Sequence[Spans]) -> None:
+    """Set each child's :class:`~.payload.Link` from the parent's tool calls open (started, with no
+    result before the child was created; times are milliseconds, so a result in the same millisecond
+    still counts as open) when the child was created. One of them, or one whose arguments quote the
+    child's first prompt: ``tool call``; several and no quote to tell them apart: ``inferred`` (the
+    latest started, the others listed as candidates); none: ``header`` (``parentSession`` alone)."""
+    by_id = {s.id: i for i, s in enumerate(sessions)}
+    for session, own in zip(sessions, spans, strict=True):
+        if not session.parent:
+            continue
+        link = Link()
+        index = by_id.get(session.parent)
+        if index is not None:
+            created, parent_seed = session.created_at, sessions[index].seed_length
+            open_ = [
+                sp
+                for sp in spans[index].tools
+                if isinstance(sp[4], int)
+                and sp[4] <= created
+                and (not isinstance(sp[5], int) or sp[5] >= created)
+                and sp[2] >= parent_seed  # a tool call the parent inherited is its own parent's
+            ]
+            prompt = own.first_prompt
+            quoted = [sp for sp in open_ if prompt and orjson.dumps(prompt).decode()[1:-1] in sp[6]]
+            if len(quoted) == 1:
+                open_ = quoted
+            if open_:
+                best = max(open_, key=lambda sp: sp[2])
+                link.how = "tool call" if len(open_) == 1 else "inferred"
+                link.tool = f"{best[1]} {best[0]}"
+                link.candidates = [f"{sp[1]} {sp[0]}" for sp in open_ if sp is not best]
+        session.link = link
+
+
+def _arguments_key(name: str, arguments: str) -> tuple[str, str]:
+    """A tool call's name and arguments compared as JSON values (a model's raw text and the MCP
+    client's compact JSON of the same arguments are the same call)."""
+    try:
+        return name, orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONDecodeError:
+        return name, arguments
+
+
+def link_mcp(sessions: Sequence[SessionView]) -> None:
+    """Put each MCP tool call beside the model's tool call that asked for it: the first call of a
+    conversation with the same tool name and arguments (as JSON values) not paired yet, in log order.
+    The MCP session's ``tool`` entry then says ``asked by <file> call #N (<id>)``, the conversation's
+    ``served by MCP server <name> (<file>)``, and the MCP session's ``asked_by`` names the conversation
+    (the page shows it under that session)."""
+    asked: dict[tuple[str, str], list[tuple[SessionView, int, ToolCall]]] = {}
+    tool_entries: dict[tuple[str, str], Entry] = {}
+    for session in sessions:
+        if session.role.startswith("MCP server"):
+            continue
+        for entry in session.transcript:
+            if entry.kind == "assistant" and entry.call is not None and not entry.seed:
+                for call in entry.calls:
+                    asked.setdefault(_arguments_key(call.name, call.arguments), []).append(
+                        (session, entry.call.index, call)
+                    )
+            elif entry.kind == "tool" and entry.tool is not None:
+                tool_entries[(session.file, entry.tool.id)] = entry
+    for session in sessions:
+        if not session.role.startswith("MCP server"):
+            continue
+        for entry in session.transcript:
+            if entry.kind != "tool" or entry.tool is None:
+                continue
+            waiting = asked.get(_arguments_key(entry.tool.name, entry.tool.arguments))
+            if not waiting:
+                continue
+            conversation, index, call = waiting.pop(0)
+            entry.detail = f"asked by {conversation.file} call #{index} ({call.id})"
+            asker = tool_entries.get((conversation.file, call.id))
+            if asker is not None:
+                asker.detail = f"served by {session.role} ({session.file}, call {entry.tool.id})"
+            if not session.asked_by:
+                session.asked_by = conversation.id
+
+
+def read_recording(path: Path, *, label: str | None = None) -> Recording:
+    """One recording at ``path`` (see :func:`recording_files`); a log that cannot be read is kept as a
+    session with its ``error`` (the others are still read), a directory that cannot be listed as the
+    recording's ``error``."""
+    kind = (
+        "log"
+        if not path.is_dir()
+        else "endpoint"
+        if is_endpoint_recording(path)
+        else "scenario"
+        if os.path.lexists(path / "input.json")
+        else "logs"
+    )
+    recording = Recording(label or str(path), kind)
+    try:
+        files = recording_files(path)
+    except HarnessError as exc:
+        recording.error = f"[{exc.code}] {exc}"
+        return recording
+    models = _models(path, len(files))
+    spans: list[Spans] = []
+    for file, model in zip(files, models, strict=True):
+        try:
+            view, tool_spans = read_session(file, model)
+        except HarnessError as exc:
+            view, tool_spans = SessionView(file.name, "", error=f"[{exc.code}] {exc}"), Spans([])
+        recording.sessions.append(view)
+        spans.append(tool_spans)
+    link_children(recording.sessions, spans)
+    link_mcp(recording.sessions)
+    return recording
+
+
+def report_payload(
+    title: str, recordings: Iterable[Recording], items: Iterable[Item] = (), *, run: bool = False
+) -> Report:
+    """The whole payload: items failures first (then updated, then the rest, each in run order), the
+    recordings as given, and the summary counted from both."""
+    rank = {"failed": 0, "error": 0}
+    ordered = sorted(
+        items, key=lambda it: rank.get(it.outcome, 2) if it.outcome != "passed" or not it.written else 1
+    )
+    recs = list(recordings)
+    summary = Summary(
+        items=len(ordered),
+        passed=sum(it.outcome == "passed" for it in ordered),
+        failed=sum(it.outcome == "failed" for it in ordered),
+        skipped=sum(it.outcome == "skipped" for it in ordered),
+        updated=sum(bool(it.written or it.removed) for it in ordered),
+        calls_served=sum(it.calls for it in ordered if it.outcome == "passed"),  # as the terminal summary
+        recordings=len(recs),
+        sessions=sum(len(r.sessions) for r in recs),
+        model_calls=sum(s.calls for r in recs for s in r.sessions),
+        input_tokens=sum(s.input_tokens for r in recs for s in r.sessions),
+        output_tokens=sum(s.output_tokens for r in recs for s in r.sessions),
+    )
+    return Report(title, summary, ordered, recs, run=run)

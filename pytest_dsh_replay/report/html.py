@@ -1,0 +1,56 @@
+"""The one writer of the report: the payload encoded once and inlined into the one template.
+
+``template.html`` (hand-written HTML, CSS and JavaScript, shipped as package data) holds the marker
+``__PAYLOAD__`` inside a ``<script type="application/json">`` element; the payload's JSON goes there
+with every ``</`` written ``<\\/`` (the same JSON value, but no text inside it can close the script
+element) and ``<!--`` likewise. The page fetches nothing: its content security policy allows no
+network at all, so it opens the same from disk, from a CI artifact or from a mail attachment.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+import msgspec
+
+from .payload import Report
+
+__all__ = ["render_html", "write_report"]
+
+_MARKER = "__PAYLOAD__"
+
+
+def _template() -> str:
+    return files(__package__).joinpath("template.html").read_text(encoding="utf-8")
+
+
+def render_html(report: Report) -> str:
+    """The self-contained HTML page of ``report`` (a ``str``; UTF-8 when written)."""
+    payload = msgspec.json.encode(report).decode("utf-8")
+    payload = payload.replace("</", "<\\/").replace("<!--", "<\\u0021--")
+    head, marker, tail = _template().partition(_MARKER)
+    assert marker, "template.html lost its payload marker"
+    return head + payload + tail
+
+
+def write_report(report: Report, path: Path) -> int:
+    """Write the page of ``report`` to ``path`` (replaced whole: written beside it, then renamed);
+    returns its size in bytes.
+
+    Raises:
+        OSError: the directory cannot be written.
+    """
+    data = render_html(report).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return len(data)

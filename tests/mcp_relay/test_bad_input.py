@@ -1,0 +1,110 @@
+"""Bad input of ``dsh-replay mcp``: a server that crashes, hangs (bounded by ``--timeout``), writes a line
+that is not JSON, answers a request nobody sent, or answers out of order, while recording; a client that
+sends garbage while replaying. Each is a typed problem (exit 1, the report on stderr) with an answer the
+client can take (no hang), and nothing is written that did not pass; answers out of order are legal
+JSON-RPC, recorded as they passed and replayed by id. And the two ways a session ends (the client
+closes stdin; SIGTERM after a server that does not exit) both leave the recording complete."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+
+
+def _record(tmp_path: Path, kind: str, *extra: str) -> LineClient:
+    argv = relay_argv(tmp_path, "--name", "bad", "--record", "once", *extra)
+    return LineClient([*argv, "--misbehave", kind])
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "answer"),
+    [
+        ("crash", "MCP_SERVER_EXITED", "the server exited (code 3) before it answered request id 1"),
+        (
+            "hang",
+            "MCP_SERVER_TIMEOUT",
+            "the server did not answer request id 1 (tools/call counter({})) within 0.5 s",
+        ),
+        ("garbage", "MCP_NOT_JSON", None),
+        ("stray", "MCP_UNKNOWN_ID", None),
+    ],
+)
+def test_a_bad_server_is_a_problem_and_nothing_is_written(
+    tmp_path: Path, kind: str, code: str, answer: str | None
+) -> None:
+    client = _record(tmp_path, kind, "--timeout", "0.5")
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    assert client.read()["id"] == 0
+    got = client.read()
+    if answer is None:  # the line that passed, then the answer
+        assert got == b"this is not json\n" if kind == "garbage" else got["id"] == 1
+        if kind == "garbage":
+            assert client.read()["result"]["content"][0]["text"] == "1"
+    else:
+        assert got["id"] == 1 and answer in got["error"]["message"] and code in got["error"]["message"]
+    status, stderr = client.close()
+    assert status == 1, stderr
+    assert f"[{code}]" in stderr and "nothing written to" in stderr
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_answers_out_of_order_are_recorded_as_they_passed_and_replayed_by_id(tmp_path: Path) -> None:
+    client = _record(tmp_path, "swap")
+    client.send(INIT, INITIALIZED, call(1, "counter"), call(2, "add", {"a": 1, "b": 1}))
+    client.read()
+    first, second = client.read(), client.read()
+    assert (first["id"], second["id"]) == (2, 1)
+    status, stderr = client.close()
+    assert status == 0, stderr
+    events = [json.loads(line) for line in (tmp_path / "mcp.bad.jsonl").read_text().splitlines()[1:]]
+    kinds = [e["type"] for e in events if e["type"] not in ("mcp/message",)]
+    # both calls in flight at once: one turn, one step, the results in the order they came
+    assert kinds == [
+        "turn/start",
+        "step/start",
+        "tool/call",
+        "tool/call",
+        "tool/result",
+        "tool/result",
+        "step/end",
+        "turn/end",
+    ]
+    assert [e["data"]["callId"] for e in events if e["type"] == "tool/result"] == ["2", "1"]
+
+    # replayed (with garbage from the client first): each call gets its own answer, the garbage a
+    # parse error, and the run fails for the garbage alone
+    replay = LineClient(relay_argv(tmp_path, "--name", "bad", server=["/nonexistent"]))
+    replay.send(b"{not json\n", INIT, INITIALIZED, call(1, "counter"), call(2, "add", {"a": 1, "b": 1}))
+    assert replay.read()["error"]["code"] == -32700
+    assert replay.read()["id"] == 0
+    answers = {m["id"]: m["result"]["content"][0]["text"] for m in (replay.read(), replay.read())}
+    assert answers == {1: "1", 2: "2"}
+    status, stderr = replay.close()
+    assert status == 1 and "[MCP_NOT_JSON]" in stderr and "{not json" in stderr
+
+
+def test_stdin_closed_on_a_server_that_does_not_exit_still_writes(tmp_path: Path) -> None:
+    """The client closes stdin; the server ignores it: terminated after the grace, the recording written."""
+    client = _record(tmp_path, "stubborn")
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    client.read()
+    assert client.read()["result"]["content"][0]["text"] == "1"
+    status, stderr = client.close()
+    assert status == 0, stderr
+    assert '"type":"tool/result"' in (tmp_path / "mcp.bad.jsonl").read_text()
+
+
+def test_sigterm_writes_the_recording(tmp_path: Path) -> None:
+    """What a client does to a server still running after its grace: SIGTERM; the session is written."""
+    client = _record(tmp_path, "stubborn")
+    client.send(INIT, INITIALIZED, call(1, "counter"), call(2, "clock"))
+    for _ in range(3):
+        client.read()
+    status, stderr = client.stop()
+    assert status == 0, stderr
+    text = (tmp_path / "mcp.bad.jsonl").read_text()
+    assert text.count('"type":"tool/result"') == 2 and '"name":"clock"' in text
