@@ -5,6 +5,7 @@ describes."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -59,3 +60,15 @@ def test_diff_output_is_the_printed_one(tmp_path: Path, monkeypatch: pytest.Monk
     for line in expected:
         head = line.split("...")[0]
         assert any(p.startswith(head) for p in printed), (line, output)
+
+
+def test_report_command_prints_what_the_page_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``docs/report.md``'s ``dsh-replay report`` line: the counts as printed; the page's size figure may
+    differ from this run's by the template's later edits, so only its form is compared."""
+    shutil.copytree(REPO / "scenarios", tmp_path / "scenarios")
+    monkeypatch.chdir(tmp_path)
+    command, printed = block("report-command").strip().splitlines()
+    code, output = _dsh_replay(shlex.split(command.removeprefix("$ "))[1:])
+    assert code == 0, output
+    size = re.compile(r"\(\d[\d,]* bytes\)")
+    assert size.sub("(N bytes)", output.strip()) == size.sub("(N bytes)", printed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -86,20 +87,21 @@ def test_openai_examples_record_replay_and_go_red(
 def test_anthropic_example_records_with_its_key_and_replays(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The anthropic example, recorded by the command the page prints (its key variable, the Anthropic
+    SDK's base-URL form without ``/v1``) from a loopback Messages upstream, then replayed offline."""
     upstream = HTTPServer(host="127.0.0.1", port=0)
     upstream.start()
     try:
         upstream.expect_ordered_request(MESSAGES_PATH, method="POST").respond_with_data(
             text_body("Rome: the Colosseum, then Trastevere."), content_type="text/event-stream"
         )
-        ini = block("endpoint-anthropic-ini").replace(
-            "https://api.anthropic.com/v1", f"http://127.0.0.1:{upstream.port}/v1"
-        )
-        assert ini != block("endpoint-anthropic-ini")
-        pytester.makefile(".toml", pyproject=ini)
+        assignment, command = block("endpoint-anthropic-record").strip().split(" ", 1)
+        variable, _ = assignment.split("=", 1)
+        monkeypatch.setenv(variable, "sk-ant-docs-0123456789")
+        args = shlex.split(command.replace("https://api.anthropic.com", f"http://127.0.0.1:{upstream.port}"))
+        assert args[0] == "pytest"
         pytester.makepyfile(test_claude=block("endpoint-anthropic"))
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs-0123456789")
-        pytester.runpytest("-p", "no:cacheprovider", "--dsh-record=once").assert_outcomes(passed=1)
+        pytester.runpytest("-p", "no:cacheprovider", *args[1:]).assert_outcomes(passed=1)
         upstream.check_assertions()
         assert upstream.log[0][0].headers.get("x-api-key") == "sk-ant-docs-0123456789"
     finally:
