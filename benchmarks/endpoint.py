@@ -18,7 +18,14 @@
    requests arrive permuted. A run passes when every child got its own recorded answers and the
    endpoint reports nothing (no mismatch, every call used). Goal: 64 children, 100 runs, 0 misbindings.
 
-Usage: ``python benchmarks/endpoint.py [--calls N] [--chunks N] [--children N] [--runs N] [--quick]``
+3. **A large recording.** ``--scale`` single-call conversations (default 5,000), recorded once through the
+   endpoint, are replayed by an in-process endpoint: the first call against the median of the later
+   ones (goal <= 2x: the first call pays no start-up of the binder), and ``--unmatched`` requests that
+   match nothing (default 400), interleaved: the mean of the last 50 against the first 50 (goal about
+   1x: O(1) each) and the RSS growth over them (goal: flat).
+
+Usage: ``python benchmarks/endpoint.py [--calls N] [--chunks N] [--children N] [--runs N] [--scale N]
+[--unmatched N] [--quick]``
 """
 
 from __future__ import annotations
@@ -344,6 +351,68 @@ def concurrent(directory: Path, upstream: Upstream, children: int, runs: int, se
     return bad, time.perf_counter() - start
 
 
+# -- 3. a large recording ------------------------------------------------------------------------
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def scale(directory: Path, upstream: Upstream, conversations: int, unmatched: int) -> dict[str, float]:
+    """Record ``conversations`` single-call conversations, then replay them with ``unmatched`` requests
+    that match nothing interleaved; returns ms figures and the RSS growth (MB)."""
+    thread = EndpointThread(EndpointConfig(directory, RecordMode.ONCE, upstream=upstream.url))
+    url = thread.start()
+
+    async def record() -> None:
+        async with aiohttp.ClientSession() as session:
+            for i in range(conversations):
+                await _post(session, url, _body(f"p{i}"))
+
+    asyncio.run(record())
+    outcome = thread.stop(3600)
+    assert outcome.ok, outcome.report()
+    thread = EndpointThread(EndpointConfig(directory, allow_unused=True))
+    url = thread.start()
+    every = max(1, conversations // max(unmatched, 1))
+
+    async def replay() -> tuple[list[float], list[float], float]:
+        served, refused = [], []
+        rss = 0.0
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url + "/models") as answer:  # the connection, not the first call
+                await answer.read()
+            for i in range(conversations):
+                start = time.perf_counter()
+                await _post(session, url, _body(f"p{i}"))
+                served.append((time.perf_counter() - start) * 1000)
+                if i % every == 0 and len(refused) < unmatched:
+                    if len(refused) == 10:
+                        rss = _rss_mb()
+                    start = time.perf_counter()
+                    async with session.post(url + "/chat/completions", json=_body(f"nothing {i}")) as answer:
+                        await answer.read()
+                        assert answer.status == 400, answer.status
+                    refused.append((time.perf_counter() - start) * 1000)
+        return served, refused, _rss_mb() - rss
+
+    served, refused, grown = asyncio.run(replay())
+    thread.stop(600)
+    k = max(1, min(50, len(refused) // 4))
+    return {
+        "first call ms": served[0],
+        "later calls p50 ms": statistics.median(served[1:]),
+        "first / later": served[0] / statistics.median(served[1:]),
+        f"unmatched first {k} ms": statistics.mean(refused[:k]),
+        f"unmatched last {k} ms": statistics.mean(refused[-k:]),
+        "unmatched last / first": statistics.mean(refused[-k:]) / statistics.mean(refused[:k]),
+        "RSS growth MB": grown,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=100)
@@ -351,10 +420,12 @@ def main() -> None:
     parser.add_argument("--children", type=int, default=64)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scale", type=int, default=5000, help="conversations of the large recording")
+    parser.add_argument("--unmatched", type=int, default=400, help="unmatched requests against it")
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
     args = parser.parse_args()
     if args.quick:
-        args.calls, args.children, args.runs = 20, 8, 3
+        args.calls, args.children, args.runs, args.scale, args.unmatched = 20, 8, 3, 300, 40
     upstream = Upstream(args.chunks)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-endpoint-") as tmp:
         calls_dir, fan_dir = Path(tmp) / "calls", Path(tmp) / "fan"
@@ -378,6 +449,14 @@ def main() -> None:
             print(f"  {name:15} {value:8.3f}")
         print(
             f"  goal overhead p50 <= 2 ms: {'met' if responses_figures['overhead p50'] <= 2 else 'NOT met'}"
+        )
+        big = scale(Path(tmp) / "scale", Upstream(1), args.scale, args.unmatched)
+        print(f"a recording of {args.scale} single-call conversations, {args.unmatched} unmatched requests:")
+        for name, value in big.items():
+            print(f"  {name:24} {value:9.3f}")
+        print(
+            f"  goal first / later <= 2: {'met' if big['first / later'] <= 2 else 'NOT met'}; "
+            f"goal unmatched O(1): last / first {big['unmatched last / first']:.2f}"
         )
         bad, seconds = concurrent(fan_dir, upstream, args.children, args.runs, args.seed)
         calls = args.runs * (2 * args.children + 2)

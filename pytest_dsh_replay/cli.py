@@ -168,18 +168,25 @@ class _ScrubbedStream:
         return getattr(self._inner, name)
 
 
+def _cli_scrubber() -> Any:
+    """The commands' scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var,
+    secret-named environment values, the default patterns); the patterns alone when the key env var
+    is unusable."""
+    from .llm.secrets import SecretScrubber
+    from .scenario.secrets import default_scrubber
+
+    try:
+        return default_scrubber()
+    except HarnessError:
+        return SecretScrubber()
+
+
 def _scrubbed_output() -> Iterator[None]:
     """Every line any command prints, on stdout and stderr (rich's console, ``click.echo``, error and
     finding lines that quote input values: a session id, a callId, a sidecar value), goes through
     the run's scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var, secret-named
     environment values, the default patterns)."""
-    from .llm.secrets import SecretScrubber
-    from .scenario.secrets import default_scrubber
-
-    try:
-        scrubber = default_scrubber()
-    except HarnessError:  # an unusable key env var: still scrub the patterns
-        scrubber = SecretScrubber()
+    scrubber = _cli_scrubber()
     saved = sys.stdout, sys.stderr
     out, err = (
         _ScrubbedStream(sys.stdout, scrubber.scrub_fixed),
@@ -800,9 +807,10 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
     problems = [r.error for r in recordings if r.error] + [
         f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
     ]
+    scrubber = _cli_scrubber()  # what every command's output goes through
     payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
     try:
-        size = write_report(payload, output)
+        size = write_report(payload, output, scrubber.scrub_fixed)
     except OSError as exc:
         raise HarnessError(
             f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
@@ -878,6 +886,24 @@ def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
         show_default=True,
         help=help,
     )
+
+
+@main.command()
+@click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@_fail_on_harness_error
+def recover(directories: Sequence[Path]) -> None:
+    """Complete or clean up a write of DIRECTORY's recording that a kill interrupted.
+
+    A write that had committed (its journal, .dsh-write.json, is there) is completed to the new set;
+    temp files (.tmp, .bak) are removed. Prints what it did on stderr; exit 0 (also when there was
+    nothing to do), 2 when the directory cannot be recovered (the reason).
+    """
+    from .scenario.write import recover_write
+
+    for directory in directories:
+        done = recover_write(directory)
+        for line in done or ["nothing to recover"]:
+            click.echo(f"{directory}: {line}", err=True)
 
 
 @main.command()

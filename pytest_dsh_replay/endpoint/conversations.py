@@ -173,6 +173,9 @@ class Binder:
         self._by_state: dict[int, list[Conversation]] = {}
         self._by_boundary: dict[int, list[tuple[Conversation, int]]] = {}
         self._by_name: dict[str, Conversation] = {}
+        self._by_id: dict[str, Conversation] = {}
+        #: conversations whose last answer has tool calls whose results have not come back (spawn parents)
+        self._open: dict[int, Conversation] = {}
         self._counter = 0
         self._new_id = new_id or self._default_id
 
@@ -181,7 +184,7 @@ class Binder:
 
     def by_id(self, conversation_id: str) -> Conversation | None:
         """The conversation with that live id."""
-        return next((c for c in self.conversations if c.id == conversation_id), None)
+        return self._by_id.get(conversation_id)
 
     def rank(self, conversation_id: str) -> int | None:
         """Creation rank of a live conversation id (the replay model's ``bind_order``)."""
@@ -235,6 +238,7 @@ class Binder:
             for b in conv.boundaries:
                 self._by_boundary.setdefault(conv.hashes[b], []).append((conv, b))
         self.conversations.append(conv)
+        self._by_id[conv.id] = conv
         if name is not None:
             self._by_name[name] = conv
         return conv
@@ -290,7 +294,7 @@ class Binder:
             return Binding(conv, "fork", at, messages[at:], fork)
         candidates: tuple[str, ...] = ()
         if parent is None:
-            open_ = [c for c in self.conversations if c.open_calls and not c.busy]
+            open_ = [c for c in self._open.values() if not c.busy]
             parent = open_[0] if len(open_) == 1 else None
             candidates = tuple(c.id for c in open_) if len(open_) > 1 else ()
         conv = self._create(request, "spawn" if parent else "root", parent, 0, name)
@@ -337,8 +341,8 @@ class Binder:
     def answered(self, conv: Conversation, answer: Message, *, turn_ended: bool) -> None:
         """The call of ``conv`` was answered with ``answer``; ``turn_ended``: it has no tool calls."""
         self._extend(conv, [answer])
-        conv.open_calls = tuple(
-            str(b.get("id")) for b in answer.get("content", []) if b.get("type") == "tool-call"
+        self._set_open(
+            conv, tuple(str(b.get("id")) for b in answer.get("content", []) if b.get("type") == "tool-call")
         )
         if turn_ended:
             n = len(conv.messages)
@@ -359,12 +363,17 @@ class Binder:
         does not rank before the next one, and no later request continues, forks or spawns from it. A
         conversation it continued keeps its history, marked failed (:meth:`failed`)."""
         conv = binding.conversation
-        if binding.kind in ("continue", "retry") or conv not in self.conversations:
+        if binding.kind in ("continue", "retry") or self._by_id.get(conv.id) is not conv:
             self.failed(conv)
             return
-        self.conversations.remove(conv)
-        for later in self.conversations[conv.rank :]:  # a conversation created meanwhile moves up
-            later.rank -= 1
+        if self.conversations[-1] is conv:  # the common case: nothing was created meanwhile
+            self.conversations.pop()
+        else:
+            self.conversations.remove(conv)
+            for later in self.conversations[conv.rank :]:  # a conversation created meanwhile moves up
+                later.rank -= 1
+        del self._by_id[conv.id]
+        self._set_open(conv, ())
         if conv.name is not None and self._by_name.get(conv.name) is conv:
             del self._by_name[conv.name]
         for at in conv.boundaries:  # a fork child's inherited turn ends
@@ -382,7 +391,14 @@ class Binder:
             for b in m.get("content", [])
             if b.get("type") == "tool-result"
         }
-        conv.open_calls = tuple(c for c in conv.open_calls if c not in answered)
+        self._set_open(conv, tuple(c for c in conv.open_calls if c not in answered))
+
+    def _set_open(self, conv: Conversation, calls: tuple[str, ...]) -> None:
+        conv.open_calls = calls
+        if calls:
+            self._open[id(conv)] = conv
+        else:
+            self._open.pop(id(conv), None)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from msgspec import Struct
 
 from ..llm import Message, ModelRequest
@@ -37,6 +38,7 @@ class _Entry(Struct):
     hashes: list[int]
     cut: int
     before_cut: int
+    last: tuple[str, int, bytes] = ("", 0, b"")  # its key in the index by last item
 
 
 def map_whole(fmt: WireFormat, body: Mapping[str, Any]) -> tuple[ModelRequest, list[int]]:
@@ -60,6 +62,7 @@ class PrefixCache:
     def __init__(self) -> None:
         self._by_key: dict[tuple[str, str], _Entry] = {}  # (format path, conversation id) -> latest
         self._by_length: dict[tuple[str, int], list[_Entry]] = {}
+        self._by_last: dict[tuple[str, int, bytes], list[_Entry]] = {}  # ... and the last item's key
         self.items_mapped = 0
 
     def map(self, fmt: WireFormat, body: Mapping[str, Any]) -> tuple[ModelRequest, list[int]]:
@@ -83,7 +86,8 @@ class PrefixCache:
         )
         rest: dict[str, Any] | None = None
         for n in lengths:
-            for entry in self._by_length[(fmt.PATH, n)]:
+            # the entries whose last item is this request's n-th: O(1) whatever the number of conversations
+            for entry in self._by_last.get((fmt.PATH, n, _item_key(raw[n - 1])), ()):
                 if raw[n - 1] != entry.raw[-1] or raw[:n] != entry.raw:
                     continue
                 rest = _rest(fmt, body) if rest is None else rest
@@ -143,12 +147,29 @@ class PrefixCache:
                 before_cut = len(request.get("messages", [])) - len(after)
         old = self._by_key.pop((fmt.PATH, conversation), None)
         if old is not None:
-            self._by_length[(fmt.PATH, len(old.raw))].remove(old)
-            if not self._by_length[(fmt.PATH, len(old.raw))]:
-                del self._by_length[(fmt.PATH, len(old.raw))]
-        entry = _Entry(list(raw), _rest(fmt, body), request, hashes, cut, before_cut)
+            _drop(self._by_length, (fmt.PATH, len(old.raw)), old)
+            _drop(self._by_last, old.last, old)
+        last = (fmt.PATH, len(raw), _item_key(raw[-1]))
+        entry = _Entry(list(raw), _rest(fmt, body), request, hashes, cut, before_cut, last)
         self._by_key[(fmt.PATH, conversation)] = entry
         self._by_length.setdefault((fmt.PATH, len(raw)), []).append(entry)
+        self._by_last.setdefault(last, []).append(entry)
+
+
+def _drop(index: dict[Any, list[_Entry]], key: Any, entry: _Entry) -> None:
+    peers = index[key]
+    peers.remove(entry)
+    if not peers:
+        del index[key]
+
+
+def _item_key(item: Any) -> bytes:
+    """An item's index key: its JSON with sorted keys (equal items, equal keys; a miss only costs a
+    whole mapping)."""
+    try:
+        return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return repr(item).encode()
 
 
 def _rest(fmt: WireFormat, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -262,9 +262,13 @@ class Endpoint:
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
             )
-            self.replay.attach_run(
-                RunContext(self.binder.rank, lambda: [c.id for c in self.binder.conversations], self.cwd)
-            )
+            # every conversation is created by a request that calls the model with its id in the same
+            # step, so the ids the replay model sees in requests are all the live ids (no list to walk
+            # per call: thousands of conversations cost each call nothing)
+            self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # the first call of each conversation finds its recorded one by an index built here, before
+            # the URL is printed, not by comparing it with every free recorded conversation
+            self.replay.index_first_requests()
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:

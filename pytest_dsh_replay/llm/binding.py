@@ -27,6 +27,7 @@ def pick_script(
     matches: RequestMatch | None = None,
     *,
     fallback: bool = True,
+    matching: Collection[int] | None = None,
 ) -> int | None:
     """The script index an unbound live session ``key`` gets, or ``None`` when none is left.
 
@@ -39,11 +40,20 @@ def pick_script(
             when requests are not checked (every free script is a candidate).
         fallback: when no free script matches, every free script is a candidate; ``False``: none is
             (the result is then ``None`` although scripts are free).
+        matching: the free scripts that match, when the caller knows them (an index of first requests):
+            the candidates are then found without asking ``matches`` of every free script.
 
     Returns:
         The rank's script when it is a candidate, else the first candidate; candidates are the free
         scripts that match, or (``fallback``) every free script when none matches.
     """
+    if matching is not None:
+        candidates = sorted(i for i in matching if i not in taken)
+        if candidates:
+            return _ranked(key, candidates, bind_order)
+        if not fallback:
+            return None
+        matches = None  # none matches: every free script is a candidate
     free = [i for i in range(count) if i not in taken]
     if not free:
         return None
@@ -52,6 +62,11 @@ def pick_script(
         candidates = [i for i in free if matches(i)] or (free if fallback else [])
         if not candidates:
             return None
+    return _ranked(key, candidates, bind_order)
+
+
+def _ranked(key: str, candidates: list[int], bind_order: BindOrder | None) -> int:
+    """The creation rank's candidate when it is one, else the first."""
     if bind_order is not None:
         rank = bind_order(key)
         if rank is not None and rank in candidates:

@@ -27,9 +27,12 @@ swallowed them into an ``error`` turn end.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
+
+import orjson
 
 from ..errors import quote
 from ..layout import PIN_KINDS
@@ -55,7 +58,15 @@ from .placeholder import (
     request_text,
     resolve_copy,
 )
-from .requests import MATCH_PARTS, Difference, Sides, header_role, request_differences, request_matches
+from .requests import (
+    MATCH_PARTS,
+    Difference,
+    Sides,
+    header_role,
+    request_differences,
+    request_matches,
+    sent_parts,
+)
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
 DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
@@ -64,9 +75,40 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
 )
 
 _ANON = "<anonymous>"
+_UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+
+
+def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
+    """``value`` with ``scrub`` applied to every string value and integral floats as ints (``1.0`` equals
+    ``1`` in the request comparison, :func:`~.requests.first_difference`)."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_canonical(v, scrub) for v in value]
+    if isinstance(value, dict):
+        return {k: _canonical(v, scrub) for k, v in value.items()}
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], Any] | None) -> bytes | None:
+    """The index key of request ``parts`` (part -> value): each part tokenized with a fresh numbering,
+    as :func:`~.requests.request_differences` compares it (``scrub`` first: the live side's secret
+    scrubber), serialized with sorted keys; equal keys for requests that compare equal. ``None`` when
+    a value is not JSON."""
+    try:
+        out = {}
+        for part, value in parts.items():
+            if scrub is not None:
+                value = scrub(value)
+            out[part] = _canonical(value, tokens.fresh().scrub)
+        return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, ValueError, orjson.JSONEncodeError):
+        return None
 
 
 class ReplayModel:
@@ -135,8 +177,9 @@ class ReplayModel:
         self.live_ids: Callable[[], Iterable[str]] | None = None
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.mismatches: list[RequestMismatchError] = []
-        self._recorded_tokens: dict[int, Tokenizer] = {}
-        self._live_tokens: tuple[frozenset[str], str | None, Tokenizer] | None = None
+        self._recorded_tokens: dict[str | None, Tokenizer] = {}
+        self._default_cwd: Any = _UNSET
+        self._live_tokens: tuple[str | None, Tokenizer] | None = None
         self.scenario = scenario
         self.ready_dir = ready_dir
         self.on_parked = on_parked
@@ -148,6 +191,15 @@ class ReplayModel:
         self.parked = asyncio.Event()
         self.parked_calls: list[tuple[str, int]] = []
         self._unrecorded: dict[str, int] = {}
+        #: recorded requests compared with a live first call while binding (the index keeps it O(1))
+        self.compared = 0
+        self._taken: set[int] = set()
+        self._first_free = 0  # no script below it is free (binding takes scripts, never frees them)
+        self._with_calls: int | None = None
+        self._bound_calls = 0
+        self._live_known: set[str] = set()
+        self._pending_ids: list[str] = []  # live ids seen in requests, not yet in the live tokenizer
+        self._first_index: dict[tuple[str, ...], dict[bytes, list[int]]] | None = None
 
     # -- naming helpers -------------------------------------------------------------------
 
@@ -197,18 +249,72 @@ class ReplayModel:
             RequestShapeError: ``request`` is not made of JSON values.
         """
         matches = None
+        indexed = None
         if request is not None and self.match_on != frozenset():
+            indexed = self._indexed(key, request)
+            if indexed is None:  # not JSON values: compared one by one (the comparison names the problem)
 
-            def matches(index: int) -> bool:
-                script = self.scripts[index]
-                if not script.calls:
-                    return False  # a session that never called the model cannot be this caller
-                return request_matches(
-                    self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
-                )
+                def matches(index: int) -> bool:
+                    script = self.scripts[index]
+                    if not script.calls:
+                        return False  # a session that never called the model cannot be this caller
+                    self.compared += 1
+                    return request_matches(
+                        self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
+                    )
 
-        taken = set(self.bound.values())
-        return pick_script(key, len(self.scripts), taken, self.bind_order, matches, fallback=fallback)
+        return pick_script(
+            key, len(self.scripts), self._taken, self.bind_order, matches, fallback=fallback, matching=indexed
+        )
+
+    # -- the index of first requests --------------------------------------------------------
+
+    def index_first_requests(self) -> None:
+        """Index every script's first recorded request by its normalized value, so a live session's first
+        call finds the scripts it matches in O(1) instead of comparing it with every free script (an
+        endpoint serving thousands of recorded conversations calls this at start-up; otherwise the first
+        binding builds it). The index only proposes candidates: each is still checked by
+        :func:`request_matches`."""
+        if self._first_index is not None:
+            return
+        index: dict[tuple[str, ...], dict[bytes, list[int]]] = {}
+        for i, script in enumerate(self.scripts):
+            if not script.calls:
+                continue  # a session that never called the model cannot be a caller
+            parts = self._recorded_parts(i, 0)
+            key = _match_key(parts, self._recorded_tokenizer(i), None)
+            if key is not None:
+                index.setdefault(tuple(sorted(parts)), {}).setdefault(key, []).append(i)
+        self._first_index = index
+
+    def _indexed(self, key: str, request: ModelRequest) -> set[int] | None:
+        """The free scripts whose first recorded request matches ``request`` (checked), or ``None`` when the
+        request cannot be keyed (not JSON values: the comparison names the problem)."""
+        self.index_first_requests()
+        assert self._first_index is not None
+        sent = sent_parts(request)
+        live = self._sides_live(key)
+        found: set[int] = set()
+        for parts, keys in self._first_index.items():
+            mine = _match_key({p: sent[p] for p in parts}, live, self.scrub)
+            if mine is None:
+                return None
+            for i in keys.get(mine, ()):
+                if i in self._taken:
+                    continue
+                self.compared += 1
+                sides = functools.partial(self._sides, i, key)
+                if request_matches(self._recorded_parts(i, 0), request, sides):
+                    found.add(i)
+        return found
+
+    def _bind(self, key: str, index: int) -> None:
+        self.bound[key] = index
+        self._taken.add(index)
+        if self.scripts[index].calls:
+            self._bound_calls += 1
+        while self._first_free in self._taken:
+            self._first_free += 1
 
     # -- the request check ------------------------------------------------------------------
 
@@ -237,26 +343,45 @@ class ReplayModel:
                 out[part] = script.pins.values[part]
         return out
 
-    def _sides(self, index: int, key: str) -> Sides:
-        recorded = self._recorded_tokens.get(index)
+    def _recorded_tokenizer(self, index: int) -> Tokenizer:
+        """The recording's tokenizing context for script ``index``: every recorded id, the script's
+        header cwd (else the first one any script has); one per cwd, shared by the scripts."""
+        cwd = self.scripts[index].header.get("cwd")
+        if not isinstance(cwd, str):
+            if self._default_cwd is _UNSET:
+                self._default_cwd = next(
+                    (c for s in self.scripts if isinstance(c := s.header.get("cwd"), str)), None
+                )
+            cwd = self._default_cwd
+        recorded = self._recorded_tokens.get(cwd)
         if recorded is None:
-            cwd = self.scripts[index].header.get("cwd")
-            if not isinstance(cwd, str):
-                cwd = next((c for s in self.scripts if isinstance(c := s.header.get("cwd"), str)), None)
             recorded_ids = [s.recorded_id for s in self.scripts]
-            recorded = self._recorded_tokens[index] = Tokenizer(recorded_ids, cwd, ids_by_appearance=True)
-        live_ids = {key, *self.requests}
+            recorded = self._recorded_tokens[cwd] = Tokenizer(recorded_ids, cwd, ids_by_appearance=True)
+        return recorded
+
+    def _sides_live(self, key: str) -> Tokenizer:
+        """The run's tokenizing context: every live id seen so far (requests' session ids, the run's ids),
+        kept up to date by adding the new ids (rebuilt only when the cwd changes or an id needs a pattern
+        of its own), so a run of thousands of sessions pays O(new ids) per call, not O(ids)."""
+        new, self._pending_ids = self._pending_ids, []
+        new.append(key)
         if self.live_ids is not None:
-            live_ids.update(self.live_ids())
-        frozen = frozenset(i for i in live_ids if i != _ANON)
+            new += self.live_ids()
+        new = [i for i in dict.fromkeys(new) if i not in self._live_known and i != _ANON]
         cached = self._live_tokens
-        if cached is None or cached[0] != frozen or cached[1] != self.live_cwd:
-            cached = self._live_tokens = (
-                frozen,
-                self.live_cwd,
-                Tokenizer(sorted(frozen), self.live_cwd, ids_by_appearance=True),
-            )
-        return Sides(recorded, cached[2], self.scrub)
+        if cached is not None and cached[0] == self.live_cwd:
+            if not new:
+                return cached[1]
+            if cached[1].add_ids(new):
+                self._live_known.update(new)
+                return cached[1]
+        self._live_known.update(new)
+        tokens = Tokenizer(sorted(self._live_known), self.live_cwd, ids_by_appearance=True)
+        self._live_tokens = (self.live_cwd, tokens)
+        return tokens
+
+    def _sides(self, index: int, key: str) -> Sides:
+        return Sides(self._recorded_tokenizer(index), self._sides_live(key), self.scrub)
 
     def _mismatch(
         self, index: int, call: int, key: str, diffs: list[Difference], *, free: int = 0
@@ -374,6 +499,8 @@ class ReplayModel:
         """
         key = request.get("sessionId") or _ANON
         signal = request.get("signal")
+        if key not in self.requests and key != _ANON:
+            self._pending_ids.append(key)
         self.requests.setdefault(key, []).append({k: v for k, v in request.items() if k != "signal"})
         if key not in self.bound:
             try:
@@ -396,7 +523,7 @@ class ReplayModel:
                     "REPLAY_UNRECORDED_SESSION",
                 )
                 return self._raise(error)
-            self.bound[key] = target
+            self._bind(key, target)
             self.cursors[key] = 0
         index = self.bound[key]
         call = self.cursors[key]
@@ -441,9 +568,7 @@ class ReplayModel:
         report of its differences from the free script binding by order picks (among those that called
         the model); counted in :attr:`failures`, not in :attr:`mismatches` (later calls are still
         served). ``None`` when no free script has a call to compare with (an unrecorded session)."""
-        taken = set(self.bound.values())
-        free = [i for i in range(len(self.scripts)) if i not in taken and self.scripts[i].calls]
-        index = pick_script(key, len(self.scripts), taken, self.bind_order, free.__contains__, fallback=False)
+        index, free = self._by_order(key)
         if index is None:
             return None
         sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
@@ -454,9 +579,27 @@ class ReplayModel:
             return exc
         if not diffs:
             return None
-        error = self._mismatch(index, 0, key, diffs, free=len(free))
+        error = self._mismatch(index, 0, key, diffs, free=free)
         self.failures.append(error)
         return error
+
+    def _by_order(self, key: str) -> tuple[int | None, int]:
+        """The free script with calls that binding by order gives ``key`` (its creation rank's when that
+        one is free, else the first), and how many such scripts are free; O(1) amortized (no scan of the
+        taken ones: binding never frees a script)."""
+        if self._with_calls is None:
+            self._with_calls = sum(1 for s in self.scripts if s.calls)
+        free = self._with_calls - self._bound_calls
+        rank = self.bind_order(key) if self.bind_order is not None else None
+        if rank is not None and rank not in self._taken and self._has_calls(rank):
+            return rank, free
+        for i in range(self._first_free, len(self.scripts)):
+            if i not in self._taken and self.scripts[i].calls:
+                return i, free
+        return None, free
+
+    def _has_calls(self, index: int) -> bool:
+        return 0 <= index < len(self.scripts) and bool(self.scripts[index].calls)
 
     async def _raise(self, error: BaseException) -> AsyncIterator[StreamChunk]:
         raise error

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
@@ -27,23 +28,28 @@ def _template() -> str:
     return files(__package__).joinpath("template.html").read_text(encoding="utf-8")
 
 
-def render_html(report: Report) -> str:
-    """The self-contained HTML page of ``report`` (a ``str``; UTF-8 when written)."""
+def render_html(report: Report, scrub: Callable[[str], str] | None = None) -> str:
+    """The self-contained HTML page of ``report`` (a ``str``; UTF-8 when written). ``scrub``: the
+    run's scrubber (``SecretScrubber.scrub_fixed``), applied to the payload's JSON text as a last pass:
+    a secret a recording still holds (a log not written by the harness) shows as ``[REDACTED]``; it
+    sees a model call's text assembled, not split over chunks."""
     payload = msgspec.json.encode(report).decode("utf-8")
+    if scrub is not None:
+        payload = scrub(payload)
     payload = payload.replace("</", "<\\/").replace("<!--", "<\\u0021--")
     head, marker, tail = _template().partition(_MARKER)
     assert marker, "template.html lost its payload marker"
     return head + payload + tail
 
 
-def write_report(report: Report, path: Path) -> int:
-    """Write the page of ``report`` to ``path`` (replaced whole: written beside it, then renamed);
-    returns its size in bytes.
+def write_report(report: Report, path: Path, scrub: Callable[[str], str] | None = None) -> int:
+    """Write the page of ``report`` to ``path`` (replaced whole: written beside it, then renamed),
+    ``scrub`` as :func:`render_html` takes it; returns its size in bytes.
 
     Raises:
         OSError: the directory cannot be written.
     """
-    data = render_html(report).encode("utf-8")
+    data = render_html(report, scrub).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

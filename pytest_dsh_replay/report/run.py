@@ -106,7 +106,7 @@ class RunReport:
             f"dsh-replay run report: {len(self.items)} item(s)", recordings, self.items.values(), run=True
         )
         try:
-            self.size = write_report(payload, self.path)
+            self.size = write_report(payload, self.path, self.redact)
         except OSError as exc:
             self.error = f"cannot write {self.path}: {exc.strerror or exc}"
 

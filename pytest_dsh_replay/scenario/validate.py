@@ -648,6 +648,10 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
+        from .write import write_findings
+
+        # an interrupted write first: the files read below may mix two recordings
+        report.findings.extend(Finding(code, message) for code, message in write_findings(path))
         scenario_like = os.path.lexists(path / INPUT_FILE) or any(
             p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
         )

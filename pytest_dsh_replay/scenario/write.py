@@ -14,6 +14,11 @@ goes through :func:`write_fixtures`:
   only when its bytes change.
 * **Atomic and scrubbed.** All files are rendered, scrubbed and leak-checked before the first
   rename; each lands by temp file + rename; written files are scanned again.
+* **Atomic against a kill.** The set is swapped through a journal (:data:`WRITE_JOURNAL`, written
+  last before the renames: the commit point; :class:`_Swap`). Killed before it, the directory holds the
+  old set (and temp files); killed after it, :func:`recover_write` completes the new set: the next
+  write does it first, ``dsh-replay recover DIR`` does it on demand, and ``dsh-replay validate``
+  refuses the directory until then (:func:`write_findings`, ``FIXTURE_WRITE_INCOMPLETE``).
 * **Recorder-owned files** (``session*.jsonl``, ``replay.override*.json``, ``*.expected.*``): an
   update removes those of child logs the run no longer has; a recording (``prune_owned``) removes
   every owned file it did not produce.
@@ -228,12 +233,17 @@ def _target(path: Path) -> Path:
 
 
 def _orphans(directory: Path) -> list[Path]:
-    """Temp files an earlier, interrupted write of recorder-owned files left in ``directory``."""
+    """Temp files an earlier, interrupted write of recorder-owned files (or of its journal) left in
+    ``directory``."""
     try:
         names = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink())
     except OSError:
         return []
-    return [p for p in names if (m := _WRITE_TEMP.match(p.name)) and is_owned(m["name"])]
+    return [
+        p
+        for p in names
+        if (m := _WRITE_TEMP.match(p.name)) and (is_owned(m["name"]) or m["name"] == WRITE_JOURNAL)
+    ]
 
 
 @contextmanager
@@ -252,14 +262,64 @@ def _directory_lock(directory: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-class _Swap:
-    """Replace a set of files all or nothing: every new file staged first, then each old file kept as a
-    hard link (``.bak``) and the new one renamed over it; a failure anywhere puts every old file back
-    and removes what was staged (:class:`FixtureWriteError` naming the file and the reason)."""
+#: The write journal: the commit point of a fixture set's swap (module doc, "Atomic against a kill").
+WRITE_JOURNAL = ".dsh-write.json"
+#: A test's fault injection: ``STAGE`` or ``STAGE:N`` kills this process (SIGKILL) at the Nth point of
+#: that stage of a swap (``stage``, ``keep``, ``journal``, ``replace``, ``remove``, ``clean``).
+FAULT_ENV = "DSH_REPLAY_WRITE_FAULT"
+_FAULT_COUNTS: dict[str, int] = {}
 
-    def __init__(self) -> None:
+
+def _fault(stage: str) -> None:
+    """Kill this process here when :data:`FAULT_ENV` names this point (the kill tests' only hook)."""
+    wanted = os.environ.get(FAULT_ENV)
+    if not wanted:
+        return
+    name, _, nth = wanted.partition(":")
+    if name != stage:
+        return
+    _FAULT_COUNTS[stage] = _FAULT_COUNTS.get(stage, 0) + 1
+    if _FAULT_COUNTS[stage] == int(nth or 1):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _sync_dir(directory: Path) -> None:
+    """fsync a directory, so the renames and unlinks in it are on disk before the next step."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory: the renames stay atomic
+    finally:
+        os.close(fd)
+
+
+class _Swap:
+    """Replace a set of files all or nothing, in a process that may be killed at any point.
+
+    1. every new file staged beside its target (``.tmp``, fsynced);
+    2. every file to be replaced or removed kept as a hard link (``.bak``);
+    3. the journal (:data:`WRITE_JOURNAL`: the renames and removals to make) written atomically: the
+       commit point;
+    4. the renames and removals, then the journal removed, then the ``.bak`` links.
+
+    A failure before the journal exists puts every old file back; a failure after it rolls the old set
+    back too (the ``.bak`` links), so the call raises with the previous set in place. A kill before the
+    journal leaves the old set and temp files; a kill after it leaves a directory that
+    :func:`recover_write` (the next write does it first; ``dsh-replay recover``) completes to the new
+    set; ``dsh-replay validate`` refuses both states (:func:`write_findings`).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
         self.staged: list[tuple[Path, Path]] = []  # (temp, target)
         self.kept: list[tuple[Path, Path | None]] = []  # (target, its old bytes' hard link or None)
+        self.journal: Path | None = None
 
     def stage(self, changed: Sequence[tuple[Path, bytes]]) -> None:
         for path, data in changed:
@@ -272,27 +332,44 @@ class _Swap:
             except BaseException:
                 self.rollback()
                 raise
+            _fault("stage")
 
     def _keep(self, target: Path) -> Path | None:
         if not os.path.lexists(target):
             return None
         backup = target.parent / f".{target.name}.{os.urandom(6).hex()}.bak"
         os.link(target, backup, follow_symlinks=False)
+        _fault("keep")
         return backup
 
     def commit(self, removals: Sequence[Path]) -> None:
         """Swap every staged file in, then remove ``removals`` (kept until the end, like replaced ones)."""
         current, what = Path(), ""
         try:
-            for tmp, target in self.staged:
+            for _tmp, target in self.staged:
                 current, what = target, "keep the old file while it is replaced"
                 self.kept.append((target, self._keep(target)))
-                what = "replace it"
+            for path in removals:
+                current, what = path, "keep a recorder-owned file the run no longer has while it is removed"
+                self.kept.append((path, self._keep(path)))
+            for directory in {t.parent for _tmp, t in self.staged} | {self.directory}:
+                _sync_dir(directory)
+            current, what = self.directory / WRITE_JOURNAL, "write the write journal"
+            self.journal = _write_journal(self.directory, self.staged, removals, self.kept)
+            _fault("journal")
+            for tmp, target in self.staged:
+                current, what = target, "replace it"
                 os.replace(tmp, target)
+                _fault("replace")
             for path in removals:
                 current, what = path, "remove it (a recorder-owned file the run no longer has)"
-                self.kept.append((path, self._keep(path)))
                 path.unlink()
+                _fault("remove")
+            for directory in {t.parent for _tmp, t in self.staged} | {self.directory}:
+                _sync_dir(directory)
+            current, what = self.journal, "remove the write journal (the new set is complete)"
+            self.journal.unlink()
+            _sync_dir(self.directory)
         except OSError as exc:
             self.rollback()
             raise _failed(current, what, exc) from exc
@@ -302,12 +379,16 @@ class _Swap:
         for _path, backup in self.kept:
             if backup is not None:
                 backup.unlink(missing_ok=True)
+                _fault("clean")
 
     def rollback(self) -> None:
-        """Put every old file back, remove the new ones that had no old file, and every temp file."""
+        """Put every old file back, remove the new ones that had no old file, every temp file and the
+        journal (last: until then a kill leaves a directory recovery completes)."""
         for target, backup in reversed(self.kept):
             try:
-                if backup is not None:
+                if backup is not None and _same_file(backup, target):
+                    backup.unlink()  # not replaced yet (rename between two links of a file does nothing)
+                elif backup is not None:
                     os.replace(backup, target)
                 else:
                     Path(target).unlink(missing_ok=True)
@@ -315,7 +396,141 @@ class _Swap:
                 pass  # best effort: the error being raised names the first failure
         for tmp, _target_path in self.staged:
             Path(tmp).unlink(missing_ok=True)
+        if self.journal is not None:
+            self.journal.unlink(missing_ok=True)
         self.kept = []
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _write_journal(
+    directory: Path,
+    staged: Sequence[tuple[Path, Path]],
+    removals: Sequence[Path],
+    kept: Sequence[tuple[Path, Path | None]],
+) -> Path:
+    """Write :data:`WRITE_JOURNAL` atomically (temp file, fsync, rename, fsync of the directory)."""
+    record = {
+        "version": 1,
+        "replace": [[str(tmp), str(target)] for tmp, target in staged],
+        "remove": [str(path) for path in removals],
+        "backups": [str(backup) for _target, backup in kept if backup is not None],
+    }
+    journal = directory / WRITE_JOURNAL
+    tmp = _stage(journal, orjson.dumps(record))
+    os.replace(tmp, journal)
+    _sync_dir(directory)
+    return journal
+
+
+class WriteIncompleteError(FixtureWriteError):
+    """A recording directory holds what an interrupted write left: its journal (a swap that had
+    committed: the directory may mix the old and the new set) or temp files (``.tmp``/``.bak``)."""
+
+    code = "FIXTURE_WRITE_INCOMPLETE"
+
+
+def write_findings(directory: Path) -> list[tuple[str, str]]:
+    """``(code, message)`` of what an interrupted write left in ``directory`` (for ``validate``): the
+    journal of a committed swap (a possible mix of old and new files) and each temp file; empty when
+    there is none. Each message names the one command that completes or cleans it."""
+    out: list[tuple[str, str]] = []
+    fix = f"run: dsh-replay recover {directory}"
+    if os.path.lexists(directory / WRITE_JOURNAL):
+        out.append(
+            (
+                WriteIncompleteError.code,
+                f"{directory}: a write of this recording was interrupted after it committed "
+                f"({WRITE_JOURNAL} is there): its files may mix the old and the new set; {fix} (it "
+                "completes the new set)",
+            )
+        )
+    leftovers = [p.name for p in _orphans(directory)]
+    if leftovers:
+        names = ", ".join(leftovers[:4]) + (f" and {len(leftovers) - 4} more" if len(leftovers) > 4 else "")
+        out.append(
+            (
+                WriteIncompleteError.code,
+                f"{directory}: temp files of an interrupted write ({names}); {fix} (it removes them)",
+            )
+        )
+    return out
+
+
+def recover_write(directory: Path) -> list[str]:
+    """Complete or clean up an interrupted write in ``directory``, under the writer's lock: a committed
+    swap (its journal) is completed to the new set, then every temp file is removed. Returns one line
+    per action (empty: nothing to do). Idempotent; safe to run at any time (a live write holds the lock).
+
+    Raises:
+        WriteIncompleteError: the journal does not read (names it; nothing is changed).
+        FixtureWriteError: a file cannot be renamed or removed.
+    """
+    if not directory.is_dir():
+        return []
+    done: list[str] = []
+    with _directory_lock(directory):
+        journal = directory / WRITE_JOURNAL
+        if os.path.lexists(journal):
+            try:
+                record = orjson.loads(read_regular_file(journal, "write journal"))
+                replace = [(Path(a), Path(b)) for a, b in record["replace"]]
+                remove = [Path(p) for p in record["remove"]]
+                backups = [Path(p) for p in record.get("backups", [])]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise WriteIncompleteError(
+                    f"{journal}: the journal of an interrupted write does not read ({exc}); nothing was "
+                    "changed: restore the directory from version control",
+                    path=str(journal),
+                    reason=str(exc),
+                ) from exc
+            applied = 0
+            try:
+                for tmp, target in replace:
+                    if os.path.lexists(tmp):
+                        os.replace(tmp, target)
+                        applied += 1
+                for path in remove:
+                    if os.path.lexists(path):
+                        path.unlink()
+                        applied += 1
+                _sync_dir(directory)
+                journal.unlink()
+                _sync_dir(directory)
+                for backup in backups:
+                    backup.unlink(missing_ok=True)
+            except OSError as exc:
+                raise _failed(journal, "complete the interrupted write", exc) from exc
+            done.append(
+                f"completed an interrupted write ({applied} of {len(replace) + len(remove)} step(s) were "
+                "left): the directory holds the new set"
+            )
+        removed = _remove_orphans(_orphans(directory))
+        done += [f"removed {orphan.name} (a temp file of an interrupted write)" for orphan in removed]
+    return done
+
+
+def _remove_orphans(orphans: Sequence[Path]) -> list[Path]:
+    """Remove temp files of an interrupted write (found under the directory's lock); the removed ones.
+
+    Raises:
+        FixtureWriteError: one cannot be removed.
+    """
+    removed = []
+    for orphan in orphans:
+        try:
+            orphan.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _failed(orphan, "remove it (a temp file of an interrupted write)", exc) from exc
+        removed.append(orphan)
+    return removed
 
 
 def _current(path: Path) -> bytes | None:
@@ -386,6 +601,10 @@ def write_fixtures(
             set is in place.
     """
     scrubber = scrubber or secret_scrubber([])
+    if os.path.lexists(scenario.path / WRITE_JOURNAL):
+        # a swap a kill interrupted after it committed: completed first, so nothing reads a mix
+        recover_write(scenario.path)
+        base = None
     if base is None:
         base = current_fixtures(scenario)
     composer = _Composer(result.logs, result.cwd, base, normalization, strict_layout)
@@ -410,18 +629,12 @@ def write_fixtures(
     ] if log_paths is None else [path for path in remove if path not in produced and path.exists()]
     with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
         orphans = _orphans(scenario.path)
-        swap = _Swap()
+        swap = _Swap(scenario.path)
         swap.stage(changed)
         swap.commit(stale)
         written = [path for path, _data in changed]
         check_written([_target(path) for path in written], scrubber)
-        for orphan in orphans:
-            try:
-                orphan.unlink()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise _failed(orphan, "remove it (a temp file of an interrupted write)", exc) from exc
+        _remove_orphans(orphans)
     return written, [*stale, *orphans]
 
 
@@ -439,9 +652,14 @@ def current_fixtures(scenario: Scenario) -> Fixtures:
 
 
 __all__ = [
+    "FAULT_ENV",
+    "WRITE_JOURNAL",
     "Normalization",
     "RunLogs",
+    "WriteIncompleteError",
     "current_fixtures",
     "owned_files",
+    "recover_write",
+    "write_findings",
     "write_fixtures",
 ]

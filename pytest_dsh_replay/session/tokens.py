@@ -66,13 +66,33 @@ def _compiled_cwd(aliases: tuple[str, ...]) -> re.Pattern[str]:
 _WHOLE_UUID_RE = re.compile(r"(?<![\w\-])" + UUID_RE.pattern.replace("a-f", "a-fA-F") + r"(?![\w\-])")
 
 
+#: A whole token of word characters and dashes: when every known session id is one (and there are
+#: many), this one pattern finds every candidate and the lookup in the known ids decides, so a
+#: run's growing set of ids (an endpoint's thousands of conversations) needs no pattern of its own.
+_WORD_RUN_RE = re.compile(r"(?<![\w\-])[\w\-]+(?![\w\-])")
+_WORD_RUN = re.compile(r"[\w\-]+")
+#: Above this many known ids, ids that are word runs share :data:`_WORD_RUN_RE` (an alternation of
+#: thousands of ids costs a compile of its own, and memory, for every new set).
+_SHARED_PATTERN_IDS = 16
+
+
 def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
     known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
     if not known:
         return None
     if all(UUID_RE.fullmatch(i) for i in known):
         return _WHOLE_UUID_RE
+    if len(known) > _SHARED_PATTERN_IDS and all(_WORD_RUN.fullmatch(i) for i in known):
+        # whole tokens of [\w-] only: an id bounded by non-[\w-] characters is exactly a maximal run
+        return _WORD_RUN_RE
     return _compiled_ids(known)
+
+
+def _fits(pattern: re.Pattern[str] | None, sid: str) -> bool:
+    """Whether the shared ``pattern`` finds ``sid`` as a whole token (so it can join its ids)."""
+    if pattern is _WHOLE_UUID_RE:
+        return UUID_RE.fullmatch(sid) is not None
+    return pattern is _WORD_RUN_RE and _WORD_RUN.fullmatch(sid) is not None
 
 
 @functools.lru_cache(maxsize=256)
@@ -84,7 +104,8 @@ def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
 def _screen_literals(ids: list[str], cwd: str | None) -> tuple[str, ...] | None:
     """The literals :meth:`Tokenizer.leaves_unchanged` looks for (session ids, cwd aliases), or ``None``
     when one of them could be spelled differently in JSON text (the screen is then off)."""
-    literals = [i for i in ids if i and not UUID_RE.fullmatch(i)]  # a UUID id: the UUID screen sees it
+    # an id holding a UUID: the UUID screen sees any text that holds it
+    literals = [i for i in ids if i and not UUID_RE.search(i)]
     if cwd != CWD_TOKEN:
         literals += cwd_aliases(cwd)
     if any(_JSON_ESCAPED.search(literal) for literal in literals):
@@ -112,7 +133,7 @@ class Tokenizer:
         self.by_appearance = ids_by_appearance
         self._cwd_re = _cwd_pattern(cwd)
         self._ids_re = _ids_pattern(ids)
-        self._known = frozenset(i for i in ids if i)
+        self._known: set[str] | frozenset[str] = frozenset(i for i in ids if i)
         self._fixed = (
             {} if ids_by_appearance else {sid: f"{{{{session:{n}}}}}" for n, sid in enumerate(ids, 1) if sid}
         )
@@ -132,6 +153,28 @@ class Tokenizer:
         out._dash_ids = self._dash_ids
         out._literals = self._literals
         return out
+
+    def add_ids(self, ids: Iterable[str]) -> bool:
+        """Know ``ids`` too (by appearance only), in place and in the copies :meth:`fresh` made; O(new ids).
+
+        Returns ``False`` (nothing changed) when an id needs a pattern of its own: build a new
+        tokenizer with every id then.
+        """
+        new = [i for i in ids if i and i not in self._known]
+        if not new:
+            return True
+        if not self.by_appearance or not all(_fits(self._ids_re, i) for i in new):
+            return False
+        screened = [i for i in new if not UUID_RE.search(i)]
+        if screened and self._literals is not None:
+            if any(_JSON_ESCAPED.search(i) for i in screened):
+                return False
+            self._literals = (*self._literals, *screened)
+        if isinstance(self._known, frozenset):
+            self._known = set(self._known)
+        self._known.update(new)
+        self._dash_ids = self._dash_ids and all("-" in i for i in new)
+        return True
 
     def leaves_unchanged(self, json_text: str | bytes) -> bool:
         """Whether :meth:`scrub_value` returns an equal value for a value whose JSON text is ``json_text``.

@@ -62,10 +62,14 @@ def launch() -> Iterator[Any]:
             browser.close()
 
 
+#: resolved when the tests are imported: pytester's runs change the working directory
+_SHOTS = os.environ.get("DSH_REPORT_SCREENSHOTS")
+SHOTS = Path(_SHOTS).resolve() if _SHOTS else None
+
+
 def screenshot_dir(tmp: Path) -> Path:
     """Where the tests' screenshots go: ``$DSH_REPORT_SCREENSHOTS`` (``docs/img`` to refresh the
     documentation's), else a temporary directory."""
-    target = os.environ.get("DSH_REPORT_SCREENSHOTS")
-    path = Path(target) if target else tmp
+    path = SHOTS or tmp
     path.mkdir(parents=True, exist_ok=True)
     return path

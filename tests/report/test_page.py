@@ -23,6 +23,8 @@ from ._browser import launch, screenshot_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SPAWN_AND_FORK = REPO / "scenarios" / "mixed" / "spawn-and-fork"
+#: the summary and the tree of one recording (the rest of the page is empty)
+TREE_CLIP = {"x": 0, "y": 0, "width": 1200, "height": 430}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +77,7 @@ def test_a_scenario_directory_shows_its_session_tree(page: Any, tmp_path: Path) 
     assert "parent known by: header and its open tool call subagent_fork call_fork" in fork
     summary = page.locator("#cards").inner_text()
     assert "3\nsessions" in summary and "5\nmodel calls" in summary
-    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-tree.png"))
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-tree.png"), clip=TREE_CLIP)
 
 
 def test_a_session_transcript_is_built_when_expanded(page: Any, tmp_path: Path) -> None:

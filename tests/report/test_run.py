@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
+from click.testing import CliRunner
 from endpoint.upstream import FakeUpstream, agent_rule
 
+from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_properties
 from pytest_dsh_replay.report import render_html, report_payload
 from pytest_dsh_replay.report.payload import Item
@@ -89,3 +93,30 @@ def test_a_red_dsh_endpoint_test_is_in_the_report_with_its_request_diff(
     (recording,) = payload["recordings"]
     assert recording["kind"] == "endpoint" and len(recording["sessions"]) == 1
     assert "request mismatch at call #1 of session.jsonl" in item["failure"]
+
+
+def test_a_secret_a_log_still_holds_shows_as_redacted(tmp_path: Path) -> None:
+    """A log not written by the harness (not scrubbed) may hold a key, even split over a model call's
+    chunks: the page shows what the run's scrubber leaves of the assembled text."""
+    key = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    log = tmp_path / "logs" / "session.jsonl"
+    log.parent.mkdir()
+    events: list[dict[str, Any]] = [
+        {"type": "session", "version": 0, "id": "s", "createdAt": 1, "cwd": "/w"},
+        {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1, "trigger": {"kind": "message"}}},
+        {"type": "user/message", "seq": 1, "time": 1, "data": {"content": [{"type": "text", "text": key}]}},
+        {"type": "step/start", "seq": 2, "time": 1, "data": {"turn": 1, "step": 1}},
+    ]
+    for i, piece in enumerate((key[:10], key[10:])):  # streamed, then cut off: no assembled message
+        chunk = {"type": "text-delta", "index": 0, "text": piece}
+        events.append({"type": "assistant/chunk", "seq": 3 + i, "time": 1, "data": {"chunk": chunk}})
+    events.append({"type": "step/end", "seq": 5, "time": 1, "data": {"turn": 1, "step": 1}})
+    log.write_bytes(b"\n".join(map(orjson.dumps, events)))
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(log.parent), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert key not in html and key[10:] not in html
+    (session,) = payload_of(html)["recordings"][0]["sessions"]
+    texts = [e.get("text") for e in session["transcript"]]
+    assert texts.count("[REDACTED]") == 2, texts  # the user's message and the assembled stream

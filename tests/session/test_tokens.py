@@ -43,3 +43,29 @@ def test_other_session_ids_keep_their_own_pattern() -> None:
     tok = Tokenizer(["session-1", IDS[0]], None)
     assert tok._ids_re is not tokens._WHOLE_UUID_RE
     assert tok.scrub(f"session-1 session-10 {IDS[0]}") == "{{session:1}} session-10 {{session:2}}"
+
+
+MANY = [f"conversation-{i}" for i in range(tokens._SHARED_PATTERN_IDS + 1)] + [f"c-{IDS[0]}"]
+_RUN_FRAGMENTS = [*MANY[:3], MANY[-1], "conversation-", "x", "-", "_", ".", " ", "/", "conversation-1x"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.sampled_from(_RUN_FRAGMENTS), max_size=8).map("".join), max_size=4))
+def test_many_word_run_ids_share_one_pattern_with_the_same_result(texts: list[str]) -> None:
+    """Many ids made of word characters and dashes (the endpoint's conversation ids) are found by one
+    shared pattern, so a growing set is extended in place (``add_ids``) instead of compiled again;
+    every text is tokenized exactly as with the pattern of the ids themselves."""
+    shared = Tokenizer(MANY[:-1], None, ids_by_appearance=True)
+    assert shared._ids_re is tokens._WORD_RUN_RE
+    assert shared.add_ids([MANY[-1]])
+    own = Tokenizer(MANY, None, ids_by_appearance=True)
+    own._ids_re = tokens._compiled_ids(tuple(sorted(MANY, key=lambda i: (-len(i), i))))
+    assert [shared.fresh().scrub(t) for t in texts] == [own.fresh().scrub(t) for t in texts]
+    # the screen stays sound with ids that hold a UUID left to the UUID screen
+    assert all(shared.fresh().scrub(t) == t for t in texts if shared.leaves_unchanged(t))
+
+
+def test_an_id_needing_its_own_pattern_is_not_added_in_place() -> None:
+    tok = Tokenizer(MANY, None, ids_by_appearance=True)
+    assert not tok.add_ids(["has.dot"])  # not a word run: the caller builds a new tokenizer
+    assert tok.scrub("has.dot") == "has.dot"
