@@ -487,6 +487,8 @@ class Endpoint:
             call["system"] = parsed["system"]
         if "tools" in parsed:
             call["tools"] = parsed["tools"]
+        if "params" in parsed:
+            call["params"] = parsed["params"]
         call["sessionId"] = conv.id
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None:

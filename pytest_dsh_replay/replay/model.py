@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -50,7 +50,7 @@ from .errors import (
     UnmatchedSessionError,
 )
 from .load import SessionScript
-from .pins import PIN_PARTS
+from .pins import PIN_PARTS, pin_name, pinned_value
 from .placeholder import (
     PlaceholderNoMatch,
     PlaceholderSyntaxError,
@@ -79,6 +79,7 @@ _UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+_SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -330,6 +331,18 @@ class ReplayModel:
                 out[part] = script.pins.files[part].name
         return out
 
+    def unchecked_parts(self, index: int, request: ModelRequest | Mapping[str, Any]) -> list[str]:
+        """The optional pin parts (``params``) the live ``request`` carries and the check asks for, but
+        script ``index``'s recording has no pin of: not compared, and the mismatch report says so (a
+        recording made before the part was pinned, or whose requests never carried it)."""
+        wanted = MATCH_PARTS if self.match_on is None else self.match_on
+        pins = self.scripts[index].pins.values
+        return [
+            k.part
+            for k in PIN_KINDS
+            if k.optional and k.part in wanted and k.part not in pins and request.get(k.part)
+        ]
+
     def _recorded_parts(self, index: int, call: int) -> dict[str, Any]:
         script = self.scripts[index]
         wanted = MATCH_PARTS if self.match_on is None else self.match_on
@@ -339,8 +352,10 @@ class ReplayModel:
             if expected is not None:
                 out["messages"] = expected.messages
         for part in PIN_PARTS:
-            if part in wanted and part in script.pins.values:
-                out[part] = script.pins.values[part]
+            if part in wanted:
+                pinned, value = pinned_value(script.pins, part, call)
+                if pinned:
+                    out[part] = value
         return out
 
     def _recorded_tokenizer(self, index: int) -> Tokenizer:
@@ -384,9 +399,16 @@ class ReplayModel:
         return Sides(self._recorded_tokenizer(index), self._sides_live(key), self.scrub)
 
     def _mismatch(
-        self, index: int, call: int, key: str, diffs: list[Difference], *, free: int = 0
+        self,
+        index: int,
+        call: int,
+        key: str,
+        diffs: list[Difference],
+        request: ModelRequest,
+        *,
+        free: int = 0,
     ) -> RequestMismatchError:
-        """The report of a request that differs from call ``call`` of script ``index``; ``free``: the
+        """The report of ``request``, which differs from call ``call`` of script ``index``; ``free``: the
         number of free scripts a first request matched none of (an :class:`UnmatchedSessionError`,
         compared with script ``index``, the one binding by order gives), 0 for a bound session's call."""
         script = self.scripts[index]
@@ -415,12 +437,23 @@ class ReplayModel:
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
             *(f"  {d.render()}" for d in diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
+            *(
+                f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "
+                "they were checked, or its requests carried none)"
+                for p in self.unchecked_parts(index, request)
+            ),
             f"  if the change is intended, re-record the scenario: {rerecord}",
         ]
-        if "messages" not in parts and not any(d.tool_set_changed for d in diffs):
+        if (
+            "messages" not in parts
+            and not any(d.tool_set_changed for d in diffs)
+            and not _SHAPES_ANSWER.intersection(parts)
+        ):
             # a changed system prompt, model name or tool description/schema: the recorded answers still
             # fit the conversation. A changed tool set is never offered this way: answers that call a
-            # tool no longer offered would be kept, and the refreshed log would hold impossible calls.
+            # tool no longer offered would be kept, and the refreshed log would hold impossible calls;
+            # nor a changed answer-shaping parameter (an answer in the old response_format is no
+            # answer to the new one).
             lines.append(
                 f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
                 "conversation and the tool set are unchanged: "
@@ -556,7 +589,7 @@ class ReplayModel:
             self.failures.append(exc)
             return self._raise(exc)
         if diffs:
-            mismatch = self._mismatch(index, call, key, diffs)
+            mismatch = self._mismatch(index, call, key, diffs, request)
             self.mismatches.append(mismatch)
             if self.strict:
                 self.failures.append(mismatch)
@@ -579,7 +612,7 @@ class ReplayModel:
             return exc
         if not diffs:
             return None
-        error = self._mismatch(index, 0, key, diffs, free=free)
+        error = self._mismatch(index, 0, key, diffs, request, free=free)
         self.failures.append(error)
         return error
 

@@ -74,7 +74,7 @@ def test_string_input_and_instructions() -> None:
     request = request_from_body(
         {"model": "gpt-x", "input": "hello", "instructions": "Be brief.", "stream": True}
     )
-    assert request == {"model": "gpt-x", "messages": [user("hello")], "system": "Be brief."}
+    assert request == {"model": "gpt-x", "messages": [user("hello")], "system": "Be brief.", "params": {}}
 
 
 def test_leading_system_and_developer_items_join_the_instructions() -> None:

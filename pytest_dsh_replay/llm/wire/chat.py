@@ -43,12 +43,14 @@ from .fields import (
     merge_partial,
     merge_streamed,
     partial_for,
+    shaping_params,
 )
 
 __all__ = [
     "ITEMS_FIELD",
     "KEY_ENV",
     "PATH",
+    "SHAPING_FIELDS",
     "ChatChunkTranslator",
     "ChatStreamEncoder",
     "assembled_blocks",
@@ -71,6 +73,27 @@ JsonDict = dict[str, Any]
 
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "chat"
+
+#: The body fields that shape the answer (``fields.shaping_params``), compared as the request's ``params``.
+SHAPING_FIELDS: tuple[str, ...] = (
+    "response_format",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "reasoning_effort",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+    "n",
+    "verbosity",
+    "logprobs",
+    "top_logprobs",
+)
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -797,7 +820,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     * ``assistant`` -> reasoning (``reasoning_content``), text, then tool-call blocks (the order in which
       :class:`ChatChunkTranslator` numbers them); an assistant message with nothing in it is kept empty;
     * each ``tool`` message -> a user message holding one ``tool-result`` block (events.md §6);
-    * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent.
+    * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent;
+    * the answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
 
     Raises:
         WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``) that does not fit.
@@ -860,6 +884,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     tools = _tools_from_body(body.get("tools"))
     if tools:
         request["tools"] = tools
+    request["params"] = shaping_params(body, SHAPING_FIELDS)
     return request
 
 

@@ -29,6 +29,14 @@ appended; anything else replaces).
 the session: every step that made calls added one) and ``i`` the block index (unique within the
 response); the same stream re-recorded gets the same ids.
 
+**Answer-shaping fields** (:func:`shaping_params`): the body fields that change what the model answers
+but are neither messages, system prompt, tools nor model (``response_format``, ``tool_choice``,
+``temperature``, ``reasoning``, ``thinking``, ...). Each format names its own in ``SHAPING_FIELDS``; a
+request carries them as ``params`` (top-level body key -> the value as sent, ``null`` left out as the
+absence of the field), which the request check compares as one part (``layout.PIN_KINDS``: ``params``).
+A nested field is kept whole under its top-level key (``text`` holds ``text.format``), so a change of
+any of its members is a change.
+
 **The tool-call check** (:func:`check_tool_calls`): a recording must never hold a tool call whose
 arguments are not the JSON its tool receives, nor one that cannot be run (no name): the format
 raises :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` and the recorder writes nothing.
@@ -52,6 +60,7 @@ __all__ = [
     "merge_partial",
     "merge_streamed",
     "partial_for",
+    "shaping_params",
 ]
 
 #: The key of the provider's own fields on a content block (see the module doc).
@@ -115,6 +124,13 @@ def partial_for(block: Mapping[str, Any], wire: str, key: str = PROVIDER_FIELDS)
         if isinstance(partial, Mapping):
             return partial
     return {}
+
+
+def shaping_params(body: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The answer-shaping fields of a request ``body`` (module doc): ``{name: value}`` for every name
+    in ``names`` the body holds with a value other than ``null``, in ``names`` order; values are the
+    body's own (not copied: the request is compared, never changed)."""
+    return {name: body[name] for name in names if body.get(name) is not None}
 
 
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:

@@ -54,12 +54,14 @@ from .fields import (
     merge_partial,
     merge_streamed,
     partial_for,
+    shaping_params,
 )
 
 __all__ = [
     "ITEMS_FIELD",
     "KEY_ENV",
     "PATH",
+    "SHAPING_FIELDS",
     "WIRE",
     "MessagesEventTranslator",
     "MessagesStreamEncoder",
@@ -99,6 +101,22 @@ def fresh_item(item: object) -> bool:
 
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "messages"
+
+#: The body fields that shape the answer (``fields.shaping_params``), compared as the request's
+#: ``params``: ``thinking`` holds ``thinking.budget_tokens``, ``tool_choice`` its
+#: ``disable_parallel_tool_use``, ``output_config`` the effort and the structured output's ``format``
+#: (``output_format`` its beta spelling).
+SHAPING_FIELDS: tuple[str, ...] = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "tool_choice",
+    "thinking",
+    "output_config",
+    "output_format",
+)
 
 #: Keys of a content block the translator maps, per block type; any other key is a provider field.
 _BLOCK_KEYS = {
@@ -374,7 +392,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     ``system`` (a string or text blocks, joined with ``"\\n"``); every ``tool_result`` block becomes
     its own user message with one ``tool-result`` block (as our derived history holds them,
     events.md §6), the rest of a user message one user message after them; assistant blocks map back
-    as :func:`to_anthropic_messages` sent them; ``tools`` -> ``{name, description, parameters}``.
+    as :func:`to_anthropic_messages` sent them; ``tools`` -> ``{name, description, parameters}``; the
+    answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
 
     Raises:
         WireRequestError: ``BAD_REQUEST_BODY`` naming the field that cannot be mapped.
@@ -424,6 +443,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
             for t in tools
             if isinstance(t, Mapping)
         ]
+    request["params"] = shaping_params(body, SHAPING_FIELDS)
     return request
 
 

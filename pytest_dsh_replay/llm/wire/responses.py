@@ -56,13 +56,14 @@ from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
 from .base import WireRequestError
-from .fields import check_tool_calls
+from .fields import check_tool_calls, shaping_params
 
 __all__ = [
     "ITEMS_FIELD",
     "KEY_ENV",
     "PATH",
     "REASONING_PART_SEPARATOR",
+    "SHAPING_FIELDS",
     "ResponsesEventTranslator",
     "ResponsesStreamEncoder",
     "encode_usage",
@@ -98,6 +99,21 @@ def fresh_item(item: object) -> bool:
     kind = item.get("type")
     return kind == "function_call_output" or (kind in (None, "message") and item.get("role") == "user")
 
+
+#: The body fields that shape the answer (``fields.shaping_params``), compared as the request's
+#: ``params``: ``text`` holds ``text.format`` (structured output) and ``text.verbosity``, ``reasoning``
+#: holds ``reasoning.effort`` and ``reasoning.summary``.
+SHAPING_FIELDS: tuple[str, ...] = (
+    "text",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "max_tool_calls",
+    "reasoning",
+    "top_logprobs",
+)
 
 #: Between the parts of a reasoning item (summary parts, then content parts) in its block's text.
 REASONING_PART_SEPARATOR = "\n\n"
@@ -350,9 +366,10 @@ def request_from_body(
       ``[{"type":"tool-result","toolCallId","content":[text],"isError":false}]`` (events.md §6).
     * ``tools``: function tools -> ``{name, description, parameters, strict?}``.
     * ``previous_response_id``: ``previous(id)`` gives the messages before ``input`` (see module doc).
+    * the answer-shaping fields (:data:`SHAPING_FIELDS`: ``text``, ``tool_choice``, ``temperature``,
+      ``reasoning``, ...) -> ``params`` (always set, ``{}`` for none).
 
-    Everything else (``temperature``, ``tool_choice``, ``store``, ``include``, ...) is not part of our
-    request and is ignored.
+    Everything else (``store``, ``include``, ``metadata``, ...) is not part of our request and is ignored.
 
     Raises:
         WireRequestError: the body or a field does not fit (``.field`` names it, e.g.
@@ -396,6 +413,7 @@ def request_from_body(
         specs = _tools(tools)
         if specs:
             request["tools"] = specs
+    request["params"] = shaping_params(body, SHAPING_FIELDS)
     return request
 
 
