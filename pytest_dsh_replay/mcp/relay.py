@@ -80,6 +80,10 @@ class McpConfig(Struct):
         cwd: the session's cwd (tokenized on both sides); default the process cwd.
         accept_unused: how the caller lets recorded requests go unused (named in the report).
         rerecord: the command that records again (named in the report).
+        index: the session's index when the caller numbers the sessions itself (the endpoint's HTTP
+            relays), else claimed in ``run_dir``.
+        writes: whether :meth:`McpRelay.finish` writes a recorded session (the endpoint writes all of a
+            server's sessions at once instead: :func:`write_sessions`).
     """
 
     directory: Path
@@ -92,6 +96,8 @@ class McpConfig(Struct):
     cwd: str | None = None
     accept_unused: str = "--allow-unused"
     rerecord: str | None = None
+    index: int | None = None
+    writes: bool = True
 
 
 class McpOutcome(Struct):
@@ -199,7 +205,7 @@ class McpRelay:
         problem = mcp_name_problem(config.name)
         if problem is not None:
             raise McpRelayError(f"--name: {problem}", "MCP_CONFIG")
-        self.index = claim_index(config.run_dir, config.name)
+        self.index = claim_index(config.run_dir, config.name) if config.index is None else config.index
         self.claimed = True
         path = config.directory / mcp_log_name(config.name, self.index)
         recorded = os.path.lexists(path)
@@ -460,7 +466,7 @@ class McpRelay:
             self.log.close(why)
             if outcome.problems:
                 outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
-            else:
+            elif self.config.writes:
                 self._write(outcome)
         self._leave(outcome)
         return outcome
@@ -506,6 +512,17 @@ class McpRelay:
             f"recorded MCP server {self.config.name!r} ({len(log.events)} events) into "
             f"{self.config.directory / mcp_log_name(self.config.name, 0)}"
         )
+
+
+def unused_sessions(directory: Path, name: str, started: int, rerecord: str, accept_unused: str) -> list[str]:
+    """The problems of a replay whose client started server ``name`` ``started`` times while more
+    sessions are recorded: one per recorded session never started."""
+    return [
+        f"[MCP_NOT_CONSUMED] MCP server {name!r}: {path.name} was never started (the agent started the "
+        f"server {started} time(s)); re-record it:\n  {rerecord}\n  (or let recorded requests go unused: "
+        f"{accept_unused})"
+        for path in mcp_log_files(directory, name)[started:]
+    ]
 
 
 class _Run(Struct):
@@ -565,5 +582,6 @@ __all__ = [
     "claim_index",
     "quote_json",
     "tool_call_value",
+    "unused_sessions",
     "write_sessions",
 ]
