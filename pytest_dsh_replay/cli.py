@@ -918,6 +918,13 @@ def recover(directories: Sequence[Path]) -> None:
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
 @click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
 @click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the request "
+    "check; repeatable",
+)
+@click.option(
     "--api-key-env",
     default=None,
     metavar="NAME",
@@ -957,6 +964,7 @@ def serve(
     port: int,
     backend: str,
     match_on: tuple[str, ...],
+    mask: tuple[str, ...],
     api_key_env: str | None,
     allow_unused: bool,
     allow_origins: tuple[str, ...],
@@ -979,6 +987,7 @@ def serve(
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
     from .mcp.http import parse_mcp_option
     from .replay.requests import parse_match_on
+    from .session.masks import Masks
 
     record_mode = RecordMode(mode)
     if upstream and not record_mode.records:
@@ -993,6 +1002,7 @@ def serve(
         api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on, option="--match-on"),
+        masks=Masks.parse(mask, source="--mask") or None,
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,

@@ -45,12 +45,13 @@ from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
+from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, format_for_path
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
-from .record import ConversationLog, Recorder, UpstreamModel, answer_content
+from .record import ConversationLog, Recorder, UpstreamModel, answer_content, first_request_keys
 from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
@@ -115,6 +116,8 @@ class EndpointConfig(Struct):
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
+        masks: volatile-value masks applied to both sides of the request check (``--dsh-mask``, the
+            marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
         mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
@@ -133,6 +136,7 @@ class EndpointConfig(Struct):
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
+    masks: Masks | None = None
     rerecord: str | None = None
     cwd: str | None = None
     host: str = "127.0.0.1"
@@ -268,6 +272,7 @@ class Endpoint:
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
+                masks=config.masks,
             )
             # every conversation is created by a request that calls the model with its id in the same
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
@@ -391,16 +396,17 @@ class Endpoint:
         from ..scenario.write import current_fixtures, write_fixtures
 
         assert self.recorder is not None
-        result = await self.recorder.finish()
+        sources = [self.watched.requests]
+        if self.replay is not None:
+            sources.insert(0, self.replay.requests)
+        # numbered by what each conversation asked first, not by when it arrived (stable files)
+        result = await self.recorder.finish(first_request_keys(*sources))
         directory = self.config.directory
         if not result.logs:
             outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         directory.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
-        sources = [self.watched.requests]
-        if self.replay is not None:
-            sources.insert(0, self.replay.requests)
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():
