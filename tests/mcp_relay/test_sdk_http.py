@@ -42,11 +42,18 @@ class HttpServer:
             return web.Response(status=202)
         return web.json_response(answers[-1], headers=headers)
 
+    @staticmethod
+    def _status(status: int) -> Any:
+        async def answer(_request: web.Request) -> web.Response:
+            return web.Response(status=status)
+
+        return answer
+
     async def _start(self) -> str:
         app = web.Application()
         app.router.add_post("/mcp", self._post)
-        app.router.add_get("/mcp", lambda _r: web.Response(status=405))
-        app.router.add_delete("/mcp", lambda _r: web.Response(status=200))
+        app.router.add_get("/mcp", self._status(405))
+        app.router.add_delete("/mcp", self._status(200))
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
