@@ -146,3 +146,26 @@ def test_server_tool_blocks_are_recorded_and_replayed_verbatim(tmp_path: Path, s
 
     with served(tmp_path) as ep, pytest.raises(anthropic.BadRequestError, match="request mismatch"):
         conversation(ep.url.removesuffix("/v1"), stream=stream, second="Thanks. And next week?")
+
+
+def test_another_format_leaves_a_server_tool_block_out() -> None:
+    """An Anthropic recording served to a Chat Completions or Responses client: the answer's text, without
+    the server tool's blocks (neither API has a place for them)."""
+    from pytest_dsh_replay.llm.wire import chat, messages, responses
+
+    translator = messages.upstream_translator()
+    chunks: list[Any] = []
+    for line in search_answer_body().splitlines():
+        if line.startswith("data: "):
+            chunks += translator.feed(json.loads(line[6:]))
+    chunks += translator.finish()
+    whole = responses.encode_whole(chunks, model="m", response_id="resp_1")
+    assert [item["type"] for item in whole["output"]] == ["message", "message"]
+    encoder = responses.stream_encoder("m", "resp_2")
+    events = b"".join(b"".join(encoder.feed(c)) for c in chunks) + b"".join(encoder.close())
+    assert b"server_tool_use" not in events and b"response.completed" in events
+    text = chat.encode_whole(chunks, model="m", response_id="c1")["choices"][0]["message"]["content"]
+    assert text == "Let me search.It is 21C and sunny in Oslo."
+    blocks = [c["block"] for c in chunks if c["type"] == "block-end"]
+    sent = chat.to_openai_messages([{"role": "assistant", "content": blocks}])
+    assert sent[0]["content"] == "Let me search.\nIt is 21C and sunny in Oslo."

@@ -60,7 +60,14 @@ from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
 from .base import WireRequestError
-from .fields import PROVIDER_FIELDS, check_tool_calls, partial_for, shaping_params
+from .fields import (
+    PROVIDER_BLOCK,
+    PROVIDER_FIELDS,
+    PROVIDER_FIELDS_BLOCK,
+    check_tool_calls,
+    partial_for,
+    shaping_params,
+)
 
 __all__ = [
     "ITEMS_FIELD",
@@ -975,6 +982,7 @@ class ResponsesStreamEncoder:
         self.created_at = int(time.time()) if created_at is None else created_at
         self._suffix = response_id.removeprefix("resp_")
         self._items: dict[int, _Item] = {}
+        self._skipped: set[int] = set()  # another format's provider blocks: no item of this API
         self._sequence = 0
         self._started = False
         self._ended = False
@@ -1175,6 +1183,9 @@ class ResponsesStreamEncoder:
             index, block_type = data.get("index"), data.get("blockType")
             if not isinstance(index, int) or index in self._items:
                 raise self._bad(f"block-start with a bad or repeated index {index!r}")
+            if block_type in (PROVIDER_BLOCK, PROVIDER_FIELDS_BLOCK):
+                self._skipped.add(index)
+                return out
             if block_type not in _ITEM_PREFIX:
                 raise self._bad(
                     f"block {index}: a {block_type!r} block has no Responses output item "
@@ -1211,6 +1222,8 @@ class ResponsesStreamEncoder:
             elif piece:
                 out.append(self._arguments_delta(item, piece))
         elif kind == "block-end":
+            if data.get("index") in self._skipped:
+                return out
             out += self._end(self._get(data), data.get("block"))
         elif kind == "usage":
             usage = data.get("usage")
