@@ -918,6 +918,13 @@ def recover(directories: Sequence[Path]) -> None:
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
 @click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
 @click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the request "
+    "check; repeatable",
+)
+@click.option(
     "--api-key-env",
     default=None,
     metavar="NAME",
@@ -941,6 +948,14 @@ def recover(directories: Sequence[Path]) -> None:
     help="after SIGINT/SIGTERM, how long requests in flight may take before their upstream calls "
     "are cancelled",
 )
+@click.option(
+    "--mcp",
+    "mcp_servers",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a streamable HTTP MCP server recorded and replayed under /mcp/NAME (URL: the real server, "
+    "used when recording; repeatable)",
+)
 @_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
@@ -949,10 +964,12 @@ def serve(
     port: int,
     backend: str,
     match_on: tuple[str, ...],
+    mask: tuple[str, ...],
     api_key_env: str | None,
     allow_unused: bool,
     allow_origins: tuple[str, ...],
     grace: float,
+    mcp_servers: tuple[str, ...],
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
@@ -968,7 +985,9 @@ def serve(
     import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
+    from .mcp.http import parse_mcp_option
     from .replay.requests import parse_match_on
+    from .session.masks import Masks
 
     record_mode = RecordMode(mode)
     if upstream and not record_mode.records:
@@ -983,12 +1002,14 @@ def serve(
         api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on, option="--match-on"),
+        masks=Masks.parse(mask, source="--mask") or None,
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,
         record_flag="--record",
         upstream_flag="--upstream URL",
         allow_origins=allow_origins,
+        mcp=parse_mcp_option(mcp_servers),
     )
 
     async def run() -> Any:

@@ -335,6 +335,25 @@ class UpstreamModel:
             yield chunk
 
 
+def first_request_keys(*sources: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, bytes]:
+    """Conversation id -> the content key of its first request (``sources``: the models' ``requests``,
+    in call order, the replayed ones first): its JSON with sorted keys, without ``sessionId`` (the
+    conversation's own random id). What :func:`~pytest_dsh_replay.scenario.harvest.content_order`
+    numbers a recording's files by, so the same traffic in another arrival order writes the same files.
+    """
+    keys: dict[str, bytes] = {}
+    for source in sources:
+        for sid, requests in source.items():
+            if sid in keys or not requests:
+                continue
+            first = {k: v for k, v in requests[0].items() if k not in ("sessionId", "signal")}
+            try:
+                keys[sid] = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
+            except TypeError:  # a value orjson cannot write: no key (ordered by arrival among equals)
+                continue
+    return keys
+
+
 class RecordResult(Struct):
     """What a recording run produced, in the shape the fixture writer takes (``logs``, ``cwd``)."""
 
@@ -387,9 +406,14 @@ class Recorder:
         self.logs[conv.id] = log
         return log
 
-    async def finish(self) -> RecordResult:
-        """Flush every session, harvest the logs in harvest order, close the backend."""
-        from ..scenario.harvest import harvest_backend, harvest_jsonl
+    async def finish(self, keys: Mapping[str, bytes] | None = None) -> RecordResult:
+        """Flush every session, harvest the logs, close the backend.
+
+        ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
+        :func:`~pytest_dsh_replay.scenario.harvest.content_order` (conversations arrive in any order);
+        ``None``: in harvest order.
+        """
+        from ..scenario.harvest import content_order, harvest_backend, harvest_jsonl
 
         for log in self.logs.values():
             await self.store.flush(log.session)
@@ -400,7 +424,7 @@ class Recorder:
                 logs = harvest_backend(self.storage)
         finally:
             self.storage.close()
-        return RecordResult(logs, self.cwd)
+        return RecordResult(logs if keys is None else content_order(logs, keys), self.cwd)
 
     def cleanup(self) -> None:
         """Remove the temp directory (if the recorder made one)."""
@@ -409,4 +433,11 @@ class Recorder:
             self._tmp = None
 
 
-__all__ = ["ConversationLog", "RecordResult", "Recorder", "UpstreamModel", "answer_content"]
+__all__ = [
+    "ConversationLog",
+    "RecordResult",
+    "Recorder",
+    "UpstreamModel",
+    "answer_content",
+    "first_request_keys",
+]

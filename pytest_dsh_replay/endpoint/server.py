@@ -38,19 +38,20 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
+from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, format_for_path
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
-from .record import ConversationLog, Recorder, UpstreamModel, answer_content
+from .record import ConversationLog, Recorder, UpstreamModel, answer_content, first_request_keys
 from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
@@ -115,8 +116,12 @@ class EndpointConfig(Struct):
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
+        masks: volatile-value masks applied to both sides of the request check (``--dsh-mask``, the
+            marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
+            served under ``/mcp/NAME`` (``pytest_dsh_replay.mcp.http``; the URL is used when recording).
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
@@ -131,10 +136,12 @@ class EndpointConfig(Struct):
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
+    masks: Masks | None = None
     rerecord: str | None = None
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    mcp: dict[str, str] = field(default_factory=dict)
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
@@ -208,6 +215,7 @@ class Endpoint:
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
+        self.mcp: Any = None
         self.base_url = ""
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -236,7 +244,10 @@ class Endpoint:
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
         if self.plan in (Plan.REPLAY, Plan.EPISODES):
-            if not _has_recording(config.directory):
+            # a run that only used MCP servers recorded no conversation: model requests are then
+            # refused as unrecorded (an empty script set), the MCP routes replay
+            model_recorded = _has_recording(config.directory)
+            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -247,7 +258,7 @@ class Endpoint:
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             check_recording(config.directory, rerecord)
-            scripts = load_session_scripts(config.directory)
+            scripts = load_session_scripts(config.directory) if model_recorded else []
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
@@ -261,6 +272,7 @@ class Endpoint:
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
+                masks=config.masks,
             )
             # every conversation is created by a request that calls the model with its id in the same
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
@@ -299,6 +311,19 @@ class Endpoint:
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
+        if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
+            from ..mcp.http import HttpRelays
+
+            self.mcp = HttpRelays(
+                self.config.mcp,
+                self.config.directory,
+                self.config.record,
+                cwd=self.cwd,
+                allow_unused=self.config.allow_unused,
+                accept_unused=self.accept_unused,
+                rerecord=self.config.rerecord,
+            )
+            self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -320,6 +345,10 @@ class Endpoint:
             await self.upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
+        if self.mcp is not None:
+            mcp_problems, mcp_notes = await self.mcp.close(write=not outcome.problems)
+            outcome.problems += mcp_problems
+            outcome.notes += mcp_notes
         if self.recorder is not None:
             try:
                 if not outcome.problems:
@@ -367,16 +396,17 @@ class Endpoint:
         from ..scenario.write import current_fixtures, write_fixtures
 
         assert self.recorder is not None
-        result = await self.recorder.finish()
+        sources = [self.watched.requests]
+        if self.replay is not None:
+            sources.insert(0, self.replay.requests)
+        # numbered by what each conversation asked first, not by when it arrived (stable files)
+        result = await self.recorder.finish(first_request_keys(*sources))
         directory = self.config.directory
         if not result.logs:
             outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         directory.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
-        sources = [self.watched.requests]
-        if self.replay is not None:
-            sources.insert(0, self.replay.requests)
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():

@@ -29,7 +29,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..layout import mcp_log_files, mcp_log_name, mcp_name_problem
+from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
 #: seconds teardown waits for the test's relays to end by themselves, then again after SIGTERM
@@ -132,7 +132,7 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
 
 def finish(servers: McpServers) -> tuple[list[str], list[str]]:
     """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``."""
-    from .relay import McpOutcome, write_sessions
+    from .relay import McpOutcome, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
     missing = _wait(run_dir, names, time.monotonic() + WAIT)
@@ -160,14 +160,10 @@ def finish(servers: McpServers) -> tuple[list[str], list[str]]:
     recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
     if not servers.allow_unused:
         for name in names:
-            started = len(_claims(run_dir, name))
-            for path in mcp_log_files(servers.directory, name)[started:]:
-                if name in recording:
-                    continue  # a recording run: sessions past it are replaced, not unused
-                problems.append(
-                    f"[MCP_NOT_CONSUMED] MCP server {name!r}: {path.name} was never started (the agent "
-                    f"started the server {started} time(s)); re-record it:\n  {servers.rerecord}\n  "
-                    f"(or let recorded requests go unused: {servers.accept_unused})"
+            if name not in recording:  # a recording run: sessions past it are replaced, not unused
+                started = len(_claims(run_dir, name))
+                problems += unused_sessions(
+                    servers.directory, name, started, servers.rerecord, servers.accept_unused
                 )
     recorded = [name for name in names if name in recording]
     if problems:

@@ -39,6 +39,7 @@ from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
+from ..session.masks import Masks
 from ..session.tokens import Tokenizer
 from .derive import ReplayEntry, served_entry
 from .errors import (
@@ -135,6 +136,9 @@ class ReplayModel:
         bind_unmatched: a live session whose first request matches no free script is bound to one by
             order (``True``: the request check then reports the mismatch against it); ``False``: it is
             refused with :class:`UnmatchedSessionError` and left unbound (module doc).
+        masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`: ``--dsh-mask``)
+            applied to both the recorded and the live side of every compared part; a difference a mask
+            covers is no mismatch, any other still is, and a mismatch report lists the masks.
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -166,8 +170,10 @@ class ReplayModel:
         rerecord: str | None = None,
         pin_refresh: str | None = None,
         bind_unmatched: bool = True,
+        masks: Masks | None = None,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
+        self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
         self.strict = strict
@@ -371,7 +377,9 @@ class ReplayModel:
         recorded = self._recorded_tokens.get(cwd)
         if recorded is None:
             recorded_ids = [s.recorded_id for s in self.scripts]
-            recorded = self._recorded_tokens[cwd] = Tokenizer(recorded_ids, cwd, ids_by_appearance=True)
+            recorded = self._recorded_tokens[cwd] = Tokenizer(
+                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks
+            )
         return recorded
 
     def _sides_live(self, key: str) -> Tokenizer:
@@ -391,7 +399,7 @@ class ReplayModel:
                 self._live_known.update(new)
                 return cached[1]
         self._live_known.update(new)
-        tokens = Tokenizer(sorted(self._live_known), self.live_cwd, ids_by_appearance=True)
+        tokens = Tokenizer(sorted(self._live_known), self.live_cwd, ids_by_appearance=True, masks=self.masks)
         self._live_tokens = (self.live_cwd, tokens)
         return tokens
 
@@ -442,6 +450,7 @@ class ReplayModel:
                 "they were checked, or its requests carried none)"
                 for p in self.unchecked_parts(index, request)
             ),
+            *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
             f"  if the change is intended, re-record the scenario: {rerecord}",
         ]
         if (
@@ -469,7 +478,7 @@ class ReplayModel:
             "file": script.file.name,
             "index": call + 1,
             "checked": tuple(f"{p} ({src})" for p, src in checked.items()),
-            "masks": NORMALIZATIONS,
+            "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
             "rerecord": rerecord,
             "served": not self.strict and not free,
         }
@@ -478,7 +487,8 @@ class ReplayModel:
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
 
     def check_summary(self) -> str:
-        """One line saying which request parts this model checks (for the item's ``-rA`` section)."""
+        """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
+        second naming the masks and what each masked so far, when there are masks."""
         if self.match_on == frozenset():
             return "request check: off (--dsh-match-on none)"
         per = [(s.file.name, tuple(self.checked_parts(i))) for i, s in enumerate(self.scripts)]
@@ -494,12 +504,14 @@ class ReplayModel:
             )
         pinned = any(s.pins.values for s in self.scripts)
         if not pinned and (self.match_on is None or set(self.match_on) & set(PIN_PARTS)):
-            # "messages only" where messages are checked; an update adds no pins (README "Request check")
+            # "messages only" where messages are checked; an update adds no pins (docs/request-matching.md)
             lead = "messages only: " if any("messages" in parts for _name, parts in per) else ""
             text += (
                 f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "
                 "not checked; record them with --dsh-record=rewrite)"
             )
+        if self.masks is not None:
+            text += "\n" + self.masks.summary()
         return text
 
     def assert_requests_match(self) -> None:

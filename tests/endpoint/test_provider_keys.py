@@ -155,12 +155,8 @@ def test_claude(dsh_endpoint):
 """
 
 
-@pytest.mark.parametrize("placeholder", ["dummy", "x"])
 def test_the_fixture_records_and_replays_an_anthropic_agent_with_placeholder_keys(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    anthropic_upstream: HTTPServer,
-    placeholder: str,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, anthropic_upstream: HTTPServer
 ) -> None:
     """The fixture sets ``ANTHROPIC_BASE_URL`` (no ``/v1``, the SDK's form) and a dummy
     ``ANTHROPIC_API_KEY``; the recording went upstream with the user's ``ANTHROPIC_API_KEY`` (no
@@ -183,8 +179,8 @@ def test_the_fixture_records_and_replays_an_anthropic_agent_with_placeholder_key
     assert anthropic_upstream.log[0][0].headers.get("x-api-key") == ANTHROPIC_KEY
     anthropic_upstream.stop()
 
-    monkeypatch.setenv("ANTHROPIC_API_KEY", placeholder)
-    monkeypatch.setenv("OPENAI_API_KEY", placeholder)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     result = pytester.runpytest("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 

@@ -73,13 +73,14 @@ def test_http_and_mid_stream_errors_are_recorded_and_replayed(tmp_path: Path, fl
     assert recorded[3] == "ok: cut me"
     sidecars = sorted(p.name for p in tmp_path.glob("replay.override*.json"))
     assert sidecars == ["replay.override.1.json", "replay.override.json"]
-    entries = json.loads((tmp_path / "replay.override.json").read_text())
+    # numbered by the first request's content ("cut me" < "rate me"), not by arrival
+    entries = json.loads((tmp_path / "replay.override.1.json").read_text())
     assert [e["kind"] for e in entries] == ["throw", "chunks"]
     assert entries[0]["status"] == 429 and entries[0]["code"] == "RATE_LIMIT"
-    cut = json.loads((tmp_path / "replay.override.1.json").read_text())
+    cut = json.loads((tmp_path / "replay.override.json").read_text())
     assert cut[0]["kind"] == "throw" and cut[0]["code"] == "PROVIDER_ERROR"
     assert [c["type"] for c in cut[0]["chunks"]] == ["block-start", "text-delta"]
-    log = (tmp_path / "session.jsonl").read_text()
+    log = (tmp_path / "session.1.jsonl").read_text()
     error = {
         "kind": "error",
         "step": 1,
