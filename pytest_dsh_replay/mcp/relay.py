@@ -84,6 +84,8 @@ class McpConfig(Struct):
             relays), else claimed in ``run_dir``.
         writes: whether :meth:`McpRelay.finish` writes a recorded session (the endpoint writes all of a
             server's sessions at once instead: :func:`write_sessions`).
+        masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
+            sides of the request check, as the endpoint's; ``None``: none.
     """
 
     directory: Path
@@ -98,6 +100,7 @@ class McpConfig(Struct):
     rerecord: str | None = None
     index: int | None = None
     writes: bool = True
+    masks: Any = None
 
 
 class McpOutcome(Struct):
@@ -257,7 +260,11 @@ class McpRelay:
                 position += 1
                 if is_response(m):
                     self.answers.setdefault(call_id(m["id"]), (m, list(answered), position))
-        self.sides = (Tokenizer([self.script.session_id], self.script.cwd), Tokenizer([], self.cwd))
+        masks = config.masks
+        self.sides = (
+            Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
+            Tokenizer([], self.cwd, masks=masks),
+        )
 
     # -- record ----------------------------------------------------------------------------------
 
