@@ -322,6 +322,7 @@ class Endpoint:
                 allow_unused=self.config.allow_unused,
                 accept_unused=self.accept_unused,
                 rerecord=self.config.rerecord,
+                masks=self.config.masks,
             )
             self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
