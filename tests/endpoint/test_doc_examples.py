@@ -112,7 +112,8 @@ def test_anthropic_example_records_with_its_key_and_replays(
 
 AGENT = """\
 import json, os, urllib.request
-body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Plan a weekend in Rome"}]}
+prompt = os.environ.get("PROMPT", "Plan a weekend in Rome")
+body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": prompt}]}
 url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
 headers = {"Content-Type": "application/json", "Authorization": "Bearer x"}
 request = urllib.request.Request(url, json.dumps(body).encode(), headers)
@@ -120,12 +121,13 @@ print(json.load(urllib.request.urlopen(request, timeout=30))["choices"][0]["mess
 """
 
 
-def _bash(script: str, cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    """Run ``script`` with ``bash -e``; whatever it left running (a server it started) is killed after."""
+def _bash(script: str, cwd: Path, env: dict[str, str], *, strict: bool = True) -> tuple[int, str, str]:
+    """Run ``script`` with ``bash`` (``-e`` when ``strict``); whatever it left running (a server it
+    started) is killed after."""
     out, err = cwd / "script.out", cwd / "script.err"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
-            ["bash", "-e", "-c", script],
+            ["bash", *(["-e"] if strict else []), "-c", script],
             cwd=cwd,
             env=env,
             stdout=stdout,
@@ -160,3 +162,7 @@ def test_serve_example_runs_as_printed(tmp_path: Path, fake: FakeUpstream) -> No
     assert code == 0, err
     assert again == out
     assert (tmp_path / "recordings" / "trip" / "endpoint.json").is_file()
+    # a changed request, as a plain shell runs the block: the agent gets the endpoint's 400 and fails,
+    # then serve exits 1 with the report on stderr
+    code, _, err = _bash(replay, tmp_path, {**env, "PROMPT": "Plan a weekend in Paris"}, strict=False)
+    assert code == 1 and "request mismatch" in err, err
