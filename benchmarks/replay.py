@@ -29,7 +29,8 @@ by another run: other session id, cwd and times, baseline layout), scrub it with
 its floor, per-line ``orjson.loads`` of both files (gc paused), and its peak RSS is measured in a fresh
 interpreter against the floor's, per layout. Each stage's CPU time is printed too (min of the runs).
 
-Usage: ``python benchmarks/replay.py [--events N] [--item-events N] [--item-only] [--repeat R] [--quick]``;
+Usage: ``python benchmarks/replay.py [--events N] [--item-events N] [--item-only] [--repeat R] [--quick]
+[--mask REGEX]``; ``--mask`` compares the item path with that mask (``--dsh-mask``; repeatable);
 ``--quick`` is the CI smoke run (20,000 events, 1 repeat, a few seconds). Prints medians and (min-max) of
 the ratios. Nothing asserts: it is not a test.
 """

@@ -1101,6 +1101,13 @@ def serve(
     help="seconds the server has to answer a request while recording",
 )
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the tool-call "
+    "check (repeatable)",
+)
 @click.option("--rerecord", default=None, hidden=True)
 @click.option("--accept-unused", default="--allow-unused", hidden=True)
 def mcp(
@@ -1111,6 +1118,7 @@ def mcp(
     allow_unused: bool,
     timeout: float,
     run_dir: Path | None,
+    mask: tuple[str, ...],
     rerecord: str | None,
     accept_unused: str,
 ) -> None:
@@ -1127,6 +1135,7 @@ def mcp(
 
     from .mcp.relay import McpConfig
     from .mcp.stdio import run
+    from .session.masks import Masks
 
     args = list(command[1:] if command[:1] == ("--",) else command)
     config = McpConfig(
@@ -1141,6 +1150,7 @@ def mcp(
         accept_unused=accept_unused,
     )
     try:
+        config.masks = Masks.parse(mask, source="--mask") or None
         outcome = asyncio.run(run(config))
     except HarnessError as exc:  # the relay's configuration, the recording it refuses, the server's start
         _print_error_err(exc)

@@ -322,6 +322,7 @@ class Endpoint:
                 allow_unused=self.config.allow_unused,
                 accept_unused=self.accept_unused,
                 rerecord=self.config.rerecord,
+                masks=self.config.masks,
             )
             self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -391,6 +392,7 @@ class Endpoint:
 
     async def _write(self, outcome: EndpointOutcome) -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
+        from ..scenario.normalize import Normalization
         from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
         from ..scenario.write import current_fixtures, write_fixtures
@@ -400,7 +402,7 @@ class Endpoint:
         if self.replay is not None:
             sources.insert(0, self.replay.requests)
         # numbered by what each conversation asked first, not by when it arrived (stable files)
-        result = await self.recorder.finish(first_request_keys(*sources))
+        result = await self.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
         directory = self.config.directory
         if not result.logs:
             outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
@@ -424,6 +426,8 @@ class Endpoint:
             self.scrubber,
             [*sidecar_files(scenario.path, sidecars), *pins],
             base=current_fixtures(scenario),
+            # a conversation that differs only where a mask matched keeps its recorded bytes
+            normalization=Normalization(masks=self.config.masks),
             prune_owned=self.plan.prunes_owned,
         )
         outcome.notes.append(

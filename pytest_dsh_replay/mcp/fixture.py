@@ -79,8 +79,11 @@ class McpServers:
         rerecord: str,
         accept_unused: str,
         allow_unused: bool = False,
+        masks: Sequence[str] = (),
     ) -> None:
         self.directory = directory
+        #: the run's mask patterns (a hook's mask with a ``when`` predicate cannot reach a subprocess)
+        self.masks = list(masks)
         self.allow_unused = allow_unused
         self.mode = mode
         self.run_dir = run_dir
@@ -102,6 +105,7 @@ class McpServers:
         args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
         args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
         args += ["--allow-unused"] if self.allow_unused else []
+        args += [part for pattern in self.masks for part in ("--mask", pattern)]
         args += ["--rerecord", self.rerecord, "--accept-unused", self.accept_unused, "--", *argv]
         extra = dict(env or {})
         if os.environ.get("PYTHONPATH"):
@@ -198,10 +202,22 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     except HarnessError as exc:
         pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
     allow_unused = bool(marker.kwargs.get("allow_unused", False)) if marker is not None else False
+    from ..options import run_masks
+
+    try:
+        masks = run_masks(
+            config,
+            request.node.ihook,
+            marker.kwargs.get("mask", ()) if marker is not None else (),
+            where=f"@pytest.mark.{MARKER}(mask=...)",
+        )
+    except HarnessError as exc:
+        pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
+    patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
     rerecord = rerecord_command(config, request.node.nodeid).replace(" --dsh-upstream URL", "")
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
-            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused
+            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
         yield servers
         problems, notes = finish(servers)

@@ -75,7 +75,7 @@ class HttpRelays:
 
     Args:
         servers: ``{name: upstream URL}``.
-        directory, record, cwd, allow_unused, accept_unused, rerecord: as the endpoint's.
+        directory, record, cwd, allow_unused, accept_unused, rerecord, masks: as the endpoint's.
         timeout: seconds an upstream MCP answer may take while recording.
     """
 
@@ -90,6 +90,7 @@ class HttpRelays:
         accept_unused: str = "--allow-unused",
         rerecord: str | None = None,
         timeout: float = 60.0,
+        masks: Any = None,
     ) -> None:
         self.servers = {name: _Server(name, url) for name, url in servers.items()}
         self.directory = directory
@@ -99,6 +100,7 @@ class HttpRelays:
         self.accept_unused = accept_unused
         self.rerecord = rerecord
         self.timeout = timeout
+        self.masks = masks
         self._client: Any = None
 
     def add_routes(self, app: Any) -> None:
@@ -129,6 +131,7 @@ class HttpRelays:
                 rerecord=self.rerecord,
                 index=len(server.relays),
                 writes=False,
+                masks=self.masks,
             )
         )
         relay.start()

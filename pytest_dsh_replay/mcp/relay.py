@@ -84,6 +84,8 @@ class McpConfig(Struct):
             relays), else claimed in ``run_dir``.
         writes: whether :meth:`McpRelay.finish` writes a recorded session (the endpoint writes all of a
             server's sessions at once instead: :func:`write_sessions`).
+        masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
+            sides of the request check, as the endpoint's; ``None``: none.
     """
 
     directory: Path
@@ -98,6 +100,7 @@ class McpConfig(Struct):
     rerecord: str | None = None
     index: int | None = None
     writes: bool = True
+    masks: Any = None
 
 
 class McpOutcome(Struct):
@@ -193,6 +196,10 @@ class McpRelay:
         self.tokens: dict[str, Any] = {}
         self.prologue_sent = False
         self.sides: Any = None
+        #: replay: recorded request key -> (its answer, client answers before it, transcript position)
+        self.answers: dict[str, tuple[dict[str, Any], list[int], int]] = {}
+        #: replay: recorded requests served whose answer is not sent yet
+        self.waiting: list[str] = []
         self.claimed = False
 
     @property
@@ -242,7 +249,22 @@ class McpRelay:
         log = read_log_file(path)
         self.script = session_script(path.name, log.header, log.events)
         self.used = [False] * len(self.script.items)
-        self.sides = (Tokenizer([self.script.session_id], self.script.cwd), Tokenizer([], self.cwd))
+        # each answer by the request it answers (concurrent calls may come in another order than
+        # recorded), with the client's answers recorded before it and its place in the transcript
+        answered: list[int] = []
+        position = 0
+        for item in self.script.items:
+            if is_response(item.message):
+                answered.append(item.index)
+            for m in item.segment:
+                position += 1
+                if is_response(m):
+                    self.answers.setdefault(call_id(m["id"]), (m, list(answered), position))
+        masks = config.masks
+        self.sides = (
+            Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
+            Tokenizer([], self.cwd, masks=masks),
+        )
 
     # -- record ----------------------------------------------------------------------------------
 
@@ -345,8 +367,26 @@ class McpRelay:
             )
             return [*out, _error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
         if item is None:
-            return out  # a notification or an answer the recording does not hold: nothing follows it
-        return out + [m for m in (self._respell(s) for s in item.segment) if m is not None]
+            return out + self._ready()  # a message the recording does not hold: nothing follows it
+        if is_request(item.message):
+            self.waiting.append(call_id(item.message["id"]))
+        out += [m for m in (self._respell(s) for s in item.segment if not is_response(s)) if m is not None]
+        return out + self._ready()
+
+    def _ready(self) -> list[dict[str, Any]]:
+        """The recorded answers now due, in recorded order: their request came, and so did every answer
+        of the client's (to a server's request: sampling, roots) recorded before them."""
+        due = []
+        for key in sorted(self.waiting, key=lambda k: self.answers[k][2] if k in self.answers else -1):
+            answer = self.answers.get(key)
+            if answer is None:
+                self.waiting.remove(key)  # the server never answered it: neither does its replay
+            elif all(self.used[i] for i in answer[1]):
+                self.waiting.remove(key)
+                respelled = self._respell(answer[0])
+                if respelled is not None:
+                    due.append(respelled)
+        return due
 
     def _take(self, fits: Any) -> Recorded | None:
         assert self.script is not None
@@ -367,10 +407,23 @@ class McpRelay:
         ]
         chosen: Recorded | None = None
         if method == TOOLS_CALL and candidates:
-            chosen = candidates[0]  # tool calls in recorded order: the first unused one is checked
-            difference = self._difference(
-                tool_call_value(chosen.message), tool_call_value(message), TOOLS_CALL
+            # the first unused recorded call that matches (concurrent calls come in any order); none:
+            # the difference from the first unused call of the same tool, else from the first unused
+            sent = tool_call_value(message)
+            chosen = next(
+                (
+                    r
+                    for r in candidates
+                    if self._difference(tool_call_value(r.message), sent, TOOLS_CALL) is None
+                ),
+                None,
             )
+            if chosen is None:
+                chosen = next(
+                    (r for r in candidates if tool_call_value(r.message)["name"] == sent["name"]), None
+                )
+                chosen = chosen or candidates[0]
+            difference = self._difference(tool_call_value(chosen.message), sent, TOOLS_CALL)
             if difference is not None:
                 text = self.problem(
                     f"{self.script.file}: {_describe(message)} does not match recorded call "

@@ -504,7 +504,7 @@ class ReplayModel:
             )
         pinned = any(s.pins.values for s in self.scripts)
         if not pinned and (self.match_on is None or set(self.match_on) & set(PIN_PARTS)):
-            # "messages only" where messages are checked; an update adds no pins (README "Request check")
+            # "messages only" where messages are checked; an update adds no pins (docs/request-matching.md)
             lead = "messages only: " if any("messages" in parts for _name, parts in per) else ""
             text += (
                 f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "

@@ -637,7 +637,7 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         sqlite=run.backend == Backend.SQLITE,
         masks=options.masks,
     )
-    if changed is not None:  # new_episodes has no option to accept it (README "Update rules")
+    if changed is not None:  # new_episodes has no option to accept it (docs/record-modes.md, update rules)
         outcome.problems.insert(0, _refusal(Plan.EPISODES, scenario, changed))
         outcome.refused = True
         return outcome

@@ -14,8 +14,9 @@ what a regex cannot say) replaces a match only where ``when(match)`` is true.
 
 Cost: :meth:`Masks.screen` answers "could a mask change a string value of this JSON text?" with C-level
 regex searches of the text (its string escapes decoded), so a comparison walks only the values of events
-a mask may touch. A pattern the screen cannot vouch for (an anchor ``^``/``$``/``\\A``/``\\Z``, a negative
-lookaround, or one ``re``'s parser does not describe) makes every value be walked: slower, never wrong.
+a mask may touch. A pattern with an anchor (``^``, ``$``, ``\\A``, ``\\Z``) or a negative lookaround is
+searched without them (it then finds more candidates, never fewer); where ``re``'s internals are missing
+every value is walked: slower, never wrong.
 
 Imports nothing of the package but ``errors``.
 """
@@ -77,23 +78,19 @@ def _decoded(json_text: str | bytes) -> str:
     return _ESCAPE.sub(_unescape_one, text) if "\\" in text else text
 
 
-def screenable(compiled: re.Pattern[str]) -> bool:
-    """Whether a search of the decoded JSON text finds this pattern wherever it matches a string value.
-
-    A value stands in the decoded text verbatim, with a ``"`` on either side where it has its start and
-    end. A match inside the value is then a match in the text, unless the pattern asserts something of
-    the value's ends that a ``"`` changes: an anchor (``^``, ``$``, ``\\A``, ``\\Z``) or a negative
-    lookaround (which may see the ``"``). Word boundaries are safe (``"`` is no word character, like the
-    value's ends); positive lookarounds can only match more often. A pattern ``re``'s parser does not
-    describe is not screenable.
-    """
+def _internals() -> tuple[Any, Any, Any] | None:
+    """``re``'s parser, constants and compiler (CPython's, private), or ``None`` where they are missing."""
     try:
+        from re import _compiler as compiler  # type: ignore[attr-defined]
         from re import _constants as constants  # type: ignore[attr-defined]
         from re import _parser as parser  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return parser, constants, compiler
 
-        tree = parser.parse(compiled.pattern, compiled.flags)
-    except Exception:  # an interpreter without these internals: walk every value (slower, never wrong)
-        return False
+
+def _unsafe(constants: Any) -> Callable[[Any, Any], bool]:
+    """Whether a parsed node asserts something a ``"`` beside a value changes (see :func:`screenable`)."""
     safe_at = {
         constants.AT_BOUNDARY,
         constants.AT_NON_BOUNDARY,
@@ -102,17 +99,61 @@ def screenable(compiled: re.Pattern[str]) -> bool:
         constants.AT_LOC_BOUNDARY,
         constants.AT_LOC_NON_BOUNDARY,
     }
+    return lambda op, arg: (op is constants.AT and arg not in safe_at) or op is constants.ASSERT_NOT
+
+
+def screenable(compiled: re.Pattern[str]) -> bool:
+    """Whether a search of the decoded JSON text finds this pattern wherever it matches a string value.
+
+    A value stands in the decoded text verbatim, with a ``"`` on either side where it has its start and
+    end. A match inside the value is then a match in the text, unless the pattern asserts something of
+    the value's ends that a ``"`` changes: an anchor (``^``, ``$``, ``\\A``, ``\\Z``) or a negative
+    lookaround (which may see the ``"``). Word boundaries are safe (``"`` is no word character, like the
+    value's ends); positive lookarounds can only match more often. A pattern ``re``'s parser does not
+    describe is not screenable. (The screen then searches :func:`screen_pattern`'s relaxed form.)
+    """
+    internals = _internals()
+    if internals is None:
+        return False
+    parser, constants, _compiler = internals
+    try:
+        tree = parser.parse(compiled.pattern, compiled.flags)
+    except Exception:  # a pattern this parser does not read as ``re`` compiled it: not vouched for
+        return False
+    unsafe = _unsafe(constants)
 
     def safe(items: Iterable[Any]) -> bool:
-        for op, arg in items:
-            if op is constants.AT:
-                if arg not in safe_at:
-                    return False
-            elif op is constants.ASSERT_NOT or not all(safe(sub) for sub in _subpatterns(arg)):
-                return False
-        return True
+        return all(not unsafe(op, arg) and all(safe(sub) for sub in _subpatterns(arg)) for op, arg in items)
 
     return safe(tree)
+
+
+def screen_pattern(compiled: re.Pattern[str]) -> re.Pattern[str] | None:
+    """The pattern the screen searches for ``compiled``: itself when :func:`screenable`, else the same
+    pattern with its anchors and negative lookarounds left out (it then matches wherever the original
+    does, and more: the screen stays sound, only less sharp); ``None`` where ``re``'s internals are
+    missing or refuse it (every value is walked then)."""
+    if screenable(compiled):
+        return compiled
+    internals = _internals()
+    if internals is None:
+        return None
+    parser, constants, compiler = internals
+    unsafe = _unsafe(constants)
+
+    def relax(sub: Any) -> None:
+        # anchors and lookarounds are zero-width: the widths the parser computed stay right
+        sub.data[:] = [(op, arg) for op, arg in sub.data if not unsafe(op, arg)]
+        for _op, arg in sub.data:
+            for nested in _subpatterns(arg):
+                relax(nested)
+
+    try:
+        tree = parser.parse(compiled.pattern, compiled.flags)
+        relax(tree)
+        return compiler.compile(tree, compiled.flags)  # type: ignore[no-any-return]
+    except Exception:  # an interpreter whose internals differ: walk every value (slower, never wrong)
+        return None
 
 
 def _subpatterns(arg: Any) -> list[Any]:
@@ -159,9 +200,9 @@ class Masks:
         self._compiled = tuple(compiled)
         self._groups = tuple(c.groups > 0 for c in compiled)
         self.hits: dict[int, int] = {}
-        screens = tuple(c for c in compiled if screenable(c))
-        #: every pattern screenable: the screen searches the text for each (else every value is walked)
-        self._screens = screens if len(screens) == len(compiled) else None
+        screens = [screen_pattern(c) for c in compiled]
+        #: what the screen searches the text for, one per mask (None: a mask has none, every value is walked)
+        self._screens = None if None in screens else tuple(c for c in screens if c is not None)
 
     @classmethod
     def parse(cls, patterns: Iterable[str], *, source: str) -> Masks:
@@ -254,4 +295,4 @@ class Masks:
 #: no masks (what every comparison uses unless masks are given)
 NO_MASKS = Masks(())
 
-__all__ = ["NO_MASKS", "Mask", "MaskError", "Masks", "screenable"]
+__all__ = ["NO_MASKS", "Mask", "MaskError", "Masks", "screen_pattern", "screenable"]

@@ -5,6 +5,7 @@ test's red request, and the payload's size for a large run."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_properties
 from pytest_dsh_replay.report import render_html, report_payload
 from pytest_dsh_replay.report.payload import Item
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def payload_of(html: str) -> dict[str, Any]:
@@ -167,3 +170,19 @@ def test_how_a_parent_is_known() -> None:
         ("header", "", []),
         ("tool call", "subagent c3", []),
     ]
+
+
+def test_an_unreadable_log_is_named_and_the_others_still_shown(tmp_path: Path) -> None:
+    good = tmp_path / "logs"
+    shutil.copytree(REPO / "scenarios" / "spawn" / "one-child", good)
+    (good / "session.1.jsonl").write_text('{"type":"session","version":0,"id":"x","createdAt":1}\n{oops\n')
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(good), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "session.1.jsonl" in result.output and "REPLAY_MALFORMED_LINE" in result.output
+    sessions = payload_of(out.read_text())["recordings"][0]["sessions"]
+    assert [s["file"] for s in sessions] == ["session.jsonl", "session.1.jsonl"]
+    assert "error" not in sessions[0] and sessions[0]["transcript"]
+    assert "REPLAY_MALFORMED_LINE" in sessions[1]["error"]
+    missing = CliRunner().invoke(main, ["report", str(tmp_path / "nowhere"), "-o", str(out)])
+    assert missing.exit_code == 2 and "PATH_MISSING" in missing.output

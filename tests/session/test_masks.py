@@ -9,7 +9,7 @@ import re
 import orjson
 import pytest
 
-from pytest_dsh_replay.session.masks import Mask, MaskError, Masks, screenable
+from pytest_dsh_replay.session.masks import Mask, MaskError, Masks, screen_pattern, screenable
 from pytest_dsh_replay.session.tokens import Tokenizer
 
 
@@ -51,7 +51,10 @@ def test_a_regex_that_does_not_compile_names_itself_and_its_source() -> None:
     ],
 )
 def test_which_patterns_the_screen_can_vouch_for(pattern: str, ok: bool) -> None:
-    assert screenable(re.compile(pattern)) is ok
+    compiled = re.compile(pattern)
+    assert screenable(compiled) is ok
+    relaxed = screen_pattern(compiled)  # searched as it is, or relaxed
+    assert relaxed is not None and (relaxed is compiled) is ok
 
 
 def test_the_tokenizer_masks_both_sides_alike() -> None:
@@ -80,10 +83,13 @@ PATTERNS = [
     r'x"?=',
     r"(ab)+",
 ]
+#: searched relaxed by the screen (their anchors and negative lookarounds left out)
+PATTERNS += [r"^a", r"b$", r"\Ax", r"(?<!a)b", r"a(?!b)", r"(?m)^b", r"^(a|x$)"]
 
 
 def test_the_screen_never_passes_a_value_a_mask_changes() -> None:
-    """Seeded fuzz over strings holding what JSON escapes (quotes, backslashes, controls)."""
+    """Seeded fuzz over strings holding what JSON escapes (quotes, backslashes, controls), anchored and
+    lookaround patterns included."""
     rng = random.Random(30)
     for _ in range(3000):
         masks = Masks.parse(rng.sample(PATTERNS, 2), source="fuzz")

@@ -36,6 +36,7 @@ from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage
 from .base import WireRequestError
 from .fields import (
     CHUNK_FIELDS,
+    PROVIDER_BLOCK,
     PROVIDER_FIELDS,
     PROVIDER_FIELDS_BLOCK,
     check_tool_calls,
@@ -140,6 +141,8 @@ def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> J
         kind = block.get("type")
         if kind == PROVIDER_FIELDS_BLOCK:  # the message's own provider fields (fields.py)
             provider = merge_partial(provider, partial_for(block, WIRE))
+        elif kind == PROVIDER_BLOCK:
+            continue  # another format's block (a server tool's): this API has no place for it
         elif kind == "text":
             texts.append(str(block.get("text", "")))
         elif kind == "reasoning":

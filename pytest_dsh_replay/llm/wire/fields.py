@@ -19,6 +19,15 @@ gets its own fields back; another wire format ignores it. Where it sits:
   chunk's or choice's unknown keys, e.g. OpenRouter's ``provider``) are response metadata, never sent
   back: they are kept in the same block under ``chunkFields`` (same shape).
 
+A whole content block our vocabulary has no word for (Anthropic's server tools: ``server_tool_use``,
+``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
+``mcp_tool_use``/``mcp_tool_result``, ``container_upload``, ...) is a ``provider-block`` block
+(:data:`PROVIDER_BLOCK`): ``{"type":"provider-block","providerFields":{"messages":{<the block as sent>}}}``.
+It is not a ``tool-call`` (the provider ran it; the agent must not), it is logged, derived and compared
+like any block, served back and written into a request verbatim by the format that read it, and left
+out by another format. Response-level data with no word of ours that is never sent back (the usage's
+``server_tool_use`` counts) goes into the ``provider-fields`` block's ``chunkFields`` (``usage`` key).
+
 Streamed providers send a field in pieces or repeat it in every chunk: :func:`merge_streamed` folds
 successive values (a repeat of the held value is kept once; objects merge key by key; a different
 string is appended, as streamed text is; list items with the same ``index`` merge, others are
@@ -53,6 +62,7 @@ from ..types import ContentBlock, Message
 
 __all__ = [
     "CHUNK_FIELDS",
+    "PROVIDER_BLOCK",
     "PROVIDER_FIELDS",
     "PROVIDER_FIELDS_BLOCK",
     "check_tool_calls",
@@ -69,6 +79,8 @@ PROVIDER_FIELDS = "providerFields"
 CHUNK_FIELDS = "chunkFields"
 #: The block type holding a message's own provider fields.
 PROVIDER_FIELDS_BLOCK = "provider-fields"
+#: The block type holding a whole provider content block we have no word for (module doc).
+PROVIDER_BLOCK = "provider-block"
 
 
 def merge_streamed(held: Any, value: Any) -> Any:
