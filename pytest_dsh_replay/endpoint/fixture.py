@@ -60,8 +60,8 @@ class EndpointHandle(Struct):
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
-    a directory that is not a string or path, a keyword other than ``allow_unused``, or an
-    ``allow_unused`` that is not ``True``/``False`` (``"no"`` would allow).
+    a directory that is not a string or path, a keyword other than ``allow_unused`` and
+    ``record_on_error``, or one of them that is not ``True``/``False`` (``"no"`` would allow).
 
     Raises:
         EndpointConfigError: naming the marker, the test and what is wrong.
@@ -77,15 +77,15 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
         )
-    unknown = sorted(set(marker.kwargs) - {"allow_unused"})
+    unknown = sorted(set(marker.kwargs) - {"allow_unused", "record_on_error"})
     if unknown:
         raise EndpointConfigError(
-            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False)"
+            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, "
+            "record_on_error=True|False)"
         )
-    if not isinstance(marker.kwargs.get("allow_unused", False), bool):
-        raise EndpointConfigError(
-            f"{where}: allow_unused must be True or False, got {marker.kwargs['allow_unused']!r}"
-        )
+    for flag in ("allow_unused", "record_on_error"):
+        if not isinstance(marker.kwargs.get(flag, False), bool):
+            raise EndpointConfigError(f"{where}: {flag} must be True or False, got {marker.kwargs[flag]!r}")
 
 
 def recording_dir(request: pytest.FixtureRequest) -> Path:
@@ -149,6 +149,8 @@ def endpoint_fixture(
         backend=backend,
         match_on=_match_on(config),
         allow_unused=bool(options.get("allow_unused", False)),
+        record_on_error=bool(options.get("record_on_error", False)),
+        accept_flag="@pytest.mark.dsh_recording(record_on_error=True)",
         rerecord=rerecord_command(config, request.node.nodeid),
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",

@@ -419,41 +419,65 @@ TEMP_STORE_PREFIX = "dsh-endpoint-"
 _STORE_LOCK = ".dsh-store.lock"
 
 
-def _lock_root() -> Path:
-    return Path(tempfile.gettempdir()) / f"dsh-replay-locks-{os.getuid()}"
-
-
 class RecordingLock:
-    """The one recorder of a recording directory: an exclusive ``flock``
-    (:class:`~pytest_dsh_replay.persistence.locking.WriterLock`) on a lock file named by the directory's
-    real path, kept in a per-user directory under the system's temp directory (so the recording
-    directory gets no lock file), held from start to the end of the write.
+    """The one recorder of a recording directory: an exclusive, non-blocking ``flock`` on a lock file
+    named by the directory's real path, in the system's temp directory (so the recording directory gets
+    no lock file), held from start to the end of the write. The file is removed at release (while the
+    lock is held; a process that locked a removed file finds it gone and tries again), so a clean run
+    leaves nothing; a killed run's file is unlocked by the kernel and reused.
 
     Raises (from the constructor):
         RecordingLockedError: another recorder (``serve --record``, the ``dsh_endpoint`` fixture, in
             this process or another) holds it.
+        EndpointConfigError: the lock file cannot be created (names it).
     """
 
     def __init__(self, directory: Path) -> None:
+        import errno
+        import fcntl
         import hashlib
 
-        from ..persistence.errors import WriterConflictError
-        from ..persistence.locking import WriterLock
-
         real = str(directory.resolve())
-        self.path = _lock_root() / (hashlib.sha256(real.encode()).hexdigest()[:32] + ".lock")
-        try:
-            self._lock: Any = WriterLock(self.path, real)
-        except WriterConflictError as exc:
-            raise RecordingLockedError(
-                f"{directory}: another recorder is recording into this directory (serve --record or the "
-                f"dsh_endpoint fixture; lock {self.path} is held): a second one would overwrite or mix its "
-                "recording; stop the other one, or record into another directory"
-            ) from exc
+        name = f"dsh-replay-{hashlib.sha256(real.encode()).hexdigest()[:32]}.lock"
+        self.path = Path(tempfile.gettempdir()) / name
+        for _attempt in range(100):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise HarnessError(
+                    f"{directory}: cannot create the recorder's lock {self.path}: {exc.strerror}",
+                    "ENDPOINT_CONFIG",
+                ) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise RecordingLockedError(
+                        f"{directory}: another recorder is recording into this directory (serve --record "
+                        f"or the dsh_endpoint fixture; lock {self.path} is held): a second one would "
+                        "overwrite or mix its recording; stop the other one, or record into another "
+                        "directory"
+                    ) from exc
+                raise
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd: int | None = fd
+                return
+            os.close(fd)  # the file was removed by the recorder that released it: lock the new one
+        raise HarnessError(f"{directory}: cannot take the recorder's lock {self.path}", "ENDPOINT_CONFIG")
 
     def release(self) -> None:
-        """Release the lock (idempotent)."""
-        self._lock.release()
+        """Remove the lock file and release the lock (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                self.path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
 
 
 class RecordingLockedError(HarnessError):

@@ -158,7 +158,7 @@ class EndpointConfig(Struct):
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
     record_on_error: bool = False
-    accept_flag: str = "--dsh-record-on-error"
+    accept_flag: str = "EndpointConfig(record_on_error=True)"
 
 
 class EndpointOutcome(Struct):
