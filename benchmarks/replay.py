@@ -29,7 +29,8 @@ by another run: other session id, cwd and times, baseline layout), scrub it with
 its floor, per-line ``orjson.loads`` of both files (gc paused), and its peak RSS is measured in a fresh
 interpreter against the floor's, per layout. Each stage's CPU time is printed too (min of the runs).
 
-Usage: ``python benchmarks/replay.py [--events N] [--item-events N] [--item-only] [--repeat R] [--quick]``;
+Usage: ``python benchmarks/replay.py [--events N] [--item-events N] [--item-only] [--repeat R] [--quick]
+[--mask REGEX]``; ``--mask`` compares the item path with that mask (``--dsh-mask``; repeatable);
 ``--quick`` is the CI smoke run (20,000 events, 1 repeat, a few seconds). Prints medians and (min-max) of
 the ratios. Nothing asserts: it is not a test.
 """
@@ -294,13 +295,16 @@ def item_files(n: int) -> tuple[dict[str, bytes], bytes]:
     return layouts, run
 
 
-def item_path(fixture: Path, run: Path, stages: dict[str, float] | None = None) -> Any:
+def item_path(
+    fixture: Path, run: Path, stages: dict[str, float] | None = None, masks: tuple[str, ...] = ()
+) -> Any:
     """What an item does with the fixture and the run's log besides running the agent (see module doc);
-    ``stages`` collects each stage's CPU seconds."""
+    ``stages`` collects each stage's CPU seconds; ``masks``: ``--dsh-mask`` regexes of the comparison."""
     from pytest_dsh_replay.replay import load_session_scripts
     from pytest_dsh_replay.scenario.compare import compare_event_logs
     from pytest_dsh_replay.scenario.harvest import parse_log_bytes, read_log_bytes
     from pytest_dsh_replay.scenario.secrets import default_scrubber, scrub_logs
+    from pytest_dsh_replay.session.masks import Masks
 
     clock = time.process_time
     marks = [clock()]
@@ -312,7 +316,7 @@ def item_path(fixture: Path, run: Path, stages: dict[str, float] | None = None) 
     marks.append(clock())
     scrubbed = scrub_logs([live], default_scrubber())
     marks.append(clock())
-    problems = compare_event_logs([fx], scrubbed)
+    problems = compare_event_logs([fx], scrubbed, masks=Masks.parse(masks, source="--mask") or None)
     marks.append(clock())
     if problems:
         raise SystemExit("item path: the run's log differs from the fixture:\n" + problems[0].render()[:2000])
@@ -352,8 +356,8 @@ def item_peak_rss(fixture: Path, run: Path, what: str) -> int:
     return int(out.split()[-1]) * 1024
 
 
-def item_report(n: int, repeat: int) -> None:
-    """Print the item-path figures (see module doc)."""
+def item_report(n: int, repeat: int, masks: tuple[str, ...] = ()) -> None:
+    """Print the item-path figures (see module doc), comparing with ``masks`` (``--mask``)."""
     layouts, run_data = item_files(n)
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run" / "session.jsonl"
@@ -379,12 +383,14 @@ def item_report(n: int, repeat: int) -> None:
                     t_floor[c].append(clock() - t0)
                     gc.collect()
                     t0 = clock()
-                    item_path(path, run, stages[name])
+                    item_path(path, run, stages[name], masks)
                     t_item[c][name].append(clock() - t0)
         f_wall, f_cpu = statistics.median(t_floor["wall"]), statistics.median(t_floor["cpu"])
         rss_floor = item_peak_rss(fixtures["baseline"], run, "floor")
         print(
-            f"item path, {n} logical events (fixture + the run's log), {repeat} interleaved run(s); floor = "
+            f"item path, {n} logical events (fixture + the run's log), {repeat} interleaved run(s)"
+            + (f", masks {list(masks)}" if masks else "")
+            + "; floor = "
             f"orjson per line of both files: {f_wall:.3f} s wall, {f_cpu:.3f} s cpu, peak RSS "
             f"{rss_floor / 1e6:.0f} MB"
         )
@@ -421,11 +427,18 @@ def main() -> None:
         help="logical events of the item-path figure (0: skip it)",
     )
     parser.add_argument("--item-only", action="store_true", help="print only the item-path figure")
+    parser.add_argument(
+        "--mask",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="compare the item path with this volatile-value mask (--dsh-mask; repeatable)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.events, args.repeat, args.item_events = 20_000, 1, 20_000
     if args.item_only:
-        item_report(args.item_events, args.repeat)
+        item_report(args.item_events, args.repeat, tuple(args.mask))
         return
 
     events = synthetic_events(args.events)
@@ -509,7 +522,7 @@ def main() -> None:
                 f"{(scan_t - decode_t) / f_cpu:.3f}x = {scan_t / f_cpu:.3f}x"
             )
     if args.item_events:
-        item_report(args.item_events, args.repeat)
+        item_report(args.item_events, args.repeat, tuple(args.mask))
 
 
 if __name__ == "__main__":

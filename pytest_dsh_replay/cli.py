@@ -951,6 +951,13 @@ def accept(directory: Path) -> None:
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
 @click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
 @click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the request "
+    "check; repeatable",
+)
+@click.option(
     "--api-key-env",
     default=None,
     metavar="NAME",
@@ -980,6 +987,14 @@ def accept(directory: Path) -> None:
     help="a recording run with problems writes every conversation, failed calls included, even over a "
     "recording (default: its good conversations, kept beside a recording they would replace)",
 )
+@click.option(
+    "--mcp",
+    "mcp_servers",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a streamable HTTP MCP server recorded and replayed under /mcp/NAME (URL: the real server, "
+    "used when recording; repeatable)",
+)
 @_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
@@ -988,11 +1003,13 @@ def serve(
     port: int,
     backend: str,
     match_on: tuple[str, ...],
+    mask: tuple[str, ...],
     api_key_env: str | None,
     allow_unused: bool,
     allow_origins: tuple[str, ...],
     grace: float,
     record_on_error: bool,
+    mcp_servers: tuple[str, ...],
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
@@ -1008,7 +1025,9 @@ def serve(
     import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
+    from .mcp.http import parse_mcp_option
     from .replay.requests import parse_match_on
+    from .session.masks import Masks
 
     record_mode = RecordMode(mode)
     if upstream and not record_mode.records:
@@ -1023,6 +1042,7 @@ def serve(
         api_key_env=api_key_env,
         backend=Backend(backend),
         match_on=parse_match_on(match_on, option="--match-on"),
+        masks=Masks.parse(mask, source="--mask") or None,
         allow_unused=allow_unused,
         rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
         port=port,
@@ -1031,6 +1051,7 @@ def serve(
         allow_origins=allow_origins,
         record_on_error=record_on_error,
         accept_flag="--record-on-error",
+        mcp=parse_mcp_option(mcp_servers),
     )
 
     async def run() -> Any:
@@ -1124,6 +1145,13 @@ def serve(
     help="seconds the server has to answer a request while recording",
 )
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the tool-call "
+    "check (repeatable)",
+)
 @click.option("--rerecord", default=None, hidden=True)
 @click.option("--accept-unused", default="--allow-unused", hidden=True)
 def mcp(
@@ -1134,6 +1162,7 @@ def mcp(
     allow_unused: bool,
     timeout: float,
     run_dir: Path | None,
+    mask: tuple[str, ...],
     rerecord: str | None,
     accept_unused: str,
 ) -> None:
@@ -1150,6 +1179,7 @@ def mcp(
 
     from .mcp.relay import McpConfig
     from .mcp.stdio import run
+    from .session.masks import Masks
 
     args = list(command[1:] if command[:1] == ("--",) else command)
     config = McpConfig(
@@ -1164,6 +1194,7 @@ def mcp(
         accept_unused=accept_unused,
     )
     try:
+        config.masks = Masks.parse(mask, source="--mask") or None
         outcome = asyncio.run(run(config))
     except HarnessError as exc:  # the relay's configuration, the recording it refuses, the server's start
         _print_error_err(exc)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from .scenario.definition import Scenario
     from .scenario.normalize import NormalizeContext
+    from .session.masks import Mask
 
 hookspec = pluggy.HookspecMarker("pytest")
 
@@ -41,8 +42,38 @@ def pytest_dsh_normalize_event(event: dict[str, Any], context: NormalizeContext)
     """Return a replacement for ``event`` before comparison (both sides), or ``None`` to keep it.
 
     Called for every event of every compared log, before the standard normalization (time, ids, cwd).
-    While an implementation is installed, replay's per-call request check leaves out ``messages`` by
-    default (they carry the values the hook masks); ``--dsh-match-on`` overrides.
+    It reaches the scenario's log comparison and the update rule only: neither the per-call request
+    check (so while an implementation is installed, a scenario's request check leaves out ``messages``
+    by default, since they carry the values the hook rewrites; ``--dsh-match-on`` overrides) nor the
+    ``dsh_endpoint`` fixture nor ``dsh_replay_model``. For a value that differs from run to run (a
+    timestamp, an id) use a mask instead (``--dsh-mask``, :func:`pytest_dsh_masks`): masks reach every
+    comparison and keep ``messages`` checked.
+    """
+
+
+@hookspec
+def pytest_dsh_masks(config: pytest.Config) -> list[Mask | str] | None:
+    r"""Return volatile-value masks beyond ``--dsh-mask`` / ini ``dsh_mask`` (``None`` or ``[]``: none).
+
+    Each item is a regex string, or a :class:`~pytest_dsh_replay.session.masks.Mask` for what a regex
+    cannot say: ``Mask(pattern, when=predicate)`` masks a match of ``pattern`` only where
+    ``predicate(match)`` is true (e.g. a date only when it is today's, a number only above 10**9). The
+    results of every implementation are used, after the option's and the ini's masks, in the order
+    pluggy calls them; ``{{mask:N}}`` numbers them in that order.
+
+    Where they apply: to both sides (recorded and live) of every comparison of the items and fixtures at
+    or under the implementing conftest's directory: a scenario's log comparison, request check and
+    update rule (``--snapshot-update``, ``new_episodes``), ``dsh_replay_model``'s and ``dsh_endpoint``'s
+    request checks. Never to what is written. Called once per scenario item or fixture use (its masks
+    count what they masked for that report). A pattern that does not compile fails that item with
+    ``MaskError`` (``MASK_BAD_REGEX``). See ``docs/masks.md``.
+
+    Example (``conftest.py``)::
+
+        from pytest_dsh_replay.session.masks import Mask
+
+        def pytest_dsh_masks(config):
+            return [r"tx=([0-9a-f]+)", Mask(r"\b\d{10}\b", when=lambda m: int(m[0]) > 1_600_000_000)]
     """
 
 

@@ -228,6 +228,13 @@ class PinKind(Struct, frozen=True):
         label: how reports name it ("system prompt").
         absent: makes the value of a request that does not carry the part (``str`` -> ``""``).
         wrap: for ``json``: the file holds ``{wrap: value}`` instead of the bare value.
+        optional: pinned only when a request of the recording carries the part (a loop that never
+            sends it writes no pin); a recording without the pin does not check the part.
+        per_call: a session whose calls sent different values is pinned per call (the file holds a JSON
+            array, one value per call, in call order) instead of not at all; for a kind whose value is
+            never an array.
+        shapes_answer: a changed value changes what the model answers (a recorded answer does not fit
+            the new value), so a mismatch in it is never offered as "refresh the pins".
     """
 
     part: str
@@ -236,6 +243,9 @@ class PinKind(Struct, frozen=True):
     label: str
     absent: Callable[[], object] = str
     wrap: str | None = None
+    optional: bool = False
+    per_call: bool = False
+    shapes_answer: bool = False
 
     def file_name(self, rank: int = 0) -> str:
         """The pin file of log ``rank``: ``<stem>.expected.<ext>`` (0) or ``<stem>.<n>.expected.<ext>``."""
@@ -247,6 +257,16 @@ PIN_KINDS: tuple[PinKind, ...] = (
     PinKind("system", "system-prompt", "md", "system prompt"),
     PinKind("tools", "tool-schemas", "json", "tool descriptions/schemas", absent=list),
     PinKind("model", "model", "json", "model name", wrap="model"),
+    PinKind(
+        "params",
+        "request-params",
+        "json",
+        "answer-shaping parameters",
+        absent=dict,
+        optional=True,
+        per_call=True,
+        shapes_answer=True,
+    ),
 )
 #: the pinned request parts, in pin order
 PIN_PARTS: tuple[str, ...] = tuple(k.part for k in PIN_KINDS)

@@ -7,7 +7,8 @@ is imported when it runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,9 +16,18 @@ from .layout import PIN_PARTS
 
 if TYPE_CHECKING:
     from .llm.secrets import SecretScrubber
+    from .session.masks import Masks
 from .modes import Backend, RecordMode
 
-__all__ = ["add_options", "check_model_spec", "match_on", "record_mode", "run_scrubber", "warn_inert_options"]
+__all__ = [
+    "add_options",
+    "check_model_spec",
+    "match_on",
+    "record_mode",
+    "run_masks",
+    "run_scrubber",
+    "warn_inert_options",
+]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -71,6 +81,21 @@ def add_options(parser: pytest.Parser) -> None:
         + " (comma-separated or repeated; default: all the recording has; none: off)",
     )
     parser.addini("dsh_match_on", "request parts checked before serving (see --dsh-match-on)", default="")
+    group.addoption(
+        "--dsh-mask",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="a volatile value (timestamp, transaction id): what REGEX matches in a string value (or its "
+        "groups) is replaced by {{mask:N}} on both sides of every comparison, never in what is written; "
+        "repeatable",
+    )
+    parser.addini(
+        "dsh_mask",
+        "volatile-value masks, one regular expression a line (see --dsh-mask)",
+        type="linelist",
+        default=[],
+    )
     group.addoption(
         "--dsh-accept-changed-requests",
         action="store_true",
@@ -204,3 +229,55 @@ def run_scrubber(config: pytest.Config) -> SecretScrubber:
         )
     except SecretConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def run_masks(
+    config: pytest.Config, hook: Any = None, extra: Iterable[Any] = (), *, where: str = ""
+) -> Masks | None:
+    """The masks of one comparison context: ``--dsh-mask`` values, ini ``dsh_mask`` lines, what the
+    ``pytest_dsh_masks`` hook returns through ``hook`` (an item's ``ihook``, so a conftest's masks apply
+    at or under its directory), then ``extra`` (the ``dsh_recording`` marker's ``mask=``, as ``where``
+    names it); ``None`` when there are none.
+
+    A string is a regex; a hook may also return :class:`~pytest_dsh_replay.session.masks.Mask` objects
+    (with a ``when`` predicate).
+
+    Raises:
+        pytest.UsageError: a ``--dsh-mask``/``dsh_mask`` regex that does not compile.
+        MaskError: a hook's or ``extra``'s mask that does not compile, or is neither a string nor a
+            ``Mask`` (the caller says where).
+    """
+    given = [v for v in config.getoption("dsh_mask") if str(v).strip()]
+    lines = [v for v in config.getini("dsh_mask") if str(v).strip()]
+    hooked: list[Any] = []
+    if hook is not None:
+        for result in hook.pytest_dsh_masks(config=config):
+            hooked.extend(result or ())
+    extra = list(extra)
+    if not (given or lines or hooked or extra):
+        return None  # the default; importing the session package here would tax unrelated runs
+    from .session.masks import Mask, MaskError, Masks
+
+    def as_masks(values: Iterable[Any], source: str) -> list[Mask]:
+        out = []
+        for value in values:
+            if isinstance(value, Mask):
+                out.append(value if value.source else Mask(value.pattern, source, value.when))
+            elif isinstance(value, str):
+                out.append(Mask(value.strip(), source))
+            else:
+                raise MaskError(f"{source}: a mask is a regex string or a Mask, got {value!r}")
+        return out
+
+    try:
+        Masks([*as_masks(given, "--dsh-mask"), *as_masks(lines, "ini dsh_mask")])
+    except MaskError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return Masks(
+        [
+            *as_masks(given, "--dsh-mask"),
+            *as_masks(lines, "ini dsh_mask"),
+            *as_masks(hooked, "pytest_dsh_masks"),
+            *as_masks(extra, where or "marker mask="),
+        ]
+    )

@@ -16,6 +16,7 @@ import pytest
 
 from .modes import Backend
 from .options import match_on as _match_on
+from .options import run_masks
 
 if TYPE_CHECKING:
     from .endpoint.fixture import EndpointHandle
@@ -38,7 +39,7 @@ __all__ = [
 
 @pytest.fixture
 def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayModel]:
-    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None)``.
+    """Factory: ``dsh_replay_model(scenario_dir, *, allow_replace_override=False, match_on=None, mask=())``.
 
     Returns a ``ReplayModel``.
 
@@ -46,7 +47,9 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
     sidecar and request pins), for driving your own agent with recorded responses. A relative
     ``scenario_dir`` resolves against the pytest rootdir (not the current directory). Every request is
     checked against the recording before it is served (``match_on``: the parts, default
-    ``--dsh-match-on`` or all the recording has); ``model.requests`` holds what your agent sent. Call
+    ``--dsh-match-on`` or all the recording has; ``mask``: regexes of volatile values, added to
+    ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``, applied to both sides of the check);
+    ``model.requests`` holds what your agent sent. Call
     ``model.assert_consumed()`` at the end of your test: it raises a request mismatch first, then any
     recorded call that was not used.
     """
@@ -61,6 +64,7 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
         *,
         allow_replace_override: bool = False,
         match_on: Iterable[str] | None = None,
+        mask: Iterable[str] = (),
     ) -> ReplayModel:
         path = Path(scenario_dir)
         if not path.is_absolute():
@@ -74,7 +78,10 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
             )
         scripts = load_session_scripts(path, allow_replace_override=allow_replace_override)
         parts = default_match_on if match_on is None else frozenset(match_on)
-        return ReplayModel(scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path))
+        masks = run_masks(config, request.node.ihook, mask, where="dsh_replay_model(mask=...)")
+        return ReplayModel(
+            scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path), masks=masks
+        )
 
     return make
 

@@ -42,7 +42,7 @@ from .layout import (
     log_rank,
     skips_dir,
 )
-from .options import add_options, check_model_spec, record_mode, run_scrubber, warn_inert_options
+from .options import add_options, check_model_spec, record_mode, run_masks, run_scrubber, warn_inert_options
 from .options import match_on as match_on_option
 from .own_agent import (
     StoreHandle,
@@ -124,8 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     config.addinivalue_line(
         "markers",
-        "dsh_recording(directory=None, *, allow_unused=False, record_on_error=False): the dsh_endpoint and "
-        "dsh_mcp fixtures' recording",
+        "dsh_recording(directory=None, *, allow_unused=False, mask=[], record_on_error=False): the "
+        "dsh_endpoint and dsh_mcp fixtures' recording (mask: regexes of volatile values, see --dsh-mask)",
     )
     state = _State()
     config.stash[_STATE] = state
@@ -155,6 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
             state.name_globs.append(value)
     check_model_spec(config)
     match_on_option(config)  # a usage error now, not one per item
+    run_masks(config)  # a --dsh-mask / dsh_mask regex that does not compile: a usage error now
     report_file = config.getoption("dsh_report")
     if report_file:  # the report's machinery is imported only when asked for
         from .report.run import RunReport
@@ -534,6 +535,7 @@ class ScenarioItem(pytest.Item):
                 registry=registry, scenario=scenario
             ),
             scrubber=_scrubber(config),
+            masks=run_masks(config, hook),
         )
 
     def _item_match_on(self) -> tuple[frozenset[str] | None, str | None]:

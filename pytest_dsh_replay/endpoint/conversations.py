@@ -18,10 +18,13 @@ conversation a request belongs to from that history. The rules, in order (store-
    is, else a **new root**.
 
 Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, a
-message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), the split of a text
+message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), a server tool's blocks
+(``provider-block``: an SDK echoes them re-serialized, its ``null`` fields left out), the split of a text
 into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON values when
-they parse). Which conversation got created first decides the harvest
-order (``session.jsonl`` is the first root, ``session.N.jsonl`` the rest by creation).
+they parse). A recording numbers its conversations by what each asked first, not by arrival
+(``scenario.harvest.content_order``: parents before children; ``session.jsonl`` is a root), so the same
+traffic in another arrival order writes the same files; creation order (:attr:`Conversation.rank`) only
+breaks ties between identical first requests when a replay binds.
 
 What the rules cannot tell apart: two conversations with the same system prompt and the same history
 (e.g. two children started with the same prompt) are interchangeable; a child started while two or more
@@ -62,8 +65,8 @@ def message_key(message: Message) -> tuple[Any, ...]:
         kind = block.get("type")
         if kind == "text":
             texts.append(str(block.get("text", "")))
-        elif kind in ("reasoning", "provider-fields"):  # clients rarely echo either back
-            continue
+        elif kind in ("reasoning", "provider-fields", "provider-block"):
+            continue  # clients rarely echo the first two back, a server tool's block not as it came
         elif kind == "tool-call":
             rest.append(("call", block.get("id"), block.get("name"), _arguments_key(block.get("arguments"))))
         elif kind == "tool-result":

@@ -12,8 +12,10 @@ recording ``validate`` flags) is the setup's one-line error. A recording that we
 went in the run's summary (its notes, as ``user_properties`` of the teardown report). The recording
 directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
 ``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
-``allow_unused=True`` lets recorded calls go unused. Options: ``--dsh-record``, ``--dsh-upstream URL``
-(ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``; the upstream key of each format is
+``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
+the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``). Options:
+``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
+``--dsh-mask``; the upstream key of each format is
 read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), or from ini
 ``dsh_api_key_env`` for every format, before the dummies replace them.
 """
@@ -60,8 +62,10 @@ class EndpointHandle(Struct):
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
-    a directory that is not a string or path, a keyword other than ``allow_unused`` and
-    ``record_on_error``, or one of them that is not ``True``/``False`` (``"no"`` would allow).
+    a directory that is not a string or path, a keyword other than ``allow_unused``, ``record_on_error``
+    and ``mask``, an ``allow_unused`` or ``record_on_error`` that is not ``True``/``False`` (``"no"``
+    would allow), or a ``mask`` that is not a list (or tuple) of regex strings (a bare string would be
+    read letter by letter).
 
     Raises:
         EndpointConfigError: naming the marker, the test and what is wrong.
@@ -77,11 +81,16 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
         )
-    unknown = sorted(set(marker.kwargs) - {"allow_unused", "record_on_error"})
+    unknown = sorted(set(marker.kwargs) - {"allow_unused", "record_on_error", "mask"})
     if unknown:
         raise EndpointConfigError(
             f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, "
-            "record_on_error=True|False)"
+            "record_on_error=True|False, mask=[REGEX, ...])"
+        )
+    mask = marker.kwargs.get("mask", [])
+    if not isinstance(mask, list | tuple) or not all(isinstance(m, str) for m in mask):
+        raise EndpointConfigError(
+            f"{where}: mask must be a list of regular expressions (strings), got {mask!r}"
         )
     for flag in ("allow_unused", "record_on_error"):
         if not isinstance(marker.kwargs.get(flag, False), bool):
@@ -126,6 +135,7 @@ def endpoint_fixture(
 ) -> Iterator[EndpointHandle]:
     """Start the test's endpoint, patch the environment, yield the handle, fail at teardown on problems."""
     from ..options import match_on as _match_on
+    from ..options import run_masks
 
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
@@ -140,6 +150,12 @@ def endpoint_fixture(
         pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     directory = recording_dir(request)
+    try:
+        masks = run_masks(
+            config, request.node.ihook, options.get("mask", ()), where=f"@pytest.mark.{MARKER}(mask=...)"
+        )
+    except HarnessError as exc:  # a marker's or a hook's regex that does not compile
+        pytest.fail(f"dsh_endpoint: error [{exc.code}]: {exc.message}", pytrace=False)
     request.node.user_properties += recording_properties(directory)  # the report's link to it
     endpoint_config = EndpointConfig(
         directory,
@@ -151,6 +167,7 @@ def endpoint_fixture(
         allow_unused=bool(options.get("allow_unused", False)),
         record_on_error=bool(options.get("record_on_error", False)),
         accept_flag="@pytest.mark.dsh_recording(record_on_error=True)",
+        masks=masks,
         rerecord=rerecord_command(config, request.node.nodeid),
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",

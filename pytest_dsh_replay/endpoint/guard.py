@@ -100,8 +100,10 @@ class Guard:
     def refusal(self, headers: Any, port: int | None) -> tuple[str, str] | None:
         """``(code, message)`` when a request with these headers, arrived on local ``port``, is refused
         (module doc); ``None`` when it is served."""
-        origin = headers.get("Origin")
-        allowed = origin is not None and self._origin_allowed(origin)
+        origins = headers.getall("Origin", []) if hasattr(headers, "getall") else [headers.get("Origin")]
+        origins = [o for o in origins if o is not None]
+        origin = ", ".join(origins) if origins else None  # two Origin headers are no origin
+        allowed = len(origins) == 1 and self._origin_allowed(origins[0])
         if origin is not None and not allowed:
             return (
                 "ENDPOINT_ORIGIN_REFUSED",
@@ -116,8 +118,10 @@ class Guard:
                 f"dsh-replay endpoint: refused a {site} request from a web page: the endpoint serves the "
                 "programs on this machine, not web pages",
             )
-        host = headers.get("Host")
-        if host is not None and not self._host_allowed(host, port):
+        hosts = headers.getall("Host", []) if hasattr(headers, "getall") else [headers.get("Host")]
+        hosts = [h for h in hosts if h is not None]
+        host = ", ".join(hosts) if hosts else None  # two Host headers name no one host
+        if host is not None and (len(hosts) > 1 or not self._host_allowed(host, port)):
             shown = host if len(host) <= 100 else host[:97] + "..."
             return (
                 "ENDPOINT_HOST_REFUSED",

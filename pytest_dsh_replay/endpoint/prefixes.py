@@ -116,6 +116,8 @@ class PrefixCache:
             request["system"] = entry.request["system"]
         if "tools" in tail:
             request["tools"] = tail["tools"]
+        if "params" in tail:
+            request["params"] = tail["params"]
         hashes = entry.hashes[: entry.before_cut + 1]
         prefix_hashes(None, messages[entry.before_cut :], into=hashes)
         return request, hashes

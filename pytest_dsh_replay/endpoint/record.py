@@ -35,6 +35,7 @@ from ..llm.wire.base import WireFormat
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import Session, SessionStore
+from ..session.masks import Masks
 from .conversations import Binding
 from .upstreams import format_url
 
@@ -531,6 +532,30 @@ def remove_temp_stores(stores: Sequence[Path]) -> list[Path]:
     return removed
 
 
+def first_request_keys(
+    *sources: Mapping[str, Sequence[Mapping[str, Any]]], masks: Masks | None = None
+) -> dict[str, bytes]:
+    """Conversation id -> the content key of its first request (``sources``: the models' ``requests``,
+    in call order, the replayed ones first): its JSON with sorted keys, without ``sessionId`` (the
+    conversation's own random id), ``masks`` applied (a volatile value does not reorder the files). What
+    :func:`~pytest_dsh_replay.scenario.harvest.content_order` numbers a recording's files by, so the
+    same traffic in another arrival order writes the same files.
+    """
+    keys: dict[str, bytes] = {}
+    for source in sources:
+        for sid, requests in source.items():
+            if sid in keys or not requests:
+                continue
+            first: Any = {k: v for k, v in requests[0].items() if k not in ("sessionId", "signal")}
+            if masks is not None:
+                first = masks.apply_value(first)
+            try:
+                keys[sid] = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
+            except TypeError:  # a value orjson cannot write: no key (ordered by arrival among equals)
+                continue
+    return keys
+
+
 class RecordResult(Struct):
     """What a recording run produced, in the shape the fixture writer takes (``logs``, ``cwd``)."""
 
@@ -588,9 +613,14 @@ class Recorder:
         self.logs[conv.id] = log
         return log
 
-    async def finish(self) -> RecordResult:
-        """Flush every session, harvest the logs in harvest order, close the backend."""
-        from ..scenario.harvest import harvest_backend, harvest_jsonl
+    async def finish(self, keys: Mapping[str, bytes] | None = None) -> RecordResult:
+        """Flush every session, harvest the logs, close the backend.
+
+        ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
+        :func:`~pytest_dsh_replay.scenario.harvest.content_order` (conversations arrive in any order);
+        ``None``: in harvest order.
+        """
+        from ..scenario.harvest import content_order, harvest_backend, harvest_jsonl
 
         for log in self.logs.values():
             log.settle()
@@ -602,7 +632,7 @@ class Recorder:
                 logs = harvest_backend(self.storage)
         finally:
             self.storage.close()
-        return RecordResult(logs, self.cwd)
+        return RecordResult(logs if keys is None else content_order(logs, keys), self.cwd)
 
     def cleanup(self) -> None:
         """Remove the temp directory (if the recorder made one)."""
@@ -625,6 +655,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamModel",
     "answer_content",
+    "first_request_keys",
     "remove_temp_stores",
     "stale_temp_stores",
     "transient",

@@ -39,13 +39,14 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..errors import DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_ENV, HarnessError, max_line_bytes
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
+from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, format_for_path
 from .guard import Guard
@@ -58,6 +59,7 @@ from .record import (
     RecordResult,
     UpstreamModel,
     answer_content,
+    first_request_keys,
     stale_temp_stores,
     transient,
 )
@@ -130,8 +132,12 @@ class EndpointConfig(Struct):
         backend: the persistence backend of a recording.
         match_on: the request parts checked (``None``: all the recording has; empty: off).
         allow_unused: recorded calls or conversations left unused do not fail the run.
+        masks: volatile-value masks applied to both sides of the request check (``--dsh-mask``, the
+            marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
+        mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
+            served under ``/mcp/NAME`` (``pytest_dsh_replay.mcp.http``; the URL is used when recording).
         record_flag, upstream_flag: how the caller's options are spelled in messages (pytest's
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
@@ -150,10 +156,12 @@ class EndpointConfig(Struct):
     backend: Backend = Backend.JSONL
     match_on: frozenset[str] | None = None
     allow_unused: bool = False
+    masks: Masks | None = None
     rerecord: str | None = None
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    mcp: dict[str, str] = field(default_factory=dict)
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
@@ -256,6 +264,7 @@ class Endpoint:
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
+        self.mcp: Any = None
         self.base_url = ""
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -295,7 +304,10 @@ class Endpoint:
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
         if self.plan in (Plan.REPLAY, Plan.EPISODES):
-            if not _has_recording(config.directory):
+            # a run that only used MCP servers recorded no conversation: model requests are then
+            # refused as unrecorded (an empty script set), the MCP routes replay
+            model_recorded = _has_recording(config.directory)
+            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -306,7 +318,7 @@ class Endpoint:
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             check_recording(config.directory, rerecord)
-            scripts = load_session_scripts(config.directory)
+            scripts = load_session_scripts(config.directory) if model_recorded else []
             self.replay = ReplayModel(
                 scripts,
                 scenario=str(config.directory),
@@ -320,6 +332,7 @@ class Endpoint:
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
+                masks=config.masks,
             )
             # every conversation is created by a request that calls the model with its id in the same
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
@@ -367,6 +380,20 @@ class Endpoint:
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
+        if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
+            from ..mcp.http import HttpRelays
+
+            self.mcp = HttpRelays(
+                self.config.mcp,
+                self.config.directory,
+                self.config.record,
+                cwd=self.cwd,
+                allow_unused=self.config.allow_unused,
+                accept_unused=self.accept_unused,
+                rerecord=self.config.rerecord,
+                masks=self.config.masks,
+            )
+            self.mcp.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -388,6 +415,10 @@ class Endpoint:
             await self.upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
+        if self.mcp is not None:
+            mcp_problems, mcp_notes = await self.mcp.close(write=not outcome.problems)
+            outcome.problems += mcp_problems
+            outcome.notes += mcp_notes
         if self.recorder is not None:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
@@ -447,12 +478,17 @@ class Endpoint:
 
     async def _write(self, outcome: EndpointOutcome) -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
+        from ..scenario.normalize import Normalization
         from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
         from ..scenario.write import current_fixtures, write_fixtures
 
         assert self.recorder is not None
-        result = await self.recorder.finish()
+        sources = [self.watched.requests]
+        if self.replay is not None:
+            sources.insert(0, self.replay.requests)
+        # numbered by what each conversation asked first, not by when it arrived (stable files)
+        result = await self.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
         directory = self.config.directory
         if not result.logs:
             if outcome.problems:
@@ -507,9 +543,6 @@ class Endpoint:
                 shutil.rmtree(directory)
         directory.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
-        sources = [self.watched.requests]
-        if self.replay is not None:
-            sources.insert(0, self.replay.requests)
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():
@@ -527,6 +560,8 @@ class Endpoint:
             self.scrubber,
             [*sidecar_files(scenario.path, sidecars), *pins],
             base=current_fixtures(scenario),
+            # a conversation that differs only where a mask matched keeps its recorded bytes
+            normalization=Normalization(masks=self.config.masks),
             prune_owned=self.plan.prunes_owned,
         )
         outcome.notes.append(
@@ -648,6 +683,8 @@ class Endpoint:
             call["system"] = parsed["system"]
         if "tools" in parsed:
             call["tools"] = parsed["tools"]
+        if "params" in parsed:
+            call["params"] = parsed["params"]
         call["sessionId"] = conv.id
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):

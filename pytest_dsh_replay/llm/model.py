@@ -11,7 +11,7 @@ time, replay.md §5), the chunks arrive when iterated. Failures either raise
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import NotRequired, Protocol, TypedDict, runtime_checkable
+from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from msgspec import Struct
 
@@ -24,13 +24,17 @@ class ModelRequest(TypedDict):
     """One model call (the reference's ``GenerateOptions``), keys in this order.
 
     ``sessionId`` is the live id of the calling session; replay binds scripts on it.
-    ``signal`` is the step's cancellation handle.
+    ``signal`` is the step's cancellation handle. ``params`` holds the request's answer-shaping
+    fields (``response_format``, ``temperature``, ``reasoning``, ...) under the names and shapes of the
+    wire format they came in (``llm/wire/fields.py``: :func:`~.wire.fields.shaping_params`); the
+    bundled loop sends none, the loopback endpoint always sets it (``{}``: none sent).
     """
 
     model: str
     messages: list[Message]
     system: NotRequired[str]
     tools: NotRequired[list[ToolSpec]]
+    params: NotRequired[dict[str, Any]]
     sessionId: NotRequired[str]
     signal: NotRequired[CancelSignal]
 

@@ -29,7 +29,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..layout import mcp_log_files, mcp_log_name, mcp_name_problem
+from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
 #: seconds teardown waits for the test's relays to end by themselves, then again after SIGTERM
@@ -79,8 +79,11 @@ class McpServers:
         rerecord: str,
         accept_unused: str,
         allow_unused: bool = False,
+        masks: Sequence[str] = (),
     ) -> None:
         self.directory = directory
+        #: the run's mask patterns (a hook's mask with a ``when`` predicate cannot reach a subprocess)
+        self.masks = list(masks)
         self.allow_unused = allow_unused
         self.mode = mode
         self.run_dir = run_dir
@@ -102,6 +105,7 @@ class McpServers:
         args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
         args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
         args += ["--allow-unused"] if self.allow_unused else []
+        args += [part for pattern in self.masks for part in ("--mask", pattern)]
         args += ["--rerecord", self.rerecord, "--accept-unused", self.accept_unused, "--", *argv]
         extra = dict(env or {})
         if os.environ.get("PYTHONPATH"):
@@ -132,7 +136,7 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
 
 def finish(servers: McpServers) -> tuple[list[str], list[str]]:
     """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``."""
-    from .relay import McpOutcome, write_sessions
+    from .relay import McpOutcome, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
     missing = _wait(run_dir, names, time.monotonic() + WAIT)
@@ -160,14 +164,10 @@ def finish(servers: McpServers) -> tuple[list[str], list[str]]:
     recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
     if not servers.allow_unused:
         for name in names:
-            started = len(_claims(run_dir, name))
-            for path in mcp_log_files(servers.directory, name)[started:]:
-                if name in recording:
-                    continue  # a recording run: sessions past it are replaced, not unused
-                problems.append(
-                    f"[MCP_NOT_CONSUMED] MCP server {name!r}: {path.name} was never started (the agent "
-                    f"started the server {started} time(s)); re-record it:\n  {servers.rerecord}\n  "
-                    f"(or let recorded requests go unused: {servers.accept_unused})"
+            if name not in recording:  # a recording run: sessions past it are replaced, not unused
+                started = len(_claims(run_dir, name))
+                problems += unused_sessions(
+                    servers.directory, name, started, servers.rerecord, servers.accept_unused
                 )
     recorded = [name for name in names if name in recording]
     if problems:
@@ -202,10 +202,22 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     except HarnessError as exc:
         pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
     allow_unused = bool(marker.kwargs.get("allow_unused", False)) if marker is not None else False
+    from ..options import run_masks
+
+    try:
+        masks = run_masks(
+            config,
+            request.node.ihook,
+            marker.kwargs.get("mask", ()) if marker is not None else (),
+            where=f"@pytest.mark.{MARKER}(mask=...)",
+        )
+    except HarnessError as exc:
+        pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
+    patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
     rerecord = rerecord_command(config, request.node.nodeid).replace(" --dsh-upstream URL", "")
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
-            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused
+            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
         yield servers
         problems, notes = finish(servers)

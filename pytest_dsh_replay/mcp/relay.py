@@ -80,6 +80,12 @@ class McpConfig(Struct):
         cwd: the session's cwd (tokenized on both sides); default the process cwd.
         accept_unused: how the caller lets recorded requests go unused (named in the report).
         rerecord: the command that records again (named in the report).
+        index: the session's index when the caller numbers the sessions itself (the endpoint's HTTP
+            relays), else claimed in ``run_dir``.
+        writes: whether :meth:`McpRelay.finish` writes a recorded session (the endpoint writes all of a
+            server's sessions at once instead: :func:`write_sessions`).
+        masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
+            sides of the request check, as the endpoint's; ``None``: none.
     """
 
     directory: Path
@@ -92,6 +98,9 @@ class McpConfig(Struct):
     cwd: str | None = None
     accept_unused: str = "--allow-unused"
     rerecord: str | None = None
+    index: int | None = None
+    writes: bool = True
+    masks: Any = None
 
 
 class McpOutcome(Struct):
@@ -187,6 +196,10 @@ class McpRelay:
         self.tokens: dict[str, Any] = {}
         self.prologue_sent = False
         self.sides: Any = None
+        #: replay: recorded request key -> (its answer, client answers before it, transcript position)
+        self.answers: dict[str, tuple[dict[str, Any], list[int], int]] = {}
+        #: replay: recorded requests served whose answer is not sent yet
+        self.waiting: list[str] = []
         self.claimed = False
 
     @property
@@ -199,7 +212,7 @@ class McpRelay:
         problem = mcp_name_problem(config.name)
         if problem is not None:
             raise McpRelayError(f"--name: {problem}", "MCP_CONFIG")
-        self.index = claim_index(config.run_dir, config.name)
+        self.index = claim_index(config.run_dir, config.name) if config.index is None else config.index
         self.claimed = True
         path = config.directory / mcp_log_name(config.name, self.index)
         recorded = os.path.lexists(path)
@@ -236,7 +249,22 @@ class McpRelay:
         log = read_log_file(path)
         self.script = session_script(path.name, log.header, log.events)
         self.used = [False] * len(self.script.items)
-        self.sides = (Tokenizer([self.script.session_id], self.script.cwd), Tokenizer([], self.cwd))
+        # each answer by the request it answers (concurrent calls may come in another order than
+        # recorded), with the client's answers recorded before it and its place in the transcript
+        answered: list[int] = []
+        position = 0
+        for item in self.script.items:
+            if is_response(item.message):
+                answered.append(item.index)
+            for m in item.segment:
+                position += 1
+                if is_response(m):
+                    self.answers.setdefault(call_id(m["id"]), (m, list(answered), position))
+        masks = config.masks
+        self.sides = (
+            Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
+            Tokenizer([], self.cwd, masks=masks),
+        )
 
     # -- record ----------------------------------------------------------------------------------
 
@@ -339,8 +367,26 @@ class McpRelay:
             )
             return [*out, _error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
         if item is None:
-            return out  # a notification or an answer the recording does not hold: nothing follows it
-        return out + [m for m in (self._respell(s) for s in item.segment) if m is not None]
+            return out + self._ready()  # a message the recording does not hold: nothing follows it
+        if is_request(item.message):
+            self.waiting.append(call_id(item.message["id"]))
+        out += [m for m in (self._respell(s) for s in item.segment if not is_response(s)) if m is not None]
+        return out + self._ready()
+
+    def _ready(self) -> list[dict[str, Any]]:
+        """The recorded answers now due, in recorded order: their request came, and so did every answer
+        of the client's (to a server's request: sampling, roots) recorded before them."""
+        due = []
+        for key in sorted(self.waiting, key=lambda k: self.answers[k][2] if k in self.answers else -1):
+            answer = self.answers.get(key)
+            if answer is None:
+                self.waiting.remove(key)  # the server never answered it: neither does its replay
+            elif all(self.used[i] for i in answer[1]):
+                self.waiting.remove(key)
+                respelled = self._respell(answer[0])
+                if respelled is not None:
+                    due.append(respelled)
+        return due
 
     def _take(self, fits: Any) -> Recorded | None:
         assert self.script is not None
@@ -361,10 +407,23 @@ class McpRelay:
         ]
         chosen: Recorded | None = None
         if method == TOOLS_CALL and candidates:
-            chosen = candidates[0]  # tool calls in recorded order: the first unused one is checked
-            difference = self._difference(
-                tool_call_value(chosen.message), tool_call_value(message), TOOLS_CALL
+            # the first unused recorded call that matches (concurrent calls come in any order); none:
+            # the difference from the first unused call of the same tool, else from the first unused
+            sent = tool_call_value(message)
+            chosen = next(
+                (
+                    r
+                    for r in candidates
+                    if self._difference(tool_call_value(r.message), sent, TOOLS_CALL) is None
+                ),
+                None,
             )
+            if chosen is None:
+                chosen = next(
+                    (r for r in candidates if tool_call_value(r.message)["name"] == sent["name"]), None
+                )
+                chosen = chosen or candidates[0]
+            difference = self._difference(tool_call_value(chosen.message), sent, TOOLS_CALL)
             if difference is not None:
                 text = self.problem(
                     f"{self.script.file}: {_describe(message)} does not match recorded call "
@@ -460,7 +519,7 @@ class McpRelay:
             self.log.close(why)
             if outcome.problems:
                 outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
-            else:
+            elif self.config.writes:
                 self._write(outcome)
         self._leave(outcome)
         return outcome
@@ -506,6 +565,17 @@ class McpRelay:
             f"recorded MCP server {self.config.name!r} ({len(log.events)} events) into "
             f"{self.config.directory / mcp_log_name(self.config.name, 0)}"
         )
+
+
+def unused_sessions(directory: Path, name: str, started: int, rerecord: str, accept_unused: str) -> list[str]:
+    """The problems of a replay whose client started server ``name`` ``started`` times while more
+    sessions are recorded: one per recorded session never started."""
+    return [
+        f"[MCP_NOT_CONSUMED] MCP server {name!r}: {path.name} was never started (the agent started the "
+        f"server {started} time(s)); re-record it:\n  {rerecord}\n  (or let recorded requests go unused: "
+        f"{accept_unused})"
+        for path in mcp_log_files(directory, name)[started:]
+    ]
 
 
 class _Run(Struct):
@@ -565,5 +635,6 @@ __all__ = [
     "claim_index",
     "quote_json",
     "tool_call_value",
+    "unused_sessions",
     "write_sessions",
 ]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,6 +39,7 @@ from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
+from ..session.masks import Masks
 from ..session.tokens import Tokenizer
 from .derive import ReplayEntry, served_entry
 from .errors import (
@@ -50,7 +51,7 @@ from .errors import (
     UnmatchedSessionError,
 )
 from .load import SessionScript
-from .pins import PIN_PARTS
+from .pins import PIN_PARTS, pin_name, pinned_value
 from .placeholder import (
     PlaceholderNoMatch,
     PlaceholderSyntaxError,
@@ -79,6 +80,7 @@ _UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+_SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -134,6 +136,9 @@ class ReplayModel:
         bind_unmatched: a live session whose first request matches no free script is bound to one by
             order (``True``: the request check then reports the mismatch against it); ``False``: it is
             refused with :class:`UnmatchedSessionError` and left unbound (module doc).
+        masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`: ``--dsh-mask``)
+            applied to both the recorded and the live side of every compared part; a difference a mask
+            covers is no mismatch, any other still is, and a mismatch report lists the masks.
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -165,8 +170,10 @@ class ReplayModel:
         rerecord: str | None = None,
         pin_refresh: str | None = None,
         bind_unmatched: bool = True,
+        masks: Masks | None = None,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
+        self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
         self.strict = strict
@@ -330,6 +337,18 @@ class ReplayModel:
                 out[part] = script.pins.files[part].name
         return out
 
+    def unchecked_parts(self, index: int, request: ModelRequest | Mapping[str, Any]) -> list[str]:
+        """The optional pin parts (``params``) the live ``request`` carries and the check asks for, but
+        script ``index``'s recording has no pin of: not compared, and the mismatch report says so (a
+        recording made before the part was pinned, or whose requests never carried it)."""
+        wanted = MATCH_PARTS if self.match_on is None else self.match_on
+        pins = self.scripts[index].pins.values
+        return [
+            k.part
+            for k in PIN_KINDS
+            if k.optional and k.part in wanted and k.part not in pins and request.get(k.part)
+        ]
+
     def _recorded_parts(self, index: int, call: int) -> dict[str, Any]:
         script = self.scripts[index]
         wanted = MATCH_PARTS if self.match_on is None else self.match_on
@@ -339,8 +358,10 @@ class ReplayModel:
             if expected is not None:
                 out["messages"] = expected.messages
         for part in PIN_PARTS:
-            if part in wanted and part in script.pins.values:
-                out[part] = script.pins.values[part]
+            if part in wanted:
+                pinned, value = pinned_value(script.pins, part, call)
+                if pinned:
+                    out[part] = value
         return out
 
     def _recorded_tokenizer(self, index: int) -> Tokenizer:
@@ -356,7 +377,9 @@ class ReplayModel:
         recorded = self._recorded_tokens.get(cwd)
         if recorded is None:
             recorded_ids = [s.recorded_id for s in self.scripts]
-            recorded = self._recorded_tokens[cwd] = Tokenizer(recorded_ids, cwd, ids_by_appearance=True)
+            recorded = self._recorded_tokens[cwd] = Tokenizer(
+                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks
+            )
         return recorded
 
     def _sides_live(self, key: str) -> Tokenizer:
@@ -376,7 +399,7 @@ class ReplayModel:
                 self._live_known.update(new)
                 return cached[1]
         self._live_known.update(new)
-        tokens = Tokenizer(sorted(self._live_known), self.live_cwd, ids_by_appearance=True)
+        tokens = Tokenizer(sorted(self._live_known), self.live_cwd, ids_by_appearance=True, masks=self.masks)
         self._live_tokens = (self.live_cwd, tokens)
         return tokens
 
@@ -384,9 +407,16 @@ class ReplayModel:
         return Sides(self._recorded_tokenizer(index), self._sides_live(key), self.scrub)
 
     def _mismatch(
-        self, index: int, call: int, key: str, diffs: list[Difference], *, free: int = 0
+        self,
+        index: int,
+        call: int,
+        key: str,
+        diffs: list[Difference],
+        request: ModelRequest,
+        *,
+        free: int = 0,
     ) -> RequestMismatchError:
-        """The report of a request that differs from call ``call`` of script ``index``; ``free``: the
+        """The report of ``request``, which differs from call ``call`` of script ``index``; ``free``: the
         number of free scripts a first request matched none of (an :class:`UnmatchedSessionError`,
         compared with script ``index``, the one binding by order gives), 0 for a bound session's call."""
         script = self.scripts[index]
@@ -415,12 +445,24 @@ class ReplayModel:
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
             *(f"  {d.render()}" for d in diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
+            *(
+                f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "
+                "they were checked, or its requests carried none)"
+                for p in self.unchecked_parts(index, request)
+            ),
+            *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
             f"  if the change is intended, re-record the scenario: {rerecord}",
         ]
-        if "messages" not in parts and not any(d.tool_set_changed for d in diffs):
+        if (
+            "messages" not in parts
+            and not any(d.tool_set_changed for d in diffs)
+            and not _SHAPES_ANSWER.intersection(parts)
+        ):
             # a changed system prompt, model name or tool description/schema: the recorded answers still
             # fit the conversation. A changed tool set is never offered this way: answers that call a
-            # tool no longer offered would be kept, and the refreshed log would hold impossible calls.
+            # tool no longer offered would be kept, and the refreshed log would hold impossible calls;
+            # nor a changed answer-shaping parameter (an answer in the old response_format is no
+            # answer to the new one).
             lines.append(
                 f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
                 "conversation and the tool set are unchanged: "
@@ -436,7 +478,7 @@ class ReplayModel:
             "file": script.file.name,
             "index": call + 1,
             "checked": tuple(f"{p} ({src})" for p, src in checked.items()),
-            "masks": NORMALIZATIONS,
+            "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
             "rerecord": rerecord,
             "served": not self.strict and not free,
         }
@@ -445,7 +487,8 @@ class ReplayModel:
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
 
     def check_summary(self) -> str:
-        """One line saying which request parts this model checks (for the item's ``-rA`` section)."""
+        """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
+        second naming the masks and what each masked so far, when there are masks."""
         if self.match_on == frozenset():
             return "request check: off (--dsh-match-on none)"
         per = [(s.file.name, tuple(self.checked_parts(i))) for i, s in enumerate(self.scripts)]
@@ -461,12 +504,14 @@ class ReplayModel:
             )
         pinned = any(s.pins.values for s in self.scripts)
         if not pinned and (self.match_on is None or set(self.match_on) & set(PIN_PARTS)):
-            # "messages only" where messages are checked; an update adds no pins (README "Request check")
+            # "messages only" where messages are checked; an update adds no pins (docs/request-matching.md)
             lead = "messages only: " if any("messages" in parts for _name, parts in per) else ""
             text += (
                 f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "
                 "not checked; record them with --dsh-record=rewrite)"
             )
+        if self.masks is not None:
+            text += "\n" + self.masks.summary()
         return text
 
     def assert_requests_match(self) -> None:
@@ -556,7 +601,7 @@ class ReplayModel:
             self.failures.append(exc)
             return self._raise(exc)
         if diffs:
-            mismatch = self._mismatch(index, call, key, diffs)
+            mismatch = self._mismatch(index, call, key, diffs, request)
             self.mismatches.append(mismatch)
             if self.strict:
                 self.failures.append(mismatch)
@@ -579,7 +624,7 @@ class ReplayModel:
             return exc
         if not diffs:
             return None
-        error = self._mismatch(index, 0, key, diffs, free=free)
+        error = self._mismatch(index, 0, key, diffs, request, free=free)
         self.failures.append(error)
         return error
 

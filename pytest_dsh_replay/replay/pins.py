@@ -7,6 +7,11 @@ tool schemas or the model name the agent sent. Record modes write them next to t
 ``system-prompt.expected.md``      the system prompt, verbatim (an empty file: none was sent)
 ``tool-schemas.expected.json``     the tool specs ``[{"name","description","parameters","strict"?}]``
 ``model.expected.json``            ``{"model": "<name>"}``
+``request-params.expected.json``   the answer-shaping fields as the wire format named them
+                                   (``{"temperature": 0.2, "response_format": {...}}``), or an
+                                   array of such objects, one per call, when they changed
+                                   between the session's calls; written only for a recording
+                                   whose requests carry ``params`` (the loopback endpoint's)
 =================================  ==========================================================
 
 The kinds and their file names are declared once, in :data:`~..layout.PIN_KINDS`; this module reads,
@@ -140,8 +145,20 @@ def _check_tool_specs(path: Path, value: Any) -> None:
             raise PinError(f'{path}: [{i}] needs a string "name"', "REPLAY_BAD_PIN")
 
 
+def _check_params(path: Path, value: Any) -> None:
+    calls = value if isinstance(value, list) else [value]
+    for i, params in enumerate(calls):
+        if not isinstance(params, dict):
+            where = f"[{i}] " if isinstance(value, list) else ""
+            raise PinError(
+                f"{path}: {where}expected a JSON object of request fields "
+                '({"temperature": 0.2, ...}) or an array of them, one per call, got ' + quote(params),
+                "REPLAY_BAD_PIN",
+            )
+
+
 #: the value check of a pin kind beyond its file format (raises ``PinError`` naming the file)
-_VALUE_CHECKS: dict[str, Callable[[Path, Any], None]] = {"tools": _check_tool_specs}
+_VALUE_CHECKS: dict[str, Callable[[Path, Any], None]] = {"tools": _check_tool_specs, "params": _check_params}
 
 
 def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
@@ -205,12 +222,27 @@ def load_pins(scenario_dir: Path, log_count: int) -> list[Pins]:
 
 
 def _session_value(requests: Sequence[Mapping[str, Any]], part: str) -> tuple[bool, Any]:
-    """(consistent, value) of ``part`` over one session's calls; ``(True, None)`` when it made no call."""
+    """(consistent, value) of ``part`` over one session's calls; ``(True, None)`` when it made no call.
+    A per-call kind (:attr:`~..layout.PinKind.per_call`) whose values differ is consistent, its value
+    the list of every call's."""
     values = [sent_parts(r)[part] for r in requests]
     if not values:
         return True, None
     first = values[0]
-    return all(v == first for v in values[1:]), first
+    if all(v == first for v in values[1:]):
+        return True, first
+    return (True, values) if pin_kind(part).per_call else (False, first)
+
+
+def pinned_value(pins: Pins, part: str, call: int) -> tuple[bool, Any]:
+    """``(pinned, value)`` of ``part`` for call ``call`` (0-based) of the session ``pins`` belong to:
+    a per-call pin's entry for that call (not pinned past its last entry), else the one value."""
+    if part not in pins.values:
+        return False, None
+    value = pins.values[part]
+    if pin_kind(part).per_call and isinstance(value, list):
+        return (True, value[call]) if call < len(value) else (False, None)
+    return True, value
 
 
 def render_pins(
@@ -223,13 +255,16 @@ def render_pins(
         cwd: the run's cwd, written as ``{{cwd}}``.
 
     A part a session sent with different values across its calls is not pinned at all (a pin holds one
-    value per session; the note says so). Child files are written only where they differ from the
-    unnumbered file. No call at all: no pins.
+    value per session; the note says so), unless its kind is pinned per call (an array of the calls'
+    values). An optional kind no request carries is not pinned. Child files are written only where they
+    differ from the unnumbered file. No call at all: no pins.
     """
     tokens = Tokenizer([], cwd)
     files: list[tuple[str, str]] = []
     notes: list[str] = []
     for part in PIN_PARTS:
+        if pin_kind(part).optional and not any(part in r for calls in requests for r in calls):
+            continue  # no call carried it (the bundled loop sends no params): nothing to pin
         per_log: list[Any] = []
         varying = []
         for index, calls in enumerate(requests):
@@ -280,6 +315,7 @@ __all__ = [
     "load_pins",
     "pin_files",
     "pin_name",
+    "pinned_value",
     "render_pins",
     "stale_pins",
 ]

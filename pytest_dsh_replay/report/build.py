@@ -278,6 +278,10 @@ class _Transcript:
                     error=why in ("error", "aborted", "interrupted"),
                 )
             )
+        elif kind == "request/context" and isinstance(d.get("model"), str):
+            # the head format says which model each request went to: it wins over the session's pin
+            self.model = d["model"]
+            self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
         elif kind in ("step/start", "step/end", "session/end-seed"):
             return  # steps carry nothing to read; the seed's end is the boundary entry
         else:

@@ -44,6 +44,7 @@ from ..modes import Backend, RecordMode
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
 from ..replay.errors import RequestMismatchError, RequestShapeError
 from ..session import END_SEED_TYPE
+from ..session.masks import Masks
 from .compare import (
     LogMismatch,
     compare_event_logs,
@@ -97,6 +98,8 @@ class CheckOptions(Struct):
         accept_changed_requests: ``--dsh-accept-changed-requests``: an update serves (and writes) a
             recorded answer after a changed request or tool result instead of refusing the scenario,
             and lists every such call.
+        masks: the run's volatile-value masks (``--dsh-mask``, ini ``dsh_mask``, ``pytest_dsh_masks``),
+            applied to both sides of the request check, the log comparison and the update rule.
     """
 
     backend: str | None = None
@@ -112,6 +115,7 @@ class CheckOptions(Struct):
     scrubber: SecretScrubber | None = None
     match_on: frozenset[str] | None = None
     accept_changed_requests: bool = False
+    masks: Masks | None = None
 
     def __post_init__(self) -> None:
         self.record = RecordMode(self.record)  # "once" -> RecordMode.ONCE; an unknown mode: ValueError
@@ -187,7 +191,7 @@ def _scrubber(options: CheckOptions, secrets: Sequence[str] = ()) -> SecretScrub
 
 
 def _normalization(ignored: frozenset[str], result: RunResult, options: CheckOptions) -> Normalization:
-    return Normalization(ignored, result.backend == Backend.SQLITE, options.event_hook)
+    return Normalization(ignored, result.backend == Backend.SQLITE, options.event_hook, options.masks)
 
 
 def _compare(
@@ -209,7 +213,7 @@ def _compare(
     # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
     problems = [str(p) for p in inventory if not prefix or p.kind == "missing"]
     if scenario.config.compare == "messages" and not prefix:
-        mismatches = compare_message_logs(fixtures, run_logs)
+        mismatches = compare_message_logs(fixtures, run_logs, masks=options.masks)
     else:
         mismatches = compare_event_logs(
             fixtures,
@@ -217,9 +221,12 @@ def _compare(
             ignore_events=ignored,
             canonical_envelope=result.backend == Backend.SQLITE,
             event_hook=options.event_hook,
+            masks=options.masks,
             prefix=prefix,
         )
     problems.extend(render_mismatches(mismatches))
+    if mismatches and options.masks:  # what was masked, so a reader knows the differences shown are not
+        problems.append(options.masks.summary() + "; the differences above are outside them")
     return problems
 
 
@@ -306,7 +313,9 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
     # the recording)
     scrub = request_scrub(_scrubber(options))  # a recorded [REDACTED] equals the live secret
     lenient = plan.replaces_recording and options.accept_changed_requests  # else refused at the first
-    replay = replay_model(scripts, scenario, match_on=options.match_on, update=lenient, scrub=scrub)
+    replay = replay_model(
+        scripts, scenario, match_on=options.match_on, update=lenient, scrub=scrub, masks=options.masks
+    )
     if not plan.needs_live_model:
         return _Served(replay, replay)
     from .record import EpisodeModel, ModelSpecError, WatchedModel
@@ -469,6 +478,7 @@ def changed_model_input(
     ignored: frozenset[str],
     event_hook: Callable[..., Any] | None,
     sqlite: bool,
+    masks: Masks | None = None,
 ) -> str | None:
     """The first model input of the run (:data:`MODEL_INPUT_TYPES`: a prompt, a tool result, ...) that
     differs from the recording and is followed by a replayed model call (whose recorded answer was given
@@ -476,18 +486,18 @@ def changed_model_input(
 
     This is what refuses an update whose request check does not see ``messages`` (``--dsh-match-on``
     without it, or a ``pytest_dsh_normalize_event`` hook): both sides are normalized as the log
-    comparison normalizes them (ignored types, the hook, ids, cwd), so a value the hook masks is no
-    change. Ignored event types (``--dsh-ignore-event``) are not ignored here: ignoring a prompt in the
-    comparison does not make its recorded answer fit a new one. The k-th input of each log is compared
-    with the k-th of its fixture, by type and ``data`` (seqs may shift when the agent writes other
-    events). The call is counted by the ``step/start`` events of the log's own part
+    comparison normalizes them (ignored types, the hook, ids, cwd, ``masks``), so a value the hook or a
+    mask masks is no change. Ignored event types (``--dsh-ignore-event``) are not ignored here: ignoring
+    a prompt in the comparison does not make its recorded answer fit a new one. The k-th input of each
+    log is compared with the k-th of its fixture, by type and ``data`` (seqs may shift when the agent
+    writes other events). The call is counted by the ``step/start`` events of the log's own part
     (``events[seedLength:]``); only a call the fixture has (a replayed one) counts, so the calls
     ``new_episodes`` made live after the recorded part are no refusal.
     """
     from .compare import structural_diff
     from .normalize import context_for, normalized_events
 
-    rules = Normalization(ignored - MODEL_INPUT_TYPES.keys(), sqlite, event_hook)
+    rules = Normalization(ignored - MODEL_INPUT_TYPES.keys(), sqlite, event_hook, masks)
     fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
     for fixture, live in zip(fixtures, run_logs, strict=False):
         recorded = _calls(fixture)
@@ -574,6 +584,7 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
         ignored=replayed.ignored,
         event_hook=options.event_hook,
         sqlite=run.backend == Backend.SQLITE,
+        masks=options.masks,
     )
     if changed is not None and options.accept_changed_requests:
         outcome.notes.append(f"{ACCEPTED}: {changed}")
@@ -624,8 +635,9 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         ignored=replayed.ignored,
         event_hook=options.event_hook,
         sqlite=run.backend == Backend.SQLITE,
+        masks=options.masks,
     )
-    if changed is not None:  # new_episodes has no option to accept it (README "Update rules")
+    if changed is not None:  # new_episodes has no option to accept it (docs/record-modes.md, update rules)
         outcome.problems.insert(0, _refusal(Plan.EPISODES, scenario, changed))
         outcome.refused = True
         return outcome

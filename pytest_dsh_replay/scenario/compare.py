@@ -10,6 +10,7 @@ import orjson
 from msgspec import Struct
 
 from ..layout import log_name
+from ..session.masks import Masks
 from .normalize import Normalization, SessionLog, normalize_logs
 
 _PATH_PART = re.compile(r"\['([^']*)'\]|\[(\d+)\]")
@@ -202,6 +203,7 @@ def compare_event_logs(
     ignore_events: frozenset[str] = frozenset(),
     canonical_envelope: bool = False,
     event_hook: Callable[..., Any] | None = None,
+    masks: Masks | None = None,
     labels: tuple[str, str] = ("fixture", "run"),
     prefix: bool = False,
     limit: int = EVENT_LIMIT,
@@ -210,11 +212,12 @@ def compare_event_logs(
 
     ``labels`` name the two sides in the report (the CLI's ``diff`` uses the two paths). With
     ``prefix`` the run may continue past each fixture (``new_episodes``): only the fixture's length is
-    compared. Every differing line is counted; the first ``limit`` are described.
+    compared. Every differing line is counted; the first ``limit`` are described. ``masks`` are applied
+    to both sides (a value that differs only where a mask matched is equal).
 
     The caller checks the counts first (see :func:`inventory_problems`); extra logs are ignored here.
     """
-    rules = Normalization(ignore_events, canonical_envelope, event_hook)
+    rules = Normalization(ignore_events, canonical_envelope, event_hook, masks)
     expected_all = normalize_logs(fixtures, rules)
     actual_all = normalize_logs(live, rules)
     problems: list[LogMismatch] = []
@@ -242,12 +245,16 @@ def _message_view(log: SessionLog, index_of: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def compare_message_logs(fixtures: Sequence[SessionLog], live: Sequence[SessionLog]) -> list[LogMismatch]:
-    """``compare: messages``: per session, derived messages, lineage, ``seedLength``, turn-end reasons."""
+def compare_message_logs(
+    fixtures: Sequence[SessionLog], live: Sequence[SessionLog], *, masks: Masks | None = None
+) -> list[LogMismatch]:
+    """``compare: messages``: per session, derived messages, lineage, ``seedLength``, turn-end reasons
+    (``masks`` applied to both sides)."""
     from .normalize import context_for
 
     problems: list[LogMismatch] = []
-    fx_ctx, live_ctx = context_for(fixtures), context_for(live)
+    rules = Normalization(masks=masks)
+    fx_ctx, live_ctx = context_for(fixtures, rules), context_for(live, rules)
     fx_index = {log.id: i for i, log in enumerate(fixtures)}
     live_index = {log.id: i for i, log in enumerate(live)}
     for fixture, run in zip(fixtures, live, strict=False):

@@ -2,11 +2,14 @@
 
 Order: sessions without ``parentSession`` first, then ``createdAt`` ascending, then id. Replay
 loads scripts in the same order, so fixture ``session.<n>.jsonl`` and harvested log n correspond.
+A recording whose sessions arrive in no fixed order (the endpoint's conversations, created when a
+client's request arrives) is numbered by :func:`content_order` instead: by what each session asked first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,48 @@ def harvest_key(header: Mapping[str, Any]) -> tuple[bool, int, str]:
 def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
     """Sort logs in harvest order (:func:`harvest_key`)."""
     return sorted(logs, key=lambda log: harvest_key(log.header))
+
+
+def content_order(logs: Sequence[SessionLog], keys: Mapping[str, bytes]) -> list[SessionLog]:
+    """The harvest order of sessions created in arrival order: by content, parents before children.
+
+    Args:
+        logs: the run's logs (any order).
+        keys: session id -> its content key (the endpoint: the JSON of its first request); a session
+            without one sorts first among its equals (``b""``).
+
+    Returns:
+        The logs in order: sessions without a parent first; a child never before its parent; among the
+        sessions that may come next, by ``(has a parent, key, createdAt, id)``. So the same traffic
+        recorded again in another arrival order gets the same numbers (``createdAt`` only orders
+        sessions whose first requests are identical), and ``session.jsonl`` is a parentless session as
+        in :func:`harvest_order`.
+    """
+    ids = {log.id for log in logs}
+    children: dict[str, list[int]] = {}
+    heap: list[tuple[tuple[bool, bytes, int, str], int]] = []
+
+    def entry(i: int) -> tuple[tuple[bool, bytes, int, str], int]:
+        has_parent, created, sid = harvest_key(logs[i].header)
+        return (has_parent, keys.get(logs[i].id, b""), created, sid), i
+
+    for i, log in enumerate(logs):
+        parent = log.header.get("parentSession")
+        if isinstance(parent, str) and parent in ids and parent != log.id:
+            children.setdefault(parent, []).append(i)
+        else:  # parentless, or its parent is not in this recording: free from the start
+            heap.append(entry(i))
+    heapq.heapify(heap)
+    out: list[SessionLog] = []
+    while heap:
+        _key, i = heapq.heappop(heap)
+        out.append(logs[i])
+        for child in children.pop(logs[i].id, ()):
+            heapq.heappush(heap, entry(child))
+    if len(out) < len(logs):  # a parent cycle (no valid log has one): the rest in harvest order
+        placed = {id(log) for log in out}
+        out += harvest_order(log for log in logs if id(log) not in placed)
+    return out
 
 
 #: The code of a log that is not a regular file (a FIFO, a device, a directory, a dangling link).

@@ -54,8 +54,8 @@ def _missing_input(path: Path) -> ScenarioDefinitionError:
     logs = sorted((p.name for p in path.iterdir() if is_log_name(p.name)), key=log_rank)
     return ScenarioDefinitionError(
         f"{path} holds {', '.join(logs)} but no {INPUT_FILE}: a scenario directory "
-        f'needs an {INPUT_FILE} with the steps that produced the logs ({{"steps": [...]}}, see the '
-        "README section 'Writing a scenario'); write one, or move the logs out of the scenario root"
+        f'needs an {INPUT_FILE} with the steps that produced the logs ({{"steps": [...]}}, see '
+        "docs/scenarios.md, 'Writing a scenario'); write one, or move the logs out of the scenario root"
     )
 
 
@@ -79,7 +79,7 @@ def check_item(
         scenario = load_scenario(path)
     except FixtureInventoryError:
         # a stale session.3.jsonl after a numbering gap, an orphan replay.override.2.json: a rewrite
-        # replaces every recorder-owned file (README "Recording"), the other modes refuse
+        # replaces every recorder-owned file (docs/record-modes.md), the other modes refuse
         scenario = load_scenario(path, inventory=False)
         if options_for(scenario).record is not RecordMode.REWRITE:
             raise

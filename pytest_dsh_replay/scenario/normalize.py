@@ -7,6 +7,7 @@ Each side (the live run, the recorded fixtures) is normalized with ITS OWN conte
 * ``time`` (events) and ``createdAt`` (headers) -> 0;
 * the cwd and its aliases (realpath, macOS ``/private`` prefix) -> ``{{cwd}}``, longest first, only at
   path boundaries;
+* with masks (``--dsh-mask``), what a mask matches in a string value -> ``{{mask:N}}``;
 * events whose type is ignored are dropped and every seq reference is renumbered (``seq``,
   ``sourceEventSeqs``, ``surfaceOp`` replace bounds, header ``seedLength``).
 
@@ -23,6 +24,7 @@ import orjson
 from msgspec import Struct
 
 from ..errors import quote
+from ..session.masks import Masks
 from ..session.tokens import CWD_TOKEN as CWD_TOKEN  # re-exported: the writer spells it
 from ..session.tokens import Tokenizer
 from .errors import LogReadError
@@ -74,11 +76,12 @@ class NormalizeContext(Struct, eq=False, dict=True):
     ignore_events: frozenset[str] = frozenset()
     canonical_envelope: bool = False
     event_hook: EventHook | None = None
+    masks: Masks | None = None
 
     def __post_init__(self) -> None:
         # Not a field: built from the fields, kept in the instance's ``__dict__`` (``dict=True``),
         # outside ``__init__`` and repr.
-        self._tokens = Tokenizer(self.session_ids, self.cwd)
+        self._tokens = Tokenizer(self.session_ids, self.cwd, masks=self.masks)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
@@ -249,16 +252,19 @@ class Normalization(Struct, frozen=True):
         ignore_events: event types dropped on both sides (config ``ignoreEvents``, ``--dsh-ignore-event``).
         canonical_envelope: envelope keys in ``type, seq, time, data`` order (SQLite exports).
         event_hook: the ``pytest_dsh_normalize_event`` dispatcher (``None``: no hook).
+        masks: the run's masks for volatile values (``--dsh-mask``; ``None``: none), applied to every
+            string value of both sides (:class:`~pytest_dsh_replay.session.masks.Masks`).
     """
 
     ignore_events: frozenset[str] = frozenset()
     canonical_envelope: bool = False
     event_hook: EventHook | None = None
+    masks: Masks | None = None
 
     def context(self, session_ids: list[str], cwd: str | None) -> NormalizeContext:
         """The context of one side with these rules."""
         return NormalizeContext(
-            session_ids, cwd, self.ignore_events, self.canonical_envelope, self.event_hook
+            session_ids, cwd, self.ignore_events, self.canonical_envelope, self.event_hook, self.masks
         )
 
 

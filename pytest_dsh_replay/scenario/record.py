@@ -43,7 +43,7 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
     where = f"--dsh-model {spec}: scripted model file {path}"
     if not os.path.lexists(path):  # a FIFO, device or dangling link is refused by the loader
         raise ModelSpecError(
-            f"{where} does not exist (write one, see the README section 'Scripted model files')"
+            f"{where} does not exist (write one, see docs/scenarios.md, 'Scripted model files')"
         )
     try:
         data = load_json_file(path)

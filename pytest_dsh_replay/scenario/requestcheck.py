@@ -16,6 +16,7 @@ from typing import Any
 from ..layout import SCRIPTED_FILE
 from ..replay import ReplayModel, SessionScript
 from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
+from ..session.masks import Masks
 from .definition import Scenario
 from .normalize import SessionLog
 
@@ -48,8 +49,10 @@ def replay_model(
     match_on: Iterable[str] | None,
     update: bool,
     scrub: Any = None,
+    masks: Masks | None = None,
 ) -> ReplayModel:
-    """The replay model of one run of ``scenario`` (a mismatch only noted on ``--snapshot-update``)."""
+    """The replay model of one run of ``scenario`` (a mismatch only noted on ``--snapshot-update``;
+    ``masks`` applied to both sides of the check)."""
     return ReplayModel(
         scripts,
         scenario=str(scenario.path),
@@ -58,6 +61,7 @@ def replay_model(
         rerecord=rerecord_command(scenario.path),
         pin_refresh=PIN_REFRESH,
         scrub=scrub,
+        masks=masks,
     )
 
 

@@ -7,9 +7,12 @@ per-call request check (``replay.requests``). Each side is tokenized with ITS OW
   path boundaries;
 * known session ids -> ``{{session:N}}``: N is the id's position in the given list (harvest order) or,
   with ``ids_by_appearance``, the order of first appearance in the tokenized values;
-* any other UUID (case-insensitive) -> ``{{uuid:N}}`` by first appearance.
+* any other UUID (case-insensitive) -> ``{{uuid:N}}`` by first appearance;
+* with masks (:class:`~.masks.Masks`: ``--dsh-mask`` and the like), what a mask matches ->
+  ``{{mask:N}}``, applied first (a mask is written against the values as they are).
 
-Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``.
+Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``
+and ``masks``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .codec import map_strings
+from .masks import Masks
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 CWD_TOKEN = "{{cwd}}"
@@ -120,15 +124,22 @@ class Tokenizer:
         session_ids: the side's session ids; in harvest order unless ``ids_by_appearance``.
         cwd: the side's cwd (``None``: nothing to tokenize; ``"{{cwd}}"``: already tokenized).
         ids_by_appearance: number session ids by first appearance instead of by list position.
+        masks: the run's masks (applied to both sides of a comparison alike); ``None`` or empty: none.
 
     The UUID (and, by appearance, session) numbering is stateful: every :meth:`scrub` of this object
     continues it. :meth:`fresh` returns a copy with the numbering restarted (compiled patterns shared).
     """
 
     def __init__(
-        self, session_ids: Iterable[str], cwd: str | None, *, ids_by_appearance: bool = False
+        self,
+        session_ids: Iterable[str],
+        cwd: str | None,
+        *,
+        ids_by_appearance: bool = False,
+        masks: Masks | None = None,
     ) -> None:
         ids = list(session_ids)
+        self.masks = masks if masks else None
         self.cwd = cwd
         self.by_appearance = ids_by_appearance
         self._cwd_re = _cwd_pattern(cwd)
@@ -146,7 +157,7 @@ class Tokenizer:
     def fresh(self) -> Tokenizer:
         """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
         out = Tokenizer.__new__(Tokenizer)
-        out.cwd, out.by_appearance = self.cwd, self.by_appearance
+        out.cwd, out.by_appearance, out.masks = self.cwd, self.by_appearance, self.masks
         out._cwd_re, out._ids_re, out._fixed = self._cwd_re, self._ids_re, self._fixed
         out._known = self._known
         out._seen, out._uuids = {}, {}
@@ -183,7 +194,8 @@ class Tokenizer:
         the per-string walk: ``True`` only when the text holds no UUID, no known session id and no cwd
         alias anywhere (keys included). A string value the scrub would change holds one of them, and
         each appears verbatim in the value's JSON text (UUIDs need no escaping; literals holding a
-        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value.
+        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value. With
+        masks, also only when no mask can match (:meth:`~.masks.Masks.screen`).
         """
         literals = self._literals
         if literals is None:
@@ -191,10 +203,14 @@ class Tokenizer:
         if isinstance(json_text, bytes):
             if _UUID_SCREEN_BYTES.search(json_text) is not None:
                 return False
-            return not any(literal.encode() in json_text for literal in literals)
-        if _UUID_SCREEN.search(json_text) is not None:
-            return False
-        return all(literal not in json_text for literal in literals)
+            if any(literal.encode() in json_text for literal in literals):
+                return False
+        else:
+            if _UUID_SCREEN.search(json_text) is not None:
+                return False
+            if any(literal in json_text for literal in literals):
+                return False
+        return self.masks is None or self.masks.screen(json_text)
 
     def tokenize_cwd(self, text: str) -> str:
         """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
@@ -222,7 +238,9 @@ class Tokenizer:
         return token
 
     def scrub(self, text: str) -> str:
-        """Tokenize cwd, session ids and other UUIDs in one string value."""
+        """Tokenize masks, cwd, session ids and other UUIDs in one string value."""
+        if self.masks is not None:
+            text = self.masks.apply(text)
         if self._dash_ids and "-" not in text and "/" not in text:
             return text  # most values (text deltas, types, names): nothing to replace
         text = self.tokenize_cwd(text)

@@ -3,6 +3,7 @@ serves until SIGINT/SIGTERM, exit 0 / 1 with the report on stderr / 2 on a usage
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 from click.testing import CliRunner
+from endpoint.agents import run_agent
 from endpoint.upstream import FakeUpstream, agent_rule
 
 from pytest_dsh_replay.cli import main
@@ -343,3 +345,60 @@ def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
             proc.wait()
         slow.stop()
     assert sorted(tmp_path.iterdir()) == []
+
+
+def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """``dsh-replay serve --mask``: the same volatile tool result replays through the served endpoint,
+    and is refused without the mask."""
+    directory = tmp_path / "rec"
+    counter = iter(range(100))
+
+    def tool(_name: str, _arguments: str) -> str:
+        return f"deployed at 2026-01-0{next(counter) % 9 + 1}T10:00:00Z tx={os.urandom(4).hex()}"
+
+    def serve(*args: str) -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        return proc, proc.stdout.readline().strip()
+
+    def run(url: str) -> str:
+        client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        return str(run_agent("list the files", client=client, tool=tool)[-1]["content"])
+
+    def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+        try:
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return proc.returncode, err
+
+    proc, url = serve("--record", "once", "--upstream", upstream.url)
+    try:
+        run(url)
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    upstream.stop()
+
+    proc, url = serve()
+    try:
+        with pytest.raises(openai.BadRequestError, match="request mismatch at call #2"):
+            run(url)
+    finally:
+        code, err = stop(proc)
+    assert code == 1 and "tx=" in err
+
+    proc, url = serve("--mask", r"deployed at \S+", "--mask", "tx=[0-9a-f]+")
+    try:
+        assert run(url).startswith("summary of 'deployed at ")
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err

@@ -86,8 +86,11 @@ def run_agent(
     system: str = "You are terse.",
     model: str = "fake-1",
     client: Any = None,
+    tool: Any = None,
 ) -> list[dict[str, Any]]:
-    """The sync tool loop; returns the whole conversation."""
+    """The sync tool loop; returns the whole conversation (``tool(name, arguments) -> str``: the tools'
+    results, default ``ls``'s fixed listing)."""
+    tool = tool or _tool
     client = client or openai.OpenAI(max_retries=0)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system},
@@ -109,7 +112,7 @@ def run_agent(
         if not message.get("tool_calls"):
             return messages
         for call in message["tool_calls"]:
-            content = _tool(call["function"]["name"], call["function"]["arguments"])
+            content = tool(call["function"]["name"], call["function"]["arguments"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
     raise AssertionError("the loop did not end")
 

@@ -4,7 +4,8 @@ thread), and the deterministic model the framework agents of these tests talk to
 The SSE is written here by hand from the API reference (independent of the endpoint's encoder in
 ``llm/wire/responses.py``): ``response.created``, per output item ``output_item.added`` / its deltas /
 ``.done``, ``response.completed`` with usage; a whole response object when the body does not stream; an
-``Answer`` with ``status`` is an HTTP error, one with ``error_after`` sends the ``error`` event after that
+``Answer`` with ``status`` is an HTTP error, a reasoning item carries ``encrypted_content`` when the
+request's ``include`` asks for it, one with ``error_after`` sends the ``error`` event after that
 many events. ``requests`` holds every body received.
 """
 
@@ -30,17 +31,24 @@ def _split(text: str, pieces: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _items(answer: Answer, prefix: str) -> list[dict[str, Any]]:
-    """The output items of an answer, whole (as ``response.completed`` lists them)."""
+def encrypted_reasoning(prefix: str) -> str:
+    """The ``encrypted_content`` of the reasoning item of response ``prefix`` (``up<n>``)."""
+    return f"gAAAAB-encrypted-{prefix}"
+
+
+def _items(answer: Answer, prefix: str, *, encrypted: bool = False) -> list[dict[str, Any]]:
+    """The output items of an answer, whole (as ``response.completed`` lists them); ``encrypted``: the
+    request asked for ``reasoning.encrypted_content`` (its reasoning item carries it)."""
     items: list[dict[str, Any]] = []
     if answer.reasoning:
-        items.append(
-            {
-                "id": f"rs_{prefix}",
-                "type": "reasoning",
-                "summary": [{"type": "summary_text", "text": answer.reasoning}],
-            }
-        )
+        reasoning: dict[str, Any] = {
+            "id": f"rs_{prefix}",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": answer.reasoning}],
+        }
+        if encrypted:
+            reasoning["encrypted_content"] = encrypted_reasoning(prefix)
+        items.append(reasoning)
     if answer.text:
         items.append(
             {
@@ -154,7 +162,8 @@ class FakeResponsesUpstream:
                 {"error": {"message": answer.error, "type": "server_error", "param": None, "code": None}},
                 status=answer.status,
             )
-        items = _items(answer, f"up{number}")
+        encrypted = "reasoning.encrypted_content" in (body.get("include") or [])
+        items = _items(answer, f"up{number}", encrypted=encrypted)
         response: dict[str, Any] = {
             "id": f"resp_up{number}",
             "object": "response",

@@ -279,7 +279,7 @@ def test_a_recording_run_says_in_the_summary_where_each_recording_went(
     assert sorted(lines) == sorted(
         f"dsh-replay endpoint (--dsh-record=once): recorded {n} conversation(s) from {n} request(s) into "
         f"{recs / name} ({files} file(s) changed, 0 removed)"
-        for name, n, files in (("changed", 1, 5), ("unused", 2, 6), ("own-error", 1, 5))
+        for name, n, files in (("changed", 1, 6), ("unused", 2, 7), ("own-error", 1, 6))
     ), lines
     upstream.stop()
     replayed = pytester.runpytest("-q", "-p", "no:cacheprovider", *workers)

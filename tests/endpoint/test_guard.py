@@ -15,6 +15,7 @@ import aiohttp
 import anthropic
 import openai
 import pytest
+from multidict import CIMultiDict
 
 from pytest_dsh_replay.endpoint.guard import Guard, OriginError, normalize_origin
 from pytest_dsh_replay.modes import RecordMode
@@ -48,12 +49,12 @@ async def _raw(
             method,
             base + path,
             data=data,
-            headers={"Content-Type": "text/plain;charset=UTF-8", **headers},
+            headers=CIMultiDict([("Content-Type", "text/plain;charset=UTF-8"), *headers.items()]),
         ) as response:
             return response.status, await response.json(content_type=None), dict(response.headers)
 
 
-def raw(base: str, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+def raw(base: str, method: str, path: str, body: Any, headers: Any) -> Any:
     return asyncio.run(_raw(base, method, path, body, headers))
 
 
@@ -124,6 +125,22 @@ def test_a_host_other_than_the_listening_address_is_refused(tmp_path: Path, upst
             assert status == 200, (value, payload)
             assert payload["choices"][0]["message"]["content"] == "you said: hello"
             assert not [h for h in headers if h.lower().startswith("access-control-")]
+
+
+def test_two_origin_or_host_headers_are_refused(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """Two ``Origin`` headers (one of them allowed) or two ``Host`` headers (one of them right) name
+    no one origin or host: refused."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url, allow_origins=("http://localhost:3000",)) as ep:
+        base = ep.url.removesuffix("/v1")
+        port = base.rsplit(":", 1)[1]
+        for name, values in (
+            ("Origin", ["http://localhost:3000", "https://evil.example"]),
+            ("Host", [f"127.0.0.1:{port}", "evil.example"]),
+        ):
+            headers: CIMultiDict[str] = CIMultiDict([(name, v) for v in values])
+            status, payload, _ = raw(base, "POST", "/v1/chat/completions", CHAT, headers)
+            assert status in (400, 403), (name, payload)
+    assert upstream.requests == []
 
 
 def test_the_sdks_are_refused_with_their_own_errors(tmp_path: Path, upstream: FakeUpstream) -> None:

@@ -42,20 +42,19 @@ def test_a_child_whose_parent_cannot_be_told_is_said(tmp_path: Path, upstream: F
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     said = [n for n in ep.outcome.notes if "its parent could not be told" in n]
     assert len(said) == 1, ep.outcome.notes
-    # roots come first in harvest order: the helper is session.1.jsonl, the second (a spawn child of
-    # the first: one tool call was open when it started) session.2.jsonl
+    manifest = json.loads((tmp_path / "endpoint.json").read_text())
+    [entry] = manifest["unknownParents"]
+    helper_log, candidates = entry["log"], entry["candidates"]
+    assert '"text":"count"' in (tmp_path / helper_log).read_text()  # the helper's prompt
+    assert sorted([helper_log, *candidates]) == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
     assert said[0].startswith(
-        "session.1.jsonl: started while 2 conversations had tool calls open (session.jsonl, session.2.jsonl)"
+        f"{helper_log}: started while 2 conversations had tool calls open ({', '.join(candidates)})"
     )
     assert "X-Dsh-Parent: NAME" in said[0]
-    manifest = json.loads((tmp_path / "endpoint.json").read_text())
-    assert manifest["unknownParents"] == [
-        {"log": "session.1.jsonl", "candidates": ["session.jsonl", "session.2.jsonl"]}
-    ]
 
     result = CliRunner().invoke(main, ["validate", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert f"note {tmp_path}/session.1.jsonl: started while 2 conversations" in result.stdout
+    assert f"note {tmp_path}/{helper_log}: started while 2 conversations" in result.stdout
     assert "X-Dsh-Parent" in result.stdout
 
     with served(tmp_path) as ep:  # the recording replays as it was made

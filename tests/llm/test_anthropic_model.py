@@ -234,7 +234,13 @@ def test_the_endpoint_direction_round_trips_a_recorded_call() -> None:
         request(*history, system="sys", tools=tools), model="m", max_tokens=10, stream=True
     )
     back = wire.request_from_body(json.loads(json.dumps(body)))
-    assert back == {"model": "m", "messages": history, "system": "sys", "tools": tools}
+    assert back == {
+        "model": "m",
+        "messages": history,
+        "system": "sys",
+        "tools": tools,
+        "params": {"max_tokens": 10},
+    }
     assert wire.wants_stream(body)
 
     translator = wire.MessagesEventTranslator()

@@ -65,6 +65,7 @@ def test_request_from_body_inverts_the_live_models_body() -> None:
         "messages": MESSAGES,
         "system": "be brief",
         "tools": TOOLS,
+        "params": {},
     }
 
 

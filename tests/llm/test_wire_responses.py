@@ -74,7 +74,7 @@ def test_string_input_and_instructions() -> None:
     request = request_from_body(
         {"model": "gpt-x", "input": "hello", "instructions": "Be brief.", "stream": True}
     )
-    assert request == {"model": "gpt-x", "messages": [user("hello")], "system": "Be brief."}
+    assert request == {"model": "gpt-x", "messages": [user("hello")], "system": "Be brief.", "params": {}}
 
 
 def test_leading_system_and_developer_items_join_the_instructions() -> None:
@@ -143,7 +143,11 @@ def test_an_agent_history_groups_output_items_into_one_assistant_message() -> No
         {
             "role": "assistant",
             "content": [
-                {"type": "reasoning", "text": "two files"},
+                {
+                    "type": "reasoning",
+                    "text": "two files",
+                    "providerFields": {"responses": {"encrypted_content": "opaque"}},
+                },
                 {"type": "text", "text": "Reading."},
                 {"type": "tool-call", "id": "c1", "name": "read", "arguments": '{"p":"a"}'},
                 {"type": "tool-call", "id": "c2", "name": "read", "arguments": '{"p":"b"}'},
@@ -176,6 +180,12 @@ def test_reasoning_text_parts_and_empty_items() -> None:
             "role": "assistant",
             "content": [
                 {"type": "reasoning", "text": f"s1{REASONING_PART_SEPARATOR}raw"},
+                # only encrypted: kept (a reasoning model needs it back), with empty text
+                {
+                    "type": "reasoning",
+                    "text": "",
+                    "providerFields": {"responses": {"encrypted_content": "only-opaque"}},
+                },
                 {"type": "text", "text": "plain"},
             ],
         },

@@ -36,19 +36,16 @@ def send(message: dict) -> None:
     sys.stdout.flush()
 
 
-def main() -> None:
-    misbehave = sys.argv[sys.argv.index("--misbehave") + 1] if "--misbehave" in sys.argv else ""
-    count = int(os.environ.get("COUNTER_START", "0"))
-    held: list[dict] = []
-    if misbehave == "stubborn":
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        msg = json.loads(line)
+class Tools:
+    """The tools' state (the counter) and the answers to one message, whatever the transport."""
+
+    def __init__(self, start: int | None = None) -> None:
+        self.count = int(os.environ.get("COUNTER_START", "0")) if start is None else start
+
+    def answer(self, msg: dict) -> list[dict]:
         method, rid = msg.get("method"), msg.get("id")
         if method == "initialize":
-            send(
+            return [
                 {
                     "jsonrpc": "2.0",
                     "id": rid,
@@ -58,12 +55,60 @@ def main() -> None:
                         "serverInfo": {"name": "test-server", "version": "1.0"},
                     },
                 }
-            )
-        elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
-        elif method == "ping":
-            send({"jsonrpc": "2.0", "id": rid, "result": {}})
-        elif method == "tools/call":
+            ]
+        if method == "tools/list":
+            return [{"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}}]
+        if method == "ping":
+            return [{"jsonrpc": "2.0", "id": rid, "result": {}}]
+        if method == "tools/call":
+            out = []
+            name, args = msg["params"]["name"], msg["params"].get("arguments") or {}
+            self.count += 1
+            if name == "counter":
+                text = str(self.count)
+            elif name == "clock":
+                text = str(time.time_ns())
+            elif name == "add":
+                token = (msg["params"].get("_meta") or {}).get("progressToken")
+                if token is not None:
+                    out.append(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": 1, "total": 2},
+                        }
+                    )
+                text = str(args["a"] + args["b"])
+            else:
+                return [
+                    {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"no tool {name}"}}
+                ]
+            return [
+                *out,
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {"content": [{"type": "text", "text": text}], "isError": False},
+                },
+            ]
+        if rid is not None and method is not None:
+            return [
+                {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}}
+            ]
+        return []
+
+
+def main() -> None:
+    misbehave = sys.argv[sys.argv.index("--misbehave") + 1] if "--misbehave" in sys.argv else ""
+    tools = Tools()
+    held: list[dict] = []
+    if misbehave == "stubborn":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        if msg.get("method") == "tools/call":
             if misbehave == "crash":
                 sys.exit(3)
             if misbehave == "hang":
@@ -73,41 +118,16 @@ def main() -> None:
                 sys.stdout.flush()
             if misbehave == "stray":
                 send({"jsonrpc": "2.0", "id": 999999, "result": {"content": []}})
-            name, args = msg["params"]["name"], msg["params"].get("arguments") or {}
-            count += 1
-            if name == "counter":
-                text = str(count)
-            elif name == "clock":
-                text = str(time.time_ns())
-            elif name == "add":
-                token = (msg["params"].get("_meta") or {}).get("progressToken")
-                if token is not None:
-                    send(
-                        {
-                            "jsonrpc": "2.0",
-                            "method": "notifications/progress",
-                            "params": {"progressToken": token, "progress": 1, "total": 2},
-                        }
-                    )
-                text = str(args["a"] + args["b"])
-            else:
-                send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"no tool {name}"}})
-                continue
-            answer = {
-                "jsonrpc": "2.0",
-                "id": rid,
-                "result": {"content": [{"type": "text", "text": text}], "isError": False},
-            }
-            if misbehave == "swap":
-                held.append(answer)
-                if len(held) == 2:
-                    send(held[1])
-                    send(held[0])
-                    held.clear()
-                continue
+        answers = tools.answer(msg)
+        if misbehave == "swap" and msg.get("method") == "tools/call":
+            held += answers
+            if len(held) == 2:
+                send(held[1])
+                send(held[0])
+                held.clear()
+            continue
+        for answer in answers:
             send(answer)
-        elif rid is not None and method is not None:
-            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
     if misbehave == "stubborn":
         while True:
             time.sleep(0.05)

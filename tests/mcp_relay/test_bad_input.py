@@ -75,10 +75,11 @@ def test_answers_out_of_order_are_recorded_as_they_passed_and_replayed_by_id(tmp
     ]
     assert [e["data"]["callId"] for e in events if e["type"] == "tool/result"] == ["2", "1"]
 
-    # replayed (with garbage from the client first): each call gets its own answer, the garbage a
-    # parse error, and the run fails for the garbage alone
+    # replayed with the calls in the other order than recorded (concurrent calls of an agent come in
+    # any order) and garbage from the client first: each call gets its own answer, the garbage a parse
+    # error, and the run fails for the garbage alone
     replay = LineClient(relay_argv(tmp_path, "--name", "bad", server=["/nonexistent"]))
-    replay.send(b"{not json\n", INIT, INITIALIZED, call(1, "counter"), call(2, "add", {"a": 1, "b": 1}))
+    replay.send(b"{not json\n", INIT, INITIALIZED, call(2, "add", {"a": 1, "b": 1}), call(1, "counter"))
     assert replay.read()["error"]["code"] == -32700
     assert replay.read()["id"] == 0
     answers = {m["id"]: m["result"]["content"][0]["text"] for m in (replay.read(), replay.read())}

@@ -1,6 +1,8 @@
-"""The ``dsh_mcp`` fixture in a pytest run of its own (pytester), the ``mcp`` SDK's stdio client in the
-test: recorded with ``--dsh-record=once``, replayed with the server's command pointing nowhere, and red
-at teardown with the relay's report on a changed tool argument and on a recorded call left unused."""
+"""The ``dsh_mcp`` fixture in pytest runs of their own (pytester), the ``mcp`` SDK's stdio client in the
+tests: recorded with ``--dsh-record=once``, then replayed with the server's command pointing nowhere by
+three tests sharing the recording (``@pytest.mark.dsh_recording``): the same calls pass with the recorded
+counter, a changed tool argument fails (the client gets the relay's error; teardown the report), a
+recorded call left unused fails at teardown."""
 
 from __future__ import annotations
 
@@ -13,56 +15,59 @@ pytest_plugins = ["pytester"]
 TEST = """
 import os, sys
 import anyio
+import pytest
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
 SERVER = {server!r}
 
-async def use(params):
+async def use(params, calls):
     # pytester's in-process capture has no file descriptor for the SDK's default errlog
     with open("relay-stderr.txt", "a") as err:
-        return await session(params, err)
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            out = [(await client.call_tool("counter", {{}})).content[0].text]
+            for a in calls:
+                out.append((await client.call_tool("add", {{"a": a, "b": 1}})).content[0].text)
+            return out
 
-async def session(params, err):
-    async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as client:
-        await client.initialize()
-        out = [(await client.call_tool("counter", {{}})).content[0].text]
-        for a in {calls!r}:
-            out.append((await client.call_tool("add", {{"a": a, "b": 1}})).content[0].text)
-        return out
-
-def test_calc(dsh_mcp):
+def run(dsh_mcp, calls, name):
     server = dsh_mcp("calc", [sys.executable, SERVER])
     assert server.params.command == sys.executable and server.as_dict()["args"] == server.args
-    out = anyio.run(use, server.params)
-    assert out[1:] == [str(a + 1) for a in {calls!r}]
-    print("COUNTER", out[0])
+    out = anyio.run(use, server.params, calls)
+    assert out[1:] == [str(a + 1) for a in calls]
+    with open(name, "w") as f:
+        f.write(out[0])
+
+@pytest.mark.dsh_recording("recs/calc")
+def test_same(dsh_mcp):
+    run(dsh_mcp, [1, 2], "same.txt")
+
+@pytest.mark.dsh_recording("recs/calc")
+def test_changed(dsh_mcp):
+    run(dsh_mcp, [1, 5], "changed.txt")
+
+@pytest.mark.dsh_recording("recs/calc")
+def test_fewer(dsh_mcp):
+    run(dsh_mcp, [1], "fewer.txt")
 """
 
 
 def test_fixture_records_replays_and_fails_at_teardown(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_tools=TEST.format(server=SERVER, calls=[1, 2]))
-    result = pytester.runpytest("--dsh-record=once", "-q", "-s")
-    result.assert_outcomes(passed=1)
-    recording = pytester.path / "recordings" / "test_tools" / "test_calc" / "mcp.calc.jsonl"
+    pytester.makepyfile(test_tools=TEST.format(server=SERVER))
+    result = pytester.runpytest("--dsh-record=once", "-q", "-k", "test_same")
+    result.assert_outcomes(passed=1, deselected=2)
+    recording = pytester.path / "recs" / "calc" / "mcp.calc.jsonl"
     assert recording.read_text().count('"type":"tool/call"') == 3
-    counter = [line for line in result.outlines if line.startswith("COUNTER")]
+    counter = (pytester.path / "same.txt").read_text()
 
-    # replayed: the server's command does not exist; the counter is the recorded one
-    pytester.makepyfile(test_tools=TEST.format(server="/nonexistent/server.py", calls=[1, 2]))
-    result = pytester.runpytest("-q", "-s")
-    result.assert_outcomes(passed=1)
-    assert [line for line in result.outlines if line.startswith("COUNTER")] == counter
-
-    # a changed argument: the client gets the relay's error, teardown fails with the report
-    pytester.makepyfile(test_tools=TEST.format(server="/nonexistent/server.py", calls=[1, 5]))
+    # replayed: the server's command does not exist
+    pytester.makepyfile(test_tools=TEST.format(server="/nonexistent/server.py"))
     result = pytester.runpytest("-q")
-    result.assert_outcomes(failed=1, errors=1)
-    result.stdout.fnmatch_lines(["*dsh_mcp: 1 problem(s)*", "*[[]MCP_CALL_MISMATCH[]]*recorded 2 != sent 5*"])
-
-    # a recorded call left unused
-    pytester.makepyfile(test_tools=TEST.format(server="/nonexistent/server.py", calls=[1]))
-    result = pytester.runpytest("-q")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=2, failed=1, errors=2)
+    assert (pytester.path / "same.txt").read_text() == counter  # the recorded counter
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_changed*", "*dsh_mcp: 1 problem(s)*"])
+    result.stdout.fnmatch_lines(["*[[]MCP_CALL_MISMATCH[]]*tools/call.arguments.a: recorded 2 != sent 5*"])
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_fewer*"])
     result.stdout.fnmatch_lines(['*[[]MCP_NOT_CONSUMED[]]*tools/call add({"a":2,"b":1})*'])
-    result.stdout.fnmatch_lines(["*@pytest.mark.dsh_recording(allow_unused=True)*"])
+    result.stdout.fnmatch_lines(["*@pytest.mark.dsh_recording('recs/calc', allow_unused=True)*"])

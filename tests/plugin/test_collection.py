@@ -287,7 +287,7 @@ def test_the_files_of_a_scenario_reach_no_collection_hook(pytester: pytest.Pytes
 
 
 def test_a_conftest_inside_a_scenario_directory_applies_to_it(pytester: pytest.Pytester) -> None:
-    """The README: a ``conftest.py`` applies to the scenarios at or under its directory, a scenario's own
+    """docs/hooks.md: a ``conftest.py`` applies to the scenarios at or under its directory, a scenario's own
     directory included (its collector is a ``pytest.Directory``, so pytest loads the conftest)."""
     shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
     scenario = next((pytester.path / "scenarios" / "spawn").glob("*/input.json")).parent
@@ -314,7 +314,7 @@ def test_an_ignored_input_json_is_not_collected(pytester: pytest.Pytester) -> No
 
 
 def test_this_checkouts_scenarios_run_from_another_directory(tmp_path: Path) -> None:
-    """``pytest --dsh-scenario /path/to/checkout/scenarios`` from elsewhere: the README's "anywhere on
+    """``pytest --dsh-scenario /path/to/checkout/scenarios`` from elsewhere: docs/scenarios.md's "anywhere on
     disk" includes this repository's own bundled scenarios.
 
     Regression: the repository's conftest declared ``pytest_plugins``, which pytest refuses in a

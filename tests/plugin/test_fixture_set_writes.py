@@ -130,7 +130,7 @@ def test_rewrite_removes_stale_and_orphan_owned_files(
     pytester: pytest.Pytester, tmp_path: Path, stale: str
 ) -> None:
     """Regression: a stale ``session.3.jsonl`` (numbering gap) or an orphan ``replay.override.2.json``
-    made every mode fail, ``rewrite`` included, although the README says rewrite removes them."""
+    made every mode fail, ``rewrite`` included, although docs/record-modes.md says rewrite removes them."""
     scenario = one_child(tmp_path)
     source = scenario / ("session.1.jsonl" if stale.endswith(".jsonl") else "scripted.json")
     (scenario / stale).write_bytes(source.read_bytes() if stale.endswith(".jsonl") else b"[]\n")

@@ -106,7 +106,7 @@ def test_a_folder_normalize_hook_does_not_narrow_the_check_elsewhere(pytester: p
 
 
 def test_tools_are_offered_built_ins_first_then_the_nearest_conftest_first(pytester: pytest.Pytester) -> None:
-    """The order the README documents: ``config.tools`` in their order, then the tools of the hooks in
+    """The order docs/hooks.md documents: ``config.tools`` in their order, then the tools of the hooks in
     pluggy's call order (the nearest conftest first, then the ones above it, then plugins)."""
     (alpha, _beta) = _folders(pytester, ("alpha_tool", "beta_tool"))
     pytester.makeconftest(TOOL_CONFTEST.format(tool="root_tool", label="ROOT"))

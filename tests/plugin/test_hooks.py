@@ -1,4 +1,5 @@
-"""The four hookspecs of harness.md §8, each implemented in a conftest and shown to take effect."""
+"""The hookspecs of harness.md §8 and `pytest_dsh_masks`, each implemented in a conftest and shown to
+take effect."""
 
 from __future__ import annotations
 
@@ -165,3 +166,32 @@ def test_live_model_hook_supplies_the_recording_model(pytester: pytest.Pytester)
     run(pytester, "--dsh-scenario", str(scenario), "--dsh-record=once").assert_outcomes(passed=1)
     assert marker.read_text() == "scn/hooked\n"
     assert snapshot(scenario) == before
+
+
+MASKS_CONFTEST = """
+from pytest_dsh_replay.session.masks import Mask
+
+def pytest_dsh_masks(config):
+    # nanoseconds since the epoch: 19 digits, masked only when they read as a time after 2020
+    return [Mask(r"\\b\\d{{19}}\\b", when=lambda m: int(m[0]) > {threshold})]
+"""
+
+
+def test_masks_hook_masks_a_volatile_tool_result_where_its_predicate_says(pytester: pytest.Pytester) -> None:
+    """A ``pytest_dsh_masks`` mask with a ``when`` predicate: the replay of a tool result printing the
+    time in nanoseconds is green where the predicate masks it, red where it declines."""
+    scripted = {"sessions": [[{"toolCalls": [bash_call("date +%s%N")]}, {"text": "NOW"}]]}
+    scenario = make_scenario(pytester.path, "clock", prompt_steps("what time is it"), scripted)
+    run(
+        pytester, "--dsh-scenario", str(scenario), "--dsh-record=once", "--dsh-model", "scripted"
+    ).assert_outcomes(passed=1)
+    pytester.makeconftest(MASKS_CONFTEST.format(threshold=1_577_836_800 * 10**9))
+    green = run(pytester, "--dsh-scenario", str(scenario), "-rA")
+    green.assert_outcomes(passed=1)
+    green.stdout.fnmatch_lines(["*masks: {{mask:1}} *(pytest_dsh_masks): masked * value(s)*"])
+    pytester.makeconftest(MASKS_CONFTEST.format(threshold=10**19))  # declines every match
+    red = run(pytester, "--dsh-scenario", str(scenario))
+    red.assert_outcomes(failed=1)
+    red.stdout.fnmatch_lines(
+        ["*request mismatch at call #2 of session.jsonl*", "*(pytest_dsh_masks): matched nothing*"]
+    )

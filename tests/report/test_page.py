@@ -184,7 +184,9 @@ def test_a_red_item_shows_recorded_and_sent_side_by_side_under_xdist(
 ) -> None:
     root = _red_copy(tmp_path)
     out = tmp_path / "run.html"
-    result = run_pytest(pytester, "--dsh-scenario", root, "--dsh-report", out, "-n", "2")
+    result = run_pytest(
+        pytester, "--dsh-scenario", root, "--dsh-report", out, "-n", "2", "--dsh-mask", "GREEN[A-Z]+"
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"dsh-replay report: {out} (*bytes): 2 item(s), 1 failed"])
     open_report(page, out)
@@ -200,6 +202,7 @@ def test_a_red_item_shows_recorded_and_sent_side_by_side_under_xdist(
     assert "then summarize" in recorded.inner_text() and "then summarise" in sent.inner_text()
     assert recorded.locator("mark").inner_text() == "z" and sent.locator("mark").inner_text() == "s"
     assert "masks applied to both sides: cwd -> {{cwd}}" in diff.inner_text()
+    assert "{{mask:1}} 'GREEN[A-Z]+' (--dsh-mask): masked" in diff.inner_text()
     commands = first.locator("code.cmd").all_inner_texts()
     assert any("--dsh-record=rewrite" in c for c in commands)
     assert any("--snapshot-update --dsh-accept-changed-requests" in c for c in commands)

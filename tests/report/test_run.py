@@ -5,6 +5,7 @@ test's red request, and the payload's size for a large run."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_properties
 from pytest_dsh_replay.report import render_html, report_payload
 from pytest_dsh_replay.report.payload import Item
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def payload_of(html: str) -> dict[str, Any]:
@@ -120,3 +123,66 @@ def test_a_secret_a_log_still_holds_shows_as_redacted(tmp_path: Path) -> None:
     (session,) = payload_of(html)["recordings"][0]["sessions"]
     texts = [e.get("text") for e in session["transcript"]]
     assert texts.count("[REDACTED]") == 2, texts  # the user's message and the assembled stream
+
+
+def test_a_head_format_recording_names_each_calls_model(conformance_head: Path) -> None:
+    """The newer layout (packed chunk rows) reads as the baseline does; its ``request/context`` events
+    name the model of each request."""
+    from pytest_dsh_replay.report import read_recording
+
+    recording = read_recording(conformance_head / "packed-chunks")
+    (session,) = recording.sessions
+    calls = [e.call for e in session.transcript if e.call is not None]
+    assert [c.index for c in calls] == [1, 2] and {c.model for c in calls} == {"deepseek-v4-flash"}
+    assert calls[0].input_tokens == 2878 and calls[0].finish == "tool-calls"
+    assert any(e.kind == "tool" and e.tool is not None and e.tool.name == "bash" for e in session.transcript)
+
+
+def test_how_a_parent_is_known() -> None:
+    """The parent's tool calls open when each child was created: one (``tool call``), several told
+    apart by the child's prompt (``tool call``), several not (``inferred`` with the other candidates),
+    none (``header``)."""
+    from pytest_dsh_replay.report.build import Spans, link_children
+    from pytest_dsh_replay.report.payload import SessionView
+
+    # (id, name, seq started, seq ended, time started, time ended, arguments)
+    parent_tools = [
+        ["c1", "subagent", 3, 9, 100, 200, '{"prompt":"Say HELLO."}'],
+        ["c2", "subagent", 4, 10, 100, 300, '{"prompt":"Say BYE."}'],
+        ["c3", "subagent", 11, None, 400, None, '{"prompt":"Count."}'],
+    ]
+    sessions = [
+        SessionView("session.jsonl", "p"),
+        SessionView("session.1.jsonl", "a", parent="p", created_at=150),  # c1, c2 open; quotes c2
+        SessionView("session.2.jsonl", "b", parent="p", created_at=150),  # c1, c2 open; quotes neither
+        SessionView("session.3.jsonl", "c", parent="p", created_at=250),  # c2 open only
+        SessionView("session.4.jsonl", "d", parent="p", created_at=350),  # none open
+        SessionView("session.5.jsonl", "e", parent="p", created_at=500),  # c3, never answered
+    ]
+    spans = [Spans(parent_tools), Spans([], "Say BYE."), Spans([], "Other."), Spans([]), Spans([]), Spans([])]
+    link_children(sessions, spans)
+    links = [(s.link.how, s.link.tool, s.link.candidates) if s.link else None for s in sessions]
+    assert links == [
+        None,
+        ("tool call", "subagent c2", []),
+        ("inferred", "subagent c2", ["subagent c1"]),
+        ("tool call", "subagent c2", []),
+        ("header", "", []),
+        ("tool call", "subagent c3", []),
+    ]
+
+
+def test_an_unreadable_log_is_named_and_the_others_still_shown(tmp_path: Path) -> None:
+    good = tmp_path / "logs"
+    shutil.copytree(REPO / "scenarios" / "spawn" / "one-child", good)
+    (good / "session.1.jsonl").write_text('{"type":"session","version":0,"id":"x","createdAt":1}\n{oops\n')
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(good), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "session.1.jsonl" in result.output and "REPLAY_MALFORMED_LINE" in result.output
+    sessions = payload_of(out.read_text())["recordings"][0]["sessions"]
+    assert [s["file"] for s in sessions] == ["session.jsonl", "session.1.jsonl"]
+    assert "error" not in sessions[0] and sessions[0]["transcript"]
+    assert "REPLAY_MALFORMED_LINE" in sessions[1]["error"]
+    missing = CliRunner().invoke(main, ["report", str(tmp_path / "nowhere"), "-o", str(out)])
+    assert missing.exit_code == 2 and "PATH_MISSING" in missing.output

@@ -47,7 +47,10 @@ def _cyclic_garbage() -> collections.Counter[str]:
     gc.set_debug(gc.DEBUG_SAVEALL)
     gc.collect()
     gc.set_debug(0)
-    names = (f"{getattr(type(o), '__module__', '?')}.{type(o).__qualname__}" for o in gc.garbage)
+    # (getattr: some libraries' sentinel types, h11's, have no __qualname__)
+    names = (
+        f"{getattr(type(o), '__module__', '?')}.{getattr(type(o), '__qualname__', '?')}" for o in gc.garbage
+    )
     found = collections.Counter(n for n in names if n.startswith("pytest_dsh_replay."))
     gc.garbage.clear()
     return found

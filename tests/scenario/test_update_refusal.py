@@ -1,4 +1,4 @@
-"""``--snapshot-update`` never pairs a new request with an old answer (harness.md §5, README "Update rules").
+"""``--snapshot-update`` never pairs a new request with an old answer (harness.md §5, docs/record-modes.md).
 
 An update rewrites what the agent wrote; the model's answers are recorded and cannot be refreshed by a
 replay. So an update refuses a scenario whose requests differ from the recording in a checked part, or

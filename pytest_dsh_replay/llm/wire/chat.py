@@ -36,6 +36,7 @@ from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage
 from .base import WireRequestError
 from .fields import (
     CHUNK_FIELDS,
+    PROVIDER_BLOCK,
     PROVIDER_FIELDS,
     PROVIDER_FIELDS_BLOCK,
     check_tool_calls,
@@ -43,12 +44,14 @@ from .fields import (
     merge_partial,
     merge_streamed,
     partial_for,
+    shaping_params,
 )
 
 __all__ = [
     "ITEMS_FIELD",
     "KEY_ENV",
     "PATH",
+    "SHAPING_FIELDS",
     "ChatChunkTranslator",
     "ChatStreamEncoder",
     "assembled_blocks",
@@ -71,6 +74,27 @@ JsonDict = dict[str, Any]
 
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "chat"
+
+#: The body fields that shape the answer (``fields.shaping_params``), compared as the request's ``params``.
+SHAPING_FIELDS: tuple[str, ...] = (
+    "response_format",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "reasoning_effort",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+    "n",
+    "verbosity",
+    "logprobs",
+    "top_logprobs",
+)
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -117,6 +141,8 @@ def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> J
         kind = block.get("type")
         if kind == PROVIDER_FIELDS_BLOCK:  # the message's own provider fields (fields.py)
             provider = merge_partial(provider, partial_for(block, WIRE))
+        elif kind == PROVIDER_BLOCK:
+            continue  # another format's block (a server tool's): this API has no place for it
         elif kind == "text":
             texts.append(str(block.get("text", "")))
         elif kind == "reasoning":
@@ -797,7 +823,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     * ``assistant`` -> reasoning (``reasoning_content``), text, then tool-call blocks (the order in which
       :class:`ChatChunkTranslator` numbers them); an assistant message with nothing in it is kept empty;
     * each ``tool`` message -> a user message holding one ``tool-result`` block (events.md §6);
-    * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent.
+    * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent;
+    * the answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
 
     Raises:
         WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``) that does not fit.
@@ -860,6 +887,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     tools = _tools_from_body(body.get("tools"))
     if tools:
         request["tools"] = tools
+    request["params"] = shaping_params(body, SHAPING_FIELDS)
     return request
 
 

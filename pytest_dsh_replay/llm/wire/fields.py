@@ -19,6 +19,15 @@ gets its own fields back; another wire format ignores it. Where it sits:
   chunk's or choice's unknown keys, e.g. OpenRouter's ``provider``) are response metadata, never sent
   back: they are kept in the same block under ``chunkFields`` (same shape).
 
+A whole content block our vocabulary has no word for (Anthropic's server tools: ``server_tool_use``,
+``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
+``mcp_tool_use``/``mcp_tool_result``, ``container_upload``, ...) is a ``provider-block`` block
+(:data:`PROVIDER_BLOCK`): ``{"type":"provider-block","providerFields":{"messages":{<the block as sent>}}}``.
+It is not a ``tool-call`` (the provider ran it; the agent must not), it is logged, derived and compared
+like any block, served back and written into a request verbatim by the format that read it, and left
+out by another format. Response-level data with no word of ours that is never sent back (the usage's
+``server_tool_use`` counts) goes into the ``provider-fields`` block's ``chunkFields`` (``usage`` key).
+
 Streamed providers send a field in pieces or repeat it in every chunk: :func:`merge_streamed` folds
 successive values (a repeat of the held value is kept once; objects merge key by key; a different
 string is appended, as streamed text is; list items with the same ``index`` merge, others are
@@ -28,6 +37,14 @@ appended; anything else replaces).
 (:func:`fallback_call_id`), ``k`` the number of assistant messages in the request (so unique within
 the session: every step that made calls added one) and ``i`` the block index (unique within the
 response); the same stream re-recorded gets the same ids.
+
+**Answer-shaping fields** (:func:`shaping_params`): the body fields that change what the model answers
+but are neither messages, system prompt, tools nor model (``response_format``, ``tool_choice``,
+``temperature``, ``reasoning``, ``thinking``, ...). Each format names its own in ``SHAPING_FIELDS``; a
+request carries them as ``params`` (top-level body key -> the value as sent, ``null`` left out as the
+absence of the field), which the request check compares as one part (``layout.PIN_KINDS``: ``params``).
+A nested field is kept whole under its top-level key (``text`` holds ``text.format``), so a change of
+any of its members is a change.
 
 **The tool-call check** (:func:`check_tool_calls`): a recording must never hold a tool call whose
 arguments are not the JSON its tool receives, nor one that cannot be run (no name): the format
@@ -45,6 +62,7 @@ from ..types import ContentBlock, Message
 
 __all__ = [
     "CHUNK_FIELDS",
+    "PROVIDER_BLOCK",
     "PROVIDER_FIELDS",
     "PROVIDER_FIELDS_BLOCK",
     "check_tool_calls",
@@ -52,6 +70,7 @@ __all__ = [
     "merge_partial",
     "merge_streamed",
     "partial_for",
+    "shaping_params",
 ]
 
 #: The key of the provider's own fields on a content block (see the module doc).
@@ -60,6 +79,8 @@ PROVIDER_FIELDS = "providerFields"
 CHUNK_FIELDS = "chunkFields"
 #: The block type holding a message's own provider fields.
 PROVIDER_FIELDS_BLOCK = "provider-fields"
+#: The block type holding a whole provider content block we have no word for (module doc).
+PROVIDER_BLOCK = "provider-block"
 
 
 def merge_streamed(held: Any, value: Any) -> Any:
@@ -115,6 +136,13 @@ def partial_for(block: Mapping[str, Any], wire: str, key: str = PROVIDER_FIELDS)
         if isinstance(partial, Mapping):
             return partial
     return {}
+
+
+def shaping_params(body: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The answer-shaping fields of a request ``body`` (module doc): ``{name: value}`` for every name
+    in ``names`` the body holds with a value other than ``null``, in ``names`` order; values are the
+    body's own (not copied: the request is compared, never changed)."""
+    return {name: body[name] for name in names if body.get(name) is not None}
 
 
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:

@@ -18,7 +18,12 @@ as a provider field (``providerFields.messages.signature``, :mod:`.fields`); ``r
 a ``reasoning`` block with empty text holding the whole block as its provider fields; ``tool_use`` ->
 ``tool-call`` (``arguments``: the streamed ``partial_json`` joined, or the JSON of ``input`` when
 nothing was streamed). Unknown keys of a block (``citations``, ...) are kept the same way, unknown keys
-of the message (response metadata) as ``chunkFields`` of a ``provider-fields`` block. Sent back, a
+of the message (response metadata) and of its usage (``server_tool_use`` counts, under ``usage``) as
+``chunkFields`` of a ``provider-fields`` block. Any other block type (the server tools:
+``server_tool_use``, ``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
+``mcp_tool_use``, ``mcp_tool_result``, ``container_upload``, ...) is kept whole as a ``provider-block``
+(``fields.PROVIDER_BLOCK``; a streamed ``input`` joined from its ``input_json_delta`` pieces), served to
+a client and sent back verbatim, never run by the agent. Sent back, a
 reasoning block goes out as the ``thinking`` block it came from, signature included (the API refuses a
 changed or unsigned one: an unsigned reasoning block, e.g. one recorded from another format, is left
 out); a redacted one goes out verbatim.
@@ -48,18 +53,21 @@ from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage
 from .base import WireRequestError
 from .fields import (
     CHUNK_FIELDS,
+    PROVIDER_BLOCK,
     PROVIDER_FIELDS,
     PROVIDER_FIELDS_BLOCK,
     check_tool_calls,
     merge_partial,
     merge_streamed,
     partial_for,
+    shaping_params,
 )
 
 __all__ = [
     "ITEMS_FIELD",
     "KEY_ENV",
     "PATH",
+    "SHAPING_FIELDS",
     "WIRE",
     "MessagesEventTranslator",
     "MessagesStreamEncoder",
@@ -100,6 +108,22 @@ def fresh_item(item: object) -> bool:
 #: This format's name in ``providerFields`` (``fields.py``).
 WIRE = "messages"
 
+#: The body fields that shape the answer (``fields.shaping_params``), compared as the request's
+#: ``params``: ``thinking`` holds ``thinking.budget_tokens``, ``tool_choice`` its
+#: ``disable_parallel_tool_use``, ``output_config`` the effort and the structured output's ``format``
+#: (``output_format`` its beta spelling).
+SHAPING_FIELDS: tuple[str, ...] = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "tool_choice",
+    "thinking",
+    "output_config",
+    "output_format",
+)
+
 #: Keys of a content block the translator maps, per block type; any other key is a provider field.
 _BLOCK_KEYS = {
     "text": frozenset({"type", "text"}),
@@ -109,6 +133,12 @@ _BLOCK_KEYS = {
 _MESSAGE_KEYS = frozenset(
     {"id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage", "stop_details"}
 )
+#: Usage keys :func:`map_usage` maps; any other (``server_tool_use``, ...) is kept as chunk fields.
+_USAGE_KEYS = frozenset(
+    {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+)
+#: The block types this format maps to a block of ours (any other is a ``provider-block``).
+_MAPPED_TYPES = frozenset({"text", "image", "thinking", "redacted_thinking", "tool_use", "tool_result"})
 
 #: ``error.type`` of an error body -> (our code, the HTTP status the API gives it).
 _ERROR_TYPES: dict[str, tuple[str, int]] = {
@@ -186,6 +216,10 @@ def _user_blocks(blocks: Sequence[ContentBlock]) -> list[JsonDict]:
             if block.get("isError"):
                 result["is_error"] = True
             out.append(_cached(result, block))
+        elif kind == PROVIDER_BLOCK:
+            partial = partial_for(block, WIRE)
+            if partial:  # another format's block is left out
+                out.append(merge_partial({}, partial))
         else:
             raise LlmError(
                 f"cannot send a {kind!r} block in a user message to a messages endpoint", "UNSUPPORTED_BLOCK"
@@ -229,6 +263,9 @@ def _assistant_blocks(blocks: Sequence[ContentBlock]) -> list[JsonDict]:
             out.append(merge_partial(built, partial))
         elif kind == PROVIDER_FIELDS_BLOCK:
             continue  # message-level fields: response metadata in this format, never sent
+        elif kind == PROVIDER_BLOCK:
+            if partial:  # a server tool's block, verbatim; another format's is left out
+                out.append(merge_partial({}, partial))
         else:
             raise LlmError(
                 f"cannot send a {kind!r} block in an assistant message to a messages endpoint",
@@ -332,6 +369,9 @@ def _block_from_body(block: Any, role: str, where: str) -> ContentBlock:
     if not isinstance(block, Mapping):
         raise WireRequestError(f"a content block must be an object, got {_preview(block)}", where)
     kind = block.get("type")
+    if isinstance(kind, str) and kind not in _MAPPED_TYPES:
+        # a server tool's block (or any other we have no word for): kept whole (fields.PROVIDER_BLOCK)
+        return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: dict(block)}}
     known = _BLOCK_KEYS.get(str(kind), frozenset({"type"})) | {"cache_control"}
     extra = {k: v for k, v in block.items() if k not in known}
     out: ContentBlock
@@ -374,7 +414,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     ``system`` (a string or text blocks, joined with ``"\\n"``); every ``tool_result`` block becomes
     its own user message with one ``tool-result`` block (as our derived history holds them,
     events.md §6), the rest of a user message one user message after them; assistant blocks map back
-    as :func:`to_anthropic_messages` sent them; ``tools`` -> ``{name, description, parameters}``.
+    as :func:`to_anthropic_messages` sent them; ``tools`` -> ``{name, description, parameters}``; the
+    answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
 
     Raises:
         WireRequestError: ``BAD_REQUEST_BODY`` naming the field that cannot be mapped.
@@ -424,6 +465,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
             for t in tools
             if isinstance(t, Mapping)
         ]
+    request["params"] = shaping_params(body, SHAPING_FIELDS)
     return request
 
 
@@ -497,6 +539,15 @@ class _Block(Struct):
             block = {"type": "tool-call", "id": self.call_id, "name": self.name, "arguments": arguments}
         elif self.kind == PROVIDER_FIELDS_BLOCK:
             return {"type": PROVIDER_FIELDS_BLOCK, CHUNK_FIELDS: {WIRE: self.fields}}
+        elif self.kind == PROVIDER_BLOCK:
+            whole = dict(self.fields)
+            if self.streamed_json:
+                try:
+                    whole["input"] = json.loads(self.text) if self.text.strip() else {}
+                except ValueError:
+                    what = f"a {whole.get('type')!r} block's streamed input is not JSON"
+                    raise _bad(what, self.text) from None
+            return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: whole}}
         else:
             block = {"type": self.kind, "text": self.text}
         if self.fields:
@@ -616,12 +667,14 @@ class MessagesEventTranslator:
                     "argumentsDelta": "",
                 }
             )
+        elif isinstance(kind, str) and kind:
+            # a server tool's block (server_tool_use, web_search_tool_result, ...): kept whole
+            ours, out = self._open(PROVIDER_BLOCK)
+            ours.fields = dict(block)
+            self._by_index[index] = ours
+            return out
         else:
-            raise LlmError(
-                f"{self._where} sent a {kind!r} content block; supported: text, thinking, "
-                "redacted_thinking, tool_use",
-                "BAD_RESPONSE",
-            )
+            raise _bad("content_block_start with a block without a type", event)
         if kind != "redacted_thinking":
             extra = {
                 k: v for k, v in block.items() if k not in _BLOCK_KEYS[str(kind)] and v not in (None, "", [])
@@ -653,6 +706,10 @@ class MessagesEventTranslator:
             return []
         if kind == "citations_delta" and ours.kind == "text":
             ours.fields = merge_streamed(ours.fields, {"citations": [delta.get("citation")]})
+            return []
+        if kind == "input_json_delta" and ours.kind == PROVIDER_BLOCK:
+            ours.streamed_json = True
+            ours.text += str(delta.get("partial_json") or "")
             return []
         if kind == "input_json_delta" and ours.kind == "tool-call":
             piece = str(delta.get("partial_json") or "")
@@ -702,6 +759,13 @@ class MessagesEventTranslator:
             raise _bad("message_stop with blocks never stopped", [b.index for b in unclosed])
         check_tool_calls([b.content() for b in self._blocks], where=f"the response of {self._where}")
         out: list[StreamChunk] = []
+        usage_extra = {k: v for k, v in self._usage.items() if k not in _USAGE_KEYS}
+        if usage_extra:  # server_tool_use counts and the like: kept, served back in the usage
+            if self._extra is None:
+                self._extra, opened = self._open(PROVIDER_FIELDS_BLOCK)
+                self._extra.fields = {}
+                out += opened
+            self._extra.fields = {**self._extra.fields, "usage": usage_extra}
         if self._extra is not None:
             out.append({"type": "block-end", "index": self._extra.index, "block": self._extra.content()})
         out.append({"type": "usage", "usage": map_usage(self._usage)})
@@ -757,7 +821,9 @@ def _stop_reason(reason: Mapping[str, Any] | None) -> str:
     )
 
 
-def _usage_body(usage: Mapping[str, Any] | None) -> JsonDict:
+def _usage_body(usage: Mapping[str, Any] | None, extra: Mapping[str, Any] | None = None) -> JsonDict:
+    """The API's usage object of our TokenUsage, with the recorded usage keys we have no word for
+    (``extra``: ``server_tool_use``, ...) as the provider sent them."""
     usage = usage or {}
     out: JsonDict = {
         "input_tokens": usage.get("inputTokens", 0),
@@ -767,7 +833,13 @@ def _usage_body(usage: Mapping[str, Any] | None) -> JsonDict:
         out["cache_read_input_tokens"] = usage["cacheReadTokens"]
     if "cacheWriteTokens" in usage:
         out["cache_creation_input_tokens"] = usage["cacheWriteTokens"]
-    return out
+    return {**out, **extra} if extra else out
+
+
+def _usage_extra(block: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The recorded usage keys of a ``provider-fields`` block (``chunkFields.messages.usage``)."""
+    usage = partial_for(block, WIRE, CHUNK_FIELDS).get("usage")
+    return usage if isinstance(usage, Mapping) else None
 
 
 def _wire_block(block: Mapping[str, Any]) -> JsonDict | None:
@@ -782,6 +854,8 @@ def _wire_block(block: Mapping[str, Any]) -> JsonDict | None:
         return merge_partial(
             {"type": "thinking", "thinking": str(block.get("text", "")), "signature": ""}, partial
         )
+    if kind == PROVIDER_BLOCK:
+        return merge_partial({}, partial) if partial else None
     if kind == "tool-call":
         arguments = str(block.get("arguments", ""))
         return merge_partial(
@@ -835,6 +909,7 @@ class MessagesStreamEncoder:
         self._wire_index: dict[int, int] = {}
         self._kinds: dict[int, str] = {}
         self._usage: Mapping[str, Any] | None = None
+        self._usage_extra: Mapping[str, Any] | None = None
         self._finished = False
 
     def _head(self) -> list[bytes]:
@@ -888,9 +963,15 @@ class MessagesStreamEncoder:
         return out
 
     def _end(self, index: int, block: Mapping[str, Any]) -> list[bytes]:
+        if block.get("type") == PROVIDER_FIELDS_BLOCK:
+            self._usage_extra = _usage_extra(block) or self._usage_extra
         wire_block = _wire_block(block)
         if wire_block is None:
             return []
+        if block.get("type") == PROVIDER_BLOCK:  # a server tool's block: whole at its start, as recorded
+            started = self._start(index, wire_block)
+            stop = {"type": "content_block_stop", "index": self._wire_index[index]}
+            return [*started, _sse("content_block_stop", stop)]
         out: list[bytes] = []
         if index not in self._wire_index:  # no delta came: the whole block at once
             empty = dict(wire_block)
@@ -919,7 +1000,12 @@ class MessagesStreamEncoder:
         delta = {"stop_reason": _stop_reason(reason), "stop_sequence": None}
         return [
             _sse(
-                "message_delta", {"type": "message_delta", "delta": delta, "usage": _usage_body(self._usage)}
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": delta,
+                    "usage": _usage_body(self._usage, self._usage_extra),
+                },
             ),
             _sse("message_stop", {"type": "message_stop"}),
         ]
@@ -978,10 +1064,14 @@ def encode_whole(
     message = _message_head(model, response_id)
     reason: Any = None
     usage: Any = None
+    usage_extra: Mapping[str, Any] | None = None
     for chunk in chunks:
         c = cast(Mapping[str, Any], chunk)
         if c.get("type") == "block-end":
-            block = _wire_block(c.get("block") or {})
+            ended = c.get("block") or {}
+            if ended.get("type") == PROVIDER_FIELDS_BLOCK:
+                usage_extra = _usage_extra(ended) or usage_extra
+            block = _wire_block(ended)
             if block is not None:
                 message["content"].append(block)
         elif c.get("type") == "usage":
@@ -992,7 +1082,7 @@ def encode_whole(
         what = str(reason.get("message") or "model stream aborted")
         raise LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
     message["stop_reason"] = _stop_reason(reason)
-    message["usage"] = _usage_body(usage)
+    message["usage"] = _usage_body(usage, usage_extra)
     return message
 
 

@@ -17,12 +17,16 @@ output order: a ``message`` item's ``output_text`` part is a ``text`` block (one
 ``function_call`` item is a ``tool-call`` block whose ``id`` is the item's ``call_id`` (the id
 ``function_call_output`` refers to; the item's own ``fc_...`` id is not kept). A reasoning item's
 text is its non-empty ``summary`` texts, then its non-empty ``content`` (``reasoning_text``) texts,
-joined by a blank line (:data:`REASONING_PART_SEPARATOR`); ``encrypted_content`` is not kept (a
-reasoning item carrying nothing else maps to no block). Empty text and reasoning are never a block
-(as in the chat translator). The encoder serves a reasoning block as a reasoning item with one
-summary part, so a client sending the served items back (as openai-agents does) sends exactly the
-blocks that were served: :func:`request_from_body` maps them back to the same assistant message,
-which is what lets the endpoint see a request continue a conversation.
+joined by a blank line (:data:`REASONING_PART_SEPARATOR`). Its ``encrypted_content`` (asked with
+``include: ["reasoning.encrypted_content"]``, what a reasoning model needs back to keep its context
+when ``store`` is false) is kept as the block's provider field (``providerFields.responses``,
+``fields.py``): a reasoning item carrying only that is a reasoning block with empty text. Empty text
+and reasoning are otherwise never a block (as in the chat translator). The encoder serves a reasoning
+block as a reasoning item with one summary part (none when its text is empty) and its
+``encrypted_content``, so a client sending the served items back (as openai-agents does) sends
+exactly the blocks that were served: :func:`request_from_body` maps them back to the same assistant
+message, which is what lets the endpoint see a request continue a conversation, and
+:func:`upstream_body` forwards the encrypted reasoning to the provider.
 
 **Finish and usage.** ``status`` ``completed`` -> ``stop``, or ``tool-calls`` when the output holds
 a function call; ``incomplete`` with ``max_output_tokens`` -> ``max-tokens`` (any other reason ->
@@ -56,13 +60,21 @@ from ..errors import LlmError
 from ..model import ModelRequest
 from ..types import ContentBlock, FinishReason, Message, StreamChunk, TokenUsage, ToolSpec
 from .base import WireRequestError
-from .fields import check_tool_calls
+from .fields import (
+    PROVIDER_BLOCK,
+    PROVIDER_FIELDS,
+    PROVIDER_FIELDS_BLOCK,
+    check_tool_calls,
+    partial_for,
+    shaping_params,
+)
 
 __all__ = [
     "ITEMS_FIELD",
     "KEY_ENV",
     "PATH",
     "REASONING_PART_SEPARATOR",
+    "SHAPING_FIELDS",
     "ResponsesEventTranslator",
     "ResponsesStreamEncoder",
     "encode_usage",
@@ -84,6 +96,8 @@ JsonDict = dict[str, Any]
 PATH = "/v1/responses"
 #: The body field holding the conversation's items (the ``input`` a client sends every time).
 ITEMS_FIELD = "input"
+#: This format's name in ``providerFields`` (``fields.py``).
+WIRE = "responses"
 #: The environment variable this API's SDK reads its key from (the upstream key of a recording).
 KEY_ENV = "OPENAI_API_KEY"
 
@@ -98,6 +112,21 @@ def fresh_item(item: object) -> bool:
     kind = item.get("type")
     return kind == "function_call_output" or (kind in (None, "message") and item.get("role") == "user")
 
+
+#: The body fields that shape the answer (``fields.shaping_params``), compared as the request's
+#: ``params``: ``text`` holds ``text.format`` (structured output) and ``text.verbosity``, ``reasoning``
+#: holds ``reasoning.effort`` and ``reasoning.summary``.
+SHAPING_FIELDS: tuple[str, ...] = (
+    "text",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "max_tool_calls",
+    "reasoning",
+    "top_logprobs",
+)
 
 #: Between the parts of a reasoning item (summary parts, then content parts) in its block's text.
 REASONING_PART_SEPARATOR = "\n\n"
@@ -167,6 +196,14 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
                 f"{here}.type",
             )
     return blocks
+
+
+def _reasoning_block(text: str, encrypted: object) -> ContentBlock:
+    """A reasoning block, its ``encrypted_content`` (when a non-empty string) as a provider field."""
+    block: ContentBlock = {"type": "reasoning", "text": text}
+    if isinstance(encrypted, str) and encrypted:
+        block[PROVIDER_FIELDS] = {WIRE: {"encrypted_content": encrypted}}
+    return block
 
 
 def reasoning_text(item: Mapping[str, Any], where: str = "item") -> str:
@@ -306,8 +343,9 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
             answer().append({"type": "tool-call", "id": call_id, "name": name, "arguments": arguments})
         elif kind == "reasoning":
             text = reasoning_text(item, where)
-            if text:
-                answer().append({"type": "reasoning", "text": text})
+            encrypted = item.get("encrypted_content")
+            if text or (isinstance(encrypted, str) and encrypted):
+                answer().append(_reasoning_block(text, encrypted))
         elif kind == "function_call_output":
             assistant = None
             call_id = _field_str(item, "call_id", where)
@@ -350,9 +388,10 @@ def request_from_body(
       ``[{"type":"tool-result","toolCallId","content":[text],"isError":false}]`` (events.md §6).
     * ``tools``: function tools -> ``{name, description, parameters, strict?}``.
     * ``previous_response_id``: ``previous(id)`` gives the messages before ``input`` (see module doc).
+    * the answer-shaping fields (:data:`SHAPING_FIELDS`: ``text``, ``tool_choice``, ``temperature``,
+      ``reasoning``, ...) -> ``params`` (always set, ``{}`` for none).
 
-    Everything else (``temperature``, ``tool_choice``, ``store``, ``include``, ...) is not part of our
-    request and is ignored.
+    Everything else (``store``, ``include``, ``metadata``, ...) is not part of our request and is ignored.
 
     Raises:
         WireRequestError: the body or a field does not fit (``.field`` names it, e.g.
@@ -396,6 +435,7 @@ def request_from_body(
         specs = _tools(tools)
         if specs:
             request["tools"] = specs
+    request["params"] = shaping_params(body, SHAPING_FIELDS)
     return request
 
 
@@ -516,10 +556,13 @@ class _Open(Struct):
     call_id: str = ""
     name: str = ""
     last_part: tuple[str, int] | None = None  # reasoning: the part the last delta belonged to
+    encrypted: str = ""  # reasoning: the item's encrypted_content
 
     def closed(self) -> ContentBlock:
         if self.kind == "tool-call":
             return {"type": "tool-call", "id": self.call_id, "name": self.name, "arguments": self.text}
+        if self.kind == "reasoning":
+            return _reasoning_block(self.text, self.encrypted)
         return {"type": self.kind, "text": self.text}
 
 
@@ -680,7 +723,16 @@ class ResponsesEventTranslator:
                 text = reasoning_text(item, where)
             except WireRequestError as exc:
                 raise LlmError(str(exc), "BAD_RESPONSE") from None
-            return self._reconcile(("reasoning", output_index), "reasoning", text, f"{where} (reasoning)")
+            key = ("reasoning", output_index)
+            out = self._reconcile(key, "reasoning", text, f"{where} (reasoning)")
+            encrypted = item.get("encrypted_content")
+            if isinstance(encrypted, str) and encrypted:
+                block = self._by_key.get(key)
+                if block is None:  # only encrypted reasoning: a block with empty text
+                    block, opened = self._open(key, "reasoning")
+                    out += opened
+                block.encrypted = encrypted
+            return out
         raise LlmError(
             f"{where}: output item type {_preview(kind)} cannot be recorded (message, reasoning and "
             "function_call items only; hosted tools run on the provider)",
@@ -837,6 +889,7 @@ class _Item(Struct):
     added: bool = False
     done: bool = False
     held: list[str] = field(default_factory=list)  # argument deltas before the call's item could be added
+    encrypted: str = ""  # reasoning: the recorded encrypted_content
 
     def whole(self, status: str) -> JsonDict:
         if self.kind == "text":
@@ -850,8 +903,13 @@ class _Item(Struct):
                 else [],
             }
         if self.kind == "reasoning":
-            summary = [{"type": "summary_text", "text": self.text}] if status == "completed" else []
-            return {"id": self.item_id, "type": "reasoning", "summary": summary, "status": status}
+            done = status == "completed"
+            summary = [{"type": "summary_text", "text": self.text}] if done and self.text else []
+            reasoning: JsonDict = {"id": self.item_id, "type": "reasoning", "summary": summary}
+            reasoning["status"] = status
+            if done and self.encrypted:
+                reasoning["encrypted_content"] = self.encrypted
+            return reasoning
         return {
             "id": self.item_id,
             "type": "function_call",
@@ -924,6 +982,7 @@ class ResponsesStreamEncoder:
         self.created_at = int(time.time()) if created_at is None else created_at
         self._suffix = response_id.removeprefix("resp_")
         self._items: dict[int, _Item] = {}
+        self._skipped: set[int] = set()  # another format's provider blocks: no item of this API
         self._sequence = 0
         self._started = False
         self._ended = False
@@ -1062,6 +1121,9 @@ class ResponsesStreamEncoder:
             text = block.get("text", item.text)
             if not isinstance(text, str):
                 raise self._bad(f"block-end of block {item.index} has a non-string text")
+            encrypted = partial_for(block, WIRE).get("encrypted_content")
+            if item.kind == "reasoning" and isinstance(encrypted, str):
+                item.encrypted = encrypted
             if not item.added:
                 out += self._add(item)
             if text != item.text and text.startswith(item.text):
@@ -1121,6 +1183,9 @@ class ResponsesStreamEncoder:
             index, block_type = data.get("index"), data.get("blockType")
             if not isinstance(index, int) or index in self._items:
                 raise self._bad(f"block-start with a bad or repeated index {index!r}")
+            if block_type in (PROVIDER_BLOCK, PROVIDER_FIELDS_BLOCK):
+                self._skipped.add(index)
+                return out
             if block_type not in _ITEM_PREFIX:
                 raise self._bad(
                     f"block {index}: a {block_type!r} block has no Responses output item "
@@ -1157,6 +1222,8 @@ class ResponsesStreamEncoder:
             elif piece:
                 out.append(self._arguments_delta(item, piece))
         elif kind == "block-end":
+            if data.get("index") in self._skipped:
+                return out
             out += self._end(self._get(data), data.get("block"))
         elif kind == "usage":
             usage = data.get("usage")
@@ -1271,11 +1338,12 @@ def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     ``response.completed``), with the served items it sends back made acceptable to the provider.
 
     The items the endpoint served carry ids the provider never issued (``msg_<response id>_0``, ...),
-    and a real provider looks an item id up in its store (``Item with id ... not found``). So the
-    ``id`` of ``message`` and ``function_call`` input items is left out, and ``reasoning`` items are
-    left out whole (the API requires their id, and the served ones carry no ``encrypted_content``):
-    the provider gets the conversation's messages, calls and results, not its earlier reasoning.
-    The client's body itself is not changed.
+    and a real provider looks an item id up in its store (``Item with id ... not found``; with
+    ``store: false`` nothing is stored at all). So the ``id`` of input items is left out. A
+    ``reasoning`` item goes on (without its id) when it carries ``encrypted_content``, which holds the
+    reasoning itself (``store: false`` with ``include: ["reasoning.encrypted_content"]``); one without
+    it is left out whole (the provider could only look it up by the id it never issued). The client's
+    body itself is not changed.
     """
     out = dict(body)
     out["stream"] = True
@@ -1283,8 +1351,9 @@ def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     if isinstance(items, list):
         forwarded: list[Any] = []
         for item in items:
-            if isinstance(item, Mapping) and item.get("type") == "reasoning":
-                continue
+            reasoning = isinstance(item, Mapping) and item.get("type") == "reasoning"
+            if reasoning and not item.get("encrypted_content"):
+                continue  # nothing the provider can use without its store
             if isinstance(item, Mapping) and "id" in item and item.get("type") != "item_reference":
                 item = {key: value for key, value in item.items() if key != "id"}
             forwarded.append(item)

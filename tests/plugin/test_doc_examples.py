@@ -1,37 +1,33 @@
-"""The README's worked examples run exactly as printed (so they cannot rot): each extension-hook example
-is recorded with its scripted model and replayed under pytester."""
+"""The worked examples of ``docs/hooks.md`` run exactly as printed (so they cannot rot): each
+extension-hook example is recorded with its scripted model and replayed under pytester."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-
-from .conftest import REPO
-
-README = (REPO / "README.md").read_text(encoding="utf-8")
-BLOCK = re.compile(r"<!-- readme-test: (?P<name>[\w-]+) -->\n```\w*\n(?P<body>.*?)\n```", re.S)
-BLOCKS = {m["name"]: m["body"] + "\n" for m in BLOCK.finditer(README)}
+from docblocks import block
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *args)
 
 
+#: each example's blocks: its conftest, input.json and scripted.json
+EXAMPLES = {
+    "tool": ("tool-conftest", "tool-input", "tool-scripted"),
+    "normalize": ("normalize-conftest", "normalize-input", "normalize-scripted"),
+}
+
+
 def _scenario(pytester: pytest.Pytester, prefix: str, name: str) -> Path:
-    pytester.makeconftest(BLOCKS[f"{prefix}-conftest"])
+    conftest, input_json, scripted = EXAMPLES[prefix]
+    pytester.makeconftest(block(conftest))
     scenario = pytester.path / "scenarios" / "demo" / name
     scenario.mkdir(parents=True)
-    (scenario / "input.json").write_text(BLOCKS[f"{prefix}-input"])
-    (scenario / "scripted.json").write_text(BLOCKS[f"{prefix}-scripted"])
+    (scenario / "input.json").write_text(block(input_json))
+    (scenario / "scripted.json").write_text(block(scripted))
     return scenario
-
-
-def test_every_tagged_block_is_used() -> None:
-    assert sorted(BLOCKS) == sorted(
-        f"{p}-{k}" for p in ("tool", "normalize") for k in ("conftest", "input", "scripted")
-    )
 
 
 def test_custom_tool_example(pytester: pytest.Pytester) -> None:

@@ -1,4 +1,5 @@
-"""The README's "A recording in the newer layout" example: ``dsh_replay_model`` on
+"""``docs/fixtures.md``'s "A recording in the newer layout" example (the section between the ``--8<--``
+markers is what the page shows): ``dsh_replay_model`` on
 ``../shared/conformance-head/packed-chunks`` (packed chunk rows, projected envelopes), driven by a loop
 of your own that sends the recorded messages: the tool call, then the tool result, as ``ModelRequest``
 message blocks."""
@@ -9,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+# --8<-- [start:head-layout]
 PROMPT = (
     "Use the bash tool to run exactly: echo HELLO. Report the tool result you got back verbatim, then stop."
 )
@@ -25,8 +27,8 @@ async def _reply(model: Any, messages: list[dict[str, Any]]) -> list[dict[str, A
 def test_a_loop_of_your_own_replays_a_newer_layout_recording(
     dsh_replay_model: Any, conformance_head: Path
 ) -> None:
-    """Regression: the request check expected ``{"toolCallId": null, "content": []}`` for the newer
-    layout's ``tool/result`` (its ``data.message`` was not read), and no assistant message at all."""
+    # Regression: the request check expected {"toolCallId": null, "content": []} for the newer
+    # layout's tool/result (its data.message was not read), and no assistant message at all.
     model = dsh_replay_model(conformance_head / "packed-chunks")
     context = model.scripts[0].expected_at(0).messages[1]  # the reference agent's runtime-context message
     history: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}, context]
@@ -56,3 +58,6 @@ def test_a_loop_of_your_own_replays_a_newer_layout_recording(
     final = asyncio.run(run())
     assert any(b["type"] == "text" and "disabled" in b["text"] for b in final), final
     model.assert_consumed()
+
+
+# --8<-- [end:head-layout]

@@ -1,7 +1,6 @@
-"""The README's worked example: an agent loop you wrote (not the bundled one), tested with dsh_replay_model.
-
-Keep this file and the README section "Testing your own agent loop" in sync.
-"""
+"""The examples of ``docs/fixtures.md``: an agent loop you wrote (not the bundled one), tested with
+``dsh_replay_model``, and the bundled agent driven by hand. The page shows the sections between the
+``--8<--`` markers of this file, so what it shows is what runs here."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import pytest
 
 from pytest_dsh_replay import ModelRequest, ReplayModel, RequestMismatchError
 
+# --8<-- [start:own-loop]
 MY_MODEL = "my-model"
 
 
@@ -45,6 +45,9 @@ def test_my_agent_replays_a_recorded_conversation(dsh_replay_model: Any) -> None
     model.assert_consumed()  # every recorded call was used, and every request matched its recording
 
 
+# --8<-- [end:own-loop]
+
+
 def test_my_agent_asking_something_else_gets_no_stale_answer(dsh_replay_model: Any) -> None:
     model: ReplayModel = dsh_replay_model("tests/scenarios/own-agent/two-turns")
     with pytest.raises(RequestMismatchError) as info:
@@ -56,8 +59,8 @@ def test_my_agent_asking_something_else_gets_no_stale_answer(dsh_replay_model: A
         model.assert_requests_match()  # the same report, for loops that swallow stream errors
 
 
+# --8<-- [start:bundled-agent]
 def test_bundled_agent(dsh_replay_model: Any, dsh_session_store: Any) -> None:
-    """The README section "Fixtures for your own agent tests": the bundled agent driven by hand."""
     from pytest_dsh_replay import AgentRuntime
 
     model = dsh_replay_model("scenarios/spawn/one-child")  # a ReplayModel of a recorded scenario
@@ -77,3 +80,6 @@ def test_bundled_agent(dsh_replay_model: Any, dsh_session_store: Any) -> None:
     types = asyncio.run(run())
     assert types[-1] == "turn/end"
     model.assert_consumed()  # every request matched, every recorded call (parent and child) was used
+
+
+# --8<-- [end:bundled-agent]

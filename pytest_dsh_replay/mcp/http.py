@@ -1,0 +1,294 @@
+"""The streamable HTTP transport of the MCP relay, on the endpoint's aiohttp app (docs/mcp.md).
+
+``EndpointConfig.mcp`` (``serve --mcp NAME=URL``) names the servers; each is served under ``/mcp/NAME``.
+An HTTP MCP session (one ``initialize``; the ``Mcp-Session-Id`` the server gives it) is one
+:class:`~.relay.McpRelay`, numbered in the order the sessions start:
+
+* **record**: every POST is forwarded to ``URL`` with the client's MCP headers, and the answer (a JSON
+  body, or an SSE stream read event by event) goes back as it comes, each message recorded; GET (the
+  server's own stream) and DELETE are forwarded too. The endpoint's :meth:`~HttpRelays.close` writes
+  each server's sessions with the one stable writer.
+* **replay**: nothing is forwarded. ``initialize`` opens the next recorded session (a fresh
+  ``Mcp-Session-Id``); a request's answer and what the server sent before it come back as one SSE stream
+  (a lone answer as a JSON body); a notification or a client's answer gets 202; GET gets 405 (what the
+  server sent after a notification is not delivered), DELETE 200.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import HarnessError
+from ..modes import RecordMode
+from .log import is_request
+from .relay import INVALID_REQUEST, McpConfig, McpRelay, unused_sessions, write_sessions
+
+#: the client headers an MCP server reads, forwarded while recording (lower case)
+FORWARDED = (
+    "content-type",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+    "authorization",
+)
+SESSION_HEADER = "Mcp-Session-Id"
+
+
+def parse_mcp_option(values: Any, *, option: str = "--mcp") -> dict[str, str]:
+    """``NAME=URL`` values as ``{name: url}`` (the URL may be empty when replaying).
+
+    Raises:
+        HarnessError: ``MCP_CONFIG`` for a value without ``=``, a bad name or a name given twice.
+    """
+    from ..layout import mcp_name_problem
+
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, url = str(value).partition("=")
+        problem = "takes NAME=URL" if not sep else mcp_name_problem(name)
+        if problem is None and name in out:
+            problem = f"server {name!r} given twice"
+        if problem is not None:
+            raise HarnessError(f"{option} {value}: {problem}", "MCP_CONFIG")
+        out[name] = url
+    return out
+
+
+class _Server:
+    """One named server's sessions (in start order) and how it is reached."""
+
+    def __init__(self, name: str, url: str) -> None:
+        self.name = name
+        self.url = url
+        self.relays: list[McpRelay] = []
+        self.by_session: dict[str, McpRelay] = {}
+
+
+class HttpRelays:
+    """The MCP routes of one endpoint (module doc).
+
+    Args:
+        servers: ``{name: upstream URL}``.
+        directory, record, cwd, allow_unused, accept_unused, rerecord, masks: as the endpoint's.
+        timeout: seconds an upstream MCP answer may take while recording.
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, str],
+        directory: Path,
+        record: RecordMode,
+        *,
+        cwd: str,
+        allow_unused: bool = False,
+        accept_unused: str = "--allow-unused",
+        rerecord: str | None = None,
+        timeout: float = 60.0,
+        masks: Any = None,
+    ) -> None:
+        self.servers = {name: _Server(name, url) for name, url in servers.items()}
+        self.directory = directory
+        self.record = record
+        self.cwd = cwd
+        self.allow_unused = allow_unused
+        self.accept_unused = accept_unused
+        self.rerecord = rerecord
+        self.timeout = timeout
+        self.masks = masks
+        self._client: Any = None
+
+    def add_routes(self, app: Any) -> None:
+        """``/mcp/NAME`` for every server: POST, GET, DELETE."""
+        for server in self.servers.values():
+            path = f"/mcp/{server.name}"
+            app.router.add_post(path, self._handler(server, "POST"))
+            app.router.add_get(path, self._handler(server, "GET"))
+            app.router.add_delete(path, self._handler(server, "DELETE"))
+
+    def _handler(self, server: _Server, method: str) -> Any:
+        async def handle(request: Any) -> Any:
+            return await self._serve(server, method, request)
+
+        return handle
+
+    def _new_relay(self, server: _Server) -> McpRelay:
+        relay = McpRelay(
+            McpConfig(
+                self.directory,
+                name=server.name,
+                record=self.record,
+                command=[server.url] if server.url else [],
+                allow_unused=self.allow_unused,
+                timeout=self.timeout,
+                cwd=self.cwd,
+                accept_unused=self.accept_unused,
+                rerecord=self.rerecord,
+                index=len(server.relays),
+                writes=False,
+                masks=self.masks,
+            )
+        )
+        relay.start()
+        server.relays.append(relay)
+        return relay
+
+    async def _serve(self, server: _Server, method: str, request: Any) -> Any:
+        from aiohttp import web
+
+        sid = request.headers.get(SESSION_HEADER)
+        relay = server.by_session.get(sid) if sid else None
+        created = False
+        messages: list[Any] = []
+        if method == "POST":
+            try:
+                body = orjson.loads(await request.read())
+            except orjson.JSONDecodeError as exc:
+                return _error_response(
+                    None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"
+                )
+            messages = body if isinstance(body, list) else [body]
+            if relay is None and any(
+                isinstance(m, dict) and m.get("method") == "initialize" for m in messages
+            ):
+                try:
+                    relay = self._new_relay(server)
+                    created = True
+                except HarnessError as exc:
+                    return _error_response(_first_id(messages), INVALID_REQUEST, f"[{exc.code}] {exc}", 400)
+        if relay is None:
+            relay = server.by_session.get("")  # a server without sessions
+        if relay is None:
+            return _error_response(
+                _first_id(messages),
+                INVALID_REQUEST,
+                f"dsh-replay mcp {server.name}: no such session {sid!r}",
+                404,
+            )
+        if relay.records:
+            return await self._forward(server, relay, method, request, messages)
+        if method == "GET":
+            return web.Response(status=405, headers={"Allow": "POST, DELETE"})
+        if method == "DELETE":
+            return web.Response(status=200)
+        if created:  # the replayed session's id: a fresh one, as a server gives
+            sid = f"dsh-{uuid.uuid4().hex}"
+            server.by_session[sid] = relay
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            out += relay.replay(message)
+        headers = {SESSION_HEADER: sid} if sid else {}
+        if not any(isinstance(m, dict) and is_request(m) for m in messages):
+            return web.Response(status=202, headers=headers)
+        if len(out) == 1:
+            return web.json_response(out[0], headers=headers, dumps=lambda v: orjson.dumps(v).decode())
+        events = b"".join(b"event: message\ndata: " + orjson.dumps(m) + b"\n\n" for m in out)
+        return web.Response(body=events, headers={**headers, "Content-Type": "text/event-stream"})
+
+    async def _forward(
+        self, server: _Server, relay: McpRelay, method: str, request: Any, messages: list[Any]
+    ) -> Any:
+        import aiohttp
+        from aiohttp import web
+
+        if self._client is None:
+            self._client = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=self.timeout)
+            )
+        for message in messages:
+            relay.from_client(message)
+        headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
+        data = orjson.dumps(messages[0] if len(messages) == 1 else messages) if method == "POST" else None
+        try:
+            upstream = await self._client.request(method, server.url, data=data, headers=headers)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            text = relay.problem(f"the server {server.url} could not be reached: {exc}", "MCP_SERVER_EXITED")
+            return _error_response(_first_id(messages), -32001, f"dsh-replay mcp: {text}", 502)
+        sid = upstream.headers.get(SESSION_HEADER)
+        if sid is not None:
+            server.by_session[sid] = relay
+        elif "" not in server.by_session and method == "POST":
+            server.by_session[""] = relay
+        out_headers = {
+            k: v for k, v in upstream.headers.items() if k.lower() in ("content-type", "mcp-session-id")
+        }
+        try:
+            kind = upstream.headers.get("Content-Type", "")
+            if not kind.startswith("text/event-stream"):
+                body = await upstream.read()
+                if body and kind.startswith("application/json"):
+                    self._record_server(relay, body)
+                return web.Response(body=body, status=upstream.status, headers=out_headers)
+            response = web.StreamResponse(status=upstream.status, headers=out_headers)
+            await response.prepare(request)
+            event: list[bytes] = []
+            async for line in upstream.content:
+                await response.write(line)
+                stripped = line.rstrip(b"\r\n")
+                if stripped.startswith(b"data:"):
+                    event.append(stripped[5:].removeprefix(b" "))
+                elif not stripped and event:
+                    self._record_server(relay, b"\n".join(event))
+                    event = []
+            await response.write_eof()
+            return response
+        finally:
+            upstream.release()
+
+    @staticmethod
+    def _record_server(relay: McpRelay, body: bytes) -> None:
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            relay.problem(f"the server sent a body that is not JSON ({exc})", "MCP_NOT_JSON")
+            return
+        for message in value if isinstance(value, list) else [value]:
+            relay.from_server(message)
+
+    async def close(self, *, write: bool = True) -> tuple[list[str], list[str]]:
+        """End every session: the unused checks, each recorded server's sessions written (nothing when
+        the run had problems, or ``write`` is false: the endpoint's own traffic had). Returns
+        ``(problems, notes)``."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        problems: list[str] = []
+        notes: list[str] = []
+        recorded: dict[str, list[Any]] = {}
+        for server in self.servers.values():
+            for relay in server.relays:
+                outcome = relay.finish("the endpoint stopped")
+                problems += outcome.problems
+                if relay.records:
+                    recorded.setdefault(server.name, []).append(relay.session_log())
+            if server.name not in recorded and not self.allow_unused:
+                problems += unused_sessions(
+                    self.directory, server.name, len(server.relays), self.rerecord or "", self.accept_unused
+                )
+        if problems or not write:
+            return problems, notes
+        for name, logs in recorded.items():
+            written, _removed = write_sessions(self.directory, name, logs, self.cwd)
+            notes.append(
+                f"recorded MCP server {name!r} ({len(logs)} session(s), {len(written)} file(s) changed)"
+            )
+        return problems, notes
+
+
+def _first_id(messages: list[Any]) -> Any:
+    return next((m.get("id") for m in messages if isinstance(m, dict) and "id" in m), None)
+
+
+def _error_response(request_id: Any, code: int, message: str, status: int = 400) -> Any:
+    from aiohttp import web
+
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return web.json_response(body, status=status, dumps=lambda v: orjson.dumps(v).decode())
+
+
+__all__ = ["FORWARDED", "SESSION_HEADER", "HttpRelays", "parse_mcp_option"]

@@ -1,0 +1,94 @@
+"""Masks for volatile values in the endpoint's request check, with the real openai SDK as the client:
+``--dsh-mask``, ini ``dsh_mask``, the ``dsh_recording`` marker's ``mask=``; ``dsh-replay serve --mask`` is
+in ``tests/cli/test_serve.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from .upstream import FakeUpstream
+
+pytest_plugins = ["pytester"]
+
+#: A tool loop whose tool result differs on every run (a timestamp and a transaction id), as a deploy
+#: tool's output does; ``REGION`` is the part of the same message that may really change.
+TEST = """
+import datetime, secrets
+import openai
+import pytest
+
+REGION = {region!r}
+TOOLS = [{{"type": "function", "function": {{"name": "ls", "parameters": {{"type": "object"}}}}}}]
+
+def deploy():
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    return f"deployed at {{now}} tx={{secrets.token_hex(6)}} region={{REGION}}"
+
+def run():
+    client = openai.OpenAI(max_retries=0)
+    messages = [{{"role": "user", "content": "deploy the files"}}]
+    for _ in range(4):
+        answer = client.chat.completions.create(model="fake-1", messages=messages, tools=TOOLS)
+        message = answer.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            return message.content
+        for call in message.tool_calls:
+            messages.append({{"role": "tool", "tool_call_id": call.id, "content": deploy()}})
+
+def test_deploy(dsh_endpoint):
+    assert run().startswith("summary of 'deployed at ")
+
+@pytest.mark.dsh_recording("recs/marked", mask=[r"deployed at \\S+", r"tx=[0-9a-f]+"])
+def test_deploy_marked(dsh_endpoint):
+    assert run().startswith("summary of 'deployed at ")
+"""
+
+MASKS = ["--dsh-mask", r"deployed at \S+", "--dsh-mask", r"tx=[0-9a-f]+"]
+
+
+def test_a_masked_volatile_tool_result_replays_and_a_real_change_is_still_refused(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """A tool result carrying ``deployed at <now> tx=<random>`` replays green with masks (the option or
+    the marker's ``mask=``); without them turn 2 is refused; a change elsewhere in the same message is
+    still refused with masks, and the report names the masks and what each masked.
+
+    Regression: turn 2 of every such replay was refused, and the only way on (``--dsh-match-on
+    system,tools,model``) stopped checking messages."""
+    pytester.makepyfile(test_deploy=TEST.format(region="eu"))
+    recorded = pytester.runpytest(
+        "-q", "-p", "no:cacheprovider", "--dsh-record=once", f"--dsh-upstream={upstream.url}"
+    )
+    recorded.assert_outcomes(passed=2)
+    upstream.stop()
+
+    # no mask: the plain test's turn 2 is refused (the marked test masks for itself)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*request mismatch at call #2 of session.jsonl*", "*tx=*"])
+
+    # --dsh-mask: green, and the report section says what the masks did
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", *MASKS)
+    result.assert_outcomes(passed=2)
+
+    # a real change in the same tool result is still red, with masks from the ini this time
+    pytester.makeini("[pytest]\ndsh_mask =\n    deployed at \\S+\n    tx=[0-9a-f]+\n")
+    pytester.makepyfile(test_deploy=TEST.format(region="us"))
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert out.count("request mismatch at call #2 of session.jsonl") == 2
+    assert "region=eu" in out and "region=us" in out
+    assert (
+        "masks: {{mask:1}} 'deployed at \\S+' (ini dsh_mask): masked 2 value(s); "
+        "{{mask:2}} 'tx=[0-9a-f]+' (ini dsh_mask): masked 2 value(s)"
+    ) in out
+
+
+def test_a_mask_that_does_not_compile_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    """``--dsh-mask`` with a broken regex stops the run before any test, naming the pattern."""
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--dsh-mask", "tx=(")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*mask 'tx=(' (--dsh-mask): not a regular expression*"])

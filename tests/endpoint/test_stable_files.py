@@ -1,0 +1,136 @@
+"""The endpoint numbers a recording's conversations by what each asked first, not by arrival: the same
+traffic recorded again in another arrival order writes 0 changed files, and a recording numbered by
+arrival (as made before) still replays in any order."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from pytest_dsh_replay.modes import RecordMode
+
+from .agents import run_agent, run_agent_async
+from .conftest import served
+from .upstream import Answer, FakeUpstream, agent_rule
+
+PROMPTS = ["list the files of alpha", "list the files of beta", "say gamma", "list the files of delta"]
+
+
+class HeldStart:
+    """The upstream's rule: ``agent_rule``, the answers to the first requests held until all four came
+    (so no conversation has an open tool call when another starts: each is a root, as its client meant)."""
+
+    def __init__(self) -> None:
+        self.firsts = 0
+        self.all_in = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Answer:
+        answer = agent_rule(body)
+        if len(body["messages"]) == 2:  # system + the prompt: a conversation's first request
+            with self.lock:
+                self.firsts += 1
+                if self.firsts == len(PROMPTS):
+                    self.all_in.set()
+            answer.hold = self.all_in
+        return answer
+
+
+def _converse(url: str, order: list[int]) -> None:
+    """The four conversations at once, each starting 30 ms after the previous one in ``order`` (so the
+    endpoint sees them arrive in that order)."""
+
+    async def one(client: openai.AsyncOpenAI, prompt: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await run_agent_async(prompt, client=client)
+
+    async def all_of_them() -> None:
+        client = openai.AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0)
+        await asyncio.gather(*(one(client, PROMPTS[i], 0.03 * rank) for rank, i in enumerate(order)))
+        await client.close()
+
+    asyncio.run(all_of_them())
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def test_the_same_traffic_in_another_arrival_order_writes_no_file(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """Regression: four concurrent conversations re-recorded in another arrival order renumbered every
+    ``session.N.jsonl`` (4 files changed for the same content)."""
+    directory = tmp_path / "rec"
+    upstream.answer = HeldStart()
+    with served(directory, RecordMode.ONCE, upstream.url) as first:
+        _converse(first.url, [0, 1, 2, 3])
+    assert first.outcome is not None and first.outcome.ok, first.outcome
+    recorded = _files(directory)
+    assert len([n for n in recorded if n.startswith("session")]) == 4
+    order = [0, 1, 2, 3]
+    random.Random(30).shuffle(order)
+    order = order if order != [0, 1, 2, 3] else [3, 2, 1, 0]
+    upstream.answer = HeldStart()
+    with served(directory, RecordMode.REWRITE, upstream.url) as again:
+        _converse(again.url, order)
+    assert again.outcome is not None and again.outcome.ok, again.outcome
+    assert again.outcome.written == [] and again.outcome.removed == []
+    assert _files(directory) == recorded
+
+
+def test_a_recording_numbered_by_arrival_still_replays_in_any_order(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A recording made before conversations were numbered by content (its files in arrival order)
+    binds each conversation to its own log by request, whatever order they come in now."""
+    directory = tmp_path / "rec"
+    upstream.answer = HeldStart()
+    with served(directory, RecordMode.ONCE, upstream.url) as first:
+        _converse(first.url, [0, 1, 2, 3])
+    assert first.outcome is not None and first.outcome.ok, first.outcome
+    upstream.stop()
+    logs = sorted(directory.glob("session*.jsonl"))
+    contents = [p.read_bytes() for p in logs]
+    for path, data in zip(logs, reversed(contents), strict=True):  # the arrival order of [3, 2, 1, 0]
+        path.write_bytes(data)
+    with served(directory) as replay:
+        _converse(replay.url, [2, 0, 3, 1])
+    assert replay.outcome is not None and replay.outcome.ok, replay.outcome.report()
+
+
+def test_a_masked_volatile_tool_result_re_records_to_no_changed_file(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """With the endpoint's masks, a re-recording whose only differences are masked (a tool result's
+    time and transaction id) keeps the recorded bytes: 0 changed files; without them the log changes."""
+    from pytest_dsh_replay.session.masks import Masks
+
+    directory = tmp_path / "rec"
+    runs = iter(range(100))
+
+    def deploy(_name: str, _arguments: str) -> str:
+        return f"deployed at 2026-01-01T10:00:0{next(runs) % 10}Z tx={os.urandom(4).hex()}"
+
+    def record(mode: RecordMode, **kw: Any) -> Any:
+        with served(directory, mode, upstream.url, **kw) as ep:
+            client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+            run_agent("list the files", client=client, tool=deploy)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome
+        return ep.outcome
+
+    # the model's answer does not quote the tool result: a value split over streamed deltas is masked
+    # piece by piece (docs/masks.md "What is never masked")
+    upstream.answer = lambda body: (
+        Answer(text="deployed") if body["messages"][-1]["role"] == "tool" else agent_rule(body)
+    )
+    masks = Masks.parse([r"deployed at \S+", r"tx=[0-9a-f]+"], source="test")
+    record(RecordMode.ONCE, masks=masks)
+    assert record(RecordMode.REWRITE, masks=masks).written == []
+    assert [p.name for p in record(RecordMode.REWRITE).written] == ["session.jsonl"]

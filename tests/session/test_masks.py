@@ -1,0 +1,102 @@
+"""``session.masks.Masks``: what a mask replaces, and its screen of a JSON text never says "unchanged"
+for a value a mask would change (the comparison skips the values of events the screen passes)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import orjson
+import pytest
+
+from pytest_dsh_replay.session.masks import Mask, MaskError, Masks, screen_pattern, screenable
+from pytest_dsh_replay.session.tokens import Tokenizer
+
+
+def test_a_match_or_its_groups_become_the_masks_token() -> None:
+    masks = Masks.parse([r"deployed at (\S+)", r"tx=[0-9a-f]+"], source="test")
+    assert (
+        masks.apply("deployed at 2026-01-01T10:00:00Z tx=9f3c ok") == "deployed at {{mask:1}} {{mask:2}} ok"
+    )
+    assert masks.apply("nothing here") == "nothing here"
+    assert masks.hits == {0: 1, 1: 1}
+    assert masks.apply_value({"tx=1": ["tx=ab", 3]}) == {"tx=1": ["{{mask:2}}", 3]}  # keys untouched
+
+
+def test_an_empty_match_and_a_declined_match_mask_nothing() -> None:
+    assert Masks.parse([r"x*"], source="t").apply("abc") == "abc"
+    masks = Masks([Mask(r"\b\d{10}\b", "hook", when=lambda m: int(m[0]) > 1_600_000_000)])
+    assert masks.apply("at 1700000000, code 1234567890") == "at {{mask:1}}, code 1234567890"
+
+
+def test_a_regex_that_does_not_compile_names_itself_and_its_source() -> None:
+    with pytest.raises(MaskError, match=r"mask 'tx=\(' \(--dsh-mask\): not a regular expression") as info:
+        Masks.parse(["tx=("], source="--dsh-mask")
+    assert info.value.code == "MASK_BAD_REGEX"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "ok"),
+    [
+        (r"tx=[0-9a-f]+", True),
+        (r"\bfoo\b", True),
+        (r"(?<=at )\S+", True),
+        (r"(a|b(?=c))+", True),
+        (r"^x", False),
+        (r"x$", False),
+        (r"\Ax", False),
+        (r"(?<!a)b", False),
+        (r"a(?!b)", False),
+        (r"(?:a|(?:b$))", False),
+    ],
+)
+def test_which_patterns_the_screen_can_vouch_for(pattern: str, ok: bool) -> None:
+    compiled = re.compile(pattern)
+    assert screenable(compiled) is ok
+    relaxed = screen_pattern(compiled)  # searched as it is, or relaxed
+    assert relaxed is not None and (relaxed is compiled) is ok
+
+
+def test_the_tokenizer_masks_both_sides_alike() -> None:
+    masks = Masks.parse([r"tx=[0-9a-f]+"], source="t")
+    recorded = Tokenizer(["s1"], "/rec", masks=masks)
+    live = Tokenizer(["s2"], "/live", masks=masks)
+    value = {"text": "ran in /rec: tx=aa11"}
+    assert recorded.scrub_value(value) == live.scrub_value({"text": "ran in /live: tx=bb22"})
+    assert recorded.scrub_value(value) != live.scrub_value({"text": "ran in /live: tx=bb22!"})
+    assert not recorded.leaves_unchanged(orjson.dumps({"a": "tx=ff"}))
+    assert recorded.leaves_unchanged(orjson.dumps({"a": "no token"}).decode())
+    assert Tokenizer(["s1"], "/rec").leaves_unchanged('{"a":"tx=ff"}')  # no masks: no mask screen
+
+
+ALPHABET = 'ab"\\\n\t/x-=0 é\x01'
+PATTERNS = [
+    r"a+b",
+    r"\bab\b",
+    r'b"a',
+    r"\\",
+    r"\n",
+    r"a\s+b",
+    r"[^a]b",
+    r"(?<=\t)x",
+    r".b",
+    r'x"?=',
+    r"(ab)+",
+]
+#: searched relaxed by the screen (their anchors and negative lookarounds left out)
+PATTERNS += [r"^a", r"b$", r"\Ax", r"(?<!a)b", r"a(?!b)", r"(?m)^b", r"^(a|x$)"]
+
+
+def test_the_screen_never_passes_a_value_a_mask_changes() -> None:
+    """Seeded fuzz over strings holding what JSON escapes (quotes, backslashes, controls), anchored and
+    lookaround patterns included."""
+    rng = random.Random(30)
+    for _ in range(3000):
+        masks = Masks.parse(rng.sample(PATTERNS, 2), source="fuzz")
+        value = {
+            "k": ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 12))) for _ in range(3)],
+            "n": 1,
+        }
+        for text in (orjson.dumps(value), orjson.dumps(value).decode()):
+            if masks.screen(text):
+                assert masks.apply_value(value) == value, (masks.masks, value)
