@@ -20,13 +20,17 @@ the same measure for both. Rounds are interleaved (ours, reference, ours, ...), 
 ours / reference are taken per round (robust on a shared machine); median (min-max) printed.
 
 Our floor: per-line ``orjson.loads`` of the BASELINE bytes (the same logical events) with gc paused,
-timed in our process between the repeats; the item path's CPU ratio to it is printed beside (goal
+in a fresh process after ours each round; the item path's CPU ratio to it is printed beside (goal
 <= 1.3x).
 
 Goals (issue: faster than the reference on every path): time <= 0.8x and peak RSS <= 1.0x the
 reference's, every path and layout.
 
-Usage: ``python benchmarks/reference.py [--events N] [--rounds K] [--repeat R] [--node PATH] [--quick]``.
+``--before DIR``: also time an earlier version's package (a checkout or ``git archive`` of it) in every
+round, printing its ratios to the reference and ours / its (the before/after table of docs/performance.md).
+
+Usage: ``python benchmarks/reference.py [--events N] [--rounds K] [--repeat R] [--node PATH] [--before DIR]
+[--quick]``.
 Node: ``--node``, else ``$DSH_REFBENCH_NODE``, else ``/tmp/node24/.../bin/node`` (see
 ``../shared/refbench/README.md``), else ``node`` on PATH. Without Node or ``../shared/refbench`` it says
 so in one line and prints our figures only. Nothing asserts: it is not a test.
@@ -67,42 +71,32 @@ import orjson
 from pathlib import Path
 from pytest_dsh_replay.replay import derive_replay_script, load_session_scripts, parse_session_log
 mode, path, repeat = {mode!r}, Path({path!r}), {repeat!r}
-data = path.read_bytes() if mode == "item" else None
-floor_data = Path({floor_path!r}).read_bytes() if mode == "item" else None
-
-
-def floor(data):
-    gc.disable()
-    try:
-        return [orjson.loads(line) for line in data.split(b"\n") if line]
-    finally:
-        gc.enable()
+data = path.read_bytes() if mode != "load" else None
 
 
 def run():
+    if mode == "floor":  # per-line orjson.loads, gc paused: the bare cost of materializing the rows
+        gc.disable()
+        try:
+            return [orjson.loads(line) for line in data.split(b"\n") if line]
+        finally:
+            gc.enable()
     if mode == "item":
         events = parse_session_log(data)
         return derive_replay_script(events)
     return load_session_scripts(path.parent)[0].entries
 
 
-walls, cpus, floors = [], [], []
+walls, cpus = [], []
 for _ in range(repeat):
     gc.collect()
     w, c = time.perf_counter(), time.process_time()
-    script = run()
+    result = run()
     walls.append(time.perf_counter() - w)
     cpus.append(time.process_time() - c)
-    calls = len(script)
-    del script
-    if mode == "item":
-        gc.collect()
-        c = time.process_time()
-        rows = floor(floor_data)
-        floors.append(time.process_time() - c)
-        del rows
-print(json.dumps({{"seconds": statistics.median(walls), "cpu": statistics.median(cpus), "calls": calls,
-                  "floor_cpu": statistics.median(floors) if floors else None}}))
+    calls = len(result)
+    del result
+print(json.dumps({{"seconds": statistics.median(walls), "cpu": statistics.median(cpus), "calls": calls}}))
 """
 
 
@@ -130,9 +124,10 @@ def run_child(argv: list[str]) -> tuple[dict[str, Any], int]:
     return json.loads(line), usage.ru_maxrss * 1024
 
 
-def ours(mode: str, log: Path, floor_log: Path, repeat: int) -> tuple[dict[str, Any], int]:
-    """Our side of one round (``floor_log``: the baseline bytes of the same events, for the floor)."""
-    code = _CHILD.format(root=str(ROOT), mode=mode, path=str(log), floor_path=str(floor_log), repeat=repeat)
+def ours(mode: str, log: Path, repeat: int, root: Path = ROOT) -> tuple[dict[str, Any], int]:
+    """Our side of one round in a fresh process (``mode``: item, load or floor), importing the package
+    from the checkout ``root``."""
+    code = _CHILD.format(root=str(root), mode=mode, path=str(log), repeat=repeat)
     return run_child([sys.executable, "-c", code])
 
 
@@ -176,6 +171,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved fresh-process rounds per side")
     parser.add_argument("--repeat", type=int, default=3, help="repeats inside each process (median)")
     parser.add_argument("--node", help="the Node binary running the reference")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="also time the package of this checkout (e.g. `git archive REV | tar -x -C DIR`) each round: "
+        "its ratios to the reference and ours / its",
+    )
     parser.add_argument("--quick", action="store_true", help="CI smoke run: 20,000 events, 1 round, 1 repeat")
     args = parser.parse_args()
     if args.quick:
@@ -200,15 +201,24 @@ def main() -> None:
         for mode in ("item", "load"):
             for layout, log in logs.items():
                 rows: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
+                before: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "vs": [], "vs_rss": []}
                 last: tuple[dict[str, Any], int, dict[str, Any] | None, int] | None = None
                 for _ in range(args.rounds):
-                    mine, mine_rss = ours(mode, log, logs["baseline"], args.repeat)
-                    if mine["floor_cpu"]:
-                        rows["floor"].append(mine["cpu"] / mine["floor_cpu"])
+                    mine, mine_rss = ours(mode, log, args.repeat)
+                    if mode == "item":
+                        floor, _rss = ours("floor", logs["baseline"], args.repeat)
+                        rows["floor"].append(mine["cpu"] / floor["cpu"])
                     if node is None:
                         last = (mine, mine_rss, None, 0)
                         continue
                     ref, ref_rss = reference(node, mode, log, args.repeat)
+                    if args.before is not None:
+                        old, old_rss = ours(mode, log, args.repeat, args.before)
+                        before["wall"].append(old["seconds"] / ref["seconds"])
+                        before["cpu"].append(old["cpu"] / ref["cpu"])
+                        before["rss"].append(old_rss / ref_rss)
+                        before["vs"].append(mine["cpu"] / old["cpu"])
+                        before["vs_rss"].append(mine_rss / old_rss)
                     if ref["calls"] != mine["calls"]:
                         raise SystemExit(
                             f"{mode} {layout}: {mine['calls']} calls here, {ref['calls']} in the reference"
@@ -229,6 +239,12 @@ def main() -> None:
                     f"{ref['seconds']:.3f} s / {ref_rss / 1e6:.0f} MB | time {_fmt(rows['wall'])} "
                     f"(cpu {_fmt(rows['cpu'])}) [<= 0.8x] | peak RSS {_fmt(rows['rss'])} [<= 1.0x]{floor}"
                 )
+                if before["wall"]:
+                    print(
+                        f"  {'':20s} before ({args.before}): time {_fmt(before['wall'])} (cpu "
+                        f"{_fmt(before['cpu'])}), peak RSS {_fmt(before['rss'])} the reference's | ours / "
+                        f"before: cpu {_fmt(before['vs'])}, peak RSS {_fmt(before['vs_rss'])}"
+                    )
 
 
 if __name__ == "__main__":

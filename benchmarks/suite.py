@@ -45,6 +45,12 @@ Diagnostic knobs (defaults measure the environment as it is):
 ``--quick``: a CI smoke run (12 scenarios, sizes 0 and 12, no capacity probe): proves the script works,
 its figures mean little.
 
+``--bundled K``: instead of the generated suite, the bundled scenarios (``scenarios/*/*``, nine) copied K
+times (``--bundled 330``: 2,970 scenarios), replayed with ``-n 0`` and ``-n W`` interleaved; prints the
+wall ratio (goal <= 0.6x), and per process (the serial one; the xdist controller and each worker) its CPU
+split into start-up, collection and items (``benchmarks/_bench_cpusplit.py``), then the start-up of one
+scenario over one trivial test (goal <= 0.4 s).
+
 Usage: ``python benchmarks/suite.py [--quick] [--count N] [--sizes N,N,...] [--workers W] [--repeat R]
 [--keep DIR] [--tmpdir DIR] [--no-fsync] [--plugins all|harness] [--bytecode]``
 """
@@ -188,6 +194,7 @@ class Runner:
         plugins = base / "plugins"
         plugins.mkdir(exist_ok=True)
         shutil.copy(REPO / "benchmarks" / "_bench_nofsync.py", plugins)
+        shutil.copy(REPO / "benchmarks" / "_bench_cpusplit.py", plugins)
         paths = [str(REPO), str(plugins), env.get("PYTHONPATH", "")]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         for key in ("PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS", "PYTEST_PLUGINS"):
@@ -467,6 +474,60 @@ def break_even_report(sized: dict[int, tuple[float, float]], workers: int) -> st
     return "\n".join(lines)
 
 
+def bundled_report(base: Path, args: argparse.Namespace) -> int:
+    """``--bundled K``: the bundled scenarios (``scenarios/*/*``, recorded in the checkout) copied K times,
+    replayed with ``-n 0`` and ``-n W`` (interleaved, ``--repeat`` times), the wall ratio against its goal,
+    and where each process's CPU goes (start-up, collection, items; ``_bench_cpusplit``); then the start-up
+    of one scenario over one trivial test."""
+    runner = Runner(base, args)
+    bundled = sorted(p.parent for p in (REPO / "scenarios").glob("*/*/input.json"))
+    root = base / "bundled"
+    for k in range(args.bundled):
+        for path in bundled:
+            shutil.copytree(path, root / f"copy{k:04d}" / path.parent.name / path.name)
+    n = len(bundled) * args.bundled
+    print(f"{n} scenarios: the bundled {len(bundled)} x {args.bundled}; knobs: plugins={args.plugins}")
+    cpu_log = base / "cpu.jsonl"
+    runner.env["DSH_BENCH_CPU_LOG"] = str(cpu_log)
+    splits: dict[str, list[list[dict[str, Any]]]] = {"serial": [], "parallel": []}
+    runs: dict[str, list[tuple[float, float]]] = {"serial": [], "parallel": []}
+    for _ in range(args.repeat):
+        for key, workers in (("serial", "0"), ("parallel", str(args.workers))):
+            cpu_log.unlink(missing_ok=True)
+            runs[key].append(runner.run(root, "-n", workers, "-p", "_bench_cpusplit"))
+            splits[key].append([json.loads(line) for line in cpu_log.read_text().splitlines()])
+    med = statistics.median
+    wall = {k: med([x[0] for x in v]) for k, v in runs.items()}
+    cpu = {k: med([x[1] for x in v]) for k, v in runs.items()}
+    ratios = [p[0] / s[0] for s, p in zip(runs["serial"], runs["parallel"], strict=True)]
+    for key, label in (("serial", "-n 0"), ("parallel", f"-n {args.workers}")):
+        print(f"  {label}: {wall[key]:.2f}s wall ({_spread([x[0] for x in runs[key]])}), {cpu[key]:.2f}s cpu")
+        for who in ("main", "worker"):
+            parts = [s for run in splits[key] for s in run if s["who"] == who]
+            if parts:
+                each = {f: med([p[f] for p in parts]) for f in ("startup", "collect", "run", "summary")}
+                count = len(parts) // len(splits[key])
+                print(
+                    f"    {'controller' if key == 'parallel' and who == 'main' else who} "
+                    f"(x{count}) cpu: start-up {each['startup']:.2f}s, collection {each['collect']:.2f}s "
+                    f"({each['collect'] / n * 1000:.2f} ms/scenario), items/reports {each['run']:.2f}s"
+                    + (f", terminal summary {each['summary']:.2f}s" if who == "main" else "")
+                )
+    print(
+        f"  -n {args.workers} / -n 0 wall: {med(ratios):.2f}x ({_spread(ratios)}) (goal <= 0.6x: "
+        f"{'met' if med(ratios) <= 0.6 else 'MISSED'}); cpu {cpu['parallel'] / cpu['serial']:.2f}x"
+    )
+    one = base / "one"
+    shutil.copytree(bundled[0], one / bundled[0].parent.name / bundled[0].name)
+    extra_wall, extra_cpu = startup_report(runner, base, one, max(3, args.repeat))
+    print(
+        f"start-up: one scenario ({bundled[0].parent.name}/{bundled[0].name}) costs {extra_wall:.2f}s wall, "
+        f"{extra_cpu:.2f}s cpu more than one trivial python test (goal <= 0.4s wall: "
+        f"{'met' if extra_wall <= 0.4 else 'MISSED'})"
+    )
+    return 0
+
+
 def _spread(values: list[float]) -> str:
     return f"runs {' / '.join(f'{v:.2f}' for v in values)}" if len(values) > 1 else "1 run"
 
@@ -485,6 +546,13 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", default=None, help="suite sizes timed for the break-even fit (default: 0, count/4, count)"
     )
     ap.add_argument("--quick", action="store_true", help="CI smoke run: 12 scenarios, sizes 0 and 12")
+    ap.add_argument(
+        "--bundled",
+        type=int,
+        default=0,
+        metavar="K",
+        help="instead: the bundled scenarios copied K times (330: 2,970), -n 0 vs -n W, cpu per process",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.count = min(args.count, 12)
@@ -504,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp_ctx = tempfile.TemporaryDirectory(prefix="dsh-suite-", dir=os.environ.get("TMPDIR"))
         base = Path(tmp_ctx.name)
     try:
-        return _bench(base, args)
+        return bundled_report(base, args) if args.bundled else _bench(base, args)
     finally:
         if tmp_ctx is not None:
             tmp_ctx.cleanup()

@@ -13,7 +13,9 @@ went in the run's summary (its notes, as ``user_properties`` of the teardown rep
 directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
 ``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
 ``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
-the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``). Options:
+the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``), its
+``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under ``/mcp/NAME``
+(``EndpointHandle.mcp_url``; docs/mcp.md). Options:
 ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
 ``--dsh-mask``; the upstream key of each format is
 read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), or from ini
@@ -59,6 +61,10 @@ class EndpointHandle(Struct):
     plan: str
     endpoint: Endpoint
 
+    def mcp_url(self, name: str) -> str:
+        """The URL of the streamable HTTP MCP server ``name`` of the marker's ``mcp=`` (docs/mcp.md)."""
+        return f"{self.base_url.removesuffix('/v1')}/mcp/{name}"
+
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
@@ -80,11 +86,21 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
         )
-    unknown = sorted(set(marker.kwargs) - {"allow_unused", "mask"})
+    unknown = sorted(set(marker.kwargs) - {"allow_unused", "mask", "mcp"})
     if unknown:
         raise EndpointConfigError(
-            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, mask=[REGEX, ...])"
+            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, mask=[REGEX, ...], "
+            "mcp={NAME: URL})"
         )
+    servers = marker.kwargs.get("mcp", {})
+    if not isinstance(servers, dict) or not all(isinstance(u, str) for u in servers.values()):
+        raise EndpointConfigError(f"{where}: mcp must be a dict of server names to URLs, got {servers!r}")
+    from ..mcp.http import parse_mcp_option
+
+    try:
+        parse_mcp_option([f"{name}={url}" for name, url in servers.items()], option=f"{where}: mcp=")
+    except HarnessError as exc:
+        raise EndpointConfigError(exc.message) from None
     mask = marker.kwargs.get("mask", [])
     if not isinstance(mask, list | tuple) or not all(isinstance(m, str) for m in mask):
         raise EndpointConfigError(
@@ -165,6 +181,7 @@ def endpoint_fixture(
         match_on=_match_on(config),
         allow_unused=bool(options.get("allow_unused", False)),
         masks=masks,
+        mcp=dict(options.get("mcp", {})),
         rerecord=rerecord_command(config, request.node.nodeid),
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",

@@ -33,6 +33,7 @@ from ..llm.wire.base import WireFormat
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import Session, SessionStore
+from ..session.masks import Masks
 from .conversations import Binding
 from .upstreams import format_url
 
@@ -335,18 +336,23 @@ class UpstreamModel:
             yield chunk
 
 
-def first_request_keys(*sources: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, bytes]:
+def first_request_keys(
+    *sources: Mapping[str, Sequence[Mapping[str, Any]]], masks: Masks | None = None
+) -> dict[str, bytes]:
     """Conversation id -> the content key of its first request (``sources``: the models' ``requests``,
     in call order, the replayed ones first): its JSON with sorted keys, without ``sessionId`` (the
-    conversation's own random id). What :func:`~pytest_dsh_replay.scenario.harvest.content_order`
-    numbers a recording's files by, so the same traffic in another arrival order writes the same files.
+    conversation's own random id), ``masks`` applied (a volatile value does not reorder the files). What
+    :func:`~pytest_dsh_replay.scenario.harvest.content_order` numbers a recording's files by, so the
+    same traffic in another arrival order writes the same files.
     """
     keys: dict[str, bytes] = {}
     for source in sources:
         for sid, requests in source.items():
             if sid in keys or not requests:
                 continue
-            first = {k: v for k, v in requests[0].items() if k not in ("sessionId", "signal")}
+            first: Any = {k: v for k, v in requests[0].items() if k not in ("sessionId", "signal")}
+            if masks is not None:
+                first = masks.apply_value(first)
             try:
                 keys[sid] = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
             except TypeError:  # a value orjson cannot write: no key (ordered by arrival among equals)

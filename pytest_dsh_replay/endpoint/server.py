@@ -392,6 +392,7 @@ class Endpoint:
 
     async def _write(self, outcome: EndpointOutcome) -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
+        from ..scenario.normalize import Normalization
         from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
         from ..scenario.write import current_fixtures, write_fixtures
@@ -401,7 +402,7 @@ class Endpoint:
         if self.replay is not None:
             sources.insert(0, self.replay.requests)
         # numbered by what each conversation asked first, not by when it arrived (stable files)
-        result = await self.recorder.finish(first_request_keys(*sources))
+        result = await self.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
         directory = self.config.directory
         if not result.logs:
             outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
@@ -425,6 +426,8 @@ class Endpoint:
             self.scrubber,
             [*sidecar_files(scenario.path, sidecars), *pins],
             base=current_fixtures(scenario),
+            # a conversation that differs only where a mask matched keeps its recorded bytes
+            normalization=Normalization(masks=self.config.masks),
             prune_owned=self.plan.prunes_owned,
         )
         outcome.notes.append(

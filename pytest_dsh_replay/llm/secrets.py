@@ -905,17 +905,18 @@ def run_scrubber(
             :data:`DEFAULT_PATTERNS`.
         extras: more literal secrets.
         require_key_value: ``key_env`` was configured explicitly or a record mode will use it: a
-            variable that is SET but empty, or shorter than :data:`MIN_SECRET_LENGTH`, is then a
-            configuration error; otherwise a value that short is a placeholder (``dummy``, ``x``),
-            no secret.
+            variable that is SET but empty is then a configuration error, and so is a value shorter
+            than :data:`MIN_SECRET_LENGTH` in a variable other than :data:`DEFAULT_KEY_ENV`; a value
+            that short in the default variable, or where no key is required, is a placeholder
+            (``dummy``, ``x``), no secret.
 
     Besides these, the values of secret-named environment variables (:func:`environment_secrets`) are
     scrubbed too (defense in depth).
 
     Raises:
         SecretConfigError: a pattern that is no valid regex (naming it), ``key_env`` set but empty
-            or too short (with ``require_key_value``), an extra secret shorter than
-            :data:`MIN_SECRET_LENGTH`.
+            (with ``require_key_value``) or too short (with ``require_key_value``, a variable other
+            than the default), an extra secret shorter than :data:`MIN_SECRET_LENGTH`.
     """
     for pattern in patterns:
         try:
@@ -932,8 +933,11 @@ def run_scrubber(
             f"environment variable {key_env} (the API key, ini dsh_api_key_env) is set but empty: "
             f"set it to the key, or unset it"
         )
-    if key and len(key) < MIN_SECRET_LENGTH and not require_key_value:
-        key = ""  # a placeholder (``x``, ``dummy``: CI's, a local server's) where no key is needed
+    if key and len(key) < MIN_SECRET_LENGTH and not (require_key_value and key_env != DEFAULT_KEY_ENV):
+        # a placeholder (``x``, ``dummy``: CI's, a local server's): where no key is needed, or in the
+        # default variable of an API the run may not use (an Anthropic agent recorded beside
+        # ``OPENAI_API_KEY=dummy``); too short to be a key, it is sent as it is and not scrubbed
+        key = ""
     if key and len(key) < MIN_SECRET_LENGTH:
         raise SecretConfigError(
             f"environment variable {key_env} (the API key, ini dsh_api_key_env) holds only {len(key)} "

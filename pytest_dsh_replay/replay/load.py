@@ -17,6 +17,7 @@ from msgspec import Struct, field
 from ..errors import read_regular_file
 from ..layout import OVERRIDE_FILE, PRIMARY_FILE, child_rank, log_name, sidecar_name_for
 from ..llm.packed import PACKED_TYPES
+from ..session.codec import gc_paused
 from .derive import DeferredCall, ReplayEntry, derive_replay_script, materialize
 from .errors import ReplayDeriveError, ReplayLoadError
 from .parse import Event, parse_session_header, parse_session_log
@@ -67,7 +68,8 @@ class SessionScript(Struct, dict=True):
         if not self._plain:  # checked once: the replay model reads entries at every templated call
             calls = self.calls
             if type(calls) is not list or any(type(c) is DeferredCall for c in calls):
-                self.calls = [materialize(c) for c in calls]
+                with gc_paused():  # acyclic chunk dicts, one per packed member: no collection passes
+                    self.calls = [materialize(c) for c in calls]
             self._plain = True
         return cast(list[ReplayEntry], self.calls)
 

@@ -15,7 +15,7 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress, repeat
+from itertools import accumulate, compress, repeat
 from operator import itemgetter, le
 from typing import Any
 
@@ -35,6 +35,8 @@ PACKED_ROW_KEYS: dict[str, frozenset[str]] = {kind: row.keys for kind, row in PA
 _PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
 _PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
 _SAFE_INT = 2**53 - 1
+_STR = {str}
+_INT = {int}
 _loads: Callable[[bytes], Any] = orjson.loads
 _get_type_seq_time = itemgetter("type", "seq", "time")
 _first = itemgetter(0)
@@ -214,7 +216,13 @@ def parse_session_header(text: str | bytes, *, file: str | None = None) -> dict[
 
 def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
     """The checked header of ``data`` and its 1-based line number (see :func:`parse_session_header`)."""
-    line, line_no, _ = _first_line(data)
+    header, line_no, _end = _read_header_at(data, file)
+    return header, line_no
+
+
+def _read_header_at(data: bytes, file: str | None) -> tuple[dict[str, Any], int, int]:
+    """:func:`_read_header` and the offset where the header line ends (its newline, or the data's end)."""
+    line, line_no, end = _first_line(data)
     if line is not None:
         check_line_sizes([line], line_no, file)
     if line is None:
@@ -233,7 +241,7 @@ def _read_header(data: bytes, file: str | None) -> tuple[dict[str, Any], int]:
             "fix or re-record the fixture",
             "REPLAY_MALFORMED_LINE",
         ) from exc
-    return _check_header(header, file, line_no), line_no
+    return _check_header(header, file, line_no), line_no, end
 
 
 def _slow_rows(body: list[bytes], first_line_no: int, file: str | None) -> tuple[list[Any], list[int]]:
@@ -310,10 +318,10 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
             raise bad(f"{name} must be a number, got {quote(value)}")
     members_key = spec.members
     members = data[members_key]
-    if not isinstance(members, list) or not members or any(type(m) is not str for m in members):
+    if type(members) is not list or not members or set(map(type, members)) != _STR:
         raise bad(f"{members_key} must be a non-empty list of strings")
     dt = data["dt"]
-    if not isinstance(dt, list) or any(type(d) is not int for d in dt):
+    if type(dt) is not list or not set(map(type, dt)) <= _INT:
         raise bad("dt must be a list of integers")
     if len(dt) != len(members) - 1:
         raise bad(
@@ -322,39 +330,67 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
         )
     if seq0 + len(members) - 1 > _SAFE_INT:
         raise bad("member seq exceeds 2**53 - 1")
-    t = time0
-    if abs(t) > _SAFE_INT:
-        raise bad(f"member time {t} is not a safe integer")
-    times = [t]
-    for gap in dt:
-        t += gap
-        if abs(t) > _SAFE_INT:
-            raise bad(f"member time {t} is not a safe integer")
-        times.append(t)
-
-    chunks: list[dict[str, Any]]
+    times = list(accumulate(dt, initial=time0))
+    # no partial sum leaves the safe range when their bound does not (one C-level pass); else the first
+    # member that does is named
+    if abs(time0) + sum(map(abs, dt)) > _SAFE_INT:
+        for t in times:
+            if abs(t) > _SAFE_INT:
+                raise bad(f"member time {t} is not a safe integer")
+    seqs = range(seq0, seq0 + len(members))
+    ctype = spec.chunk
+    # one dict display per dict (constant keys), in the key order of the expanded events
     if spec.is_tool_call:
         call_id = data["id"]
         if type(call_id) is not str:
             raise bad(f"id must be a string, got {quote(call_id)}")
-        head: dict[str, Any] = {"type": spec.chunk, "index": index, "id": call_id}
         if "name" in data:
-            name_value = data["name"]
-            if type(name_value) is not str:
-                raise bad(f"name must be a string, got {quote(name_value)}")
-            head["name"] = name_value
-        chunks = [{**head, spec.field: arg} for arg in members]
+            name = data["name"]
+            if type(name) is not str:
+                raise bad(f"name must be a string, got {quote(name)}")
+            out += [
+                {
+                    "type": "assistant/chunk",
+                    "seq": seq,
+                    "time": time,
+                    "data": {
+                        "turn": turn,
+                        "step": step,
+                        "chunk": {
+                            "type": ctype,
+                            "index": index,
+                            "id": call_id,
+                            "name": name,
+                            "argumentsDelta": arg,
+                        },
+                    },
+                }
+                for seq, time, arg in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+            ]
+        else:
+            out += [
+                {
+                    "type": "assistant/chunk",
+                    "seq": seq,
+                    "time": time,
+                    "data": {
+                        "turn": turn,
+                        "step": step,
+                        "chunk": {"type": ctype, "index": index, "id": call_id, "argumentsDelta": arg},
+                    },
+                }
+                for seq, time, arg in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+            ]
     else:
-        chunks = [{"type": spec.chunk, "index": index, spec.field: text} for text in members]
-    out.extend(
-        {
-            "type": "assistant/chunk",
-            "seq": seq,
-            "time": time,
-            "data": {"turn": turn, "step": step, "chunk": chunk},
-        }
-        for seq, time, chunk in zip(range(seq0, seq0 + len(chunks)), times, chunks, strict=True)
-    )
+        out += [
+            {
+                "type": "assistant/chunk",
+                "seq": seq,
+                "time": time,
+                "data": {"turn": turn, "step": step, "chunk": {"type": ctype, "index": index, "text": text}},
+            }
+            for seq, time, text in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+        ]
 
 
 def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
@@ -387,15 +423,9 @@ def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | No
         elif "seq" in row and "time" in row:
             append(row)
         else:
-            restored: Event = {
-                "type": kind,
-                "seq": row.get("seq", len(out)),
-                "time": row.get("time", 0),
-            }
-            for key, value in row.items():
-                if key not in restored:
-                    restored[key] = value
-            append(restored)
+            # type, seq, time first, then the row's other keys in file order (the row's own type,
+            # seq or time only re-set the same value in place)
+            append({"type": kind, "seq": row.get("seq", len(out)), "time": row.get("time", 0), **row})
     return out
 
 
@@ -408,6 +438,45 @@ def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
     while body and not body[-1].strip():
         body.pop()
     return body, line_no + 1
+
+
+#: Bytes of the body split and parsed at a time by :func:`_block_rows` (only one block's lines alive).
+_BLOCK_BYTES = 1 << 20
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what ``bytes.strip`` strips
+
+
+def _block_rows(data: bytes, start: int) -> list[Any] | None:
+    """Every body row of ``data`` (the body begins at offset ``start``; trailing blank lines dropped),
+    parsed block by block so that the split lines of one block at a time are alive, not the whole
+    body's (a copy of the log as line objects); ``None`` when a line is blank, too long, not JSON or
+    nested too deep: the caller then reads the whole body line by line and reports the first problem
+    in the usual order (sizes, then JSON, then nesting)."""
+    end = len(data)
+    while end > start and data[end - 1] in _WHITESPACE:
+        end -= 1
+    if end <= start:
+        return []
+    end = data.find(b"\n", end)
+    if end == -1:
+        end = len(data)
+    limit = max_line_bytes() if len(data) > max_line_bytes() else None
+    rows: list[Any] = []
+    pos = start
+    while pos < end:
+        cut = data.find(b"\n", pos + _BLOCK_BYTES, end)
+        if cut == -1:
+            cut = end
+        lines = data[pos:cut].split(b"\n")
+        if limit is not None and max(map(len, lines)) > limit:
+            return None
+        try:
+            rows += map(_loads, lines)
+        except orjson.JSONDecodeError:
+            return None
+        if deep_rows(lines):
+            return None
+        pos = cut + 1
+    return rows
 
 
 def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event]:
@@ -434,16 +503,23 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
             or unsafe seq/time, ...). Messages give ``file:line`` and the fix.
     """
     data = _as_bytes(text, file)
-    body, first_line_no = _body_lines(data, file)
-    if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
-        check_line_sizes(body, first_line_no, file)
+    _header, header_line, header_end = _read_header_at(data, file)
     with gc_paused():
         line_nos: list[int] | None = None
-        try:
-            rows = list(map(_loads, body))
-        except orjson.JSONDecodeError:
-            rows, line_nos = _slow_rows(body, first_line_no, file)
-        check_line_nesting(body, first_line_no, file)
+        first_line_no = header_line + 1
+        fast_rows = _block_rows(data, header_end + 1)
+        if fast_rows is not None:
+            rows = fast_rows
+        else:  # something to report (or a blank line inside): the whole body's lines, checked in order
+            body, first_line_no = _body_lines(data, file)
+            if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
+                check_line_sizes(body, first_line_no, file)
+            try:
+                rows = list(map(_loads, body))
+            except orjson.JSONDecodeError:
+                rows, line_nos = _slow_rows(body, first_line_no, file)
+            check_line_nesting(body, first_line_no, file)
+            del body
         # Fast check (C-level passes, no Python frame per row): every row a dict carrying
         # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
         try:

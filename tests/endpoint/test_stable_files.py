@@ -5,6 +5,7 @@ arrival (as made before) still replays in any order."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 from pathlib import Path
@@ -14,7 +15,7 @@ import openai
 
 from pytest_dsh_replay.modes import RecordMode
 
-from .agents import run_agent_async
+from .agents import run_agent, run_agent_async
 from .conftest import served
 from .upstream import Answer, FakeUpstream, agent_rule
 
@@ -102,3 +103,34 @@ def test_a_recording_numbered_by_arrival_still_replays_in_any_order(
     with served(directory) as replay:
         _converse(replay.url, [2, 0, 3, 1])
     assert replay.outcome is not None and replay.outcome.ok, replay.outcome.report()
+
+
+def test_a_masked_volatile_tool_result_re_records_to_no_changed_file(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """With the endpoint's masks, a re-recording whose only differences are masked (a tool result's
+    time and transaction id) keeps the recorded bytes: 0 changed files; without them the log changes."""
+    from pytest_dsh_replay.session.masks import Masks
+
+    directory = tmp_path / "rec"
+    runs = iter(range(100))
+
+    def deploy(_name: str, _arguments: str) -> str:
+        return f"deployed at 2026-01-01T10:00:0{next(runs) % 10}Z tx={os.urandom(4).hex()}"
+
+    def record(mode: RecordMode, **kw: Any) -> Any:
+        with served(directory, mode, upstream.url, **kw) as ep:
+            client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+            run_agent("list the files", client=client, tool=deploy)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome
+        return ep.outcome
+
+    # the model's answer does not quote the tool result: a value split over streamed deltas is masked
+    # piece by piece (docs/masks.md "What is never masked")
+    upstream.answer = lambda body: (
+        Answer(text="deployed") if body["messages"][-1]["role"] == "tool" else agent_rule(body)
+    )
+    masks = Masks.parse([r"deployed at \S+", r"tx=[0-9a-f]+"], source="test")
+    record(RecordMode.ONCE, masks=masks)
+    assert record(RecordMode.REWRITE, masks=masks).written == []
+    assert [p.name for p in record(RecordMode.REWRITE).written] == ["session.jsonl"]

@@ -18,6 +18,7 @@ from endpoint.upstream import Answer, FakeUpstream
 
 from pytest_dsh_replay.cli import main
 
+from .http_server import HttpServer
 from .lines import SERVER
 
 pytest_plugins = ["pytester"]
@@ -27,7 +28,7 @@ import os, sys, time
 import openai
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
-from agents.mcp import MCPServerStdio
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
 
 set_tracing_disabled(True)
 
@@ -38,21 +39,26 @@ async def run(base_url, params, a):
                       model=OpenAIChatCompletionsModel("fake-1", client), mcp_servers=[server])
         result = await Runner.run(agent, "count, then add 2 and 3")
         direct = await server.call_tool("add", {{"a": a, "b": 1}})
-        return result.final_output, direct.content[0].text
+    return result.final_output, direct.content[0].text
+
+async def web_counter(url):
+    async with MCPServerStreamableHttp(params={{"url": url}}, name="web") as web:
+        return (await web.call_tool("counter", {{}})).content[0].text
 
 def check(dsh_endpoint, dsh_mcp, a, name):
     server = dsh_mcp("calc", [sys.executable, {server!r}], env={{"COUNTER_START": str(time.time_ns())}})
     import anyio
     final, direct = anyio.run(run, dsh_endpoint.base_url, server.as_dict(), a)
     assert direct == str(a + 1)
+    web = anyio.run(web_counter, dsh_endpoint.mcp_url("web"))  # streamable HTTP, through the endpoint
     with open(name, "w") as out:
-        out.write(final)
+        out.write(final + " / web " + web)
 
-@pytest.mark.dsh_recording("recs/agent")
+@pytest.mark.dsh_recording("recs/agent", mcp={{"web": {web!r}}})
 def test_agent(dsh_endpoint, dsh_mcp):
     check(dsh_endpoint, dsh_mcp, 1, "final.txt")
 
-@pytest.mark.dsh_recording("recs/agent")
+@pytest.mark.dsh_recording("recs/agent", mcp={{"web": {web!r}}})
 def test_agent_changed(dsh_endpoint, dsh_mcp):
     check(dsh_endpoint, dsh_mcp, 7, "changed.txt")
 """
@@ -70,22 +76,26 @@ def rule(body: dict[str, Any]) -> Answer:
 def test_agent_with_model_and_mcp_replays_hermetically(pytester: pytest.Pytester) -> None:
     upstream = FakeUpstream(rule)
     upstream.start()
-    pytester.makepyfile(test_agent=TEST.format(server=SERVER))
+    web = HttpServer()
+    web.start()
+    pytester.makepyfile(test_agent=TEST.format(server=SERVER, web=web.url))
     try:
         result = pytester.runpytest(
             "--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q", "-k", "not changed"
         )
     finally:
         upstream.stop()
+        web.stop()
     result.assert_outcomes(passed=1, deselected=1)
     final = (pytester.path / "final.txt").read_text()
-    assert re.fullmatch(r'the tools said .*"text": "\d{6,}".*"text": "5".*', final), final
+    assert re.fullmatch(r'the tools said .*"text": "\d{6,}".*"text": "5".* / web \d{6,}', final), final
     recording = pytester.path / "recs" / "agent"
     assert (recording / "session.jsonl").exists() and (recording / "mcp.calc.jsonl").exists()
+    assert (recording / "mcp.web.jsonl").exists()
 
     # offline: neither the upstream nor the server; the same final output (the counter as recorded),
     # and a changed tool argument red with the relay's report
-    pytester.makepyfile(test_agent=TEST.format(server="/nonexistent/server.py"))
+    pytester.makepyfile(test_agent=TEST.format(server="/nonexistent/server.py", web=""))
     (pytester.path / "final.txt").unlink()
     result = pytester.runpytest("-q")
     result.assert_outcomes(passed=1, failed=1, errors=1)
@@ -105,6 +115,6 @@ def test_agent_with_model_and_mcp_replays_hermetically(pytester: pytest.Pytester
     # the test's own direct call (no model answer asked for it) stands alone
     assert re.search(r"tools: add -> completed\n", shown.output)
     checked = runner.invoke(main, ["validate", str(recording)])
-    assert checked.exit_code == 0 and "2 log(s)" in checked.output, checked.output
+    assert checked.exit_code == 0 and "3 log(s)" in checked.output, checked.output
     same = runner.invoke(main, ["diff", str(recording), str(recording)])
-    assert same.exit_code == 0 and "2 log(s) equal" in same.output, same.output
+    assert same.exit_code == 0 and "3 log(s) equal" in same.output, same.output

@@ -6,61 +6,17 @@ SDK raises the relay's error; the endpoint's outcome holds it)."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import anyio
-from aiohttp import web
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
 from pytest_dsh_replay.modes import RecordMode
 
-from .server import Tools
-
-
-class HttpServer:
-    """A streamable HTTP MCP server (JSON answers only) on its own loop thread; ``url`` once started."""
-
-    def __init__(self) -> None:
-        self.tools = Tools(time.time_ns())
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.url = ""
-        self.runner: Any = None
-
-    async def _post(self, request: web.Request) -> web.Response:
-        message = await request.json()
-        answers = self.tools.answer(message)
-        headers = {"Mcp-Session-Id": f"s-{uuid.uuid4().hex}"} if message.get("method") == "initialize" else {}
-        if "id" not in message:
-            return web.Response(status=202)
-        return web.json_response(answers[-1], headers=headers)
-
-    async def _start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/mcp", self._post)
-        app.router.add_get("/mcp", lambda _r: web.Response(status=405))
-        app.router.add_delete("/mcp", lambda _r: web.Response(status=200))
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/mcp"  # type: ignore[union-attr]
-
-    def start(self) -> None:
-        self.thread.start()
-        self.url = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+from .http_server import HttpServer
 
 
 async def session(url: str, a: int) -> list[str]:

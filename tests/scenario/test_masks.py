@@ -92,15 +92,10 @@ def test_a_masked_date_replays_updates_stably_and_a_real_change_is_still_red(
     result.assert_outcomes(passed=1)
     assert _files(scenario) == recorded
 
-    # a real change in the same tool result: red with masks, naming them; an update is refused
+    # a real change in the same tool result: red with masks, naming them
     (scenario / "workspace" / "region.txt").write_text("us\n")
-    recorded = _files(scenario)
     result = _run(pytester, scenario, "test_own.py", *MASKS)
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "request mismatch at call #2 of session.jsonl" in out and "region=us" in out
     assert "{{mask:2}} 'tx=[0-9a-f]+' (--dsh-mask): masked " in out
-    result = _run(pytester, scenario, "--snapshot-update", *MASKS)
-    result.assert_outcomes(failed=1)
-    assert "--snapshot-update refused" in result.stdout.str()
-    assert _files(scenario) == recorded

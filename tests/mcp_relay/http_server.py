@@ -1,0 +1,60 @@
+"""A streamable HTTP MCP server for the relay's tests (aiohttp on its own loop thread; JSON answers, a
+session id; the tools of ``server.py`` with the counter starting at the clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from .server import Tools
+
+
+class HttpServer:
+    """A streamable HTTP MCP server (JSON answers only) on its own loop thread; ``url`` once started."""
+
+    def __init__(self) -> None:
+        self.tools = Tools(time.time_ns())
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.url = ""
+        self.runner: Any = None
+
+    async def _post(self, request: web.Request) -> web.Response:
+        message = await request.json()
+        answers = self.tools.answer(message)
+        headers = {"Mcp-Session-Id": f"s-{uuid.uuid4().hex}"} if message.get("method") == "initialize" else {}
+        if "id" not in message:
+            return web.Response(status=202)
+        return web.json_response(answers[-1], headers=headers)
+
+    @staticmethod
+    def _status(status: int) -> Any:
+        async def answer(_request: web.Request) -> web.Response:
+            return web.Response(status=status)
+
+        return answer
+
+    async def _start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/mcp", self._post)
+        app.router.add_get("/mcp", self._status(405))
+        app.router.add_delete("/mcp", self._status(200))
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/mcp"  # type: ignore[union-attr]
+
+    def start(self) -> None:
+        self.thread.start()
+        self.url = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
