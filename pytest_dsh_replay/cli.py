@@ -889,21 +889,54 @@ def _record_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 @main.command()
-@click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directories", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--temp-stores",
+    is_flag=True,
+    help="also remove the temporary stores (dsh-endpoint-* in the temp directory) of recording runs that "
+    "were killed",
+)
 @_fail_on_harness_error
-def recover(directories: Sequence[Path]) -> None:
+def recover(directories: Sequence[Path], temp_stores: bool) -> None:
     """Complete or clean up a write of DIRECTORY's recording that a kill interrupted.
 
     A write that had committed (its journal, .dsh-write.json, is there) is completed to the new set;
     temp files (.tmp, .bak) are removed. Prints what it did on stderr; exit 0 (also when there was
     nothing to do), 2 when the directory cannot be recovered (the reason).
     """
+    from .endpoint.record import remove_temp_stores, stale_temp_stores
     from .scenario.write import recover_write
 
+    if not directories and not temp_stores:
+        raise click.UsageError("give a DIRECTORY, or --temp-stores")
+    if temp_stores:
+        removed = remove_temp_stores(stale_temp_stores())
+        click.echo(f"removed {len(removed)} temporary store(s) of killed recording runs", err=True)
     for directory in directories:
         done = recover_write(directory)
         for line in done or ["nothing to recover"]:
             click.echo(f"{directory}: {line}", err=True)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@_fail_on_harness_error
+def accept(directory: Path) -> None:
+    """Replace DIRECTORY's recording with the conversations a run with problems kept beside it.
+
+    A recording run (serve --record, the dsh_endpoint fixture) that had problems (a malformed request,
+    a call that ended in an upstream error, a client gone) writes its good conversations to
+    DIRECTORY/.dsh-kept when DIRECTORY holds a recording they would replace. This swaps them in (all or
+    nothing) and removes the kept copy. Exit 0, 2 when nothing is kept.
+    """
+    from .endpoint.server import KEPT_DIR
+    from .scenario.write import accept_kept
+
+    written, removed = accept_kept(directory, directory / KEPT_DIR)
+    click.echo(
+        f"{directory}: accepted the kept recording ({len(written)} file(s) changed, {len(removed)} removed)",
+        err=True,
+    )
 
 
 @main.command()
@@ -949,6 +982,12 @@ def recover(directories: Sequence[Path]) -> None:
     "are cancelled",
 )
 @click.option(
+    "--record-on-error",
+    is_flag=True,
+    help="a recording run with problems writes every conversation, failed calls included, even over a "
+    "recording (default: its good conversations, kept beside a recording they would replace)",
+)
+@click.option(
     "--mcp",
     "mcp_servers",
     multiple=True,
@@ -969,6 +1008,7 @@ def serve(
     allow_unused: bool,
     allow_origins: tuple[str, ...],
     grace: float,
+    record_on_error: bool,
     mcp_servers: tuple[str, ...],
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
@@ -1009,6 +1049,8 @@ def serve(
         record_flag="--record",
         upstream_flag="--upstream URL",
         allow_origins=allow_origins,
+        record_on_error=record_on_error,
+        accept_flag="--record-on-error",
         mcp=parse_mcp_option(mcp_servers),
     )
 
@@ -1043,6 +1085,8 @@ def serve(
             ) from None
         click.echo(url)
         sys.stdout.flush()
+        for note in endpoint.start_notes:
+            click.echo(f"dsh-replay serve: {note}", err=True)
         await stop.wait()
         deadline = loop.time() + grace
         while endpoint.in_flight and loop.time() < deadline and not force.is_set():

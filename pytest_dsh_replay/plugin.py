@@ -124,8 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dsh_scenario: a recorded dsh scenario replayed end to end")
     config.addinivalue_line(
         "markers",
-        "dsh_recording(directory=None, *, allow_unused=False, mask=[]): the dsh_endpoint and dsh_mcp "
-        "fixtures' recording (mask: regexes of volatile values, see --dsh-mask)",
+        "dsh_recording(directory=None, *, allow_unused=False, mask=[], record_on_error=False): the "
+        "dsh_endpoint and dsh_mcp fixtures' recording (mask: regexes of volatile values, see --dsh-mask)",
     )
     state = _State()
     config.stash[_STATE] = state

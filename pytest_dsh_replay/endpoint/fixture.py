@@ -68,9 +68,10 @@ class EndpointHandle(Struct):
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
-    a directory that is not a string or path, a keyword other than ``allow_unused`` and ``mask``, an
-    ``allow_unused`` that is not ``True``/``False`` (``"no"`` would allow), or a ``mask`` that is not a
-    list (or tuple) of regex strings (a bare string would be read letter by letter).
+    a directory that is not a string or path, a keyword other than ``allow_unused``, ``record_on_error``
+    and ``mask``, an ``allow_unused`` or ``record_on_error`` that is not ``True``/``False`` (``"no"``
+    would allow), or a ``mask`` that is not a list (or tuple) of regex strings (a bare string would be
+    read letter by letter).
 
     Raises:
         EndpointConfigError: naming the marker, the test and what is wrong.
@@ -86,11 +87,11 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
         )
-    unknown = sorted(set(marker.kwargs) - {"allow_unused", "mask", "mcp"})
+    unknown = sorted(set(marker.kwargs) - {"allow_unused", "record_on_error", "mask", "mcp"})
     if unknown:
         raise EndpointConfigError(
-            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, mask=[REGEX, ...], "
-            "mcp={NAME: URL})"
+            f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, "
+            "record_on_error=True|False, mask=[REGEX, ...], mcp={NAME: URL})"
         )
     servers = marker.kwargs.get("mcp", {})
     if not isinstance(servers, dict) or not all(isinstance(u, str) for u in servers.values()):
@@ -106,10 +107,9 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: mask must be a list of regular expressions (strings), got {mask!r}"
         )
-    if not isinstance(marker.kwargs.get("allow_unused", False), bool):
-        raise EndpointConfigError(
-            f"{where}: allow_unused must be True or False, got {marker.kwargs['allow_unused']!r}"
-        )
+    for flag in ("allow_unused", "record_on_error"):
+        if not isinstance(marker.kwargs.get(flag, False), bool):
+            raise EndpointConfigError(f"{where}: {flag} must be True or False, got {marker.kwargs[flag]!r}")
 
 
 def recording_dir(request: pytest.FixtureRequest) -> Path:
@@ -180,6 +180,8 @@ def endpoint_fixture(
         backend=backend,
         match_on=_match_on(config),
         allow_unused=bool(options.get("allow_unused", False)),
+        record_on_error=bool(options.get("record_on_error", False)),
+        accept_flag="@pytest.mark.dsh_recording(record_on_error=True)",
         masks=masks,
         mcp=dict(options.get("mcp", {})),
         rerecord=rerecord_command(config, request.node.nodeid),

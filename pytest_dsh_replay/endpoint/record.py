@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ import orjson
 from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
+from ..errors import HarnessError
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
 from ..modes import Backend
@@ -52,6 +54,12 @@ class ConversationLog(Struct):
     #: message count of the conversation -> ``(seq, turn)`` of the ``turn/end`` there (fork points)
     turn_ends: dict[int, tuple[int, int]] = field(default_factory=dict)
     _chunk_seqs: list[int] = field(default_factory=list)
+    #: a call begun and not ended yet (its events are written when it ends)
+    in_call: bool = False
+    #: ``(message, code)`` of a call that failed transiently and may be retried (:meth:`hold`)
+    held: tuple[str, str | None] | None = None
+    _pending_delta: list[Message] = field(default_factory=list)
+    _pending_chunks: list[StreamChunk] = field(default_factory=list)
 
     def _append(self, kind: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.session.append(kind, data, **kw))
@@ -74,7 +82,52 @@ class ConversationLog(Struct):
         if messages is not None:
             self.turn_ends[messages] = (int(event["seq"]), self.turn)
 
-    def begin_call(self, delta: Sequence[Message]) -> None:
+    def begin_call(self, delta: Sequence[Message]) -> bool:
+        """A request's new messages and its model call begin; written when the call ends
+        (:meth:`end_call`, :meth:`fail`), or dropped with a :meth:`hold` that a retry replaces.
+        Returns ``True`` when this call is a retry that replaces a held failed attempt."""
+        retry = False
+        if self.held is not None:
+            if delta:  # the client went on without retrying: the failed call is part of the history
+                self._settle_held()
+            else:  # the same request again (a retry): the failed attempt is not recorded
+                self.held = None
+                retry = True
+        self._pending_delta += delta
+        self._pending_chunks = []
+        self.in_call = True
+        return retry
+
+    def hold(self, message: str, code: str | None) -> None:
+        """The call failed with a transient upstream error (a 429, a 5xx, a cut or refused connection):
+        nothing of it is written yet. A retry of the same request replaces it; anything else (another
+        request of the conversation, the end of the recording: :meth:`settle`) writes it as failed."""
+        self.held = (message, code)
+
+    def settle(self) -> None:
+        """Write a held failure (the recording ends without a retry of it)."""
+        if self.held is not None:
+            self._settle_held()
+
+    def _settle_held(self) -> None:
+        assert self.held is not None
+        message, code = self.held
+        self.held = None
+        self.fail(message, code)
+
+    def _write_call(self) -> None:
+        """Write the pending request messages, ``step/start`` and the chunks received so far."""
+        if not self.in_call:
+            return
+        delta, chunks = self._pending_delta, self._pending_chunks
+        self._pending_delta, self._pending_chunks = [], []
+        self.in_call = False
+        self._write_begin(delta)
+        for chunk in chunks:
+            event = self._append("assistant/chunk", {"turn": self.turn, "step": self.step, "chunk": chunk})
+            self._chunk_seqs.append(int(event["seq"]))
+
+    def _write_begin(self, delta: Sequence[Message]) -> None:
         """Write a request's new messages, then ``step/start`` of its model call."""
         for message in delta:
             blocks = list(message.get("content", []))
@@ -143,9 +196,8 @@ class ConversationLog(Struct):
         return found
 
     def chunk(self, chunk: StreamChunk) -> None:
-        """One ``assistant/chunk`` as it arrives."""
-        event = self._append("assistant/chunk", {"turn": self.turn, "step": self.step, "chunk": chunk})
-        self._chunk_seqs.append(int(event["seq"]))
+        """One ``assistant/chunk`` as it arrives (written with the call)."""
+        self._pending_chunks.append(chunk)
 
     def end_call(self, assembler: BlockAssembler, messages_after: int) -> None:
         """The call's stream ended: write its answer (``assembler``: the call's chunks), or its failure.
@@ -153,6 +205,7 @@ class ConversationLog(Struct):
         ``messages_after``: the conversation's message count once the answer is added (a fork point
         when the turn ends).
         """
+        self._write_call()
         kind = assembler.finish_kind
         if kind in ("error", "aborted"):
             reason = assembler.finish
@@ -174,6 +227,7 @@ class ConversationLog(Struct):
 
     def fail(self, message: str, code: str | None) -> None:
         """The call failed (HTTP error, cut-off stream): end the step and the turn with the error."""
+        self._write_call()
         reason: dict[str, Any] = {"kind": "error", "step": self.step, "message": message}
         if code:
             reason["code"] = code
@@ -207,6 +261,28 @@ def _error_message(data: bytes, status: int) -> str:
     message = error.get("message") if isinstance(error, dict) else None
     text = message if isinstance(message, str) else data.decode("utf-8", "replace")[:500]
     return f"upstream answered HTTP {status}: {text}"
+
+
+#: The headers of an upstream's error answer the client's SDK reads to decide on and time its retry.
+RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
+
+
+class UpstreamError(LlmError):
+    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent."""
+
+    def __init__(self, message: str, code: str, status: int, retry_headers: dict[str, str]) -> None:
+        super().__init__(message, code, status)
+        self.retry_headers = retry_headers
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a failed upstream call is one a client retries: a 408, 409, 429 or 5xx answer, a
+    connection refused or cut, an error event in the stream (the SDKs' rule for statuses)."""
+    if not isinstance(exc, LlmError) or exc.code == "CANCELLED":
+        return False
+    if exc.code in ("CONNECTION", "PROVIDER_ERROR"):
+        return True
+    return exc.status is not None and (exc.status in (408, 409, 429) or exc.status >= 500)
 
 
 class UpstreamModel:
@@ -294,8 +370,11 @@ class UpstreamModel:
                 self._calls[task] = response
                 if response.status >= 400:
                     data = await response.read()
-                    raise LlmError(
-                        _error_message(data, response.status), _status_code(response.status), response.status
+                    raise UpstreamError(
+                        _error_message(data, response.status),
+                        _status_code(response.status),
+                        response.status,
+                        {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
                     )
                 event_data: list[str] = []
                 async for raw in response.content:
@@ -334,6 +413,123 @@ class UpstreamModel:
             self._calls.pop(task, None)
         for chunk in translator.finish():
             yield chunk
+
+
+#: The prefix of a recorder's temporary store (a directory under the system's temp directory).
+TEMP_STORE_PREFIX = "dsh-endpoint-"
+_STORE_LOCK = ".dsh-store.lock"
+
+
+class RecordingLock:
+    """The one recorder of a recording directory: an exclusive, non-blocking ``flock`` on a lock file
+    named by the directory's real path, in the system's temp directory (so the recording directory gets
+    no lock file), held from start to the end of the write. The file is removed at release (while the
+    lock is held; a process that locked a removed file finds it gone and tries again), so a clean run
+    leaves nothing; a killed run's file is unlocked by the kernel and reused.
+
+    Raises (from the constructor):
+        RecordingLockedError: another recorder (``serve --record``, the ``dsh_endpoint`` fixture, in
+            this process or another) holds it.
+        EndpointConfigError: the lock file cannot be created (names it).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        import errno
+        import fcntl
+        import hashlib
+
+        real = str(directory.resolve())
+        name = f"dsh-replay-{hashlib.sha256(real.encode()).hexdigest()[:32]}.lock"
+        self.path = Path(tempfile.gettempdir()) / name
+        for _attempt in range(100):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise HarnessError(
+                    f"{directory}: cannot create the recorder's lock {self.path}: {exc.strerror}",
+                    "ENDPOINT_CONFIG",
+                ) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise RecordingLockedError(
+                        f"{directory}: another recorder is recording into this directory (serve --record "
+                        f"or the dsh_endpoint fixture; lock {self.path} is held): a second one would "
+                        "overwrite or mix its recording; stop the other one, or record into another "
+                        "directory"
+                    ) from exc
+                raise
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd: int | None = fd
+                return
+            os.close(fd)  # the file was removed by the recorder that released it: lock the new one
+        raise HarnessError(f"{directory}: cannot take the recorder's lock {self.path}", "ENDPOINT_CONFIG")
+
+    def release(self) -> None:
+        """Remove the lock file and release the lock (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                self.path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+
+
+class RecordingLockedError(HarnessError):
+    """Another recorder holds the recording directory (:class:`RecordingLock`)."""
+
+    code = "ENDPOINT_RECORDING_LOCKED"
+
+
+def stale_temp_stores() -> list[Path]:
+    """Temporary stores (``dsh-endpoint-*``) of recorders that are gone (killed before they cleaned up):
+    those whose store lock nobody holds. A store made before the lock existed counts as stale when it
+    has no lock file and is older than a day."""
+    import fcntl
+    import time
+
+    out = []
+    for path in sorted(Path(tempfile.gettempdir()).glob(TEMP_STORE_PREFIX + "*")):
+        if not path.is_dir() or path.is_symlink():
+            continue
+        lock = path / _STORE_LOCK
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            try:
+                if time.time() - path.stat().st_mtime > 86400:
+                    out.append(path)
+            except OSError:
+                pass
+            continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live recorder's
+        finally:
+            os.close(fd)
+        out.append(path)
+    return out
+
+
+def remove_temp_stores(stores: Sequence[Path]) -> list[Path]:
+    """Remove the given stale temporary stores (:func:`stale_temp_stores`); the ones removed."""
+    import shutil
+
+    removed = []
+    for store in stores:
+        shutil.rmtree(store, ignore_errors=True)
+        if not store.exists():
+            removed.append(store)
+    return removed
 
 
 def first_request_keys(
@@ -379,8 +575,13 @@ class Recorder:
     def __init__(self, backend: Backend = Backend.JSONL, *, cwd: str, workdir: Path | None = None) -> None:
         self.backend = backend
         self.cwd = cwd
-        self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="dsh-endpoint-")
+        self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix=TEMP_STORE_PREFIX)
         self.workdir = workdir if workdir is not None else Path(self._tmp.name if self._tmp else ".")
+        self._store_lock: Any = None
+        if self._tmp is not None:  # held while this store lives: a killed run's store is told apart
+            from ..persistence.locking import WriterLock
+
+            self._store_lock = WriterLock(self.workdir / _STORE_LOCK, "temporary store")
         self.store = SessionStore(cwd=cwd)
         self.root = self.workdir / ("sessions" if backend is Backend.JSONL else "sessions.sqlite")
         self.storage: Any = (
@@ -422,6 +623,7 @@ class Recorder:
         from ..scenario.harvest import content_order, harvest_backend, harvest_jsonl
 
         for log in self.logs.values():
+            log.settle()
             await self.store.flush(log.session)
         try:
             if self.backend is Backend.JSONL:
@@ -434,16 +636,27 @@ class Recorder:
 
     def cleanup(self) -> None:
         """Remove the temp directory (if the recorder made one)."""
+        if self._store_lock is not None:
+            self._store_lock.release()
+            self._store_lock = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
 
 
 __all__ = [
+    "RETRY_HEADERS",
+    "TEMP_STORE_PREFIX",
     "ConversationLog",
     "RecordResult",
     "Recorder",
+    "RecordingLock",
+    "RecordingLockedError",
+    "UpstreamError",
     "UpstreamModel",
     "answer_content",
     "first_request_keys",
+    "remove_temp_stores",
+    "stale_temp_stores",
+    "transient",
 ]

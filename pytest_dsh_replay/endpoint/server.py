@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import threading
 import uuid
@@ -37,7 +38,7 @@ import orjson
 from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
-from ..errors import HarnessError
+from ..errors import DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_ENV, HarnessError, max_line_bytes
 from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
@@ -51,11 +52,26 @@ from .formats import FORMATS, format_for_path
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
-from .record import ConversationLog, Recorder, UpstreamModel, answer_content, first_request_keys
+from .record import (
+    ConversationLog,
+    Recorder,
+    RecordingLock,
+    RecordResult,
+    UpstreamModel,
+    answer_content,
+    first_request_keys,
+    stale_temp_stores,
+    transient,
+)
 from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
+#: What a log line holds beside a request's messages (the event's envelope), in bytes.
+_LINE_MARGIN = 4096
+#: Where a run with problems keeps its good conversations beside a recording they would replace.
+KEPT_DIR = ".dsh-kept"
+CLIENT_GONE = "the client closed the connection before the answer ended"
 
 #: The models listing (the recorded model names); with :data:`FORMATS`, everything the endpoint serves.
 MODELS_PATH = "/v1/models"
@@ -126,6 +142,10 @@ class EndpointConfig(Struct):
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
             a request from a web page is refused).
+        record_on_error: a run with problems writes every conversation, failed calls included, into
+            the directory even over a recording (vcrpy's ``record_on_exception``); otherwise its good
+            conversations only, and beside a recording it would replace (:data:`KEPT_DIR`).
+        accept_flag: how the caller spells ``record_on_error`` in messages.
     """
 
     directory: Path
@@ -145,6 +165,8 @@ class EndpointConfig(Struct):
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
+    record_on_error: bool = False
+    accept_flag: str = "EndpointConfig(record_on_error=True)"
 
 
 class EndpointOutcome(Struct):
@@ -169,6 +191,22 @@ class EndpointOutcome(Struct):
 
 #: how a caller of the endpoint's core lets recorded calls go unused (``serve`` and the fixture say theirs)
 _ACCEPT_UNUSED = "EndpointConfig(allow_unused=True)"
+
+
+def _check_directory(directory: Path) -> None:
+    """A recording directory that cannot be one is a usage error at start (not a traceback at the write):
+    a dangling symlink, a file.
+
+    Raises:
+        EndpointConfigError: names the directory and what it is.
+    """
+    if directory.is_symlink() and not directory.exists():
+        raise EndpointConfigError(
+            f"{directory}: the recording directory is a symlink to {os.readlink(directory)}, which does not "
+            "exist: create the target directory, or remove the link"
+        )
+    if directory.exists() and not directory.is_dir():
+        raise EndpointConfigError(f"{directory}: the recording directory is not a directory")
 
 
 def _has_recording(directory: Path) -> bool:
@@ -209,6 +247,17 @@ class Endpoint:
         self.watched: Any = None
         self.model: Any = None
         self.problems: list[str] = []
+        #: what the start found worth saying (temporary stores of killed runs); ``serve`` prints them
+        self.start_notes: list[str] = []
+        self.lock: RecordingLock | None = None
+        self.line_limit = DEFAULT_MAX_LINE_BYTES
+        #: live conversation id -> why its last call failed with nothing worth recording (the client
+        #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
+        #: (record plans; an answered retry clears it)
+        self.failed_conversations: dict[str, str] = {}
+        #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
+        #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
+        self.errored_conversations: dict[str, str] = {}
         self.calls = 0
         #: requests whose handler is running (read by ``serve`` when a signal asks it to stop)
         self.in_flight = 0
@@ -240,6 +289,17 @@ class Endpoint:
                     f"from{unrecorded}: give {config.upstream_flag}"
                 )
             base_url = check_base_url(config.upstream, config.upstream_flag.split(" ", 1)[0])
+            _check_directory(config.directory)
+            # one recorder per directory: a second one is refused now, not found out at its write
+            self.lock = RecordingLock(config.directory)
+            stale = stale_temp_stores()
+            if stale:
+                self.start_notes.append(
+                    f"{len(stale)} temporary store(s) of recording runs that were killed: "
+                    + ", ".join(str(p) for p in stale[:3])
+                    + (" ..." if len(stale) > 3 else "")
+                    + "; remove them with: dsh-replay recover --temp-stores"
+                )
             self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
@@ -301,10 +361,19 @@ class Endpoint:
 
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
-        from aiohttp import web
 
         guard = Guard(self.config.host, self.config.allow_origins)
-        self._build()
+        self.line_limit = max_line_bytes()
+        try:
+            self._build()
+            return await self._listen(guard)
+        except BaseException:  # nothing will stop this endpoint: its lock and store go now
+            self.abandon()
+            raise
+
+    async def _listen(self, guard: Guard) -> str:
+        from aiohttp import web
+
         # the guard first: a request it refuses reaches no route and no body is read
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
         app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
@@ -351,14 +420,30 @@ class Endpoint:
             outcome.problems += mcp_problems
             outcome.notes += mcp_notes
         if self.recorder is not None:
+            outcome.problems += self._conversation_problems(outcome.problems)
             try:
-                if not outcome.problems:
-                    await self._write(outcome)
-                else:
-                    outcome.notes.append(self.nothing_written())
+                await self._write(outcome)
             finally:
                 self.recorder.cleanup()
+                self._unlock()
         return outcome
+
+    def _unlock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _conversation_problems(self, said: Sequence[str]) -> list[str]:
+        """One problem per recorded conversation whose last call failed (not retried, or retried in vain),
+        unless a problem in ``said`` names its failure already."""
+        out = []
+        for conv_id, message in self.failed_conversations.items():
+            if any(message in problem for problem in said):
+                continue
+            conv = self.binder.by_id(conv_id)
+            which = f"conversation #{conv.rank + 1}" if conv is not None else conv_id
+            out.append(f"{which}: its last call failed: {message}")
+        return out
 
     def nothing_written(self) -> str:
         """The note of a record plan whose run had problems (said once per report)."""
@@ -370,6 +455,7 @@ class Endpoint:
         left unused by now (replay, unless ``allow_unused``); what :meth:`stop` would report. Call it on
         the endpoint's event loop (:meth:`EndpointThread.problems_so_far`)."""
         outcome = EndpointOutcome(self.plan.label, list(self.problems))
+        outcome.problems += self._conversation_problems(outcome.problems)
         if self.replay is not None:
             self._replay_problems(outcome, unused=False)
         served = list(outcome.problems)
@@ -405,8 +491,56 @@ class Endpoint:
         result = await self.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
         directory = self.config.directory
         if not result.logs:
-            outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
+            if outcome.problems:
+                outcome.notes.append(self.nothing_written())
+            else:
+                outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
+        kept = ""
+        replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
+        if outcome.problems and not self.config.record_on_error:
+            # the run failed: its failed conversations (and their children) are left out; the rest were
+            # answered and paid for, so they are written, beside a recording they would replace
+            bad = set(self.failed_conversations)
+            good = []
+            for log in result.logs:
+                if log.id in bad or log.header.get("parentSession") in bad:
+                    bad.add(log.id)
+                else:
+                    good.append(log)
+            if not good:
+                outcome.notes.append(self.nothing_written())
+                return
+            left_out = len(result.logs) - len(good)
+            result = RecordResult(good, result.cwd)
+            if replaces:
+                kept = (
+                    f"{directory} was left as it was, the run had problems: its {len(good)} good "
+                    f"conversation(s) are kept in {directory / KEPT_DIR} ({left_out} failed one(s) left "
+                    f"out); to replace the recording with them: dsh-replay accept {directory}; to write "
+                    f"every conversation, failed ones included: {self.config.accept_flag}"
+                )
+            else:
+                kept = (
+                    f"the run had problems: {left_out} failed conversation(s) left out of the recording, "
+                    f"its {len(good)} good one(s) written (as vcrpy writes a cassette when a test fails)"
+                )
+        elif self.errored_conversations and replaces and not self.config.record_on_error:
+            # an upstream's transient trouble must not replace a good recording with its error answers
+            first = next(iter(self.errored_conversations.values()))
+            outcome.problems.append(
+                f"{directory} was left as it was: {len(self.errored_conversations)} conversation(s) of this "
+                f"recording ended in an upstream error (first: {first})"
+            )
+            kept = (
+                f"this run's {len(result.logs)} conversation(s) are kept in {directory / KEPT_DIR}; to "
+                f"replace the recording with them, errors included: dsh-replay accept {directory}; or "
+                f"record again with {self.config.accept_flag}"
+            )
+        if kept and replaces:
+            directory = directory / KEPT_DIR
+            if directory.exists():
+                shutil.rmtree(directory)
         directory.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
         entries = dict(self.watched.entries)
@@ -434,6 +568,8 @@ class Endpoint:
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+        if kept:
+            outcome.notes.append(kept)
 
     def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
         """Log file -> the log files of its parent candidates, for each recorded conversation whose
@@ -482,12 +618,18 @@ class Endpoint:
         temporary store is removed."""
         if self.recorder is not None:
             self.recorder.cleanup()
+        self._unlock()
 
-    def _error(self, fmt: WireFormat, message: str, code: str, status: int) -> Any:
+    def _error(
+        self, fmt: WireFormat, message: str, code: str, status: int, headers: Mapping[str, str] | None = None
+    ) -> Any:
+        """The format's error body; ``headers``: an upstream's retry headers (a transient failure the
+        client's SDK retries), else ``x-should-retry: false`` (the SDK raises at once)."""
         from aiohttp import web
 
         body = orjson.dumps(fmt.error_body(message, code, status))
-        return web.Response(body=body, status=status, content_type="application/json", headers=_NO_RETRY)
+        sent = dict(headers) if headers is not None else _NO_RETRY
+        return web.Response(body=body, status=status, content_type="application/json", headers=sent)
 
     def problem(self, message: str) -> None:
         """Add a problem of the run, once: an agent that retries the same refused call (each refusal
@@ -495,13 +637,33 @@ class Endpoint:
         if message not in self.problems:
             self.problems.append(message)
 
+    def _too_large(self, fmt: WireFormat, size: int) -> Any:
+        """413 for a body the recording could not store: its messages would make a log line longer than
+        the one line limit (``errors.max_line_bytes``), which every reader refuses."""
+        return self._problem(
+            fmt,
+            HarnessError(
+                f"a request body of {size} bytes is larger than a recording's line limit ({self.line_limit} "
+                f"bytes, ${MAX_LINE_BYTES_ENV}): it could not be recorded or replayed, so it was refused "
+                "and nothing was forwarded",
+                "ENDPOINT_TOO_LARGE",
+            ),
+            413,
+        )
+
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
         return self._error(fmt, exc.message, exc.code, status)
 
     async def _serve(self, fmt: WireFormat, request: Any) -> Any:
+        size = request.content_length
+        if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
+            return self._too_large(fmt, size)
+        raw = await request.read()
+        if len(raw) + _LINE_MARGIN > self.line_limit:
+            return self._too_large(fmt, len(raw))
         try:
-            body = orjson.loads(await request.read())
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             return self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
         try:
@@ -528,8 +690,11 @@ class Endpoint:
             call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
         log = self.recorder.log_for(binding) if self.recorder is not None else None
-        if log is not None:
-            log.begin_call(binding.delta)
+        if log is not None and log.begin_call(binding.delta):
+            # a retry of a call that failed transiently: the failed attempt is not recorded
+            attempts = self.watched.entries.get(conv.id) if self.watched is not None else None
+            if attempts:
+                attempts.pop()
         if self.upstream is not None:
             self.upstream.pending[conv.id] = (fmt, body)
         try:
@@ -538,8 +703,11 @@ class Endpoint:
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
-                if log is not None and log.step_open:
-                    log.fail("the client closed the connection before the answer ended", "ABORTED")
+                if log is not None and log.in_call and log.held is None:
+                    log.fail(CLIENT_GONE, "ABORTED")
+                if self.plan.needs_live_model:
+                    self.failed_conversations[conv.id] = CLIENT_GONE
+                    self.problem(f"conversation #{conv.rank + 1}: {CLIENT_GONE}")
                 self.binder.failed(conv)
 
     async def _answer(
@@ -580,6 +748,7 @@ class Endpoint:
         model_name = call["model"] or "dsh-replay"
 
         received: list[StreamChunk] = []  # what the model gave before a failure (none: nobody answered)
+        retry: list[Mapping[str, str]] = []  # the retry headers of a transient failure, once it happened
 
         def took(chunk: StreamChunk) -> None:
             received.append(chunk)
@@ -592,6 +761,9 @@ class Endpoint:
                 message, code, status = exc.message, exc.code, exc.status or 502
             elif isinstance(exc, HarnessError):  # the replay engine refused to serve: a run problem
                 message, code, status = exc.message, exc.code, 400
+            elif isinstance(exc, ConnectionError):  # the client went away while its answer was sent
+                message, code, status = CLIENT_GONE, "ABORTED", 499
+                self.problem(f"conversation #{conv.rank + 1}: {CLIENT_GONE}")
             elif isinstance(exc, Exception):  # a defect of ours: a JSON error for the client, a failed run
                 message, code, status = f"endpoint error: {type(exc).__name__}: {exc}", "ENDPOINT_ERROR", 500
                 self.problems.append(message)
@@ -608,10 +780,21 @@ class Endpoint:
                 self.problem(
                     f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
                 )
-            elif live and isinstance(exc, LlmError) and exc.code == "CONNECTION" and not received:
-                # no upstream answered: nothing to record (a stream cut after its first chunk is recorded)
-                self.problem(message)
-            if log is not None:
+            if not live:
+                pass
+            elif isinstance(exc, LlmError) and (
+                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+            ):
+                # no answer of the agent's model: nothing of this conversation to record
+                self.failed_conversations[conv.id] = message
+            elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
+                self.errored_conversations[conv.id] = message
+            elif isinstance(exc, ConnectionError):
+                self.failed_conversations[conv.id] = message
+            if log is not None and live and transient(exc):
+                log.hold(message, code)  # a retry of the same request replaces it (record.py)
+                retry[:] = [getattr(exc, "retry_headers", {})]
+            elif log is not None:
                 log.fail(message, code)
             if isinstance(exc, UnmatchedSessionError):
                 # it took no recorded conversation: the next request is bound as if it never came
@@ -628,7 +811,7 @@ class Endpoint:
                     took(chunk)
                 whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
             except Exception as exc:
-                return self._error(fmt, *failed(exc))
+                return self._error(fmt, *failed(exc), *retry)
             self._finish(conv, log, assembler)
             return web.json_response(whole, dumps=lambda v: orjson.dumps(v).decode())
         try:
@@ -636,7 +819,7 @@ class Endpoint:
         except StopAsyncIteration:
             first = None
         except Exception as exc:
-            return self._error(fmt, *failed(exc))
+            return self._error(fmt, *failed(exc), *retry)
         encoder = fmt.stream_encoder(model_name, response_id, body=body)
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         response = None
@@ -656,6 +839,8 @@ class Endpoint:
                         pending = []
         except Exception as exc:
             message, code, _status = failed(exc)
+            if isinstance(exc, ConnectionError):
+                return response  # nobody to send the rest to
             pending += encoder.error(message, code)
         else:
             self._finish(conv, log, assembler)
@@ -670,10 +855,15 @@ class Endpoint:
         if assembler.finish_kind in ("error", "aborted"):
             if log is not None:
                 log.end_call(assembler, len(conv.messages))
+            if self.plan.needs_live_model:
+                self.errored_conversations[conv.id] = str(assembler.finish.get("message", "an error answer"))
             self.binder.failed(conv)
             return
         content = answer_content(assembler)
         has_calls = any(b.get("type") == "tool-call" for b in content)
+        # answered: a failure before it was a retried call, not the conversation's end
+        self.failed_conversations.pop(conv.id, None)
+        self.errored_conversations.pop(conv.id, None)
         if log is not None:
             log.end_call(assembler, len(conv.messages) + 1)
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)

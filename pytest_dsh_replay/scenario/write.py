@@ -515,6 +515,46 @@ def recover_write(directory: Path) -> list[str]:
     return done
 
 
+def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
+    """Replace ``directory``'s recording with the one kept in ``kept`` (a run with problems wrote its good
+    conversations there), through the same journaled swap as :func:`write_fixtures`; ``kept`` is removed
+    after. Returns ``(written, removed)`` as :func:`write_fixtures` does.
+
+    Raises:
+        WriteIncompleteError: nothing is kept there (names it).
+        FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
+    """
+    import shutil
+
+    from ..layout import ENDPOINT_MANIFEST
+
+    try:
+        names = sorted(
+            p.name
+            for p in kept.iterdir()
+            if p.is_file() and not p.is_symlink() and (is_owned(p.name) or p.name == ENDPOINT_MANIFEST)
+        )
+    except OSError as exc:
+        raise WriteIncompleteError(
+            f"{kept}: no kept recording to accept ({exc.strerror or exc})", path=str(kept), reason=str(exc)
+        ) from exc
+    if not names:
+        raise WriteIncompleteError(f"{kept}: no kept recording to accept", path=str(kept), reason="empty")
+    recover_write(directory)
+    changed = [
+        (directory / name, data)
+        for name in names
+        if _current(directory / name) != (data := read_regular_file(kept / name, "kept file"))
+    ]
+    stale = [p for p in owned_files(directory) if p.name not in names]
+    with _directory_lock(directory):
+        swap = _Swap(directory)
+        swap.stage(changed)
+        swap.commit(stale)
+    shutil.rmtree(kept)
+    return [path for path, _data in changed], stale
+
+
 def _remove_orphans(orphans: Sequence[Path]) -> list[Path]:
     """Remove temp files of an interrupted write (found under the directory's lock); the removed ones.
 
@@ -657,6 +697,7 @@ __all__ = [
     "Normalization",
     "RunLogs",
     "WriteIncompleteError",
+    "accept_kept",
     "current_fixtures",
     "owned_files",
     "recover_write",

@@ -1,5 +1,5 @@
-"""Upstream failures are recorded as they happened (sidecars) and replayed as such: an HTTP error answer
-and an error event in the middle of a stream, each followed by the client's retry."""
+"""Upstream failures: one the client retries is not recorded (the retry's answer is); one it gives up on
+is recorded as it happened (sidecars) and replayed as such."""
 
 from __future__ import annotations
 
@@ -63,7 +63,14 @@ def _run(url: str) -> list[str]:
     return seen
 
 
-def test_http_and_mid_stream_errors_are_recorded_and_replayed(tmp_path: Path, flaky: FakeUpstream) -> None:
+def test_http_and_mid_stream_errors_retried_by_the_client_are_not_recorded(
+    tmp_path: Path, flaky: FakeUpstream
+) -> None:
+    """A 429 and an error event mid-stream, each retried by the client: the recording holds the
+    answers of the retries, not the transient errors, and replays them.
+
+    Regression: each transient error was recorded before its retry's answer, so a replay served the
+    429 again (and an SDK with retries slept its backoff in every replay)."""
     with served(tmp_path, RecordMode.ONCE, flaky.url) as ep:
         recorded = _run(ep.url)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
@@ -71,29 +78,32 @@ def test_http_and_mid_stream_errors_are_recorded_and_replayed(tmp_path: Path, fl
     assert recorded[1] == "ok: rate me"
     assert recorded[2].startswith("mid-stream: ") and "overloaded" in recorded[2]
     assert recorded[3] == "ok: cut me"
-    sidecars = sorted(p.name for p in tmp_path.glob("replay.override*.json"))
-    assert sidecars == ["replay.override.1.json", "replay.override.json"]
-    # numbered by the first request's content ("cut me" < "rate me"), not by arrival
-    entries = json.loads((tmp_path / "replay.override.1.json").read_text())
-    assert [e["kind"] for e in entries] == ["throw", "chunks"]
-    assert entries[0]["status"] == 429 and entries[0]["code"] == "RATE_LIMIT"
-    cut = json.loads((tmp_path / "replay.override.json").read_text())
-    assert cut[0]["kind"] == "throw" and cut[0]["code"] == "PROVIDER_ERROR"
-    assert [c["type"] for c in cut[0]["chunks"]] == ["block-start", "text-delta"]
-    log = (tmp_path / "session.1.jsonl").read_text()
-    error = {
-        "kind": "error",
-        "step": 1,
-        "message": "upstream answered HTTP 429: slow down",
-        "code": "RATE_LIMIT",
-    }
-    assert json.dumps(error, separators=(",", ":")) in log
+    assert sorted(p.name for p in tmp_path.glob("replay.override*.json")) == []
+    for log in tmp_path.glob("session*.jsonl"):
+        assert '"kind":"error"' not in log.read_text()
     flaky.stop()
 
     with served(tmp_path) as ep:
         replayed = _run(ep.url)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    assert replayed == recorded
+    assert replayed == ["ok: rate me", "ok: cut me"]
+
+
+def test_an_error_the_client_does_not_retry_is_recorded_and_replayed(tmp_path: Path) -> None:
+    """A 429 the client gives up on is the conversation's end: recorded as it happened, replayed."""
+    up = FakeUpstream(lambda body: Answer(status=429, error="slow down"))
+    up.start()
+    try:
+        with served(tmp_path, RecordMode.ONCE, up.url) as ep, pytest.raises(openai.RateLimitError):
+            _ask(ep.url, "rate me")
+    finally:
+        up.stop()
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    entries = json.loads((tmp_path / "replay.override.json").read_text())
+    assert [e["kind"] for e in entries] == ["throw"] and entries[0]["status"] == 429
+    with served(tmp_path) as ep, pytest.raises(openai.RateLimitError, match="slow down"):
+        _ask(ep.url, "rate me")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
 @pytest.mark.parametrize("api_key", [None, "sk-wrong-key-0123456789abcdef"])

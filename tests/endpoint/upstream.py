@@ -31,6 +31,7 @@ class Answer:
     error_after: int | None = None  # send an SSE error event after this many chunks
     arrived: threading.Event | None = None  # set when the request has arrived
     hold: threading.Event | None = None  # the answer waits for it (at most 30 s) before it starts
+    headers: dict[str, str] = field(default_factory=dict)  # sent with an error answer (Retry-After...)
     delay: float = 0.0  # seconds between two streamed chunks (a slow stream)
 
 
@@ -80,7 +81,9 @@ class FakeUpstream:
             await asyncio.get_running_loop().run_in_executor(None, answer.hold.wait, 30)
         if answer.status is not None:
             return web.json_response(
-                {"error": {"message": answer.error, "type": "x", "code": None}}, status=answer.status
+                {"error": {"message": answer.error, "type": "x", "code": None}},
+                status=answer.status,
+                headers=answer.headers,
             )
         base = {
             "id": "up-1",
