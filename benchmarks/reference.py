@@ -100,6 +100,17 @@ print(json.dumps({{"seconds": statistics.median(walls), "cpu": statistics.median
 """
 
 
+_ENCODE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from pytest_dsh_replay.replay import encode_head_layout, parse_session_header, parse_session_log
+data = Path(sys.argv[2]).read_bytes()
+packed = encode_head_layout(parse_session_header(data), parse_session_log(data), projected=True, pack=True)
+Path(sys.argv[3]).write_bytes(packed)
+"""
+
+
 def node_binary(explicit: str | None) -> str | None:
     """The Node to run the reference with (see the module doc), or ``None``."""
     for candidate in (explicit, os.environ.get("DSH_REFBENCH_NODE")):
@@ -150,14 +161,9 @@ def write_logs(tmp: Path, events: int, node: str | None) -> dict[str, Path]:
     if node is not None:
         pack = [node, str(REFBENCH / "refpack.mjs"), str(logs["baseline"]), str(logs["packed+projected"])]
         subprocess.run([*pack, "--project"], check=True, capture_output=True)
-    else:  # our own encoder of the same layout (head-format.md), for our figures alone
-        sys.path.insert(0, str(ROOT))
-        from pytest_dsh_replay.replay import encode_head_layout, parse_session_header, parse_session_log
-
-        data = logs["baseline"].read_bytes()
-        header = parse_session_header(data)
-        packed = encode_head_layout(header, parse_session_log(data), projected=True, pack=True)
-        logs["packed+projected"].write_bytes(packed.encode() if isinstance(packed, str) else packed)
+    else:  # our own encoder of the same layout (head-format.md), for our figures alone; in a child, so
+        # that this process stays small (a child's peak RSS starts from its parent's)
+        subprocess.run([sys.executable, "-c", _ENCODE, str(ROOT), *map(str, logs.values())], check=True)
     return logs
 
 
