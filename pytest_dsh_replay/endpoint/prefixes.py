@@ -118,6 +118,10 @@ class PrefixCache:
             request["tools"] = tail["tools"]
         if "params" in tail:
             request["params"] = tail["params"]
+        if "origins" in tail and "origins" in entry.request:
+            request["origins"] = _joined_origins(
+                entry.request["origins"], entry.before_cut, tail["origins"], entry.cut
+            )
         hashes = entry.hashes[: entry.before_cut + 1]
         prefix_hashes(None, messages[entry.before_cut :], into=hashes)
         return request, hashes
@@ -172,6 +176,20 @@ def _item_key(item: Any) -> bytes:
         return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return repr(item).encode()
+
+
+def _shift(item: Any, by: int) -> Any:
+    return item + by if isinstance(item, int) else item
+
+
+def _joined_origins(head: Mapping[str, Any], count: int, tail: Mapping[str, Any], cut: int) -> dict[str, Any]:
+    """The ``origins`` of a request mapped from a cached one's first ``count`` messages (``head``) and
+    the items from ``cut`` on (``tail``, numbered from the cut): as mapping the body whole gives them."""
+    shifted = [
+        [_shift(item, cut), [[_shift(at, cut), suffix] for at, suffix in blocks]]
+        for item, blocks in tail.get("messages", [])
+    ]
+    return {"field": tail.get("field"), "messages": [*head.get("messages", [])[:count], *shifted]}
 
 
 def _rest(fmt: WireFormat, body: Mapping[str, Any]) -> dict[str, Any]:

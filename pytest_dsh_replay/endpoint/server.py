@@ -685,6 +685,9 @@ class Endpoint:
             call["tools"] = parsed["tools"]
         if "params" in parsed:
             call["params"] = parsed["params"]
+        origins = parsed.get("origins")
+        if origins is not None and len(origins.get("messages", ())) == len(call["messages"]):
+            call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):

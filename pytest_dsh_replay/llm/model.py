@@ -27,7 +27,12 @@ class ModelRequest(TypedDict):
     ``signal`` is the step's cancellation handle. ``params`` holds the request's answer-shaping
     fields (``response_format``, ``temperature``, ``reasoning``, ...) under the names and shapes of the
     wire format they came in (``llm/wire/fields.py``: :func:`~.wire.fields.shaping_params`); the
-    bundled loop sends none, the loopback endpoint always sets it (``{}``: none sent).
+    bundled loop sends none, the loopback endpoint always sets it (``{}``: none sent). ``origins``
+    (set by a wire format's ``request_from_body``, never compared) says where each message came from in
+    the client's body, so a report names the client's path: ``{"field": "messages", "messages":
+    [[item, [[item, suffix], ...]], ...]}``, per message the index of its item in the body's
+    ``field`` list and per content block the item and the path inside it (``".content"``,
+    ``".tool_calls[0]"``); see :func:`~.wire.fields.client_path`.
     """
 
     model: str
@@ -35,6 +40,7 @@ class ModelRequest(TypedDict):
     system: NotRequired[str]
     tools: NotRequired[list[ToolSpec]]
     params: NotRequired[dict[str, Any]]
+    origins: NotRequired[dict[str, Any]]
     sessionId: NotRequired[str]
     signal: NotRequired[CancelSignal]
 

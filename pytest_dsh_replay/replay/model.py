@@ -406,6 +406,16 @@ class ReplayModel:
     def _sides(self, index: int, key: str) -> Sides:
         return Sides(self._recorded_tokenizer(index), self._sides_live(key), self.scrub)
 
+    @staticmethod
+    def _client_path(diff: Difference, request: ModelRequest) -> str | None:
+        """Where a differing message sits in the client's own body, when the request says (an endpoint
+        request: ``origins``, from the wire format that mapped it)."""
+        if diff.part != "messages" or "origins" not in request:
+            return None
+        from ..llm.wire.fields import client_path  # a mismatch report only
+
+        return client_path(diff.path, request["origins"])
+
     def _mismatch(
         self,
         index: int,
@@ -443,7 +453,7 @@ class ReplayModel:
         scenario = self._scenario_name()
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
-            *(f"  {d.render()}" for d in diffs),
+            *(f"  {d.render(self._client_path(d, request))}" for d in diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             *(
                 f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "

@@ -219,11 +219,14 @@ class Difference(Struct, frozen=True):
     #: ``tools`` only: the tool names (in order) differ, not just a description or schema
     tool_set_changed: bool = False
 
-    def render(self) -> str:
+    def render(self, client: str | None = None) -> str:
         """``path: recorded 'x' != sent 'y'`` (long strings shown around the first differing character),
-        preceded by a ``part: note`` line when there is a note (e.g. the changed tool set)."""
+        preceded by a ``part: note`` line when there is a note (e.g. the changed tool set). ``client``:
+        the path in the client's own request (``messages[3].content``), shown first with ours beside
+        it (``messages[3].content (ours: messages[2].content[0].content[0].text)``)."""
         rec, sent = _show(self.recorded, self.sent)
-        line = f"{self.path}: recorded {rec} != sent {sent}"
+        where = self.path if client in (None, self.path) else f"{client} (ours: {self.path})"
+        line = f"{where}: recorded {rec} != sent {sent}"
         return f"{self.part}: {self.note}\n  {line}" if self.note else line
 
 

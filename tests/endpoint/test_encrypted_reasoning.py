@@ -112,8 +112,10 @@ def test_encrypted_reasoning_is_recorded_served_and_forwarded(tmp_path: Path, st
         [{k: v for k, v in i.items() if k != "id"} for i in out] for out in recorded
     ]
 
-    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch"):
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
         loop(ep.url, stream=stream, output="19C, rain")
+    # named where the client sent it, our path beside it
+    assert "input[3].output (ours: messages[2].content[0].content[0].text): recorded" in str(raised.value)
 
 
 def test_a_reasoning_item_with_only_encrypted_content_round_trips() -> None:

@@ -163,7 +163,10 @@ def test_a_request_matching_no_recorded_conversation_is_refused_and_uses_none(
     message = str(body["message"])
     assert "matches no free recorded session" in message
     assert "call #1 of session.jsonl" in message  # the recorded request it was compared with
-    assert "messages[0].content[0].text: recorded 'list the files' != sent 'list the folders'" in message
+    assert (
+        "messages[1].content (ours: messages[0].content[0].text): recorded 'list the files' != sent "
+        "'list the folders'" in message
+    )
     assert "no recorded session was used" in message
     assert message.splitlines()[-1].endswith("make rerecord")
     assert ep.outcome is not None

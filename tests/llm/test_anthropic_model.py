@@ -234,6 +234,7 @@ def test_the_endpoint_direction_round_trips_a_recorded_call() -> None:
         request(*history, system="sys", tools=tools), model="m", max_tokens=10, stream=True
     )
     back = wire.request_from_body(json.loads(json.dumps(body)))
+    assert back.pop("origins")["field"] == "messages"  # where each message came from (test_client_paths)
     assert back == {
         "model": "m",
         "messages": history,

@@ -74,6 +74,7 @@ def test_string_input_and_instructions() -> None:
     request = request_from_body(
         {"model": "gpt-x", "input": "hello", "instructions": "Be brief.", "stream": True}
     )
+    assert request.pop("origins") == {"field": "input", "messages": [[0, [[0, ""]]]]}
     assert request == {"model": "gpt-x", "messages": [user("hello")], "system": "Be brief.", "params": {}}
 
 

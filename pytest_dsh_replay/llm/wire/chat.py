@@ -841,6 +841,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
         raise _body_error("must be an object", "stream_options")
     system: list[str] = []
     messages: list[Message] = []
+    origins: list[list[Any]] = []  # per message: [item, [[item, suffix] per block]] (fields.client_path)
     for i, message in enumerate(raw):
         field = f"messages[{i}]"
         if not isinstance(message, Mapping):
@@ -857,6 +858,9 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
             system.append(_joined_text(content, f"{field}.content"))
         elif role == "user":
             messages.append({"role": "user", "content": _content_blocks(content, f"{field}.content")})
+            parts = len(messages[-1]["content"])
+            where = [".content" if isinstance(content, str) else f".content[{j}]" for j in range(parts)]
+            origins.append([i, [[i, suffix] for suffix in where]])
         elif role == "assistant":
             blocks: list[ContentBlock] = []
             reasoning = message.get("reasoning_content")
@@ -865,8 +869,12 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
             text = _joined_text(content, f"{field}.content")
             if text:
                 blocks.append({"type": "text", "text": text})
-            blocks += _tool_call_blocks(message.get("tool_calls"), f"{field}.tool_calls")
-            messages.append({"role": "assistant", "content": blocks})
+            where = [".reasoning_content"] if blocks and blocks[0]["type"] == "reasoning" else []
+            where += [".content"] * (len(blocks) - len(where))
+            calls = _tool_call_blocks(message.get("tool_calls"), f"{field}.tool_calls")
+            where += [f".tool_calls[{k}]" for k in range(len(calls))]
+            messages.append({"role": "assistant", "content": blocks + calls})
+            origins.append([i, [[i, suffix] for suffix in where]])
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
@@ -879,6 +887,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
                 "isError": False,
             }
             messages.append({"role": "user", "content": [result]})
+            origins.append([i, [[i, ".content"]]])
         else:
             raise _body_error(f"unknown role {role!r}", f"{field}.role")
     request: ModelRequest = {"model": model, "messages": messages}
@@ -888,6 +897,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     if tools:
         request["tools"] = tools
     request["params"] = shaping_params(body, SHAPING_FIELDS)
+    request["origins"] = {"field": ITEMS_FIELD, "messages": origins}
     return request
 
 

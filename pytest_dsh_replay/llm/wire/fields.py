@@ -46,6 +46,11 @@ absence of the field), which the request check compares as one part (``layout.PI
 A nested field is kept whole under its top-level key (``text`` holds ``text.format``), so a change of
 any of its members is a change.
 
+**Origins** (:func:`client_path`): ``request_from_body`` records where each message and block of the
+request came from in the client's body (``ModelRequest["origins"]``), so a report of a difference at
+our path ``messages[2].content[0].content[0].text`` names the client's ``messages[3].content`` (Chat
+Completions puts the system prompt at message 0 and a tool result in a message of its own).
+
 **The tool-call check** (:func:`check_tool_calls`): a recording must never hold a tool call whose
 arguments are not the JSON its tool receives, nor one that cannot be run (no name): the format
 raises :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` and the recorder writes nothing.
@@ -54,6 +59,7 @@ raises :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` and the recorde
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -66,6 +72,7 @@ __all__ = [
     "PROVIDER_FIELDS",
     "PROVIDER_FIELDS_BLOCK",
     "check_tool_calls",
+    "client_path",
     "fallback_call_id",
     "merge_partial",
     "merge_streamed",
@@ -143,6 +150,30 @@ def shaping_params(body: Mapping[str, Any], names: Sequence[str]) -> dict[str, A
     in ``names`` the body holds with a value other than ``null``, in ``names`` order; values are the
     body's own (not copied: the request is compared, never changed)."""
     return {name: body[name] for name in names if body.get(name) is not None}
+
+
+_OUR_PATH = re.compile(r"messages\[(\d+)\](?:\.content\[(\d+)\])?")
+
+
+def client_path(path: str, origins: Mapping[str, Any] | None) -> str | None:
+    """The client's path of our request path ``path`` (``messages[2].content[0].content[0].text`` ->
+    ``messages[3].content``), from a request's ``origins`` (module doc); ``None`` when the path is not
+    in a message the client sent (absent on its side, or no origins). The client's path names the
+    item, or the block's place inside it, never deeper: what lies below is the format's own shape."""
+    found = _OUR_PATH.match(path)
+    if found is None or not isinstance(origins, Mapping):
+        return None
+    messages, field = origins.get("messages"), origins.get("field")
+    index = int(found.group(1))
+    if not isinstance(messages, list) or not isinstance(field, str) or index >= len(messages):
+        return None
+    item, blocks = messages[index]
+    if item is None:
+        return None  # a message the body does not hold (a previous response's)
+    if found.group(2) is not None and int(found.group(2)) < len(blocks):
+        block_item, suffix = blocks[int(found.group(2))]
+        return f"{field}[{block_item}]{suffix}"
+    return f"{field}[{item}]"
 
 
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:

@@ -426,6 +426,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     if not isinstance(raw_messages, list):
         raise WireRequestError("must be a list of messages", "messages")
     messages: list[Message] = []
+    origins: list[list[Any]] = []  # per message: [item, [[item, suffix] per block]] (fields.client_path)
     for position, raw in enumerate(raw_messages):
         if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
             raise WireRequestError("must be a user or assistant message", f"messages[{position}]")
@@ -433,10 +434,12 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
         content = raw.get("content")
         if isinstance(content, str):
             messages.append({"role": role, "content": [{"type": "text", "text": content}]})
+            origins.append([position, [[position, ".content"]]])
             continue
         if not isinstance(content, list):
             raise WireRequestError("must be a string or a list of blocks", f"messages[{position}].content")
         rest: list[ContentBlock] = []
+        rest_from: list[list[Any]] = []
         for i, block in enumerate(content):
             if role == "user" and isinstance(block, Mapping) and block.get("type") == "tool_result":
                 result: ContentBlock = {
@@ -446,10 +449,13 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
                     "isError": bool(block.get("is_error", False)),
                 }
                 messages.append({"role": "user", "content": [result]})
+                origins.append([position, [[position, f".content[{i}].content"]]])
             else:
                 rest.append(_block_from_body(block, role, f"messages[{position}].content[{i}]"))
+                rest_from.append([position, f".content[{i}]"])
         if rest or not content:
             messages.append({"role": role, "content": rest})
+            origins.append([position, rest_from])
     request: ModelRequest = {"model": str(body.get("model", "")), "messages": messages}
     system = body.get("system")
     if system:
@@ -466,6 +472,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
             if isinstance(t, Mapping)
         ]
     request["params"] = shaping_params(body, SHAPING_FIELDS)
+    request["origins"] = {"field": ITEMS_FIELD, "messages": origins}
     return request
 
 

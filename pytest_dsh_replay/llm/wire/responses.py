@@ -293,22 +293,33 @@ def _tools(value: object) -> list[ToolSpec]:
     return out
 
 
-def _input_messages(value: object) -> tuple[list[str], list[Message]]:
-    """The leading system/developer texts and the messages of ``input`` (see :func:`request_from_body`)."""
+def _input_messages(value: object) -> tuple[list[str], list[Message], list[list[Any]]]:
+    """The leading system/developer texts, the messages of ``input`` (see :func:`request_from_body`)
+    and where each came from (``fields.client_path``: per message ``[item, [[item, suffix], ...]]``)."""
     if isinstance(value, str):
-        return [], [{"role": "user", "content": [{"type": "text", "text": value}]}]
+        return [], [{"role": "user", "content": [{"type": "text", "text": value}]}], [[0, [[0, ""]]]]
     if not isinstance(value, list):
         raise WireRequestError(f"must be a string or a list of items, got {_preview(value)}", "input")
     system: list[str] = []
     messages: list[Message] = []
+    origins: list[list[Any]] = []
     assistant: Message | None = None  # the assistant message the current run of output items builds
 
-    def answer() -> list[ContentBlock]:
+    def answer(number: int, suffix: str, count: int = 1) -> list[ContentBlock]:
         nonlocal assistant
         if assistant is None:
             assistant = {"role": "assistant", "content": []}
             messages.append(assistant)
+            origins.append([number, []])
+        origins[-1][1].extend([number, suffix] for _ in range(count))
         return assistant["content"]
+
+    def add(message: Message, number: int, where: list[str]) -> None:
+        messages.append(message)
+        origins.append([number, [[number, suffix] for suffix in where]])
+
+    def parts(content: object, count: int) -> list[str]:
+        return [".content" if isinstance(content, str) else f".content[{k}]" for k in range(count)]
 
     for number, item in enumerate(value):
         where = f"input[{number}]"
@@ -318,7 +329,8 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
         role = item.get("role")
         if kind in (None, "message") and role is not None:
             if role == "assistant":
-                answer().extend(_text_parts(item.get("content"), where, role="assistant"))
+                texts = _text_parts(item.get("content"), where, role="assistant")
+                answer(number, ".content", len(texts)).extend(texts)
                 continue
             if role not in ("user", "system", "developer"):
                 raise WireRequestError(
@@ -328,36 +340,31 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
             assistant = None
             blocks = _text_parts(item.get("content"), where, role=str(role))
             if role == "user":
-                messages.append({"role": "user", "content": blocks})
+                add({"role": "user", "content": blocks}, number, parts(item.get("content"), len(blocks)))
                 continue
             if any(block["type"] != "text" for block in blocks):
                 raise WireRequestError(f"a {role} message can hold text only", f"{where}.content")
             if not messages:  # leading instructions: the request's system prompt
                 system.append("\n".join(str(block["text"]) for block in blocks))
             else:
-                messages.append({"role": "system", "content": blocks})
+                add({"role": "system", "content": blocks}, number, parts(item.get("content"), len(blocks)))
         elif kind == "function_call":
             call_id = _field_str(item, "call_id", where)
             name = _field_str(item, "name", where)
             arguments = _field_str(item, "arguments", where)
-            answer().append({"type": "tool-call", "id": call_id, "name": name, "arguments": arguments})
+            call: ContentBlock = {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
+            answer(number, "").append(call)
         elif kind == "reasoning":
             text = reasoning_text(item, where)
             encrypted = item.get("encrypted_content")
             if text or (isinstance(encrypted, str) and encrypted):
-                answer().append(_reasoning_block(text, encrypted))
+                answer(number, ".summary").append(_reasoning_block(text, encrypted))
         elif kind == "function_call_output":
             assistant = None
             call_id = _field_str(item, "call_id", where)
             content = _tool_output(item.get("output"), f"{where}.output")
-            messages.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "tool-result", "toolCallId": call_id, "content": content, "isError": False}
-                    ],
-                }
-            )
+            result = {"type": "tool-result", "toolCallId": call_id, "content": content, "isError": False}
+            add({"role": "user", "content": [result]}, number, [".output"])
         elif kind == "item_reference":
             raise WireRequestError(
                 "item_reference needs the provider's stored items; send the items themselves "
@@ -370,7 +377,8 @@ def _input_messages(value: object) -> tuple[list[str], list[Message]]:
                 "function_call_output, reasoning)",
                 f"{where}.type",
             )
-    return system, [m for m in messages if m["content"] or m["role"] != "assistant"]
+    kept = [i for i, m in enumerate(messages) if m["content"] or m["role"] != "assistant"]
+    return system, [messages[i] for i in kept], [origins[i] for i in kept]
 
 
 def request_from_body(
@@ -411,7 +419,7 @@ def request_from_body(
         )
     if "input" not in body:
         raise WireRequestError("is missing (a prompt template alone cannot be mapped)", "input")
-    system, messages = _input_messages(body.get("input"))
+    system, messages, origins = _input_messages(body.get("input"))
     prior_id = body.get("previous_response_id")
     if prior_id is not None:
         if not isinstance(prior_id, str) or not prior_id:
@@ -425,7 +433,9 @@ def request_from_body(
                 "in input (openai-agents does by default)",
                 "previous_response_id",
             )
-        messages = [*previous(prior_id), *messages]
+        earlier = previous(prior_id)
+        messages = [*earlier, *messages]
+        origins = [*([[None, []]] * len(earlier)), *origins]  # not in this body
     request: ModelRequest = {"model": model, "messages": messages}
     prompt = [text for text in (instructions, *system) if text]
     if prompt:
@@ -436,6 +446,7 @@ def request_from_body(
         if specs:
             request["tools"] = specs
     request["params"] = shaping_params(body, SHAPING_FIELDS)
+    request["origins"] = {"field": ITEMS_FIELD, "messages": origins}
     return request
 
 
