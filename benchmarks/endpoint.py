@@ -11,8 +11,9 @@
    the machine's load does not inflate it as it does wall times). Goal: overhead over in-process replay
    p50 <= 2 ms and p99 <= 5 ms per call on loopback, for each client API. The same recording is also
    fetched through the Responses API (``POST /v1/responses``, the same conversation as ``instructions``
-   + ``input`` items) and the Anthropic Messages API (``POST /v1/messages``, top-level ``system``): a
-   recording holds chunks, so any API replays it.
+   + ``input`` items) and the Anthropic Messages API (``POST /v1/messages``, top-level ``system``; it
+   always sends ``max_tokens``, which the request check compares, so its recording is the same chat
+   recorded with ``max_tokens``): a recording holds chunks, so any API replays it.
 2. **Concurrent conversations.** A parent whose tool call fans out to ``--children`` children that run
    concurrently (each a two-call tool loop), recorded once, then replayed ``--runs`` times with the
    children started in a random order and random sub-millisecond delays before every request, so
@@ -122,11 +123,20 @@ def _responses_turns(turn: int, chunks: int) -> dict[str, Any]:
     return {"model": "bench-1", "instructions": SYSTEM, "input": items, "stream": True}
 
 
+MESSAGES_MAX_TOKENS = 1024
+
+
 def _messages_turns(turn: int, chunks: int) -> dict[str, Any]:
     """:func:`_turns` as an Anthropic Messages body (top-level ``system``, ``max_tokens``)."""
     chat_body = _turns(turn, chunks)
     items = [{"role": m["role"], "content": m["content"]} for m in chat_body["messages"][1:]]
-    return {"model": "bench-1", "system": SYSTEM, "messages": items, "max_tokens": 1024, "stream": True}
+    return {
+        "model": "bench-1",
+        "system": SYSTEM,
+        "messages": items,
+        "max_tokens": MESSAGES_MAX_TOKENS,
+        "stream": True,
+    }
 
 
 #: Per client API: the body builder, the wire module, the path and the bytes that end its stream.
@@ -171,14 +181,17 @@ async def _post(
 # -- 1. added cost per call ----------------------------------------------------------------------
 
 
-def record_calls(directory: Path, upstream: Upstream, calls: int) -> None:
+def record_calls(
+    directory: Path, upstream: Upstream, calls: int, extra: dict[str, Any] | None = None
+) -> None:
+    """Record the ``calls``-turn chat through the endpoint (``extra``: body fields every request adds)."""
     thread = EndpointThread(EndpointConfig(directory, RecordMode.ONCE, upstream=upstream.url))
     url = thread.start()
 
     async def go() -> None:
         async with aiohttp.ClientSession() as session:
             for i in range(calls):
-                await _post(session, url, _turns(i, upstream.chunks))
+                await _post(session, url, {**_turns(i, upstream.chunks), **(extra or {})})
 
     asyncio.run(go())
     outcome = thread.stop()
@@ -460,6 +473,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dsh-bench-endpoint-") as tmp:
         calls_dir, fan_dir = Path(tmp) / "calls", Path(tmp) / "fan"
         record_calls(calls_dir, upstream, args.calls)
+        # a Messages request always carries max_tokens, an answer-shaping field the request check compares
+        # (params): its recording is made with Chat's field of the same name and value
+        messages_dir = Path(tmp) / "calls-messages"
+        record_calls(messages_dir, upstream, args.calls, {"max_tokens": MESSAGES_MAX_TOKENS})
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"machine: {os.cpu_count()} cores, load average {load} (wall times grow with the load)")
         print(
@@ -472,7 +489,7 @@ def main() -> None:
             ("responses", "the same recording through the Responses API (POST /v1/responses)"),
             ("messages", "the same recording through the Anthropic Messages API (POST /v1/messages)"),
         ):
-            figures = per_call(calls_dir, args.calls, args.chunks, api)
+            figures = per_call(messages_dir if api == "messages" else calls_dir, args.calls, args.chunks, api)
             print(f"{title}:")
             for name, value in figures.items():
                 print(f"  {name:15} {value:8.3f}")

@@ -72,6 +72,13 @@ def call_id(request_id: Any) -> str:
     return request_id if isinstance(request_id, str) else orjson.dumps(request_id).decode()
 
 
+def request_key(request_id: Any) -> str:
+    """The key that pairs a JSON-RPC response with its request: the id's JSON text, so the string id
+    ``"1"`` and the number ``1`` (two requests, JSON-RPC 2.0 §4) stay two (:func:`call_id` names both
+    ``1``)."""
+    return orjson.dumps(request_id).decode()
+
+
 def tool_arguments(message: Mapping[str, Any]) -> tuple[str, Any]:
     """``(name, arguments)`` of a ``tools/call`` request (``""`` and ``{}`` when absent)."""
     params = message.get("params")
@@ -88,8 +95,8 @@ class McpSessionLog(Struct):
     session: Session
     turn: int = 0
     step_open: bool = False
-    #: request id (as ``callId``) -> seq of its ``tool/call``
-    pending: dict[str, int] = field(default_factory=dict)
+    #: request key (:func:`request_key`) -> (``callId``, seq) of its ``tool/call``
+    pending: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def _append(self, kind: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.session.append(kind, data, **kw))
@@ -105,6 +112,10 @@ class McpSessionLog(Struct):
                 self.step_open = True
             name, arguments = tool_arguments(message)
             cid = call_id(message["id"])
+            if any(open_cid == cid for open_cid, _seq in self.pending.values()):
+                # the string "1" while the number 1 is in flight (or the reverse): two calls, two
+                # callIds (the second one's names its tool/call's seq)
+                cid = f"{cid}@{self.session.seq}"
             event = self._append(
                 "tool/call",
                 {
@@ -115,17 +126,17 @@ class McpSessionLog(Struct):
                     "arguments": orjson.dumps(arguments).decode(),
                 },
             )
-            self.pending[cid] = int(event["seq"])
+            self.pending[request_key(message["id"])] = (cid, int(event["seq"]))
 
     def server(self, message: dict[str, Any]) -> None:
         """A message the server sent."""
         self._append(MESSAGE_EVENT, {"from": "server", "message": message})
         if not is_response(message):
             return
-        cid = call_id(message["id"])
-        seq = self.pending.pop(cid, None)
-        if seq is None:
+        pending = self.pending.pop(request_key(message["id"]), None)
+        if pending is None:
             return
+        cid, seq = pending
         result = message.get("result")
         if isinstance(result, dict):
             content = result.get("content")
@@ -169,8 +180,8 @@ class McpSessionLog(Struct):
         """The session ended: a tool call still pending gets its closing result, its turn ends aborted."""
         if not self.step_open:
             return
-        for cid, seq in list(self.pending.items()):
-            self.pending.pop(cid)
+        for key, (cid, seq) in list(self.pending.items()):
+            self.pending.pop(key)
             data = {
                 "turn": self.turn,
                 "step": 1,
@@ -307,6 +318,7 @@ __all__ = [
     "is_notification",
     "is_request",
     "is_response",
+    "request_key",
     "session_script",
     "tool_arguments",
 ]

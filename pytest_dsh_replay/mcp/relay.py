@@ -47,6 +47,7 @@ from .log import (
     is_notification,
     is_request,
     is_response,
+    request_key,
     session_script,
     tool_arguments,
 )
@@ -259,7 +260,7 @@ class McpRelay:
             for m in item.segment:
                 position += 1
                 if is_response(m):
-                    self.answers.setdefault(call_id(m["id"]), (m, list(answered), position))
+                    self.answers.setdefault(request_key(m["id"]), (m, list(answered), position))
         masks = config.masks
         self.sides = (
             Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
@@ -283,7 +284,7 @@ class McpRelay:
             return
         self.log.client(message)
         if is_request(message):
-            self.pending[call_id(message["id"])] = (message["id"], _describe(message), time.monotonic())
+            self.pending[request_key(message["id"])] = (message["id"], _describe(message), time.monotonic())
 
     def from_server(self, message: Any) -> bool:
         """A message the server sent (record); ``False``: do not forward it (an answer nobody waits for)."""
@@ -292,14 +293,14 @@ class McpRelay:
             self.problem(f"the server sent {quote_json(message)}: not a JSON-RPC object", "MCP_NOT_JSON")
             return True
         if is_response(message):
-            key = call_id(message["id"])
+            key = request_key(message["id"])
             if key in self.timed_out:
                 self.timed_out.discard(key)
                 return False  # the client had its error already
             if self.pending.pop(key, None) is None:
                 self.problem(
-                    f"the server answered request id {key}, which the client never sent or had its answer "
-                    "already; the answer was not forwarded",
+                    f"the server answered request id {quote_json(message['id'])}, which the client never "
+                    "sent or had its answer already; the answer was not forwarded",
                     "MCP_UNKNOWN_ID",
                 )
                 return False
@@ -316,7 +317,8 @@ class McpRelay:
             del self.pending[key]
             self.timed_out.add(key)
             text = self.problem(
-                f"the server did not answer request id {key} ({what}) within {self.config.timeout:g} s",
+                f"the server did not answer request id {quote_json(request_id)} ({what}) within "
+                f"{self.config.timeout:g} s",
                 "MCP_SERVER_TIMEOUT",
             )
             answers.append(_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
@@ -330,7 +332,8 @@ class McpRelay:
         for key, (request_id, what, _started) in list(self.pending.items()):
             del self.pending[key]
             text = self.problem(
-                f"the server exited (code {returncode}) before it answered request id {key} ({what})",
+                f"the server exited (code {returncode}) before it answered request id "
+                f"{quote_json(request_id)} ({what})",
                 "MCP_SERVER_EXITED",
             )
             answers.append(_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
@@ -369,7 +372,7 @@ class McpRelay:
         if item is None:
             return out + self._ready()  # a message the recording does not hold: nothing follows it
         if is_request(item.message):
-            self.waiting.append(call_id(item.message["id"]))
+            self.waiting.append(request_key(item.message["id"]))
         out += [m for m in (self._respell(s) for s in item.segment if not is_response(s)) if m is not None]
         return out + self._ready()
 
@@ -455,10 +458,10 @@ class McpRelay:
             )
             return _error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
         self.used[chosen.index] = True
-        self.live_ids[call_id(chosen.message["id"])] = message["id"]
+        self.live_ids[request_key(chosen.message["id"])] = message["id"]
         recorded_token, live_token = _progress_token(chosen.message), _progress_token(message)
         if recorded_token is not None:
-            self.tokens[call_id(recorded_token)] = live_token
+            self.tokens[request_key(recorded_token)] = live_token
         return chosen
 
     def _difference(self, recorded: Any, sent: Any, path: str) -> str | None:
@@ -476,14 +479,14 @@ class McpRelay:
     def _respell(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """A recorded server message as the live client must see it (its request's live id, token)."""
         if is_response(message):
-            key = call_id(message["id"])
+            key = request_key(message["id"])
             if key not in self.live_ids:
                 return None  # the answer of a request the client did not send this time
             return {**message, "id": self.live_ids[key]}
         if message.get("method") == "notifications/progress":
             params = message.get("params")
             if isinstance(params, dict) and "progressToken" in params:
-                token = self.tokens.get(call_id(params["progressToken"]))
+                token = self.tokens.get(request_key(params["progressToken"]))
                 if token is None:
                     return None
                 return {**message, "params": {**params, "progressToken": token}}

@@ -267,3 +267,45 @@ def test_temp_stores_of_killed_runs_are_found_and_removable(
     assert result.exit_code == 0 and "removed 1 temporary store" in result.output
     assert not killed.exists() and live.workdir.exists()
     live.cleanup()
+
+
+def test_the_anthropic_sdk_retries_a_forwarded_429_and_the_retry_is_recorded(tmp_path: Path) -> None:
+    """The real anthropic SDK with its default retries, an upstream answering 429 (``retry-after-ms``)
+    once, then the answer: one call recorded, answered, and replayed."""
+    anthropic = pytest.importorskip("anthropic")
+    from llm.anthropic_helpers import MESSAGES_PATH, text_body
+    from pytest_httpserver import HTTPServer
+
+    upstream = HTTPServer(host="127.0.0.1", port=0)
+    upstream.start()
+    error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+    try:
+        upstream.expect_ordered_request(MESSAGES_PATH, method="POST").respond_with_json(
+            error, status=429, headers={"retry-after-ms": "10"}
+        )
+        upstream.expect_ordered_request(MESSAGES_PATH, method="POST").respond_with_data(
+            text_body("fine"), content_type="text/event-stream"
+        )
+        with served(
+            tmp_path, RecordMode.ONCE, f"http://127.0.0.1:{upstream.port}/v1", api_key="sk-ant-1"
+        ) as ep:
+            client = anthropic.Anthropic(base_url=ep.url.removesuffix("/v1"), api_key="dummy")
+            params: dict[str, Any] = {
+                "model": "c",
+                "max_tokens": 9,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+            answer = client.messages.create(**params)
+        upstream.check_assertions()
+    finally:
+        upstream.clear()
+        upstream.stop()
+    assert answer.content[0].text == "fine"
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert "slow down" not in (tmp_path / "session.jsonl").read_text()
+    with served(tmp_path) as ep:
+        again = anthropic.Anthropic(base_url=ep.url.removesuffix("/v1"), api_key="dummy").messages.create(
+            **params
+        )
+    assert again.content[0].text == "fine"
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
