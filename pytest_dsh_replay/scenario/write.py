@@ -5,7 +5,8 @@ goes through :func:`write_fixtures`:
 
 * **Stable.** A log whose normalized text equals the fixture's is not written at all. Otherwise the
   fixture's own spelling is kept for every event that is equal after normalization at the same
-  place (its line is copied byte for byte), and changed or new events are written with the
+  place (its line is copied byte for byte; masks do not count here: they can only keep a whole
+  log, so a kept event never sits beside the pieces of another run's answer), and changed or new events are written with the
   fixture's volatile values: session ids by harvest index, other UUIDs by their ``{{uuid:N}}``
   token, the fixture's cwd spelling, the fixture event's ``time`` at that place (new events: the
   run's time shifted onto the fixture's clock). An unchanged suite updates to 0 changed bytes; a
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+from msgspec.structs import replace
 
 from ..errors import read_regular_file
 from ..layout import is_owned, owned_rank
@@ -81,10 +83,21 @@ class _Composer:
         self.run = list(run)
         self.base = base
         self.strict_layout = strict_layout
-        self.run_ctx = norm.context([log.id for log in run], run_cwd)
-        self.fx_ctx = context_for(base.logs, norm)
+        # masks decide only whether a whole log is unchanged (then it keeps all its old bytes); an event
+        # is kept on its own only when it is equal without them: a masked value split over streamed
+        # pieces escapes the mask, so a per-event masked rule would keep the old answer's whole events
+        # beside the new answer's pieces, and the log would tell two runs (docs/masks.md)
+        keep = replace(norm, masks=None)
+        self.run_ctx = keep.context([log.id for log in run], run_cwd)
+        self.fx_ctx = context_for(base.logs, keep)
         self.run_norm = [normalized_events(log, self.run_ctx) for log in self.run]
         self.fx_norm = [normalized_events(log, self.fx_ctx) for log in base.logs]
+        if norm.masks is None:
+            self.run_same, self.fx_same = self.run_norm, self.fx_norm
+        else:
+            masked = norm.context([log.id for log in run], run_cwd)
+            self.run_same = [normalized_events(log, masked) for log in self.run]
+            self.fx_same = [normalized_events(log, context_for(base.logs, norm)) for log in base.logs]
         fx_cwd = next(
             (log.header["cwd"] for log in base.logs if isinstance(log.header.get("cwd"), str)), CWD_TOKEN
         )
@@ -106,7 +119,7 @@ class _Composer:
     def unchanged(self, i: int) -> bool:
         if i >= len(self.base.logs):
             return False
-        (fx_header, fx_lines), (run_header, run_lines) = self.fx_norm[i], self.run_norm[i]
+        (fx_header, fx_lines), (run_header, run_lines) = self.fx_same[i], self.run_same[i]
         return fx_header == run_header and [line for _, line in fx_lines] == [line for _, line in run_lines]
 
     def render(self, i: int) -> bytes:

@@ -4,6 +4,10 @@ in ``tests/cli/test_serve.py``."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import pytest
 
 from .upstream import FakeUpstream
@@ -92,3 +96,48 @@ def test_a_mask_that_does_not_compile_is_a_usage_error(pytester: pytest.Pytester
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--dsh-mask", "tx=(")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*mask 'tx=(' (--dsh-mask): not a regular expression*"])
+
+
+def _answer_texts(log: Path) -> tuple[str, list[str], str]:
+    """``(streamed, whole, tool result)`` of the last step of a recorded tool loop: its text deltas
+    joined, the texts of its ``block-end`` and ``assistant/message``, and the tool result's text."""
+    events = [json.loads(line) for line in log.read_text().splitlines()[1:]]
+    step = max(e["data"]["step"] for e in events if e["type"] == "assistant/message")
+    chunks = [
+        e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk" and e["data"]["step"] == step
+    ]
+    streamed = "".join(c["text"] for c in chunks if c["type"] == "text-delta")
+    whole = [c["block"]["text"] for c in chunks if c["type"] == "block-end"]
+    whole += [
+        b["text"]
+        for e in events
+        if e["type"] == "assistant/message" and e["data"]["step"] == step
+        for b in e["data"]["content"]
+    ]
+    result = next(e for e in events if e["type"] == "tool/result")["data"]["content"][0]["text"]
+    return streamed, whole, result
+
+
+def test_a_masked_rerecording_writes_one_run_not_a_mix_of_two(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """A ``--dsh-record=rewrite`` of a test with ``mask=`` whose answer quotes the masked value writes
+    the new run's answer everywhere: the streamed pieces, the ``block-end`` and the
+    ``assistant/message`` tell the same text, the one that follows the recorded tool result.
+
+    Regression: the writer kept every event that was equal under the masks with its old bytes, so the
+    whole-value events kept the first run's answer while the pieces (which split the value, so the
+    mask missed them) got the second run's: the recording served streaming and non-streaming clients
+    different answers."""
+    pytester.makepyfile(test_deploy=TEST.format(region="eu"))
+    args = ["-q", "-p", "no:cacheprovider", "-k", "marked", f"--dsh-upstream={upstream.url}"]
+    pytester.runpytest(*args, "--dsh-record=once").assert_outcomes(passed=1)
+    log = pytester.path / "recs" / "marked" / "session.jsonl"
+    first = _answer_texts(log)
+    time.sleep(0.01)  # a later timestamp in the tool result
+    result = pytester.runpytest(*args, "--dsh-record=rewrite")
+    result.assert_outcomes(passed=1)
+    streamed, whole, tool = _answer_texts(log)
+    assert tool != first[2]  # the second run's tool result was written
+    assert whole == [streamed, streamed]
+    assert streamed == f"summary of {tool!r}"
