@@ -105,14 +105,18 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
     reported once (``endpoint.fixture.call_report``); other tests are left alone, unimported."""
     if "dsh_endpoint" not in getattr(item, "fixturenames", ()):
         return (yield)
-    from .endpoint.fixture import call_report
+    from .endpoint.fixture import call_report, test_failed
 
     try:
         result = yield
     except Exception as exc:  # pytest's outcomes (skip, fail, exit) are BaseExceptions: they pass
         report = call_report(item, exc)
-        if report is None:
+        if report is None:  # the test's own failure, not the endpoint's problems: not its recording
+            test_failed(item, exc)
             raise
+    except BaseException as exc:
+        test_failed(item, exc)
+        raise
     else:
         report = call_report(item, None)
         if report is None:

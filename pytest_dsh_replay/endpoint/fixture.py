@@ -207,7 +207,7 @@ def endpoint_fixture(
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
-        outcome = thread.stop()
+        outcome = thread.stop(failed=run.failed)
         del request.node.stash[RUN]
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
@@ -224,6 +224,8 @@ class EndpointRun(Struct):
     directory: Path
     update: bool
     reported: set[str] = field(default_factory=set)
+    #: what the test raised, as one line (:func:`test_failed`); ``""``: it did not fail
+    failed: str = ""
 
     def report(self, outcome: EndpointOutcome, raised: BaseException | None = None) -> str:
         """The endpoint's report (problems, notes); ``raised``: what the test raised, as one line."""
@@ -281,6 +283,20 @@ def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
     return run.report(outcome, raised)
 
 
+def test_failed(item: pytest.Item, raised: BaseException) -> None:
+    """Note that the test using the endpoint failed with ``raised`` (not for the endpoint's own
+    problems: :func:`call_report` says those): its run is kept beside the recording directory, not
+    written into it, unless ``record_on_error=True`` (:meth:`~.server.Endpoint.stop`). A skip or an
+    ``xfail()`` call is no failure."""
+    run = item.stash.get(RUN, None)
+    if run is None or isinstance(raised, pytest.skip.Exception | pytest.xfail.Exception):
+        return
+    name = type(raised).__qualname__
+    first = next(iter(str(raised).splitlines()), "")
+    first = first if len(first) <= 120 else first[:117] + "..."
+    run.failed = f"{name}: {first}" if first else name
+
+
 def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
     """The requests that differed from the recording, as the item's report (``--dsh-report`` shows
     them side by side), with the command that re-records."""
@@ -314,4 +330,5 @@ __all__ = [
     "endpoint_fixture",
     "recording_dir",
     "rerecord_command",
+    "test_failed",
 ]

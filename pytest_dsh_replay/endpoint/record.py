@@ -34,7 +34,7 @@ from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
-from ..session import Session, SessionStore
+from ..session import Session, SessionStore, interrupted_turn_closers
 from ..session.masks import Masks
 from .conversations import Binding
 from .upstreams import format_url
@@ -224,6 +224,21 @@ class ConversationLog(Struct):
         if not has_calls:
             reason = {"kind": "max-tokens"} if kind == "max-tokens" else {"kind": "completed"}
             self._end_turn(reason, messages_after)
+
+    def close(self) -> None:
+        """The recording ends: write a held failure (:meth:`settle`), then close a turn left open (an
+        answer's tool calls whose results never came: the test stopped, or asked only this) as a load
+        repairs a crashed one, so the written log passes ``validate`` (persistence.md §3: a
+        ``tool/result`` per pending call, ``step/end``, ``turn/end`` ``interrupted``)."""
+        self.settle()
+        for event in interrupted_turn_closers(self.session.events):
+            self._append(
+                event["type"],
+                event["data"],
+                surface_op=event.get("surfaceOp"),
+                source_event_seqs=event.get("sourceEventSeqs"),
+            )
+        self.turn_open = self.step_open = False
 
     def fail(self, message: str, code: str | None) -> None:
         """The call failed (HTTP error, cut-off stream): end the step and the turn with the error."""
@@ -623,7 +638,7 @@ class Recorder:
         from ..scenario.harvest import content_order, harvest_backend, harvest_jsonl
 
         for log in self.logs.values():
-            log.settle()
+            log.close()
             await self.store.flush(log.session)
         try:
             if self.backend is Backend.JSONL:

@@ -405,8 +405,13 @@ class Endpoint:
         self.base_url = f"http://{self.config.host}:{port}/v1"
         return self.base_url
 
-    async def stop(self) -> EndpointOutcome:
-        """Close the server, write the recording (record plans), and say how the run went."""
+    async def stop(self, failed: str = "") -> EndpointOutcome:
+        """Close the server, write the recording (record plans), and say how the run went.
+
+        ``failed``: what the test using the endpoint raised, as one line (``""``: it passed). A failed
+        test's run is not its recording: unless ``record_on_error``, nothing is written into the
+        directory, the run's conversations are kept in ``DIR/.dsh-kept`` for ``dsh-replay accept``
+        (docs/recording-safety.md), and the MCP servers' sessions are not written."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -416,13 +421,14 @@ class Endpoint:
         if self.replay is not None:
             self._replay_problems(outcome)
         if self.mcp is not None:
-            mcp_problems, mcp_notes = await self.mcp.close(write=not outcome.problems)
+            keep_mcp = not outcome.problems and (not failed or self.config.record_on_error)
+            mcp_problems, mcp_notes = await self.mcp.close(write=keep_mcp)
             outcome.problems += mcp_problems
             outcome.notes += mcp_notes
         if self.recorder is not None:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
-                await self._write(outcome)
+                await self._write(outcome, failed)
             finally:
                 self.recorder.cleanup()
                 self._unlock()
@@ -476,7 +482,7 @@ class Endpoint:
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
 
-    async def _write(self, outcome: EndpointOutcome) -> None:
+    async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
         from ..scenario.normalize import Normalization
         from ..scenario.record import sidecar_files, sidecars_for
@@ -498,6 +504,10 @@ class Endpoint:
             return
         kept = ""
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
+        # a failed test's run goes beside the directory even when it holds no recording yet: a failed
+        # test must not silently become the recording (as vcrpy users expect)
+        failed_test = bool(failed) and not self.config.record_on_error
+        aside = replaces or failed_test
         if outcome.problems and not self.config.record_on_error:
             # the run failed: its failed conversations (and their children) are left out; the rest were
             # answered and paid for, so they are written, beside a recording they would replace
@@ -513,9 +523,10 @@ class Endpoint:
                 return
             left_out = len(result.logs) - len(good)
             result = RecordResult(good, result.cwd)
-            if replaces:
+            if aside:
+                why = f"the test failed ({failed})" if failed else "the run had problems"
                 kept = (
-                    f"{directory} was left as it was, the run had problems: its {len(good)} good "
+                    f"{directory} was left as it was, {why}: its {len(good)} good "
                     f"conversation(s) are kept in {directory / KEPT_DIR} ({left_out} failed one(s) left "
                     f"out); to replace the recording with them: dsh-replay accept {directory}; to write "
                     f"every conversation, failed ones included: {self.config.accept_flag}"
@@ -537,7 +548,21 @@ class Endpoint:
                 f"replace the recording with them, errors included: dsh-replay accept {directory}; or "
                 f"record again with {self.config.accept_flag}"
             )
-        if kept and replaces:
+        elif failed_test and not replaces:
+            kept = (
+                f"nothing written to {directory}, the test failed ({failed}): this run's "
+                f"{len(result.logs)} conversation(s) are kept in {directory / KEPT_DIR}; to take them as "
+                f"the recording: dsh-replay accept {directory}; to write a failed test's run: "
+                f"{self.config.accept_flag}"
+            )
+        elif failed_test:
+            kept = (
+                f"{directory} was left as it was, the test failed ({failed}): this run's "
+                f"{len(result.logs)} conversation(s) are kept in {directory / KEPT_DIR}; to replace the "
+                f"recording with them: dsh-replay accept {directory}; to write a failed test's run: "
+                f"{self.config.accept_flag}"
+            )
+        if kept and aside:
             directory = directory / KEPT_DIR
             if directory.exists():
                 shutil.rmtree(directory)
@@ -917,10 +942,11 @@ class EndpointThread:
 
         return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout)
 
-    def stop(self, timeout: float = 60.0) -> EndpointOutcome:
-        """Stop the endpoint (writing a recording) and the thread; returns the outcome."""
+    def stop(self, timeout: float = 60.0, *, failed: str = "") -> EndpointOutcome:
+        """Stop the endpoint (writing a recording) and the thread; returns the outcome. ``failed``: as
+        :meth:`Endpoint.stop`."""
         try:
-            return asyncio.run_coroutine_threadsafe(self.endpoint.stop(), self._loop).result(timeout)
+            return asyncio.run_coroutine_threadsafe(self.endpoint.stop(failed), self._loop).result(timeout)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)

@@ -1,0 +1,89 @@
+"""What a ``dsh_endpoint`` test that fails while recording leaves: its run is kept beside the recording
+directory (``.dsh-kept``, taken with ``dsh-replay accept``), never silently written as the recording,
+unless ``record_on_error=True``; and whatever is written passes ``dsh-replay validate``."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pytest_dsh_replay.cli import main
+from pytest_dsh_replay.endpoint.server import KEPT_DIR
+
+from .upstream import FakeUpstream
+
+pytest_plugins = ["pytester"]
+
+#: One model call that answers with a tool call, then the agent crashes (``{marker}``: the test's marker).
+TEST = """
+import openai
+import pytest
+
+TOOLS = [{{"type": "function", "function": {{"name": "ls", "parameters": {{"type": "object"}}}}}}]
+
+{marker}
+def test_agent(dsh_endpoint):
+    openai.OpenAI(max_retries=0).chat.completions.create(
+        model="fake-1", messages=[{{"role": "user", "content": "list the files"}}], tools=TOOLS
+    )
+    {end}
+"""
+CRASH = 'raise RuntimeError("the agent crashed after the first call")'
+
+
+def test_a_failing_test_writes_nothing_and_keeps_its_run_for_accept(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """The test fails after its first model call: nothing is written into the recording directory, the
+    run is kept in ``.dsh-kept`` and the summary says so with the command that accepts it; accepted,
+    it validates and replays.
+
+    Regression: the failed run was written as the recording ("recorded 1 conversation(s)"), with its
+    turn never closed, so ``validate`` refused it and the next ``--dsh-record=once`` errored at setup."""
+    pytester.makepyfile(test_agent=TEST.format(marker="", end=CRASH))
+    args = ["-q", "-p", "no:cacheprovider", f"--dsh-upstream={upstream.url}"]
+    result = pytester.runpytest(*args, "--dsh-record=once")
+    result.assert_outcomes(failed=1)
+    directory = pytester.path / "recordings" / "test_agent" / "test_agent"
+    result.stdout.fnmatch_lines(
+        [
+            f"*nothing written to {directory}, the test failed (RuntimeError: the agent crashed after the "
+            f"first call): this run's 1 conversation(s) are kept in {directory / KEPT_DIR}; to take them "
+            f"as the recording: dsh-replay accept {directory}; to write a failed test's run: "
+            "@pytest.mark.dsh_recording(record_on_error=True)*"
+        ]
+    )
+    assert not (directory / "session.jsonl").exists()
+    assert (directory / KEPT_DIR / "session.jsonl").is_file()
+
+    assert CliRunner().invoke(main, ["accept", str(directory)]).exit_code == 0
+    validated = CliRunner().invoke(main, ["validate", str(directory)])
+    assert validated.exit_code == 0, validated.output
+    upstream.stop()
+    pytester.makepyfile(test_agent=TEST.format(marker="", end="pass"))
+    pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_record_on_error_writes_a_failing_tests_run_closed_so_that_it_validates(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """With ``record_on_error=True`` the failed test's run is the recording; its last turn (a tool call
+    whose result never came) is closed as a load repairs a crashed one, so it validates and the next
+    ``--dsh-record=once`` run replays it.
+
+    Regression: the turn was written open (``[LOG_TURN] ... turn 1 is never closed``) and the next run
+    errored at setup."""
+    marker = "@pytest.mark.dsh_recording(record_on_error=True)"
+    pytester.makepyfile(test_agent=TEST.format(marker=marker, end=CRASH))
+    args = ["-q", "-p", "no:cacheprovider", f"--dsh-upstream={upstream.url}", "--dsh-record=once"]
+    pytester.runpytest(*args).assert_outcomes(failed=1)
+    directory = pytester.path / "recordings" / "test_agent" / "test_agent"
+    assert (directory / "session.jsonl").is_file()
+    assert not (directory / KEPT_DIR).exists()
+    validated = CliRunner().invoke(main, ["validate", str(directory)])
+    assert validated.exit_code == 0, validated.output
+
+    pytester.makepyfile(test_agent=TEST.format(marker=marker, end="pass"))
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    assert len(upstream.requests) == 1  # replayed, not recorded again
