@@ -207,7 +207,7 @@ def endpoint_fixture(
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
-        outcome = thread.stop(failed=run.failed)
+        outcome = thread.stop(failed=request.node.stash.get(FAILED, ""))
         del request.node.stash[RUN]
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
@@ -224,8 +224,6 @@ class EndpointRun(Struct):
     directory: Path
     update: bool
     reported: set[str] = field(default_factory=set)
-    #: what the test raised, as one line (:func:`test_failed`); ``""``: it did not fail
-    failed: str = ""
 
     def report(self, outcome: EndpointOutcome, raised: BaseException | None = None) -> str:
         """The endpoint's report (problems, notes); ``raised``: what the test raised, as one line."""
@@ -252,6 +250,8 @@ class EndpointRun(Struct):
 
 #: The running endpoint of a test that uses the fixture (``item.stash``).
 RUN = pytest.StashKey[EndpointRun]()
+#: What the test using ``dsh_endpoint`` or ``dsh_mcp`` raised, as one line (:func:`test_failed`).
+FAILED = pytest.StashKey[str]()
 
 
 def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
@@ -284,17 +284,17 @@ def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
 
 
 def test_failed(item: pytest.Item, raised: BaseException) -> None:
-    """Note that the test using the endpoint failed with ``raised`` (not for the endpoint's own
-    problems: :func:`call_report` says those): its run is kept beside the recording directory, not
-    written into it, unless ``record_on_error=True`` (:meth:`~.server.Endpoint.stop`). A skip or an
+    """Note (in ``item.stash[FAILED]``) that the test using ``dsh_endpoint`` or ``dsh_mcp`` failed with
+    ``raised`` (not for the endpoint's own problems: :func:`call_report` says those). Its run is then
+    not written into the recording directory unless ``record_on_error=True``: the endpoint keeps it in
+    ``.dsh-kept`` (:meth:`~.server.Endpoint.stop`), ``dsh_mcp`` writes nothing. A skip or an
     ``xfail()`` call is no failure."""
-    run = item.stash.get(RUN, None)
-    if run is None or isinstance(raised, pytest.skip.Exception | pytest.xfail.Exception):
+    if isinstance(raised, pytest.skip.Exception | pytest.xfail.Exception):
         return
     name = type(raised).__qualname__
     first = next(iter(str(raised).splitlines()), "")
     first = first if len(first) <= 120 else first[:117] + "..."
-    run.failed = f"{name}: {first}" if first else name
+    item.stash[FAILED] = f"{name}: {first}" if first else name
 
 
 def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
@@ -321,6 +321,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
 
 __all__ = [
     "DUMMY_KEY",
+    "FAILED",
     "MARKER",
     "RUN",
     "EndpointHandle",

@@ -134,8 +134,11 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
         time.sleep(0.02)
 
 
-def finish(servers: McpServers) -> tuple[list[str], list[str]]:
-    """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``."""
+def finish(servers: McpServers, failed: str = "", record_on_error: bool = False) -> tuple[list[str], list[str]]:
+    """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``.
+
+    ``failed``: what the test raised, as one line (``""``: it passed); a failed test's sessions are
+    not written (a partial session would be replayed as the server's), unless ``record_on_error``."""
     from .relay import McpOutcome, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
@@ -174,6 +177,14 @@ def finish(servers: McpServers) -> tuple[list[str], list[str]]:
         if recorded:
             notes.append(f"nothing written to {servers.directory}: the run had problems")
         return problems, notes
+    if failed and not record_on_error:
+        if recorded:
+            notes.append(
+                f"MCP server(s) {', '.join(map(repr, recorded))}: nothing written to {servers.directory}, "
+                f"the test failed ({failed}); to write a failed test's sessions: "
+                "@pytest.mark.dsh_recording(record_on_error=True)"
+            )
+        return problems, notes
     from ..scenario.harvest import read_log_file
 
     for name in recorded:
@@ -192,7 +203,15 @@ def finish(servers: McpServers) -> tuple[list[str], list[str]]:
 
 def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     """Yield the test's servers; at teardown write and report (module doc)."""
-    from ..endpoint.fixture import MARKER, accept_unused, check_marker, recording_dir, rerecord_command
+    from ..endpoint.fixture import (
+        FAILED,
+        MARKER,
+        accept_unused,
+        check_marker,
+        recording_dir,
+        rerecord_command,
+    )
+    from ..itemreport import endpoint_note_properties
 
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
@@ -220,9 +239,11 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
             recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
         yield servers
-        problems, notes = finish(servers)
+        record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
+        problems, notes = finish(servers, request.node.stash.get(FAILED, ""), record_on_error)
     if problems:
         pytest.fail("\n".join([f"dsh_mcp: {len(problems)} problem(s)", *problems, *notes]), pytrace=False)
+    request.node.user_properties += endpoint_note_properties(notes)
 
 
 __all__ = ["WAIT", "McpServer", "McpServers", "finish", "mcp_fixture"]

@@ -107,12 +107,13 @@ def _answer_texts(log: Path) -> tuple[str, list[str], str]:
         e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk" and e["data"]["step"] == step
     ]
     streamed = "".join(c["text"] for c in chunks if c["type"] == "text-delta")
-    whole = [c["block"]["text"] for c in chunks if c["type"] == "block-end"]
+    whole = [c["block"]["text"] for c in chunks if c["type"] == "block-end" and c["block"]["type"] == "text"]
     whole += [
         b["text"]
         for e in events
         if e["type"] == "assistant/message" and e["data"]["step"] == step
         for b in e["data"]["content"]
+        if b["type"] == "text"
     ]
     result = next(e for e in events if e["type"] == "tool/result")["data"]["content"][0]["text"]
     return streamed, whole, result
