@@ -134,7 +134,9 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
         time.sleep(0.02)
 
 
-def finish(servers: McpServers, failed: str = "", record_on_error: bool = False) -> tuple[list[str], list[str]]:
+def finish(
+    servers: McpServers, failed: str = "", record_on_error: bool = False
+) -> tuple[list[str], list[str]]:
     """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``.
 
     ``failed``: what the test raised, as one line (``""``: it passed); a failed test's sessions are
