@@ -198,9 +198,10 @@ def record_calls(
     assert outcome.ok, outcome.report()
 
 
-def start_serve(directory: Path) -> tuple[subprocess.Popen[str], str]:
+def start_serve(directory: Path, match_on: str | None = None) -> tuple[subprocess.Popen[str], str]:
+    more = ["--match-on", match_on] if match_on else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory)],
+        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *more],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -273,8 +274,11 @@ def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dic
     """ms per call: in-process ReplayModel vs the served endpoint (same requests, same order), the
     client speaking ``api`` (a key of :data:`APIS`)."""
     scripts = load_session_scripts(directory)
-    model = ReplayModel(scripts)
     make_body, fmt, path, _end = APIS[api]
+    # the recording is a Chat Completions one: a Messages client must send max_tokens, an answer-shaping
+    # field (params) the recorded requests did not carry, so that API checks every other part
+    parts = "messages,system,tools,model" if fmt is messages else None
+    model = ReplayModel(scripts, match_on=None if parts is None else parts.split(","))
     bodies = [make_body(i, chunks) for i in range(calls)]
     requests = [fmt.request_from_body(body) for body in bodies]
 
@@ -290,7 +294,7 @@ def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dic
 
     base = asyncio.run(in_process())
     assert not model.failures, model.failures[0]
-    proc, url = start_serve(directory)
+    proc, url = start_serve(directory, parts)
     try:
         cpu = _cpu_ms(proc.pid)
         http, last = asyncio.run(timed_posts(url, bodies, path))
