@@ -8,9 +8,9 @@ goes through :func:`write_fixtures`:
   place (its line is copied byte for byte; masks do not count here: they can only keep a whole
   log, so a kept event never sits beside the pieces of another run's answer), and changed or new
   events are written with the fixture's volatile values: session ids by harvest index, other UUIDs
-  by their ``{{uuid:N}}`` token, the fixture's cwd spelling, the fixture event's ``time`` at that place (new events: the
-  run's time shifted onto the fixture's clock). An unchanged suite updates to 0 changed bytes; a
-  hand-edited text comes back byte-identical.
+  by their ``{{uuid:N}}`` token, the fixture's cwd spelling, the fixture event's ``time`` at that
+  place (new events: the run's time shifted onto the fixture's clock). An unchanged suite updates to
+  0 changed bytes; a hand-edited text comes back byte-identical.
 * **Only what changed.** Every file (logs and ``extra`` files such as sidecars and pins) is written
   only when its bytes change.
 * **Atomic and scrubbed.** All files are rendered, scrubbed and leak-checked before the first
