@@ -445,6 +445,13 @@ class Endpoint:
             out.append(f"{which}: its last call failed: {message}")
         return out
 
+    def recorded_calls_served(self) -> int:
+        """How many recorded model calls were served (a replay's, or the recorded part of
+        ``new_episodes``; 0 when recording): as a scenario's replay counts them (its cursors)."""
+        if self.replay is None:
+            return 0
+        return sum(self.replay.cursors.values())
+
     def nothing_written(self) -> str:
         """The note of a record plan whose run had problems (said once per report)."""
         return f"nothing written to {self.config.directory}: the run had problems"

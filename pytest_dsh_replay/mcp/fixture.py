@@ -214,7 +214,8 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     except HarnessError as exc:
         pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
     patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
-    rerecord = rerecord_command(config, request.node.nodeid).replace(" --dsh-upstream URL", "")
+    # the model's upstream too when the test also records its model calls (a rewrite without it fails)
+    rerecord = rerecord_command(config, request.node.nodeid, upstream="dsh_endpoint" in request.fixturenames)
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
             recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
