@@ -187,6 +187,7 @@ def endpoint_fixture(
         masks=masks,
         mcp=dict(options.get("mcp", {})),
         rerecord=rerecord_command(config, request.node.nodeid),
+        subject="the test",
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",
     )
