@@ -29,6 +29,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
+from ..itemreport import endpoint_note_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
@@ -222,6 +223,8 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         )
         yield servers
         problems, notes = finish(servers)
+    if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
+        request.node.user_properties += endpoint_note_properties(notes)
     if problems:
         pytest.fail("\n".join([f"dsh_mcp: {len(problems)} problem(s)", *problems, *notes]), pytrace=False)
 

@@ -407,3 +407,19 @@ def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstre
     finally:
         code, err = stop(proc)
     assert code == 0, err
+
+
+def test_serve_help_lists_every_request_part() -> None:
+    """``--match-on``'s help names every part the request check has (``layout.PIN_PARTS``).
+
+    Regression: it listed them by hand and lacked ``params``."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+    from pytest_dsh_replay.layout import PIN_PARTS
+
+    shown = CliRunner().invoke(main, ["serve", "--help"], terminal_width=400)
+    assert shown.exit_code == 0, shown.output
+    line = " ".join(shown.output.split())
+    assert "request parts checked: " + ", ".join(("messages", *PIN_PARTS, "none")) in line
+    assert "params" in PIN_PARTS

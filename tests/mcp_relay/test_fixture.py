@@ -57,6 +57,10 @@ def test_fixture_records_replays_and_fails_at_teardown(pytester: pytest.Pytester
     pytester.makepyfile(test_tools=TEST.format(server=SERVER))
     result = pytester.runpytest("--dsh-record=once", "-q", "-k", "test_same")
     result.assert_outcomes(passed=1, deselected=2)
+    # the summary says what was recorded (it said nothing of MCP)
+    result.stdout.fnmatch_lines(
+        ["*: recorded MCP server 'calc' (1 session(s)) into *calc (1 file(s) changed)*"]
+    )
     recording = pytester.path / "recs" / "calc" / "mcp.calc.jsonl"
     assert recording.read_text().count('"type":"tool/call"') == 3
     counter = (pytester.path / "same.txt").read_text()
