@@ -28,6 +28,7 @@ from rich.markup import escape
 from .errors import HarnessError, quote
 from .layout import (
     OVERRIDE_FILE,
+    PIN_PARTS,
     PRIMARY_FILE,
     is_endpoint_recording,
     is_log_name,
@@ -949,7 +950,9 @@ def accept(directory: Path) -> None:
     "--port", type=click.IntRange(0, 65535), default=0, help="port on 127.0.0.1 (default: a free one)"
 )
 @click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
-@click.option("--match-on", multiple=True, help="request parts checked: messages, system, tools, model, none")
+@click.option(
+    "--match-on", multiple=True, help="request parts checked: " + ", ".join(("messages", *PIN_PARTS, "none"))
+)
 @click.option(
     "--mask",
     multiple=True,

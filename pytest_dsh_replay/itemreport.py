@@ -44,6 +44,7 @@ _EPISODES, _END_SEED, _GUARD = "dsh_episodes", "dsh_end_seed_ignored", "dsh_guar
 _WRITE = "dsh_write"
 _RECORDING, _REQUEST_DIFF, _COMMAND = "dsh_recording", "dsh_request_diff", "dsh_command"
 _ENDPOINT_NOTE = "dsh_endpoint_note"
+_SERVED = "dsh_served"
 
 
 def endpoint_note_properties(notes: Iterable[str]) -> list[tuple[str, str]]:
@@ -135,6 +136,7 @@ class ItemReport(Struct):
         recording: the item's recording directory (``None``: not a scenario or endpoint test).
         diffs: the calls whose request differed from the recording (first difference of each part).
         commands: what re-records or accepts the item's recording (``what: command`` lines).
+        served: recorded model calls a ``dsh_endpoint`` test was served (a scenario's are in ``replayed``).
     """
 
     written: list[str] = field(default_factory=list)
@@ -147,6 +149,7 @@ class ItemReport(Struct):
     recording: str | None = None
     diffs: list[RequestDiff] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    served: int = 0
 
     @property
     def is_scenario(self) -> bool:
@@ -170,6 +173,8 @@ class ItemReport(Struct):
             props.append((_RECORDING, self.recording))
         props += [(_REQUEST_DIFF, msgspec.json.encode(d).decode()) for d in self.diffs]
         props += [(_COMMAND, c) for c in self.commands]
+        if self.served:
+            props.append((_SERVED, str(self.served)))
         return props
 
     @classmethod
@@ -201,4 +206,6 @@ class ItemReport(Struct):
                     continue
             elif key == _COMMAND:
                 report.commands.append(text)
+            elif key == _SERVED and text.isdigit():
+                report.served = int(text)
         return report

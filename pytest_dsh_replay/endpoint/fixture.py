@@ -124,10 +124,12 @@ def recording_dir(request: pytest.FixtureRequest) -> Path:
     return base / "recordings" / module / name
 
 
-def rerecord_command(config: pytest.Config, nodeid: str) -> str:
+def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = True) -> str:
     """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
     where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
-    report lines name it, shell-quoted.
+    report lines name it, shell-quoted. ``upstream``: whether the test calls a model (it uses
+    ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL``; a test using only ``dsh_mcp``
+    records without one.
 
     Computed here rather than by ``Config.cwd_relative_nodeid``, whose argument changed from a string
     to a node-id object in pytest 9.2.
@@ -135,7 +137,7 @@ def rerecord_command(config: pytest.Config, nodeid: str) -> str:
     path, sep, rest = nodeid.partition("::")
     where = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
     test = shlex.quote(where + sep + rest)
-    return f"pytest {test} --dsh-record=rewrite --dsh-upstream URL"
+    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if upstream else "")
 
 
 def accept_unused(marker: pytest.Mark | None) -> str:
@@ -185,6 +187,7 @@ def endpoint_fixture(
         masks=masks,
         mcp=dict(options.get("mcp", {})),
         rerecord=rerecord_command(config, request.node.nodeid),
+        subject="the test",
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",
     )
@@ -209,6 +212,9 @@ def endpoint_fixture(
     finally:
         outcome = thread.stop()
         del request.node.stash[RUN]
+    served = thread.endpoint.recorded_calls_served()
+    if served:  # the report's "calls served", as a scenario's replay reports its own
+        request.node.user_properties += ItemReport(served=served).properties()
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
     fresh = [p for p in outcome.problems if p not in run.reported]

@@ -135,6 +135,8 @@ class EndpointConfig(Struct):
         masks: volatile-value masks applied to both sides of the request check (``--dsh-mask``, the
             marker's ``mask=``, ``serve --mask``); ``None``: none.
         rerecord: the command the reports show to re-record.
+        subject: what the reports tell the user to re-record (``re-record <subject>: <command>``):
+            ``the recording`` (``serve``, a caller of its own), ``the test`` (``dsh_endpoint``).
         cwd: the sessions' cwd (default: the process cwd), tokenized on both sides.
         mcp: streamable HTTP MCP servers recorded and replayed beside the model, ``{name: URL}``,
             served under ``/mcp/NAME`` (``pytest_dsh_replay.mcp.http``; the URL is used when recording).
@@ -158,6 +160,7 @@ class EndpointConfig(Struct):
     allow_unused: bool = False
     masks: Masks | None = None
     rerecord: str | None = None
+    subject: str = "the recording"
     cwd: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
@@ -325,6 +328,7 @@ class Endpoint:
                 match_on=config.match_on,
                 scrub=request_scrub(self.scrubber),
                 rerecord=rerecord,
+                subject=config.subject,
                 # the endpoint's pins are what the client sent: re-recording or a narrower check are
                 # its ways out (it has no --snapshot-update and no match_on= keyword)
                 pin_refresh="re-record it (command above), or check only the conversation with "
@@ -444,6 +448,13 @@ class Endpoint:
             which = f"conversation #{conv.rank + 1}" if conv is not None else conv_id
             out.append(f"{which}: its last call failed: {message}")
         return out
+
+    def recorded_calls_served(self) -> int:
+        """How many recorded model calls were served (a replay's, or the recorded part of
+        ``new_episodes``; 0 when recording): as a scenario's replay counts them (its cursors)."""
+        if self.replay is None:
+            return 0
+        return sum(self.replay.cursors.values())
 
     def nothing_written(self) -> str:
         """The note of a record plan whose run had problems (said once per report)."""

@@ -29,6 +29,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
+from ..itemreport import endpoint_note_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
@@ -214,13 +215,16 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     except HarnessError as exc:
         pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
     patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
-    rerecord = rerecord_command(config, request.node.nodeid).replace(" --dsh-upstream URL", "")
+    # the model's upstream too when the test also records its model calls (a rewrite without it fails)
+    rerecord = rerecord_command(config, request.node.nodeid, upstream="dsh_endpoint" in request.fixturenames)
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
             recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
         yield servers
         problems, notes = finish(servers)
+    if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
+        request.node.user_properties += endpoint_note_properties(notes)
     if problems:
         pytest.fail("\n".join([f"dsh_mcp: {len(problems)} problem(s)", *problems, *notes]), pytrace=False)
 

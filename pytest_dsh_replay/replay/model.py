@@ -130,7 +130,10 @@ class ReplayModel:
         strict: ``False`` serves a mismatching call anyway and only records the mismatch in
             :attr:`mismatches` (``--snapshot-update --dsh-accept-changed-requests``, which rewrites the
             recording from the run and lists every such call).
-        rerecord: the command shown in a mismatch report to re-record the scenario.
+        rerecord: the command shown in a mismatch report to re-record the recording.
+        subject: what the user ran, as the advice names it (``re-record <subject>: <command>``):
+            ``the scenario`` (a scenario item, ``dsh_replay_model``), ``the test`` (a ``dsh_endpoint``
+            test), ``the recording`` (``dsh-replay serve``).
         pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
             differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
         bind_unmatched: a live session whose first request matches no free script is bound to one by
@@ -171,8 +174,10 @@ class ReplayModel:
         pin_refresh: str | None = None,
         bind_unmatched: bool = True,
         masks: Masks | None = None,
+        subject: str = "the scenario",
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
+        self.subject = subject
         self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
@@ -227,6 +232,17 @@ class ReplayModel:
         if self.scripts:
             return str(self.scripts[0].file.parent)
         return "<no scenario>"
+
+    def _rerecord_command(self) -> str:
+        return self.rerecord or (
+            f"pytest --dsh-scenario {self._scenario_name()} --dsh-record=rewrite --dsh-model <MODEL SPEC>"
+        )
+
+    def _rerecord(self, sep: str = " ") -> str:
+        """The one wording of the re-record advice, by what the user ran (:attr:`subject`):
+        ``re-record the test: pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL``; ``sep``
+        goes between the colon and the command (a newline and indent puts it on a line of its own)."""
+        return f"re-record {self.subject}:{sep}{self._rerecord_command()}"
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
@@ -433,9 +449,6 @@ class ReplayModel:
         role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
         checked = self.checked_parts(index)
         parts = tuple(d.part for d in diffs)
-        rerecord = self.rerecord or (
-            f"pytest --dsh-scenario {self._scenario_name()} --dsh-record=rewrite --dsh-model <MODEL SPEC>"
-        )
         where = f"call #{call + 1} of {script.file.name} ({role}, script #{index + 1})"
         served = (
             "nothing was served for this call"
@@ -461,7 +474,7 @@ class ReplayModel:
                 for p in self.unchecked_parts(index, request)
             ),
             *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
-            f"  if the change is intended, re-record the scenario: {rerecord}",
+            f"  if the change is intended, {self._rerecord()}",
         ]
         if (
             "messages" not in parts
@@ -489,7 +502,7 @@ class ReplayModel:
             "index": call + 1,
             "checked": tuple(f"{p} ({src})" for p, src in checked.items()),
             "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
-            "rerecord": rerecord,
+            "rerecord": self._rerecord_command(),
             "served": not self.strict and not free,
         }
         if free:
@@ -573,8 +586,8 @@ class ReplayModel:
                 error = self._fail(
                     f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
                     f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
-                    "sessions than the recording has logs; re-record the scenario (--dsh-record) or add "
-                    f"session.{ordinal - 1}.jsonl",
+                    f"sessions than the recording has logs; add session.{ordinal - 1}.jsonl, or "
+                    + self._rerecord(),
                     "REPLAY_UNRECORDED_SESSION",
                 )
                 return self._raise(error)
@@ -589,9 +602,9 @@ class ReplayModel:
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
                 "the agent made more model calls than were recorded; record them with "
-                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), re-record the "
-                "scenario (--dsh-record=rewrite) or append a call with a patch "
-                '{"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}',
+                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), append a call "
+                'with a patch {"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}, or '
+                + self._rerecord(),
                 "REPLAY_SCRIPT_EXHAUSTED",
             )
             return self._raise(error)
@@ -784,10 +797,7 @@ class ReplayModel:
                 + "; ".join(problems)
                 + ". The agent made fewer model calls (or sessions) than recorded; "
             )
-            if self.rerecord is None:
-                message += "re-record the scenario or fix the agent change that skipped them"
-            else:
-                message += f"fix the agent change that skipped them, or re-record it:\n  {self.rerecord}"
+            message += "fix the agent change that skipped them, or " + self._rerecord("\n  ")
             if accept is not None:
                 message += f"\n  (or let recorded calls go unused: {accept})"
             raise ReplayConsumptionError(message, "REPLAY_NOT_CONSUMED")

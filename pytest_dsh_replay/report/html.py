@@ -49,12 +49,15 @@ def write_report(report: Report, path: Path, scrub: Callable[[str], str] | None 
     Raises:
         OSError: the directory cannot be written.
     """
+    from ..scenario.write import file_mode
+
     data = render_html(report, scrub).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        os.chmod(tmp, file_mode())  # mkstemp creates 0600; the page is an ordinary file, as junitxml's
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -43,6 +43,7 @@ from ..layout import (
     mcp_log_files,
 )
 from ..llm.secrets import SecretScrubber
+from ..modes import RecordMode
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
 from .logstream import Event, LogStream
@@ -334,7 +335,8 @@ class LogChecks:
             self._add(
                 "LOG_TURN",
                 f"{self.where}: turn {display(self.open_turn)} is never closed "
-                "(crash? a load would repair it)",
+                "(the run that wrote it stopped mid-turn: re-record it, record mode "
+                f"{RecordMode.REWRITE.value})",
             )
 
 

@@ -185,10 +185,12 @@ class _Composer:
         return False
 
 
-def _umask() -> int:
+def file_mode() -> int:
+    """The mode an ordinary new file gets under the process's umask (``0o666 & ~umask``, e.g. 0o644):
+    what a file written through :func:`tempfile.mkstemp` (0600) is given before it is renamed into place."""
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 #: The temp files of a write (staged new files, ``.tmp``; kept old ones, ``.bak``): ``.<name>.<random>``.
@@ -203,7 +205,7 @@ def _stage(path: Path, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; fixtures are ordinary files
+        os.chmod(tmp, file_mode())  # mkstemp creates 0600; fixtures are ordinary files
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -708,6 +710,7 @@ __all__ = [
     "WriteIncompleteError",
     "accept_kept",
     "current_fixtures",
+    "file_mode",
     "owned_files",
     "recover_write",
     "write_findings",

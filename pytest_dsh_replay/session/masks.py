@@ -279,11 +279,12 @@ class Masks:
         return map_strings(value, self.apply)
 
     def applied(self) -> list[str]:
-        """One line per mask: its pattern, source and how many values it changed (reports)."""
+        """One line per mask: its pattern, source and how many values it changed so far (reports)."""
         out = []
         for index, mask in enumerate(self.masks):
             count = self.hits.get(index, 0)
-            what = f"masked {count} value(s)" if count else "matched nothing"
+            # "so far": a report of a first request comes before the masked value can have appeared
+            what = f"masked {count} value(s)" if count else "matched no value compared so far"
             out.append(f"{{{{mask:{index + 1}}}}} {mask.describe()}: {what}")
         return out
 

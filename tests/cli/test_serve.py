@@ -71,6 +71,11 @@ def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: 
     code, _out, err = _serve(tmp_path, prompt="goodbye")
     assert code == 1
     assert "request mismatch at call #1 of session.jsonl" in err
+    # the advice names what the user ran (serve's recording, not a scenario) and serve's own command
+    assert (
+        f"if the change is intended, re-record the recording: dsh-replay serve {tmp_path} --record rewrite "
+        "--upstream URL"
+    ) in err
     assert "recorded 'hello' != sent 'goodbye'" in err
 
 
@@ -93,7 +98,7 @@ def test_serve_ends_the_report_of_unused_calls_with_the_command_and_the_option(
     code, _out, err = _serve(tmp_path, prompt="hello")
     assert code == 1, err
     assert err.rstrip().endswith(
-        f"or re-record it:\n  dsh-replay serve {tmp_path} --record rewrite --upstream URL\n"
+        f"or re-record the recording:\n  dsh-replay serve {tmp_path} --record rewrite --upstream URL\n"
         "  (or let recorded calls go unused: --allow-unused)"
     ), err
 
@@ -402,3 +407,19 @@ def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstre
     finally:
         code, err = stop(proc)
     assert code == 0, err
+
+
+def test_serve_help_lists_every_request_part() -> None:
+    """``--match-on``'s help names every part the request check has (``layout.PIN_PARTS``).
+
+    Regression: it listed them by hand and lacked ``params``."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+    from pytest_dsh_replay.layout import PIN_PARTS
+
+    shown = CliRunner().invoke(main, ["serve", "--help"], terminal_width=400)
+    assert shown.exit_code == 0, shown.output
+    line = " ".join(shown.output.split())
+    assert "request parts checked: " + ", ".join(("messages", *PIN_PARTS, "none")) in line
+    assert "params" in PIN_PARTS

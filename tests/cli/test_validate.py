@@ -281,3 +281,21 @@ def test_validate_secret_check_survives_chunks_of_wrong_types(tmp_path: Path) ->
     # the 900 levels are refused as a malformed line (the input nesting limit); the rest is checked
     assert result.exit_code == 1, result.output
     assert "JSON nested deeper than 128 levels" in out(result) and "LOG_SECRET" not in out(result)
+
+
+def test_validate_says_how_to_repair_a_turn_never_closed(spawn: Path) -> None:
+    """A log cut inside its last turn (the run that wrote it stopped there) is a finding that says what
+    to run.
+
+    Regression: it said "(crash? a load would repair it)", naming no command a user has."""
+    log = spawn / "session.jsonl"
+    rows = read_rows(log)
+    last_end = [k for k, r in enumerate(rows) if r.get("type") == "turn/end"][-1]
+    write_rows(log, rows[:last_end])
+    result = cli("validate", spawn)
+    assert result.exit_code == 1
+    (finding,) = [f for f in findings(result) if "is never closed" in f]
+    assert "a load" not in finding
+    assert finding.endswith(
+        "is never closed (the run that wrote it stopped mid-turn: re-record it, record mode rewrite)"
+    )

@@ -140,7 +140,7 @@ def test_a_replay_problem_fails_the_test_once(pytester: pytest.Pytester, upstrea
     assert "session #2 (session.1.jsonl" in out and "(0/1 calls)" in out
     # the report ends with the command that re-records the test and the marker that accepts it
     assert (
-        "fix the agent change that skipped them, or re-record it:\n"
+        "fix the agent change that skipped them, or re-record the test:\n"
         "  pytest test_agent.py::test_unused --dsh-record=rewrite --dsh-upstream URL\n"
         "  (or let recorded calls go unused: @pytest.mark.dsh_recording('recs/unused', allow_unused=True))"
     ) in out
@@ -230,7 +230,8 @@ def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     pytester: pytest.Pytester, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Run from a subdirectory of the rootdir, a red replay prints a re-record command whose test path
-    is relative to that subdirectory, and running it there re-records the test.
+    is relative to that subdirectory, and running it there re-records the test; the advice names the
+    test (the user ran one, not a scenario).
 
     Regression: the command named the test by its node id (relative to the rootdir), a path that
     does not exist from the subdirectory."""
@@ -243,9 +244,9 @@ def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
     result.assert_outcomes(failed=1)
     command = next(
-        line.split("re-record the scenario: ", 1)[1]
+        line.split("re-record the test: ", 1)[1]
         for line in result.stdout.lines
-        if "re-record the scenario: " in line
+        if "re-record the test: " in line
     )
     assert command == "pytest test_agent.py::test_changed --dsh-record=rewrite --dsh-upstream URL"
     args = shlex.split(command.replace("URL", upstream.url))[1:]

@@ -72,7 +72,7 @@ def test_unused_recorded_calls_fail_the_run_unless_allowed(tmp_path: Path, upstr
     assert ep.outcome is not None and not ep.outcome.ok
     assert "never bound" in ep.outcome.report()
     assert ep.outcome.report().endswith(  # the default command and option of the endpoint's core
-        f"or re-record it:\n  dsh-replay serve {tmp_path} --record rewrite --upstream URL\n"
+        f"or re-record the recording:\n  dsh-replay serve {tmp_path} --record rewrite --upstream URL\n"
         "  (or let recorded calls go unused: EndpointConfig(allow_unused=True))"
     )
     with served(tmp_path, allow_unused=True) as ep:

@@ -18,6 +18,7 @@ import pytest
 from llm.anthropic_helpers import MESSAGES_PATH, text_body
 from pytest_httpserver import HTTPServer
 
+from pytest_dsh_replay.endpoint.recording import manifest_text
 from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
@@ -172,7 +173,10 @@ def test_a_reference_recording_replays_through_the_endpoint_with_params_not_comp
     """The reference's own recording (no pins at all) served to a client that sends answer-shaping fields:
     only the conversation is compared, as before."""
     directory = tmp_path / "text-turn"
-    shutil.copytree(conformance / "text-turn", directory)
+    directory.mkdir()
+    # the log alone, made an endpoint recording by its manifest (the scenario's input.json left out)
+    shutil.copy(conformance / "text-turn" / "session.jsonl", directory)
+    (directory / "endpoint.json").write_text(manifest_text(["/v1/chat/completions"]))
     prompt = "Reply with exactly the word: PONG. Do not use any tools."
     with served(directory, allow_unused=True) as ep:
         client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)

@@ -57,6 +57,10 @@ def test_fixture_records_replays_and_fails_at_teardown(pytester: pytest.Pytester
     pytester.makepyfile(test_tools=TEST.format(server=SERVER))
     result = pytester.runpytest("--dsh-record=once", "-q", "-k", "test_same")
     result.assert_outcomes(passed=1, deselected=2)
+    # the summary says what was recorded (it said nothing of MCP)
+    result.stdout.fnmatch_lines(
+        ["*: recorded MCP server 'calc' (1 session(s)) into *calc (1 file(s) changed)*"]
+    )
     recording = pytester.path / "recs" / "calc" / "mcp.calc.jsonl"
     assert recording.read_text().count('"type":"tool/call"') == 3
     counter = (pytester.path / "same.txt").read_text()
@@ -68,6 +72,8 @@ def test_fixture_records_replays_and_fails_at_teardown(pytester: pytest.Pytester
     assert (pytester.path / "same.txt").read_text() == counter  # the recorded counter
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_changed*", "*dsh_mcp: 1 problem(s)*"])
     result.stdout.fnmatch_lines(["*[[]MCP_CALL_MISMATCH[]]*tools/call.arguments.a: recorded 2 != sent 5*"])
+    # no model calls in these tests: the re-record command needs no upstream
+    result.stdout.fnmatch_lines(["*re-record it (pytest test_tools.py::test_changed --dsh-record=rewrite)*"])
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_fewer*"])
     result.stdout.fnmatch_lines(['*[[]MCP_NOT_CONSUMED[]]*tools/call add({"a":2,"b":1})*'])
     result.stdout.fnmatch_lines(["*@pytest.mark.dsh_recording('recs/calc', allow_unused=True)*"])

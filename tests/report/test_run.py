@@ -4,8 +4,10 @@ test's red request, and the payload's size for a large run."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from endpoint.upstream import FakeUpstream, agent_rule
 
 from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_properties
-from pytest_dsh_replay.report import render_html, report_payload
+from pytest_dsh_replay.report import render_html, report_payload, write_report
 from pytest_dsh_replay.report.payload import Item
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,3 +188,35 @@ def test_an_unreadable_log_is_named_and_the_others_still_shown(tmp_path: Path) -
     assert "REPLAY_MALFORMED_LINE" in sessions[1]["error"]
     missing = CliRunner().invoke(main, ["report", str(tmp_path / "nowhere"), "-o", str(out)])
     assert missing.exit_code == 2 and "PATH_MISSING" in missing.output
+
+
+def test_a_passing_dsh_endpoint_test_counts_the_calls_it_served(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """Regression: the summary card said "0 calls served" for passing ``dsh_endpoint`` tests that
+    replayed their recording."""
+    two_calls = ENDPOINT_TEST.format(prompt="hi there") + (
+        '    client.chat.completions.create(\n'
+        '        model="fake-1", messages=[{"role": "user", "content": "again"}]\n'
+        "    )\n"
+    )
+    pytester.makepyfile(test_agent=two_calls)
+    pytester.runpytest("--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q").assert_outcomes(passed=1)
+    out = pytester.path / "report.html"
+    pytester.runpytest("-q", "--dsh-report", str(out), "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    payload = payload_of(out.read_text())
+    (item,) = payload["items"]
+    assert item["outcome"] == "passed" and item.get("calls") == 2
+    assert payload["summary"]["calls_served"] == 2
+
+
+def test_the_report_file_follows_the_umask(tmp_path: Path) -> None:
+    """Regression: the page was created 0600 (a temp file's mode), where pytest's own reports (junitxml)
+    follow the umask."""
+    out = tmp_path / "r.html"
+    old = os.umask(0o022)
+    try:
+        write_report(report_payload("r", [], [], run=True), out)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644

@@ -100,3 +100,15 @@ def test_the_screen_never_passes_a_value_a_mask_changes() -> None:
         for text in (orjson.dumps(value), orjson.dumps(value).decode()):
             if masks.screen(text):
                 assert masks.apply_value(value) == value, (masks.masks, value)
+
+
+def test_a_mask_without_a_hit_is_reported_as_so_far() -> None:
+    """A report of a first request lists every mask before the value a mask is for can have appeared
+    (the tool that prints it has not run): the line says what is true at that point.
+
+    Regression: it said "matched nothing", which masks.md calls a likely typo."""
+    masks = Masks.parse([r"server time is (\S+)"], source="test")
+    masks.apply("what time is it?")
+    assert masks.applied() == ["{{mask:1}} 'server time is (\\S+)' (test): matched no value compared so far"]
+    masks.apply("server time is 18:02")
+    assert masks.applied() == ["{{mask:1}} 'server time is (\\S+)' (test): masked 1 value(s)"]
