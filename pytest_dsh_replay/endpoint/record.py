@@ -436,32 +436,40 @@ _STORE_LOCK = ".dsh-store.lock"
 
 
 class RecordingLock:
-    """The one recorder of a recording directory: an exclusive, non-blocking ``flock`` on a lock file
-    named by the directory's real path, in the system's temp directory (so the recording directory gets
-    no lock file), held from start to the end of the write. The file is removed at release (while the
-    lock is held; a process that locked a removed file finds it gone and tries again), so a clean run
-    leaves nothing; a killed run's file is unlocked by the kernel and reused.
+    """The one recorder of a recording directory: an exclusive, non-blocking ``flock`` on the directory
+    itself (made at start when it does not exist yet), held from start to the end of the write. The
+    lock belongs to the directory, not to a name: recorders that spell it differently (a symlink,
+    ``..``) or run with different temp directories (``TMPDIR`` of tox, a container sharing the work
+    tree) meet on it, and no lock file is left anywhere. A directory made for the lock that is still
+    empty at release is removed; a killed run's lock is released by the kernel.
 
     Raises (from the constructor):
         RecordingLockedError: another recorder (``serve --record``, the ``dsh_endpoint`` fixture, in
             this process or another) holds it.
-        EndpointConfigError: the lock file cannot be created (names it).
+        EndpointConfigError: the directory cannot be made or opened (names it).
     """
 
     def __init__(self, directory: Path) -> None:
         import errno
         import fcntl
-        import hashlib
 
-        real = str(directory.resolve())
-        name = f"dsh-replay-{hashlib.sha256(real.encode()).hexdigest()[:32]}.lock"
-        self.path = Path(tempfile.gettempdir()) / name
+        self.directory = directory
+        #: the directories made for the lock, the recording directory first
+        self._created: list[Path] = []
         for _attempt in range(100):
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                if not directory.exists():
+                    missing = [directory, *(p for p in directory.parents if not p.exists())]
+                    directory.mkdir(parents=True)
+                    self._created = missing
+                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except FileExistsError:
+                continue  # another recorder made it first: lock the one it made
+            except FileNotFoundError:
+                continue  # removed (empty) by the recorder that released it: make it again
             except OSError as exc:
                 raise HarnessError(
-                    f"{directory}: cannot create the recorder's lock {self.path}: {exc.strerror}",
+                    f"{directory}: cannot make or open the recording directory to lock it: {exc.strerror}",
                     "ENDPOINT_CONFIG",
                 ) from exc
             try:
@@ -471,27 +479,39 @@ class RecordingLock:
                 if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise RecordingLockedError(
                         f"{directory}: another recorder is recording into this directory (serve --record "
-                        f"or the dsh_endpoint fixture; lock {self.path} is held): a second one would "
-                        "overwrite or mix its recording; stop the other one, or record into another "
-                        "directory"
+                        "or the dsh_endpoint fixture holds its lock): a second one would overwrite or mix "
+                        "its recording; stop the other one, or record into another directory"
                     ) from exc
                 raise
             try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                same = os.fstat(fd).st_ino == os.stat(directory).st_ino
             except FileNotFoundError:
                 same = False
             if same:
+                from ..scenario.write import HELD_DIRECTORIES
+
+                stat = os.fstat(fd)
+                self._key = (stat.st_dev, stat.st_ino)
+                HELD_DIRECTORIES.add(self._key)  # the recorder's own write takes it as held
                 self._fd: int | None = fd
                 return
-            os.close(fd)  # the file was removed by the recorder that released it: lock the new one
-        raise HarnessError(f"{directory}: cannot take the recorder's lock {self.path}", "ENDPOINT_CONFIG")
+            os.close(fd)  # removed (and made again) by the recorder that released it: lock the new one
+        raise HarnessError(f"{directory}: cannot take the recorder's lock", "ENDPOINT_CONFIG")
 
     def release(self) -> None:
-        """Remove the lock file and release the lock (idempotent)."""
+        """Release the lock, removing the directory (and the parents made with it) when it was made for
+        the lock and is still empty (idempotent)."""
         fd, self._fd = self._fd, None
         if fd is not None:
+            from ..scenario.write import HELD_DIRECTORIES
+
+            HELD_DIRECTORIES.discard(self._key)
             try:
-                self.path.unlink(missing_ok=True)
+                for made in self._created:  # the recording directory, then its parents made with it
+                    try:
+                        made.rmdir()
+                    except OSError:  # not empty (written), or gone: it and its parents stay
+                        break
             finally:
                 os.close(fd)
 

@@ -261,17 +261,26 @@ def _orphans(directory: Path) -> list[Path]:
     ]
 
 
+#: ``(st_dev, st_ino)`` of the directories whose ``flock`` this process holds for longer than a write
+#: (the endpoint's recorder, from start to its write): a write into one of them is that holder's own,
+#: and a second ``flock`` on another descriptor would wait on it for ever.
+HELD_DIRECTORIES: set[tuple[int, int]] = set()
+
+
 @contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the scenario directory itself (no lock file is added to it):
     concurrent writes of one scenario are serialized, and a temp file seen while holding it belongs to
-    no live write."""
+    no live write. A directory this process holds already (:data:`HELD_DIRECTORIES`) is not locked
+    again."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise _failed(directory, "open the scenario directory", exc) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) not in HELD_DIRECTORIES:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
