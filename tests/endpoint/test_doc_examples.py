@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,3 +167,28 @@ def test_serve_example_runs_as_printed(tmp_path: Path, fake: FakeUpstream) -> No
     # then serve exits 1 with the report on stderr
     code, _, err = _bash(replay, tmp_path, {**env, "PROMPT": "Plan a weekend in Paris"}, strict=False)
     assert code == 1 and "request mismatch" in err, err
+
+
+def test_a_web_page_origin_is_refused_as_printed(tmp_path: Path) -> None:
+    """``docs/endpoint-safety.md``'s ``curl`` with a foreign ``Origin`` against a recording ``serve``
+    (its port for the page's 8787): the answer is the printed one, word for word."""
+    command, printed = block("origin-refused").strip().splitlines()
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    serve = subprocess.Popen(
+        ["dsh-replay", "serve", "rec", "--record", "once", "--upstream", "http://127.0.0.1:9/v1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        url = serve.stdout.readline().strip()
+        port = url.split(":")[2].split("/")[0]
+        curl = command.removeprefix("$ ").replace("8787", port)
+        answer = subprocess.run(shlex.split(curl), capture_output=True, text=True, timeout=30)
+        assert answer.stdout.strip() == printed
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=30)
