@@ -450,8 +450,7 @@ class RecordingLock:
     """
 
     def __init__(self, directory: Path) -> None:
-        import errno
-        import fcntl
+        from ..persistence.locking import try_flock
 
         self.directory = directory
         #: the directories made for the lock, the recording directory first
@@ -473,16 +472,17 @@ class RecordingLock:
                     "ENDPOINT_CONFIG",
                 ) from exc
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
+                taken = try_flock(fd)
+            except OSError:
                 os.close(fd)
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise RecordingLockedError(
-                        f"{directory}: another recorder is recording into this directory (serve --record "
-                        "or the dsh_endpoint fixture holds its lock): a second one would overwrite or mix "
-                        "its recording; stop the other one, or record into another directory"
-                    ) from exc
                 raise
+            if not taken:
+                os.close(fd)
+                raise RecordingLockedError(
+                    f"{directory}: another recorder is recording into this directory (serve --record "
+                    "or the dsh_endpoint fixture holds its lock): a second one would overwrite or mix "
+                    "its recording; stop the other one, or record into another directory"
+                )
             try:
                 same = os.fstat(fd).st_ino == os.stat(directory).st_ino
             except FileNotFoundError:

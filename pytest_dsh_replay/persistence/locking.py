@@ -18,6 +18,25 @@ from pytest_dsh_replay.errors import quote
 from .errors import PersistenceError, WriterConflictError
 
 
+def try_flock(fd: int) -> bool:
+    """Take an exclusive, non-blocking ``flock`` on the open file ``fd``.
+
+    Returns True when taken, False when another open file description holds it (``EWOULDBLOCK``,
+    ``EAGAIN`` or ``EACCES``: what a held lock answers on Linux, BSD and NFS). The caller owns ``fd``
+    and closes it either way.
+
+    Raises:
+        OSError: any other failure of ``flock``.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
 class WriterLock:
     """An exclusive, non-blocking lock on ``path`` held by this object until :meth:`release`.
 
@@ -37,17 +56,18 @@ class WriterLock:
                 f"cannot open writer lock {path} for session {quote(session_id)}: {exc}", "PERSISTENCE_IO"
             ) from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            taken = try_flock(fd)
         except OSError as exc:
             os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise WriterConflictError(
-                    f"session {quote(session_id)} is already open for writing by another writer "
-                    f"(lock {path} is held); refusing to interleave events"
-                ) from exc
             raise PersistenceError(
                 f"cannot lock {path} for session {quote(session_id)}: {exc}", "PERSISTENCE_IO"
             ) from exc
+        if not taken:
+            os.close(fd)
+            raise WriterConflictError(
+                f"session {quote(session_id)} is already open for writing by another writer "
+                f"(lock {path} is held); refusing to interleave events"
+            )
         self._fd: int | None = fd
 
     @property
