@@ -30,7 +30,7 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -39,7 +39,6 @@ from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
-from ..session.masks import Masks
 from ..session.tokens import Tokenizer
 from .derive import ReplayEntry, served_entry
 from .errors import (
@@ -74,6 +73,9 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
     {"type": "block-start", "index": 0, "blockType": "text"},
     {"type": "text-delta", "index": 0, "text": "partial"},
 )
+
+if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
+    from ..session.masks import Masks
 
 _ANON = "<anonymous>"
 _UNSET: Any = object()

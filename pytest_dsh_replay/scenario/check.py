@@ -44,7 +44,6 @@ from ..modes import Backend, RecordMode
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
 from ..replay.errors import RequestMismatchError, RequestShapeError
 from ..session import END_SEED_TYPE
-from ..session.masks import Masks
 from .compare import (
     LogMismatch,
     compare_event_logs,
@@ -69,6 +68,7 @@ from .runner import RunOptions, RunResult, run_scenario
 from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
 
 if TYPE_CHECKING:
+    from ..session.masks import Masks
     from .record import EpisodeModel, WatchedModel
 
 # The recorder (.record) and the writer (.write) are imported by the plans that run them: a green replay,

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import orjson
 from msgspec import Struct
 
 from ..layout import log_name
-from ..session.masks import Masks
 from .normalize import Normalization, SessionLog, normalize_logs
+
+if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
+    from ..session.masks import Masks
+
 
 _PATH_PART = re.compile(r"\['([^']*)'\]|\[(\d+)\]")
 

@@ -18,16 +18,18 @@ normalizes to the same text as a live run.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from msgspec import Struct
 
 from ..errors import quote
-from ..session.masks import Masks
 from ..session.tokens import CWD_TOKEN as CWD_TOKEN  # re-exported: the writer spells it
 from ..session.tokens import Tokenizer
 from .errors import LogReadError
+
+if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
+    from ..session.masks import Masks
 
 #: The reference's normalized placeholders that may stand in a fixture instead of a real value.
 FIXTURE_SESSION_PLACEHOLDER = "{{sessionId}}"

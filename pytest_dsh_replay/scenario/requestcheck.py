@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..layout import SCRIPTED_FILE
 from ..replay import ReplayModel, SessionScript
 from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
-from ..session.masks import Masks
 from .definition import Scenario
 from .normalize import SessionLog
 
@@ -25,6 +24,10 @@ Requests = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 #: the item's way to refresh the pins (``ReplayModel(pin_refresh=...)``)
+if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
+    from ..session.masks import Masks
+
+
 PIN_REFRESH = (
     "--snapshot-update --dsh-accept-changed-requests refreshes those pins from a replay, keeping the "
     "recorded answers, which the model gave to the old request; re-record when the answers depend on them"

@@ -21,10 +21,12 @@ import functools
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .codec import map_strings
-from .masks import Masks
+
+if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
+    from .masks import Masks
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 CWD_TOKEN = "{{cwd}}"

@@ -167,7 +167,8 @@ def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: 
     imported is compiled again by every pytest process and xdist worker.
 
     Regression: the first item compiled the recorder, the scripted model, the writer, the SQLite backend
-    and the lazy scanner (about 2,700 source lines) it never called."""
+    and the lazy scanner (about 2,700 source lines) it never called; later the masks module (300 lines),
+    which eight modules imported for annotations although a run without ``--dsh-mask`` builds no mask."""
     shutil.copytree(BUNDLED / "spawn", pytester.path / "scenarios" / "spawn")
     pytester.makeconftest(
         """
@@ -177,7 +178,7 @@ def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: 
             unneeded = ("pytest_dsh_replay.scenario.record", "pytest_dsh_replay.scenario.write",
                         "pytest_dsh_replay.llm.scripted", "pytest_dsh_replay.persistence.sqlite",
                         "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat",
-                        "pytest_dsh_replay.replay.override")
+                        "pytest_dsh_replay.replay.override", "pytest_dsh_replay.session.masks")
             loaded = sorted(m for m in unneeded if m in sys.modules)
             assert "pytest_dsh_replay.scenario.check" in sys.modules
             (session.config.rootpath / "loaded.txt").write_text(",".join(loaded))
