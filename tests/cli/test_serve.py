@@ -329,6 +329,9 @@ def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
     proc, answer, slow, stderr = _held_request(tmp_path, hold)
     try:
         proc.send_signal(signal.SIGTERM)
+        # the second signal only once serve has taken the first: two pending signals are delivered
+        # lowest number first, so sent back to back SIGINT could arrive before SIGTERM
+        stderr.wait_for("in flight")
         proc.send_signal(signal.SIGINT)
         try:
             code = proc.wait(timeout=20)  # the upstream holds the answer for 30 s
