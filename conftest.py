@@ -14,10 +14,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import shutil
 from pathlib import Path
 
 import pytest
+
+# The HTTP transports under the openai and anthropic SDKs import their connection modules on the first
+# request. Imported inside an in-process pytester run, such a module is dropped from sys.modules when
+# the run ends while the transport keeps its exception classes; a later connection error in this
+# process then fails the transport's isinstance mapping and escapes the SDK unmapped. Imported here,
+# before any pytester run, they stay.
+for _transport in ("httpcore", "httpcore2"):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_transport)
 
 REPO = Path(__file__).resolve().parent
 BUNDLED = REPO / "scenarios"
