@@ -141,7 +141,9 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
 
     Returns:
         ``[{"kind":"chunks","chunks":[chunk, ...]}, ...]``; the chunk dicts are the events'
-        own objects (not copied). ``[]`` when there is no call.
+        own objects (not copied), except a packed row's members read from an unexpanded
+        :class:`~.parse.LogEvents` (fresh chunk dicts, no event dicts built). ``[]`` when there is
+        no call.
 
     Raises:
         ReplayDeriveError: ``REPLAY_UNFINISHED_CALL`` (a group without ``finish``; names call
