@@ -33,6 +33,8 @@ from ..itemreport import endpoint_note_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
+#: the code of a recorded request or session left unused, as a problem line starts
+NOT_CONSUMED = "[MCP_NOT_CONSUMED]"
 #: seconds teardown waits for the test's relays to end by themselves, then again after SIGTERM
 WAIT = 10.0
 
@@ -136,12 +138,14 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
 
 
 def finish(
-    servers: McpServers, failed: str = "", record_on_error: bool = False
+    servers: McpServers, failed: str = "", record_on_error: bool = False, unused: bool = True
 ) -> tuple[list[str], list[str]]:
     """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``.
 
     ``failed``: what the test raised, as one line (``""``: it passed); a failed test's sessions are
-    not written (a partial session would be replayed as the server's), unless ``record_on_error``."""
+    not written (a partial session would be replayed as the server's), unless ``record_on_error``.
+    ``unused``: recorded requests and sessions left unused are problems (``MCP_NOT_CONSUMED``); not
+    when the test failed first (``endpoint.fixture.unused_counts``, the endpoint's rule)."""
     from .relay import McpOutcome, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
@@ -166,9 +170,9 @@ def finish(
             if path.exists():
                 outcome = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
                 outcomes[name, i] = outcome
-                problems += outcome.problems
+                problems += [p for p in outcome.problems if unused or not p.startswith(NOT_CONSUMED)]
     recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
-    if not servers.allow_unused:
+    if unused and not servers.allow_unused:
         for name in names:
             if name not in recording:  # a recording run: sessions past it are replaced, not unused
                 started = len(_claims(run_dir, name))
@@ -213,6 +217,7 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         check_marker,
         recording_dir,
         rerecord_command,
+        unused_counts,
     )
 
     config = request.config
@@ -243,7 +248,9 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         )
         yield servers
         record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
-        problems, notes = finish(servers, request.node.stash.get(FAILED, ""), record_on_error)
+        problems, notes = finish(
+            servers, request.node.stash.get(FAILED, ""), record_on_error, unused_counts(request.node)
+        )
     if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
         request.node.user_properties += endpoint_note_properties(notes)
     if problems:
