@@ -93,6 +93,8 @@ class McpServers:
         self.rerecord = rerecord
         self.accept_unused = accept_unused
         self.names: list[str] = []
+        #: the recorder's locks of the servers' files (``scenario.write.RecordingLock``), by name
+        self.locks: dict[str, Any] = {}
 
     def __call__(
         self, name: str, command: Sequence[str] | str, env: dict[str, str] | None = None
@@ -104,6 +106,12 @@ class McpServers:
         if not argv:
             raise HarnessError(f"dsh_mcp({name!r}): the server's command is empty", "MCP_CONFIG")
         if name not in self.names:
+            if self.mode is not RecordMode.NONE:
+                # this test records the server's files: the one recorder of them (the relays write
+                # into the run directory, teardown writes the directory)
+                from ..scenario.write import RecordingLock, mcp_files
+
+                self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
             self.names.append(name)
         args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
         args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
@@ -114,6 +122,13 @@ class McpServers:
         if os.environ.get("PYTHONPATH"):
             extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
         return McpServer(name, sys.executable, args, extra)
+
+
+    def release(self) -> None:
+        """Release the recorder's locks (idempotent)."""
+        locks, self.locks = self.locks, {}
+        for lock in locks.values():
+            lock.release()
 
 
 def _claims(run_dir: Path, name: str) -> list[int]:
@@ -248,9 +263,12 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         )
         yield servers
         record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
-        problems, notes = finish(
-            servers, request.node.stash.get(FAILED, ""), record_on_error, unused_counts(request.node)
-        )
+        try:
+            problems, notes = finish(
+                servers, request.node.stash.get(FAILED, ""), record_on_error, unused_counts(request.node)
+            )
+        finally:
+            servers.release()
     if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
         request.node.user_properties += endpoint_note_properties(notes)
     if problems:

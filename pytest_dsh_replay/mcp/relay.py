@@ -202,6 +202,8 @@ class McpRelay:
         #: replay: recorded requests served whose answer is not sent yet
         self.waiting: list[str] = []
         self.claimed = False
+        #: the recorder's lock of this server's files (a relay that writes its session itself)
+        self.lock: Any = None
 
     @property
     def records(self) -> bool:
@@ -227,6 +229,12 @@ class McpRelay:
                     "was given (dsh-replay mcp DIR --name NAME --record once -- COMMAND ARGS...)",
                     "MCP_CONFIG",
                 )
+            if config.writes and config.run_dir is None:
+                # the one recorder of this server's files in the directory (a model recorder and other
+                # servers' relays record beside it); the fixture and the endpoint hold it for theirs
+                from ..scenario.write import RecordingLock, mcp_files
+
+                self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
             session_id = f"mcp-{config.name}-{uuid.uuid4()}"
             from ..session import Session
 
@@ -518,18 +526,28 @@ class McpRelay:
                     f"fix the change that skipped them{rerecord}\n  (or let recorded requests go unused: "
                     f"{self.config.accept_unused})"
                 )
-        if self.log is not None:
-            self.log.close(why)
-            if outcome.problems:
-                outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
-            elif self.config.writes:
-                self._write(outcome)
+        try:
+            if self.log is not None:
+                self.log.close(why)
+                if outcome.problems:
+                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                elif self.config.writes:
+                    self._write(outcome)
+        finally:
+            self.unlock()
         self._leave(outcome)
         return outcome
+
+    def unlock(self) -> None:
+        """Release the recorder's lock (idempotent)."""
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
 
     def refused(self, exc: HarnessError) -> None:
         """:meth:`start` raised ``exc`` after the session was claimed: its outcome says so (the fixture
         reads it instead of waiting for a relay that is gone)."""
+        self.unlock()
         if self.claimed:
             self._leave(McpOutcome(self.config.name, self.plan.label, self.index, [f"[{exc.code}] {exc}"]))
 

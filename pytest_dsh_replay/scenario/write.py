@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import orjson
 from msgspec.structs import replace
 
-from ..errors import read_regular_file
+from ..errors import HarnessError, read_regular_file
 from ..layout import is_owned, owned_rank
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
@@ -261,29 +261,141 @@ def _orphans(directory: Path) -> list[Path]:
     ]
 
 
-#: ``(st_dev, st_ino)`` of the directories whose ``flock`` this process holds for longer than a write
-#: (the endpoint's recorder, from start to its write): a write into one of them is that holder's own,
-#: and a second ``flock`` on another descriptor would wait on it for ever.
-HELD_DIRECTORIES: set[tuple[int, int]] = set()
-
-
 @contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the scenario directory itself (no lock file is added to it):
-    concurrent writes of one scenario are serialized, and a temp file seen while holding it belongs to
-    no live write. A directory this process holds already (:data:`HELD_DIRECTORIES`) is not locked
-    again."""
+    """Hold an exclusive ``flock`` on the scenario directory itself (no lock file is added to it) for
+    the length of one write: concurrent writes into one directory (a model recorder's and MCP relays',
+    each of its own files) are serialized, so two swaps never share the journal or see each other's
+    staged files, and a temp file seen while holding it belongs to no live write. Recorders never hold
+    it for longer (:class:`RecordingLock` is their lock)."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise _failed(directory, "open the scenario directory", exc) from exc
     try:
-        stat = os.fstat(fd)
-        if (stat.st_dev, stat.st_ino) not in HELD_DIRECTORIES:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+#: The model recorder's file set (``session*.jsonl``, pins, sidecars, ``endpoint.json``) as
+#: :class:`RecordingLock` names it; an MCP server's is ``mcp.<name>`` (:func:`mcp_files`).
+MODEL_FILES = "session"
+#: A recorder's lock file: ``.dsh-recording.<file set>.lock`` (there while it records, removed after).
+_RECORDING_LOCK = ".dsh-recording.{}.lock"
+
+
+def mcp_files(name: str) -> str:
+    """The file set of MCP server ``name`` (``mcp.<name>.jsonl``, ``mcp.<name>.<n>.jsonl``)."""
+    return f"mcp.{name}"
+
+
+class RecordingLockedError(HarnessError):
+    """Another recorder records the same files into the directory (:class:`RecordingLock`)."""
+
+    code = "ENDPOINT_RECORDING_LOCKED"
+
+
+class RecordingLock:
+    """The one recorder of each file set of a recording directory, from its start to the end of its
+    write: the model's conversations (:data:`MODEL_FILES`: ``serve --record``, ``dsh_endpoint``) and
+    each MCP server's sessions (:func:`mcp_files`: ``dsh-replay mcp``, ``dsh_mcp``, ``serve --mcp``).
+    Recorders of different sets record into one directory at once (their writes are serialized by
+    :func:`_directory_lock`); a second recorder of a set is refused at its start.
+
+    The lock is an exclusive, non-blocking ``flock`` on ``DIR/.dsh-recording.<set>.lock``, a file in
+    the directory itself, so recorders that spell the directory differently (a symlink, ``..``) or run
+    with different temp directories (``TMPDIR`` of tox, a container sharing the work tree) meet on it.
+    The file is removed at release while still locked (a recorder that opened it meanwhile finds
+    another file under the name and locks again); a killed recorder's lock is released by the kernel
+    and its file is taken over by the next recorder of the set. A directory made for the lock that is
+    still empty at release is removed.
+
+    Args:
+        directory: the recording directory (made when it does not exist).
+        files: the file sets recorded (:data:`MODEL_FILES`, :func:`mcp_files`): all or none are taken.
+
+    Raises (from the constructor):
+        RecordingLockedError: another recorder (in this process or another) holds one of the sets.
+        HarnessError: ``ENDPOINT_CONFIG``, the directory or a lock file cannot be made or opened.
+    """
+
+    def __init__(self, directory: Path, files: Sequence[str] = (MODEL_FILES,)) -> None:
+        self.directory = directory
+        #: the directories made for the lock, the recording directory first
+        self._created: list[Path] = []
+        self._held: list[tuple[Path, int]] = []
+        try:
+            for name in files:
+                self._held.append(self._take(name))
+        except BaseException:
+            self.release()
+            raise
+
+    def _take(self, files: str) -> tuple[Path, int]:
+        from ..persistence.locking import try_flock
+
+        directory = self.directory
+        path = directory / _RECORDING_LOCK.format(files)
+        for _attempt in range(100):
+            try:
+                if not directory.exists():
+                    missing = [directory, *(p for p in directory.parents if not p.exists())]
+                    directory.mkdir(parents=True)
+                    self._created = self._created or missing
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except (FileExistsError, FileNotFoundError):
+                continue  # made, or removed (empty) by a recorder that released it, meanwhile
+            except OSError as exc:
+                raise HarnessError(
+                    f"{directory}: cannot make the recording directory or its lock {path.name}: "
+                    f"{exc.strerror}",
+                    "ENDPOINT_CONFIG",
+                ) from exc
+            try:
+                taken = try_flock(fd)
+            except OSError:
+                os.close(fd)
+                raise
+            if not taken:
+                os.close(fd)
+                what = "the model's conversations" if files == MODEL_FILES else f"{files}*.jsonl"
+                raise RecordingLockedError(
+                    f"{directory}: another recorder is recording {what} into this directory (its lock "
+                    f"{path.name} is held by serve --record, dsh-replay mcp, or the dsh_endpoint or "
+                    "dsh_mcp fixture): a second one would overwrite its recording; stop the other one, "
+                    "or record into another directory"
+                )
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return path, fd
+            os.close(fd)  # removed by the recorder that released it: lock the file under the name now
+        raise HarnessError(f"{path}: cannot take the recorder's lock", "ENDPOINT_CONFIG")
+
+    def release(self) -> None:
+        """Release every lock, removing its file (still locked), then the directory and the parents made
+        with it when they are empty (idempotent)."""
+        held, self._held = self._held, []
+        for path, _fd in held:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass  # a read-only directory: the file stays, unlocked (the next recorder takes it)
+        self._remove_made()
+        for _path, fd in held:
+            os.close(fd)
+
+    def _remove_made(self) -> None:
+        for made in self._created:  # the recording directory, then its parents made with it
+            try:
+                made.rmdir()
+            except OSError:  # not empty (written, another recorder's lock), or gone: it stays
+                break
+        self._created = []
 
 
 #: The write journal: the commit point of a fixture set's swap (module doc, "Atomic against a kill").
@@ -717,13 +829,17 @@ def current_fixtures(scenario: Scenario) -> Fixtures:
 
 __all__ = [
     "FAULT_ENV",
+    "MODEL_FILES",
     "WRITE_JOURNAL",
     "Normalization",
+    "RecordingLock",
+    "RecordingLockedError",
     "RunLogs",
     "WriteIncompleteError",
     "accept_kept",
     "current_fixtures",
     "file_mode",
+    "mcp_files",
     "owned_files",
     "recover_write",
     "write_findings",
