@@ -87,6 +87,8 @@ class McpServers:
         self.directory = directory
         #: the run's mask patterns (a hook's mask with a ``when`` predicate cannot reach a subprocess)
         self.masks = list(masks)
+        #: the run's masks (``session.masks.Masks``) the writer compares recorded sessions with
+        self.run_masks: Any = None
         self.allow_unused = allow_unused
         self.mode = mode
         self.run_dir = run_dir
@@ -215,7 +217,7 @@ def finish(
             own = run_dir / f"{name}.{i}.jsonl"
             logs.append(read_log_file(own if own.exists() else servers.directory / mcp_log_name(name, i)))
         cwd = str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()
-        written, _removed = write_sessions(servers.directory, name, logs, cwd)
+        written, _removed = write_sessions(servers.directory, name, logs, cwd, servers.run_masks)
         notes.append(
             f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
             f"({len(written)} file(s) changed)"
@@ -261,6 +263,7 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         servers = McpServers(
             recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
+        servers.run_masks = masks
         yield servers
         record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
         try:

@@ -39,6 +39,7 @@ from ..modes import RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .log import (
+    MESSAGE_EVENT,
     TOOLS_CALL,
     McpScript,
     McpSessionLog,
@@ -580,7 +581,9 @@ class McpRelay:
             tmp.write_text(log_to_jsonl(log), encoding="utf-8")
             tmp.replace(target)
             return
-        written, removed = write_sessions(self.config.directory, self.config.name, [log], self.cwd)
+        written, removed = write_sessions(
+            self.config.directory, self.config.name, [log], self.cwd, self.config.masks
+        )
         outcome.written, outcome.removed = [str(p) for p in written], [str(p) for p in removed]
         outcome.notes.append(
             f"recorded MCP server {self.config.name!r} ({len(log.events)} events) into "
@@ -621,28 +624,32 @@ def quote_json(value: Any, width: int = 200) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def write_sessions(directory: Path, name: str, logs: list[Any], cwd: str) -> tuple[list[Path], list[Path]]:
+def write_sessions(
+    directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None
+) -> tuple[list[Path], list[Path]]:
     """Write the sessions of server ``name`` (in start order) with the one stable writer, scrubbed by the
-    run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``."""
+    run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``.
+
+    Stable by the model recordings' rule (``scenario.write``; docs/mcp.md, "Re-recording"): a session
+    equal to the recorded one after normalization (session ids, UUIDs, cwd, ``createdAt`` and event
+    ``time`` never count) and with the run's ``masks``
+    (:class:`~pytest_dsh_replay.session.masks.Masks`) keeps every recorded byte; one that differs is
+    rewritten whole in the recording's spelling."""
     from ..scenario.definition import Scenario, ScenarioConfig
-    from ..scenario.fixtures import Fixtures, load_fixtures
+    from ..scenario.normalize import Normalization
     from ..scenario.record import secret_scrubber
-    from ..scenario.write import write_fixtures
+    from ..scenario.write import current_fixtures, write_fixtures
 
     directory.mkdir(parents=True, exist_ok=True)
     existing = mcp_log_files(directory, name)
     scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
-    try:
-        base = load_fixtures(scenario, check_seqs=False)
-        base = Fixtures() if base.foreign else base
-    except HarnessError:
-        base = Fixtures()  # a damaged recording is what this one replaces
     paths = [directory / mcp_log_name(name, i) for i in range(len(logs))]
     return write_fixtures(
         scenario,
         _Run(logs, cwd),
         secret_scrubber([]),
-        base=base,
+        base=current_fixtures(scenario, existing, own=[MESSAGE_EVENT]),
+        normalization=Normalization(masks=masks),
         log_paths=paths,
         remove=[p for p in existing if p not in paths],
     )

@@ -782,7 +782,7 @@ def write_fixtures(
         recover_write(scenario.path)
         base = None
     if base is None:
-        base = current_fixtures(scenario)
+        base = current_fixtures(scenario, None if log_paths is None else scenario.fixtures)
     composer = _Composer(result.logs, result.cwd, base, normalization, strict_layout)
     rendered: list[tuple[Path, bytes]] = []
     produced: set[Path] = set()
@@ -814,17 +814,25 @@ def write_fixtures(
     return written, [*stale, *orphans]
 
 
-def current_fixtures(scenario: Scenario) -> Fixtures:
-    """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole)."""
-    from ..errors import HarnessError
+def current_fixtures(scenario: Scenario, files: Sequence[Path] | None = None, own: Sequence[str] = ()) -> Fixtures:
+    """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole).
+
+    Args:
+        scenario: the directory.
+        files: the logs read (default: the scenario's fixture logs, ``definition.fixture_files``); an
+            MCP server's sessions (``layout.mcp_log_files``) for their writer.
+        own: event types of this harness's own that do not make the logs foreign
+            (``fixtures.foreign_reason``: ``mcp/message`` in MCP sessions).
+    """
     from .definition import fixture_files
+    from .fixtures import foreign_reason
 
     try:
-        current = Scenario(scenario.path, scenario.steps, scenario.config, fixture_files(scenario.path))
-        base = load_fixtures(current, check_seqs=False)
+        found = fixture_files(scenario.path) if files is None else tuple(files)
+        base = load_fixtures(Scenario(scenario.path, scenario.steps, scenario.config, found), check_seqs=False)
     except HarnessError:
         return Fixtures()  # damaged fixtures are what a recording replaces: nothing of them is kept
-    return Fixtures() if base.foreign else base
+    return Fixtures() if base.foreign and foreign_reason(base.logs, own) else base
 
 
 __all__ = [

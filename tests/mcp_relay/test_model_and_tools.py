@@ -88,3 +88,26 @@ def test_a_model_request_mismatch_is_the_one_failure(pytester: pytest.Pytester) 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*request mismatch at call #1*"])
     assert "MCP_NOT_CONSUMED" not in result.stdout.str()
+
+
+def test_re_recording_an_unchanged_run_rewrites_nothing(pytester: pytest.Pytester) -> None:
+    """Re-recording a run whose only change is a masked volatile value in the tool's result (a fresh
+    request id) keeps both the conversation and the MCP session, byte for byte: the directory still
+    holds one run, which replays without the mask.
+
+    Regression: the MCP session was rewritten on every re-record (its header id and times, and with a
+    mask the new request id), while the model's log was kept: the directory mixed two runs, and a
+    replay without the mask was refused (the tool result the model had recorded differed)."""
+    write_test(pytester, VOLATILE="1")
+    mask = "--dsh-mask=req-[0-9a-f]+"
+    record(pytester, "--dsh-record=once", mask).assert_outcomes(passed=1)
+    recording = pytester.path / "recs" / "agent"
+    before = {p.name: p.read_bytes() for p in recording.iterdir()}
+
+    result = record(pytester, "--dsh-record=rewrite", mask)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*recorded MCP server 'tickets' (1 session(s)) into *(0 file(s) changed)*"])
+    result.stdout.fnmatch_lines(["*recorded 1 conversation(s) from 2 request(s) into *(0 file(s) changed*"])
+    assert {p.name: p.read_bytes() for p in recording.iterdir()} == before
+
+    pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
