@@ -141,12 +141,18 @@ def _chat_agent(url: str, *, stream: bool) -> list[Any]:
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"]},
+                    }
                     for c in answer["calls"]
                 ],
             }
         )
-        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "a.txt b.txt"} for c in answer["calls"]]
+        messages += [
+            {"role": "tool", "tool_call_id": c["id"], "content": "a.txt b.txt"} for c in answer["calls"]
+        ]
     raise AssertionError("the loop did not end")
 
 
@@ -177,7 +183,9 @@ def _responses_agent(url: str, *, stream: bool) -> list[Any]:
         if not calls:
             return seen
         items += [{k: v for k, v in d.items() if k != "id"} for d in dumped]
-        items += [{"type": "function_call_output", "call_id": c["call_id"], "output": "a.txt b.txt"} for c in calls]
+        items += [
+            {"type": "function_call_output", "call_id": c["call_id"], "output": "a.txt b.txt"} for c in calls
+        ]
     raise AssertionError("the loop did not end")
 
 
@@ -187,7 +195,12 @@ def _messages_agent(url: str, *, stream: bool) -> list[Any]:
     tools = [{"name": "ls", "description": "list", "input_schema": {"type": "object", "properties": {}}}]
     seen: list[Any] = []
     for _ in range(2):
-        params: dict[str, Any] = {"model": "claude-test", "max_tokens": 64, "messages": messages, "tools": tools}
+        params: dict[str, Any] = {
+            "model": "claude-test",
+            "max_tokens": 64,
+            "messages": messages,
+            "tools": tools,
+        }
         if stream:
             with client.messages.stream(**params) as events:
                 answer = events.get_final_message()
@@ -202,7 +215,9 @@ def _messages_agent(url: str, *, stream: bool) -> list[Any]:
         messages.append(
             {
                 "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": c["id"], "content": "a.txt b.txt"} for c in calls],
+                "content": [
+                    {"type": "tool_result", "tool_use_id": c["id"], "content": "a.txt b.txt"} for c in calls
+                ],
             }
         )
     raise AssertionError("the loop did not end")

@@ -813,7 +813,9 @@ def message_events(message: object, *, where: str = "the messages endpoint") -> 
         events.append({"type": "content_block_start", "index": index, "content_block": start})
         events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
         events.append({"type": "content_block_stop", "index": index})
-    events.append({"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}, "usage": {}})
+    events.append(
+        {"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}, "usage": {}}
+    )
     events.append({"type": "message_stop"})
     return events
 
@@ -932,8 +934,8 @@ class MessagesStreamEncoder:
     :meth:`feed` returns the SSE frames (``event: X\\ndata: {...}\\n\\n`` as bytes) a chunk produces;
     :meth:`error` the frames of an error after the answer started, :meth:`close` the closing ones.
     A block's ``content_block_start`` is sent at its first delta or its end (a tool call's id and name
-    come with its first delta; arguments its deltas did not carry are sent at its end); a reasoning block's signature as a ``signature_delta`` before its
-    ``content_block_stop``; ``provider-fields`` blocks are not sent. A ``finish`` of kind ``error``
+    come with its first delta; arguments its deltas did not carry are sent at its end); a reasoning
+    block's signature as a ``signature_delta`` before its ``content_block_stop``; ``provider-fields`` blocks are not sent. A ``finish`` of kind ``error``
     becomes an ``error`` event; a stream closed before any ``finish`` ends with an ``error`` event too.
     """
 
