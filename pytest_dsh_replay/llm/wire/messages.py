@@ -936,7 +936,8 @@ class MessagesStreamEncoder:
     A block's ``content_block_start`` is sent at its first delta or its end (a tool call's id and name
     come with its first delta; arguments its deltas did not carry are sent at its end); a reasoning
     block's signature as a ``signature_delta`` before its ``content_block_stop``; ``provider-fields``
-    blocks are not sent. A ``finish`` of kind ``error`` becomes an ``error`` event; a stream closed before any ``finish`` ends with an ``error`` event too.
+    blocks are not sent. A ``finish`` of kind ``error`` becomes an ``error`` event; a stream closed
+    before any ``finish`` ends with an ``error`` event too.
     """
 
     def __init__(self, model: str, response_id: str) -> None:
