@@ -88,13 +88,22 @@ class Guard:
     Args:
         host: the address the endpoint listens on (``127.0.0.1``).
         allow_origins: origins a request may carry (normalized by :func:`normalize_origin`).
+        origin_flag: how the caller allows an origin, as a refusal names it (``dsh-replay serve
+            --allow-origin ORIGIN``; the fixture's option, ini value and marker keyword).
 
     Raises:
         OriginError: an origin to allow that is not one.
     """
 
-    def __init__(self, host: str, allow_origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        host: str,
+        allow_origins: Iterable[str] = (),
+        *,
+        origin_flag: str = "dsh-replay serve --allow-origin ORIGIN",
+    ) -> None:
         self.names = frozenset({host.lower(), *LOOPBACK_NAMES})
+        self.origin_flag = origin_flag
         self.origins = frozenset(normalize_origin(o) for o in allow_origins)
 
     def refusal(self, headers: Any, port: int | None) -> tuple[str, str] | None:
@@ -108,8 +117,7 @@ class Guard:
             return (
                 "ENDPOINT_ORIGIN_REFUSED",
                 f"dsh-replay endpoint: refused a request from origin {origin!r}: the endpoint serves the "
-                "programs on this machine, not web pages (allow an origin with dsh-replay serve "
-                "--allow-origin ORIGIN)",
+                f"programs on this machine, not web pages (allow an origin with {self.origin_flag})",
             )
         site = str(headers.get("Sec-Fetch-Site", "")).lower()
         if site in _CROSS_SITE and not allowed:

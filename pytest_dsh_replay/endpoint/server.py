@@ -144,6 +144,7 @@ class EndpointConfig(Struct):
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
             a request from a web page is refused).
+        origin_flag: how the caller allows an origin, as a refusal names it.
         record_on_error: a run with problems writes every conversation, failed calls included, into
             the directory even over a recording (vcrpy's ``record_on_exception``); otherwise its good
             conversations only, and beside a recording it would replace (:data:`KEPT_DIR`).
@@ -168,6 +169,7 @@ class EndpointConfig(Struct):
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
+    origin_flag: str = "dsh-replay serve --allow-origin ORIGIN"
     record_on_error: bool = False
     accept_flag: str = "EndpointConfig(record_on_error=True)"
 
@@ -415,7 +417,7 @@ class Endpoint:
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
 
-        guard = Guard(self.config.host, self.config.allow_origins)
+        guard = Guard(self.config.host, self.config.allow_origins, origin_flag=self.config.origin_flag)
         self.line_limit = max_line_bytes()
         try:
             self._build()
