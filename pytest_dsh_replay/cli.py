@@ -1,7 +1,8 @@
 """The ``dsh-replay`` command line (harness.md §7), built on click with rich output.
 
 Commands: ``show``, ``validate``, ``derive``, ``diff``, ``record``, ``serve``, ``report``. One exit-code
-rule for all: 0 ok / same; 1 findings (``validate``, ``derive``'s seq findings), differences (``diff``) or
+rule for all: 0 ok / same; 1 findings (``validate``; ``show`` and ``report`` of a log ``validate`` finds
+damaged, after their output; ``derive``'s seq findings), differences (``diff``) or
 failed scenarios (``record``); 2 usage errors (a bad option value, ``record --model bogus`` included) and
 input a command cannot read (``show``, ``derive``, ``diff``; ``validate`` reports unreadable input
 as a finding, exit 1). Bad input of any kind is reported as a typed
@@ -98,6 +99,20 @@ def _load_logs(path: Path) -> list[SessionLog]:
 
 #: The exit codes of every command (see the module docstring).
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _log_findings(files: Sequence[Path], errors: Sequence[str] = ()) -> list[Any]:
+    """What ``validate`` finds in these logs of one recording (header, seq contiguity, turn/step
+    balance, tool pairing, lineage, surface, secrets): its own per-log checks
+    (:func:`~.scenario.validate.validate_log_files`), so ``show`` and ``report`` call a log damaged
+    exactly when ``validate`` does. The inventory (``input.json``, pins, sidecars) is ``validate``'s
+    alone. ``errors``: ``[CODE] message`` texts the caller reported already (an unreadable log), left out.
+    """
+    from .scenario.validate import UnitReport, validate_log_files
+
+    report = UnitReport(Path())
+    validate_log_files(files, report, _cli_scrubber())
+    return [f for f in report.findings if str(f) not in errors]
 
 
 def _print_error(exc: HarnessError) -> None:
@@ -405,12 +420,14 @@ def show(path: Path) -> None:
     """Show the session tree of a scenario directory or log: lineage, fork boundaries, turns, calls, tools.
 
     A folder of scenarios (as ``validate`` takes) shows one tree per scenario at or under it, every
-    one whatever an earlier one held. Logs are streamed (memory bounded by the largest line). Exit 2
-    on unreadable input (after the other trees were shown).
+    one whatever an earlier one held. Logs are streamed (memory bounded by the largest line). Below
+    each tree, what ``validate`` finds in its logs (a seq gap, a turn closed twice, ...), one
+    ``finding [CODE] message`` line each. Exit 1 when there is any (every tree shown); 2 on unreadable
+    input (after the other trees were shown).
     """
     _existing(path)
     units = _show_units(path)
-    failed = False
+    failed = damaged = False
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         for unit, problem in units:
             spool.seek(0)
@@ -426,8 +443,12 @@ def show(path: Path) -> None:
                     raise
                 _print_error(exc)
                 failed = True
-    if failed:
-        sys.exit(EXIT_USAGE)
+                continue
+            found = _log_findings(files)
+            _print_findings(found)
+            damaged = damaged or bool(found)
+    if failed or damaged:
+        sys.exit(EXIT_USAGE if failed else EXIT_FINDINGS)
 
 
 def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
@@ -791,10 +812,14 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
     and usage). A PATH is a scenario directory, an endpoint recording, a log file, or a folder of
     them (every recording ``validate`` finds there).
 
-    Exit 0 when every recording was read; 2 when one could not be (the page is written all the same,
-    naming it) or on a usage error.
+    A recording whose logs ``validate`` finds damaged (a seq gap, a turn closed twice, ...) is marked
+    on the page (a "damaged" badge, its findings listed) and its findings are printed.
+
+    Exit 0 when every recording was read whole; 1 when one is damaged; 2 when one could not be read
+    (the page is written all the same, naming it) or on a usage error.
     """
     from .report import read_recording, report_payload, write_report
+    from .report.build import recording_files
 
     for path in paths:  # every PATH checked before anything is read
         _existing(path)
@@ -804,6 +829,9 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
             recording = read_recording(unit)
             if problem:
                 recording.error = f"[PATH_UNREADABLE] {unit}: cannot list this directory ({problem})"
+            elif not recording.error:
+                errors = [s.error for s in recording.sessions]
+                recording.findings = [str(f) for f in _log_findings(recording_files(unit), errors)]
             recordings.append(recording)
     problems = [r.error for r in recordings if r.error] + [
         f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
@@ -818,10 +846,17 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
         ) from None
     for problem in problems:
         console.print(f"[red]error[/red]: {escape(problem)}")
+    for recording in recordings:
+        for finding in recording.findings:
+            console.print(f"[red]finding[/red] {escape(finding)}")
     sessions = sum(len(r.sessions) for r in recordings)
-    console.print(f"wrote {output} ({size:,} bytes): {len(recordings)} recording(s), {sessions} session(s)")
-    if problems:
-        sys.exit(EXIT_USAGE)
+    damaged = sum(bool(r.findings) for r in recordings)
+    console.print(
+        f"wrote {output} ({size:,} bytes): {len(recordings)} recording(s), {sessions} session(s)"
+        + (f", {damaged} damaged" if damaged else "")
+    )
+    if problems or damaged:
+        sys.exit(EXIT_USAGE if problems else EXIT_FINDINGS)
 
 
 #: pytest's exit codes mapped to the command's rule (0 ok, 1 failed scenarios, 2 anything else:

@@ -500,5 +500,6 @@ def report_payload(
         model_calls=sum(s.calls for r in recs for s in r.sessions),
         input_tokens=sum(s.input_tokens for r in recs for s in r.sessions),
         output_tokens=sum(s.output_tokens for r in recs for s in r.sessions),
+        damaged=sum(bool(r.findings) for r in recs),
     )
     return Report(title, summary, ordered, recs, run=run)

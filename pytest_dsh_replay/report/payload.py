@@ -137,12 +137,15 @@ class Recording(Struct, omit_defaults=True):
         path: where it is (as given or as the run reported it). ``kind``: ``scenario``, ``endpoint``,
             ``logs`` (a directory of logs without ``input.json``) or ``log`` (one file).
         sessions: its logs in harvest order; ``error``: why it could not be read whole.
+        findings: what ``dsh-replay validate`` finds in its logs (``[CODE] message`` each, a seq gap, a
+            turn closed twice, ...): the recording is damaged; filled by ``dsh-replay report``.
     """
 
     path: str
     kind: str
     sessions: list[SessionView] = field(default_factory=list)
     error: str = ""
+    findings: list[str] = field(default_factory=list)
 
 
 class Item(Struct, omit_defaults=True):
@@ -186,6 +189,7 @@ class Summary(Struct, omit_defaults=True):
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    damaged: int = 0  # recordings with findings
 
 
 class Report(Struct, omit_defaults=True):

@@ -46,7 +46,7 @@ class SessionLog(Struct):
     """
 
     header: Header
-    events: list[Event]
+    events: Sequence[Event]
     source: str = ""
 
     @property

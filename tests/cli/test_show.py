@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests._input_helpers import BUNDLED, cli
 
+from .helpers import findings, read_rows, shared, write_rows
 from .helpers import out as _out
-from .helpers import read_rows, shared, write_rows
 
 
 def test_show_of_a_folder_prints_one_tree_per_scenario() -> None:
@@ -91,7 +91,8 @@ def test_show_and_derive_with_data_and_reason_of_wrong_types(tmp_path: Path) -> 
         ],
     )
     shown = cli("show", log)  # before: AttributeError 'list' object has no attribute 'get'
-    assert shown.exit_code == 0, shown.output
+    assert shown.exit_code == 1, shown.output  # the tree, then what validate finds: data not objects
+    assert [line.split("]")[0] for line in findings(shown)] == ["finding [LOG_BAD_EVENT"] * 3
     assert "turn 1 (seq 0-7): 1 step(s), 1 model call(s), tools: None -> 'completed'" in _out(shown)
     derived = cli("derive", log)  # before: AttributeError on the finish reason
     assert derived.exit_code == 0, derived.output

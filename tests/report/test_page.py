@@ -80,6 +80,27 @@ def test_a_scenario_directory_shows_its_session_tree(page: Any, tmp_path: Path) 
     page.screenshot(path=str(screenshot_dir(tmp_path) / "report-tree.png"), clip=TREE_CLIP)
 
 
+def test_a_damaged_recording_is_marked_so(page: Any, tmp_path: Path) -> None:
+    """A log with an event missing (what ``dsh-replay validate`` reports as LOG_SEQ_GAP): the page
+    says the recording is damaged, in its summary and its header, and lists the finding."""
+    damaged = tmp_path / "spawn-and-fork"
+    shutil.copytree(SPAWN_AND_FORK, damaged)
+    log = damaged / "session.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:3] + lines[4:]))
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(damaged), "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    open_report(page, out)
+    assert "1\ndamaged recordings" in page.locator("#cards").inner_text()
+    head = page.locator(".rec > summary").first
+    assert head.locator(".badge", has_text="damaged").is_visible()
+    assert "finding(s) of dsh-replay validate" in head.inner_text()  # the gap, and the children's seeds
+    listed = page.locator(".rec details.findings")
+    assert listed.locator("pre").is_visible()
+    assert "[LOG_SEQ_GAP]" in listed.inner_text() and "1 event missing before seq 3" in listed.inner_text()
+
+
 def test_a_session_transcript_is_built_when_expanded(page: Any, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     report(SPAWN_AND_FORK, "-o", out)

@@ -5,14 +5,12 @@ test's red request, and the payload's size for a large run."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -23,15 +21,9 @@ from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_prop
 from pytest_dsh_replay.report import render_html, report_payload, write_report
 from pytest_dsh_replay.report.payload import Item
 
+from ._payload import payload_of
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def payload_of(html: str) -> dict[str, Any]:
-    """The JSON payload inlined in a report page (what its script reads)."""
-    found = re.search(r'<script type="application/json" id="payload">(.*?)</script>', html, re.S)
-    assert found is not None
-    value: dict[str, Any] = msgspec.json.decode(found.group(1))
-    return value
 
 
 def test_an_item_report_carries_its_recording_diffs_and_commands() -> None:
@@ -119,10 +111,13 @@ def test_a_secret_a_log_still_holds_shows_as_redacted(tmp_path: Path) -> None:
     log.write_bytes(b"\n".join(map(orjson.dumps, events)))
     out = tmp_path / "r.html"
     result = CliRunner().invoke(main, ["report", str(log.parent), "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # damaged: secrets, a turn never closed (validate)
     html = out.read_text()
     assert key not in html and key[10:] not in html
-    (session,) = payload_of(html)["recordings"][0]["sessions"]
+    (recording,) = payload_of(html)["recordings"]
+    codes = {f.split("]")[0] for f in recording["findings"]}
+    assert {"[LOG_SECRET", "[LOG_SECRET_SPLIT", "[LOG_TURN"} <= codes
+    (session,) = recording["sessions"]
     texts = [e.get("text") for e in session["transcript"]]
     assert texts.count("[REDACTED]") == 2, texts  # the user's message and the assembled stream
 
