@@ -813,7 +813,9 @@ class LogStage:
             except HarnessError:
                 base = Fixtures()  # a damaged log is what this one replaces
             base = Fixtures() if base.foreign else base
-        self.log = SessionLog(header, [], f"live:{header.get('id', '')}")
+        #: the events being normalized (a list this stage owns: emptied after each :meth:`add`)
+        self.events: list[dict[str, Any]] = []
+        self.log = SessionLog(header, self.events, f"live:{header.get('id', '')}")
         self.composer = _Composer([self.log], cwd, base, NO_RULES, False)
         self.lines = _LogLines(self.composer, 0)
         self.fx_lines = self.composer.fx_norm[0][1] if base.logs else []
@@ -835,7 +837,7 @@ class LogStage:
         """Stage the run log's next events (in order)."""
         composer = self.composer
         for event in events:
-            self.log.events.append(event)
+            self.events.append(event)
             run_line = normalized_event(event, composer.run_ctx, self.log)
             composer.learn_uuids()
             pair = None
@@ -850,7 +852,7 @@ class LogStage:
             if self.size >= self.CHUNK:
                 self._flush()
         # the run log's events are not kept: the stage holds their lines
-        self.log.events.clear()
+        self.events.clear()
 
     def _flush(self) -> None:
         if not self.buffer:
