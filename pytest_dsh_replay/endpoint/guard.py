@@ -15,7 +15,8 @@ one aiohttp middleware that runs first on every route, before any body is read:
   request without ``Host`` (HTTP/1.0; no browser sends one) is served.
 
 A refusal is HTTP 403 with the JSON error of the path's API family
-(:func:`~.formats.format_for_path`: Chat Completions, Responses, Anthropic Messages), with
+(:func:`~.formats.error_body`: Chat Completions, Responses, Anthropic Messages; a JSON-RPC error on
+the MCP servers' ``/mcp/NAME``), with
 ``x-should-retry: false``; nothing is forwarded upstream and the run's verdict is not touched (the
 run's own traffic is what it judges). No CORS header is ever sent, to an allowed origin either: a
 page cannot read an answer, and a preflight (``OPTIONS`` with ``Origin``) is refused like any
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from ..errors import HarnessError
-from .formats import format_for_path
+from .formats import error_body
 
 #: The ``Sec-Fetch-Site`` values a browser sends on a request that another site's page started.
 _CROSS_SITE = frozenset({"cross-site", "same-site"})
@@ -178,7 +179,7 @@ def middleware(guard: Guard) -> Any:
         if refused is None:
             return await handler(request)
         code, message = refused
-        body = orjson.dumps(format_for_path(request.path).error_body(message, code, 403))
+        body = orjson.dumps(error_body(request.path, message, code, 403))
         return web.Response(
             body=body,
             status=403,

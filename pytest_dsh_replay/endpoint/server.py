@@ -48,7 +48,7 @@ from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS, format_for_path
+from .formats import FORMATS, MCP_PATH, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
@@ -89,7 +89,8 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
     The body has the shape of the API family the path belongs to, so the client's SDK raises it with
     the message: the Anthropic one (``{"type": "error", "error": {"type", "message"}}``) for
     ``/v1/messages`` and the paths under it (``count_tokens``, ``batches``), the OpenAI one
-    (``{"error": {"message", "type", "code"}}``) for every other path. The message names the method and
+    (``{"error": {"message", "type", "code"}}``) for every other path but the MCP servers' ``/mcp/...``
+    (a JSON-RPC error: :func:`~.formats.error_body`). The message names the method and
     path, what the endpoint serves, and a doubled ``/v1`` (a base URL given with ``/v1`` to an SDK that
     adds it itself).
     """
@@ -101,13 +102,15 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
         status, code = 404, "ENDPOINT_NOT_FOUND"
         what = f"{method} {path}: no such path"
     message = f"dsh-replay endpoint: {what}; it serves {routes}"
+    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+        message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
     if doubled is not None and not allowed:
         message += (
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
             "anthropic SDK the base URL without /v1, an OpenAI client the one with it)"
         )
-    return format_for_path(path).error_body(message, code, status), status
+    return error_body(path, message, code, status), status
 
 
 class EndpointConfigError(HarnessError):
