@@ -158,16 +158,19 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
     # a log with packed rows not yet read as events: its spans, unexpanded (no event dicts)
     items: Iterable[Any] = events.items if type(events) is LogEvents and not events.expanded else events
     for event in items:
-        if type(event) is PackedSpan:
+        try:
+            kind = event["type"]
+        except TypeError:  # no type check per event on the hot path: a span is not subscriptable
+            if type(event) is not PackedSpan:
+                raise
             # delta chunks only (never a finish): they extend the current call
             if cur:
                 if event.turn != turn or event.step != step:
-                    raise _unfinished(file, turn, step, first_seq, len(script))
+                    raise _unfinished(file, turn, step, first_seq, len(script)) from None
             else:
                 turn, step, first_seq = event.turn, event.step, event.seq0
             cur += event.run.chunks()
             continue
-        kind = event["type"]
         if kind == "assistant/chunk":
             try:
                 data = event["data"]

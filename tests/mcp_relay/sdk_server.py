@@ -1,15 +1,45 @@
-"""A stdio MCP server written with the ``mcp`` SDK (``MCPServer``, the 2.x name of FastMCP), for the
-tests that record a real SDK server: ``lookup(id)`` answers a fixed text, or, with ``VOLATILE=1`` in the
-environment, a text holding a fresh request id (a volatile tool result, ``req-<hex>``)."""
+"""A stdio MCP server written with the ``mcp`` SDK (``MCPServer``, the 2.x name of FastMCP) for the
+relay's tests.
+
+Tools: ``blob(size)`` (``size`` characters, different on every call: the call count and the clock
+lead them), ``wait(seconds)`` (answers after ``seconds``: a call still pending when the relay is
+stopped), ``counter`` (the calls so far), ``lookup(id)`` (a fixed text, or with ``VOLATILE=1`` in the
+environment a text holding a fresh request id ``req-<hex>``: a volatile tool result).
+"""
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
-server = MCPServer("tickets")
+server = MCPServer("sdk-test-server")
+calls = [0]
+
+
+@server.tool(structured_output=False)
+def blob(size: int) -> str:
+    """``size`` characters that differ on every call."""
+    calls[0] += 1
+    head = f"{calls[0]}:{time.time_ns()}:"
+    return (head + "x" * size)[:size]
+
+
+@server.tool()
+async def wait(seconds: float) -> str:
+    """Answer after ``seconds``."""
+    await anyio.sleep(seconds)
+    return "waited"
+
+
+@server.tool()
+def counter() -> str:
+    """The calls so far."""
+    calls[0] += 1
+    return f"{calls[0]}:{time.time_ns()}"
 
 
 @server.tool()
@@ -20,4 +50,4 @@ def lookup(id: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()  # stdio
+    server.run("stdio")
