@@ -284,7 +284,8 @@ class EndpointRun(Struct):
 RUN = pytest.StashKey[EndpointRun]()
 #: What the test using ``dsh_endpoint`` or ``dsh_mcp`` raised, as one line (:func:`test_failed`).
 FAILED = pytest.StashKey[str]()
-#: The test failed before its end: it raised, or it was failed with the endpoint's problems (:func:`unused_counts`).
+#: The test failed before its end: it raised, or it was failed with the endpoint's problems
+#: (:func:`unused_counts`).
 STOPPED = pytest.StashKey[bool]()
 
 

@@ -29,7 +29,6 @@ import orjson
 from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
-from ..errors import HarnessError
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
 from ..modes import Backend

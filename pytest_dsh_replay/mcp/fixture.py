@@ -125,7 +125,6 @@ class McpServers:
             extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
         return McpServer(name, sys.executable, args, extra)
 
-
     def release(self) -> None:
         """Release the recorder's locks (idempotent)."""
         locks, self.locks = self.locks, {}

@@ -425,10 +425,9 @@ class RecordingLock:
         with it when they are empty (idempotent)."""
         held, self._held = self._held, []
         for path, _fd in held:
-            try:
+            # a read-only directory: the file stays, unlocked (the next recorder takes it)
+            with contextlib.suppress(OSError):
                 path.unlink(missing_ok=True)
-            except OSError:
-                pass  # a read-only directory: the file stays, unlocked (the next recorder takes it)
         self._remove_made()
         for _path, fd in held:
             os.close(fd)
@@ -851,12 +850,16 @@ def write_fixtures(
     changed = [(path, data) for path, data in rendered if _current(path) != data]
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))
-    stale = [
-        path
-        for path in owned_files(scenario.path)
-        if path not in produced
-        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
-    ] if log_paths is None else [path for path in remove if path not in produced and path.exists()]
+    stale = (
+        [
+            path
+            for path in owned_files(scenario.path)
+            if path not in produced
+            and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
+        ]
+        if log_paths is None
+        else [path for path in remove if path not in produced and path.exists()]
+    )
     with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
         orphans = _orphans(scenario.path)
         swap = _Swap(scenario.path)
@@ -923,7 +926,9 @@ class LogStage:
             recover_write(self.directory)
         if base is None:
             existing = (path,) if os.path.lexists(path) else ()
-            base = current_fixtures(Scenario(self.directory.resolve(), (), ScenarioConfig(), ()), existing, own)
+            base = current_fixtures(
+                Scenario(self.directory.resolve(), (), ScenarioConfig(), ()), existing, own
+            )
         #: the events being normalized (a list this stage owns: emptied after each :meth:`add`)
         self.events: list[dict[str, Any]] = []
         self.log = SessionLog(header, self.events, f"live:{header.get('id', '')}")
@@ -932,7 +937,7 @@ class LogStage:
         self.fx_lines = self.composer.fx_norm[0][1] if base.logs else []
         self.same = bool(base.logs) and self.composer.fx_norm[0][0] == self.composer.run_norm[0][0]
         # the masks' rule of write_fixtures: a log equal with them keeps all its old bytes
-        self.masked = self.composer.run_masked if masks else None
+        self.masked: Any = self.composer.run_masked if masks else None
         self.fx_masked = self.composer.fx_same[0][1] if masks and base.logs else []
         self.same_masked = bool(masks) and bool(base.logs)
         if self.same_masked:
@@ -1031,7 +1036,9 @@ class LogStage:
         self.tmp.unlink(missing_ok=True)
 
 
-def current_fixtures(scenario: Scenario, files: Sequence[Path] | None = None, own: Sequence[str] = ()) -> Fixtures:
+def current_fixtures(
+    scenario: Scenario, files: Sequence[Path] | None = None, own: Sequence[str] = ()
+) -> Fixtures:
     """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole).
 
     Args:
@@ -1046,7 +1053,9 @@ def current_fixtures(scenario: Scenario, files: Sequence[Path] | None = None, ow
 
     try:
         found = fixture_files(scenario.path) if files is None else tuple(files)
-        base = load_fixtures(Scenario(scenario.path, scenario.steps, scenario.config, found), check_seqs=False)
+        base = load_fixtures(
+            Scenario(scenario.path, scenario.steps, scenario.config, found), check_seqs=False
+        )
     except HarnessError:
         return Fixtures()  # damaged fixtures are what a recording replaces: nothing of them is kept
     return Fixtures() if base.foreign and foreign_reason(base.logs, own) else base

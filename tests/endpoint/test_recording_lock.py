@@ -1,7 +1,8 @@
-"""One recorder per file set of a recording directory, whatever the recorders' environments: the lock
-is a file in the directory itself (an ``flock`` on it), so two recorders with different temp directories (``TMPDIR``
-set by tox, a container sharing the work tree with its host) or spelling the directory differently
-(a symlink, ``..``) meet on it; a clean run leaves no directory it created for nothing."""
+"""One recorder per file set of a recording directory, whatever the recorders' environments: the
+lock is a file in the directory itself (an ``flock`` on it), so two recorders with different temp
+directories (``TMPDIR`` set by tox, a container sharing the work tree with its host) or spelling the
+directory differently (a symlink, ``..``) meet on it; a clean run leaves no directory it created for
+nothing."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ unchanged run writes."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 

@@ -18,7 +18,7 @@ from pytest_dsh_replay.scenario.write import FAULT_ENV, WRITE_JOURNAL, write_fin
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS, SESSIONS = 12, 3
 
-CHILD = """
+CHILD = f"""
 import sys
 from pathlib import Path
 from pytest_dsh_replay.mcp.relay import write_sessions
@@ -26,16 +26,20 @@ from pytest_dsh_replay.scenario.normalize import SessionLog
 directory, name, gen, rounds = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 for r in range(rounds):
     logs = []
-    for i in range({sessions}):
-        header = {{"type": "session", "version": 0, "id": f"mcp-{{name}}-{{i}}", "createdAt": 1000, "cwd": "/x"}}
+    for i in range({SESSIONS}):
+        header = {{"type": "session", "version": 0, "id": f"mcp-{{name}}-{{i}}", "createdAt": 1000,
+                  "cwd": "/x"}}
         message = {{"jsonrpc": "2.0", "method": f"{{gen}}/{{r}}"}}
-        events = [{{"type": "mcp/message", "seq": 0, "time": 1000, "data": {{"from": "client", "message": message}}}}]
+        data = {{"from": "client", "message": message}}
+        events = [{{"type": "mcp/message", "seq": 0, "time": 1000, "data": data}}]
         logs.append(SessionLog(header, events, f"live:{{i}}"))
     write_sessions(directory, name, logs, "/x")
-""".format(sessions=SESSIONS)
+"""
 
 
-def _writer(directory: Path, name: str, gen: str, rounds: int, fault: str | None = None) -> subprocess.Popen[bytes]:
+def _writer(
+    directory: Path, name: str, gen: str, rounds: int, fault: str | None = None
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(FAULT_ENV, None)
     if fault is not None:
