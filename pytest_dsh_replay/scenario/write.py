@@ -653,7 +653,8 @@ def write_findings(directory: Path) -> list[tuple[str, str]]:
 
 def recover_write(directory: Path) -> list[str]:
     """Complete or clean up an interrupted write in ``directory``, under the writer's lock: a committed
-    swap (its journal) is completed to the new set, then every temp file is removed. Returns one line
+    swap (its journal) is completed to the new set, then every temp file is removed, and the lock files
+    killed recorders left (:class:`RecordingLock`; held ones stay). Returns one line
     per action (empty: nothing to do). Idempotent; safe to run at any time (a live write holds the lock).
 
     Raises:
@@ -701,7 +702,33 @@ def recover_write(directory: Path) -> list[str]:
             )
         removed = _remove_orphans(_orphans(directory))
         done += [f"removed {orphan.name} (a temp file of an interrupted write)" for orphan in removed]
+    done += [
+        f"removed {lock.name} (the lock of a recorder that was killed)" for lock in _stale_locks(directory)
+    ]
     return done
+
+
+def _stale_locks(directory: Path) -> list[Path]:
+    """Remove the lock files of killed recorders (:class:`RecordingLock`: nobody holds their ``flock``),
+    each while holding its lock (a recorder that opened it meanwhile finds another file under the name
+    and locks again); returns the removed ones."""
+    from ..persistence.locking import try_flock
+
+    removed = []
+    for path in sorted(directory.glob(_RECORDING_LOCK.format("*"))):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if try_flock(fd) and os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            pass  # held, gone, or not removable: it stays
+        finally:
+            os.close(fd)
+    return removed
 
 
 def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:

@@ -149,3 +149,32 @@ def test_a_relay_that_cannot_write_says_so_and_exits_non_zero(tmp_path: Path) ->
     done = subprocess.run(command, input="", capture_output=True, text=True, env=env(), timeout=60)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error [") and "mcp.tickets.jsonl" in done.stderr, done.stderr
+
+
+async def lookup(command: list[str], errlog: Path) -> str:
+    """One ``lookup`` call through the relay, the server's results volatile (``VOLATILE=1``)."""
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env={"PYTHONPATH": ROOT, "VOLATILE": "1"}
+    )
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
+            await tools.initialize()
+            result = await tools.call_tool("lookup", {"id": "T-42"})
+    return str(result.content[0].text)  # type: ignore[union-attr]
+
+
+def test_a_relay_re_recording_a_session_equal_under_its_masks_keeps_its_bytes(tmp_path: Path) -> None:
+    """``dsh-replay mcp --record rewrite --mask REGEX``: a session that differs from the recorded one only
+    where the mask matches (a fresh request id in the tool's result) keeps the recorded bytes, header
+    and times included; without the mask it is rewritten.
+
+    Regression: every re-record rewrote the session (its header id, createdAt and every time)."""
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+    anyio.run(lookup, relay(directory, "once"), errlog)
+    log = directory / "mcp.tickets.jsonl"
+    before = log.read_bytes()
+    masked = [*relay(directory, "rewrite")[:-3], "--mask", "req-[0-9a-f]+", "--", *relay(directory, "x")[-2:]]
+    anyio.run(lookup, masked, errlog)
+    assert log.read_bytes() == before
+    anyio.run(lookup, relay(directory, "rewrite"), errlog)
+    assert log.read_bytes() != before
