@@ -9,7 +9,6 @@ import http.client
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ import openai
 import pytest
 
 from pytest_dsh_replay.errors import MAX_INPUT_NESTING
-from pytest_dsh_replay.modes import RecordMode
+from tests._serve_helpers import finish, port_of, start_serve
 
-from .conftest import served
+from .conftest import record_chat
 from .upstream import FakeUpstream, agent_rule
 
 ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
@@ -106,12 +105,11 @@ class Replaying:
 
     def __init__(self, proc: subprocess.Popen[str], url: str, directory: Path) -> None:
         self.proc, self.url, self.directory = proc, url, directory
-        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
         self.recorded = _snapshot(directory)
 
     def post(self, path: str, body: bytes) -> tuple[int, Any]:
         """One raw POST (``Content-Type: application/json``, the body's bytes as given)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", port_of(self.url), timeout=30)
         try:
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
             answer = conn.getresponse()
@@ -129,21 +127,11 @@ def replaying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replaying]:
     upstream = FakeUpstream(agent_rule)
     upstream.start()
     try:
-        with served(directory, RecordMode.ONCE, upstream.url) as ep:
-            client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
-            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hello"}])
-        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        record_chat(directory, upstream.url, "hello")
     finally:
         upstream.stop()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, url = start_serve(directory)
     try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), url
         replaying = Replaying(proc, url, directory)
         yield replaying
@@ -152,15 +140,11 @@ def replaying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replaying]:
             model="fake-1", messages=[{"role": "user", "content": "hello"}]
         )
         assert answer.choices[0].message.content == "you said: hello"
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 1 and "Traceback" not in err, err
-        assert "request body: " in err  # the refusals are the run's report
-        assert _snapshot(directory) == replaying.recorded
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 1 and "Traceback" not in err, err
+    assert "request body: " in err  # the refusals are the run's report
+    assert _snapshot(directory) == replaying.recorded
 
 
 def _error_message(route: str, payload: Any) -> str:

@@ -492,7 +492,7 @@ def _tools_from_body(raw: object) -> list[ToolSpec]:
         schema = tool.get("input_schema")
         if schema is None:
             schema = {"type": "object", "properties": {}}
-        elif not isinstance(schema, Mapping):
+        elif not isinstance(schema, dict):
             raise WireRequestError(
                 f"must be a JSON Schema object, got {_preview(schema)}", f"tools[{i}].input_schema"
             )
