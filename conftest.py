@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,22 @@ def pytest_report_header(config: pytest.Config) -> str:
     if not present:
         return "dsh-replay test data: ../shared is absent; tests of the reference's recordings are skipped"
     return "dsh-replay test data: " + ", ".join(f"../shared/{n}" for n in present)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocess_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``TMPDIR`` of every process a test starts: a directory under pytest's own base temp (one per
+    xdist worker), which pytest prunes after a few runs. The suite kills recorders on purpose; their
+    ``dsh-endpoint-*`` stores would otherwise stay in the system's temp directory, where every later
+    ``serve`` on the machine lists them. This process's own temp directory is left as it is."""
+    path = tmp_path_factory.mktemp("subprocess-tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
 
 
 @pytest.fixture

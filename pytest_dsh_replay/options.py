@@ -97,6 +97,20 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
     )
     group.addoption(
+        "--dsh-allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="the dsh_endpoint fixture serves requests carrying this Origin header (scheme://host[:port], "
+        "a browser app under test); others are refused; repeatable",
+    )
+    parser.addini(
+        "dsh_allow_origin",
+        "origins the dsh_endpoint fixture serves, one a line (see --dsh-allow-origin)",
+        type="linelist",
+        default=[],
+    )
+    group.addoption(
         "--dsh-accept-changed-requests",
         action="store_true",
         default=False,

@@ -15,9 +15,11 @@ directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
 ``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
 the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``), its
 ``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under ``/mcp/NAME``
-(``EndpointHandle.mcp_url``; docs/mcp.md). Options:
+(``EndpointHandle.mcp_url``; docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves requests of a
+browser app from those origins (with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``; docs/
+endpoint-safety.md). Options:
 ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
-``--dsh-mask``; the upstream key of each format is
+``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each format is
 read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), or from ini
 ``dsh_api_key_env`` for every format, before the dummies replace them.
 """
@@ -41,6 +43,10 @@ from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutco
 
 #: The marker naming a test's recording directory.
 MARKER = "dsh_recording"
+#: How a ``dsh_endpoint`` test allows a browser app's origin, as a refusal names it.
+ORIGIN_FLAG = (
+    "--dsh-allow-origin ORIGIN, ini dsh_allow_origin or @pytest.mark.dsh_recording(allow_origin=[ORIGIN])"
+)
 #: What the test and its subprocesses get as the API key (the upstream key never leaves the endpoint).
 DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
 
@@ -68,10 +74,11 @@ class EndpointHandle(Struct):
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixture would misread: more than one positional argument,
-    a directory that is not a string or path, a keyword other than ``allow_unused``, ``record_on_error``
-    and ``mask``, an ``allow_unused`` or ``record_on_error`` that is not ``True``/``False`` (``"no"``
-    would allow), or a ``mask`` that is not a list (or tuple) of regex strings (a bare string would be
-    read letter by letter).
+    a directory that is not a string or path, a keyword other than ``allow_unused``, ``record_on_error``,
+    ``mask``, ``mcp`` and ``allow_origin``, an ``allow_unused`` or ``record_on_error`` that is not
+    ``True``/``False`` (``"no"`` would allow), a ``mask`` that is not a list (or tuple) of regex strings
+    (a bare string would be read letter by letter), or an ``allow_origin`` that is not a list of
+    origins (``scheme://host[:port]``).
 
     Raises:
         EndpointConfigError: naming the marker, the test and what is wrong.
@@ -87,12 +94,25 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise EndpointConfigError(
             f"{where}: the directory must be a string or a path, got {marker.args[0]!r}"
         )
-    unknown = sorted(set(marker.kwargs) - {"allow_unused", "record_on_error", "mask", "mcp"})
+    unknown = sorted(set(marker.kwargs) - {"allow_unused", "record_on_error", "mask", "mcp", "allow_origin"})
     if unknown:
         raise EndpointConfigError(
             f"{where}: unknown keyword {unknown[0]!r} (it takes allow_unused=True|False, "
-            "record_on_error=True|False, mask=[REGEX, ...], mcp={NAME: URL})"
+            "record_on_error=True|False, mask=[REGEX, ...], mcp={NAME: URL}, allow_origin=[ORIGIN, ...])"
         )
+    origins = marker.kwargs.get("allow_origin", [])
+    if not isinstance(origins, list | tuple) or not all(isinstance(o, str) for o in origins):
+        raise EndpointConfigError(
+            f"{where}: allow_origin must be a list of origins (strings such as 'http://localhost:5173'), "
+            f"got {origins!r}"
+        )
+    from .guard import normalize_origin
+
+    for origin in origins:
+        try:
+            normalize_origin(origin)
+        except HarnessError as exc:
+            raise EndpointConfigError(f"{where}: allow_origin: {exc.message}") from None
     servers = marker.kwargs.get("mcp", {})
     if not isinstance(servers, dict) or not all(isinstance(u, str) for u in servers.values()):
         raise EndpointConfigError(f"{where}: mcp must be a dict of server names to URLs, got {servers!r}")
@@ -186,6 +206,12 @@ def endpoint_fixture(
         accept_flag="@pytest.mark.dsh_recording(record_on_error=True)",
         masks=masks,
         mcp=dict(options.get("mcp", {})),
+        allow_origins=(
+            *config.getoption("dsh_allow_origin"),
+            *(o for o in config.getini("dsh_allow_origin") if str(o).strip()),
+            *options.get("allow_origin", ()),
+        ),
+        origin_flag=ORIGIN_FLAG,
         rerecord=rerecord_command(config, request.node.nodeid),
         subject="the test",
         cwd=str(config.rootpath),

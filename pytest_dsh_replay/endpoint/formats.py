@@ -7,7 +7,7 @@ at once.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from ..llm.wire import chat, messages, responses
 from ..llm.wire.base import WireFormat
@@ -32,4 +32,26 @@ def format_for_path(path: str) -> WireFormat:
     return cast(WireFormat, messages if anthropic else chat)
 
 
-__all__ = ["FORMATS", "format_for_path"]
+
+
+#: the paths of the relayed MCP servers (``/mcp/NAME``, docs/mcp.md): their refusals are JSON-RPC errors
+MCP_PATH = "/mcp"
+#: the JSON-RPC error code of the endpoint's own refusals on an MCP path (JSON-RPC 2.0 §5.1)
+MCP_REFUSAL = -32600
+
+
+def error_body(path: str, message: str, code: str, status: int) -> dict[str, Any]:
+    """The body of the endpoint's own refusal (``status``, ``code``: the endpoint's error code) of a
+    request for ``path``: under ``/mcp/`` a JSON-RPC error response (``id`` ``null``, error code
+    :data:`MCP_REFUSAL`, message ``[CODE] message``, ``data`` ``{"code", "status"}``), which the MCP
+    streamable HTTP transport surfaces as the request's error whatever the status (the ``mcp`` SDK
+    reads a JSON-RPC error in a non-2xx ``application/json`` answer); elsewhere the error shape of the
+    path's API family (:func:`format_for_path`)."""
+    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+        from ..mcp.log import jsonrpc_error
+
+        return jsonrpc_error(None, MCP_REFUSAL, f"[{code}] {message}", {"code": code, "status": status})
+    return format_for_path(path).error_body(message, code, status)
+
+
+__all__ = ["FORMATS", "MCP_PATH", "MCP_REFUSAL", "error_body", "format_for_path"]

@@ -15,7 +15,8 @@ one aiohttp middleware that runs first on every route, before any body is read:
   request without ``Host`` (HTTP/1.0; no browser sends one) is served.
 
 A refusal is HTTP 403 with the JSON error of the path's API family
-(:func:`~.formats.format_for_path`: Chat Completions, Responses, Anthropic Messages), with
+(:func:`~.formats.error_body`: Chat Completions, Responses, Anthropic Messages; a JSON-RPC error on
+the MCP servers' ``/mcp/NAME``), with
 ``x-should-retry: false``; nothing is forwarded upstream and the run's verdict is not touched (the
 run's own traffic is what it judges). No CORS header is ever sent, to an allowed origin either: a
 page cannot read an answer, and a preflight (``OPTIONS`` with ``Origin``) is refused like any
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from ..errors import HarnessError
-from .formats import format_for_path
+from .formats import error_body
 
 #: The ``Sec-Fetch-Site`` values a browser sends on a request that another site's page started.
 _CROSS_SITE = frozenset({"cross-site", "same-site"})
@@ -88,13 +89,22 @@ class Guard:
     Args:
         host: the address the endpoint listens on (``127.0.0.1``).
         allow_origins: origins a request may carry (normalized by :func:`normalize_origin`).
+        origin_flag: how the caller allows an origin, as a refusal names it (``dsh-replay serve
+            --allow-origin ORIGIN``; the fixture's option, ini value and marker keyword).
 
     Raises:
         OriginError: an origin to allow that is not one.
     """
 
-    def __init__(self, host: str, allow_origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        host: str,
+        allow_origins: Iterable[str] = (),
+        *,
+        origin_flag: str = "dsh-replay serve --allow-origin ORIGIN",
+    ) -> None:
         self.names = frozenset({host.lower(), *LOOPBACK_NAMES})
+        self.origin_flag = origin_flag
         self.origins = frozenset(normalize_origin(o) for o in allow_origins)
 
     def refusal(self, headers: Any, port: int | None) -> tuple[str, str] | None:
@@ -108,8 +118,7 @@ class Guard:
             return (
                 "ENDPOINT_ORIGIN_REFUSED",
                 f"dsh-replay endpoint: refused a request from origin {origin!r}: the endpoint serves the "
-                "programs on this machine, not web pages (allow an origin with dsh-replay serve "
-                "--allow-origin ORIGIN)",
+                f"programs on this machine, not web pages (allow an origin with {self.origin_flag})",
             )
         site = str(headers.get("Sec-Fetch-Site", "")).lower()
         if site in _CROSS_SITE and not allowed:
@@ -170,7 +179,7 @@ def middleware(guard: Guard) -> Any:
         if refused is None:
             return await handler(request)
         code, message = refused
-        body = orjson.dumps(format_for_path(request.path).error_body(message, code, 403))
+        body = orjson.dumps(error_body(request.path, message, code, 403))
         return web.Response(
             body=body,
             status=403,

@@ -278,6 +278,23 @@ def _error_message(data: bytes, status: int) -> str:
     return f"upstream answered HTTP {status}: {text}"
 
 
+def _is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` is JSON (``application/json``, ``application/problem+json``, with
+    parameters or not): a whole answer, not an event stream."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _raise_error_payload(payload: object) -> None:
+    """Raise the error an upstream sent as a JSON event or answer (``{"error": ...}`` without
+    ``choices``) with status 200: :class:`LlmError` ``PROVIDER_ERROR`` quoting its message. A null
+    ``error`` is none (a whole Responses ``response`` object carries ``"error": null``)."""
+    if isinstance(payload, dict) and payload.get("error") is not None and "choices" not in payload:
+        error = payload["error"]
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        raise LlmError(f"upstream stream error: {message}", "PROVIDER_ERROR")
+
+
 #: The headers of an upstream's error answer the client's SDK reads to decide on and time its retry.
 RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
 
@@ -306,13 +323,16 @@ class UpstreamModel:
     The endpoint puts the body of the call it is about to make in :attr:`pending` (by session id; a
     conversation has one call in flight); ``stream`` sends it (``upstream_body``: streamed, usage asked)
     to the format's URL under ``base_url`` (:func:`~.upstreams.format_url`) and yields the translated
-    chunks as they arrive.
+    chunks as they arrive. An upstream that answers whole JSON (``application/json``: it ignores
+    ``stream: true``) is translated through the format's ``whole_answer_events``: the same chunks.
 
     ``api_key``: one key for every format, or a mapping format path -> key (each provider's own
     variable); sent as the format's ``upstream_headers`` (``x-api-key``) or as a Bearer token.
 
     Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
-    status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream, ``CONNECTION``
+    status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
+    object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
+    (the message says what the upstream must answer) or that is not the format's answer, ``CONNECTION``
     when the upstream cannot be reached or the stream is cut off, ``CANCELLED`` (503) for a call
     :meth:`cancel` ended.
     """
@@ -378,11 +398,14 @@ class UpstreamModel:
         if self._cancelled is not None:
             raise LlmError(self._cancelled, "CANCELLED", 503)
         self._calls[task] = None
+        events = 0  # the upstream's events (or whole answers) fed to the translator
+        content_type = ""
         try:
             async with self._session.post(
                 url, data=orjson.dumps(fmt.upstream_body(body)), headers=headers
             ) as response:
                 self._calls[task] = response
+                content_type = response.headers.get("Content-Type", "")
                 if response.status >= 400:
                     data = await response.read()
                     raise UpstreamError(
@@ -391,24 +414,38 @@ class UpstreamModel:
                         response.status,
                         {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
                     )
-                event_data: list[str] = []
-                async for raw in response.content:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                    if line.startswith("data:"):
-                        event_data.append(line[5:].removeprefix(" "))
-                        continue
-                    if line or not event_data:
-                        continue  # event:, id:, comments; a blank line without data
-                    text, event_data = "\n".join(event_data), []
-                    if text.strip() == "[DONE]":
-                        break
-                    payload = orjson.loads(text)
-                    if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
-                        error = payload["error"]
-                        message = error.get("message") if isinstance(error, dict) else str(error)
-                        raise LlmError(f"upstream stream error: {message}", "PROVIDER_ERROR")
-                    for chunk in translator.feed(payload):
-                        yield chunk
+                if _is_json(content_type):
+                    # an upstream that ignores ``stream: true`` and answers whole: recorded as the
+                    # chunks a stream of that answer gives (the format's ``whole_answer_events``)
+                    data = await response.read()
+                    try:
+                        answer = orjson.loads(data)
+                    except orjson.JSONDecodeError as exc:
+                        raise LlmError(
+                            f"upstream {url} answered {content_type} that is not JSON: {exc}", "BAD_RESPONSE"
+                        ) from exc
+                    _raise_error_payload(answer)
+                    events = 1
+                    for event in fmt.whole_answer_events(answer):
+                        for chunk in translator.feed(event):
+                            yield chunk
+                else:
+                    event_data: list[str] = []
+                    async for raw in response.content:
+                        line = raw.decode("utf-8").rstrip("\r\n")
+                        if line.startswith("data:"):
+                            event_data.append(line[5:].removeprefix(" "))
+                            continue
+                        if line or not event_data:
+                            continue  # event:, id:, comments; a blank line without data
+                        text, event_data = "\n".join(event_data), []
+                        if text.strip() == "[DONE]":
+                            break
+                        payload = orjson.loads(text)
+                        events += 1
+                        _raise_error_payload(payload)
+                        for chunk in translator.feed(payload):
+                            yield chunk
         except asyncio.CancelledError:
             if self._cancelled is None or task is None:
                 raise
@@ -426,6 +463,14 @@ class UpstreamModel:
             ) from exc
         finally:
             self._calls.pop(task, None)
+        if not events:
+            raise LlmError(
+                f"upstream {url} answered {content_type or 'no Content-Type'} without a single event: "
+                "the endpoint forwards every request with stream: true (the recording keeps the "
+                "answer's chunks, whatever the client asked), so the upstream must answer it as a "
+                "text/event-stream of the API's events, or as the whole JSON answer (application/json)",
+                "BAD_RESPONSE",
+            )
         for chunk in translator.finish():
             yield chunk
 

@@ -55,7 +55,7 @@ from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS, format_for_path
+from .formats import FORMATS, MCP_PATH, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
@@ -96,7 +96,8 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
     The body has the shape of the API family the path belongs to, so the client's SDK raises it with
     the message: the Anthropic one (``{"type": "error", "error": {"type", "message"}}``) for
     ``/v1/messages`` and the paths under it (``count_tokens``, ``batches``), the OpenAI one
-    (``{"error": {"message", "type", "code"}}``) for every other path. The message names the method and
+    (``{"error": {"message", "type", "code"}}``) for every other path but the MCP servers' ``/mcp/...``
+    (a JSON-RPC error: :func:`~.formats.error_body`). The message names the method and
     path, what the endpoint serves, and a doubled ``/v1`` (a base URL given with ``/v1`` to an SDK that
     adds it itself).
     """
@@ -108,13 +109,15 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
         status, code = 404, "ENDPOINT_NOT_FOUND"
         what = f"{method} {path}: no such path"
     message = f"dsh-replay endpoint: {what}; it serves {routes}"
+    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+        message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
     if doubled is not None and not allowed:
         message += (
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
             "anthropic SDK the base URL without /v1, an OpenAI client the one with it)"
         )
-    return format_for_path(path).error_body(message, code, status), status
+    return error_body(path, message, code, status), status
 
 
 class EndpointConfigError(HarnessError):
@@ -151,6 +154,7 @@ class EndpointConfig(Struct):
             ``--dsh-record``/``--dsh-upstream``, ``serve``'s ``--record``/``--upstream``).
         allow_origins: the ``Origin`` values a request may carry (:mod:`.guard`; none by default:
             a request from a web page is refused).
+        origin_flag: how the caller allows an origin, as a refusal names it.
         record_on_error: a run with problems writes every conversation, failed calls included, into
             the directory even over a recording (vcrpy's ``record_on_exception``); otherwise its good
             conversations only, and beside a recording it would replace (:data:`KEPT_DIR`).
@@ -175,6 +179,7 @@ class EndpointConfig(Struct):
     record_flag: str = "--dsh-record"
     upstream_flag: str = "--dsh-upstream URL or ini dsh_upstream"
     allow_origins: tuple[str, ...] = ()
+    origin_flag: str = "dsh-replay serve --allow-origin ORIGIN"
     record_on_error: bool = False
     accept_flag: str = "EndpointConfig(record_on_error=True)"
 
@@ -201,6 +206,55 @@ class EndpointOutcome(Struct):
 
 #: how a caller of the endpoint's core lets recorded calls go unused (``serve`` and the fixture say theirs)
 _ACCEPT_UNUSED = "EndpointConfig(allow_unused=True)"
+
+
+def _failed_call(entry: Mapping[str, Any]) -> bool:
+    """Whether a recorded call (a sidecar entry, harness.md §1) failed: it raised, or its chunks end
+    without a ``finish`` or with a finish of kind ``error``/``aborted``."""
+    chunks = entry.get("chunks") if entry.get("kind") == "chunks" else None
+    if not chunks:
+        return True
+    last = chunks[-1]
+    return last.get("type") != "finish" or (last.get("reason") or {}).get("kind") in ("error", "aborted")
+
+
+def kept_note(
+    directory: Path,
+    why: str,
+    *,
+    replaces: bool,
+    conversations: int,
+    answered: int,
+    failed_calls: int,
+    left_out: int,
+    files: int,
+    instead: str,
+) -> str:
+    """The summary of a recording run kept in ``DIR/.dsh-kept`` instead of written into ``directory``
+    (docs/recording-safety.md): that nothing was written over the directory and why, what the kept run
+    holds (``conversations``, of which ``answered`` had every call answered, ``failed_calls`` calls
+    that failed, ``left_out`` failed conversations not kept, ``files`` written), and what to do:
+    ``dsh-replay accept`` only when some conversation had every call answered (a run of failures alone
+    is no recording worth taking), ``instead`` (how the caller writes such a run anyway) otherwise too.
+    """
+    kept = directory / KEPT_DIR
+    where = f"{directory} was left as it was" if replaces else f"nothing was recorded into {directory}"
+    holds = f"{conversations} conversation(s): {answered} with every call answered"
+    if failed_calls:
+        holds += f", {failed_calls} failed call(s) in the other {conversations - answered}"
+    if left_out:
+        holds += f" ({left_out} failed conversation(s) left out)"
+    removed = f"{kept} is removed when a recording is next written into {directory}"
+    if answered == 0:
+        advice = (
+            "nothing in it is worth accepting (no conversation had an answer to every call): fix what "
+            f"failed and record again; {instead}. {removed}"
+        )
+    else:
+        errors = f", its {failed_calls} failed call(s) included" if failed_calls else ""
+        verb = "replace the recording with it" if replaces else "take it as the recording"
+        advice = f"to {verb}{errors}: dsh-replay accept {directory}; {instead}. {removed}, or by accept"
+    return f"{where}, {why}. This run is kept in {kept} ({files} file(s)): {holds}; {advice}"
 
 
 def _check_directory(directory: Path) -> None:
@@ -373,7 +427,7 @@ class Endpoint:
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
 
-        guard = Guard(self.config.host, self.config.allow_origins)
+        guard = Guard(self.config.host, self.config.allow_origins, origin_flag=self.config.origin_flag)
         self.line_limit = max_line_bytes()
         try:
             self._build()
@@ -520,12 +574,16 @@ class Endpoint:
             else:
                 outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
-        kept = ""
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         # a failed test's run goes beside the directory even when it holds no recording yet: a failed
         # test must not silently become the recording (as vcrpy users expect)
         failed_test = bool(failed) and not self.config.record_on_error
-        aside = replaces or failed_test
+        #: why this run is kept beside the directory instead of written into it ("": it is written)
+        why = ""
+        #: how the caller writes a run like this one into the directory after all
+        instead = ""
+        left_out = 0
+        written_note = ""
         if outcome.problems and not self.config.record_on_error:
             # the run failed: its failed conversations (and their children) are left out; the rest were
             # answered and paid for, so they are written, beside a recording they would replace
@@ -541,51 +599,31 @@ class Endpoint:
                 return
             left_out = len(result.logs) - len(good)
             result = RecordResult(good, result.cwd)
-            if aside:
+            if replaces or failed_test:
                 why = f"the test failed ({failed})" if failed else "the run had problems"
-                kept = (
-                    f"{directory} was left as it was, {why}: its {len(good)} good "
-                    f"conversation(s) are kept in {directory / KEPT_DIR} ({left_out} failed one(s) left "
-                    f"out); to replace the recording with them: dsh-replay accept {directory}; to write "
-                    f"every conversation, failed ones included: {self.config.accept_flag}"
-                )
+                instead = f"to write every conversation, failed ones included: {self.config.accept_flag}"
             else:
-                kept = (
+                written_note = (
                     f"the run had problems: {left_out} failed conversation(s) left out of the recording, "
                     f"its {len(good)} good one(s) written (as vcrpy writes a cassette when a test fails)"
                 )
         elif self.errored_conversations and replaces and not self.config.record_on_error:
             # an upstream's transient trouble must not replace a good recording with its error answers
             first = next(iter(self.errored_conversations.values()))
-            outcome.problems.append(
-                f"{directory} was left as it was: {len(self.errored_conversations)} conversation(s) of this "
-                f"recording ended in an upstream error (first: {first})"
+            why = (
+                f"{len(self.errored_conversations)} conversation(s) of this recording ended in an upstream "
+                f"error (first: {first})"
             )
-            kept = (
-                f"this run's {len(result.logs)} conversation(s) are kept in {directory / KEPT_DIR}; to "
-                f"replace the recording with them, errors included: dsh-replay accept {directory}; or "
-                f"record again with {self.config.accept_flag}"
-            )
-        elif failed_test and not replaces:
-            kept = (
-                f"nothing written to {directory}, the test failed ({failed}): this run's "
-                f"{len(result.logs)} conversation(s) are kept in {directory / KEPT_DIR}; to take them as "
-                f"the recording: dsh-replay accept {directory}; to write a failed test's run: "
-                f"{self.config.accept_flag}"
-            )
+            outcome.problems.append(f"{directory} was left as it was: {why}")
+            instead = f"to write them, errors included: {self.config.accept_flag}"
         elif failed_test:
-            kept = (
-                f"{directory} was left as it was, the test failed ({failed}): this run's "
-                f"{len(result.logs)} conversation(s) are kept in {directory / KEPT_DIR}; to replace the "
-                f"recording with them: dsh-replay accept {directory}; to write a failed test's run: "
-                f"{self.config.accept_flag}"
-            )
-        if kept and aside:
-            directory = directory / KEPT_DIR
-            if directory.exists():
-                shutil.rmtree(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        scenario = Scenario(directory.resolve(), (), ScenarioConfig(), fixture_files(directory))
+            why = f"the test failed ({failed})"
+            instead = f"to write a failed test's run: {self.config.accept_flag}"
+        target = directory / KEPT_DIR if why else directory
+        if why and target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True, exist_ok=True)
+        scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():
@@ -596,7 +634,7 @@ class Endpoint:
         outcome.notes += pin_notes
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
-        pins.append((directory / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
+        pins.append((target / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
         outcome.written, outcome.removed = write_fixtures(
             scenario,
             result,
@@ -607,12 +645,33 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks),
             prune_owned=self.plan.prunes_owned,
         )
+        if why:
+            calls = [entry for log in result.logs for entry in entries.get(log.id, [])]
+            failing = {log.id for log in result.logs if any(_failed_call(e) for e in entries.get(log.id, []))}
+            outcome.notes.append(
+                kept_note(
+                    directory,
+                    why,
+                    replaces=replaces,
+                    conversations=len(result.logs),
+                    answered=len(result.logs) - len(failing),
+                    failed_calls=sum(1 for e in calls if _failed_call(e)),
+                    left_out=left_out,
+                    files=len(outcome.written),
+                    instead=instead,
+                )
+            )
+            return
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
-        if kept:
-            outcome.notes.append(kept)
+        if written_note:
+            outcome.notes.append(written_note)
+        if (directory / KEPT_DIR).is_dir():
+            # an earlier failed run's: this recording supersedes it
+            shutil.rmtree(directory / KEPT_DIR, ignore_errors=True)
+            outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
 
     def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
         """Log file -> the log files of its parent candidates, for each recorded conversation whose

@@ -25,7 +25,7 @@ import orjson
 
 from ..errors import HarnessError
 from ..modes import RecordMode
-from .log import is_request
+from .log import is_request, jsonrpc_error
 from .relay import INVALID_REQUEST, McpConfig, McpRelay, unused_sessions, write_sessions
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
@@ -38,6 +38,10 @@ FORWARDED = (
     "authorization",
 )
 SESSION_HEADER = "Mcp-Session-Id"
+
+
+#: the methods of a server's ``/mcp/NAME`` (streamable HTTP: messages, the server's stream, the end)
+ROUTE_METHODS = ("DELETE", "GET", "POST")
 
 
 def parse_mcp_option(values: Any, *, option: str = "--mcp") -> dict[str, str]:
@@ -104,12 +108,32 @@ class HttpRelays:
         self._client: Any = None
 
     def add_routes(self, app: Any) -> None:
-        """``/mcp/NAME`` for every server: POST, GET, DELETE."""
+        """``/mcp/NAME`` for every server: POST, GET, DELETE; any other ``/mcp/NAME``: a JSON-RPC 404."""
         for server in self.servers.values():
-            path = f"/mcp/{server.name}"
-            app.router.add_post(path, self._handler(server, "POST"))
-            app.router.add_get(path, self._handler(server, "GET"))
-            app.router.add_delete(path, self._handler(server, "DELETE"))
+            for method in ROUTE_METHODS:
+                app.router.add_route(method, f"/mcp/{server.name}", self._handler(server, method))
+        app.router.add_route("*", "/mcp/{name:.*}", self._unknown)  # after the servers' own routes
+
+    async def _unknown(self, request: Any) -> Any:
+        """A request under ``/mcp/`` no server route takes: 405 for another method of a server's path,
+        else 404; a JSON-RPC error either way (:func:`~..endpoint.formats.error_body`)."""
+        from aiohttp import web
+
+        from ..endpoint.formats import error_body
+
+        name = request.match_info.get("name", "")
+        what = f"dsh-replay endpoint: {request.method} {request.path}"
+        headers = {}
+        if name in self.servers:
+            status, code = 405, "ENDPOINT_METHOD_NOT_ALLOWED"
+            message = f"{what}: method not allowed (the path takes {', '.join(ROUTE_METHODS)})"
+            headers["Allow"] = ", ".join(ROUTE_METHODS)
+        else:
+            status, code = 404, "ENDPOINT_NOT_FOUND"
+            names = ", ".join(sorted(self.servers))
+            message = f"{what}: no MCP server named {name!r} here; it relays {names} (serve --mcp NAME=URL)"
+        body = orjson.dumps(error_body(request.path, message, code, status))
+        return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
     def _handler(self, server: _Server, method: str) -> Any:
         async def handle(request: Any) -> Any:
@@ -152,6 +176,9 @@ class HttpRelays:
                 return _error_response(
                     None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"
                 )
+            except web.HTTPRequestEntityTooLarge as exc:
+                text = f"dsh-replay mcp {server.name}: the body is too large ({exc.text})"
+                return _error_response(None, INVALID_REQUEST, text, 413)
             messages = body if isinstance(body, list) else [body]
             if relay is None and any(
                 isinstance(m, dict) and m.get("method") == "initialize" for m in messages
@@ -287,7 +314,7 @@ def _first_id(messages: list[Any]) -> Any:
 def _error_response(request_id: Any, code: int, message: str, status: int = 400) -> Any:
     from aiohttp import web
 
-    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    body = jsonrpc_error(request_id, code, message)
     return web.json_response(body, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
 

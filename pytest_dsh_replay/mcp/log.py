@@ -5,7 +5,9 @@ Writing (:class:`McpSessionLog`), every JSON-RPC message that passed, in the ord
 
 * ``mcp/message`` ``{"from": "client" | "server", "message": <the JSON-RPC object as sent>}`` for every
   message, both ways: requests, results, errors, notifications (progress, logging, list changes) and
-  the server's own requests (sampling, roots, elicitation) with the client's answers. The vocabulary is
+  the server's own requests (sampling, roots, elicitation) with the client's answers. ``"from":
+  "relay"``: the error answer the relay sent a client still waiting when the relay was stopped
+  (SIGTERM/SIGINT) before the server answered; replay serves it like a server's. The vocabulary is
   open (events.md §4): the derivation, ``validate`` and the writer pass the type through.
 * a ``tools/call`` request is also a tool call of the spec's vocabulary: it opens a turn (``turn/start``
   with trigger ``{"kind": "message", "source": {"kind": "plugin", "plugin": "mcp"}}``, ``step/start``)
@@ -44,6 +46,9 @@ MESSAGE_EVENT = "mcp/message"
 TRIGGER: dict[str, Any] = {"kind": "message", "source": {"kind": "plugin", "plugin": "mcp"}}
 #: the JSON-RPC method of a tool call
 TOOLS_CALL = "tools/call"
+#: who sent a recorded message: the client, the server, or the relay in the server's place (an error
+#: answer to a request the server had not answered when the relay was stopped)
+SIDES = ("client", "server", "relay")
 
 
 class McpFormatError(HarnessError):
@@ -77,6 +82,15 @@ def request_key(request_id: Any) -> str:
     ``"1"`` and the number ``1`` (two requests, JSON-RPC 2.0 §4) stay two (:func:`call_id` names both
     ``1``)."""
     return orjson.dumps(request_id).decode()
+
+
+def jsonrpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC 2.0 error response (§5.1): ``{"jsonrpc": "2.0", "id", "error": {"code", "message"[,
+    "data"]}}`` (``id`` ``None`` when the request's id is not known)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 def tool_arguments(message: Mapping[str, Any]) -> tuple[str, Any]:
@@ -155,8 +169,30 @@ class McpSessionLog(Struct):
                 {"name": "JSONRPCError", "code": call_id(error.get("code"))},
             )
 
+    def relay(self, message: dict[str, Any], why: str) -> None:
+        """An error answer the relay sent the client in the server's place (``why``: the relay was
+        stopped before the server answered); a pending tool call gets it as its result, and its turn
+        ends ``aborted``."""
+        self._append(MESSAGE_EVENT, {"from": "relay", "message": message})
+        pending = self.pending.pop(request_key(message["id"]), None)
+        if pending is not None:
+            error = message["error"]
+            self._result(
+                *pending,
+                [{"type": "text", "text": error["message"]}],
+                True,
+                {"name": "JSONRPCError", "code": call_id(error["code"])},
+                ended={"kind": "aborted", "reason": why},
+            )
+
     def _result(
-        self, cid: str, seq: int, content: list[Any], is_error: bool, error: dict[str, Any] | None = None
+        self,
+        cid: str,
+        seq: int,
+        content: list[Any],
+        is_error: bool,
+        error: dict[str, Any] | None = None,
+        ended: dict[str, Any] | None = None,
     ) -> None:
         data: dict[str, Any] = {
             "turn": self.turn,
@@ -169,7 +205,7 @@ class McpSessionLog(Struct):
             data["error"] = error
         self._append("tool/result", data, surface_op="append", source_event_seqs=[seq])
         if not self.pending:
-            self._end_turn({"kind": "completed"})
+            self._end_turn(ended or {"kind": "completed"})
 
     def _end_turn(self, reason: dict[str, Any]) -> None:
         self._append("step/end", {"turn": self.turn, "step": 1})
@@ -249,10 +285,10 @@ def session_script(file: str, header: Mapping[str, Any], events: Iterable[Mappin
         seq = event.get("seq")
         side = data.get("from") if isinstance(data, dict) else None
         message = data.get("message") if isinstance(data, dict) else None
-        if side not in ("client", "server") or not isinstance(message, dict):
+        if side not in SIDES or not isinstance(message, dict):
             raise McpFormatError(
                 f"{file}: seq {seq}: an {MESSAGE_EVENT} event holds "
-                '{"from": "client"|"server", "message": {...}}; this one does not'
+                '{"from": "client"|"server"|"relay", "message": {...}}; this one does not'
             )
         if side == "client":
             script.items.append(
@@ -305,6 +341,7 @@ def bind_calls(asked: Iterable[CallRef], served: Iterable[CallRef]) -> dict[Call
 
 __all__ = [
     "MESSAGE_EVENT",
+    "SIDES",
     "TOOLS_CALL",
     "TRIGGER",
     "CallRef",
@@ -318,6 +355,7 @@ __all__ = [
     "is_notification",
     "is_request",
     "is_response",
+    "jsonrpc_error",
     "request_key",
     "session_script",
     "tool_arguments",

@@ -47,6 +47,7 @@ from .log import (
     is_notification,
     is_request,
     is_response,
+    jsonrpc_error,
     request_key,
     session_script,
     tool_arguments,
@@ -145,10 +146,6 @@ def claim_index(run_dir: Path | None, name: str) -> int:
         return index
 
 
-def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-
-
 def _without_meta(params: Any) -> Any:
     return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
 
@@ -202,6 +199,10 @@ class McpRelay:
         #: replay: recorded requests served whose answer is not sent yet
         self.waiting: list[str] = []
         self.claimed = False
+        #: record: where the session's events go as they pass (:meth:`_stage`), and how many went
+        self.stage: Any = None
+        self.spool: Any = None
+        self.fed = 0
 
     @property
     def records(self) -> bool:
@@ -237,6 +238,7 @@ class McpRelay:
                 "cwd": self.cwd,
             }
             self.log = McpSessionLog(Session(session_id, header=header))
+            self._open_stage(path)
             return
         if not recorded:
             raise McpRelayError(
@@ -285,6 +287,7 @@ class McpRelay:
         self.log.client(message)
         if is_request(message):
             self.pending[request_key(message["id"])] = (message["id"], _describe(message), time.monotonic())
+        self._feed()
 
     def from_server(self, message: Any) -> bool:
         """A message the server sent (record); ``False``: do not forward it (an answer nobody waits for)."""
@@ -305,39 +308,110 @@ class McpRelay:
                 )
                 return False
         self.log.server(message)
+        self._feed()
         return True
 
     def overdue(self, now: float | None = None) -> list[dict[str, Any]]:
         """The error answers of requests the server did not answer within ``timeout`` (each a problem)."""
         now = time.monotonic() if now is None else now
-        answers = []
-        for key, (request_id, what, started) in list(self.pending.items()):
-            if now - started < self.config.timeout:
-                continue
-            del self.pending[key]
-            self.timed_out.add(key)
-            text = self.problem(
-                f"the server did not answer request id {quote_json(request_id)} ({what}) within "
-                f"{self.config.timeout:g} s",
-                "MCP_SERVER_TIMEOUT",
-            )
-            answers.append(_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
-        return answers
+        timeout = self.config.timeout
+        late = [key for key, (_id, _what, started) in self.pending.items() if now - started >= timeout]
+        self.timed_out.update(late)
+        return self._fail_pending(
+            late, f"the server did not answer request id {{id}} ({{what}}) within {self.config.timeout:g} s",
+            "MCP_SERVER_TIMEOUT",
+        )
 
     def server_gone(self, returncode: int | None) -> list[dict[str, Any]]:
         """The server exited (or closed its stdout): error answers for the requests it still owed."""
-        answers: list[dict[str, Any]] = []
         if self.client_closed:
-            return answers
-        for key, (request_id, what, _started) in list(self.pending.items()):
-            del self.pending[key]
-            text = self.problem(
-                f"the server exited (code {returncode}) before it answered request id "
-                f"{quote_json(request_id)} ({what})",
-                "MCP_SERVER_EXITED",
-            )
-            answers.append(_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
+            return []
+        return self._fail_pending(
+            list(self.pending),
+            f"the server exited (code {returncode}) before it answered request id {{id}} ({{what}})",
+            "MCP_SERVER_EXITED",
+        )
+
+    def _fail_pending(self, keys: list[str], template: str, code: str) -> list[dict[str, Any]]:
+        """The error answers of the pending requests ``keys`` (each a problem ``code``, its text
+        ``template`` with ``{id}`` and ``{what}`` filled in); they are pending no more."""
+        answers = []
+        for key in keys:
+            request_id, what, _started = self.pending.pop(key)
+            text = self.problem(template.format(id=quote_json(request_id), what=what), code)
+            answers.append(jsonrpc_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}"))
         return answers
+
+    def interrupted(self, why: str) -> list[dict[str, Any]]:
+        """The relay was stopped (``why``: by which signal) while the client still waited for answers:
+        each pending request gets a JSON-RPC error, sent to the client and recorded as the relay's
+        answer (``mcp/message`` ``from: "relay"``), so its replay answers the same error. Not a problem
+        of the run: the session is recorded as it passed."""
+        if self.client_closed or self.log is None:
+            return []
+        answers = []
+        for key in list(self.pending):
+            request_id, what, _started = self.pending.pop(key)
+            text = f"{why} before the server answered request id {quote_json(request_id)} ({what})"
+            answer = jsonrpc_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}")
+            self.log.relay(answer, why)
+            answers.append(answer)
+        if answers:
+            self.notes.append(
+                f"{len(answers)} request(s) had no answer from the server when {why}: recorded with the "
+                "error the client got, which their replay answers"
+            )
+            self._feed()
+        return answers
+
+    # -- the recording as it passes --------------------------------------------------------------
+
+    def _open_stage(self, path: Path) -> None:
+        """Where the events go as they pass: the log staged in the recording directory (the relay
+        writes it), or a JSONL file in the run directory (the fixture writes the run's sessions)."""
+        from ..scenario.harvest import header_record
+
+        assert self.log is not None
+        header = header_record(self.log.session.header)
+        if not self.config.writes:
+            return
+        if self.config.run_dir is not None:
+            target = self.config.run_dir / f"{self.config.name}.{self.index}.jsonl"
+            self.spool = (target, target.with_suffix(".tmp").open("wb"))
+            self.spool[1].write(orjson.dumps(header) + b"\n")
+            return
+        from ..scenario.record import secret_scrubber
+        from ..scenario.write import LogStage
+
+        self.config.directory.mkdir(parents=True, exist_ok=True)
+        self.stage = LogStage(path, header, self.cwd, secret_scrubber([]))
+
+    def _feed(self) -> None:
+        """Pass the events appended since the last call on (a stage that fails is a problem)."""
+        assert self.log is not None
+        events = self.log.session.events
+        if self.fed == len(events):
+            return
+        new, self.fed = events[self.fed :], len(events)
+        try:
+            if self.stage is not None:
+                self.stage.add(new)
+            elif self.spool is not None:
+                self.spool[1].write(b"".join(orjson.dumps(e) + b"\n" for e in new))
+        except HarnessError as exc:
+            self.problem(str(exc), exc.code)
+            self._drop_stage()
+        except OSError as exc:
+            self.problem(f"cannot write the recording: {exc.strerror or exc}", "MCP_WRITE")
+            self._drop_stage()
+
+    def _drop_stage(self) -> None:
+        if self.stage is not None:
+            self.stage.discard()
+        if self.spool is not None:
+            self.spool[1].close()
+            self.spool[0].with_suffix(".tmp").unlink(missing_ok=True)
+        self.stage = self.spool = None
 
     # -- replay ----------------------------------------------------------------------------------
 
@@ -349,7 +423,7 @@ class McpRelay:
                 f"the client sent {quote_json(message)}: not a JSON-RPC 2.0 message", "MCP_NOT_JSON"
             )
             request_id = message.get("id") if isinstance(message, dict) else None
-            return [_error(request_id, INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+            return [jsonrpc_error(request_id, INVALID_REQUEST, f"dsh-replay mcp: {text}")]
         out: list[dict[str, Any]] = []
         if not self.prologue_sent:
             self.prologue_sent = True
@@ -368,7 +442,7 @@ class McpRelay:
                 f"the client sent {quote_json(message)}: neither a request, a notification nor a response",
                 "MCP_NOT_JSON",
             )
-            return [*out, _error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+            return [*out, jsonrpc_error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
         if item is None:
             return out + self._ready()  # a message the recording does not hold: nothing follows it
         if is_request(item.message):
@@ -434,7 +508,7 @@ class McpRelay:
                     + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
                     "MCP_CALL_MISMATCH",
                 )
-                return _error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+                return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
         elif candidates:
             if method == "initialize":  # the client's own version and capabilities may differ
                 chosen = candidates[0]
@@ -456,7 +530,7 @@ class McpRelay:
                 f"{quote_json(message.get('params'))}, which the recording does not hold (unused)",
                 "MCP_NOT_RECORDED",
             )
-            return _error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+            return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
         self.used[chosen.index] = True
         self.live_ids[request_key(chosen.message["id"])] = message["id"]
         recorded_token, live_token = _progress_token(chosen.message), _progress_token(message)
@@ -520,7 +594,11 @@ class McpRelay:
                 )
         if self.log is not None:
             self.log.close(why)
+            self._feed()
+            outcome.problems += [p for p in self.problems if p not in outcome.problems]
+            outcome.notes += self.notes
             if outcome.problems:
+                self._drop_stage()
                 outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
             elif self.config.writes:
                 self._write(outcome)
@@ -553,20 +631,22 @@ class McpRelay:
         return SessionLog(header_record(session.header), events, f"live:{session.id}")
 
     def _write(self, outcome: McpOutcome) -> None:
-        log = self.session_log()
-        if self.config.run_dir is not None:  # the fixture writes the run's sessions together
-            from ..scenario.harvest import log_to_jsonl
-
-            target = self.config.run_dir / f"{self.config.name}.{self.index}.jsonl"
-            tmp = target.with_suffix(".tmp")
-            tmp.write_text(log_to_jsonl(log), encoding="utf-8")
-            tmp.replace(target)
+        """Swap the staged session in (or, for the fixture, its JSONL into the run directory)."""
+        if self.spool is not None:  # the fixture writes the run's sessions together
+            target, spool = self.spool
+            spool.close()
+            target.with_suffix(".tmp").replace(target)
+            self.spool = None
             return
-        written, removed = write_sessions(self.config.directory, self.config.name, [log], self.cwd)
+        assert self.stage is not None
+        name = self.config.name
+        stale = [p for p in mcp_log_files(self.config.directory, name) if p != self.stage.path]
+        written, removed = self.stage.commit(stale)
+        self.stage = None
         outcome.written, outcome.removed = [str(p) for p in written], [str(p) for p in removed]
         outcome.notes.append(
-            f"recorded MCP server {self.config.name!r} ({len(log.events)} events) into "
-            f"{self.config.directory / mcp_log_name(self.config.name, 0)}"
+            f"recorded MCP server {name!r} ({self.fed} events) into "
+            f"{self.config.directory / mcp_log_name(name, self.index)}"
         )
 
 

@@ -5,9 +5,14 @@ Recording, the real server is started as a child process and every line is relay
 arrives (the child's stderr is the relay's). The session ends when the client closes stdin (the child's
 stdin is closed, it has :data:`GRACE` seconds to exit, then it is terminated), when the server exits or
 closes its stdout (requests it still owed are answered with JSON-RPC errors), or on SIGTERM/SIGINT
-(what an MCP client sends a server that did not exit in its grace period, the ``mcp`` SDK's after about
-2 s): the child is terminated and the recording written either way. Replaying, no child is started:
-each line is answered from the recording.
+(what an MCP client sends a server that did not exit in its grace period): the child is terminated
+and the recording written either way; requests the client still waits for then get a JSON-RPC error,
+recorded as the relay's answer (:meth:`~.relay.McpRelay.interrupted`). The ``mcp`` SDK's stdio client
+closes stdin, polls 2 s for the exit, SIGTERMs the relay's whole process group (relay and server),
+polls 2 s more and SIGKILLs the group: the recording is staged in the recording directory as the
+traffic passes (:class:`~pytest_dsh_replay.scenario.write.LogStage`), so ending the session only
+swaps it in, whatever its size. Replaying, no child is started: each line is answered from the
+recording.
 """
 
 from __future__ import annotations
@@ -93,13 +98,19 @@ async def run(config: McpConfig) -> McpOutcome:
     done = asyncio.Event()
     why: list[str] = []
 
+    signalled: list[str] = []
+
     def end(reason: str) -> None:
         if not why:
             why.append(reason)
         done.set()
 
+    def stop(reason: str) -> None:
+        signalled.append(reason)
+        end(reason)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, end, f"the relay got {sig.name}")
+        loop.add_signal_handler(sig, stop, f"the relay got {sig.name}")
     stdin = await _stdin_reader()
     tasks: list[asyncio.Task[Any]] = []
     child: asyncio.subprocess.Process | None = None
@@ -131,6 +142,8 @@ async def run(config: McpConfig) -> McpOutcome:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if signalled and relay.records:  # a client still waiting gets an answer, recorded as sent
+            _send(relay.interrupted(signalled[0]))
         if child is not None:
             await _stop_child(child)
     return relay.finish(why[0] if why else "the session ended")

@@ -17,62 +17,17 @@ One :data:`ReplayEntry` per model call, in log order:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from ..errors import quote
 from .errors import ReplayDeriveError
-from .parse import Event
+from .parse import Event, LogEvents, PackedRun, PackedSpan
 
 #: One scripted model call (also the sidecar element format, replay.md §3):
 #: ``{"kind":"chunks","chunks":[...]}`` | ``{"kind":"throw","chunks":[...],"message","code","status"?}``
 #: | ``{"kind":"hang","chunks"?:[...],"readyFile"?:str}``.
 ReplayEntry = dict[str, Any]
-
-
-class PackedRun:
-    """The delta chunks of one packed row (head-format.md §2), kept unexpanded until served.
-
-    ``chunks()`` builds exactly the chunk dicts :func:`~.parse.parse_session_log` expands the row
-    into (same keys, same order): ``{"type", "index", "text"}`` per member of a ``text-chunks`` /
-    ``reasoning-chunks`` row, ``{"type":"tool-call-delta", "index", "id", "name"?, "argumentsDelta"}``
-    per member of a ``tool-call-chunks`` row.
-
-    Attributes:
-        chunk_type: ``text-delta``, ``reasoning-delta`` or ``tool-call-delta``.
-        index: the block index (the row's ``data.index``).
-        members: the row's ``texts`` / ``args`` (one chunk each; never empty when built by the scan).
-        call_id, name: the tool call's ``id`` / optional ``name`` (``tool-call-delta`` only;
-            ``name`` is ``None`` when the row has none).
-    """
-
-    __slots__ = ("call_id", "chunk_type", "index", "members", "name")
-
-    def __init__(
-        self, chunk_type: str, index: Any, members: list[str], call_id: str | None = None, name: Any = None
-    ) -> None:
-        self.chunk_type = chunk_type
-        self.index = index
-        self.members = members
-        self.call_id = call_id
-        self.name = name if isinstance(name, str) else None
-
-    def tail(self, skip: int) -> PackedRun:
-        """The run without its first ``skip`` members (a fork child's seed ends inside the row)."""
-        return PackedRun(self.chunk_type, self.index, self.members[skip:], self.call_id, self.name)
-
-    def chunks(self) -> list[dict[str, Any]]:
-        """Fresh chunk dicts, one per member."""
-        ctype, index = self.chunk_type, self.index
-        if ctype != "tool-call-delta":
-            return [{"type": ctype, "index": index, "text": t} for t in self.members]
-        call_id, name = self.call_id, self.name
-        if name is None:
-            return [{"type": ctype, "index": index, "id": call_id, "argumentsDelta": a} for a in self.members]
-        return [
-            {"type": ctype, "index": index, "id": call_id, "name": name, "argumentsDelta": a}
-            for a in self.members
-        ]
 
 
 class DeferredCall:
@@ -186,7 +141,9 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
 
     Returns:
         ``[{"kind":"chunks","chunks":[chunk, ...]}, ...]``; the chunk dicts are the events'
-        own objects (not copied). ``[]`` when there is no call.
+        own objects (not copied), except a packed row's members read from an unexpanded
+        :class:`~.parse.LogEvents` (fresh chunk dicts, no event dicts built). ``[]`` when there is
+        no call.
 
     Raises:
         ReplayDeriveError: ``REPLAY_UNFINISHED_CALL`` (a group without ``finish``; names call
@@ -198,8 +155,22 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
     turn: Any = None
     step: Any = None
     first_seq: Any = None
-    for event in events:
-        kind = event["type"]
+    # a log with packed rows not yet read as events: its spans, unexpanded (no event dicts)
+    items: Iterable[Any] = events.items if type(events) is LogEvents and not events.expanded else events
+    for event in items:
+        try:
+            kind = event["type"]
+        except TypeError:  # no type check per event on the hot path: a span is not subscriptable
+            if type(event) is not PackedSpan:
+                raise
+            # delta chunks only (never a finish): they extend the current call
+            if cur:
+                if event.turn != turn or event.step != step:
+                    raise _unfinished(file, turn, step, first_seq, len(script)) from None
+            else:
+                turn, step, first_seq = event.turn, event.step, event.seq0
+            cur += event.run.chunks()
+            continue
         if kind == "assistant/chunk":
             try:
                 data = event["data"]

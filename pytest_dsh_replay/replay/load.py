@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .override import Override
 
 #: ``path -> (header, events)`` of logs the caller already parsed (each fixture is parsed once per item).
-ParsedLogs = Mapping[Path, tuple[dict[str, Any], list[Event]]]
+ParsedLogs = Mapping[Path, tuple[dict[str, Any], Sequence[Event]]]
 
 
 class SessionScript(Struct, dict=True):
@@ -89,7 +89,7 @@ def override_file_for(log: Path) -> Path:
     return log.with_name(sidecar_name_for(log.name))
 
 
-def _unfinished(events: list[Event], path: Path) -> bool:
+def _unfinished(events: Sequence[Event], path: Path) -> bool:
     """True when the log has a call replay cannot derive (a chunkless step, or a call without finish).
 
     A call that failed before its first chunk leaves nothing in the log, so deriving would silently
@@ -106,7 +106,7 @@ def _unfinished(events: list[Event], path: Path) -> bool:
     return False
 
 
-def _has_chunkless_step(events: list[dict[str, Any]]) -> bool:
+def _has_chunkless_step(events: Sequence[Event]) -> bool:
     chunks_in_step: int | None = None
     for event in events:
         kind = event.get("type")
@@ -132,11 +132,11 @@ class _Own(Struct):
 
     path: Path
     header: dict[str, Any]
-    events_: list[Event] | None = None
+    events_: Sequence[Event] | None = None
     data: bytes | None = None
     start: int = 0
     derived_: Sequence[ReplayEntry | DeferredCall] | ReplayDeriveError | None = None
-    full_: list[Event] | None = None
+    full_: Sequence[Event] | None = None
     marks_: list[tuple[int, Event]] | None = None
 
     def points(self) -> CallPoints:
@@ -164,7 +164,7 @@ class _Own(Struct):
         """The derived script of the own events as plain entries (raises its ReplayDeriveError)."""
         return [materialize(c) for c in self.calls()]
 
-    def events(self) -> list[Event]:
+    def events(self) -> Sequence[Event]:
         """The own logical events (parsed on first use when the log was scanned from bytes)."""
         if self.events_ is None:
             assert self.data is not None

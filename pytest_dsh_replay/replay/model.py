@@ -115,6 +115,18 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return None
 
 
+def _mask_hint(diffs: list[Difference]) -> list[str]:
+    """The report's one line proposing a mask, for the first difference that looks like a value that
+    changes every run (``session.masks.mask_hint``); none for ordinary text."""
+    from ..session.masks import mask_hint  # a mismatch report only: a green run never imports it
+
+    for diff in diffs:
+        hint = mask_hint(diff.recorded, diff.sent)
+        if hint is not None:
+            return [f"  {hint}"]
+    return []
+
+
 class ReplayModel:
     """A :class:`~pytest_dsh_replay.llm.Model` serving recorded scripts.
 
@@ -469,6 +481,7 @@ class ReplayModel:
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
             *(f"  {d.render(self._client_path(d, request))}" for d in diffs),
+            *_mask_hint(diffs),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             *(
                 f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "
@@ -605,7 +618,9 @@ class ReplayModel:
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
                 "the agent made more model calls than were recorded; record them with "
                 "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), append a call "
-                'with a patch {"patches":[{"at":' + str(len(entries)) + ',"entry":{...}}]}, or '
+                'with a patch {"patches":[{"at":'
+                + str(len(entries))
+                + ',"entry":{...}}]}, or '
                 + self._rerecord(),
                 "REPLAY_SCRIPT_EXHAUSTED",
             )

@@ -4,8 +4,10 @@
   line is one full event envelope ``{type, seq, time, data, ...}``.
 * Newer ("head") layout: envelopes may be *projected* (no top-level ``seq``/``time``) and runs of
   streamed deltas may be *packed* into one ``text-chunks`` / ``reasoning-chunks`` /
-  ``tool-call-chunks`` row. Packed rows are expanded to logical ``assistant/chunk`` events; a
-  missing ``seq`` is restored as the event's logical index, a missing ``time`` as ``0``.
+  ``tool-call-chunks`` row. Packed rows stand for logical ``assistant/chunk`` events; a
+  missing ``seq`` is restored as the event's logical index, a missing ``time`` as ``0``. A log
+  with packed rows parses to a :class:`LogEvents` that keeps each row packed (:class:`PackedSpan`)
+  until its events are read: deriving the replay script reads the spans directly.
 
 Parsing is the hot path of the benchmark (``benchmarks/replay.py``): bytes are split once,
 every line goes through ``orjson.loads`` with the garbage collector paused (restored in a
@@ -14,10 +16,11 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
 from operator import itemgetter, le
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -270,8 +273,13 @@ def _is_number(value: Any) -> bool:
     return type(value) is int or type(value) is float
 
 
-def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line_no: int) -> None:
-    """Append the logical ``assistant/chunk`` events of one packed row to ``out``."""
+def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: int) -> PackedSpan:
+    """Check one packed row (head-format.md §2) and keep its logical events unexpanded.
+
+    ``logical`` is the row's first logical index (its ``seq0`` when projected). Raises
+    ``REPLAY_BAD_PACKED_ROW`` naming ``file:line_no`` for the first violation, in a fixed order
+    (envelope keys, seq0/time0, data keys, turn/step/index, members, dt, safe seq and time).
+    """
     kind = row["type"]
 
     def bad(what: str) -> ReplayParseError:
@@ -291,7 +299,7 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
         if type(time0) is not int:
             raise bad(f"time0 must be an integer, got {quote(time0)}")
     elif keys == _PACKED_ENVELOPE_PROJECTED:
-        seq0 = len(out)
+        seq0 = logical
         time0 = 0
     else:
         raise bad(
@@ -330,67 +338,239 @@ def _expand_packed(row: dict[str, Any], out: list[Event], file: str | None, line
         )
     if seq0 + len(members) - 1 > _SAFE_INT:
         raise bad("member seq exceeds 2**53 - 1")
-    times = list(accumulate(dt, initial=time0))
     # no partial sum leaves the safe range when their bound does not (one C-level pass); else the first
     # member that does is named
     if abs(time0) + sum(map(abs, dt)) > _SAFE_INT:
-        for t in times:
+        for t in accumulate(dt, initial=time0):
             if abs(t) > _SAFE_INT:
                 raise bad(f"member time {t} is not a safe integer")
-    seqs = range(seq0, seq0 + len(members))
-    ctype = spec.chunk
-    # one dict display per dict (constant keys), in the key order of the expanded events
     if spec.is_tool_call:
         call_id = data["id"]
         if type(call_id) is not str:
             raise bad(f"id must be a string, got {quote(call_id)}")
-        if "name" in data:
-            name = data["name"]
-            if type(name) is not str:
-                raise bad(f"name must be a string, got {quote(name)}")
-            out += [
-                {
-                    "type": "assistant/chunk",
-                    "seq": seq,
-                    "time": time,
-                    "data": {
-                        "turn": turn,
-                        "step": step,
-                        "chunk": {
-                            "type": ctype,
-                            "index": index,
-                            "id": call_id,
-                            "name": name,
-                            "argumentsDelta": arg,
-                        },
-                    },
-                }
-                for seq, time, arg in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
-            ]
-        else:
-            out += [
-                {
-                    "type": "assistant/chunk",
-                    "seq": seq,
-                    "time": time,
-                    "data": {
-                        "turn": turn,
-                        "step": step,
-                        "chunk": {"type": ctype, "index": index, "id": call_id, "argumentsDelta": arg},
-                    },
-                }
-                for seq, time, arg in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
-            ]
+        call_name = data.get("name")
+        if "name" in data and type(call_name) is not str:
+            raise bad(f"name must be a string, got {quote(call_name)}")
+        run = PackedRun(spec.chunk, index, members, call_id, call_name)
     else:
-        out += [
+        run = PackedRun(spec.chunk, index, members)
+    return PackedSpan(seq0, time0, dt, turn, step, run)
+
+
+class PackedRun:
+    """The delta chunks of one packed row (head-format.md §2), kept unexpanded until served.
+
+    ``chunks()`` builds exactly the chunk dicts of the events :func:`parse_session_log` expands the
+    row into (same keys, same order): ``{"type", "index", "text"}`` per member of a ``text-chunks`` /
+    ``reasoning-chunks`` row, ``{"type":"tool-call-delta", "index", "id", "name"?, "argumentsDelta"}``
+    per member of a ``tool-call-chunks`` row.
+
+    Attributes:
+        chunk_type: ``text-delta``, ``reasoning-delta`` or ``tool-call-delta``.
+        index: the block index (the row's ``data.index``).
+        members: the row's ``texts`` / ``args`` (one chunk each; never empty when built by the scan).
+        call_id, name: the tool call's ``id`` / optional ``name`` (``tool-call-delta`` only;
+            ``name`` is ``None`` when the row has none).
+    """
+
+    __slots__ = ("call_id", "chunk_type", "index", "members", "name")
+
+    def __init__(
+        self, chunk_type: str, index: Any, members: list[str], call_id: str | None = None, name: Any = None
+    ) -> None:
+        self.chunk_type = chunk_type
+        self.index = index
+        self.members = members
+        self.call_id = call_id
+        self.name = name if isinstance(name, str) else None
+
+    def tail(self, skip: int) -> PackedRun:
+        """The run without its first ``skip`` members (a fork child's seed ends inside the row)."""
+        return PackedRun(self.chunk_type, self.index, self.members[skip:], self.call_id, self.name)
+
+    def chunks(self) -> list[dict[str, Any]]:
+        """Fresh chunk dicts, one per member."""
+        ctype, index = self.chunk_type, self.index
+        if ctype != "tool-call-delta":
+            return [{"type": ctype, "index": index, "text": t} for t in self.members]
+        call_id, name = self.call_id, self.name
+        if name is None:
+            return [{"type": ctype, "index": index, "id": call_id, "argumentsDelta": a} for a in self.members]
+        return [
+            {"type": ctype, "index": index, "id": call_id, "name": name, "argumentsDelta": a}
+            for a in self.members
+        ]
+
+
+class PackedSpan:
+    """The logical ``assistant/chunk`` events of one packed row, unexpanded (head-format.md §2).
+
+    Member ``k`` is the event ``{"type":"assistant/chunk", "seq": seq0 + k, "time": time0 +
+    sum(dt[:k]), "data": {"turn", "step", "chunk": run's chunk k}}`` (the key order of a recorded
+    chunk event). Built by :func:`parse_session_log` after the row's checks; read directly by
+    :func:`~.derive.derive_replay_script` (no event dict) and expanded by :class:`LogEvents` when a
+    caller reads the events themselves.
+
+    Attributes:
+        seq0, time0: the first member's ``seq`` and ``time`` (integers; restored when projected).
+        dt: the ``len(run.members) - 1`` time gaps (integers).
+        turn, step: the members' ``data.turn`` / ``data.step``.
+        run: the members' chunks (:class:`PackedRun`).
+    """
+
+    __slots__ = ("dt", "run", "seq0", "step", "time0", "turn")
+
+    def __init__(self, seq0: int, time0: int, dt: list[int], turn: Any, step: Any, run: PackedRun) -> None:
+        self.seq0 = seq0
+        self.time0 = time0
+        self.dt = dt
+        self.turn = turn
+        self.step = step
+        self.run = run
+
+    def __len__(self) -> int:
+        return len(self.run.members)
+
+    def part(self, lo: int, hi: int) -> PackedSpan:
+        """Members ``lo`` (inclusive) to ``hi`` (exclusive) as a span (``0 <= lo < hi <= len``)."""
+        time0 = self.time0 + sum(self.dt[:lo])
+        run = self.run
+        members = run.members[lo:hi]
+        return PackedSpan(
+            self.seq0 + lo,
+            time0,
+            self.dt[lo : hi - 1],
+            self.turn,
+            self.step,
+            PackedRun(run.chunk_type, run.index, members, run.call_id, run.name),
+        )
+
+    def events(self) -> list[Event]:
+        """The members' event dicts, fresh (one dict display per dict)."""
+        turn, step = self.turn, self.step
+        seqs = range(self.seq0, self.seq0 + len(self.run.members))
+        times = accumulate(self.dt, initial=self.time0)
+        return [
             {
                 "type": "assistant/chunk",
                 "seq": seq,
                 "time": time,
-                "data": {"turn": turn, "step": step, "chunk": {"type": ctype, "index": index, "text": text}},
+                "data": {"turn": turn, "step": step, "chunk": chunk},
             }
-            for seq, time, text in zip(seqs, times, members)  # noqa: B905 (lengths checked above)
+            for seq, time, chunk in zip(seqs, times, self.run.chunks())  # noqa: B905 (same lengths)
         ]
+
+
+class LogEvents(Sequence[Event]):
+    """The logical events of a log holding packed rows, with those rows kept packed until read.
+
+    :func:`parse_session_log` returns one when the log has a packed row (else a plain ``list``). It
+    behaves as the ``list`` of the expanded events would: ``len`` (without expanding), indexing,
+    iteration, ``in``, ``index``/``count``, ``reversed``, ``repr``, ``==``/``!=`` with a list or
+    another ``LogEvents`` (by value), ``+`` with a list (a list). The first read of the events
+    themselves expands every span ONCE and keeps the list (so ``events[i] is events[i]`` and an
+    edit of an event dict stays, as with a list). A contiguous slice (``events[a:b]``, step 1)
+    before that stays packed (a ``LogEvents`` sharing the event dicts, spans cut at the edges).
+    It is not a ``list`` (``isinstance(x, list)`` is False): JSON encoders take :meth:`events`.
+
+    Attributes:
+        items: the event dicts and :class:`PackedSpan` s in log order (read by derive and the
+            loader; do not mutate).
+    """
+
+    __slots__ = ("_count", "_list", "items")
+
+    def __init__(self, items: list[Event | PackedSpan], count: int) -> None:
+        self.items = items
+        self._count = count
+        self._list: list[Event] | None = None
+
+    @property
+    def expanded(self) -> bool:
+        """True once the events were read (the spans expanded into the kept list)."""
+        return self._list is not None
+
+    def events(self) -> list[Event]:
+        """The expanded events as a list, built once and kept (the same list on every call)."""
+        if self._list is None:
+            out: list[Event] = []
+            with gc_paused():  # acyclic event dicts: no collection passes
+                for item in self.items:
+                    if type(item) is PackedSpan:
+                        out += item.events()
+                    else:
+                        out.append(item)  # type: ignore[arg-type]  # an event dict
+            self._list = out
+        return self._list
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if type(index) is slice and self._list is None:
+            lo, hi, step = index.indices(self._count)
+            if step == 1:
+                return self._slice(lo, max(lo, hi))
+        return self.events()[index]
+
+    def _slice(self, lo: int, hi: int) -> LogEvents:
+        out: list[Event | PackedSpan] = []
+        pos = 0
+        for item in self.items:
+            if pos >= hi:
+                break
+            size = len(item.run.members) if type(item) is PackedSpan else 1
+            end = pos + size
+            if end > lo:
+                if type(item) is PackedSpan and (pos < lo or end > hi):
+                    out.append(item.part(max(lo, pos) - pos, min(hi, end) - pos))
+                else:
+                    out.append(item)
+            pos = end
+        return LogEvents(out, hi - lo)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events())
+
+    def __reversed__(self) -> Iterator[Event]:
+        return reversed(self.events())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.events()
+
+    def index(self, value: Any, start: int = 0, stop: int = sys.maxsize) -> int:
+        return self.events().index(value, start, stop)
+
+    def count(self, value: Any) -> int:
+        return self.events().count(value)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is LogEvents:
+            return self.events() == other.events()
+        if isinstance(other, list):
+            return self.events() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compares by value, like the list it stands for
+
+    def __add__(self, other: object) -> list[Event]:
+        if isinstance(other, (list, LogEvents)):
+            return self.events() + list(other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> list[Event]:
+        if isinstance(other, list):
+            return other + self.events()
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self.events())
 
 
 def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
@@ -407,11 +587,18 @@ def _bad_envelope(row: Any, file: str | None, line_no: int) -> ReplayParseError:
     )
 
 
-def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | None) -> list[Event]:
-    """Validate envelopes, expand packed rows and restore projected ``seq``/``time``."""
-    out: list[Event] = []
+def _general_rows(
+    rows: list[Any], line_of: Callable[[int], int], file: str | None
+) -> list[Event] | LogEvents:
+    """Validate envelopes, keep packed rows as :class:`PackedSpan` s and restore projected ``seq``/``time``.
+
+    Returns a plain list when no row is packed, else a :class:`LogEvents` over the dicts and spans.
+    """
+    out: list[Any] = []
     append = out.append
     packed = PACKED_ROW_KEYS
+    logical = 0  # the logical index of the next event (packed members counted)
+    spans = False
     for i, row in enumerate(rows):
         if type(row) is not dict:
             raise _bad_envelope(row, file, line_of(i))
@@ -419,14 +606,19 @@ def _general_rows(rows: list[Any], line_of: Callable[[int], int], file: str | No
         if type(kind) is not str:
             raise _bad_envelope(row, file, line_of(i))
         if kind in packed:
-            _expand_packed(row, out, file, line_of(i))
-        elif "seq" in row and "time" in row:
+            span = _packed_span(row, logical, file, line_of(i))
+            append(span)
+            logical += len(span.run.members)
+            spans = True
+            continue
+        if "seq" in row and "time" in row:
             append(row)
         else:
             # type, seq, time first, then the row's other keys in file order (the row's own type,
             # seq or time only re-set the same value in place)
-            append({"type": kind, "seq": row.get("seq", len(out)), "time": row.get("time", 0), **row})
-    return out
+            append({"type": kind, "seq": row.get("seq", logical), "time": row.get("time", 0), **row})
+        logical += 1
+    return LogEvents(out, logical) if spans else out
 
 
 def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
@@ -479,13 +671,13 @@ def _block_rows(data: bytes, start: int) -> list[Any] | None:
     return rows
 
 
-def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event]:
+def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event] | LogEvents:
     """Parse a session log into its logical events, header excluded (replay.md §2, head-format.md).
 
     Reads BOTH layouts. Blank / whitespace-only lines are skipped. Unknown event types pass
     through verbatim. Rows that already carry ``seq`` and ``time`` are returned unchanged (same
     dict, same key order); projected rows get ``seq`` (the logical index) and ``time`` (0)
-    inserted after ``type``; packed rows become one ``assistant/chunk`` event per member with
+    inserted after ``type``; packed rows stand for one ``assistant/chunk`` event per member with
     ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])`` (``seq0`` = logical index and
     ``time0`` = 0 when projected). No seq contiguity check (replay.md §2).
 
@@ -494,7 +686,10 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
         file: path used in error messages.
 
     Returns:
-        The logical events, in file order.
+        The logical events, in file order: a ``list`` of event dicts when no row is packed, else a
+        :class:`LogEvents` (a sequence equal to that list, keeping each packed row as one
+        :class:`PackedSpan` until the events are read; :func:`~.derive.derive_replay_script` and the
+        loader read the spans directly). Every packed row is checked here either way.
 
     Raises:
         ReplayParseError: missing / invalid header (see :func:`parse_session_header`);

@@ -24,6 +24,7 @@ per part: ``messages[3].content[0].text: recorded '...' != sent '...'``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -208,6 +209,24 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+_MESSAGE_PATH = re.compile(r"messages\[(\d+)\](?:\.content\[(\d+)\])?\.?(.*)")
+
+
+def recording_place(path: str) -> str:
+    """Where the recording stores what our request path ``path`` names, counted as a reader of the
+    recording counts (from 1; the conversation's messages without its system prompt, which the
+    recording keeps apart): ``messages[2].content[0].content[0].text`` -> ``message 3 (system prompt
+    not counted), block 1, content[0].text``. A path outside the messages is returned as it is."""
+    found = _MESSAGE_PATH.fullmatch(path)
+    if found is None:
+        return path
+    message, block, rest = found.groups()
+    out = f"message {int(message) + 1} (system prompt not counted)"
+    if block is not None:
+        out += f", block {int(block) + 1}"
+    return f"{out}, {rest}" if rest else out
+
+
 class Difference(Struct, frozen=True):
     """The first difference of one part: ``path``, the recorded and the sent value (``MISSING`` if absent)."""
 
@@ -222,10 +241,15 @@ class Difference(Struct, frozen=True):
     def render(self, client: str | None = None) -> str:
         """``path: recorded 'x' != sent 'y'`` (long strings shown around the first differing character),
         preceded by a ``part: note`` line when there is a note (e.g. the changed tool set). ``client``:
-        the path in the client's own request (``messages[3].content``), shown first with ours beside
-        it (``messages[3].content (ours: messages[2].content[0].content[0].text)``)."""
+        the path in the client's own request (``messages[3].content``), shown first with where the
+        recording stores it beside it (:func:`recording_place`: ``messages[3].content (in the
+        recording: message 3 (system prompt not counted), block 1, content[0].text)``)."""
         rec, sent = _show(self.recorded, self.sent)
-        where = self.path if client in (None, self.path) else f"{client} (ours: {self.path})"
+        where = (
+            self.path
+            if client in (None, self.path)
+            else f"{client} (in the recording: {recording_place(self.path)})"
+        )
         line = f"{where}: recorded {rec} != sent {sent}"
         return f"{self.part}: {self.note}\n  {line}" if self.note else line
 
@@ -411,6 +435,7 @@ __all__ = [
     "first_difference",
     "header_role",
     "parse_match_on",
+    "recording_place",
     "request_differences",
     "request_matches",
     "sent_parts",

@@ -39,11 +39,12 @@ from ..errors import max_line_bytes
 from ..llm.packed import PACKED_ROWS
 from ..session.codec import gc_paused
 from ..session.types import SURFACE_TYPES
-from .derive import DeferredCall, PackedRun, ReplayEntry, _compaction_entry, derive_replay_script, materialize
+from .derive import DeferredCall, ReplayEntry, _compaction_entry, derive_replay_script, materialize
 from .errors import ReplayDeriveError
 from .parse import (
     PACKED_ROW_KEYS,
     Event,
+    PackedRun,
     _as_bytes,
     _body_lines,
     check_line_nesting,

@@ -46,7 +46,7 @@ class SessionLog(Struct):
     """
 
     header: Header
-    events: list[Event]
+    events: Sequence[Event]
     source: str = ""
 
     @property
@@ -172,34 +172,45 @@ def normalized_events(log: SessionLog, ctx: NormalizeContext) -> tuple[str, list
     if "createdAt" in header:
         header["createdAt"] = 0
     header_line = _dump(ctx, header, log, "header")
-    hook, canonical = ctx.event_hook, ctx.canonical_envelope
-    dumps, screen = orjson.dumps, ctx.leaves_unchanged
-    if hook is None and not canonical:
+    if ctx.event_hook is None and not ctx.canonical_envelope:
         texts = _screened_lines(log, ctx)
         if texts is not None:
             return header_line, list(zip(kept if kept is not None else range(len(texts)), texts, strict=True))
     lines: list[tuple[int, str]] = []
     for position, event in enumerate(log.events):
-        if hook is not None:
-            hooked = hook(dict(event), ctx)
-            if hooked is None:
-                continue
-            event = hooked
-        e = dict(event)
-        if "time" in e:
-            e["time"] = 0
-        if canonical:
-            e = {k: e[k] for k in (*_ENVELOPE_ORDER, *(k for k in e if k not in _ENVELOPE_ORDER)) if k in e}
-        # most events hold nothing to tokenize: their JSON text, screened once, is the line (no walk
-        # over their strings); the others, and values orjson cannot write as they are, go through _dump
-        try:
-            text: str | None = dumps(e).decode()
-        except (TypeError, RecursionError):
-            text = None
-        if text is None or not screen(text):
-            text = _dump(ctx, e, log, e.get("seq"))
-        lines.append((kept[position] if kept is not None else position, text))
+        text = normalized_event(event, ctx, log)
+        if text is not None:
+            lines.append((kept[position] if kept is not None else position, text))
     return header_line, lines
+
+
+def normalized_event(event: Event, ctx: NormalizeContext, log: SessionLog) -> str | None:
+    """One event's normalized line in ``log`` (``None``: the hook drops it); ``ctx`` assigns its tokens
+    in call order, so events normalized one by one in log order get the lines :func:`normalized_events`
+    gives (ignored event types are the caller's to skip).
+
+    Raises:
+        LogReadError: ``LOG_TOO_DEEP``, a value nested too deep to compare (names the log and seq).
+    """
+    if ctx.event_hook is not None:
+        hooked = ctx.event_hook(dict(event), ctx)
+        if hooked is None:
+            return None
+        event = hooked
+    e = dict(event)
+    if "time" in e:
+        e["time"] = 0
+    if ctx.canonical_envelope:
+        e = {k: e[k] for k in (*_ENVELOPE_ORDER, *(k for k in e if k not in _ENVELOPE_ORDER)) if k in e}
+    # most events hold nothing to tokenize: their JSON text, screened once, is the line (no walk over
+    # their strings); the others, and values orjson cannot write as they are, go through _dump
+    try:
+        text: str | None = orjson.dumps(e).decode()
+    except (TypeError, RecursionError):
+        text = None
+    if text is None or not ctx.leaves_unchanged(text):
+        text = _dump(ctx, e, log, e.get("seq"))
+    return text
 
 
 def _screened_lines(log: SessionLog, ctx: NormalizeContext) -> list[str] | None:

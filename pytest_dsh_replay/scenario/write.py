@@ -27,6 +27,7 @@ goes through :func:`write_fixtures`:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -40,14 +41,22 @@ import orjson
 from msgspec.structs import replace
 
 from ..errors import read_regular_file
-from ..layout import is_owned, owned_rank
+from ..layout import is_owned, mcp_log_match, owned_rank
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
 from .definition import Scenario
 from .errors import FixtureWriteError
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .harvest import header_record
-from .normalize import CWD_TOKEN, NO_RULES, Normalization, SessionLog, context_for, normalized_events
+from .normalize import (
+    CWD_TOKEN,
+    NO_RULES,
+    Normalization,
+    SessionLog,
+    context_for,
+    normalized_event,
+    normalized_events,
+)
 from .record import check_written, secret_scrubber
 from .secrets import scrub_json_text, scrub_jsonl
 
@@ -103,13 +112,21 @@ class _Composer:
         )
         self.cwd = fx_cwd
         self.ids = {r.id: f.id for r, f in zip(self.run, base.logs, strict=False) if r.id and f.id}
-        by_token = {token: value for value, token in self.fx_ctx.uuid_tokens.items()}
-        self.uuids = {
-            value: by_token[token] for value, token in self.run_ctx.uuid_tokens.items() if token in by_token
-        }
+        self._by_token = {token: value for value, token in self.fx_ctx.uuid_tokens.items()}
+        self.uuids: dict[str, str] = {}
+        self.learn_uuids()
         run0 = self.run[0].header.get("createdAt") if self.run else None
         fx0 = base.logs[0].header.get("createdAt") if base.logs else None
         self.delta = fx0 - run0 if isinstance(fx0, int) and isinstance(run0, int) else 0
+
+    def learn_uuids(self) -> None:
+        """Map the run's UUIDs tokenized so far to the fixture's UUIDs of the same token."""
+        if len(self.uuids) == len(self.run_ctx.uuid_tokens):
+            return
+        by_token = self._by_token
+        self.uuids = {
+            value: by_token[token] for value, token in self.run_ctx.uuid_tokens.items() if token in by_token
+        }
 
     def respell(self, value: Any) -> Any:
         return map_strings(
@@ -124,66 +141,13 @@ class _Composer:
 
     def render(self, i: int) -> bytes:
         """The file bytes of run log ``i`` in the fixture's spelling."""
-        run = self.run[i]
-        fixture = self.base.logs[i] if i < len(self.base.logs) else None
-        raw = _raw_lines(self.base.data[i], fixture) if fixture is not None else None
-        if fixture is not None and raw is None and self.strict_layout:
-            raise ForeignRecordingError(
-                f"{self.base.paths[i]}: stored in the newer layout (packed or projected rows, "
-                "head-format.md §1-2); our writer would rewrite every row in the baseline layout, so "
-                "--snapshot-update refuses to rewrite it and leaves it untouched"
-            )
-        out: list[bytes] = []
-        run_header, run_lines = self.run_norm[i]
-        if fixture is not None and self.fx_norm[i][0] == run_header:
-            out.append(raw[0] if raw is not None else _dumps(header_record(fixture.header)))
-        else:
-            header = self.respell(header_record(run.header))
-            if "createdAt" in header:
-                created = fixture.header.get("createdAt") if fixture is not None else None
-                header["createdAt"] = (
-                    created if isinstance(created, int) else header["createdAt"] + self.delta
-                )
-            out.append(_dumps(header))
+        lines = _LogLines(self, i)
+        out = [lines.header()]
         pairs: dict[int, tuple[int, bool]] = {}
-        if fixture is not None:
-            fx_lines = self.fx_norm[i][1]
-            for (fi, fx_line), (ri, run_line) in zip(fx_lines, run_lines, strict=False):
+        if lines.fixture is not None:
+            for (fi, fx_line), (ri, run_line) in zip(self.fx_norm[i][1], self.run_norm[i][1], strict=False):
                 pairs[ri] = (fi, fx_line == run_line)
-        last_time: int | None = None  # new events never go back before what precedes them
-        for ri, event in enumerate(run.events):
-            pair = pairs.get(ri)
-            if pair is not None and fixture is not None:
-                fi, equal = pair
-                kept = fixture.events[fi]
-                if isinstance(kept.get("time"), int):
-                    last_time = kept["time"]
-                if equal:
-                    if all(kept.get(k) == event.get(k) for k in _REF_KEYS):
-                        out.append(
-                            raw[fi + 1]
-                            if raw is not None and self._verbatim(raw[fi + 1], kept)
-                            else _dumps(kept)
-                        )
-                    else:  # equal after renumbering (an ignored event moved the seqs): the run's seqs
-                        moved = dict(kept)
-                        for k in _REF_KEYS:
-                            if k in event:
-                                moved[k] = event[k]
-                        out.append(_dumps(moved))
-                    continue
-                changed = self.respell(event)
-                if "time" in changed and isinstance(kept.get("time"), int):
-                    changed["time"] = kept["time"]
-                out.append(_dumps(changed))
-                continue
-            new = self.respell(event)
-            if isinstance(new.get("time"), int):
-                new["time"] += self.delta
-                if last_time is not None and new["time"] < last_time:
-                    new["time"] = last_time
-                last_time = new["time"]
-            out.append(_dumps(new))
+        out += [lines.event(event, pairs.get(ri)) for ri, event in enumerate(self.run[i].events)]
         return b"\n".join(out) + b"\n"
 
     def _verbatim(self, line: bytes, event: dict[str, Any]) -> bool:
@@ -196,6 +160,65 @@ class _Composer:
                 "--snapshot-update refuses to rewrite it and leaves it untouched"
             )
         return False
+
+
+class _LogLines:
+    """The lines of one run log in the fixture's spelling, one event at a time (:meth:`_Composer.render`,
+    :class:`LogStage`): the header, then each event given with its fixture pair ``(index in the
+    fixture's events, equal after normalization)`` or ``None`` (a new event)."""
+
+    def __init__(self, composer: _Composer, i: int) -> None:
+        self.composer = composer
+        self.i = i
+        self.fixture = composer.base.logs[i] if i < len(composer.base.logs) else None
+        self.raw = _raw_lines(composer.base.data[i], self.fixture) if self.fixture is not None else None
+        if self.fixture is not None and self.raw is None and composer.strict_layout:
+            raise ForeignRecordingError(
+                f"{composer.base.paths[i]}: stored in the newer layout (packed or projected rows, "
+                "head-format.md §1-2); our writer would rewrite every row in the baseline layout, so "
+                "--snapshot-update refuses to rewrite it and leaves it untouched"
+            )
+        self.last_time: int | None = None  # new events never go back before what precedes them
+
+    def header(self) -> bytes:
+        composer, fixture, run = self.composer, self.fixture, self.composer.run[self.i]
+        if fixture is not None and composer.fx_norm[self.i][0] == composer.run_norm[self.i][0]:
+            return self.raw[0] if self.raw is not None else _dumps(header_record(fixture.header))
+        header = composer.respell(header_record(run.header))
+        if "createdAt" in header:
+            created = fixture.header.get("createdAt") if fixture is not None else None
+            shifted = header["createdAt"] + composer.delta
+            header["createdAt"] = created if isinstance(created, int) else shifted
+        return _dumps(header)
+
+    def event(self, event: dict[str, Any], pair: tuple[int, bool] | None) -> bytes:
+        composer, fixture, raw = self.composer, self.fixture, self.raw
+        if pair is not None and fixture is not None:
+            fi, equal = pair
+            kept = fixture.events[fi]
+            if isinstance(kept.get("time"), int):
+                self.last_time = kept["time"]
+            if equal:
+                if all(kept.get(k) == event.get(k) for k in _REF_KEYS):
+                    if raw is not None and composer._verbatim(raw[fi + 1], kept):
+                        return raw[fi + 1]
+                    return _dumps(kept)
+                moved = dict(kept)  # equal after renumbering (an ignored event moved the seqs)
+                for k in _REF_KEYS:
+                    if k in event:
+                        moved[k] = event[k]
+                return _dumps(moved)
+            changed = composer.respell(event)
+            if "time" in changed and isinstance(kept.get("time"), int):
+                changed["time"] = kept["time"]
+            return _dumps(changed)
+        new = composer.respell(event)
+        if isinstance(new.get("time"), int):
+            new["time"] += composer.delta
+            if self.last_time is not None and new["time"] < self.last_time:
+                new["time"] = self.last_time
+            self.last_time = new["time"]
+        return _dumps(new)
 
 
 def file_mode() -> int:
@@ -257,8 +280,27 @@ def _orphans(directory: Path) -> list[Path]:
     return [
         p
         for p in names
-        if (m := _WRITE_TEMP.match(p.name)) and (is_owned(m["name"]) or m["name"] == WRITE_JOURNAL)
+        if (m := _WRITE_TEMP.match(p.name))
+        and (is_owned(m["name"]) or m["name"] == WRITE_JOURNAL or mcp_log_match(m["name"]) is not None)
+        and not _in_use(p)
     ]
+
+
+def _in_use(path: Path) -> bool:
+    """Whether a live :class:`LogStage` holds ``path`` (its ``flock``): a log being staged, no orphan."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 #: ``(st_dev, st_ino)`` of the directories whose ``flock`` this process holds for longer than a write
@@ -423,6 +465,16 @@ class _Swap:
         if self.journal is not None:
             self.journal.unlink(missing_ok=True)
         self.kept = []
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Whether two files hold the same bytes (``False`` when one cannot be read)."""
+    import filecmp
+
+    try:
+        return os.path.getsize(a) == os.path.getsize(b) and filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -702,6 +754,162 @@ def write_fixtures(
     return written, [*stale, *orphans]
 
 
+class LogStage:
+    """One session log written into its directory while it grows, so that ending it costs the same
+    whatever its size: a recorder killed soon after its session ends keeps it (an MCP stdio relay,
+    whose client closes its stdin and kills it about 4 s later; docs/mcp.md).
+
+    The same writer as :func:`write_fixtures`, one event at a time: each event :meth:`add` takes is
+    rendered in the spelling of the log it replaces (:class:`_LogLines`: the fixture's bytes for an
+    event equal after normalization, its volatile values otherwise), scrubbed and leak-checked, and
+    appended to a staged temp file beside the target (``.<name>.<random>.tmp``, under an ``flock`` that
+    tells other writers it is live, not an orphan). :meth:`commit` writes the last events, fsyncs and
+    swaps the file in through the journaled :class:`_Swap`; a log equal to the one it replaces is not
+    written (the stage is dropped). Killed before the swap, the directory holds the old set and a temp
+    file that the next write or ``dsh-replay recover`` removes.
+
+    The leak check runs on every chunk of lines as it is staged (the bytes the file holds); blocks of
+    streamed deltas (``assistant/chunk``) are checked per chunk, so a log of a model's streamed answers
+    is written by :func:`write_fixtures` instead.
+
+    Args:
+        path: the log's file.
+        header: the run log's header (``id``, ``cwd``, ``createdAt``...).
+        cwd: the run's cwd (written as the fixture's spelling, ``{{cwd}}`` for a new log).
+        scrubber: the run's one secret scrubber (default: env secrets + default patterns).
+        base: the log ``path`` holds now (default: read from it; a damaged or foreign one is replaced
+            whole).
+
+    Raises:
+        FixtureWriteError: the temp file cannot be created, written or swapped in (the old file stays).
+        SecretLeakError: a secret survived scrubbing (raised by :meth:`add`/:meth:`commit`; nothing is
+            swapped in).
+    """
+
+    #: bytes staged before they are scrubbed, checked and written
+    CHUNK = 1 << 20
+
+    def __init__(
+        self,
+        path: Path,
+        header: dict[str, Any],
+        cwd: str,
+        scrubber: SecretScrubber | None = None,
+        base: Fixtures | None = None,
+    ) -> None:
+        from ..errors import HarnessError
+        from .definition import ScenarioConfig
+
+        self.path = path
+        self.directory = path.parent
+        self.scrubber = scrubber or secret_scrubber([])
+        if os.path.lexists(self.directory / WRITE_JOURNAL):
+            recover_write(self.directory)
+        if base is None:
+            existing = (path,) if os.path.lexists(path) else ()
+            try:
+                scenario = Scenario(self.directory.resolve(), (), ScenarioConfig(), existing)
+                base = load_fixtures(scenario, check_seqs=False)
+            except HarnessError:
+                base = Fixtures()  # a damaged log is what this one replaces
+            base = Fixtures() if base.foreign else base
+        #: the events being normalized (a list this stage owns: emptied after each :meth:`add`)
+        self.events: list[dict[str, Any]] = []
+        self.log = SessionLog(header, self.events, f"live:{header.get('id', '')}")
+        self.composer = _Composer([self.log], cwd, base, NO_RULES, False)
+        self.lines = _LogLines(self.composer, 0)
+        self.fx_lines = self.composer.fx_norm[0][1] if base.logs else []
+        self.same = bool(base.logs) and self.composer.fx_norm[0][0] == self.composer.run_norm[0][0]
+        self.count = 0
+        self.buffer: list[bytes] = [self.lines.header()]
+        self.size = 0
+        self.line_no = 1  # of the first buffered line
+        target = _target(path)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as exc:
+            raise _failed(target, "stage the new file beside it", exc) from exc
+        self.target, self.tmp = target, Path(tmp)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.file: Any = os.fdopen(fd, "wb")
+
+    def add(self, events: Sequence[dict[str, Any]]) -> None:
+        """Stage the run log's next events (in order)."""
+        composer = self.composer
+        for event in events:
+            self.events.append(event)
+            run_line = normalized_event(event, composer.run_ctx, self.log)
+            composer.learn_uuids()
+            pair = None
+            if self.count < len(self.fx_lines):
+                fi, fx_line = self.fx_lines[self.count]
+                pair = (fi, fx_line == run_line)
+            self.same = self.same and pair is not None and pair[1]
+            self.count += 1
+            line = self.lines.event(event, pair)
+            self.buffer.append(line)
+            self.size += len(line)
+            if self.size >= self.CHUNK:
+                self._flush()
+        # the run log's events are not kept: the stage holds their lines
+        self.events.clear()
+
+    def _flush(self) -> None:
+        if not self.buffer:
+            return
+        data = _scrub_lines(b"\n".join(self.buffer) + b"\n", self.scrubber)
+        self.scrubber.assert_clean(data.decode("utf-8"), label=f"{self.path} (from line {self.line_no})")
+        try:
+            self.file.write(data)
+        except OSError as exc:
+            self.discard()
+            raise _failed(self.target, "stage the new file beside it", exc) from exc
+        self.line_no += len(self.buffer)
+        self.buffer, self.size = [], 0
+
+    def commit(self, remove: Sequence[Path] = ()) -> tuple[list[Path], list[Path]]:
+        """Swap the staged log in (and remove ``remove``): ``(written, removed)`` as
+        :func:`write_fixtures` returns them; a log equal to the one it replaces is not written."""
+        unchanged = self.same and self.count == len(self.fx_lines)
+        try:
+            if not unchanged:
+                self._flush()
+                self.file.flush()
+                # a log that differs from the old one only where scrubbing or respelling made it equal
+                unchanged = _same_bytes(self.tmp, self.target)
+            if not unchanged:
+                os.fsync(self.file.fileno())
+                os.chmod(self.tmp, file_mode())
+        except OSError as exc:
+            self.discard()
+            raise _failed(self.target, "stage the new file beside it", exc) from exc
+        except BaseException:
+            self.discard()
+            raise
+        stale = [p for p in remove if p != self.path and p.exists()]
+        if unchanged:
+            self.discard()
+            if not stale:
+                return [], []
+        with _directory_lock(self.directory):
+            orphans = [p for p in _orphans(self.directory) if p != self.tmp]
+            swap = _Swap(self.directory)
+            if not unchanged:
+                swap.staged.append((self.tmp, self.target))
+            try:
+                swap.commit(stale)
+            finally:
+                self.file.close()  # releases the stage's flock (the file is swapped in or removed)
+            _remove_orphans(orphans)
+        return ([] if unchanged else [self.path]), [*stale, *orphans]
+
+    def discard(self) -> None:
+        """Drop the stage (the run had problems): its temp file is removed, the old log stays."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
 def current_fixtures(scenario: Scenario) -> Fixtures:
     """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole)."""
     from ..errors import HarnessError
@@ -718,6 +926,7 @@ def current_fixtures(scenario: Scenario) -> Fixtures:
 __all__ = [
     "FAULT_ENV",
     "WRITE_JOURNAL",
+    "LogStage",
     "Normalization",
     "RunLogs",
     "WriteIncompleteError",

@@ -293,7 +293,109 @@ class Masks:
         return "masks: " + "; ".join(self.applied())
 
 
+#: The volatile values a mismatch report proposes a mask for: ``(kind, what the whole differing token
+#: must be, the regex proposed)``, first match wins (UUIDs need none: the ``Tokenizer`` numbers them).
+#: A token is the differing span widened to the surrounding letters, digits and ``-:.+_`` (so a
+#: changed digit is seen as the whole timestamp).
+_VOLATILE: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "timestamp",
+        re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"),
+        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[\d:.]*(?:Z|[+-]\d\d:?\d\d)?",
+    ),
+    ("time of day", re.compile(r"\d\d:\d\d:\d\d(?:\.\d+)?"), r"\d\d:\d\d:\d\d(?:\.\d+)?"),
+    ("hex id", re.compile(r"(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}"), r"[0-9a-f]{8,}"),
+    ("number", re.compile(r"\d+"), r"\d+"),
+)
+_TOKEN_CHARS = re.compile(r"[0-9A-Za-z:.+_-]")
+#: the label a proposed hex id or number mask keeps as context (``tx=``, ``run 42``, ``id: ``)
+_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:=|: ?| ))$")
+
+
+def _token(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span ``[start, end)`` of ``text`` widened to the whole token around it (``_TOKEN_CHARS``)."""
+    while start > 0 and _TOKEN_CHARS.match(text[start - 1]):
+        start -= 1
+    while end < len(text) and _TOKEN_CHARS.match(text[end]):
+        end += 1
+    return start, end
+
+
+def _strip_punctuation(text: str, start: int, end: int) -> tuple[int, int]:
+    """A token without the sentence punctuation around it (``.``, ``:``, ``-`` at its ends)."""
+    while end > start and text[end - 1] in ".:-+_":
+        end -= 1
+    while start < end and text[start] in ".:-+_":
+        start += 1
+    return start, end
+
+
+def suggest_mask(recorded: str, sent: str) -> tuple[str, str] | None:
+    r"""A mask for the difference of two strings when what differs looks like a value that changes every
+    run: ``(kind, regex)`` (``("timestamp", r"\d{4}-...")``), or ``None`` for ordinary text.
+
+    The differing span (between the common prefix and suffix) is widened to its whole token on both
+    sides; both tokens must be the same kind of :data:`_VOLATILE` value, whole: an ISO timestamp, a time
+    of day, a hex id (8+ hex digits, letters and digits), a number. A hex id or number is
+    proposed with the label before it when there is one (``tx=([0-9a-f]{8,})``, ``run (\d+)``): a mask
+    of every number would hide real changes. What a report proposes (docs/masks.md); the user decides.
+    """
+    if recorded == sent:
+        return None
+    prefix = 0
+    limit = min(len(recorded), len(sent))
+    while prefix < limit and recorded[prefix] == sent[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and recorded[len(recorded) - 1 - suffix] == sent[len(sent) - 1 - suffix]:
+        suffix += 1
+    spans = []
+    for text in (recorded, sent):
+        start, end = _token(text, prefix, max(prefix, len(text) - suffix))
+        start, end = _strip_punctuation(text, start, end)
+        if start >= end:
+            return None
+        spans.append((text, start, end))
+    for kind, whole, regex in _VOLATILE:
+        if all(whole.fullmatch(text, start, end) for text, start, end in spans):
+            text, start, _end = spans[0]
+            if kind not in ("hex id", "number"):
+                return kind, regex
+            label = _LABEL.search(text, 0, start)
+            if label is None:
+                if kind == "number" and all(end - start < 9 for _t, start, end in spans):
+                    return None  # a bare short number: a count that changed is no run-to-run value
+                return kind, regex
+            return kind, f"{re.escape(label.group(1))}({regex})".replace("\\ ", " ")
+    return None
+
+
+def mask_hint(recorded: object, sent: object) -> str | None:
+    """The one report line proposing a mask for a differing pair of values (:func:`suggest_mask`), in
+    every spelling a user gives masks (docs/masks.md); ``None`` when they are not two strings or what
+    differs is ordinary text."""
+    if not isinstance(recorded, str) or not isinstance(sent, str):
+        return None
+    found = suggest_mask(recorded, sent)
+    if found is None:
+        return None
+    kind, regex = found
+    return (
+        f"a value that changes every run ({kind})? mask it: --dsh-mask '{regex}' (ini dsh_mask; marker "
+        f'mask=[r"{regex}"]; dsh-replay serve --mask); see the masks page (docs/masks.md)'
+    )
+
+
 #: no masks (what every comparison uses unless masks are given)
 NO_MASKS = Masks(())
 
-__all__ = ["NO_MASKS", "Mask", "MaskError", "Masks", "screen_pattern", "screenable"]
+__all__ = [
+    "NO_MASKS",
+    "Mask",
+    "MaskError",
+    "Masks",
+    "mask_hint",
+    "screen_pattern",
+    "screenable",
+    "suggest_mask",
+]

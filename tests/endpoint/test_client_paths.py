@@ -35,7 +35,10 @@ def test_a_changed_tool_result_is_named_where_the_client_sent_it(
     upstream.stop()
     with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
         run_agent("list the files", stream=stream, client=_client(ep.url), tool=lambda name, args: "c.txt")
-    line = "messages[3].content (ours: messages[2].content[0].content[0].text): recorded "
+    line = (
+        "messages[3].content (in the recording: message 3 (system prompt not counted), block 1, "
+        "content[0].text): recorded "
+    )
     assert line in str(raised.value)
     assert ep.outcome is not None and line in ep.outcome.report()
 
@@ -48,8 +51,9 @@ def test_the_first_message_keeps_its_index_below_the_system_prompt(
     upstream.stop()
     with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
         run_agent("hello there", client=_client(ep.url))
-    assert "messages[1].content (ours: messages[0].content[0].text): recorded 'hello' != sent" in str(
-        raised.value
+    assert (
+        "messages[1].content (in the recording: message 1 (system prompt not counted), block 1, text): "
+        "recorded 'hello' != sent" in str(raised.value)
     )
 
 

@@ -114,8 +114,11 @@ def test_encrypted_reasoning_is_recorded_served_and_forwarded(tmp_path: Path, st
 
     with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
         loop(ep.url, stream=stream, output="19C, rain")
-    # named where the client sent it, our path beside it
-    assert "input[3].output (ours: messages[2].content[0].content[0].text): recorded" in str(raised.value)
+    # named where the client sent it, where the recording stores it beside it
+    assert (
+        "input[3].output (in the recording: message 3 (system prompt not counted), block 1, "
+        "content[0].text): recorded" in str(raised.value)
+    )
 
 
 def test_a_reasoning_item_with_only_encrypted_content_round_trips() -> None:

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.endpoint.server import KEPT_DIR
 
-from .upstream import FakeUpstream
+from .upstream import Answer, FakeUpstream
 
 pytest_plugins = ["pytester"]
 
@@ -47,12 +47,15 @@ def test_a_failing_test_writes_nothing_and_keeps_its_run_for_accept(
     directory = pytester.path / "recordings" / "test_agent" / "test_agent"
     result.stdout.fnmatch_lines(
         [
-            f"*nothing written to {directory}, the test failed (RuntimeError: the agent crashed after the "
-            f"first call): this run's 1 conversation(s) are kept in {directory / KEPT_DIR}; to take them "
-            f"as the recording: dsh-replay accept {directory}; to write a failed test's run: "
-            "@pytest.mark.dsh_recording(record_on_error=True)*"
+            f"*nothing was recorded into {directory}, the test failed (RuntimeError: the agent crashed "
+            f"after the first call). This run is kept in {directory / KEPT_DIR} (* file(s)): 1 "
+            f"conversation(s): 1 with every call answered; to take it as the recording: dsh-replay accept "
+            f"{directory}; to write a failed test's run: @pytest.mark.dsh_recording(record_on_error=True). "
+            f"{directory / KEPT_DIR} is removed when a recording is next written into {directory}, or by "
+            "accept*"
         ]
     )
+    assert "recorded 1 conversation(s)" not in result.stdout.str()
     assert not (directory / "session.jsonl").exists()
     assert (directory / KEPT_DIR / "session.jsonl").is_file()
 
@@ -87,3 +90,49 @@ def test_record_on_error_writes_a_failing_tests_run_closed_so_that_it_validates(
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1)
     assert len(upstream.requests) == 1  # replayed, not recorded again
+
+
+def test_a_run_whose_only_call_failed_upstream_is_kept_without_offering_accept(
+    pytester: pytest.Pytester,
+) -> None:
+    """The test's only model call fails upstream (an error answer the client raises): the summary says
+    plainly that nothing was recorded, what the kept run holds (no conversation answered, one failed
+    call) and does not offer ``dsh-replay accept`` for it; the next successful recording of the
+    directory removes the kept run.
+
+    Regression: the summary read "recorded 1 conversation(s) ... into DIR/.dsh-kept (7 file(s)
+    changed ...)" and suggested accepting a recording whose only call was the upstream's failure; the
+    kept directory stayed after a later good recording."""
+    failing = FakeUpstream(lambda body: Answer(status=400, error="this server cannot do that"))
+    failing.start()
+    try:
+        pytester.makepyfile(test_agent=TEST.format(marker="", end="pass"))
+        result = pytester.runpytest(
+            "-q", "-p", "no:cacheprovider", f"--dsh-upstream={failing.url}", "--dsh-record=once"
+        )
+    finally:
+        failing.stop()
+    result.assert_outcomes(failed=1)
+    directory = pytester.path / "recordings" / "test_agent" / "test_agent"
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            f"*nothing was recorded into {directory}, the test failed (BadRequestError: *). This run is "
+            f"kept in {directory / KEPT_DIR} (* file(s)): 1 conversation(s): 0 with every call answered, "
+            "1 failed call(s) in the other 1; nothing in it is worth accepting (no conversation had an "
+            "answer to every call): fix what failed and record again;*"
+        ]
+    )
+    assert "recorded 1 conversation(s)" not in out and f"dsh-replay accept {directory}" not in out
+    assert (directory / KEPT_DIR).is_dir() and not (directory / "session.jsonl").exists()
+
+    good = FakeUpstream(lambda body: Answer(text="two files"))
+    good.start()
+    try:
+        again = pytester.runpytest(
+            "-q", "-p", "no:cacheprovider", f"--dsh-upstream={good.url}", "--dsh-record=once"
+        )
+    finally:
+        good.stop()
+    again.assert_outcomes(passed=1)
+    assert (directory / "session.jsonl").is_file() and not (directory / KEPT_DIR).exists()

@@ -49,7 +49,7 @@ def test_sync_tool_loop_records_replays_offline_and_turns_red(
 
     with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
         run_agent("list the files, please", stream=stream, client=_client(ep.url))
-    assert "messages[0].content[0].text" in str(raised.value)
+    assert "(in the recording: message 1 (system prompt not counted), block 1, text)" in str(raised.value)
     assert ep.outcome is not None and not ep.outcome.ok
     assert "request mismatch at call #1 of session.jsonl" in ep.outcome.report()
 
@@ -164,8 +164,8 @@ def test_a_request_matching_no_recorded_conversation_is_refused_and_uses_none(
     assert "matches no free recorded session" in message
     assert "call #1 of session.jsonl" in message  # the recorded request it was compared with
     assert (
-        "messages[1].content (ours: messages[0].content[0].text): recorded 'list the files' != sent "
-        "'list the folders'" in message
+        "messages[1].content (in the recording: message 1 (system prompt not counted), block 1, text): "
+        "recorded 'list the files' != sent 'list the folders'" in message
     )
     assert "no recorded session was used" in message
     assert message.splitlines()[-1].endswith("make rerecord")

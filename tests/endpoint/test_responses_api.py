@@ -108,7 +108,7 @@ def test_tool_loop_records_replays_offline_and_turns_red(
 
     with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
         tool_loop(_client(ep.url), "What is the weather in Bergen?", stream=stream)
-    assert "messages[0].content[0].text" in str(raised.value)
+    assert "(in the recording: message 1 (system prompt not counted), block 1, text)" in str(raised.value)
     assert ep.outcome is not None and not ep.outcome.ok
     assert "request mismatch at call #1 of session.jsonl" in ep.outcome.report()
 

@@ -109,3 +109,27 @@ def test_sigterm_writes_the_recording(tmp_path: Path) -> None:
     assert status == 0, stderr
     text = (tmp_path / "mcp.bad.jsonl").read_text()
     assert text.count('"type":"tool/result"') == 2 and '"name":"clock"' in text
+
+
+def test_a_relay_killed_mid_session_leaves_the_old_log_and_a_stage_recover_removes(tmp_path: Path) -> None:
+    """SIGKILL (what the ``mcp`` SDK sends 4 s after closing stdin, and nothing outlives): the recorded
+    log stays as it was; the stage beside it is an interrupted write's temp file, which ``validate``
+    reports and ``recover`` removes."""
+    import signal
+
+    from pytest_dsh_replay.scenario.write import recover_write, write_findings
+
+    log = tmp_path / "mcp.bad.jsonl"
+    log.write_text("the old log\n")
+    # the server exits when its stdin closes (with the killed relay's end of the pipe)
+    client = LineClient(relay_argv(tmp_path, "--name", "bad", "--record", "rewrite"))
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    client.read()
+    client.read()
+    client.proc.send_signal(signal.SIGKILL)
+    client.proc.wait(15)
+    staged = [p.name for p in tmp_path.iterdir() if p.name.startswith(".mcp.bad.jsonl.")]
+    assert len(staged) == 1 and log.read_text() == "the old log\n"
+    assert [code for code, _message in write_findings(tmp_path)] == ["FIXTURE_WRITE_INCOMPLETE"]
+    assert recover_write(tmp_path) == [f"removed {staged[0]} (a temp file of an interrupted write)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.bad.jsonl"]

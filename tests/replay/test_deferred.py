@@ -24,7 +24,8 @@ from pytest_dsh_replay.replay import (
     parse_session_log,
 )
 from pytest_dsh_replay.replay import load as load_module
-from pytest_dsh_replay.replay.derive import DeferredCall, PackedRun
+from pytest_dsh_replay.replay.derive import DeferredCall
+from pytest_dsh_replay.replay.parse import PackedRun
 
 from .conftest import HEADER, chunk_event
 

@@ -260,6 +260,24 @@ def test_an_update_shows_what_it_wrote(page: Any, pytester: pytest.Pytester, tmp
     assert "the recorded answer was served anyway (accepted change)" in body
 
 
+def test_an_all_green_run_renders_its_summary_and_items(
+    page: Any, pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """A run with nothing red and nothing written: the page reads no recording, says so in its counts
+    and lists the passed items, and its script runs to the end.
+
+    Regression: the payload leaves out empty lists, the page read ``data.recordings.length`` of the
+    absent list, its script stopped with a TypeError and the page was never marked rendered."""
+    root = tmp_path / "scenarios"
+    shutil.copytree(SPAWN_AND_FORK, root / "spawn-and-fork")
+    out = tmp_path / "green.html"
+    run_pytest(pytester, "--dsh-scenario", root, "--dsh-report", out).assert_outcomes(passed=1)
+    open_report(page, out)
+    assert "1\npassed" in page.locator("#cards").inner_text()
+    assert "spawn-and-fork" in page.locator("details.item").first.inner_text()
+    assert page.locator("#recordings").inner_text() == ""
+
+
 def _with_mcp_session(tmp: Path) -> Path:
     """The crash-resume scenario (its model calls the tool ``bash``) with the session of an MCP server
     ``shell`` that served that call, written by the MCP relay's own log writer and the one writer."""

@@ -19,6 +19,10 @@ A format module (``chat.py``, ``responses.py``, ...) exposes, in both directions
 * ``upstream_translator(body=None)`` (``body``: the forwarded request) returning a translator with
   ``feed(event) -> list[StreamChunk]`` and ``finish() -> list[StreamChunk]``:
   the upstream's streamed events (parsed SSE ``data`` JSON) as our chunks;
+* ``whole_answer_events(answer) -> list``: an upstream's whole (not streamed) JSON answer as the events
+  its translator is fed (an OpenAI-compatible server that ignores ``stream: true``), so it is recorded as
+  the chunks a stream of it gives; raises :class:`~pytest_dsh_replay.llm.errors.LlmError`
+  ``BAD_RESPONSE`` when the JSON is not that format's answer;
 * ``upstream_body(body) -> dict``: the body forwarded upstream (always streamed, usage requested);
 * optionally ``upstream_headers(api_key) -> dict``: the headers an upstream of the format authenticates
   with (``messages.py``: ``x-api-key``); without it the key goes as ``Authorization: Bearer``.
@@ -89,6 +93,8 @@ class WireFormat(Protocol):
     def error_body(self, message: str, code: str, status: int) -> dict[str, Any]: ...
 
     def upstream_translator(self, body: Mapping[str, Any] | None = None) -> UpstreamTranslator: ...
+
+    def whole_answer_events(self, answer: object) -> list[Any]: ...
 
     def upstream_body(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
 

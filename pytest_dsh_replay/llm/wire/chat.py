@@ -68,6 +68,7 @@ __all__ = [
     "upstream_translator",
     "usage_payload",
     "wants_stream",
+    "whole_answer_events",
 ]
 
 JsonDict = dict[str, Any]
@@ -954,6 +955,43 @@ def upstream_translator(body: Mapping[str, Any] | None = None) -> ChatChunkTrans
     raw = (body or {}).get("messages")
     history = [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
     return ChatChunkTranslator(messages=cast(list[Message], history))
+
+
+def whole_answer_events(answer: object) -> list[JsonDict]:
+    """An upstream's whole (not streamed) ``chat.completion`` as the one stream chunk that carries it,
+    for :func:`upstream_translator` (an OpenAI-compatible server that ignores ``stream: true``).
+
+    Each choice's ``message`` becomes its ``delta`` (its tool calls numbered by position, as ``index``;
+    keys whose value is null dropped: a null says nothing in a delta either), ``object`` becomes
+    ``chat.completion.chunk``; ``usage`` and the other keys stay as they are. So the whole answer is
+    recorded as the chunks a stream of it gives, and replays to streamed and whole clients alike.
+
+    Raises:
+        LlmError: ``BAD_RESPONSE`` when ``answer`` is not a ``chat.completion`` object with a list of
+            ``choices`` holding ``message`` objects.
+    """
+    if not isinstance(answer, Mapping) or not isinstance(answer.get("choices"), list):
+        raise LlmError(
+            f"the upstream's whole answer is not a chat.completion with choices: {_preview(answer)}",
+            "BAD_RESPONSE",
+        )
+    choices: list[JsonDict] = []
+    for number, choice in enumerate(answer["choices"]):
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if not isinstance(message, Mapping):
+            raise LlmError(
+                f"the upstream's whole answer: choices[{number}] has no message object: {_preview(choice)}",
+                "BAD_RESPONSE",
+            )
+        delta: JsonDict = {k: v for k, v in message.items() if v is not None}
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            delta["tool_calls"] = [
+                {"index": i, **c} if isinstance(c, Mapping) else c for i, c in enumerate(calls)
+            ]
+        rest = {k: v for k, v in choice.items() if k != "message"}
+        choices.append({**rest, "delta": delta})
+    return [{**answer, "object": "chat.completion.chunk", "choices": choices}]
 
 
 def usage_payload(usage: Mapping[str, Any]) -> JsonDict:

@@ -77,6 +77,7 @@ __all__ = [
     "error_from_body",
     "map_stop_reason",
     "map_usage",
+    "message_events",
     "request_from_body",
     "stream_encoder",
     "to_anthropic_messages",
@@ -86,6 +87,7 @@ __all__ = [
     "upstream_headers",
     "upstream_translator",
     "wants_stream",
+    "whole_answer_events",
 ]
 
 JsonDict = dict[str, Any]
@@ -804,19 +806,20 @@ class MessagesEventTranslator:
         return out
 
 
-def translate_message(
-    message: Mapping[str, Any], *, where: str = "the messages endpoint"
-) -> list[StreamChunk]:
-    """A whole (not streamed) Messages response -> the StreamChunks the stream of it would give.
+def message_events(message: object, *, where: str = "the messages endpoint") -> list[JsonDict]:
+    """A whole (not streamed) Messages response as the events a stream of it sends: ``message_start``
+    (the message without its content and stop reason), per content block ``content_block_start`` (a
+    text or thinking block empty, its text as one delta, a thinking block's signature as a
+    ``signature_delta``; other blocks whole), ``content_block_stop``, ``message_delta`` (the stop
+    reason), ``message_stop``.
 
     Raises:
-        LlmError / MalformedCallError: as :class:`MessagesEventTranslator`.
+        LlmError: ``BAD_RESPONSE`` when ``message`` is not a message with a list of content blocks.
     """
     if not isinstance(message, Mapping) or not isinstance(message.get("content"), list):
         raise _bad(f"{where} sent a response that is not a message", message)
-    translator = MessagesEventTranslator(where=where)
     head = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence")}
-    out = translator.feed({"type": "message_start", "message": {**head, "content": []}})
+    events: list[JsonDict] = [{"type": "message_start", "message": {**head, "content": []}}]
     for index, block in enumerate(message["content"]):
         if not isinstance(block, Mapping):
             raise _bad("a content block is not an object", block)
@@ -831,15 +834,42 @@ def translate_message(
             deltas.append({"type": "thinking_delta", "thinking": block.get("thinking", "")})
             if block.get("signature"):
                 deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        out += translator.feed({"type": "content_block_start", "index": index, "content_block": start})
-        for delta in deltas:
-            out += translator.feed({"type": "content_block_delta", "index": index, "delta": delta})
-        out += translator.feed({"type": "content_block_stop", "index": index})
-    out += translator.feed(
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
         {"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}, "usage": {}}
     )
-    out += translator.feed({"type": "message_stop"})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def translate_message(
+    message: Mapping[str, Any], *, where: str = "the messages endpoint"
+) -> list[StreamChunk]:
+    """A whole (not streamed) Messages response -> the StreamChunks the stream of it would give
+    (:func:`message_events` through :class:`MessagesEventTranslator`).
+
+    Raises:
+        LlmError / MalformedCallError: as :class:`MessagesEventTranslator`.
+    """
+    events = message_events(message, where=where)
+    translator = MessagesEventTranslator(where=where)
+    out: list[StreamChunk] = []
+    for event in events:
+        out += translator.feed(event)
     return out + translator.finish()
+
+
+def whole_answer_events(answer: object) -> list[JsonDict]:
+    """An upstream's whole (not streamed) ``message`` as the events :func:`upstream_translator` is fed
+    (:func:`message_events`): recorded as the chunks a stream of it gives, so it replays to streamed and
+    whole clients alike.
+
+    Raises:
+        LlmError: ``BAD_RESPONSE`` when ``answer`` is not a message with a list of content blocks.
+    """
+    return message_events(answer, where="the upstream messages endpoint")
 
 
 # --------------------------------------------------------------------------- answers to a client
@@ -928,9 +958,10 @@ class MessagesStreamEncoder:
     :meth:`feed` returns the SSE frames (``event: X\\ndata: {...}\\n\\n`` as bytes) a chunk produces;
     :meth:`error` the frames of an error after the answer started, :meth:`close` the closing ones.
     A block's ``content_block_start`` is sent at its first delta or its end (a tool call's id and name
-    come with its first delta); a reasoning block's signature as a ``signature_delta`` before its
-    ``content_block_stop``; ``provider-fields`` blocks are not sent. A ``finish`` of kind ``error``
-    becomes an ``error`` event; a stream closed before any ``finish`` ends with an ``error`` event too.
+    come with its first delta; arguments its deltas did not carry are sent at its end); a reasoning
+    block's signature as a ``signature_delta`` before its ``content_block_stop``; ``provider-fields``
+    blocks are not sent. A ``finish`` of kind ``error`` becomes an ``error`` event; a stream closed
+    before any ``finish`` ends with an ``error`` event too.
     """
 
     def __init__(self, model: str, response_id: str) -> None:
@@ -942,6 +973,8 @@ class MessagesStreamEncoder:
         self._usage: Mapping[str, Any] | None = None
         self._usage_extra: Mapping[str, Any] | None = None
         self._finished = False
+        #: block index -> the tool call arguments sent so far as ``input_json_delta``
+        self._arguments: dict[int, str] = {}
 
     def _head(self) -> list[bytes]:
         if self._started:
@@ -982,6 +1015,7 @@ class MessagesStreamEncoder:
             start = {"type": "tool_use", "id": c.get("id", ""), "name": c.get("name", ""), "input": {}}
             out += self._start(c["index"], start)
             if c.get("argumentsDelta"):
+                self._arguments[c["index"]] = self._arguments.get(c["index"], "") + c["argumentsDelta"]
                 out.append(
                     self._delta(c["index"], {"type": "input_json_delta", "partial_json": c["argumentsDelta"]})
                 )
@@ -1017,6 +1051,13 @@ class MessagesStreamEncoder:
             if wire_block.get("type") == "tool_use" and wire_block.get("input"):
                 partial = json.dumps(wire_block["input"], ensure_ascii=False)
                 out.append(self._delta(index, {"type": "input_json_delta", "partial_json": partial}))
+        elif block.get("type") == "tool-call":
+            # arguments the deltas did not carry (an upstream that sent the whole input at the
+            # block's start): the rest, so a streamed client assembles the same input
+            arguments, sent = str(block.get("arguments") or ""), self._arguments.get(index, "")
+            rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
+            if rest:
+                out.append(self._delta(index, {"type": "input_json_delta", "partial_json": rest}))
         if wire_block.get("signature"):
             out.append(self._delta(index, {"type": "signature_delta", "signature": wire_block["signature"]}))
         wire = self._wire_index[index]

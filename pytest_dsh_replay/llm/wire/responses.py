@@ -88,6 +88,7 @@ __all__ = [
     "upstream_body",
     "upstream_translator",
     "wants_stream",
+    "whole_answer_events",
 ]
 
 JsonDict = dict[str, Any]
@@ -1341,6 +1342,22 @@ def upstream_translator(body: Mapping[str, Any] | None = None) -> ResponsesEvent
     """The translator of an upstream's streamed Responses events (``body`` is not needed: every
     function call has a ``call_id``)."""
     return ResponsesEventTranslator()
+
+
+def whole_answer_events(answer: object) -> list[object]:
+    """An upstream's whole (not streamed) ``response`` object as what :func:`upstream_translator` is
+    fed: the object itself (the translator takes it as the terminal response, its output items whole),
+    so it is recorded as the chunks a stream of it gives and replays to streamed and whole clients alike.
+
+    Raises:
+        LlmError: ``BAD_RESPONSE`` when ``answer`` is not an object with ``"object": "response"``.
+    """
+    if not isinstance(answer, Mapping) or answer.get("object") != "response":
+        raise LlmError(
+            f"the upstream's whole answer is not a Responses response object: {_preview(answer)}",
+            "BAD_RESPONSE",
+        )
+    return [answer]
 
 
 def upstream_body(body: Mapping[str, Any]) -> JsonDict:

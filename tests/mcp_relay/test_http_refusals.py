@@ -1,0 +1,91 @@
+"""The endpoint's own refusals on the MCP servers' paths (``/mcp/NAME``) are JSON-RPC errors with their
+HTTP status kept: the ``mcp`` SDK's streamable-HTTP client raises them with the endpoint's message
+(the guard's 403, an unknown NAME's 404, a body that is not JSON, another method's 405), where an
+API-shaped or plain-text body gave only "Server returned an error response" / "Not Found"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+from pytest_dsh_replay.modes import RecordMode
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Iterator[str]:
+    """A recording endpoint relaying MCP server ``calc`` (its upstream is never reached)."""
+    thread = EndpointThread(
+        EndpointConfig(
+            tmp_path / "rec",
+            record=RecordMode.ONCE,
+            upstream="http://127.0.0.1:9/v1",
+            mcp={"calc": "http://127.0.0.1:9/mcp"},
+        )
+    )
+    url = thread.start()
+    try:
+        yield url.removesuffix("/v1")
+    finally:
+        outcome = thread.stop()
+        assert outcome.problems == [], outcome.report()
+
+
+async def initialize(url: str, headers: dict[str, str] | None = None) -> str:
+    """The SDK's error on ``initialize`` (its text)."""
+    client = create_mcp_http_client(headers=headers)
+    try:
+        async with (
+            client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+    except BaseException as exc:  # the SDK's task groups wrap the MCPError
+        found = _leaves(exc)
+        errors = [e for e in found if isinstance(e, MCPError)]
+        return str(errors[0]) if errors else repr(found)
+    return "no error"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
+    return [exc]
+
+
+def test_an_unknown_server_name_is_a_jsonrpc_404_the_sdk_raises(base: str) -> None:
+    said = anyio.run(initialize, base + "/mcp/nope")
+    assert "[ENDPOINT_NOT_FOUND]" in said and "no MCP server named 'nope' here; it relays calc" in said
+    answer = httpx.post(base + "/mcp/nope", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert answer.status_code == 404 and answer.headers["content-type"].startswith("application/json")
+    assert answer.json()["jsonrpc"] == "2.0" and answer.json()["error"]["code"] == -32600
+
+
+def test_the_guards_refusal_is_a_jsonrpc_403_the_sdk_raises(base: str) -> None:
+    said = anyio.run(initialize, base + "/mcp/calc", {"Origin": "http://evil.example"})
+    assert "[ENDPOINT_ORIGIN_REFUSED]" in said, said
+    assert "http://evil.example" in said
+    answer = httpx.post(
+        base + "/mcp/calc", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"Origin": "null"}
+    )
+    body: Any = answer.json()
+    assert answer.status_code == 403 and body["jsonrpc"] == "2.0" and body["id"] is None
+    assert body["error"]["data"]["status"] == 403
+
+
+def test_a_bad_body_and_another_method_are_jsonrpc_errors(base: str) -> None:
+    answer = httpx.post(base + "/mcp/calc", content=b"{not json")
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == -32700
+    answer = httpx.put(base + "/mcp/calc", content=b"{}")
+    assert answer.status_code == 405 and answer.json()["error"]["code"] == -32600
+    assert "[ENDPOINT_METHOD_NOT_ALLOWED]" in answer.json()["error"]["message"]
+    assert httpx.post(base + "/v1/nope", json={}).json()["error"]["type"]  # the API families keep theirs

@@ -1,0 +1,143 @@
+"""How the ``mcp`` SDK's stdio client stops ``dsh-replay mcp`` (an SDK server behind it), and what the
+recording keeps.
+
+The SDK (``mcp.client.stdio._stop_server_process``) closes the relay's stdin, polls 2 s for its exit,
+SIGTERMs the relay's process group (the relay and its server), polls 2 s more and SIGKILLs the group.
+A session is staged in the recording directory as it passes, so its end only swaps it in; a SIGTERM
+while a call is pending answers the waiting client with a JSON-RPC error, recorded as the relay's
+answer and served again by the replay."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from .lines import ROOT
+
+SDK_SERVER = str(Path(__file__).with_name("sdk_server.py"))
+#: the blob of the large session: its recording (request, result, tool/result) is about 2 x this, and
+#: the relay's old finish (derive, scrub, write at the end) took longer than the SDK's 4 s for it
+BLOB = 24_000_000
+
+
+def params(directory: Path, mode: str, pid_file: Path | None = None) -> StdioServerParameters:
+    relay = [sys.executable, "-m", "pytest_dsh_replay.cli", "mcp", str(directory), "--name", "sdk"]
+    relay += ["--record", mode, "--", sys.executable, SDK_SERVER]
+    path = os.environ.get("PYTHONPATH", "")
+    env = {"PYTHONPATH": ROOT + (os.pathsep + path if path else "")}
+    if pid_file is None:
+        return StdioServerParameters(command=relay[0], args=relay[1:], env=env)
+    # the shell's pid is the relay's (exec): the test signals it as a process manager would
+    script = f'echo $$ > "{pid_file}"; exec "$@"'
+    return StdioServerParameters(command="/bin/sh", args=["-c", script, "sh", *relay], env=env)
+
+
+async def blob_session(p: StdioServerParameters, errlog: Any) -> tuple[int, str, float]:
+    async with stdio_client(p, errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as client:
+            await client.initialize()
+            result = await client.call_tool("blob", {"size": BLOB})
+        text = result.content[0].text
+        closed = time.monotonic()
+    return len(text), text[:40], time.monotonic() - closed
+
+
+def test_a_session_too_large_to_write_within_the_sdks_grace_is_recorded(tmp_path: Path) -> None:
+    """Regression: a large session was lost: the relay derived, scrubbed and wrote it only after the
+    client closed its stdin (about 0.07 s per MB of log), and the SDK SIGKILLed it 4 s later, mid-write.
+    This one (a 48 MB log) took the old relay about 3 s: past the SDK's 2 s, SIGTERMed."""
+    rec, err = tmp_path / "rec", tmp_path / "stderr.txt"
+    with err.open("w") as errlog:
+        size, head, stop_seconds = anyio.run(blob_session, params(rec, "once"), errlog)
+    assert size == BLOB
+    log = rec / "mcp.sdk.jsonl"
+    assert log.exists(), err.read_text()
+    assert "recorded MCP server 'sdk'" in err.read_text()
+    # the relay exited within the SDK's first wait, never SIGTERMed (the old finish took about 3 s for
+    # this session, and was SIGKILLed past 4 s for larger ones)
+    assert stop_seconds < PROCESS_TERMINATION_TIMEOUT
+    events = [orjson.loads(line) for line in log.read_bytes().splitlines()[1:]]
+    result = next(e for e in events if e["type"] == "tool/result")
+    assert result["data"]["content"][0]["text"][:40] == head
+    assert len(result["data"]["content"][0]["text"]) == BLOB
+    ends = [e["data"]["reason"] for e in events if e["type"] == "turn/end"]
+    assert ends == [{"kind": "completed"}]
+    assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]  # no stage left beside it
+
+
+async def pending_session(p: StdioServerParameters, pid_file: Path | None, errlog: Any) -> str:
+    async with stdio_client(p, errlog=errlog) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        first = await client.call_tool("counter", {})
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                if pid_file is not None:
+                    group.start_soon(_terminate_soon, pid_file)
+                try:
+                    await client.call_tool("wait", {"seconds": 30})
+                except MCPError as exc:
+                    return f"{first.content[0].text} | {exc}"
+    return "no error"
+
+
+async def _terminate_soon(pid_file: Path) -> None:
+    await anyio.sleep(1.0)  # the call reached the server (it answers after 30 s)
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+
+
+def test_a_call_pending_at_sigterm_is_answered_recorded_and_replayed_with_the_same_error(
+    tmp_path: Path,
+) -> None:
+    """Regression: a relay SIGTERMed with a ``tools/call`` pending left the client without an answer
+    and recorded a result no replay served: the replayed call waited for ever."""
+    rec, err = tmp_path / "rec", tmp_path / "stderr.txt"
+    pid_file = tmp_path / "relay.pid"
+    with err.open("w") as errlog:
+        recorded = anyio.run(pending_session, params(rec, "once", pid_file), pid_file, errlog)
+    assert "the relay got SIGTERM before the server answered request id" in recorded, recorded
+    assert "tools/call wait" in recorded
+    events = [orjson.loads(line) for line in (rec / "mcp.sdk.jsonl").read_bytes().splitlines()[1:]]
+    relayed = [e for e in events if e["type"] == "mcp/message" and e["data"]["from"] == "relay"]
+    assert len(relayed) == 1 and relayed[0]["data"]["message"]["error"]["code"] == -32001
+    result = [e for e in events if e["type"] == "tool/result"][-1]
+    assert result["data"]["isError"] and result["data"]["error"]["code"] == "-32001"
+    assert events[-1]["data"]["reason"]["kind"] == "aborted"
+
+    with err.open("w") as errlog:  # replayed: the same counter, the same error, exit 0 (no report)
+        replayed = anyio.run(pending_session, params(rec, "none"), None, errlog)
+    assert replayed == recorded
+    assert err.read_text() == ""
+
+
+def test_a_staged_session_is_live_for_other_writers_until_it_is_swapped_in(tmp_path: Path) -> None:
+    """While a session runs its recording directory holds its stage, which another writer's sweep of
+    an interrupted write's temp files (``recover``) leaves alone: it is live; at the end it is the log."""
+    from pytest_dsh_replay.scenario.write import recover_write
+
+    rec = tmp_path / "rec"
+
+    async def check() -> list[str]:
+        async with (
+            stdio_client(params(rec, "once"), errlog=sys.stderr) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            await client.call_tool("counter", {})
+            staged = sorted(p.name for p in rec.iterdir())
+            assert recover_write(rec) == []
+            assert sorted(p.name for p in rec.iterdir()) == staged
+            return staged
+
+    staged = anyio.run(check)
+    assert len(staged) == 1 and staged[0].startswith(".mcp.sdk.jsonl.") and staged[0].endswith(".tmp")
+    assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]
