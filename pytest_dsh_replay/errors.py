@@ -122,8 +122,30 @@ def quote(value: object, limit: int = 120) -> str:
 MAX_INPUT_NESTING = 128
 
 
+#: The nesting orjson encodes at the most (a deeper value raises ``JSONEncodeError``).
+_ORJSON_MAX_DEPTH = 254
+
+
 def nesting_exceeds(value: object, limit: int = MAX_INPUT_NESTING) -> bool:
-    """True when the JSON-like ``value`` nests lists/dicts more than ``limit`` levels (iterative)."""
+    """True when the JSON-like ``value`` nests lists/dicts more than ``limit`` levels.
+
+    A value orjson encodes is judged in C: wrapped in ``254 - limit`` lists, it encodes exactly when
+    its own nesting is at most ``limit`` (a 1 MB request body: about 0.3 ms, a thirtieth of a walk in
+    Python). Anything else (a value orjson refuses for another reason, an integer over 64 bits) is
+    walked, iteratively.
+    """
+    if 0 <= limit < _ORJSON_MAX_DEPTH:
+        import orjson
+
+        wrapped = value
+        for _ in range(_ORJSON_MAX_DEPTH - limit):
+            wrapped = [wrapped]
+        try:
+            orjson.dumps(wrapped)
+        except orjson.JSONEncodeError:
+            pass  # too deep, or not a value orjson writes: the walk decides
+        else:
+            return False
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()

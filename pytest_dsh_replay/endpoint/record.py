@@ -286,8 +286,9 @@ def _is_json(content_type: str) -> bool:
 
 def _raise_error_payload(payload: object) -> None:
     """Raise the error an upstream sent as a JSON event or answer (``{"error": ...}`` without
-    ``choices``) with status 200: :class:`LlmError` ``PROVIDER_ERROR`` quoting its message."""
-    if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
+    ``choices``) with status 200: :class:`LlmError` ``PROVIDER_ERROR`` quoting its message. A null
+    ``error`` is none (a whole Responses ``response`` object carries ``"error": null``)."""
+    if isinstance(payload, dict) and payload.get("error") is not None and "choices" not in payload:
         error = payload["error"]
         message = error.get("message") if isinstance(error, dict) else str(error)
         raise LlmError(f"upstream stream error: {message}", "PROVIDER_ERROR")

@@ -38,7 +38,14 @@ import orjson
 from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
-from ..errors import DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_ENV, HarnessError, max_line_bytes
+from ..errors import (
+    DEFAULT_MAX_LINE_BYTES,
+    MAX_INPUT_NESTING,
+    MAX_LINE_BYTES_ENV,
+    HarnessError,
+    max_line_bytes,
+    nesting_exceeds,
+)
 from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
@@ -763,6 +770,16 @@ class Endpoint:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             return self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
+        if nesting_exceeds(body):  # every layer after this one (mapping, keys, scrubbing, the log) recurses
+            return self._problem(
+                fmt,
+                WireRequestError(
+                    f"nested deeper than {MAX_INPUT_NESTING} levels: no recording holds such a request, "
+                    "so it was refused and nothing was forwarded",
+                    "$",
+                ),
+                400,
+            )
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
             binding = self.binder.bind(parsed, request.headers, hashes=hashes)

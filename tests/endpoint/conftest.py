@@ -36,6 +36,20 @@ def served(
         s.outcome = thread.stop()
 
 
+def record_chat(
+    directory: Path, upstream: str, *prompts: str, model: str = "fake-1", retries: int = 0
+) -> None:
+    """A recording (record mode ``once``) of one chat conversation per prompt, asked through the openai
+    SDK of an endpoint forwarding to ``upstream``; asserts the run was ok."""
+    import openai
+
+    with served(directory, RecordMode.ONCE, upstream) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=retries)
+        for prompt in prompts:
+            client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
 @pytest.fixture
 def upstream() -> Iterator[FakeUpstream]:
     up = FakeUpstream(agent_rule)

@@ -82,6 +82,7 @@ def _responses_whole(text: str | None, call: tuple[str, str, str] | None) -> dic
         "created_at": 1,
         "model": "m",
         "status": "completed",
+        "error": None,
         "output": output,
         "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
     }

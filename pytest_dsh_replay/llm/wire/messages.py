@@ -424,6 +424,9 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     """
     if not isinstance(body, Mapping):
         raise WireRequestError("the body must be a JSON object", "$")
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise WireRequestError(f"must be a string, got {_preview(model)}", "model")
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list):
         raise WireRequestError("must be a list of messages", "messages")
@@ -458,24 +461,45 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
         if rest or not content:
             messages.append({"role": role, "content": rest})
             origins.append([position, rest_from])
-    request: ModelRequest = {"model": str(body.get("model", "")), "messages": messages}
+    request: ModelRequest = {"model": model, "messages": messages}
     system = body.get("system")
     if system:
         request["system"] = "\n".join(b["text"] for b in _body_text(system, "system"))
-    tools = body.get("tools")
-    if isinstance(tools, list) and tools:
-        request["tools"] = [
-            {
-                "name": str(t.get("name", "")),
-                "description": str(t.get("description", "")),
-                "parameters": t.get("input_schema", {"type": "object", "properties": {}}),
-            }
-            for t in tools
-            if isinstance(t, Mapping)
-        ]
+    tools = _tools_from_body(body.get("tools"))
+    if tools:
+        request["tools"] = tools
     request["params"] = shaping_params(body, SHAPING_FIELDS)
     request["origins"] = {"field": ITEMS_FIELD, "messages": origins}
     return request
+
+
+def _tools_from_body(raw: object) -> list[ToolSpec]:
+    """``tools`` -> ``{name, description, parameters}`` each: a client tool's ``input_schema`` (an
+    object), a server tool (``web_search_20250305``, ...) the empty object schema.
+
+    Raises:
+        WireRequestError: not a list, an entry not an object, a name not a string, a schema not an object.
+    """
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise WireRequestError(f"must be a list of tools, got {_preview(raw)}", "tools")
+    tools: list[ToolSpec] = []
+    for i, tool in enumerate(raw):
+        if not isinstance(tool, Mapping):
+            raise WireRequestError(f"a tool must be an object, got {_preview(tool)}", f"tools[{i}]")
+        name = tool.get("name")
+        if not isinstance(name, str):
+            raise WireRequestError(f"must be a string, got {_preview(name)}", f"tools[{i}].name")
+        schema = tool.get("input_schema")
+        if schema is None:
+            schema = {"type": "object", "properties": {}}
+        elif not isinstance(schema, dict):
+            raise WireRequestError(
+                f"must be a JSON Schema object, got {_preview(schema)}", f"tools[{i}].input_schema"
+            )
+        tools.append({"name": name, "description": str(tool.get("description", "")), "parameters": schema})
+    return tools
 
 
 # --------------------------------------------------------------------------- upstream answers

@@ -1,0 +1,178 @@
+"""``dsh-replay serve`` in replay mode against request bodies no SDK would send: every one is refused
+with a 4xx in the route's API error shape, serve stays up and answers the next good request, and the
+recording is not touched (record mode's handling of the same bodies is the same code path up to the
+model; replay is where nothing may be forwarded or written)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_dsh_replay.errors import MAX_INPUT_NESTING
+from tests._serve_helpers import finish, port_of, start_serve
+
+from .conftest import record_chat
+from .upstream import FakeUpstream, agent_rule
+
+ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
+DEEP = 100_000
+
+#: name -> body (bytes sent as they are), on every route
+RAW: dict[str, bytes] = {
+    "empty": b"",
+    "not-json": b"{not json",
+    "form": b"model=fake-1&messages=hello",
+    "bad-utf8": b'{"model":"fake-1","messages":[{"role":"user","content":"\xff\xfe"}]}',
+    "lone-surrogate": b'{"model":"fake-1","messages":[{"role":"user","content":"\\ud800"}]}',
+    "array": b"[1, 2]",
+    "string": b'"hello"',
+    "null": b"null",
+    "number": b"3",
+    "huge-int": b'{"model":"fake-1","max_tokens":' + b"9" * 5000 + b"}",
+    "infinity": b'{"model":"fake-1","temperature":1e999999}',
+    "nan": b'{"model":"fake-1","temperature":NaN}',
+    "deep-objects": b'{"a":' * DEEP + b"1" + b"}" * DEEP,
+    "deep-arrays": b"[" * DEEP + b"]" * DEEP,
+}
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+NESTED = _nested(1000)  # as deep as the JSON parser takes (orjson: 1024 levels), past what a request may be
+#: a user message's extra field: the body, the list and the message are three levels of its nesting
+AT_LIMIT_IN_MESSAGE = _nested(MAX_INPUT_NESTING - 3)
+USER = '[{"role": "user", "content": "hi"}]'
+#: name -> (conversation, other fields) of a JSON object with a field of a wrong type or shape
+FIELDS: dict[str, tuple[str, str]] = {
+    "conversation-number": ("5", ""),
+    "conversation-numbers": ("[1, 2]", ""),
+    "message-role-number": ('[{"role": 5, "content": "hi"}]', ""),
+    "message-content-number": ('[{"role": "user", "content": 5}]', ""),
+    "message-content-parts": ('[{"role": "user", "content": [{"type": 5}]}]', ""),
+    "deep-content": (f'[{{"role": "user", "content": {NESTED}}}]', ""),
+    "model-number": (USER, '"model": 5'),
+    "model-object": (USER, '"model": {"a": 1}'),
+    "tools-string": (USER, '"tools": "x"'),
+    "tools-numbers": (USER, '"tools": [1]'),
+    "tool-fields": (USER, '"tools": [{"type": "function", "function": "x", "name": 7, "input_schema": 3}]'),
+    "deep-tool-schema": (
+        USER,
+        f'"tools": [{{"type": "function", "name": "t", "input_schema": {NESTED}, '
+        f'"function": {{"name": "t", "parameters": {NESTED}}}}}]',
+    ),
+    "deep-param": (USER, f'"metadata": {NESTED}, "tool_choice": {NESTED}'),
+    "deep-message-field": (f'[{{"role": "user", "content": "hi", "extra": {NESTED}}}]', ""),
+    # as deep as a request may be (errors.MAX_INPUT_NESTING): mapped, keyed and refused by the request
+    # check (it is not the recorded request), no layer it reaches recursing too deep
+    "param-at-the-limit": (USER, f'"metadata": {_nested(MAX_INPUT_NESTING - 1)}'),  # the body is one more
+    "field-at-the-limit": (f'[{{"role": "user", "content": "hi", "extra": {AT_LIMIT_IN_MESSAGE}}}]', ""),
+}
+#: the conversation field of each route (the Responses API calls it ``input``)
+CONVERSATION = {"/v1/chat/completions": "messages", "/v1/messages": "messages", "/v1/responses": "input"}
+
+
+def _bodies(route: str) -> dict[str, bytes]:
+    out = dict(RAW)
+    for name, (conversation, other) in FIELDS.items():
+        fields = [f'"{CONVERSATION[route]}": {conversation}', '"max_tokens": 5']
+        fields += [other] if other else []
+        fields += [] if '"model"' in other else ['"model": "fake-1"']
+        out[name] = ("{" + ", ".join(fields) + "}").encode()
+    return out
+
+
+CASES = [(route, name) for route in ROUTES for name in _bodies(route)]
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()
+    }
+
+
+class Replaying:
+    """``dsh-replay serve`` of a recording of one chat conversation (``hello``), in replay mode."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str, directory: Path) -> None:
+        self.proc, self.url, self.directory = proc, url, directory
+        self.recorded = _snapshot(directory)
+
+    def post(self, path: str, body: bytes) -> tuple[int, Any]:
+        """One raw POST (``Content-Type: application/json``, the body's bytes as given)."""
+        conn = http.client.HTTPConnection("127.0.0.1", port_of(self.url), timeout=30)
+        try:
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            answer = conn.getresponse()
+            return answer.status, json.loads(answer.read())
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def replaying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replaying]:
+    """The serve process for the module; at the end it still answers the recorded request, stops on
+    SIGTERM without a traceback (exit 1: the refused requests are the run's problems) and the recording
+    is as it was."""
+    directory = tmp_path_factory.mktemp("malformed") / "rec"
+    upstream = FakeUpstream(agent_rule)
+    upstream.start()
+    try:
+        record_chat(directory, upstream.url, "hello")
+    finally:
+        upstream.stop()
+    proc, url = start_serve(directory)
+    try:
+        assert url.startswith("http://127.0.0.1:"), url
+        replaying = Replaying(proc, url, directory)
+        yield replaying
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        answer = client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "hello"}]
+        )
+        assert answer.choices[0].message.content == "you said: hello"
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 1 and "Traceback" not in err, err
+    assert "request body: " in err  # the refusals are the run's report
+    assert _snapshot(directory) == replaying.recorded
+
+
+def _error_message(route: str, payload: Any) -> str:
+    """The message of an error body, asserting the route's API shape (Anthropic's or OpenAI's)."""
+    if route == "/v1/messages":
+        assert payload["type"] == "error" and payload["error"]["type"] == "invalid_request_error", payload
+    else:
+        assert set(payload["error"]) >= {"message", "type", "code"}, payload
+        assert payload["error"]["type"] == "invalid_request_error", payload
+    message = payload["error"]["message"]
+    assert isinstance(message, str), payload
+    return message
+
+
+@pytest.mark.parametrize(("route", "name"), CASES, ids=[f"{r.rsplit('/', 1)[1]}-{n}" for r, n in CASES])
+def test_a_malformed_body_is_a_typed_400_and_serve_stays_up(
+    replaying: Replaying, route: str, name: str
+) -> None:
+    """Regression: a value nested past ~1000 levels inside a field the formats pass on (a message's
+    extra key, ``tool_choice``, a content list) was a plain-text 500 (a RecursionError in mapping,
+    keying or scrubbing), and ``/v1/messages`` took a ``model`` or ``tools`` of a wrong type (turned
+    into strings or dropped) to the request check instead of naming the field."""
+    status, payload = replaying.post(route, _bodies(route)[name])
+    assert status == 400, (status, payload)
+    message = _error_message(route, payload)
+    if name.endswith("at-the-limit"):  # a well-formed request, only not the recorded one
+        assert message.startswith("replay: request mismatch at call #1"), message
+    else:
+        assert message.startswith("request body: "), message
+    assert replaying.proc.poll() is None
+    assert _snapshot(replaying.directory) == replaying.recorded
