@@ -20,6 +20,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,15 @@ def bundled_copy(tmp_path: Path) -> Path:
     dst = tmp_path / "scenarios"
     shutil.copytree(BUNDLED, dst)
     return dst
+
+
+@pytest.fixture
+def upstream() -> Iterator[Any]:
+    """A fake Chat Completions upstream on 127.0.0.1 answering by ``agent_rule``
+    (``tests/endpoint/upstream.py``), stopped after the test; the endpoint, serve and report tests use it."""
+    from endpoint.upstream import FakeUpstream, agent_rule  # tests/ is on sys.path (rootdir-relative)
+
+    up = FakeUpstream(agent_rule)
+    up.start()
+    yield up
+    up.stop()

@@ -56,6 +56,7 @@ from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
 from pytest_dsh_replay.llm.wire import chat, messages, responses
 from pytest_dsh_replay.modes import RecordMode
 from pytest_dsh_replay.replay import ReplayModel, load_session_scripts
+from tests._serve_helpers import start_serve
 
 SYSTEM = "You are terse."
 CHILD = "You are a helper."
@@ -198,18 +199,6 @@ def record_calls(
     assert outcome.ok, outcome.report()
 
 
-def start_serve(directory: Path, match_on: str | None = None) -> tuple[subprocess.Popen[str], str]:
-    more = ["--match-on", match_on] if match_on else []
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *more],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
-
-
 FLOOR = """
 import sys
 from aiohttp import web
@@ -294,7 +283,7 @@ def per_call(directory: Path, calls: int, chunks: int, api: str = "chat") -> dic
 
     base = asyncio.run(in_process())
     assert not model.failures, model.failures[0]
-    proc, url = start_serve(directory, parts)
+    proc, url = start_serve(directory, *(["--match-on", parts] if parts else []))
     try:
         cpu = _cpu_ms(proc.pid)
         http, last = asyncio.run(timed_posts(url, bodies, path))

@@ -75,6 +75,21 @@ def timed(fn: Any, *args: Any) -> float:
     return wall
 
 
+def load_ratios(
+    name: str, ours: Any, floor: Any, repeats: int, floor_name: str
+) -> tuple[list[float], list[float]]:
+    """``repeats`` runs of the floor then ours, each printed: (wall-time ratios, CPU-time ratios)."""
+    ratios, cpu_time = [], []
+    for r in range(repeats):
+        f = timed(floor)
+        fc = CPU[0]
+        o = timed(ours)
+        ratios.append(o / f)
+        cpu_time.append(CPU[0] / fc)
+        print(f"  {name} run {r}: ours {o:.2f}s {floor_name} {f:.2f}s")
+    return ratios, cpu_time
+
+
 def peak_rss_of(fn_src: str) -> int:
     """Run ``fn_src`` in a fresh interpreter and return its peak RSS in bytes."""
     import subprocess
@@ -206,15 +221,7 @@ def main() -> None:
             b.load("bench")
             b.close()
 
-        ratios = []
-        cpu_time = []
-        for r in range(repeats):
-            f = timed(floor_load)
-            fc = CPU[0]
-            o = timed(ours_load)
-            ratios.append(o / f)
-            cpu_time.append(CPU[0] / fc)
-            print(f"  JSONL load run {r}: ours {o:.2f}s floor {f:.2f}s")
+        ratios, cpu_time = load_ratios("JSONL load", ours_load, floor_load, repeats, "floor")
         print(f"JSONL load  : ratio {spread(ratios)} (target <= 1.5); CPU time ratio {spread(cpu_time)}")
         size = path.stat().st_size
         base = peak_rss_of("import pytest_dsh_replay.persistence, orjson")
@@ -287,15 +294,7 @@ def main() -> None:
             b.load("bench")
             b.close()
 
-        ratios = []
-        cpu_time = []
-        for r in range(repeats):
-            f = timed(floor_load)
-            fc = CPU[0]
-            o = timed(ours_sqlite_load)
-            ratios.append(o / f)
-            cpu_time.append(CPU[0] / fc)
-            print(f"  SQLite load run {r}: ours {o:.2f}s JSONL floor {f:.2f}s")
+        ratios, cpu_time = load_ratios("SQLite load", ours_sqlite_load, floor_load, repeats, "JSONL floor")
         print(
             f"SQLite load : ratio {spread(ratios)} vs the JSONL load floor (target <= 1.5); "
             f"CPU time ratio {spread(cpu_time)}"

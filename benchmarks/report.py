@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import best
 from replay import synthetic_events
 
 from pytest_dsh_replay.itemreport import RequestDiff
@@ -31,17 +31,10 @@ from pytest_dsh_replay.report import read_recording, report_payload, write_repor
 from pytest_dsh_replay.report.payload import Item
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the report tests' browser set-up: one set of Chromium flags
+from tests.report._browser import FLAGS, chromium_path  # noqa: E402
+
 RED_RECORDING = REPO / "scenarios" / "mixed" / "spawn-and-fork"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def write_log(path: Path, events: int) -> None:
@@ -53,15 +46,6 @@ def write_log(path: Path, events: int) -> None:
 def floor(path: Path) -> int:
     """Reading the events at all: one ``orjson.loads`` per line."""
     return sum(1 for line in path.read_bytes().splitlines() if orjson.loads(line))
-
-
-def best(fn: Any, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def run_items(n: int) -> list[Item]:
@@ -159,9 +143,7 @@ def main() -> None:
         except ImportError:
             print("browser: Playwright is not installed; render times not measured")
             return
-        chromium = next(
-            (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None
-        )
+        chromium = chromium_path()
         if chromium is None:
             print("browser: no Chromium (apt-get install chromium); render times not measured")
             return

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _timing import best
 
 from pytest_dsh_replay.llm.secrets import SecretScrubber
 from pytest_dsh_replay.scenario.compare import compare_event_logs
@@ -29,15 +29,6 @@ from pytest_dsh_replay.scenario.secrets import scrub_logs
 
 SOURCE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "tool-call-turn" / "session.jsonl"
 KEY = "Zq7LLMcred0123456789abcd"
-
-
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def build(copies: int, *, leak: bool) -> SessionLog:

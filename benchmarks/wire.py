@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _timing import best
 
 from pytest_dsh_replay.llm.wire import chat, responses
 
@@ -55,15 +56,6 @@ def answer(n: int) -> list[dict[str, Any]]:
         {"type": "finish", "reason": {"kind": "tool-calls"}},
     ]
     return chunks
-
-
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -38,10 +38,15 @@ def finish(proc: subprocess.Popen[str], timeout: float = 30, sig: int | None = N
             proc.send_signal(sig)
         out, err = proc.communicate(timeout=timeout)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
     return proc.returncode, out, err
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL serve unless it has exited (the ``finally`` of a test that failed before it stopped it)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def port_of(url: str) -> int:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +17,17 @@ import openai
 import pytest
 from click.testing import CliRunner
 from endpoint.agents import run_agent
-from endpoint.upstream import FakeUpstream, agent_rule
+from endpoint.conftest import record_chat
+from endpoint.upstream import FakeUpstream
 
 from pytest_dsh_replay.cli import main
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    up = FakeUpstream(agent_rule)
-    up.start()
-    yield up
-    up.stop()
+from tests._serve_helpers import finish, kill, start_serve
 
 
 def _serve(directory: Path, *args: str, prompt: str, sig: int = signal.SIGINT) -> tuple[int, str, str]:
     """Start ``serve``, ask one question through the openai SDK, stop it with ``sig``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, url = start_serve(directory, *args)
     try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
         client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
         try:
@@ -51,13 +37,9 @@ def _serve(directory: Path, *args: str, prompt: str, sig: int = signal.SIGINT) -
             assert answer.choices[0].message.content == f"you said: {prompt}"
         except openai.APIStatusError:  # the endpoint's error answer: the run's report says why
             pass
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, url + "\n" + out, err
+        code, out, err = finish(proc, 60, sig)
+    return code, url + "\n" + out, err
 
 
 def test_serve_records_replays_and_reports_a_mismatch(tmp_path: Path, upstream: FakeUpstream) -> None:
@@ -86,15 +68,7 @@ def test_serve_ends_the_report_of_unused_calls_with_the_command_and_the_option(
     re-record command and ``--allow-unused``.
 
     Regression: the report said "re-record the scenario" and named neither."""
-    from endpoint.conftest import served
-
-    from pytest_dsh_replay.modes import RecordMode
-
-    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
-        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
-        for prompt in ("hello", "second"):
-            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": prompt}])
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    record_chat(tmp_path, upstream.url, "hello", "second")
     code, _out, err = _serve(tmp_path, prompt="hello")
     assert code == 1, err
     assert err.rstrip().endswith(
@@ -268,24 +242,8 @@ def _held_request(tmp_path: Path, hold: threading.Event) -> tuple[subprocess.Pop
     arrived = threading.Event()
     slow = FakeUpstream(lambda body: Answer(text="late answer", arrived=arrived, hold=hold))
     slow.start()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_dsh_replay.cli",
-            "serve",
-            str(tmp_path),
-            "--record",
-            "once",
-            "--upstream",
-            slow.url,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    url = proc.stdout.readline().strip()
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", slow.url)
+    assert proc.stderr is not None
     client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=60)
     pool = ThreadPoolExecutor(1)
     answer = pool.submit(
@@ -312,9 +270,7 @@ def test_a_signal_waits_for_the_request_in_flight_and_records_it(tmp_path: Path)
         assert proc.wait(timeout=30) == 0, stderr.rest()
     finally:
         hold.set()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
         slow.stop()
     assert "late answer" in (tmp_path / "session.jsonl").read_text()
 
@@ -348,9 +304,7 @@ def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
         assert "Traceback" not in stderr.rest()
     finally:
         hold.set()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
         slow.stop()
     assert sorted(tmp_path.iterdir()) == []
 
@@ -364,51 +318,31 @@ def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstre
     def tool(_name: str, _arguments: str) -> str:
         return f"deployed at 2026-01-0{next(counter) % 9 + 1}T10:00:00Z tx={os.urandom(4).hex()}"
 
-    def serve(*args: str) -> tuple[subprocess.Popen[str], str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        return proc, proc.stdout.readline().strip()
-
     def run(url: str) -> str:
         client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
         return str(run_agent("list the files", client=client, tool=tool)[-1]["content"])
 
-    def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
-        try:
-            proc.send_signal(signal.SIGINT)
-            _out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        return proc.returncode, err
-
-    proc, url = serve("--record", "once", "--upstream", upstream.url)
+    proc, url = start_serve(directory, "--record", "once", "--upstream", upstream.url)
     try:
         run(url)
     finally:
-        code, err = stop(proc)
+        code, _out, err = finish(proc, 60, signal.SIGINT)
     assert code == 0, err
     upstream.stop()
 
-    proc, url = serve()
+    proc, url = start_serve(directory)
     try:
         with pytest.raises(openai.BadRequestError, match="request mismatch at call #2"):
             run(url)
     finally:
-        code, err = stop(proc)
+        code, _out, err = finish(proc, 60, signal.SIGINT)
     assert code == 1 and "tx=" in err
 
-    proc, url = serve("--mask", r"deployed at \S+", "--mask", "tx=[0-9a-f]+")
+    proc, url = start_serve(directory, "--mask", r"deployed at \S+", "--mask", "tx=[0-9a-f]+")
     try:
         assert run(url).startswith("summary of 'deployed at ")
     finally:
-        code, err = stop(proc)
+        code, _out, err = finish(proc, 60, signal.SIGINT)
     assert code == 0, err
 
 

@@ -5,10 +5,7 @@ every error goes to stderr."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,28 +17,7 @@ from click.testing import CliRunner
 from endpoint.upstream import Answer, FakeUpstream
 
 from pytest_dsh_replay.cli import main
-
-
-def _start(directory: Path, *args: str, tmp: Path) -> subprocess.Popen[str]:
-    """``serve DIRECTORY ARGS`` with its temp directory under ``tmp`` (to see what it leaves there)."""
-    tmp.mkdir(exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(directory), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TMPDIR": str(tmp)},
-    )
-
-
-def _finish(proc: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, out, err
+from tests._serve_helpers import finish, kill, start_serve
 
 
 def test_a_signal_right_after_the_url_line_is_handled(tmp_path: Path) -> None:
@@ -55,11 +31,8 @@ def test_a_signal_right_after_the_url_line_is_handled(tmp_path: Path) -> None:
     try:
         for attempt in range(2):
             directory, tmp = tmp_path / f"rec{attempt}", tmp_path / f"tmp{attempt}"
-            proc = _start(directory, "--record", "once", "--upstream", upstream.url, tmp=tmp)
-            assert proc.stdout is not None
-            url = proc.stdout.readline()
-            proc.send_signal(signal.SIGTERM)
-            code, out, err = _finish(proc)
+            proc, url = start_serve(directory, "--record", "once", "--upstream", upstream.url, tmp=tmp)
+            code, out, err = finish(proc, sig=signal.SIGTERM)
             assert code == 0, (attempt, code, err)
             assert url.startswith("http://127.0.0.1:") and out == "", (url, out)
             assert f"no request arrived: nothing recorded into {directory}" in err, err
@@ -84,13 +57,11 @@ def test_the_grace_ends_a_slow_upstream_call(tmp_path: Path, stage: str) -> None
         answer = Answer(text="late", hold=hold, arrived=arrived)
     slow = FakeUpstream(lambda body: answer)
     slow.start()
-    proc = _start(
+    proc, url = start_serve(
         tmp_path / "rec", "--record", "once", "--upstream", slow.url, "--grace", "0.5", tmp=tmp_path / "t"
     )
     got: list[Any] = []
     try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
         client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=60)
 
         def ask() -> None:
@@ -111,14 +82,12 @@ def test_the_grace_ends_a_slow_upstream_call(tmp_path: Path, stage: str) -> None
                 time.sleep(0.05)
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        code, out, err = _finish(proc, timeout=20)
+        code, out, err = finish(proc, timeout=20)
         took = time.monotonic() - signalled
         asker.join(10)
     finally:
         hold.set()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
         slow.stop()
     assert took < 10, took
     assert code == 0, err
@@ -180,13 +149,12 @@ def test_an_error_at_stop_goes_to_stderr(tmp_path: Path) -> None:
         for mode in ("once", "rewrite"):
             if mode == "rewrite":
                 (directory / "session.7.jsonl").write_text((directory / "session.jsonl").read_text())
-            proc = _start(directory, "--record", mode, "--upstream", upstream.url, tmp=tmp_path / "t")
-            assert proc.stdout is not None
-            url = proc.stdout.readline()
-            client = openai.OpenAI(base_url=url.strip(), api_key="dummy", max_retries=0)
+            proc, url = start_serve(
+                directory, "--record", mode, "--upstream", upstream.url, tmp=tmp_path / "t"
+            )
+            client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
             client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hello"}])
-            proc.send_signal(signal.SIGINT)
-            code, out, err = _finish(proc)
+            code, out, err = finish(proc, sig=signal.SIGINT)
             assert out == "", (mode, out)
             assert url.startswith("http://127.0.0.1:")
             assert code == 0 or err.strip(), (mode, code)  # a failure says why, on stderr

@@ -7,12 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointOutcome, EndpointThread
 from pytest_dsh_replay.modes import RecordMode
-
-from .upstream import FakeUpstream, agent_rule
 
 
 class Served:
@@ -50,9 +46,3 @@ def record_chat(
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    up = FakeUpstream(agent_rule)
-    up.start()
-    yield up
-    up.stop()

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from click.testing import CliRunner
-from endpoint.upstream import FakeUpstream, agent_rule
+from endpoint.upstream import FakeUpstream
 
 from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.itemreport import ItemReport, RequestDiff, recording_properties
@@ -54,12 +53,6 @@ def test_a_value_cannot_close_the_payload_script() -> None:
     assert html.count("</script>") == 2  # the payload's and the page script's own
 
 
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    up = FakeUpstream(agent_rule)
-    up.start()
-    yield up
-    up.stop()
 
 
 ENDPOINT_TEST = """
