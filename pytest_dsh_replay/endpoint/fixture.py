@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
+from ..layout import is_log_name
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
@@ -236,8 +237,18 @@ def endpoint_fixture(
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
-        outcome = thread.stop(failed=request.node.stash.get(FAILED, ""))
-        del request.node.stash[RUN]
+        try:
+            outcome = thread.stop(failed=request.node.stash.get(FAILED, ""))
+        except BaseException:
+            if run.write_mcp is not None:
+                run.write_mcp(None)  # nothing written: the locks go
+            raise
+        finally:
+            del request.node.stash[RUN]
+    if run.write_mcp is not None:  # the MCP sessions of the run, kept with its conversations or not
+        rewritten = any(is_log_name(Path(p).name) for p in outcome.written)
+        masked = None if not outcome.ok else not rewritten and thread.endpoint.keep_by_masks
+        outcome.notes += run.write_mcp(masked)
     served = thread.endpoint.recorded_calls_served()
     if served:  # the report's "calls served", as a scenario's replay reports its own
         request.node.user_properties += ItemReport(served=served).properties()
@@ -250,12 +261,14 @@ def endpoint_fixture(
 
 
 class EndpointRun(Struct):
-    """The fixture's endpoint while its test runs, and the problems the test's report already said."""
+    """The fixture's endpoint while its test runs, the problems the test's report already said, and
+    the write of the test's ``dsh_mcp`` sessions, done after the model's (:func:`join_run`)."""
 
     thread: EndpointThread
     directory: Path
     update: bool
     reported: set[str] = field(default_factory=set)
+    write_mcp: Any = None
 
     def report(self, outcome: EndpointOutcome, raised: BaseException | None = None) -> str:
         """The endpoint's report (problems, notes); ``raised``: what the test raised, as one line."""
@@ -295,6 +308,23 @@ def unused_counts(item: pytest.Item) -> bool:
     failed for them: a test that raised, or that was failed with a request the endpoint refused, stopped
     before it could make them, and its own failure stands alone (docs/endpoint.md)."""
     return not item.stash.get(STOPPED, False)
+
+
+def join_run(item: pytest.Item, changed: bool, write: Callable[[bool | None], list[str]]) -> bool:
+    """Record the test's MCP sessions with its model conversations as one run: masks keep the recorded
+    bytes of both or of neither (docs/mcp.md, re-recording). ``dsh_mcp``'s teardown (which runs first)
+    says whether its sessions differ beyond the masks (``changed``: then the conversations are compared
+    without them) and hands its write over: ``write(masked)`` runs after the conversations are written,
+    with the masks only when no conversation was rewritten (``None``: the endpoint's run had problems,
+    nothing is written), and returns its notes. Returns ``False`` (nothing handed over) when the
+    endpoint of the test does not record."""
+    run = item.stash.get(RUN, None)
+    if run is None or run.thread.endpoint.recorder is None:
+        return False
+    if changed:
+        run.thread.endpoint.keep_by_masks = False
+    run.write_mcp = write
+    return True
 
 
 def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
@@ -378,6 +408,7 @@ __all__ = [
     "accept_unused",
     "call_report",
     "endpoint_fixture",
+    "join_run",
     "recording_dir",
     "rerecord_command",
     "test_failed",

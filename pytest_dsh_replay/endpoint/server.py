@@ -313,6 +313,10 @@ class Endpoint:
         #: what the start found worth saying (temporary stores of killed runs); ``serve`` prints them
         self.start_notes: list[str] = []
         self.lock: Any = None  # scenario.write.RecordingLock
+        #: a conversation that differs only where a mask matched keeps its recorded bytes; ``False``
+        #: when another part of the run (a ``dsh_mcp`` server's sessions) is rewritten: the run's logs
+        #: are kept together or not at all (``endpoint.fixture.join_run``)
+        self.keep_by_masks = True
         self.line_limit = DEFAULT_MAX_LINE_BYTES
         #: live conversation id -> why its last call failed with nothing worth recording (the client
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
@@ -644,7 +648,7 @@ class Endpoint:
             [*sidecar_files(scenario.path, sidecars), *pins],
             base=current_fixtures(scenario),
             # a conversation that differs only where a mask matched keeps its recorded bytes
-            normalization=Normalization(masks=self.config.masks),
+            normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
         if why:

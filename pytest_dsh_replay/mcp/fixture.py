@@ -15,12 +15,13 @@ unused, a bad server while recording.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,8 @@ class McpServers:
         self.names: list[str] = []
         #: the recorder's locks of the servers' files (``scenario.write.RecordingLock``), by name
         self.locks: dict[str, Any] = {}
+        #: the sessions' write (and the locks' release) was handed to the endpoint fixture
+        self.handed = False
 
     def __call__(
         self, name: str, command: Sequence[str] | str, env: dict[str, str] | None = None
@@ -154,15 +157,21 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
 
 
 def finish(
-    servers: McpServers, failed: str = "", record_on_error: bool = False, unused: bool = True
+    servers: McpServers,
+    failed: str = "",
+    record_on_error: bool = False,
+    unused: bool = True,
+    join: Callable[[bool, Callable[[bool | None], list[str]]], bool] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``.
 
     ``failed``: what the test raised, as one line (``""``: it passed); a failed test's sessions are
     not written (a partial session would be replayed as the server's), unless ``record_on_error``.
     ``unused``: recorded requests and sessions left unused are problems (``MCP_NOT_CONSUMED``); not
-    when the test failed first (``endpoint.fixture.unused_counts``, the endpoint's rule)."""
-    from .relay import McpOutcome, unused_sessions, write_sessions
+    when the test failed first (``endpoint.fixture.unused_counts``, the endpoint's rule). ``join``: the
+    test's recording endpoint takes the write over (``endpoint.fixture.join_run``: masks keep the run's
+    conversations and sessions together or not at all); the servers' locks are released after the write."""
+    from .relay import McpOutcome, sessions_unchanged, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
     missing = _wait(run_dir, names, time.monotonic() + WAIT)
@@ -210,18 +219,39 @@ def finish(
         return problems, notes
     from ..scenario.harvest import read_log_file
 
+    pending = []
     for name in recorded:
         logs = []
         for i in _claims(run_dir, name):
             own = run_dir / f"{name}.{i}.jsonl"
             logs.append(read_log_file(own if own.exists() else servers.directory / mcp_log_name(name, i)))
-        cwd = str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()
-        written, _removed = write_sessions(servers.directory, name, logs, cwd, servers.run_masks)
-        notes.append(
-            f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
-            f"({len(written)} file(s) changed)"
+        pending.append((name, logs, str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()))
+
+    def write(masked: bool | None) -> list[str]:
+        """Write the sessions (with the run's masks when ``masked``; ``None``: nothing), then release
+        the servers' locks; the notes."""
+        out = []
+        try:
+            for name, logs, cwd in pending if masked is not None else ():
+                masks = servers.run_masks if masked else None
+                written, _removed = write_sessions(servers.directory, name, logs, cwd, masks)
+                out.append(
+                    f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
+                    f"({len(written)} file(s) changed)"
+                )
+        finally:
+            servers.release()
+        return out
+
+    if join is not None and pending:
+        changed = not all(
+            sessions_unchanged(servers.directory, name, logs, cwd, servers.run_masks)
+            for name, logs, cwd in pending
         )
-    return problems, notes
+        if join(changed, write):
+            servers.handed = True  # written after the model's conversations, by the endpoint fixture
+            return problems, notes
+    return problems, notes + write(True)
 
 
 def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
@@ -231,11 +261,16 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         MARKER,
         accept_unused,
         check_marker,
+        join_run,
         recording_dir,
         rerecord_command,
         unused_counts,
     )
 
+    if "dsh_endpoint" in request.fixturenames:
+        # the endpoint first, so its teardown comes after this one's: it writes the run's conversations,
+        # then these sessions (join_run)
+        request.getfixturevalue("dsh_endpoint")
     config = request.config
     mode = RecordMode(config.getoption("dsh_record"))
     marker = request.node.get_closest_marker(MARKER)
@@ -267,10 +302,15 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
         try:
             problems, notes = finish(
-                servers, request.node.stash.get(FAILED, ""), record_on_error, unused_counts(request.node)
+                servers,
+                request.node.stash.get(FAILED, ""),
+                record_on_error,
+                unused_counts(request.node),
+                join=functools.partial(join_run, request.node),
             )
         finally:
-            servers.release()
+            if not servers.handed:
+                servers.release()
     if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
         request.node.user_properties += endpoint_note_properties(notes)
     if problems:

@@ -705,6 +705,26 @@ def quote_json(value: Any, width: int = 200) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _sessions_base(directory: Path, name: str) -> tuple[Any, list[Path], Any]:
+    """``(scenario, existing files, base)`` of server ``name``'s sessions for the writer."""
+    from ..scenario.definition import Scenario, ScenarioConfig
+    from ..scenario.write import current_fixtures
+
+    existing = mcp_log_files(directory, name) if directory.is_dir() else []
+    scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
+    return scenario, existing, current_fixtures(scenario, existing, own=[MESSAGE_EVENT])
+
+
+def sessions_unchanged(directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None) -> bool:
+    """Whether :func:`write_sessions` would keep every session of server ``name`` as recorded (with the
+    run's ``masks``; ``scenario.write.unchanged_run``)."""
+    from ..scenario.normalize import Normalization
+    from ..scenario.write import unchanged_run
+
+    _scenario, _existing, base = _sessions_base(directory, name)
+    return unchanged_run(_Run(logs, cwd), base, Normalization(masks=masks))
+
+
 def write_sessions(
     directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None
 ) -> tuple[list[Path], list[Path]]:
@@ -716,20 +736,18 @@ def write_sessions(
     ``time`` never count) and with the run's ``masks``
     (:class:`~pytest_dsh_replay.session.masks.Masks`) keeps every recorded byte; one that differs is
     rewritten whole in the recording's spelling."""
-    from ..scenario.definition import Scenario, ScenarioConfig
     from ..scenario.normalize import Normalization
     from ..scenario.record import secret_scrubber
-    from ..scenario.write import current_fixtures, write_fixtures
+    from ..scenario.write import write_fixtures
 
     directory.mkdir(parents=True, exist_ok=True)
-    existing = mcp_log_files(directory, name)
-    scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
+    scenario, existing, base = _sessions_base(directory, name)
     paths = [directory / mcp_log_name(name, i) for i in range(len(logs))]
     return write_fixtures(
         scenario,
         _Run(logs, cwd),
         secret_scrubber([]),
-        base=current_fixtures(scenario, existing, own=[MESSAGE_EVENT]),
+        base=base,
         normalization=Normalization(masks=masks),
         log_paths=paths,
         remove=[p for p in existing if p not in paths],
@@ -743,6 +761,7 @@ __all__ = [
     "McpRelayError",
     "claim_index",
     "quote_json",
+    "sessions_unchanged",
     "tool_call_value",
     "unused_sessions",
     "write_sessions",

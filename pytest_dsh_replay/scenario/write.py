@@ -1063,6 +1063,17 @@ class LogStage:
         self.tmp.unlink(missing_ok=True)
 
 
+def unchanged_run(result: RunLogs, base: Fixtures, normalization: Normalization = NO_RULES) -> bool:
+    """Whether :func:`write_fixtures` would keep every log of ``result`` as ``base`` holds it (the same
+    number of logs, each equal at its place after normalization, with ``normalization``'s masks): what
+    the recorders of one run into one directory decide together (a log kept only because of masks
+    beside a log rewritten would tell two runs; docs/mcp.md, re-recording)."""
+    if len(result.logs) != len(base.logs):
+        return False
+    composer = _Composer(result.logs, result.cwd, base, normalization, False)
+    return all(composer.unchanged(i) for i in range(len(result.logs)))
+
+
 def current_fixtures(
     scenario: Scenario, files: Sequence[Path] | None = None, own: Sequence[str] = ()
 ) -> Fixtures:
@@ -1104,6 +1115,7 @@ __all__ = [
     "mcp_files",
     "owned_files",
     "recover_write",
+    "unchanged_run",
     "write_findings",
     "write_fixtures",
 ]

@@ -63,8 +63,8 @@ def write_test(pytester: pytest.Pytester, system: str = "Use the tools.", **env:
     )
 
 
-def record(pytester: pytest.Pytester, *options: str) -> pytest.RunResult:
-    upstream = FakeUpstream(rule)
+def record(pytester: pytest.Pytester, *options: str, answer: Any = rule) -> pytest.RunResult:
+    upstream = FakeUpstream(answer)
     upstream.start()
     try:
         return pytester.runpytest(f"--dsh-upstream={upstream.url}", "-q", "-p", "no:cacheprovider", *options)
@@ -109,4 +109,29 @@ def test_re_recording_an_unchanged_run_rewrites_nothing(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(["*recorded 1 conversation(s) from 2 request(s) into *(0 file(s) changed*"])
     assert {p.name: p.read_bytes() for p in recording.iterdir()} == before
 
+    pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_re_recording_keeps_the_run_together_or_rewrites_it_whole(pytester: pytest.Pytester) -> None:
+    """The model's answer changed (the conversation is rewritten) while the tool's result changed only
+    inside the mask: the MCP session is rewritten with it, so both hold this run's request id and the
+    recording replays without the mask.
+
+    Regression: the MCP session was kept (equal under the mask) beside the rewritten conversation: the
+    session served the first run's request id, the conversation had recorded the second's, and a replay
+    without the mask was refused."""
+
+    def changed(body: dict[str, Any]) -> Answer:
+        last = body["messages"][-1]
+        return Answer(text=f"ticket: {last['content']}") if last["role"] == "tool" else rule(body)
+
+    write_test(pytester, VOLATILE="1")
+    mask = "--dsh-mask=req-[0-9a-f]+"
+    record(pytester, "--dsh-record=once", mask).assert_outcomes(passed=1)
+    session = pytester.path / "recs" / "agent" / "mcp.tickets.jsonl"
+    before = session.read_bytes()
+    result = record(pytester, "--dsh-record=rewrite", mask, answer=changed)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*recorded MCP server 'tickets' (1 session(s)) into *(1 file(s) changed)*"])
+    assert session.read_bytes() != before
     pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
