@@ -284,6 +284,17 @@ class EndpointRun(Struct):
 RUN = pytest.StashKey[EndpointRun]()
 #: What the test using ``dsh_endpoint`` or ``dsh_mcp`` raised, as one line (:func:`test_failed`).
 FAILED = pytest.StashKey[str]()
+#: The test failed before its end: it raised, or it was failed with the endpoint's problems
+#: (:func:`unused_counts`).
+STOPPED = pytest.StashKey[bool]()
+
+
+def unused_counts(item: pytest.Item) -> bool:
+    """Whether recorded calls (and recorded MCP requests and sessions) the test left unused fail it: the
+    one rule of ``dsh_endpoint`` and ``dsh_mcp``. Only a test that ran to its end without failing is
+    failed for them: a test that raised, or that was failed with a request the endpoint refused, stopped
+    before it could make them, and its own failure stands alone (docs/endpoint.md)."""
+    return not item.stash.get(STOPPED, False)
 
 
 def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
@@ -300,8 +311,12 @@ def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
     if run is None:
         return None
     served, unused = run.thread.problems_so_far()
-    if raised is not None and not served:
+    if raised is not None or served:
+        item.stash[STOPPED] = True
+    if not unused_counts(item):
         run.reported.update(unused)
+        unused = []
+    if raised is not None and not served:
         return None
     problems = served or unused
     if not problems:
@@ -323,6 +338,7 @@ def test_failed(item: pytest.Item, raised: BaseException) -> None:
     ``xfail()`` call is no failure."""
     if isinstance(raised, pytest.skip.Exception | pytest.xfail.Exception):
         return
+    item.stash[STOPPED] = True
     name = type(raised).__qualname__
     first = next(iter(str(raised).splitlines()), "")
     first = first if len(first) <= 120 else first[:117] + "..."
@@ -356,6 +372,7 @@ __all__ = [
     "FAILED",
     "MARKER",
     "RUN",
+    "STOPPED",
     "EndpointHandle",
     "EndpointRun",
     "accept_unused",
@@ -364,4 +381,5 @@ __all__ = [
     "recording_dir",
     "rerecord_command",
     "test_failed",
+    "unused_counts",
 ]

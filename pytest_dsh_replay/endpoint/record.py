@@ -29,7 +29,6 @@ import orjson
 from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
-from ..errors import HarnessError
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
 from ..modes import Backend
@@ -480,93 +479,6 @@ TEMP_STORE_PREFIX = "dsh-endpoint-"
 _STORE_LOCK = ".dsh-store.lock"
 
 
-class RecordingLock:
-    """The one recorder of a recording directory: an exclusive, non-blocking ``flock`` on the directory
-    itself (made at start when it does not exist yet), held from start to the end of the write. The
-    lock belongs to the directory, not to a name: recorders that spell it differently (a symlink,
-    ``..``) or run with different temp directories (``TMPDIR`` of tox, a container sharing the work
-    tree) meet on it, and no lock file is left anywhere. A directory made for the lock that is still
-    empty at release is removed; a killed run's lock is released by the kernel.
-
-    Raises (from the constructor):
-        RecordingLockedError: another recorder (``serve --record``, the ``dsh_endpoint`` fixture, in
-            this process or another) holds it.
-        EndpointConfigError: the directory cannot be made or opened (names it).
-    """
-
-    def __init__(self, directory: Path) -> None:
-        from ..persistence.locking import try_flock
-
-        self.directory = directory
-        #: the directories made for the lock, the recording directory first
-        self._created: list[Path] = []
-        for _attempt in range(100):
-            try:
-                if not directory.exists():
-                    missing = [directory, *(p for p in directory.parents if not p.exists())]
-                    directory.mkdir(parents=True)
-                    self._created = missing
-                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except FileExistsError:
-                continue  # another recorder made it first: lock the one it made
-            except FileNotFoundError:
-                continue  # removed (empty) by the recorder that released it: make it again
-            except OSError as exc:
-                raise HarnessError(
-                    f"{directory}: cannot make or open the recording directory to lock it: {exc.strerror}",
-                    "ENDPOINT_CONFIG",
-                ) from exc
-            try:
-                taken = try_flock(fd)
-            except OSError:
-                os.close(fd)
-                raise
-            if not taken:
-                os.close(fd)
-                raise RecordingLockedError(
-                    f"{directory}: another recorder is recording into this directory (serve --record "
-                    "or the dsh_endpoint fixture holds its lock): a second one would overwrite or mix "
-                    "its recording; stop the other one, or record into another directory"
-                )
-            try:
-                same = os.fstat(fd).st_ino == os.stat(directory).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                from ..scenario.write import HELD_DIRECTORIES
-
-                stat = os.fstat(fd)
-                self._key = (stat.st_dev, stat.st_ino)
-                HELD_DIRECTORIES.add(self._key)  # the recorder's own write takes it as held
-                self._fd: int | None = fd
-                return
-            os.close(fd)  # removed (and made again) by the recorder that released it: lock the new one
-        raise HarnessError(f"{directory}: cannot take the recorder's lock", "ENDPOINT_CONFIG")
-
-    def release(self) -> None:
-        """Release the lock, removing the directory (and the parents made with it) when it was made for
-        the lock and is still empty (idempotent)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            from ..scenario.write import HELD_DIRECTORIES
-
-            HELD_DIRECTORIES.discard(self._key)
-            try:
-                for made in self._created:  # the recording directory, then its parents made with it
-                    try:
-                        made.rmdir()
-                    except OSError:  # not empty (written), or gone: it and its parents stay
-                        break
-            finally:
-                os.close(fd)
-
-
-class RecordingLockedError(HarnessError):
-    """Another recorder holds the recording directory (:class:`RecordingLock`)."""
-
-    code = "ENDPOINT_RECORDING_LOCKED"
-
-
 def stale_temp_stores() -> list[Path]:
     """Temporary stores (``dsh-endpoint-*``) of recorders that are gone (killed before they cleaned up):
     those whose store lock nobody holds. A store made before the lock existed counts as stale when it
@@ -730,8 +642,6 @@ __all__ = [
     "ConversationLog",
     "RecordResult",
     "Recorder",
-    "RecordingLock",
-    "RecordingLockedError",
     "UpstreamError",
     "UpstreamModel",
     "answer_content",

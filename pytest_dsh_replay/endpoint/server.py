@@ -62,7 +62,6 @@ from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
     Recorder,
-    RecordingLock,
     RecordResult,
     UpstreamModel,
     answer_content,
@@ -313,7 +312,7 @@ class Endpoint:
         self.problems: list[str] = []
         #: what the start found worth saying (temporary stores of killed runs); ``serve`` prints them
         self.start_notes: list[str] = []
-        self.lock: RecordingLock | None = None
+        self.lock: Any = None  # scenario.write.RecordingLock
         self.line_limit = DEFAULT_MAX_LINE_BYTES
         #: live conversation id -> why its last call failed with nothing worth recording (the client
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
@@ -354,8 +353,11 @@ class Endpoint:
                 )
             base_url = check_base_url(config.upstream, config.upstream_flag.split(" ", 1)[0])
             _check_directory(config.directory)
-            # one recorder per directory: a second one is refused now, not found out at its write
-            self.lock = RecordingLock(config.directory)
+            # one recorder of the model's files (and of each --mcp server's) per directory: a second one
+            # is refused now, not found out at its write; MCP relays record their own files beside it
+            from ..scenario.write import MODEL_FILES, RecordingLock, mcp_files
+
+            self.lock = RecordingLock(config.directory, [MODEL_FILES, *map(mcp_files, config.mcp or ())])
             stale = stale_temp_stores()
             if stale:
                 self.start_notes.append(

@@ -33,6 +33,8 @@ from ..itemreport import endpoint_note_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
+#: the code of a recorded request or session left unused, as a problem line starts
+NOT_CONSUMED = "[MCP_NOT_CONSUMED]"
 #: seconds teardown waits for the test's relays to end by themselves, then again after SIGTERM
 WAIT = 10.0
 
@@ -85,12 +87,16 @@ class McpServers:
         self.directory = directory
         #: the run's mask patterns (a hook's mask with a ``when`` predicate cannot reach a subprocess)
         self.masks = list(masks)
+        #: the run's masks (``session.masks.Masks``) the writer compares recorded sessions with
+        self.run_masks: Any = None
         self.allow_unused = allow_unused
         self.mode = mode
         self.run_dir = run_dir
         self.rerecord = rerecord
         self.accept_unused = accept_unused
         self.names: list[str] = []
+        #: the recorder's locks of the servers' files (``scenario.write.RecordingLock``), by name
+        self.locks: dict[str, Any] = {}
 
     def __call__(
         self, name: str, command: Sequence[str] | str, env: dict[str, str] | None = None
@@ -102,6 +108,12 @@ class McpServers:
         if not argv:
             raise HarnessError(f"dsh_mcp({name!r}): the server's command is empty", "MCP_CONFIG")
         if name not in self.names:
+            if self.mode is not RecordMode.NONE:
+                # this test records the server's files: the one recorder of them (the relays write
+                # into the run directory, teardown writes the directory)
+                from ..scenario.write import RecordingLock, mcp_files
+
+                self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
             self.names.append(name)
         args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
         args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
@@ -112,6 +124,12 @@ class McpServers:
         if os.environ.get("PYTHONPATH"):
             extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
         return McpServer(name, sys.executable, args, extra)
+
+    def release(self) -> None:
+        """Release the recorder's locks (idempotent)."""
+        locks, self.locks = self.locks, {}
+        for lock in locks.values():
+            lock.release()
 
 
 def _claims(run_dir: Path, name: str) -> list[int]:
@@ -136,12 +154,14 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
 
 
 def finish(
-    servers: McpServers, failed: str = "", record_on_error: bool = False
+    servers: McpServers, failed: str = "", record_on_error: bool = False, unused: bool = True
 ) -> tuple[list[str], list[str]]:
     """Teardown: wait for the relays, write what was recorded, return ``(problems, notes)``.
 
     ``failed``: what the test raised, as one line (``""``: it passed); a failed test's sessions are
-    not written (a partial session would be replayed as the server's), unless ``record_on_error``."""
+    not written (a partial session would be replayed as the server's), unless ``record_on_error``.
+    ``unused``: recorded requests and sessions left unused are problems (``MCP_NOT_CONSUMED``); not
+    when the test failed first (``endpoint.fixture.unused_counts``, the endpoint's rule)."""
     from .relay import McpOutcome, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
@@ -166,9 +186,9 @@ def finish(
             if path.exists():
                 outcome = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
                 outcomes[name, i] = outcome
-                problems += outcome.problems
+                problems += [p for p in outcome.problems if unused or not p.startswith(NOT_CONSUMED)]
     recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
-    if not servers.allow_unused:
+    if unused and not servers.allow_unused:
         for name in names:
             if name not in recording:  # a recording run: sessions past it are replaced, not unused
                 started = len(_claims(run_dir, name))
@@ -196,7 +216,7 @@ def finish(
             own = run_dir / f"{name}.{i}.jsonl"
             logs.append(read_log_file(own if own.exists() else servers.directory / mcp_log_name(name, i)))
         cwd = str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()
-        written, _removed = write_sessions(servers.directory, name, logs, cwd)
+        written, _removed = write_sessions(servers.directory, name, logs, cwd, servers.run_masks)
         notes.append(
             f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
             f"({len(written)} file(s) changed)"
@@ -213,6 +233,7 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         check_marker,
         recording_dir,
         rerecord_command,
+        unused_counts,
     )
 
     config = request.config
@@ -241,9 +262,15 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
         servers = McpServers(
             recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
+        servers.run_masks = masks
         yield servers
         record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
-        problems, notes = finish(servers, request.node.stash.get(FAILED, ""), record_on_error)
+        try:
+            problems, notes = finish(
+                servers, request.node.stash.get(FAILED, ""), record_on_error, unused_counts(request.node)
+            )
+        finally:
+            servers.release()
     if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
         request.node.user_properties += endpoint_note_properties(notes)
     if problems:

@@ -300,7 +300,7 @@ class HttpRelays:
         if problems or not write:
             return problems, notes
         for name, logs in recorded.items():
-            written, _removed = write_sessions(self.directory, name, logs, self.cwd)
+            written, _removed = write_sessions(self.directory, name, logs, self.cwd, self.masks)
             notes.append(
                 f"recorded MCP server {name!r} ({len(logs)} session(s), {len(written)} file(s) changed)"
             )

@@ -39,6 +39,7 @@ from ..modes import RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from .log import (
+    MESSAGE_EVENT,
     TOOLS_CALL,
     McpScript,
     McpSessionLog,
@@ -199,6 +200,8 @@ class McpRelay:
         #: replay: recorded requests served whose answer is not sent yet
         self.waiting: list[str] = []
         self.claimed = False
+        #: the recorder's lock of this server's files (a relay that writes its session itself)
+        self.lock: Any = None
         #: record: where the session's events go as they pass (:meth:`_stage`), and how many went
         self.stage: Any = None
         self.spool: Any = None
@@ -228,6 +231,12 @@ class McpRelay:
                     "was given (dsh-replay mcp DIR --name NAME --record once -- COMMAND ARGS...)",
                     "MCP_CONFIG",
                 )
+            if config.writes and config.run_dir is None:
+                # the one recorder of this server's files in the directory (a model recorder and other
+                # servers' relays record beside it); the fixture and the endpoint hold it for theirs
+                from ..scenario.write import RecordingLock, mcp_files
+
+                self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
             session_id = f"mcp-{config.name}-{uuid.uuid4()}"
             from ..session import Session
 
@@ -384,7 +393,10 @@ class McpRelay:
         from ..scenario.write import LogStage
 
         self.config.directory.mkdir(parents=True, exist_ok=True)
-        self.stage = LogStage(path, header, self.cwd, secret_scrubber([]))
+        # compared with the recorded session as write_sessions compares (masks, MCP's own events)
+        self.stage = LogStage(
+            path, header, self.cwd, secret_scrubber([]), masks=self.config.masks, own=[MESSAGE_EVENT]
+        )
 
     def _feed(self) -> None:
         """Pass the events appended since the last call on (a stage that fails is a problem)."""
@@ -592,22 +604,32 @@ class McpRelay:
                     f"fix the change that skipped them{rerecord}\n  (or let recorded requests go unused: "
                     f"{self.config.accept_unused})"
                 )
-        if self.log is not None:
-            self.log.close(why)
-            self._feed()
-            outcome.problems += [p for p in self.problems if p not in outcome.problems]
-            outcome.notes += self.notes
-            if outcome.problems:
-                self._drop_stage()
-                outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
-            elif self.config.writes:
-                self._write(outcome)
+        try:
+            if self.log is not None:
+                self.log.close(why)
+                self._feed()
+                outcome.problems += [p for p in self.problems if p not in outcome.problems]
+                outcome.notes += self.notes
+                if outcome.problems:
+                    self._drop_stage()
+                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                elif self.config.writes:
+                    self._write(outcome)
+        finally:
+            self.unlock()
         self._leave(outcome)
         return outcome
+
+    def unlock(self) -> None:
+        """Release the recorder's lock (idempotent)."""
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
 
     def refused(self, exc: HarnessError) -> None:
         """:meth:`start` raised ``exc`` after the session was claimed: its outcome says so (the fixture
         reads it instead of waiting for a relay that is gone)."""
+        self.unlock()
         if self.claimed:
             self._leave(McpOutcome(self.config.name, self.plan.label, self.index, [f"[{exc.code}] {exc}"]))
 
@@ -683,28 +705,32 @@ def quote_json(value: Any, width: int = 200) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def write_sessions(directory: Path, name: str, logs: list[Any], cwd: str) -> tuple[list[Path], list[Path]]:
+def write_sessions(
+    directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None
+) -> tuple[list[Path], list[Path]]:
     """Write the sessions of server ``name`` (in start order) with the one stable writer, scrubbed by the
-    run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``."""
+    run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``.
+
+    Stable by the model recordings' rule (``scenario.write``; docs/mcp.md, "Re-recording"): a session
+    equal to the recorded one after normalization (session ids, UUIDs, cwd, ``createdAt`` and event
+    ``time`` never count) and with the run's ``masks``
+    (:class:`~pytest_dsh_replay.session.masks.Masks`) keeps every recorded byte; one that differs is
+    rewritten whole in the recording's spelling."""
     from ..scenario.definition import Scenario, ScenarioConfig
-    from ..scenario.fixtures import Fixtures, load_fixtures
+    from ..scenario.normalize import Normalization
     from ..scenario.record import secret_scrubber
-    from ..scenario.write import write_fixtures
+    from ..scenario.write import current_fixtures, write_fixtures
 
     directory.mkdir(parents=True, exist_ok=True)
     existing = mcp_log_files(directory, name)
     scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
-    try:
-        base = load_fixtures(scenario, check_seqs=False)
-        base = Fixtures() if base.foreign else base
-    except HarnessError:
-        base = Fixtures()  # a damaged recording is what this one replaces
     paths = [directory / mcp_log_name(name, i) for i in range(len(logs))]
     return write_fixtures(
         scenario,
         _Run(logs, cwd),
         secret_scrubber([]),
-        base=base,
+        base=current_fixtures(scenario, existing, own=[MESSAGE_EVENT]),
+        normalization=Normalization(masks=masks),
         log_paths=paths,
         remove=[p for p in existing if p not in paths],
     )

@@ -62,16 +62,18 @@ class Fixtures(Struct):
         return any(e.get("type") == END_SEED_TYPE for log in self.logs for e in log.events)
 
 
-def foreign_reason(logs: Iterable[SessionLog]) -> str | None:
+def foreign_reason(logs: Iterable[SessionLog], own: Iterable[str] = ()) -> str | None:
     """Why ``logs`` cannot replay with our agent, or ``None``.
 
-    A log holding event types our agent never writes (:data:`AGENT_EVENT_TYPES`) records another
-    agent's behaviour (head-format.md §3: ``agent/inbox/spliced``, ``request/*``, ...): replaying it
-    would compare that agent's events with ours and fail for no fault of either.
+    A log holding event types our agent never writes (:data:`AGENT_EVENT_TYPES`, and ``own``: the
+    types this harness writes itself into logs of its own kind, ``mcp/message`` in an MCP session)
+    records another agent's behaviour (head-format.md §3: ``agent/inbox/spliced``, ``request/*``,
+    ...): replaying it would compare that agent's events with ours and fail for no fault of either.
     """
+    known = AGENT_EVENT_TYPES | frozenset(own)
     unknown: dict[str, str] = {}
     for log in logs:
-        kinds = {event.get("type") for event in log.events} - AGENT_EVENT_TYPES
+        kinds = {event.get("type") for event in log.events} - known
         if kinds:  # report them in log order
             for event in log.events:
                 kind = event.get("type")

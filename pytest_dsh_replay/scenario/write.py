@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import orjson
 from msgspec.structs import replace
 
-from ..errors import read_regular_file
+from ..errors import HarnessError, read_regular_file
 from ..layout import is_owned, mcp_log_match, owned_rank
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
@@ -101,10 +101,12 @@ class _Composer:
         self.fx_ctx = context_for(base.logs, keep)
         self.run_norm = [normalized_events(log, self.run_ctx) for log in self.run]
         self.fx_norm = [normalized_events(log, self.fx_ctx) for log in base.logs]
+        #: the run's masked context (its tokens assigned in event order: :class:`LogStage` goes on with it)
+        self.run_masked: Any = None
         if norm.masks is None:
             self.run_same, self.fx_same = self.run_norm, self.fx_norm
         else:
-            masked = norm.context([log.id for log in run], run_cwd)
+            masked = self.run_masked = norm.context([log.id for log in run], run_cwd)
             self.run_same = [normalized_events(log, masked) for log in self.run]
             self.fx_same = [normalized_events(log, context_for(base.logs, norm)) for log in base.logs]
         fx_cwd = next(
@@ -303,29 +305,140 @@ def _in_use(path: Path) -> bool:
     return False
 
 
-#: ``(st_dev, st_ino)`` of the directories whose ``flock`` this process holds for longer than a write
-#: (the endpoint's recorder, from start to its write): a write into one of them is that holder's own,
-#: and a second ``flock`` on another descriptor would wait on it for ever.
-HELD_DIRECTORIES: set[tuple[int, int]] = set()
-
-
 @contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the scenario directory itself (no lock file is added to it):
-    concurrent writes of one scenario are serialized, and a temp file seen while holding it belongs to
-    no live write. A directory this process holds already (:data:`HELD_DIRECTORIES`) is not locked
-    again."""
+    """Hold an exclusive ``flock`` on the scenario directory itself (no lock file is added to it) for
+    the length of one write: concurrent writes into one directory (a model recorder's and MCP relays',
+    each of its own files) are serialized, so two swaps never share the journal or see each other's
+    staged files, and a temp file seen while holding it belongs to no live write. Recorders never hold
+    it for longer (:class:`RecordingLock` is their lock)."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise _failed(directory, "open the scenario directory", exc) from exc
     try:
-        stat = os.fstat(fd)
-        if (stat.st_dev, stat.st_ino) not in HELD_DIRECTORIES:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+#: The model recorder's file set (``session*.jsonl``, pins, sidecars, ``endpoint.json``) as
+#: :class:`RecordingLock` names it; an MCP server's is ``mcp.<name>`` (:func:`mcp_files`).
+MODEL_FILES = "session"
+#: A recorder's lock file: ``.dsh-recording.<file set>.lock`` (there while it records, removed after).
+_RECORDING_LOCK = ".dsh-recording.{}.lock"
+
+
+def mcp_files(name: str) -> str:
+    """The file set of MCP server ``name`` (``mcp.<name>.jsonl``, ``mcp.<name>.<n>.jsonl``)."""
+    return f"mcp.{name}"
+
+
+class RecordingLockedError(HarnessError):
+    """Another recorder records the same files into the directory (:class:`RecordingLock`)."""
+
+    code = "ENDPOINT_RECORDING_LOCKED"
+
+
+class RecordingLock:
+    """The one recorder of each file set of a recording directory, from its start to the end of its
+    write: the model's conversations (:data:`MODEL_FILES`: ``serve --record``, ``dsh_endpoint``) and
+    each MCP server's sessions (:func:`mcp_files`: ``dsh-replay mcp``, ``dsh_mcp``, ``serve --mcp``).
+    Recorders of different sets record into one directory at once (their writes are serialized by
+    :func:`_directory_lock`); a second recorder of a set is refused at its start.
+
+    The lock is an exclusive, non-blocking ``flock`` on ``DIR/.dsh-recording.<set>.lock``, a file in
+    the directory itself, so recorders that spell the directory differently (a symlink, ``..``) or run
+    with different temp directories (``TMPDIR`` of tox, a container sharing the work tree) meet on it.
+    The file is removed at release while still locked (a recorder that opened it meanwhile finds
+    another file under the name and locks again); a killed recorder's lock is released by the kernel
+    and its file is taken over by the next recorder of the set. A directory made for the lock that is
+    still empty at release is removed.
+
+    Args:
+        directory: the recording directory (made when it does not exist).
+        files: the file sets recorded (:data:`MODEL_FILES`, :func:`mcp_files`): all or none are taken.
+
+    Raises (from the constructor):
+        RecordingLockedError: another recorder (in this process or another) holds one of the sets.
+        HarnessError: ``ENDPOINT_CONFIG``, the directory or a lock file cannot be made or opened.
+    """
+
+    def __init__(self, directory: Path, files: Sequence[str] = (MODEL_FILES,)) -> None:
+        self.directory = directory
+        #: the directories made for the lock, the recording directory first
+        self._created: list[Path] = []
+        self._held: list[tuple[Path, int]] = []
+        try:
+            for name in files:
+                self._held.append(self._take(name))
+        except BaseException:
+            self.release()
+            raise
+
+    def _take(self, files: str) -> tuple[Path, int]:
+        from ..persistence.locking import try_flock
+
+        directory = self.directory
+        path = directory / _RECORDING_LOCK.format(files)
+        for _attempt in range(100):
+            try:
+                if not directory.exists():
+                    missing = [directory, *(p for p in directory.parents if not p.exists())]
+                    directory.mkdir(parents=True)
+                    self._created = self._created or missing
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except (FileExistsError, FileNotFoundError):
+                continue  # made, or removed (empty) by a recorder that released it, meanwhile
+            except OSError as exc:
+                raise HarnessError(
+                    f"{directory}: cannot make the recording directory or its lock {path.name}: "
+                    f"{exc.strerror}",
+                    "ENDPOINT_CONFIG",
+                ) from exc
+            try:
+                taken = try_flock(fd)
+            except OSError:
+                os.close(fd)
+                raise
+            if not taken:
+                os.close(fd)
+                what = "the model's conversations" if files == MODEL_FILES else f"{files}*.jsonl"
+                raise RecordingLockedError(
+                    f"{directory}: another recorder is recording {what} into this directory (its lock "
+                    f"{path.name} is held by serve --record, dsh-replay mcp, or the dsh_endpoint or "
+                    "dsh_mcp fixture): a second one would overwrite its recording; stop the other one, "
+                    "or record into another directory"
+                )
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return path, fd
+            os.close(fd)  # removed by the recorder that released it: lock the file under the name now
+        raise HarnessError(f"{path}: cannot take the recorder's lock", "ENDPOINT_CONFIG")
+
+    def release(self) -> None:
+        """Release every lock, removing its file (still locked), then the directory and the parents made
+        with it when they are empty (idempotent)."""
+        held, self._held = self._held, []
+        for path, _fd in held:
+            # a read-only directory: the file stays, unlocked (the next recorder takes it)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        self._remove_made()
+        for _path, fd in held:
+            os.close(fd)
+
+    def _remove_made(self) -> None:
+        for made in self._created:  # the recording directory, then its parents made with it
+            try:
+                made.rmdir()
+            except OSError:  # not empty (written, another recorder's lock), or gone: it stays
+                break
+        self._created = []
 
 
 #: The write journal: the commit point of a fixture set's swap (module doc, "Atomic against a kill").
@@ -540,7 +653,8 @@ def write_findings(directory: Path) -> list[tuple[str, str]]:
 
 def recover_write(directory: Path) -> list[str]:
     """Complete or clean up an interrupted write in ``directory``, under the writer's lock: a committed
-    swap (its journal) is completed to the new set, then every temp file is removed. Returns one line
+    swap (its journal) is completed to the new set, then every temp file is removed, and the lock files
+    killed recorders left (:class:`RecordingLock`; held ones stay). Returns one line
     per action (empty: nothing to do). Idempotent; safe to run at any time (a live write holds the lock).
 
     Raises:
@@ -588,7 +702,33 @@ def recover_write(directory: Path) -> list[str]:
             )
         removed = _remove_orphans(_orphans(directory))
         done += [f"removed {orphan.name} (a temp file of an interrupted write)" for orphan in removed]
+    done += [
+        f"removed {lock.name} (the lock of a recorder that was killed)" for lock in _stale_locks(directory)
+    ]
     return done
+
+
+def _stale_locks(directory: Path) -> list[Path]:
+    """Remove the lock files of killed recorders (:class:`RecordingLock`: nobody holds their ``flock``),
+    each while holding its lock (a recorder that opened it meanwhile finds another file under the name
+    and locks again); returns the removed ones."""
+    from ..persistence.locking import try_flock
+
+    removed = []
+    for path in sorted(directory.glob(_RECORDING_LOCK.format("*"))):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if try_flock(fd) and os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            pass  # held, gone, or not removable: it stays
+        finally:
+            os.close(fd)
+    return removed
 
 
 def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
@@ -722,7 +862,7 @@ def write_fixtures(
         recover_write(scenario.path)
         base = None
     if base is None:
-        base = current_fixtures(scenario)
+        base = current_fixtures(scenario, None if log_paths is None else scenario.fixtures)
     composer = _Composer(result.logs, result.cwd, base, normalization, strict_layout)
     rendered: list[tuple[Path, bytes]] = []
     produced: set[Path] = set()
@@ -737,12 +877,16 @@ def write_fixtures(
     changed = [(path, data) for path, data in rendered if _current(path) != data]
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))
-    stale = [
-        path
-        for path in owned_files(scenario.path)
-        if path not in produced
-        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
-    ] if log_paths is None else [path for path in remove if path not in produced and path.exists()]
+    stale = (
+        [
+            path
+            for path in owned_files(scenario.path)
+            if path not in produced
+            and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
+        ]
+        if log_paths is None
+        else [path for path in remove if path not in produced and path.exists()]
+    )
     with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
         orphans = _orphans(scenario.path)
         swap = _Swap(scenario.path)
@@ -796,8 +940,10 @@ class LogStage:
         cwd: str,
         scrubber: SecretScrubber | None = None,
         base: Fixtures | None = None,
+        *,
+        masks: Any = None,
+        own: Sequence[str] = (),
     ) -> None:
-        from ..errors import HarnessError
         from .definition import ScenarioConfig
 
         self.path = path
@@ -807,19 +953,22 @@ class LogStage:
             recover_write(self.directory)
         if base is None:
             existing = (path,) if os.path.lexists(path) else ()
-            try:
-                scenario = Scenario(self.directory.resolve(), (), ScenarioConfig(), existing)
-                base = load_fixtures(scenario, check_seqs=False)
-            except HarnessError:
-                base = Fixtures()  # a damaged log is what this one replaces
-            base = Fixtures() if base.foreign else base
+            base = current_fixtures(
+                Scenario(self.directory.resolve(), (), ScenarioConfig(), ()), existing, own
+            )
         #: the events being normalized (a list this stage owns: emptied after each :meth:`add`)
         self.events: list[dict[str, Any]] = []
         self.log = SessionLog(header, self.events, f"live:{header.get('id', '')}")
-        self.composer = _Composer([self.log], cwd, base, NO_RULES, False)
+        self.composer = _Composer([self.log], cwd, base, Normalization(masks=masks), False)
         self.lines = _LogLines(self.composer, 0)
         self.fx_lines = self.composer.fx_norm[0][1] if base.logs else []
         self.same = bool(base.logs) and self.composer.fx_norm[0][0] == self.composer.run_norm[0][0]
+        # the masks' rule of write_fixtures: a log equal with them keeps all its old bytes
+        self.masked: Any = self.composer.run_masked if masks else None
+        self.fx_masked = self.composer.fx_same[0][1] if masks and base.logs else []
+        self.same_masked = bool(masks) and bool(base.logs)
+        if self.same_masked:
+            self.same_masked = self.composer.fx_same[0][0] == self.composer.run_same[0][0]
         self.count = 0
         self.buffer: list[bytes] = [self.lines.header()]
         self.size = 0
@@ -845,6 +994,10 @@ class LogStage:
                 fi, fx_line = self.fx_lines[self.count]
                 pair = (fi, fx_line == run_line)
             self.same = self.same and pair is not None and pair[1]
+            if self.same_masked:
+                masked = normalized_event(event, self.masked, self.log)
+                here = self.fx_masked[self.count] if self.count < len(self.fx_masked) else None
+                self.same_masked = here is not None and here[1] == masked
             self.count += 1
             line = self.lines.event(event, pair)
             self.buffer.append(line)
@@ -870,7 +1023,7 @@ class LogStage:
     def commit(self, remove: Sequence[Path] = ()) -> tuple[list[Path], list[Path]]:
         """Swap the staged log in (and remove ``remove``): ``(written, removed)`` as
         :func:`write_fixtures` returns them; a log equal to the one it replaces is not written."""
-        unchanged = self.same and self.count == len(self.fx_lines)
+        unchanged = (self.same or self.same_masked) and self.count == len(self.fx_lines)
         try:
             if not unchanged:
                 self._flush()
@@ -910,29 +1063,45 @@ class LogStage:
         self.tmp.unlink(missing_ok=True)
 
 
-def current_fixtures(scenario: Scenario) -> Fixtures:
-    """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole)."""
-    from ..errors import HarnessError
+def current_fixtures(
+    scenario: Scenario, files: Sequence[Path] | None = None, own: Sequence[str] = ()
+) -> Fixtures:
+    """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole).
+
+    Args:
+        scenario: the directory.
+        files: the logs read (default: the scenario's fixture logs, ``definition.fixture_files``); an
+            MCP server's sessions (``layout.mcp_log_files``) for their writer.
+        own: event types of this harness's own that do not make the logs foreign
+            (``fixtures.foreign_reason``: ``mcp/message`` in MCP sessions).
+    """
     from .definition import fixture_files
+    from .fixtures import foreign_reason
 
     try:
-        current = Scenario(scenario.path, scenario.steps, scenario.config, fixture_files(scenario.path))
-        base = load_fixtures(current, check_seqs=False)
+        found = fixture_files(scenario.path) if files is None else tuple(files)
+        base = load_fixtures(
+            Scenario(scenario.path, scenario.steps, scenario.config, found), check_seqs=False
+        )
     except HarnessError:
         return Fixtures()  # damaged fixtures are what a recording replaces: nothing of them is kept
-    return Fixtures() if base.foreign else base
+    return Fixtures() if base.foreign and foreign_reason(base.logs, own) else base
 
 
 __all__ = [
     "FAULT_ENV",
+    "MODEL_FILES",
     "WRITE_JOURNAL",
     "LogStage",
     "Normalization",
+    "RecordingLock",
+    "RecordingLockedError",
     "RunLogs",
     "WriteIncompleteError",
     "accept_kept",
     "current_fixtures",
     "file_mode",
+    "mcp_files",
     "owned_files",
     "recover_write",
     "write_findings",

@@ -1,7 +1,8 @@
-"""One recorder per recording directory, whatever the recorders' environments: the lock is the
-directory's own (an ``flock`` on it), so two recorders with different temp directories (``TMPDIR``
-set by tox, a container sharing the work tree with its host) or spelling the directory differently
-(a symlink, ``..``) meet on it; a clean run leaves no directory it created for nothing."""
+"""One recorder per file set of a recording directory, whatever the recorders' environments: the
+lock is a file in the directory itself (an ``flock`` on it), so two recorders with different temp
+directories (``TMPDIR`` set by tox, a container sharing the work tree with its host) or spelling the
+directory differently (a symlink, ``..``) meet on it; a clean run leaves no directory it created for
+nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dsh_replay.endpoint.record import RecordingLock, RecordingLockedError
+from pytest_dsh_replay.scenario.write import RecordingLock, RecordingLockedError
 
 
 def test_recorders_with_different_temp_directories_meet_on_one_lock(
@@ -49,3 +50,22 @@ def test_the_lock_leaves_an_existing_directory_and_its_files_alone(tmp_path: Pat
     empty.mkdir()
     RecordingLock(empty).release()
     assert empty.is_dir()  # the user's directory, empty or not, stays
+
+
+def test_recorders_of_different_files_record_beside_each_other(tmp_path: Path) -> None:
+    """The model's recorder and an MCP server's relay hold their own locks; a second one of either set
+    is refused; released, the locks leave nothing in the directory."""
+    from pytest_dsh_replay.scenario.write import MODEL_FILES, mcp_files
+
+    model = RecordingLock(tmp_path / "rec", [MODEL_FILES])
+    tools = RecordingLock(tmp_path / "rec", [mcp_files("tickets")])
+    try:
+        with pytest.raises(RecordingLockedError, match=r"mcp\.tickets\*\.jsonl"):
+            RecordingLock(tmp_path / "rec", [mcp_files("other"), mcp_files("tickets")])
+        assert not (tmp_path / "rec" / ".dsh-recording.mcp.other.lock").exists()  # all or none
+        with pytest.raises(RecordingLockedError, match="the model's conversations"):
+            RecordingLock(tmp_path / "rec")
+    finally:
+        tools.release()
+        model.release()  # it made the directory: still empty, it goes
+    assert not (tmp_path / "rec").exists()

@@ -131,5 +131,8 @@ def test_a_relay_killed_mid_session_leaves_the_old_log_and_a_stage_recover_remov
     staged = [p.name for p in tmp_path.iterdir() if p.name.startswith(".mcp.bad.jsonl.")]
     assert len(staged) == 1 and log.read_text() == "the old log\n"
     assert [code for code, _message in write_findings(tmp_path)] == ["FIXTURE_WRITE_INCOMPLETE"]
-    assert recover_write(tmp_path) == [f"removed {staged[0]} (a temp file of an interrupted write)"]
+    assert recover_write(tmp_path) == [
+        f"removed {staged[0]} (a temp file of an interrupted write)",
+        "removed .dsh-recording.mcp.bad.lock (the lock of a recorder that was killed)",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.bad.jsonl"]

@@ -133,10 +133,11 @@ def test_a_staged_session_is_live_for_other_writers_until_it_is_swapped_in(tmp_p
         ):
             await client.initialize()
             await client.call_tool("counter", {})
-            staged = sorted(p.name for p in rec.iterdir())
-            assert recover_write(rec) == []
-            assert sorted(p.name for p in rec.iterdir()) == staged
-            return staged
+            found = sorted(p.name for p in rec.iterdir())
+            assert recover_write(rec) == []  # neither the live stage nor the live relay's lock
+            assert sorted(p.name for p in rec.iterdir()) == found
+            assert ".dsh-recording.mcp.sdk.lock" in found
+            return [name for name in found if name != ".dsh-recording.mcp.sdk.lock"]
 
     staged = anyio.run(check)
     assert len(staged) == 1 and staged[0].startswith(".mcp.sdk.jsonl.") and staged[0].endswith(".tmp")

@@ -1,0 +1,180 @@
+"""``dsh-replay serve DIR`` and ``dsh-replay mcp DIR`` recording one run into one directory at once, from
+the command line, as docs/mcp.md shows it: an agent calling the model through ``serve`` (the ``openai``
+SDK) and a tool of an MCP server written with the ``mcp`` SDK through the relay (the SDK's stdio client,
+which stops the relay the way it stops any server). Both record, then both replay offline; two recorders
+of the same files are refused at start with a typed error, recorders of different files are not; a
+relay that cannot write says so and exits non-zero."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import openai
+from endpoint.upstream import Answer, FakeUpstream
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from .lines import ROOT, env
+
+SDK_SERVER = str(Path(__file__).with_name("sdk_server.py"))
+CLI = [sys.executable, "-m", "pytest_dsh_replay.cli"]
+
+
+def rule(body: dict[str, Any]) -> Answer:
+    """The fake model: ask for ``lookup(T-42)``; after its result, repeat it."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return Answer(text=f"the ticket: {last['content']}")
+    return Answer(tool_calls=[("call_1", "lookup", json.dumps({"id": "T-42"}))])
+
+
+def relay(directory: Path, mode: str, name: str = "tickets", server: str = SDK_SERVER) -> list[str]:
+    return [*CLI, "mcp", str(directory), "--name", name, "--record", mode, "--", sys.executable, server]
+
+
+async def agent(base_url: str, command: list[str], errlog: Path) -> str:
+    """The user's agent: one model call, the tool it asks for, one more model call."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
+    messages: list[Any] = [{"role": "user", "content": "look T-42 up"}]
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
+            await tools.initialize()
+            first = await client.chat.completions.create(model="fake-1", messages=messages)
+            call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
+            result = await tools.call_tool(call.function.name, json.loads(call.function.arguments))  # type: ignore[union-attr]
+            text = result.content[0].text  # type: ignore[union-attr]
+            messages += [
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": text},
+            ]
+            final = await client.chat.completions.create(model="fake-1", messages=messages)
+    return str(final.choices[0].message.content)
+
+
+@contextmanager
+def serve(directory: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``dsh-replay serve DIR OPTIONS`` running: its base URL; stopped with SIGTERM after."""
+    proc = subprocess.Popen(
+        [*CLI, "serve", str(directory), *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip(), proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_serve_and_relay_record_one_directory_then_replay_it(tmp_path: Path) -> None:
+    """Regression: serve held the directory's lock for its whole run; the relay blocked on it at its
+    write until the ``mcp`` SDK killed it (SIGTERM 2 s after closing its stdin, then SIGKILL): the MCP
+    session was lost, serve exited 0 and nothing said so."""
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+    upstream = FakeUpstream(rule)
+    upstream.start()
+    try:
+        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
+            recorded = anyio.run(agent, url, relay(directory, "once"), errlog)
+    finally:
+        upstream.stop()
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert recorded == "the ticket: ticket T-42: open; request_id=req-fixed"
+    assert "recorded MCP server 'tickets'" in errlog.read_text(), errlog.read_text()
+    names = sorted(p.name for p in directory.iterdir())
+    assert "mcp.tickets.jsonl" in names and "session.jsonl" in names, names
+    assert not [n for n in names if n.startswith(".")], names  # no lock, journal or temp file left
+
+    # offline: no upstream, the server's command points nowhere
+    errlog.write_text("")
+    with serve(directory) as (url, proc):
+        replayed = anyio.run(agent, url, relay(directory, "none", server="/nonexistent/server.py"), errlog)
+    assert proc.returncode == 0 and replayed == recorded
+
+
+def test_two_recorders_of_the_same_files_are_refused_others_record_beside(tmp_path: Path) -> None:
+    """A second ``serve --record`` or a second relay of the same server name is refused at its start
+    (``ENDPOINT_RECORDING_LOCKED``, exit 2, nothing written); a relay of another name records into the
+    directory while both run."""
+    directory = tmp_path / "rec"
+    with serve(directory, "--record", "once", "--upstream", "http://127.0.0.1:9/v1") as (_url, _proc):
+        second = subprocess.run(
+            [*CLI, "serve", str(directory), "--record", "rewrite", "--upstream", "http://127.0.0.1:9/v1"],
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=60,
+        )
+        assert second.returncode == 2 and "error [ENDPOINT_RECORDING_LOCKED]" in second.stderr, second.stderr
+        first = subprocess.Popen(
+            relay(directory, "once"), stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env()
+        )
+        try:
+            for _ in range(600):  # until the first relay holds its lock
+                if (directory / ".dsh-recording.mcp.tickets.lock").exists():
+                    break
+                anyio.run(anyio.sleep, 0.05)
+            same = subprocess.run(
+                relay(directory, "rewrite"), input="", capture_output=True, text=True, env=env(), timeout=60
+            )
+            assert same.returncode == 2, same.stderr
+            assert "error [ENDPOINT_RECORDING_LOCKED]" in same.stderr and "mcp.tickets*.jsonl" in same.stderr
+        finally:
+            assert first.stdin is not None and first.stderr is not None
+            first.stdin.close()
+            assert first.wait(timeout=60) == 0, first.stderr.read()
+    assert sorted(p.name for p in directory.iterdir()) == ["mcp.tickets.jsonl"]
+
+
+def test_a_relay_that_cannot_write_says_so_and_exits_non_zero(tmp_path: Path) -> None:
+    """The relay's write fails (its file's place is taken by a directory): a typed error on stderr and
+    exit 2, never silence."""
+    directory = tmp_path / "rec"
+    (directory / "mcp.tickets.jsonl").mkdir(parents=True)
+    command = relay(directory, "rewrite", server=os.devnull)  # a server that exits at once
+    done = subprocess.run(command, input="", capture_output=True, text=True, env=env(), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error [") and "mcp.tickets.jsonl" in done.stderr, done.stderr
+
+
+async def lookup(command: list[str], errlog: Path) -> str:
+    """One ``lookup`` call through the relay, the server's results volatile (``VOLATILE=1``)."""
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env={"PYTHONPATH": ROOT, "VOLATILE": "1"}
+    )
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
+            await tools.initialize()
+            result = await tools.call_tool("lookup", {"id": "T-42"})
+    return str(result.content[0].text)  # type: ignore[union-attr]
+
+
+def test_a_relay_re_recording_a_session_equal_under_its_masks_keeps_its_bytes(tmp_path: Path) -> None:
+    """``dsh-replay mcp --record rewrite --mask REGEX``: a session that differs from the recorded one only
+    where the mask matches (a fresh request id in the tool's result) keeps the recorded bytes, header
+    and times included; without the mask it is rewritten.
+
+    Regression: every re-record rewrote the session (its header id, createdAt and every time)."""
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+    anyio.run(lookup, relay(directory, "once"), errlog)
+    log = directory / "mcp.tickets.jsonl"
+    before = log.read_bytes()
+    masked = [*relay(directory, "rewrite")[:-3], "--mask", "req-[0-9a-f]+", "--", *relay(directory, "x")[-2:]]
+    anyio.run(lookup, masked, errlog)
+    assert log.read_bytes() == before
+    anyio.run(lookup, relay(directory, "rewrite"), errlog)
+    assert log.read_bytes() != before
