@@ -1,4 +1,5 @@
-"""Shared parts of the endpoint tests: the fake upstream and a served endpoint with its outcome."""
+"""Shared parts of the endpoint tests: a served endpoint with its outcome, a chat recording, the agent
+frameworks' fake upstreams (the plain fake upstream, ``upstream``, is the top conftest's)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointOutcome, EndpointThread
 from pytest_dsh_replay.modes import RecordMode
@@ -46,3 +49,19 @@ def record_chat(
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
+@pytest.fixture(params=["chat", "responses"])
+def api(request: pytest.FixtureRequest) -> str:
+    """The wire API a framework test's agent speaks (each test runs with both)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def framework_upstream(api: str) -> Iterator[Any]:
+    """The fake upstream of ``api`` answering by ``framework_rule`` (the agent frameworks' tests)."""
+    from .responses_upstream import FakeResponsesUpstream, framework_rule
+    from .upstream import FakeUpstream
+
+    up: Any = FakeResponsesUpstream(framework_rule) if api == "responses" else FakeUpstream(framework_rule)
+    up.start()
+    yield up
+    up.stop()

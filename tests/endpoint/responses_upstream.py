@@ -11,16 +11,13 @@ many events. ``requests`` holds every body received.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
-from .upstream import Answer
+from .upstream import Answer, LoopbackUpstream
 
 POET = "You are a poet. Answer with one haiku."
 ROUTER = "You route questions to tools."
@@ -142,15 +139,15 @@ USAGE = {
 }
 
 
-class FakeResponsesUpstream:
+class FakeResponsesUpstream(LoopbackUpstream):
     """Answers ``POST /v1/responses`` by the test's rule (``answer(body) -> Answer``)."""
 
+    PATH = "/v1/responses"
+
     def __init__(self, answer: Callable[[dict[str, Any]], Answer]) -> None:
+        super().__init__()
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self.url = ""
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -199,29 +196,6 @@ class FakeResponsesUpstream:
         await stream.write_eof()
         return stream
 
-    def start(self) -> str:
-        self._thread.start()
-
-        async def boot() -> str:
-            app = web.Application()
-            app.router.add_post("/v1/responses", self._handle)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-            await self._runner.setup()
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            await web.SockSite(self._runner, sock).start()
-            return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-
-        self.url = asyncio.run_coroutine_threadsafe(boot(), self._loop).result(10)
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving (idempotent): later requests to ``url`` are refused."""
-        if not self._thread.is_alive():
-            return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
 
 
 # --------------------------------------------------------------------------- the agents' fake model

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,7 @@ from agents import (
 from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
-from .responses_upstream import POET, ROUTER, FakeResponsesUpstream, framework_rule
-from .upstream import FakeUpstream
+from .responses_upstream import POET, ROUTER
 
 PROMPT = "What is the weather in Oslo?"
 
@@ -37,19 +35,6 @@ PROMPT = "What is the weather in Oslo?"
 def _no_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     set_tracing_disabled(True)
-
-
-@pytest.fixture(params=["responses", "chat"])
-def api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def framework_upstream(api: str) -> Iterator[Any]:
-    up: Any = FakeResponsesUpstream(framework_rule) if api == "responses" else FakeUpstream(framework_rule)
-    up.start()
-    yield up
-    up.stop()
 
 
 @function_tool

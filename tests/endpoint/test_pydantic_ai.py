@@ -8,7 +8,6 @@ shown red after a prompt change."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +20,10 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
-from .responses_upstream import POET, ROUTER, FakeResponsesUpstream, framework_rule
-from .upstream import FakeUpstream
+from .responses_upstream import POET, ROUTER
 
 PROMPT = "What is the weather in Oslo?"
 EXPECTED = "report: Oslo: 21C, sunny | Quiet Oslo sky / rain folds into the harbour / gulls keep the hours"
-
-
-@pytest.fixture(params=["chat", "responses"])
-def api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def framework_upstream(api: str) -> Iterator[Any]:
-    up: Any = FakeResponsesUpstream(framework_rule) if api == "responses" else FakeUpstream(framework_rule)
-    up.start()
-    yield up
-    up.stop()
 
 
 def build_agent(client: openai.AsyncOpenAI, api: str, *, poet_prompt: str = POET) -> Agent[None, str]:

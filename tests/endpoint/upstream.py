@@ -61,14 +61,53 @@ def _chunks(answer: Answer) -> list[dict[str, Any]]:
     return out
 
 
-class FakeUpstream:
-    def __init__(self, answer: Callable[[dict[str, Any]], Answer]) -> None:
-        self.answer = answer
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[str | None] = []
+class LoopbackUpstream:
+    """An aiohttp app on 127.0.0.1 in its own thread and event loop, answering ``POST PATH`` with
+    ``_handle``: what every fake upstream shares (``start`` returns its base URL, ``.../v1``)."""
+
+    PATH = ""
+
+    def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self.url = ""
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError
+
+    def start(self) -> str:
+        self._thread.start()
+
+        async def boot() -> str:
+            app = web.Application()
+            app.router.add_post(self.PATH, self._handle)
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            await self._runner.setup()
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            await web.SockSite(self._runner, sock).start()
+            return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+        self.url = asyncio.run_coroutine_threadsafe(boot(), self._loop).result(10)
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving (idempotent): later requests to ``url`` are refused."""
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+class FakeUpstream(LoopbackUpstream):
+    PATH = "/v1/chat/completions"
+
+    def __init__(self, answer: Callable[[dict[str, Any]], Answer]) -> None:
+        super().__init__()
+        self.answer = answer
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[str | None] = []
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -135,29 +174,6 @@ class FakeUpstream:
         await response.write_eof()
         return response
 
-    def start(self) -> str:
-        self._thread.start()
-
-        async def boot() -> str:
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", self._handle)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-            await self._runner.setup()
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            await web.SockSite(self._runner, sock).start()
-            return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-
-        self.url = asyncio.run_coroutine_threadsafe(boot(), self._loop).result(10)
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving (idempotent): later requests to ``url`` are refused."""
-        if not self._thread.is_alive():
-            return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
 
 
 def agent_rule(body: dict[str, Any]) -> Answer:
