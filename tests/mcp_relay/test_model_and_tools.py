@@ -9,6 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio  # noqa: F401  (the test runs' imports, made once: pytester keeps what was imported before)
+import mcp.client.stdio  # noqa: F401
+import openai  # noqa: F401
 import pytest
 from endpoint.upstream import Answer, FakeUpstream
 
@@ -89,14 +92,21 @@ def test_a_model_request_mismatch_is_the_one_failure(pytester: pytest.Pytester) 
     assert "MCP_NOT_CONSUMED" not in result.stdout.str()
 
 
-def test_re_recording_an_unchanged_run_rewrites_nothing(pytester: pytest.Pytester) -> None:
+def test_a_re_recording_keeps_the_run_whole_or_rewrites_it_whole(pytester: pytest.Pytester) -> None:
     """Re-recording a run whose only change is a masked volatile value in the tool's result (a fresh
-    request id) keeps both the conversation and the MCP session, byte for byte: the directory still
-    holds one run, which replays without the mask.
+    request id) keeps both the conversation and the MCP session, byte for byte; when the model's answer
+    changes too (the conversation is rewritten), the MCP session is rewritten with it. Either way both
+    hold one run's request id, and the recording replays without the mask.
 
     Regression: the MCP session was rewritten on every re-record (its header id and times, and with a
-    mask the new request id), while the model's log was kept: the directory mixed two runs, and a
-    replay without the mask was refused (the tool result the model had recorded differed)."""
+    mask the new request id) while the conversation was kept; once that was fixed, the session was kept
+    (equal under the mask) beside a rewritten conversation. Both times the directory mixed two runs, and
+    a replay without the mask was refused."""
+
+    def changed(body: dict[str, Any]) -> Answer:
+        last = body["messages"][-1]
+        return Answer(text=f"ticket: {last['content']}") if last["role"] == "tool" else rule(body)
+
     write_test(pytester, VOLATILE="1")
     mask = "--dsh-mask=req-[0-9a-f]+"
     record(pytester, "--dsh-record=once", mask).assert_outcomes(passed=1)
@@ -109,29 +119,8 @@ def test_re_recording_an_unchanged_run_rewrites_nothing(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(["*recorded 1 conversation(s) from 2 request(s) into *(0 file(s) changed*"])
     assert {p.name: p.read_bytes() for p in recording.iterdir()} == before
 
-    pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-
-
-def test_a_re_recording_keeps_the_run_together_or_rewrites_it_whole(pytester: pytest.Pytester) -> None:
-    """The model's answer changed (the conversation is rewritten) while the tool's result changed only
-    inside the mask: the MCP session is rewritten with it, so both hold this run's request id and the
-    recording replays without the mask.
-
-    Regression: the MCP session was kept (equal under the mask) beside the rewritten conversation: the
-    session served the first run's request id, the conversation had recorded the second's, and a replay
-    without the mask was refused."""
-
-    def changed(body: dict[str, Any]) -> Answer:
-        last = body["messages"][-1]
-        return Answer(text=f"ticket: {last['content']}") if last["role"] == "tool" else rule(body)
-
-    write_test(pytester, VOLATILE="1")
-    mask = "--dsh-mask=req-[0-9a-f]+"
-    record(pytester, "--dsh-record=once", mask).assert_outcomes(passed=1)
-    session = pytester.path / "recs" / "agent" / "mcp.tickets.jsonl"
-    before = session.read_bytes()
     result = record(pytester, "--dsh-record=rewrite", mask, answer=changed)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*recorded MCP server 'tickets' (1 session(s)) into *(1 file(s) changed)*"])
-    assert session.read_bytes() != before
+    assert (recording / "mcp.tickets.jsonl").read_bytes() != before["mcp.tickets.jsonl"]
     pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
