@@ -38,7 +38,6 @@ from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
-from ..layout import is_log_name
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
@@ -246,9 +245,7 @@ def endpoint_fixture(
         finally:
             del request.node.stash[RUN]
     if run.write_mcp is not None:  # the MCP sessions of the run, kept with its conversations or not
-        rewritten = any(is_log_name(Path(p).name) for p in outcome.written)
-        masked = None if not outcome.ok else not rewritten and thread.endpoint.keep_by_masks
-        outcome.notes += run.write_mcp(masked)
+        outcome.notes += run.write_mcp(thread.endpoint.masks_keep_mcp(outcome) if outcome.ok else None)
     served = thread.endpoint.recorded_calls_served()
     if served:  # the report's "calls served", as a scenario's replay reports its own
         request.node.user_properties += ItemReport(served=served).properties()

@@ -46,7 +46,7 @@ from ..errors import (
     max_line_bytes,
     nesting_exceeds,
 )
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, log_name, mcp_log_files
+from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, is_log_name, log_name, mcp_log_files
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -493,17 +493,30 @@ class Endpoint:
             self._replay_problems(outcome)
         if self.mcp is not None:
             keep_mcp = not outcome.problems and (not failed or self.config.record_on_error)
-            mcp_problems, mcp_notes = await self.mcp.close(write=keep_mcp)
+            # recording, the sessions are written after the conversations: one run, kept whole or
+            # rewritten whole (masks_keep_mcp)
+            mcp_problems, mcp_notes = await self.mcp.close(write=keep_mcp, defer=self.recorder is not None)
             outcome.problems += mcp_problems
             outcome.notes += mcp_notes
+            if self.mcp.recorded and self.mcp.changed():
+                self.keep_by_masks = False
         if self.recorder is not None:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
                 await self._write(outcome, failed)
+                if self.mcp is not None and self.mcp.recorded and outcome.ok:
+                    outcome.notes += self.mcp.write_recorded(self.masks_keep_mcp(outcome))
             finally:
                 self.recorder.cleanup()
                 self._unlock()
         return outcome
+
+    def masks_keep_mcp(self, outcome: EndpointOutcome) -> bool:
+        """Whether the run's MCP sessions are compared with the masks when written after
+        :meth:`stop` wrote the conversations: only when no conversation was rewritten and no session
+        differed beyond them (:attr:`keep_by_masks`), so masks keep the run whole or not at all
+        (docs/mcp.md, re-recording)."""
+        return self.keep_by_masks and not any(is_log_name(Path(p).name) for p in outcome.written)
 
     def _unlock(self) -> None:
         if self.lock is not None:

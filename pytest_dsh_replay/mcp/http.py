@@ -26,7 +26,7 @@ import orjson
 from ..errors import HarnessError
 from ..modes import RecordMode
 from .log import is_request, jsonrpc_error
-from .relay import INVALID_REQUEST, McpConfig, McpRelay, unused_sessions, write_sessions
+from .relay import INVALID_REQUEST, McpConfig, McpRelay, sessions_unchanged, unused_sessions, write_sessions
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
 FORWARDED = (
@@ -106,6 +106,8 @@ class HttpRelays:
         self.timeout = timeout
         self.masks = masks
         self._client: Any = None
+        #: server name -> the recorded sessions :meth:`close` kept for :meth:`write_recorded`
+        self.recorded: dict[str, list[Any]] = {}
 
     def add_routes(self, app: Any) -> None:
         """``/mcp/NAME`` for every server: POST, GET, DELETE; any other ``/mcp/NAME``: a JSON-RPC 404."""
@@ -277,9 +279,10 @@ class HttpRelays:
         for message in value if isinstance(value, list) else [value]:
             relay.from_server(message)
 
-    async def close(self, *, write: bool = True) -> tuple[list[str], list[str]]:
+    async def close(self, *, write: bool = True, defer: bool = False) -> tuple[list[str], list[str]]:
         """End every session: the unused checks, each recorded server's sessions written (nothing when
-        the run had problems, or ``write`` is false: the endpoint's own traffic had). Returns
+        the run had problems, or ``write`` is false: the endpoint's own traffic had; ``defer``: kept for
+        :meth:`write_recorded`, which the endpoint calls after writing its conversations). Returns
         ``(problems, notes)``."""
         if self._client is not None:
             await self._client.close()
@@ -299,12 +302,30 @@ class HttpRelays:
                 )
         if problems or not write:
             return problems, notes
-        for name, logs in recorded.items():
-            written, _removed = write_sessions(self.directory, name, logs, self.cwd, self.masks)
+        self.recorded = recorded
+        if not defer:
+            notes += self.write_recorded(True)
+        return problems, notes
+
+    def changed(self) -> bool:
+        """Whether a recorded server's sessions differ from the directory's beyond the masks (what
+        :meth:`write_recorded` would rewrite with them: ``mcp.relay.sessions_unchanged``)."""
+        return not all(
+            sessions_unchanged(self.directory, name, logs, self.cwd, self.masks)
+            for name, logs in self.recorded.items()
+        )
+
+    def write_recorded(self, masked: bool) -> list[str]:
+        """Write the sessions :meth:`close` kept (compared with the masks when ``masked``); the notes."""
+        notes = []
+        for name, logs in self.recorded.items():
+            masks = self.masks if masked else None
+            written, _removed = write_sessions(self.directory, name, logs, self.cwd, masks)
             notes.append(
                 f"recorded MCP server {name!r} ({len(logs)} session(s), {len(written)} file(s) changed)"
             )
-        return problems, notes
+        self.recorded = {}
+        return notes
 
 
 def _first_id(messages: list[Any]) -> Any:

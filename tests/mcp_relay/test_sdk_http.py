@@ -59,3 +59,64 @@ def test_recorded_replayed_offline_and_red_on_a_changed_argument(tmp_path: Path)
     assert (
         len(outcome.problems) == 1 and "tools/call.arguments.a: recorded 1 != sent 5" in outcome.problems[0]
     )
+
+
+def test_a_re_recording_keeps_the_conversations_and_sessions_together(tmp_path: Path) -> None:
+    """``serve --mcp`` re-recording with a mask over the counter (it starts at the clock): the model's
+    answer changed, so the conversation is rewritten, and the MCP session, equal under the mask, is
+    rewritten with it; the recording then replays without the mask (the counter the conversation holds
+    is the one the session serves).
+
+    Regression: the session was kept beside the rewritten conversation, so a replay without the mask
+    was refused at the model call that carried the counter."""
+    import json
+
+    import openai
+    from endpoint.upstream import Answer, FakeUpstream
+
+    from pytest_dsh_replay.session.masks import Masks
+
+    async def agent(base: str) -> str:
+        client = openai.AsyncOpenAI(base_url=base, api_key="sk-test", max_retries=0)
+        messages: list[Any] = [{"role": "user", "content": "count"}]
+        url = base.removesuffix("/v1") + "/mcp/calc"
+        async with streamable_http_client(url) as (read, write, *_), ClientSession(read, write) as tools:
+            await tools.initialize()
+            first = await client.chat.completions.create(model="m", messages=messages)
+            call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
+            result = await tools.call_tool("counter", {})
+            messages += [
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": result.content[0].text},  # type: ignore[union-attr]
+            ]
+            final = await client.chat.completions.create(model="m", messages=messages)
+        return str(final.choices[0].message.content)
+
+    def rule(prefix: str) -> Any:
+        def answer(body: dict[str, Any]) -> Answer:
+            last = body["messages"][-1]
+            if last["role"] == "tool":
+                return Answer(text=prefix + last["content"])
+            return Answer(tool_calls=[("call_1", "counter", json.dumps({}))])
+
+        return answer
+
+    def run(mode: RecordMode, upstream: str, server: str, masks: Any = None) -> Any:
+        config = EndpointConfig(tmp_path, record=mode, upstream=upstream, mcp={"calc": server}, masks=masks)
+        thread = EndpointThread(config)
+        anyio.run(agent, thread.start())
+        return thread.stop()
+
+    mask = Masks.parse([r"\d{6,}"], source="--mask")
+    for prefix, mode in (("count: ", RecordMode.ONCE), ("the count: ", RecordMode.REWRITE)):
+        model, server = FakeUpstream(rule(prefix)), HttpServer()
+        model.start()
+        server.start()
+        try:
+            outcome = run(mode, model.url, server.url, mask)
+        finally:
+            model.stop()
+            server.stop()
+        assert outcome.ok, outcome.report()
+    assert "recorded MCP server 'calc' (1 session(s), 1 file(s) changed)" in outcome.notes, outcome.notes
+    assert run(RecordMode.NONE, "", "").ok
