@@ -68,7 +68,10 @@ class LogStream:
         self.header_line = 0
         self._line_no = 0
         self._pending: tuple[int, bytes] | None = None  # a headerless log's first line is an event
-        self.logical = 0  # logical events yielded so far (packed rows count every member)
+        # logical events yielded so far: packed rows count every member, a lost line counts as one
+        # (as validate's checks count it), so a projected row after a lost line is given the seq
+        # those checks expect
+        self.logical = 0
         try:
             self._file: IO[bytes] = open_regular_file(path, **SESSION_LOG_FILE, buffering=_SKIP_CHUNK)
         except OSError as exc:
@@ -169,19 +172,24 @@ class LogStream:
         """Close the file (also done when :meth:`events` is exhausted)."""
         self._file.close()
 
+    def _lost(self, line_no: int, line: bytes) -> tuple[int, bytes, None]:
+        """A line that is not an event (its error was reported): one logical event."""
+        self.logical += 1
+        return line_no, line, None
+
     def _row(self, line_no: int, line: bytes) -> Iterator[tuple[int, bytes, Event | None]]:
         if not line:
-            yield line_no, line, None
+            yield self._lost(line_no, line)
             return
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             self._on_error(self._malformed(line_no, line, exc))
-            yield line_no, line, None
+            yield self._lost(line_no, line)
             return
         if deep_rows([line]):
             self._on_error(ReplayParseError(too_deep_message(self.where, line_no), "REPLAY_MALFORMED_LINE"))
-            yield line_no, line, None
+            yield self._lost(line_no, line)
             return
         if type(row) is not dict or type(kind := row.get("type")) is not str:
             what = (
@@ -192,7 +200,7 @@ class LogStream:
             self._on_error(
                 ReplayParseError(f"{self.where}:{line_no}: {what}; fix or remove the line", "REPLAY_BAD_ROW")
             )
-            yield line_no, line, None
+            yield self._lost(line_no, line)
             return
         if "seq" in row and "time" in row and kind not in PACKED_ROW_KEYS:
             self.logical += 1
@@ -207,7 +215,7 @@ class LogStream:
             if message.startswith(prefix):
                 message = f"{self.where}:{line_no}:" + message[len(prefix) :]
             self._on_error(ReplayParseError(message, exc.code))
-            yield line_no, line, None
+            yield self._lost(line_no, line)
             return
         projected = "seq0" not in row if kind in PACKED_ROW_KEYS else "seq" not in row
         base = self.logical

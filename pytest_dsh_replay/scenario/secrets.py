@@ -198,15 +198,31 @@ class SecretCheck:
         self.scrubber = scrubber or default_scrubber()
         self.findings: list[tuple[str, str]] = []
         self._blocks = BlockStream()
+        # the screen of the last line fed: a packed row's members share their line, which is
+        # screened once (screening it per member would cost members x line bytes)
+        self._screened: tuple[int, bool] | None = None
 
     def header(self, line_no: int, header: dict[str, Any]) -> None:
         """Check the header line."""
         self._strings(lambda: f"{self.where}:{line_no}: header", header, None)
+        self._screened = None
 
     def feed(self, line_no: int, event: dict[str, Any], raw: bytes | None = None) -> None:
-        """Check one event (``raw``: its line's bytes, when the caller has them: a faster screen)."""
+        """Check one event (``raw``: its line's bytes, when the caller has them: a faster screen).
+
+        The events of one packed row (fed one after another with the same ``line_no`` and ``raw``)
+        share one screen of the line: the work is linear in the line, not members x line.
+        """
+        maybe: bool | None = None
+        if raw is not None:
+            screened = self._screened
+            if screened is not None and screened[0] == line_no:
+                maybe = screened[1]
+            else:
+                maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
+                self._screened = (line_no, maybe)
         self._strings(
-            lambda: f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})", event, raw
+            lambda: f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})", event, maybe
         )
         self._check(self._blocks.feed(event, line_no))
 
@@ -215,10 +231,10 @@ class SecretCheck:
         self._check(self._blocks.close())
         return self.findings
 
-    def _strings(self, at: Callable[[], str], value: Any, raw: bytes | None) -> None:
-        if raw is not None:
-            maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
-        else:
+    def _strings(self, at: Callable[[], str], value: Any, maybe: bool | None) -> None:
+        """Report the first string value of ``value`` holding a secret; ``maybe``: its line's
+        screen, or ``None`` to screen ``value`` itself."""
+        if maybe is None:
             maybe = _may_hold(value, self.scrubber)
         if not maybe:
             return
