@@ -63,7 +63,8 @@ def _log_files(path: Path) -> list[Path]:
     """The log files of a scenario directory (fixture order) or the single file ``path``.
 
     Raises:
-        HarnessError: ``PATH_MISSING``, or ``PATH_EMPTY`` for a directory without logs.
+        HarnessError: ``PATH_MISSING``; ``FIXTURE_WRITE_INCOMPLETE`` for a directory without logs that
+            holds an interrupted write's files, else ``PATH_EMPTY`` for one without logs.
     """
     from .scenario.definition import fixture_files
 
@@ -72,6 +73,11 @@ def _log_files(path: Path) -> list[Path]:
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
         files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
+            from .scenario.write import write_findings
+
+            left = write_findings(path)  # a first recording killed before its swap leaves its stage
+            if left:
+                raise HarnessError(left[0][1], left[0][0])
             raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
         return files
     return [_existing(path)]

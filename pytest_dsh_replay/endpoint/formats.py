@@ -32,6 +32,30 @@ def format_for_path(path: str) -> WireFormat:
     return cast(WireFormat, messages if anthropic else chat)
 
 
+class UnreadableBody(Exception):
+    """A request body that does not decode as its ``Content-Encoding`` says (see :func:`read_body`)."""
+
+
+async def read_body(request: Any) -> bytes:
+    """The body of an aiohttp ``request``, decoded as its ``Content-Encoding`` says (aiohttp decodes
+    gzip, deflate and br while reading).
+
+    Raises:
+        UnreadableBody: it does not decode; the message names the encoding, for a 400 on every path
+            (the model APIs' and ``/mcp/NAME``'s), never aiohttp's plain-text 500.
+    """
+    from aiohttp import web
+
+    try:
+        return cast(bytes, await request.read())
+    except web.RequestPayloadError as exc:
+        # the rest of the body is never read: marked ended, aiohttp does not read it again after the
+        # answer (which would raise the same error once more, logged as an unhandled exception)
+        request.content.feed_eof()
+        encoding = request.headers.get("Content-Encoding", "none")
+        cause = exc.__cause__ or exc.__context__
+        why = f": {cause}" if cause is not None else ""
+        raise UnreadableBody(f"cannot be read as sent (Content-Encoding: {encoding}{why})") from exc
 
 
 #: the paths of the relayed MCP servers (``/mcp/NAME``, docs/mcp.md): their refusals are JSON-RPC errors

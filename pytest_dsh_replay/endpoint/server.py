@@ -55,7 +55,7 @@ from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS, MCP_PATH, error_body
+from .formats import FORMATS, MCP_PATH, UnreadableBody, error_body, read_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
@@ -780,7 +780,10 @@ class Endpoint:
         size = request.content_length
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
             return self._too_large(fmt, size)
-        raw = await request.read()
+        try:
+            raw = await read_body(request)
+        except UnreadableBody as exc:
+            return self._problem(fmt, WireRequestError(str(exc), "$"), 400)
         if len(raw) + _LINE_MARGIN > self.line_limit:
             return self._too_large(fmt, len(raw))
         try:

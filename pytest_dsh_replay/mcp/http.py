@@ -172,8 +172,12 @@ class HttpRelays:
         created = False
         messages: list[Any] = []
         if method == "POST":
+            from ..endpoint.formats import UnreadableBody, read_body
+
             try:
-                body = orjson.loads(await request.read())
+                body = orjson.loads(await read_body(request))
+            except UnreadableBody as exc:
+                return _error_response(None, -32700, f"dsh-replay mcp {server.name}: the body {exc}")
             except orjson.JSONDecodeError as exc:
                 return _error_response(
                     None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"

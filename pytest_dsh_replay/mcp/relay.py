@@ -613,12 +613,25 @@ class McpRelay:
                 if outcome.problems:
                     self._drop_stage()
                     outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                elif self.stage is not None and not self.passed():
+                    # a client stopped before it said anything is no session: written, it would be
+                    # replayed by every --record once after it (and replace a recording under rewrite)
+                    self._drop_stage()
+                    outcome.notes.append(
+                        f"no message passed between the client and MCP server {self.config.name!r} "
+                        f"({why}): nothing written to {self.config.directory}, a recording there is kept"
+                    )
                 elif self.config.writes:
                     self._write(outcome)
         finally:
             self.unlock()
         self._leave(outcome)
         return outcome
+
+    def passed(self) -> bool:
+        """Whether any JSON-RPC message passed (record): the client's, the server's or the relay's."""
+        assert self.log is not None
+        return any(e.get("type") == MESSAGE_EVENT for e in self.log.session.events)
 
     def unlock(self) -> None:
         """Release the recorder's lock (idempotent)."""

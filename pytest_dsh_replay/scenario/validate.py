@@ -573,12 +573,20 @@ def validation_units(path: Path) -> Iterator[tuple[Path, str]]:
         return
     found = find_scenario_dirs(path)
     first = next(found, None)
-    if (first is None or first.path != path) and _holds_jsonl(path):
+    if (first is None or first.path != path) and (_holds_jsonl(path) or _write_left(path)):
         yield path, ""
     if first is not None:
         yield first.path, first.problem
     for unit in found:
         yield unit.path, unit.problem
+
+
+def _write_left(directory: Path) -> bool:
+    """Whether an interrupted write left something in ``directory`` (a first recording killed before
+    its swap leaves only its stage): validating it says so and names ``recover``."""
+    from .write import write_findings
+
+    return bool(write_findings(directory))
 
 
 def _holds_jsonl(directory: Path) -> bool:

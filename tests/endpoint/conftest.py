@@ -65,3 +65,26 @@ def framework_upstream(api: str) -> Iterator[Any]:
     up.start()
     yield up
     up.stop()
+
+
+@pytest.fixture
+def loopback_httpserver() -> Iterator[Any]:
+    """A ``pytest_httpserver.HTTPServer`` on 127.0.0.1 for a test's upstream; stopped after the test
+    unless the test stopped it (to replay offline)."""
+    from pytest_httpserver import HTTPServer
+
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
+def ask_messages(client: Any, params: dict[str, Any], *, stream: bool) -> Any:
+    """One Messages API call of the real anthropic SDK ``client``: ``messages.stream`` (the SDK's final
+    message) when ``stream``, else ``messages.create``; the SDK's ``Message``."""
+    if stream:
+        with client.messages.stream(**params) as events:
+            return events.get_final_message()
+    return client.messages.create(**params)

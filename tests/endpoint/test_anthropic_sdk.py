@@ -14,7 +14,7 @@ from pytest_httpserver import HTTPServer
 
 from pytest_dsh_replay.modes import RecordMode
 
-from .conftest import served
+from .conftest import ask_messages, served
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -35,11 +35,7 @@ def tool_loop(base_url: str, prompt: str, *, stream: bool) -> list[Any]:
             "messages": messages,
             "tools": TOOLS,
         }
-        if stream:
-            with client.messages.stream(**params) as events:
-                answer = events.get_final_message()
-        else:
-            answer = client.messages.create(**params)
+        answer = ask_messages(client, params, stream=stream)
         content = [block.model_dump(exclude_none=True) for block in answer.content]
         seen.append(content)
         messages.append({"role": "assistant", "content": content})

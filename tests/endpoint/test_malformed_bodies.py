@@ -107,11 +107,11 @@ class Replaying:
         self.proc, self.url, self.directory = proc, url, directory
         self.recorded = _snapshot(directory)
 
-    def post(self, path: str, body: bytes) -> tuple[int, Any]:
-        """One raw POST (``Content-Type: application/json``, the body's bytes as given)."""
+    def post(self, path: str, body: bytes, **headers: str) -> tuple[int, Any]:
+        """One raw POST (``Content-Type: application/json`` and ``headers``, the body's bytes as given)."""
         conn = http.client.HTTPConnection("127.0.0.1", port_of(self.url), timeout=30)
         try:
-            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
             answer = conn.getresponse()
             return answer.status, json.loads(answer.read())
         finally:
@@ -176,3 +176,17 @@ def test_a_malformed_body_is_a_typed_400_and_serve_stays_up(
         assert message.startswith("request body: "), message
     assert replaying.proc.poll() is None
     assert _snapshot(replaying.directory) == replaying.recorded
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r.rsplit("/", 1)[1] for r in ROUTES])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_body_its_content_encoding_does_not_decode_is_a_typed_400(
+    replaying: Replaying, route: str, encoding: str
+) -> None:
+    """Regression: a body sent as ``Content-Encoding: gzip`` (or deflate) that is not was a plain-text
+    500 ("Server got itself in trouble") with aiohttp's traceback on serve's stderr."""
+    status, payload = replaying.post(route, b'{"model": "fake-1"}', **{"Content-Encoding": encoding})
+    assert status == 400, (status, payload)
+    message = _error_message(route, payload)
+    assert f"cannot be read as sent (Content-Encoding: {encoding}" in message, message
+    assert replaying.proc.poll() is None

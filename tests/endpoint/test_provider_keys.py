@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import anthropic
 import openai
@@ -29,13 +28,8 @@ ANTHROPIC_KEY = "sk-ant-user-0123456789abcdef"
 
 
 @pytest.fixture
-def anthropic_upstream() -> Any:
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    if server.is_running():
-        server.stop()
+def anthropic_upstream(loopback_httpserver: HTTPServer) -> HTTPServer:
+    return loopback_httpserver
 
 
 def _claude(base_url: str) -> str:

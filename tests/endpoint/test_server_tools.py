@@ -17,7 +17,7 @@ from pytest_httpserver import HTTPServer
 
 from pytest_dsh_replay.modes import RecordMode
 
-from .conftest import served
+from .conftest import ask_messages, served
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -91,11 +91,7 @@ def conversation(base_url: str, *, stream: bool, second: str = "Thanks. And tomo
             "messages": messages,
             "tools": [WEB_SEARCH],
         }
-        if stream:
-            with client.messages.stream(**params) as events:
-                answer = events.get_final_message()
-        else:
-            answer = client.messages.create(**params)
+        answer = ask_messages(client, params, stream=stream)
         content = [block.model_dump(exclude_none=True) for block in answer.content]
         seen.append((content, answer.usage.model_dump(exclude_none=True)))
         messages.append({"role": "assistant", "content": content})

@@ -12,7 +12,7 @@ chat-completions stream chunks", which named the symptom, not the fix.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from pytest_httpserver import HTTPServer
 
 from pytest_dsh_replay.modes import RecordMode
 
-from .conftest import served
+from .conftest import ask_messages, served
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -202,11 +202,7 @@ def _messages_agent(url: str, *, stream: bool) -> list[Any]:
             "messages": messages,
             "tools": tools,
         }
-        if stream:
-            with client.messages.stream(**params) as events:
-                answer = events.get_final_message()
-        else:
-            answer = client.messages.create(**params)
+        answer = ask_messages(client, params, stream=stream)
         content = [block.model_dump(exclude_none=True) for block in answer.content]
         seen.append((content, answer.stop_reason))
         messages.append({"role": "assistant", "content": content})
@@ -232,13 +228,8 @@ FORMATS: dict[str, tuple[str, Callable[..., dict[str, Any]], Callable[..., list[
 
 
 @pytest.fixture
-def whole_upstream() -> Iterator[HTTPServer]:
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    if server.is_running():
-        server.stop()
+def whole_upstream(loopback_httpserver: HTTPServer) -> HTTPServer:
+    return loopback_httpserver
 
 
 @pytest.mark.parametrize("name", list(FORMATS))

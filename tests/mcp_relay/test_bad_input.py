@@ -136,3 +136,80 @@ def test_a_relay_killed_mid_session_leaves_the_old_log_and_a_stage_recover_remov
         "removed .dsh-recording.mcp.bad.lock (the lock of a recorder that was killed)",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.bad.jsonl"]
+
+
+def test_a_first_recording_killed_leaves_a_stage_validate_and_show_name_recover(tmp_path: Path) -> None:
+    """Regression: SIGKILLed while recording into a fresh directory, the relay leaves only its stage;
+    ``validate`` said ``PATH_EMPTY`` (and ``show`` the same error) instead of naming the interrupted
+    write and ``recover``, as it does when an old log is there."""
+    import signal
+
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+
+    directory = tmp_path / "rec"
+    client = LineClient(relay_argv(directory, "--name", "bad", "--record", "once"))
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    client.read()
+    client.read()
+    client.proc.send_signal(signal.SIGKILL)
+    client.proc.wait(15)
+    assert [p.name for p in directory.iterdir() if p.name.startswith(".mcp.bad.jsonl.")]
+    fix = f"run: dsh-replay recover {directory}"
+    validated = CliRunner().invoke(main, ["validate", str(directory)], catch_exceptions=False)
+    assert validated.exit_code == 1, validated.output
+    assert "[FIXTURE_WRITE_INCOMPLETE]" in validated.output and fix in validated.output
+    assert "PATH_EMPTY" not in validated.output
+    shown = CliRunner().invoke(main, ["show", str(directory)], catch_exceptions=False)
+    assert shown.exit_code == 2 and "error [FIXTURE_WRITE_INCOMPLETE]" in shown.output and fix in shown.output
+    assert CliRunner().invoke(main, ["recover", str(directory)]).exit_code == 0
+    validated = CliRunner().invoke(main, ["validate", str(directory)], catch_exceptions=False)
+    assert "[PATH_EMPTY]" in validated.output, validated.output
+
+
+def _wait_for(path: Path) -> None:
+    import time
+
+    for _ in range(600):
+        if path.exists():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never appeared")
+
+
+@pytest.mark.parametrize("how", ["stdin closed", "SIGTERM"])
+def test_a_session_in_which_no_message_passed_is_not_written(tmp_path: Path, how: str) -> None:
+    """Regression: a relay stopped before any JSON-RPC message passed wrote an empty session (0 events,
+    valid), which every later ``--record once`` replayed (answering ``MCP_NOT_RECORDED``) and
+    ``--record rewrite`` put in place of a good recording. Such a session is not written; stderr says
+    so, the exit is 0, and a recording there is kept byte for byte."""
+
+    def silent(mode: str) -> str:
+        client = LineClient(relay_argv(tmp_path, "--name", "quiet", "--record", mode))
+        if how == "SIGTERM":  # once the relay has started (its lock taken, its handlers installed)
+            _wait_for(tmp_path / ".dsh-recording.mcp.quiet.lock")
+            import time
+
+            time.sleep(0.3)
+            status, stderr = client.stop()
+        else:
+            status, stderr = client.close()
+        assert status == 0, stderr
+        assert "no message passed" in stderr and "nothing written" in stderr and "recorded" not in stderr
+        return stderr
+
+    log = tmp_path / "mcp.quiet.jsonl"
+    silent("once")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no log, stage or lock
+    # so the next --record once records
+    client = LineClient(relay_argv(tmp_path, "--name", "quiet", "--record", "once"))
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    client.read()
+    assert client.read()["result"]["content"][0]["text"] == "1"
+    status, stderr = client.close()
+    assert status == 0 and "recorded MCP server 'quiet'" in stderr, stderr
+    recorded = log.read_bytes()
+    silent("rewrite")
+    assert log.read_bytes() == recorded
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.quiet.jsonl"]

@@ -85,6 +85,10 @@ def test_the_guards_refusal_is_a_jsonrpc_403_the_sdk_raises(base: str) -> None:
 def test_a_bad_body_and_another_method_are_jsonrpc_errors(base: str) -> None:
     answer = httpx.post(base + "/mcp/calc", content=b"{not json")
     assert answer.status_code == 400 and answer.json()["error"]["code"] == -32700
+    # a body its Content-Encoding does not decode (it was aiohttp's plain-text 500)
+    answer = httpx.post(base + "/mcp/calc", content=b"{}", headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == -32700
+    assert "cannot be read as sent (Content-Encoding: gzip" in answer.json()["error"]["message"]
     answer = httpx.put(base + "/mcp/calc", content=b"{}")
     assert answer.status_code == 405 and answer.json()["error"]["code"] == -32600
     assert "[ENDPOINT_METHOD_NOT_ALLOWED]" in answer.json()["error"]["message"]

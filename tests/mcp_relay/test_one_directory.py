@@ -8,7 +8,6 @@ relay that cannot write says so and exits non-zero."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from endpoint.upstream import Answer, FakeUpstream
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from .lines import ROOT, SERVER, env
+from .lines import INIT, ROOT, SERVER, env
 
 SDK_SERVER = str(Path(__file__).with_name("sdk_server.py"))
 CLI = [sys.executable, "-m", "pytest_dsh_replay.cli"]
@@ -124,6 +123,7 @@ def test_two_recorders_of_the_same_files_are_refused_others_record_beside(tmp_pa
         first = subprocess.Popen(
             relay(directory, "once", server=SERVER),
             stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
             env=env(),
@@ -145,6 +145,7 @@ def test_two_recorders_of_the_same_files_are_refused_others_record_beside(tmp_pa
             assert "error [ENDPOINT_RECORDING_LOCKED]" in same.stderr and "mcp.tickets*.jsonl" in same.stderr
         finally:
             assert first.stdin is not None and first.stderr is not None
+            first.stdin.write(json.dumps(INIT) + "\n")  # a session with no message is not written
             first.stdin.close()
             assert first.wait(timeout=60) == 0, first.stderr.read()
     assert sorted(p.name for p in directory.iterdir()) == ["mcp.tickets.jsonl"]
@@ -155,8 +156,10 @@ def test_a_relay_that_cannot_write_says_so_and_exits_non_zero(tmp_path: Path) ->
     exit 2, never silence."""
     directory = tmp_path / "rec"
     (directory / "mcp.tickets.jsonl").mkdir(parents=True)
-    command = relay(directory, "rewrite", server=os.devnull)  # a server that exits at once
-    done = subprocess.run(command, input="", capture_output=True, text=True, env=env(), timeout=60)
+    command = relay(directory, "rewrite", server=SERVER)
+    done = subprocess.run(
+        command, input=json.dumps(INIT) + "\n", capture_output=True, text=True, env=env(), timeout=60
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error [") and "mcp.tickets.jsonl" in done.stderr, done.stderr
 
