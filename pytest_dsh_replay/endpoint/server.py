@@ -25,6 +25,7 @@ also brings the HTTP client the recorder forwards with, so it is the one server 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import socket
@@ -465,7 +466,7 @@ class Endpoint:
                 masks=self.config.masks,
             )
             self.mcp.add_routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_HTTP_LOG)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -1018,6 +1019,30 @@ async def _route_errors(request: Any, handler: Any) -> Any:
         headers = dict(_NO_RETRY)
     body_bytes = orjson.dumps(body)
     return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+
+class _RefusedRequestLine(logging.Filter):
+    """aiohttp's log of a request its HTTP parser refused (two ``Host`` headers, a duplicate
+    ``Content-Length``, broken chunked framing): the client already has aiohttp's 400, so the log is one
+    line naming the peer and the reason, not a traceback among serve's report. Anything else the server
+    logs keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 500) < 500:
+            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
+            record.msg = "dsh-replay endpoint: refused a malformed HTTP request from %s (%s %s)"
+            record.args = (peer, exc.code, exc.message.splitlines()[0] if exc.message else type(exc).__name__)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+#: the endpoint's HTTP server's own log (aiohttp's request handler); unhandled, its records reach
+#: stderr through logging's last-resort handler, as aiohttp's would
+_HTTP_LOG = logging.getLogger("pytest_dsh_replay.endpoint.http")
+_HTTP_LOG.addFilter(_RefusedRequestLine())
 
 
 class EndpointThread:

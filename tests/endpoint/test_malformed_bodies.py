@@ -190,3 +190,25 @@ def test_a_body_its_content_encoding_does_not_decode_is_a_typed_400(
     message = _error_message(route, payload)
     assert f"cannot be read as sent (Content-Encoding: {encoding}" in message, message
     assert replaying.proc.poll() is None
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Host: 127.0.0.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n",
+        b"Host: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n",
+        b"Host: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n",
+    ],
+    ids=["two-hosts", "two-lengths", "bad-chunk"],
+)
+def test_a_request_the_http_parser_refuses_is_a_400_and_one_line(replaying: Replaying, head: bytes) -> None:
+    """Regression: aiohttp's parser refusals (answered 400 by aiohttp) were each logged with a traceback
+    on serve's stderr, among the run's report; the module's serve must end without one."""
+    import socket
+
+    body = b"zz\r\n{}" if b"chunked" in head else b"{}"
+    with socket.create_connection(("127.0.0.1", port_of(replaying.url)), timeout=30) as conn:
+        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n" + head + b"\r\n" + body)
+        status_line = conn.recv(4096).split(b"\r\n", 1)[0]
+    assert status_line.split(b" ")[1] == b"400", status_line  # aiohttp answers these in HTTP/1.0
+    assert replaying.proc.poll() is None
