@@ -81,10 +81,18 @@ def loopback_httpserver() -> Iterator[Any]:
         server.stop()
 
 
-def ask_messages(client: Any, params: dict[str, Any], *, stream: bool) -> Any:
-    """One Messages API call of the real anthropic SDK ``client``: ``messages.stream`` (the SDK's final
-    message) when ``stream``, else ``messages.create``; the SDK's ``Message``."""
+def ask_messages(
+    client: Any, messages: list[dict[str, Any]], tools: list[Any], *, max_tokens: int, stream: bool
+) -> tuple[Any, list[dict[str, Any]]]:
+    """One Messages API call (model ``claude-test``) of the real anthropic SDK ``client``:
+    ``messages.stream`` (the SDK's final message) when ``stream``, else ``messages.create``; the SDK's
+    ``Message`` and its content blocks as dicts, which ``messages`` gets as the assistant's turn."""
+    params = {"model": "claude-test", "max_tokens": max_tokens, "messages": messages, "tools": tools}
     if stream:
         with client.messages.stream(**params) as events:
-            return events.get_final_message()
-    return client.messages.create(**params)
+            answer = events.get_final_message()
+    else:
+        answer = client.messages.create(**params)
+    content = [block.model_dump(exclude_none=True) for block in answer.content]
+    messages.append({"role": "assistant", "content": content})
+    return answer, content

@@ -197,7 +197,6 @@ class FakeResponsesUpstream(LoopbackUpstream):
         return stream
 
 
-
 # --------------------------------------------------------------------------- the agents' fake model
 
 

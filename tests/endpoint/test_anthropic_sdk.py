@@ -29,16 +29,8 @@ def tool_loop(base_url: str, prompt: str, *, stream: bool) -> list[Any]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     seen: list[Any] = []
     for _ in range(3):
-        params: dict[str, Any] = {
-            "model": "claude-test",
-            "max_tokens": 256,
-            "messages": messages,
-            "tools": TOOLS,
-        }
-        answer = ask_messages(client, params, stream=stream)
-        content = [block.model_dump(exclude_none=True) for block in answer.content]
+        _answer, content = ask_messages(client, messages, TOOLS, max_tokens=256, stream=stream)
         seen.append(content)
-        messages.append({"role": "assistant", "content": content})
         calls = [b for b in content if b["type"] == "tool_use"]
         if not calls:
             return seen

@@ -85,16 +85,8 @@ def conversation(base_url: str, *, stream: bool, second: str = "Thanks. And tomo
     for prompt in (None, second):
         if prompt is not None:
             messages.append({"role": "user", "content": prompt})
-        params: dict[str, Any] = {
-            "model": "claude-test",
-            "max_tokens": 1024,
-            "messages": messages,
-            "tools": [WEB_SEARCH],
-        }
-        answer = ask_messages(client, params, stream=stream)
-        content = [block.model_dump(exclude_none=True) for block in answer.content]
+        answer, content = ask_messages(client, messages, [WEB_SEARCH], max_tokens=1024, stream=stream)
         seen.append((content, answer.usage.model_dump(exclude_none=True)))
-        messages.append({"role": "assistant", "content": content})
     return seen
 
 

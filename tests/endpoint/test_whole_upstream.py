@@ -196,16 +196,8 @@ def _messages_agent(url: str, *, stream: bool) -> list[Any]:
     tools = [{"name": "ls", "description": "list", "input_schema": {"type": "object", "properties": {}}}]
     seen: list[Any] = []
     for _ in range(2):
-        params: dict[str, Any] = {
-            "model": "claude-test",
-            "max_tokens": 64,
-            "messages": messages,
-            "tools": tools,
-        }
-        answer = ask_messages(client, params, stream=stream)
-        content = [block.model_dump(exclude_none=True) for block in answer.content]
+        answer, content = ask_messages(client, messages, tools, max_tokens=64, stream=stream)
         seen.append((content, answer.stop_reason))
-        messages.append({"role": "assistant", "content": content})
         calls = [b for b in content if b["type"] == "tool_use"]
         if not calls:
             return seen

@@ -175,7 +175,6 @@ class FakeUpstream(LoopbackUpstream):
         return response
 
 
-
 def agent_rule(body: dict[str, Any]) -> Answer:
     """The fake model the agents of ``agents.py`` talk to: deterministic answers by conversation.
 

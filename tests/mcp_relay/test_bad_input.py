@@ -111,23 +111,29 @@ def test_sigterm_writes_the_recording(tmp_path: Path) -> None:
     assert text.count('"type":"tool/result"') == 2 and '"name":"clock"' in text
 
 
-def test_a_relay_killed_mid_session_leaves_the_old_log_and_a_stage_recover_removes(tmp_path: Path) -> None:
-    """SIGKILL (what the ``mcp`` SDK sends 4 s after closing stdin, and nothing outlives): the recorded
-    log stays as it was; the stage beside it is an interrupted write's temp file, which ``validate``
-    reports and ``recover`` removes."""
+def _killed_after_one_call(directory: Path, mode: str) -> None:
+    """A relay of server ``bad`` recording into ``directory`` (``--record mode``), SIGKILLed once it has
+    answered ``initialize`` and one ``tools/call``."""
     import signal
 
-    from pytest_dsh_replay.scenario.write import recover_write, write_findings
-
-    log = tmp_path / "mcp.bad.jsonl"
-    log.write_text("the old log\n")
-    # the server exits when its stdin closes (with the killed relay's end of the pipe)
-    client = LineClient(relay_argv(tmp_path, "--name", "bad", "--record", "rewrite"))
+    client = LineClient(relay_argv(directory, "--name", "bad", "--record", mode))
     client.send(INIT, INITIALIZED, call(1, "counter"))
     client.read()
     client.read()
     client.proc.send_signal(signal.SIGKILL)
     client.proc.wait(15)
+
+
+def test_a_relay_killed_mid_session_leaves_the_old_log_and_a_stage_recover_removes(tmp_path: Path) -> None:
+    """SIGKILL (what the ``mcp`` SDK sends 4 s after closing stdin, and nothing outlives): the recorded
+    log stays as it was; the stage beside it is an interrupted write's temp file, which ``validate``
+    reports and ``recover`` removes."""
+    from pytest_dsh_replay.scenario.write import recover_write, write_findings
+
+    log = tmp_path / "mcp.bad.jsonl"
+    log.write_text("the old log\n")
+    # the server exits when its stdin closes (with the killed relay's end of the pipe)
+    _killed_after_one_call(tmp_path, "rewrite")
     staged = [p.name for p in tmp_path.iterdir() if p.name.startswith(".mcp.bad.jsonl.")]
     assert len(staged) == 1 and log.read_text() == "the old log\n"
     assert [code for code, _message in write_findings(tmp_path)] == ["FIXTURE_WRITE_INCOMPLETE"]
@@ -142,19 +148,13 @@ def test_a_first_recording_killed_leaves_a_stage_validate_and_show_name_recover(
     """Regression: SIGKILLed while recording into a fresh directory, the relay leaves only its stage;
     ``validate`` said ``PATH_EMPTY`` (and ``show`` the same error) instead of naming the interrupted
     write and ``recover``, as it does when an old log is there."""
-    import signal
 
     from click.testing import CliRunner
 
     from pytest_dsh_replay.cli import main
 
     directory = tmp_path / "rec"
-    client = LineClient(relay_argv(directory, "--name", "bad", "--record", "once"))
-    client.send(INIT, INITIALIZED, call(1, "counter"))
-    client.read()
-    client.read()
-    client.proc.send_signal(signal.SIGKILL)
-    client.proc.wait(15)
+    _killed_after_one_call(directory, "once")
     assert [p.name for p in directory.iterdir() if p.name.startswith(".mcp.bad.jsonl.")]
     fix = f"run: dsh-replay recover {directory}"
     validated = CliRunner().invoke(main, ["validate", str(directory)], catch_exceptions=False)
