@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -483,31 +482,27 @@ def stale_temp_stores() -> list[Path]:
     """Temporary stores (``dsh-endpoint-*``) of recorders that are gone (killed before they cleaned up):
     those whose store lock nobody holds. A store made before the lock existed counts as stale when it
     has no lock file and is older than a day."""
-    import fcntl
     import time
+
+    from ..persistence.locking import held_by_another
 
     out = []
     for path in sorted(Path(tempfile.gettempdir()).glob(TEMP_STORE_PREFIX + "*")):
         if not path.is_dir() or path.is_symlink():
             continue
         lock = path / _STORE_LOCK
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
+        if not lock.exists():
             try:
                 if time.time() - path.stat().st_mtime > 86400:
                     out.append(path)
             except OSError:
                 pass
             continue
-        except OSError:
-            continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if held_by_another(lock):
+                continue  # a live recorder's
         except OSError:
-            continue  # a live recorder's
-        finally:
-            os.close(fd)
+            continue  # not ours to judge
         out.append(path)
     return out
 

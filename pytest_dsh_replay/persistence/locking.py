@@ -17,6 +17,9 @@ from pytest_dsh_replay.errors import quote
 
 from .errors import PersistenceError, WriterConflictError
 
+#: what ``flock`` answers for a lock held elsewhere (Linux, BSD, NFS)
+_HELD = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+
 
 def try_flock(fd: int) -> bool:
     """Take an exclusive, non-blocking ``flock`` on the open file ``fd``.
@@ -31,10 +34,34 @@ def try_flock(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        if exc.errno in _HELD:
             return False
         raise
     return True
+
+
+def held_by_another(path: os.PathLike[str] | str) -> bool:
+    """Whether some open file description holds an ``flock`` on ``path``: probed with a shared,
+    non-blocking ``flock`` that is released at once (a probe never blocks a holder or another probe).
+    A missing file is held by nobody.
+
+    Raises:
+        OSError: ``path`` cannot be opened for another reason, or ``flock`` fails otherwise than with
+            the held-lock errnos of :func:`try_flock`.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in _HELD:
+            return True
+        raise
+    finally:
+        os.close(fd)
+    return False
 
 
 class WriterLock:

@@ -290,19 +290,12 @@ def _orphans(directory: Path) -> list[Path]:
 
 def _in_use(path: Path) -> bool:
     """Whether a live :class:`LogStage` holds ``path`` (its ``flock``): a log being staged, no orphan."""
+    from ..persistence.locking import held_by_another
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return held_by_another(path)
     except OSError:
         return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
 
 
 @contextmanager
