@@ -1023,7 +1023,8 @@ async def _route_errors(request: Any, handler: Any) -> Any:
 
 class _RefusedRequestLine(logging.Filter):
     """aiohttp's log of a request its HTTP parser refused (two ``Host`` headers, a duplicate
-    ``Content-Length``, broken chunked framing): the client already has aiohttp's 400, so the log is one
+    ``Content-Length``, broken chunked framing, a body drained after a refusal that does not decode as its
+    ``Content-Encoding`` says): the client already has its 4xx, so the log is one
     line naming the peer and the reason, not a traceback among serve's report. Anything else the server
     logs keeps its traceback."""
 
@@ -1031,6 +1032,9 @@ class _RefusedRequestLine(logging.Filter):
         from aiohttp.http_exceptions import HttpProcessingError
 
         exc = record.exc_info[1] if record.exc_info else None
+        # a body aiohttp drains after the answer (a refused or unrouted request never read it) fails to
+        # decode: the payload error carries the parser's refusal as its cause
+        exc = exc.__cause__ if exc is not None and not isinstance(exc, HttpProcessingError) else exc
         if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
             record.msg = "dsh-replay endpoint: refused a malformed HTTP request from %s (%s %s)"

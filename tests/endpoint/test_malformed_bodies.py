@@ -212,3 +212,26 @@ def test_a_request_the_http_parser_refuses_is_a_400_and_one_line(replaying: Repl
         status_line = conn.recv(4096).split(b"\r\n", 1)[0]
     assert status_line.split(b" ")[1] == b"400", status_line  # aiohttp answers these in HTTP/1.0
     assert replaying.proc.poll() is None
+
+
+@pytest.mark.parametrize("path", ["/v1/nope", "/v1/chat/completions"])
+def test_an_undecodable_body_of_a_refused_request_is_one_line(replaying: Replaying, path: str) -> None:
+    """Regression: a request answered without its body being read (an unknown path's 404, a foreign
+    ``Host``'s 403) whose gzip body does not decode logged "Unhandled exception" and three chained
+    tracebacks on serve's stderr when aiohttp drained the body after the answer; the module's serve must
+    end without one."""
+    import socket
+
+    host = b"127.0.0.1" if path == "/v1/nope" else b"evil.example"
+    with socket.create_connection(("127.0.0.1", port_of(replaying.url)), timeout=30) as conn:
+        conn.sendall(
+            b"POST "
+            + path.encode()
+            + b" HTTP/1.1\r\nHost: "
+            + host
+            + b"\r\nContent-Type: application/json\r\n"
+            b"Content-Encoding: gzip\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+        )
+        status_line = conn.recv(4096).split(b"\r\n", 1)[0]
+    assert status_line.split(b" ")[1] in (b"403", b"404"), status_line
+    assert replaying.proc.poll() is None
