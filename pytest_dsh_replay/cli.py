@@ -73,12 +73,9 @@ def _log_files(path: Path) -> list[Path]:
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
         files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
-            from .scenario.write import write_findings
+            from .scenario.write import no_logs_error
 
-            left = write_findings(path)  # a first recording killed before its swap leaves its stage
-            if left:
-                raise HarnessError(left[0][1], left[0][0])
-            raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
+            raise no_logs_error(path)
         return files
     return [_existing(path)]
 

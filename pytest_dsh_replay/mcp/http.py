@@ -2,7 +2,8 @@
 
 ``EndpointConfig.mcp`` (``serve --mcp NAME=URL``) names the servers; each is served under ``/mcp/NAME``.
 An HTTP MCP session (one ``initialize``; the ``Mcp-Session-Id`` the server gives it) is one
-:class:`~.relay.McpRelay`, numbered in the order the sessions start:
+:class:`~.relay.McpRelay`, begun by that ``initialize`` (``McpRelay.start``) and numbered in the order the
+sessions begin:
 
 * **record**: every POST is forwarded to ``URL`` with the client's MCP headers, and the answer (a JSON
   body, or an SSE stream read event by event) goes back as it comes, each message recorded; GET (the
