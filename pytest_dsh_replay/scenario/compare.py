@@ -404,6 +404,7 @@ def align_event_logs(
     ignore_events: frozenset[str] = frozenset(),
     labels: tuple[str, str] = ("A", "B"),
     limit: int = EVENT_LIMIT,
+    masks: Masks | None = None,
 ) -> list[AlignedLog]:
     """Align each log pair of two sides (same harvest index) and list what differs, event by event.
 
@@ -413,9 +414,10 @@ def align_event_logs(
     renumbered, are not differences. A replaced run of events is paired in order (structural diff
     of each pair); what a replaced run has more on one side is only on that side. The header line is
     compared as a pair. Only log pairs that differ are returned; extra logs are the caller's
-    (an inventory difference).
+    (an inventory difference). ``masks`` are applied to both sides, as the log comparison of a
+    scenario applies them (a value that differs only where a mask matched is equal).
     """
-    rules = Normalization(ignore_events, canonical_envelope=True)
+    rules = Normalization(ignore_events, canonical_envelope=True, masks=masks)
     a_all, b_all = normalize_logs(left, rules), normalize_logs(right, rules)
     out: list[AlignedLog] = []
     for index, (la, lb, a_lines, b_lines) in enumerate(zip(left, right, a_all, b_all, strict=False)):
