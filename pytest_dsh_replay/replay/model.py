@@ -809,7 +809,9 @@ class ReplayModel:
 
         A primary script with no calls that was never bound is fine (a no-model scenario). A request
         mismatch is raised first (calls after it were never served, so their consumption means nothing).
-        With :attr:`rerecord` the report ends with that command; ``accept``: how the caller lets
+        When no call was made at all, the report points at the agent's own error (it stopped before its
+        first call, or never reached this replay) and proposes no re-recording. Else, with
+        :attr:`rerecord`, the report ends with that command; ``accept``: how the caller lets
         recorded calls go unused (the endpoint's ``allow_unused``), named after it.
 
         Raises:
@@ -819,6 +821,17 @@ class ReplayModel:
         """
         self.assert_requests_match()
         problems = self.consumption_problems()
+        if problems and not any(self.cursors.values()):
+            # nothing asked at all: most often the agent stopped before its first call (a crash, missing
+            # credentials) or never reached this replay; re-recording would not help
+            raise ReplayConsumptionError(
+                f"replay: recorded calls not consumed in {self._scenario_name()}: "
+                + "; ".join(problems)
+                + ". No model call reached the replay: the agent never asked for one. If it stopped with "
+                "an error before its first call (a crash, missing credentials: see its own output), fix "
+                "that error first; else check that it is pointed at this replay (its base URL)",
+                "REPLAY_NOT_CONSUMED",
+            )
         if problems:
             message = (
                 f"replay: recorded calls not consumed in {self._scenario_name()}: "
