@@ -51,6 +51,16 @@ def _run(url: str, tool_output: str) -> str:
     raise AssertionError("the loop did not end")
 
 
+def _refused(tmp_path: Path, upstream: FakeUpstream, recorded: str, live: str) -> str:
+    """Record the loop with the tool result ``recorded``, replay it with ``live``: the refusal's report."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
+        _run(ep.url, recorded)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
+        _run(ep.url, live)
+    return str(raised.value)
+
+
 CASES = {
     "timestamp": (
         "deployed at 2026-12-03T19:27:35.174477+00:00 region=eu",
@@ -66,13 +76,7 @@ def test_a_volatile_value_gets_a_mask_hint_that_makes_the_replay_green(
     tmp_path: Path, upstream: FakeUpstream, kind: str
 ) -> None:
     recorded, live = CASES[kind]
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
-        _run(ep.url, recorded)
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-
-    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
-        _run(ep.url, live)
-    report = str(raised.value)
+    report = _refused(tmp_path, upstream, recorded, live)
     assert (
         "messages[3].content (in the recording: message 3 (system prompt not counted), block 1, "
         "content[0].text): recorded" in report
@@ -89,12 +93,7 @@ def test_a_volatile_value_gets_a_mask_hint_that_makes_the_replay_green(
 
 
 def test_an_ordinary_text_difference_gets_no_mask_hint(tmp_path: Path, upstream: FakeUpstream) -> None:
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
-        _run(ep.url, "3 files: a.txt b.txt c.txt")
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
-        _run(ep.url, "4 files: a.txt b.txt c.txt d.txt")
-    report = str(raised.value)
+    report = _refused(tmp_path, upstream, "3 files: a.txt b.txt c.txt", "4 files: a.txt b.txt c.txt d.txt")
     assert "request mismatch" in report and "changes every run" not in report, report
 
 
@@ -110,13 +109,7 @@ def test_two_volatile_values_in_one_result_get_masks_that_make_the_replay_green(
     report proposed nothing (the hint needed the differing span to be one volatile token)."""
     recorded = _deploy_output("2026-12-03T21:59:03.020758", "742376edd59f40b5a357e7b1c02d9e41")
     live = _deploy_output("2026-12-03T21:59:09.229685", "a92fa294a7744cce9f798c3d5e6f7a80")
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
-        _run(ep.url, recorded)
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-
-    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
-        _run(ep.url, live)
-    report = str(raised.value)
+    report = _refused(tmp_path, upstream, recorded, live)
     hint = MULTI_HINT.search(report)
     assert hint is not None and hint["kinds"] == "timestamp, hex id", report
     regexes = re.findall(r"--dsh-mask '([^']+)'", hint[0])
