@@ -59,6 +59,7 @@ from .conversations import Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, MCP_PATH, UnreadableBody, error_body, read_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
+from .kept import KEPT_DIR, kept_note, kept_run
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -76,8 +77,6 @@ from .upstreams import check_base_url
 _NO_RETRY = {"x-should-retry": "false"}
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
-#: Where a run with problems keeps its good conversations beside a recording they would replace.
-KEPT_DIR = ".dsh-kept"
 CLIENT_GONE = "the client closed the connection before the answer ended"
 
 #: The models listing (the recorded model names); with :data:`FORMATS`, everything the endpoint serves.
@@ -206,55 +205,6 @@ class EndpointOutcome(Struct):
 
 #: how a caller of the endpoint's core lets recorded calls go unused (``serve`` and the fixture say theirs)
 _ACCEPT_UNUSED = "EndpointConfig(allow_unused=True)"
-
-
-def _failed_call(entry: Mapping[str, Any]) -> bool:
-    """Whether a recorded call (a sidecar entry, harness.md §1) failed: it raised, or its chunks end
-    without a ``finish`` or with a finish of kind ``error``/``aborted``."""
-    chunks = entry.get("chunks") if entry.get("kind") == "chunks" else None
-    if not chunks:
-        return True
-    last = chunks[-1]
-    return last.get("type") != "finish" or (last.get("reason") or {}).get("kind") in ("error", "aborted")
-
-
-def kept_note(
-    directory: Path,
-    why: str,
-    *,
-    replaces: bool,
-    conversations: int,
-    answered: int,
-    failed_calls: int,
-    left_out: int,
-    files: int,
-    instead: str,
-) -> str:
-    """The summary of a recording run kept in ``DIR/.dsh-kept`` instead of written into ``directory``
-    (docs/recording-safety.md): that nothing was written over the directory and why, what the kept run
-    holds (``conversations``, of which ``answered`` had every call answered, ``failed_calls`` calls
-    that failed, ``left_out`` failed conversations not kept, ``files`` written), and what to do:
-    ``dsh-replay accept`` only when some conversation had every call answered (a run of failures alone
-    is no recording worth taking), ``instead`` (how the caller writes such a run anyway) otherwise too.
-    """
-    kept = directory / KEPT_DIR
-    where = f"{directory} was left as it was" if replaces else f"nothing was recorded into {directory}"
-    holds = f"{conversations} conversation(s): {answered} with every call answered"
-    if failed_calls:
-        holds += f", {failed_calls} failed call(s) in the other {conversations - answered}"
-    if left_out:
-        holds += f" ({left_out} failed conversation(s) left out)"
-    removed = f"{kept} is removed when a recording is next written into {directory}"
-    if answered == 0:
-        advice = (
-            "nothing in it is worth accepting (no conversation had an answer to every call): fix what "
-            f"failed and record again; {instead}. {removed}"
-        )
-    else:
-        errors = f", its {failed_calls} failed call(s) included" if failed_calls else ""
-        verb = "replace the recording with it" if replaces else "take it as the recording"
-        advice = f"to {verb}{errors}: dsh-replay accept {directory}; {instead}. {removed}, or by accept"
-    return f"{where}, {why}. This run is kept in {kept} ({files} file(s)): {holds}; {advice}"
 
 
 def _check_directory(directory: Path) -> None:
@@ -630,11 +580,12 @@ class Endpoint:
         elif self.errored_conversations and replaces and not self.config.record_on_error:
             # an upstream's transient trouble must not replace a good recording with its error answers
             first = next(iter(self.errored_conversations.values()))
-            why = (
-                f"{len(self.errored_conversations)} conversation(s) of this recording ended in an upstream "
-                f"error (first: {first})"
+            outcome.problems.append(
+                f"{len(self.errored_conversations)} conversation(s) ended in an upstream error (first: "
+                f"{first})"
             )
-            outcome.problems.append(f"{directory} was left as it was: {why}")
+            # the problem above quotes the upstream's words; the kept run's summary only says why
+            why = "its upstream errors would replace recorded answers"
             instead = f"to write them, errors included: {self.config.accept_flag}"
         elif failed_test:
             why = f"the test failed ({failed})"
@@ -666,16 +617,12 @@ class Endpoint:
             prune_owned=self.plan.prunes_owned,
         )
         if why:
-            calls = [entry for log in result.logs for entry in entries.get(log.id, [])]
-            failing = {log.id for log in result.logs if any(_failed_call(e) for e in entries.get(log.id, []))}
             outcome.notes.append(
                 kept_note(
                     directory,
                     why,
+                    kept_run(target),
                     replaces=replaces,
-                    conversations=len(result.logs),
-                    answered=len(result.logs) - len(failing),
-                    failed_calls=sum(1 for e in calls if _failed_call(e)),
                     left_out=left_out,
                     files=len(outcome.written),
                     instead=instead,

@@ -44,18 +44,20 @@ from .log import (
     McpScript,
     McpSessionLog,
     Recorded,
+    answer_id,
     call_id,
     is_notification,
     is_request,
     is_response,
     jsonrpc_error,
+    message_problem,
     request_key,
     session_script,
     tool_arguments,
 )
 
-#: JSON-RPC error codes of the relay's own answers
-PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603
+#: JSON-RPC error codes of the relay's own answers (an invalid message's: ``log.message_problem``)
+PARSE_ERROR, INTERNAL_ERROR = -32700, -32603
 #: the relay's answer to a request it cannot serve from the recording (or the server did not answer)
 RELAY_ERROR = -32001
 
@@ -148,6 +150,11 @@ def claim_index(run_dir: Path | None, name: str) -> int:
 
 
 def _without_meta(params: Any) -> Any:
+    """What the replay compares of a request's ``params``: without ``_meta`` (the client's own
+    progress token and such), and absent the same as ``{}``: MCP's params are ``params?: {...}`` whose
+    members are optional, so a request without them and one with ``{}`` ask a server the same."""
+    if params is None:
+        return {}
     return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
 
 
@@ -430,12 +437,11 @@ class McpRelay:
     def replay(self, message: Any) -> list[dict[str, Any]]:
         """The messages to send the client for one message of its (replay)."""
         assert self.script is not None
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            text = self.problem(
-                f"the client sent {quote_json(message)}: not a JSON-RPC 2.0 message", "MCP_NOT_JSON"
-            )
-            request_id = message.get("id") if isinstance(message, dict) else None
-            return [jsonrpc_error(request_id, INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+        invalid = message_problem(message)
+        if invalid is not None:  # what a server following JSON-RPC 2.0 and MCP answers (log.message_problem)
+            code, why = invalid
+            text = self.problem(f"the client sent {quote_json(message)}: {why}", "MCP_NOT_JSON")
+            return [jsonrpc_error(answer_id(message), code, f"dsh-replay mcp: {text}")]
         out: list[dict[str, Any]] = []
         if not self.prologue_sent:
             self.prologue_sent = True
@@ -449,12 +455,8 @@ class McpRelay:
             if isinstance(found, dict):
                 return [*out, found]
             item = found
-        else:
-            text = self.problem(
-                f"the client sent {quote_json(message)}: neither a request, a notification nor a response",
-                "MCP_NOT_JSON",
-            )
-            return [*out, jsonrpc_error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+        else:  # message_problem let no other message through
+            raise AssertionError(message)
         if item is None:
             return out + self._ready()  # a message the recording does not hold: nothing follows it
         if is_request(item.message):

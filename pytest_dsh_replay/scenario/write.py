@@ -724,17 +724,20 @@ def _stale_locks(directory: Path) -> list[Path]:
     return removed
 
 
-def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
-    """Replace ``directory``'s recording with the one kept in ``kept`` (a run with problems wrote its good
-    conversations there), through the same journaled swap as :func:`write_fixtures`; ``kept`` is removed
-    after. Returns ``(written, removed)`` as :func:`write_fixtures` does.
+class NothingKeptError(HarnessError):
+    """``dsh-replay accept`` of a directory that holds no kept run (``DIR/.dsh-kept`` is missing, or
+    holds no recording file)."""
+
+    code = "NOTHING_KEPT"
+
+
+def kept_files(kept: Path) -> list[str]:
+    """The names of the recording files in ``kept`` (recorder-owned files and ``endpoint.json``: what
+    :func:`accept_kept` swaps in), sorted.
 
     Raises:
-        WriteIncompleteError: nothing is kept there (names it).
-        FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
+        NothingKeptError: ``kept`` cannot be listed, or holds none (names it).
     """
-    import shutil
-
     from ..layout import ENDPOINT_MANIFEST
 
     try:
@@ -744,11 +747,25 @@ def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
             if p.is_file() and not p.is_symlink() and (is_owned(p.name) or p.name == ENDPOINT_MANIFEST)
         )
     except OSError as exc:
-        raise WriteIncompleteError(
-            f"{kept}: no kept recording to accept ({exc.strerror or exc})", path=str(kept), reason=str(exc)
-        ) from exc
+        raise NothingKeptError(f"{kept}: no kept recording to accept ({exc.strerror or exc})") from exc
     if not names:
-        raise WriteIncompleteError(f"{kept}: no kept recording to accept", path=str(kept), reason="empty")
+        raise NothingKeptError(f"{kept}: no kept recording to accept (it holds no recording file)")
+    return names
+
+
+def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
+    """Replace ``directory``'s recording with the one kept in ``kept`` (a run with problems wrote its
+    conversations there), through the same journaled swap as :func:`write_fixtures`; ``kept`` is
+    removed after. Returns ``(written, removed)`` as :func:`write_fixtures` does. The caller holds the
+    :class:`RecordingLock` of :data:`MODEL_FILES` (``endpoint.kept.accept``: what is accepted).
+
+    Raises:
+        NothingKeptError: nothing is kept there (names it).
+        FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
+    """
+    import shutil
+
+    names = kept_files(kept)
     recover_write(directory)
     changed = [
         (directory / name, data)

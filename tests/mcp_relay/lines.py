@@ -31,7 +31,10 @@ def env() -> dict[str, str]:
 class LineClient:
     """The relay running, lines written to its stdin, its stdout lines read with a bound."""
 
-    def __init__(self, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, argv: list[str], extra_env: dict[str, str] | None = None, *, reads: bool = True
+    ) -> None:
+        """``reads``: read the relay's stdout (``False``: a client that never does, its pipe fills)."""
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -41,7 +44,8 @@ class LineClient:
         )
         self.lines: queue.Queue[bytes] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        if reads:
+            self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -142,3 +142,51 @@ def test_a_staged_session_is_live_for_other_writers_until_it_is_swapped_in(tmp_p
     staged = anyio.run(check)
     assert len(staged) == 1 and staged[0].startswith(".mcp.sdk.jsonl.") and staged[0].endswith(".tmp")
     assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]
+
+
+def _pipe_full(fd: int) -> bool:
+    """Whether the pipe whose read end is ``fd`` holds as much as it can (its writer blocks): its
+    capacity but for a page (a pipe fills page by page, a short write before leaves one part used)."""
+    import array
+    import fcntl
+    import resource
+    import termios
+
+    held = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, held)
+    return held[0] > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - resource.getpagesize()
+
+
+def test_sigterm_ends_a_relay_whose_client_does_not_read_and_the_session_is_recorded(tmp_path: Path) -> None:
+    """Regression: a client that stopped reading the relay's stdout (its pipe full) left the relay
+    blocked in a write to it: SIGTERM did nothing, only SIGKILL ended it, and nothing was recorded.
+    Now SIGTERM ends it (exit 0) with the session as it passed, and stderr says what the client did
+    not take."""
+    from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+
+    rec = tmp_path / "rec"
+    size = 1_000_000
+    argv = relay_argv(rec, "--name", "sdk", "--record", "once", server=[sys.executable, SDK_SERVER])
+    client = LineClient(argv, reads=False)
+    try:
+        client.send(INIT, INITIALIZED, call(1, "blob", {"size": size}))
+        assert client.proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while not _pipe_full(client.proc.stdout.fileno()):  # the answer reached the relay's stdout
+            assert time.monotonic() < deadline and client.proc.poll() is None
+            time.sleep(0.05)
+        client.proc.terminate()
+        status = client.proc.wait(20)
+    finally:
+        if client.proc.poll() is None:  # the relay never ended: what a client's SIGKILL does
+            client.proc.kill()
+            client.proc.wait(5)
+    assert client.proc.stderr is not None
+    stderr = client.proc.stderr.read().decode()
+    assert status == 0, stderr
+    assert "recorded MCP server 'sdk'" in stderr
+    assert "bytes of the relay's answers" in stderr and "did not read" in stderr, stderr
+    events = [orjson.loads(line) for line in (rec / "mcp.sdk.jsonl").read_bytes().splitlines()[1:]]
+    result = next(e for e in events if e["type"] == "tool/result")
+    assert len(result["data"]["content"][0]["text"]) == size
+    assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]
