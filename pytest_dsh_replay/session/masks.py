@@ -334,8 +334,10 @@ def _volatile(spans: list[tuple[str, int, int]]) -> tuple[str, str] | None:
                 return kind, regex
             label = _LABEL.search(text, 0, start)
             if label is None:
-                if kind == "number" and all(end - start < 9 for _t, start, end in spans):
-                    return None  # a bare short number: a count that changed is no run-to-run value
+                if kind == "number":
+                    if any(end - start < 9 for _t, start, end in spans):
+                        return None  # a bare short number: a count that changed is no run-to-run value
+                    return kind, r"\d{9,}"  # epoch seconds, a long counter: never every number
                 return kind, regex
             return kind, f"{re.escape(label.group(1))}({regex})".replace("\\ ", " ")
     return None
@@ -373,16 +375,17 @@ def _regions(recorded: str, sent: str) -> list[tuple[tuple[int, int], tuple[int,
 
 def suggest_masks(recorded: str, sent: str) -> list[tuple[str, str]] | None:
     r"""Masks for every difference of two strings when each differing value looks like one that changes
-    every run: ``[(kind, regex), ...]`` (``[("timestamp", r"\d{4}-..."), ("hex id", r"txn\": \"(...)")]``,
-    one per kind and label, in order of appearance), or ``None`` when something else differs.
+    every run: ``[(kind, regex), ...]``, one per kind and label, in order of appearance (``("timestamp",
+    r"\d{4}-...")``, ``("hex id", 'txn": "([0-9a-f]{8,})')``), or ``None`` when something else differs.
 
     The strings are compared token by token (:func:`_regions`): each differing region, without the
     sentence punctuation at its ends, must on both sides be the same kind of :data:`_VOLATILE` value,
     whole: an ISO timestamp, a time of day, a hex id (8+ hex digits, letters and digits mixed), a number.
     A hex id or number is proposed with the label before it when there is one (``tx=([0-9a-f]{8,})``,
     ``run (\d+)``, ``"txn": "([0-9a-f]{8,})``): a mask of every number would hide real changes; a bare
-    short number is never proposed. The masks are checked: applied to both strings by a
-    :class:`~.tokens.Tokenizer`, as every comparison applies them, the two must come out equal.
+    number is proposed only when it has 9 digits or more on both sides (``\d{9,}``: epoch seconds).
+    The masks are checked: applied to both strings by a :class:`~.tokens.Tokenizer`, as every
+    comparison applies them, the two must come out equal.
     What a report proposes (docs/masks.md); the user decides.
     """
     if recorded == sent:
