@@ -721,13 +721,15 @@ class Endpoint:
         if message not in self.problems:
             self.problems.append(message)
 
-    def _too_large(self, fmt: WireFormat, size: int) -> Any:
+    def _too_large(self, fmt: WireFormat, size: int, *, decoded: bool = False) -> Any:
         """413 for a body the recording could not store: its messages would make a log line longer than
-        the one line limit (``errors.max_line_bytes``), which every reader refuses."""
+        the one line limit (``errors.max_line_bytes``), which every reader refuses. ``decoded``: ``size``
+        is what its decoding gave before it was stopped (the body is at least that large)."""
+        what = f"at least {size} bytes once decoded" if decoded else f"{size} bytes"
         return self._problem(
             fmt,
             HarnessError(
-                f"a request body of {size} bytes is larger than a recording's line limit ({self.line_limit} "
+                f"a request body of {what} is larger than a recording's line limit ({self.line_limit} "
                 f"bytes, ${MAX_LINE_BYTES_ENV}): it could not be recorded or replayed, so it was refused "
                 "and nothing was forwarded",
                 "ENDPOINT_TOO_LARGE",
@@ -754,7 +756,7 @@ class Endpoint:
             refusal = {**_NO_RETRY, "Accept-Encoding": ACCEPTED_ENCODINGS}
             return self._error(fmt, error.message, error.code, 415, refusal)
         except BodyTooLarge as exc:
-            return self._too_large(fmt, exc.size)
+            return self._too_large(fmt, exc.size, decoded=True)
         if len(raw) + _LINE_MARGIN > self.line_limit:
             return self._too_large(fmt, len(raw))
         try:
