@@ -93,7 +93,10 @@ class McpServers:
         self.run_masks: Any = None
         self.allow_unused = allow_unused
         self.mode = mode
+        #: the run's directory the relays claim their sessions in (made here: a relay refuses a missing
+        #: one, the sign that its run has ended)
         self.run_dir = run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
         self.rerecord = rerecord
         self.accept_unused = accept_unused
         self.names: list[str] = []

@@ -137,10 +137,20 @@ class McpOutcome(Struct):
 
 def claim_index(run_dir: Path | None, name: str) -> int:
     """This relay's session index among the relays of ``name`` in the run (0 without a run directory):
-    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``)."""
+    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``).
+
+    Raises:
+        McpRelayError: ``MCP_CONFIG`` when ``run_dir`` is gone: its run (the ``dsh_mcp`` test that made
+            it) has ended, and a session begun after it would be no one's (never made again here).
+    """
     if run_dir is None:
         return 0
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if not run_dir.is_dir():
+        raise McpRelayError(
+            f"--run-dir {run_dir}: the run this relay belongs to has ended (its directory is gone); "
+            f"MCP server {name!r} was sent its first message after the test's teardown",
+            "MCP_CONFIG",
+        )
     index = 0
     while True:
         try:

@@ -238,3 +238,16 @@ def test_validate_of_a_parent_finds_a_nested_first_recording_killed(tmp_path: Pa
     assert CliRunner().invoke(main, ["recover", str(killed)]).exit_code == 0
     validated = CliRunner().invoke(main, ["validate", str(tmp_path)], catch_exceptions=False)
     assert validated.exit_code == 0, validated.output
+
+
+def test_a_session_begun_after_its_runs_end_is_refused(tmp_path: Path) -> None:
+    """A ``dsh_mcp`` relay whose client sends its first message after the test's teardown (its run
+    directory removed) is refused (exit 2, ``MCP_CONFIG``), and the run directory is not made again."""
+    run_dir = tmp_path / "run"
+    client = LineClient(
+        relay_argv(tmp_path / "rec", "--name", "late", "--record", "once", "--run-dir", str(run_dir))
+    )
+    client.send(INIT)
+    status, stderr = client.close()
+    assert status == 2 and "error [MCP_CONFIG]" in stderr and "has ended" in stderr, stderr
+    assert not run_dir.exists() and not (tmp_path / "rec").exists()
