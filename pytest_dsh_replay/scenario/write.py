@@ -389,9 +389,9 @@ class RecordingLock:
                 what = "the model's conversations" if files == MODEL_FILES else f"{files}*.jsonl"
                 raise RecordingLockedError(
                     f"{directory}: another recorder is recording {what} into this directory (its lock "
-                    f"{path.name} is held by serve --record, dsh-replay mcp, or the dsh_endpoint or "
-                    "dsh_mcp fixture): a second one would overwrite its recording; stop the other one, "
-                    "or record into another directory"
+                    f"{path.name} is held by serve --record, dsh-replay accept, dsh-replay mcp, or the "
+                    "dsh_endpoint or dsh_mcp fixture): a second one would overwrite its recording; stop the "
+                    "other one, or record into another directory"
                 )
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
