@@ -254,8 +254,8 @@ async def run(config: McpConfig) -> McpOutcome:
     if left:
         outcome.notes.append(
             f"the client did not read the last {left} bytes of the relay's answers on stdout (no "
-            f"progress within {patience:g} s): dropped when the relay ended; the recording holds "
-            "every message as it passed"
+            f"progress within {patience:g} s): what its pipe did not hold was dropped when the relay "
+            "ended; the recording holds every message as it passed"
         )
     return outcome
 
