@@ -1120,6 +1120,10 @@ def serve(
         record_on_error=record_on_error,
         accept_flag="--record-on-error",
         mcp=parse_mcp_option(mcp_servers),
+        stopped_is_problem=True,
+        match_on_flag="--match-on messages",
+        key_holder="dsh-replay serve",
+        mask_flag="--mask",
     )
 
     async def run() -> Any:

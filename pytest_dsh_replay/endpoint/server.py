@@ -168,6 +168,16 @@ class EndpointConfig(Struct):
             the directory even over a recording (vcrpy's ``record_on_exception``); otherwise its good
             conversations only, and beside a recording it would replace (:data:`KEPT_DIR`).
         accept_flag: how the caller spells ``record_on_error`` in messages.
+        stopped_is_problem: a recorded conversation whose last answer asked for tool calls that no
+            request answered (the agent stopped mid-turn) is a problem of the run, and the run is kept
+            beside the directory like any run with problems (``serve``, which cannot see the agent's
+            exit); ``False`` (the fixture, whose test's outcome says it): written, its turn
+            ``interrupted``.
+        match_on_flag: how the caller checks only the conversation, as a red report's advice names it.
+        mask_flag: the one option a red report's mask proposal is spelled with (``serve``'s ``--mask``);
+            ``None``: every spelling, pytest's first.
+        key_holder: the process whose environment the upstream key is read from, as messages name it
+            (the agent's own key is never sent upstream).
     """
 
     directory: Path
@@ -191,6 +201,10 @@ class EndpointConfig(Struct):
     origin_flag: str = "dsh-replay serve --allow-origin ORIGIN"
     record_on_error: bool = False
     accept_flag: str = "EndpointConfig(record_on_error=True)"
+    stopped_is_problem: bool = False
+    match_on_flag: str = "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)"
+    key_holder: str = "the test process"
+    mask_flag: str | None = None
 
 
 class EndpointOutcome(Struct):
@@ -323,6 +337,9 @@ class Endpoint:
             from ..scenario.write import MODEL_FILES, RecordingLock, mcp_files
 
             self.lock = RecordingLock(config.directory, [MODEL_FILES, *map(mcp_files, config.mcp or ())])
+            unset = self._unset_keys()
+            if unset:
+                self.start_notes.append(unset)
             stale = stale_temp_stores()
             if stale:
                 self.start_notes.append(
@@ -360,11 +377,12 @@ class Endpoint:
                 # the endpoint's pins are what the client sent: re-recording or a narrower check are
                 # its ways out (it has no --snapshot-update and no match_on= keyword)
                 pin_refresh="re-record it (command above), or check only the conversation with "
-                "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)",
+                + config.match_on_flag,
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
                 masks=config.masks,
+                mask_flag=config.mask_flag,
             )
             # every conversation is created by a request that calls the model with its id in the same
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
@@ -390,6 +408,22 @@ class Endpoint:
             key = config.api_key if config.api_key is not None else os.environ.get(env)
             out[path] = (env, key.strip() if key else None)
         return out
+
+    def _unset_keys(self) -> str:
+        """The warning of a recording with no upstream key at all (every variable it reads unset), else
+        ``""``: its calls go upstream without credentials, which a local provider may take and a hosted one
+        answers 401. A key set for one API only is not warned of (an agent speaks one API)."""
+        if self.config.api_key is not None or any(key for _env, key in self.keys.values()):
+            return ""
+        apis: dict[str, list[str]] = {}
+        for path, (env, _key) in self.keys.items():
+            apis.setdefault(env, []).append(path)
+        names = "; ".join(f"${env} ({', '.join(paths)})" for env, paths in apis.items())
+        return (
+            f"warning: recording with no upstream key: {names} not set in {self.config.key_holder}'s "
+            "environment, so every call goes upstream without one (a local provider may need none). The key "
+            f"belongs in {self.config.key_holder}'s environment: the agent's own key is never forwarded"
+        )
 
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
@@ -560,6 +594,8 @@ class Endpoint:
                 outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
+        stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
+        outcome.problems += stopped
         # a failed test's run goes beside the directory even when it holds no recording yet: a failed
         # test must not silently become the recording (as vcrpy users expect)
         failed_test = bool(failed) and not self.config.record_on_error
@@ -584,7 +620,9 @@ class Endpoint:
                 return
             left_out = len(result.logs) - len(good)
             result = RecordResult(good, result.cwd)
-            if replaces or failed_test:
+            # a conversation stopped mid-turn is no recording to replay by default: the next
+            # --record once records again rather than replaying it
+            if replaces or failed_test or stopped:
                 why = f"the test failed ({failed})" if failed else "the run had problems"
                 instead = f"to write every conversation, failed ones included: {self.config.accept_flag}"
             else:
@@ -654,6 +692,24 @@ class Endpoint:
             # an earlier failed run's: this recording supersedes it
             shutil.rmtree(directory / KEPT_DIR, ignore_errors=True)
             outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
+
+    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
+        """One problem per recorded conversation whose last answer asked for tool calls that no later
+        request answered (:attr:`~.record.ConversationLog.unanswered`): the agent stopped mid-turn."""
+        assert self.recorder is not None
+        out = []
+        for rank, log in enumerate(logs):
+            conv = self.recorder.logs.get(log.id)
+            if conv is None or not conv.unanswered:
+                continue
+            names = ", ".join(conv.unanswered)
+            out.append(
+                f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
+                f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "
+                "fail? check its exit code and output); an agent that asks only this by design: accept the "
+                "kept run (below)"
+            )
+        return out
 
     def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
         """Log file -> the log files of its parent candidates, for each recorded conversation whose
@@ -883,7 +939,13 @@ class Endpoint:
                 # would make the commonest set-up mistake a green fixture
                 # (the report's one note says that nothing is written)
                 env, api_key = self.keys[fmt.PATH]
-                key = "is not set" if not api_key else "was refused"
+                holder = self.config.key_holder
+                key = (
+                    f"is not set in {holder}'s environment: set it there (the agent's own key is never "
+                    "forwarded upstream)"
+                    if not api_key
+                    else "was refused"
+                )
                 self.problem(
                     f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
                 )
