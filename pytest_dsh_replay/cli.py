@@ -1121,6 +1121,7 @@ def serve(
         accept_flag="--record-on-error",
         mcp=parse_mcp_option(mcp_servers),
         stopped_is_problem=True,
+        set_aside_relays=True,
         match_on_flag="--match-on messages",
         key_holder="dsh-replay serve",
         mask_flag="--mask",
