@@ -562,8 +562,8 @@ class McpRelay:
             text = self.problem(
                 f"{self.script.file}: the client sent {_describe(message)} with params "
                 f"{quote_json(message.get('params'))}, which the recording does not hold (unused)"
-                + self._leftover(method)
-                + (f"; re-record it ({self.config.rerecord})" if self.config.rerecord else ""),
+                + (self._leftover(method) or "; re-record it")
+                + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
                 "MCP_NOT_RECORDED",
             )
             return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
@@ -590,7 +590,8 @@ class McpRelay:
         )
         return (
             f"; the recorded session holds no tools/call at all{beside}: it looks left over from a run "
-            "that stopped before the agent called a tool (a failed recording); delete it or re-record it"
+            f"that stopped before the agent called a tool (a failed recording): delete {self.script.file}, "
+            "or re-record it"
         )
 
     def _difference(self, recorded: Any, sent: Any, path: str) -> str | None:
