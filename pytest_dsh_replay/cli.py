@@ -73,12 +73,9 @@ def _log_files(path: Path) -> list[Path]:
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
         files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
-            from .scenario.write import write_findings
+            from .scenario.write import no_logs_error
 
-            left = write_findings(path)  # a first recording killed before its swap leaves its stage
-            if left:
-                raise HarnessError(left[0][1], left[0][0])
-            raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
+            raise no_logs_error(path)
         return files
     return [_existing(path)]
 
@@ -772,16 +769,27 @@ def _first_too_deep(side: str, logs: Sequence[SessionLog]) -> HarnessError | Non
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--ignore-event", multiple=True, help="event type to drop on both sides (seqs renumbered)")
+@click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides before they are "
+    "compared, as pytest's --dsh-mask / ini dsh_mask do (this command reads no ini); repeatable",
+)
 @_fail_on_harness_error
-def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
+def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...]) -> None:
     """Compare two scenario dirs or logs after normalization (each side with its own context).
 
     The events of each log pair are aligned (a sequence alignment over the normalized events, seq
     left out), so an event removed from B is one event only in A; A is shown in red, B in green.
-    Exit 1 on differences.
+    With --mask, what each REGEX matches is {{mask:N}} on both sides (docs/masks.md). Exit 1 on
+    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX).
     """
     from .scenario.compare import align_event_logs
+    from .session.masks import Masks
     from .session.types import unknown_event_type
+
+    masks = Masks.parse(mask, source="--mask") or None  # a bad regex: MaskError, exit 2 before any read
 
     for etype in ignore_event:
         problem = unknown_event_type("--ignore-event", etype)
@@ -796,9 +804,12 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
             raise too_deep
     label_a, label_b = f"A ({a})", f"B ({b})"
     inventory = _inventory(left, right, a, b)
-    aligned = align_event_logs(left, right, ignore_events=frozenset(ignore_event), labels=(label_a, label_b))
+    aligned = align_event_logs(
+        left, right, ignore_events=frozenset(ignore_event), labels=(label_a, label_b), masks=masks
+    )
     if not inventory and not aligned:
-        console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
+        masked = f" and {len(masks)} mask(s)" if masks else ""
+        console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization{masked}")
         return
     from .scenario.secrets import redact_report
 
@@ -833,6 +844,8 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
                     console.print(show("  " + line))
         if log.total > len(log.differences):
             console.print(f"  ... and {log.total - len(log.differences)} more differences")
+    if masks and aligned:  # what was masked, so a reader knows the differences shown are not
+        console.print(show(masks.summary() + "; the differences above are outside them"))
     sys.exit(EXIT_FINDINGS)
 
 

@@ -56,7 +56,17 @@ from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS, MCP_PATH, UnreadableBody, error_body, read_body
+from .formats import (
+    ACCEPTED_ENCODINGS,
+    FORMATS,
+    MAX_BODY_BYTES,
+    MCP_PATH,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    error_body,
+    read_body,
+)
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .kept import KEPT_DIR, kept_note, kept_run
@@ -398,7 +408,7 @@ class Endpoint:
 
         # the guard first: a request it refuses reaches no route and no body is read
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
-        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
@@ -416,7 +426,12 @@ class Endpoint:
                 masks=self.config.masks,
             )
             self.mcp.add_routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_HTTP_LOG)
+        # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
+        # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
+        # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, auto_decompress=False
+        )
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -706,13 +721,15 @@ class Endpoint:
         if message not in self.problems:
             self.problems.append(message)
 
-    def _too_large(self, fmt: WireFormat, size: int) -> Any:
+    def _too_large(self, fmt: WireFormat, size: int, *, decoded: bool = False) -> Any:
         """413 for a body the recording could not store: its messages would make a log line longer than
-        the one line limit (``errors.max_line_bytes``), which every reader refuses."""
+        the one line limit (``errors.max_line_bytes``), which every reader refuses. ``decoded``: ``size``
+        is what its decoding gave before it was stopped (the body is at least that large)."""
+        what = f"at least {size} bytes once decoded" if decoded else f"{size} bytes"
         return self._problem(
             fmt,
             HarnessError(
-                f"a request body of {size} bytes is larger than a recording's line limit ({self.line_limit} "
+                f"a request body of {what} is larger than a recording's line limit ({self.line_limit} "
                 f"bytes, ${MAX_LINE_BYTES_ENV}): it could not be recorded or replayed, so it was refused "
                 "and nothing was forwarded",
                 "ENDPOINT_TOO_LARGE",
@@ -729,9 +746,17 @@ class Endpoint:
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
             return self._too_large(fmt, size)
         try:
-            raw = await read_body(request)
+            raw = await read_body(request, self.line_limit)
         except UnreadableBody as exc:
             return self._problem(fmt, WireRequestError(str(exc), "$"), 400)
+        except UnsupportedEncoding as exc:
+            error = WireRequestError(str(exc), "$", "ENDPOINT_UNSUPPORTED_ENCODING")
+            self.problems.append(error.message)
+            # RFC 9110 §15.5.16, §12.5.3: 415 naming the codings the endpoint does decode
+            refusal = {**_NO_RETRY, "Accept-Encoding": ACCEPTED_ENCODINGS}
+            return self._error(fmt, error.message, error.code, 415, refusal)
+        except BodyTooLarge as exc:
+            return self._too_large(fmt, exc.size, decoded=True)
         if len(raw) + _LINE_MARGIN > self.line_limit:
             return self._too_large(fmt, len(raw))
         try:
@@ -970,8 +995,8 @@ async def _route_errors(request: Any, handler: Any) -> Any:
 
 class _RefusedRequestLine(logging.Filter):
     """aiohttp's log of a request its HTTP parser refused (two ``Host`` headers, a duplicate
-    ``Content-Length``, broken chunked framing, a body drained after a refusal that does not decode as its
-    ``Content-Encoding`` says): the client already has its 4xx, so the log is one
+    ``Content-Length``, broken chunked framing, also in a body drained after a refusal): the client
+    already has its 4xx, so the log is one
     line naming the peer and the reason, not a traceback among serve's report. Anything else the server
     logs keeps its traceback."""
 
@@ -979,8 +1004,8 @@ class _RefusedRequestLine(logging.Filter):
         from aiohttp.http_exceptions import HttpProcessingError
 
         exc = record.exc_info[1] if record.exc_info else None
-        # a body aiohttp drains after the answer (a refused or unrouted request never read it) fails to
-        # decode: the payload error carries the parser's refusal as its cause
+        # a body aiohttp drains after the answer (a refused or unrouted request never read it) is
+        # malformed: the payload error carries the parser's refusal as its cause
         exc = exc.__cause__ if exc is not None and not isinstance(exc, HttpProcessingError) else exc
         if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"

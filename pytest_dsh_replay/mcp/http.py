@@ -2,7 +2,8 @@
 
 ``EndpointConfig.mcp`` (``serve --mcp NAME=URL``) names the servers; each is served under ``/mcp/NAME``.
 An HTTP MCP session (one ``initialize``; the ``Mcp-Session-Id`` the server gives it) is one
-:class:`~.relay.McpRelay`, numbered in the order the sessions start:
+:class:`~.relay.McpRelay`, begun by that ``initialize`` (``McpRelay.start``) and numbered in the order the
+sessions begin:
 
 * **record**: every POST is forwarded to ``URL`` with the client's MCP headers, and the answer (a JSON
   body, or an SSE stream read event by event) goes back as it comes, each message recorded; GET (the
@@ -172,12 +173,22 @@ class HttpRelays:
         created = False
         messages: list[Any] = []
         if method == "POST":
-            from ..endpoint.formats import UnreadableBody, read_body
+            from ..endpoint.formats import BodyTooLarge, UnreadableBody, UnsupportedEncoding, read_body
 
             try:
                 body = orjson.loads(await read_body(request))
             except UnreadableBody as exc:
                 return _error_response(None, -32700, f"dsh-replay mcp {server.name}: the body {exc}")
+            except UnsupportedEncoding as exc:
+                from ..endpoint.formats import ACCEPTED_ENCODINGS
+
+                text = f"dsh-replay mcp {server.name}: the body {exc}"
+                answer = _error_response(None, INVALID_REQUEST, text, 415)
+                answer.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS  # RFC 9110 §12.5.3
+                return answer
+            except BodyTooLarge as exc:
+                text = f"dsh-replay mcp {server.name}: the body is too large ({exc})"
+                return _error_response(None, INVALID_REQUEST, text, 413)
             except orjson.JSONDecodeError as exc:
                 return _error_response(
                     None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"

@@ -17,8 +17,12 @@ from :func:`~pytest_dsh_replay.scenario.plan.plan_for` (docs/mcp.md).
   to be served. Recorded requests left unused (``ping`` aside) fail the run unless ``allow_unused``.
 * **episodes** (``new_episodes``): a session recorded is replayed, one past the recording recorded.
 
-Sessions of one server name are numbered in the order the servers start (``--run-dir``: a directory
-every relay of one run shares claims its index there; without it a relay is session 0).
+A session begins with the client's first message, in every transport (a stdio relay's first line, an
+HTTP ``initialize``): :meth:`McpRelay.start` is called then, so a server started and stopped with no
+message passed is no session (:meth:`McpRelay.unstarted`): not numbered, not recorded, not replayed,
+and a recording there is kept. Sessions of one server name are numbered in the order they begin
+(``--run-dir``: a directory every relay of one run shares claims its index there; without it a relay
+is session 0).
 """
 
 from __future__ import annotations
@@ -133,10 +137,20 @@ class McpOutcome(Struct):
 
 def claim_index(run_dir: Path | None, name: str) -> int:
     """This relay's session index among the relays of ``name`` in the run (0 without a run directory):
-    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``)."""
+    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``).
+
+    Raises:
+        McpRelayError: ``MCP_CONFIG`` when ``run_dir`` is gone: its run (the ``dsh_mcp`` test that made
+            it) has ended, and a session begun after it would be no one's (never made again here).
+    """
     if run_dir is None:
         return 0
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if not run_dir.is_dir():
+        raise McpRelayError(
+            f"--run-dir {run_dir}: the run this relay belongs to has ended (its directory is gone); "
+            f"MCP server {name!r} was sent its first message after the test's teardown",
+            "MCP_CONFIG",
+        )
     index = 0
     while True:
         try:
@@ -218,12 +232,18 @@ class McpRelay:
     def records(self) -> bool:
         return self.plan is Plan.RECORD
 
-    def start(self) -> None:
-        """Claim the session index, pick the plan, load the script (replay) or open the log (record)."""
-        config = self.config
-        problem = mcp_name_problem(config.name)
+    def check(self) -> None:
+        """Refuse a configuration no session can run with (``MCP_CONFIG``: a bad name), before any."""
+        problem = mcp_name_problem(self.config.name)
         if problem is not None:
             raise McpRelayError(f"--name: {problem}", "MCP_CONFIG")
+
+    def start(self) -> None:
+        """Begin the session, as its first message arrives (every transport calls it then, so a client
+        that says nothing leaves no session: :meth:`unstarted`): claim the session index, pick the
+        plan, load the script (replay) or open the log (record)."""
+        config = self.config
+        self.check()
         self.index = claim_index(config.run_dir, config.name) if config.index is None else config.index
         self.claimed = True
         path = config.directory / mcp_log_name(config.name, self.index)
@@ -615,14 +635,6 @@ class McpRelay:
                 if outcome.problems:
                     self._drop_stage()
                     outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
-                elif self.stage is not None and not self.passed():
-                    # a client stopped before it said anything is no session: written, it would be
-                    # replayed by every --record once after it (and replace a recording under rewrite)
-                    self._drop_stage()
-                    outcome.notes.append(
-                        f"no message passed between the client and MCP server {self.config.name!r} "
-                        f"({why}): nothing written to {self.config.directory}, a recording there is kept"
-                    )
                 elif self.config.writes:
                     self._write(outcome)
         finally:
@@ -630,10 +642,18 @@ class McpRelay:
         self._leave(outcome)
         return outcome
 
-    def passed(self) -> bool:
-        """Whether any JSON-RPC message passed (record): the client's, the server's or the relay's."""
-        assert self.log is not None
-        return any(e.get("type") == MESSAGE_EVENT for e in self.log.session.events)
+    def unstarted(self, why: str) -> McpOutcome:
+        """The outcome of a relay stopped (``why``) before the client's first message: no session.
+        Nothing is numbered, recorded or replayed, and a recording already there is kept: written, an
+        empty session would be replayed by every ``--record once`` after it, replace a recording
+        under ``rewrite``, and shift the numbers of the run's later sessions. Problems (a first line
+        past the size limit) are kept."""
+        outcome = McpOutcome(self.config.name, "no session", problems=list(self.problems))
+        outcome.notes.append(
+            f"no message passed between the client and MCP server {self.config.name!r} ({why}): no "
+            f"session, nothing written to {self.config.directory}, a recording there is kept"
+        )
+        return outcome
 
     def unlock(self) -> None:
         """Release the recorder's lock (idempotent)."""

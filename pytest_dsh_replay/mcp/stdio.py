@@ -25,6 +25,7 @@ import os
 import queue
 import signal
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -145,7 +146,7 @@ async def _stdin_reader() -> asyncio.StreamReader:
     return reader
 
 
-async def _lines(reader: asyncio.StreamReader, relay: McpRelay, who: str) -> Any:
+async def _lines(reader: asyncio.StreamReader, relay: McpRelay, who: str) -> AsyncIterator[bytes]:
     """Every non-blank line of ``reader`` until EOF (a line over :data:`LINE_LIMIT`: a problem, then EOF)."""
     while True:
         try:
@@ -162,16 +163,17 @@ async def _lines(reader: asyncio.StreamReader, relay: McpRelay, who: str) -> Any
 async def run(config: McpConfig) -> McpOutcome:
     """Serve one MCP session on stdin/stdout (module doc); returns the outcome (written already).
 
+    The session begins with the client's first line: the relay claims its number, picks its plan,
+    takes the recorder's lock and starts the server then (:meth:`McpRelay.start`). Stopped before it
+    (stdin closed, SIGTERM/SIGINT), the relay leaves no session (:meth:`McpRelay.unstarted`).
+
     Raises:
-        McpRelayError: see :meth:`McpRelay.start` (before anything is read); ``MCP_SERVER_START``: the
+        McpRelayError: ``MCP_CONFIG`` for a bad name (before anything is read); the rest of
+            :meth:`McpRelay.start`'s refusals once the first line came; ``MCP_SERVER_START``: the
             server's command cannot be started.
     """
     relay = McpRelay(config)
-    try:
-        relay.start()
-    except HarnessError as exc:
-        relay.refused(exc)
-        raise
+    relay.check()
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     why: list[str] = []
@@ -191,6 +193,25 @@ async def run(config: McpConfig) -> McpOutcome:
         loop.add_signal_handler(sig, stop, f"the relay got {sig.name}")
     stdin = await _stdin_reader()
     out = _Stdout()
+    # a session begins with the client's first message (McpRelay.start): a client gone, or a signal,
+    # before it leaves no session (nothing numbered, recorded or replayed)
+    client_lines = _lines(stdin, relay, "client")
+    first_line = asyncio.ensure_future(_first(client_lines))
+    stopped = asyncio.ensure_future(done.wait())
+    await asyncio.wait({first_line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    first = first_line.result() if first_line.done() else None
+    if first is None or done.is_set():
+        first_line.cancel()
+        await asyncio.gather(first_line, stopped, return_exceptions=True)
+        await out.close(0)
+        return relay.unstarted(why[0] if why else "the client closed stdin")
+    try:
+        relay.start()
+    except HarnessError as exc:
+        relay.refused(exc)
+        raise
+    client_lines = _after(first, client_lines)
     tasks: list[asyncio.Task[Any]] = []
     child: asyncio.subprocess.Process | None = None
     if relay.records:
@@ -209,12 +230,12 @@ async def run(config: McpConfig) -> McpOutcome:
             relay.refused(refusal)
             raise refusal from None
         tasks += [
-            asyncio.ensure_future(_client_to_server(stdin, child, relay, end)),
+            asyncio.ensure_future(_client_to_server(client_lines, child, relay, end)),
             asyncio.ensure_future(_server_to_client(child, relay, end, out)),
             asyncio.ensure_future(_watchdog(relay, config.timeout, out)),
         ]
     else:
-        tasks.append(asyncio.ensure_future(_replay(stdin, relay, end, out)))
+        tasks.append(asyncio.ensure_future(_replay(client_lines, relay, end, out)))
     try:
         await done.wait()
     finally:
@@ -233,17 +254,31 @@ async def run(config: McpConfig) -> McpOutcome:
     if left:
         outcome.notes.append(
             f"the client did not read the last {left} bytes of the relay's answers on stdout (no "
-            f"progress within {patience:g} s): dropped when the relay ended; the recording holds "
-            "every message as it passed"
+            f"progress within {patience:g} s): what its pipe did not hold was dropped when the relay "
+            "ended; the recording holds every message as it passed"
         )
     return outcome
 
 
+async def _first(lines: AsyncIterator[bytes]) -> bytes | None:
+    """The first of ``lines`` (``None``: there is none); the rest stay in ``lines``."""
+    async for line in lines:
+        return line
+    return None
+
+
+async def _after(first: bytes, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``first``, then ``lines``."""
+    yield first
+    async for line in lines:
+        yield line
+
+
 async def _client_to_server(
-    stdin: asyncio.StreamReader, child: asyncio.subprocess.Process, relay: McpRelay, end: Any
+    client_lines: AsyncIterator[bytes], child: asyncio.subprocess.Process, relay: McpRelay, end: Any
 ) -> None:
     assert child.stdin is not None
-    async for line in _lines(stdin, relay, "client"):
+    async for line in client_lines:
         message, problem = _parse(line)
         if problem is not None:
             relay.problem(f"the client sent {problem}; it was forwarded, not recorded", "MCP_NOT_JSON")
@@ -294,8 +329,8 @@ async def _watchdog(relay: McpRelay, timeout: float, out: _Stdout) -> None:
         out.send(relay.overdue())
 
 
-async def _replay(stdin: asyncio.StreamReader, relay: McpRelay, end: Any, out: _Stdout) -> None:
-    async for line in _lines(stdin, relay, "client"):
+async def _replay(client_lines: AsyncIterator[bytes], relay: McpRelay, end: Any, out: _Stdout) -> None:
+    async for line in client_lines:
         message, problem = _parse(line)
         if problem is not None:
             text = relay.problem(f"the client sent {problem}", "MCP_NOT_JSON")

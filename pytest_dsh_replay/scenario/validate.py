@@ -36,6 +36,7 @@ from ..layout import (
     LOG_GLOB,
     PRIMARY_FILE,
     SIDECAR_GLOB,
+    DirKind,
     find_scenario_dirs,
     is_endpoint_recording,
     is_sidecar_name,
@@ -620,12 +621,14 @@ def validation_units(path: Path) -> Iterator[tuple[Path, str]]:
     a scenario's ``workspace/`` and pytest's default ``norecursedirs`` skipped, symlinked directories
     followed, each real directory once), so ``validate`` checks what pytest collects. A directory
     named as ``path`` that holds ``*.jsonl`` files of other names is a unit too (logs validated by
-    name).
+    name). So is a directory, named or under ``path``, that holds only what an interrupted write left
+    (``DirKind.INTERRUPTED``; a live recording's stage is no leftover): its unit reports it and names
+    ``dsh-replay recover``.
     """
     if not path.is_dir():
         yield path, ""
         return
-    found = find_scenario_dirs(path)
+    found = (f for f in find_scenario_dirs(path) if f.kind is not DirKind.INTERRUPTED or _write_left(f.path))
     first = next(found, None)
     if (first is None or first.path != path) and (_holds_jsonl(path) or _write_left(path)):
         yield path, ""
