@@ -73,12 +73,9 @@ def _log_files(path: Path) -> list[Path]:
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
         files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
-            from .scenario.write import write_findings
+            from .scenario.write import no_logs_error
 
-            left = write_findings(path)  # a first recording killed before its swap leaves its stage
-            if left:
-                raise HarnessError(left[0][1], left[0][0])
-            raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
+            raise no_logs_error(path)
         return files
     return [_existing(path)]
 
@@ -725,16 +722,27 @@ def _first_too_deep(side: str, logs: Sequence[SessionLog]) -> HarnessError | Non
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--ignore-event", multiple=True, help="event type to drop on both sides (seqs renumbered)")
+@click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides before they are "
+    "compared, as pytest's --dsh-mask / ini dsh_mask do (this command reads no ini); repeatable",
+)
 @_fail_on_harness_error
-def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
+def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...]) -> None:
     """Compare two scenario dirs or logs after normalization (each side with its own context).
 
     The events of each log pair are aligned (a sequence alignment over the normalized events, seq
     left out), so an event removed from B is one event only in A; A is shown in red, B in green.
-    Exit 1 on differences.
+    With --mask, what each REGEX matches is {{mask:N}} on both sides (docs/masks.md). Exit 1 on
+    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX).
     """
     from .scenario.compare import align_event_logs
+    from .session.masks import Masks
     from .session.types import unknown_event_type
+
+    masks = Masks.parse(mask, source="--mask") or None  # a bad regex: MaskError, exit 2 before any read
 
     for etype in ignore_event:
         problem = unknown_event_type("--ignore-event", etype)
@@ -749,9 +757,12 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
             raise too_deep
     label_a, label_b = f"A ({a})", f"B ({b})"
     inventory = _inventory(left, right, a, b)
-    aligned = align_event_logs(left, right, ignore_events=frozenset(ignore_event), labels=(label_a, label_b))
+    aligned = align_event_logs(
+        left, right, ignore_events=frozenset(ignore_event), labels=(label_a, label_b), masks=masks
+    )
     if not inventory and not aligned:
-        console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization")
+        masked = f" and {len(masks)} mask(s)" if masks else ""
+        console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization{masked}")
         return
     from .scenario.secrets import redact_report
 
@@ -786,6 +797,8 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...]) -> None:
                     console.print(show("  " + line))
         if log.total > len(log.differences):
             console.print(f"  ... and {log.total - len(log.differences)} more differences")
+    if masks and aligned:  # what was masked, so a reader knows the differences shown are not
+        console.print(show(masks.summary() + "; the differences above are outside them"))
     sys.exit(EXIT_FINDINGS)
 
 
@@ -962,21 +975,32 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
 
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--allow-unanswered",
+    is_flag=True,
+    help="take a kept run in which no conversation had every call answered (its failed calls become "
+    "the recording)",
+)
 @_fail_on_harness_error
-def accept(directory: Path) -> None:
-    """Replace DIRECTORY's recording with the conversations a run with problems kept beside it.
+def accept(directory: Path, allow_unanswered: bool) -> None:
+    """Replace DIRECTORY's recording with the run a recording with problems kept beside it.
 
     A recording run (serve --record, the dsh_endpoint fixture) that had problems (a malformed request,
-    a call that ended in an upstream error, a client gone) writes its good conversations to
-    DIRECTORY/.dsh-kept when DIRECTORY holds a recording they would replace. This swaps them in (all or
-    nothing) and removes the kept copy. Exit 0, 2 when nothing is kept.
+    a client gone, a test that failed) or whose conversations ended in upstream errors keeps its
+    conversations in DIRECTORY/.dsh-kept instead of writing them over a recording. This takes the kept
+    run whole (a conversation with a failed call included, replayed as that error), swapped in all or
+    nothing, and removes the kept copy; it says what it took. A kept run in which no conversation had
+    every call answered is refused (KEPT_UNANSWERED) unless --allow-unanswered. Exit 0; 2 when nothing
+    is kept (NOTHING_KEPT), when refused, or while a recorder records DIRECTORY's conversations
+    (ENDPOINT_RECORDING_LOCKED).
     """
-    from .endpoint.server import KEPT_DIR
-    from .scenario.write import accept_kept
+    from .endpoint.kept import accept as accept_kept_run
 
-    written, removed = accept_kept(directory, directory / KEPT_DIR)
+    written, removed, held = accept_kept_run(directory, allow_unanswered=allow_unanswered)
+    failed = f"; its {held.failed_calls} failed call(s) replay as their errors" if held.failed_calls else ""
     click.echo(
-        f"{directory}: accepted the kept recording ({len(written)} file(s) changed, {len(removed)} removed)",
+        f"{directory}: accepted the kept recording, {held.holds()}{failed} ({len(written)} file(s) changed, "
+        f"{len(removed)} removed)",
         err=True,
     )
 

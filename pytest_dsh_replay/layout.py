@@ -50,6 +50,7 @@ __all__ = [
     "SCRIPTED_FILE",
     "SIDECAR_GLOB",
     "WORKSPACE_DIR",
+    "WRITE_JOURNAL",
     "DirKind",
     "FoundDir",
     "PinKind",
@@ -78,6 +79,7 @@ __all__ = [
     "sidecar_name",
     "sidecar_name_for",
     "skips_dir",
+    "write_temp_target",
 ]
 
 #: the scenario definition (its steps and config), harness.md §2
@@ -325,6 +327,24 @@ def owned_rank(name: str) -> int | None:
     return int(rank) if rank else None
 
 
+#: the journal of a write's swap (``scenario.write``: the renames and removals to make, written last)
+WRITE_JOURNAL = ".dsh-write.json"
+#: the temp files of a write (staged new files, ``.tmp``; kept old ones, ``.bak``): ``.<name>.<random>``
+_WRITE_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.(?:tmp|bak)$")
+
+
+def write_temp_target(name: str) -> str | None:
+    """The file a write's temp file called ``name`` stands for (``.<name>.<random>.tmp``/``.bak``), when
+    that is a recorder's file (owned, an MCP session log, or :data:`WRITE_JOURNAL`); else ``None``.
+    Such a file with no live writer is what an interrupted write left (``scenario.write``)."""
+    match = _WRITE_TEMP.match(name)
+    if match is None:
+        return None
+    target = match["name"]
+    ours = is_owned(target) or target == WRITE_JOURNAL or mcp_log_match(target) is not None
+    return target if ours else None
+
+
 def is_endpoint_recording(directory: Path) -> bool:
     """Whether ``directory`` is a recording of the loopback endpoint (it holds :data:`ENDPOINT_MANIFEST`)."""
     return os.path.lexists(directory / ENDPOINT_MANIFEST)
@@ -341,13 +361,17 @@ class DirKind(enum.Enum):
     (``session*.jsonl``) without ``input.json``: pytest reports it as a failing item, ``validate`` as
     ``SCENARIO_NO_INPUT``. ``ENDPOINT``: a recording of the loopback endpoint (:data:`ENDPOINT_MANIFEST`,
     no ``input.json``): validated and shown, never collected. ``UNREADABLE``: it could not be listed
-    (pytest reports a collection error, ``validate`` a finding).
+    (pytest reports a collection error, ``validate`` a finding). ``INTERRUPTED``: none of these, but it
+    holds what an interrupted write left (:func:`write_temp_target`: a first recording killed before
+    its swap leaves only its temp file): never collected, ``validate`` reports it and names
+    ``dsh-replay recover``.
     """
 
     SCENARIO = "scenario"
     LOGS = "logs"
     ENDPOINT = "endpoint"
     UNREADABLE = "unreadable"
+    INTERRUPTED = "interrupted"
 
 
 class FoundDir(Struct, frozen=True):
@@ -380,8 +404,8 @@ def dir_kind(path: Path, names: Iterable[str] | None = None) -> DirKind | None:
     """The kind of the directory ``path`` (``None``: none of them, e.g. a group directory).
 
     ``names``: its listing when the caller has it (no further system call); without it, the kind is
-    decided with ``stat`` calls, and ``LOGS`` is not told apart from ``None`` (collection finds a log
-    directory from its files, :func:`is_log_name`).
+    decided with ``stat`` calls, and ``LOGS`` and ``INTERRUPTED`` are not told apart from ``None``
+    (collection finds a log directory from its files, :func:`is_log_name`).
     """
     if names is None:
         try:
@@ -395,7 +419,9 @@ def dir_kind(path: Path, names: Iterable[str] | None = None) -> DirKind | None:
         return DirKind.SCENARIO
     if ENDPOINT_MANIFEST in listed:
         return DirKind.ENDPOINT
-    return DirKind.LOGS if any(map(is_log_name, listed)) else None
+    if any(map(is_log_name, listed)):
+        return DirKind.LOGS
+    return DirKind.INTERRUPTED if any(write_temp_target(n) is not None for n in listed) else None
 
 
 def skips_dir(name: str, *, in_scenario: bool, patterns: Sequence[str] = PYTEST_SKIPPED_DIRS) -> bool:

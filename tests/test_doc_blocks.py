@@ -87,3 +87,25 @@ def test_readme_is_short_and_its_links_resolve() -> None:
     assert len(readme.splitlines()) <= 300
     for target in re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", readme):
         assert (REPO / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under ``heading`` (a whole Markdown heading line) up to the next heading of its level
+    or above."""
+    level = heading.split(" ", 1)[0]
+    start = text.index(heading + "\n") + len(heading) + 1
+    above = re.compile(f"^#{{1,{len(level)}}} ", re.M)
+    ends = [m.start() for m in above.finditer(text[start:])]
+    return text[start : start + ends[0]] if ends else text[start:]
+
+
+def test_readme_says_how_to_mask_a_value_that_differs_on_every_run() -> None:
+    """Regression: new users met a red replay on a tool result's time and id; the README's "Test your
+    agent" section named no mask, and its serve section no ``serve --mask``."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    agent = _section(readme, "## Test your agent")
+    assert "timestamp" in agent and "(docs/masks.md)" in agent
+    assert "dsh_recording(mask=[" in agent and "--dsh-mask" in agent and "dsh_mask" in agent
+    assert "dsh-replay serve recordings/trip --mask '" in _section(
+        readme, "### Any language: `dsh-replay serve`"
+    )

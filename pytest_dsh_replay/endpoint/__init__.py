@@ -6,7 +6,8 @@ backends. Modules: :mod:`.conversations` (binding requests to conversations), :m
 written as the bundled agent would, the upstream model, the recorder), :mod:`.prefixes` (the
 prefix cache: a growing history is mapped and keyed once), :mod:`.formats` (the table of served wire
 formats), :mod:`.recording` (the start-up gate of a replay, the ``endpoint.json`` manifest),
-:mod:`.server` (the aiohttp app, the plans), :mod:`.fixture` (the pytest fixture's body).
+:mod:`.server` (the aiohttp app, the plans), :mod:`.kept` (the run a recording with problems keeps
+beside its directory, ``dsh-replay accept``), :mod:`.fixture` (the pytest fixture's body).
 """
 
 from __future__ import annotations

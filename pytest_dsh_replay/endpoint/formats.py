@@ -32,30 +32,115 @@ def format_for_path(path: str) -> WireFormat:
     return cast(WireFormat, messages if anthropic else chat)
 
 
+#: The largest request body the endpoint's server reads (as sent, and once decoded), in bytes.
+MAX_BODY_BYTES = 256 * 1024 * 1024
+#: The request content codings the endpoint decodes (RFC 9110 §8.4.1; ``x-gzip`` is ``gzip``), as an
+#: ``Accept-Encoding`` value: the header of its 415 answer to any other (RFC 9110 §12.5.3, §15.5.16).
+ACCEPTED_ENCODINGS = "gzip, deflate, identity"
+
+
 class UnreadableBody(Exception):
     """A request body that does not decode as its ``Content-Encoding`` says (see :func:`read_body`)."""
 
 
-async def read_body(request: Any) -> bytes:
-    """The body of an aiohttp ``request``, decoded as its ``Content-Encoding`` says (aiohttp decodes
-    gzip, deflate and br while reading).
+class UnsupportedEncoding(Exception):
+    """A request ``Content-Encoding`` the endpoint does not decode (see :func:`read_body`): answered 415
+    Unsupported Media Type with ``Accept-Encoding: ``:data:`ACCEPTED_ENCODINGS` (RFC 9110 §15.5.16)."""
+
+
+class BodyTooLarge(Exception):
+    """A request body larger than the reader's limit once decoded; ``size``: the bytes seen, at least."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"a body of at least {size} bytes once decoded")
+        self.size = size
+
+
+def _inflate(data: bytes, coding: str, limit: int) -> bytes:
+    """``data`` decoded from ``gzip`` (every member of it, RFC 1952 §2.2) or ``deflate`` (zlib-wrapped,
+    RFC 9110 §8.4.1.2, or the raw stream some clients send), at most ``limit`` bytes of it.
 
     Raises:
-        UnreadableBody: it does not decode; the message names the encoding, for a 400 on every path
-            (the model APIs' and ``/mcp/NAME``'s), never aiohttp's plain-text 500.
+        UnreadableBody: it does not decode, or ends before its end (a truncated stream).
+        BodyTooLarge: it decodes to more than ``limit`` bytes (read no further).
+    """
+    import zlib
+
+    if coding == "deflate":
+        wbits = zlib.MAX_WBITS if data[:1] and data[0] & 0x0F == 8 else -zlib.MAX_WBITS
+    else:
+        wbits = 16 + zlib.MAX_WBITS
+    out = bytearray()
+    rest = data
+    while True:
+        decoder = zlib.decompressobj(wbits)
+        try:
+            while rest:
+                out += decoder.decompress(rest, limit + 1 - len(out))
+                if len(out) > limit:
+                    raise BodyTooLarge(len(out))
+                rest = decoder.unconsumed_tail
+                if decoder.eof:
+                    break
+        except zlib.error as exc:
+            raise UnreadableBody(f"does not decode as {coding} ({exc})") from exc
+        if not decoder.eof:
+            raise UnreadableBody(f"ends before the end of its {coding} stream (truncated)")
+        rest = decoder.unused_data
+        if coding != "gzip" or not rest:
+            if rest:
+                raise UnreadableBody(f"holds {len(rest)} byte(s) after the end of its {coding} stream")
+            return bytes(out)
+
+
+async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body of an aiohttp ``request``, decoded as its ``Content-Encoding`` says: the one reader of
+    request bodies (the model APIs' routes and ``/mcp/NAME``). The server reads bodies as sent
+    (``auto_decompress=False``), so every coding is judged here and each refusal is answered in the
+    path's API shape: ``gzip``/``x-gzip`` and ``deflate`` are decoded (several, as listed, in reverse
+    order; RFC 9110 §8.4), ``identity`` is none, anything else (``br``, ``zstd``, an unknown name) is
+    :class:`UnsupportedEncoding`, never passed on as if it were not encoded.
+
+    Args:
+        request: the aiohttp request.
+        limit: the most bytes the decoded body may have.
+
+    Raises:
+        UnsupportedEncoding: a coding not decoded here (the message names it and the accepted ones).
+        UnreadableBody: it does not decode (the message names the coding), for a 400.
+        BodyTooLarge: it decodes to more than ``limit`` bytes.
     """
     from aiohttp import web
 
+    codings = [
+        c.strip().lower()
+        for header in request.headers.getall("Content-Encoding", ())
+        for c in header.split(",")
+        if c.strip()
+    ]
+    unknown = [c for c in codings if c not in ("gzip", "x-gzip", "deflate", "identity")]
+    if unknown:
+        raise UnsupportedEncoding(
+            f"has Content-Encoding {', '.join(unknown)}, which the endpoint does not decode (it decodes "
+            f"{ACCEPTED_ENCODINGS}): send the body with one of those, or none"
+        )
     try:
-        return cast(bytes, await request.read())
+        data = cast(bytes, await request.read())
     except web.RequestPayloadError as exc:
         # the rest of the body is never read: marked ended, aiohttp does not read it again after the
         # answer (which would raise the same error once more, logged as an unhandled exception)
         request.content.feed_eof()
-        encoding = request.headers.get("Content-Encoding", "none")
-        cause = exc.__cause__ or exc.__context__
-        why = f": {cause}" if cause is not None else ""
-        raise UnreadableBody(f"cannot be read as sent (Content-Encoding: {encoding}{why})") from exc
+        raise UnreadableBody(f"cannot be read as sent ({exc.__cause__ or exc})") from exc
+    try:
+        for coding in reversed(codings):
+            if coding != "identity":
+                data = _inflate(data, "gzip" if coding == "x-gzip" else coding, limit)
+    except UnreadableBody as exc:
+        sent = ", ".join(codings)
+        raise UnreadableBody(f"cannot be read as sent (Content-Encoding: {sent}: it {exc})") from exc
+    if len(data) > limit:
+        raise BodyTooLarge(len(data))
+    return data
 
 
 #: the paths of the relayed MCP servers (``/mcp/NAME``, docs/mcp.md): their refusals are JSON-RPC errors
@@ -78,4 +163,16 @@ def error_body(path: str, message: str, code: str, status: int) -> dict[str, Any
     return format_for_path(path).error_body(message, code, status)
 
 
-__all__ = ["FORMATS", "MCP_PATH", "MCP_REFUSAL", "error_body", "format_for_path"]
+__all__ = [
+    "ACCEPTED_ENCODINGS",
+    "FORMATS",
+    "MAX_BODY_BYTES",
+    "MCP_PATH",
+    "MCP_REFUSAL",
+    "BodyTooLarge",
+    "UnreadableBody",
+    "UnsupportedEncoding",
+    "error_body",
+    "format_for_path",
+    "read_body",
+]

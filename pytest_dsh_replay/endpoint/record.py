@@ -330,8 +330,9 @@ class UpstreamModel:
     Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
     object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
-    (the message says what the upstream must answer) or that is not the format's answer, ``CONNECTION``
-    when the upstream cannot be reached or the stream is cut off, ``CANCELLED`` (503) for a call
+    (the message says what the upstream must answer), that is not the format's answer, or whose body
+    does not decode as its ``Content-Encoding`` says, ``CONNECTION`` when the upstream cannot be reached
+    or cuts its answer off, ``CANCELLED`` (503) for a call
     :meth:`cancel` ended.
     """
 
@@ -397,6 +398,7 @@ class UpstreamModel:
             raise LlmError(self._cancelled, "CANCELLED", 503)
         self._calls[task] = None
         events = 0  # the upstream's events (or whole answers) fed to the translator
+        done = False  # the stream ended with Chat Completions' ``data: [DONE]``: it was not cut off
         content_type = ""
         try:
             async with self._session.post(
@@ -438,6 +440,7 @@ class UpstreamModel:
                             continue  # event:, id:, comments; a blank line without data
                         text, event_data = "\n".join(event_data), []
                         if text.strip() == "[DONE]":
+                            done = True
                             break
                         payload = orjson.loads(text)
                         events += 1
@@ -452,9 +455,7 @@ class UpstreamModel:
         except aiohttp.ClientError as exc:
             if self._cancelled is not None:
                 raise LlmError(self._cancelled, "CANCELLED", 503) from exc
-            raise LlmError(
-                f"upstream {url} could not be reached or cut the stream: {exc}", "CONNECTION"
-            ) from exc
+            raise _client_error(url, self._calls.get(task), content_type, exc) from exc
         except orjson.JSONDecodeError as exc:
             raise LlmError(
                 f"upstream {url} sent an SSE event that is not JSON: {exc}", "BAD_RESPONSE"
@@ -469,8 +470,43 @@ class UpstreamModel:
                 "text/event-stream of the API's events, or as the whole JSON answer (application/json)",
                 "BAD_RESPONSE",
             )
-        for chunk in translator.finish():
+        try:
+            closing = translator.finish()
+        except LlmError as exc:
+            if not done or exc.code != "CONNECTION":
+                raise
+            # a stream the upstream ended itself: the answer is incomplete as sent, not cut off
+            raise LlmError(
+                f"upstream {url} ended its stream (data: [DONE]) after {events} event(s) without a "
+                "finish_reason: the answer is incomplete as sent",
+                "BAD_RESPONSE",
+            ) from exc
+        for chunk in closing:
             yield chunk
+
+
+def _client_error(url: str, response: Any, content_type: str, exc: BaseException) -> LlmError:
+    """What an ``aiohttp.ClientError`` of a call to ``url`` says the upstream did, as the call's error:
+    no answer (``response`` is ``None``: it could not be reached, or closed before its headers:
+    ``CONNECTION``); an answer whose body does not decode as its ``Content-Encoding`` says
+    (``BAD_RESPONSE``: the upstream answered, unreadably; not retried, recorded as it happened); an
+    answer cut off after its headers (``CONNECTION``)."""
+    from aiohttp.http_exceptions import ContentEncodingError
+
+    if response is None:
+        return LlmError(f"upstream {url} could not be reached (no answer): {exc}", "CONNECTION")
+    status = f"HTTP {response.status} {content_type or 'without a Content-Type'}"
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ContentEncodingError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None:
+        encoding = response.headers.get("Content-Encoding", "")
+        return LlmError(
+            f"upstream {url} answered {status} whose body does not decode as its Content-Encoding "
+            f"({encoding}) says: the upstream's answer cannot be read",
+            "BAD_RESPONSE",
+        )
+    return LlmError(f"upstream {url} answered {status}, then cut its answer off: {exc}", "CONNECTION")
 
 
 #: The prefix of a recorder's temporary store (a directory under the system's temp directory).

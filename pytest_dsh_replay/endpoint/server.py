@@ -56,9 +56,20 @@ from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import FORMATS, MCP_PATH, UnreadableBody, error_body, read_body
+from .formats import (
+    ACCEPTED_ENCODINGS,
+    FORMATS,
+    MAX_BODY_BYTES,
+    MCP_PATH,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    error_body,
+    read_body,
+)
 from .guard import Guard
 from .guard import middleware as guard_middleware
+from .kept import KEPT_DIR, kept_note, kept_run
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -76,8 +87,6 @@ from .upstreams import check_base_url
 _NO_RETRY = {"x-should-retry": "false"}
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
-#: Where a run with problems keeps its good conversations beside a recording they would replace.
-KEPT_DIR = ".dsh-kept"
 CLIENT_GONE = "the client closed the connection before the answer ended"
 
 #: The models listing (the recorded model names); with :data:`FORMATS`, everything the endpoint serves.
@@ -206,55 +215,6 @@ class EndpointOutcome(Struct):
 
 #: how a caller of the endpoint's core lets recorded calls go unused (``serve`` and the fixture say theirs)
 _ACCEPT_UNUSED = "EndpointConfig(allow_unused=True)"
-
-
-def _failed_call(entry: Mapping[str, Any]) -> bool:
-    """Whether a recorded call (a sidecar entry, harness.md §1) failed: it raised, or its chunks end
-    without a ``finish`` or with a finish of kind ``error``/``aborted``."""
-    chunks = entry.get("chunks") if entry.get("kind") == "chunks" else None
-    if not chunks:
-        return True
-    last = chunks[-1]
-    return last.get("type") != "finish" or (last.get("reason") or {}).get("kind") in ("error", "aborted")
-
-
-def kept_note(
-    directory: Path,
-    why: str,
-    *,
-    replaces: bool,
-    conversations: int,
-    answered: int,
-    failed_calls: int,
-    left_out: int,
-    files: int,
-    instead: str,
-) -> str:
-    """The summary of a recording run kept in ``DIR/.dsh-kept`` instead of written into ``directory``
-    (docs/recording-safety.md): that nothing was written over the directory and why, what the kept run
-    holds (``conversations``, of which ``answered`` had every call answered, ``failed_calls`` calls
-    that failed, ``left_out`` failed conversations not kept, ``files`` written), and what to do:
-    ``dsh-replay accept`` only when some conversation had every call answered (a run of failures alone
-    is no recording worth taking), ``instead`` (how the caller writes such a run anyway) otherwise too.
-    """
-    kept = directory / KEPT_DIR
-    where = f"{directory} was left as it was" if replaces else f"nothing was recorded into {directory}"
-    holds = f"{conversations} conversation(s): {answered} with every call answered"
-    if failed_calls:
-        holds += f", {failed_calls} failed call(s) in the other {conversations - answered}"
-    if left_out:
-        holds += f" ({left_out} failed conversation(s) left out)"
-    removed = f"{kept} is removed when a recording is next written into {directory}"
-    if answered == 0:
-        advice = (
-            "nothing in it is worth accepting (no conversation had an answer to every call): fix what "
-            f"failed and record again; {instead}. {removed}"
-        )
-    else:
-        errors = f", its {failed_calls} failed call(s) included" if failed_calls else ""
-        verb = "replace the recording with it" if replaces else "take it as the recording"
-        advice = f"to {verb}{errors}: dsh-replay accept {directory}; {instead}. {removed}, or by accept"
-    return f"{where}, {why}. This run is kept in {kept} ({files} file(s)): {holds}; {advice}"
 
 
 def _check_directory(directory: Path) -> None:
@@ -448,7 +408,7 @@ class Endpoint:
 
         # the guard first: a request it refuses reaches no route and no body is read
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
-        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
@@ -466,7 +426,12 @@ class Endpoint:
                 masks=self.config.masks,
             )
             self.mcp.add_routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_HTTP_LOG)
+        # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
+        # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
+        # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, auto_decompress=False
+        )
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -630,11 +595,12 @@ class Endpoint:
         elif self.errored_conversations and replaces and not self.config.record_on_error:
             # an upstream's transient trouble must not replace a good recording with its error answers
             first = next(iter(self.errored_conversations.values()))
-            why = (
-                f"{len(self.errored_conversations)} conversation(s) of this recording ended in an upstream "
-                f"error (first: {first})"
+            outcome.problems.append(
+                f"{len(self.errored_conversations)} conversation(s) ended in an upstream error (first: "
+                f"{first})"
             )
-            outcome.problems.append(f"{directory} was left as it was: {why}")
+            # the problem above quotes the upstream's words; the kept run's summary only says why
+            why = "its upstream errors would replace recorded answers"
             instead = f"to write them, errors included: {self.config.accept_flag}"
         elif failed_test:
             why = f"the test failed ({failed})"
@@ -666,16 +632,12 @@ class Endpoint:
             prune_owned=self.plan.prunes_owned,
         )
         if why:
-            calls = [entry for log in result.logs for entry in entries.get(log.id, [])]
-            failing = {log.id for log in result.logs if any(_failed_call(e) for e in entries.get(log.id, []))}
             outcome.notes.append(
                 kept_note(
                     directory,
                     why,
+                    kept_run(target),
                     replaces=replaces,
-                    conversations=len(result.logs),
-                    answered=len(result.logs) - len(failing),
-                    failed_calls=sum(1 for e in calls if _failed_call(e)),
                     left_out=left_out,
                     files=len(outcome.written),
                     instead=instead,
@@ -759,13 +721,15 @@ class Endpoint:
         if message not in self.problems:
             self.problems.append(message)
 
-    def _too_large(self, fmt: WireFormat, size: int) -> Any:
+    def _too_large(self, fmt: WireFormat, size: int, *, decoded: bool = False) -> Any:
         """413 for a body the recording could not store: its messages would make a log line longer than
-        the one line limit (``errors.max_line_bytes``), which every reader refuses."""
+        the one line limit (``errors.max_line_bytes``), which every reader refuses. ``decoded``: ``size``
+        is what its decoding gave before it was stopped (the body is at least that large)."""
+        what = f"at least {size} bytes once decoded" if decoded else f"{size} bytes"
         return self._problem(
             fmt,
             HarnessError(
-                f"a request body of {size} bytes is larger than a recording's line limit ({self.line_limit} "
+                f"a request body of {what} is larger than a recording's line limit ({self.line_limit} "
                 f"bytes, ${MAX_LINE_BYTES_ENV}): it could not be recorded or replayed, so it was refused "
                 "and nothing was forwarded",
                 "ENDPOINT_TOO_LARGE",
@@ -782,9 +746,17 @@ class Endpoint:
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
             return self._too_large(fmt, size)
         try:
-            raw = await read_body(request)
+            raw = await read_body(request, self.line_limit)
         except UnreadableBody as exc:
             return self._problem(fmt, WireRequestError(str(exc), "$"), 400)
+        except UnsupportedEncoding as exc:
+            error = WireRequestError(str(exc), "$", "ENDPOINT_UNSUPPORTED_ENCODING")
+            self.problems.append(error.message)
+            # RFC 9110 §15.5.16, §12.5.3: 415 naming the codings the endpoint does decode
+            refusal = {**_NO_RETRY, "Accept-Encoding": ACCEPTED_ENCODINGS}
+            return self._error(fmt, error.message, error.code, 415, refusal)
+        except BodyTooLarge as exc:
+            return self._too_large(fmt, exc.size, decoded=True)
         if len(raw) + _LINE_MARGIN > self.line_limit:
             return self._too_large(fmt, len(raw))
         try:
@@ -1023,8 +995,8 @@ async def _route_errors(request: Any, handler: Any) -> Any:
 
 class _RefusedRequestLine(logging.Filter):
     """aiohttp's log of a request its HTTP parser refused (two ``Host`` headers, a duplicate
-    ``Content-Length``, broken chunked framing, a body drained after a refusal that does not decode as its
-    ``Content-Encoding`` says): the client already has its 4xx, so the log is one
+    ``Content-Length``, broken chunked framing, also in a body drained after a refusal): the client
+    already has its 4xx, so the log is one
     line naming the peer and the reason, not a traceback among serve's report. Anything else the server
     logs keeps its traceback."""
 
@@ -1032,8 +1004,8 @@ class _RefusedRequestLine(logging.Filter):
         from aiohttp.http_exceptions import HttpProcessingError
 
         exc = record.exc_info[1] if record.exc_info else None
-        # a body aiohttp drains after the answer (a refused or unrouted request never read it) fails to
-        # decode: the payload error carries the parser's refusal as its cause
+        # a body aiohttp drains after the answer (a refused or unrouted request never read it) is
+        # malformed: the payload error carries the parser's refusal as its cause
         exc = exc.__cause__ if exc is not None and not isinstance(exc, HttpProcessingError) else exc
         if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"

@@ -154,6 +154,23 @@ class _Piece(Struct):
     key: Any  # its key / index there
     line: int  # 1-based line of the row (0: unknown)
     where: str  # "seq 4" / "entry #2 chunk 3"
+    #: 0: the one string ``holder[key]``; n > 0: a packed row's n members ``holder[key : key + n]`` (one
+    #: piece for the row, not one per member: a row of millions of members costs one object here)
+    count: int = 0
+    #: a run's member k is named ``seq {seq0 + k}`` when ``seq0 >= 0``, else ``{where} member {key + k}``
+    seq0: int = -1
+
+    def size(self) -> int:
+        """How many strings the piece stands for."""
+        return self.count or 1
+
+    def member(self, k: int) -> str:
+        """Where string ``k`` of the piece is, for messages."""
+        if not self.count:
+            return self.where
+        if self.seq0 >= 0:
+            return f"seq {self.seq0 + k}"
+        return f"{self.where} member {self.key + k}"
 
 
 class Block(Struct):
@@ -167,8 +184,20 @@ class Block(Struct):
     pieces: list[_Piece]
 
     def texts(self) -> list[str]:
-        """The pieces' current strings."""
-        return [p.holder[p.key] for p in self.pieces]
+        """The pieces' current strings (a run piece's members each)."""
+        out: list[str] = []
+        for p in self.pieces:
+            if p.count:
+                out += p.holder[p.key : p.key + p.count]
+            else:
+                out.append(p.holder[p.key])
+        return out
+
+    def slots(self) -> Iterator[tuple[_Piece, int]]:
+        """``(piece, k)`` for each string of :meth:`texts`, in the same order."""
+        for piece in self.pieces:
+            for k in range(piece.size()):
+                yield piece, k
 
 
 class BlockLeak(Struct):
@@ -381,13 +410,7 @@ class BlockStream:
         kind, data = row.get("type"), row.get("data")
         if not isinstance(data, dict) or kind not in ("assistant/chunk", *PACKED_FIELDS):
             return self.close() if kind in ("step/end", "turn/end") else []
-        closed: list[Block] = []
-        turn_step = (_hashable(data.get("turn")), _hashable(data.get("step")))
-        if turn_step != self._current:
-            closed = self.close()
-            self._call += 1
-            self._current = turn_step
-        label = f"turn {turn_step[0]}, step {turn_step[1]}"
+        closed, label = self._enter(data.get("turn"), data.get("step"))
         seq = row.get("seq", row.get("seq0"))
         where = f"seq {quote(seq)}" if seq is not None else f"line {line}"
         if kind == "assistant/chunk":
@@ -408,15 +431,43 @@ class BlockStream:
         members_key, field = PACKED_FIELDS[str(kind)]
         members = data.get(members_key)
         index = _hashable(data.get("index"))
-        if isinstance(members, list):
-            for k, member in enumerate(members):
-                if isinstance(member, str):
-                    self._acc.add(
-                        (self._call, index, field),
-                        f"{label}, block {index} {field}",
-                        _Piece(members, k, line, f"{where} member {k}"),
-                    )
+        if isinstance(members, list) and members:
+            key, name = (self._call, index, field), f"{label}, block {index} {field}"
+            if set(map(type, members)) == {str}:
+                self._acc.add(key, name, _Piece(members, 0, line, where, count=len(members)))
+            else:  # a damaged row: its strings only
+                for k, member in enumerate(members):
+                    if isinstance(member, str):
+                        self._acc.add(key, name, _Piece(members, k, line, f"{where} member {k}"))
         return closed
+
+    def feed_run(
+        self, turn: Any, step: Any, chunk_type: str, index: Any, members: list[str], line: int, seq0: int
+    ) -> list[Block]:
+        """Add the members of one checked packed row (head-format.md §2: its delta ``chunk_type``, block
+        ``index`` and non-empty list of string ``members``) as :meth:`feed` adds the ``assistant/chunk``
+        events it stands for, member k being seq ``seq0 + k``; one piece for the whole row. Returns the
+        blocks it closed."""
+        closed, label = self._enter(turn, step)
+        field = DELTA_FIELDS[chunk_type]
+        index = _hashable(index)
+        self._acc.add(
+            (self._call, index, field),
+            f"{label}, block {index} {field}",
+            _Piece(members, 0, line, "", count=len(members), seq0=seq0),
+        )
+        return closed
+
+    def _enter(self, turn: Any, step: Any) -> tuple[list[Block], str]:
+        """A chunk of ``(turn, step)`` arrives: the blocks of the call it ends (another turn or step
+        starts another call) and the call's label."""
+        closed: list[Block] = []
+        turn_step = (_hashable(turn), _hashable(step))
+        if turn_step != self._current:
+            closed = self.close()
+            self._call += 1
+            self._current = turn_step
+        return closed, f"turn {turn_step[0]}, step {turn_step[1]}"
 
 
 def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:
@@ -750,9 +801,9 @@ class SecretScrubber:
             before = block.texts()
             after = self.scrub_pieces(before)
             if after != before:
-                for piece, old, new in zip(block.pieces, before, after, strict=True):
+                for (piece, k), old, new in zip(block.slots(), before, after, strict=True):
                     if old != new:
-                        piece.holder[piece.key] = new
+                        piece.holder[piece.key + k if piece.count else piece.key] = new
                         changed.add(piece.line)
         return changed
 
@@ -797,9 +848,9 @@ class SecretScrubber:
             first = min(starts)
             kind = next(k for s, _e, k in self._spans(joined) if s == first)
             offset = 0
-            for piece, text in zip(block.pieces, texts, strict=True):
+            for (piece, k), text in zip(block.slots(), texts, strict=True):
                 if first < offset + len(text):
-                    leaks.append(BlockLeak(block.label, piece.line, piece.where, kind))
+                    leaks.append(BlockLeak(block.label, piece.line, piece.member(k), kind))
                     break
                 offset += len(text)
         return leaks

@@ -4,7 +4,8 @@
 the command line of ``dsh-replay mcp`` (``.command``, ``.args``, ``.env``, ``.argv``) and the ``mcp``
 SDK's ``StdioServerParameters`` made of it (``.params``; a plain ``dict`` of the same fields as
 ``.as_dict()``, what openai-agents' and pydantic-ai's stdio servers take). Each time the client starts it
-is one session of the server, numbered in start order, recorded or replayed with the same flags as
+is one session of the server, numbered in the order the sessions begin (their first message; a
+start with no message is none), recorded or replayed with the same flags as
 ``dsh_endpoint`` (``--dsh-record``; the recording directory and ``@pytest.mark.dsh_recording``,
 ``allow_unused=True`` included, are the endpoint's), so a test using both records one run into one
 directory. At teardown the fixture waits for the test's relays to end (a relay still running is sent
@@ -92,7 +93,10 @@ class McpServers:
         self.run_masks: Any = None
         self.allow_unused = allow_unused
         self.mode = mode
+        #: the run's directory the relays claim their sessions in (made here: a relay refuses a missing
+        #: one, the sign that its run has ended)
         self.run_dir = run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
         self.rerecord = rerecord
         self.accept_unused = accept_unused
         self.names: list[str] = []

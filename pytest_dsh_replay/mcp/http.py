@@ -2,7 +2,8 @@
 
 ``EndpointConfig.mcp`` (``serve --mcp NAME=URL``) names the servers; each is served under ``/mcp/NAME``.
 An HTTP MCP session (one ``initialize``; the ``Mcp-Session-Id`` the server gives it) is one
-:class:`~.relay.McpRelay`, numbered in the order the sessions start:
+:class:`~.relay.McpRelay`, begun by that ``initialize`` (``McpRelay.start``) and numbered in the order the
+sessions begin:
 
 * **record**: every POST is forwarded to ``URL`` with the client's MCP headers, and the answer (a JSON
   body, or an SSE stream read event by event) goes back as it comes, each message recorded; GET (the
@@ -25,8 +26,8 @@ import orjson
 
 from ..errors import HarnessError
 from ..modes import RecordMode
-from .log import is_request, jsonrpc_error
-from .relay import INVALID_REQUEST, McpConfig, McpRelay, sessions_unchanged, unused_sessions, write_sessions
+from .log import INVALID_REQUEST, answer_id, is_request, jsonrpc_error, message_problem
+from .relay import McpConfig, McpRelay, quote_json, sessions_unchanged, unused_sessions, write_sessions
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
 FORWARDED = (
@@ -172,12 +173,22 @@ class HttpRelays:
         created = False
         messages: list[Any] = []
         if method == "POST":
-            from ..endpoint.formats import UnreadableBody, read_body
+            from ..endpoint.formats import BodyTooLarge, UnreadableBody, UnsupportedEncoding, read_body
 
             try:
                 body = orjson.loads(await read_body(request))
             except UnreadableBody as exc:
                 return _error_response(None, -32700, f"dsh-replay mcp {server.name}: the body {exc}")
+            except UnsupportedEncoding as exc:
+                from ..endpoint.formats import ACCEPTED_ENCODINGS
+
+                text = f"dsh-replay mcp {server.name}: the body {exc}"
+                answer = _error_response(None, INVALID_REQUEST, text, 415)
+                answer.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS  # RFC 9110 §12.5.3
+                return answer
+            except BodyTooLarge as exc:
+                text = f"dsh-replay mcp {server.name}: the body is too large ({exc})"
+                return _error_response(None, INVALID_REQUEST, text, 413)
             except orjson.JSONDecodeError as exc:
                 return _error_response(
                     None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"
@@ -185,6 +196,13 @@ class HttpRelays:
             except web.HTTPRequestEntityTooLarge as exc:
                 text = f"dsh-replay mcp {server.name}: the body is too large ({exc.text})"
                 return _error_response(None, INVALID_REQUEST, text, 413)
+            if body == [] or not isinstance(body, (dict, list)):
+                # JSON-RPC 2.0 §6: an empty batch is one Invalid Request; §4: a body that is no
+                # object (nor a batch of them) is no request whatever the session
+                what = "an empty batch" if body == [] else f"{quote_json(body)}: not a JSON-RPC object"
+                return _error_response(
+                    None, INVALID_REQUEST, f"dsh-replay mcp {server.name}: the body is {what}"
+                )
             messages = body if isinstance(body, list) else [body]
             if relay is None and any(
                 isinstance(m, dict) and m.get("method") == "initialize" for m in messages
@@ -216,10 +234,16 @@ class HttpRelays:
         for message in messages:
             out += relay.replay(message)
         headers = {SESSION_HEADER: sid} if sid else {}
-        if not any(isinstance(m, dict) and is_request(m) for m in messages):
+        invalid = [m for m in messages if message_problem(m) is not None]
+        if not invalid and not any(isinstance(m, dict) and is_request(m) for m in messages):
             return web.Response(status=202, headers=headers)
-        if len(out) == 1:
-            return web.json_response(out[0], headers=headers, dumps=lambda v: orjson.dumps(v).decode())
+        if len(out) == 1:  # a lone invalid message: 400, as a server's refusal of its body
+            return web.json_response(
+                out[0],
+                status=400 if invalid else 200,
+                headers=headers,
+                dumps=lambda v: orjson.dumps(v).decode(),
+            )
         events = b"".join(b"event: message\ndata: " + orjson.dumps(m) + b"\n\n" for m in out)
         return web.Response(body=events, headers={**headers, "Content-Type": "text/event-stream"})
 
@@ -333,7 +357,7 @@ class HttpRelays:
 
 
 def _first_id(messages: list[Any]) -> Any:
-    return next((m.get("id") for m in messages if isinstance(m, dict) and "id" in m), None)
+    return next((answer_id(m) for m in messages if isinstance(m, dict) and "id" in m), None)
 
 
 def _error_response(request_id: Any, code: int, message: str, status: int = 400) -> Any:

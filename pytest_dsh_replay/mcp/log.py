@@ -72,6 +72,71 @@ def is_response(message: Mapping[str, Any]) -> bool:
     return "method" not in message and "id" in message and ("result" in message or "error" in message)
 
 
+#: JSON-RPC 2.0 error codes (§5.1) of an answer to a message that is not a valid one
+INVALID_REQUEST, INVALID_PARAMS = -32600, -32602
+
+
+def is_request_id(value: Any) -> bool:
+    """A request id MCP takes: a string or an integer, never ``null`` (MCP basic/messages, "Requests":
+    unlike base JSON-RPC; JSON-RPC 2.0 §4 rules out a boolean, an object or an array, and a number
+    with a fraction part SHOULD NOT be one)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def answer_id(message: Any) -> Any:
+    """The id an error answer to ``message`` carries: its id when it is one (:func:`is_request_id`),
+    else ``null`` (JSON-RPC 2.0 §5: the id of a request whose id cannot be detected)."""
+    request_id = message.get("id") if isinstance(message, Mapping) else None
+    return request_id if is_request_id(request_id) else None
+
+
+def message_problem(message: Any) -> tuple[int, str] | None:
+    """Why ``message`` is not an MCP JSON-RPC message, as ``(JSON-RPC error code, what)``; ``None``
+    when it is one. The rules, JSON-RPC 2.0 §4-§5 narrowed by MCP (basic/messages):
+
+    * an object with ``"jsonrpc": "2.0"``, else ``-32600`` (Invalid Request);
+    * a request or notification: a string ``method``; a request's ``id`` a string or an integer
+      (:func:`is_request_id`: ``null``, ``true``, ``1.5`` are ``-32600``); ``params``, when present, an
+      object (MCP's ``params?: {...}``): a scalar is not the structured value JSON-RPC asks
+      (``-32600``), an array is by-position parameters no MCP method takes (``-32602``, Invalid
+      params). ``params: null`` is taken as absent, as the ``mcp`` SDK's servers read it;
+    * a response: an ``id`` (:func:`is_request_id`, or ``null`` in an error answer) and exactly one of
+      ``result`` (an object) and ``error`` (an object with an integer ``code``).
+    """
+    if not isinstance(message, Mapping):
+        return INVALID_REQUEST, "not a JSON-RPC object"
+    if message.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'not JSON-RPC 2.0 ("jsonrpc": "2.0" missing)'
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return INVALID_REQUEST, "its method is not a string"
+        if "id" in message and not is_request_id(message["id"]):
+            return INVALID_REQUEST, "its id is neither a string nor an integer (MCP: never null)"
+        params = message.get("params")
+        if isinstance(params, list):
+            return INVALID_PARAMS, "its params are an array (MCP methods take named params: an object)"
+        if params is not None and not isinstance(params, dict):
+            return INVALID_REQUEST, "its params are neither an object nor an array"
+        return None
+    if "id" not in message:
+        return INVALID_REQUEST, "neither a request, a notification nor a response"
+    if ("result" in message) == ("error" in message):
+        return INVALID_REQUEST, "a response holds exactly one of result and error"
+    if "result" in message:
+        if not is_request_id(message["id"]):
+            return INVALID_REQUEST, "its id is neither a string nor an integer"
+        if not isinstance(message["result"], dict):
+            return INVALID_REQUEST, "its result is not an object"
+        return None
+    error = message["error"]
+    if message["id"] is not None and not is_request_id(message["id"]):
+        return INVALID_REQUEST, "its id is neither a string, an integer nor null"
+    code = error.get("code") if isinstance(error, dict) else None
+    if not isinstance(code, int) or isinstance(code, bool):
+        return INVALID_REQUEST, "its error is not an object with an integer code"
+    return None
+
+
 def call_id(request_id: Any) -> str:
     """The ``callId`` of a JSON-RPC request id (a string id as is, a number as its decimal text)."""
     return request_id if isinstance(request_id, str) else orjson.dumps(request_id).decode()
@@ -340,6 +405,8 @@ def bind_calls(asked: Iterable[CallRef], served: Iterable[CallRef]) -> dict[Call
 
 
 __all__ = [
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
     "MESSAGE_EVENT",
     "SIDES",
     "TOOLS_CALL",
@@ -349,13 +416,16 @@ __all__ = [
     "McpScript",
     "McpSessionLog",
     "Recorded",
+    "answer_id",
     "bind_calls",
     "call_id",
     "call_key",
     "is_notification",
     "is_request",
+    "is_request_id",
     "is_response",
     "jsonrpc_error",
+    "message_problem",
     "request_key",
     "session_script",
     "tool_arguments",

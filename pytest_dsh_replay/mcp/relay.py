@@ -17,8 +17,12 @@ from :func:`~pytest_dsh_replay.scenario.plan.plan_for` (docs/mcp.md).
   to be served. Recorded requests left unused (``ping`` aside) fail the run unless ``allow_unused``.
 * **episodes** (``new_episodes``): a session recorded is replayed, one past the recording recorded.
 
-Sessions of one server name are numbered in the order the servers start (``--run-dir``: a directory
-every relay of one run shares claims its index there; without it a relay is session 0).
+A session begins with the client's first message, in every transport (a stdio relay's first line, an
+HTTP ``initialize``): :meth:`McpRelay.start` is called then, so a server started and stopped with no
+message passed is no session (:meth:`McpRelay.unstarted`): not numbered, not recorded, not replayed,
+and a recording there is kept. Sessions of one server name are numbered in the order they begin
+(``--run-dir``: a directory every relay of one run shares claims its index there; without it a relay
+is session 0).
 """
 
 from __future__ import annotations
@@ -44,18 +48,20 @@ from .log import (
     McpScript,
     McpSessionLog,
     Recorded,
+    answer_id,
     call_id,
     is_notification,
     is_request,
     is_response,
     jsonrpc_error,
+    message_problem,
     request_key,
     session_script,
     tool_arguments,
 )
 
-#: JSON-RPC error codes of the relay's own answers
-PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603
+#: JSON-RPC error codes of the relay's own answers (an invalid message's: ``log.message_problem``)
+PARSE_ERROR, INTERNAL_ERROR = -32700, -32603
 #: the relay's answer to a request it cannot serve from the recording (or the server did not answer)
 RELAY_ERROR = -32001
 
@@ -131,10 +137,20 @@ class McpOutcome(Struct):
 
 def claim_index(run_dir: Path | None, name: str) -> int:
     """This relay's session index among the relays of ``name`` in the run (0 without a run directory):
-    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``)."""
+    the first ``<name>.<i>.claim`` file it creates there (atomic ``O_EXCL``).
+
+    Raises:
+        McpRelayError: ``MCP_CONFIG`` when ``run_dir`` is gone: its run (the ``dsh_mcp`` test that made
+            it) has ended, and a session begun after it would be no one's (never made again here).
+    """
     if run_dir is None:
         return 0
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if not run_dir.is_dir():
+        raise McpRelayError(
+            f"--run-dir {run_dir}: the run this relay belongs to has ended (its directory is gone); "
+            f"MCP server {name!r} was sent its first message after the test's teardown",
+            "MCP_CONFIG",
+        )
     index = 0
     while True:
         try:
@@ -148,6 +164,11 @@ def claim_index(run_dir: Path | None, name: str) -> int:
 
 
 def _without_meta(params: Any) -> Any:
+    """What the replay compares of a request's ``params``: without ``_meta`` (the client's own
+    progress token and such), and absent the same as ``{}``: MCP's params are ``params?: {...}`` whose
+    members are optional, so a request without them and one with ``{}`` ask a server the same."""
+    if params is None:
+        return {}
     return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
 
 
@@ -211,12 +232,18 @@ class McpRelay:
     def records(self) -> bool:
         return self.plan is Plan.RECORD
 
-    def start(self) -> None:
-        """Claim the session index, pick the plan, load the script (replay) or open the log (record)."""
-        config = self.config
-        problem = mcp_name_problem(config.name)
+    def check(self) -> None:
+        """Refuse a configuration no session can run with (``MCP_CONFIG``: a bad name), before any."""
+        problem = mcp_name_problem(self.config.name)
         if problem is not None:
             raise McpRelayError(f"--name: {problem}", "MCP_CONFIG")
+
+    def start(self) -> None:
+        """Begin the session, as its first message arrives (every transport calls it then, so a client
+        that says nothing leaves no session: :meth:`unstarted`): claim the session index, pick the
+        plan, load the script (replay) or open the log (record)."""
+        config = self.config
+        self.check()
         self.index = claim_index(config.run_dir, config.name) if config.index is None else config.index
         self.claimed = True
         path = config.directory / mcp_log_name(config.name, self.index)
@@ -430,12 +457,11 @@ class McpRelay:
     def replay(self, message: Any) -> list[dict[str, Any]]:
         """The messages to send the client for one message of its (replay)."""
         assert self.script is not None
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            text = self.problem(
-                f"the client sent {quote_json(message)}: not a JSON-RPC 2.0 message", "MCP_NOT_JSON"
-            )
-            request_id = message.get("id") if isinstance(message, dict) else None
-            return [jsonrpc_error(request_id, INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+        invalid = message_problem(message)
+        if invalid is not None:  # what a server following JSON-RPC 2.0 and MCP answers (log.message_problem)
+            code, why = invalid
+            text = self.problem(f"the client sent {quote_json(message)}: {why}", "MCP_NOT_JSON")
+            return [jsonrpc_error(answer_id(message), code, f"dsh-replay mcp: {text}")]
         out: list[dict[str, Any]] = []
         if not self.prologue_sent:
             self.prologue_sent = True
@@ -449,12 +475,8 @@ class McpRelay:
             if isinstance(found, dict):
                 return [*out, found]
             item = found
-        else:
-            text = self.problem(
-                f"the client sent {quote_json(message)}: neither a request, a notification nor a response",
-                "MCP_NOT_JSON",
-            )
-            return [*out, jsonrpc_error(message.get("id"), INVALID_REQUEST, f"dsh-replay mcp: {text}")]
+        else:  # message_problem let no other message through
+            raise AssertionError(message)
         if item is None:
             return out + self._ready()  # a message the recording does not hold: nothing follows it
         if is_request(item.message):
@@ -613,14 +635,6 @@ class McpRelay:
                 if outcome.problems:
                     self._drop_stage()
                     outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
-                elif self.stage is not None and not self.passed():
-                    # a client stopped before it said anything is no session: written, it would be
-                    # replayed by every --record once after it (and replace a recording under rewrite)
-                    self._drop_stage()
-                    outcome.notes.append(
-                        f"no message passed between the client and MCP server {self.config.name!r} "
-                        f"({why}): nothing written to {self.config.directory}, a recording there is kept"
-                    )
                 elif self.config.writes:
                     self._write(outcome)
         finally:
@@ -628,10 +642,18 @@ class McpRelay:
         self._leave(outcome)
         return outcome
 
-    def passed(self) -> bool:
-        """Whether any JSON-RPC message passed (record): the client's, the server's or the relay's."""
-        assert self.log is not None
-        return any(e.get("type") == MESSAGE_EVENT for e in self.log.session.events)
+    def unstarted(self, why: str) -> McpOutcome:
+        """The outcome of a relay stopped (``why``) before the client's first message: no session.
+        Nothing is numbered, recorded or replayed, and a recording already there is kept: written, an
+        empty session would be replayed by every ``--record once`` after it, replace a recording
+        under ``rewrite``, and shift the numbers of the run's later sessions. Problems (a first line
+        past the size limit) are kept."""
+        outcome = McpOutcome(self.config.name, "no session", problems=list(self.problems))
+        outcome.notes.append(
+            f"no message passed between the client and MCP server {self.config.name!r} ({why}): no "
+            f"session, nothing written to {self.config.directory}, a recording there is kept"
+        )
+        return outcome
 
     def unlock(self) -> None:
         """Release the recorder's lock (idempotent)."""

@@ -11,8 +11,10 @@ recorded as the relay's answer (:meth:`~.relay.McpRelay.interrupted`). The ``mcp
 closes stdin, polls 2 s for the exit, SIGTERMs the relay's whole process group (relay and server),
 polls 2 s more and SIGKILLs the group: the recording is staged in the recording directory as the
 traffic passes (:class:`~pytest_dsh_replay.scenario.write.LogStage`), so ending the session only
-swaps it in, whatever its size. Replaying, no child is started: each line is answered from the
-recording.
+swaps it in, whatever its size. The relay's stdout is written by a thread (:class:`_Stdout`): a client
+that stops reading it blocks that thread only, so the signals still end the session, and what the
+client did not take by then is dropped and said. Replaying, no child is started: each line is
+answered from the recording.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import signal
+import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -30,24 +35,98 @@ from .relay import PARSE_ERROR, McpConfig, McpOutcome, McpRelay, McpRelayError, 
 
 #: seconds a server has to exit once its stdin is closed (inside the ``mcp`` SDK's 2 s)
 GRACE = 1.0
+#: seconds the client has to take more of the relay's last answers after a SIGTERM/SIGINT
+SIGNALLED_PATIENCE = 0.5
 #: the longest line taken (a bigger one is a problem of the run, never a read that does not end)
 LINE_LIMIT = 64 * 1024 * 1024
 
 
-def _write(data: bytes) -> None:
-    """Write to the client (fd 1, unbuffered and unscrubbed: the relay passes traffic as it is)."""
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.write(1, view)
-        except BrokenPipeError:
-            return  # the client is gone; the recording is still written
-        view = view[n:]
+class _Stdout:
+    """The client's side of the relay's output (fd 1, unbuffered and unscrubbed: the relay passes
+    traffic as it is), written by a thread of its own so that a client that stops reading (its pipe
+    full) blocks that thread only: the loop still reads, records, times out and takes SIGTERM/SIGINT.
 
+    The loop queues with :meth:`write` (never blocks) and :meth:`drain` waits while more than
+    :attr:`HIGH` bytes are queued, so a server's traffic is held back as the pipe would hold it.
+    :meth:`close` waits for the queue to be taken while the client makes progress, and returns how
+    many bytes the client did not take (abandoned to the blocked thread, a daemon: it ends with the
+    process). A client that closed its end (EPIPE) takes nothing more, and that is no loss: it is gone.
+    """
 
-def _send(messages: list[dict[str, Any]]) -> None:
-    if messages:
-        _write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+    #: bytes queued past which :meth:`drain` waits
+    HIGH = 1 << 20
+    #: bytes one ``write(2)`` takes at most (the unit of progress :meth:`close` watches)
+    SLICE = 1 << 16
+
+    def __init__(self, fd: int = 1) -> None:
+        self.fd = fd
+        self.loop = asyncio.get_running_loop()
+        self.queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        #: bytes queued (the loop's count) and bytes written (the thread's)
+        self.queued = 0
+        self.sent = 0
+        #: the client closed its end (or the fd failed): nothing more is written
+        self.gone = False
+        self.abandoned = False
+        self.progress = asyncio.Event()
+        self.thread = threading.Thread(target=self._run, name="dsh-replay-mcp-stdout", daemon=True)
+        self.thread.start()
+
+    def write(self, data: bytes) -> None:
+        if data and not self.gone and not self.abandoned:
+            self.queued += len(data)
+            self.queue.put(data)
+
+    def send(self, messages: list[dict[str, Any]]) -> None:
+        """Queue JSON-RPC messages, one line each."""
+        if messages:
+            self.write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+
+    def line(self, line: bytes) -> None:
+        """Queue a line as it came (with its newline)."""
+        self.write(line if line.endswith(b"\n") else line + b"\n")
+
+    @property
+    def backlog(self) -> int:
+        """Bytes queued and not written yet."""
+        return 0 if self.gone else self.queued - self.sent
+
+    async def drain(self) -> None:
+        """Wait while more than :attr:`HIGH` bytes are queued (the client reads too slowly, or not)."""
+        while self.backlog > self.HIGH:
+            self.progress.clear()
+            await self.progress.wait()
+
+    async def close(self, patience: float) -> int:
+        """Wait for the queue to be written while the client takes some of it at least every
+        ``patience`` seconds; the bytes it did not take (0: all written, or the client is gone)."""
+        while self.backlog:
+            before = self.sent
+            self.progress.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.progress.wait(), patience)
+            if self.sent == before and self.backlog:
+                break
+        left = self.backlog
+        self.abandoned = True
+        self.queue.put(None)
+        return left
+
+    def _run(self) -> None:
+        while (data := self.queue.get()) is not None and not self.abandoned:
+            view = memoryview(data)
+            while view and not self.gone and not self.abandoned:
+                try:
+                    n = os.write(self.fd, view[: self.SLICE])
+                except OSError:  # EPIPE: the client is gone; the recording is still written
+                    self.gone = True
+                    n = 0
+                view = view[n:]
+                self.sent += n
+                try:
+                    self.loop.call_soon_threadsafe(self.progress.set)
+                except RuntimeError:  # the loop is closed: the relay has ended
+                    return
 
 
 def _parse(line: bytes) -> tuple[Any, str | None]:
@@ -67,7 +146,7 @@ async def _stdin_reader() -> asyncio.StreamReader:
     return reader
 
 
-async def _lines(reader: asyncio.StreamReader, relay: McpRelay, who: str) -> Any:
+async def _lines(reader: asyncio.StreamReader, relay: McpRelay, who: str) -> AsyncIterator[bytes]:
     """Every non-blank line of ``reader`` until EOF (a line over :data:`LINE_LIMIT`: a problem, then EOF)."""
     while True:
         try:
@@ -84,16 +163,17 @@ async def _lines(reader: asyncio.StreamReader, relay: McpRelay, who: str) -> Any
 async def run(config: McpConfig) -> McpOutcome:
     """Serve one MCP session on stdin/stdout (module doc); returns the outcome (written already).
 
+    The session begins with the client's first line: the relay claims its number, picks its plan,
+    takes the recorder's lock and starts the server then (:meth:`McpRelay.start`). Stopped before it
+    (stdin closed, SIGTERM/SIGINT), the relay leaves no session (:meth:`McpRelay.unstarted`).
+
     Raises:
-        McpRelayError: see :meth:`McpRelay.start` (before anything is read); ``MCP_SERVER_START``: the
+        McpRelayError: ``MCP_CONFIG`` for a bad name (before anything is read); the rest of
+            :meth:`McpRelay.start`'s refusals once the first line came; ``MCP_SERVER_START``: the
             server's command cannot be started.
     """
     relay = McpRelay(config)
-    try:
-        relay.start()
-    except HarnessError as exc:
-        relay.refused(exc)
-        raise
+    relay.check()
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     why: list[str] = []
@@ -112,6 +192,26 @@ async def run(config: McpConfig) -> McpOutcome:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop, f"the relay got {sig.name}")
     stdin = await _stdin_reader()
+    out = _Stdout()
+    # a session begins with the client's first message (McpRelay.start): a client gone, or a signal,
+    # before it leaves no session (nothing numbered, recorded or replayed)
+    client_lines = _lines(stdin, relay, "client")
+    first_line = asyncio.ensure_future(_first(client_lines))
+    stopped = asyncio.ensure_future(done.wait())
+    await asyncio.wait({first_line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    first = first_line.result() if first_line.done() else None
+    if first is None or done.is_set():
+        first_line.cancel()
+        await asyncio.gather(first_line, stopped, return_exceptions=True)
+        await out.close(0)
+        return relay.unstarted(why[0] if why else "the client closed stdin")
+    try:
+        relay.start()
+    except HarnessError as exc:
+        relay.refused(exc)
+        raise
+    client_lines = _after(first, client_lines)
     tasks: list[asyncio.Task[Any]] = []
     child: asyncio.subprocess.Process | None = None
     if relay.records:
@@ -130,12 +230,12 @@ async def run(config: McpConfig) -> McpOutcome:
             relay.refused(refusal)
             raise refusal from None
         tasks += [
-            asyncio.ensure_future(_client_to_server(stdin, child, relay, end)),
-            asyncio.ensure_future(_server_to_client(child, relay, end)),
-            asyncio.ensure_future(_watchdog(relay, config.timeout)),
+            asyncio.ensure_future(_client_to_server(client_lines, child, relay, end)),
+            asyncio.ensure_future(_server_to_client(child, relay, end, out)),
+            asyncio.ensure_future(_watchdog(relay, config.timeout, out)),
         ]
     else:
-        tasks.append(asyncio.ensure_future(_replay(stdin, relay, end)))
+        tasks.append(asyncio.ensure_future(_replay(client_lines, relay, end, out)))
     try:
         await done.wait()
     finally:
@@ -143,17 +243,42 @@ async def run(config: McpConfig) -> McpOutcome:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if signalled and relay.records:  # a client still waiting gets an answer, recorded as sent
-            _send(relay.interrupted(signalled[0]))
+            out.send(relay.interrupted(signalled[0]))
         if child is not None:
             await _stop_child(child)
-    return relay.finish(why[0] if why else "the session ended")
+    outcome = relay.finish(why[0] if why else "the session ended")
+    # the recording is written: what is left is the client's to take (a client stopping the relay
+    # with a signal is taking nothing more for long)
+    patience = SIGNALLED_PATIENCE if signalled else GRACE
+    left = await out.close(patience)
+    if left:
+        outcome.notes.append(
+            f"the client did not read the last {left} bytes of the relay's answers on stdout (no "
+            f"progress within {patience:g} s): what its pipe did not hold was dropped when the relay "
+            "ended; the recording holds every message as it passed"
+        )
+    return outcome
+
+
+async def _first(lines: AsyncIterator[bytes]) -> bytes | None:
+    """The first of ``lines`` (``None``: there is none); the rest stay in ``lines``."""
+    async for line in lines:
+        return line
+    return None
+
+
+async def _after(first: bytes, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``first``, then ``lines``."""
+    yield first
+    async for line in lines:
+        yield line
 
 
 async def _client_to_server(
-    stdin: asyncio.StreamReader, child: asyncio.subprocess.Process, relay: McpRelay, end: Any
+    client_lines: AsyncIterator[bytes], child: asyncio.subprocess.Process, relay: McpRelay, end: Any
 ) -> None:
     assert child.stdin is not None
-    async for line in _lines(stdin, relay, "client"):
+    async for line in client_lines:
         message, problem = _parse(line)
         if problem is not None:
             relay.problem(f"the client sent {problem}; it was forwarded, not recorded", "MCP_NOT_JSON")
@@ -178,36 +303,38 @@ async def _client_to_server(
     end("the client closed stdin")
 
 
-async def _server_to_client(child: asyncio.subprocess.Process, relay: McpRelay, end: Any) -> None:
+async def _server_to_client(
+    child: asyncio.subprocess.Process, relay: McpRelay, end: Any, out: _Stdout
+) -> None:
     assert child.stdout is not None
     async for line in _lines(child.stdout, relay, "server"):
         message, problem = _parse(line)
         if problem is not None:
             relay.problem(f"the server wrote {problem}; it was forwarded, not recorded", "MCP_NOT_JSON")
-            _write(line if line.endswith(b"\n") else line + b"\n")
-            continue
-        if relay.from_server(message):
-            _write(line if line.endswith(b"\n") else line + b"\n")
+            out.line(line)
+        elif relay.from_server(message):
+            out.line(line)
+        await out.drain()  # a client reading slowly holds the server back, as the pipe would
     try:
         returncode = await asyncio.wait_for(child.wait(), GRACE)
     except TimeoutError:
         returncode = None
-    _send(relay.server_gone(returncode))
+    out.send(relay.server_gone(returncode))
     end("the client closed stdin" if relay.client_closed else f"the server exited (code {returncode})")
 
 
-async def _watchdog(relay: McpRelay, timeout: float) -> None:
+async def _watchdog(relay: McpRelay, timeout: float, out: _Stdout) -> None:
     while True:
         await asyncio.sleep(min(0.1, timeout / 4))
-        _send(relay.overdue())
+        out.send(relay.overdue())
 
 
-async def _replay(stdin: asyncio.StreamReader, relay: McpRelay, end: Any) -> None:
-    async for line in _lines(stdin, relay, "client"):
+async def _replay(client_lines: AsyncIterator[bytes], relay: McpRelay, end: Any, out: _Stdout) -> None:
+    async for line in client_lines:
         message, problem = _parse(line)
         if problem is not None:
             text = relay.problem(f"the client sent {problem}", "MCP_NOT_JSON")
-            _send(
+            out.send(
                 [
                     {
                         "jsonrpc": "2.0",
@@ -216,8 +343,9 @@ async def _replay(stdin: asyncio.StreamReader, relay: McpRelay, end: Any) -> Non
                     }
                 ]
             )
-            continue
-        _send(relay.replay(message))
+        else:
+            out.send(relay.replay(message))
+        await out.drain()
     end("the client closed stdin")
 
 

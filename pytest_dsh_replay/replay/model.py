@@ -115,18 +115,6 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return None
 
 
-def _mask_hint(diffs: list[Difference]) -> list[str]:
-    """The report's one line proposing a mask, for the first difference that looks like a value that
-    changes every run (``session.masks.mask_hint``); none for ordinary text."""
-    from ..session.masks import mask_hint  # a mismatch report only: a green run never imports it
-
-    for diff in diffs:
-        hint = mask_hint(diff.recorded, diff.sent)
-        if hint is not None:
-            return [f"  {hint}"]
-    return []
-
-
 class ReplayModel:
     """A :class:`~pytest_dsh_replay.llm.Model` serving recorded scripts.
 
@@ -436,6 +424,29 @@ class ReplayModel:
     def _sides(self, index: int, key: str) -> Sides:
         return Sides(self._recorded_tokenizer(index), self._sides_live(key), self.scrub)
 
+    def _mask_hint(
+        self, index: int, call: int, key: str, diffs: list[Difference], request: ModelRequest
+    ) -> list[str]:
+        """The report's one line proposing masks (``session.masks.mask_hint``) when every difference of
+        this request from call ``call`` of script ``index`` (``diffs`` the ones found) is a value that
+        changes every run, checked: the request check run again with the run's masks and the proposed
+        ones passes (with copies of the masks, so the report's counts of what they masked stay true);
+        none otherwise."""
+        from ..session.masks import mask_hint  # a mismatch report only: a green run never imports it
+
+        recorded = self._recorded_parts(index, call)
+
+        def differing(extra: Masks) -> list[tuple[Any, Any]]:
+            if not extra:
+                return [(d.recorded, d.sent) for d in diffs]
+            sides = self._sides(index, key)
+            masks = self.masks.joined(extra.masks) if self.masks else extra
+            sides = Sides(sides.recorded.with_masks(masks), sides.live.with_masks(masks), sides.scrub)
+            return [(d.recorded, d.sent) for d in request_differences(recorded, request, sides)]
+
+        hint = mask_hint(differing)
+        return [f"  {hint}"] if hint is not None else []
+
     @staticmethod
     def _client_path(diff: Difference, request: ModelRequest) -> str | None:
         """Where a differing message sits in the client's own body, when the request says (an endpoint
@@ -481,7 +492,7 @@ class ReplayModel:
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
             *(f"  {d.render(self._client_path(d, request))}" for d in diffs),
-            *_mask_hint(diffs),
+            *self._mask_hint(index, call, key, diffs, request),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             *(
                 f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "
@@ -798,7 +809,9 @@ class ReplayModel:
 
         A primary script with no calls that was never bound is fine (a no-model scenario). A request
         mismatch is raised first (calls after it were never served, so their consumption means nothing).
-        With :attr:`rerecord` the report ends with that command; ``accept``: how the caller lets
+        When no call was made at all, the report points at the agent's own error (it stopped before its
+        first call, or never reached this replay) and proposes no re-recording. Else, with
+        :attr:`rerecord`, the report ends with that command; ``accept``: how the caller lets
         recorded calls go unused (the endpoint's ``allow_unused``), named after it.
 
         Raises:
@@ -808,6 +821,17 @@ class ReplayModel:
         """
         self.assert_requests_match()
         problems = self.consumption_problems()
+        if problems and not any(self.cursors.values()):
+            # nothing asked at all: most often the agent stopped before its first call (a crash, missing
+            # credentials) or never reached this replay; re-recording would not help
+            raise ReplayConsumptionError(
+                f"replay: recorded calls not consumed in {self._scenario_name()}: "
+                + "; ".join(problems)
+                + ". No model call reached the replay: the agent never asked for one. If it stopped with "
+                "an error before its first call (a crash, missing credentials: see its own output), fix "
+                "that error first; else check that it is pointed at this replay (its base URL)",
+                "REPLAY_NOT_CONSUMED",
+            )
         if problems:
             message = (
                 f"replay: recorded calls not consumed in {self._scenario_name()}: "

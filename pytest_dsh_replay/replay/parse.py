@@ -384,6 +384,19 @@ def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: i
     return PackedSpan(seq0, time0, dt, turn, step, run)
 
 
+def check_packed_row(row: dict[str, Any], logical: int, file: str | None, line_no: int) -> PackedSpan:
+    """One parsed packed row (a dict whose ``type`` is in :data:`PACKED_ROW_KEYS`) checked exactly as
+    :func:`parse_session_log` checks it, as its unexpanded :class:`PackedSpan`: for a reader of one
+    row at a time (``scenario.logstream``) that parsed the line already.
+
+    ``logical`` is the row's first logical index in its log (its ``seq0`` when projected).
+
+    Raises:
+        ReplayParseError: ``REPLAY_BAD_PACKED_ROW`` naming ``file:line_no`` (head-format.md §2).
+    """
+    return _packed_span(row, logical, file, line_no)
+
+
 class PackedRun:
     """The delta chunks of one packed row (head-format.md §2), kept unexpanded until served.
 
@@ -414,6 +427,20 @@ class PackedRun:
     def tail(self, skip: int) -> PackedRun:
         """The run without its first ``skip`` members (a fork child's seed ends inside the row)."""
         return PackedRun(self.chunk_type, self.index, self.members[skip:], self.call_id, self.name)
+
+    def iter_chunks(self) -> Iterator[dict[str, Any]]:
+        """The dicts of :meth:`chunks`, one at a time (a reader of one chunk at a time holds one)."""
+        ctype, index = self.chunk_type, self.index
+        if ctype != "tool-call-delta":
+            for t in self.members:
+                yield {"type": ctype, "index": index, "text": t}
+            return
+        call_id, name = self.call_id, self.name
+        for a in self.members:
+            if name is None:
+                yield {"type": ctype, "index": index, "id": call_id, "argumentsDelta": a}
+            else:
+                yield {"type": ctype, "index": index, "id": call_id, "name": name, "argumentsDelta": a}
 
     def chunks(self) -> list[dict[str, Any]]:
         """Fresh chunk dicts, one per member.
@@ -484,6 +511,20 @@ class PackedSpan:
             self.step,
             PackedRun(run.chunk_type, run.index, members, run.call_id, run.name),
         )
+
+    def iter_events(self) -> Iterator[Event]:
+        """The dicts of :meth:`events`, one member at a time: a reader that handles one event at a time
+        (``validate``, ``show``, ``report``) holds one member's three dicts, never the row's millions."""
+        turn, step = self.turn, self.step
+        seqs = range(self.seq0, self.seq0 + len(self.run.members))
+        times = accumulate(self.dt, initial=self.time0)
+        for seq, time, chunk in zip(seqs, times, self.run.iter_chunks()):  # noqa: B905 (same lengths)
+            yield {
+                "type": "assistant/chunk",
+                "seq": seq,
+                "time": time,
+                "data": {"turn": turn, "step": step, "chunk": chunk},
+            }
 
     def events(self) -> list[Event]:
         """The members' event dicts, fresh (one dict display per dict)."""

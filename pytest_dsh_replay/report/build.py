@@ -296,7 +296,9 @@ def recording_files(path: Path) -> list[Path]:
     other directory's ``*.jsonl`` files, or the file ``path``.
 
     Raises:
-        HarnessError: ``PATH_EMPTY`` for a directory without logs; the inventory's typed errors.
+        HarnessError: ``PATH_EMPTY`` for a directory without logs (``FIXTURE_WRITE_INCOMPLETE`` when an
+            interrupted write left its files: ``scenario.write.no_logs_error``); the inventory's typed
+            errors.
     """
     from ..scenario.definition import fixture_files
 
@@ -307,7 +309,9 @@ def recording_files(path: Path) -> list[Path]:
         files + [f for f in mcp_log_files(path) if f not in files] if files else sorted(path.glob("*.jsonl"))
     )
     if not files:
-        raise HarnessError(f"{path}: no session logs (*.jsonl) here", "PATH_EMPTY")
+        from ..scenario.write import no_logs_error
+
+        raise no_logs_error(path)
     return files
 
 

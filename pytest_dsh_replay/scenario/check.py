@@ -49,6 +49,7 @@ from .compare import (
     compare_event_logs,
     compare_message_logs,
     inventory_problems,
+    logs_mask_hint,
     render_mismatches,
 )
 from .definition import Scenario
@@ -208,25 +209,35 @@ def _compare(
     The run side is scrubbed like a recording is: a fixture's ``[REDACTED]`` equals the run's secret.
     """
     run_logs = scrub_logs(result.logs, _scrubber(options))
-    mismatches: list[LogMismatch]
     inventory = inventory_problems(fixtures, result.logs, str(scenario.path))
     # new_episodes: sessions past the recorded ones are new; recorded ones must continue it
     problems = [str(p) for p in inventory if not prefix or p.kind == "missing"]
-    if scenario.config.compare == "messages" and not prefix:
-        mismatches = compare_message_logs(fixtures, run_logs, masks=options.masks)
-    else:
-        mismatches = compare_event_logs(
+    inventory_shown = len(problems)
+
+    def compare(masks: Masks | None) -> list[LogMismatch]:
+        if scenario.config.compare == "messages" and not prefix:
+            return compare_message_logs(fixtures, run_logs, masks=masks)
+        return compare_event_logs(
             fixtures,
             run_logs,
             ignore_events=ignored,
             canonical_envelope=result.backend == Backend.SQLITE,
             event_hook=options.event_hook,
-            masks=options.masks,
+            masks=masks,
             prefix=prefix,
         )
+
+    mismatches = compare(options.masks)
     problems.extend(render_mismatches(mismatches))
     if mismatches and options.masks:  # what was masked, so a reader knows the differences shown are not
         problems.append(options.masks.summary() + "; the differences above are outside them")
+    if mismatches and not inventory_shown:
+        # no inventory problem: masks may make this comparison pass (copies: the counts above stay true)
+        hint = logs_mask_hint(
+            mismatches, lambda extra: compare(options.masks.joined(extra.masks) if options.masks else extra)
+        )
+        if hint is not None:
+            problems.append(hint)
     return problems
 
 

@@ -113,12 +113,15 @@ def _short(value: Any, width: int = SHORT_WIDTH) -> str:
 
 
 class EventDifference(Struct):
-    """One differing line of a log: ``line`` 0 = header, n = event n-1; ``seq``/``event_type`` of it."""
+    """One differing line of a log: ``line`` 0 = header, n = event n-1; ``seq``/``event_type`` of it;
+    ``pairs``: its differing values ``(fixture, run)`` (``session.masks.differing_values`` of the two
+    normalized lines; a line on one side only: ``(line, None)``), what a mask proposal looks at."""
 
     line: int
     seq: int | None
     event_type: str | None
     details: list[str]
+    pairs: list[tuple[Any, Any]] = []
 
     @property
     def where(self) -> str:
@@ -167,19 +170,31 @@ def render_mismatches(mismatches: Sequence[LogMismatch]) -> list[str]:
     return [m.render() for m in mismatches]
 
 
+def _pairs(expected: Any, actual: Any) -> list[tuple[Any, Any]]:
+    """The differing values of two normalized lines (both whole when none is found: lines that differ
+    as text only, never offered a mask)."""
+    from ..session.masks import differing_values
+
+    return differing_values(expected, actual) or [(expected, actual)]
+
+
 def _difference(expected: list[str], actual: list[str], i: int, labels: tuple[str, str]) -> EventDifference:
+    pairs: list[tuple[Any, Any]]
     if i < len(expected) and i < len(actual):
         exp, act = orjson.loads(expected[i]), orjson.loads(actual[i])
         details = structural_diff(exp, act, labels=labels)
+        pairs = _pairs(exp, act)
         ref = exp if i else None
     elif i < len(expected):
         ref = orjson.loads(expected[i])
+        pairs = [(ref, None)]
         details = [
             f"  the {labels[1]}'s log ends here; the {labels[0]} has {len(expected) - i} more "
             f"line(s), next: {_short(ref, 240)}"
         ]
     else:
         ref = orjson.loads(actual[i])
+        pairs = [(None, ref)]
         details = [
             f"  the {labels[0]} ends here; the {labels[1]} has {len(actual) - i} more line(s), next: "
             f"{_short(ref, 240)}"
@@ -188,7 +203,7 @@ def _difference(expected: list[str], actual: list[str], i: int, labels: tuple[st
     etype = ref.get("type") if isinstance(ref, dict) and i else None
     if i and isinstance(ref, dict) and seq is None:
         seq = i - 1
-    return EventDifference(i, seq, etype, details)
+    return EventDifference(i, seq, etype, details, pairs)
 
 
 def _differing(expected: list[str], actual: list[str]) -> list[int]:
@@ -268,11 +283,27 @@ def compare_message_logs(
                 LogMismatch(
                     fixture.source,
                     fixture.role(),
-                    [EventDifference(0, None, None, structural_diff(exp, act))],
+                    [EventDifference(0, None, None, structural_diff(exp, act), _pairs(exp, act))],
                     1,
                 )
             )
     return problems
+
+
+def logs_mask_hint(
+    mismatches: Sequence[LogMismatch], compare_again: Callable[[Masks], Sequence[LogMismatch]]
+) -> str | None:
+    """The report line proposing masks for a failed log comparison (``session.masks.mask_hint``, the
+    request check's line), only when every differing value looks like one that changes every run and
+    ``compare_again`` (the same comparison with the run's masks followed by the given ones) then finds
+    no mismatch; ``None`` otherwise. ``mismatches``: what the comparison found with the run's masks."""
+    from ..session.masks import mask_hint  # a failed comparison only
+
+    def differing(extra: Masks) -> list[tuple[Any, Any]]:
+        found = compare_again(extra) if extra else mismatches
+        return [pair for mismatch in found for diff in mismatch.differences for pair in diff.pairs]
+
+    return mask_hint(differing)
 
 
 class InventoryProblem(Struct, frozen=True):
@@ -373,6 +404,7 @@ def align_event_logs(
     ignore_events: frozenset[str] = frozenset(),
     labels: tuple[str, str] = ("A", "B"),
     limit: int = EVENT_LIMIT,
+    masks: Masks | None = None,
 ) -> list[AlignedLog]:
     """Align each log pair of two sides (same harvest index) and list what differs, event by event.
 
@@ -382,9 +414,10 @@ def align_event_logs(
     renumbered, are not differences. A replaced run of events is paired in order (structural diff
     of each pair); what a replaced run has more on one side is only on that side. The header line is
     compared as a pair. Only log pairs that differ are returned; extra logs are the caller's
-    (an inventory difference).
+    (an inventory difference). ``masks`` are applied to both sides, as the log comparison of a
+    scenario applies them (a value that differs only where a mask matched is equal).
     """
-    rules = Normalization(ignore_events, canonical_envelope=True)
+    rules = Normalization(ignore_events, canonical_envelope=True, masks=masks)
     a_all, b_all = normalize_logs(left, rules), normalize_logs(right, rules)
     out: list[AlignedLog] = []
     for index, (la, lb, a_lines, b_lines) in enumerate(zip(left, right, a_all, b_all, strict=False)):

@@ -22,7 +22,14 @@ import orjson
 
 from ..errors import HarnessError, LineTooLongError, max_line_bytes, open_regular_file, quote
 from ..replay import ReplayParseError, parse_session_header, parse_session_log
-from ..replay.parse import PACKED_ROW_KEYS, deep_rows, malformed_line_message, too_deep_message
+from ..replay.parse import (
+    PACKED_ROW_KEYS,
+    PackedSpan,
+    check_packed_row,
+    deep_rows,
+    malformed_line_message,
+    too_deep_message,
+)
 from .errors import LogReadError
 from .harvest import SESSION_LOG_FILE, log_read_error
 
@@ -34,6 +41,7 @@ ErrorSink = Callable[[HarnessError], None]
 _SKIP_CHUNK = 1 << 20
 #: A valid header line prepended to one projected/packed row so the replay parser reads it alone.
 _SYNTH_HEADER = b'{"type":"session","version":0,"id":"","createdAt":0}\n'
+_UNPARSED: Any = object()
 
 
 def _raise(exc: HarnessError) -> None:
@@ -139,37 +147,48 @@ class LogStream:
         """``(line_no, raw line, event)`` for every logical event, in file order, then closes the file.
 
         A line that cannot be read as an event yields ``(line_no, raw, None)`` once, after its
-        error went to ``on_error`` (so a consumer can count it as one lost event).
+        error went to ``on_error`` (so a consumer can count it as one lost event). A packed row's
+        members are built one at a time (:meth:`~pytest_dsh_replay.replay.parse.PackedSpan.iter_events`).
+        """
+        for line_no, raw, item in self.items():
+            if type(item) is PackedSpan:
+                for event in item.iter_events():
+                    yield line_no, raw, event
+            else:
+                yield line_no, raw, item  # type: ignore[misc]  # an event dict or None
+
+    def items(self) -> Iterator[tuple[int, bytes, Event | PackedSpan | None]]:
+        """:meth:`events` with each packed row (head-format.md §2) yielded once, unexpanded, as a checked
+        :class:`~pytest_dsh_replay.replay.parse.PackedSpan` whose ``seq0`` is its first member's seq
+        (restored as the logical index when the row is projected): a reader that can take a row's
+        members at once (``validate``'s checks, ``show``) does so in one step and holds no event of it.
         """
         loads, decode_error, packed = orjson.loads, orjson.JSONDecodeError, PACKED_ROW_KEYS
         try:
             if self._pending is not None:
                 line_no, line = self._pending
                 self._pending = None
-                yield from self._row(line_no, line)
+                yield self._row(line_no, line)
             for line_no, line in self._lines():
                 # fast path: an ordinary complete row (both layouts' common case), yielded as parsed
                 try:
                     row = loads(line) if line else None
-                except decode_error:
-                    row = None
-                if (
-                    type(row) is dict
-                    and not deep_rows([line])
-                    and "seq" in row
-                    and "time" in row
-                    and type(kind := row.get("type")) is str
-                    and kind not in packed
-                ):
-                    self.logical += 1
-                    yield line_no, line, row
-                else:
-                    yield from self._row(line_no, line)  # the slow path reports what is wrong
+                except decode_error as exc:
+                    yield self._row(line_no, line, exc)
+                    continue
+                if type(row) is dict and not deep_rows([line]):
+                    kind = row.get("type")
+                    if "seq" in row and "time" in row and type(kind) is str and kind not in packed:
+                        self.logical += 1
+                        yield line_no, line, row
+                        continue
+                yield self._row(line_no, line, row)  # the slow path reports what is wrong
+                del row  # a packed row's lists go with its span, not with this frame
         finally:
             self._file.close()
 
     def close(self) -> None:
-        """Close the file (also done when :meth:`events` is exhausted)."""
+        """Close the file (also done when :meth:`items` / :meth:`events` is exhausted)."""
         self._file.close()
 
     def _lost(self, line_no: int, line: bytes) -> tuple[int, bytes, None]:
@@ -177,20 +196,26 @@ class LogStream:
         self.logical += 1
         return line_no, line, None
 
-    def _row(self, line_no: int, line: bytes) -> Iterator[tuple[int, bytes, Event | None]]:
+    def _row(
+        self, line_no: int, line: bytes, parsed: Any = _UNPARSED
+    ) -> tuple[int, bytes, Event | PackedSpan | None]:
+        """The item of a line the fast path did not take (``parsed``: its ``orjson.loads`` result or
+        error, when the caller has it): a projected row restored, a packed row checked, or lost."""
         if not line:
-            yield self._lost(line_no, line)
-            return
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            self._on_error(self._malformed(line_no, line, exc))
-            yield self._lost(line_no, line)
-            return
+            return self._lost(line_no, line)
+        if parsed is _UNPARSED:
+            try:
+                parsed = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                parsed = exc
+        if isinstance(parsed, orjson.JSONDecodeError):
+            self._on_error(self._malformed(line_no, line, parsed))
+            return self._lost(line_no, line)
+        row = parsed
+        del parsed
         if deep_rows([line]):
             self._on_error(ReplayParseError(too_deep_message(self.where, line_no), "REPLAY_MALFORMED_LINE"))
-            yield self._lost(line_no, line)
-            return
+            return self._lost(line_no, line)
         if type(row) is not dict or type(kind := row.get("type")) is not str:
             what = (
                 f"event line must be a JSON object, got {type(row).__name__}"
@@ -200,30 +225,32 @@ class LogStream:
             self._on_error(
                 ReplayParseError(f"{self.where}:{line_no}: {what}; fix or remove the line", "REPLAY_BAD_ROW")
             )
-            yield self._lost(line_no, line)
-            return
-        if "seq" in row and "time" in row and kind not in PACKED_ROW_KEYS:
+            return self._lost(line_no, line)
+        if kind in PACKED_ROW_KEYS:
+            try:
+                span = check_packed_row(row, self.logical, self.where, line_no)
+            except ReplayParseError as exc:
+                self._on_error(exc)
+                return self._lost(line_no, line)
+            self.logical += len(span)
+            return line_no, line, span
+        if "seq" in row and "time" in row:
             self.logical += 1
-            yield line_no, line, row
-            return
-        # projected or packed (head layout): the replay parser expands it; seqs become logical indexes
+            return line_no, line, row
+        # projected (head layout): the replay parser restores seq (the logical index) and time
         prefix = f"{self.where}:2:"
         try:
-            expanded = parse_session_log(_SYNTH_HEADER + line, file=self.where)
+            (event,) = parse_session_log(_SYNTH_HEADER + line, file=self.where)
         except ReplayParseError as exc:
             message = str(exc)
             if message.startswith(prefix):
                 message = f"{self.where}:{line_no}:" + message[len(prefix) :]
             self._on_error(ReplayParseError(message, exc.code))
-            yield self._lost(line_no, line)
-            return
-        projected = "seq0" not in row if kind in PACKED_ROW_KEYS else "seq" not in row
-        base = self.logical
-        for k, event in enumerate(expanded):
-            if projected:
-                event["seq"] = base + k
-            self.logical += 1
-            yield line_no, line, event
+            return self._lost(line_no, line)
+        if "seq" not in row:
+            event["seq"] = self.logical
+        self.logical += 1
+        return line_no, line, event
 
 
 def iter_log_events(path: Path) -> tuple[dict[str, Any], Iterator[tuple[int, bytes, Event | None]]]:

@@ -21,12 +21,14 @@ All of them take THE run's :class:`~pytest_dsh_replay.llm.secrets.SecretScrubber
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..llm.secrets import Block, BlockStream, SecretScrubber, block_pieces, run_scrubber
+from ..replay.parse import PackedSpan
 from ..session.codec import iter_strings, map_strings
 from .normalize import SessionLog
 
@@ -213,18 +215,36 @@ class SecretCheck:
         The events of one packed row (fed one after another with the same ``line_no`` and ``raw``)
         share one screen of the line: the work is linear in the line, not members x line.
         """
-        maybe: bool | None = None
-        if raw is not None:
-            screened = self._screened
-            if screened is not None and screened[0] == line_no:
-                maybe = screened[1]
-            else:
-                maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
-                self._screened = (line_no, maybe)
+        maybe = None if raw is None else self._screen(line_no, raw)
         self._strings(
             lambda: f"{self.where}:{line_no}: seq {event.get('seq')} ({event.get('type')})", event, maybe
         )
         self._check(self._blocks.feed(event, line_no))
+
+    def feed_span(self, line_no: int, raw: bytes, span: PackedSpan) -> None:
+        """Check the members of one checked packed row (its line ``raw``) as :meth:`feed` checks each of
+        the ``assistant/chunk`` events it stands for, with the same findings: one screen of the line,
+        the members' events built one at a time only when it may hold a secret, and the row's deltas
+        one piece of their block (head-format.md §2)."""
+        if self._screen(line_no, raw):
+            for event in span.iter_events():
+                at = f"{self.where}:{line_no}: seq {event['seq']} ({event['type']})"
+                self._strings(partial(str, at), event, True)
+        run = span.run
+        self._check(
+            self._blocks.feed_run(
+                span.turn, span.step, run.chunk_type, run.index, run.members, line_no, span.seq0
+            )
+        )
+
+    def _screen(self, line_no: int, raw: bytes) -> bool:
+        """Whether line ``line_no`` may hold a secret; one screen per line (see :meth:`feed`)."""
+        screened = self._screened
+        if screened is not None and screened[0] == line_no:
+            return screened[1]
+        maybe = self.scrubber.may_hold_secret_json(raw.decode("utf-8", errors="replace"))
+        self._screened = (line_no, maybe)
+        return maybe
 
     def finish(self) -> list[tuple[str, str]]:
         """All findings of the log (the last call's blocks checked too)."""

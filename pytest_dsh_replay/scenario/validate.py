@@ -36,6 +36,7 @@ from ..layout import (
     LOG_GLOB,
     PRIMARY_FILE,
     SIDECAR_GLOB,
+    DirKind,
     find_scenario_dirs,
     is_endpoint_recording,
     is_sidecar_name,
@@ -44,6 +45,7 @@ from ..layout import (
 )
 from ..llm.secrets import SecretScrubber
 from ..modes import RecordMode
+from ..replay.parse import PackedSpan
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
 from .logstream import Event, LogStream
@@ -117,6 +119,7 @@ def _digest_event(h: Any, raw: bytes, event: Event) -> None:
     h.update(data)
 
 
+_CHUNK = "assistant/chunk"
 _STRUCTURE = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call", "tool/result"})
 
 
@@ -212,6 +215,28 @@ class LogChecks:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
         if "surfaceOp" in e or t in SURFACE_TYPES:
             self._surface(_At(self.where, line_no, seq, t), t, e.get("surfaceOp"), i, "surfaceOp" in e)
+
+    def feed_span(self, line_no: int, raw: bytes, span: PackedSpan) -> None:
+        """Check the members of one packed row at once, as :meth:`feed` checks each of its events
+        (``assistant/chunk`` events with contiguous seqs from ``span.seq0``): O(1) but where a lineage
+        digest needs the members' events, built one at a time."""
+        i, n = self.count, len(span)
+        if i < self._hash_until:
+            for event in span.iter_events():
+                self.feed(line_no, raw, event)
+            return
+        self.count = i + n
+        seq = span.seq0
+        if seq == self.expected:
+            self.expected = seq + 1
+        else:
+            self._seq(line_no, seq, i)
+        self.expected += n - 1  # the other members follow on
+        if self.open_turn is None:
+            run = self._outside
+            at = _At(self.where, line_no, seq, _CHUNK)
+            last = seq + n - 1
+            self._outside = (at, last, n) if run is None else (run[0], last, run[2] + n)
 
     def _seq(self, line_no: int, seq: Any, index: int) -> None:
         """Seq contiguity, one finding per break: a seq is fine when it follows the previous
@@ -468,11 +493,13 @@ def seq_findings(file: Path) -> list[Finding]:
     out: list[Finding] = []
     stream = LogStream(file, on_error=lambda exc: None)  # the caller's parse reported bad lines
     checks = LogChecks(str(file), out)
-    for line_no, raw, event in stream.events():
-        if event is None:
+    for line_no, raw, item in stream.items():
+        if item is None:
             checks.lost()
+        elif isinstance(item, PackedSpan):
+            checks.feed_span(line_no, raw, item)
         else:
-            checks.feed(line_no, raw, event)
+            checks.feed(line_no, raw, item)
     return [f for f in out if f.code in SEQ_CODES]
 
 
@@ -494,12 +521,15 @@ def _check_one(
     secrets = SecretCheck(str(file), scrubber)
     if stream.header is not None:
         secrets.header(stream.header_line, stream.header)
-    for line_no, raw, event in stream.events():
-        if event is None:
+    for line_no, raw, item in stream.items():
+        if item is None:
             checks.lost()
+        elif isinstance(item, PackedSpan):
+            checks.feed_span(line_no, raw, item)
+            secrets.feed_span(line_no, raw, item)
         else:
-            checks.feed(line_no, raw, event)
-            secrets.feed(line_no, event, raw)
+            checks.feed(line_no, raw, item)
+            secrets.feed(line_no, item, raw)
     checks.finish()
     out.extend(Finding(code, message) for code, message in secrets.finish())
     report.events += checks.count
@@ -566,12 +596,14 @@ def validation_units(path: Path) -> Iterator[tuple[Path, str]]:
     a scenario's ``workspace/`` and pytest's default ``norecursedirs`` skipped, symlinked directories
     followed, each real directory once), so ``validate`` checks what pytest collects. A directory
     named as ``path`` that holds ``*.jsonl`` files of other names is a unit too (logs validated by
-    name).
+    name). So is a directory, named or under ``path``, that holds only what an interrupted write left
+    (``DirKind.INTERRUPTED``; a live recording's stage is no leftover): its unit reports it and names
+    ``dsh-replay recover``.
     """
     if not path.is_dir():
         yield path, ""
         return
-    found = find_scenario_dirs(path)
+    found = (f for f in find_scenario_dirs(path) if f.kind is not DirKind.INTERRUPTED or _write_left(f.path))
     first = next(found, None)
     if (first is None or first.path != path) and (_holds_jsonl(path) or _write_left(path)):
         yield path, ""

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -41,7 +40,7 @@ import orjson
 from msgspec.structs import replace
 
 from ..errors import HarnessError, read_regular_file
-from ..layout import is_owned, mcp_log_match, owned_rank
+from ..layout import WRITE_JOURNAL, is_owned, owned_rank, write_temp_target
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
 from .definition import Scenario
@@ -231,10 +230,6 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-#: The temp files of a write (staged new files, ``.tmp``; kept old ones, ``.bak``): ``.<name>.<random>``.
-_WRITE_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.(?:tmp|bak)$")
-
-
 def _stage(path: Path, data: bytes) -> Path:
     """Write ``data`` to a temp file beside ``path`` (fsynced, normal file mode); return the temp path."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -279,13 +274,7 @@ def _orphans(directory: Path) -> list[Path]:
         names = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink())
     except OSError:
         return []
-    return [
-        p
-        for p in names
-        if (m := _WRITE_TEMP.match(p.name))
-        and (is_owned(m["name"]) or m["name"] == WRITE_JOURNAL or mcp_log_match(m["name"]) is not None)
-        and not _in_use(p)
-    ]
+    return [p for p in names if write_temp_target(p.name) is not None and not _in_use(p)]
 
 
 def _in_use(path: Path) -> bool:
@@ -400,9 +389,9 @@ class RecordingLock:
                 what = "the model's conversations" if files == MODEL_FILES else f"{files}*.jsonl"
                 raise RecordingLockedError(
                     f"{directory}: another recorder is recording {what} into this directory (its lock "
-                    f"{path.name} is held by serve --record, dsh-replay mcp, or the dsh_endpoint or "
-                    "dsh_mcp fixture): a second one would overwrite its recording; stop the other one, "
-                    "or record into another directory"
+                    f"{path.name} is held by serve --record, dsh-replay accept, dsh-replay mcp, or the "
+                    "dsh_endpoint or dsh_mcp fixture): a second one would overwrite its recording; stop the "
+                    "other one, or record into another directory"
                 )
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
@@ -434,8 +423,6 @@ class RecordingLock:
         self._created = []
 
 
-#: The write journal: the commit point of a fixture set's swap (module doc, "Atomic against a kill").
-WRITE_JOURNAL = ".dsh-write.json"
 #: A test's fault injection: ``STAGE`` or ``STAGE:N`` kills this process (SIGKILL) at the Nth point of
 #: that stage of a swap (``stage``, ``keep``, ``journal``, ``replace``, ``remove``, ``clean``).
 FAULT_ENV = "DSH_REPLAY_WRITE_FAULT"
@@ -644,6 +631,16 @@ def write_findings(directory: Path) -> list[tuple[str, str]]:
     return out
 
 
+def no_logs_error(directory: Path) -> HarnessError:
+    """The error of ``directory`` read for its logs when it holds none (``show``, ``report``): the first
+    of :func:`write_findings` (``FIXTURE_WRITE_INCOMPLETE`` naming ``recover``: a first recording killed
+    before its swap leaves only its stage), else ``PATH_EMPTY``."""
+    left = write_findings(directory)
+    if left:
+        return HarnessError(left[0][1], left[0][0])
+    return HarnessError(f"{directory}: no session logs (*.jsonl) here", "PATH_EMPTY")
+
+
 def recover_write(directory: Path) -> list[str]:
     """Complete or clean up an interrupted write in ``directory``, under the writer's lock: a committed
     swap (its journal) is completed to the new set, then every temp file is removed, and the lock files
@@ -724,17 +721,20 @@ def _stale_locks(directory: Path) -> list[Path]:
     return removed
 
 
-def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
-    """Replace ``directory``'s recording with the one kept in ``kept`` (a run with problems wrote its good
-    conversations there), through the same journaled swap as :func:`write_fixtures`; ``kept`` is removed
-    after. Returns ``(written, removed)`` as :func:`write_fixtures` does.
+class NothingKeptError(HarnessError):
+    """``dsh-replay accept`` of a directory that holds no kept run (``DIR/.dsh-kept`` is missing, or
+    holds no recording file)."""
+
+    code = "NOTHING_KEPT"
+
+
+def kept_files(kept: Path) -> list[str]:
+    """The names of the recording files in ``kept`` (recorder-owned files and ``endpoint.json``: what
+    :func:`accept_kept` swaps in), sorted.
 
     Raises:
-        WriteIncompleteError: nothing is kept there (names it).
-        FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
+        NothingKeptError: ``kept`` cannot be listed, or holds none (names it).
     """
-    import shutil
-
     from ..layout import ENDPOINT_MANIFEST
 
     try:
@@ -744,11 +744,25 @@ def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
             if p.is_file() and not p.is_symlink() and (is_owned(p.name) or p.name == ENDPOINT_MANIFEST)
         )
     except OSError as exc:
-        raise WriteIncompleteError(
-            f"{kept}: no kept recording to accept ({exc.strerror or exc})", path=str(kept), reason=str(exc)
-        ) from exc
+        raise NothingKeptError(f"{kept}: no kept recording to accept ({exc.strerror or exc})") from exc
     if not names:
-        raise WriteIncompleteError(f"{kept}: no kept recording to accept", path=str(kept), reason="empty")
+        raise NothingKeptError(f"{kept}: no kept recording to accept (it holds no recording file)")
+    return names
+
+
+def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
+    """Replace ``directory``'s recording with the one kept in ``kept`` (a run with problems wrote its
+    conversations there), through the same journaled swap as :func:`write_fixtures`; ``kept`` is
+    removed after. Returns ``(written, removed)`` as :func:`write_fixtures` does. The caller holds the
+    :class:`RecordingLock` of :data:`MODEL_FILES` (``endpoint.kept.accept``: what is accepted).
+
+    Raises:
+        NothingKeptError: nothing is kept there (names it).
+        FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
+    """
+    import shutil
+
+    names = kept_files(kept)
     recover_write(directory)
     changed = [
         (directory / name, data)
@@ -1106,6 +1120,7 @@ __all__ = [
     "current_fixtures",
     "file_mode",
     "mcp_files",
+    "no_logs_error",
     "owned_files",
     "recover_write",
     "unchanged_run",

@@ -18,7 +18,7 @@ a mask may touch. A pattern with an anchor (``^``, ``$``, ``\\A``, ``\\Z``) or a
 searched without them (it then finds more candidates, never fewer); where ``re``'s internals are missing
 every value is walked: slower, never wrong.
 
-Imports nothing of the package but ``errors``.
+Imports nothing of the package but ``errors`` (and, for a report's proposal, ``tokens``).
 """
 
 from __future__ import annotations
@@ -295,8 +295,6 @@ class Masks:
 
 #: The volatile values a mismatch report proposes a mask for: ``(kind, what the whole differing token
 #: must be, the regex proposed)``, first match wins (UUIDs need none: the ``Tokenizer`` numbers them).
-#: A token is the differing span widened to the surrounding letters, digits and ``-:.+_`` (so a
-#: changed digit is seen as the whole timestamp).
 _VOLATILE: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "timestamp",
@@ -307,18 +305,14 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("hex id", re.compile(r"(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}"), r"[0-9a-f]{8,}"),
     ("number", re.compile(r"\d+"), r"\d+"),
 )
-_TOKEN_CHARS = re.compile(r"[0-9A-Za-z:.+_-]")
-#: the label a proposed hex id or number mask keeps as context (``tx=``, ``run 42``, ``id: ``)
-_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:=|: ?| ))$")
-
-
-def _token(text: str, start: int, end: int) -> tuple[int, int]:
-    """The span ``[start, end)`` of ``text`` widened to the whole token around it (``_TOKEN_CHARS``)."""
-    while start > 0 and _TOKEN_CHARS.match(text[start - 1]):
-        start -= 1
-    while end < len(text) and _TOKEN_CHARS.match(text[end]):
-        end += 1
-    return start, end
+#: A token of the hint's comparison: a run of letters, digits and ``-:.+_`` (a whole ISO timestamp,
+#: ``tx``, ``19f7296cc757``), or a run of anything else (spaces, quotes, ``=``, ``,``).
+_TOKENS = re.compile(r"[0-9A-Za-z:.+_-]+|[^0-9A-Za-z:.+_-]+")
+#: the label a proposed hex id or number mask keeps as context: ``tx=``, ``run 42``, ``id: ``, or a
+#: JSON key as a tool's JSON output spells it (``"txn": "``)
+_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:=|: ?| |\": ?\"))$")
+#: how many times :func:`propose_masks` compares again with what it proposed so far before giving up
+PROPOSAL_ROUNDS = 8
 
 
 def _strip_punctuation(text: str, start: int, end: int) -> tuple[int, int]:
@@ -330,32 +324,9 @@ def _strip_punctuation(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def suggest_mask(recorded: str, sent: str) -> tuple[str, str] | None:
-    r"""A mask for the difference of two strings when what differs looks like a value that changes every
-    run: ``(kind, regex)`` (``("timestamp", r"\d{4}-...")``), or ``None`` for ordinary text.
-
-    The differing span (between the common prefix and suffix) is widened to its whole token on both
-    sides; both tokens must be the same kind of :data:`_VOLATILE` value, whole: an ISO timestamp, a time
-    of day, a hex id (8+ hex digits, letters and digits), a number. A hex id or number is
-    proposed with the label before it when there is one (``tx=([0-9a-f]{8,})``, ``run (\d+)``): a mask
-    of every number would hide real changes. What a report proposes (docs/masks.md); the user decides.
-    """
-    if recorded == sent:
-        return None
-    prefix = 0
-    limit = min(len(recorded), len(sent))
-    while prefix < limit and recorded[prefix] == sent[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and recorded[len(recorded) - 1 - suffix] == sent[len(sent) - 1 - suffix]:
-        suffix += 1
-    spans = []
-    for text in (recorded, sent):
-        start, end = _token(text, prefix, max(prefix, len(text) - suffix))
-        start, end = _strip_punctuation(text, start, end)
-        if start >= end:
-            return None
-        spans.append((text, start, end))
+def _volatile(spans: list[tuple[str, int, int]]) -> tuple[str, str] | None:
+    r"""``(kind, regex)`` when every ``(text, start, end)`` span is, whole, the same :data:`_VOLATILE`
+    kind (a hex id or number with the label before it in the first text: ``tx=([0-9a-f]{8,})``)."""
     for kind, whole, regex in _VOLATILE:
         if all(whole.fullmatch(text, start, end) for text, start, end in spans):
             text, start, _end = spans[0]
@@ -363,27 +334,183 @@ def suggest_mask(recorded: str, sent: str) -> tuple[str, str] | None:
                 return kind, regex
             label = _LABEL.search(text, 0, start)
             if label is None:
-                if kind == "number" and all(end - start < 9 for _t, start, end in spans):
-                    return None  # a bare short number: a count that changed is no run-to-run value
+                if kind == "number":
+                    if any(end - start < 9 for _t, start, end in spans):
+                        return None  # a bare short number: a count that changed is no run-to-run value
+                    return kind, r"\d{9,}"  # epoch seconds, a long counter: never every number
                 return kind, regex
             return kind, f"{re.escape(label.group(1))}({regex})".replace("\\ ", " ")
     return None
 
 
-def mask_hint(recorded: object, sent: object) -> str | None:
-    """The one report line proposing a mask for a differing pair of values (:func:`suggest_mask`), in
-    every spelling a user gives masks (docs/masks.md); ``None`` when they are not two strings or what
-    differs is ordinary text."""
-    if not isinstance(recorded, str) or not isinstance(sent, str):
+def _regions(recorded: str, sent: str) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+    """The differing regions of two strings, compared token by token (:data:`_TOKENS`, aligned with
+    ``difflib``): ``((start, end) in recorded, (start, end) in sent)`` each, two regions apart by one
+    space joined (a date and its time); ``None`` when a token was added or removed (a change of the
+    text, not of a value in it)."""
+    import difflib
+
+    tokens = [[(m.start(), m.end()) for m in _TOKENS.finditer(text)] for text in (recorded, sent)]
+    words = [[text[a:b] for a, b in spans] for text, spans in zip((recorded, sent), tokens, strict=True)]
+    matcher = difflib.SequenceMatcher(None, words[0], words[1], autojunk=False)
+    out: list[list[int]] = []  # [i1, i2, j1, j2] in tokens
+    last_equal: tuple[int, int] | None = None
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            last_equal = (i1, i2)
+            continue
+        if op != "replace":
+            return None
+        joinable = (
+            last_equal is not None and last_equal[1] - last_equal[0] == 1 and words[0][last_equal[0]] == " "
+        )
+        if out and joinable and out[-1][1] == i1 - 1:
+            out[-1][1], out[-1][3] = i2, j2
+        else:
+            out.append([i1, i2, j1, j2])
+        last_equal = None
+    a, b = tokens
+    return [((a[i1][0], a[i2 - 1][1]), (b[j1][0], b[j2 - 1][1])) for i1, i2, j1, j2 in out]
+
+
+def suggest_masks(recorded: str, sent: str) -> list[tuple[str, str]] | None:
+    r"""Masks for every difference of two strings when each differing value looks like one that changes
+    every run: ``[(kind, regex), ...]``, one per kind and label, in order of appearance (``("timestamp",
+    r"\d{4}-...")``, ``("hex id", 'txn": "([0-9a-f]{8,})')``), or ``None`` when something else differs.
+
+    The strings are compared token by token (:func:`_regions`): each differing region, without the
+    sentence punctuation at its ends, must on both sides be the same kind of :data:`_VOLATILE` value,
+    whole: an ISO timestamp, a time of day, a hex id (8+ hex digits, letters and digits mixed), a number.
+    A hex id or number is proposed with the label before it when there is one (``tx=([0-9a-f]{8,})``,
+    ``run (\d+)``, ``"txn": "([0-9a-f]{8,})``): a mask of every number would hide real changes; a bare
+    number is proposed only when it has 9 digits or more on both sides (``\d{9,}``: epoch seconds).
+    The masks are checked: applied to both strings by a :class:`~.tokens.Tokenizer`, as every
+    comparison applies them, the two must come out equal.
+    What a report proposes (docs/masks.md); the user decides.
+    """
+    if recorded == sent:
         return None
-    found = suggest_mask(recorded, sent)
-    if found is None:
+    regions = _regions(recorded, sent)
+    if not regions:
         return None
-    kind, regex = found
+    found: list[tuple[str, str]] = []
+    for (a0, a1), (b0, b1) in regions:
+        spans = []
+        for text, start, end in ((recorded, a0, a1), (sent, b0, b1)):
+            start, end = _strip_punctuation(text, start, end)
+            if start >= end:
+                return None
+            spans.append((text, start, end))
+        kind = _volatile(spans)
+        if kind is None:
+            return None
+        if kind not in found:
+            found.append(kind)
+    from .tokens import Tokenizer  # the comparisons' own normalization (it imports this module)
+
+    tokens = Tokenizer((), None, masks=Masks.parse([regex for _kind, regex in found], source="proposed"))
+    return found if tokens.scrub(recorded) == tokens.fresh().scrub(sent) else None
+
+
+def differing_values(recorded: Any, sent: Any) -> list[tuple[Any, Any]]:
+    """Every pair of differing leaves of two JSON values, in document order: ``(recorded, sent)``; a
+    key or list item on one side only gives ``(value, None)`` / ``(None, value)``, a change of type the
+    two values whole (what :func:`propose_masks` asks a comparison for)."""
+    if type(recorded) is dict and type(sent) is dict:
+        out: list[tuple[Any, Any]] = []
+        for key, value in recorded.items():
+            out.extend(differing_values(value, sent[key]) if key in sent else [(value, None)])
+        out.extend((None, value) for key, value in sent.items() if key not in recorded)
+        return out
+    if type(recorded) is list and type(sent) is list:
+        out = [pair for a, b in zip(recorded, sent, strict=False) for pair in differing_values(a, b)]
+        longer = recorded if len(recorded) > len(sent) else sent
+        extra = longer[min(len(recorded), len(sent)) :]
+        out.extend((v, None) if longer is recorded else (None, v) for v in extra)
+        return out
+    return [] if recorded == sent and type(recorded) is type(sent) else [(recorded, sent)]
+
+
+def propose_masks(
+    differing: Callable[[Masks], Iterable[tuple[Any, Any]]], *, rounds: int = PROPOSAL_ROUNDS
+) -> list[tuple[str, str]] | None:
+    """Masks that make a whole failed comparison pass, each for a value that changes every run.
+
+    Args:
+        differing: runs the comparison again with the run's masks followed by the given extra ones and
+            returns every pair of differing values it finds (``[]``: it passes); the first call gets no
+            extra mask.
+        rounds: how many times to compare again (each round adds the masks for what still differs).
+
+    Returns:
+        ``[(kind, regex), ...]`` (:func:`suggest_masks` of each differing pair), only when the
+        comparison then passes; ``None`` when a differing pair is not two strings, something in one
+        is ordinary text, or the comparison still fails after ``rounds``.
+    """
+    proposed: list[tuple[str, str]] = []
+    for _round in range(rounds):
+        extra = Masks(Mask(regex, "proposed") for _kind, regex in proposed)
+        pairs = list(differing(extra))
+        if not pairs:
+            return proposed or None
+        new: list[tuple[str, str]] = []
+        for recorded, sent in pairs:
+            if not isinstance(recorded, str) or not isinstance(sent, str):
+                return None
+            found = suggest_masks(recorded, sent)
+            if found is None:
+                return None
+            new.extend(f for f in found if f not in proposed and f not in new)
+        if not new:
+            return None  # what was proposed does not cover what still differs
+        proposed.extend(new)
+    return None
+
+
+def _python_literal(regex: str) -> str:
+    """``regex`` as a raw string literal (``r"..."``, or ``r'...'`` when it holds a ``"``)."""
+    if '"' not in regex:
+        return f'r"{regex}"'
+    return f"r'{regex}'" if "'" not in regex else repr(regex)
+
+
+def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]]) -> str | None:
+    """The one report line proposing masks for a failed comparison (:func:`propose_masks`: they make it
+    pass), in every spelling a user gives masks (docs/masks.md); ``None`` when none is proposed.
+
+    ``differing`` as :func:`propose_masks` takes it; a caller with one differing pair of values passes
+    ``pair_differing(recorded, sent)``. The request check (``replay.model``) and a scenario's log
+    comparison (``scenario.check``) both report through this function.
+    """
+    found = propose_masks(differing)
+    if not found:
+        return None
+    kinds = ", ".join(dict.fromkeys(kind for kind, _regex in found))
+    regexes = [regex for _kind, regex in found]
+    shell = " ".join(f"--dsh-mask '{r}'" for r in regexes)
+    marker = ", ".join(_python_literal(r) for r in regexes)
+    if len(found) == 1:
+        lead = f"a value that changes every run ({kinds})? mask it"
+        ini = "ini dsh_mask"
+    else:
+        lead = f"values that change every run ({kinds})? mask them"
+        ini = "ini dsh_mask, one a line"
     return (
-        f"a value that changes every run ({kind})? mask it: --dsh-mask '{regex}' (ini dsh_mask; marker "
-        f'mask=[r"{regex}"]; dsh-replay serve --mask); see the masks page (docs/masks.md)'
+        f"{lead}: {shell} ({ini}; marker mask=[{marker}]; dsh-replay serve --mask); with "
+        f"{'it' if len(found) == 1 else 'them'} this comparison passes; see the masks page (docs/masks.md)"
     )
+
+
+def pair_differing(recorded: Any, sent: Any) -> Callable[[Masks], list[tuple[Any, Any]]]:
+    """The ``differing`` of :func:`mask_hint` for one pair of JSON values compared whole (each side
+    normalized by its own :class:`~.tokens.Tokenizer` with the extra masks, as the request check does)."""
+    from .tokens import Tokenizer
+
+    def differing(extra: Masks) -> list[tuple[Any, Any]]:
+        tokens = Tokenizer((), None, masks=extra)
+        return differing_values(tokens.scrub_value(recorded), tokens.fresh().scrub_value(sent))
+
+    return differing
 
 
 #: no masks (what every comparison uses unless masks are given)
@@ -394,8 +521,11 @@ __all__ = [
     "Mask",
     "MaskError",
     "Masks",
+    "differing_values",
     "mask_hint",
+    "pair_differing",
+    "propose_masks",
     "screen_pattern",
     "screenable",
-    "suggest_mask",
+    "suggest_masks",
 ]

@@ -167,6 +167,13 @@ class Tokenizer:
         out._literals = self._literals
         return out
 
+    def with_masks(self, masks: Masks | None) -> Tokenizer:
+        """A copy (numbering restarted, as :meth:`fresh`) applying ``masks`` instead of this one's (a
+        report trying the masks it proposes, ``session.masks.propose_masks``)."""
+        out = self.fresh()
+        out.masks = masks if masks else None
+        return out
+
     def add_ids(self, ids: Iterable[str]) -> bool:
         """Know ``ids`` too (by appearance only), in place and in the copies :meth:`fresh` made; O(new ids).
 

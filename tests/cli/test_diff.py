@@ -159,3 +159,39 @@ def test_diff_of_changed_content_speaks_of_a_and_b(tmp_path: Path) -> None:
     text = _out(result)
     assert f"A ({BUNDLED / 'spawn' / 'one-child'}) 'PARENT_DONE' != B ({copy}) 'PARENT_CHANGED'" in text
     assert "fixture" not in text and "the run" not in text
+
+
+def _stamped(tmp_path: Path, name: str, when: str, txn: str, region: str = "eu") -> Path:
+    """A copy of the bundled recording whose answer text carries a time and a txn id."""
+    copy = tmp_path / name
+    shutil.copytree(BUNDLED / "spawn" / "one-child", copy)
+    primary = copy / "session.jsonl"
+    stamped = f"PARENT_DONE at {when} txn={txn} region={region}"
+    primary.write_text(primary.read_text().replace('"PARENT_DONE"', json.dumps(stamped)))
+    return copy
+
+
+def test_masks_given_to_diff_hide_volatile_values_and_not_a_real_change(tmp_path: Path) -> None:
+    """Regression: ``diff`` took no ``--mask``, so two recordings differing only in a timestamp and an id
+    (masked in the ini for pytest) were reported as different."""
+    a = _stamped(tmp_path, "a", "2026-12-03T21:59:03.020758", "742376edd59f")
+    b = _stamped(tmp_path, "b", "2026-12-03T21:59:09.229685", "a92fa294a774")
+    masks = ("--mask", r"\d{4}-\d\d-\d\dT[\d:.]+", "--mask", "txn=([0-9a-f]+)")
+    result = cli("diff", a, b)
+    assert result.exit_code == 1 and "21:59:09.229685" in _out(result)
+
+    result = cli("diff", a, b, *masks)
+    assert result.exit_code == 0, _out(result)
+    assert _out(result).strip() == "same: 2 log(s) equal after normalization and 2 mask(s)"
+
+    real = _stamped(tmp_path, "real", "2026-12-03T22:00:00.000001", "0123456789ab", region="us")
+    result = cli("diff", a, real, *masks)
+    text = _out(result)
+    assert result.exit_code == 1 and "region=eu" in text and "region=us" in text, text
+    assert "masks: {{mask:1}} " in text and "the differences above are outside them" in text, text
+
+
+def test_a_diff_mask_that_is_no_regex_is_a_usage_error(tmp_path: Path) -> None:
+    result = cli("diff", BUNDLED / "spawn" / "one-child", BUNDLED / "spawn" / "one-child", "--mask", "tx=(")
+    assert result.exit_code == 2
+    assert "error [MASK_BAD_REGEX]" in _out(result) and "'tx=(' (--mask)" in _out(result), _out(result)

@@ -5,10 +5,12 @@ model; replay is where nothing may be forwarded or written)."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import signal
 import subprocess
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +108,8 @@ class Replaying:
     def __init__(self, proc: subprocess.Popen[str], url: str, directory: Path) -> None:
         self.proc, self.url, self.directory = proc, url, directory
         self.recorded = _snapshot(directory)
+        #: the headers of the last answer
+        self.headers: dict[str, str] = {}
 
     def post(self, path: str, body: bytes, **headers: str) -> tuple[int, Any]:
         """One raw POST (``Content-Type: application/json`` and ``headers``, the body's bytes as given)."""
@@ -113,6 +117,7 @@ class Replaying:
         try:
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
             answer = conn.getresponse()
+            self.headers = dict(answer.getheaders())
             return answer.status, json.loads(answer.read())
         finally:
             conn.close()
@@ -190,6 +195,72 @@ def test_a_body_its_content_encoding_does_not_decode_is_a_typed_400(
     message = _error_message(route, payload)
     assert f"cannot be read as sent (Content-Encoding: {encoding}" in message, message
     assert replaying.proc.poll() is None
+
+
+#: a chat request the module's recording does not hold: decoded and read, it reaches the replay,
+#: which refuses it (``REPLAY_NO_MATCHING_SESSION``); the recorded one is kept for the fixture's last request
+HELLO = json.dumps({"model": "fake-1", "messages": [{"role": "user", "content": "encoded"}]}).encode()
+
+
+def _deflate(data: bytes, wbits: int) -> bytes:
+    packer = zlib.compressobj(wbits=wbits)
+    return packer.compress(data) + packer.flush()
+
+
+#: Content-Encoding -> the recorded request encoded so (RFC 9110 §8.4.1: ``x-gzip`` is ``gzip``; a
+#: ``deflate`` body zlib-wrapped or raw, as clients send it; codings applied in the order listed)
+ENCODED: dict[str, bytes] = {
+    "gzip": gzip.compress(HELLO),
+    "x-gzip": gzip.compress(HELLO),
+    "deflate": _deflate(HELLO, zlib.MAX_WBITS),
+    "deflate (raw)": _deflate(HELLO, -zlib.MAX_WBITS),
+    "identity, gzip": gzip.compress(HELLO),
+    "deflate, gzip": gzip.compress(_deflate(HELLO, zlib.MAX_WBITS)),
+    "gzip (two members)": gzip.compress(HELLO[:20]) + gzip.compress(HELLO[20:]),
+}
+
+
+@pytest.mark.parametrize("encoding", list(ENCODED))
+def test_a_body_in_a_coding_the_endpoint_decodes_is_read(replaying: Replaying, encoding: str) -> None:
+    """The body is decoded and read: it reaches the replay, which finds no recorded conversation it
+    matches (not a refusal of the body).
+
+    Regression: ``x-gzip`` (``gzip`` by RFC 9110) and a list of codings (``identity, gzip``) were passed
+    on undecoded and refused as not JSON."""
+    sent = encoding.split(" (")[0]
+    status, payload = replaying.post("/v1/chat/completions", ENCODED[encoding], **{"Content-Encoding": sent})
+    assert status == 400 and payload["error"]["code"] == "REPLAY_NO_MATCHING_SESSION", (status, payload)
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r.rsplit("/", 1)[1] for r in ROUTES])
+@pytest.mark.parametrize("encoding", ["br", "zstd", "zstdx", "gzip, br"])
+def test_a_content_encoding_the_endpoint_does_not_decode_is_a_415_in_the_apis_shape(
+    replaying: Replaying, route: str, encoding: str
+) -> None:
+    """RFC 9110 §15.5.16: a content coding the server does not take is 415 Unsupported Media Type, with
+    ``Accept-Encoding`` naming those it does (§12.5.3).
+
+    Regression: an unknown coding (``zstdx``, ``gzip, br``) was taken as no coding at all and the body
+    served (recorded, when recording); ``br`` and ``zstd`` got aiohttp's plain-text 400 ("Please install
+    `Brotli`") instead of an error in the API's shape."""
+    status, payload = replaying.post(route, HELLO, **{"Content-Encoding": encoding})
+    assert status == 415, (status, payload)
+    message = _error_message(route, payload)
+    assert message.startswith(f"request body: $: has Content-Encoding {encoding.split(', ')[-1]}"), message
+    assert "it decodes gzip, deflate, identity" in message, message
+    assert replaying.headers.get("Accept-Encoding") == "gzip, deflate, identity", replaying.headers
+    assert replaying.proc.poll() is None
+
+
+@pytest.mark.parametrize(
+    "body", [gzip.compress(HELLO)[:-8], gzip.compress(HELLO) + b"junk"], ids=["truncated", "trailing"]
+)
+def test_a_gzip_body_cut_short_or_followed_by_bytes_is_a_typed_400(replaying: Replaying, body: bytes) -> None:
+    """Regression: a gzip body without its CRC and size trailer, or with bytes after its end, was read as
+    if whole."""
+    status, payload = replaying.post("/v1/chat/completions", body, **{"Content-Encoding": "gzip"})
+    assert status == 400, (status, payload)
+    assert "cannot be read as sent (Content-Encoding: gzip: it " in _error_message("", payload)
 
 
 @pytest.mark.parametrize(

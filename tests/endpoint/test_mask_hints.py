@@ -10,6 +10,7 @@ messages[2].content[0].content[0].text): recorded '2026-...' != sent '2026-...'"
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from pytest_dsh_replay.session.masks import Masks
 from .conftest import served
 from .upstream import FakeUpstream
 
+MULTI_HINT = re.compile(
+    r"values that change every run \((?P<kinds>[^)]+)\)\? mask them: (--dsh-mask '[^']+' ?)+"
+)
 HINT = re.compile(
     r"a value that changes every run \((?P<kind>[^)]+)\)\? mask it: --dsh-mask '(?P<regex>[^']+)'"
 )
@@ -47,6 +51,16 @@ def _run(url: str, tool_output: str) -> str:
     raise AssertionError("the loop did not end")
 
 
+def _refused(tmp_path: Path, upstream: FakeUpstream, recorded: str, live: str) -> str:
+    """Record the loop with the tool result ``recorded``, replay it with ``live``: the refusal's report."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
+        _run(ep.url, recorded)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
+        _run(ep.url, live)
+    return str(raised.value)
+
+
 CASES = {
     "timestamp": (
         "deployed at 2026-12-03T19:27:35.174477+00:00 region=eu",
@@ -62,13 +76,7 @@ def test_a_volatile_value_gets_a_mask_hint_that_makes_the_replay_green(
     tmp_path: Path, upstream: FakeUpstream, kind: str
 ) -> None:
     recorded, live = CASES[kind]
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
-        _run(ep.url, recorded)
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-
-    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
-        _run(ep.url, live)
-    report = str(raised.value)
+    report = _refused(tmp_path, upstream, recorded, live)
     assert (
         "messages[3].content (in the recording: message 3 (system prompt not counted), block 1, "
         "content[0].text): recorded" in report
@@ -85,10 +93,38 @@ def test_a_volatile_value_gets_a_mask_hint_that_makes_the_replay_green(
 
 
 def test_an_ordinary_text_difference_gets_no_mask_hint(tmp_path: Path, upstream: FakeUpstream) -> None:
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key="sk-up-123456") as ep:
-        _run(ep.url, "3 files: a.txt b.txt c.txt")
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError) as raised:
-        _run(ep.url, "4 files: a.txt b.txt c.txt d.txt")
-    report = str(raised.value)
+    report = _refused(tmp_path, upstream, "3 files: a.txt b.txt c.txt", "4 files: a.txt b.txt c.txt d.txt")
     assert "request mismatch" in report and "changes every run" not in report, report
+
+
+def _deploy_output(when: str, txn: str, region: str = "eu") -> str:
+    """A tool result as a user's deploy tool returns it: JSON with the time and a uuid4().hex txn id."""
+    return json.dumps({"status": "deployed", "time": when, "txn": txn, "region": region})
+
+
+def test_two_volatile_values_in_one_result_get_masks_that_make_the_replay_green(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """Regression: a tool result holding a timestamp AND a txn id differed over several tokens, and the
+    report proposed nothing (the hint needed the differing span to be one volatile token)."""
+    recorded = _deploy_output("2026-12-03T21:59:03.020758", "742376edd59f40b5a357e7b1c02d9e41")
+    live = _deploy_output("2026-12-03T21:59:09.229685", "a92fa294a7744cce9f798c3d5e6f7a80")
+    report = _refused(tmp_path, upstream, recorded, live)
+    hint = MULTI_HINT.search(report)
+    assert hint is not None and hint["kinds"] == "timestamp, hex id", report
+    regexes = re.findall(r"--dsh-mask '([^']+)'", hint[0])
+    assert len(regexes) == 2 and "with them this comparison passes" in report, report
+
+    masks = Masks.parse(regexes, source="--dsh-mask")
+    with served(tmp_path, masks=masks) as ep:
+        _run(ep.url, live)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+    # a real change beside the volatile values: red with the masks, and no mask is proposed for it
+    changed = _deploy_output("2026-12-03T22:00:00.000001", "0123456789abcdef0123456789abcdef", region="us")
+    for given in (masks, None):
+        with served(tmp_path, masks=given) as ep, pytest.raises(openai.BadRequestError) as raised:
+            _run(ep.url, changed)
+        report = str(raised.value)
+        assert "request mismatch" in report and "change every run" not in report, report
+        assert "changes every run" not in report, report

@@ -80,6 +80,25 @@ def test_unused_recorded_calls_fail_the_run_unless_allowed(tmp_path: Path, upstr
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
+def test_an_agent_that_crashed_before_its_first_call_is_pointed_at_its_own_error(
+    tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: an agent that died before its first model call (the openai SDK refusing to start
+    without a key) got "0/2 calls ... re-record the recording", which cannot help; the report now points
+    at the agent's own error and proposes no re-recording."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        run_agent("list the files", client=_client(ep.url))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with served(tmp_path) as ep, pytest.raises(openai.OpenAIError, match="api_key"):
+        run_agent("list the files", client=openai.OpenAI(base_url=ep.url, max_retries=0))
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert "never bound to a live session (0/2 calls)" in report, report
+    assert "No model call reached the replay: the agent never asked for one" in report, report
+    assert "fix that error first" in report and "re-record" not in report and "go unused" not in report
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_async_children_in_parallel_are_spawn_children_of_the_parent(
     tmp_path: Path, upstream: FakeUpstream, stream: bool

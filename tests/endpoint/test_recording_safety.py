@@ -216,6 +216,23 @@ def test_a_request_the_recording_could_not_store_is_refused_with_413(
     assert _logs(tmp_path) == ["session.jsonl"] and "small" in (tmp_path / "session.jsonl").read_text()
 
 
+def test_a_compressed_body_is_refused_with_413_once_its_decoding_passes_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip body small as sent that decodes past the line limit (a "gzip bomb") is refused 413 when
+    its decoding passes the limit, not decoded whole first."""
+    import gzip
+
+    monkeypatch.setenv("DSH_REPLAY_MAX_LINE_BYTES", "20000")
+    with served(tmp_path, RecordMode.ONCE, "http://127.0.0.1:9/v1") as ep:
+        packed = gzip.compress(_ask("x" * 5_000_000))
+        status, headers, body = _post(ep.url, packed, {"Content-Encoding": "gzip"})
+    assert len(packed) < 20000 and status == 413 and headers.get("x-should-retry") == "false"
+    error = json.loads(body)["error"]
+    assert error["code"] == "ENDPOINT_TOO_LARGE", error
+    assert "a request body of at least 20001 bytes once decoded is larger than" in error["message"], error
+
+
 def test_a_second_recorder_on_the_same_directory_is_refused_at_start(tmp_path: Path) -> None:
     """Regression: two ``serve --record once`` on one directory both exited 0 claiming their recording;
     one was silently gone (once they were mixed, and validate passed)."""

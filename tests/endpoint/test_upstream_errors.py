@@ -155,3 +155,49 @@ def test_an_unreachable_upstream_fails_a_rewrite_and_keeps_the_recording(tmp_pat
     assert ep.outcome is not None and not ep.outcome.ok
     assert "could not be reached" in ep.outcome.report()
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def _chat_sse_without_finish() -> str:
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    deltas = [{"role": "assistant", "content": ""}, {"content": "half an answer"}]
+    events = [{**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def _messages_sse_without_stop_reason() -> str:
+    from llm.anthropic_helpers import delta, message_start, sse, start, stop
+
+    events = [message_start(), start(0, {"type": "text", "text": ""}), delta(0, type="text_delta", text="x")]
+    no_reason = {"type": "message_delta", "delta": {"stop_reason": None}, "usage": {"output_tokens": 1}}
+    return sse([*events, stop(0), no_reason, {"type": "message_stop"}])
+
+
+@pytest.mark.parametrize("name", ["chat", "messages"])
+def test_a_stream_the_upstream_ended_without_a_finish_is_not_called_cut_off(
+    tmp_path: Path, loopback_httpserver: Any, name: str
+) -> None:
+    """Regression: a stream the upstream ended itself (Chat Completions' ``data: [DONE]``, Messages'
+    ``message_stop``) without a finish reason was reported as "connection closed mid-stream?" and not
+    recorded (a connection error before the client got a chunk); it is an answer incomplete as sent,
+    recorded as it happened."""
+    path = "/v1/messages" if name == "messages" else "/v1/chat/completions"
+    body = _messages_sse_without_stop_reason() if name == "messages" else _chat_sse_without_finish()
+    loopback_httpserver.expect_request(path, method="POST").respond_with_data(
+        body, content_type="text/event-stream"
+    )
+    upstream = f"http://127.0.0.1:{loopback_httpserver.port}/v1"
+    with served(tmp_path, RecordMode.ONCE, upstream, api_key="sk-up-123456") as ep:
+        if name == "messages":
+            anthropic = pytest.importorskip("anthropic")
+            client = anthropic.Anthropic(base_url=ep.url.removesuffix("/v1"), api_key="x", max_retries=0)
+            with pytest.raises(anthropic.APIStatusError) as refused:
+                client.messages.create(model="c", max_tokens=9, messages=[{"role": "user", "content": "hi"}])
+        else:
+            chat = openai.OpenAI(base_url=ep.url, api_key="x", max_retries=0)
+            with pytest.raises(openai.APIStatusError) as refused:
+                chat.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    message = str(refused.value)
+    said = "without a stop_reason" if name == "messages" else "finish_reason: the answer is incomplete"
+    assert said in message and "connection closed" not in message, message
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert said in (tmp_path / "replay.override.json").read_text()

@@ -261,3 +261,69 @@ def test_an_upstream_answering_neither_events_nor_json_is_told_to_stream(
     message = str(caught.value)
     assert "text/plain" in message and "stream: true" in message, message
     assert "application/json" in message, message
+
+
+#: A whole answer that is complete as sent but holds no answer to record, per format, and what the
+#: error says of it.
+INCOMPLETE: dict[str, tuple[dict[str, Any], str]] = {
+    "chat": ({**_chat_whole("hi", None), "choices": []}, "its choices are empty"),
+    "responses": ({**_responses_whole("hi", None), "status": "in_progress"}, "in_progress"),
+    "messages": ({**_messages_whole("hi", None), "stop_reason": None}, "has no stop_reason"),
+}
+
+
+def _ask_once(name: str, url: str) -> str:
+    """One call of format ``name`` through its SDK (no retries) that must fail: the error's message."""
+    if name == "messages":
+        client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            client.messages.create(model="c", max_tokens=9, messages=[{"role": "user", "content": "hi"}])
+        return str(refused.value)
+    openai_client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        if name == "responses":
+            openai_client.responses.create(model="m", input="hi")
+        else:
+            openai_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("name", list(INCOMPLETE))
+def test_a_whole_answer_without_an_answer_says_so_not_that_a_stream_was_cut(
+    tmp_path: Path, whole_upstream: HTTPServer, name: str
+) -> None:
+    """Regression: a whole 200 ``chat.completion`` with ``"choices": []`` (or a whole Anthropic message
+    without ``stop_reason``) failed the call with "the model stream ended after 1 chunk(s) without a
+    finish_reason (connection closed mid-stream?)": no connection closed, the upstream sent a complete
+    JSON answer."""
+    answer, said = INCOMPLETE[name]
+    whole_upstream.expect_request(FORMATS[name][0], method="POST").respond_with_json(answer)
+    upstream_url = f"http://127.0.0.1:{whole_upstream.port}/v1"
+    with served(tmp_path, RecordMode.ONCE, upstream_url, api_key="sk-up-123456") as ep:
+        message = _ask_once(name, ep.url)
+    assert said in message and "mid-stream" not in message and "connection" not in message, message
+    # the upstream's last word, recorded as it happened (as a whole answer that is not the format's)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert said in (tmp_path / "replay.override.json").read_text()
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+def test_an_answer_whose_body_does_not_decode_as_its_content_encoding_says_so(
+    tmp_path: Path, whole_upstream: HTTPServer, content_type: str
+) -> None:
+    """Regression: an upstream's 200 with ``Content-Encoding: gzip`` over a plain body failed the call
+    with "could not be reached or cut the stream: 400, message: Can not decode content-encoding: gzip"
+    (the upstream was reached and answered 200; the 400 is aiohttp's)."""
+    body = json.dumps(_chat_whole("hi", None))
+    if content_type == "text/event-stream":
+        body = f"data: {body}\n\ndata: [DONE]\n\n"
+    whole_upstream.expect_request("/v1/chat/completions", method="POST").respond_with_data(
+        body, content_type=content_type, headers={"Content-Encoding": "gzip"}
+    )
+    upstream_url = f"http://127.0.0.1:{whole_upstream.port}/v1"
+    with served(tmp_path, RecordMode.ONCE, upstream_url, api_key="sk-up-123456") as ep:
+        message = _ask_once("chat", ep.url)
+    assert f"answered HTTP 200 {content_type} whose body does not decode as its Content-Encoding (gzip)" in (
+        message
+    ), message
+    assert "could not be reached" not in message and "400" not in message, message

@@ -31,7 +31,10 @@ def env() -> dict[str, str]:
 class LineClient:
     """The relay running, lines written to its stdin, its stdout lines read with a bound."""
 
-    def __init__(self, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, argv: list[str], extra_env: dict[str, str] | None = None, *, reads: bool = True
+    ) -> None:
+        """``reads``: read the relay's stdout (``False``: a client that never does, its pipe fills)."""
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -41,7 +44,8 @@ class LineClient:
         )
         self.lines: queue.Queue[bytes] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        if reads:
+            self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -93,3 +97,18 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 def call(rid: int, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     return request(rid, "tools/call", {"name": name, "arguments": arguments or {}})
+
+
+def wait_for_handler(pid: int, signum: int, timeout: float = 30.0) -> None:
+    """Wait until process ``pid`` catches ``signum`` (Linux: ``SigCgt`` of ``/proc/PID/status``): its
+    handler is installed, so the signal is handled, not the default action."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        if caught >> (signum - 1) & 1:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} did not catch signal {signum} within {timeout:g} s")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+from .lines import INIT, INITIALIZED, LineClient, call, relay_argv, wait_for_handler
 
 
 def _record(tmp_path: Path, kind: str, *extra: str) -> LineClient:
@@ -168,16 +168,6 @@ def test_a_first_recording_killed_leaves_a_stage_validate_and_show_name_recover(
     assert "[PATH_EMPTY]" in validated.output, validated.output
 
 
-def _wait_for(path: Path) -> None:
-    import time
-
-    for _ in range(600):
-        if path.exists():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never appeared")
-
-
 @pytest.mark.parametrize("how", ["stdin closed", "SIGTERM"])
 def test_a_session_in_which_no_message_passed_is_not_written(tmp_path: Path, how: str) -> None:
     """Regression: a relay stopped before any JSON-RPC message passed wrote an empty session (0 events,
@@ -187,11 +177,10 @@ def test_a_session_in_which_no_message_passed_is_not_written(tmp_path: Path, how
 
     def silent(mode: str) -> str:
         client = LineClient(relay_argv(tmp_path, "--name", "quiet", "--record", mode))
-        if how == "SIGTERM":  # once the relay has started (its lock taken, its handlers installed)
-            _wait_for(tmp_path / ".dsh-recording.mcp.quiet.lock")
-            import time
+        if how == "SIGTERM":  # once the relay has started (its handlers installed)
+            import signal
 
-            time.sleep(0.3)
+            wait_for_handler(client.proc.pid, signal.SIGTERM)
             status, stderr = client.stop()
         else:
             status, stderr = client.close()
@@ -213,3 +202,52 @@ def test_a_session_in_which_no_message_passed_is_not_written(tmp_path: Path, how
     silent("rewrite")
     assert log.read_bytes() == recorded
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.quiet.jsonl"]
+
+
+def test_validate_of_a_parent_finds_a_nested_first_recording_killed(tmp_path: Path) -> None:
+    """``validate PARENT`` reports a directory under it that holds only a killed first recording's stage
+    (``FIXTURE_WRITE_INCOMPLETE`` naming ``recover`` for that directory) beside the recordings it
+    finds there; pytest's collection still takes no such directory.
+
+    Regression: ``validate PARENT`` did not find it (``PATH_EMPTY`` when it was the only one), though
+    ``validate`` on the directory itself reported it."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+    from pytest_dsh_replay.layout import DirKind, find_scenario_dirs
+
+    killed = tmp_path / "group" / "rec"
+    _killed_after_one_call(killed, "once")
+    validated = CliRunner().invoke(main, ["validate", str(tmp_path)], catch_exceptions=False)
+    assert validated.exit_code == 1, validated.output
+    assert (
+        "[FIXTURE_WRITE_INCOMPLETE]" in validated.output
+        and f"dsh-replay recover {killed}" in validated.output
+    )
+    assert "PATH_EMPTY" not in validated.output
+    assert [f.kind for f in find_scenario_dirs(tmp_path)] == [DirKind.INTERRUPTED]
+
+    # beside a scenario: both validated, the killed one still reported
+    import shutil
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "fork" / "after-turn"
+    shutil.copytree(scenario, tmp_path / "scenario")
+    validated = CliRunner().invoke(main, ["validate", str(tmp_path)], catch_exceptions=False)
+    assert validated.exit_code == 1 and f"dsh-replay recover {killed}" in validated.output, validated.output
+    assert "1 finding(s) in 1 of 2 unit(s)" in validated.output, validated.output
+    assert CliRunner().invoke(main, ["recover", str(killed)]).exit_code == 0
+    validated = CliRunner().invoke(main, ["validate", str(tmp_path)], catch_exceptions=False)
+    assert validated.exit_code == 0, validated.output
+
+
+def test_a_session_begun_after_its_runs_end_is_refused(tmp_path: Path) -> None:
+    """A ``dsh_mcp`` relay whose client sends its first message after the test's teardown (its run
+    directory removed) is refused (exit 2, ``MCP_CONFIG``), and the run directory is not made again."""
+    run_dir = tmp_path / "run"
+    client = LineClient(
+        relay_argv(tmp_path / "rec", "--name", "late", "--record", "once", "--run-dir", str(run_dir))
+    )
+    client.send(INIT)
+    status, stderr = client.close()
+    assert status == 2 and "error [MCP_CONFIG]" in stderr and "has ended" in stderr, stderr
+    assert not run_dir.exists() and not (tmp_path / "rec").exists()

@@ -77,3 +77,51 @@ def test_fixture_records_replays_and_fails_at_teardown(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_fewer*"])
     result.stdout.fnmatch_lines(['*[[]MCP_NOT_CONSUMED[]]*tools/call add({"a":2,"b":1})*'])
     result.stdout.fnmatch_lines(["*@pytest.mark.dsh_recording('recs/calc', allow_unused=True)*"])
+
+
+SILENT = """
+import sys
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
+
+async def use(params, speak):
+    with open("relay-stderr.txt", "a") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            if not speak:  # the server started and stopped, nothing said
+                return None
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                return (await client.call_tool("add", {{"a": 1, "b": 1}})).content[0].text
+
+@pytest.mark.dsh_recording("recs/calc")
+def test_tools(dsh_mcp):
+    server = dsh_mcp("calc", [sys.executable, {server!r}])
+    if {silent_first}:
+        assert anyio.run(use, server.params, False) is None
+    assert anyio.run(use, server.params, True) == "2"
+"""
+
+
+def test_a_start_in_which_no_message_passed_is_no_session(pytester: pytest.Pytester) -> None:
+    """A server the client starts and stops without a message is no session of ``dsh_mcp``'s run:
+    not numbered, not written; the run's one real session is ``mcp.calc.jsonl``, and it replays
+    whether the silent start happens again or not.
+
+    Regression: the fixture wrote the silent start as session 0 (``mcp.calc.jsonl``, no message) and the
+    real one as ``mcp.calc.1.jsonl``; a replay without the silent start then served the empty session
+    to the real client (``MCP_NOT_RECORDED``) and left the other unused."""
+    pytester.makepyfile(test_tools=SILENT.format(server=SERVER, silent_first=True))
+    result = pytester.runpytest("--dsh-record=once", "-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*recorded MCP server 'calc' (1 session(s))*"])
+    recording = pytester.path / "recs" / "calc"
+    assert sorted(p.name for p in recording.iterdir()) == ["mcp.calc.jsonl"]
+    assert '"type":"tool/call"' in (recording / "mcp.calc.jsonl").read_text()
+    for silent_first in (False, True):  # replayed, the server's command pointing nowhere
+        pytester.makepyfile(
+            test_tools=SILENT.format(server="/nonexistent/server.py", silent_first=silent_first)
+        )
+        result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=1)

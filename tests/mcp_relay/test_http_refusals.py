@@ -93,3 +93,19 @@ def test_a_bad_body_and_another_method_are_jsonrpc_errors(base: str) -> None:
     assert answer.status_code == 405 and answer.json()["error"]["code"] == -32600
     assert "[ENDPOINT_METHOD_NOT_ALLOWED]" in answer.json()["error"]["message"]
     assert httpx.post(base + "/v1/nope", json={}).json()["error"]["type"]  # the API families keep theirs
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstdx"])
+def test_a_content_encoding_the_relay_does_not_decode_is_a_jsonrpc_415(base: str, encoding: str) -> None:
+    """RFC 9110 §15.5.16. Regression: ``zstdx`` was taken as no coding (the body served as sent), ``br``
+    got aiohttp's plain-text 400 ("Please install `Brotli`"), not a JSON-RPC error."""
+    ping = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    answer = httpx.post(
+        base + "/mcp/calc",
+        content=ping,
+        headers={"Content-Encoding": encoding, "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 415 and answer.headers["Accept-Encoding"] == "gzip, deflate, identity"
+    body: Any = answer.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["code"] == -32600
+    assert f"has Content-Encoding {encoding}, which the endpoint does not decode" in body["error"]["message"]

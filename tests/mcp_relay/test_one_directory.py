@@ -129,13 +129,16 @@ def test_two_recorders_of_the_same_files_are_refused_others_record_beside(tmp_pa
             env=env(),
         )
         try:
+            assert first.stdin is not None
+            first.stdin.write(json.dumps(INIT) + "\n")  # a session begins with its first message
+            first.stdin.flush()
             for _ in range(600):  # until the first relay holds its lock
                 if (directory / ".dsh-recording.mcp.tickets.lock").exists():
                     break
                 anyio.run(anyio.sleep, 0.05)
             same = subprocess.run(
                 relay(directory, "rewrite", server=SERVER),
-                input="",
+                input=json.dumps(INIT) + "\n",
                 capture_output=True,
                 text=True,
                 env=env(),
@@ -145,7 +148,6 @@ def test_two_recorders_of_the_same_files_are_refused_others_record_beside(tmp_pa
             assert "error [ENDPOINT_RECORDING_LOCKED]" in same.stderr and "mcp.tickets*.jsonl" in same.stderr
         finally:
             assert first.stdin is not None and first.stderr is not None
-            first.stdin.write(json.dumps(INIT) + "\n")  # a session with no message is not written
             first.stdin.close()
             assert first.wait(timeout=60) == 0, first.stderr.read()
     assert sorted(p.name for p in directory.iterdir()) == ["mcp.tickets.jsonl"]

@@ -42,30 +42,81 @@ def params(directory: Path, mode: str, pid_file: Path | None = None) -> StdioSer
     return StdioServerParameters(command="/bin/sh", args=["-c", script, "sh", *relay], env=env)
 
 
-async def blob_session(p: StdioServerParameters, errlog: Any) -> tuple[int, str, float]:
+class CpuWatch:
+    """The CPU time (user + system, seconds) of process ``pid`` sampled every 5 ms by a thread until it
+    is gone (a zombie keeps its times): :meth:`mark` notes the time so far, :attr:`since_mark` is what
+    it spent after (to 10 ms, the clock tick)."""
+
+    def __init__(self, pid_file: Path) -> None:
+        import threading
+
+        self.pid_file = pid_file
+        self.last = self.marked = 0.0
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _sample(self, pid: int) -> float | None:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _run(self) -> None:
+        while self.running and not self.pid_file.exists():
+            time.sleep(0.005)
+        pid = int(self.pid_file.read_text() or "0") if self.running else 0
+        while self.running and pid and (cpu := self._sample(pid)) is not None:
+            self.last = cpu
+            time.sleep(0.005)
+
+    def mark(self) -> None:
+        time.sleep(0.02)  # a sample taken after this point
+        self.marked = self.last
+
+    @property
+    def since_mark(self) -> float:
+        return self.last - self.marked
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join(10)
+
+
+async def blob_session(p: StdioServerParameters, errlog: Any, watch: CpuWatch) -> tuple[int, str]:
     async with stdio_client(p, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as client:
             await client.initialize()
             result = await client.call_tool("blob", {"size": BLOB})
         text = result.content[0].text
-        closed = time.monotonic()
-    return len(text), text[:40], time.monotonic() - closed
+        # the relay recorded the answer before it passed it on: from here on it only has to end
+        watch.mark()
+    return len(text), text[:40]
 
 
 def test_a_session_too_large_to_write_within_the_sdks_grace_is_recorded(tmp_path: Path) -> None:
     """Regression: a large session was lost: the relay derived, scrubbed and wrote it only after the
-    client closed its stdin (about 0.07 s per MB of log), and the SDK SIGKILLed it 4 s later, mid-write.
-    This one (a 48 MB log) took the old relay about 3 s: past the SDK's 2 s, SIGTERMed."""
+    client closed its stdin (about 0.07 s of CPU per MB of log), and the SDK SIGTERMed it 2 s later,
+    SIGKILLed it 4 s later, mid-write. This one (a 48 MB log) took the old relay about 3 s to end.
+
+    What is measured is the relay's own CPU time after the answer passed (its end: the closing
+    events, the swap), not the wall time to its exit, which a loaded machine stretches whatever the
+    relay does: the end costs a fraction of the SDK's 2 s grace, however large the session (the old
+    end was proportional to it, about 3 s of CPU here)."""
     rec, err = tmp_path / "rec", tmp_path / "stderr.txt"
-    with err.open("w") as errlog:
-        size, head, stop_seconds = anyio.run(blob_session, params(rec, "once"), errlog)
+    pid_file = tmp_path / "relay.pid"
+    watch = CpuWatch(pid_file)
+    try:
+        with err.open("w") as errlog:
+            size, head = anyio.run(blob_session, params(rec, "once", pid_file), errlog, watch)
+    finally:
+        watch.stop()
     assert size == BLOB
     log = rec / "mcp.sdk.jsonl"
     assert log.exists(), err.read_text()
     assert "recorded MCP server 'sdk'" in err.read_text()
-    # the relay exited within the SDK's first wait, never SIGTERMed (the old finish took about 3 s for
-    # this session, and was SIGKILLed past 4 s for larger ones)
-    assert stop_seconds < PROCESS_TERMINATION_TIMEOUT
+    assert watch.since_mark < PROCESS_TERMINATION_TIMEOUT / 4, f"{watch.since_mark:.2f} s of CPU to end"
     events = [orjson.loads(line) for line in log.read_bytes().splitlines()[1:]]
     result = next(e for e in events if e["type"] == "tool/result")
     assert result["data"]["content"][0]["text"][:40] == head
@@ -141,4 +192,52 @@ def test_a_staged_session_is_live_for_other_writers_until_it_is_swapped_in(tmp_p
 
     staged = anyio.run(check)
     assert len(staged) == 1 and staged[0].startswith(".mcp.sdk.jsonl.") and staged[0].endswith(".tmp")
+    assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]
+
+
+def _pipe_full(fd: int) -> bool:
+    """Whether the pipe whose read end is ``fd`` holds as much as it can (its writer blocks): its
+    capacity but for a page (a pipe fills page by page, a short write before leaves one part used)."""
+    import array
+    import fcntl
+    import resource
+    import termios
+
+    held = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, held)
+    return held[0] > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - resource.getpagesize()
+
+
+def test_sigterm_ends_a_relay_whose_client_does_not_read_and_the_session_is_recorded(tmp_path: Path) -> None:
+    """Regression: a client that stopped reading the relay's stdout (its pipe full) left the relay
+    blocked in a write to it: SIGTERM did nothing, only SIGKILL ended it, and nothing was recorded.
+    Now SIGTERM ends it (exit 0) with the session as it passed, and stderr says what the client did
+    not take."""
+    from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+
+    rec = tmp_path / "rec"
+    size = 1_000_000
+    argv = relay_argv(rec, "--name", "sdk", "--record", "once", server=[sys.executable, SDK_SERVER])
+    client = LineClient(argv, reads=False)
+    try:
+        client.send(INIT, INITIALIZED, call(1, "blob", {"size": size}))
+        assert client.proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while not _pipe_full(client.proc.stdout.fileno()):  # the answer reached the relay's stdout
+            assert time.monotonic() < deadline and client.proc.poll() is None
+            time.sleep(0.05)
+        client.proc.terminate()
+        status = client.proc.wait(20)
+    finally:
+        if client.proc.poll() is None:  # the relay never ended: what a client's SIGKILL does
+            client.proc.kill()
+            client.proc.wait(5)
+    assert client.proc.stderr is not None
+    stderr = client.proc.stderr.read().decode()
+    assert status == 0, stderr
+    assert "recorded MCP server 'sdk'" in stderr
+    assert "bytes of the relay's answers" in stderr and "did not read" in stderr, stderr
+    events = [orjson.loads(line) for line in (rec / "mcp.sdk.jsonl").read_bytes().splitlines()[1:]]
+    result = next(e for e in events if e["type"] == "tool/result")
+    assert len(result["data"]["content"][0]["text"]) == size
     assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]

@@ -6,6 +6,7 @@ else in the same tool result changed (the report naming the masks)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,43 @@ def test_a_masked_date_replays_updates_stably_and_a_real_change_is_still_red(
     out = result.stdout.str()
     assert "request mismatch at call #2 of session.jsonl" in out and "region=us" in out
     assert "{{mask:2}} 'tx=[0-9a-f]+' (--dsh-mask): masked " in out
+
+
+def test_a_failed_log_comparison_proposes_masks_that_make_it_pass(pytester: pytest.Pytester) -> None:
+    """Regression: a log comparison that failed only on volatile values (the request check left messages
+    unchecked) proposed no mask; only request-mismatch reports did. The proposed masks, given back,
+    make it pass; a real change beside them stays red, with no proposal."""
+    command = (
+        'echo "deployed at $(date -u +%Y-%m-%dT%H:%M:%S.%N) '
+        "txn=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n') region=$(cat region.txt)\""
+    )
+    scenario = pytester.path / "scn" / "demo" / "logs"
+    (scenario / "workspace").mkdir(parents=True)
+    (scenario / "workspace" / "region.txt").write_text("eu\n")
+    (scenario / "input.json").write_text(
+        json.dumps({"steps": [{"op": "newSession"}, {"op": "prompt", "text": "Deploy."}]})
+    )
+    call = {"id": "call_deploy", "name": "bash", "arguments": {"command": command, "description": "deploy"}}
+    (scenario / "scripted.json").write_text(
+        json.dumps({"sessions": [[{"toolCalls": [call]}, {"text": "Deployed."}]]})
+    )
+    _run(pytester, scenario, "--dsh-record=once", "--dsh-model", "scripted").assert_outcomes(passed=1)
+    unchecked = ("--dsh-match-on", "system,tools,model")  # the tool result reaches the log comparison only
+
+    result = _run(pytester, scenario, *unchecked)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "request mismatch" not in out and "first difference at seq" in out, out
+    hint = re.search(
+        r"values that change every run \(([^)]+)\)\? mask them: ((?:--dsh-mask '[^']+' ?)+)", out
+    )
+    assert hint is not None and hint[1] == "timestamp, hex id", out
+    masks = [arg for regex in re.findall(r"--dsh-mask '([^']+)'", hint[2]) for arg in ("--dsh-mask", regex)]
+
+    _run(pytester, scenario, *unchecked, *masks).assert_outcomes(passed=1)
+
+    (scenario / "workspace" / "region.txt").write_text("us\n")
+    result = _run(pytester, scenario, *unchecked, *masks)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "region=us" in out and "change every run" not in out and "changes every run" not in out, out

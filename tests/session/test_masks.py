@@ -9,7 +9,16 @@ import re
 import orjson
 import pytest
 
-from pytest_dsh_replay.session.masks import Mask, MaskError, Masks, screen_pattern, screenable
+from pytest_dsh_replay.session.masks import (
+    Mask,
+    MaskError,
+    Masks,
+    differing_values,
+    propose_masks,
+    screen_pattern,
+    screenable,
+    suggest_masks,
+)
 from pytest_dsh_replay.session.tokens import Tokenizer
 
 
@@ -112,3 +121,48 @@ def test_a_mask_without_a_hit_is_reported_as_so_far() -> None:
     assert masks.applied() == ["{{mask:1}} 'server time is (\\S+)' (test): matched no value compared so far"]
     masks.apply("server time is 18:02")
     assert masks.applied() == ["{{mask:1}} 'server time is (\\S+)' (test): masked 1 value(s)"]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "sent", "kinds"),
+    [
+        (
+            '{"t": "2026-12-03T21:59:03.1", "txn": "742376edd59f"}',
+            '{"t": "2026-12-03T21:59:09.2", "txn": "a92fa294a774"}',
+            ["timestamp", "hex id"],
+        ),
+        ("at 2026-12-03 19:27:35 ok", "at 2026-12-04 08:01:02 ok", ["timestamp"]),  # date and time, one value
+        ("run=41 at 10:00:01, run=41", "run=42 at 10:00:07, run=42", ["number", "time of day"]),
+        ("3 files: a.txt", "4 files: a.txt", None),  # a bare short number: a count
+        ("at 1733262543 ok", "at 1733262549 ok", ["number"]),  # epoch seconds: \d{9,}, not every number
+        ("tx=19f7296cc757 region=eu", "tx=a0c41b9e2d33 region=us", None),  # a real change beside an id
+        ("tx=19f7296cc757 ok", "tx=a0c41b9e2d33 ok done", None),  # a word added
+        ("deployed to eu", "deployed to us", None),
+    ],
+)
+def test_the_proposal_covers_every_volatile_value_or_none(
+    recorded: str, sent: str, kinds: list | None
+) -> None:
+    found = suggest_masks(recorded, sent)
+    assert (None if found is None else [kind for kind, _regex in found]) == kinds
+    assert (r"\d+", "number") not in [(r, k) for k, r in found or []]  # never every number
+    if found is not None:  # what is proposed makes the two equal, as a comparison applies it
+        masks = Masks.parse([regex for _kind, regex in found], source="t")
+        assert Tokenizer((), None, masks=masks).scrub(recorded) == Tokenizer((), None, masks=masks).scrub(
+            sent
+        )
+
+
+def test_a_proposal_covers_differences_a_first_comparison_did_not_show() -> None:
+    """The comparison reports one difference at a time (the request check: the first of a part): the
+    proposal compares again with what it proposed until nothing differs."""
+    recorded = {"a": "at 10:00:01", "b": "tx=19f7296cc757"}
+    sent = {"a": "at 10:00:07", "b": "tx=a0c41b9e2d33"}
+
+    def first_only(extra: Masks) -> list:
+        tokens = Tokenizer((), None, masks=extra)
+        return differing_values(tokens.scrub_value(recorded), tokens.fresh().scrub_value(sent))[:1]
+
+    assert [k for k, _r in propose_masks(first_only) or []] == ["time of day", "hex id"]
+    assert propose_masks(lambda _extra: [("x", 1)]) is None  # not two strings
+    assert differing_values({"a": [1, 2]}, {"a": [1], "b": 0}) == [(2, None), (None, 0)]

@@ -968,11 +968,19 @@ def whole_answer_events(answer: object) -> list[JsonDict]:
 
     Raises:
         LlmError: ``BAD_RESPONSE`` when ``answer`` is not a ``chat.completion`` object with a list of
-            ``choices`` holding ``message`` objects.
+            ``choices`` holding ``message`` objects, or no choice has a ``finish_reason`` (an empty
+            list included): a whole answer is complete, so it is said to be incomplete, not cut off.
     """
     if not isinstance(answer, Mapping) or not isinstance(answer.get("choices"), list):
         raise LlmError(
             f"the upstream's whole answer is not a chat.completion with choices: {_preview(answer)}",
+            "BAD_RESPONSE",
+        )
+    if not any(isinstance(c, Mapping) and c.get("finish_reason") is not None for c in answer["choices"]):
+        what = "its choices are empty" if not answer["choices"] else "no choice has a finish_reason"
+        raise LlmError(
+            f"the upstream's whole answer (a chat.completion, complete as sent) has no answer to record: "
+            f"{what}: {_preview(answer)}",
             "BAD_RESPONSE",
         )
     choices: list[JsonDict] = []

@@ -772,8 +772,8 @@ class MessagesEventTranslator:
         """Close the response: the ``provider-fields`` block's end, ``usage``, ``finish``.
 
         Raises:
-            LlmError: ``BAD_RESPONSE`` when no event arrived, ``CONNECTION`` when the stream ended
-                before ``message_stop`` (or without a ``stop_reason``).
+            LlmError: ``BAD_RESPONSE`` when no event arrived or ``message_stop`` came without a
+                ``stop_reason``, ``CONNECTION`` when the stream ended before ``message_stop``.
             MalformedCallError: see the class doc.
         """
         if self._done:
@@ -781,11 +781,18 @@ class MessagesEventTranslator:
         self._done = True
         if not self._started:
             raise LlmError(f"{self._where} sent no messages stream (no message_start)", "BAD_RESPONSE")
-        if not self._stopped or self._stop_reason is None:
+        if not self._stopped:
             raise LlmError(
-                f"the model stream ended after {self._events} event(s) without message_stop and a "
-                "stop_reason (connection closed mid-stream?)",
+                f"the model stream ended after {self._events} event(s) without message_stop "
+                "(connection closed mid-stream?)",
                 "CONNECTION",
+            )
+        if self._stop_reason is None:
+            # the stream ended as the API ends one: an answer incomplete as sent, not a cut connection
+            raise LlmError(
+                f"{self._where} ended its answer (message_stop, after {self._events} event(s)) without a "
+                "stop_reason in any message_delta",
+                "BAD_RESPONSE",
             )
         unclosed = [b for b in self._blocks if b.closed is None and b is not self._extra]
         if unclosed:
@@ -867,9 +874,14 @@ def whole_answer_events(answer: object) -> list[JsonDict]:
     whole clients alike.
 
     Raises:
-        LlmError: ``BAD_RESPONSE`` when ``answer`` is not a message with a list of content blocks.
+        LlmError: ``BAD_RESPONSE`` when ``answer`` is not a message with a list of content blocks, or
+            has no ``stop_reason`` (a whole answer is complete, so it is said to be incomplete, not cut
+            off).
     """
-    return message_events(answer, where="the upstream messages endpoint")
+    events = message_events(answer, where="the upstream messages endpoint")
+    if cast(Mapping[str, Any], answer).get("stop_reason") is None:
+        raise _bad("the upstream's whole answer (a message, complete as sent) has no stop_reason", answer)
+    return events
 
 
 # --------------------------------------------------------------------------- answers to a client

@@ -1,0 +1,158 @@
+"""The run a recording with problems keeps beside its directory (``DIR/.dsh-kept``), and taking it.
+
+A recording run of the endpoint that had problems, or whose test failed, or whose conversations ended
+in upstream errors over a recording they would replace, writes its conversations to
+:data:`KEPT_DIR` instead of over the recording (docs/recording-safety.md). This module says what such a
+run holds (:func:`kept_run`, read from its files with the replay loader, so the summary printed at the
+end of the run and ``dsh-replay accept`` count alike), words the summary (:func:`kept_note`), and takes
+a kept run as the recording (:func:`accept`) under the recording lock of the model's conversations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from msgspec import Struct
+
+from ..errors import HarnessError
+
+#: Where a run with problems keeps its conversations beside a recording they would replace.
+KEPT_DIR = ".dsh-kept"
+
+
+class KeptUnansweredError(HarnessError):
+    """``dsh-replay accept`` of a kept run in which no conversation had every call answered: taking it
+    would replace the recording with upstream errors alone (the message says what the run holds and
+    how to take it anyway)."""
+
+    code = "KEPT_UNANSWERED"
+
+
+def failed_call(entry: Mapping[str, Any]) -> bool:
+    """Whether a recorded call (a replay entry or sidecar entry, harness.md §1) failed: it raised (a
+    ``throw``), hangs, or its chunks end without a ``finish`` or with a finish of kind
+    ``error``/``aborted``."""
+    chunks = entry.get("chunks") if entry.get("kind") == "chunks" else None
+    if not chunks:
+        return True
+    last = chunks[-1]
+    return last.get("type") != "finish" or (last.get("reason") or {}).get("kind") in ("error", "aborted")
+
+
+class KeptRun(Struct, frozen=True):
+    """What a recording holds, conversation by conversation.
+
+    Attributes:
+        conversations: its conversations (session logs).
+        answered: those whose every model call was answered (no :func:`failed_call`).
+        failed_calls: the failed calls of the others, in all.
+    """
+
+    conversations: int
+    answered: int
+    failed_calls: int
+
+    def holds(self) -> str:
+        """``"N conversation(s): A with every call answered[, F failed call(s) in the other N-A]"``."""
+        text = f"{self.conversations} conversation(s): {self.answered} with every call answered"
+        if self.failed_calls:
+            text += f", {self.failed_calls} failed call(s) in the other {self.conversations - self.answered}"
+        return text
+
+
+def kept_run(directory: Path) -> KeptRun:
+    """What the recording in ``directory`` (a kept run's :data:`KEPT_DIR`, or any recording) holds,
+    from its logs and sidecars as replay reads them (``replay.load_session_scripts``).
+
+    Raises:
+        ReplayLoadError, OverrideError, ReplayParseError, ReplayDeriveError: a log or sidecar that does
+            not load (names the file).
+    """
+    from ..replay.load import load_session_scripts
+
+    scripts = load_session_scripts(directory)
+    failed = [sum(1 for entry in script.entries if failed_call(entry)) for script in scripts]
+    return KeptRun(len(scripts), sum(1 for n in failed if n == 0), sum(failed))
+
+
+def kept_note(
+    directory: Path,
+    why: str,
+    held: KeptRun,
+    *,
+    replaces: bool,
+    left_out: int,
+    files: int,
+    instead: str,
+) -> str:
+    """The summary of a recording run kept in ``DIR/.dsh-kept`` instead of written into ``directory``
+    (docs/recording-safety.md): that nothing was written over the directory and why, what the kept run
+    holds (``held``; ``left_out`` failed conversations not kept, ``files`` written), and what to do:
+    ``dsh-replay accept`` only when some conversation had every call answered (a run of failures alone
+    is no recording worth taking: :func:`accept` refuses it unless asked), ``instead`` (how the caller
+    writes such a run anyway) otherwise too.
+    """
+    kept = directory / KEPT_DIR
+    where = f"{directory} was left as it was" if replaces else f"nothing was recorded into {directory}"
+    holds = held.holds()
+    if left_out:
+        holds += f" ({left_out} failed conversation(s) left out)"
+    removed = f"{kept} is removed when a recording is next written into {directory}"
+    if held.answered == 0:
+        advice = (
+            "nothing in it is worth accepting (no conversation had an answer to every call): fix what "
+            f"failed and record again; {instead}. {removed}"
+        )
+    else:
+        errors = f", its {held.failed_calls} failed call(s) included" if held.failed_calls else ""
+        verb = "replace the recording with it" if replaces else "take it as the recording"
+        advice = f"to {verb}{errors}: dsh-replay accept {directory}; {instead}. {removed}, or by accept"
+    return f"{where}, {why}. This run is kept in {kept} ({files} file(s)): {holds}; {advice}"
+
+
+def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Path], list[Path], KeptRun]:
+    """Take the run kept in ``directory/.dsh-kept`` as ``directory``'s recording, whole: its
+    conversations with every call answered and those with failed calls, each call as it was recorded
+    (a failed one replays as the same error), swapped in all or nothing by the one writer
+    (``scenario.write.accept_kept``); the kept run is removed after.
+
+    The model's recording lock (``scenario.write.RecordingLock``) is held from the first read to the
+    end of the swap, so a recorder of the directory's conversations (``serve --record``, a
+    ``dsh_endpoint`` test) never interleaves with it. A kept run in which no conversation had every
+    call answered is refused unless ``allow_unanswered``: a recording that paid answers made must not be lost
+    to a run of upstream errors without the user asking for it.
+
+    Returns:
+        ``(written, removed, held)``: the files changed and removed in ``directory``, and what the
+        accepted run holds.
+
+    Raises:
+        NothingKeptError: ``NOTHING_KEPT``, there is no kept run in ``directory``.
+        KeptUnansweredError: ``KEPT_UNANSWERED`` (see above); nothing is changed.
+        RecordingLockedError: ``ENDPOINT_RECORDING_LOCKED``, a recorder records the directory's
+            conversations now; nothing is changed.
+        FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
+        ReplayLoadError and the loaders' errors: a kept log or sidecar that does not load.
+    """
+    from ..scenario.write import MODEL_FILES, NothingKeptError, RecordingLock, accept_kept, kept_files
+
+    kept = directory / KEPT_DIR
+    if not kept.is_dir():  # checked before the lock, which would make the directory
+        raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
+    lock = RecordingLock(directory, (MODEL_FILES,))
+    try:
+        kept_files(kept)
+        held = kept_run(kept)
+        if held.answered == 0 and not allow_unanswered:
+            raise KeptUnansweredError(
+                f"{kept}: nothing in the kept run was answered ({held.holds()}): accepted, the recording "
+                f"of {directory} would be its failed calls only, each replayed as its error; fix what "
+                f"failed and record again, or take it anyway: dsh-replay accept --allow-unanswered "
+                f"{directory}"
+            )
+        written, removed = accept_kept(directory, kept)
+    finally:
+        lock.release()
+    return written, removed, held
