@@ -666,32 +666,46 @@ def derive(path: Path, as_json: bool) -> None:
     _existing(path)
     if path.is_dir():
         loaded = load_session_scripts(path)
-        scripts = [(s.file.name, s.source, s.entries) for s in loaded]
         files = [s.file for s in loaded]
     else:  # one log: its own calls, from events[seedLength:] (a fork child's prefix is not its own)
-        script = load_child_script(path)
-        scripts = [(path.name, script.source, script.entries)]
+        loaded = [load_child_script(path)]
         files = [path]
     findings = [f for file in files for f in seq_findings(file)]
+    names = [s.file.name if path.is_dir() else path.name for s in loaded]
     if as_json:
+        scripts = [(name, s.source, s.entries) for name, s in zip(names, loaded, strict=True)]
         out = [{"file": f, "source": src, "entries": entries} for f, src, entries in scripts]
         try:
             text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
         except orjson.JSONEncodeError as exc:  # deeper than orjson's 254 levels: name the call
             raise _too_deep("derive --json", scripts) from exc
         click.echo(redact_report(text, None))  # secrets show as [REDACTED]
-    else:
-        for name, source, entries in scripts:
-            console.print(f"[bold]{escape(name)}[/bold] ({source}): {len(entries)} call(s)")
-            for i, entry in enumerate(entries):
-                console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(entry), None))}")
+    else:  # each call described as it is (a packed run's members are counted, never built as chunks)
+        for name, script in zip(names, loaded, strict=True):
+            calls = script.calls
+            console.print(f"[bold]{escape(name)}[/bold] ({script.source}): {len(calls)} call(s)")
+            for i, call in enumerate(calls):
+                console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(call), None))}")
     if findings:
         _print_findings(findings, err=as_json)
         sys.exit(EXIT_FINDINGS)
 
 
 def _describe_entry(entry: Any) -> str:
-    """One line for a replay entry: kind, chunk count, finish, tool calls, text, throw (any shapes)."""
+    """One line for a replay entry: kind, chunk count, finish, tool calls, text, throw (any shapes).
+
+    A :class:`~.replay.derive.DeferredCall` (a call holding packed rows) is described as the entry it
+    builds, without building it: each packed run counts its members and gives its text."""
+    from .replay.derive import DeferredCall
+    from .replay.parse import PackedRun
+
+    if type(entry) is DeferredCall:
+        items = entry.items
+        runs = [i for i in items if type(i) is PackedRun]
+        entry = {"kind": "chunks", "chunks": [i for i in items if type(i) is not PackedRun]}
+        extra = sum(len(run.members) for run in runs)
+    else:
+        items, extra = None, 0
     if not isinstance(entry, dict):
         return f"not an entry: {quote(entry)}"
     raw = entry.get("chunks")
@@ -699,7 +713,13 @@ def _describe_entry(entry: Any) -> str:
     finish: Any = next((c.get("reason") for c in chunks if c.get("type") == "finish"), None)
     finish = finish.get("kind") if isinstance(finish, dict) else finish
     text = "".join(
-        c["text"] for c in chunks if c.get("type") == "text-delta" and isinstance(c.get("text"), str)
+        part
+        for c in (items if items is not None else chunks)
+        for part in (
+            (c.members if c.chunk_type == "text-delta" else ())
+            if type(c) is PackedRun
+            else ((c["text"],) if c.get("type") == "text-delta" and isinstance(c.get("text"), str) else ())
+        )
     )
     tools = [
         _name(block.get("name"))
@@ -708,7 +728,7 @@ def _describe_entry(entry: Any) -> str:
         and isinstance(block := c.get("block"), dict)
         and block.get("type") == "tool-call"
     ]
-    count = len(raw) if isinstance(raw, list) else 0
+    count = (len(raw) if isinstance(raw, list) else 0) + extra
     desc = f"{_name(entry.get('kind'))}: {count} chunks, finish {_name(finish)}"
     if tools:
         desc += f", tool calls {quote(tools, 200)}"
