@@ -253,7 +253,7 @@ class _Calls:
     reads (surface events, ``step/start``, ``compaction/summary``).
     """
 
-    __slots__ = ("count", "cur", "in_group", "key", "marks", "script")
+    __slots__ = ("count", "cur", "cur_runs", "in_group", "key", "marks", "script")
 
     def __init__(self) -> None:
         self.count = 0  # the logical event count, set when the scan is over
@@ -262,6 +262,7 @@ class _Calls:
         self.key: Any = None
         self.marks: list[tuple[int, Any]] = []
         self.in_group = False
+        self.cur_runs = False  # whether ``cur`` may hold packed runs
 
     def feed(
         self, items: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any], runs: bool = False
@@ -285,13 +286,16 @@ class _Calls:
                 raise _Bail  # (turn, step) changed without a finish: an unfinished call
             if finished:
                 group = self.cur + items[pos:end]
-                if runs and PackedRun in set(map(type, group)):
+                # a call begun in an earlier batch may hold runs where this batch has none
+                if (runs or self.cur_runs) and PackedRun in set(map(type, group)):
                     script.append(DeferredCall(group))
                 else:
                     script.append({"kind": "chunks", "chunks": group})
                 self.cur = []
+                self.cur_runs = False
             else:
                 self.cur += items[pos:end]
+                self.cur_runs = self.cur_runs or runs
                 self.key = (turn, step)
             pos = end
 
