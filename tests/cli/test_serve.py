@@ -366,7 +366,9 @@ def test_serve_help_lists_every_request_part() -> None:
     assert "params" in PIN_PARTS
 
 
-def test_a_conversation_stopped_mid_turn_fails_serve_and_is_kept(tmp_path: Path, upstream: FakeUpstream) -> None:
+def test_a_conversation_stopped_mid_turn_fails_serve_and_is_kept(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
     """An agent that stops after the model asked for a tool (it crashed): serve exits 1 and says which
     conversation stopped mid-turn and which tool calls went unanswered; the run is kept in
     ``DIR/.dsh-kept`` (the next ``--record once`` records again), and ``dsh-replay accept`` takes it.
@@ -384,7 +386,9 @@ def test_a_conversation_stopped_mid_turn_fails_serve_and_is_kept(tmp_path: Path,
     finally:
         code, _out, err = finish(proc, 60, signal.SIGTERM)
     assert code == 1, err
-    assert "conversation #1 (session.jsonl) stopped mid-turn: its last answer asked for tool call(s) ls" in err
+    assert (
+        "conversation #1 (session.jsonl) stopped mid-turn: its last answer asked for tool call(s) ls"
+    ) in err
     assert "recorded 1 conversation(s)" not in err
     assert not (directory / "session.jsonl").exists()
     assert (directory / ".dsh-kept" / "session.jsonl").is_file()
@@ -423,9 +427,8 @@ def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(t
     assert "the key in $OPENAI_API_KEY is not set in dsh-replay serve's environment: set it there" in err
     assert refusing.headers == [None]  # the agent's own key is not forwarded
     # a key set for the API: no warning
-    proc, url = start_serve(
-        tmp_path, "--record", "once", "--upstream", "http://127.0.0.1:9/v1", env={**env, "OPENAI_API_KEY": "k"}
-    )
+    keyed = {**env, "OPENAI_API_KEY": "k"}
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", "http://127.0.0.1:9/v1", env=keyed)
     code, _out, err = finish(proc, 60, signal.SIGTERM)
     assert "warning" not in err, err
 
