@@ -102,9 +102,9 @@ def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 @pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
 def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
     """The call phase of a test using ``dsh_endpoint`` or ``dsh_mcp``: the endpoint's problems and the
-    MCP relays' so far are the test's failure, reported once (``endpoint.fixture.call_report``); the test's own failure is noted
-    (``endpoint.fixture.test_failed``), so that neither fixture writes its run as the recording; other
-    tests are left alone, unimported."""
+    MCP relays' so far are the test's failure, reported once (``endpoint.fixture.call_report``); the
+    test's own failure is noted (``endpoint.fixture.test_failed``), so that neither fixture writes its
+    run as the recording; other tests are left alone, unimported."""
     names = getattr(item, "fixturenames", ())
     if "dsh_endpoint" not in names and "dsh_mcp" not in names:
         return (yield)

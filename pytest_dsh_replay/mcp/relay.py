@@ -375,7 +375,8 @@ class McpRelay:
         late = [key for key, (_id, _what, started) in self.pending.items() if now - started >= timeout]
         self.timed_out.update(late)
         return self._fail_pending(
-            late, f"the server did not answer request id {{id}} ({{what}}) within {self.config.timeout:g} s",
+            late,
+            f"the server did not answer request id {{id}} ({{what}}) within {self.config.timeout:g} s",
             "MCP_SERVER_TIMEOUT",
         )
 

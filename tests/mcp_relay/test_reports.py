@@ -46,7 +46,8 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _mcp_error(p: StdioServerParameters, arguments: dict[str, Any], errlog: Path) -> str:
-    with pytest.raises(BaseException) as raised:  # the SDK's task groups wrap the MCPError
+    """The text of the SDK's ``MCPError`` (its task groups wrap it) for a session of ``p``."""
+    with pytest.raises((MCPError, BaseExceptionGroup)) as raised:
         anyio.run(call_counter, p, arguments, errlog)
     errors = [e for e in _leaves(raised.value) if isinstance(e, MCPError)]
     assert errors, raised.value
@@ -58,10 +59,11 @@ def test_a_server_name_with_no_recording_names_the_logs_that_are_there(tmp_path:
     the client saw ``Connection closed``."""
     err = tmp_path / "stderr.txt"
     rec = tmp_path / "rec"
-    anyio.run(call_counter, params(rec, "clock", "--record", "once", server=[sys.executable, SERVER]), {}, err)
+    server = [sys.executable, SERVER]
+    anyio.run(call_counter, params(rec, "clock", "--record", "once", server=server), {}, err)
     assert (rec / "mcp.clock.jsonl").is_file()
-    with pytest.raises(BaseException):  # the relay exits 2 before it answers: the SDK's connection closes
-        anyio.run(call_counter, params(rec, "clok"), {}, err)
+    # the relay exits 2 before it answers: all the SDK can say is that the connection closed
+    assert "Connection closed" in _mcp_error(params(rec, "clok"), {}, err)
     report = err.read_text()
     assert "error [MCP_CONFIG]" in report and "no recording of MCP server 'clok' session 0" in report
     assert "holds the MCP session log(s) mcp.clock.jsonl, of server(s) 'clock'" in report, report
@@ -69,8 +71,7 @@ def test_a_server_name_with_no_recording_names_the_logs_that_are_there(tmp_path:
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(BaseException):
-        anyio.run(call_counter, params(empty, "clock"), {}, err)
+    _mcp_error(params(empty, "clock"), {}, err)
     assert "holds no MCP session log" in err.read_text()
 
 
@@ -82,7 +83,8 @@ def test_a_volatile_tool_argument_gets_a_checked_mask_proposal(tmp_path: Path) -
     recorded = {"zone": "UTC@1796339311301031580"}
     live = {"zone": "UTC@1796339314149953362"}
     server = [sys.executable, SERVER]
-    assert anyio.run(call_counter, params(rec, "clock", "--record", "once", server=server), recorded, err) == "1"
+    first = anyio.run(call_counter, params(rec, "clock", "--record", "once", server=server), recorded, err)
+    assert first == "1"
 
     message = _mcp_error(params(rec, "clock"), live, err)
     assert "[MCP_CALL_MISMATCH]" in message and "tools/call.arguments.zone" in message
@@ -97,3 +99,39 @@ def test_a_volatile_tool_argument_gets_a_checked_mask_proposal(tmp_path: Path) -
 
     ordinary = _mcp_error(params(rec, "clock", *masks), {"zone": "Europe/Rome"}, err)
     assert "[MCP_CALL_MISMATCH]" in ordinary and "mask it" not in ordinary
+
+
+FIXTURE_TEST = """
+import os, sys
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
+
+async def use(params):
+    with open("relay-stderr.txt", "a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            await client.call_tool("counter", {{"zone": os.environ["ZONE"]}})
+
+def test_clock(dsh_mcp):
+    anyio.run(use, dsh_mcp("clock", [sys.executable, {server!r}]).params)
+"""
+
+
+def test_under_pytest_the_proposal_is_spelled_for_pytest_and_makes_the_call_match(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same proposal through ``dsh_mcp``: ``--dsh-mask``, ini and marker spellings (not the relay's
+    ``--mask``, which the fixture passes for the user); with ``--dsh-mask`` as proposed the test passes."""
+    pytester.makepyfile(test_clock=FIXTURE_TEST.format(server=SERVER))
+    monkeypatch.setenv("ZONE", "UTC@1796339311301031580")
+    pytester.runpytest("--dsh-record=once", "-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    monkeypatch.setenv("ZONE", "UTC@1796339314149953362")
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    found = re.search(r"mask it: --dsh-mask '([^']+)' \(ini dsh_mask; marker mask=\[r\"([^\"]+)\"\]", out)
+    assert found is not None and found.group(1) == found.group(2), out
+    assert " --mask '" not in out.replace("dsh-replay serve --mask", "")
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--dsh-mask", found.group(1))
+    result.assert_outcomes(passed=1)
