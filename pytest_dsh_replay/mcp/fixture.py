@@ -31,7 +31,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..itemreport import endpoint_note_properties
+from ..itemreport import endpoint_note_properties, recording_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
@@ -351,9 +351,12 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
     # the model's upstream too when the test also records its model calls (a rewrite without it fails)
     rerecord = rerecord_command(config, request.node.nodeid, upstream="dsh_endpoint" in request.fixturenames)
+    directory = recording_dir(request)
+    if "dsh_endpoint" not in request.fixturenames:  # the report's link to it (the endpoint's, else)
+        request.node.user_properties += recording_properties(directory)
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
-            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
+            directory, mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
         servers.run_masks = masks
         request.node.stash[SERVERS] = servers
