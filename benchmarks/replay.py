@@ -207,16 +207,17 @@ def decode_only(data: bytes) -> Any:
     from pytest_dsh_replay.replay import scan as s
     from pytest_dsh_replay.session.codec import gc_paused
 
-    body, _first = s._body_lines(data, None)
+    _header, _line_no, end = s._read_header_at(data, None)
     with gc_paused():
-        return [s.decode_batch(body[lo : lo + s._BATCH]) for lo in range(0, len(body), s._BATCH)]
+        return [s.decode_batch(lines) for lines in s._body_blocks(data, end + 1)]
 
 
 def split_only(data: bytes) -> Any:
-    """The scan's line split alone."""
+    """The scan's line split alone (block by block, as the scan splits)."""
     from pytest_dsh_replay.replay import scan as s
 
-    return s._body_lines(data, None)
+    _header, _line_no, end = s._read_header_at(data, None)
+    return [len(lines) for lines in s._body_blocks(data, end + 1)]
 
 
 def timed(fn: Callable[[bytes], Any], data: bytes, clock: Callable[[], float]) -> float:

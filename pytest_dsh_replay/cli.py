@@ -104,17 +104,18 @@ def _load_logs(path: Path) -> list[SessionLog]:
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-def _log_findings(files: Sequence[Path], errors: Sequence[str] = ()) -> list[Any]:
+def _log_findings(files: Sequence[Path], errors: Sequence[str] = (), observe: Any = None) -> list[Any]:
     """What ``validate`` finds in these logs of one recording (header, seq contiguity, turn/step
     balance, tool pairing, lineage, surface, secrets): its own per-log checks
     (:func:`~.scenario.validate.validate_log_files`), so ``show`` and ``report`` call a log damaged
     exactly when ``validate`` does. The inventory (``input.json``, pins, sidecars) is ``validate``'s
     alone. ``errors``: ``[CODE] message`` texts the caller reported already (an unreadable log), left out.
+    ``observe``: a :class:`~.scenario.validate.LogReader` per log, reading it in the same pass.
     """
     from .scenario.validate import UnitReport, validate_log_files
 
     report = UnitReport(Path())
-    validate_log_files(files, report, _cli_scrubber())
+    validate_log_files(files, report, _cli_scrubber(), observe)
     return [f for f in report.findings if str(f) not in errors]
 
 
@@ -342,6 +343,16 @@ class _TurnSummary:
             )
             self.turn = None
 
+    def feed_span(self, span: Any) -> None:
+        """The members of one packed row (a :class:`~.replay.parse.PackedSpan`) at once, as :meth:`feed`
+        takes each of its ``assistant/chunk`` events (delta chunks, never a ``finish``)."""
+        i, n = self.index, len(span)
+        self.index = i + n
+        own = min(n, i + n - self.seed)  # the members after the seed boundary
+        if own > 0 and self.turn is not None:
+            self.turn["open"] += own
+            self.turn["step_chunks"] += own
+
     def _call(self, turn: dict[str, Any]) -> None:
         turn["calls"] += 1
         turn["open"] = 0
@@ -401,19 +412,53 @@ class _Shown(Struct):
         return "fork child" if self.seed_length > 0 else "spawn child"
 
 
-def _show_one(file: Path, spool: IO[str], partners: dict[int, str] | None = None) -> _Shown:
-    """Stream one log into its summary (the first bad line raises its typed error); ``partners``: its
-    tool calls bound to their partners in other logs (:func:`_tool_partners`)."""
-    from .scenario.logstream import iter_log_events
+class _ShowReader:
+    """One log's summary for ``show``, read in ``validate``'s pass over it (a
+    :class:`~.scenario.validate.LogReader`): the log is read and parsed once for the tree and the
+    findings. ``partners``: its tool calls bound to their partners in other logs (:func:`_tool_partners`)."""
 
-    header, events = iter_log_events(file)
-    seed = header.get("seedLength", 0)
-    served, sidecar = _sidecar_server(file)
-    summary = _TurnSummary(spool, seed if type(seed) is int else 0, served, sidecar, partners)
-    for _line_no, _raw, event in events:
-        assert event is not None  # strict stream: a bad line raised
-        summary.feed(event)
-    return _Shown(file, header, summary.index, summary.finish())
+    def __init__(self, file: Path, spool: IO[str], partners: dict[int, str] | None) -> None:
+        self.file, self.spool, self.partners = file, spool, partners
+        self.errors: list[HarnessError] = []
+        self.head: dict[str, Any] | None = None
+        self.summary: _TurnSummary | None = None
+
+    def error(self, exc: HarnessError) -> None:
+        self.errors.append(exc)
+
+    def header(self, header: dict[str, Any] | None) -> None:
+        if header is None:
+            return
+        self.head = header
+        try:
+            served, sidecar = _sidecar_server(self.file)  # a bad sidecar: after the header's errors
+        except HarnessError as exc:
+            self.errors.append(exc)
+            return
+        seed = header.get("seedLength", 0)
+        seed = seed if type(seed) is int else 0
+        self.summary = _TurnSummary(self.spool, seed, served, sidecar, self.partners)
+
+    def item(self, line_no: int, raw: bytes, item: Any) -> None:
+        from .replay.parse import PackedSpan
+
+        if self.summary is None or item is None or self.errors:
+            return
+        if isinstance(item, PackedSpan):
+            self.summary.feed_span(item)
+        else:
+            self.summary.feed(item)
+
+    def shown(self) -> _Shown:
+        """The log's summary.
+
+        Raises:
+            HarnessError: the first typed error of the log (unreadable, a bad header, line or sidecar).
+        """
+        if self.errors:
+            raise self.errors[0]
+        assert self.head is not None and self.summary is not None  # else an error was reported
+        return _Shown(self.file, self.head, self.summary.index, self.summary.finish())
 
 
 @main.command()
@@ -440,14 +485,16 @@ def show(path: Path) -> None:
                     raise HarnessError(f"{unit}: cannot list this directory ({problem})", "PATH_UNREADABLE")
                 files = _log_files(unit)
                 partners = _tool_partners(files)
-                _show_tree(unit, [_show_one(f, spool, partners.get(f.name)) for f in files])
+                readers = [_ShowReader(f, spool, partners.get(f.name)) for f in files]
+                observe = dict(zip(files, readers, strict=True)).get
+                found = _log_findings(files, observe=observe)  # the one pass: tree and findings
+                _show_tree(unit, [reader.shown() for reader in readers])
             except HarnessError as exc:
                 if len(units) == 1:
                     raise
                 _print_error(exc)
                 failed = True
                 continue
-            found = _log_findings(files)
             _print_findings(found)
             damaged = damaged or bool(found)
     if failed or damaged:
@@ -619,32 +666,46 @@ def derive(path: Path, as_json: bool) -> None:
     _existing(path)
     if path.is_dir():
         loaded = load_session_scripts(path)
-        scripts = [(s.file.name, s.source, s.entries) for s in loaded]
         files = [s.file for s in loaded]
     else:  # one log: its own calls, from events[seedLength:] (a fork child's prefix is not its own)
-        script = load_child_script(path)
-        scripts = [(path.name, script.source, script.entries)]
+        loaded = [load_child_script(path)]
         files = [path]
     findings = [f for file in files for f in seq_findings(file)]
+    names = [s.file.name if path.is_dir() else path.name for s in loaded]
     if as_json:
+        scripts = [(name, s.source, s.entries) for name, s in zip(names, loaded, strict=True)]
         out = [{"file": f, "source": src, "entries": entries} for f, src, entries in scripts]
         try:
             text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
         except orjson.JSONEncodeError as exc:  # deeper than orjson's 254 levels: name the call
             raise _too_deep("derive --json", scripts) from exc
         click.echo(redact_report(text, None))  # secrets show as [REDACTED]
-    else:
-        for name, source, entries in scripts:
-            console.print(f"[bold]{escape(name)}[/bold] ({source}): {len(entries)} call(s)")
-            for i, entry in enumerate(entries):
-                console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(entry), None))}")
+    else:  # each call described as it is (a packed run's members are counted, never built as chunks)
+        for name, script in zip(names, loaded, strict=True):
+            calls = script.calls
+            console.print(f"[bold]{escape(name)}[/bold] ({script.source}): {len(calls)} call(s)")
+            for i, call in enumerate(calls):
+                console.print(f"  call #{i + 1}: {escape(redact_report(_describe_entry(call), None))}")
     if findings:
         _print_findings(findings, err=as_json)
         sys.exit(EXIT_FINDINGS)
 
 
 def _describe_entry(entry: Any) -> str:
-    """One line for a replay entry: kind, chunk count, finish, tool calls, text, throw (any shapes)."""
+    """One line for a replay entry: kind, chunk count, finish, tool calls, text, throw (any shapes).
+
+    A :class:`~.replay.derive.DeferredCall` (a call holding packed rows) is described as the entry it
+    builds, without building it: each packed run counts its members and gives its text."""
+    from .replay.derive import DeferredCall
+    from .replay.parse import PackedRun
+
+    if type(entry) is DeferredCall:
+        items = entry.items
+        runs = [i for i in items if type(i) is PackedRun]
+        entry = {"kind": "chunks", "chunks": [i for i in items if type(i) is not PackedRun]}
+        extra = sum(len(run.members) for run in runs)
+    else:
+        items, extra = None, 0
     if not isinstance(entry, dict):
         return f"not an entry: {quote(entry)}"
     raw = entry.get("chunks")
@@ -652,7 +713,13 @@ def _describe_entry(entry: Any) -> str:
     finish: Any = next((c.get("reason") for c in chunks if c.get("type") == "finish"), None)
     finish = finish.get("kind") if isinstance(finish, dict) else finish
     text = "".join(
-        c["text"] for c in chunks if c.get("type") == "text-delta" and isinstance(c.get("text"), str)
+        part
+        for c in (items if items is not None else chunks)
+        for part in (
+            (c.members if c.chunk_type == "text-delta" else ())
+            if type(c) is PackedRun
+            else ((c["text"],) if c.get("type") == "text-delta" and isinstance(c.get("text"), str) else ())
+        )
     )
     tools = [
         _name(block.get("name"))
@@ -661,7 +728,7 @@ def _describe_entry(entry: Any) -> str:
         and isinstance(block := c.get("block"), dict)
         and block.get("type") == "tool-call"
     ]
-    count = len(raw) if isinstance(raw, list) else 0
+    count = (len(raw) if isinstance(raw, list) else 0) + extra
     desc = f"{_name(entry.get('kind'))}: {count} chunks, finish {_name(finish)}"
     if tools:
         desc += f", tool calls {quote(tools, 200)}"

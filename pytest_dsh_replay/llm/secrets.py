@@ -157,7 +157,8 @@ class _Piece(Struct):
     #: 0: the one string ``holder[key]``; n > 0: a packed row's n members ``holder[key : key + n]`` (one
     #: piece for the row, not one per member: a row of millions of members costs one object here)
     count: int = 0
-    #: a run's member k is named ``seq {seq0 + k}`` when ``seq0 >= 0``, else ``{where} member {key + k}``
+    #: string k is named ``seq {seq0 + k}`` when ``seq0 >= 0`` (formatted only for a message), else
+    #: ``where`` (one string) or ``{where} member {key + k}`` (a run)
     seq0: int = -1
 
     def size(self) -> int:
@@ -166,10 +167,10 @@ class _Piece(Struct):
 
     def member(self, k: int) -> str:
         """Where string ``k`` of the piece is, for messages."""
-        if not self.count:
-            return self.where
         if self.seq0 >= 0:
             return f"seq {self.seq0 + k}"
+        if not self.count:
+            return self.where
         return f"{self.where} member {self.key + k}"
 
 
@@ -397,6 +398,7 @@ class BlockStream:
         self._acc = _Blocks()
         self._call = 0
         self._current: Any = None
+        self._label = ""
 
     def close(self) -> list[Block]:
         """The blocks of the open call (none left open afterwards)."""
@@ -408,37 +410,38 @@ class BlockStream:
     def feed(self, row: Mapping[str, Any], line: int = 0) -> list[Block]:
         """Add one log row (on file line ``line``); returns the blocks it closed, in first-seen order."""
         kind, data = row.get("type"), row.get("data")
-        if not isinstance(data, dict) or kind not in ("assistant/chunk", *PACKED_FIELDS):
+        if type(kind) is not str or kind not in _CHUNK_ROWS or not isinstance(data, dict):
             return self.close() if kind in ("step/end", "turn/end") else []
-        closed, label = self._enter(data.get("turn"), data.get("step"))
+        closed = self._enter(data.get("turn"), data.get("step"))
         seq = row.get("seq", row.get("seq0"))
-        where = f"seq {quote(seq)}" if seq is not None else f"line {line}"
         if kind == "assistant/chunk":
             chunk = data.get("chunk")
             if not isinstance(chunk, dict):
                 return closed
-            field = DELTA_FIELDS.get(_hashable(chunk.get("type")))
+            ctype = chunk.get("type")
+            field = DELTA_FIELDS.get(ctype) if type(ctype) is str else None
             if field is not None and isinstance(chunk.get(field), str):
                 index = _hashable(chunk.get("index"))
-                self._acc.add(
-                    (self._call, index, field),
-                    f"{label}, block {index} {field}",
-                    _Piece(chunk, field, line, where),
-                )
-            elif chunk.get("type") == "finish":
+                if type(seq) is int and seq >= 0:  # named when a message needs it (most never do)
+                    piece = _Piece(chunk, field, line, "", seq0=seq)
+                else:
+                    piece = _Piece(chunk, field, line, _where(seq, line))
+                self._add((self._call, index, field), index, field, piece)
+            elif ctype == "finish":
                 closed += self.close()  # the next chunk starts another call (a retry in the same step)
             return closed
-        members_key, field = PACKED_FIELDS[str(kind)]
+        where = _where(seq, line)
+        members_key, field = PACKED_FIELDS[kind]
         members = data.get(members_key)
         index = _hashable(data.get("index"))
         if isinstance(members, list) and members:
-            key, name = (self._call, index, field), f"{label}, block {index} {field}"
+            key = (self._call, index, field)
             if set(map(type, members)) == {str}:
-                self._acc.add(key, name, _Piece(members, 0, line, where, count=len(members)))
+                self._add(key, index, field, _Piece(members, 0, line, where, count=len(members)))
             else:  # a damaged row: its strings only
                 for k, member in enumerate(members):
                     if isinstance(member, str):
-                        self._acc.add(key, name, _Piece(members, k, line, f"{where} member {k}"))
+                        self._add(key, index, field, _Piece(members, k, line, f"{where} member {k}"))
         return closed
 
     def feed_run(
@@ -448,26 +451,41 @@ class BlockStream:
         ``index`` and non-empty list of string ``members``) as :meth:`feed` adds the ``assistant/chunk``
         events it stands for, member k being seq ``seq0 + k``; one piece for the whole row. Returns the
         blocks it closed."""
-        closed, label = self._enter(turn, step)
+        closed = self._enter(turn, step)
         field = DELTA_FIELDS[chunk_type]
         index = _hashable(index)
-        self._acc.add(
-            (self._call, index, field),
-            f"{label}, block {index} {field}",
-            _Piece(members, 0, line, "", count=len(members), seq0=seq0),
-        )
+        piece = _Piece(members, 0, line, "", count=len(members), seq0=seq0)
+        self._add((self._call, index, field), index, field, piece)
         return closed
 
-    def _enter(self, turn: Any, step: Any) -> tuple[list[Block], str]:
+    def _enter(self, turn: Any, step: Any) -> list[Block]:
         """A chunk of ``(turn, step)`` arrives: the blocks of the call it ends (another turn or step
-        starts another call) and the call's label."""
-        closed: list[Block] = []
+        starts another call)."""
         turn_step = (_hashable(turn), _hashable(step))
-        if turn_step != self._current:
-            closed = self.close()
-            self._call += 1
-            self._current = turn_step
-        return closed, f"turn {turn_step[0]}, step {turn_step[1]}"
+        if turn_step == self._current:
+            return []
+        closed = self.close()
+        self._call += 1
+        self._current = turn_step
+        self._label = f"turn {turn_step[0]}, step {turn_step[1]}"
+        return closed
+
+    def _add(self, key: Any, index: Any, field: str, piece: _Piece) -> None:
+        """Add a piece to its block of the open call (the block labelled when it is first seen)."""
+        blocks = self._acc.blocks
+        block = blocks.get(key)
+        if block is None:
+            block = blocks[key] = Block(f"{self._label}, block {index} {field}", [])
+        block.pieces.append(piece)
+
+
+def _where(seq: Any, line: int) -> str:
+    """How a row is named in messages: by its seq, else by its line."""
+    return f"seq {quote(seq)}" if seq is not None else f"line {line}"
+
+
+#: The rows that carry delta chunks (an ``assistant/chunk`` event, a packed row).
+_CHUNK_ROWS = frozenset({"assistant/chunk", *PACKED_FIELDS})
 
 
 def block_pieces(rows: Sequence[Any], *, first_line: int = 1) -> list[Block]:

@@ -17,9 +17,10 @@ every line goes through ``orjson.loads`` with the garbage collector paused (rest
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
-from operator import itemgetter, le
+from operator import itemgetter, le, setitem
 from typing import Any, overload
 
 import orjson
@@ -38,7 +39,6 @@ PACKED_ROW_KEYS: dict[str, frozenset[str]] = {kind: row.keys for kind, row in PA
 _PACKED_ENVELOPE_COMPLETE = frozenset({"type", "seq0", "time0", "data"})
 _PACKED_ENVELOPE_PROJECTED = frozenset({"type", "data"})
 _SAFE_INT = 2**53 - 1
-_STR = {str}
 _INT = {int}
 _loads: Callable[[bytes], Any] = orjson.loads
 _get_type_seq_time = itemgetter("type", "seq", "time")
@@ -93,7 +93,7 @@ def _as_bytes(text: str | bytes, file: str | None = None) -> bytes:
 DEEP_LINE_MIN_BYTES = 2 * (MAX_INPUT_NESTING + 1)
 
 
-def deep_rows(lines: list[bytes]) -> list[int]:
+def deep_rows(lines: list[bytes], rows: list[Any] | None = None) -> list[int]:
     """Indexes of the ``lines`` whose JSON nests containers deeper than
     :data:`~pytest_dsh_replay.errors.MAX_INPUT_NESTING` (the sidecars' limit): every log reader
     refuses them as malformed lines, so no recursive walk of a row (``repr``, scrubbing, comparison)
@@ -102,8 +102,17 @@ def deep_rows(lines: list[bytes]) -> list[int]:
     Screened in C-level passes: only a line of at least :data:`DEEP_LINE_MIN_BYTES` bytes (the
     shortest that can parse that deep; most event lines are shorter) has its brackets counted, and
     only one with more opening brackets than the limit is parsed and measured. A line that is not
-    JSON is left out (each reader reports it as malformed with its own parse)."""
-    long_lines = compress(range(len(lines)), map(le, repeat(DEEP_LINE_MIN_BYTES), map(len, lines)))
+    JSON is left out (each reader reports it as malformed with its own parse).
+
+    ``rows``: the lines' parsed rows, when known; a line whose row is a dict with a packed row ``type``
+    is then left out too (its row check, which a row nested past 3 levels never passes, stands in for
+    the screen: the caller screens such lines before it reports any row error, see
+    :func:`parse_session_log`). Packed rows are most of a packed log's bytes."""
+    long_lines: Iterable[int] = compress(
+        range(len(lines)), map(le, repeat(DEEP_LINE_MIN_BYTES), map(len, lines))
+    )
+    if rows is not None:
+        long_lines = (i for i in long_lines if not _packed_typed(rows[i]))
     suspects = [i for i in long_lines if lines[i].count(b"[") + lines[i].count(b"{") > MAX_INPUT_NESTING]
     out: list[int] = []
     for i in suspects:
@@ -113,6 +122,14 @@ def deep_rows(lines: list[bytes]) -> list[int]:
         except orjson.JSONDecodeError:
             continue  # reported as malformed by the reader's own parse
     return out
+
+
+def _packed_typed(row: Any) -> bool:
+    """True for a dict whose ``type`` is a packed row type (a row :func:`_packed_span` checks)."""
+    if type(row) is not dict:
+        return False
+    kind = row.get("type")
+    return type(kind) is str and kind in PACKED_ROW_KEYS
 
 
 def check_line_nesting(body: list[bytes], first_line_no: int, file: str | None) -> None:
@@ -273,6 +290,16 @@ def _is_number(value: Any) -> bool:
     return type(value) is int or type(value) is float
 
 
+def _all_str(values: list[Any]) -> bool:
+    """True when every item of ``values`` (parsed by orjson: no ``str`` subclass) is a string: one C-level
+    join, no call per item."""
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
+
+
 def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: int) -> PackedSpan:
     """Check one packed row (head-format.md §2) and keep its logical events unexpanded.
 
@@ -326,10 +353,10 @@ def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: i
             raise bad(f"{name} must be a number, got {quote(value)}")
     members_key = spec.members
     members = data[members_key]
-    if type(members) is not list or not members or set(map(type, members)) != _STR:
+    if type(members) is not list or not members or not _all_str(members):
         raise bad(f"{members_key} must be a non-empty list of strings")
     dt = data["dt"]
-    if type(dt) is not list or not set(map(type, dt)) <= _INT:
+    if type(dt) is not list or not _INT.issuperset(map(type, dt)):
         raise bad("dt must be a list of integers")
     if len(dt) != len(members) - 1:
         raise bad(
@@ -338,9 +365,9 @@ def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: i
         )
     if seq0 + len(members) - 1 > _SAFE_INT:
         raise bad("member seq exceeds 2**53 - 1")
-    # no partial sum leaves the safe range when their bound does not (one C-level pass); else the first
-    # member that does is named
-    if abs(time0) + sum(map(abs, dt)) > _SAFE_INT:
+    # no partial sum leaves the safe range when their bound does not (C-level passes, no call per
+    # member); else the first member that does is named
+    if abs(time0) + (len(dt) * max(max(dt), -min(dt)) if dt else 0) > _SAFE_INT:
         for t in accumulate(dt, initial=time0):
             if abs(t) > _SAFE_INT:
                 raise bad(f"member time {t} is not a safe integer")
@@ -416,17 +443,30 @@ class PackedRun:
                 yield {"type": ctype, "index": index, "id": call_id, "name": name, "argumentsDelta": a}
 
     def chunks(self) -> list[dict[str, Any]]:
-        """Fresh chunk dicts, one per member."""
-        ctype, index = self.chunk_type, self.index
+        """Fresh chunk dicts, one per member.
+
+        Each is a copy of one template dict with the member set in place, in C-level passes: copying
+        a small dict clones its key table (one allocation and a copy), cheaper than a dict display
+        inserting every key (a packed log's replay builds one per member)."""
+        ctype, index, members = self.chunk_type, self.index, self.members
         if ctype != "tool-call-delta":
-            return [{"type": ctype, "index": index, "text": t} for t in self.members]
-        call_id, name = self.call_id, self.name
-        if name is None:
-            return [{"type": ctype, "index": index, "id": call_id, "argumentsDelta": a} for a in self.members]
-        return [
-            {"type": ctype, "index": index, "id": call_id, "name": name, "argumentsDelta": a}
-            for a in self.members
-        ]
+            key = "text"
+            template: dict[str, Any] = {"type": ctype, "index": index, "text": None}
+        else:
+            key = "argumentsDelta"
+            if self.name is None:
+                template = {"type": ctype, "index": index, "id": self.call_id, "argumentsDelta": None}
+            else:
+                template = {
+                    "type": ctype,
+                    "index": index,
+                    "id": self.call_id,
+                    "name": self.name,
+                    "argumentsDelta": None,
+                }
+        out = list(map(dict.copy, repeat(template, len(members))))
+        deque(map(setitem, out, repeat(key), members), 0)
+        return out
 
 
 class PackedSpan:
@@ -678,38 +718,69 @@ _BLOCK_BYTES = 1 << 20
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what ``bytes.strip`` strips
 
 
-def _block_rows(data: bytes, start: int) -> list[Any] | None:
-    """Every body row of ``data`` (the body begins at offset ``start``; trailing blank lines dropped),
-    parsed block by block so that the split lines of one block at a time are alive, not the whole
-    body's (a copy of the log as line objects); ``None`` when a line is blank, too long, not JSON or
-    nested too deep: the caller then reads the whole body line by line and reports the first problem
-    in the usual order (sizes, then JSON, then nesting)."""
+def _plain_rows(rows: list[Any]) -> bool:
+    """True when every row is a dict carrying ``seq`` and ``time`` whose ``type`` is a string and not a
+    packed row type (returned as parsed), in C-level passes (no Python frame per row)."""
+    try:
+        # KeyError when a row lacks type, seq or time (a projected row), TypeError when a row is not a
+        # dict; each tuple is freed at once
+        kinds = set(map(_first, map(_get_type_seq_time, rows)))
+    except (TypeError, KeyError):
+        return False
+    return kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
+
+
+def _body_blocks(data: bytes, start: int) -> Iterator[list[bytes]]:
+    """The body lines of ``data`` (the body begins at offset ``start``; trailing blank lines dropped) as
+    consecutive lists of about :data:`_BLOCK_BYTES` bytes each, split one block at a time (so that the
+    split lines of one block are alive at once, not a copy of the whole body as line objects)."""
     end = len(data)
     while end > start and data[end - 1] in _WHITESPACE:
         end -= 1
     if end <= start:
-        return []
+        return
     end = data.find(b"\n", end)
     if end == -1:
         end = len(data)
-    limit = max_line_bytes() if len(data) > max_line_bytes() else None
-    rows: list[Any] = []
     pos = start
     while pos < end:
         cut = data.find(b"\n", pos + _BLOCK_BYTES, end)
         if cut == -1:
             cut = end
-        lines = data[pos:cut].split(b"\n")
+        yield data[pos:cut].split(b"\n")
+        pos = cut + 1
+
+
+def _block_rows(data: bytes, start: int) -> tuple[list[Any], bool] | None:
+    """Every body row of ``data`` (see :func:`_body_blocks`) and whether every row is a dict carrying
+    ``seq`` and ``time`` whose ``type`` is a string and not a packed row type (it is returned as parsed);
+    ``None`` when a line is blank, too long, not JSON or nested too deep: the caller then reads the whole
+    body line by line and reports the first problem in the usual order (sizes, then JSON, then nesting).
+
+    Each block's rows are checked right after they are parsed, while their dicts are still in the
+    CPU caches (a pass over all the rows afterwards walks memory the parse has long left)."""
+    limit = max_line_bytes() if len(data) > max_line_bytes() else None
+    rows: list[Any] = []
+    kinds: set[Any] | None = set()
+    for lines in _body_blocks(data, start):
         if limit is not None and max(map(len, lines)) > limit:
             return None
         try:
-            rows += map(_loads, lines)
+            block = list(map(_loads, lines))
         except orjson.JSONDecodeError:
             return None
-        if deep_rows(lines):
+        if deep_rows(lines, block):  # packed rows are screened by their check (see parse_session_log)
             return None
-        pos = cut + 1
-    return rows
+        if kinds is not None:
+            try:
+                # C-level passes: KeyError when a row lacks type, seq or time (a projected row),
+                # TypeError when a row is not a dict; each tuple is freed at once
+                kinds.update(map(_first, map(_get_type_seq_time, block)))
+            except (TypeError, KeyError):
+                kinds = None
+        rows += block
+    fast = kinds is not None and kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
+    return rows, fast
 
 
 def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event] | LogEvents:
@@ -743,9 +814,11 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
     with gc_paused():
         line_nos: list[int] | None = None
         first_line_no = header_line + 1
-        fast_rows = _block_rows(data, header_end + 1)
-        if fast_rows is not None:
-            rows = fast_rows
+        parsed = _block_rows(data, header_end + 1)
+        if parsed is not None:
+            rows, fast = parsed
+            if fast:
+                return rows
         else:  # something to report (or a blank line inside): the whole body's lines, checked in order
             body, first_line_no = _body_lines(data, file)
             if len(data) > max_line_bytes():  # no line can exceed the limit when the whole log does not
@@ -756,18 +829,17 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
                 rows, line_nos = _slow_rows(body, first_line_no, file)
             check_line_nesting(body, first_line_no, file)
             del body
-        # Fast check (C-level passes, no Python frame per row): every row a dict carrying
-        # ``seq`` and ``time`` whose ``type`` is a string and not a packed row type?
-        try:
-            # one C-level pass over the rows: raises KeyError when a row lacks type, seq or time (a
-            # projected row), TypeError when a row is not a dict; each tuple is freed at once
-            kinds = set(map(_first, map(_get_type_seq_time, rows)))
-            fast = kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
-        except (TypeError, KeyError):
-            fast = False
-        if fast:
-            return rows
+            if _plain_rows(rows):
+                return rows
         if line_nos is None:
-            return _general_rows(rows, lambda i: first_line_no + i, file)
+            try:
+                return _general_rows(rows, lambda i: first_line_no + i, file)
+            except Exception:
+                if parsed is not None:
+                    # the block parse left packed rows to their checks (a row nested too deep fails
+                    # them): a line nested too deep is still reported before any row error
+                    body, first_line_no = _body_lines(data, file)
+                    check_line_nesting(body, first_line_no, file)
+                raise
         known = line_nos
         return _general_rows(rows, lambda i: known[i], file)

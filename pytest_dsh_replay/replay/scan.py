@@ -25,7 +25,7 @@ every error keeps its code, message and order. Hence:
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, not_
@@ -46,9 +46,9 @@ from .parse import (
     Event,
     PackedRun,
     _as_bytes,
-    _body_lines,
-    check_line_nesting,
-    check_line_sizes,
+    _body_blocks,
+    _read_header_at,
+    deep_rows,
     parse_session_log,
 )
 
@@ -177,8 +177,6 @@ _get_chunk = attrgetter("chunk")
 _get_turn = attrgetter("turn")
 _get_step = attrgetter("step")
 _get_chunk_type = itemgetter("type")
-#: Lines decoded per batch: bounds the transient structs (memory), keeps the passes C-level.
-_BATCH = 8192
 
 
 class _Bail(Exception):
@@ -255,7 +253,7 @@ class _Calls:
     reads (surface events, ``step/start``, ``compaction/summary``).
     """
 
-    __slots__ = ("count", "cur", "in_group", "key", "marks", "script")
+    __slots__ = ("count", "cur", "cur_runs", "in_group", "key", "marks", "script")
 
     def __init__(self) -> None:
         self.count = 0  # the logical event count, set when the scan is over
@@ -264,6 +262,7 @@ class _Calls:
         self.key: Any = None
         self.marks: list[tuple[int, Any]] = []
         self.in_group = False
+        self.cur_runs = False  # whether ``cur`` may hold packed runs
 
     def feed(
         self, items: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any], runs: bool = False
@@ -287,13 +286,16 @@ class _Calls:
                 raise _Bail  # (turn, step) changed without a finish: an unfinished call
             if finished:
                 group = self.cur + items[pos:end]
-                if runs and PackedRun in set(map(type, group)):
+                # a call begun in an earlier batch may hold runs where this batch has none
+                if (runs or self.cur_runs) and PackedRun in set(map(type, group)):
                     script.append(DeferredCall(group))
                 else:
                     script.append({"kind": "chunks", "chunks": group})
                 self.cur = []
+                self.cur_runs = False
             else:
                 self.cur += items[pos:end]
+                self.cur_runs = self.cur_runs or runs
                 self.key = (turn, step)
             pos = end
 
@@ -545,12 +547,24 @@ def _chunk_at(base: int, shift: list[int], k: int) -> int:
     return base + k + bisect_right(shift, k)
 
 
-def _scan(body: list[bytes], start: int, file: str | None) -> _Calls:
+def _checked_blocks(data: bytes, start: int) -> Iterator[list[bytes]]:
+    """The body lines of ``data`` (from offset ``start``) block by block (``parse._body_blocks``: the
+    split lines of one block alive at a time), each block screened for lines over the size limit or
+    nested too deep: such a line bails (the reference path reports it, in its order)."""
+    limit = max_line_bytes() if len(data) > max_line_bytes() else None
+    for lines in _body_blocks(data, start):
+        if limit is not None and max(map(len, lines)) > limit:
+            raise _Bail
+        if deep_rows(lines):
+            raise _Bail
+        yield lines
+
+
+def _scan(blocks: Iterable[list[bytes]], start: int, file: str | None) -> _Calls:
     calls = _Calls()
     logical = 0
     marks = calls.marks
-    for lo in range(0, len(body), _BATCH):
-        lines = body[lo : lo + _BATCH]
+    for lines in blocks:
         is_chunk, chunk_rows, is_packed, packed_rows, others = decode_batch(lines)
         kinds = set(map(_get_type, others))
         if not packed_rows and _SPECIAL.isdisjoint(kinds):
@@ -618,19 +632,16 @@ def scan_log(data: str | bytes, *, file: str | None = None, start: int = 0, lazy
             built when the call is served); ``False``: every entry a plain dict.
     """
     data = _as_bytes(data, file)
-    body, first_line_no = _body_lines(data, file)
-    if len(data) > max_line_bytes():
-        check_line_sizes(body, first_line_no, file)
-    check_line_nesting(body, first_line_no, file)  # the same input nesting limit as the parse
+    _header, _line_no, header_end = _read_header_at(data, file)
     with gc_paused():
         try:
-            calls = _scan(body, start, file)
+            # the same size and nesting limits as the parse, block by block (a bail reports them)
+            calls = _scan(_checked_blocks(data, header_end + 1), start, file)
         except _Bail:
             pass
         else:
             script = calls.script if lazy else [materialize(c) for c in calls.script]
             return LogScan(script, calls.count, calls.marks)
-        del body
         events = parse_session_log(data, file=file)
         marks = list(enumerate(events))
         if start > len(events):

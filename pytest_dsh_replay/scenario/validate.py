@@ -25,7 +25,7 @@ import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from msgspec import Struct, field
@@ -405,14 +405,33 @@ def _read_headers(files: Sequence[Path]) -> list[dict[str, Any] | None]:
     return heads
 
 
+class LogReader(Protocol):
+    """What a command reads of a log while :func:`validate_log_files` streams it for its checks (one
+    read and one parse of each line for both: ``show`` builds its tree this way)."""
+
+    def error(self, exc: HarnessError) -> None:
+        """A typed error of the log (unreadable, a bad header or line), in file order; reading goes on."""
+
+    def header(self, header: dict[str, Any] | None) -> None:
+        """The checked header (``None``: it did not read, its error came first); before any item."""
+
+    def item(self, line_no: int, raw: bytes, item: Event | PackedSpan | None) -> None:
+        """One item of :meth:`~.logstream.LogStream.items` (``None``: a lost line, its error came first)."""
+
+
 def validate_log_files(
-    files: Sequence[Path], report: UnitReport, scrubber: SecretScrubber | None = None
+    files: Sequence[Path],
+    report: UnitReport,
+    scrubber: SecretScrubber | None = None,
+    observe: Callable[[Path], LogReader | None] | None = None,
 ) -> None:
     """Stream and check a set of logs (a scenario's, or one), adding findings to ``report``.
 
     Lineage is checked within the set: ``parentSession`` must name a log of the set (when there
     is more than one) and a fork child's first ``seedLength`` events must equal its parent's.
     ``scrubber``: the secret patterns (default: :func:`~pytest_dsh_replay.scenario.secrets.default_scrubber`).
+    ``observe``: called once per log, in order, before it is read; the :class:`LogReader` it returns
+    is given the log's errors, header and items as the checks read them.
     """
     scrubber = scrubber or default_scrubber()
     out = report.findings
@@ -453,7 +472,7 @@ def validate_log_files(
             want[by_id[parent_id]].add(seed)
     checks: list[LogChecks | None] = []
     for file, wanted in zip(files, want, strict=True):
-        checks.append(_check_one(file, wanted, report, scrubber))
+        checks.append(_check_one(file, wanted, report, scrubber, observe(file) if observe else None))
     for child, parent in parent_of.items():
         c, p, head = checks[child], checks[parent], heads[child]
         assert head is not None
@@ -504,12 +523,14 @@ def seq_findings(file: Path) -> list[Finding]:
 
 
 def _check_one(
-    file: Path, wanted: set[int], report: UnitReport, scrubber: SecretScrubber
+    file: Path, wanted: set[int], report: UnitReport, scrubber: SecretScrubber, reader: LogReader | None
 ) -> LogChecks | None:
     out = report.findings
 
     def sink(exc: HarnessError) -> None:
         out.append(Finding(exc.code, str(exc)))
+        if reader is not None:
+            reader.error(exc)
 
     try:
         stream = LogStream(file, on_error=sink)
@@ -521,7 +542,11 @@ def _check_one(
     secrets = SecretCheck(str(file), scrubber)
     if stream.header is not None:
         secrets.header(stream.header_line, stream.header)
+    if reader is not None:
+        reader.header(stream.header)
     for line_no, raw, item in stream.items():
+        if reader is not None:
+            reader.item(line_no, raw, item)
         if item is None:
             checks.lost()
         elif isinstance(item, PackedSpan):

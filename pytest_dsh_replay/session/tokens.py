@@ -82,13 +82,18 @@ _WORD_RUN = re.compile(r"[\w\-]+")
 _SHARED_PATTERN_IDS = 16
 
 
-def _ids_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
+def _ids_pattern(ids: Iterable[str], *, growing: bool = False) -> re.Pattern[str] | None:
+    """The pattern finding the known ``ids`` as whole tokens (``None``: no id). ``growing``: a set that
+    gains ids call by call (a run's live side): word-run ids share :data:`_WORD_RUN_RE` from the first
+    id on, so no call compiles an alternation of its own (each new set of up to
+    :data:`_SHARED_PATTERN_IDS` ids would cost a compile of 0.1-1 ms, growing with the set)."""
     known = tuple(sorted({i for i in ids if i}, key=lambda i: (-len(i), i)))
     if not known:
         return None
     if all(UUID_RE.fullmatch(i) for i in known):
         return _WHOLE_UUID_RE
-    if len(known) > _SHARED_PATTERN_IDS and all(_WORD_RUN.fullmatch(i) for i in known):
+    shared = growing or len(known) > _SHARED_PATTERN_IDS
+    if shared and all(_WORD_RUN.fullmatch(i) for i in known):
         # whole tokens of [\w-] only: an id bounded by non-[\w-] characters is exactly a maximal run
         return _WORD_RUN_RE
     return _compiled_ids(known)
@@ -145,7 +150,7 @@ class Tokenizer:
         self.cwd = cwd
         self.by_appearance = ids_by_appearance
         self._cwd_re = _cwd_pattern(cwd)
-        self._ids_re = _ids_pattern(ids)
+        self._ids_re = _ids_pattern(ids, growing=ids_by_appearance)
         self._known: set[str] | frozenset[str] = frozenset(i for i in ids if i)
         self._fixed = (
             {} if ids_by_appearance else {sid: f"{{{{session:{n}}}}}" for n, sid in enumerate(ids, 1) if sid}

@@ -156,6 +156,12 @@ def test_derive_over_spans_names_the_unfinished_call_as_over_the_list() -> None:
         (_text_row(["a", "b"], [1, 2]), "dt has 2 gaps but texts has 2 members"),
         (_text_row(["a", 3], [1]), "texts must be a non-empty list of strings"),
         (_text_row(["a", "b"], [2**53]), "member time 9007199254740992 is not a safe integer"),
+        (_text_row(["a", "b"], [-(2**53)]), "member time -9007199254740992 is not a safe integer"),
+        (_text_row(["a"], [], seq0=0, time0=2**53), "member time 9007199254740992 is not a safe integer"),
+        (_text_row(["a", "b"], [True]), "dt must be a list of integers"),
+        (_text_row(["a", "b"], [1.0]), "dt must be a list of integers"),
+        (_text_row(["a", None], [1]), "texts must be a non-empty list of strings"),
+        (_text_row([], []), "texts must be a non-empty list of strings"),
         (_text_row(["a", "b"], [1], seq0=-1, time0=0), "seq0 must be a non-negative integer"),
         (_text_row(["a", "b"], [1], seq0=2**53 - 1, time0=0), "member seq exceeds 2**53 - 1"),
         ({**_text_row(["a"], []), "seq": 1}, "envelope keys must be exactly"),
@@ -169,6 +175,14 @@ def test_a_bad_packed_row_is_refused_at_parse_naming_its_line(row: dict[str, Any
     assert err.value.code == "REPLAY_BAD_PACKED_ROW"
     assert str(err.value).startswith("f.jsonl:4: bad packed 'text-chunks' row: ")
     assert needle in str(err.value)
+
+
+def test_a_packed_row_whose_time_bound_is_unsafe_but_every_member_time_safe_parses() -> None:
+    """The safe-time check bounds the members' times cheaply and only then sums them one by one: a row
+    over the bound whose partial sums all stay safe is a valid row."""
+    big = 2**52
+    events = parse_session_log(H + _line(_text_row(["a", "b", "c", "d"], [big, -big, big], seq0=0, time0=0)))
+    assert [e["time"] for e in events] == [0, big, 0, big]
 
 
 def _derived(events: Any) -> Any:

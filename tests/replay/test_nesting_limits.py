@@ -76,6 +76,34 @@ def test_a_log_row_nested_1000_deep_is_a_malformed_line(where: str) -> None:
         parse_session_log(nested(300, HEADER) + "\n", file="session.jsonl")
 
 
+def _packed_row(texts: str) -> str:
+    data = '{"turn":1,"step":1,"index":0,"dt":[1],"texts":' + texts + "}"
+    return '{"type":"text-chunks","seq0":0,"time0":0,"data":' + data + "}"
+
+
+@pytest.mark.parametrize("before", [None, "[1]", '{"type":"x/y","data":1}'])
+def test_a_packed_row_nested_past_the_limit_is_a_malformed_line_before_any_row_error(
+    before: str | None,
+) -> None:
+    """A packed row is screened by its row check (a row nested past 3 levels never passes it), not by
+    counting its brackets: a deep one is still refused as nested too deep, and ahead of the error of
+    an earlier row (a non-object row, a projected row)."""
+    rows = [before] if before else []
+    rows += [_packed_row('["a","b"]'), _packed_row('["a",' + nested(MAX_INPUT_NESTING + 5, '"b"') + "]")]
+    with pytest.raises(ReplayParseError) as info:
+        parse_session_log(HEADER + "\n" + "\n".join(rows) + "\n", file="session.jsonl")
+    assert info.value.code == "REPLAY_MALFORMED_LINE"
+    assert f"session.jsonl:{len(rows) + 1}: JSON nested deeper than 128 levels" in str(info.value)
+
+
+def test_a_packed_row_within_the_limit_parses_unscreened() -> None:
+    """The screen leaves a long packed row to its row check: a valid one is one span."""
+    row = _packed_row(json.dumps(["x" * 40] * 20)).replace('"dt":[1]', '"dt":' + json.dumps([1] * 19))
+    assert len(row) > DEEP_LINE_MIN_BYTES
+    assert deep_rows([row.encode()], [json.loads(row)]) == []
+    assert len(parse_session_log(HEADER + "\n" + row + "\n")) == 20
+
+
 def test_validate_reports_a_seq_nested_1000_deep_as_a_finding(tmp_path: Path) -> None:
     """Regression: ``dsh-replay validate`` on a chunk whose seq is nested 1000 deep died with a
     ``RecursionError`` traceback."""

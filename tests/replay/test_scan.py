@@ -228,3 +228,27 @@ def test_real_recordings_decode_without_the_per_line_fallback(
     monkeypatch.setattr(scan, "_fallback_chunk_row", no_fallback)
     for path in sorted(conformance.parent.glob("conformance*/*/session*.jsonl")):
         scan.scan_log(path.read_bytes(), file=str(path))
+
+
+def test_a_call_whose_packed_row_ends_a_block_is_deferred_whole() -> None:
+    """Regression: the scan reads the body in 1 MB blocks; a call whose packed row (here over 1 MB, so it
+    ends its block) is finished in a later block that holds no packed row was appended as a plain entry
+    holding the ``PackedRun`` itself: ``derive --json`` then failed (CLI_TOO_DEEP) and a replay would
+    have served the run object as a chunk. Now the call is a deferred call, equal to the reference's."""
+    members = 300_000
+    row = {"type": "text-chunks", "seq0": 2, "time0": 0}
+    row["data"] = {"turn": 1, "step": 1, "index": 0, "dt": [0] * (members - 1), "texts": ["a"] * members}
+    lines = [
+        HEAD,
+        chunk_line(0, b'{"type":"block-start","index":0,"blockType":"text"}'),
+        chunk_line(1, b'{"type":"text-delta","index":0,"text":"x"}'),
+        orjson.dumps(row),
+        chunk_line(members + 2, b'{"type":"block-end","index":0,"block":{"type":"text","text":"x"}}'),
+        chunk_line(members + 3, b'{"type":"finish","reason":{"kind":"stop"}}'),
+    ]
+    data = b"\n".join(lines) + b"\n"
+    assert len(lines[3]) > 1 << 20
+    assert fast(data) == reference(data)
+    scanned = scan_log(data, file="f.jsonl", lazy=True)
+    assert not isinstance(scanned.entries, ReplayDeriveError)
+    assert all(type(chunk) is dict for chunk in materialize(scanned.entries[0])["chunks"])
