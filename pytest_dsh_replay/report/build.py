@@ -315,21 +315,30 @@ def recording_files(path: Path) -> list[Path]:
     return files
 
 
-def _models(path: Path, count: int) -> list[str]:
-    """The ``model`` pin of each log (``""`` where none): the model each call asked for."""
+def _pinned(path: Path, count: int) -> list[tuple[str, Any]]:
+    """The ``model`` and ``system`` pins of each log (``""`` / ``None`` where none): the model each
+    call asked for and the system prompt it was sent with (a log cannot show it: replay.md, pins)."""
     from ..replay.pins import load_pins
 
     if not path.is_dir():
-        return [""] * count
+        return [("", None)] * count
     try:
         pins = load_pins(path, count)
     except HarnessError:
-        return [""] * count  # a bad pin is validate's finding; the report shows the logs
-    return [str(p.values.get("model", "")) for p in pins]
+        return [("", None)] * count  # a bad pin is validate's finding; the report shows the logs
+    return [(str(p.values.get("model", "")), p.values.get("system")) for p in pins]
 
 
-def read_session(file: Path, model: str = "") -> tuple[SessionView, Spans]:
-    """One log as a :class:`SessionView` and the spans of its tool calls (for :func:`link_children`).
+def _system_text(system: Any) -> str | None:
+    """A system prompt pin as the transcript shows it: its text (a list of blocks: their text)."""
+    if system is None or system == "" or system == []:
+        return None
+    return _cut(_blocks_text(system))
+
+
+def read_session(file: Path, model: str = "", system: Any = None) -> tuple[SessionView, Spans]:
+    """One log as a :class:`SessionView` and the spans of its tool calls (for :func:`link_children`);
+    ``system``: the system prompt its calls were sent with (its pin), the transcript's first entry.
 
     Raises:
         HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
@@ -346,6 +355,9 @@ def read_session(file: Path, model: str = "") -> tuple[SessionView, Spans]:
     transcript.finish()
     parent = header.get("parentSession")
     mcp = mcp_log_match(file.name)
+    shown = _system_text(system) if mcp is None else None
+    if shown is not None:
+        transcript.entries.insert(0, Entry("system", text=shown))
     view = SessionView(
         file.name,
         str(header.get("id", "")),
@@ -468,11 +480,11 @@ def read_recording(path: Path, *, label: str | None = None) -> Recording:
     except HarnessError as exc:
         recording.error = f"[{exc.code}] {exc}"
         return recording
-    models = _models(path, len(files))
+    pinned = _pinned(path, len(files))
     spans: list[Spans] = []
-    for file, model in zip(files, models, strict=True):
+    for file, (model, system) in zip(files, pinned, strict=True):
         try:
-            view, tool_spans = read_session(file, model)
+            view, tool_spans = read_session(file, model, system)
         except HarnessError as exc:
             view, tool_spans = SessionView(file.name, "", error=f"[{exc.code}] {exc}"), Spans([])
         recording.sessions.append(view)
