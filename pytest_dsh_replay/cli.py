@@ -1331,6 +1331,9 @@ def mcp(
         timeout=timeout,
         rerecord=rerecord or f"dsh-replay mcp {directory} --name {name} --record rewrite -- COMMAND",
         accept_unused=accept_unused,
+        # the fixture's relays (a run directory) propose masks in pytest's spellings, a user's in this
+        # command's own option
+        mask_flag=None if run_dir is not None else "--mask",
     )
     try:
         config.masks = Masks.parse(mask, source="--mask") or None

@@ -101,19 +101,20 @@ def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 
 @pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
 def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
-    """The call phase of a test using ``dsh_endpoint`` or ``dsh_mcp``: the endpoint's problems are the
-    test's failure, reported once (``endpoint.fixture.call_report``); the test's own failure is noted
-    (``endpoint.fixture.test_failed``), so that neither fixture writes its run as the recording; other
-    tests are left alone, unimported."""
+    """The call phase of a test using ``dsh_endpoint`` or ``dsh_mcp``: the endpoint's problems and the
+    MCP relays' so far are the test's failure, reported once (``endpoint.fixture.call_report``); the
+    test's own failure is noted (``endpoint.fixture.test_failed``), so that neither fixture writes its
+    run as the recording; other tests are left alone, unimported."""
     names = getattr(item, "fixturenames", ())
     if "dsh_endpoint" not in names and "dsh_mcp" not in names:
         return (yield)
     from .endpoint.fixture import call_report, test_failed
+    from .mcp.fixture import served_so_far
 
     try:
         result = yield
     except Exception as exc:  # pytest's outcomes (skip, fail, exit) are BaseExceptions: they pass
-        report = call_report(item, exc)
+        report = call_report(item, exc, served_so_far(item))
         if report is None:  # the test's own failure, not the endpoint's problems: not its recording
             test_failed(item, exc)
             raise
@@ -121,7 +122,7 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         test_failed(item, exc)
         raise
     else:
-        report = call_report(item, None)
+        report = call_report(item, None, served_so_far(item))
         if report is None:
             return result
     pytest.fail(report, pytrace=False)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,15 +278,7 @@ class EndpointRun(Struct):
                 "re-record with --dsh-record=rewrite and an upstream"
             )
         if raised is not None:
-            name = f"{type(raised).__module__.split('.')[0]}.{type(raised).__qualname__}"
-            text = str(raised)
-            if any(p.splitlines()[0][:80] in text for p in outcome.problems if p):
-                # the SDK raising the endpoint's own error answer: the report above is its message
-                report += f"\n(the test stopped at {name}: the client's error for the answer above)"
-            else:
-                first = next(iter(text.splitlines()), "")
-                first = first if len(first) <= 200 else first[:197] + "..."
-                report += f"\n(the test stopped at {name}: {first})"
+            report += "\n" + stopped_at(raised, outcome.problems)
         return report
 
 
@@ -324,37 +316,64 @@ def join_run(item: pytest.Item, changed: bool, write: Callable[[bool | None], li
     return True
 
 
-def call_report(item: pytest.Item, raised: Exception | None) -> str | None:
-    """What the test's call phase reports for the endpoint, or ``None`` to leave its outcome alone.
+def call_report(item: pytest.Item, raised: Exception | None, mcp: Sequence[str] = ()) -> str | None:
+    """What the test's call phase reports for the endpoint and its MCP servers, or ``None`` to leave
+    its outcome alone; the one rule of ``dsh_endpoint`` and ``dsh_mcp``.
 
     * problems of the traffic (a request that did not match, an exhausted script, an upstream
-      refusal): the endpoint's report, once, with a line naming what the test raised (most often the
-      SDK raising the endpoint's HTTP 400 for that same problem) instead of the SDK's traceback;
+      refusal; ``mcp``: the ``dsh_mcp`` relays' so far, e.g. a tool call that did not match): the
+      report, once, with a line naming what the test raised (most often the SDK raising the
+      endpoint's HTTP 400 or the relay's JSON-RPC error for that same problem) instead of the SDK's
+      traceback;
     * recorded calls left unused: the report when the test passed; when it raised, its own error
       stands alone (it stopped before it could make them);
-    * either way the problems are marked as said, so the teardown does not repeat them.
+    * either way the problems are marked as said, so the teardown does not repeat them (the caller
+      marks ``mcp``'s: ``mcp.fixture.served_so_far``).
     """
     run = item.stash.get(RUN, None)
-    if run is None:
-        return None
-    served, unused = run.thread.problems_so_far()
-    if raised is not None or served:
+    served, unused = run.thread.problems_so_far() if run is not None else ([], [])
+    mcp = list(mcp)
+    if raised is not None or served or mcp:
         item.stash[STOPPED] = True
-    if not unused_counts(item):
+    if run is not None and not unused_counts(item):
         run.reported.update(unused)
         unused = []
-    if raised is not None and not served:
+    if raised is not None and not served and not mcp:
         return None
     problems = served or unused
-    if not problems:
+    if not problems and not mcp:
         return None
-    run.reported.update(problems)
-    endpoint = run.thread.endpoint
-    _report_diffs(item, endpoint)
-    outcome = EndpointOutcome(endpoint.plan.label, list(problems))
-    if endpoint.recorder is not None:
-        outcome.notes.append(endpoint.nothing_written())
-    return run.report(outcome, raised)
+    parts: list[str] = []
+    if problems and run is not None:
+        run.reported.update(problems)
+        endpoint = run.thread.endpoint
+        _report_diffs(item, endpoint)
+        outcome = EndpointOutcome(endpoint.plan.label, list(problems))
+        if endpoint.recorder is not None:
+            outcome.notes.append(endpoint.nothing_written())
+        parts.append(run.report(outcome, None if mcp else raised))
+    if mcp:
+        parts += [f"dsh_mcp: {len(mcp)} problem(s)", *mcp]
+        if raised is not None:
+            parts.append(stopped_at(raised, [*problems, *mcp]))
+    return "\n".join(parts)
+
+
+def stopped_at(raised: BaseException, problems: Sequence[str]) -> str:
+    """The report's line naming what the test raised: the client's error for one of ``problems``
+    (the SDK raising the endpoint's or the relay's own error answer: the report is its message), or
+    the first line of something else. In an exception group (an async SDK's task group), the error
+    of its own that holds one of ``problems`` is named."""
+    for leaf in [raised, *_leaves(raised)]:
+        text = str(leaf)
+        if any(p.splitlines()[0][:80] in text for p in problems if p):
+            name = f"{type(leaf).__module__.split('.')[0]}.{type(leaf).__qualname__}"
+            return f"(the test stopped at {name}: the client's error for the answer above)"
+    name = f"{type(raised).__module__.split('.')[0]}.{type(raised).__qualname__}"
+    text = str(raised)
+    first = next(iter(text.splitlines()), "")
+    first = first if len(first) <= 200 else first[:197] + "..."
+    return f"(the test stopped at {name}: {first})"
 
 
 def test_failed(item: pytest.Item, raised: BaseException) -> None:
@@ -370,6 +389,13 @@ def test_failed(item: pytest.Item, raised: BaseException) -> None:
     first = next(iter(str(raised).splitlines()), "")
     first = first if len(first) <= 120 else first[:117] + "..."
     item.stash[FAILED] = f"{name}: {first}" if first else name
+
+
+def _leaves(raised: BaseException) -> list[BaseException]:
+    """The exceptions an exception group holds, at every depth (``[]`` for another exception)."""
+    if not isinstance(raised, BaseExceptionGroup):
+        return []
+    return [leaf for inner in raised.exceptions for leaf in [inner, *_leaves(inner)]]
 
 
 def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
@@ -408,6 +434,7 @@ __all__ = [
     "join_run",
     "recording_dir",
     "rerecord_command",
+    "stopped_at",
     "test_failed",
     "unused_counts",
 ]

@@ -31,7 +31,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..itemreport import endpoint_note_properties
+from ..itemreport import endpoint_note_properties, recording_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 
@@ -104,6 +104,12 @@ class McpServers:
         self.locks: dict[str, Any] = {}
         #: the sessions' write (and the locks' release) was handed to the endpoint fixture
         self.handed = False
+        #: problems the test's own failure already said (``served_so_far``): teardown does not repeat them
+        self.reported: set[str] = set()
+        #: the tool calls that did not match (``itemreport.RequestDiff``), from the relays' outcomes
+        self.diffs: list[Any] = []
+        #: those already in the item's report (their JSON)
+        self.shown: set[str] = set()
 
     def __call__(
         self, name: str, command: Sequence[str] | str, env: dict[str, str] | None = None
@@ -199,6 +205,7 @@ def finish(
             if path.exists():
                 outcome = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
                 outcomes[name, i] = outcome
+                servers.diffs += outcome.diffs
                 problems += [p for p in outcome.problems if unused or not p.startswith(NOT_CONSUMED)]
     recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
     if unused and not servers.allow_unused:
@@ -258,6 +265,53 @@ def finish(
     return problems, notes + write(True)
 
 
+#: The ``dsh_mcp`` servers of the running test (``item.stash``).
+SERVERS = pytest.StashKey[McpServers]()
+
+
+def served_so_far(item: pytest.Item) -> list[str]:
+    """The problems the test's relays have met so far and nobody has said yet (a tool call that did
+    not match, ...; each relay writes them as they come, before its client gets the error answer), for
+    the test's own failure (``endpoint.fixture.call_report``, the one rule of both fixtures): marked
+    as said, so teardown does not repeat them; their side-by-side diffs go into the item's report."""
+    from .relay import McpOutcome
+
+    servers = item.stash.get(SERVERS, None)
+    if servers is None:
+        return []
+    found: list[str] = []
+    diffs: list[Any] = []
+    for name in servers.names:
+        for i in _claims(servers.run_dir, name):
+            path = servers.run_dir / f"{name}.{i}.problems.json"
+            try:
+                so_far = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
+            except FileNotFoundError:
+                continue
+            found += [p for p in so_far.problems if p not in servers.reported and p not in found]
+            diffs += so_far.diffs
+    servers.reported.update(found)
+    if found:
+        _show_diffs(item, servers, diffs)
+    return found
+
+
+def _show_diffs(item: pytest.Item, servers: McpServers, diffs: Sequence[Any]) -> None:
+    """The tool calls that did not match, side by side in the item's report (``--dsh-report``), once,
+    with the command that re-records."""
+    from ..itemreport import ItemReport
+
+    new = []
+    for diff in diffs:
+        key = msgspec.json.encode(diff).decode()
+        if key not in servers.shown:
+            servers.shown.add(key)
+            new.append(diff)
+    if new:
+        commands = [f"re-record: {servers.rerecord}"] if servers.rerecord else []
+        item.user_properties += ItemReport(diffs=new, commands=commands).properties()
+
+
 def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     """Yield the test's servers; at teardown write and report (module doc)."""
     from ..endpoint.fixture import (
@@ -297,12 +351,19 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
     # the model's upstream too when the test also records its model calls (a rewrite without it fails)
     rerecord = rerecord_command(config, request.node.nodeid, upstream="dsh_endpoint" in request.fixturenames)
+    directory = recording_dir(request)
+    if "dsh_endpoint" not in request.fixturenames:  # the report's link to it (the endpoint's, else)
+        request.node.user_properties += recording_properties(directory)
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
-            recording_dir(request), mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
+            directory, mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
         )
         servers.run_masks = masks
-        yield servers
+        request.node.stash[SERVERS] = servers
+        try:
+            yield servers
+        finally:
+            del request.node.stash[SERVERS]
         record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
         try:
             problems, notes = finish(
@@ -317,8 +378,11 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
                 servers.release()
     if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
         request.node.user_properties += endpoint_note_properties(notes)
-    if problems:
-        pytest.fail("\n".join([f"dsh_mcp: {len(problems)} problem(s)", *problems, *notes]), pytrace=False)
+    # what the test's own failure said is not said again (endpoint.fixture.call_report)
+    fresh = [p for p in problems if p not in servers.reported]
+    if fresh:
+        _show_diffs(request.node, servers, servers.diffs)
+        pytest.fail("\n".join([f"dsh_mcp: {len(fresh)} problem(s)", *fresh, *notes]), pytrace=False)
 
 
-__all__ = ["WAIT", "McpServer", "McpServers", "finish", "mcp_fixture"]
+__all__ = ["SERVERS", "WAIT", "McpServer", "McpServers", "finish", "mcp_fixture", "served_so_far"]

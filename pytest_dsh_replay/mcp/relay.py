@@ -38,7 +38,8 @@ import orjson
 from msgspec import Struct, field
 
 from ..errors import HarnessError
-from ..layout import mcp_log_files, mcp_log_name, mcp_name_problem
+from ..itemreport import RequestDiff
+from ..layout import mcp_log_files, mcp_log_match, mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
@@ -95,6 +96,8 @@ class McpConfig(Struct):
             server's sessions at once instead: :func:`write_sessions`).
         masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
             sides of the request check, as the endpoint's; ``None``: none.
+        mask_flag: the one option a mismatch's mask proposal is spelled with (``--mask``: the user runs
+            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.masks.mask_hint``).
     """
 
     directory: Path
@@ -110,10 +113,13 @@ class McpConfig(Struct):
     index: int | None = None
     writes: bool = True
     masks: Any = None
+    mask_flag: str | None = None
 
 
 class McpOutcome(Struct):
-    """What a relay's run came to: ``problems`` fail it; ``written``/``removed`` files; ``notes``."""
+    """What a relay's run came to: ``problems`` fail it; ``written``/``removed`` files; ``notes``;
+    ``diffs``: each tool call that did not match, recorded beside sent (the HTML report's side-by-side
+    view, as a model request's)."""
 
     name: str
     plan: str
@@ -122,6 +128,7 @@ class McpOutcome(Struct):
     notes: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    diffs: list[RequestDiff] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -203,6 +210,8 @@ class McpRelay:
         self.plan = Plan.REPLAY
         self.problems: list[str] = []
         self.notes: list[str] = []
+        #: replay: the tool calls that did not match, recorded beside sent (:class:`McpOutcome`)
+        self.diffs: list[RequestDiff] = []
         self.log: McpSessionLog | None = None
         self.script: McpScript | None = None
         #: record: request key -> (method, monotonic start) of the client requests the server owes
@@ -278,8 +287,9 @@ class McpRelay:
             return
         if not recorded:
             raise McpRelayError(
-                f"{path}: no recording of MCP server {config.name!r} session {self.index} to replay; "
-                "record it with --record once and the server's command",
+                f"{path}: no recording of MCP server {config.name!r} session {self.index} to replay"
+                f"{_recorded_servers(config.directory, config.name)}; record it with --record once and "
+                "the server's command",
                 "MCP_CONFIG",
             )
         from ..scenario.harvest import read_log_file
@@ -312,7 +322,18 @@ class McpRelay:
         text = f"[{code}] {message}"
         if text not in self.problems:
             self.problems.append(text)
+            self._so_far()
         return text
+
+    def _so_far(self) -> None:
+        """The problems so far, where the fixture reads them while the session runs
+        (``<name>.<index>.problems.json`` in the run directory; written before the client gets the
+        error answer, so the test that saw the error finds the problem behind it)."""
+        if self.config.run_dir is None or not self.claimed:
+            return
+        so_far = McpOutcome(self.config.name, self.plan.label, self.index, list(self.problems))
+        so_far.diffs = list(self.diffs)
+        _put(self.config.run_dir / f"{self.config.name}.{self.index}.problems.json", so_far)
 
     def from_client(self, message: Any) -> None:
         """A message the client sent, forwarded to the server (record)."""
@@ -354,7 +375,8 @@ class McpRelay:
         late = [key for key, (_id, _what, started) in self.pending.items() if now - started >= timeout]
         self.timed_out.update(late)
         return self._fail_pending(
-            late, f"the server did not answer request id {{id}} ({{what}}) within {self.config.timeout:g} s",
+            late,
+            f"the server did not answer request id {{id}} ({{what}}) within {self.config.timeout:g} s",
             "MCP_SERVER_TIMEOUT",
         )
 
@@ -534,12 +556,17 @@ class McpRelay:
                     (r for r in candidates if tool_call_value(r.message)["name"] == sent["name"]), None
                 )
                 chosen = chosen or candidates[0]
-            difference = self._difference(tool_call_value(chosen.message), sent, TOOLS_CALL)
-            if difference is not None:
+            recorded = tool_call_value(chosen.message)
+            found = self._first_difference(recorded, sent, TOOLS_CALL)
+            if found is not None:
+                hint = self._mask_hint(recorded, sent)
+                call = f"{_describe(chosen.message)} (seq {chosen.seq} of {self.script.file})"
+                self.diffs.append(self._diff(call, found.path, recorded, sent))
                 text = self.problem(
                     f"{self.script.file}: {_describe(message)} does not match recorded call "
-                    f"{_describe(chosen.message)} (seq {chosen.seq}): {difference}; re-record it"
-                    + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
+                    f"{_describe(chosen.message)} (seq {chosen.seq}): {found.render()}; re-record it"
+                    + (f" ({self.config.rerecord})" if self.config.rerecord else "")
+                    + (f"\n  {hint}" if hint is not None else ""),
                     "MCP_CALL_MISMATCH",
                 )
                 return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
@@ -574,6 +601,12 @@ class McpRelay:
 
     def _difference(self, recorded: Any, sent: Any, path: str) -> str | None:
         """The request check of one value: both sides tokenized, the first difference rendered."""
+        found = self._first_difference(recorded, sent, path)
+        return None if found is None else found.render()
+
+    def _first_difference(self, recorded: Any, sent: Any, path: str) -> Any:
+        """The request check of one value: both sides tokenized, the first
+        :class:`~pytest_dsh_replay.replay.requests.Difference` (``None``: they match)."""
         from ..replay.requests import Difference, first_difference
 
         if recorded == sent:
@@ -582,7 +615,43 @@ class McpRelay:
         found = first_difference(
             recorded_side.fresh().scrub_value(recorded), live_side.fresh().scrub_value(sent), path
         )
-        return None if found is None else Difference(path, *found).render()
+        return None if found is None else Difference(path, *found)
+
+    def _mask_hint(self, recorded: Any, sent: Any) -> str | None:
+        """The report's line proposing masks for a tool call that did not match
+        (``session.masks.mask_hint``, the request check's): only when every difference of the two calls
+        is a value that changes every run, checked (the check run again with the run's masks and the
+        proposed ones passes); in the spelling of the route in use (``McpConfig.mask_flag``)."""
+        from ..session.masks import Masks, differing_values, mask_hint
+
+        recorded_side, live_side = self.sides
+        run_masks = self.config.masks
+
+        def differing(extra: Masks) -> list[tuple[Any, Any]]:
+            masks = run_masks.joined(extra.masks) if run_masks else extra
+            return differing_values(
+                recorded_side.with_masks(masks).scrub_value(recorded),
+                live_side.with_masks(masks).scrub_value(sent),
+            )
+
+        return mask_hint(differing, self.config.mask_flag)
+
+    def _diff(self, call: str, path: str, recorded: Any, sent: Any) -> RequestDiff:
+        """The side-by-side view of a tool call that did not match: both calls whole (name and
+        arguments), normalized as they were compared."""
+        from ..scenario.item import shown_value
+
+        recorded_side, live_side = self.sides
+        masks = self.config.masks
+        return RequestDiff(
+            call,
+            TOOLS_CALL,
+            path,
+            shown_value(recorded_side.fresh().scrub_value(recorded)),
+            shown_value(live_side.fresh().scrub_value(sent)),
+            file=self.script.file if self.script is not None else "",
+            masks=[m.describe() for m in masks.masks] if masks else [],
+        )
 
     def _respell(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """A recorded server message as the live client must see it (its request's live id, token)."""
@@ -616,6 +685,7 @@ class McpRelay:
         """End the session (``why``: how it ended): the unused check (replay), the recording written
         (record: alone, or into the run directory for the fixture to write), the outcome."""
         outcome = McpOutcome(self.config.name, self.plan.label, self.index, list(self.problems))
+        outcome.diffs = list(self.diffs)
         if self.script is not None and not self.problems and not self.config.allow_unused:
             unused = self.unused()
             if unused:
@@ -670,12 +740,7 @@ class McpRelay:
 
     def _leave(self, outcome: McpOutcome) -> None:
         if self.config.run_dir is not None:  # what the fixture reads at teardown
-            import msgspec
-
-            target = self.config.run_dir / f"{self.config.name}.{self.index}.outcome.json"
-            tmp = target.with_suffix(".tmp")
-            tmp.write_bytes(msgspec.json.encode(outcome))
-            tmp.replace(target)
+            _put(self.config.run_dir / f"{self.config.name}.{self.index}.outcome.json", outcome)
 
     def session_log(self) -> Any:
         """The recorded session as a :class:`~pytest_dsh_replay.scenario.normalize.SessionLog`."""
@@ -705,6 +770,31 @@ class McpRelay:
             f"recorded MCP server {name!r} ({self.fed} events) into "
             f"{self.config.directory / mcp_log_name(name, self.index)}"
         )
+
+
+def _put(target: Path, outcome: McpOutcome) -> None:
+    """Write ``outcome`` to ``target`` whole (a reader never sees half of it)."""
+    import msgspec
+
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(msgspec.json.encode(outcome))
+    tmp.replace(target)
+
+
+def _recorded_servers(directory: Path, name: str) -> str:
+    """What a replay with no recording of ``name``'s session says of the directory: the MCP session
+    logs it does hold (of other servers: a typo in the name shows), or that it holds none."""
+    logs = mcp_log_files(directory)
+    others = list(dict.fromkeys(p.name for p in logs if (mcp_log_match(p.name) or ("",))[0] != name))
+    if logs and not others:
+        return f" ({directory} holds {len(logs)} session(s) of it: {', '.join(p.name for p in logs)})"
+    if not others:
+        return f" ({directory} holds no MCP session log, mcp.<name>.jsonl)"
+    names = list(dict.fromkeys((mcp_log_match(p) or ("?",))[0] for p in others))
+    return (
+        f" ({directory} holds the MCP session log(s) {', '.join(others)}, of server(s) "
+        f"{', '.join(map(repr, names))}: is --name or the dsh_mcp name spelled as recorded?)"
+    )
 
 
 def unused_sessions(directory: Path, name: str, started: int, rerecord: str, accept_unused: str) -> list[str]:

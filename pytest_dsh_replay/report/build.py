@@ -2,8 +2,8 @@
 
 * :func:`read_recording` turns one recording (a scenario directory, an endpoint recording, a directory
   of logs, one log file) into a :class:`~.payload.Recording`: each log streamed once
-  (:func:`~..scenario.logstream.iter_log_events`, memory bounded by the transcript, not the file), its
-  model calls' chunks folded into one entry each.
+  (:class:`~..scenario.logstream.LogStream`, memory bounded by the transcript, not the file; with
+  ``check``, in `validate`'s own pass), its model calls' chunks folded into one entry each.
 * :func:`link_children` says how each child's parent is known (header, the parent's open tool call).
 * :func:`report_payload` puts recordings and items together, failures first, with the summary.
 
@@ -334,21 +334,30 @@ def recording_files(path: Path) -> list[Path]:
     return files
 
 
-def _models(path: Path, count: int) -> list[str]:
-    """The ``model`` pin of each log (``""`` where none): the model each call asked for."""
+def _pinned(path: Path, count: int) -> list[tuple[str, Any]]:
+    """The ``model`` and ``system`` pins of each log (``""`` / ``None`` where none): the model each
+    call asked for and the system prompt it was sent with (a log cannot show it: replay.md, pins)."""
     from ..replay.pins import load_pins
 
     if not path.is_dir():
-        return [""] * count
+        return [("", None)] * count
     try:
         pins = load_pins(path, count)
     except HarnessError:
-        return [""] * count  # a bad pin is validate's finding; the report shows the logs
-    return [str(p.values.get("model", "")) for p in pins]
+        return [("", None)] * count  # a bad pin is validate's finding; the report shows the logs
+    return [(str(p.values.get("model", "")), p.values.get("system")) for p in pins]
 
 
-def read_session(file: Path, model: str = "") -> tuple[SessionView, Spans]:
-    """One log as a :class:`SessionView` and the spans of its tool calls (for :func:`link_children`).
+def _system_text(system: Any) -> str | None:
+    """A system prompt pin as the transcript shows it: its text (a list of blocks: their text)."""
+    if system is None or system == "" or system == []:
+        return None
+    return _cut(_blocks_text(system))
+
+
+def read_session(file: Path, model: str = "", system: Any = None) -> tuple[SessionView, Spans]:
+    """One log as a :class:`SessionView` and the spans of its tool calls (for :func:`link_children`);
+    ``system``: the system prompt its calls were sent with (its pin), the transcript's first entry.
 
     Raises:
         HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
@@ -356,7 +365,7 @@ def read_session(file: Path, model: str = "") -> tuple[SessionView, Spans]:
     from ..scenario.logstream import LogStream
 
     stream = LogStream(file)  # strict: the first error is raised
-    reader = _SessionReader(file, model)
+    reader = _SessionReader(file, model, system)
     reader.header(stream.header)
     for line_no, raw, item in stream.items():
         reader.item(line_no, raw, item)
@@ -367,8 +376,8 @@ class _SessionReader:
     """One log's transcript, fed the stream's header and items (a
     :class:`~..scenario.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
 
-    def __init__(self, file: Path, model: str) -> None:
-        self.file, self.model = file, model
+    def __init__(self, file: Path, model: str, system: Any = None) -> None:
+        self.file, self.model, self.system = file, model, system
         self.errors: list[HarnessError] = []
         self.head: dict[str, Any] = {}
         self.transcript = _Transcript(0, model)
@@ -405,6 +414,9 @@ class _SessionReader:
         transcript.finish()
         parent = header.get("parentSession")
         mcp = mcp_log_match(self.file.name)
+        shown = _system_text(self.system) if mcp is None else None
+        if shown is not None:
+            transcript.entries.insert(0, Entry("system", text=shown))
         view = SessionView(
             self.file.name,
             str(header.get("id", "")),
@@ -532,14 +544,16 @@ def read_recording(path: Path, *, label: str | None = None, check: Any = None) -
     except HarnessError as exc:
         recording.error = f"[{exc.code}] {exc}"
         return recording
-    models = _models(path, len(files))
+    pinned = _pinned(path, len(files))
     spans: list[Spans] = []
-    readers = [_SessionReader(file, model) for file, model in zip(files, models, strict=True)]
+    readers = [
+        _SessionReader(file, model, system) for file, (model, system) in zip(files, pinned, strict=True)
+    ]
     if check is not None:
         check(files, dict(zip(files, readers, strict=True)).get)
-    for file, model, reader in zip(files, models, readers, strict=True):
+    for file, (model, system), reader in zip(files, pinned, readers, strict=True):
         try:
-            view, tool_spans = reader.view() if check is not None else read_session(file, model)
+            view, tool_spans = reader.view() if check is not None else read_session(file, model, system)
         except HarnessError as exc:
             view, tool_spans = SessionView(file.name, "", error=f"[{exc.code}] {exc}"), Spans([])
         recording.sessions.append(view)

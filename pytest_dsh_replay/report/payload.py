@@ -58,7 +58,8 @@ class Call(Struct, omit_defaults=True):
 class Entry(Struct, omit_defaults=True):
     """One transcript line.
 
-    ``kind``: ``user``, ``context``, ``steering`` (a message with ``text``); ``assistant`` (``text``,
+    ``kind``: ``system`` (the system prompt the session's calls were sent with, its pin: ``text``;
+    first); ``user``, ``context``, ``steering`` (a message with ``text``); ``assistant`` (``text``,
     ``reasoning``, ``calls``, ``call``, ``chunks``; ``partial`` when the stream ended without a message:
     cancelled or failed); ``tool`` (a ``tool/call``: ``tool``); ``result`` (``text``, ``call_id``,
     ``error``); ``turn`` (``text``: the trigger), ``end`` (``text``: the reason's kind, ``detail``: its

@@ -31,7 +31,7 @@ from .errors import FixtureInventoryError, ScenarioDefinitionError, ScenarioErro
 from .plan import Plan
 from .requestcheck import model_hint
 
-__all__ = ["ItemResult", "check_item", "request_diffs"]
+__all__ = ["ItemResult", "check_item", "request_diffs", "shown_value"]
 
 
 class ItemResult(Struct):
@@ -146,7 +146,7 @@ def _report(outcome: CheckOutcome) -> ItemReport:
     return report
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
     """A request value as a report shows it: indented JSON (``(absent)``), cut at ``MAX_VALUE``."""
     if value is MISSING:
         return "(absent)"
@@ -166,8 +166,8 @@ def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
             mismatch.call,
             d.part,
             d.path,
-            _shown(d.recorded),
-            _shown(d.sent),
+            shown_value(d.recorded),
+            shown_value(d.sent),
             file=mismatch.file,
             index=mismatch.index,
             note=d.note,

@@ -474,9 +474,11 @@ def _python_literal(regex: str) -> str:
     return f"r'{regex}'" if "'" not in regex else repr(regex)
 
 
-def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]]) -> str | None:
+def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]], flag: str | None = None) -> str | None:
     """The one report line proposing masks for a failed comparison (:func:`propose_masks`: they make it
-    pass), in every spelling a user gives masks (docs/masks.md); ``None`` when none is proposed.
+    pass), in every spelling a user gives masks (docs/masks.md), or in ``flag``'s alone (``--mask``:
+    ``dsh-replay serve``'s report names the option of the command the user runs); ``None`` when none is
+    proposed.
 
     ``differing`` as :func:`propose_masks` takes it; a caller with one differing pair of values passes
     ``pair_differing(recorded, sent)``. The request check (``replay.model``) and a scenario's log
@@ -487,17 +489,22 @@ def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]]) -> str | 
         return None
     kinds = ", ".join(dict.fromkeys(kind for kind, _regex in found))
     regexes = [regex for _kind, regex in found]
-    shell = " ".join(f"--dsh-mask '{r}'" for r in regexes)
-    marker = ", ".join(_python_literal(r) for r in regexes)
-    if len(found) == 1:
-        lead = f"a value that changes every run ({kinds})? mask it"
-        ini = "ini dsh_mask"
+    one = len(found) == 1
+    lead = (
+        f"a value that changes every run ({kinds})? mask it"
+        if one
+        else f"values that change every run ({kinds})? mask them"
+    )
+    if flag is not None:
+        spelled = " ".join(f"{flag} '{r}'" for r in regexes)
     else:
-        lead = f"values that change every run ({kinds})? mask them"
-        ini = "ini dsh_mask, one a line"
+        shell = " ".join(f"--dsh-mask '{r}'" for r in regexes)
+        marker = ", ".join(_python_literal(r) for r in regexes)
+        ini = "ini dsh_mask" if one else "ini dsh_mask, one a line"
+        spelled = f"{shell} ({ini}; marker mask=[{marker}]; dsh-replay serve --mask)"
     return (
-        f"{lead}: {shell} ({ini}; marker mask=[{marker}]; dsh-replay serve --mask); with "
-        f"{'it' if len(found) == 1 else 'them'} this comparison passes; see the masks page (docs/masks.md)"
+        f"{lead}: {spelled}; with {'it' if one else 'them'} this comparison passes; see the masks page "
+        "(docs/masks.md)"
     )
 
 

@@ -326,3 +326,83 @@ def test_mcp_tool_traffic_is_shown_beside_the_call_that_asked_for_it(page: Any, 
     root.locator(":scope > div button", has_text="show transcript").click()
     conversation = root.locator(":scope > .transcript").inner_text()
     assert "served by MCP server shell (mcp.shell.jsonl, call 2)" in conversation
+
+
+def test_the_system_prompt_opens_each_transcript_folded_when_long(page: Any, tmp_path: Path) -> None:
+    """Regression: the transcript never showed the system prompt (its pin), even when a prompt change
+    was what failed."""
+    directory = tmp_path / "spawn-and-fork"
+    shutil.copytree(SPAWN_AND_FORK, directory)
+    (directory / "system-prompt.expected.md").write_text("You are a terse clock assistant.")
+    long_prompt = "\n".join(f"Rule {i}: answer in one line." for i in range(40))
+    (directory / "system-prompt.1.expected.md").write_text(long_prompt)
+    out = tmp_path / "report.html"
+    report(directory, "-o", out)
+    open_report(page, out)
+    root = page.locator("ul.tree.top > li").first
+    root.locator(":scope > div button", has_text="show transcript").click()
+    first = root.locator(":scope > .transcript .e").first  # the prompt comes before the conversation
+    assert first.locator("summary").inner_text() == "System prompt"
+    assert first.locator("pre").is_visible() and first.locator("pre").inner_text() == (
+        "You are a terse clock assistant."
+    )
+    child = root.locator(":scope > ul.tree > li").first
+    child.locator(":scope > div button", has_text="show transcript").click()
+    folded = child.locator(":scope > .transcript .e.system")
+    assert folded.locator("summary").inner_text() == f"System prompt ({len(long_prompt)} chars)"
+    assert not folded.locator("pre").is_visible()
+    folded.locator("summary").click()
+    assert folded.locator("pre").inner_text() == long_prompt
+    fork = root.locator(":scope > ul.tree > li").nth(1)  # no pin of its own: the parent's
+    fork.locator(":scope > div button", has_text="show transcript").click()
+    assert "You are a terse clock assistant." in fork.locator(":scope > .transcript .e.system").inner_text()
+
+
+MCP_TEST = """
+import os, sys
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
+
+async def use(params):
+    with open("relay-stderr.txt", "a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            await client.call_tool("counter", {{"zone": os.environ["ZONE"], "who": "ann"}})
+
+def test_clock(dsh_mcp):
+    anyio.run(use, dsh_mcp("clock", [sys.executable, {server!r}]).params)
+"""
+
+
+def test_an_mcp_tool_call_that_differs_is_shown_side_by_side(
+    page: Any, pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a ``dsh_mcp`` tool call that did not match showed only the folded failure text
+    (and the test was counted twice: failed, then an error at teardown)."""
+    server = REPO / "tests" / "mcp_relay" / "server.py"
+    pytester.makepyfile(test_clock=MCP_TEST.format(server=str(server)))
+    monkeypatch.setenv("ZONE", "UTC")
+    run_pytest(pytester, "--dsh-record=once").assert_outcomes(passed=1)
+    monkeypatch.setenv("ZONE", "Europe/Rome")
+    out = tmp_path / "run.html"
+    result = run_pytest(pytester, "--dsh-report", out)
+    result.assert_outcomes(failed=1)
+    open_report(page, out)
+    first = page.locator("details.item").first
+    assert "failed" in first.locator(":scope > summary").inner_text()
+    diff = first.locator(".diff")
+    assert diff.locator("h4").inner_text() == (
+        'tools/call counter({"zone":"UTC","who":"ann"}) (seq 3 of mcp.clock.jsonl): tools/call differs at '
+        "tools/call.arguments.zone"
+    )
+    recorded, sent = diff.locator(".sides > div").all()
+    assert '"zone": "UTC"' in recorded.inner_text() and '"zone": "Europe/Rome"' in sent.inner_text()
+    assert '"who": "ann"' in recorded.inner_text() and '"who": "ann"' in sent.inner_text()
+    assert recorded.locator("mark").inner_text() == "UTC"
+    assert sent.locator("mark").inner_text() == "Europe/Rome"
+    assert "nothing was served for this call" in diff.inner_text()
+    commands = first.locator("code.cmd").all_inner_texts()
+    assert "re-record: pytest test_clock.py::test_clock --dsh-record=rewrite" in commands
+    first.locator(":scope > summary").scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "report-mcp-diff.png"))
