@@ -905,19 +905,23 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
     (the page is written all the same, naming it) or on a usage error.
     """
     from .report import read_recording, report_payload, write_report
-    from .report.build import recording_files
 
     for path in paths:  # every PATH checked before anything is read
         _existing(path)
     recordings = []
     for path in paths:
         for unit, problem in _show_units(path):
-            recording = read_recording(unit)
+            found: list[Any] = []
+
+            def check(files: Sequence[Path], observe: Any, found: list[Any] = found) -> None:
+                found += _log_findings(files, observe=observe)  # the page's read is validate's
+
+            recording = read_recording(unit, check=None if problem else check)
             if problem:
                 recording.error = f"[PATH_UNREADABLE] {unit}: cannot list this directory ({problem})"
             elif not recording.error:
                 errors = [s.error for s in recording.sessions]
-                recording.findings = [str(f) for f in _log_findings(recording_files(unit), errors)]
+                recording.findings = [str(f) for f in found if str(f) not in errors]
             recordings.append(recording)
     problems = [r.error for r in recordings if r.error] + [
         f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error

@@ -2,8 +2,8 @@
 
 * :func:`read_recording` turns one recording (a scenario directory, an endpoint recording, a directory
   of logs, one log file) into a :class:`~.payload.Recording`: each log streamed once
-  (:func:`~..scenario.logstream.iter_log_events`, memory bounded by the transcript, not the file), its
-  model calls' chunks folded into one entry each.
+  (:class:`~..scenario.logstream.LogStream`, memory bounded by the transcript, not the file; with
+  ``check``, in `validate`'s own pass), its model calls' chunks folded into one entry each.
 * :func:`link_children` says how each child's parent is known (header, the parent's open tool call).
 * :func:`report_payload` puts recordings and items together, failures first, with the summary.
 
@@ -170,6 +170,25 @@ class _Transcript:
                 partial=True,
             )
         )
+
+    def feed_span(self, span: Any) -> None:
+        """The members of one packed row (a :class:`~..replay.parse.PackedSpan`) at once, as :meth:`feed`
+        takes each of its ``assistant/chunk`` events (delta chunks, never a ``finish``); one event at
+        a time when the seed boundary falls inside the row."""
+        i, n = self.index, len(span)
+        if self.seed_length > 0 and i < self.seed_length <= i + n:
+            for event in span.iter_events():
+                self.feed(event)
+            return
+        self.index = i + n
+        if self.stream is None:
+            self.stream = _Stream(span.seq0)
+        stream, run = self.stream, span.run
+        stream.chunks += n
+        if run.chunk_type == "text-delta":
+            stream.text += run.members
+        elif run.chunk_type == "reasoning-delta":
+            stream.reasoning += run.members
 
     def feed(self, event: dict[str, Any]) -> None:
         self.index += 1
@@ -343,35 +362,75 @@ def read_session(file: Path, model: str = "", system: Any = None) -> tuple[Sessi
     Raises:
         HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
     """
-    from ..replay.requests import header_role
-    from ..scenario.logstream import iter_log_events
+    from ..scenario.logstream import LogStream
 
-    header, events = iter_log_events(file)
-    seed = _int(header.get("seedLength"))
-    transcript = _Transcript(seed, model)
-    for _line, _raw, event in events:
-        if event is not None:
-            transcript.feed(event)
-    transcript.finish()
-    parent = header.get("parentSession")
-    mcp = mcp_log_match(file.name)
-    shown = _system_text(system) if mcp is None else None
-    if shown is not None:
-        transcript.entries.insert(0, Entry("system", text=shown))
-    view = SessionView(
-        file.name,
-        str(header.get("id", "")),
-        parent=parent if isinstance(parent, str) else "",
-        role=header_role(header) if mcp is None else f"MCP server {mcp[0]}",
-        seed_length=seed,
-        created_at=_int(header.get("createdAt")),
-        events=transcript.index,
-        calls=transcript.own_calls,
-        input_tokens=transcript.input_tokens,
-        output_tokens=transcript.output_tokens,
-        transcript=transcript.entries,
-    )
-    return view, Spans(transcript.tool_spans, transcript.first_prompt)
+    stream = LogStream(file)  # strict: the first error is raised
+    reader = _SessionReader(file, model, system)
+    reader.header(stream.header)
+    for line_no, raw, item in stream.items():
+        reader.item(line_no, raw, item)
+    return reader.view()
+
+
+class _SessionReader:
+    """One log's transcript, fed the stream's header and items (a
+    :class:`~..scenario.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
+
+    def __init__(self, file: Path, model: str, system: Any = None) -> None:
+        self.file, self.model, self.system = file, model, system
+        self.errors: list[HarnessError] = []
+        self.head: dict[str, Any] = {}
+        self.transcript = _Transcript(0, model)
+
+    def error(self, exc: HarnessError) -> None:
+        self.errors.append(exc)
+
+    def header(self, header: dict[str, Any] | None) -> None:
+        if header is not None:
+            self.head = header
+            self.transcript = _Transcript(_int(header.get("seedLength")), self.model)
+
+    def item(self, line_no: int, raw: bytes, item: Any) -> None:
+        from ..replay.parse import PackedSpan
+
+        if item is None or self.errors:
+            return
+        if isinstance(item, PackedSpan):
+            self.transcript.feed_span(item)
+        else:
+            self.transcript.feed(item)
+
+    def view(self) -> tuple[SessionView, Spans]:
+        """The session and its tool calls' spans.
+
+        Raises:
+            HarnessError: the log's first typed error.
+        """
+        from ..replay.requests import header_role
+
+        if self.errors:
+            raise self.errors[0]
+        header, transcript = self.head, self.transcript
+        transcript.finish()
+        parent = header.get("parentSession")
+        mcp = mcp_log_match(self.file.name)
+        shown = _system_text(self.system) if mcp is None else None
+        if shown is not None:
+            transcript.entries.insert(0, Entry("system", text=shown))
+        view = SessionView(
+            self.file.name,
+            str(header.get("id", "")),
+            parent=parent if isinstance(parent, str) else "",
+            role=header_role(header) if mcp is None else f"MCP server {mcp[0]}",
+            seed_length=transcript.seed_length,
+            created_at=_int(header.get("createdAt")),
+            events=transcript.index,
+            calls=transcript.own_calls,
+            input_tokens=transcript.input_tokens,
+            output_tokens=transcript.output_tokens,
+            transcript=transcript.entries,
+        )
+        return view, Spans(transcript.tool_spans, transcript.first_prompt)
 
 
 class Spans(Struct):
@@ -461,10 +520,15 @@ def link_mcp(sessions: Sequence[SessionView]) -> None:
                 session.asked_by = conversation.id
 
 
-def read_recording(path: Path, *, label: str | None = None) -> Recording:
+def read_recording(path: Path, *, label: str | None = None, check: Any = None) -> Recording:
     """One recording at ``path`` (see :func:`recording_files`); a log that cannot be read is kept as a
     session with its ``error`` (the others are still read), a directory that cannot be listed as the
-    recording's ``error``."""
+    recording's ``error``.
+
+    ``check``: ``check(files, observe)`` reads the logs in one pass (``dsh-replay report``: ``validate``'s
+    checks, :func:`~..scenario.validate.validate_log_files`), giving each log's
+    :class:`~..scenario.validate.LogReader` from ``observe(file)`` its header and items; each log is
+    then read and parsed once for the page and the findings. ``None``: each log is streamed here."""
     kind = (
         "log"
         if not path.is_dir()
@@ -482,9 +546,14 @@ def read_recording(path: Path, *, label: str | None = None) -> Recording:
         return recording
     pinned = _pinned(path, len(files))
     spans: list[Spans] = []
-    for file, (model, system) in zip(files, pinned, strict=True):
+    readers = [
+        _SessionReader(file, model, system) for file, (model, system) in zip(files, pinned, strict=True)
+    ]
+    if check is not None:
+        check(files, dict(zip(files, readers, strict=True)).get)
+    for file, (model, system), reader in zip(files, pinned, readers, strict=True):
         try:
-            view, tool_spans = read_session(file, model, system)
+            view, tool_spans = reader.view() if check is not None else read_session(file, model, system)
         except HarnessError as exc:
             view, tool_spans = SessionView(file.name, "", error=f"[{exc.code}] {exc}"), Spans([])
         recording.sessions.append(view)

@@ -119,10 +119,14 @@ def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:
     assert "(1 from replay.override.1.json: call #1: throw RATE_LIMIT)" in _out(result)
 
 
-def test_show_reads_and_parses_each_log_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Regression: ``show`` read every log twice, once for its tree and once for ``validate``'s findings
-    (a 200k-event log went from 1.0 s to 2.5 s when the findings were added). The tree is now built
-    in the checks' own pass: each line is read once (and the header line once more, for lineage)."""
+@pytest.mark.parametrize("command", ["show", "report"])
+def test_show_reads_and_parses_each_log_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str
+) -> None:
+    """Regression: ``show`` (and ``report``) read every log twice, once for its tree (page) and once for
+    ``validate``'s findings (a 200k-event log went from 1.0 s to 2.5 s when the findings were added).
+    The tree is now built in the checks' own pass: each line is read once (and the header line once
+    more, for lineage)."""
     from pytest_dsh_replay.scenario import logstream
 
     read: Counter[str] = Counter()
@@ -135,9 +139,9 @@ def test_show_reads_and_parses_each_log_once(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(logstream.LogStream, "_lines", counting)
     scenario = BUNDLED / "spawn" / "one-child"
-    result = cli("show", scenario)
+    extra = ["-o", tmp_path / "page.html"] if command == "report" else []
+    result = cli(command, scenario, *extra)
     assert result.exit_code == 0, result.output
-    assert "spawn child" in result.output
     logs = sorted(p.name for p in scenario.glob("session*.jsonl"))
     assert sorted(read) == logs
     for name in logs:
