@@ -115,8 +115,9 @@ def kept_note(
 def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Path], list[Path], KeptRun]:
     """Take the run kept in ``directory/.dsh-kept`` as ``directory``'s recording, whole: its
     conversations with every call answered and those with failed calls, each call as it was recorded
-    (a failed one replays as the same error), swapped in all or nothing by the one writer
-    (``scenario.write.accept_kept``); the kept run is removed after.
+    (a failed one replays as the same error), and the MCP session logs ``serve`` set aside with the run,
+    swapped in all or nothing by the one writer (``scenario.write.accept_kept``); the kept run is removed
+    after. Those MCP servers' recording locks are held too.
 
     The model's recording lock (``scenario.write.RecordingLock``) is held from the first read to the
     end of the swap, so a recorder of the directory's conversations (``serve --record``, a
@@ -136,12 +137,22 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
         FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
         ReplayLoadError and the loaders' errors: a kept log or sidecar that does not load.
     """
-    from ..scenario.write import MODEL_FILES, NothingKeptError, RecordingLock, accept_kept, kept_files
+    from ..layout import mcp_log_match
+    from ..scenario.write import (
+        MODEL_FILES,
+        NothingKeptError,
+        RecordingLock,
+        accept_kept,
+        kept_files,
+        mcp_files,
+    )
 
     kept = directory / KEPT_DIR
     if not kept.is_dir():  # checked before the lock, which would make the directory
         raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
-    lock = RecordingLock(directory, (MODEL_FILES,))
+    # the MCP sessions serve set aside with the run are taken with it, under their servers' locks too
+    servers = sorted({m[0] for p in kept.iterdir() if (m := mcp_log_match(p.name)) is not None})
+    lock = RecordingLock(directory, (MODEL_FILES, *map(mcp_files, servers)))
     try:
         kept_files(kept)
         held = kept_run(kept)

@@ -740,19 +740,20 @@ class NothingKeptError(HarnessError):
 
 
 def kept_files(kept: Path) -> list[str]:
-    """The names of the recording files in ``kept`` (recorder-owned files and ``endpoint.json``: what
-    :func:`accept_kept` swaps in), sorted.
+    """The names of the recording files in ``kept`` (recorder-owned files, ``endpoint.json`` and the MCP
+    session logs ``serve`` set aside with its run: what :func:`accept_kept` swaps in), sorted.
 
     Raises:
         NothingKeptError: ``kept`` cannot be listed, or holds none (names it).
     """
-    from ..layout import ENDPOINT_MANIFEST
+    from ..layout import ENDPOINT_MANIFEST, mcp_log_match
+
+    def recording(name: str) -> bool:
+        return is_owned(name) or name == ENDPOINT_MANIFEST or mcp_log_match(name) is not None
 
     try:
         names = sorted(
-            p.name
-            for p in kept.iterdir()
-            if p.is_file() and not p.is_symlink() and (is_owned(p.name) or p.name == ENDPOINT_MANIFEST)
+            p.name for p in kept.iterdir() if p.is_file() and not p.is_symlink() and recording(p.name)
         )
     except OSError as exc:
         raise NothingKeptError(f"{kept}: no kept recording to accept ({exc.strerror or exc})") from exc

@@ -285,3 +285,47 @@ def test_a_tools_call_against_a_leftover_session_says_so_and_how_to_re_record(tm
         "delete mcp.tickets.jsonl, or re-record it "
         f"(dsh-replay mcp {directory} --name tickets --record rewrite -- COMMAND)"
     ) in message, message
+
+
+async def stopping_agent(base_url: str, command: list[str], errlog: Path) -> None:
+    """An agent that fails after the model asked for ``lookup``: the tools' handshake, one model call,
+    then it stops without calling the tool (closing the relay)."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
+            await tools.initialize()
+            await tools.list_tools()
+            first = await client.chat.completions.create(
+                model="fake-1", messages=[{"role": "user", "content": "look T-42 up"}]
+            )
+            assert first.choices[0].message.tool_calls
+
+
+def test_a_run_stopped_mid_turn_is_kept_with_the_relays_session_and_accepted_whole(tmp_path: Path) -> None:
+    """An agent that stops after the model asked for a tool: serve exits 1 naming the conversation
+    stopped mid-turn, keeps the run in ``DIR/.dsh-kept`` with the session the relay recorded meanwhile,
+    and ``dsh-replay accept`` takes both.
+
+    Regression: serve exited 0 and wrote the conversation with its turn ``interrupted`` (the agent's
+    failure unseen); a kept run's MCP session was not taken by ``accept``."""
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+    upstream = FakeUpstream(rule)
+    upstream.start()
+    try:
+        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
+            anyio.run(stopping_agent, url, relay(directory, "once"), errlog)
+    finally:
+        upstream.stop()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 1, err
+    assert "stopped mid-turn: its last answer asked for tool call(s) lookup" in err, err
+    kept = directory / ".dsh-kept"
+    assert {"session.jsonl", "mcp.tickets.jsonl"} <= {p.name for p in kept.iterdir()}, err
+    assert not (directory / "session.jsonl").exists() and not (directory / "mcp.tickets.jsonl").exists()
+    done = subprocess.run(
+        [*CLI, "accept", str(directory)], capture_output=True, text=True, env=env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert {"session.jsonl", "mcp.tickets.jsonl"} <= {p.name for p in directory.iterdir()}
+    assert not kept.exists()
