@@ -1156,9 +1156,11 @@ def serve(
     it (ANTHROPIC_BASE_URL at it without /v1). Everything else, every error included, goes to stderr.
     Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
     upstream calls still running (they are recorded as failed calls), then writes the recording (record
-    modes) and exits 0 when every request matched and every recorded call was used, 1 when not (the
-    report on stderr), 2 on a usage error or a recording it refuses. A second signal while it waits
-    stops at once: exit 1, nothing written, said on stderr.
+    modes) and exits 0 when every request was answered or matched, every recorded call was used and no
+    recorded conversation stopped mid-turn (tool calls asked for and never answered: that run is kept in
+    DIRECTORY/.dsh-kept), 1 when not (the report on stderr), 2 on a usage error or a recording it
+    refuses. The upstream key is read from serve's own environment (a recording with none warns at
+    start-up). A second signal while it waits stops at once: exit 1, nothing written, said on stderr.
     """
     import asyncio
     import signal
@@ -1191,6 +1193,11 @@ def serve(
         record_on_error=record_on_error,
         accept_flag="--record-on-error",
         mcp=parse_mcp_option(mcp_servers),
+        stopped_is_problem=True,
+        set_aside_relays=True,
+        match_on_flag="--match-on messages",
+        key_holder="dsh-replay serve",
+        mask_flag="--mask",
     )
 
     async def run() -> Any:

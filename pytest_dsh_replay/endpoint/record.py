@@ -58,6 +58,9 @@ class ConversationLog(Struct):
     held: tuple[str, str | None] | None = None
     _pending_delta: list[Message] = field(default_factory=list)
     _pending_chunks: list[StreamChunk] = field(default_factory=list)
+    #: the names of the tool calls :meth:`close` found unanswered (the last answer asked for them and no
+    #: request sent their results: the agent stopped mid-turn, or asked only this)
+    unanswered: list[str] = field(default_factory=list)
 
     def _append(self, kind: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.session.append(kind, data, **kw))
@@ -229,7 +232,14 @@ class ConversationLog(Struct):
         repairs a crashed one, so the written log passes ``validate`` (persistence.md §3: a
         ``tool/result`` per pending call, ``step/end``, ``turn/end`` ``interrupted``)."""
         self.settle()
+        names = {
+            str(e["data"].get("callId")): str(e["data"].get("name", ""))
+            for e in self.session.events
+            if e["type"] == "tool/call" and isinstance(e.get("data"), dict)
+        }
         for event in interrupted_turn_closers(self.session.events):
+            if event["type"] == "tool/result":
+                self.unanswered.append(names.get(str(event["data"].get("callId")), "") or "?")
             self._append(
                 event["type"],
                 event["data"],

@@ -47,7 +47,15 @@ from ..errors import (
     max_line_bytes,
     nesting_exceeds,
 )
-from ..layout import ENDPOINT_MANIFEST, OVERRIDE_FILE, PRIMARY_FILE, is_log_name, log_name, mcp_log_files
+from ..layout import (
+    ENDPOINT_MANIFEST,
+    OVERRIDE_FILE,
+    PRIMARY_FILE,
+    is_log_name,
+    log_name,
+    mcp_log_files,
+    mcp_log_match,
+)
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
@@ -168,6 +176,19 @@ class EndpointConfig(Struct):
             the directory even over a recording (vcrpy's ``record_on_exception``); otherwise its good
             conversations only, and beside a recording it would replace (:data:`KEPT_DIR`).
         accept_flag: how the caller spells ``record_on_error`` in messages.
+        stopped_is_problem: a recorded conversation whose last answer asked for tool calls that no
+            request answered (the agent stopped mid-turn) is a problem of the run, and the run is kept
+            beside the directory like any run with problems (``serve``, which cannot see the agent's
+            exit); ``False`` (the fixture, whose test's outcome says it): written, its turn
+            ``interrupted``.
+        set_aside_relays: a run whose conversations are not written moves the MCP sessions separate
+            ``dsh-replay mcp`` relays recorded into the directory meanwhile out of it (``serve``;
+            ``Endpoint._set_aside_mcp``); the fixture joins its ``dsh_mcp`` relays' sessions itself.
+        match_on_flag: how the caller checks only the conversation, as a red report's advice names it.
+        mask_flag: the one option a red report's mask proposal is spelled with (``serve``'s ``--mask``);
+            ``None``: every spelling, pytest's first.
+        key_holder: the process whose environment the upstream key is read from, as messages name it
+            (the agent's own key is never sent upstream).
     """
 
     directory: Path
@@ -191,6 +212,11 @@ class EndpointConfig(Struct):
     origin_flag: str = "dsh-replay serve --allow-origin ORIGIN"
     record_on_error: bool = False
     accept_flag: str = "EndpointConfig(record_on_error=True)"
+    stopped_is_problem: bool = False
+    set_aside_relays: bool = False
+    match_on_flag: str = "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)"
+    key_holder: str = "the test process"
+    mask_flag: str | None = None
 
 
 class EndpointOutcome(Struct):
@@ -215,6 +241,24 @@ class EndpointOutcome(Struct):
 
 #: how a caller of the endpoint's core lets recorded calls go unused (``serve`` and the fixture say theirs)
 _ACCEPT_UNUSED = "EndpointConfig(allow_unused=True)"
+
+
+#: how long a failed recording run waits at its end for a ``dsh-replay mcp`` relay of its directory
+#: that still records (its agent has just exited) before it moves the relay's session aside, in seconds
+RELAY_WAIT = 5.0
+
+
+def _file_states(paths: Sequence[Path]) -> dict[str, tuple[int, int, int]]:
+    """File name -> ``(mtime_ns, size, inode)`` of each of ``paths`` that exists: a file written again
+    (the one writer swaps a new inode in) or new since is told apart."""
+    out = {}
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out[path.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return out
 
 
 def _check_directory(directory: Path) -> None:
@@ -294,6 +338,8 @@ class Endpoint:
         self._runner: Any = None
         self.mcp: Any = None
         self.base_url = ""
+        #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
+        self.mcp_before: dict[str, tuple[int, int, int]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -323,6 +369,12 @@ class Endpoint:
             from ..scenario.write import MODEL_FILES, RecordingLock, mcp_files
 
             self.lock = RecordingLock(config.directory, [MODEL_FILES, *map(mcp_files, config.mcp or ())])
+            # the MCP sessions a separate relay (``dsh-replay mcp``) records into the directory during this
+            # run are told from those it held before by their files' state (_set_aside_mcp)
+            self.mcp_before = _file_states(mcp_log_files(config.directory))
+            unset = self._unset_keys()
+            if unset:
+                self.start_notes.append(unset)
             stale = stale_temp_stores()
             if stale:
                 self.start_notes.append(
@@ -360,11 +412,12 @@ class Endpoint:
                 # the endpoint's pins are what the client sent: re-recording or a narrower check are
                 # its ways out (it has no --snapshot-update and no match_on= keyword)
                 pin_refresh="re-record it (command above), or check only the conversation with "
-                "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)",
+                + config.match_on_flag,
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
                 masks=config.masks,
+                mask_flag=config.mask_flag,
             )
             # every conversation is created by a request that calls the model with its id in the same
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
@@ -390,6 +443,22 @@ class Endpoint:
             key = config.api_key if config.api_key is not None else os.environ.get(env)
             out[path] = (env, key.strip() if key else None)
         return out
+
+    def _unset_keys(self) -> str:
+        """The warning of a recording with no upstream key at all (every variable it reads unset), else
+        ``""``: its calls go upstream without credentials, which a local provider may take and a hosted one
+        answers 401. A key set for one API only is not warned of (an agent speaks one API)."""
+        if self.config.api_key is not None or any(key for _env, key in self.keys.values()):
+            return ""
+        apis: dict[str, list[str]] = {}
+        for path, (env, _key) in self.keys.items():
+            apis.setdefault(env, []).append(path)
+        names = "; ".join(f"${env} ({', '.join(paths)})" for env, paths in apis.items())
+        return (
+            f"warning: recording with no upstream key: {names} not set in {self.config.key_holder}'s "
+            "environment, so every call goes upstream without one (a local provider may need none). The key "
+            f"belongs in {self.config.key_holder}'s environment: the agent's own key is never forwarded"
+        )
 
     async def start(self) -> str:
         """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
@@ -556,10 +625,13 @@ class Endpoint:
         if not result.logs:
             if outcome.problems:
                 outcome.notes.append(self.nothing_written())
+                outcome.notes += await self._set_aside_mcp(None)
             else:
                 outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
+        stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
+        outcome.problems += stopped
         # a failed test's run goes beside the directory even when it holds no recording yet: a failed
         # test must not silently become the recording (as vcrpy users expect)
         failed_test = bool(failed) and not self.config.record_on_error
@@ -581,10 +653,13 @@ class Endpoint:
                     good.append(log)
             if not good:
                 outcome.notes.append(self.nothing_written())
+                outcome.notes += await self._set_aside_mcp(None)
                 return
             left_out = len(result.logs) - len(good)
             result = RecordResult(good, result.cwd)
-            if replaces or failed_test:
+            # a conversation stopped mid-turn is no recording to replay by default: the next
+            # --record once records again rather than replaying it
+            if replaces or failed_test or stopped:
                 why = f"the test failed ({failed})" if failed else "the run had problems"
                 instead = f"to write every conversation, failed ones included: {self.config.accept_flag}"
             else:
@@ -632,6 +707,7 @@ class Endpoint:
             prune_owned=self.plan.prunes_owned,
         )
         if why:
+            aside = await self._set_aside_mcp(target)
             outcome.notes.append(
                 kept_note(
                     directory,
@@ -643,6 +719,7 @@ class Endpoint:
                     instead=instead,
                 )
             )
+            outcome.notes += aside
             return
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
@@ -654,6 +731,106 @@ class Endpoint:
             # an earlier failed run's: this recording supersedes it
             shutil.rmtree(directory / KEPT_DIR, ignore_errors=True)
             outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
+
+    async def _set_aside_mcp(self, kept: Path | None) -> list[str]:
+        """Move the MCP sessions a separate ``dsh-replay mcp`` relay recorded into the directory during
+        this run (their files new or changed since the run started) out of it, when the run's
+        conversations are not written there: into ``kept`` (the run kept beside the directory, whose
+        ``dsh-replay accept`` takes them with its conversations), else into a new :data:`KEPT_DIR` of
+        their own. Left in the directory, a session of a failed run would be replayed by the relay's next
+        ``--record once`` run against a model recording that never held it. A relay still recording
+        (its agent has just exited: the relay writes within the ``mcp`` SDK's 4 s) is waited for up to
+        :data:`RELAY_WAIT` seconds, under its own recording lock. Returns the notes saying what was
+        moved, or what is left and why (a relay still recording after the wait, a kept run of an earlier
+        failed run there). ``serve --mcp`` sessions are the endpoint's own and are not touched."""
+        from ..scenario.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
+
+        if not self.config.set_aside_relays:
+            return []
+        directory = self.config.directory
+        own = {mcp_files(name) for name in self.config.mcp or ()}
+        deadline = asyncio.get_running_loop().time() + RELAY_WAIT
+        recording = [s for s in recording_sets(directory) if s.startswith(mcp_files("")) and s not in own]
+        locks: list[Any] = []
+        busy: list[str] = []
+        try:
+            for files in recording:
+                while True:
+                    try:
+                        locks.append(RecordingLock(directory, [files]))
+                        break
+                    except RecordingLockedError:
+                        if asyncio.get_running_loop().time() >= deadline:
+                            busy.append(files[len(mcp_files("")) :])
+                            break
+                        await asyncio.sleep(0.05)
+            now = _file_states(mcp_log_files(directory))
+            changed: dict[str, list[str]] = {}
+            for name, state in now.items():
+                match = mcp_log_match(name)
+                if match is None or state == self.mcp_before.get(name) or match[0] in busy:
+                    continue
+                if mcp_files(match[0]) not in own:
+                    changed.setdefault(match[0], []).append(name)
+            notes = [
+                f"MCP server {server!r}: its dsh-replay mcp relay still records into {directory} "
+                f"{RELAY_WAIT:g} s after this run (its agent has not stopped it): its session of this failed "
+                "run will be written there; delete it, or record the relay with --record rewrite"
+                for server in busy
+            ]
+            if not changed:
+                return notes
+            listed = ", ".join(n for names in changed.values() for n in names)
+            target = kept if kept is not None else directory / KEPT_DIR
+            if kept is None and target.exists():
+                return [
+                    *notes,
+                    f"MCP session(s) {listed} were recorded into {directory} during this run by a dsh-replay "
+                    f"mcp relay and are left there ({target} holds an earlier run): the relay's next "
+                    "--record once run would replay them; delete them, or record the relay with "
+                    "--record rewrite",
+                ]
+            for server, names in changed.items():
+                # held above, or taken now: a relay that began after this run's end holds it, its files stay
+                lock = None
+                if mcp_files(server) not in recording:
+                    try:
+                        lock = RecordingLock(directory, [mcp_files(server)])
+                    except RecordingLockedError:
+                        continue
+                try:
+                    target.mkdir(parents=True, exist_ok=True)
+                    for name in names:
+                        os.replace(directory / name, target / name)
+                finally:
+                    if lock is not None:
+                        lock.release()
+            return [
+                f"moved {listed} (recorded by a dsh-replay mcp relay during this run, which was not written) "
+                f"to {target}: the relay's next --record once run records its session again",
+                *notes,
+            ]
+        finally:
+            for lock in locks:
+                lock.release()
+
+    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
+        """One problem per recorded conversation whose last answer asked for tool calls that no later
+        request answered (:attr:`~.record.ConversationLog.unanswered`): the agent stopped mid-turn."""
+        assert self.recorder is not None
+        out = []
+        for rank, log in enumerate(logs):
+            conv = self.recorder.logs.get(log.id)
+            if conv is None or not conv.unanswered:
+                continue
+            names = ", ".join(conv.unanswered)
+            out.append(
+                f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
+                f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "
+                "fail? check its exit code and output); an agent that asks only this by design: accept the "
+                "kept run (below)"
+            )
+        return out
 
     def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
         """Log file -> the log files of its parent candidates, for each recorded conversation whose
@@ -883,7 +1060,13 @@ class Endpoint:
                 # would make the commonest set-up mistake a green fixture
                 # (the report's one note says that nothing is written)
                 env, api_key = self.keys[fmt.PATH]
-                key = "is not set" if not api_key else "was refused"
+                holder = self.config.key_holder
+                key = (
+                    f"is not set in {holder}'s environment: set it there (the agent's own key is never "
+                    "forwarded upstream)"
+                    if not api_key
+                    else "was refused"
+                )
                 self.problem(
                     f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
                 )

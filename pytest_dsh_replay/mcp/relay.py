@@ -39,7 +39,7 @@ from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..itemreport import RequestDiff
-from ..layout import mcp_log_files, mcp_log_match, mcp_log_name, mcp_name_problem
+from ..layout import PRIMARY_FILE, mcp_log_files, mcp_log_match, mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
@@ -588,7 +588,9 @@ class McpRelay:
                 return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
             text = self.problem(
                 f"{self.script.file}: the client sent {_describe(message)} with params "
-                f"{quote_json(message.get('params'))}, which the recording does not hold (unused)",
+                f"{quote_json(message.get('params'))}, which the recording does not hold (unused)"
+                + (self._leftover(method) or "; re-record it")
+                + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
                 "MCP_NOT_RECORDED",
             )
             return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
@@ -598,6 +600,26 @@ class McpRelay:
         if recorded_token is not None:
             self.tokens[request_key(recorded_token)] = live_token
         return chosen
+
+    def _leftover(self, method: Any) -> str:
+        """What a request the recording does not hold says of the session on disk when it looks left
+        over from a run that stopped early: a ``tools/call`` against a session holding none (a recording
+        that ended after the handshake: the agent failed before it called a tool, e.g. its model's
+        recording was refused by the upstream), the more so with no model recording beside it."""
+        assert self.script is not None
+        if method != TOOLS_CALL or any(r.method == TOOLS_CALL for r in self.script.items):
+            return ""
+        directory = self.config.directory
+        beside = (
+            f", and {directory} holds no model recording ({PRIMARY_FILE}) beside it"
+            if not (directory / PRIMARY_FILE).exists()
+            else ""
+        )
+        return (
+            f"; the recorded session holds no tools/call at all{beside}: it looks left over from a run "
+            f"that stopped before the agent called a tool (a failed recording): delete {self.script.file}, "
+            "or re-record it"
+        )
 
     def _difference(self, recorded: Any, sent: Any, path: str) -> str | None:
         """The request check of one value: both sides tokenized, the first difference rendered."""

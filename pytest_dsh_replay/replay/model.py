@@ -144,6 +144,8 @@ class ReplayModel:
         masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`: ``--dsh-mask``)
             applied to both the recorded and the live side of every compared part; a difference a mask
             covers is no mismatch, any other still is, and a mismatch report lists the masks.
+        mask_flag: the one option a mismatch report's mask proposal is spelled with (``--mask``: the
+            user runs ``dsh-replay serve``); ``None``: every spelling, pytest's first.
 
     Attributes:
         bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
@@ -177,6 +179,7 @@ class ReplayModel:
         bind_unmatched: bool = True,
         masks: Masks | None = None,
         subject: str = "the scenario",
+        mask_flag: str | None = None,
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
         self.subject = subject
@@ -186,6 +189,7 @@ class ReplayModel:
         self.strict = strict
         self.rerecord = rerecord
         self.pin_refresh = pin_refresh
+        self.mask_flag = mask_flag
         self.bind_unmatched = bind_unmatched
         self.live_cwd: str | None = None
         self.live_ids: Callable[[], Iterable[str]] | None = None
@@ -444,7 +448,7 @@ class ReplayModel:
             sides = Sides(sides.recorded.with_masks(masks), sides.live.with_masks(masks), sides.scrub)
             return [(d.recorded, d.sent) for d in request_differences(recorded, request, sides)]
 
-        hint = mask_hint(differing)
+        hint = mask_hint(differing, self.mask_flag)
         return [f"  {hint}"] if hint is not None else []
 
     @staticmethod

@@ -317,6 +317,17 @@ def mcp_files(name: str) -> str:
     return f"mcp.{name}"
 
 
+def recording_sets(directory: Path) -> list[str]:
+    """The file sets of ``directory`` whose :class:`RecordingLock` file is there (a recorder records
+    them now, or one was killed: taking the lock tells), sorted."""
+    prefix, suffix = _RECORDING_LOCK.split("{}")
+    try:
+        names = [p.name for p in directory.glob(_RECORDING_LOCK.format("*"))]
+    except OSError:
+        return []
+    return sorted(n[len(prefix) : -len(suffix)] for n in names)
+
+
 class RecordingLockedError(HarnessError):
     """Another recorder records the same files into the directory (:class:`RecordingLock`)."""
 

@@ -311,7 +311,9 @@ def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
 
 def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstream) -> None:
     """``dsh-replay serve --mask``: the same volatile tool result replays through the served endpoint,
-    and is refused without the mask."""
+    and is refused without the mask, the report proposing the masks as serve's ``--mask``.
+
+    Regression: the proposal gave pytest's ``--dsh-mask`` first."""
     directory = tmp_path / "rec"
     counter = iter(range(100))
 
@@ -337,6 +339,8 @@ def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstre
     finally:
         code, _out, err = finish(proc, 60, signal.SIGINT)
     assert code == 1 and "tx=" in err
+    # the proposal names serve's own option, not pytest's first
+    assert "change every run (timestamp, hex id)? mask them: --mask '" in err and "--dsh-mask" not in err, err
 
     proc, url = start_serve(directory, "--mask", r"deployed at \S+", "--mask", "tx=[0-9a-f]+")
     try:
@@ -360,3 +364,101 @@ def test_serve_help_lists_every_request_part() -> None:
     line = " ".join(shown.output.split())
     assert "request parts checked: " + ", ".join(("messages", *PIN_PARTS, "none")) in line
     assert "params" in PIN_PARTS
+
+
+def test_a_conversation_stopped_mid_turn_fails_serve_and_is_kept(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """An agent that stops after the model asked for a tool (it crashed): serve exits 1 and says which
+    conversation stopped mid-turn and which tool calls went unanswered; the run is kept in
+    ``DIR/.dsh-kept`` (the next ``--record once`` records again), and ``dsh-replay accept`` takes it.
+
+    Regression: serve exited 0 saying it recorded 1 conversation, whose turn was written
+    ``interrupted``; the next ``--record once`` replayed the broken run."""
+    directory = tmp_path / "rec"
+    proc, url = start_serve(directory, "--record", "once", "--upstream", upstream.url)
+    try:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        answer = client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "list the files"}]
+        )
+        assert answer.choices[0].message.tool_calls  # the agent "crashes" here, before running ls
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 1, err
+    assert (
+        "conversation #1 (session.jsonl) stopped mid-turn: its last answer asked for tool call(s) ls"
+    ) in err
+    assert "recorded 1 conversation(s)" not in err
+    assert not (directory / "session.jsonl").exists()
+    assert (directory / ".dsh-kept" / "session.jsonl").is_file()
+    assert f"dsh-replay accept {directory}" in err
+    accepted = CliRunner().invoke(main, ["accept", str(directory)])
+    assert accepted.exit_code == 0, accepted.output
+    assert (directory / "session.jsonl").is_file()
+
+
+def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(tmp_path: Path) -> None:
+    """A recording started with no key variable set warns at start-up that every call goes upstream
+    without one, naming serve's environment; the upstream's 401 says the key belongs there.
+
+    Regression: an unset key was silent until the upstream answered 401, whose message did not say
+    that the key is read from serve's environment, not the agent's."""
+    from endpoint.upstream import Answer
+
+    refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
+    refusing.start()
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    try:
+        proc, url = start_serve(tmp_path, "--record", "once", "--upstream", refusing.url, env=env)
+        try:
+            client = openai.OpenAI(base_url=url, api_key="sk-the-agents-own-key-123456", max_retries=0)
+            with pytest.raises(openai.AuthenticationError):
+                client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            code, _out, err = finish(proc, 60, signal.SIGTERM)
+    finally:
+        refusing.stop()
+    assert code == 1, err
+    assert err.startswith(
+        "dsh-replay serve: warning: recording with no upstream key: $OPENAI_API_KEY (/v1/chat/completions, "
+        "/v1/responses); $ANTHROPIC_API_KEY (/v1/messages) not set in dsh-replay serve's environment"
+    ), err
+    assert "the key in $OPENAI_API_KEY is not set in dsh-replay serve's environment: set it there" in err
+    assert refusing.headers == [None]  # the agent's own key is not forwarded
+    # a key set for the API: no warning
+    keyed = {**env, "OPENAI_API_KEY": "k"}
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", "http://127.0.0.1:9/v1", env=keyed)
+    code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert "warning" not in err, err
+
+
+def test_serve_reports_give_serve_spellings(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """A red serve replay whose only difference is the system prompt advises ``--match-on messages``,
+    serve's option, and not pytest's ``--dsh-match-on``.
+
+    Regression: the advice gave the pytest spelling first (``--dsh-match-on messages (ini
+    dsh_match_on; dsh-replay serve --match-on messages)``)."""
+
+    def ask(url: str, system: str) -> None:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        client.chat.completions.create(
+            model="fake-1",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hello"}],
+        )
+
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", upstream.url)
+    try:
+        ask(url, "You are helpful.")
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 0, err
+    proc, url = start_serve(tmp_path)
+    try:
+        with pytest.raises(openai.BadRequestError):
+            ask(url, "You are terse.")
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 1, err
+    assert "check only the conversation with --match-on messages" in err, err
+    assert "--dsh-match-on" not in err and "--dsh-mask" not in err

@@ -122,9 +122,11 @@ print(json.load(urllib.request.urlopen(request, timeout=30))["choices"][0]["mess
 """
 
 
-def _bash(script: str, cwd: Path, env: dict[str, str], *, strict: bool = True) -> tuple[int, str, str]:
+def _bash(
+    script: str, cwd: Path, env: dict[str, str], *, strict: bool = True, timeout: float = 60
+) -> tuple[int, str, str]:
     """Run ``script`` with ``bash`` (``-e`` when ``strict``); whatever it left running (a server it
-    started) is killed after."""
+    started) is killed after; one still running after ``timeout`` seconds fails the test."""
     out, err = cwd / "script.out", cwd / "script.err"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
@@ -136,7 +138,7 @@ def _bash(script: str, cwd: Path, env: dict[str, str], *, strict: bool = True) -
             start_new_session=True,
         )
         try:
-            code = proc.wait(timeout=60)
+            code = proc.wait(timeout=timeout)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -167,6 +169,20 @@ def test_serve_example_runs_as_printed(tmp_path: Path, fake: FakeUpstream) -> No
     # then serve exits 1 with the report on stderr
     code, _, err = _bash(replay, tmp_path, {**env, "PROMPT": "Plan a weekend in Paris"}, strict=False)
     assert code == 1 and "request mismatch" in err, err
+
+
+def test_serve_example_ends_when_serve_cannot_start(tmp_path: Path) -> None:
+    """The replay half of the shell block, as printed, over a directory with no recording: serve exits 2
+    at start-up, the block ends with serve's exit code and its error, and the agent is not started.
+
+    Regression: ``until [ -s url.txt ]`` waited for a URL line that never came, for ever."""
+    script = block("serve-any-language")
+    replay = script.split("\n\n")[1].replace("node agent.js", "touch agent-started")
+    assert "recordings/trip" in replay
+    code, _out, err = _bash(replay, tmp_path, dict(os.environ), strict=False, timeout=20)
+    assert code == 2, err
+    assert "error [ENDPOINT_CONFIG]: recordings/trip: no recording (session.jsonl) to replay" in err, err
+    assert not (tmp_path / "agent-started").exists()
 
 
 def test_a_web_page_origin_is_refused_as_printed(tmp_path: Path) -> None:

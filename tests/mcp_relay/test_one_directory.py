@@ -191,3 +191,97 @@ def test_a_relay_re_recording_a_session_equal_under_its_masks_keeps_its_bytes(tm
     masked = [*relay(directory, "rewrite")[:-3], "--mask", "req-[0-9a-f]+", "--", *relay(directory, "x")[-2:]]
     anyio.run(lookup, masked, errlog)
     assert log.read_bytes() == before
+
+
+async def refused_agent(base_url: str, command: list[str], errlog: Path) -> str:
+    """The agent of a recording whose upstream refuses the key: the tools' handshake, then the model
+    call fails and the agent stops (closing the relay)."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
+            await tools.initialize()
+            await tools.list_tools()
+            try:
+                await client.chat.completions.create(
+                    model="fake-1", messages=[{"role": "user", "content": "look T-42 up"}]
+                )
+            except openai.AuthenticationError as exc:
+                return str(exc)
+    return ""
+
+
+def test_a_failed_serve_recording_sets_the_relays_session_aside(tmp_path: Path) -> None:
+    """A ``serve --record once`` run that writes nothing (the upstream refused the key) moves the session
+    a ``dsh-replay mcp --record once`` relay recorded into the same directory meanwhile into
+    ``DIR/.dsh-kept`` and says so; the retry then records both (exit 0).
+
+    Regression: the relay's partial session (initialize and tools/list only) stayed in the directory;
+    the retry's relay replayed it, the agent's tools/call got MCP_NOT_RECORDED, and serve exited 0 with a
+    conversation stopped mid-turn."""
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+    refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
+    refusing.start()
+    try:
+        with serve(directory, "--record", "once", "--upstream", refusing.url) as (url, proc):
+            refused = anyio.run(refused_agent, url, relay(directory, "once"), errlog)
+    finally:
+        refusing.stop()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert "401" in refused
+    assert proc.returncode == 1, err
+    assert "moved mcp.tickets.jsonl (recorded by a dsh-replay mcp relay during this run" in err, err
+    assert sorted(p.name for p in directory.iterdir()) == [".dsh-kept"]
+    assert (directory / ".dsh-kept" / "mcp.tickets.jsonl").is_file()
+
+    upstream = FakeUpstream(rule)
+    upstream.start()
+    try:
+        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
+            recorded = anyio.run(agent, url, relay(directory, "once"), errlog)
+    finally:
+        upstream.stop()
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert recorded == "the ticket: ticket T-42: open; request_id=req-fixed"
+    assert {"session.jsonl", "mcp.tickets.jsonl"} <= {p.name for p in directory.iterdir()}
+
+
+def test_a_tools_call_against_a_leftover_session_says_so_and_how_to_re_record(tmp_path: Path) -> None:
+    """A relay replaying a session that holds no tools/call (left over from a run that stopped after the
+    handshake) answers the agent's tools/call with MCP_NOT_RECORDED saying the session looks left over,
+    that no model recording is beside it, and the re-record command.
+
+    Regression: the error gave neither the command nor a hint that the session was a leftover."""
+    from mcp.shared.exceptions import MCPError
+
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+
+    async def handshake_only(command: list[str]) -> None:
+        params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
+        with errlog.open("a") as err:
+            async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
+                await tools.initialize()
+                await tools.list_tools()
+
+    anyio.run(handshake_only, relay(directory, "once"))
+    assert (directory / "mcp.tickets.jsonl").is_file()
+    try:
+        anyio.run(lookup, relay(directory, "once"), errlog)
+    except BaseException as exc:  # the SDK's task groups may wrap the MCPError
+        leaves = [exc]
+        while any(isinstance(e, BaseExceptionGroup) for e in leaves):
+            leaves = [x for e in leaves for x in (e.exceptions if isinstance(e, BaseExceptionGroup) else [e])]
+        errors = [e for e in leaves if isinstance(e, MCPError)]
+        assert errors, repr(leaves)
+        message = str(errors[0])
+    else:
+        raise AssertionError("the tools/call was served")
+    assert "[MCP_NOT_RECORDED]" in message, message
+    assert (
+        f"the recorded session holds no tools/call at all, and {directory} holds no model recording "
+        "(session.jsonl) beside it: it looks left over"
+    ) in message, message
+    assert (
+        "delete mcp.tickets.jsonl, or re-record it "
+        f"(dsh-replay mcp {directory} --name tickets --record rewrite -- COMMAND)"
+    ) in message, message
