@@ -10,6 +10,7 @@ a kept run as the recording (:func:`accept`) under the recording lock of the mod
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,15 @@ from ..errors import HarnessError
 
 #: Where a run with problems keeps its conversations beside a recording they would replace.
 KEPT_DIR = ".dsh-kept"
+
+
+class KeptInvalidError(HarnessError):
+    """``dsh-replay accept`` of a kept run that is not one a recording run wrote whole: ``DIR/.dsh-kept``
+    is a symlink (to another recording, say), or ``validate``'s checker (``scenario.validate``) finds a
+    problem in it (a log cut at a whole line, an ``endpoint.json`` that does not parse); the message
+    names the file and line. Nothing is changed."""
+
+    code = "KEPT_INVALID"
 
 
 class KeptUnansweredError(HarnessError):
@@ -131,6 +141,8 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
 
     Raises:
         NothingKeptError: ``NOTHING_KEPT``, there is no kept run in ``directory``.
+        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink, or ``validate`` finds a
+            problem in the kept run (names the file and line); nothing is changed.
         KeptUnansweredError: ``KEPT_UNANSWERED`` (see above); nothing is changed.
         RecordingLockedError: ``ENDPOINT_RECORDING_LOCKED``, a recorder records the directory's
             conversations now; nothing is changed.
@@ -138,6 +150,7 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
         ReplayLoadError and the loaders' errors: a kept log or sidecar that does not load.
     """
     from ..layout import mcp_log_match
+    from ..scenario.validate import validate_unit
     from ..scenario.write import (
         MODEL_FILES,
         NothingKeptError,
@@ -146,8 +159,14 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
         kept_files,
         mcp_files,
     )
+    from .recording import manifest_findings
 
     kept = directory / KEPT_DIR
+    if kept.is_symlink():  # swapped in, it would be another directory's recording
+        raise KeptInvalidError(
+            f"{kept}: is a symlink (to {os.readlink(kept)}), not a run kept by a recording of {directory}; "
+            "nothing was changed"
+        )
     if not kept.is_dir():  # checked before the lock, which would make the directory
         raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
     # the MCP sessions serve set aside with the run are taken with it, under their servers' locks too
@@ -155,6 +174,17 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
     lock = RecordingLock(directory, (MODEL_FILES, *map(mcp_files, servers)))
     try:
         kept_files(kept)
+        # what validate would report of the recording after the swap (its unit check, and the
+        # manifest as validate reads an endpoint recording's) is refused before it
+        findings = [*manifest_findings(kept), *validate_unit(kept).findings]
+        if findings:
+            listed = "; ".join(str(f) for f in findings[:3])
+            more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
+            raise KeptInvalidError(
+                f"{kept}: the kept run is damaged, validate finds {len(findings)} problem(s): "
+                f"{listed}{more}; "
+                f"nothing was changed (record again; dsh-replay validate {kept} lists them)"
+            )
         held = kept_run(kept)
         if held.answered == 0 and not allow_unanswered:
             raise KeptUnansweredError(

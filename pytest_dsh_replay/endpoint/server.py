@@ -25,9 +25,9 @@ also brings the HTTP client the recorder forwards with, so it is the one server 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-import shutil
 import socket
 import threading
 import uuid
@@ -613,7 +613,7 @@ class Endpoint:
         from ..scenario.normalize import Normalization
         from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
-        from ..scenario.write import current_fixtures, write_fixtures
+        from ..scenario.write import current_fixtures, remove_kept, write_fixtures
 
         assert self.recorder is not None
         sources = [self.watched.requests]
@@ -681,8 +681,8 @@ class Endpoint:
             why = f"the test failed ({failed})"
             instead = f"to write a failed test's run: {self.config.accept_flag}"
         target = directory / KEPT_DIR if why else directory
-        if why and target.exists():
-            shutil.rmtree(target)
+        if why and (target.exists() or target.is_symlink()):
+            remove_kept(target)
         target.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
         entries = dict(self.watched.entries)
@@ -729,7 +729,8 @@ class Endpoint:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():
             # an earlier failed run's: this recording supersedes it
-            shutil.rmtree(directory / KEPT_DIR, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the recording is written; a kept run left is only noted
+                remove_kept(directory / KEPT_DIR)
             outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
 
     async def _set_aside_mcp(self, kept: Path | None) -> list[str]:

@@ -772,8 +772,6 @@ def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
         NothingKeptError: nothing is kept there (names it).
         FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
     """
-    import shutil
-
     names = kept_files(kept)
     recover_write(directory)
     changed = [
@@ -786,8 +784,31 @@ def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
         swap = _Swap(directory)
         swap.stage(changed)
         swap.commit(stale)
-    shutil.rmtree(kept)
+    remove_kept(kept)
     return [path for path, _data in changed], stale
+
+
+def remove_kept(kept: Path) -> None:
+    """Remove the kept run ``kept`` (a ``DIR/.dsh-kept``): renamed aside to ``<kept>.removing`` first
+    (one atomic rename), then deleted, so a process killed while deleting leaves no half-removed kept run
+    under the kept name for ``dsh-replay accept`` to take (what is left aside is removed by the next call).
+    A symlink is removed itself, never what it points to.
+
+    Raises:
+        OSError: ``kept`` cannot be renamed or deleted.
+    """
+    import shutil
+
+    aside = kept.with_name(kept.name + ".removing")
+    if aside.is_symlink() or aside.is_file():
+        aside.unlink()
+    elif aside.exists():
+        shutil.rmtree(aside)
+    os.replace(kept, aside)
+    if aside.is_symlink():
+        aside.unlink()
+    else:
+        shutil.rmtree(aside)
 
 
 def _remove_orphans(orphans: Sequence[Path]) -> list[Path]:

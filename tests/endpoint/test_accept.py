@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
-from pytest_dsh_replay.endpoint.kept import KEPT_DIR
+from pytest_dsh_replay.endpoint.kept import KEPT_DIR, accept
 from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import record_chat, served
@@ -157,3 +157,90 @@ def test_nothing_kept_is_its_own_error(tmp_path: Path, kept: str) -> None:
     assert result.exit_code == 2
     assert "[NOTHING_KEPT]" in result.output and "no kept recording to accept" in result.output
     assert sorted(p.name for p in directory.iterdir()) == ([KEPT_DIR] if kept == "empty" else [])
+
+
+def _kept_answered(directory: Path) -> dict[str, bytes]:
+    """A good recording of two conversations, then a ``rewrite`` in which the second one's call fails: a
+    kept run that ``accept`` takes (one conversation answered). Returns the recording's files."""
+    up = FakeUpstream(_failing(set()))
+    up.start()
+    try:
+        record_chat(directory, up.url, "a", "b", model="m")
+        good = _files(directory)
+        up.answer = _failing({"b"})
+        _rewrite(directory, up, "a", "b")
+    finally:
+        up.stop()
+    assert _files(directory) == good and (directory / KEPT_DIR).is_dir()
+    return good
+
+
+def test_a_kept_run_half_removed_by_a_kill_is_never_taken(tmp_path: Path, monkeypatch: Any) -> None:
+    """Regression: ``accept`` killed while it deleted ``.dsh-kept`` after its swap left a half-removed
+    kept run under that name; a second ``accept`` took it (exit 0) and deleted from the recording the
+    files the kill had already removed from the kept run. The kept run is renamed aside before it is
+    deleted: after such a kill nothing is kept, and the recording stays the accepted one."""
+    import shutil
+
+    directory = tmp_path / "rec"
+    _kept_answered(directory)
+    real_rmtree = shutil.rmtree
+
+    def killed(path: Any, *args: Any, **kwargs: Any) -> None:
+        # the kill lands after the first files of the kept run are deleted
+        for name in sorted(p.name for p in Path(path).iterdir() if not p.name.endswith(".jsonl"))[:2]:
+            (Path(path) / name).unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        accept(directory)
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+    accepted = _files(directory)
+
+    again = CliRunner().invoke(main, ["accept", str(directory)])
+    assert again.exit_code == 2 and "[NOTHING_KEPT]" in again.output, again.output
+    assert _files(directory) == accepted
+    validated = CliRunner().invoke(main, ["validate", str(directory)])
+    assert validated.exit_code == 0, validated.output
+
+
+def test_a_kept_run_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    """Regression: a ``.dsh-kept`` symlinked to another recording was swapped in (the recording lost a
+    conversation), then ``accept`` failed with a traceback (``rmtree`` on a symlink)."""
+    other = tmp_path / "other"
+    up = FakeUpstream(_failing(set()))
+    up.start()
+    try:
+        record_chat(other, up.url, "x", model="m")
+        directory = tmp_path / "rec"
+        record_chat(directory, up.url, "a", "b", model="m")
+    finally:
+        up.stop()
+    good, theirs = _files(directory), _files(other)
+    (directory / KEPT_DIR).symlink_to(other, target_is_directory=True)
+    result = CliRunner().invoke(main, ["accept", str(directory)])
+    assert result.exit_code == 2 and "[KEPT_INVALID]" in result.output, result.output
+    assert "is a symlink" in result.output and "Traceback" not in result.output
+    assert _files(directory) == good and _files(other) == theirs and (directory / KEPT_DIR).is_symlink()
+
+
+@pytest.mark.parametrize("damage", ["log-cut-at-a-line", "manifest"])
+def test_a_damaged_kept_run_is_refused_as_validate_reports_it(tmp_path: Path, damage: str) -> None:
+    """Regression: a kept run whose session log was cut at a whole line, or whose ``endpoint.json`` held
+    ``{``, was accepted (exit 0, every call "answered") and ``validate`` then reported the recording
+    (``LOG_TURN``, ``ENDPOINT_MANIFEST``). ``accept`` checks the kept run with ``validate``'s checker and
+    refuses what it finds, naming the file."""
+    directory = tmp_path / "rec"
+    good = _kept_answered(directory)
+    kept = directory / KEPT_DIR
+    if damage == "manifest":
+        damaged = kept / "endpoint.json"
+        damaged.write_text("{")
+    else:
+        damaged = kept / "session.jsonl"
+        damaged.write_bytes(b"".join(damaged.read_bytes().splitlines(keepends=True)[:3]))
+    result = CliRunner().invoke(main, ["accept", str(directory)])
+    assert result.exit_code == 2 and "[KEPT_INVALID]" in result.output, result.output
+    assert str(damaged) in result.output
+    assert _files(directory) == good and kept.is_dir()
