@@ -1061,7 +1061,8 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     conversations in DIRECTORY/.dsh-kept instead of writing them over a recording. This takes the kept
     run whole (a conversation with a failed call included, replayed as that error), swapped in all or
     nothing, and removes the kept copy; it says what it took. A kept run in which no conversation had
-    every call answered is refused (KEPT_UNANSWERED) unless --allow-unanswered. Exit 0; 2 when nothing
+    every call answered is refused (KEPT_UNANSWERED) unless --allow-unanswered; a symlinked kept run,
+    or one dsh-replay validate reports, is refused (KEPT_INVALID). Exit 0; 2 when nothing
     is kept (NOTHING_KEPT), when refused, or while a recorder records DIRECTORY's conversations
     (ENDPOINT_RECORDING_LOCKED).
     """
