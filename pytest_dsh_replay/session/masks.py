@@ -306,7 +306,7 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     ("time of day", re.compile(r"\d\d:\d\d:\d\d(?:\.\d+)?"), r"\d\d:\d\d:\d\d(?:\.\d+)?"),
     ("hex id", re.compile(r"(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}"), r"[0-9a-f]{8,}"),
-    ("number", re.compile(r"\d{%d,}" % LONG_NUMBER), r"\d{%d,}" % LONG_NUMBER),
+    ("number", re.compile(rf"\d{{{LONG_NUMBER},}}"), rf"\d{{{LONG_NUMBER},}}"),
 )
 #: A token of the hint's comparison: a run of letters, digits and ``-:.+_`` (a whole ISO timestamp,
 #: ``tx``, ``19f7296cc757``), or a run of anything else (spaces, quotes, ``=``, ``,``).
