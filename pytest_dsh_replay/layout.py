@@ -364,7 +364,9 @@ class DirKind(enum.Enum):
     (pytest reports a collection error, ``validate`` a finding). ``INTERRUPTED``: none of these, but it
     holds what an interrupted write left (:func:`write_temp_target`: a first recording killed before
     its swap leaves only its temp file): never collected, ``validate`` reports it and names
-    ``dsh-replay recover``.
+    ``dsh-replay recover``. ``MCP``: none of the first four, but MCP session logs
+    (:func:`mcp_log_match`: a ``dsh-replay mcp`` relay's recording without a model recording beside
+    it): validated and shown as a directory named directly is, never collected.
     """
 
     SCENARIO = "scenario"
@@ -372,6 +374,7 @@ class DirKind(enum.Enum):
     ENDPOINT = "endpoint"
     UNREADABLE = "unreadable"
     INTERRUPTED = "interrupted"
+    MCP = "mcp"
 
 
 class FoundDir(Struct, frozen=True):
@@ -421,6 +424,8 @@ def dir_kind(path: Path, names: Iterable[str] | None = None) -> DirKind | None:
         return DirKind.ENDPOINT
     if any(map(is_log_name, listed)):
         return DirKind.LOGS
+    if any(mcp_log_match(n) is not None for n in listed):
+        return DirKind.MCP
     return DirKind.INTERRUPTED if any(write_temp_target(n) is not None for n in listed) else None
 
 

@@ -56,12 +56,23 @@ class BodyTooLarge(Exception):
         self.size = size
 
 
+#: the bytes of an encoded body handed to the decoder at once (its leftovers stay this small)
+_INFLATE_CHUNK = 64 * 1024
+#: an encoded body at least this long is decoded off the event loop (a worker thread), so that other
+#: requests and SIGINT are not held up by it
+_INFLATE_OFF_LOOP = 256 * 1024
+#: the most gzip members (RFC 1952 §2.2) one request body may hold: a client sends one, or a few
+#: concatenated; thousands of tiny ones only cost decode time, so such a body is refused (400)
+MAX_GZIP_MEMBERS = 1000
+
+
 def _inflate(data: bytes, coding: str, limit: int) -> bytes:
     """``data`` decoded from ``gzip`` (every member of it, RFC 1952 §2.2) or ``deflate`` (zlib-wrapped,
     RFC 9110 §8.4.1.2, or the raw stream some clients send), at most ``limit`` bytes of it.
 
     Raises:
-        UnreadableBody: it does not decode, or ends before its end (a truncated stream).
+        UnreadableBody: it does not decode, ends before its end (a truncated stream), or holds more
+            than :data:`MAX_GZIP_MEMBERS` members.
         BodyTooLarge: it decodes to more than ``limit`` bytes (read no further).
     """
     import zlib
@@ -71,25 +82,31 @@ def _inflate(data: bytes, coding: str, limit: int) -> bytes:
     else:
         wbits = 16 + zlib.MAX_WBITS
     out = bytearray()
-    rest = data
+    view = memoryview(data)
+    pos = 0
+    members = 0
+    # fed a slice at a time from a moving offset: a body of many members is decoded in linear time
+    # (never re-copying the rest of the body after each member)
     while True:
+        members += 1
+        if members > MAX_GZIP_MEMBERS:
+            raise UnreadableBody(f"holds more than {MAX_GZIP_MEMBERS} {coding} members (at byte {pos})")
         decoder = zlib.decompressobj(wbits)
         try:
-            while rest:
-                out += decoder.decompress(rest, limit + 1 - len(out))
+            while pos < len(data) and not decoder.eof:
+                chunk = view[pos : pos + _INFLATE_CHUNK]
+                out += decoder.decompress(chunk, limit + 1 - len(out))
                 if len(out) > limit:
                     raise BodyTooLarge(len(out))
-                rest = decoder.unconsumed_tail
-                if decoder.eof:
-                    break
+                pos += len(chunk) - len(decoder.unconsumed_tail) - len(decoder.unused_data)
         except zlib.error as exc:
             raise UnreadableBody(f"does not decode as {coding} ({exc})") from exc
         if not decoder.eof:
             raise UnreadableBody(f"ends before the end of its {coding} stream (truncated)")
-        rest = decoder.unused_data
+        rest = len(data) - pos
         if coding != "gzip" or not rest:
             if rest:
-                raise UnreadableBody(f"holds {len(rest)} byte(s) after the end of its {coding} stream")
+                raise UnreadableBody(f"holds {rest} byte(s) after the end of its {coding} stream")
             return bytes(out)
 
 
@@ -110,6 +127,8 @@ async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
         UnreadableBody: it does not decode (the message names the coding), for a 400.
         BodyTooLarge: it decodes to more than ``limit`` bytes.
     """
+    import asyncio
+
     from aiohttp import web
 
     codings = [
@@ -134,7 +153,11 @@ async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
     try:
         for coding in reversed(codings):
             if coding != "identity":
-                data = _inflate(data, "gzip" if coding == "x-gzip" else coding, limit)
+                name = "gzip" if coding == "x-gzip" else coding
+                if len(data) >= _INFLATE_OFF_LOOP:
+                    data = await asyncio.to_thread(_inflate, data, name, limit)
+                else:
+                    data = _inflate(data, name, limit)
     except UnreadableBody as exc:
         sent = ", ".join(codings)
         raise UnreadableBody(f"cannot be read as sent (Content-Encoding: {sent}: it {exc})") from exc

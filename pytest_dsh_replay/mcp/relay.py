@@ -71,7 +71,7 @@ class McpRelayError(HarnessError):
     """A problem of an MCP relay's run; ``code`` says which (docs/mcp.md lists them):
     ``MCP_CONFIG``, ``MCP_NOT_JSON``, ``MCP_UNKNOWN_ID``, ``MCP_SERVER_EXITED``, ``MCP_SERVER_TIMEOUT``,
     ``MCP_CALL_MISMATCH``, ``MCP_NOT_RECORDED``, ``MCP_NOT_CONSUMED``, ``MCP_BAD_LOG``,
-    ``MCP_SERVER_START``."""
+    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``."""
 
     code = "MCP_RELAY"
 
@@ -219,6 +219,11 @@ class McpRelay:
         self.timed_out: set[str] = set()
         #: the client closed its side: requests it left pending are its own business, no problem
         self.client_closed = False
+        #: record: a log of this session was there when it began (``rewrite`` replaces it)
+        self.replaces = False
+        #: record: why the relay was stopped (a signal) with requests the server had not answered, and
+        #: how many; ``None``: it was not
+        self.cut: tuple[str, int] | None = None
         # replay state: the script/cursor idea of the replay engine
         self.used: list[bool] = []
         self.live_ids: dict[str, Any] = {}
@@ -261,6 +266,7 @@ class McpRelay:
         # new_episodes: a recorded session replays, one past the recording is recorded
         self.plan = Plan.REPLAY if plan is Plan.EPISODES else plan
         if self.records:
+            self.replaces = recorded
             if not config.command:
                 raise McpRelayError(
                     f"{path}: --record {config.record} has to record this session but no server command "
@@ -404,7 +410,13 @@ class McpRelay:
         """The relay was stopped (``why``: by which signal) while the client still waited for answers:
         each pending request gets a JSON-RPC error, sent to the client and recorded as the relay's
         answer (``mcp/message`` ``from: "relay"``), so its replay answers the same error. Not a problem
-        of the run: the session is recorded as it passed."""
+        of the run in a directory without a recording of the session: the session is recorded as it
+        passed; over one (``rewrite``) :meth:`finish` leaves the recording as it was
+        (``MCP_INTERRUPTED``), as a model recording is never replaced by a run's failed calls
+        (docs/recording-safety.md). A client that closed stdin first gets no answer (it stopped
+        waiting), but its requests left pending count the same."""
+        if self.pending and self.log is not None:
+            self.cut = (why, len(self.pending))
         if self.client_closed or self.log is None:
             return []
         answers = []
@@ -415,10 +427,11 @@ class McpRelay:
             self.log.relay(answer, why)
             answers.append(answer)
         if answers:
-            self.notes.append(
-                f"{len(answers)} request(s) had no answer from the server when {why}: recorded with the "
-                "error the client got, which their replay answers"
-            )
+            if not self.replaces:  # over a recording, finish says the session is not written
+                self.notes.append(
+                    f"{len(answers)} request(s) had no answer from the server when {why}: recorded with "
+                    "the error the client got, which their replay answers"
+                )
             self._feed()
         return answers
 
@@ -718,6 +731,14 @@ class McpRelay:
                     f"fix the change that skipped them{rerecord}\n  (or let recorded requests go unused: "
                     f"{self.config.accept_unused})"
                 )
+        if self.cut is not None and self.replaces and not outcome.problems:
+            signal_why, count = self.cut
+            path = self.config.directory / mcp_log_name(self.config.name, self.index)
+            outcome.problems.append(
+                f"[MCP_INTERRUPTED] {signal_why} while {count} request(s) had no answer from the server: "
+                f"{path} was left as it was (this session would replace its recorded answers with none or "
+                "the relay's errors); record it again and let the server answer"
+            )
         try:
             if self.log is not None:
                 self.log.close(why)

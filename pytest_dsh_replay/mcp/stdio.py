@@ -25,7 +25,7 @@ import os
 import queue
 import signal
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -230,7 +230,9 @@ async def run(config: McpConfig) -> McpOutcome:
             relay.refused(refusal)
             raise refusal from None
         tasks += [
-            asyncio.ensure_future(_client_to_server(client_lines, child, relay, end)),
+            asyncio.ensure_future(
+                _client_to_server(client_lines, child, relay, end, lambda: bool(signalled))
+            ),
             asyncio.ensure_future(_server_to_client(child, relay, end, out)),
             asyncio.ensure_future(_watchdog(relay, config.timeout, out)),
         ]
@@ -275,8 +277,14 @@ async def _after(first: bytes, lines: AsyncIterator[bytes]) -> AsyncIterator[byt
 
 
 async def _client_to_server(
-    client_lines: AsyncIterator[bytes], child: asyncio.subprocess.Process, relay: McpRelay, end: Any
+    client_lines: AsyncIterator[bytes],
+    child: asyncio.subprocess.Process,
+    relay: McpRelay,
+    end: Any,
+    stopped: Callable[[], bool],
 ) -> None:
+    """Relay the client's lines to the server until the client closes stdin (``stopped``: whether the
+    relay got SIGTERM/SIGINT already)."""
     assert child.stdin is not None
     async for line in client_lines:
         message, problem = _parse(line)
@@ -289,6 +297,13 @@ async def _client_to_server(
             await child.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             break  # the server is gone: its reader says so
+    # a client that signals the relay and then closes its stdin (a process manager, a script's
+    # communicate()) closed it after the signal: both may be ready in one pass of the loop, the EOF's
+    # wake-up first. One pass more lets the signal's handler run (it was queued in the same pass), so
+    # the relay answers the requests the client still waited for when it was signalled
+    await asyncio.sleep(0)
+    if stopped():
+        return
     # the client closed its side: so does the server's, which has GRACE seconds to finish and exit
     # (its last lines are relayed by the other pump, which ends the session at the server's EOF)
     relay.client_closed = True

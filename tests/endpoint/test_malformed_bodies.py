@@ -217,6 +217,8 @@ ENCODED: dict[str, bytes] = {
     "identity, gzip": gzip.compress(HELLO),
     "deflate, gzip": gzip.compress(_deflate(HELLO, zlib.MAX_WBITS)),
     "gzip (two members)": gzip.compress(HELLO[:20]) + gzip.compress(HELLO[20:]),
+    # long enough to be decoded off the event loop (JSON allows the trailing spaces)
+    "gzip (stored, 300 KiB)": gzip.compress(HELLO + b" " * 300_000, compresslevel=0),
 }
 
 
@@ -261,6 +263,24 @@ def test_a_gzip_body_cut_short_or_followed_by_bytes_is_a_typed_400(replaying: Re
     status, payload = replaying.post("/v1/chat/completions", body, **{"Content-Encoding": "gzip"})
     assert status == 400, (status, payload)
     assert "cannot be read as sent (Content-Encoding: gzip: it " in _error_message("", payload)
+
+
+def test_a_gzip_body_of_too_many_members_is_a_typed_400(replaying: Replaying) -> None:
+    """A gzip body of more members than a client sends (``formats.MAX_GZIP_MEMBERS``) is refused
+    before it costs decode time, and serve answers the next request.
+
+    Regression: 200,000 empty gzip members (4 MB) kept serve's event loop busy for 12 s (decoding took
+    time growing with the square of the member count), and a larger such body outlived SIGINT."""
+    from pytest_dsh_replay.endpoint.formats import MAX_GZIP_MEMBERS
+
+    body = gzip.compress(HELLO) + gzip.compress(b"", mtime=0) * MAX_GZIP_MEMBERS
+    status, payload = replaying.post("/v1/chat/completions", body, **{"Content-Encoding": "gzip"})
+    assert status == 400, (status, payload)
+    message = _error_message("", payload)
+    assert f"it holds more than {MAX_GZIP_MEMBERS} gzip members" in message, message
+    empty = len(gzip.compress(b"", mtime=0))
+    status, payload = replaying.post("/v1/chat/completions", body[:-empty], **{"Content-Encoding": "gzip"})
+    assert status == 400 and payload["error"]["code"] == "REPLAY_NO_MATCHING_SESSION", (status, payload)
 
 
 @pytest.mark.parametrize(

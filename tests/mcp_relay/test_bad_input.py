@@ -253,3 +253,35 @@ def test_a_session_begun_after_its_runs_end_is_refused(tmp_path: Path) -> None:
     status, stderr = client.close()
     assert status == 2 and "error [MCP_CONFIG]" in stderr and "has ended" in stderr, stderr
     assert not run_dir.exists() and not (tmp_path / "rec").exists()
+
+
+def test_validate_show_report_of_a_parent_find_an_mcp_only_recording(tmp_path: Path) -> None:
+    """``validate``/``show``/``report`` of a parent find a directory under it that holds only MCP session
+    logs (a ``dsh-replay mcp`` recording with no model recording beside it), as they do the directory
+    named itself; pytest's collection still takes no such directory.
+
+    Regression: the parent's walk did not see it: ``validate PARENT`` said ``PATH_EMPTY`` (a damaged log
+    went unreported), ``show``/``report`` exited 2."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+    from pytest_dsh_replay.layout import DirKind, find_scenario_dirs
+
+    rec = tmp_path / "group" / "rec"
+    client = LineClient(relay_argv(rec, "--name", "only", "--record", "once"))
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    client.read()
+    client.read()
+    assert client.close()[0] == 0
+    assert [f.kind for f in find_scenario_dirs(tmp_path)] == [DirKind.MCP]
+    runner = CliRunner()
+    assert runner.invoke(main, ["validate", str(tmp_path)]).exit_code == 0
+    shown = runner.invoke(main, ["show", str(tmp_path)])
+    assert shown.exit_code == 0 and "mcp.only.jsonl" in shown.output, shown.output
+    reported = runner.invoke(main, ["report", str(tmp_path), "-o", str(tmp_path / "r.html")])
+    assert reported.exit_code == 0 and "1 session(s)" in reported.output, reported.output
+    with (rec / "mcp.only.jsonl").open("a") as log:
+        log.write("garbage\n")
+    validated = runner.invoke(main, ["validate", str(tmp_path)])
+    assert validated.exit_code == 1 and "mcp.only.jsonl" in validated.output, validated.output
+    assert "PATH_EMPTY" not in validated.output

@@ -241,3 +241,63 @@ def test_sigterm_ends_a_relay_whose_client_does_not_read_and_the_session_is_reco
     result = next(e for e in events if e["type"] == "tool/result")
     assert len(result["data"]["content"][0]["text"]) == size
     assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]
+
+
+def _cut_short(rec: Path, mode: str) -> tuple[Any, int, str]:
+    """A relay of a server that never answers ``tools/call`` (``--record mode``), sent SIGTERM with the
+    call pending and its stdin closed right after (what a script's ``communicate()`` does): the
+    client's last answer, the exit status, stderr."""
+    from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+
+    client = LineClient([*relay_argv(rec, "--name", "cut", "--record", mode), "--misbehave", "hang"])
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    assert client.read()["id"] == 0
+    time.sleep(0.3)  # the call reached the relay (the server never answers it)
+    assert client.proc.stdin is not None
+    client.proc.terminate()
+    client.proc.stdin.close()
+    answer = client.read()
+    status, stderr = client.close()
+    return answer, status, stderr
+
+
+def test_a_call_pending_at_sigterm_is_answered_though_stdin_closes_right_after(tmp_path: Path) -> None:
+    """Regression: a client that sent SIGTERM and closed stdin right after (both seen in one pass of the
+    relay's loop) was taken as one that had closed stdin first: no -32001 answer, the call recorded
+    without one (its replay never answered it), exit 0."""
+    from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+
+    rec = tmp_path / "rec"
+    answer, status, stderr = _cut_short(rec, "once")
+    assert status == 0, stderr
+    assert answer["id"] == 1 and answer["error"]["code"] == -32001, answer
+    assert "the relay got SIGTERM before the server answered request id 1" in answer["error"]["message"]
+    replay = LineClient(relay_argv(rec, "--name", "cut", "--record", "none"))
+    replay.send(INIT, INITIALIZED, call(1, "counter"))
+    assert replay.read()["id"] == 0
+    assert replay.read() == answer
+    assert replay.close() == (0, "")
+
+
+def test_a_session_cut_short_by_sigterm_never_replaces_a_recording(tmp_path: Path) -> None:
+    """``--record rewrite`` over a recording, SIGTERM with a call the server had not answered: the
+    client gets its -32001 answer, the run fails (``MCP_INTERRUPTED``, exit 1) and the recording is left
+    byte for byte, as a model recording is never replaced by a run's failed calls.
+
+    Regression: the session (its call answered by the relay's error, or by nothing) replaced the good
+    recording with exit 0."""
+    from .lines import INIT, INITIALIZED, LineClient, call, relay_argv
+
+    rec = tmp_path / "rec"
+    good = LineClient(relay_argv(rec, "--name", "cut", "--record", "once"))
+    good.send(INIT, INITIALIZED, call(1, "counter"))
+    good.read()
+    assert good.read()["result"]["content"][0]["text"] == "1"
+    assert good.close()[0] == 0
+    recorded = (rec / "mcp.cut.jsonl").read_bytes()
+    answer, status, stderr = _cut_short(rec, "rewrite")
+    assert answer["id"] == 1 and answer["error"]["code"] == -32001, answer
+    assert status == 1 and "[MCP_INTERRUPTED] the relay got SIGTERM while 1 request(s)" in stderr, stderr
+    assert "was left as it was" in stderr and "nothing written" in stderr
+    assert (rec / "mcp.cut.jsonl").read_bytes() == recorded
+    assert sorted(p.name for p in rec.iterdir()) == ["mcp.cut.jsonl"]
