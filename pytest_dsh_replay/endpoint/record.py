@@ -497,25 +497,36 @@ class UpstreamModel:
 
 def _client_error(url: str, response: Any, content_type: str, exc: BaseException) -> LlmError:
     """What an ``aiohttp.ClientError`` of a call to ``url`` says the upstream did, as the call's error:
-    no answer (``response`` is ``None``: it could not be reached, or closed before its headers:
-    ``CONNECTION``); an answer whose body does not decode as its ``Content-Encoding`` says
-    (``BAD_RESPONSE``: the upstream answered, unreadably; not retried, recorded as it happened); an
-    answer cut off after its headers (``CONNECTION``)."""
+    an answer whose body does not decode as its ``Content-Encoding`` says, or in a coding the client
+    does not decode (``br``, ``zstd``: refused while its headers are read, so ``response`` is ``None``)
+    (``BAD_RESPONSE``: the upstream answered, unreadably; not retried, recorded as it happened); no
+    answer (``response`` is ``None``: it could not be reached, or closed before its headers:
+    ``CONNECTION``); an answer cut off after its headers (``CONNECTION``)."""
+    import re
+
     from aiohttp.http_exceptions import ContentEncodingError
 
-    if response is None:
-        return LlmError(f"upstream {url} could not be reached (no answer): {exc}", "CONNECTION")
-    status = f"HTTP {response.status} {content_type or 'without a Content-Type'}"
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, ContentEncodingError):
         cause = cause.__cause__ or cause.__context__
     if cause is not None:
-        encoding = response.headers.get("Content-Encoding", "")
+        if response is not None:
+            status = f"HTTP {response.status} {content_type or 'without a Content-Type'}"
+            encoding = response.headers.get("Content-Encoding", "")
+        else:
+            # aiohttp's message names the coding: "Can not decode content-encoding: brotli (br). ..."
+            status = "an HTTP response"
+            named = re.search(r"content-encoding: (?:[\w ]*\((\w+)\)|(\w+))", str(cause), re.IGNORECASE)
+            encoding = next((g for g in named.groups() if g), "") if named else ""
+        unsupported = "" if response is not None else " (serve decodes gzip and deflate answers only)"
         return LlmError(
             f"upstream {url} answered {status} whose body does not decode as its Content-Encoding "
-            f"({encoding}) says: the upstream's answer cannot be read",
+            f"({encoding}) says: the upstream's answer cannot be read{unsupported}",
             "BAD_RESPONSE",
         )
+    if response is None:
+        return LlmError(f"upstream {url} could not be reached (no answer): {exc}", "CONNECTION")
+    status = f"HTTP {response.status} {content_type or 'without a Content-Type'}"
     return LlmError(f"upstream {url} answered {status}, then cut its answer off: {exc}", "CONNECTION")
 
 

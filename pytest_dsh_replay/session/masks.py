@@ -293,6 +293,9 @@ class Masks:
         return "masks: " + "; ".join(self.applied())
 
 
+#: the fewest digits a number has for a mask to be proposed for it (epoch seconds have 10, epoch
+#: milliseconds 13): a shorter one is a count, an amount or a short id, whose change is a real change
+LONG_NUMBER = 10
 #: The volatile values a mismatch report proposes a mask for: ``(kind, what the whole differing token
 #: must be, the regex proposed)``, first match wins (UUIDs need none: the ``Tokenizer`` numbers them).
 _VOLATILE: tuple[tuple[str, re.Pattern[str], str], ...] = (
@@ -303,7 +306,7 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     ("time of day", re.compile(r"\d\d:\d\d:\d\d(?:\.\d+)?"), r"\d\d:\d\d:\d\d(?:\.\d+)?"),
     ("hex id", re.compile(r"(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}"), r"[0-9a-f]{8,}"),
-    ("number", re.compile(r"\d+"), r"\d+"),
+    ("number", re.compile(rf"\d{{{LONG_NUMBER},}}"), rf"\d{{{LONG_NUMBER},}}"),
 )
 #: A token of the hint's comparison: a run of letters, digits and ``-:.+_`` (a whole ISO timestamp,
 #: ``tx``, ``19f7296cc757``), or a run of anything else (spaces, quotes, ``=``, ``,``).
@@ -334,10 +337,6 @@ def _volatile(spans: list[tuple[str, int, int]]) -> tuple[str, str] | None:
                 return kind, regex
             label = _LABEL.search(text, 0, start)
             if label is None:
-                if kind == "number":
-                    if any(end - start < 9 for _t, start, end in spans):
-                        return None  # a bare short number: a count that changed is no run-to-run value
-                    return kind, r"\d{9,}"  # epoch seconds, a long counter: never every number
                 return kind, regex
             return kind, f"{re.escape(label.group(1))}({regex})".replace("\\ ", " ")
     return None
@@ -381,9 +380,10 @@ def suggest_masks(recorded: str, sent: str) -> list[tuple[str, str]] | None:
     The strings are compared token by token (:func:`_regions`): each differing region, without the
     sentence punctuation at its ends, must on both sides be the same kind of :data:`_VOLATILE` value,
     whole: an ISO timestamp, a time of day, a hex id (8+ hex digits, letters and digits mixed), a number.
-    A hex id or number is proposed with the label before it when there is one (``tx=([0-9a-f]{8,})``,
-    ``run (\d+)``, ``"txn": "([0-9a-f]{8,})``): a mask of every number would hide real changes; a bare
-    number is proposed only when it has 9 digits or more on both sides (``\d{9,}``: epoch seconds).
+    A number counts only when it has :data:`LONG_NUMBER` (10) digits or more on both sides (epoch
+    seconds or milliseconds, a long generated id: ``\d{10,}``), labelled or not: a shorter one (a count,
+    an amount, a short id) changing is a real change. A hex id or number is proposed with the label
+    before it when there is one (``tx=([0-9a-f]{8,})``, ``ts=(\d{10,})``, ``"txn": "([0-9a-f]{8,})``).
     The masks are checked: applied to both strings by a :class:`~.tokens.Tokenizer`, as every
     comparison applies them, the two must come out equal.
     What a report proposes (docs/masks.md); the user decides.

@@ -67,7 +67,7 @@ CASES = {
         "deployed at 2026-12-03T19:27:38.300240+00:00 region=eu",
     ),
     "hex id": ("done tx=19f7296cc757 ok", "done tx=a0c41b9e2d33 ok"),
-    "number": ("build run=41 passed", "build run=42 passed"),
+    "number": ("build ts=1733262543 passed", "build ts=1733262549 passed"),
 }
 
 

@@ -132,9 +132,21 @@ def test_a_mask_without_a_hit_is_reported_as_so_far() -> None:
             ["timestamp", "hex id"],
         ),
         ("at 2026-12-03 19:27:35 ok", "at 2026-12-04 08:01:02 ok", ["timestamp"]),  # date and time, one value
-        ("run=41 at 10:00:01, run=41", "run=42 at 10:00:07, run=42", ["number", "time of day"]),
+        (
+            "ts=1733262543 at 10:00:01, ts=1733262543",
+            "ts=1733262549 at 10:00:07, ts=1733262549",
+            ["number", "time of day"],
+        ),
         ("3 files: a.txt", "4 files: a.txt", None),  # a bare short number: a count
-        ("at 1733262543 ok", "at 1733262549 ok", ["number"]),  # epoch seconds: \d{9,}, not every number
+        ("at 1733262543 ok", "at 1733262549 ok", ["number"]),  # epoch seconds: \d{10,}, not every number
+        ('{"at": 1733262543123}', '{"at": 1733262549456}', ["number"]),  # epoch milliseconds
+        # Regression: a labelled number of any length was proposed, a count or an amount too
+        ("qty=3 items", "qty=30 items", None),
+        ("order total=100 EUR", "order total=250 EUR", None),
+        ("account 123456789", "account 987654321", None),  # 9 digits: a short id, not an epoch
+        ("run=41 passed", "run=42 passed", None),
+        ('{"balance": 1500}', '{"balance": 9900}', None),
+        ("at 10:00", "at 14:30", None),  # a time of day without seconds: a schedule, not a clock reading
         ("tx=19f7296cc757 region=eu", "tx=a0c41b9e2d33 region=us", None),  # a real change beside an id
         ("tx=19f7296cc757 ok", "tx=a0c41b9e2d33 ok done", None),  # a word added
         ("deployed to eu", "deployed to us", None),
