@@ -624,6 +624,9 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
             report.findings[:0] = manifest_findings(report.path)  # inventory first, as validate orders it
             for note in parent_notes(report.path):  # no finding: the recording replays as it was made
                 console.print(f"[yellow]note[/yellow] {escape(f'{report.path}{os.sep}{note}')}")
+        from .mcp.log import message_findings
+
+        report.findings += message_findings(report.path)  # what the relay's replay would refuse
         units += 1
         logs += report.logs
         events += report.events

@@ -257,6 +257,14 @@ class HttpRelays:
             self._client = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_read=self.timeout)
             )
+        # a message its replay refuses is refused as it would be (400), and nothing of the body forwarded
+        refused = [answer for m in messages if (answer := relay.refusal(m)) is not None]
+        if refused:
+            return web.json_response(
+                refused[0] if len(messages) == 1 else refused,
+                status=400,
+                dumps=lambda v: orjson.dumps(v).decode(),
+            )
         for message in messages:
             relay.from_client(message)
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}

@@ -32,6 +32,7 @@ client's matching message arrives.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import orjson
@@ -366,6 +367,48 @@ def session_script(file: str, header: Mapping[str, Any], events: Iterable[Mappin
     return script
 
 
+def message_findings(path: Path) -> list[Any]:
+    """What ``validate`` reports of the MCP session logs at ``path`` (a directory's ``mcp.NAME*.jsonl``,
+    or one such file) beyond the integrity every log gets: an ``mcp/message`` that is not
+    ``{"from", "message"}`` (:func:`session_script`'s ``MCP_BAD_LOG``), and a client message its replay
+    refuses (:func:`message_problem`; the relay refuses it while recording too, so only a hand edit or
+    an older relay leaves one). A log that does not parse is left to the integrity check's findings.
+
+    Returns:
+        ``scenario.validate.Finding`` (code ``MCP_BAD_LOG``) in file order, each naming file and seq.
+    """
+    from ..layout import mcp_log_files, mcp_log_match
+    from ..scenario.harvest import read_log_file
+    from ..scenario.validate import Finding
+
+    one = [path] if mcp_log_match(path.name) is not None else []
+    files = mcp_log_files(path) if path.is_dir() else one
+    out: list[Any] = []
+    for file in files:
+        try:
+            log = read_log_file(file)
+            script = session_script(str(file), log.header, log.events)
+        except McpFormatError as exc:
+            out.append(Finding(exc.code, str(exc)))
+            continue
+        except HarnessError:
+            continue  # the integrity check reports it
+        for item in script.items:
+            problem = message_problem(item.message)
+            if problem is not None:
+                code, why = problem
+                text = orjson.dumps(item.message).decode()
+                out.append(
+                    Finding(
+                        McpFormatError.code,
+                        f"{file}: seq {item.seq}: the client's message "
+                        f"{text if len(text) <= 200 else text[:197] + '...'} is one its replay refuses "
+                        f"({why}; JSON-RPC {code}): the replay fails there; re-record the session",
+                    )
+                )
+    return out
+
+
 class CallRef(Struct, frozen=True):
     """A ``tool/call`` event of a log: ``file`` and ``seq`` say where, ``key`` what (name, arguments)."""
 
@@ -425,6 +468,7 @@ __all__ = [
     "is_request_id",
     "is_response",
     "jsonrpc_error",
+    "message_findings",
     "message_problem",
     "request_key",
     "session_script",

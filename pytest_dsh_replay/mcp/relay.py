@@ -489,14 +489,30 @@ class McpRelay:
 
     # -- replay ----------------------------------------------------------------------------------
 
+    def refusal(self, message: Any) -> dict[str, Any] | None:
+        """The error answer to a client message that is not MCP's JSON-RPC (:func:`~.log.message_problem`:
+        what a server following JSON-RPC 2.0 and MCP answers), ``None`` for a valid one. One rule for
+        every plan: the message is a problem of the run (``MCP_NOT_JSON``), and recording, it is neither
+        forwarded nor recorded, so a recording never holds a message its replay refuses."""
+        invalid = message_problem(message)
+        if invalid is None:
+            return None
+        code, why = invalid
+        text = self.problem(f"the client sent {quote_json(message)}: {why}", "MCP_NOT_JSON")
+        return jsonrpc_error(answer_id(message), code, f"dsh-replay mcp: {text}")
+
+    def not_json(self, what: str) -> dict[str, Any]:
+        """The error answer (``-32700``, ``id: null``) to a client line that is not JSON (``what`` says
+        which), a problem of the run (``MCP_NOT_JSON``) in every plan, as :meth:`refusal`."""
+        text = self.problem(f"the client sent {what}", "MCP_NOT_JSON")
+        return jsonrpc_error(None, PARSE_ERROR, f"dsh-replay mcp: {text}")
+
     def replay(self, message: Any) -> list[dict[str, Any]]:
         """The messages to send the client for one message of its (replay)."""
         assert self.script is not None
-        invalid = message_problem(message)
-        if invalid is not None:  # what a server following JSON-RPC 2.0 and MCP answers (log.message_problem)
-            code, why = invalid
-            text = self.problem(f"the client sent {quote_json(message)}: {why}", "MCP_NOT_JSON")
-            return [jsonrpc_error(answer_id(message), code, f"dsh-replay mcp: {text}")]
+        refused = self.refusal(message)
+        if refused is not None:
+            return [refused]
         out: list[dict[str, Any]] = []
         if not self.prologue_sent:
             self.prologue_sent = True

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError
-from .relay import PARSE_ERROR, McpConfig, McpOutcome, McpRelay, McpRelayError, quote_json
+from .relay import McpConfig, McpOutcome, McpRelay, McpRelayError, quote_json
 
 #: seconds a server has to exit once its stdin is closed (inside the ``mcp`` SDK's 2 s)
 GRACE = 1.0
@@ -231,7 +231,7 @@ async def run(config: McpConfig) -> McpOutcome:
             raise refusal from None
         tasks += [
             asyncio.ensure_future(
-                _client_to_server(client_lines, child, relay, end, lambda: bool(signalled))
+                _client_to_server(client_lines, child, relay, end, lambda: bool(signalled), out)
             ),
             asyncio.ensure_future(_server_to_client(child, relay, end, out)),
             asyncio.ensure_future(_watchdog(relay, config.timeout, out)),
@@ -282,16 +282,18 @@ async def _client_to_server(
     relay: McpRelay,
     end: Any,
     stopped: Callable[[], bool],
+    out: _Stdout,
 ) -> None:
     """Relay the client's lines to the server until the client closes stdin (``stopped``: whether the
     relay got SIGTERM/SIGINT already)."""
     assert child.stdin is not None
     async for line in client_lines:
         message, problem = _parse(line)
-        if problem is not None:
-            relay.problem(f"the client sent {problem}; it was forwarded, not recorded", "MCP_NOT_JSON")
-        else:
-            relay.from_client(message)
+        refused = relay.not_json(problem) if problem is not None else relay.refusal(message)
+        if refused is not None:  # answered as its replay answers it: never forwarded
+            out.send([refused])
+            continue
+        relay.from_client(message)
         try:
             child.stdin.write(line if line.endswith(b"\n") else line + b"\n")
             await child.stdin.drain()
@@ -347,19 +349,7 @@ async def _watchdog(relay: McpRelay, timeout: float, out: _Stdout) -> None:
 async def _replay(client_lines: AsyncIterator[bytes], relay: McpRelay, end: Any, out: _Stdout) -> None:
     async for line in client_lines:
         message, problem = _parse(line)
-        if problem is not None:
-            text = relay.problem(f"the client sent {problem}", "MCP_NOT_JSON")
-            out.send(
-                [
-                    {
-                        "jsonrpc": "2.0",
-                        "id": None,
-                        "error": {"code": PARSE_ERROR, "message": f"dsh-replay mcp: {text}"},
-                    }
-                ]
-            )
-        else:
-            out.send(relay.replay(message))
+        out.send([relay.not_json(problem)] if problem is not None else relay.replay(message))
         await out.drain()
     end("the client closed stdin")
 

@@ -104,3 +104,34 @@ def test_invalid_jsonrpc_is_refused_and_params_absent_equal_empty(tmp_path: Path
     problems = "\n".join(outcome.problems)
     assert "[MCP_NOT_RECORDED]" not in problems, problems
     assert problems.count("[MCP_NOT_JSON]") == 5, problems  # the four ids and the array params
+
+
+def test_recording_refuses_what_replay_refuses(tmp_path: Path) -> None:
+    """Recording through ``/mcp/NAME``, a message replay refuses gets the replay's answer (HTTP 400, the
+    same JSON-RPC error), is not forwarded, and fails the run: nothing is written.
+
+    Regression: it was forwarded to the server and recorded, and the recording's replay refused it."""
+    server = HttpServer()
+    server.start()
+    thread = EndpointThread(
+        EndpointConfig(
+            tmp_path, record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url}
+        )
+    )
+    try:
+        url = thread.start().removesuffix("/v1") + "/mcp/calc"
+        with httpx.Client(timeout=10) as http:
+            headers = {"Accept": "application/json, text/event-stream"}
+            opened = http.post(url, content=json.dumps(INIT).encode(), headers=headers)
+            assert opened.status_code == 200, opened.text
+            headers["Mcp-Session-Id"] = opened.headers["Mcp-Session-Id"]
+            bad = {"jsonrpc": "2.0", "id": True, "method": "tools/list"}
+            answer = http.post(url, content=json.dumps(bad).encode(), headers=headers)
+    finally:
+        outcome = thread.stop()
+        server.stop()
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["id"] is None and answer.json()["error"]["code"] == -32600
+    assert "neither a string nor an integer" in answer.json()["error"]["message"]
+    assert "[MCP_NOT_JSON]" in "\n".join(outcome.problems), outcome.report()
+    assert not list(tmp_path.glob("mcp.*.jsonl"))
