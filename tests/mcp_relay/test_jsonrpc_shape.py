@@ -40,17 +40,22 @@ def _recorded_list_params(directory: Path) -> bool:
     raise AssertionError("no tools/list recorded")
 
 
+def _recording_endpoint(directory: Path) -> tuple[HttpServer, EndpointThread]:
+    """A started MCP server on 127.0.0.1 and an endpoint (not yet started) recording it as ``calc``
+    into ``directory`` (its model upstream unused)."""
+    server = HttpServer()
+    server.start()
+    config = EndpointConfig(
+        directory, record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url}
+    )
+    return server, EndpointThread(config)
+
+
 def test_invalid_jsonrpc_is_refused_and_params_absent_equal_empty(tmp_path: Path) -> None:
     """Regression: replay served ``"id": true`` and ``"id": null`` requests, answered a body ``[]`` with
     202, a body ``"x"`` with 404 "no such session None", and did not match ``params: {}`` to a
     recorded request without ``params`` (or the reverse)."""
-    server = HttpServer()
-    server.start()
-    thread = EndpointThread(
-        EndpointConfig(
-            tmp_path, record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url}
-        )
-    )
+    server, thread = _recording_endpoint(tmp_path)
     try:
         anyio.run(_record, thread.start().removesuffix("/v1") + "/mcp/calc")
     finally:
@@ -111,13 +116,7 @@ def test_recording_refuses_what_replay_refuses(tmp_path: Path) -> None:
     same JSON-RPC error), is not forwarded, and fails the run: nothing is written.
 
     Regression: it was forwarded to the server and recorded, and the recording's replay refused it."""
-    server = HttpServer()
-    server.start()
-    thread = EndpointThread(
-        EndpointConfig(
-            tmp_path, record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url}
-        )
-    )
+    server, thread = _recording_endpoint(tmp_path)
     try:
         url = thread.start().removesuffix("/v1") + "/mcp/calc"
         with httpx.Client(timeout=10) as http:

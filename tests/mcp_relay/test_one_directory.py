@@ -79,11 +79,10 @@ def serve(directory: Path, *options: str) -> Iterator[tuple[str, subprocess.Pope
         proc.wait(timeout=60)
 
 
-def test_serve_and_relay_record_one_directory_then_replay_it(tmp_path: Path) -> None:
-    """Regression: serve held the directory's lock for its whole run; the relay blocked on it at its
-    write until the ``mcp`` SDK killed it (SIGTERM 2 s after closing its stdin, then SIGKILL): the MCP
-    session was lost, serve exited 0 and nothing said so."""
-    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+def record_with_relay(directory: Path, errlog: Path) -> str:
+    """``serve --record once`` against a fake upstream answering :func:`rule`, the agent's tool from a
+    ``dsh-replay mcp`` relay recording the same directory: serve exits 0 and the agent got its answer
+    (returned)."""
     upstream = FakeUpstream(rule)
     upstream.start()
     try:
@@ -93,6 +92,15 @@ def test_serve_and_relay_record_one_directory_then_replay_it(tmp_path: Path) -> 
         upstream.stop()
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
     assert recorded == "the ticket: ticket T-42: open; request_id=req-fixed"
+    return recorded
+
+
+def test_serve_and_relay_record_one_directory_then_replay_it(tmp_path: Path) -> None:
+    """Regression: serve held the directory's lock for its whole run; the relay blocked on it at its
+    write until the ``mcp`` SDK killed it (SIGTERM 2 s after closing its stdin, then SIGKILL): the MCP
+    session was lost, serve exited 0 and nothing said so."""
+    directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
+    recorded = record_with_relay(directory, errlog)
     assert "recorded MCP server 'tickets'" in errlog.read_text(), errlog.read_text()
     names = sorted(p.name for p in directory.iterdir())
     assert "mcp.tickets.jsonl" in names and "session.jsonl" in names, names
@@ -234,15 +242,7 @@ def test_a_failed_serve_recording_sets_the_relays_session_aside(tmp_path: Path) 
     assert sorted(p.name for p in directory.iterdir()) == [".dsh-kept"]
     assert (directory / ".dsh-kept" / "mcp.tickets.jsonl").is_file()
 
-    upstream = FakeUpstream(rule)
-    upstream.start()
-    try:
-        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
-            recorded = anyio.run(agent, url, relay(directory, "once"), errlog)
-    finally:
-        upstream.stop()
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    assert recorded == "the ticket: ticket T-42: open; request_id=req-fixed"
+    record_with_relay(directory, errlog)
     assert {"session.jsonl", "mcp.tickets.jsonl"} <= {p.name for p in directory.iterdir()}
 
 
