@@ -74,14 +74,19 @@ class KeptRun(Struct, frozen=True):
 
 def kept_run(directory: Path) -> KeptRun:
     """What the recording in ``directory`` (a kept run's :data:`KEPT_DIR`, or any recording) holds,
-    from its logs and sidecars as replay reads them (``replay.load_session_scripts``).
+    from its logs and sidecars as replay reads them (``replay.load_session_scripts``); no conversation
+    when it holds no primary log (``serve`` sets a relay's MCP sessions aside even when it recorded no
+    conversation).
 
     Raises:
         ReplayLoadError, OverrideError, ReplayParseError, ReplayDeriveError: a log or sidecar that does
             not load (names the file).
     """
+    from ..layout import PRIMARY_LOG
     from ..replay.load import load_session_scripts
 
+    if not (directory / PRIMARY_LOG).is_file():  # no conversation (a run's MCP sessions set aside alone)
+        return KeptRun(0, 0, 0)
     scripts = load_session_scripts(directory)
     failed = [sum(1 for entry in script.entries if failed_call(entry)) for script in scripts]
     return KeptRun(len(scripts), sum(1 for n in failed if n == 0), sum(failed))
@@ -187,11 +192,15 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
             )
         held = kept_run(kept)
         if held.answered == 0 and not allow_unanswered:
+            would = (
+                "its failed calls only, each replayed as its error"
+                if held.conversations
+                else f"no conversation, only the MCP session(s) {', '.join(servers)} set aside with it"
+            )
             raise KeptUnansweredError(
                 f"{kept}: nothing in the kept run was answered ({held.holds()}): accepted, the recording "
-                f"of {directory} would be its failed calls only, each replayed as its error; fix what "
-                f"failed and record again, or take it anyway: dsh-replay accept --allow-unanswered "
-                f"{directory}"
+                f"of {directory} would be {would}; fix what failed and record again, or take it anyway: "
+                f"dsh-replay accept --allow-unanswered {directory}"
             )
         written, removed = accept_kept(directory, kept)
     finally:

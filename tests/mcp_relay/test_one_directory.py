@@ -226,7 +226,8 @@ def test_a_failed_serve_recording_sets_the_relays_session_aside(tmp_path: Path) 
 
     Regression: the relay's partial session (initialize and tools/list only) stayed in the directory;
     the retry's relay replayed it, the agent's tools/call got MCP_NOT_RECORDED, and serve exited 0 with a
-    conversation stopped mid-turn."""
+    conversation stopped mid-turn. And ``accept`` of that kept run (MCP sessions alone) failed with
+    REPLAY_FIXTURE_MISSING on the kept run's absent ``session.jsonl``."""
     directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
     refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
     refusing.start()
@@ -241,6 +242,14 @@ def test_a_failed_serve_recording_sets_the_relays_session_aside(tmp_path: Path) 
     assert "moved mcp.tickets.jsonl (recorded by a dsh-replay mcp relay during this run" in err, err
     assert sorted(p.name for p in directory.iterdir()) == [".dsh-kept"]
     assert (directory / ".dsh-kept" / "mcp.tickets.jsonl").is_file()
+    # a kept run of MCP sessions alone holds no conversation: accept refuses it as unanswered and says
+    # what taking it would leave (it failed REPLAY_FIXTURE_MISSING on the kept run's absent session.jsonl)
+    accepted = subprocess.run(
+        [*CLI, "accept", str(directory)], capture_output=True, text=True, env=env(), timeout=60
+    )
+    said = accepted.stdout + accepted.stderr
+    assert accepted.returncode == 2, said
+    assert "[KEPT_UNANSWERED]" in said and "no conversation, only the MCP session(s) tickets" in said, said
 
     record_with_relay(directory, errlog)
     assert {"session.jsonl", "mcp.tickets.jsonl"} <= {p.name for p in directory.iterdir()}
