@@ -19,13 +19,13 @@ Usage: ``python benchmarks/packed_row_memory.py [--quick] [--members N] [--membe
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import child_usage, mib
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = "import sys; from pytest_dsh_replay.cli import main; sys.argv[0] = 'dsh-replay'; main()"
@@ -68,17 +68,7 @@ def make(source: Path, target: Path, members: int, member: str) -> int:
 
 def measure(args: list[str], cwd: Path) -> tuple[int, float, float, int]:
     """``(peak RSS bytes, CPU seconds, wall seconds, exit code)`` of the CLI in a fresh process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CLI, *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    return usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, wall, os.waitstatus_to_exitcode(status)
-
-
-def _mb(n: float) -> str:
-    return f"{n / 2**20:,.1f} MiB"
+    return child_usage([sys.executable, "-c", CLI, *args], cwd, stderr=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -107,9 +97,9 @@ def main() -> None:
         big = work / "big" / "packed"
         maker = [sys.executable, __file__, "--members", str(members), "--member", opts.member]
         line = int(subprocess.run([*maker, "--make-into", str(big)], capture_output=True, check=True).stdout)
-        print(f"one text-chunks row of {members:,} {opts.member} members: a line of {_mb(line)}")
+        print(f"one text-chunks row of {members:,} {opts.member} members: a line of {mib(line)}")
         floor, cpu, _wall, _code = measure(["validate", str(source)], work)
-        print(f"{'floor (validate of the unchanged log)':<38} peak RSS {_mb(floor):>11}  cpu {cpu:5.2f} s")
+        print(f"{'floor (validate of the unchanged log)':<38} peak RSS {mib(floor):>11}  cpu {cpu:5.2f} s")
         for command in opts.commands.split(","):
             words = command.split()
             if words[0] == "report":
@@ -120,7 +110,7 @@ def main() -> None:
                 args = [*words, str(big)]
             rss, cpu, wall, code = measure(args, work)
             print(
-                f"{command:<38} peak RSS {_mb(rss):>11}  +{(rss - floor) / line:5.1f}x the line  "
+                f"{command:<38} peak RSS {mib(rss):>11}  +{(rss - floor) / line:5.1f}x the line  "
                 f"cpu {cpu:6.2f} s  wall {wall:6.2f} s  exit {code}"
             )
 

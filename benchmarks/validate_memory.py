@@ -20,14 +20,13 @@ Usage: ``python benchmarks/validate_memory.py [--quick] [--lines N] [--big-line 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
+from _timing import child_usage, mib
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = "import sys; from pytest_dsh_replay.cli import main; sys.argv[0] = 'dsh-replay'; main()"
@@ -183,15 +182,8 @@ def generate(directory: Path, lines: int, big_line: int) -> tuple[Path, int, int
 
 def peak_rss(args: list[str]) -> tuple[int, float, int]:
     """``(peak RSS bytes, seconds, exit code)`` of ``python -c ... args`` in a fresh process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", *args], stdout=subprocess.DEVNULL, cwd=ROOT)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    return usage.ru_maxrss * 1024, elapsed, os.waitstatus_to_exitcode(status)
-
-
-def _mb(n: float) -> str:
-    return f"{n / 2**20:,.1f} MiB"
+    rss, _cpu, elapsed, code = child_usage([sys.executable, "-c", *args], ROOT)
+    return rss, elapsed, code
 
 
 def main() -> None:
@@ -212,20 +204,20 @@ def main() -> None:
         start = time.perf_counter()
         primary, size, largest = generate(scenario, lines, opts.big_line)
         print(
-            f"log: {primary} ({lines:,} lines, {_mb(size)}, largest line {_mb(largest)}; "
+            f"log: {primary} ({lines:,} lines, {mib(size)}, largest line {mib(largest)}; "
             f"written in {time.perf_counter() - start:.1f} s) + fork child session.1.jsonl"
         )
         small = Path(tmp) / "small" / "big"
         generate(small, 200, 0)
         floor, _, _ = peak_rss([CLI, "validate", str(small)])
-        print(f"{'floor (200-line log)':<22} peak RSS {_mb(floor):>14}  (interpreter + imports)")
+        print(f"{'floor (200-line log)':<22} peak RSS {mib(floor):>14}  (interpreter + imports)")
         runs = [("validate", [CLI, "validate", str(scenario)]), ("show", [CLI, "show", str(scenario)])]
         if not opts.no_whole_file:
             runs.append(("whole-file read", [WHOLE, str(primary)]))
         for name, args in runs:
             rss, seconds, code = peak_rss(args)
             print(
-                f"{name:<22} peak RSS {_mb(rss):>14}  (+{_mb(rss - floor)} over the floor = "
+                f"{name:<22} peak RSS {mib(rss):>14}  (+{mib(rss - floor)} over the floor = "
                 f"{(rss - floor) / largest:.2f}x the largest line, {rss / size:.3f}x the file)  "
                 f"{seconds:.1f} s, exit {code}"
             )

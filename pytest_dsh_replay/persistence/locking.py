@@ -31,8 +31,14 @@ def try_flock(fd: int) -> bool:
     Raises:
         OSError: any other failure of ``flock``.
     """
+    return _flock_nb(fd, fcntl.LOCK_EX)
+
+
+def _flock_nb(fd: int, operation: int) -> bool:
+    """``flock(fd, operation | LOCK_NB)``: True when taken, False when a holder elsewhere refuses it
+    (the errnos of :data:`_HELD`); any other failure raises ``OSError``."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
     except OSError as exc:
         if exc.errno in _HELD:
             return False
@@ -54,14 +60,9 @@ def held_by_another(path: os.PathLike[str] | str) -> bool:
     except FileNotFoundError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in _HELD:
-            return True
-        raise
+        return not _flock_nb(fd, fcntl.LOCK_SH)  # a shared lock taken is released by the close
     finally:
         os.close(fd)
-    return False
 
 
 class WriterLock:

@@ -11,8 +11,8 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,23 +40,34 @@ def relay(directory: Path, mode: str, name: str = "tickets", server: str = SDK_S
     return [*CLI, "mcp", str(directory), "--name", name, "--record", mode, "--", sys.executable, server]
 
 
-async def agent(base_url: str, command: list[str], errlog: Path) -> str:
-    """The user's agent: one model call, the tool it asks for, one more model call."""
+@asynccontextmanager
+async def connected(
+    base_url: str, command: list[str], errlog: Path
+) -> AsyncIterator[tuple[openai.AsyncOpenAI, ClientSession]]:
+    """The agent's model client on ``base_url`` (no retries) and its MCP session, initialized, on the
+    relay ``command`` started by the ``mcp`` SDK's stdio client (the relay's stderr appended to
+    ``errlog``); leaving it closes the relay's stdin, as an agent that ends does."""
     client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
     params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
-    messages: list[Any] = [{"role": "user", "content": "look T-42 up"}]
     with errlog.open("a") as err:
         async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
             await tools.initialize()
-            first = await client.chat.completions.create(model="fake-1", messages=messages)
-            call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
-            result = await tools.call_tool(call.function.name, json.loads(call.function.arguments))  # type: ignore[union-attr]
-            text = result.content[0].text  # type: ignore[union-attr]
-            messages += [
-                first.choices[0].message.model_dump(exclude_none=True),
-                {"role": "tool", "tool_call_id": call.id, "content": text},
-            ]
-            final = await client.chat.completions.create(model="fake-1", messages=messages)
+            yield client, tools
+
+
+async def agent(base_url: str, command: list[str], errlog: Path) -> str:
+    """The user's agent: one model call, the tool it asks for, one more model call."""
+    messages: list[Any] = [{"role": "user", "content": "look T-42 up"}]
+    async with connected(base_url, command, errlog) as (client, tools):
+        first = await client.chat.completions.create(model="fake-1", messages=messages)
+        call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
+        result = await tools.call_tool(call.function.name, json.loads(call.function.arguments))  # type: ignore[union-attr]
+        text = result.content[0].text  # type: ignore[union-attr]
+        messages += [
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": text},
+        ]
+        final = await client.chat.completions.create(model="fake-1", messages=messages)
     return str(final.choices[0].message.content)
 
 
@@ -204,18 +215,14 @@ def test_a_relay_re_recording_a_session_equal_under_its_masks_keeps_its_bytes(tm
 async def refused_agent(base_url: str, command: list[str], errlog: Path) -> str:
     """The agent of a recording whose upstream refuses the key: the tools' handshake, then the model
     call fails and the agent stops (closing the relay)."""
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
-    params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
-    with errlog.open("a") as err:
-        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
-            await tools.initialize()
-            await tools.list_tools()
-            try:
-                await client.chat.completions.create(
-                    model="fake-1", messages=[{"role": "user", "content": "look T-42 up"}]
-                )
-            except openai.AuthenticationError as exc:
-                return str(exc)
+    async with connected(base_url, command, errlog) as (client, tools):
+        await tools.list_tools()
+        try:
+            await client.chat.completions.create(
+                model="fake-1", messages=[{"role": "user", "content": "look T-42 up"}]
+            )
+        except openai.AuthenticationError as exc:
+            return str(exc)
     return ""
 
 
@@ -299,16 +306,12 @@ def test_a_tools_call_against_a_leftover_session_says_so_and_how_to_re_record(tm
 async def stopping_agent(base_url: str, command: list[str], errlog: Path) -> None:
     """An agent that fails after the model asked for ``lookup``: the tools' handshake, one model call,
     then it stops without calling the tool (closing the relay)."""
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
-    params = StdioServerParameters(command=command[0], args=command[1:], env={"PYTHONPATH": ROOT})
-    with errlog.open("a") as err:
-        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as tools:
-            await tools.initialize()
-            await tools.list_tools()
-            first = await client.chat.completions.create(
-                model="fake-1", messages=[{"role": "user", "content": "look T-42 up"}]
-            )
-            assert first.choices[0].message.tool_calls
+    async with connected(base_url, command, errlog) as (client, tools):
+        await tools.list_tools()
+        first = await client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "look T-42 up"}]
+        )
+        assert first.choices[0].message.tool_calls
 
 
 def test_a_run_stopped_mid_turn_is_kept_with_the_relays_session_and_accepted_whole(tmp_path: Path) -> None:
