@@ -11,7 +11,7 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -90,17 +90,27 @@ def serve(directory: Path, *options: str) -> Iterator[tuple[str, subprocess.Pope
         proc.wait(timeout=60)
 
 
+def record_through(
+    directory: Path, errlog: Path, answer: Callable[[dict[str, Any]], Answer], run_agent: Any
+) -> tuple[Any, subprocess.Popen[str]]:
+    """``serve --record once`` against a fake upstream answering by ``answer``, ``run_agent(url, relay
+    command, errlog)`` with its tool from a ``dsh-replay mcp --record once`` relay of the same directory:
+    what the agent returned and serve's ended process."""
+    upstream = FakeUpstream(answer)
+    upstream.start()
+    try:
+        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
+            result = anyio.run(run_agent, url, relay(directory, "once"), errlog)
+    finally:
+        upstream.stop()
+    return result, proc
+
+
 def record_with_relay(directory: Path, errlog: Path) -> str:
     """``serve --record once`` against a fake upstream answering :func:`rule`, the agent's tool from a
     ``dsh-replay mcp`` relay recording the same directory: serve exits 0 and the agent got its answer
     (returned)."""
-    upstream = FakeUpstream(rule)
-    upstream.start()
-    try:
-        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
-            recorded = anyio.run(agent, url, relay(directory, "once"), errlog)
-    finally:
-        upstream.stop()
+    recorded, proc = record_through(directory, errlog, rule, agent)
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
     assert recorded == "the ticket: ticket T-42: open; request_id=req-fixed"
     return recorded
@@ -236,13 +246,9 @@ def test_a_failed_serve_recording_sets_the_relays_session_aside(tmp_path: Path) 
     conversation stopped mid-turn. And ``accept`` of that kept run (MCP sessions alone) failed with
     REPLAY_FIXTURE_MISSING on the kept run's absent ``session.jsonl``."""
     directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
-    refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
-    refusing.start()
-    try:
-        with serve(directory, "--record", "once", "--upstream", refusing.url) as (url, proc):
-            refused = anyio.run(refused_agent, url, relay(directory, "once"), errlog)
-    finally:
-        refusing.stop()
+    refused, proc = record_through(
+        directory, errlog, lambda body: Answer(status=401, error="Incorrect API key provided"), refused_agent
+    )
     err = proc.stderr.read() if proc.stderr else ""
     assert "401" in refused
     assert proc.returncode == 1, err
@@ -322,13 +328,7 @@ def test_a_run_stopped_mid_turn_is_kept_with_the_relays_session_and_accepted_who
     Regression: serve exited 0 and wrote the conversation with its turn ``interrupted`` (the agent's
     failure unseen); a kept run's MCP session was not taken by ``accept``."""
     directory, errlog = tmp_path / "rec", tmp_path / "relay.err"
-    upstream = FakeUpstream(rule)
-    upstream.start()
-    try:
-        with serve(directory, "--record", "once", "--upstream", upstream.url) as (url, proc):
-            anyio.run(stopping_agent, url, relay(directory, "once"), errlog)
-    finally:
-        upstream.stop()
+    _nothing, proc = record_through(directory, errlog, rule, stopping_agent)
     err = proc.stderr.read() if proc.stderr else ""
     assert proc.returncode == 1, err
     assert "stopped mid-turn: its last answer asked for tool call(s) lookup" in err, err
