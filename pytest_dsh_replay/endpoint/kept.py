@@ -146,8 +146,9 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
 
     Raises:
         NothingKeptError: ``NOTHING_KEPT``, there is no kept run in ``directory``.
-        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink, or ``validate`` finds a
-            problem in the kept run (names the file and line); nothing is changed.
+        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink, holds an entry accept
+            does not take (a symlink, a directory, an unknown name), or ``validate`` finds a problem in
+            the kept run (names the file and line); nothing is changed.
         KeptUnansweredError: ``KEPT_UNANSWERED`` (see above); nothing is changed.
         RecordingLockedError: ``ENDPOINT_RECORDING_LOCKED``, a recorder records the directory's
             conversations now; nothing is changed.
@@ -178,7 +179,16 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
     servers = sorted({m[0] for p in kept.iterdir() if (m := mcp_log_match(p.name)) is not None})
     lock = RecordingLock(directory, (MODEL_FILES, *map(mcp_files, servers)))
     try:
-        kept_files(kept)
+        taken = set(kept_files(kept))
+        # whatever accept would not take is refused, never deleted with the kept run unsaid: a symlinked
+        # log left out would also have its recorded twin removed from the directory
+        others = sorted(p.name for p in kept.iterdir() if p.name not in taken)
+        if others:
+            raise KeptInvalidError(
+                f"{kept}: holds {', '.join(others)}, which accept does not take (not a regular recording "
+                "file: a symlink, a directory or an unknown name), and the kept run would be removed with "
+                "it; nothing was changed (remove them from the kept run, or record again)"
+            )
         # what validate would report of the recording after the swap (its unit check, and the
         # manifest as validate reads an endpoint recording's) is refused before it
         findings = [*manifest_findings(kept), *validate_unit(kept).findings]

@@ -244,3 +244,31 @@ def test_a_damaged_kept_run_is_refused_as_validate_reports_it(tmp_path: Path, da
     assert result.exit_code == 2 and "[KEPT_INVALID]" in result.output, result.output
     assert str(damaged) in result.output
     assert _files(directory) == good and kept.is_dir()
+
+
+@pytest.mark.parametrize("entry", ["symlinked-log", "unknown-name", "subdirectory"])
+def test_a_kept_run_holding_what_accept_does_not_take_is_refused(tmp_path: Path, entry: str) -> None:
+    """Regression: entries ``accept`` does not take were skipped without a word and deleted with the kept
+    run: a symlinked ``session.1.jsonl`` in the kept run was left out, so the recording's own
+    ``session.1.jsonl`` was removed (a conversation lost); ``mcp.ü.jsonl`` or a subdirectory's MCP log
+    vanished."""
+    directory = tmp_path / "rec"
+    good = _kept_answered(directory)
+    kept = directory / KEPT_DIR
+    if entry == "symlinked-log":
+        outside = tmp_path / "outside.jsonl"
+        (kept / "session.1.jsonl").rename(outside)
+        (kept / "session.1.jsonl").symlink_to(outside)
+        named = "session.1.jsonl"
+    elif entry == "unknown-name":
+        (kept / "mcp.ü.jsonl").write_text("{}\n")
+        named = "mcp.ü.jsonl"
+    else:
+        (kept / "child").mkdir()
+        (kept / "child" / "mcp.tools.jsonl").write_text("{}\n")
+        named = "child"
+    before = _files(kept)
+    result = CliRunner().invoke(main, ["accept", str(directory)])
+    assert result.exit_code == 2 and "[KEPT_INVALID]" in result.output, result.output
+    assert f"holds {named}, which accept does not take" in result.output, result.output
+    assert _files(directory) == good and _files(kept) == before
