@@ -24,6 +24,7 @@ import contextlib
 import os
 import queue
 import signal
+import stat
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -138,11 +139,27 @@ def _parse(line: bytes) -> tuple[Any, str | None]:
 
 
 async def _stdin_reader() -> asyncio.StreamReader:
+    """The relay's stdin as a stream: a pipe or socket (an MCP client) polled by the loop; anything the
+    loop cannot poll (a regular file, ``/dev/null``, a terminal: ``dsh-replay mcp ... < FILE``) read by a
+    thread of its own that feeds the stream."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0)
-    )
+    mode = os.fstat(0).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0)
+        )
+        return reader
+
+    def pump() -> None:
+        try:
+            while chunk := os.read(0, 1 << 16):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+        except RuntimeError:  # the loop is closed: the relay has ended
+            return
+
+    threading.Thread(target=pump, name="dsh-mcp-stdin", daemon=True).start()
     return reader
 
 

@@ -8,11 +8,13 @@ closes stdin; SIGTERM after a server that does not exit) both leave the recordin
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from .lines import INIT, INITIALIZED, LineClient, call, relay_argv, wait_for_handler
+from .lines import INIT, INITIALIZED, LineClient, call, env, relay_argv, wait_for_handler
 
 
 def _record(tmp_path: Path, kind: str, *extra: str) -> LineClient:
@@ -285,3 +287,28 @@ def test_validate_show_report_of_a_parent_find_an_mcp_only_recording(tmp_path: P
     validated = runner.invoke(main, ["validate", str(tmp_path)])
     assert validated.exit_code == 1 and "mcp.only.jsonl" in validated.output, validated.output
     assert "PATH_EMPTY" not in validated.output
+
+
+def test_stdin_from_a_file_or_dev_null_is_read_to_its_end(tmp_path: Path) -> None:
+    """``dsh-replay mcp ... < FILE`` replays the file's messages, and ``< /dev/null`` is a session in which
+    no message passed, each exit 0 without a traceback.
+
+    Regression: the loop cannot poll a regular file or ``/dev/null``: a file stopped the relay with
+    ``ValueError: Pipe transport is for pipes/sockets only`` (exit 1) and ``/dev/null`` hung with a
+    ``PermissionError`` traceback."""
+    client = LineClient(relay_argv(tmp_path, "--name", "calc", "--record", "once"))
+    client.send(INIT, INITIALIZED, call(1, "counter"))
+    recorded = [client.read(), client.read()]
+    status, stderr = client.close()
+    assert status == 0, stderr
+    messages = tmp_path / "client.jsonl"
+    messages.write_text("".join(json.dumps(m) + "\n" for m in (INIT, INITIALIZED, call(1, "counter"))))
+    replay = relay_argv(tmp_path, "--name", "calc", "--record", "none")
+    with messages.open("rb") as stdin:
+        done = subprocess.run(replay, stdin=stdin, capture_output=True, env=env(), timeout=60)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == recorded
+    with open(os.devnull, "rb") as stdin:
+        done = subprocess.run(replay, stdin=stdin, capture_output=True, env=env(), timeout=60)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert b"no message passed" in done.stderr, done.stderr
