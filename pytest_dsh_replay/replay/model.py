@@ -174,8 +174,9 @@ class ReplayModel:
         subject: what the user ran, as the advice names it (``re-record <subject>: <command>``):
             ``the scenario`` (a scenario item, ``dsh_replay_model``), ``the test`` (a ``dsh_endpoint``
             test), ``the recording`` (``dsh-replay serve``).
-        pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
-            differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
+        pin_refresh: how this context refreshes the recording's pins keeping its answers, shown when
+            only the system prompt or model name differ (the scenario item: ``--snapshot-update``);
+            ``None``: no such way (the endpoint, a loop of your own): re-recording is the remedy.
         bind_unmatched: a live session whose first request matches no free script is bound to one by
             order (``True``: the request check then reports the mismatch against it); ``False``: it is
             refused with :class:`UnmatchedSessionError` and left unbound (module doc).
@@ -553,24 +554,20 @@ class ReplayModel:
             f"  if the change is intended, {self._rerecord()}",
         ]
         if (
-            "messages" not in parts
-            and not any(d.tool_set_changed for d in diffs)
+            self.pin_refresh is not None
+            and "messages" not in parts
+            and "tools" not in parts
             and not _SHAPES_ANSWER.intersection(parts)
         ):
-            # a changed system prompt, model name or tool description/schema: the recorded answers still
-            # fit the conversation. A changed tool set is never offered this way: answers that call a
-            # tool no longer offered would be kept, and the refreshed log would hold impossible calls;
-            # nor a changed answer-shaping parameter (an answer in the old response_format is no
-            # answer to the new one).
+            # a changed system prompt or model name: the recorded answers may still fit the
+            # conversation, and the context's refresh keeps them, saying so. Never a change to the
+            # tools (a changed tool set would keep answers calling a tool no longer offered; a changed
+            # schema is what structured-output clients put their answer's shape in) nor to an
+            # answer-shaping parameter; and never a narrower check: a hint that drops the differing
+            # part from the check would serve the old answer green.
             lines.append(
                 f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
-                "conversation and the tool set are unchanged: "
-                + (
-                    self.pin_refresh
-                    or "send the recorded values from your loop, or narrow the check with "
-                    'match_on=("messages",)'
-                )
-                + ")"
+                f"conversation and the tools are unchanged: {self.pin_refresh})"
             )
         details: dict[str, Any] = {
             "differences": tuple(diffs),
