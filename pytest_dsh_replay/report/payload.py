@@ -113,6 +113,8 @@ class SessionView(Struct, omit_defaults=True):
         events: logical events in the log; ``calls`` model calls; token sums over its own calls.
         transcript: the entries (``[]`` when ``error`` says why the log could not be read).
         asked_by: an MCP session's: the id of the conversation whose tool calls it served.
+        omitted: the transcript was left out (a run's page shows a green item's recording as its tree
+            only, so a large suite stays a small page; ``dsh-replay report PATH`` shows it whole).
     """
 
     file: str
@@ -128,6 +130,7 @@ class SessionView(Struct, omit_defaults=True):
     output_tokens: int = 0
     transcript: list[Entry] = field(default_factory=list)
     error: str = ""
+    omitted: bool = False
     asked_by: str = ""
 
 
@@ -155,7 +158,8 @@ class Item(Struct, omit_defaults=True):
     Attributes:
         nodeid: pytest's node id; ``outcome`` ``passed``, ``failed`` or ``skipped``; ``duration`` seconds.
         kind: ``scenario`` or ``endpoint``; ``recording`` the index of its :class:`Recording` in
-            :attr:`Report.recordings` (``-1``: not included: a green item's recording is not read).
+            :attr:`Report.recordings` (``-1``: none, its directory is missing); a green item's is its
+            session tree only.
         path: the recording's directory; ``write`` what a writing plan did; ``written``/``removed``
             the files; ``calls`` the recorded calls served; ``failure`` the report pytest printed
             (redacted, cut); ``diffs`` the red calls; ``commands`` what re-records or accepts.
