@@ -296,13 +296,16 @@ class Binder:
             conv.busy = True
             return Binding(conv, "fork", at, messages[at:], fork)
         candidates: tuple[str, ...] = ()
+        handed: set[str] = set()
         if parent is None:
-            open_ = [c for c in self._open.values() if not c.busy]
-            parent = open_[0] if len(open_) == 1 else None
-            candidates = tuple(c.id for c in open_) if len(open_) > 1 else ()
+            parent, candidates, handed = _infer_parent(
+                [c for c in self._open.values() if not c.busy], messages
+            )
         conv = self._create(request, "spawn" if parent else "root", parent, 0, name)
         conv.candidates = candidates
         self._extend(conv, messages)
+        if parent is not None and handed:  # the parent's calls got their results in the child's history
+            self._set_open(parent, tuple(c for c in parent.open_calls if c not in handed))
         conv.busy = True
         return Binding(conv, "spawn" if parent else "root", 0, messages)
 
@@ -402,6 +405,92 @@ class Binder:
             self._open[id(conv)] = conv
         else:
             self._open.pop(id(conv), None)
+
+
+def _infer_parent(
+    open_: Sequence[Conversation], messages: Sequence[Message]
+) -> tuple[Conversation | None, tuple[str, ...], set[str]]:
+    """The parent of a new conversation (rule 4) among ``open_``, the conversations whose tool calls are
+    open and that have no call in flight: ``(parent or None, candidates when it could not be told, the
+    parent's call ids whose results the child's history holds)``.
+
+    In order: the one whose open call the child's history holds (a handoff: the child was given the
+    call and its result); the only one; the one whose open call's argument text the child's first user
+    message holds (an agent run as a tool gets the call's ``input``, a delegating tool passes its
+    prompt: :func:`_argument_match`), when exactly one conversation holds the best match; else none
+    (a root, with every open conversation as a candidate)."""
+    ids = {
+        str(b.get("toolCallId") if b.get("type") == "tool-result" else b.get("id"))
+        for m in messages
+        for b in m.get("content", [])
+        if b.get("type") in ("tool-result", "tool-call")
+    }
+    owners = [c for c in open_ if ids.intersection(c.open_calls)]
+    if len(owners) == 1:
+        return owners[0], (), ids.intersection(owners[0].open_calls)
+    if len(open_) == 1:
+        return open_[0], (), set()
+    if not open_:
+        return None, (), set()
+    text = next(
+        (
+            "".join(str(b.get("text", "")) for b in m.get("content", []) if b.get("type") == "text")
+            for m in messages
+            if m.get("role") == "user" and any(b.get("type") == "text" for b in m.get("content", []))
+        ),
+        "",
+    ).strip()
+    scores = {c.id: _argument_match(c, text) for c in open_}
+    best = max(scores.values())
+    winners = [c for c in open_ if scores[c.id] == best]
+    if best > (0, 0) and len(winners) == 1:
+        return winners[0], (), set()
+    return None, tuple(c.id for c in open_), set()
+
+
+#: the shortest argument text that counts when the child's message only contains it (not equals it)
+_MIN_CONTAINED = 4
+
+
+def _argument_match(conv: Conversation, text: str) -> tuple[int, int]:
+    """How well the child's first user message ``text`` holds the argument text of one of ``conv``'s
+    open tool calls: ``(2, length)`` for a string argument equal to it, ``(1, length)`` for one it
+    contains (at least :data:`_MIN_CONTAINED` characters), ``(0, 0)`` for none; the best of its calls."""
+    if not text or not conv.messages:
+        return (0, 0)
+    best = (0, 0)
+    for block in conv.messages[-1].get("content", []):
+        if block.get("type") != "tool-call" or str(block.get("id")) not in conv.open_calls:
+            continue
+        for leaf in _string_leaves(block.get("arguments")):
+            leaf = leaf.strip()
+            if leaf == text:
+                best = max(best, (2, len(leaf)))
+            elif len(leaf) >= _MIN_CONTAINED and leaf in text:
+                best = max(best, (1, len(leaf)))
+    return best
+
+
+def _string_leaves(arguments: object) -> list[str]:
+    """The string values of tool-call arguments (a JSON object's, at any depth), or the arguments
+    themselves when they are a string that is not JSON."""
+    if not isinstance(arguments, str):
+        return []
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return [arguments]
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

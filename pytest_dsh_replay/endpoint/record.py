@@ -320,12 +320,20 @@ def history_length(messages: Sequence[Message]) -> int:
 def handoff_results(history: Sequence[Message]) -> list[Mapping[str, Any]]:
     """The ``tool-result`` blocks of a history (a child's first request): those answering its parent's
     open calls are the parent's results, handed over with the conversation."""
-    return [b for m in history if m.get("role") == "user" for b in m.get("content", []) if b.get("type") == "tool-result"]
+    return [
+        b
+        for m in history
+        if m.get("role") == "user"
+        for b in m.get("content", [])
+        if b.get("type") == "tool-result"
+    ]
 
 
 def _only_results(message: Message) -> bool:
     blocks = message.get("content", [])
-    return message.get("role") == "user" and bool(blocks) and all(b.get("type") == "tool-result" for b in blocks)
+    return (
+        message.get("role") == "user" and bool(blocks) and all(b.get("type") == "tool-result" for b in blocks)
+    )
 
 
 def answer_content(assembler: BlockAssembler) -> list[Any]:
@@ -738,10 +746,10 @@ class Recorder:
             else:
                 session = self.store.create(conv.id, meta=cast(Any, meta) or None)
                 log = ConversationLog(session)
-            parent = self.logs.get(conv.parent) if conv.parent is not None else None
-            if parent is not None:
+            parent_log = self.logs.get(conv.parent) if conv.parent is not None else None
+            if parent_log is not None:
                 for block in handoff_results(history):
-                    parent.handed_off(block, conv.id)
+                    parent_log.handed_off(block, conv.id)
         self.logs[conv.id] = log
         return log
 

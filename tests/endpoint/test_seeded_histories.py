@@ -56,7 +56,11 @@ CHAT: dict[str, list[dict[str, Any]]] = {
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "Hello! How can I help?"},
         {"role": "user", "content": "what is in /tmp?"},
-        {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("call_ls", "ls", '{"path": "/tmp"}')]},
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [_call("call_ls", "ls", '{"path": "/tmp"}')],
+        },
         {"role": "tool", "tool_call_id": "call_ls", "content": "a.txt b.txt"},
         {"role": "assistant", "content": "Two files: a.txt and b.txt."},
         {"role": "user", "content": "and how big are they?"},
@@ -78,7 +82,13 @@ RESPONSES: dict[str, list[dict[str, Any]]] = {
             "id": "rs_1",
             "summary": [{"type": "summary_text", "text": "I need the weather tool."}],
         },
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": '{"city":"Oslo"}'},
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "weather",
+            "arguments": '{"city":"Oslo"}',
+        },
         {"type": "function_call_output", "call_id": "call_1", "output": "Oslo: 21C"},
     ],
     "several-turns-then-a-question": [
@@ -104,7 +114,13 @@ RESPONSES: dict[str, list[dict[str, Any]]] = {
     ],
     "handoff-transfer-call": [
         {"role": "user", "content": "I want a refund"},
-        {"type": "function_call", "id": "fc_h", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{}"},
+        {
+            "type": "function_call",
+            "id": "fc_h",
+            "call_id": "call_h",
+            "name": "transfer_to_billing",
+            "arguments": "{}",
+        },
         {"type": "function_call_output", "call_id": "call_h", "output": '{"assistant": "Billing"}'},
     ],
 }
@@ -126,7 +142,12 @@ MESSAGES: dict[str, list[dict[str, Any]]] = {
             "role": "user",
             "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Oslo: 21C"},
-                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "Bergen: rain", "is_error": True},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": "Bergen: rain",
+                    "is_error": True,
+                },
             ],
         },
     ],
@@ -141,8 +162,14 @@ MESSAGES: dict[str, list[dict[str, Any]]] = {
     ],
     "handoff-transfer-call": [
         {"role": "user", "content": "I want a refund"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_h", "name": "transfer_to_billing", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_h", "content": "Billing"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_h", "name": "transfer_to_billing", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_h", "content": "Billing"}],
+        },
     ],
 }
 
@@ -169,7 +196,11 @@ def messages_upstream() -> Iterator[str]:
 def _ask(api: str, url: str, history: list[dict[str, Any]]) -> str:
     if api == "chat":
         chat = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
-        return str(chat.chat.completions.create(model="m", messages=history, tools=TOOLS_CHAT).choices[0].message.content)
+        return str(
+            chat.chat.completions.create(model="m", messages=history, tools=TOOLS_CHAT)
+            .choices[0]
+            .message.content
+        )
     if api == "responses":
         responses = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
         return responses.responses.create(model="m", input=history).output_text  # type: ignore[arg-type]
@@ -182,7 +213,9 @@ def _events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()[1:]]
 
 
-def assert_seeded_and_replays(directory: Path, ask: Callable[[str], str], live: str, stop: Callable[[], None]) -> None:
+def assert_seeded_and_replays(
+    directory: Path, ask: Callable[[str], str], live: str, stop: Callable[[], None]
+) -> None:
     """The recording of one seeded conversation validates clean, holds the history before its
     ``session/end-seed`` and no crash repair, and replays green with the upstream stopped."""
     events = _events(directory / "session.jsonl")
