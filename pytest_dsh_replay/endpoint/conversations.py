@@ -13,9 +13,10 @@ conversation a request belongs to from that history. The rules, in order (store-
 3. **Fork child** of C when the request shares with C a prefix that ends at a completed exchange (a
    ``turn/end``: an answer without tool calls) and then diverges: the child's seed is C's events through
    that ``turn/end`` (``seedLength``, store-and-fork.md §6).
-4. Anything else is a **new conversation**: a **spawn child** of the one conversation whose tool call is
-   open at that moment (it answered with tool calls whose results have not come back) when exactly one
-   is, else a **new root**.
+4. Anything else is a **new conversation**: a **spawn child** of a conversation whose tool call is open
+   at that moment (it answered with tool calls whose results have not come back), told by the call's id
+   in the request's history (a handoff), else by the call's argument text in its first user message,
+   else by being the only one (:func:`_infer_parent`); else a **new root**.
 
 Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, a
 message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), a server tool's blocks
@@ -28,7 +29,8 @@ breaks ties between identical first requests when a replay binds.
 
 What the rules cannot tell apart: two conversations with the same system prompt and the same history
 (e.g. two children started with the same prompt) are interchangeable; a child started while two or more
-conversations have open tool calls is a root (name its parent with ``X-Dsh-Parent``); a conversation that
+conversations have open tool calls, that neither holds one of their calls nor its argument text, is a
+root (name its parent with ``X-Dsh-Parent``); a conversation that
 drops or rewrites earlier messages (client-side compaction) becomes a new conversation.
 """
 
@@ -298,9 +300,8 @@ class Binder:
         candidates: tuple[str, ...] = ()
         handed: set[str] = set()
         if parent is None:
-            parent, candidates, handed = _infer_parent(
-                [c for c in self._open.values() if not c.busy], messages
-            )
+            open_ = [c for c in self._open.values() if not c.busy]
+            parent, candidates, handed = _infer_parent(open_, request.get("system", ""), messages)
         conv = self._create(request, "spawn" if parent else "root", parent, 0, name)
         conv.candidates = candidates
         self._extend(conv, messages)
@@ -408,17 +409,19 @@ class Binder:
 
 
 def _infer_parent(
-    open_: Sequence[Conversation], messages: Sequence[Message]
+    open_: Sequence[Conversation], system: str, messages: Sequence[Message]
 ) -> tuple[Conversation | None, tuple[str, ...], set[str]]:
     """The parent of a new conversation (rule 4) among ``open_``, the conversations whose tool calls are
     open and that have no call in flight: ``(parent or None, candidates when it could not be told, the
     parent's call ids whose results the child's history holds)``.
 
     In order: the one whose open call the child's history holds (a handoff: the child was given the
-    call and its result); the only one; the one whose open call's argument text the child's first user
-    message holds (an agent run as a tool gets the call's ``input``, a delegating tool passes its
-    prompt: :func:`_argument_match`), when exactly one conversation holds the best match; else none
-    (a root, with every open conversation as a candidate)."""
+    call and its result); the one whose open call's argument text the child's first user message holds
+    (an agent run as a tool gets the call's ``input``, a delegating tool passes its prompt:
+    :func:`_argument_match`), when exactly one conversation holds the best match; the only one, unless
+    the child is its like (the same system prompt) that holds none of its calls' argument text while
+    they have some (another run of the same agent started meanwhile: a root); else none (a root, with
+    every open conversation as a candidate)."""
     ids = {
         str(b.get("toolCallId") if b.get("type") == "tool-result" else b.get("id"))
         for m in messages
@@ -428,8 +431,6 @@ def _infer_parent(
     owners = [c for c in open_ if ids.intersection(c.open_calls)]
     if len(owners) == 1:
         return owners[0], (), ids.intersection(owners[0].open_calls)
-    if len(open_) == 1:
-        return open_[0], (), set()
     if not open_:
         return None, (), set()
     text = next(
@@ -445,6 +446,11 @@ def _infer_parent(
     winners = [c for c in open_ if scores[c.id] == best]
     if best > (0, 0) and len(winners) == 1:
         return winners[0], (), set()
+    if len(open_) == 1:
+        only = open_[0]
+        if best == (0, 0) and only.system == (system or "") and _argument_match(only, None) > (0, 0):
+            return None, (), set()  # its like, sharing none of its calls' text: a run of its own
+        return only, (), set()
     return None, tuple(c.id for c in open_), set()
 
 
@@ -452,11 +458,12 @@ def _infer_parent(
 _MIN_CONTAINED = 4
 
 
-def _argument_match(conv: Conversation, text: str) -> tuple[int, int]:
+def _argument_match(conv: Conversation, text: str | None) -> tuple[int, int]:
     """How well the child's first user message ``text`` holds the argument text of one of ``conv``'s
     open tool calls: ``(2, length)`` for a string argument equal to it, ``(1, length)`` for one it
-    contains (at least :data:`_MIN_CONTAINED` characters), ``(0, 0)`` for none; the best of its calls."""
-    if not text or not conv.messages:
+    contains (at least :data:`_MIN_CONTAINED` characters), ``(0, 0)`` for none; the best of its calls.
+    ``text=None``: whether its calls have argument text that could be matched at all (``(1, length)``)."""
+    if text == "" or not conv.messages:
         return (0, 0)
     best = (0, 0)
     for block in conv.messages[-1].get("content", []):
@@ -464,7 +471,10 @@ def _argument_match(conv: Conversation, text: str) -> tuple[int, int]:
             continue
         for leaf in _string_leaves(block.get("arguments")):
             leaf = leaf.strip()
-            if leaf == text:
+            if text is None:
+                if len(leaf) >= _MIN_CONTAINED:
+                    best = max(best, (1, len(leaf)))
+            elif leaf == text:
                 best = max(best, (2, len(leaf)))
             elif len(leaf) >= _MIN_CONTAINED and leaf in text:
                 best = max(best, (1, len(leaf)))
