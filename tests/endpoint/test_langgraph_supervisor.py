@@ -28,11 +28,11 @@ from .upstream import Answer, FakeUpstream
 pytest.importorskip("langgraph")
 pytest.importorskip("langchain_openai")
 
-from langchain_core.tools import InjectedToolCallId, tool  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import InjectedState, create_react_agent  # noqa: E402
-from langgraph.types import Command  # noqa: E402
+from langchain_core.tools import InjectedToolCallId, tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import InjectedState, create_react_agent
+from langgraph.types import Command
 
 SUPERVISOR = "You are a supervisor. Hand research questions to the researcher."
 RESEARCHER = "You are a researcher."
