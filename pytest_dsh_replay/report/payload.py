@@ -64,6 +64,7 @@ class Entry(Struct, omit_defaults=True):
     cancelled or failed); ``tool`` (a ``tool/call``: ``tool``); ``result`` (``text``, ``call_id``,
     ``error``); ``turn`` (``text``: the trigger), ``end`` (``text``: the reason's kind, ``detail``: its
     message, ``error`` for ``error``/``aborted``/``interrupted``); ``seed-end`` (the seed boundary);
+    ``history-end`` (the end of the history the first request gave: ``text`` counts its events);
     ``mcp`` (a run of an MCP session's JSON-RPC messages: ``chunks`` of them, ``text`` the client's
     methods); ``other`` (an event type without a view: ``text`` is its JSON, cut). A ``tool``
     entry's ``detail`` pairs an MCP tool call with the model's call that asked for it.
@@ -92,7 +93,8 @@ class Link(Struct, omit_defaults=True):
     Attributes:
         how: ``header`` (the log header's ``parentSession`` alone), ``tool call`` (a tool call of the
             parent was open when the child was created: ``tool``), ``inferred`` (several were open:
-            ``tool`` is the latest one started, ``candidates`` the others' ids).
+            ``tool`` is the latest one started, ``candidates`` the others' ids), ``handoff`` (the child's
+            first request gave it, in its history, the result of the parent's tool call ``tool``).
         tool: the parent's tool call (``"<name> <id>"``).
         candidates: other tool calls open at the child's creation.
     """
