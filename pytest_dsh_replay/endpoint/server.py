@@ -31,7 +31,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -334,6 +334,8 @@ class Endpoint:
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         self._runner: Any = None
+        #: the app's handlers (:meth:`_listen`), emptied by :meth:`stop`
+        self._routes = RouteTable()
         self.mcp: Any = None
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
@@ -474,9 +476,10 @@ class Endpoint:
         # the guard first: a request it refuses reaches no route and no body is read
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+        routes = self._routes = RouteTable()
         for path, fmt in FORMATS.items():
-            app.router.add_post(path, self._handler(fmt))
-        app.router.add_get(MODELS_PATH, self._models)
+            app.router.add_post(path, routes.route(self._handler(fmt)))
+        app.router.add_get(MODELS_PATH, routes.route(self._models))
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
 
@@ -490,7 +493,7 @@ class Endpoint:
                 rerecord=self.config.rerecord,
                 masks=self.config.masks,
             )
-            self.mcp.add_routes(app)
+            self.mcp.add_routes(app, routes.route)
         # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
@@ -517,6 +520,8 @@ class Endpoint:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+            self._routes.clear()
+            _release_app_cache()
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
@@ -1154,6 +1159,55 @@ class Endpoint:
         if log is not None:
             log.end_call(assembler, len(conv.messages) + 1)
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
+
+
+class RouteTable:
+    """The handlers of an endpoint's aiohttp app, which its routes reach through this table.
+
+    An ``aiohttp.web.Application`` is in a reference cycle with its own signals (each
+    ``aiosignal.Signal`` names its owner), so a stopped app is freed only by the cyclic collector, whose
+    full collections are rare: until then everything its routes hold stays alive. A route of the table
+    holds only the table's dict, which :meth:`clear` empties when the endpoint stops, so the endpoint
+    (its recording, scripts, conversations, MCP relays) goes by reference counting as soon as its test
+    lets go of it and only the app's own small graph waits for the collector
+    (``tests/endpoint/test_memory.py``).
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {}
+
+    def route(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        """The app's handler for ``handler`` (an aiohttp handler: request -> response)."""
+        handlers = self._handlers
+        key = len(handlers)
+        handlers[key] = handler
+
+        async def call(request: Any) -> Any:
+            return await handlers[key](request)
+
+        return call
+
+    def clear(self) -> None:
+        """Let go of every handler (the app serves no more requests)."""
+        self._handlers.clear()
+
+
+def _release_app_cache() -> None:
+    """Drop aiohttp's process-wide cache of middleware chains, which a stopped endpoint's app is in.
+
+    aiohttp (3.9 and later) caches the chain it builds for a route by ``(handler, apps)`` in a
+    module-level ``lru_cache`` of 1,024 entries; each entry keeps the app and, through the route's
+    handler, its whole :class:`Endpoint` (recording, scripts, conversations) alive. A run of many
+    ``dsh_endpoint`` tests would then hold every test's endpoint until the cache fills: memory growing
+    with the number of tests, not with the largest recording (``tests/endpoint/test_memory.py``).
+    Clearing it costs the apps still serving one rebuilt chain per route (a ``functools.partial`` per
+    middleware). An aiohttp without that cache has nothing to drop.
+    """
+    from aiohttp import web_app
+
+    cache = getattr(web_app, "_cached_build_middleware", None)
+    if cache is not None and hasattr(cache, "cache_clear"):
+        cache.cache_clear()
 
 
 async def _route_errors(request: Any, handler: Any) -> Any:

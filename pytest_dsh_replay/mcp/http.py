@@ -18,7 +18,7 @@ sessions begin:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,12 +110,14 @@ class HttpRelays:
         #: server name -> the recorded sessions :meth:`close` kept for :meth:`write_recorded`
         self.recorded: dict[str, list[Any]] = {}
 
-    def add_routes(self, app: Any) -> None:
-        """``/mcp/NAME`` for every server: POST, GET, DELETE; any other ``/mcp/NAME``: a JSON-RPC 404."""
+    def add_routes(self, app: Any, route: Callable[[Any], Any] = lambda handler: handler) -> None:
+        """``/mcp/NAME`` for every server: POST, GET, DELETE; any other ``/mcp/NAME``: a JSON-RPC 404.
+        ``route``: what the app is given for each handler (the endpoint's ``RouteTable.route``, so a
+        stopped app holds none of the relays)."""
         for server in self.servers.values():
             for method in ROUTE_METHODS:
-                app.router.add_route(method, f"/mcp/{server.name}", self._handler(server, method))
-        app.router.add_route("*", "/mcp/{name:.*}", self._unknown)  # after the servers' own routes
+                app.router.add_route(method, f"/mcp/{server.name}", route(self._handler(server, method)))
+        app.router.add_route("*", "/mcp/{name:.*}", route(self._unknown))  # after the servers' own routes
 
     async def _unknown(self, request: Any) -> Any:
         """A request under ``/mcp/`` no server route takes: 405 for another method of a server's path,
