@@ -70,7 +70,9 @@ ANTHROPIC_CASES = [
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-@pytest.mark.parametrize(("reason", "sequence", "extra"), ANTHROPIC_CASES, ids=[c[0] for c in ANTHROPIC_CASES])
+@pytest.mark.parametrize(
+    ("reason", "sequence", "extra"), ANTHROPIC_CASES, ids=[c[0] for c in ANTHROPIC_CASES]
+)
 def test_anthropic_stop_reason_is_recorded_and_served_as_sent(
     tmp_path: Path, reason: str, sequence: str | None, extra: dict[str, Any], stream: bool
 ) -> None:
@@ -94,4 +96,173 @@ def test_anthropic_stop_reason_is_recorded_and_served_as_sent(
     with served(tmp_path) as ep:
         replayed = _ask_anthropic(ep.url.removesuffix("/v1"), stream=stream)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert replayed == expected
+
+
+def _openai_sse(events: list[dict[str, Any]], *, named: bool) -> str:
+    if named:
+        return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def _chat_answer(reason: str) -> str:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    return _openai_sse(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"content": "Partial answer"}),
+            chunk({}, reason),
+        ],
+        named=False,
+    )
+
+
+def _ask_chat(base_url: str, *, stream: bool) -> tuple[str | None, str]:
+    client = openai.OpenAI(base_url=base_url, api_key="dummy", max_retries=0)
+    params: dict[str, Any] = {"model": "gpt-test", "messages": [{"role": "user", "content": "say it"}]}
+    if not stream:
+        choice = client.chat.completions.create(**params).choices[0]
+        return choice.finish_reason, choice.message.content or ""
+    finish, text = None, ""
+    for chunk in client.chat.completions.create(**params, stream=True):
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            finish = c.finish_reason or finish
+    return finish, text
+
+
+def _record_and_replay(tmp_path: Path, path: str, body: str, ask: Any) -> tuple[Any, Any]:
+    upstream = HTTPServer(host="127.0.0.1", port=0)
+    upstream.start()
+    try:
+        upstream.expect_request(path, method="POST").respond_with_data(body, content_type="text/event-stream")
+        with served(tmp_path, RecordMode.ONCE, f"http://127.0.0.1:{upstream.port}/v1") as ep:
+            live = ask(ep.url)
+    finally:
+        upstream.clear()
+        upstream.stop()
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep:
+        replayed = ask(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    return live, replayed
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("reason", ["content_filter", "a_reason_added_later", "length", "stop"])
+def test_chat_finish_reason_is_recorded_and_served_as_sent(tmp_path: Path, reason: str, stream: bool) -> None:
+    """A ``finish_reason`` of any value, known or not, reaches the client as sent, live and replayed
+    (recorded as a ``stop`` holding the reason, not as a failed call)."""
+    live, replayed = _record_and_replay(
+        tmp_path, "/v1/chat/completions", _chat_answer(reason), lambda url: _ask_chat(url, stream=stream)
+    )
+    assert live == replayed == (reason, "Partial answer")
+
+
+ANNOTATIONS = [
+    {"type": "url_citation", "start_index": 0, "end_index": 7, "url": "https://example.com/a", "title": "A"},
+    {"type": "file_citation", "index": 14, "file_id": "file-abc", "filename": "notes.pdf"},
+]
+
+
+def _responses_answer(status: str, details: dict[str, Any] | None) -> str:
+    ids = {"item_id": "msg_up", "output_index": 0, "content_index": 0}
+    part = {"type": "output_text", "text": "Partial answer", "annotations": ANNOTATIONS, "logprobs": []}
+    item = {"id": "msg_up", "type": "message", "role": "assistant", "status": "completed", "content": [part]}
+    head = {
+        "id": "resp_up",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-test",
+        "output": [],
+        "status": "in_progress",
+        "incomplete_details": None,
+        "error": None,
+    }
+    terminal = {
+        **head,
+        "status": status,
+        "incomplete_details": details,
+        "output": [item],
+        "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": head},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": []}},
+        {"type": "response.content_part.added", **ids, "part": {**part, "text": "", "annotations": []}},
+        {"type": "response.output_text.delta", **ids, "delta": "Partial answer"},
+        *(
+            {"type": "response.output_text.annotation.added", **ids, "annotation_index": n, "annotation": a}
+            for n, a in enumerate(ANNOTATIONS)
+        ),
+        {"type": "response.output_text.done", **ids, "text": "Partial answer"},
+        {"type": "response.content_part.done", **ids, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": f"response.{status}", "response": terminal},
+    ]
+    return _openai_sse([{**e, "sequence_number": n} for n, e in enumerate(events)], named=True)
+
+
+def _ask_responses(base_url: str, *, stream: bool) -> dict[str, Any]:
+    client = openai.OpenAI(base_url=base_url, api_key="dummy", max_retries=0)
+    seen: list[Any] = []
+    if stream:
+        response = None
+        for event in client.responses.create(model="gpt-test", input="say it", stream=True):
+            if event.type == "response.output_text.annotation.added":
+                seen.append(event.annotation)
+            if event.type in ("response.completed", "response.incomplete"):
+                response = event.response
+        assert response is not None
+    else:
+        response = client.responses.create(model="gpt-test", input="say it")
+    part = response.output[0].content[0]
+    return {
+        "status": response.status,
+        "incomplete_details": response.incomplete_details.model_dump()
+        if response.incomplete_details
+        else None,
+        "text": part.text,
+        "annotations": [
+            a.model_dump(exclude_none=True) if hasattr(a, "model_dump") else a for a in part.annotations
+        ],
+        "annotation_events": [
+            a.model_dump(exclude_none=True) if hasattr(a, "model_dump") else a for a in seen
+        ],
+    }
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize(
+    ("status", "details"),
+    [("completed", None), ("incomplete", {"reason": "content_filter"})],
+    ids=["completed", "incomplete-content_filter"],
+)
+def test_responses_status_and_annotations_are_recorded_and_served_as_sent(
+    tmp_path: Path, status: str, details: dict[str, Any] | None, stream: bool
+) -> None:
+    """Regression: ``incomplete`` for a reason other than ``max_output_tokens`` was recorded as a failed
+    call, and output text annotations (URL and file citations) were dropped, for the live client too."""
+    live, replayed = _record_and_replay(
+        tmp_path,
+        "/v1/responses",
+        _responses_answer(status, details),
+        lambda url: _ask_responses(url, stream=stream),
+    )
+    expected = {
+        "status": status,
+        "incomplete_details": details,
+        "text": "Partial answer",
+        "annotations": ANNOTATIONS,
+        "annotation_events": ANNOTATIONS if stream else [],
+    }
+    assert live == expected
     assert replayed == expected

@@ -539,7 +539,9 @@ def map_stop_reason(
     kind = _STOP_KINDS.get(reason, "stop")
     out: FinishReason = {"kind": kind}
     if reason != _STOP_BACK[kind] or stop_sequence is not None or extra:
-        out[PROVIDER_FIELDS] = {WIRE: {"stop_reason": reason, "stop_sequence": stop_sequence, **(extra or {})}}
+        out[PROVIDER_FIELDS] = {
+            WIRE: {"stop_reason": reason, "stop_sequence": stop_sequence, **(extra or {})}
+        }
     return out
 
 
@@ -675,9 +677,7 @@ class MessagesEventTranslator:
             if reason is not None:
                 self._stop_reason = str(reason)
                 self._stop_sequence = delta.get("stop_sequence")
-            self._stop_extra.update(
-                {k: v for k, v in delta.items() if k not in _STOP_KEYS and v is not None}
-            )
+            self._stop_extra.update({k: v for k, v in delta.items() if k not in _STOP_KEYS and v is not None})
             usage = event.get("usage")
             if isinstance(usage, Mapping):
                 self._usage.update({k: v for k, v in usage.items() if v is not None})
@@ -841,7 +841,12 @@ class MessagesEventTranslator:
         if self._extra is not None:
             out.append({"type": "block-end", "index": self._extra.index, "block": self._extra.content()})
         out.append({"type": "usage", "usage": map_usage(self._usage)})
-        out.append({"type": "finish", "reason": map_stop_reason(self._stop_reason, self._stop_sequence, self._stop_extra)})
+        out.append(
+            {
+                "type": "finish",
+                "reason": map_stop_reason(self._stop_reason, self._stop_sequence, self._stop_extra),
+            }
+        )
         return out
 
 
