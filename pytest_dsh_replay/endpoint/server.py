@@ -80,9 +80,11 @@ from .guard import middleware as guard_middleware
 from .kept import KEPT_DIR, kept_note, kept_run
 from .prefixes import PrefixCache
 from .record import (
+    NOT_THE_CLIENTS,
     ConversationLog,
     Recorder,
     RecordResult,
+    UpstreamError,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -1068,13 +1070,26 @@ class Endpoint:
                     if not api_key
                     else "was refused"
                 )
+                tried = f" at {exc.url}" if isinstance(exc, UpstreamError) and exc.url else ""
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
+                    f"upstream refused the credentials (HTTP {status}{tried}: {message}); the key in ${env} "
+                    f"{key}"
+                )
+            elif live and isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS:
+                # the route is not there: a wrong upstream base URL, not the agent's outcome; recording
+                # its answer would make the mistake a green fixture that replays the 404
+                self.problem(
+                    f"upstream {exc.url} answered HTTP {status} to {fmt.PATH} ({message}): that URL is not "
+                    f"the API's route; check the upstream base URL ({self.config.upstream_flag}: e.g. "
+                    "https://api.openai.com/v1 or https://api.anthropic.com); nothing of this call was "
+                    "recorded"
                 )
             if not live:
                 pass
             elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+                exc.code == "AUTH"
+                or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+                or (exc.code == "CONNECTION" and not received)
             ):
                 # no answer of the agent's model: nothing of this conversation to record
                 self.failed_conversations[conv.id] = message
