@@ -1133,6 +1133,7 @@ class Endpoint:
             response = web.StreamResponse(headers=headers)
             await response.prepare(request)
         pending: list[bytes] = []
+        gone = False  # the client stopped reading (it left after the first chunks)
         try:
             if first is not None:
                 took(first)
@@ -1140,16 +1141,24 @@ class Endpoint:
                 async for chunk in stream:
                     took(chunk)
                     pending += encoder.feed(chunk)
-                    if response is not None and pending:
-                        await response.write(b"".join(pending))
+                    if response is not None and pending and not gone:
+                        try:
+                            await response.write(b"".join(pending))
+                        except ConnectionError:
+                            # a client that read what it wanted and left: the upstream's answer is
+                            # read to its end (it is paid for) and recorded whole, so a replay serves
+                            # it and the client leaves at the same place again
+                            gone = True
                         pending = []
         except Exception as exc:
             message, code, _status = failed(exc)
-            if isinstance(exc, ConnectionError):
+            if isinstance(exc, ConnectionError) or gone:
                 return response  # nobody to send the rest to
             pending += encoder.error(message, code)
         else:
             self._finish(conv, log, assembler)
+            if gone:
+                return response
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
             return web.Response(body=b"".join(pending), headers=headers)
