@@ -95,6 +95,14 @@ from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
+#: What usually keeps an agent's requests from a recording run (said when none arrived).
+NO_REQUEST_CAUSES = (
+    "what usually causes it: the client was built before the endpoint started (at import, or in a "
+    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
+    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
+    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
+)
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
 CLIENT_GONE = "the client closed the connection before the answer ended"
@@ -629,7 +637,9 @@ class Endpoint:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
             else:
-                outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
+                outcome.notes.append(
+                    f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
+                )
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
