@@ -225,6 +225,12 @@ def _ask_responses(base_url: str, *, stream: bool) -> dict[str, Any]:
     else:
         response = client.responses.create(model="gpt-test", input="say it")
     part = response.output[0].content[0]
+    # the agent goes on, sending the served items back (annotations included): the same conversation
+    history = [
+        {"role": "user", "content": "say it"},
+        *(o.model_dump(exclude_none=True) for o in response.output),
+    ]
+    client.responses.create(model="gpt-test", input=[*history, {"role": "user", "content": "go on"}])
     return {
         "status": response.status,
         "incomplete_details": response.incomplete_details.model_dump()
