@@ -216,7 +216,8 @@ def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
     file must not turn the check off silently).
 
     Raises:
-        PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names).
+        PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names);
+            a text kind pinned by both its files (``system-prompt.expected.md`` and ``.json``).
     """
     found: dict[tuple[str, int], Path] = {}
     for path in sorted(scenario_dir.glob(PIN_GLOB)):
@@ -229,7 +230,13 @@ def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
                 "(and their .<n>. variants for child log session.<n>.jsonl)",
                 "REPLAY_BAD_PIN",
             )
-        found[(m[0].part, m[1])] = path
+        key = (m[0].part, m[1])
+        if key in found:  # a text kind's one-value and per-call files both: which one holds is unknown
+            raise PinError(
+                f"{path}: {found[key].name} pins the same {m[0].label} of the same log; keep one (re-record)",
+                "REPLAY_BAD_PIN",
+            )
+        found[key] = path
     return found
 
 
@@ -255,7 +262,6 @@ def load_pins(scenario_dir: Path, log_count: int) -> list[Pins]:
                 "REPLAY_BAD_PIN",
             )
     parsed = {key: _parse(path, key[0]) for key, path in files.items()}
-    # (a text kind has two names, one value and per call: found[(part, index)] holds the last listed)
     out: list[Pins] = []
     for index in range(log_count):
         values: dict[str, Any] = {}
