@@ -1,7 +1,8 @@
 """A paid answer is never thrown away, and an upstream's transient trouble never replaces a recording.
 
-* One bad request (not JSON, an unknown ``X-Dsh-Parent``) fails the run, but the good conversations are written (into an empty directory) or kept
-  beside a recording they would replace (``.dsh-kept``, accepted with ``dsh-replay accept``).
+* One bad request (not JSON, an unknown ``X-Dsh-Parent``) fails the run, but the good conversations are
+  written (into an empty directory) or kept beside a recording they would replace (``.dsh-kept``,
+  accepted with ``dsh-replay accept``).
 * A transient upstream error (a 429) reaches the client with its retry headers, so the SDK's own retry
   runs; the retried call's error is not recorded.
 * A ``rewrite`` whose call ended in an upstream error leaves the recording as it was unless
