@@ -225,3 +225,28 @@ def test_an_upstream_error_the_client_did_not_cause_fails_the_recording_naming_t
     report = ep.outcome.report()
     assert f"{base}/chat/completions" in report and f"HTTP {status}" in report, report
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_serve_with_a_wrong_upstream_path_exits_1_naming_the_url(tmp_path: Path) -> None:
+    """Regression: ``serve`` exited 0 with "recorded 1 conversation(s)" after the upstream answered 404 to
+    the route, and the replay served the 404."""
+    import signal
+
+    from tests._serve_helpers import finish, start_serve
+
+    up = FakeUpstream(lambda body: Answer(text="never"))
+    up.start()
+    base = up.url.removesuffix("/v1") + "/api/v1"
+    try:
+        proc, url = start_serve(tmp_path, "--record", "once", "--upstream", base)
+        try:
+            with pytest.raises(openai.NotFoundError):
+                _ask(url, "hello")
+        finally:
+            code, out, err = finish(proc, 60, signal.SIGINT)
+    finally:
+        up.stop()
+    assert code == 1, out + err
+    assert f"{base}/chat/completions answered HTTP 404" in err, err
+    assert "recorded 1 conversation" not in out + err
+    assert not list(tmp_path.glob("session*.jsonl"))
