@@ -58,6 +58,7 @@ from ..layout import (
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
+from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
@@ -335,6 +336,8 @@ class Endpoint:
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
         #: (record plans; an answered retry clears it)
         self.failed_conversations: dict[str, str] = {}
+        #: the cancel signal of each replayed call in flight, by conversation id (``_parked``)
+        self._signals: dict[str, CancelSignal] = {}
         #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
         #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
         self.errored_conversations: dict[str, str] = {}
@@ -429,6 +432,9 @@ class Endpoint:
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
             # per call: thousands of conversations cost each call nothing)
             self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
+            # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
+            self.replay.on_parked = self._parked
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
@@ -563,6 +569,12 @@ class Endpoint:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def _parked(self, key: str, call: int) -> None:
+        """A replayed call of conversation ``key`` reached a ``hang`` entry: it ends after its chunks."""
+        signal = self._signals.get(key)
+        if signal is not None:
+            signal.abort(f"call #{call} was recorded as left by its client after these chunks")
 
     def _conversation_problems(self, said: Sequence[str]) -> list[str]:
         """One problem per recorded conversation whose last call failed (not retried, or retried in vain),
@@ -982,6 +994,8 @@ class Endpoint:
         if origins is not None and len(origins.get("messages", ())) == len(call["messages"]):
             call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
+        if self.replay is not None:
+            call["signal"] = self._signals[conv.id] = CancelSignal()
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):
             # a retry of a call that failed transiently: the failed attempt is not recorded
@@ -993,6 +1007,7 @@ class Endpoint:
         try:
             return await self._answer(fmt, request, body, binding, log, call)
         finally:
+            self._signals.pop(conv.id, None)
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered

@@ -180,3 +180,37 @@ def test_serve_records_a_stream_left_early_whole_and_replays_it(
     finally:
         code, out, err = finish(proc, 60, signal.SIGINT)
     assert code == 0, out + err
+
+
+def test_a_recorded_call_its_client_left_replays_its_chunks_without_hanging(
+    tmp_path: Path, slow_chat: FakeUpstream
+) -> None:
+    """A recording that holds a call its client left after some chunks (a ``hang`` entry: what a
+    recording with ``record_on_error=True`` held before the answer was read to its end) is served those
+    chunks and ended.
+
+    Regression: the replay waited for a cancel nobody sends: it never sent headers and the client hung
+    until its own timeout."""
+    with served(tmp_path, RecordMode.ONCE, slow_chat.url) as ep:
+        first_chat_piece(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    events = [json.loads(line) for line in (tmp_path / "session.jsonl").read_text().splitlines()]
+    chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
+    patch = {"patches": [{"at": 0, "entry": {"kind": "hang", "chunks": chunks[:3]}}]}
+    (tmp_path / "replay.override.json").write_text(json.dumps(patch))
+    client = openai.OpenAI(base_url="", api_key="dummy", max_retries=0, timeout=10)
+    with served(tmp_path, allow_unused=True) as ep:
+        client = client.with_options(base_url=ep.url)
+        with client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "count"}], stream=True
+        ) as stream:
+            texts = [c.choices[0].delta.content for c in _until_error(stream) if c.choices]
+    assert "".join(t or "" for t in texts) == "".join(c.get("text", "") for c in chunks[:3])
+
+
+def _until_error(stream: Any) -> Iterator[Any]:
+    """The chunks of an SDK stream up to an error event (the recorded call ended there)."""
+    try:
+        yield from stream
+    except openai.APIError:
+        return
