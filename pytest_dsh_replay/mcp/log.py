@@ -375,11 +375,11 @@ def message_findings(path: Path) -> list[Any]:
     an older relay leaves one). A log that does not parse is left to the integrity check's findings.
 
     Returns:
-        ``scenario.validate.Finding`` (code ``MCP_BAD_LOG``) in file order, each naming file and seq.
+        ``recording.validate.Finding`` (code ``MCP_BAD_LOG``) in file order, each naming file and seq.
     """
     from ..layout import mcp_log_files, mcp_log_match
-    from ..scenario.harvest import read_log_file
-    from ..scenario.validate import Finding
+    from ..recording.harvest import read_log_file
+    from ..recording.validate import Finding
 
     one = [path] if mcp_log_match(path.name) is not None else []
     files = mcp_log_files(path) if path.is_dir() else one

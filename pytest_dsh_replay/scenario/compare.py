@@ -10,7 +10,7 @@ import orjson
 from msgspec import Struct
 
 from ..layout import log_name
-from .normalize import Normalization, SessionLog, normalize_logs
+from ..recording.normalize import Normalization, SessionLog, normalize_logs
 
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
@@ -268,7 +268,7 @@ def compare_message_logs(
 ) -> list[LogMismatch]:
     """``compare: messages``: per session, derived messages, lineage, ``seedLength``, turn-end reasons
     (``masks`` applied to both sides)."""
-    from .normalize import context_for
+    from ..recording.normalize import context_for
 
     problems: list[LogMismatch] = []
     rules = Normalization(masks=masks)
