@@ -97,7 +97,7 @@ class McpConfig(Struct):
         masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
             sides of the request check, as the endpoint's; ``None``: none.
         mask_flag: the one option a mismatch's mask proposal is spelled with (``--mask``: the user runs
-            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.masks.mask_hint``).
+            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.maskhint.mask_hint``).
     """
 
     directory: Path
@@ -670,10 +670,11 @@ class McpRelay:
 
     def _mask_hint(self, recorded: Any, sent: Any) -> str | None:
         """The report's line proposing masks for a tool call that did not match
-        (``session.masks.mask_hint``, the request check's): only when every difference of the two calls
+        (``session.maskhint.mask_hint``, the request check's): only when every difference of the two calls
         is a value that changes every run, checked (the check run again with the run's masks and the
         proposed ones passes); in the spelling of the route in use (``McpConfig.mask_flag``)."""
-        from ..session.masks import Masks, differing_values, mask_hint
+        from ..session.maskhint import differing_values, mask_hint
+        from ..session.masks import Masks
 
         recorded_side, live_side = self.sides
         run_masks = self.config.masks

@@ -174,7 +174,7 @@ class Tokenizer:
 
     def with_masks(self, masks: Masks | None) -> Tokenizer:
         """A copy (numbering restarted, as :meth:`fresh`) applying ``masks`` instead of this one's (a
-        report trying the masks it proposes, ``session.masks.propose_masks``)."""
+        report trying the masks it proposes, ``session.maskhint.propose_masks``)."""
         out = self.fresh()
         out.masks = masks if masks else None
         return out
