@@ -59,19 +59,17 @@ LAYERS: dict[str, int] = {
 KNOWN_ARROWS_UP: dict[str, str] = {
     "endpoint.fixture -> mcp.http": "parse_mcp_option: the composers mount the MCP routes",
     "endpoint.fixture -> scenario.item": "request_diffs: to go below both (the request check's report)",
-    "endpoint.formats -> mcp.log": "jsonrpc_error: body reading and error shapes in a leaf",
     "endpoint.server -> mcp.http": "HttpRelays: the composers mount the MCP routes through a route list",
     "endpoint.server -> scenario.definition": "Scenario built to call write_fixtures",
-    "endpoint.server -> scenario.requestcheck": "pin_extra: pins of a recording directory, to go to recording/",
+    "endpoint.server -> scenario.requestcheck": "pin_extra: a recording directory's pins, to recording/",
     "mcp.fixture -> endpoint.fixture": "the helpers both fixtures share, to go below both",
-    "mcp.http -> endpoint.formats": "read_body, error_body: body reading and error shapes in a leaf",
     "mcp.relay -> scenario.definition": "Scenario built to call write_fixtures",
     "mcp.relay -> scenario.item": "shown_value: to go below both (the request check's report)",
     "recording.fixtures -> scenario.definition": "load_fixtures takes a Scenario (typing only)",
     "recording.kept -> endpoint.recording": "manifest_findings: the manifest is a recording file",
     "recording.models -> scenario.definition": "resolve_model_spec takes a Scenario (typing only)",
     "recording.validate -> scenario.definition": "the inventory (fixture_files) and input.json's check",
-    "recording.write -> scenario.definition": "write_fixtures takes a Scenario; the inventory (fixture_files)",
+    "recording.write -> scenario.definition": "write_fixtures takes a Scenario; fixture_files",
 }
 
 #: cycles of modules importing each other at run time, as sorted tuples of module names

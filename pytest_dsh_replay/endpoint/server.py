@@ -47,6 +47,15 @@ from ..errors import (
     max_line_bytes,
     nesting_exceeds,
 )
+from ..httpbody import (
+    ACCEPTED_ENCODINGS,
+    MAX_BODY_BYTES,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    is_mcp_path,
+    read_body,
+)
 from ..layout import (
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
@@ -65,17 +74,7 @@ from ..recording.plan import Plan
 from ..recording.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import (
-    ACCEPTED_ENCODINGS,
-    FORMATS,
-    MAX_BODY_BYTES,
-    MCP_PATH,
-    BodyTooLarge,
-    UnreadableBody,
-    UnsupportedEncoding,
-    error_body,
-    read_body,
-)
+from .formats import FORMATS, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
@@ -126,7 +125,7 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
         status, code = 404, "ENDPOINT_NOT_FOUND"
         what = f"{method} {path}: no such path"
     message = f"dsh-replay endpoint: {what}; it serves {routes}"
-    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+    if is_mcp_path(path):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
     if doubled is not None and not allowed:
@@ -495,7 +494,7 @@ class Endpoint:
                 masks=self.config.masks,
             )
             self.mcp.add_routes(app)
-        # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
+        # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(

@@ -150,15 +150,6 @@ def request_key(request_id: Any) -> str:
     return orjson.dumps(request_id).decode()
 
 
-def jsonrpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    """A JSON-RPC 2.0 error response (§5.1): ``{"jsonrpc": "2.0", "id", "error": {"code", "message"[,
-    "data"]}}`` (``id`` ``None`` when the request's id is not known)."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
 def tool_arguments(message: Mapping[str, Any]) -> tuple[str, Any]:
     """``(name, arguments)`` of a ``tools/call`` request (``""`` and ``{}`` when absent)."""
     params = message.get("params")
@@ -467,7 +458,6 @@ __all__ = [
     "is_request",
     "is_request_id",
     "is_response",
-    "jsonrpc_error",
     "message_findings",
     "message_problem",
     "request_key",

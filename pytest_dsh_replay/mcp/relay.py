@@ -38,6 +38,7 @@ import orjson
 from msgspec import Struct, field
 
 from ..errors import HarnessError
+from ..httpbody import jsonrpc_error
 from ..itemreport import RequestDiff
 from ..layout import PRIMARY_FILE, mcp_log_files, mcp_log_match, mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
@@ -54,7 +55,6 @@ from .log import (
     is_notification,
     is_request,
     is_response,
-    jsonrpc_error,
     message_problem,
     request_key,
     session_script,
