@@ -272,3 +272,41 @@ def test_responses_status_and_annotations_are_recorded_and_served_as_sent(
     }
     assert live == expected
     assert replayed == expected
+
+
+def test_a_paused_turn_the_client_continues_records_and_replays(tmp_path: Path) -> None:
+    """``pause_turn``: the client sends the paused answer back as the last message to let the model go on
+    (Anthropic's server tools); both answers reach it as sent, live and replayed."""
+
+    def answer(text: str, reason: str) -> str:
+        return _anthropic_answer(reason, None).replace("Partial answer", text)
+
+    def agent(base_url: str) -> list[tuple[str | None, str]]:
+        client = anthropic.Anthropic(base_url=base_url, api_key="dummy", max_retries=0)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "search"}]
+        seen: list[tuple[str | None, str]] = []
+        while not seen or seen[-1][0] == "pause_turn":
+            message = client.messages.create(model="claude-test", max_tokens=64, messages=messages)
+            seen.append((message.stop_reason, "".join(b.text for b in message.content if b.type == "text")))
+            messages.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]}
+            )
+        return seen
+
+    upstream = HTTPServer(host="127.0.0.1", port=0)
+    upstream.start()
+    try:
+        for text, reason in (("Searching", "pause_turn"), ("Found it", "end_turn")):
+            upstream.expect_ordered_request(MESSAGES_PATH, method="POST").respond_with_data(
+                answer(text, reason), content_type="text/event-stream"
+            )
+        with served(tmp_path, RecordMode.ONCE, f"http://127.0.0.1:{upstream.port}/v1") as ep:
+            live = agent(ep.url.removesuffix("/v1"))
+    finally:
+        upstream.clear()
+        upstream.stop()
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert live == [("pause_turn", "Searching"), ("end_turn", "Found it")]
+    with served(tmp_path) as ep:
+        assert agent(ep.url.removesuffix("/v1")) == live
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
