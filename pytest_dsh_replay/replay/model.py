@@ -539,6 +539,41 @@ class ReplayModel:
             return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
 
+    def next_differences(self, key: str, request: ModelRequest) -> list[Difference] | None:
+        """How ``request`` differs from the next recorded call of the bound live session ``key`` (``[]``:
+        it matches, by the same check :meth:`stream` makes before serving), or ``None`` when the session's
+        script has no call left. Nothing is advanced or recorded (``--dsh-record=changed`` asks before
+        choosing between this model and the live one).
+
+        Raises:
+            KeyError: ``key`` is not bound.
+            RequestShapeError: a part of the request is not JSON values.
+        """
+        index = self.bound[key]
+        call = self.cursors.get(key, 0)
+        if call >= len(self.scripts[index].calls):
+            return None
+        recorded = self._recorded_parts(index, call)
+        return request_differences(recorded, request, lambda: self._sides(index, key)) if recorded else []
+
+    def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
+        """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
+        script binding by order would give it and how the request differs from that script's first call
+        (``(None, [])``: no free script with calls). Nothing is bound or recorded."""
+        index, _free = self._by_order(key)
+        if index is None:
+            return None, []
+        try:
+            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+            return index, request_differences(self._recorded_parts(index, 0), request, sides)
+        except RequestShapeError:
+            return index, []
+
+    def difference_place(self, diff: Difference, request: ModelRequest) -> str:
+        """Where ``diff`` is, as the client's own body names it when the request says
+        (``messages[5].content``), else the recording's path."""
+        return self._client_path(diff, request) or diff.path
+
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
         second naming the masks and what each masked so far, when there are masks."""

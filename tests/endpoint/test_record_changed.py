@@ -1,0 +1,179 @@
+"""``--dsh-record=changed`` on the endpoint: each conversation replayed while its requests match, and
+re-recorded from its first request that differs (docs/record-modes.md). The agent is a 4-call tool loop on
+the real openai SDK; the upstream is a fake on 127.0.0.1 that counts what reaches it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_dsh_replay.modes import RecordMode
+
+from .agents import TOOLS
+from .conftest import served
+from .upstream import Answer, FakeUpstream
+
+#: the tool outputs of the recorded run, one per tool call
+RECORDED = ("alpha", "beta", "gamma")
+
+
+def four_calls(body: dict[str, Any]) -> Answer:
+    """Asks for ``ls`` until three tool results came back, then answers with a summary of them: four
+    calls per conversation; each answer depends on the request (a changed tool output, another answer)."""
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if len(results) < 3:
+        n = len(results) + 1
+        return Answer(tool_calls=[(f"call_{n}", "ls", json.dumps({"path": f"dir{n}"}))])
+    return Answer(text="summary: " + ", ".join(results))
+
+
+@pytest.fixture
+def counting() -> Iterator[FakeUpstream]:
+    """The counting fake upstream (``requests``: every body that reached it)."""
+    up = FakeUpstream(four_calls)
+    up.start()
+    yield up
+    up.stop()
+
+
+def run_four(url: str, outputs: Sequence[str]) -> list[dict[str, Any]]:
+    """The agent: a tool loop through the openai SDK whose k-th tool call gets ``outputs[k]``."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "look around"},
+    ]
+    results = iter(outputs)
+    for _ in range(6):
+        answer = client.chat.completions.create(
+            model="fake-1",
+            messages=messages,
+            tools=TOOLS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text, calls = "", []
+        for chunk in answer:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            text += delta.content or ""
+            for call in delta.tool_calls or []:
+                if call.id:
+                    calls.append({"id": call.id, "name": call.function.name, "arguments": ""})
+                calls[-1]["arguments"] += call.function.arguments or ""
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls
+            ]
+        messages.append(message)
+        if not calls:
+            return messages
+        for c in calls:
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": next(results)})
+    raise AssertionError("the loop did not end")
+
+
+def _files(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir()) if p.is_file()
+    }
+
+
+def _recorded(directory: Path, upstream: FakeUpstream) -> dict[str, tuple[bytes, int]]:
+    with served(directory, RecordMode.ONCE, upstream.url) as ep:
+        run_four(ep.url, RECORDED)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert len(upstream.requests) == 4
+    upstream.requests.clear()
+    return _files(directory)
+
+
+def _changed(
+    directory: Path, upstream: FakeUpstream, outputs: Sequence[str], run: Callable[..., Any] = run_four
+) -> Any:
+    with served(directory, RecordMode.CHANGED, upstream.url) as ep:
+        run(ep.url, outputs)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert ep.outcome.plan == "changed"
+    return ep.outcome
+
+
+def _lines_kept(before: bytes, after: bytes) -> int:
+    """How many of the first lines are byte-identical."""
+    n = 0
+    for a, b in zip(before.splitlines(), after.splitlines(), strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def _result_line(log: bytes, output: str) -> int:
+    """The line index of the ``tool/result`` event holding ``output`` (where a changed output shows)."""
+    for i, line in enumerate(log.splitlines()):
+        event = json.loads(line)
+        if event["type"] == "tool/result" and event["data"]["content"][0]["text"] == output:
+            return i
+    raise AssertionError(output)
+
+
+def test_a_changed_last_tool_output_sends_only_the_last_call_upstream(
+    tmp_path: Path, counting: FakeUpstream
+) -> None:
+    before = _recorded(tmp_path, counting)
+    outcome = _changed(tmp_path, counting, ("alpha", "beta", "GAMMA"))
+    assert len(counting.requests) == 1
+    assert counting.requests[0]["messages"][-1]["content"] == "GAMMA"
+    after = (tmp_path / "session.jsonl").read_bytes()
+    old = before["session.jsonl"][0]
+    # every line before the changed tool output is the recording's, byte for byte
+    assert _lines_kept(old, after) == _result_line(old, "gamma") > 30
+    assert after != old
+    report = "\n".join(outcome.notes)
+    why = "call #4 of session.jsonl: messages[7].content changed"
+    assert f"3 call(s) kept, 1 re-recorded from call #4 ({why})" in report, report
+    assert "not paid again: 30 input + 15 output tokens" in report, report
+    counting.stop()  # offline: the next replay needs no upstream
+    with served(tmp_path) as ep:
+        messages = run_four(ep.url, ("alpha", "beta", "GAMMA"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert messages[-1]["content"] == "summary: alpha, beta, GAMMA"
+
+
+def test_a_changed_first_tool_output_sends_the_three_calls_after_it(
+    tmp_path: Path, counting: FakeUpstream
+) -> None:
+    before = _recorded(tmp_path, counting)
+    outcome = _changed(tmp_path, counting, ("ALPHA", "beta", "gamma"))
+    assert len(counting.requests) == 3
+    old, after = before["session.jsonl"][0], (tmp_path / "session.jsonl").read_bytes()
+    assert _lines_kept(old, after) == _result_line(old, "alpha") > 5
+    assert "1 call(s) kept, 3 re-recorded from call #2" in "\n".join(outcome.notes)
+    counting.stop()
+    with served(tmp_path) as ep:
+        messages = run_four(ep.url, ("ALPHA", "beta", "gamma"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert messages[-1]["content"] == "summary: ALPHA, beta, gamma"
+
+
+def test_nothing_changed_sends_nothing_upstream_and_changes_no_file(
+    tmp_path: Path, counting: FakeUpstream
+) -> None:
+    before = _recorded(tmp_path, counting)
+    outcome = _changed(tmp_path, counting, RECORDED)
+    assert counting.requests == []
+    assert _files(tmp_path) == before
+    assert outcome.written == [] and outcome.removed == []
+    assert "session.jsonl: 4 call(s) kept (unchanged)" in "\n".join(outcome.notes)
