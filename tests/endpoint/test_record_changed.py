@@ -177,3 +177,35 @@ def test_nothing_changed_sends_nothing_upstream_and_changes_no_file(
     assert _files(tmp_path) == before
     assert outcome.written == [] and outcome.removed == []
     assert "session.jsonl: 4 call(s) kept (unchanged)" in "\n".join(outcome.notes)
+
+
+@pytest.mark.parametrize(
+    ("outputs", "sent"), [(("alpha", "beta", "GAMMA"), 1), (("ALPHA", "beta", "gamma"), 3), (RECORDED, 0)]
+)
+def test_serve_record_changed_sends_only_the_changed_calls(
+    tmp_path: Path, counting: FakeUpstream, outputs: tuple[str, ...], sent: int
+) -> None:
+    """``dsh-replay serve --record changed`` (a process of its own) with the client outside it."""
+    import signal
+
+    from tests._serve_helpers import finish, start_serve
+
+    before = _recorded(tmp_path, counting)
+    proc, url = start_serve(tmp_path, "--record", "changed", "--upstream", counting.url)
+    try:
+        messages = run_four(url, outputs)
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGINT)
+    assert code == 0, err
+    assert len(counting.requests) == sent
+    assert messages[-1]["content"] == "summary: " + ", ".join(outputs)
+    assert "--record=changed: " in err, err
+    if not sent:
+        assert _files(tmp_path) == before
+    counting.stop()
+    proc, url = start_serve(tmp_path)
+    try:
+        assert run_four(url, outputs) == messages
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGINT)
+    assert code == 0, err
