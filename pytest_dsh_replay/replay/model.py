@@ -82,6 +82,11 @@ _UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+#: how a re-record command spells ``rewrite`` (pytest, ``serve``/``mcp``) -> the same with ``changed``
+_CHANGED_SPELLINGS = (
+    ("--dsh-record=rewrite", "--dsh-record=changed"),
+    ("--record rewrite", "--record changed"),
+)
 _SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
 
 
@@ -113,6 +118,16 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
     except (TypeError, ValueError, orjson.JSONEncodeError):
         return None
+
+
+def changed_command(command: str) -> str | None:
+    """A re-record command (``... --dsh-record=rewrite ...``, ``... --record rewrite ...``) with
+    ``changed`` for ``rewrite``: re-record only from each conversation's first changed call; ``None`` when
+    the command names no ``rewrite``."""
+    changed = command
+    for rewrite, instead in _CHANGED_SPELLINGS:
+        changed = changed.replace(rewrite, instead)
+    return None if changed == command else changed
 
 
 class ReplayModel:
@@ -249,6 +264,17 @@ class ReplayModel:
         ``re-record the test: pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL``; ``sep``
         goes between the colon and the command (a newline and indent puts it on a line of its own)."""
         return f"re-record {self.subject}:{sep}{self._rerecord_command()}"
+
+    def _changed_advice(self) -> list[str]:
+        """The report's line offering ``--dsh-record=changed`` (the re-record command with ``changed`` for
+        ``rewrite``), before the one re-recording everything; none when the command names no ``rewrite``."""
+        changed = changed_command(self._rerecord_command())
+        if changed is None:
+            return []
+        return [
+            "  to re-record only from each conversation's first changed call (the calls before it kept, "
+            f"not paid again): {changed}"
+        ]
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
@@ -504,6 +530,7 @@ class ReplayModel:
                 for p in self.unchecked_parts(index, request)
             ),
             *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
+            *self._changed_advice(),
             f"  if the change is intended, {self._rerecord()}",
         ]
         if (

@@ -448,13 +448,22 @@ class ChangedModel:
     def __init__(self, replay: Any, live: Model, *, parent_of: Any = None) -> None:
         self.replay = replay
         self.live = live
-        self.parent_of = parent_of or (lambda _key: None)
+        self.parent_of = parent_of or ChangedModel._no_parent
         self.sessions: dict[str, SessionChange] = {}
         self.live_calls = 0
 
     def attach_run(self, run: RunContext) -> None:
-        """The recorded part binds by the run's context (:class:`~..llm.RunAware`)."""
+        """The recorded part binds by the run's context (:class:`~..llm.RunAware`); the run's parents
+        are taken when none were given."""
         self.replay.attach_run(run)
+        if run.parent is not None and self.parent_of is ChangedModel._no_parent:
+            self.parent_of = run.parent
+        if isinstance(self.live, RunAware):
+            self.live.attach_run(run)
+
+    @staticmethod
+    def _no_parent(_key: str) -> str | None:
+        return None
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         key = request.get("sessionId") or "<anonymous>"
@@ -523,11 +532,13 @@ class ChangedModel:
         starts and the tokens the kept calls did not pay again."""
         lines = []
         for state in self.sessions.values():
-            name = state.recorded or "a new conversation"
-            if state.since is None:
+            name = state.recorded
+            if not name:
+                lines.append(
+                    f"a conversation not kept from the recording: {state.live} call(s) recorded ({state.why})"
+                )
+            elif state.since is None:
                 lines.append(f"{name}: {state.kept} call(s) kept (unchanged)")
-            elif not state.kept and not state.recorded:
-                lines.append(f"new conversation: {state.live} call(s) recorded ({state.why})")
             else:
                 lines.append(
                     f"{name}: {state.kept} call(s) kept, {state.live} re-recorded from call #{state.since} "
