@@ -717,9 +717,8 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
-        changes = getattr(self.model, "summary", None)
-        if self.plan is Plan.CHANGED and changes is not None:
-            outcome.notes += [f"{self.config.record_flag}={self.config.record}: {line}" for line in changes()]
+        # --record changed: what each conversation kept and re-recorded (scenario.record.ChangedModel)
+        changes = self.model.summary() if self.plan is Plan.CHANGED else []
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(
@@ -733,12 +732,13 @@ class Endpoint:
                     instead=instead,
                 )
             )
-            outcome.notes += aside
+            outcome.notes += [*changes, *aside]
             return
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+        outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():

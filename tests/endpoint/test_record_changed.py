@@ -199,7 +199,7 @@ def test_serve_record_changed_sends_only_the_changed_calls(
     assert code == 0, err
     assert len(counting.requests) == sent
     assert messages[-1]["content"] == "summary: " + ", ".join(outputs)
-    assert "--record=changed: " in err, err
+    assert f"{4 - sent} kept call(s), {sent} re-recorded" in err, err
     if not sent:
         assert _files(tmp_path) == before
     counting.stop()
@@ -209,3 +209,43 @@ def test_serve_record_changed_sends_only_the_changed_calls(
     finally:
         code, _out, err = finish(proc, 60, signal.SIGINT)
     assert code == 0, err
+
+
+FIXTURE_TEST = """
+import os
+from endpoint.test_record_changed import run_four
+
+def test_agent(dsh_endpoint):
+    run_four(os.environ["OPENAI_BASE_URL"], {outputs!r})
+"""
+
+
+def test_dsh_record_changed_under_pytest(pytester: pytest.Pytester, counting: FakeUpstream) -> None:
+    """``pytest --dsh-record=changed`` with the ``dsh_endpoint`` fixture: the summary says what was kept and
+    what was re-recorded from which call; the red replay before it offers the command."""
+    pytester.makepyfile(test_agent=FIXTURE_TEST.format(outputs=RECORDED))
+    args = ("-q", "-p", "no:cacheprovider")
+    pytester.runpytest(*args, "--dsh-record=once", f"--dsh-upstream={counting.url}").assert_outcomes(passed=1)
+    counting.requests.clear()
+    pytester.makepyfile(test_agent=FIXTURE_TEST.format(outputs=("alpha", "beta", "GAMMA")))
+    red = pytester.runpytest(*args)
+    red.assert_outcomes(failed=1)
+    red.stdout.fnmatch_lines(
+        [
+            "*to re-record only from each conversation's first changed call (the calls before it kept, not "
+            "paid again): pytest test_agent.py::test_agent --dsh-record=changed --dsh-upstream URL",
+            "*if the change is intended, re-record the test: pytest test_agent.py::test_agent "
+            "--dsh-record=rewrite --dsh-upstream URL",
+        ]
+    )
+    result = pytester.runpytest(*args, "--dsh-record=changed", f"--dsh-upstream={counting.url}")
+    result.assert_outcomes(passed=1)
+    assert len(counting.requests) == 1
+    result.stdout.fnmatch_lines(
+        [
+            "dsh-replay endpoint (--dsh-record=changed): session.jsonl: 3 call(s) kept, "
+            "1 re-recorded from call #4 (call #4 of session.jsonl: messages[7].content changed)",
+        ]
+    )
+    counting.stop()
+    pytester.runpytest(*args).assert_outcomes(passed=1)
