@@ -263,8 +263,9 @@ class McpRelay:
         path = config.directory / mcp_log_name(config.name, self.index)
         recorded = os.path.lexists(path)
         plan = scenario_plan(config.record, recorded=recorded, update=False)
-        # new_episodes: a recorded session replays, one past the recording is recorded
-        self.plan = Plan.REPLAY if plan is Plan.EPISODES else plan
+        # new_episodes and changed: a recorded session replays (a changed tool call is refused as in a
+        # replay: a session is not handed to a live server mid-way), one past the recording is recorded
+        self.plan = Plan.REPLAY if plan in (Plan.EPISODES, Plan.CHANGED) else plan
         if self.records:
             self.replaces = recorded
             if not config.command:
