@@ -249,3 +249,50 @@ def test_dsh_record_changed_under_pytest(pytester: pytest.Pytester, counting: Fa
     )
     counting.stop()
     pytester.runpytest(*args).assert_outcomes(passed=1)
+
+
+def _delegate(url: str, prompt: str) -> list[dict[str, Any]]:
+    import asyncio
+
+    from .agents import run_agent_async
+
+    return asyncio.run(
+        run_agent_async(prompt, client=openai.AsyncOpenAI(base_url=url, api_key="d", max_retries=0))
+    )
+
+
+def test_children_started_after_the_parents_first_changed_call_are_re_recorded(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A changed first request of the parent (the same tasks delegated): the two spawn children it starts
+    afterwards send the requests they recorded, and are re-recorded all the same (their parent's answer
+    they serve was given anew); unchanged, all of it is kept."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        _delegate(ep.url, "delegate: a, b")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    upstream.requests.clear()
+    with served(tmp_path, RecordMode.CHANGED, upstream.url) as ep:
+        _delegate(ep.url, "delegate: a, b")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert upstream.requests == [] and ep.outcome.written == []
+    with served(tmp_path, RecordMode.CHANGED, upstream.url) as ep:
+        _delegate(ep.url, "delegate:  a, b")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert len(upstream.requests) == 4  # the parent's two calls and each child's one
+    notes = "\n".join(ep.outcome.notes)
+    assert notes.count("started after its parent's first changed call") == 2, notes
+    upstream.stop()
+    with served(tmp_path) as ep:
+        _delegate(ep.url, "delegate:  a, b")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_an_upstream_error_keeps_the_recording(tmp_path: Path, counting: FakeUpstream) -> None:
+    """As ``rewrite``: a run whose re-recorded call ends in an upstream error writes nothing into the
+    directory (the run is kept beside it, ``.dsh-kept``)."""
+    before = _recorded(tmp_path, counting)
+    counting.answer = lambda body: Answer(status=500, error="overloaded")
+    with served(tmp_path, RecordMode.CHANGED, counting.url) as ep, pytest.raises(openai.InternalServerError):
+        run_four(ep.url, ("alpha", "beta", "GAMMA"))
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert {k: v for k, v in _files(tmp_path).items()} == before
