@@ -628,11 +628,13 @@ class ReplayModel:
 
     def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
         """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
-        script binding by order would give it and how the request differs from that script's first call
-        (``(None, [])``: no free script with calls). Nothing is bound or recorded."""
+        script a mismatch report compares it with (the nearest one, as :meth:`_unmatched` picks it) and how
+        the request differs from that script's first call (``(None, [])``: no free script with calls).
+        Nothing is bound or recorded."""
         index, _free = self._by_order(key)
         if index is None:
             return None, []
+        index, _guess = self._nearest(index, request)
         try:
             sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
             return index, request_differences(self._recorded_parts(index, 0), request, sides)
