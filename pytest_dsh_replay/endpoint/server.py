@@ -229,6 +229,8 @@ class EndpointOutcome(Struct):
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -715,6 +717,10 @@ class Endpoint:
         )
         # --record changed: what each conversation kept and re-recorded (scenario.record.ChangedModel)
         changes = self.model.summary() if self.plan is Plan.CHANGED else []
+        if self.plan is Plan.CHANGED:
+            outcome.rerecorded = self.model.rerecorded(
+                {log.id: log_name(i) for i, log in enumerate(result.logs)}
+            )
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(

@@ -11,7 +11,7 @@ item's recording is not read: a 3,000-item run stays a small page) and writes th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -94,7 +94,7 @@ class RunReport:
                 for d in props.diffs
             ]
             item.commands = props.commands
-            if item.outcome != "failed" and not item.written and not item.removed:
+            if item.outcome != "failed" and not item.written and not item.removed and not props.rerecorded:
                 continue
             path = props.recording or ""
             if path not in where and Path(path).is_dir():
@@ -102,7 +102,7 @@ class RunReport:
                 recordings.append(read_recording(Path(path), label=item.path))
             if path in where:
                 item.recording = where[path]
-                mark_calls(recordings[item.recording].sessions, item)
+                mark_calls(recordings[item.recording].sessions, item, props.rerecorded)
         payload = report_payload(
             f"dsh-replay run report: {len(self.items)} item(s)", recordings, self.items.values(), run=True
         )
@@ -125,11 +125,22 @@ class RunReport:
         )
 
 
-def mark_calls(sessions: list[SessionView], item: Item) -> None:
+def mark_calls(sessions: list[SessionView], item: Item, rerecorded: Sequence[tuple[str, int]] = ()) -> None:
     """Set the request check's verdict on the model calls of ``item``'s recording: in a log with a
     red call, the calls before it ``matched``, the red one ``differs``, the later ones ``not served``
     (a strict replay serves nothing after a mismatch) or ``matched`` (an accepted change); every call
-    of a green replay ``matched``. A recording that was written by the run stays ``recorded``."""
+    of a green replay ``matched``. A recording that was written by the run stays ``recorded``, but for
+    ``--dsh-record=changed`` (``rerecorded``: ``(log file, first re-recorded call)``): the calls of a log
+    from its first re-recorded call on are ``re-recorded``, every other call ``kept``."""
+    if rerecorded and item.outcome != "failed":
+        since = dict(rerecorded)
+        for session in sessions:
+            first = since.get(session.file)
+            for entry in session.transcript:
+                call = entry.call
+                if call is not None and call.index != 0:
+                    call.check = "re-recorded" if first is not None and call.index >= first else "kept"
+        return
     red = {(d.file, d.index): d for d in item.diffs}
     if not red and (item.outcome == "failed" or item.written):
         return  # no call was named: what the run said of them is its failure report

@@ -145,6 +145,8 @@ class CheckOutcome(Struct):
     #: every request that differed from its recording (strict or accepted), in call order, all backends
     mismatches: list[RequestMismatchError] = field(default_factory=list)
     refused: bool = False  # an update refused: a recorded answer would follow a changed request
+    #: changed: (log file, first re-recorded call) of each re-recorded session of the written recording
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -717,6 +719,9 @@ async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions
         prune_owned=Plan.CHANGED.prunes_owned,
     )
     outcome.notes += summary
+    outcome.rerecorded = served.changed.rerecorded(
+        {log.id: scenario.log_file(i).name for i, log in enumerate(run.logs)}
+    )
     return outcome
 
 

@@ -122,6 +122,7 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         written=[str(p) for p in outcome.written],
         removed=[str(p) for p in outcome.removed],
         end_seed_ignored=outcome.end_seed_ignored,
+        rerecorded=outcome.rerecorded,
     )
     if outcome.plan is Plan.EPISODES:
         report.episodes = "extended" if outcome.written else "unchanged"

@@ -522,6 +522,15 @@ class ChangedModel:
             return f"call #{call} of {name}: {_difference_words(replay, diffs, request)}"
         return None
 
+    def rerecorded(self, files: Mapping[str, str]) -> list[tuple[str, int]]:
+        """``(log file, first re-recorded call)`` of every session that went live, ``files`` naming each
+        live session's log in the written recording (live id -> file name)."""
+        return [
+            (files[key], state.since)
+            for key, state in self.sessions.items()
+            if state.since is not None and key in files
+        ]
+
     def unused(self) -> list[str]:
         """The recorded logs no live session was bound to (the run no longer starts them: removed)."""
         bound = set(self.replay.bound.values())

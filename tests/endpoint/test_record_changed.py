@@ -238,9 +238,19 @@ def test_dsh_record_changed_under_pytest(pytester: pytest.Pytester, counting: Fa
             "--dsh-record=rewrite --dsh-upstream URL",
         ]
     )
-    result = pytester.runpytest(*args, "--dsh-record=changed", f"--dsh-upstream={counting.url}")
+    page = pytester.path / "report.html"
+    result = pytester.runpytest(
+        *args, "--dsh-record=changed", f"--dsh-upstream={counting.url}", f"--dsh-report={page}"
+    )
     result.assert_outcomes(passed=1)
     assert len(counting.requests) == 1
+    # the report marks each call of the recording: the three kept, the last one re-recorded
+    from report._payload import payload_of
+
+    (recording,) = payload_of(page.read_text())["recordings"]
+    (session,) = recording["sessions"]
+    checks = [e["call"].get("check") for e in session["transcript"] if e.get("call")]
+    assert checks == ["kept", "kept", "kept", "re-recorded"], checks
     result.stdout.fnmatch_lines(
         [
             "dsh-replay endpoint (--dsh-record=changed): session.jsonl: 3 call(s) kept, "

@@ -61,5 +61,6 @@ def test_item_report_round_trips_through_user_properties() -> None:
         replayed=ReplayCounts(("jsonl",), 2, 4),
         end_seed_ignored=True,
         guard="cannot fail",
+        rerecorded=[("session.jsonl", 3), ("session#1.jsonl", 1)],
     )
     assert ItemReport.from_properties([("other", "x"), *report.properties()]) == report

@@ -152,6 +152,7 @@ def test_changed_records_from_the_first_changed_call_and_its_later_children(
     notes = "\n".join(outcome.notes)
     assert "0 kept call(s), 3 re-recorded" in notes, notes
     assert "started after its parent's first changed call" in notes, notes
+    assert outcome.rerecorded == [("session.jsonl", 1), ("session.1.jsonl", 1)]  # what the report marks
     assert outcome.written == [scenario.path / PRIMARY_FILE]  # the scripted child answers as recorded
     assert b"and then reply" in (scenario.path / PRIMARY_FILE).read_bytes()
     assert (scenario.path / "session.1.jsonl").read_bytes() == child_before
