@@ -135,11 +135,11 @@ def mark_calls(sessions: list[SessionView], item: Item, rerecorded: Sequence[tup
     if rerecorded and item.outcome != "failed":
         since = dict(rerecorded)
         for session in sessions:
-            first = since.get(session.file)
+            start = since.get(session.file)
             for entry in session.transcript:
                 call = entry.call
                 if call is not None and call.index != 0:
-                    call.check = "re-recorded" if first is not None and call.index >= first else "kept"
+                    call.check = "re-recorded" if start is not None and call.index >= start else "kept"
         return
     red = {(d.file, d.index): d for d in item.diffs}
     if not red and (item.outcome == "failed" or item.written):
