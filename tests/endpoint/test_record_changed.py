@@ -306,3 +306,46 @@ def test_an_upstream_error_keeps_the_recording(tmp_path: Path, counting: FakeUps
         run_four(ep.url, ("alpha", "beta", "GAMMA"))
     assert ep.outcome is not None and not ep.outcome.ok
     assert {k: v for k, v in _files(tmp_path).items()} == before
+
+
+def _forking(url: str, last: str) -> list[str]:
+    """A conversation of three calls and a fork child branching after its first exchange, started before
+    the parent's third call (whose prompt is ``last``)."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+
+    def chat(*prompts_and_answers: str) -> str:
+        messages = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": text}
+            for i, text in enumerate(prompts_and_answers)
+        ]
+        answer = client.chat.completions.create(model="fake-1", messages=messages)
+        return str(answer.choices[0].message.content)
+
+    a1 = chat("one")
+    a2 = chat("one", a1, "two")
+    a3 = chat("one", a1, "other")  # the fork child
+    a4 = chat("one", a1, "two", a2, last)
+    return [a1, a2, a3, a4]
+
+
+def test_a_fork_child_started_before_the_parents_change_is_kept(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        _forking(ep.url, "three")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    child = (tmp_path / "session.1.jsonl").read_bytes()
+    assert json.loads(child.splitlines()[0]).get("parentSession")
+    upstream.requests.clear()
+    with served(tmp_path, RecordMode.CHANGED, upstream.url) as ep:
+        answers = _forking(ep.url, "THREE")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert [r["messages"][-1]["content"] for r in upstream.requests] == ["THREE"]
+    assert (tmp_path / "session.1.jsonl").read_bytes() == child
+    assert [p.name for p in ep.outcome.written] == ["session.jsonl"]
+    notes = "\n".join(ep.outcome.notes)
+    assert "session.1.jsonl: 1 call(s) kept (unchanged)" in notes, notes
+    upstream.stop()
+    with served(tmp_path) as ep:
+        assert _forking(ep.url, "THREE") == answers
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
