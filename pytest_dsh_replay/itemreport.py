@@ -46,6 +46,7 @@ _RECORDING, _REQUEST_DIFF, _COMMAND = "dsh_recording", "dsh_request_diff", "dsh_
 _ENDPOINT_NOTE = "dsh_endpoint_note"
 _SERVED = "dsh_served"
 _RERECORDED = "dsh_rerecorded"
+_CHANGES = "dsh_changes"
 
 
 def endpoint_note_properties(notes: Iterable[str]) -> list[tuple[str, str]]:
@@ -141,6 +142,8 @@ class ItemReport(Struct):
         rerecorded: ``--dsh-record=changed``: ``(log file, first re-recorded call)`` of each log of the
             written recording that was re-recorded from that call (1-based) on; the calls before it were
             kept.
+        changes: ``--dsh-record=changed``: what the run kept and re-recorded, one line per session, then
+            the totals (the summary prints them).
     """
 
     written: list[str] = field(default_factory=list)
@@ -155,6 +158,7 @@ class ItemReport(Struct):
     commands: list[str] = field(default_factory=list)
     served: int = 0
     rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
 
     @property
     def is_scenario(self) -> bool:
@@ -181,6 +185,7 @@ class ItemReport(Struct):
         if self.served:
             props.append((_SERVED, str(self.served)))
         props += [(_RERECORDED, f"{file}#{since}") for file, since in self.rerecorded]
+        props += [(_CHANGES, line) for line in self.changes]
         return props
 
     @classmethod
@@ -218,4 +223,6 @@ class ItemReport(Struct):
                 file, _, since = text.rpartition("#")
                 if file and since.isdigit():
                     report.rerecorded.append((file, int(since)))
+            elif key == _CHANGES:
+                report.changes.append(text)
         return report

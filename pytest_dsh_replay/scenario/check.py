@@ -147,6 +147,8 @@ class CheckOutcome(Struct):
     refused: bool = False  # an update refused: a recorded answer would follow a changed request
     #: changed: (log file, first re-recorded call) of each re-recorded session of the written recording
     rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    #: changed: what the run kept and re-recorded (``ChangedModel.summary``), for the run's summary
+    changes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -719,6 +721,7 @@ async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions
         prune_owned=Plan.CHANGED.prunes_owned,
     )
     outcome.notes += summary
+    outcome.changes = served.changed.summary()
     outcome.rerecorded = served.changed.rerecorded(
         {log.id: scenario.log_file(i).name for i, log in enumerate(run.logs)}
     )

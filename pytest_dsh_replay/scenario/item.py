@@ -123,6 +123,7 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         removed=[str(p) for p in outcome.removed],
         end_seed_ignored=outcome.end_seed_ignored,
         rerecorded=outcome.rerecorded,
+        changes=outcome.changes,
     )
     if outcome.plan is Plan.EPISODES:
         report.episodes = "extended" if outcome.written else "unchanged"

@@ -497,19 +497,20 @@ class ChangedModel:
         try:
             if key not in replay.bound:
                 parent = self.sessions.get(self.parent_of(key) or "")
-                if parent is not None and parent.since is not None:
-                    where = f" ({parent.why})" if parent.why else ""
-                    return f"started after its parent's first changed call{where}"
                 target = replay.script_for(key, request, fallback=False)
                 if target is not None:
                     state.recorded = replay.scripts[target].file.name
-                    return None
+                    if parent is None or parent.since is None:
+                        return None  # replay.stream binds it
+                    # its own requests match, but it was started by an answer given anew
+                    of = f"{parent.recorded}, " if parent.recorded else ""
+                    return f"started after its parent's first changed call ({of}call #{parent.since})"
                 index, diffs = replay.first_differences(key, request)
                 if index is None:
                     return "a conversation the recording does not have"
-                name = replay.scripts[index].file.name
+                state.recorded = replay.scripts[index].file.name
                 words = _difference_words(replay, diffs, request) if diffs else "another first request"
-                return f"call #1 matches no recorded conversation (against {name}: {words})"
+                return f"call #1 of {state.recorded}: {words} (no recorded conversation matches it)"
             diffs = replay.next_differences(key, request)
         except RequestShapeError:
             return None  # the replay refuses it with the problem named
@@ -532,9 +533,9 @@ class ChangedModel:
         ]
 
     def unused(self) -> list[str]:
-        """The recorded logs no live session was bound to (the run no longer starts them: removed)."""
-        bound = set(self.replay.bound.values())
-        return [s.file.name for i, s in enumerate(self.replay.scripts) if i not in bound and s.calls]
+        """The recorded logs no live session matched or re-recorded (the run no longer starts them)."""
+        named = {state.recorded for state in self.sessions.values()}
+        return [s.file.name for s in self.replay.scripts if s.file.name not in named and s.calls]
 
     def summary(self) -> list[str]:
         """What the run did, one line per session in call order, then the recorded sessions it no longer
@@ -543,9 +544,7 @@ class ChangedModel:
         for state in self.sessions.values():
             name = state.recorded
             if not name:
-                lines.append(
-                    f"a conversation not kept from the recording: {state.live} call(s) recorded ({state.why})"
-                )
+                lines.append(f"a new conversation: {state.live} call(s) recorded ({state.why})")
             elif state.since is None:
                 lines.append(f"{name}: {state.kept} call(s) kept (unchanged)")
             else:
@@ -553,7 +552,7 @@ class ChangedModel:
                     f"{name}: {state.kept} call(s) kept, {state.live} re-recorded from call #{state.since} "
                     f"({state.why})"
                 )
-        lines += [f"{name}: not started by this run, removed" for name in self.unused()]
+        lines += [f"{name}: no conversation of this run matched it: not kept" for name in self.unused()]
         inp = sum(s.tokens[0] for s in self.sessions.values())
         out = sum(s.tokens[1] for s in self.sessions.values())
         kept = sum(s.kept for s in self.sessions.values())
