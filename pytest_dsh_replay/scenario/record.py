@@ -393,6 +393,7 @@ class SessionChange(Struct):
         kept: recorded calls served (their answers kept, not paid again).
         live: calls sent to the live model (re-recorded).
         recorded: the recording's log the session matched (``session.1.jsonl``), ``""`` when none.
+        recorded_calls: how many calls that log records.
         since: the 1-based call from which the session went live (``None``: every call was replayed).
         why: why it went live at that call (``call #3 of session.jsonl: messages[5].content changed``).
         tokens: ``(input, output)`` tokens of the kept calls, from their recorded ``usage`` chunks.
@@ -401,6 +402,7 @@ class SessionChange(Struct):
     kept: int = 0
     live: int = 0
     recorded: str = ""
+    recorded_calls: int = 0
     since: int | None = None
     why: str = ""
     tokens: tuple[int, int] = (0, 0)
@@ -500,6 +502,7 @@ class ChangedModel:
                 target = replay.script_for(key, request, fallback=False)
                 if target is not None:
                     state.recorded = replay.scripts[target].file.name
+                    state.recorded_calls = len(replay.scripts[target].calls)
                     if parent is None or parent.since is None:
                         return None  # replay.stream binds it
                     # its own requests match, but it was started by an answer given anew
@@ -545,6 +548,11 @@ class ChangedModel:
             name = state.recorded
             if not name:
                 lines.append(f"a new conversation: {state.live} call(s) recorded ({state.why})")
+            elif state.since is None and state.kept < state.recorded_calls:
+                lines.append(
+                    f"{name}: {state.kept} call(s) kept, the {state.recorded_calls - state.kept} recorded after "
+                    "them dropped (the run made no more)"
+                )
             elif state.since is None:
                 lines.append(f"{name}: {state.kept} call(s) kept (unchanged)")
             else:

@@ -349,3 +349,17 @@ def test_a_fork_child_started_before_the_parents_change_is_kept(
     with served(tmp_path) as ep:
         assert _forking(ep.url, "THREE") == answers
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_an_agent_that_stops_earlier_drops_the_calls_after(tmp_path: Path, counting: FakeUpstream) -> None:
+    """Two of the four recorded calls made, both matching: nothing goes upstream, the log ends after them."""
+    _recorded(tmp_path, counting)
+
+    def two_calls(url: str, outputs: Sequence[str]) -> None:
+        with pytest.raises(StopIteration):  # the agent's tool runs out after its first output
+            run_four(url, outputs)
+
+    outcome = _changed(tmp_path, counting, ("alpha",), run=two_calls)
+    assert counting.requests == []
+    assert "session.jsonl: 2 call(s) kept, the 2 recorded after them dropped" in "\n".join(outcome.notes)
+    assert [p.name for p in outcome.written] == ["session.jsonl"]
