@@ -549,9 +549,10 @@ class ChangedModel:
             if not name:
                 lines.append(f"a new conversation: {state.live} call(s) recorded ({state.why})")
             elif state.since is None and state.kept < state.recorded_calls:
+                dropped = state.recorded_calls - state.kept
                 lines.append(
-                    f"{name}: {state.kept} call(s) kept, the {state.recorded_calls - state.kept} recorded after "
-                    "them dropped (the run made no more)"
+                    f"{name}: {state.kept} call(s) kept, the {dropped} recorded after them dropped (the run "
+                    "made no more)"
                 )
             elif state.since is None:
                 lines.append(f"{name}: {state.kept} call(s) kept (unchanged)")
