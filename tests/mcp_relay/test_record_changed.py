@@ -1,6 +1,6 @@
 """``dsh-replay mcp --record changed`` (the ``mcp`` SDK's stdio client): a recorded session whose calls all
-match replays without starting the server and changes no file; a changed tool call fails as in a replay
-(an MCP session is not yet handed to its server mid-way: docs/mcp.md)."""
+match replays without starting the server and changes no file; at a changed tool call the server is started,
+caught up with the session's earlier messages, and the rest is recorded (docs/mcp.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,35 @@ def test_changed_replays_a_matching_session_without_starting_the_server(tmp_path
     assert anyio.run(session, params(rec, "changed", offline), 1, err) == recorded
     assert err.read_text() == ""
     assert {p.name: p.read_bytes() for p in rec.iterdir() if p.is_file()} == before
-    with pytest.raises(BaseException):  # noqa: B017 - the SDK's task groups wrap the relay's MCPError
+    # a changed call must go live: a server that does not start fails the run and nothing is written
+    with pytest.raises(BaseException):  # noqa: B017 - the SDK's task groups wrap its error
         anyio.run(session, params(rec, "changed", offline), 5, err)
-    assert "MCP_CALL_MISMATCH" in err.read_text()
+    assert "MCP_SERVER_START" in err.read_text(), err.read_text()
     assert {p.name: p.read_bytes() for p in rec.iterdir() if p.is_file()} == before
+
+
+def test_changed_hands_a_session_over_to_the_server_at_its_first_changed_call(tmp_path: Path) -> None:
+    """A changed last tool call: the handshake and the two counter calls are answered from the recording,
+    the server is started at the changed call, sent the earlier messages to catch up (the counter counts
+    them), and the changed call and what follows are recorded; the log's lines before it keep their bytes,
+    and the next offline replay serves it."""
+    rec = tmp_path / "rec"
+    err = tmp_path / "stderr.txt"
+    server = [sys.executable, SERVER]
+    recorded = anyio.run(session, params(rec, "once", server), 1, err)
+    log = rec / "mcp.calc.jsonl"
+    before = log.read_bytes()
+    changed = anyio.run(session, params(rec, "changed", server), 5, err)
+    assert changed["counter"] == recorded["counter"]  # answered from the recording
+    assert changed["add"] == "7"  # answered by the server
+    assert "re-recorded from the client's message" in err.read_text(), err.read_text()
+    after = log.read_bytes()
+    kept = 0
+    for a, b in zip(before.splitlines(), after.splitlines(), strict=False):
+        if a != b:
+            break
+        kept += 1
+    add_line = next(i for i, line in enumerate(before.splitlines()) if b'"name":"add"' in line)
+    assert kept >= add_line - 1, (kept, add_line)
+    offline = [sys.executable, str(tmp_path / "no-such-server.py")]
+    assert anyio.run(session, params(rec, "none", offline), 5, err) == changed
