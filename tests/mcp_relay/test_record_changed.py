@@ -13,6 +13,8 @@ import pytest
 from .lines import SERVER
 from .test_sdk_stdio import params, session
 
+pytest_plugins = ["pytester"]
+
 
 def test_changed_replays_a_matching_session_without_starting_the_server(tmp_path: Path) -> None:
     rec = tmp_path / "rec"
@@ -55,3 +57,22 @@ def test_changed_hands_a_session_over_to_the_server_at_its_first_changed_call(tm
     assert kept >= add_line - 1, (kept, add_line)
     offline = [sys.executable, str(tmp_path / "no-such-server.py")]
     assert anyio.run(session, params(rec, "none", offline), 5, err) == changed
+
+
+def test_dsh_mcp_under_dsh_record_changed(pytester: pytest.Pytester) -> None:
+    """The ``dsh_mcp`` fixture under ``pytest --dsh-record=changed``: a changed second ``add`` is answered
+    by the server started then; the next replay (the server's command pointing nowhere) is green."""
+    from .test_fixture import TEST
+
+    pytester.makepyfile(test_tools=TEST.format(server=SERVER))
+    pytester.runpytest("--dsh-record=once", "-q", "-k", "test_same").assert_outcomes(passed=1, deselected=2)
+    recording = pytester.path / "recs" / "calc" / "mcp.calc.jsonl"
+    before = recording.read_bytes().splitlines()
+    result = pytester.runpytest("--dsh-record=changed", "-q", "-k", "test_changed")
+    result.assert_outcomes(passed=1, deselected=2)
+    after = recording.read_bytes().splitlines()
+    changed_at = next(i for i, line in enumerate(before) if b'"arguments":{"a":2' in line)
+    assert after[:changed_at] == before[:changed_at]
+    assert b'"arguments":{"a":5' in after[changed_at]
+    pytester.makepyfile(test_tools=TEST.format(server="/nonexistent/server.py"))
+    pytester.runpytest("-q", "-k", "test_changed").assert_outcomes(passed=1, deselected=2)
