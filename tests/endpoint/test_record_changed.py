@@ -363,3 +363,19 @@ def test_an_agent_that_stops_earlier_drops_the_calls_after(tmp_path: Path, count
     assert counting.requests == []
     assert "session.jsonl: 2 call(s) kept, the 2 recorded after them dropped" in "\n".join(outcome.notes)
     assert [p.name for p in outcome.written] == ["session.jsonl"]
+
+
+def test_a_failed_test_keeps_the_recording_and_its_run_beside_it(
+    tmp_path: Path, counting: FakeUpstream
+) -> None:
+    """As ``rewrite``: the run of a test that failed is kept in ``.dsh-kept``; the recording is untouched."""
+    from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+
+    before = _recorded(tmp_path, counting)
+    thread = EndpointThread(EndpointConfig(tmp_path, record=RecordMode.CHANGED, upstream=counting.url))
+    run_four(thread.start(), ("alpha", "beta", "GAMMA"))
+    outcome = thread.stop(failed="AssertionError: the agent's answer was wrong")
+    assert len(counting.requests) == 1
+    assert _files(tmp_path) == before
+    assert (tmp_path / ".dsh-kept" / "session.jsonl").is_file()
+    assert any("the test failed" in note for note in outcome.notes), outcome.notes
