@@ -256,6 +256,9 @@ class McpRelay:
         self.passed: list[tuple[bool, dict[str, Any]]] = []
         #: ``changed``: why the session went live, and at which of the client's messages (1-based)
         self.went_live: tuple[int, str] | None = None
+        #: ``changed`` over HTTP, handed over: the server's session id, and the one the client was given
+        self.upstream_sid: str | None = None
+        self.client_sid: str | None = None
 
     @property
     def records(self) -> bool:

@@ -76,3 +76,35 @@ def test_dsh_mcp_under_dsh_record_changed(pytester: pytest.Pytester) -> None:
     assert b'"arguments":{"a":5' in after[changed_at]
     pytester.makepyfile(test_tools=TEST.format(server="/nonexistent/server.py"))
     pytester.runpytest("-q", "-k", "test_changed").assert_outcomes(passed=1, deselected=2)
+
+
+def test_an_http_session_is_handed_over_at_its_first_changed_call(tmp_path: Path) -> None:
+    """``serve --mcp`` (the endpoint's streamable HTTP relay) under ``--record changed``: the changed ``add``
+    goes to a new session of the server, caught up with the handshake and the counter call (the client
+    keeps the session id the replay gave it); the log keeps its lines before the change; a matching run
+    never reaches the server."""
+    from pytest_dsh_replay.modes import RecordMode
+
+    from .http_server import HttpServer
+    from .test_sdk_http import serve
+
+    server = HttpServer()
+    server.start()
+    try:
+        recorded, outcome = serve(tmp_path, RecordMode.ONCE, server.url, 1)
+        assert outcome.problems == [], outcome.report()
+        log = tmp_path / "mcp.calc.jsonl"
+        before = log.read_bytes()
+        same, outcome = serve(tmp_path, RecordMode.CHANGED, "http://127.0.0.1:9/mcp", 1)  # nothing there
+        assert same == recorded and outcome.problems == [], outcome.report()
+        assert log.read_bytes() == before
+        changed, outcome = serve(tmp_path, RecordMode.CHANGED, server.url, 5)
+        assert outcome.problems == [], outcome.report()
+    finally:
+        server.stop()
+    assert changed[0] == recorded[0] and changed[1] == "7", changed
+    lines, old = log.read_bytes().splitlines(), before.splitlines()
+    at = next(i for i, line in enumerate(old) if b'"arguments":{"a":1' in line)
+    assert lines[:at] == old[:at] and b'"arguments":{"a":5' in lines[at]
+    replayed, outcome = serve(tmp_path, RecordMode.NONE, "", 5)
+    assert replayed == changed and outcome.problems == [], outcome.report()
