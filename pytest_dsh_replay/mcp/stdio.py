@@ -267,8 +267,13 @@ async def run(config: McpConfig) -> McpOutcome:
             relay.problem(f"{why}; --record changed has no server command to record it with", "MCP_CONFIG")
             end("a changed request and no server to record it")
             return
-        earlier = relay.hand_over(why)
-        child = await start_server()
+        try:
+            earlier = relay.hand_over(why)
+            child = await start_server()
+        except HarnessError as exc:  # another recorder holds the server's files, or no server starts
+            relay.problem(f"{why}: {exc}", exc.code)
+            end("the session could not be handed over to the server")
+            return
         try:
             await asyncio.wait_for(_catch_up(child, earlier), config.timeout)
         except (TimeoutError, OSError, ValueError) as exc:
