@@ -16,6 +16,9 @@ One :class:`Endpoint` serves one recording directory in one record mode:
   conversation's session records it; :meth:`Endpoint.stop` writes the directory with the one writer.
 * **episodes** (``new_episodes`` with a recording): recorded calls replayed, the rest forwarded, all
   written.
+* **changed** (``changed`` with a recording): each conversation replayed while its requests match, and
+  forwarded from its first request that differs (:class:`~..recording.models.ChangedModel`); written
+  as ``rewrite`` writes, so a conversation that matched throughout keeps its bytes.
 
 Aiohttp was measured against starlette + uvicorn with the openai SDK as the client (a 100-chunk stream,
 300 calls): p50 42-44 ms vs 45-46 ms, p99 90-107 ms vs 112-125 ms (the SDK's own parsing dominates); it
@@ -225,6 +228,8 @@ class EndpointOutcome(Struct):
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -280,7 +285,8 @@ def _has_recording(directory: Path) -> bool:
 
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
-    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
+    with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
+    ``RECORD`` (module doc)."""
     return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
 
 
@@ -341,7 +347,7 @@ class Endpoint:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        from ..recording.models import EpisodeModel, WatchedModel, secret_scrubber
+        from ..recording.models import ChangedModel, EpisodeModel, WatchedModel, secret_scrubber
         from ..recording.scrub import request_scrub
         from ..replay import ReplayModel, load_session_scripts
 
@@ -383,7 +389,7 @@ class Endpoint:
             self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in (Plan.REPLAY, Plan.EPISODES):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED):
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
@@ -425,8 +431,15 @@ class Endpoint:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
+        elif self.plan is Plan.CHANGED:
+            self.model = ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
         else:
             self.model = self.watched
+
+    def _parent_of(self, conversation_id: str) -> str | None:
+        """The parent conversation's live id of a spawn or fork child (``None``: a root)."""
+        conv = self.binder.by_id(conversation_id)
+        return conv.parent if conv is not None else None
 
     def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
         """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
@@ -681,7 +694,7 @@ class Endpoint:
         target.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
         entries = dict(self.watched.entries)
-        if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
+        if self.replay is not None:  # a replayed call (new_episodes, changed): its recorded entry, in order
             for key, index in self.replay.bound.items():
                 served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
                 entries[key] = [*served, *entries.get(key, [])]
@@ -701,6 +714,12 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
+        # --record changed: what each conversation kept and re-recorded (recording.models.ChangedModel)
+        changes = self.model.summary() if self.plan is Plan.CHANGED else []
+        if self.plan is Plan.CHANGED:
+            outcome.rerecorded = self.model.rerecorded(
+                {log.id: log_name(i) for i, log in enumerate(result.logs)}
+            )
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(
@@ -714,12 +733,13 @@ class Endpoint:
                     instead=instead,
                 )
             )
-            outcome.notes += aside
+            outcome.notes += [*changes, *aside]
             return
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+        outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():
