@@ -83,6 +83,7 @@ from .record import (
     ConversationLog,
     Recorder,
     RecordResult,
+    UnreadableAnswer,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -1073,10 +1074,12 @@ class Endpoint:
                 )
             if not live:
                 pass
-            elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+            elif isinstance(exc, UnreadableAnswer) or (
+                isinstance(exc, LlmError)
+                and (exc.code == "AUTH" or (exc.code == "CONNECTION" and not received))
             ):
-                # no answer of the agent's model: nothing of this conversation to record
+                # no answer of the agent's model (or one that cannot be read whole): nothing of this
+                # conversation to record
                 self.failed_conversations[conv.id] = message
             elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
                 self.errored_conversations[conv.id] = message
