@@ -10,7 +10,7 @@ A comparison calls the engine per event (``Masks.screen``: every mask's anchor-f
 and per walked value (``Masks.apply``: one search of all masks first): those two are timed with all the
 page's masks against the same work done with ``re`` one mask at a time, on matching and non-matching text.
 
-Usage: ``python benchmarks/masks.py [--rounds N]``
+Usage: ``python benchmarks/masks.py [--rounds N] [--quick]`` (``--quick``: one round, no 100 KB text)
 """
 
 from __future__ import annotations
@@ -80,8 +80,12 @@ def _best(run: Callable[[], object], rounds: int, inner: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one round, no 100 KB text (CI smoke run)")
     args = parser.parse_args()
     texts = _texts()
+    if args.quick:
+        args.rounds = 1
+        del texts["100 KB text"]
     print("µs per call, min of", args.rounds, "rounds; ratio = RE2 / re (below 1: RE2 faster)")
     head = f"{'re search':>9} {'RE2':>8} {'ratio':>6}  {'re all':>8} {'RE2':>8} {'ratio':>6}"
     print(f"{'mask':58} {'text':18} {head}")
