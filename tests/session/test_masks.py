@@ -9,16 +9,8 @@ import re
 import orjson
 import pytest
 
-from pytest_dsh_replay.session.masks import (
-    Mask,
-    MaskEngineError,
-    MaskError,
-    Masks,
-    differing_values,
-    engine_pattern,
-    propose_masks,
-    suggest_masks,
-)
+from pytest_dsh_replay.session.maskhint import differing_values, propose_masks, suggest_masks
+from pytest_dsh_replay.session.masks import Mask, MaskEngineError, MaskError, Masks, engine_pattern
 from pytest_dsh_replay.session.tokens import Tokenizer
 
 
