@@ -69,7 +69,7 @@ from ..layout import (
     mcp_log_match,
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.secrets import MIN_SECRET_LENGTH
+from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
@@ -85,6 +85,7 @@ from .record import (
     ConversationLog,
     Recorder,
     RecordResult,
+    UnreadableAnswer,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -1088,10 +1089,12 @@ class Endpoint:
                 )
             if not live:
                 pass
-            elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+            elif isinstance(exc, UnreadableAnswer) or (
+                isinstance(exc, LlmError)
+                and (exc.code == "AUTH" or (exc.code == "CONNECTION" and not received))
             ):
-                # no answer of the agent's model: nothing of this conversation to record
+                # no answer of the agent's model (or one that cannot be read whole): nothing of this
+                # conversation to record
                 self.failed_conversations[conv.id] = message
             elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
                 self.errored_conversations[conv.id] = message
@@ -1109,12 +1112,22 @@ class Endpoint:
                 self.binder.failed(conv)
             return message, code, status
 
+        # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
+        # a secret split over two chunks is found whole, a chunk holding none is sent at once
+        client = StreamScrubber(self.scrubber) if live else None
+
+        def to_client(chunk: StreamChunk | None) -> list[Any]:
+            if client is None:
+                return [chunk] if chunk is not None else []
+            return client.feed(chunk) if chunk is not None else client.close()
+
         if not fmt.wants_stream(body):
-            chunks: list[StreamChunk] = []
+            chunks: list[Any] = []
             try:
                 async for chunk in stream:
-                    chunks.append(chunk)
+                    chunks += to_client(chunk)
                     took(chunk)
+                chunks += to_client(None)
                 whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
             except Exception as exc:
                 return self._error(fmt, *failed(exc), *retry)
@@ -1136,10 +1149,12 @@ class Endpoint:
         try:
             if first is not None:
                 took(first)
-                pending += encoder.feed(first)
+                for sent in to_client(first):
+                    pending += encoder.feed(sent)
                 async for chunk in stream:
                     took(chunk)
-                    pending += encoder.feed(chunk)
+                    for sent in to_client(chunk):
+                        pending += encoder.feed(sent)
                     if response is not None and pending:
                         await response.write(b"".join(pending))
                         pending = []
@@ -1147,8 +1162,12 @@ class Endpoint:
             message, code, _status = failed(exc)
             if isinstance(exc, ConnectionError):
                 return response  # nobody to send the rest to
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             pending += encoder.error(message, code)
         else:
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
