@@ -16,6 +16,9 @@ One :class:`Endpoint` serves one recording directory in one record mode:
   conversation's session records it; :meth:`Endpoint.stop` writes the directory with the one writer.
 * **episodes** (``new_episodes`` with a recording): recorded calls replayed, the rest forwarded, all
   written.
+* **changed** (``changed`` with a recording): each conversation replayed while its requests match, and
+  forwarded from its first request that differs (:class:`~..recording.models.ChangedModel`); written
+  as ``rewrite`` writes, so a conversation that matched throughout keeps its bytes.
 
 Aiohttp was measured against starlette + uvicorn with the openai SDK as the client (a 100-chunk stream,
 300 calls): p50 42-44 ms vs 45-46 ms, p99 90-107 ms vs 112-125 ms (the SDK's own parsing dominates); it
@@ -66,7 +69,7 @@ from ..layout import (
     mcp_log_match,
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.secrets import MIN_SECRET_LENGTH
+from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
 from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
@@ -84,6 +87,7 @@ from .record import (
     ConversationLog,
     Recorder,
     RecordResult,
+    UnreadableAnswer,
     UpstreamError,
     UpstreamModel,
     answer_content,
@@ -236,6 +240,8 @@ class EndpointOutcome(Struct):
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -291,7 +297,8 @@ def _has_recording(directory: Path) -> bool:
 
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
-    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
+    with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
+    ``RECORD`` (module doc)."""
     return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
 
 
@@ -354,7 +361,7 @@ class Endpoint:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        from ..recording.models import EpisodeModel, WatchedModel, secret_scrubber
+        from ..recording.models import ChangedModel, EpisodeModel, WatchedModel, secret_scrubber
         from ..recording.scrub import request_scrub
         from ..replay import ReplayModel, load_session_scripts
 
@@ -396,7 +403,7 @@ class Endpoint:
             self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in (Plan.REPLAY, Plan.EPISODES):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED):
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
@@ -441,8 +448,15 @@ class Endpoint:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
+        elif self.plan is Plan.CHANGED:
+            self.model = ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
         else:
             self.model = self.watched
+
+    def _parent_of(self, conversation_id: str) -> str | None:
+        """The parent conversation's live id of a spawn or fork child (``None``: a root)."""
+        conv = self.binder.by_id(conversation_id)
+        return conv.parent if conv is not None else None
 
     def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
         """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
@@ -705,7 +719,7 @@ class Endpoint:
         target.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
         entries = dict(self.watched.entries)
-        if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
+        if self.replay is not None:  # a replayed call (new_episodes, changed): its recorded entry, in order
             for key, index in self.replay.bound.items():
                 served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
                 entries[key] = [*served, *entries.get(key, [])]
@@ -725,6 +739,12 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
+        # --record changed: what each conversation kept and re-recorded (recording.models.ChangedModel)
+        changes = self.model.summary() if self.plan is Plan.CHANGED else []
+        if self.plan is Plan.CHANGED:
+            outcome.rerecorded = self.model.rerecorded(
+                {log.id: log_name(i) for i, log in enumerate(result.logs)}
+            )
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(
@@ -738,12 +758,13 @@ class Endpoint:
                     instead=instead,
                 )
             )
-            outcome.notes += aside
+            outcome.notes += [*changes, *aside]
             return
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+        outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():
@@ -1106,12 +1127,16 @@ class Endpoint:
                 )
             if not live:
                 pass
-            elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH"
-                or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
-                or (exc.code == "CONNECTION" and not received)
+            elif isinstance(exc, UnreadableAnswer) or (
+                isinstance(exc, LlmError)
+                and (
+                    exc.code == "AUTH"
+                    or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+                    or (exc.code == "CONNECTION" and not received)
+                )
             ):
-                # no answer of the agent's model: nothing of this conversation to record
+                # no answer of the agent's model (or one that cannot be read whole): nothing of this
+                # conversation to record
                 self.failed_conversations[conv.id] = message
             elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
                 self.errored_conversations[conv.id] = message
@@ -1129,12 +1154,22 @@ class Endpoint:
                 self.binder.failed(conv)
             return message, code, status
 
+        # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
+        # a secret split over two chunks is found whole, a chunk holding none is sent at once
+        client = StreamScrubber(self.scrubber) if live else None
+
+        def to_client(chunk: StreamChunk | None) -> list[Any]:
+            if client is None:
+                return [chunk] if chunk is not None else []
+            return client.feed(chunk) if chunk is not None else client.close()
+
         if not fmt.wants_stream(body):
-            chunks: list[StreamChunk] = []
+            chunks: list[Any] = []
             try:
                 async for chunk in stream:
-                    chunks.append(chunk)
+                    chunks += to_client(chunk)
                     took(chunk)
+                chunks += to_client(None)
                 whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
             except Exception as exc:
                 return self._error(fmt, *failed(exc), *retry)
@@ -1157,10 +1192,12 @@ class Endpoint:
         try:
             if first is not None:
                 took(first)
-                pending += encoder.feed(first)
+                for sent in to_client(first):
+                    pending += encoder.feed(sent)
                 async for chunk in stream:
                     took(chunk)
-                    pending += encoder.feed(chunk)
+                    for sent in to_client(chunk):
+                        pending += encoder.feed(sent)
                     if response is not None and pending and not gone:
                         try:
                             await response.write(b"".join(pending))
@@ -1174,8 +1211,12 @@ class Endpoint:
             message, code, _status = failed(exc)
             if isinstance(exc, ConnectionError) or gone:
                 return response  # nobody to send the rest to
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             pending += encoder.error(message, code)
         else:
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
             if gone:
                 return response
