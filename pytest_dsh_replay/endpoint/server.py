@@ -352,11 +352,48 @@ class Endpoint:
         self.in_flight = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
+        #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
+        self.unrouted: list[str] = []
+        self.unrouted_count = 0
         self._runner: Any = None
         self.mcp: Any = None
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
+
+    # -- requests no route takes -----------------------------------------------------------------
+
+    async def _route_errors(self, request: Any, handler: Any) -> Any:
+        """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not
+        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it."""
+        from aiohttp import web
+
+        try:
+            return await handler(request)
+        except web.HTTPMethodNotAllowed as exc:
+            body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
+            headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
+        except web.HTTPNotFound:
+            body, status = route_error(request.method, request.path)
+            headers = dict(_NO_RETRY)
+        self.unrouted_count += 1
+        if len(self.unrouted) < 3:
+            self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
+        body_bytes = orjson.dumps(body)
+        return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+    def _nothing_arrived(self) -> str:
+        """The note of a recording run no model request reached: the requests no route took, if any
+        came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
+        directory = self.config.directory
+        if not self.unrouted_count:
+            return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
+        more = self.unrouted_count - len(self.unrouted)
+        return (
+            f"no model request arrived, {self.unrouted_count} request(s) to paths the endpoint does not "
+            f"serve did ({', '.join(self.unrouted)}{f', and {more} more' if more > 0 else ''}; each was "
+            f"answered 404/405 naming what it serves): nothing recorded into {directory}"
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -426,6 +463,7 @@ class Endpoint:
                 scrub=request_scrub(self.scrubber),
                 rerecord=rerecord,
                 subject=config.subject,
+                episodes=f"{config.record_flag}=new_episodes",
                 # the endpoint's pins are what the client sent: re-recording is its way out (it has no
                 # --snapshot-update that would keep the recorded answers)
                 # a client sends any request at any time: one that matches no recorded conversation
@@ -501,7 +539,11 @@ class Endpoint:
         from aiohttp import web
 
         # the guard first: a request it refuses reaches no route and no body is read
-        middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
+        # a plain function: aiohttp marks a middleware by setting an attribute, which a bound method refuses
+        middlewares = [
+            guard_middleware(guard),
+            web.middleware(lambda request, handler: self._route_errors(request, handler)),
+        ]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
@@ -658,9 +700,7 @@ class Endpoint:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
             else:
-                outcome.notes.append(
-                    f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
-                )
+                outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
@@ -760,9 +800,16 @@ class Endpoint:
             )
             outcome.notes += [*changes, *aside]
             return
+        upstream = sum(map(len, self.watched.requests.values()))
+        # a new_episodes run replays part of its requests: say which went to the provider
+        sent = (
+            f": {outcome.calls - upstream} replayed, {upstream} sent upstream"
+            if upstream != outcome.calls
+            else ""
+        )
         outcome.notes.append(
-            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
-            f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s){sent} into "
+            f"{directory} ({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
         outcome.notes += changes
         if written_note:
@@ -1243,23 +1290,6 @@ class Endpoint:
         if log is not None:
             log.end_call(assembler, len(conv.messages) + 1)
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
-
-
-async def _route_errors(request: Any, handler: Any) -> Any:
-    """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not aiohttp's
-    plain-text 404/405."""
-    from aiohttp import web
-
-    try:
-        return await handler(request)
-    except web.HTTPMethodNotAllowed as exc:
-        body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
-        headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
-    except web.HTTPNotFound:
-        body, status = route_error(request.method, request.path)
-        headers = dict(_NO_RETRY)
-    body_bytes = orjson.dumps(body)
-    return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
 
 
 class _RefusedRequestLine(logging.Filter):
