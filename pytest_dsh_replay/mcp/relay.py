@@ -317,7 +317,7 @@ class McpRelay:
                     self.answers.setdefault(request_key(m["id"]), (m, list(answered), position))
         masks = config.masks
         self.sides = (
-            Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
+            Tokenizer([self.script.session_id], self.script.cwd, masks=masks, recorded=True),
             Tokenizer([], self.cwd, masks=masks),
         )
 

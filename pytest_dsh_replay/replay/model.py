@@ -400,7 +400,7 @@ class ReplayModel:
         if recorded is None:
             recorded_ids = [s.recorded_id for s in self.scripts]
             recorded = self._recorded_tokens[cwd] = Tokenizer(
-                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks
+                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks, recorded=True
             )
         return recorded
 
