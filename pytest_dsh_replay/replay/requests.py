@@ -34,7 +34,7 @@ from msgspec import Struct, field
 from ..errors import HarnessError, quote
 from ..layout import PIN_KINDS, PIN_PARTS
 from ..llm import Message
-from ..session.codec import json_value_problem
+from ..session.codec import first_change, json_value_problem, text_digest
 from ..session.session import event_message
 from ..session.tokens import Tokenizer
 from ..session.types import SURFACE_TYPES
@@ -275,18 +275,25 @@ def _typed(value: Any) -> str:
     return f"{text} ({_JSON_TYPES[type(value)]})"
 
 
+#: Strings longer than this (characters) are reported with both sizes and SHA-256 prefixes too.
+_WHOLE_LIMIT = 1 << 16
+
+
 def _show(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
     if type(a) is not type(b) and type(a) in _JSON_TYPES and type(b) in _JSON_TYPES:
         return _typed(a), _typed(b)  # the values may print alike (1 and 1.0, 1 and True): say the types
     if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > width:
-        common = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        common = first_change(a, b)
         lo = max(0, common - 20)
 
         def cut(s: str) -> str:
             piece = s[lo : lo + width]
             return ("..." if lo else "") + quote(piece, width + 10) + ("..." if lo + width < len(s) else "")
 
-        return cut(a), cut(b) + f" (first difference at character {common})"
+        where = f"first difference at character {common}"
+        if max(len(a), len(b)) > _WHOLE_LIMIT:  # too long to be checked by eye: sizes and fingerprints
+            where += f" of {len(a)} / {len(b)}, {text_digest(a)} / {text_digest(b)}"
+        return cut(a), cut(b) + f" ({where})"
     return _value(a), _value(b)
 
 

@@ -21,7 +21,6 @@ from pytest_dsh_replay.session.masks import Masks
 from .conftest import served
 from .upstream import FakeUpstream, agent_rule
 
-
 TOOLS: list[Any] = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}]
 
 
