@@ -16,7 +16,7 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, AnyStr
 
 import msgspec
 import orjson
@@ -475,11 +475,11 @@ def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
     return value
 
 
-def first_change(a: str, b: str) -> int:
-    """The index of the first character where ``a`` and ``b`` differ (``min(len)`` when one is a prefix
-    of the other, including when they are equal): a binary search of slice comparisons, O(n) characters
-    compared at C speed in all, for a report's excerpt of two long strings (never a per-character loop
-    in Python, nor ``difflib``)."""
+def first_change(a: AnyStr, b: AnyStr) -> int:
+    """The index of the first character (byte) where ``a`` and ``b`` differ (``min(len)`` when one is a
+    prefix of the other, including when they are equal): a binary search of slice comparisons, O(n)
+    characters compared at C speed in all, for a report's excerpt of two long strings (never a
+    per-character loop in Python, nor ``difflib``)."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n
