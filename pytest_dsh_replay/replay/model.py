@@ -112,7 +112,8 @@ def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[boo
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
     """``value`` with ``scrub`` applied to every string value and integral floats as ints (``1.0`` equals
-    ``1`` in the request comparison, :func:`~.requests.first_difference`)."""
+    ``1`` in ``messages``, :func:`~.requests.first_difference`; in a pin it does not, but the key only
+    proposes candidates, which the comparison then checks)."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, list):
