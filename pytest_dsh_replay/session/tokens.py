@@ -11,6 +11,10 @@ per-call request check (``replay.requests``). Each side is tokenized with ITS OW
 * with masks (:class:`~.masks.Masks`: ``--dsh-mask`` and the like), what a mask matches ->
   ``{{mask:N}}``, applied first (a mask is written against the values as they are).
 
+First of all, text that spells a token (``{{uuid:1}}``, ``{{mask:1}}``, ``{{cwd}}``, any ``{{name...}}``)
+is escaped with one more ``!`` (:func:`escape_token_spellings`), so that it is never equal to the token
+a real value became; a side's own placeholders (a fixture's ``{{cwd}}``, its ``{{sessionId}}``) stay.
+
 Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``
 and ``masks``.
 """
