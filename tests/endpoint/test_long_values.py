@@ -17,7 +17,7 @@ from typing import Any
 import openai
 import pytest
 
-from pytest_dsh_replay.session.masks import ALIGN_LIMIT
+from pytest_dsh_replay.session.maskhint import ALIGN_LIMIT
 
 from .conftest import served
 from .test_token_spellings import _ask, _record

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_dsh_replay.recording import fixtures as fixtures_module
+from pytest_dsh_replay.recording.fixtures import foreign_before_parse, foreign_reason
+from pytest_dsh_replay.recording.harvest import parse_log_bytes
 from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
-from pytest_dsh_replay.scenario import fixtures as fixtures_module
-from pytest_dsh_replay.scenario.fixtures import foreign_before_parse, foreign_reason
-from pytest_dsh_replay.scenario.harvest import parse_log_bytes
 
 
 def test_a_foreign_recording_is_skipped_unparsed(

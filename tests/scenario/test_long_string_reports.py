@@ -17,11 +17,11 @@ import pytest
 
 from pytest_dsh_replay.replay.requests import Difference
 from pytest_dsh_replay.scenario.compare import CONTEXT_CHARS, structural_diff
-from pytest_dsh_replay.session import masks
-from pytest_dsh_replay.session.masks import mask_hint, pair_differing, suggest_masks
+from pytest_dsh_replay.session import maskhint
+from pytest_dsh_replay.session.maskhint import mask_hint, pair_differing, suggest_masks
 
 #: what ``difflib`` may be given at the most: the aligned middle of a mask proposal
-BOUND = masks.ALIGN_LIMIT
+BOUND = maskhint.ALIGN_LIMIT
 
 
 @pytest.fixture
