@@ -1080,7 +1080,29 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     )
 
 
-@main.command()
+def _serve_formats() -> str:
+    """``serve --help``'s list of the wire formats (the registry, ``llm/wire/registry.py``): each one's
+    routes, key variables and SDK base-URL variable in its form."""
+    from .llm.wire.registry import FORMATS
+
+    lines = ["\b", "Formats served (routes; upstream key variable; SDK base URL):"]
+    for fmt in FORMATS:
+        urls = ", ".join(f"{env}=http://127.0.0.1:PORT{suffix}" for env, suffix in fmt.base_urls)
+        lines.append(f"  {fmt.title}: POST {', '.join(fmt.routes)}")
+        lines.append(f"    key: ${' or $'.join(fmt.key_envs)}; {urls}")
+    return "\n".join(lines)
+
+
+def _key_variables() -> str:
+    from .llm.wire.registry import key_variables
+
+    return ", ".join(key_variables())
+
+
+_KEY_VARIABLES = _key_variables()
+
+
+@main.command(epilog=_serve_formats())
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @_record_option("record mode (none: replay only)")
 @click.option(
@@ -1104,8 +1126,9 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     "--api-key-env",
     default=None,
     metavar="NAME",
-    help="env var of the upstream's API key for every format (default: each format's own: OPENAI_API_KEY, "
-    "ANTHROPIC_API_KEY for /v1/messages)",
+    help="env var of the upstream's API key for every format (default: each format's own: "
+    + _KEY_VARIABLES
+    + ")",
 )
 @click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
 @click.option(
@@ -1156,8 +1179,9 @@ def serve(
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
-    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point OPENAI_BASE_URL at
-    it (ANTHROPIC_BASE_URL at it without /v1). Everything else, every error included, goes to stderr.
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point each SDK's base-URL
+    variable at it in its form (listed below the options). Everything else, every error included, goes
+    to stderr.
     Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
     upstream calls still running (they are recorded as failed calls), then writes the recording (record
     modes) and exits 0 when every request was answered or matched, every recorded call was used and no

@@ -59,6 +59,7 @@ from ..layout import (
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
+from ..llm.wire.registry import Format
 from ..modes import Backend, RecordMode
 from ..scenario.plan import Plan
 from ..scenario.plan import plan_for as scenario_plan
@@ -103,7 +104,7 @@ MODELS_PATH = "/v1/models"
 
 def served_routes() -> list[str]:
     """What the endpoint answers, as ``METHOD PATH`` strings (named in its 404/405 answers)."""
-    return [*(f"POST {path}" for path in FORMATS), f"GET {MODELS_PATH}"]
+    return [*(f"POST {route}" for fmt in FORMATS.values() for route in fmt.routes), f"GET {MODELS_PATH}"]
 
 
 def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
@@ -129,6 +130,16 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
     if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
+    if doubled is None:  # a route with path parameters: its version segment twice (``/v1beta/v1beta/``)
+        doubled = next(
+            (
+                r
+                for f in FORMATS.values()
+                for r in f.routes
+                if "{" in r and f.matches(path[path.find("/", 1) :])
+            ),
+            None,
+        )
     if doubled is not None and not allowed:
         message += (
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
@@ -439,7 +450,9 @@ class Endpoint:
         config = self.config
         out: dict[str, tuple[str, str | None]] = {}
         for path, fmt in FORMATS.items():
-            env = config.api_key_env or fmt.KEY_ENV
+            # the first of the format's variables that is set (each SDK's order), else its first
+            names = (config.api_key_env,) if config.api_key_env else fmt.key_envs
+            env = next((n for n in names if os.environ.get(n)), names[0])
             key = config.api_key if config.api_key is not None else os.environ.get(env)
             out[path] = (env, key.strip() if key else None)
         return out
@@ -478,8 +491,9 @@ class Endpoint:
         # the guard first: a request it refuses reaches no route and no body is read
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
-        for path, fmt in FORMATS.items():
-            app.router.add_post(path, self._handler(fmt))
+        for fmt in FORMATS.values():
+            for route in fmt.routes:
+                app.router.add_post(route, self._handler(fmt))
         app.router.add_get(MODELS_PATH, self._models)
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
@@ -859,11 +873,12 @@ class Endpoint:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "dsh-replay"} for n in names]
         return web.json_response({"object": "list", "data": data})
 
-    def _handler(self, fmt: WireFormat) -> Any:
+    def _handler(self, fmt: Format) -> Any:
         async def handle(request: Any) -> Any:
             self.in_flight += 1
             try:
-                return await self._serve(fmt, request)
+                # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+                return await self._serve(fmt.bind(request.match_info, request.path), request)
             finally:
                 self.in_flight -= 1
 

@@ -18,7 +18,11 @@ from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
 
-SERVED = "POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET /v1/models"
+SERVED = (
+    "POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, "
+    "POST /v1beta/models/{model}:generateContent, POST /v1beta/models/{model}:streamGenerateContent, "
+    "POST /v1/models/{model}:generateContent, POST /v1/models/{model}:streamGenerateContent, GET /v1/models"
+)
 
 
 @dataclass
