@@ -1,0 +1,210 @@
+"""The endpoint serving Gemini's own API (``/v1beta/models/{model}:generateContent`` and
+``:streamGenerateContent``) to the real ``google-genai`` SDK: sync, async, streamed and automatic
+function calling agents recorded once from a fake Gemini upstream on 127.0.0.1, replayed offline three
+times with the same answer, red naming the client's field when the request changes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dsh_replay.modes import RecordMode
+
+from .conftest import served
+from .gemini_upstream import SIGNATURE, FakeGeminiUpstream
+
+genai = pytest.importorskip("google.genai")
+types = pytest.importorskip("google.genai.types")
+
+MODEL = "gemini-2.5-flash"
+UPSTREAM_KEY = "AIza-upstream-key-0123456789"
+CLIENT_KEY = "AIza-client-key-never-forwarded"
+WEATHER = types.FunctionDeclaration(
+    name="get_weather",
+    description="the weather of a city",
+    parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+@pytest.fixture
+def gemini_upstream() -> Iterator[FakeGeminiUpstream]:
+    up = FakeGeminiUpstream()
+    up.start()
+    yield up
+    up.stop()
+
+
+def client(url: str) -> Any:
+    """google-genai pointed at the endpoint: its base URL has no version (the SDK adds ``v1beta``)."""
+    options = types.HttpOptions(
+        base_url=url.removesuffix("/v1"), retry_options=types.HttpRetryOptions(attempts=1)
+    )
+    return genai.Client(api_key=CLIENT_KEY, http_options=options)
+
+
+def tool_agent(url: str, prompt: str = "What is the weather in Paris?", *, stream: bool = False) -> list[Any]:
+    """A tool loop as google-genai's docs write one by hand: ask with a function declared, run the call,
+    send its result back with the model's content (its thought signature) as it came."""
+    c = client(url)
+    config = types.GenerateContentConfig(
+        system_instruction="You answer weather questions.",
+        tools=[types.Tool(function_declarations=[WEATHER])],
+        thinking_config=types.ThinkingConfig(include_thoughts=True),
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    contents: list[Any] = [types.Content(role="user", parts=[types.Part(text=prompt)])]
+    seen: list[Any] = []
+    for _ in range(3):
+        if stream:
+            chunks = list(c.models.generate_content_stream(model=MODEL, contents=contents, config=config))
+            model_contents = [ch.candidates[0].content for ch in chunks if ch.candidates[0].content]
+            parts = [p for mc in model_contents for p in mc.parts or []]
+            final = chunks[-1]
+        else:
+            final = c.models.generate_content(model=MODEL, contents=contents, config=config)
+            model_contents = [final.candidates[0].content]
+            parts = list(final.candidates[0].content.parts)
+        seen.append(
+            {
+                "parts": [p.model_dump(exclude_none=True, mode="json") for p in parts],
+                "finish": str(final.candidates[0].finish_reason),
+                "safety": [
+                    r.model_dump(exclude_none=True, mode="json")
+                    for r in final.candidates[0].safety_ratings or []
+                ],
+                "usage": final.usage_metadata.model_dump(exclude_none=True, mode="json"),
+            }
+        )
+        calls = [p.function_call for p in parts if p.function_call]
+        if not calls:
+            return seen
+        contents += model_contents
+        contents.append(
+            types.Content(
+                role="user",
+                parts=[
+                    types.Part.from_function_response(name=call.name, response={"sky": "sunny", **call.args})
+                    for call in calls
+                ],
+            )
+        )
+    raise AssertionError("the loop did not end")
+
+
+def record_then_replay(
+    tmp_path: Path, upstream: FakeGeminiUpstream, agent: Callable[[str], Any]
+) -> list[Any]:
+    """The agent recorded through the endpoint, then replayed three times with the upstream stopped;
+    returns the recorded run's answers, which each replay gave again."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key=UPSTREAM_KEY) as ep:
+        recorded = agent(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    upstream.stop()
+    for _ in range(3):
+        with served(tmp_path) as ep:
+            assert agent(ep.url) == recorded
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    return recorded
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_tool_loop_with_thought_signatures_records_and_replays(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream, stream: bool
+) -> None:
+    recorded = record_then_replay(tmp_path, gemini_upstream, lambda url: tool_agent(url, stream=stream))
+    # the call came with its signature and a thought part, and the signature went back upstream
+    # (the fake refuses the function response otherwise): served back exactly, replay too
+    call_parts = [p for p in recorded[0]["parts"] if "function_call" in p]
+    assert [p["thought_signature"] for p in call_parts] == [SIGNATURE]
+    assert any(p.get("thought") for p in recorded[0]["parts"])
+    assert recorded[1]["parts"][-1]["text"].endswith(
+        '{"sky": "sunny", "city": "Paris"}'
+    ) or "sunny" in "".join(p.get("text", "") for p in recorded[1]["parts"])
+    assert recorded[1]["finish"] == "FinishReason.STOP"
+    assert recorded[1]["safety"] == [
+        {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "NEGLIGIBLE"}
+    ]
+    assert recorded[1]["usage"]["prompt_token_count"] == 12
+    # the upstream got the endpoint's key in x-goog-api-key, always streamed; never the client's key
+    assert set(gemini_upstream.keys) == {UPSTREAM_KEY}
+    assert set(gemini_upstream.queries) == {"alt=sse"}
+    assert all(CLIENT_KEY not in json.dumps(r) for r in gemini_upstream.requests)
+    manifest = json.loads((tmp_path / "endpoint.json").read_text())
+    assert manifest["formats"] == ["/v1beta/models/{model}:generateContent"]
+
+
+def test_async_and_automatic_function_calling_record_and_replay(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    """The async client, and the SDK's automatic function calling (a Python function as the tool: the
+    SDK runs it and sends its result itself)."""
+    ran: list[str] = []
+
+    def get_weather(city: str) -> dict[str, str]:
+        """the weather of a city"""
+        ran.append(city)
+        return {"sky": "sunny"}
+
+    def agent(url: str) -> list[str]:
+        c = client(url)
+        chat = c.chats.create(model=MODEL, config=types.GenerateContentConfig(tools=[get_weather]))
+        answer = chat.send_message("Weather in Paris?")
+        # the chat's next turn streamed: its history holds the streamed answer's chunks as contents
+        streamed = "".join(ch.text or "" for ch in chat.send_message_stream("thanks"))
+        after = chat.send_message("bye").text
+
+        async def ask() -> str:
+            reply = await c.aio.models.generate_content(model=MODEL, contents="hello async")
+            return str(reply.text)
+
+        return [str(answer.text), streamed, str(after), asyncio.run(ask())]
+
+    recorded = record_then_replay(tmp_path, gemini_upstream, agent)
+    assert recorded == [
+        'The weather: {"result": {"sky": "sunny"}}',
+        "You said: thanks",
+        "You said: bye",
+        "You said: hello async",
+    ]
+    assert ran == ["Paris"] * 4  # recorded once, replayed three times: the tool ran each time
+
+
+def test_a_changed_request_is_red_naming_the_clients_field(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, gemini_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        tool_agent(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    gemini_upstream.stop()
+    with served(tmp_path) as ep, pytest.raises(genai.errors.ClientError) as raised:
+        tool_agent(ep.url, "What is the weather in Rome?")
+    assert raised.value.code == 400
+    assert "contents[0].parts[0]" in str(raised.value.message)
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "contents[0].parts[0]" in ep.outcome.report()
+
+
+def test_a_generation_config_change_is_red_as_params(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    def agent(temperature: float) -> Callable[[str], str]:
+        def ask(url: str) -> str:
+            config = types.GenerateContentConfig(temperature=temperature, response_mime_type="text/plain")
+            c = client(url)  # held: a client collected while its call runs closes its connection
+            return str(c.models.generate_content(model=MODEL, contents="hi", config=config).text)
+
+        return ask
+
+    with served(tmp_path, RecordMode.ONCE, gemini_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        agent(0.5)(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    gemini_upstream.stop()
+    with served(tmp_path) as ep, pytest.raises(genai.errors.ClientError):
+        agent(0.9)(ep.url)
+    assert ep.outcome is not None
+    assert "generationConfig" in ep.outcome.report()
