@@ -6,9 +6,10 @@
 
 Its rule: a request whose last content answers a function call gets the weather as text (and is refused
 with 400, as Gemini 3 does, when the model's call before it does not carry its ``thoughtSignature``
-back); one asking about the weather that offers a ``get_weather`` function gets a call of it (with a thought signature and, when
-``thinkingConfig.includeThoughts``, a thought part first); anything else an echo of its last text.
-``requests`` holds every body received, ``keys`` every ``x-goog-api-key`` header, ``queries`` every query.
+back); one asking about the weather that offers a ``get_weather`` function gets a call of it (with a
+thought signature and, when ``thinkingConfig.includeThoughts``, a thought part first); anything else an
+echo of its last text. ``requests`` holds every body received, ``keys`` every ``x-goog-api-key``
+header, ``queries`` every query.
 """
 
 from __future__ import annotations

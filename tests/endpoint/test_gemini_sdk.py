@@ -208,3 +208,35 @@ def test_a_generation_config_change_is_red_as_params(
         agent(0.9)(ep.url)
     assert ep.outcome is not None
     assert "generationConfig" in ep.outcome.report()
+
+
+FIXTURE_TEST = """
+from google import genai
+
+def test_gemini_agent(dsh_endpoint):
+    client = genai.Client()  # GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY: set by dsh_endpoint
+    reply = client.models.generate_content(model="gemini-2.5-flash", contents="{prompt}")
+    assert reply.text == "You said: {prompt}"
+"""
+
+
+def test_the_fixture_points_google_genai_at_the_endpoint(
+    pytester: pytest.Pytester, gemini_upstream: FakeGeminiUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Gemini agent written as google-genai's docs show (``genai.Client()``, no arguments) under
+    ``dsh_endpoint``: recorded with the key in ``GEMINI_API_KEY``, replayed offline three times, red
+    naming the client's field after a prompt change."""
+    monkeypatch.setenv("GEMINI_API_KEY", UPSTREAM_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    pytester.makepyfile(test_agent=FIXTURE_TEST.format(prompt="plan a trip"))
+    result = pytester.runpytest("-q", "--dsh-record=once", f"--dsh-upstream={gemini_upstream.url}")
+    result.assert_outcomes(passed=1)
+    assert set(gemini_upstream.keys) == {UPSTREAM_KEY}
+    gemini_upstream.stop()
+    monkeypatch.delenv("GEMINI_API_KEY")
+    for _ in range(3):
+        pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=FIXTURE_TEST.format(prompt="plan a hike"))
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert "contents[0].parts[0]" in result.stdout.str()
