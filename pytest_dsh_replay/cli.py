@@ -1223,7 +1223,6 @@ def serve(
         mcp=parse_mcp_option(mcp_servers),
         stopped_is_problem=True,
         set_aside_relays=True,
-        match_on_flag="--match-on messages",
         key_holder="dsh-replay serve",
         mask_flag="--mask",
     )
