@@ -33,8 +33,8 @@ def format_of_path(path: str) -> Format:
 
 
 def format_for_path(path: str) -> WireFormat:
-    """The wire module of :func:`format_of_path` (its ``error_body`` is the refusal's shape)."""
-    return cast(WireFormat, format_of_path(path).wire)
+    """The wire object of :func:`format_of_path` for ``path`` (its ``error_body`` is the refusal's shape)."""
+    return format_of_path(path).bind({}, path)
 
 
 #: The largest request body the endpoint's server reads (as sent, and once decoded), in bytes.

@@ -48,6 +48,7 @@ from ..errors import (
     nesting_exceeds,
 )
 from ..layout import (
+    EMBEDDINGS_LOG,
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
     PRIMARY_FILE,
@@ -290,10 +291,15 @@ def _has_recording(directory: Path) -> bool:
     return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
+def _has_any_recording(directory: Path) -> bool:
+    """A recording of conversations, or of embedding calls only (a retrieval step's index)."""
+    return _has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
     with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
-    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
+    return scenario_plan(config.record, recorded=_has_any_recording(config.directory), update=False)
 
 
 class Endpoint:
@@ -349,6 +355,8 @@ class Endpoint:
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
+        self.embeddings: Any = None
+        self.embedding_upstream: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -399,7 +407,8 @@ class Endpoint:
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
-            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
+            others = (config.mcp and mcp_log_files(config.directory)) or _has_any_recording(config.directory)
+            if not model_recorded and not others:
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -433,6 +442,14 @@ class Endpoint:
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
+        from .embeddings import EmbeddingCalls, EmbeddingUpstream
+
+        recorded = self.plan in (Plan.REPLAY, Plan.EPISODES)
+        live = self.plan.needs_live_model
+        self.embeddings = EmbeddingCalls(config.directory, recorded, live, config.masks, self.cwd)
+        if live and config.upstream:
+            by_key = {path: key for path, (_env, key) in self.keys.items()}
+            self.embedding_upstream = EmbeddingUpstream(check_base_url(config.upstream), by_key)
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
@@ -488,8 +505,9 @@ class Endpoint:
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for fmt in FORMATS.values():
+            serve = self._embeddings_handler(fmt) if fmt.kind == "embeddings" else self._handler(fmt)
             for route in fmt.routes:
-                app.router.add_post(route, self._handler(fmt))
+                app.router.add_post(route, serve)
         app.router.add_get(MODELS_PATH, self._models)
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
@@ -534,6 +552,8 @@ class Endpoint:
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
+        if self.embedding_upstream is not None:
+            await self.embedding_upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
         if self.mcp is not None:
@@ -549,6 +569,15 @@ class Endpoint:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
                 await self._write(outcome, failed)
+                if outcome.ok and (not failed or self.config.record_on_error):
+                    # the run's embedding calls, beside the conversations written into the directory
+                    written = self.embeddings.write(self.scrubber.scrub)
+                    outcome.written += written
+                    if self.embeddings.calls:
+                        what = "written" if written else "kept (the same calls)"
+                        outcome.notes.append(
+                            f"{len(self.embeddings.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+                        )
                 if self.mcp is not None and self.mcp.recorded and outcome.ok:
                     outcome.notes += self.mcp.write_recorded(self.masks_keep_mcp(outcome))
             finally:
@@ -617,6 +646,8 @@ class Endpoint:
             self.replay.assert_consumed(accept=self.accept_unused)
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
+        if self.embeddings is not None:
+            outcome.problems += self.embeddings.unused()
 
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
@@ -879,6 +910,40 @@ class Endpoint:
                 self.in_flight -= 1
 
         return handle
+
+    def _embeddings_handler(self, fmt: Format) -> Any:
+        async def handle(request: Any) -> Any:
+            self.in_flight += 1
+            try:
+                return await self._serve_embeddings(fmt.bind(request.match_info, request.path), request)
+            finally:
+                self.in_flight -= 1
+
+        return handle
+
+    async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
+        """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
+        from the recording or forwarded."""
+        from aiohttp import web
+
+        try:
+            raw = await read_body(request, self.line_limit)
+            body = orjson.loads(raw)
+        except (UnreadableBody, UnsupportedEncoding, BodyTooLarge, orjson.JSONDecodeError) as exc:
+            return self._problem(wire, WireRequestError(str(exc), "$"), 400)
+        if not isinstance(body, dict):
+            return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
+        self.calls += 1
+        try:
+            status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)
+        except LlmError as exc:
+            message = self.scrubber.scrub_fixed(exc.message)
+            self.problem(f"embedding call: {message}")
+            return self._error(wire, message, exc.code, exc.status or 502)
+        if status >= 400 and not self.plan.needs_live_model:
+            self.problem(self.embeddings.problems[-1])
+            return self._error(wire, self.embeddings.problems[-1], "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with

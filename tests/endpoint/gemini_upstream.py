@@ -66,6 +66,18 @@ def _answer(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], str] | we
     return [[{"text": "You said: "}], [{"text": text}]], "STOP"
 
 
+def _embeddings(body: dict[str, Any], action: str) -> dict[str, Any]:
+    """``embedContent`` / ``batchEmbedContents`` answers: each text's vector as the OpenAI fake makes it."""
+    from .embeddings_upstream import vector
+
+    requests = body["requests"] if action == "batchEmbedContents" else [body]
+    out = []
+    for request in requests:
+        text = " ".join(p.get("text", "") for p in request["content"]["parts"])
+        out.append({"values": vector(text, int(request.get("outputDimensionality") or 16))})
+    return {"embeddings": out} if action == "batchEmbedContents" else {"embedding": out[0]}
+
+
 class FakeGeminiUpstream(LoopbackUpstream):
     """The fake Gemini API (module doc); ``url`` is its root (no version: google-genai's base URL form)."""
 
@@ -86,6 +98,8 @@ class FakeGeminiUpstream(LoopbackUpstream):
         self.keys.append(request.headers.get("x-goog-api-key"))
         self.queries.append(request.query_string)
         model, _, action = request.match_info["model"].partition(":")
+        if action in ("embedContent", "batchEmbedContents"):
+            return web.json_response(_embeddings(body, action))
         answer = _answer(body)
         if isinstance(answer, web.Response):
             return answer

@@ -56,6 +56,9 @@ class Format(Struct, frozen=True):
     #: path prefixes of this API beside its routes (``/v1/messages/count_tokens``): a refusal of a
     #: request there takes this format's error shape (OpenAI's is the default)
     family: tuple[str, ...] = ()
+    #: ``"conversation"`` (a model call: bound to a conversation, its answer chunks) or ``"embeddings"``
+    #: (one request, one answer, kept in the recording's embeddings log: ``endpoint/embeddings.py``)
+    kind: str = "conversation"
 
     def matches(self, path: str) -> bool:
         """Whether ``path`` is one of this format's routes (a path parameter matching one segment)."""
@@ -142,6 +145,30 @@ FORMATS: tuple[Format, ...] = (
         (("GOOGLE_GEMINI_BASE_URL", ""),),
         ".gemini",
         ("/v1beta/",),
+    ),
+    Format(
+        "embeddings",
+        "OpenAI Embeddings",
+        ("/v1/embeddings",),
+        ("OPENAI_API_KEY",),
+        "Authorization",
+        (("OPENAI_BASE_URL", "/v1"),),
+        ".embeddings",
+        kind="embeddings",
+    ),
+    Format(
+        "gemini-embeddings",
+        "Google Gemini embeddings",
+        tuple(
+            f"/{version}/models/{{model}}:{action}"
+            for version in ("v1beta", "v1")
+            for action in ("embedContent", "batchEmbedContents")
+        ),
+        ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        "x-goog-api-key",
+        (("GOOGLE_GEMINI_BASE_URL", ""),),
+        ".embeddings",
+        kind="embeddings",
     ),
 )
 

@@ -1,0 +1,173 @@
+"""Embedding calls through the endpoint (``endpoint/embeddings.py``): the openai SDK's
+``embeddings.create`` (a string, a list, token arrays, ``dimensions``, float and base64), langchain-openai's
+``OpenAIEmbeddings``, a retrieval agent (embed the documents and a question, rank, answer with the best),
+and google-genai's ``embed_content``: recorded from fake upstreams on 127.0.0.1 into ``embeddings.jsonl``,
+replayed offline three times with the same vectors, red naming the changed field, unused calls reported."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dsh_replay.endpoint.embeddings import read_calls
+from pytest_dsh_replay.modes import RecordMode
+
+from .conftest import served
+from .embeddings_upstream import FakeEmbeddingsUpstream
+
+openai = pytest.importorskip("openai")
+
+UPSTREAM_KEY = "sk-upstream-embeddings-0123456789"
+MODEL = "text-embedding-3-small"
+DOCUMENTS = [
+    "The Eiffel tower is in Paris.",
+    "The Colosseum is in Rome.",
+    "Tokyo is known for sushi.",
+]
+
+
+@pytest.fixture
+def emb_upstream() -> Iterator[FakeEmbeddingsUpstream]:
+    up = FakeEmbeddingsUpstream()
+    up.start()
+    yield up
+    up.stop()
+
+
+def record_then_replay(tmp_path: Path, upstream: FakeEmbeddingsUpstream, agent: Callable[[str], Any]) -> Any:
+    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key=UPSTREAM_KEY) as ep:
+        recorded = agent(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    upstream.stop()
+    for _ in range(3):
+        with served(tmp_path) as ep:
+            assert agent(ep.url) == recorded
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    return recorded
+
+
+def sdk_calls(url: str) -> list[Any]:
+    client = openai.OpenAI(base_url=url, api_key="client-key", max_retries=0)
+    out = []
+    out.append(client.embeddings.create(model=MODEL, input="paris weather").data[0].embedding)
+    out.append([d.embedding for d in client.embeddings.create(model=MODEL, input=["rome", "tokyo"]).data])
+    out.append(client.embeddings.create(model=MODEL, input=[[1, 2, 3], [4, 5]]).data[1].embedding)
+    out.append(client.embeddings.create(model=MODEL, input="city", dimensions=4).data[0].embedding)
+    floats = client.embeddings.create(model=MODEL, input="food", encoding_format="float")
+    out.append(floats.data[0].embedding)
+    return out
+
+
+def test_the_openai_sdk_records_and_replays_embeddings(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    recorded = record_then_replay(tmp_path, emb_upstream, sdk_calls)
+    assert recorded[0][0] == 1.0 and len(recorded[3]) == 4  # paris counted; dimensions cut the vector
+    calls = read_calls(tmp_path / "embeddings.jsonl")
+    assert [c["request"].get("encoding_format") for c in calls] == ["base64"] * 4 + ["float"]
+    # kept as sent: base64 stays the upstream's text, floats its numbers
+    assert isinstance(calls[0]["response"]["data"][0]["embedding"], str)
+    assert isinstance(calls[4]["response"]["data"][0]["embedding"], list)
+    assert {k for k in emb_upstream.keys} == {f"Bearer {UPSTREAM_KEY}"}
+    # a re-record of the same calls keeps the log's bytes (stable)
+    before = (tmp_path / "embeddings.jsonl").read_bytes()
+    up = FakeEmbeddingsUpstream()
+    up.start()
+    try:
+        with served(tmp_path, RecordMode.REWRITE, up.url, api_key=UPSTREAM_KEY) as ep:
+            sdk_calls(ep.url)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    finally:
+        up.stop()
+    assert (tmp_path / "embeddings.jsonl").read_bytes() == before
+
+
+def test_a_changed_input_is_red_naming_it_and_unused_calls_are_reported(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+        client.embeddings.create(model=MODEL, input=["rome", "tokyo"])
+        client.embeddings.create(model=MODEL, input="paris")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    emb_upstream.stop()
+    with served(tmp_path) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.embeddings.create(model=MODEL, input=["rome", "kyoto"])
+    assert "input[1]" in str(raised.value)
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert "input[1]" in report and "'tokyo'" in report
+    with served(tmp_path) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+        client.embeddings.create(model=MODEL, input="paris")
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "1 recorded embedding call(s) left unused" in ep.outcome.report()
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (
+        math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    )
+
+
+def retrieval_agent(url: str, question: str = "Where is the Eiffel tower?") -> str:
+    """A retrieval step as langchain-openai's docs show one: embed the documents and the question,
+    rank by cosine similarity, answer with the best document in the prompt."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    embeddings = langchain_openai.OpenAIEmbeddings(
+        model=MODEL, base_url=url, api_key="client-key", check_embedding_ctx_length=False, max_retries=0
+    )
+    index = embeddings.embed_documents(DOCUMENTS)
+    query = embeddings.embed_query(question)
+    best = max(range(len(DOCUMENTS)), key=lambda i: cosine(index[i], query))
+    chat = openai.OpenAI(base_url=url, api_key="client-key", max_retries=0)
+    reply = chat.chat.completions.create(
+        model="fake-1",
+        messages=[{"role": "user", "content": f"Context: {DOCUMENTS[best]}\nQuestion: {question}"}],
+    )
+    return str(reply.choices[0].message.content)
+
+
+def test_a_retrieval_agent_records_and_replays_offline(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    answer = record_then_replay(tmp_path, emb_upstream, retrieval_agent)
+    assert (
+        answer == "Answer from: Context: The Eiffel tower is in Paris.\nQuestion: Where is the Eiffel tower?"
+    )
+    assert len(read_calls(tmp_path / "embeddings.jsonl")) == 2  # the index, the question
+
+
+def test_gemini_embed_content_records_and_replays(tmp_path: Path) -> None:
+    genai = pytest.importorskip("google.genai")
+    types = pytest.importorskip("google.genai.types")
+    from .gemini_upstream import FakeGeminiUpstream
+
+    up = FakeGeminiUpstream()
+    up.start()
+
+    def agent(url: str) -> list[Any]:
+        options = types.HttpOptions(base_url=url.removesuffix("/v1"))
+        client = genai.Client(api_key="client-key", http_options=options)
+        one = client.models.embed_content(model="gemini-embedding-001", contents="paris")
+        many = client.models.embed_content(
+            model="gemini-embedding-001",
+            contents=["rome", "tokyo"],
+            config=types.EmbedContentConfig(output_dimensionality=4),
+        )
+        return [e.values for e in [*(one.embeddings or []), *(many.embeddings or [])]]
+
+    vectors = record_then_replay(tmp_path, up, agent)
+    assert len(vectors) == 3 and len(vectors[1]) == 4
+    routes = [c["route"] for c in read_calls(tmp_path / "embeddings.jsonl")]
+    assert routes == ["/v1beta/models/{model}:embedContent"] * 2
+    assert json.dumps(read_calls(tmp_path / "embeddings.jsonl")[0]["request"]).startswith(
+        '{"model": "gemini-embedding-001"'
+    )
