@@ -31,6 +31,7 @@ from .layout import (
     OVERRIDE_FILE,
     PIN_PARTS,
     PRIMARY_FILE,
+    embeddings_log_files,
     is_endpoint_recording,
     is_log_name,
     log_name,
@@ -71,7 +72,8 @@ def _log_files(path: Path) -> list[Path]:
     if path.is_dir():
         recorded = list(fixture_files(path))
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
-        files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
+        beside = [*mcp_log_files(path), *embeddings_log_files(path)]  # with the endpoint's embeddings log
+        files = [*recorded, *beside] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
             from .scenario.write import no_logs_error
 
@@ -284,6 +286,11 @@ class _TurnSummary:
         t, d = e.get("type"), e.get("data")
         d = d if isinstance(d, dict) else {}
         turn = self.turn
+        if t == "embeddings/call":  # the endpoint's embedding calls: one line each
+            from .endpoint.embeddings import call_summary
+
+            self.lines.append(call_summary({**d, "seq": e.get("seq")}))
+            return
         if t == "turn/start":
             self.turn = {
                 "turn": d.get("turn"),

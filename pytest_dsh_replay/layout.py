@@ -59,6 +59,7 @@ __all__ = [
     "RealDirs",
     "child_rank",
     "dir_kind",
+    "embeddings_log_files",
     "find_scenario_dirs",
     "is_endpoint_recording",
     "is_log_name",
@@ -153,6 +154,13 @@ def loose_log_number(name: str) -> str | None:
 
 
 # -- MCP server sessions (docs/mcp.md) -------------------------------------------------------------
+
+def embeddings_log_files(directory: Path) -> list[Path]:
+    """The endpoint's embeddings log of ``directory`` (:data:`EMBEDDINGS_LOG`), when it has one: read
+    beside the conversations by ``validate``, ``show`` and ``diff``."""
+    path = directory / EMBEDDINGS_LOG
+    return [path] if os.path.lexists(path) else []
+
 
 #: every MCP session log of a directory (filter with :func:`mcp_log_match`)
 MCP_LOG_GLOB = "mcp.*.jsonl"

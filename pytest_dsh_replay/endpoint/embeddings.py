@@ -3,7 +3,7 @@ conversations, in a log of their own, ``embeddings.jsonl`` (:data:`~pytest_dsh_r
 
 The log is a session log (events.md: the header, then events with ``seq``/``time``/``data``, so
 ``validate``, ``show`` and ``diff`` read it as they read any log; the event type is the open
-vocabulary's): the header ``{"type": "session", "version": 0, "id": "embeddings", "createdAt": 0}``
+vocabulary's): the header ``{"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}``
 then one event per call, in the order the calls were made::
 
     {"type": "embeddings/call", "seq": 0, "time": 0, "data": {"route": "/v1/embeddings",
@@ -48,7 +48,7 @@ from ..session.masks import Masks
 from .upstreams import format_url
 
 #: the log's header line (a session header: events.md)
-HEADER = {"type": "session", "version": 0, "id": "embeddings", "createdAt": 0}
+HEADER = {"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}
 #: the ``type`` of a call's line
 CALL = "embeddings/call"
 #: the keys of an answer holding vectors: never scrubbed (a base64 vector is no secret, and rewriting
@@ -134,10 +134,14 @@ class EmbeddingCalls:
     """The embedding calls of one endpoint run (module doc).
 
     ``recorded``: the calls of the recording (replay and ``new_episodes``), ``live``: whether unmatched
-    calls go upstream, ``masks``: the run's masks, ``cwd``: the run's cwd (a token of the check).
+    calls go upstream, ``masks``: the run's masks, ``cwd``: the run's cwd (a token of the check),
+    ``scrub``: the run's scrubber (``str -> str``), applied to a request before it is compared, as the
+    recording holds it scrubbed.
     """
 
-    def __init__(self, directory: Path, recorded: bool, live: bool, masks: Masks | None, cwd: str) -> None:
+    def __init__(
+        self, directory: Path, recorded: bool, live: bool, masks: Masks | None, cwd: str, scrub: Any = None
+    ) -> None:
         from ..session.tokens import Tokenizer
 
         self.directory = directory
@@ -148,8 +152,10 @@ class EmbeddingCalls:
         self.calls: list[dict[str, Any]] = []
         self.problems: list[str] = []
         self._tokens = Tokenizer([], cwd, masks=masks)
+        self.scrub = scrub if scrub is not None else (lambda text: text)
 
     def _key(self, value: Any) -> bytes:
+        value = _scrub(value, self.scrub)
         return orjson.dumps(self._tokens.fresh().scrub_value(value), option=orjson.OPT_SORT_KEYS)
 
     def match(self, route: str, checked: Mapping[str, Any]) -> tuple[int | None, str]:
@@ -172,7 +178,8 @@ class EmbeddingCalls:
                 "upstream"
             )
         recorded = self._tokens.fresh().scrub_value(self.recorded[nearest]["request"])
-        found = first_difference(recorded, self._tokens.fresh().scrub_value(dict(checked)), "")
+        sent = self._tokens.fresh().scrub_value(_scrub(dict(checked), self.scrub))
+        found = first_difference(recorded, sent, "")
         where = "the request"
         if found is not None:  # the client's own path in its body: input[3], not .input[3]
             where = Difference("request", found[0].lstrip("."), found[1], found[2]).render()

@@ -446,7 +446,9 @@ class Endpoint:
 
         recorded = self.plan in (Plan.REPLAY, Plan.EPISODES)
         live = self.plan.needs_live_model
-        self.embeddings = EmbeddingCalls(config.directory, recorded, live, config.masks, self.cwd)
+        self.embeddings = EmbeddingCalls(
+            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+        )
         if live and config.upstream:
             by_key = {path: key for path, (_env, key) in self.keys.items()}
             self.embedding_upstream = EmbeddingUpstream(check_base_url(config.upstream), by_key)

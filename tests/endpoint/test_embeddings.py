@@ -171,3 +171,66 @@ def test_gemini_embed_content_records_and_replays(tmp_path: Path) -> None:
     assert json.dumps(read_calls(tmp_path / "embeddings.jsonl")[0]["request"]).startswith(
         '{"model": "gemini-embedding-001"'
     )
+
+
+def test_masks_apply_and_secrets_are_scrubbed(tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream) -> None:
+    """A volatile value in an input is masked on both sides of the check; the upstream key in an input
+    is written redacted, and the same input replays against it (scrubbed before it is compared)."""
+    from pytest_dsh_replay.session.masks import Masks
+
+    masks = Masks.parse([r"order [0-9]+"], source="--dsh-mask")
+
+    def agent(order: str) -> Callable[[str], Any]:
+        def run(url: str) -> Any:
+            client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+            inputs = [f"paris order {order}", f"secret {UPSTREAM_KEY}"]
+            return [d.embedding for d in client.embeddings.create(model=MODEL, input=inputs).data]
+
+        return run
+
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY, masks=masks) as ep:
+        recorded = agent("1234")(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    text = (tmp_path / "embeddings.jsonl").read_text()
+    assert UPSTREAM_KEY not in text and "REDACTED" in text
+    emb_upstream.stop()
+    with served(tmp_path, masks=masks) as ep:
+        assert agent("5678")(ep.url) == recorded
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    # without the mask the order number is a change
+    with served(tmp_path) as ep, pytest.raises(openai.BadRequestError, match=r"input\[0\]"):
+        agent("5678")(ep.url)
+
+
+def test_show_validate_diff_and_the_report_read_the_embeddings_log(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+
+    with served(tmp_path / "a", RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        retrieval_agent(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    runner = CliRunner()
+    shown = runner.invoke(main, ["show", str(tmp_path / "a")])
+    assert shown.exit_code == 0, shown.output
+    assert "embeddings.jsonl" in shown.output
+    assert "#0 /v1/embeddings text-embedding-3-small: 3 input(s), 3 vector(s), HTTP 200" in shown.output
+    valid = runner.invoke(main, ["validate", str(tmp_path / "a")])
+    assert valid.exit_code == 0 and "2 log(s)" in valid.output, valid.output
+    (tmp_path / "b").mkdir()
+    for f in (tmp_path / "a").iterdir():
+        (tmp_path / "b" / f.name).write_bytes(f.read_bytes())
+    log = tmp_path / "b" / "embeddings.jsonl"
+    log.write_text(log.read_text().replace("Tokyo is known for sushi.", "Kyoto is known for tea."))
+    diff = runner.invoke(main, ["diff", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert "data.request.input[2]" in diff.output, diff.output
+    bad = log.read_text().splitlines()
+    log.write_text("\n".join([bad[0], "{not json", *bad[2:]]) + "\n")
+    invalid = runner.invoke(main, ["validate", str(tmp_path / "b")])
+    assert invalid.exit_code != 0 and "embeddings.jsonl" in invalid.output, invalid.output
+    page = tmp_path / "report.html"
+    made = runner.invoke(main, ["report", str(tmp_path / "a"), "-o", str(page)])
+    assert made.exit_code == 0, made.output
+    assert "embedding calls" in page.read_text()
