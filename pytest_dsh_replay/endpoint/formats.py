@@ -15,6 +15,9 @@ from ..llm.wire.registry import BY_KEY, Format
 #: key (the format's first route: ``/v1/chat/completions``) -> format; every served format is here.
 FORMATS: dict[str, Format] = dict(BY_KEY)
 
+#: the formats of model calls, each recorded as conversations: the manifest's ``formats`` names them
+CONVERSATION_FORMATS: dict[str, Format] = {k: f for k, f in FORMATS.items() if f.kind == "conversation"}
+
 #: the format whose error shape a path of no format's family takes (OpenAI's)
 _DEFAULT_FAMILY = "/v1/chat/completions"
 
@@ -193,6 +196,7 @@ def error_body(path: str, message: str, code: str, status: int) -> dict[str, Any
 
 __all__ = [
     "ACCEPTED_ENCODINGS",
+    "CONVERSATION_FORMATS",
     "FORMATS",
     "MAX_BODY_BYTES",
     "MCP_PATH",
