@@ -240,3 +240,24 @@ def test_the_fixture_points_google_genai_at_the_endpoint(
     result = pytester.runpytest("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     assert "contents[0].parts[0]" in result.stdout.str()
+
+
+def test_a_chat_with_two_tool_rounds_stays_one_conversation(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    """Regression: a call without an id gets its fallback id from the assistant messages before it;
+    the prefix cache mapped a request from its last user content on, so the second round's call got
+    ``call-0-0`` instead of ``call-2-0`` and the chat split into conversations with open calls."""
+
+    def get_weather(city: str) -> dict[str, str]:
+        """the weather of a city"""
+        return {"sky": "sunny"}
+
+    def agent(url: str) -> list[str]:
+        c = client(url)
+        chat = c.chats.create(model=MODEL, config=types.GenerateContentConfig(tools=[get_weather]))
+        return [str(chat.send_message(q).text) for q in ("Weather in Paris?", "And the weather tomorrow?")]
+
+    recorded = record_then_replay(tmp_path, gemini_upstream, agent)
+    assert recorded == ['The weather: {"result": {"sky": "sunny"}}'] * 2
+    assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]

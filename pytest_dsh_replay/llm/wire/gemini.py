@@ -104,15 +104,10 @@ def _preview(value: object, limit: int = 200) -> str:
 
 
 def fresh_item(item: object) -> bool:
-    """Whether the contents from ``item`` on map the same without the ones before it: a user content
-    does (a model content merges with the model contents before it, a function response names the
-    call before it)."""
-    if not isinstance(item, Mapping) or item.get("role") == "model":
-        return False
-    parts = item.get("parts")
-    return isinstance(parts, list) and not any(
-        isinstance(p, Mapping) and "functionResponse" in p for p in parts
-    )
+    """Whether the contents from ``item`` on map the same without the ones before it: none does. A
+    call without an ``id`` is named by the assistant messages before it (``fields.fallback_call_id``)
+    and a function response by the call it answers, so a request is always mapped whole."""
+    return False
 
 
 # --------------------------------------------------------------------------- requests
