@@ -669,7 +669,7 @@ class Endpoint:
             if outcome.problems:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
-            else:
+            elif not self.embeddings.calls:  # embedding calls alone are written by stop()
                 outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
