@@ -261,3 +261,42 @@ def test_a_chat_with_two_tool_rounds_stays_one_conversation(
     recorded = record_then_replay(tmp_path, gemini_upstream, agent)
     assert recorded == ['The weather: {"result": {"sky": "sunny"}}'] * 2
     assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]
+
+
+def test_serve_records_and_replays_a_gemini_agent(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dsh-replay serve`` as the endpoint of a google-genai agent pointed at it by
+    ``GOOGLE_GEMINI_BASE_URL`` (the serve URL without ``/v1``): recorded with the key in serve's own
+    ``GEMINI_API_KEY``, replayed offline; ``serve --help`` lists the format with its variables."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from _serve_helpers import finish, start_serve
+
+    def run(url: str) -> str:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", url.removesuffix("/v1"))
+        monkeypatch.setenv("GEMINI_API_KEY", CLIENT_KEY)
+        monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+        c = genai.Client()
+        return str(c.models.generate_content(model=MODEL, contents="hello serve").text)
+
+    env = {**os.environ, "GEMINI_API_KEY": UPSTREAM_KEY}
+    env.pop("GOOGLE_API_KEY", None)
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", gemini_upstream.url, env=env)
+    assert url, proc.communicate()
+    assert run(url) == "You said: hello serve"
+    code, _out, err = finish(proc, sig=signal.SIGTERM)
+    assert code == 0, err
+    assert gemini_upstream.keys == [UPSTREAM_KEY]
+    gemini_upstream.stop()
+    proc, url = start_serve(tmp_path)
+    assert run(url) == "You said: hello serve"
+    code, _out, err = finish(proc, sig=signal.SIGTERM)
+    assert code == 0, err
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", "--help"], capture_output=True, text=True
+    ).stdout
+    assert "key: $GEMINI_API_KEY or $GOOGLE_API_KEY; GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:PORT" in shown
