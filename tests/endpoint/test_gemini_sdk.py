@@ -274,7 +274,7 @@ def test_serve_records_and_replays_a_gemini_agent(
     import subprocess
     import sys
 
-    from _serve_helpers import finish, start_serve
+    from tests._serve_helpers import finish, start_serve
 
     def run(url: str) -> str:
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", url.removesuffix("/v1"))
