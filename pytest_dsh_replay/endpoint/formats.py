@@ -31,7 +31,7 @@ def format_of_path(path: str) -> Format:
     served = FORMATS.get(path) or next((f for f in FORMATS.values() if f.matches(path)), None)
     if served is not None:
         return served
-    family = next((f for f in FORMATS.values() if any(path.startswith(p) for p in f.family)), None)
+    family = next((f for f in FORMATS.values() if f.in_family(path)), None)
     return family if family is not None else FORMATS[_DEFAULT_FAMILY]
 
 

@@ -63,6 +63,14 @@ def _answer(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], str] | we
         }
         events.append([call])
         return events, "STOP"
+    if "unsafe" in text:  # blocked: no content, the finish reason and the ratings say why
+        return [], "SAFETY"
+    # google-genai 3.6 sends inlineData's mime type as mime_type (the API takes both spellings)
+    images = [
+        p["inlineData"].get("mimeType", p["inlineData"].get("mime_type")) for p in parts if "inlineData" in p
+    ]
+    if images:
+        return [[{"text": f"I see {len(images)} {images[0]} image(s)"}]], "STOP"
     return [[{"text": "You said: "}], [{"text": text}]], "STOP"
 
 
@@ -108,12 +116,19 @@ class FakeGeminiUpstream(LoopbackUpstream):
         tail = {"usageMetadata": usage, "modelVersion": model, "responseId": "up-resp-1"}
         if action == "generateContent":
             merged = [p for e in events for p in e]
-            candidate = {"content": {"parts": merged, "role": "model"}, "finishReason": finish, "index": 0}
-            return web.json_response({"candidates": [{**candidate, "safetyRatings": SAFETY}], **tail})
+            candidate: dict[str, Any] = {"finishReason": finish, "index": 0, "safetyRatings": SAFETY}
+            if merged:
+                candidate["content"] = {"parts": merged, "role": "model"}
+            return web.json_response({"candidates": [candidate], **tail})
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
+        if not events:  # a blocked answer: one event, no content
+            blocked = [{**SAFETY[0], "probability": "HIGH", "blocked": True}]
+            candidate = {"finishReason": finish, "index": 0, "safetyRatings": blocked}
+            event = {"candidates": [candidate], **tail}
+            await response.write(b"data: " + json.dumps(event).encode() + b"\r\n\r\n")
         for n, parts in enumerate(events):
-            candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+            candidate = {"content": {"parts": parts, "role": "model"}, "index": 0}
             event: dict[str, Any] = {
                 "candidates": [candidate],
                 "modelVersion": model,

@@ -300,3 +300,63 @@ def test_serve_records_and_replays_a_gemini_agent(
         [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", "--help"], capture_output=True, text=True
     ).stdout
     assert "key: $GEMINI_API_KEY or $GOOGLE_API_KEY; GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:PORT" in shown
+
+
+def test_any_finish_reason_images_and_a_query_key_pass_through(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    """A blocked answer (``finishReason: SAFETY``, no content, ratings ``blocked``) is recorded and served
+    back as the API sent it; an image part (``inlineData``) is recorded and checked; a client's key in
+    ``?key=`` (an older client's spelling) is never forwarded."""
+    import urllib.request
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+
+    def agent(url: str) -> list[Any]:
+        c = client(url)
+        blocked = c.models.generate_content(model=MODEL, contents="something unsafe")
+        stream = list(c.models.generate_content_stream(model=MODEL, contents="more unsafe"))
+        image = types.Part.from_bytes(data=png, mime_type="image/png")
+        seen = c.models.generate_content(model=MODEL, contents=[image, "what is this?"])
+        body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "by query key"}]}]}).encode()
+        raw = urllib.request.Request(
+            url.removesuffix("/v1") + f"/v1beta/models/{MODEL}:generateContent?key={CLIENT_KEY}",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(raw) as answer:
+            by_query = json.loads(answer.read())["candidates"][0]["content"]["parts"][0]["text"]
+        candidate = blocked.candidates[0]
+        return [
+            str(candidate.finish_reason),
+            candidate.content,
+            [r.model_dump(exclude_none=True, mode="json") for r in candidate.safety_ratings],
+            str(stream[-1].candidates[0].finish_reason),
+            seen.text,
+            by_query,
+        ]
+
+    recorded = record_then_replay(tmp_path, gemini_upstream, agent)
+    assert recorded[0] == recorded[3] == "FinishReason.SAFETY"
+    assert recorded[1] is None
+    assert recorded[2] == [
+        {"blocked": True, "category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH"}
+    ]
+    assert recorded[4] == "I see 1 image/png image(s)"
+    assert recorded[5] == "You said: by query key"
+    assert set(gemini_upstream.queries) == {"alt=sse"}
+    assert set(gemini_upstream.keys) == {UPSTREAM_KEY}
+    logs = "".join(p.read_text() for p in tmp_path.glob("session*.jsonl"))
+    assert '"type":"image","url":"data:image/png;base64,' in logs  # the image is part of the check
+
+
+def test_a_refusal_on_a_gemini_path_is_gemini_shaped(tmp_path: Path) -> None:
+    """An unknown path under ``/v1beta/`` (``:countTokens``) is refused in Gemini's error shape, which
+    google-genai raises with the endpoint's message."""
+    with served(tmp_path, RecordMode.ONCE, "http://127.0.0.1:1") as ep:
+        c = client(ep.url)
+        with pytest.raises(genai.errors.ClientError) as raised:
+            c.models.count_tokens(model=MODEL, contents="hi")
+    assert raised.value.code == 404
+    assert raised.value.status == "NOT_FOUND"
+    assert ":countTokens: no such path" in str(raised.value.message)

@@ -135,12 +135,11 @@ def _part_block(part: Mapping[str, Any], role: str, where: str) -> ContentBlock 
             )
         return _call_block(part, "")
     inline = part.get("inlineData")
-    if (
-        isinstance(inline, Mapping)
-        and str(inline.get("mimeType", "")).startswith("image/")
-        and len(part) == 1
-    ):
-        return {"type": "image", "url": f"data:{inline.get('mimeType')};base64,{inline.get('data', '')}"}
+    # the API reads protobuf JSON, whose field names may be spelled either way (google-genai 3.6 sends
+    # ``mime_type``)
+    mime = inline.get("mimeType", inline.get("mime_type", "")) if isinstance(inline, Mapping) else ""
+    if isinstance(inline, Mapping) and isinstance(mime, str) and mime.startswith("image/") and len(part) == 1:
+        return {"type": "image", "url": f"data:{mime};base64,{inline.get('data', '')}"}
     return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: dict(part)}}
 
 
@@ -688,7 +687,9 @@ def encode_whole(
             raise LlmError(
                 str(reason.get("message", "the answer ended in an error")), str(reason.get("code", "")), 502
             )
-    return {"candidates": [_candidate(parts, fields, final=True)], **_tail(fields, usage, model, response_id)}
+    # an answer without parts (a blocked one) has no content, as the API sends it
+    candidate = _candidate(parts or None, fields, final=True)
+    return {"candidates": [candidate], **_tail(fields, usage, model, response_id)}
 
 
 def error_body(message: str, code: str, status: int | None) -> JsonDict:

@@ -53,8 +53,9 @@ class Format(Struct, frozen=True):
     key_header: str
     base_urls: tuple[tuple[str, str], ...]
     module: str
-    #: path prefixes of this API beside its routes (``/v1/messages/count_tokens``): a refusal of a
-    #: request there takes this format's error shape (OpenAI's is the default)
+    #: the paths of this API beside its routes, as prefixes (``/v1/messages/``) or route patterns
+    #: (``/v1/models/{model}:{action}``): a refusal of a request there takes this format's error shape
+    #: (OpenAI's is the default)
     family: tuple[str, ...] = ()
     #: ``"conversation"`` (a model call: bound to a conversation, its answer chunks) or ``"embeddings"``
     #: (one request, one answer, kept in the recording's embeddings log: ``endpoint/embeddings.py``)
@@ -63,6 +64,10 @@ class Format(Struct, frozen=True):
     def matches(self, path: str) -> bool:
         """Whether ``path`` is one of this format's routes (a path parameter matching one segment)."""
         return any(_route_regex(route).fullmatch(path) for route in self.routes)
+
+    def in_family(self, path: str) -> bool:
+        """Whether ``path`` belongs to this format's API (:attr:`family`)."""
+        return any(_route_regex(p).fullmatch(path) if "{" in p else path.startswith(p) for p in self.family)
 
     @property
     def key(self) -> str:
@@ -144,7 +149,7 @@ FORMATS: tuple[Format, ...] = (
         "x-goog-api-key",
         (("GOOGLE_GEMINI_BASE_URL", ""),),
         ".gemini",
-        ("/v1beta/",),
+        ("/v1beta/", "/v1/models/{model}:{action}"),
     ),
     Format(
         "embeddings",
