@@ -507,9 +507,9 @@ class Endpoint:
         middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for fmt in FORMATS.values():
-            serve = self._embeddings_handler(fmt) if fmt.kind == "embeddings" else self._handler(fmt)
+            handle = self._handler(fmt)
             for route in fmt.routes:
-                app.router.add_post(route, serve)
+                app.router.add_post(route, handle)
         app.router.add_get(MODELS_PATH, self._models)
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
@@ -903,21 +903,14 @@ class Endpoint:
         return web.json_response({"object": "list", "data": data})
 
     def _handler(self, fmt: Format) -> Any:
+        """The route handler of ``fmt``: a model call (a conversation's), or an embedding call."""
+        serve = self._serve_embeddings if fmt.kind == "embeddings" else self._serve
+
         async def handle(request: Any) -> Any:
             self.in_flight += 1
             try:
                 # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
-                return await self._serve(fmt.bind(request.match_info, request.path), request)
-            finally:
-                self.in_flight -= 1
-
-        return handle
-
-    def _embeddings_handler(self, fmt: Format) -> Any:
-        async def handle(request: Any) -> Any:
-            self.in_flight += 1
-            try:
-                return await self._serve_embeddings(fmt.bind(request.match_info, request.path), request)
+                return await serve(fmt.bind(request.match_info, request.path), request)
             finally:
                 self.in_flight -= 1
 

@@ -17,6 +17,7 @@ import pytest
 from pytest_dsh_replay.endpoint.embeddings import read_calls
 from pytest_dsh_replay.modes import RecordMode
 
+from .conftest import record_then_replay as recorded_and_replayed
 from .conftest import served
 from .embeddings_upstream import FakeEmbeddingsUpstream
 
@@ -40,15 +41,8 @@ def emb_upstream() -> Iterator[FakeEmbeddingsUpstream]:
 
 
 def record_then_replay(tmp_path: Path, upstream: FakeEmbeddingsUpstream, agent: Callable[[str], Any]) -> Any:
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key=UPSTREAM_KEY) as ep:
-        recorded = agent(ep.url)
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    upstream.stop()
-    for _ in range(3):
-        with served(tmp_path) as ep:
-            assert agent(ep.url) == recorded
-        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    return recorded
+    """The agent recorded from ``upstream``, then replayed three times offline (``conftest``)."""
+    return recorded_and_replayed(tmp_path, upstream, agent, UPSTREAM_KEY)
 
 
 def sdk_calls(url: str) -> list[Any]:

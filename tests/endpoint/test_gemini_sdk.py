@@ -15,6 +15,7 @@ import pytest
 
 from pytest_dsh_replay.modes import RecordMode
 
+from .conftest import record_then_replay as recorded_and_replayed
 from .conftest import served
 from .gemini_upstream import SIGNATURE, FakeGeminiUpstream
 
@@ -96,20 +97,9 @@ def tool_agent(url: str, prompt: str = "What is the weather in Paris?", *, strea
     raise AssertionError("the loop did not end")
 
 
-def record_then_replay(
-    tmp_path: Path, upstream: FakeGeminiUpstream, agent: Callable[[str], Any]
-) -> list[Any]:
-    """The agent recorded through the endpoint, then replayed three times with the upstream stopped;
-    returns the recorded run's answers, which each replay gave again."""
-    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key=UPSTREAM_KEY) as ep:
-        recorded = agent(ep.url)
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    upstream.stop()
-    for _ in range(3):
-        with served(tmp_path) as ep:
-            assert agent(ep.url) == recorded
-        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    return recorded
+def record_then_replay(tmp_path: Path, upstream: FakeGeminiUpstream, agent: Callable[[str], Any]) -> Any:
+    """The agent recorded from ``upstream``, then replayed three times offline (``conftest``)."""
+    return recorded_and_replayed(tmp_path, upstream, agent, UPSTREAM_KEY)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

@@ -107,6 +107,13 @@ class Format(Struct, frozen=True):
         return cast(str, getattr(wire, "upstream_path", wire.PATH))
 
 
+def _gemini_routes(*actions: str) -> tuple[str, ...]:
+    """Gemini's routes of ``actions``: the model in the path, both API versions (``v1beta`` first)."""
+    return tuple(
+        f"/{version}/models/{{model}}:{action}" for version in ("v1beta", "v1") for action in actions
+    )
+
+
 #: Every format the endpoint serves, one line each.
 FORMATS: tuple[Format, ...] = (
     Format(
@@ -140,11 +147,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "gemini",
         "Google Gemini (AI Studio)",
-        tuple(
-            f"/{version}/models/{{model}}:{action}"
-            for version in ("v1beta", "v1")
-            for action in ("generateContent", "streamGenerateContent")
-        ),
+        _gemini_routes("generateContent", "streamGenerateContent"),
         ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         "x-goog-api-key",
         (("GOOGLE_GEMINI_BASE_URL", ""),),
@@ -164,11 +167,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "gemini-embeddings",
         "Google Gemini embeddings",
-        tuple(
-            f"/{version}/models/{{model}}:{action}"
-            for version in ("v1beta", "v1")
-            for action in ("embedContent", "batchEmbedContents")
-        ),
+        _gemini_routes("embedContent", "batchEmbedContents"),
         ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         "x-goog-api-key",
         (("GOOGLE_GEMINI_BASE_URL", ""),),
