@@ -41,7 +41,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from msgspec import Struct
 
 from ..errors import LlmError
 from ..model import ModelRequest
@@ -58,6 +57,7 @@ from .fields import (
     partial_for,
     shaping_params,
 )
+from .parts import AnswerParts
 
 JsonDict = dict[str, Any]
 
@@ -386,50 +386,25 @@ def map_finish_reason(reason: object, has_calls: bool) -> FinishReason:
     return {"kind": "tool-calls" if has_calls else "stop"}
 
 
-class _Open(Struct):
-    index: int
-    kind: str
-    text: str = ""
-    fields: Any = None
-
-
 class GeminiEventTranslator:
-    """Turns ``GenerateContentResponse`` events (plain dicts) into our StreamChunk sequence (module doc).
+    """Turns ``GenerateContentResponse`` events (plain dicts) into our StreamChunk sequence (module doc),
+    on the shared parts bookkeeping (:class:`~.parts.AnswerParts`).
 
     ``messages``: the request's messages (the fallback ids of calls without one,
     ``fields.fallback_call_id``).
 
     Raises (from :meth:`feed` / :meth:`finish`):
-        LlmError: ``BAD_RESPONSE`` for an event that is not an object, or a tool call whose arguments
-            are not an object (``MalformedCallError``); ``CONNECTION`` when the stream ended before
-            any candidate said its ``finishReason``.
+        LlmError: ``BAD_RESPONSE`` for an event or part that is not an object, a ``functionCall`` whose
+            ``args`` is not an object, an event after the finish; ``CONNECTION`` when the stream ended
+            before a candidate said its ``finishReason``.
+        MalformedCallError: a call without a name (``fields.check_tool_calls``).
     """
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self.messages = messages
-        self._open: _Open | None = None
-        self._next = 0
-        self._calls = 0
-        self._fields: JsonDict = {}
+        self._parts = AnswerParts(WIRE)
         self._finish: object = None
         self._usage: Mapping[str, Any] | None = None
-        self._blocks: list[ContentBlock] = []
-
-    def _close(self) -> list[StreamChunk]:
-        block, self._open = self._open, None
-        if block is None:
-            return []
-        content: ContentBlock = {"type": block.kind, "text": block.text}
-        if block.fields:
-            content[PROVIDER_FIELDS] = {WIRE: block.fields}
-        self._blocks.append(content)
-        return [{"type": "block-end", "index": block.index, "block": content}]
-
-    def _start(self, kind: str) -> tuple[int, list[StreamChunk]]:
-        out = self._close()
-        index, self._next = self._next, self._next + 1
-        out.append({"type": "block-start", "index": index, "blockType": kind})
-        return index, out
 
     def feed(self, event: object) -> list[StreamChunk]:
         if not isinstance(event, Mapping):
@@ -437,18 +412,14 @@ class GeminiEventTranslator:
                 f"the Gemini API sent an event that is not an object: {_preview(event)}", "BAD_RESPONSE"
             )
         out: list[StreamChunk] = []
-        for key in _RESPONSE_FIELDS:
-            if key in event:
-                self._fields[key] = event[key]
+        self._parts.keep({key: event[key] for key in _RESPONSE_FIELDS if key in event})
         if isinstance(event.get("usageMetadata"), Mapping):
             self._usage = event["usageMetadata"]
         candidates = event.get("candidates")
         candidate = candidates[0] if isinstance(candidates, list) and candidates else None
         if not isinstance(candidate, Mapping):
             return out
-        for key in _CANDIDATE_FIELDS:
-            if key in candidate:
-                self._fields[key] = candidate[key]
+        self._parts.keep({key: candidate[key] for key in _CANDIDATE_FIELDS if key in candidate})
         if candidate.get("finishReason") is not None:
             self._finish = candidate["finishReason"]
         content = candidate.get("content")
@@ -465,54 +436,21 @@ class GeminiEventTranslator:
         if "text" in part and isinstance(part["text"], str):
             kind = "reasoning" if part.get("thought") is True else "text"
             extra = {k: v for k, v in part.items() if k not in ("text", "thought")}
-            out: list[StreamChunk] = []
-            if self._open is None or self._open.kind != kind:
-                if not part["text"] and not extra:
-                    return []
-                index, out = self._start(kind)
-                self._open = _Open(index, kind)
-            held = self._open
-            if part["text"]:
-                held.text += part["text"]
-                if kind == "reasoning":
-                    out.append({"type": "reasoning-delta", "index": held.index, "text": part["text"]})
-                else:
-                    out.append({"type": "text-delta", "index": held.index, "text": part["text"]})
-            if extra:
-                held.fields = merge_streamed(held.fields, extra)
-            return out
+            return self._parts.text(kind, part["text"], extra)
         if "functionCall" in part and isinstance(part["functionCall"], Mapping):
-            index, out = self._start("tool-call")
             call = part["functionCall"]
             if not isinstance(call.get("args", {}), Mapping):
                 raise LlmError(f"a functionCall's args is not an object: {_preview(call)}", "BAD_RESPONSE")
-            block = _call_block(part, fallback_call_id(self.messages, index))
+            block = _call_block(part, fallback_call_id(self.messages, self._parts.next_index))
             check_tool_calls([block], where="the Gemini API's answer")
-            call_delta: StreamChunk = {
-                "type": "tool-call-delta",
-                "index": index,
-                "id": block["id"],
-                "name": block["name"],
-                "argumentsDelta": block["arguments"],
-            }
-            self._calls += 1
-            self._blocks.append(block)
-            return [*out, call_delta, {"type": "block-end", "index": index, "block": block}]
-        index, out = self._start(PROVIDER_BLOCK)
-        block = {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: dict(part)}}
-        self._blocks.append(block)
-        return [*out, {"type": "block-end", "index": index, "block": block}]
+            return self._parts.whole(block)
+        return self._parts.whole({"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: dict(part)}})
 
     def finish(self) -> list[StreamChunk]:
         if self._finish is None:
             raise LlmError("the Gemini API's stream ended before a finishReason", "CONNECTION")
-        out = self._close()
-        index, start = self._start(PROVIDER_FIELDS_BLOCK)
-        fields: ContentBlock = {"type": PROVIDER_FIELDS_BLOCK, CHUNK_FIELDS: {WIRE: dict(self._fields)}}
-        out += [*start, {"type": "block-end", "index": index, "block": fields}]
-        out.append({"type": "usage", "usage": map_usage(self._usage or {})})
-        out.append({"type": "finish", "reason": map_finish_reason(self._finish, self._calls > 0)})
-        return out
+        reason = map_finish_reason(self._finish, self._parts.calls > 0)
+        return self._parts.finish(map_usage(self._usage or {}), reason)
 
 
 def whole_answer_events(answer: object) -> list[JsonDict]:
