@@ -350,3 +350,24 @@ def test_a_refusal_on_a_gemini_path_is_gemini_shaped(tmp_path: Path) -> None:
     assert raised.value.code == 404
     assert raised.value.status == "NOT_FOUND"
     assert ":countTokens: no such path" in str(raised.value.message)
+
+
+def test_a_chat_continued_two_ways_is_a_fork(tmp_path: Path, gemini_upstream: FakeGeminiUpstream) -> None:
+    """Conversation inference on Gemini's contents: a second chat started from the first one's history
+    after a completed exchange is recorded as its fork child, and both replay."""
+
+    def agent(url: str) -> list[str]:
+        c = client(url)
+        first = c.chats.create(model=MODEL)
+        answers = [str(first.send_message("hello").text)]
+        second = c.chats.create(model=MODEL, history=first.get_history())
+        answers.append(str(first.send_message("go left").text))
+        answers.append(str(second.send_message("go right").text))
+        return answers
+
+    recorded = record_then_replay(tmp_path, gemini_upstream, agent)
+    assert recorded == ["You said: hello", "You said: go left", "You said: go right"]
+    assert len(list(tmp_path.glob("session*.jsonl"))) == 2
+    names = ("session.jsonl", "session.1.jsonl")
+    headers = [json.loads((tmp_path / n).read_text().splitlines()[0]) for n in names]
+    assert headers[1]["parentSession"] == headers[0]["id"] and headers[1]["seedLength"] > 0
