@@ -203,6 +203,13 @@ class EmbeddingCalls:
                 self.problems.append(why)
             return 400, wire.error_body(why, "ENDPOINT_EMBEDDING_MISMATCH", 400)
         status, answer = await upstream.forward(wire, body)
+        if status >= 400:  # the upstream's refusal reaches the client; a recording of it is none
+            error = answer.get("error") if isinstance(answer, dict) else None
+            said = error.get("message") if isinstance(error, dict) else None
+            self.problems.append(
+                f"embedding call ({wire.PATH}): upstream answered HTTP {status}: {said or answer}"
+            )
+            return status, answer
         self.calls.append(
             {
                 "route": wire.PATH,

@@ -935,9 +935,11 @@ class Endpoint:
             message = self.scrubber.scrub_fixed(exc.message)
             self.problem(f"embedding call: {message}")
             return self._error(wire, message, exc.code, exc.status or 502)
-        if status >= 400 and not self.plan.needs_live_model:
-            self.problem(self.embeddings.problems[-1])
-            return self._error(wire, self.embeddings.problems[-1], "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        if status >= 400:
+            said = self.scrubber.scrub_fixed(self.embeddings.problems[-1])
+            self.problem(said)
+            if not self.plan.needs_live_model:
+                return self._error(wire, said, "ENDPOINT_EMBEDDING_MISMATCH", 400)
         return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:

@@ -5,7 +5,8 @@ for it by default and decodes it); ``dimensions`` cuts the vector.
 
 A text's vector counts the words of :data:`VOCABULARY` it holds (then a constant), so cosine similarity
 ranks documents by shared words; a token array's vector is its ids. ``embedding_requests`` holds every
-embeddings body received, ``keys`` their ``Authorization`` headers.
+embeddings body received, ``keys`` their ``Authorization`` headers; no key, or
+``wrong-key-0123456789``, is answered 401 as the API answers it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ class FakeEmbeddingsUpstream(FakeUpstream):
         body = await request.json()
         self.embedding_requests.append(body)
         self.keys.append(request.headers.get("Authorization"))
+        if request.headers.get("Authorization") in (None, "Bearer wrong-key-0123456789"):
+            error = {
+                "message": "Incorrect API key provided",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+            return web.json_response({"error": error}, status=401)
         inputs = body["input"]
         if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)):
             inputs = [inputs]

@@ -228,3 +228,15 @@ def test_show_validate_diff_and_the_report_read_the_embeddings_log(
     made = runner.invoke(main, ["report", str(tmp_path / "a"), "-o", str(page)])
     assert made.exit_code == 0, made.output
     assert "embedding calls" in page.read_text()
+
+
+def test_an_upstream_refusal_reaches_the_client_and_is_not_recorded(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key="wrong-key-0123456789") as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+        with pytest.raises(openai.AuthenticationError, match="Incorrect API key"):
+            client.embeddings.create(model=MODEL, input="paris")
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "upstream answered HTTP 401: Incorrect API key provided" in ep.outcome.report()
+    assert not (tmp_path / "embeddings.jsonl").exists()
