@@ -540,9 +540,10 @@ class ReplayModel:
                 + ", ".join(parts)
             )
         scenario = self._scenario_name()
+        client_paths = tuple(self._client_path(d, request) for d in diffs)
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
-            *(f"  {d.render(self._client_path(d, request))}" for d in diffs),
+            *(f"  {d.render(client)}" for d, client in zip(diffs, client_paths, strict=True)),
             *self._mask_hint(index, call, key, diffs, request),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             *(
@@ -577,6 +578,7 @@ class ReplayModel:
             "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
             "rerecord": self._rerecord_command(),
             "served": not self.strict and not free,
+            "client_paths": client_paths,
         }
         if free:
             return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)

@@ -1,7 +1,8 @@
 """A red report's advice never makes a stale answer green.
 
 Structured-output clients put the answer's shape in the request's ``tools`` (Instructor's default
-mode): a changed schema is a changed request whose recorded answer no longer fits, so the report of such a
+mode, the openai SDK's strict ``pydantic_function_tool``): a changed schema is a changed request whose
+recorded answer no longer fits, so the report of such a
 change proposes re-recording, never a narrower check (``--dsh-match-on messages``) nor a refresh of the
 pins that keeps the recorded answers.
 """
@@ -12,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import instructor
 import openai
 import pydantic
 import pytest
@@ -39,17 +39,20 @@ CityWithCountry = pydantic.create_model("City", name=(str, ...), country=(str, .
 
 
 def _ask(url: str, model: type[pydantic.BaseModel]) -> Any:
-    client = instructor.from_openai(openai.OpenAI(base_url=url, api_key="dummy", max_retries=0))
-    return client.chat.completions.create(
+    """The answer as ``model``, asked through a strict function tool of its schema (the tool call's
+    arguments parsed by the SDK)."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    completion = client.chat.completions.parse(
         model="fake-1",
-        response_model=model,
-        max_retries=0,
+        tools=[openai.pydantic_function_tool(model)],
         messages=[{"role": "user", "content": "Name the capital of Italy."}],
     )
+    (call,) = completion.choices[0].message.tool_calls or []
+    return call.function.parsed_arguments  # type: ignore[union-attr]
 
 
 def test_a_schema_only_change_is_never_advised_a_narrower_check(tmp_path: Path) -> None:
-    """Instructor with a field added to its response model: red, and the advice is to re-record.
+    """A field added to the response model: red, and the advice is to re-record.
 
     Regression: the report proposed "check only the conversation with --dsh-match-on messages";
     following it served the answer recorded for the old schema (no ``country``), green."""
