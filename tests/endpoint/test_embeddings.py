@@ -240,3 +240,30 @@ def test_an_upstream_refusal_reaches_the_client_and_is_not_recorded(
     assert ep.outcome is not None and not ep.outcome.ok
     assert "upstream answered HTTP 401: Incorrect API key provided" in ep.outcome.report()
     assert not (tmp_path / "embeddings.jsonl").exists()
+
+
+def test_dimensions_and_encoding_are_checked_and_new_episodes_adds_calls(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A change of ``dimensions`` or ``encoding_format`` is named; ``new_episodes`` serves the recorded
+    call and forwards and records the new one."""
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+        client.embeddings.create(model=MODEL, input="paris", dimensions=8, encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    for change, named in (
+        ({"dimensions": 4}, "dimensions"),
+        ({"encoding_format": "base64"}, "encoding_format"),
+    ):
+        with served(tmp_path) as ep:
+            client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+            asked: dict[str, Any] = {"dimensions": 8, "encoding_format": "float", **change}
+            with pytest.raises(openai.BadRequestError, match=named):
+                client.embeddings.create(model=MODEL, input="paris", **asked)
+    with served(tmp_path, RecordMode.NEW_EPISODES, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=0)
+        client.embeddings.create(model=MODEL, input="paris", dimensions=8, encoding_format="float")
+        client.embeddings.create(model=MODEL, input="rome", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert len(emb_upstream.embedding_requests) == 2  # the recorded call was served, not forwarded
+    assert [c["request"]["input"] for c in read_calls(tmp_path / "embeddings.jsonl")] == ["paris", "rome"]
