@@ -146,7 +146,7 @@ def warn_inert_options(config: pytest.Config) -> None:
     type, ``--dsh-model`` or ``--dsh-upstream`` without a record mode (the ini keys are project
     defaults, never warned about), ``--dsh-accept-changed-requests`` without ``--snapshot-update``,
     ``--snapshot-update`` with ``--dsh-record=rewrite`` or ``new_episodes`` (their plans win:
-    :func:`~.scenario.plan.plan_for`)."""
+    :func:`~.recording.plan.plan_for`)."""
     ignored = config.getoption("dsh_ignore_event")
     if ignored:  # imported only then: a run without dsh options must not pay for the session package
         from .session.types import unknown_event_type
@@ -210,7 +210,7 @@ def check_model_spec(config: pytest.Config) -> None:
     """Reject a malformed ``--dsh-model`` before any scenario runs (a usage error, not N test failures)."""
     spec = config.getoption("dsh_model") or config.getini("dsh_model")
     if spec:  # imported only then: a run without dsh options must not pay for the scenario package
-        from .scenario.record import model_spec_problem
+        from .recording.models import model_spec_problem
 
         problem = model_spec_problem(spec, recording=record_mode(config).records)
         if problem is not None:

@@ -47,6 +47,15 @@ from ..errors import (
     max_line_bytes,
     nesting_exceeds,
 )
+from ..httpbody import (
+    ACCEPTED_ENCODINGS,
+    MAX_BODY_BYTES,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    is_mcp_path,
+    read_body,
+)
 from ..layout import (
     EMBEDDINGS_LOG,
     ENDPOINT_MANIFEST,
@@ -62,24 +71,14 @@ from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..llm.wire.registry import Format
 from ..modes import Backend, RecordMode
-from ..scenario.plan import Plan
-from ..scenario.plan import plan_for as scenario_plan
+from ..recording.kept import KEPT_DIR, kept_note, kept_run
+from ..recording.plan import Plan
+from ..recording.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import (
-    ACCEPTED_ENCODINGS,
-    FORMATS,
-    MAX_BODY_BYTES,
-    MCP_PATH,
-    BodyTooLarge,
-    UnreadableBody,
-    UnsupportedEncoding,
-    error_body,
-    read_body,
-)
+from .formats import FORMATS, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
-from .kept import KEPT_DIR, kept_note, kept_run
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -128,7 +127,7 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
         status, code = 404, "ENDPOINT_NOT_FOUND"
         what = f"{method} {path}: no such path"
     message = f"dsh-replay endpoint: {what}; it serves {routes}"
-    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+    if is_mcp_path(path):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
     if doubled is None:  # a route with path parameters: its version segment twice (``/v1beta/v1beta/``)
@@ -332,7 +331,7 @@ class Endpoint:
         self.problems: list[str] = []
         #: what the start found worth saying (temporary stores of killed runs); ``serve`` prints them
         self.start_notes: list[str] = []
-        self.lock: Any = None  # scenario.write.RecordingLock
+        self.lock: Any = None  # recording.write.RecordingLock
         #: a conversation that differs only where a mask matched keeps its recorded bytes; ``False``
         #: when another part of the run (a ``dsh_mcp`` server's sessions) is rewritten: the run's logs
         #: are kept together or not at all (``endpoint.fixture.join_run``)
@@ -361,9 +360,9 @@ class Endpoint:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        from ..recording.models import EpisodeModel, WatchedModel, secret_scrubber
+        from ..recording.scrub import request_scrub
         from ..replay import ReplayModel, load_session_scripts
-        from ..scenario.record import EpisodeModel, WatchedModel, secret_scrubber
-        from ..scenario.secrets import request_scrub
 
         config = self.config
         self.keys = self._upstream_keys() if self.plan is not Plan.REPLAY else {}
@@ -383,7 +382,7 @@ class Endpoint:
             _check_directory(config.directory)
             # one recorder of the model's files (and of each --mcp server's) per directory: a second one
             # is refused now, not found out at its write; MCP relays record their own files beside it
-            from ..scenario.write import MODEL_FILES, RecordingLock, mcp_files
+            from ..recording.write import MODEL_FILES, RecordingLock, mcp_files
 
             self.lock = RecordingLock(config.directory, [MODEL_FILES, *map(mcp_files, config.mcp or ())])
             # the MCP sessions a separate relay (``dsh-replay mcp``) records into the directory during this
@@ -525,7 +524,7 @@ class Endpoint:
                 masks=self.config.masks,
             )
             self.mcp.add_routes(app)
-        # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
+        # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(
@@ -652,11 +651,11 @@ class Endpoint:
             outcome.problems += self.embeddings.unused()
 
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
+        from ..recording.models import sidecar_files, sidecars_for
+        from ..recording.normalize import Normalization
+        from ..recording.write import current_fixtures, remove_kept, write_fixtures
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.normalize import Normalization
-        from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
-        from ..scenario.write import current_fixtures, remove_kept, write_fixtures
 
         assert self.recorder is not None
         sources = [self.watched.requests]
@@ -787,7 +786,7 @@ class Endpoint:
         :data:`RELAY_WAIT` seconds, under its own recording lock. Returns the notes saying what was
         moved, or what is left and why (a relay still recording after the wait, a kept run of an earlier
         failed run there). ``serve --mcp`` sessions are the endpoint's own and are not touched."""
-        from ..scenario.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
+        from ..recording.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
 
         if not self.config.set_aside_relays:
             return []

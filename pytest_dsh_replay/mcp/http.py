@@ -25,8 +25,17 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError
+from ..httpbody import (
+    ACCEPTED_ENCODINGS,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    jsonrpc_error,
+    jsonrpc_refusal,
+    read_body,
+)
 from ..modes import RecordMode
-from .log import INVALID_REQUEST, answer_id, is_request, jsonrpc_error, message_problem
+from .log import INVALID_REQUEST, answer_id, is_request, message_problem
 from .relay import McpConfig, McpRelay, quote_json, sessions_unchanged, unused_sessions, write_sessions
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
@@ -119,10 +128,8 @@ class HttpRelays:
 
     async def _unknown(self, request: Any) -> Any:
         """A request under ``/mcp/`` no server route takes: 405 for another method of a server's path,
-        else 404; a JSON-RPC error either way (:func:`~..endpoint.formats.error_body`)."""
+        else 404; a JSON-RPC error either way (:func:`~..httpbody.jsonrpc_refusal`)."""
         from aiohttp import web
-
-        from ..endpoint.formats import error_body
 
         name = request.match_info.get("name", "")
         what = f"dsh-replay endpoint: {request.method} {request.path}"
@@ -135,7 +142,7 @@ class HttpRelays:
             status, code = 404, "ENDPOINT_NOT_FOUND"
             names = ", ".join(sorted(self.servers))
             message = f"{what}: no MCP server named {name!r} here; it relays {names} (serve --mcp NAME=URL)"
-        body = orjson.dumps(error_body(request.path, message, code, status))
+        body = orjson.dumps(jsonrpc_refusal(message, code, status))
         return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
     def _handler(self, server: _Server, method: str) -> Any:
@@ -173,15 +180,11 @@ class HttpRelays:
         created = False
         messages: list[Any] = []
         if method == "POST":
-            from ..endpoint.formats import BodyTooLarge, UnreadableBody, UnsupportedEncoding, read_body
-
             try:
                 body = orjson.loads(await read_body(request))
             except UnreadableBody as exc:
                 return _error_response(None, -32700, f"dsh-replay mcp {server.name}: the body {exc}")
             except UnsupportedEncoding as exc:
-                from ..endpoint.formats import ACCEPTED_ENCODINGS
-
                 text = f"dsh-replay mcp {server.name}: the body {exc}"
                 answer = _error_response(None, INVALID_REQUEST, text, 415)
                 answer.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS  # RFC 9110 §12.5.3

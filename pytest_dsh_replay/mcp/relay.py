@@ -1,5 +1,5 @@
 """The MCP relay's core, whatever the transport: one :class:`McpRelay` per MCP server session, with a plan
-from :func:`~pytest_dsh_replay.scenario.plan.plan_for` (docs/mcp.md).
+from :func:`~pytest_dsh_replay.recording.plan.plan_for` (docs/mcp.md).
 
 * **record** (``once`` without a recording of the session, ``rewrite``): the transport relays every
   message both ways; :meth:`McpRelay.from_client` and :meth:`McpRelay.from_server` write what passed
@@ -38,11 +38,12 @@ import orjson
 from msgspec import Struct, field
 
 from ..errors import HarnessError
+from ..httpbody import jsonrpc_error
 from ..itemreport import RequestDiff
 from ..layout import PRIMARY_FILE, mcp_log_files, mcp_log_match, mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
-from ..scenario.plan import Plan
-from ..scenario.plan import plan_for as scenario_plan
+from ..recording.plan import Plan
+from ..recording.plan import plan_for as scenario_plan
 from .log import (
     MESSAGE_EVENT,
     TOOLS_CALL,
@@ -54,7 +55,6 @@ from .log import (
     is_notification,
     is_request,
     is_response,
-    jsonrpc_error,
     message_problem,
     request_key,
     session_script,
@@ -97,7 +97,7 @@ class McpConfig(Struct):
         masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
             sides of the request check, as the endpoint's; ``None``: none.
         mask_flag: the one option a mismatch's mask proposal is spelled with (``--mask``: the user runs
-            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.masks.mask_hint``).
+            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.maskhint.mask_hint``).
     """
 
     directory: Path
@@ -276,7 +276,7 @@ class McpRelay:
             if config.writes and config.run_dir is None:
                 # the one recorder of this server's files in the directory (a model recorder and other
                 # servers' relays record beside it); the fixture and the endpoint hold it for theirs
-                from ..scenario.write import RecordingLock, mcp_files
+                from ..recording.write import RecordingLock, mcp_files
 
                 self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
             session_id = f"mcp-{config.name}-{uuid.uuid4()}"
@@ -298,7 +298,7 @@ class McpRelay:
                 "the server's command",
                 "MCP_CONFIG",
             )
-        from ..scenario.harvest import read_log_file
+        from ..recording.harvest import read_log_file
         from ..session.tokens import Tokenizer
 
         log = read_log_file(path)
@@ -440,7 +440,7 @@ class McpRelay:
     def _open_stage(self, path: Path) -> None:
         """Where the events go as they pass: the log staged in the recording directory (the relay
         writes it), or a JSONL file in the run directory (the fixture writes the run's sessions)."""
-        from ..scenario.harvest import header_record
+        from ..recording.harvest import header_record
 
         assert self.log is not None
         header = header_record(self.log.session.header)
@@ -451,8 +451,8 @@ class McpRelay:
             self.spool = (target, target.with_suffix(".tmp").open("wb"))
             self.spool[1].write(orjson.dumps(header) + b"\n")
             return
-        from ..scenario.record import secret_scrubber
-        from ..scenario.write import LogStage
+        from ..recording.models import secret_scrubber
+        from ..recording.write import LogStage
 
         self.config.directory.mkdir(parents=True, exist_ok=True)
         # compared with the recorded session as write_sessions compares (masks, MCP's own events)
@@ -670,10 +670,11 @@ class McpRelay:
 
     def _mask_hint(self, recorded: Any, sent: Any) -> str | None:
         """The report's line proposing masks for a tool call that did not match
-        (``session.masks.mask_hint``, the request check's): only when every difference of the two calls
+        (``session.maskhint.mask_hint``, the request check's): only when every difference of the two calls
         is a value that changes every run, checked (the check run again with the run's masks and the
         proposed ones passes); in the spelling of the route in use (``McpConfig.mask_flag``)."""
-        from ..session.masks import Masks, differing_values, mask_hint
+        from ..session.maskhint import differing_values, mask_hint
+        from ..session.masks import Masks
 
         recorded_side, live_side = self.sides
         run_masks = self.config.masks
@@ -802,9 +803,9 @@ class McpRelay:
             _put(self.config.run_dir / f"{self.config.name}.{self.index}.outcome.json", outcome)
 
     def session_log(self) -> Any:
-        """The recorded session as a :class:`~pytest_dsh_replay.scenario.normalize.SessionLog`."""
-        from ..scenario.harvest import header_record
-        from ..scenario.normalize import SessionLog
+        """The recorded session as a :class:`~pytest_dsh_replay.recording.normalize.SessionLog`."""
+        from ..recording.harvest import header_record
+        from ..recording.normalize import SessionLog
 
         assert self.log is not None
         session = self.log.session
@@ -868,7 +869,7 @@ def unused_sessions(directory: Path, name: str, started: int, rerecord: str, acc
 
 
 class _Run(Struct):
-    """What the writer takes of a run (``scenario.write.RunLogs``): the logs and their cwd."""
+    """What the writer takes of a run (``recording.write.RunLogs``): the logs and their cwd."""
 
     logs: list[Any]
     cwd: str
@@ -891,8 +892,8 @@ def quote_json(value: Any, width: int = 200) -> str:
 
 def _sessions_base(directory: Path, name: str) -> tuple[Any, list[Path], Any]:
     """``(scenario, existing files, base)`` of server ``name``'s sessions for the writer."""
+    from ..recording.write import current_fixtures
     from ..scenario.definition import Scenario, ScenarioConfig
-    from ..scenario.write import current_fixtures
 
     existing = mcp_log_files(directory, name) if directory.is_dir() else []
     scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
@@ -901,9 +902,9 @@ def _sessions_base(directory: Path, name: str) -> tuple[Any, list[Path], Any]:
 
 def sessions_unchanged(directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None) -> bool:
     """Whether :func:`write_sessions` would keep every session of server ``name`` as recorded (with the
-    run's ``masks``; ``scenario.write.unchanged_run``)."""
-    from ..scenario.normalize import Normalization
-    from ..scenario.write import unchanged_run
+    run's ``masks``; ``recording.write.unchanged_run``)."""
+    from ..recording.normalize import Normalization
+    from ..recording.write import unchanged_run
 
     _scenario, _existing, base = _sessions_base(directory, name)
     return unchanged_run(_Run(logs, cwd), base, Normalization(masks=masks))
@@ -915,14 +916,14 @@ def write_sessions(
     """Write the sessions of server ``name`` (in start order) with the one stable writer, scrubbed by the
     run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``.
 
-    Stable by the model recordings' rule (``scenario.write``; docs/mcp.md, "Re-recording"): a session
+    Stable by the model recordings' rule (``recording.write``; docs/mcp.md, "Re-recording"): a session
     equal to the recorded one after normalization (session ids, UUIDs, cwd, ``createdAt`` and event
     ``time`` never count) and with the run's ``masks``
     (:class:`~pytest_dsh_replay.session.masks.Masks`) keeps every recorded byte; one that differs is
     rewritten whole in the recording's spelling."""
-    from ..scenario.normalize import Normalization
-    from ..scenario.record import secret_scrubber
-    from ..scenario.write import write_fixtures
+    from ..recording.models import secret_scrubber
+    from ..recording.normalize import Normalization
+    from ..recording.write import write_fixtures
 
     directory.mkdir(parents=True, exist_ok=True)
     scenario, existing, base = _sessions_base(directory, name)

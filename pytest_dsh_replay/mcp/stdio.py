@@ -10,7 +10,7 @@ and the recording written either way; requests the client still waits for then g
 recorded as the relay's answer (:meth:`~.relay.McpRelay.interrupted`). The ``mcp`` SDK's stdio client
 closes stdin, polls 2 s for the exit, SIGTERMs the relay's whole process group (relay and server),
 polls 2 s more and SIGKILLs the group: the recording is staged in the recording directory as the
-traffic passes (:class:`~pytest_dsh_replay.scenario.write.LogStage`), so ending the session only
+traffic passes (:class:`~pytest_dsh_replay.recording.write.LogStage`), so ending the session only
 swaps it in, whatever its size. The relay's stdout is written by a thread (:class:`_Stdout`): a client
 that stops reading it blocks that thread only, so the signals still end the session, and what the
 client did not take by then is dropped and said. Replaying, no child is started: each line is

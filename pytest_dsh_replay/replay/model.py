@@ -470,12 +470,12 @@ class ReplayModel:
     def _mask_hint(
         self, index: int, call: int, key: str, diffs: list[Difference], request: ModelRequest
     ) -> list[str]:
-        """The report's one line proposing masks (``session.masks.mask_hint``) when every difference of
+        """The report's one line proposing masks (``session.maskhint.mask_hint``) when every difference of
         this request from call ``call`` of script ``index`` (``diffs`` the ones found) is a value that
         changes every run, checked: the request check run again with the run's masks and the proposed
         ones passes (with copies of the masks, so the report's counts of what they masked stay true);
         none otherwise."""
-        from ..session.masks import mask_hint  # a mismatch report only: a green run never imports it
+        from ..session.maskhint import mask_hint  # a mismatch report only: a green run never imports it
 
         recorded = self._recorded_parts(index, call)
 

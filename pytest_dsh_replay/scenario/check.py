@@ -41,6 +41,10 @@ from msgspec import Struct, field
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
 from ..modes import Backend, RecordMode
+from ..recording.fixtures import Fixtures, ForeignRecordingError, load_fixtures
+from ..recording.normalize import Normalization, SessionLog
+from ..recording.plan import LogCompare, Plan, plan_for
+from ..recording.scrub import default_scrubber, redact_report, request_scrub, scrub_logs
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
 from ..replay.errors import RequestMismatchError, RequestShapeError
 from ..session import END_SEED_TYPE
@@ -54,9 +58,6 @@ from .compare import (
 )
 from .definition import Scenario
 from .errors import ScenarioMismatch
-from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
-from .normalize import Normalization, SessionLog
-from .plan import LogCompare, Plan, plan_for
 from .requestcheck import (
     model_hint,
     pin_extra,
@@ -66,11 +67,10 @@ from .requestcheck import (
     rerecord_command,
 )
 from .runner import RunOptions, RunResult, run_scenario
-from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
 
 if TYPE_CHECKING:
+    from ..recording.models import EpisodeModel, WatchedModel
     from ..session.masks import Masks
-    from .record import EpisodeModel, WatchedModel
 
 # The recorder (.record) and the writer (.write) are imported by the plans that run them: a green replay,
 # the common item, never compiles them (see _lazy.py for why that counts).
@@ -260,8 +260,8 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
             "or implement pytest_dsh_live_model"
         )
         return outcome
-    from .record import WatchedModel, sidecar_files, sidecars_for
-    from .write import current_fixtures, write_fixtures
+    from ..recording.models import WatchedModel, sidecar_files, sidecars_for
+    from ..recording.write import current_fixtures, write_fixtures
 
     model, secrets = options.live_model(scenario)
     watched = WatchedModel(model)
@@ -329,7 +329,7 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
     )
     if not plan.needs_live_model:
         return _Served(replay, replay)
-    from .record import EpisodeModel, ModelSpecError, WatchedModel
+    from ..recording.models import EpisodeModel, ModelSpecError, WatchedModel
 
     if options.live_model is None:
         raise ModelSpecError(
@@ -505,8 +505,8 @@ def changed_model_input(
     (``events[seedLength:]``); only a call the fixture has (a replayed one) counts, so the calls
     ``new_episodes`` made live after the recorded part are no refusal.
     """
+    from ..recording.normalize import context_for, normalized_events
     from .compare import structural_diff
-    from .normalize import context_for, normalized_events
 
     rules = Normalization(ignored - MODEL_INPUT_TYPES.keys(), sqlite, event_hook, masks)
     fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
@@ -604,7 +604,7 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
         outcome.refused = True
     if outcome.problems:
         return outcome
-    from .write import write_fixtures
+    from ..recording.write import write_fixtures
 
     pins, pin_notes = refreshed_pins(scenario, run.logs, run.cwd, replayed.first.replay.requests)
     outcome.notes += pin_notes
@@ -657,8 +657,8 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         return outcome
     if not served.episodes.live_calls:
         return outcome
-    from .record import sidecar_files
-    from .write import write_fixtures
+    from ..recording.models import sidecar_files
+    from ..recording.write import write_fixtures
 
     pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
     outcome.notes += pin_notes
@@ -695,7 +695,7 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
 
 def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
     """Sidecars for sessions whose LIVE part had a failed or cancelled call: replayed + live calls."""
-    from .record import sidecars_for
+    from ..recording.models import sidecars_for
 
     assert served.watched is not None
     out: dict[int, list[dict[str, Any]]] = {}

@@ -23,12 +23,13 @@ from ..errors import HarnessError
 from ..itemreport import MAX_VALUE, GuardVerdict, ItemReport, ReplayCounts, RequestDiff, WriteStatus
 from ..layout import INPUT_FILE, is_log_name, log_rank
 from ..modes import Backend, RecordMode
+from ..recording.errors import FixtureInventoryError, ScenarioError
+from ..recording.plan import Plan
 from ..replay.errors import RequestMismatchError
 from ..replay.requests import MISSING
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
-from .errors import FixtureInventoryError, ScenarioDefinitionError, ScenarioError, ScenarioMismatch
-from .plan import Plan
+from .errors import ScenarioDefinitionError, ScenarioMismatch
 from .requestcheck import model_hint
 
 __all__ = ["ItemResult", "check_item", "request_diffs", "shown_value"]

@@ -20,11 +20,11 @@ from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..modes import Backend
 from ..persistence import JsonlPersistence, WriteCoordinator
+from ..recording.harvest import harvest_backend, harvest_jsonl, harvest_key
+from ..recording.normalize import SessionLog
 from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario, next_session_name
 from .errors import ScenarioStepError, UnsupportedStepError
-from .harvest import harvest_backend, harvest_jsonl, harvest_key
-from .normalize import SessionLog
 
 
 class _KillSwitch:
@@ -272,7 +272,7 @@ class _Run:
         elif op in ("prompt", "promptExpectError"):
             agent = self._agent(op)
             first_new = len(agent.session.events)
-            # a model that records (scenario/record.py WatchedModel) takes a provider error during a
+            # a model that records (recording/models.py WatchedModel) takes a provider error during a
             # promptExpectError step as the step's subject, not as a failed recording
             expecting = op == "promptExpectError" and hasattr(self.model, "expect_errors")
             if expecting:

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_dsh_replay.itemreport import ItemReport, ReplayCounts
 from pytest_dsh_replay.modes import RecordMode
-from pytest_dsh_replay.scenario.plan import LogCompare, Plan, plan_for
+from pytest_dsh_replay.recording.plan import LogCompare, Plan, plan_for
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ import pytest
 
 from pytest_dsh_replay.layout import PRIMARY_FILE, is_owned
 from pytest_dsh_replay.modes import RecordMode
+from pytest_dsh_replay.recording.models import ModelSpecError, resolve_model_spec
+from pytest_dsh_replay.recording.plan import Plan
 from pytest_dsh_replay.scenario import CheckOptions, Scenario, check_scenario, load_scenario
-from pytest_dsh_replay.scenario.plan import Plan
-from pytest_dsh_replay.scenario.record import ModelSpecError, resolve_model_spec
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"
 

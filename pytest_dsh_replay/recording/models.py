@@ -13,7 +13,7 @@ import copy
 import os
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -22,10 +22,12 @@ from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext,
 from ..llm.errors import MalformedCallError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import SecretScrubber, run_scrubber
-from .definition import Scenario
 from .errors import ScenarioError
 from .normalize import SessionLog
-from .secrets import check_written
+from .scrub import check_written
+
+if TYPE_CHECKING:
+    from ..scenario.definition import Scenario  # typing only: a run imports no scenario/ from here
 
 
 class ModelSpecError(ScenarioError):
