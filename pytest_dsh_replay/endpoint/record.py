@@ -394,6 +394,15 @@ class UpstreamError(LlmError):
         self.retry_headers = retry_headers
 
 
+class UnreadableAnswer(LlmError):
+    """An upstream answer that cannot be read as sent (code ``BAD_RESPONSE``, status 502): a line of its
+    event stream that is not UTF-8. What came before it was decoded, the rest cannot be: the call is
+    a failed one, and its conversation is left out of the recording (no half-decoded answer is kept)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "BAD_RESPONSE", 502)
+
+
 def transient(exc: BaseException) -> bool:
     """Whether a failed upstream call is one a client retries: a 408, 409, 429 or 5xx answer, a
     connection refused or cut, an error event in the stream (the SDKs' rule for statuses)."""
@@ -421,7 +430,8 @@ class UpstreamModel:
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
     object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
     (the message says what the upstream must answer), that is not the format's answer, or whose body
-    does not decode as its ``Content-Encoding`` says, ``CONNECTION`` when the upstream cannot be reached
+    does not decode as its ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that
+    is not UTF-8), ``CONNECTION`` when the upstream cannot be reached
     or cuts its answer off, ``CANCELLED`` (503) for a call
     :meth:`cancel` ended.
     """
@@ -517,7 +527,15 @@ class UpstreamModel:
                 else:
                     event_data: list[str] = []
                     async for raw in response.content:
-                        line = raw.decode("utf-8").rstrip("\r\n")
+                        try:
+                            line = raw.decode("utf-8").rstrip("\r\n")
+                        except UnicodeDecodeError as exc:
+                            # the byte's value and place only: the line may hold anything
+                            raise UnreadableAnswer(
+                                f"upstream {url} sent a line of its event stream that is not UTF-8 (byte "
+                                f"0x{raw[exc.start]:02x} at offset {exc.start} of the line, after {events} "
+                                "event(s)): its answer cannot be read, so it is not recorded"
+                            ) from None
                         if line.startswith("data:"):
                             event_data.append(line[5:].removeprefix(" "))
                             continue
