@@ -410,7 +410,8 @@ def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(t
 
     refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
     refusing.start()
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    keys = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    env = {k: v for k, v in os.environ.items() if k not in keys}
     try:
         proc, url = start_serve(tmp_path, "--record", "once", "--upstream", refusing.url, env=env)
         try:
@@ -424,7 +425,9 @@ def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(t
     assert code == 1, err
     assert err.startswith(
         "dsh-replay serve: warning: recording with no upstream key: $OPENAI_API_KEY (/v1/chat/completions, "
-        "/v1/responses); $ANTHROPIC_API_KEY (/v1/messages) not set in dsh-replay serve's environment"
+        "/v1/responses, /v1/embeddings); $ANTHROPIC_API_KEY (/v1/messages); $GEMINI_API_KEY "
+        "(/v1beta/models/{model}:generateContent, /v1beta/models/{model}:embedContent) not set in dsh-replay "
+        "serve's environment"
     ), err
     assert "the key in $OPENAI_API_KEY is not set in dsh-replay serve's environment: set it there" in err
     assert refusing.headers == [None]  # the agent's own key is not forwarded
