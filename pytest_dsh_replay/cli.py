@@ -31,6 +31,7 @@ from .layout import (
     OVERRIDE_FILE,
     PIN_PARTS,
     PRIMARY_FILE,
+    embeddings_log_files,
     is_endpoint_recording,
     is_log_name,
     log_name,
@@ -39,9 +40,9 @@ from .layout import (
     mcp_log_match,
 )
 from .modes import Backend, RecordMode
-from .scenario.logstream import Event
-from .scenario.normalize import SessionLog
-from .scenario.validate import display as _name
+from .recording.logstream import Event
+from .recording.normalize import SessionLog
+from .recording.validate import display as _name
 from .session.types import END_SEED_TYPE
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
@@ -72,9 +73,10 @@ def _log_files(path: Path) -> list[Path]:
     if path.is_dir():
         recorded = list(fixture_files(path))
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
-        files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
+        beside = [*mcp_log_files(path), *embeddings_log_files(path)]  # with the endpoint's embeddings log
+        files = [*recorded, *beside] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
-            from .scenario.write import no_logs_error
+            from .recording.write import no_logs_error
 
             raise no_logs_error(path)
         return files
@@ -83,7 +85,7 @@ def _log_files(path: Path) -> list[Path]:
 
 def _read(file: Path) -> SessionLog:
     """One log, named by its file name (typed errors for unreadable or malformed input)."""
-    from .scenario.harvest import read_log_file
+    from .recording.harvest import read_log_file
 
     log = read_log_file(file)
     log.source = file.name
@@ -91,7 +93,7 @@ def _read(file: Path) -> SessionLog:
 
 
 def _ordered(path: Path, logs: list[SessionLog]) -> list[SessionLog]:
-    from .scenario.harvest import harvest_order
+    from .recording.harvest import harvest_order
 
     return logs if not path.is_dir() or os.path.lexists(path / PRIMARY_FILE) else harvest_order(logs)
 
@@ -108,12 +110,12 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 def _log_findings(files: Sequence[Path], errors: Sequence[str] = (), observe: Any = None) -> list[Any]:
     """What ``validate`` finds in these logs of one recording (header, seq contiguity, turn/step
     balance, tool pairing, lineage, surface, secrets): its own per-log checks
-    (:func:`~.scenario.validate.validate_log_files`), so ``show`` and ``report`` call a log damaged
+    (:func:`~.recording.validate.validate_log_files`), so ``show`` and ``report`` call a log damaged
     exactly when ``validate`` does. The inventory (``input.json``, pins, sidecars) is ``validate``'s
     alone. ``errors``: ``[CODE] message`` texts the caller reported already (an unreadable log), left out.
-    ``observe``: a :class:`~.scenario.validate.LogReader` per log, reading it in the same pass.
+    ``observe``: a :class:`~.recording.validate.LogReader` per log, reading it in the same pass.
     """
-    from .scenario.validate import UnitReport, validate_log_files
+    from .recording.validate import UnitReport, validate_log_files
 
     report = UnitReport(Path())
     validate_log_files(files, report, _cli_scrubber(), observe)
@@ -190,11 +192,11 @@ class _ScrubbedStream:
 
 
 def _cli_scrubber() -> Any:
-    """The commands' scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var,
+    """The commands' scrubber (:func:`~.recording.scrub.default_scrubber`: the key env var,
     secret-named environment values, the default patterns); the patterns alone when the key env var
     is unusable."""
     from .llm.secrets import SecretScrubber
-    from .scenario.secrets import default_scrubber
+    from .recording.scrub import default_scrubber
 
     try:
         return default_scrubber()
@@ -205,7 +207,7 @@ def _cli_scrubber() -> Any:
 def _scrubbed_output() -> Iterator[None]:
     """Every line any command prints, on stdout and stderr (rich's console, ``click.echo``, error and
     finding lines that quote input values: a session id, a callId, a sidecar value), goes through
-    the run's scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var, secret-named
+    the run's scrubber (:func:`~.recording.scrub.default_scrubber`: the key env var, secret-named
     environment values, the default patterns)."""
     scrubber = _cli_scrubber()
     saved = sys.stdout, sys.stderr
@@ -299,6 +301,11 @@ class _TurnSummary:
         elif t == END_SEED_TYPE and not self.seed and not self.given and i > 0:
             self.given = i
         turn = self.turn
+        if t == "embeddings/call":  # the endpoint's embedding calls: one line each
+            from .endpoint.embeddings import call_summary
+
+            self.lines.append(call_summary({**d, "seq": e.get("seq")}))
+            return
         if t == "turn/start":
             self.turn = {
                 "turn": d.get("turn"),
@@ -432,7 +439,7 @@ class _Shown(Struct):
 
 class _ShowReader:
     """One log's summary for ``show``, read in ``validate``'s pass over it (a
-    :class:`~.scenario.validate.LogReader`): the log is read and parsed once for the tree and the
+    :class:`~.recording.validate.LogReader`): the log is read and parsed once for the tree and the
     findings. ``partners``: its tool calls bound to their partners in other logs (:func:`_tool_partners`)."""
 
     def __init__(self, file: Path, spool: IO[str], partners: dict[int, str] | None) -> None:
@@ -530,7 +537,7 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
     if not any(mcp_log_match(f.name) for f in files):
         return {}
     from .mcp.log import CallRef, bind_calls, call_key
-    from .scenario.logstream import iter_log_events
+    from .recording.logstream import iter_log_events
 
     asked: list[CallRef] = []
     served: list[CallRef] = []
@@ -550,14 +557,14 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
 
 
 def _show_units(path: Path) -> list[tuple[Path, str]]:
-    """The units ``validate`` checks at or under ``path`` (:func:`~.scenario.validate.validation_units`:
+    """The units ``validate`` checks at or under ``path`` (:func:`~.recording.validate.validation_units`:
     the scenarios pytest collects there, nested ones included), each with why it cannot be listed
     (``""`` when it can).
 
     Raises:
         HarnessError: ``PATH_EMPTY`` when there is none.
     """
-    from .scenario.validate import validation_units
+    from .recording.validate import validation_units
 
     units = list(validation_units(path))
     if not units:
@@ -568,7 +575,7 @@ def _show_units(path: Path) -> list[tuple[Path, str]]:
 
 
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
-    from .scenario.harvest import harvest_key
+    from .recording.harvest import harvest_key
 
     if path.is_dir() and not os.path.lexists(path / PRIMARY_FILE):
         logs.sort(key=lambda log: harvest_key(log.header))
@@ -640,7 +647,7 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
     usage errors.
     """
     from .errors import max_line_bytes
-    from .scenario.validate import validate_paths
+    from .recording.validate import validate_paths
 
     try:
         max_line_bytes()  # a bad DSH_REPLAY_MAX_LINE_BYTES is a usage error, not a finding per log
@@ -693,9 +700,9 @@ def derive(path: Path, as_json: bool) -> None:
     A seq gap (or a repeated seq) is reported after the scripts as ``validate`` reports it (on
     stderr with ``--json``), exit 1: the calls were derived, but from a log with events missing.
     """
+    from .recording.scrub import redact_report
+    from .recording.validate import seq_findings
     from .replay import load_child_script, load_session_scripts
-    from .scenario.secrets import redact_report
-    from .scenario.validate import seq_findings
 
     _existing(path)
     if path.is_dir():
@@ -837,7 +844,8 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...])
     The events of each log pair are aligned (a sequence alignment over the normalized events, seq
     left out), so an event removed from B is one event only in A; A is shown in red, B in green.
     With --mask, what each REGEX matches is {{mask:N}} on both sides (docs/masks.md). Exit 1 on
-    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX).
+    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX) or one the masks'
+    linear-time engine cannot run (MASK_UNSUPPORTED_REGEX).
     """
     from .scenario.compare import align_event_logs
     from .session.masks import Masks
@@ -865,7 +873,7 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...])
         masked = f" and {len(masks)} mask(s)" if masks else ""
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization{masked}")
         return
-    from .scenario.secrets import redact_report
+    from .recording.scrub import redact_report
 
     def show(text: str) -> str:  # secrets show as [REDACTED]; A red, B green
         text = escape(redact_report(text, None))
@@ -1011,7 +1019,7 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     """
     import pytest
 
-    from .scenario.record import model_spec_problem
+    from .recording.models import model_spec_problem
 
     problem = model_spec_problem(model_spec, flag="--model")
     if problem is not None:
@@ -1065,7 +1073,7 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
     nothing to do), 2 when the directory cannot be recovered (the reason).
     """
     from .endpoint.record import remove_temp_stores, stale_temp_stores
-    from .scenario.write import recover_write
+    from .recording.write import recover_write
 
     if not directories and not temp_stores:
         raise click.UsageError("give a DIRECTORY, or --temp-stores")
@@ -1100,7 +1108,7 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     is kept (NOTHING_KEPT), when refused, or while a recorder records DIRECTORY's conversations
     (ENDPOINT_RECORDING_LOCKED).
     """
-    from .endpoint.kept import accept as accept_kept_run
+    from .recording.kept import accept as accept_kept_run
 
     written, removed, held = accept_kept_run(directory, allow_unanswered=allow_unanswered)
     failed = f"; its {held.failed_calls} failed call(s) replay as their errors" if held.failed_calls else ""
@@ -1111,7 +1119,29 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     )
 
 
-@main.command()
+def _serve_formats() -> str:
+    """``serve --help``'s list of the wire formats (the registry, ``llm/wire/registry.py``): each one's
+    routes, key variables and SDK base-URL variable in its form."""
+    from .llm.wire.registry import FORMATS
+
+    lines = ["\b", "Formats served (routes; upstream key variable; SDK base URL):"]
+    for fmt in FORMATS:
+        urls = ", ".join(f"{env}=http://127.0.0.1:PORT{suffix}" for env, suffix in fmt.base_urls)
+        lines.append(f"  {fmt.title}: POST {', '.join(fmt.routes)}")
+        lines.append(f"    key: ${' or $'.join(fmt.key_envs)}; {urls}")
+    return "\n".join(lines)
+
+
+def _key_variables() -> str:
+    from .llm.wire.registry import key_variables
+
+    return ", ".join(key_variables())
+
+
+_KEY_VARIABLES = _key_variables()
+
+
+@main.command(epilog=_serve_formats())
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @_record_option("record mode (none: replay only)")
 @click.option(
@@ -1135,8 +1165,9 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     "--api-key-env",
     default=None,
     metavar="NAME",
-    help="env var of the upstream's API key for every format (default: each format's own: OPENAI_API_KEY, "
-    "ANTHROPIC_API_KEY for /v1/messages)",
+    help="env var of the upstream's API key for every format (default: each format's own: "
+    + _KEY_VARIABLES
+    + ")",
 )
 @click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
 @click.option(
@@ -1187,8 +1218,9 @@ def serve(
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
-    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point OPENAI_BASE_URL at
-    it (ANTHROPIC_BASE_URL at it without /v1). Everything else, every error included, goes to stderr.
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point each SDK's base-URL
+    variable at it in its form (listed below the options). Everything else, every error included, goes
+    to stderr.
     Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
     upstream calls still running (they are recorded as failed calls), then writes the recording (record
     modes) and exits 0 when every request was answered or matched, every recorded call was used and no
@@ -1300,7 +1332,7 @@ def serve(
         sys.stderr.flush()
         os._exit(EXIT_FINDINGS)  # the server's tasks are left as they are: that is what forcing means
 
-    from .scenario.secrets import redact_report
+    from .recording.scrub import redact_report
 
     outcome = asyncio.run(run())
     if not outcome.ok:  # the report ends with the notes: each said once
@@ -1382,7 +1414,7 @@ def mcp(
     except HarnessError as exc:  # the relay's configuration, the recording it refuses, the server's start
         _print_error_err(exc)
         sys.exit(EXIT_USAGE)
-    from .scenario.secrets import redact_report
+    from .recording.scrub import redact_report
 
     if not outcome.ok:
         click.echo(redact_report(outcome.report(), None), err=True)

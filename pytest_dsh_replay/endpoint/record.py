@@ -12,7 +12,7 @@
   chunks (the format's ``UpstreamTranslator``); the API key, read from the configured environment
   variable, goes into the ``Authorization`` header only.
 * :class:`Recorder` owns the session store on the chosen backend, and at the end harvests the logs and
-  writes them through the one stable writer (:func:`~pytest_dsh_replay.scenario.write.write_fixtures`)
+  writes them through the one stable writer (:func:`~pytest_dsh_replay.recording.write.write_fixtures`)
   with the sidecars of failed calls and the request pins.
 """
 
@@ -30,6 +30,7 @@ from msgspec import Struct, field
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
+from ..llm.wire.registry import BY_KEY
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import Session, SessionStore, interrupted_turn_closers
@@ -386,11 +387,31 @@ RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
 
 
 class UpstreamError(LlmError):
-    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent."""
+    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent;
+    ``url``: the full URL the call went to."""
 
-    def __init__(self, message: str, code: str, status: int, retry_headers: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, code: str, status: int, retry_headers: dict[str, str], url: str = ""
+    ) -> None:
         super().__init__(message, code, status)
         self.retry_headers = retry_headers
+        self.url = url
+
+
+#: The HTTP statuses an upstream answers that the client's request did not cause: the route is not
+#: there (404, 405: a wrong base URL) or the credentials are not accepted (401, 403). A recording run
+#: that meets one fails and records nothing (docs/endpoint.md); any other error status (400, 422,
+#: 429, 5xx) is the agent's own outcome, passed through to it as the upstream said.
+NOT_THE_CLIENTS = frozenset({401, 403, 404, 405})
+
+
+class UnreadableAnswer(LlmError):
+    """An upstream answer that cannot be read as sent (code ``BAD_RESPONSE``, status 502): a line of its
+    event stream that is not UTF-8. What came before it was decoded, the rest cannot be: the call is
+    a failed one, and its conversation is left out of the recording (no half-decoded answer is kept)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "BAD_RESPONSE", 502)
 
 
 def transient(exc: BaseException) -> bool:
@@ -413,13 +434,15 @@ class UpstreamModel:
     ``stream: true``) is translated through the format's ``whole_answer_events``: the same chunks.
 
     ``api_key``: one key for every format, or a mapping format path -> key (each provider's own
-    variable); sent as the format's ``upstream_headers`` (``x-api-key``) or as a Bearer token.
+    variable); sent as the format object says (:meth:`~..llm.wire.registry.Format.upstream_headers`:
+    ``x-api-key``, ``x-goog-api-key``, or a Bearer token), to its ``upstream_path`` under the base URL.
 
     Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
     object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
     (the message says what the upstream must answer), that is not the format's answer, or whose body
-    does not decode as its ``Content-Encoding`` says, ``CONNECTION`` when the upstream cannot be reached
+    does not decode as its ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that
+    is not UTF-8), ``CONNECTION`` when the upstream cannot be reached
     or cuts its answer off, ``CANCELLED`` (503) for a call
     :meth:`cancel` ended.
     """
@@ -465,7 +488,7 @@ class UpstreamModel:
         return self._stream(fmt, body)
 
     def _url(self, fmt: WireFormat) -> str:
-        return format_url(self.base_url, fmt.PATH)
+        return format_url(self.base_url, BY_KEY[fmt.PATH].upstream_path(fmt))
 
     async def _stream(self, fmt: WireFormat, body: Mapping[str, Any]) -> AsyncIterator[StreamChunk]:
         import aiohttp
@@ -473,12 +496,7 @@ class UpstreamModel:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        own_headers = getattr(fmt, "upstream_headers", None)  # a format with its own auth (messages)
-        api_key = self.key_for(fmt)
-        if callable(own_headers):
-            headers.update(own_headers(api_key))
-        elif api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers.update(BY_KEY[fmt.PATH].upstream_headers(fmt, self.key_for(fmt)))
         translator = fmt.upstream_translator(body)
         url = self._url(fmt)
         task = asyncio.current_task()
@@ -501,6 +519,7 @@ class UpstreamModel:
                         _status_code(response.status),
                         response.status,
                         {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
+                        url,
                     )
                 if _is_json(content_type):
                     # an upstream that ignores ``stream: true`` and answers whole: recorded as the
@@ -520,7 +539,15 @@ class UpstreamModel:
                 else:
                     event_data: list[str] = []
                     async for raw in response.content:
-                        line = raw.decode("utf-8").rstrip("\r\n")
+                        try:
+                            line = raw.decode("utf-8").rstrip("\r\n")
+                        except UnicodeDecodeError as exc:
+                            # the byte's value and place only: the line may hold anything
+                            raise UnreadableAnswer(
+                                f"upstream {url} sent a line of its event stream that is not UTF-8 (byte "
+                                f"0x{raw[exc.start]:02x} at offset {exc.start} of the line, after {events} "
+                                "event(s)): its answer cannot be read, so it is not recorded"
+                            ) from None
                         if line.startswith("data:"):
                             event_data.append(line[5:].removeprefix(" "))
                             continue
@@ -660,7 +687,7 @@ def first_request_keys(
     """Conversation id -> the content key of its first request (``sources``: the models' ``requests``,
     in call order, the replayed ones first): its JSON with sorted keys, without ``sessionId`` (the
     conversation's own random id), ``masks`` applied (a volatile value does not reorder the files). What
-    :func:`~pytest_dsh_replay.scenario.harvest.content_order` numbers a recording's files by, so the
+    :func:`~pytest_dsh_replay.recording.harvest.content_order` numbers a recording's files by, so the
     same traffic in another arrival order writes the same files.
     """
     keys: dict[str, bytes] = {}
@@ -757,10 +784,10 @@ class Recorder:
         """Flush every session, harvest the logs, close the backend.
 
         ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
-        :func:`~pytest_dsh_replay.scenario.harvest.content_order` (conversations arrive in any order);
+        :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order);
         ``None``: in harvest order.
         """
-        from ..scenario.harvest import content_order, harvest_backend, harvest_jsonl
+        from ..recording.harvest import content_order, harvest_backend, harvest_jsonl
 
         for log in self.logs.values():
             log.close()

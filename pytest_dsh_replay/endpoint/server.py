@@ -16,6 +16,9 @@ One :class:`Endpoint` serves one recording directory in one record mode:
   conversation's session records it; :meth:`Endpoint.stop` writes the directory with the one writer.
 * **episodes** (``new_episodes`` with a recording): recorded calls replayed, the rest forwarded, all
   written.
+* **changed** (``changed`` with a recording): each conversation replayed while its requests match, and
+  forwarded from its first request that differs (:class:`~..recording.models.ChangedModel`); written
+  as ``rewrite`` writes, so a conversation that matched throughout keeps its bytes.
 
 Aiohttp was measured against starlette + uvicorn with the openai SDK as the client (a 100-chunk stream,
 300 calls): p50 42-44 ms vs 45-46 ms, p99 90-107 ms vs 112-125 ms (the SDK's own parsing dominates); it
@@ -47,7 +50,17 @@ from ..errors import (
     max_line_bytes,
     nesting_exceeds,
 )
+from ..httpbody import (
+    ACCEPTED_ENCODINGS,
+    MAX_BODY_BYTES,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    is_mcp_path,
+    read_body,
+)
 from ..layout import (
+    EMBEDDINGS_LOG,
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
     PRIMARY_FILE,
@@ -57,32 +70,27 @@ from ..layout import (
     mcp_log_match,
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.secrets import MIN_SECRET_LENGTH
+from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
+from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
+from ..llm.wire.registry import Format
 from ..modes import Backend, RecordMode
-from ..scenario.plan import Plan
-from ..scenario.plan import plan_for as scenario_plan
+from ..recording.kept import KEPT_DIR, kept_note, kept_run
+from ..recording.plan import Plan
+from ..recording.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import (
-    ACCEPTED_ENCODINGS,
-    FORMATS,
-    MAX_BODY_BYTES,
-    MCP_PATH,
-    BodyTooLarge,
-    UnreadableBody,
-    UnsupportedEncoding,
-    error_body,
-    read_body,
-)
+from .formats import FORMATS, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
-from .kept import KEPT_DIR, kept_note, kept_run
 from .prefixes import PrefixCache
 from .record import (
+    NOT_THE_CLIENTS,
     ConversationLog,
     Recorder,
     RecordResult,
+    UnreadableAnswer,
+    UpstreamError,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -93,6 +101,14 @@ from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
+#: What usually keeps an agent's requests from a recording run (said when none arrived).
+NO_REQUEST_CAUSES = (
+    "what usually causes it: the client was built before the endpoint started (at import, or in a "
+    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
+    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
+    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
+)
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
 CLIENT_GONE = "the client closed the connection before the answer ended"
@@ -103,7 +119,7 @@ MODELS_PATH = "/v1/models"
 
 def served_routes() -> list[str]:
     """What the endpoint answers, as ``METHOD PATH`` strings (named in its 404/405 answers)."""
-    return [*(f"POST {path}" for path in FORMATS), f"GET {MODELS_PATH}"]
+    return [*(f"POST {route}" for fmt in FORMATS.values() for route in fmt.routes), f"GET {MODELS_PATH}"]
 
 
 def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
@@ -126,9 +142,19 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
         status, code = 404, "ENDPOINT_NOT_FOUND"
         what = f"{method} {path}: no such path"
     message = f"dsh-replay endpoint: {what}; it serves {routes}"
-    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+    if is_mcp_path(path):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
+    if doubled is None:  # a route with path parameters: its version segment twice (``/v1beta/v1beta/``)
+        doubled = next(
+            (
+                r
+                for f in FORMATS.values()
+                for r in f.routes
+                if "{" in r and f.matches(path[path.find("/", 1) :])
+            ),
+            None,
+        )
     if doubled is not None and not allowed:
         message += (
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
@@ -226,6 +252,8 @@ class EndpointOutcome(Struct):
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -279,10 +307,16 @@ def _has_recording(directory: Path) -> bool:
     return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
+def _has_any_recording(directory: Path) -> bool:
+    """A recording of conversations, or of embedding calls only (a retrieval step's index)."""
+    return _has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
-    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
-    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
+    with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
+    ``RECORD`` (module doc). A recording of embedding calls alone is a recording."""
+    return scenario_plan(config.record, recorded=_has_any_recording(config.directory), update=False)
 
 
 class Endpoint:
@@ -315,7 +349,7 @@ class Endpoint:
         self.problems: list[str] = []
         #: what the start found worth saying (temporary stores of killed runs); ``serve`` prints them
         self.start_notes: list[str] = []
-        self.lock: Any = None  # scenario.write.RecordingLock
+        self.lock: Any = None  # recording.write.RecordingLock
         #: a conversation that differs only where a mask matched keeps its recorded bytes; ``False``
         #: when another part of the run (a ``dsh_mcp`` server's sessions) is rewritten: the run's logs
         #: are kept together or not at all (``endpoint.fixture.join_run``)
@@ -325,6 +359,8 @@ class Endpoint:
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
         #: (record plans; an answered retry clears it)
         self.failed_conversations: dict[str, str] = {}
+        #: the cancel signal of each replayed call in flight, by conversation id (``_parked``)
+        self._signals: dict[str, CancelSignal] = {}
         #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
         #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
         self.errored_conversations: dict[str, str] = {}
@@ -333,6 +369,9 @@ class Endpoint:
         self.in_flight = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
+        #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
+        self.unrouted: list[str] = []
+        self.unrouted_count = 0
         self._runner: Any = None
         #: the app's handlers (:meth:`_listen`), emptied by :meth:`stop`
         self._routes = RouteTable()
@@ -340,13 +379,49 @@ class Endpoint:
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
+        self.embeddings: Any = None
+        self.embedding_upstream: Any = None
+
+    # -- requests no route takes -----------------------------------------------------------------
+
+    async def _route_errors(self, request: Any, handler: Any) -> Any:
+        """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not
+        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it."""
+        from aiohttp import web
+
+        try:
+            return await handler(request)
+        except web.HTTPMethodNotAllowed as exc:
+            body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
+            headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
+        except web.HTTPNotFound:
+            body, status = route_error(request.method, request.path)
+            headers = dict(_NO_RETRY)
+        self.unrouted_count += 1
+        if len(self.unrouted) < 3:
+            self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
+        body_bytes = orjson.dumps(body)
+        return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+    def _nothing_arrived(self) -> str:
+        """The note of a recording run no model request reached: the requests no route took, if any
+        came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
+        directory = self.config.directory
+        if not self.unrouted_count:
+            return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
+        more = self.unrouted_count - len(self.unrouted)
+        return (
+            f"no model request arrived, {self.unrouted_count} request(s) to paths the endpoint does not "
+            f"serve did ({', '.join(self.unrouted)}{f', and {more} more' if more > 0 else ''}; each was "
+            f"answered 404/405 naming what it serves): nothing recorded into {directory}"
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        from ..recording.models import ChangedModel, EpisodeModel, WatchedModel, secret_scrubber
+        from ..recording.scrub import request_scrub
         from ..replay import ReplayModel, load_session_scripts
-        from ..scenario.record import EpisodeModel, WatchedModel, secret_scrubber
-        from ..scenario.secrets import request_scrub
 
         config = self.config
         self.keys = self._upstream_keys() if self.plan is not Plan.REPLAY else {}
@@ -366,7 +441,7 @@ class Endpoint:
             _check_directory(config.directory)
             # one recorder of the model's files (and of each --mcp server's) per directory: a second one
             # is refused now, not found out at its write; MCP relays record their own files beside it
-            from ..scenario.write import MODEL_FILES, RecordingLock, mcp_files
+            from ..recording.write import MODEL_FILES, RecordingLock, mcp_files
 
             self.lock = RecordingLock(config.directory, [MODEL_FILES, *map(mcp_files, config.mcp or ())])
             # the MCP sessions a separate relay (``dsh-replay mcp``) records into the directory during this
@@ -386,11 +461,12 @@ class Endpoint:
             self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in (Plan.REPLAY, Plan.EPISODES):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED):
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
-            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
+            others = (config.mcp and mcp_log_files(config.directory)) or _has_any_recording(config.directory)
+            if not model_recorded and not others:
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -409,6 +485,7 @@ class Endpoint:
                 scrub=request_scrub(self.scrubber),
                 rerecord=rerecord,
                 subject=config.subject,
+                episodes=f"{config.record_flag}=new_episodes",
                 # the endpoint's pins are what the client sent: re-recording is its way out (it has no
                 # --snapshot-update that would keep the recorded answers)
                 # a client sends any request at any time: one that matches no recorded conversation
@@ -421,15 +498,35 @@ class Endpoint:
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
             # per call: thousands of conversations cost each call nothing)
             self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
+            # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
+            self.replay.on_parked = self._parked
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
+        from .embeddings import EmbeddingCalls, EmbeddingUpstream
+
+        recorded = self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED)
+        live = self.plan.needs_live_model
+        self.embeddings = EmbeddingCalls(
+            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+        )
+        if live and config.upstream:
+            by_key = {path: key for path, (_env, key) in self.keys.items()}
+            self.embedding_upstream = EmbeddingUpstream(check_base_url(config.upstream), by_key)
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
+        elif self.plan is Plan.CHANGED:
+            self.model = ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
         else:
             self.model = self.watched
+
+    def _parent_of(self, conversation_id: str) -> str | None:
+        """The parent conversation's live id of a spawn or fork child (``None``: a root)."""
+        conv = self.binder.by_id(conversation_id)
+        return conv.parent if conv is not None else None
 
     def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
         """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
@@ -437,7 +534,9 @@ class Endpoint:
         config = self.config
         out: dict[str, tuple[str, str | None]] = {}
         for path, fmt in FORMATS.items():
-            env = config.api_key_env or fmt.KEY_ENV
+            # the first of the format's variables that is set (each SDK's order), else its first
+            names = (config.api_key_env,) if config.api_key_env else fmt.key_envs
+            env = next((n for n in names if os.environ.get(n)), names[0])
             key = config.api_key if config.api_key is not None else os.environ.get(env)
             out[path] = (env, key.strip() if key else None)
         return out
@@ -474,11 +573,14 @@ class Endpoint:
         from aiohttp import web
 
         # the guard first: a request it refuses reaches no route and no body is read
-        middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
-        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+        # a plain function: aiohttp marks a middleware by setting an attribute, which a bound method refuses
         routes = self._routes = RouteTable()
-        for path, fmt in FORMATS.items():
-            app.router.add_post(path, routes.route(self._handler(fmt)))
+        middlewares = [guard_middleware(guard), web.middleware(routes.route(self._route_errors))]
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+        for fmt in FORMATS.values():
+            handle = routes.route(self._handler(fmt))
+            for route in fmt.routes:
+                app.router.add_post(route, handle)
         app.router.add_get(MODELS_PATH, routes.route(self._models))
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
@@ -494,7 +596,7 @@ class Endpoint:
                 masks=self.config.masks,
             )
             self.mcp.add_routes(app, routes.route)
-        # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
+        # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(
@@ -522,9 +624,13 @@ class Endpoint:
             self._runner = None
             self._routes.clear()
             _release_app_cache()
+        if self.replay is not None:  # its callback into the endpoint: the two would be a cycle
+            self.replay.on_parked = None
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
+        if self.embedding_upstream is not None:
+            await self.embedding_upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
         if self.mcp is not None:
@@ -540,6 +646,15 @@ class Endpoint:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
                 await self._write(outcome, failed)
+                if outcome.ok and (not failed or self.config.record_on_error):
+                    # the run's embedding calls, beside the conversations written into the directory
+                    written = self.embeddings.write(self.scrubber.scrub)
+                    outcome.written += written
+                    if self.embeddings.calls:
+                        what = "written" if written else "kept (the same calls)"
+                        outcome.notes.append(
+                            f"{len(self.embeddings.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+                        )
                 if self.mcp is not None and self.mcp.recorded and outcome.ok:
                     outcome.notes += self.mcp.write_recorded(self.masks_keep_mcp(outcome))
             finally:
@@ -558,6 +673,12 @@ class Endpoint:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def _parked(self, key: str, call: int) -> None:
+        """A replayed call of conversation ``key`` reached a ``hang`` entry: it ends after its chunks."""
+        signal = self._signals.get(key)
+        if signal is not None:
+            signal.abort(f"call #{call} was recorded as left by its client after these chunks")
 
     def _conversation_problems(self, said: Sequence[str]) -> list[str]:
         """One problem per recorded conversation whose last call failed (not retried, or retried in vain),
@@ -608,13 +729,15 @@ class Endpoint:
             self.replay.assert_consumed(accept=self.accept_unused)
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
+        if self.embeddings is not None:
+            outcome.problems += self.embeddings.unused()
 
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
+        from ..recording.models import sidecar_files, sidecars_for
+        from ..recording.normalize import Normalization
+        from ..recording.write import current_fixtures, remove_kept, write_fixtures
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.normalize import Normalization
-        from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
-        from ..scenario.write import current_fixtures, remove_kept, write_fixtures
 
         assert self.recorder is not None
         sources = [self.watched.requests]
@@ -627,8 +750,8 @@ class Endpoint:
             if outcome.problems:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
-            else:
-                outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
+            elif not self.embeddings.calls:  # embedding calls alone are written by stop()
+                outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
@@ -687,7 +810,7 @@ class Endpoint:
         target.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
         entries = dict(self.watched.entries)
-        if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
+        if self.replay is not None:  # a replayed call (new_episodes, changed): its recorded entry, in order
             for key, index in self.replay.bound.items():
                 served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
                 entries[key] = [*served, *entries.get(key, [])]
@@ -707,6 +830,12 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
+        # --record changed: what each conversation kept and re-recorded (recording.models.ChangedModel)
+        changes = self.model.summary() if self.plan is Plan.CHANGED else []
+        if self.plan is Plan.CHANGED:
+            outcome.rerecorded = self.model.rerecorded(
+                {log.id: log_name(i) for i, log in enumerate(result.logs)}
+            )
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(
@@ -720,12 +849,20 @@ class Endpoint:
                     instead=instead,
                 )
             )
-            outcome.notes += aside
+            outcome.notes += [*changes, *aside]
             return
-        outcome.notes.append(
-            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
-            f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+        upstream = sum(map(len, self.watched.requests.values()))
+        # a new_episodes run replays part of its requests: say which went to the provider
+        sent = (
+            f": {outcome.calls - upstream} replayed, {upstream} sent upstream"
+            if upstream != outcome.calls
+            else ""
         )
+        outcome.notes.append(
+            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s){sent} into "
+            f"{directory} ({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+        )
+        outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():
@@ -745,7 +882,7 @@ class Endpoint:
         :data:`RELAY_WAIT` seconds, under its own recording lock. Returns the notes saying what was
         moved, or what is left and why (a relay still recording after the wait, a kept run of an earlier
         failed run there). ``serve --mcp`` sessions are the endpoint's own and are not touched."""
-        from ..scenario.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
+        from ..recording.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
 
         if not self.config.set_aside_relays:
             return []
@@ -860,15 +997,45 @@ class Endpoint:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "dsh-replay"} for n in names]
         return web.json_response({"object": "list", "data": data})
 
-    def _handler(self, fmt: WireFormat) -> Any:
+    def _handler(self, fmt: Format) -> Any:
+        """The route handler of ``fmt``: a model call (a conversation's), or an embedding call."""
+        serve = self._serve_embeddings if fmt.kind == "embeddings" else self._serve
+
         async def handle(request: Any) -> Any:
             self.in_flight += 1
             try:
-                return await self._serve(fmt, request)
+                # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+                return await serve(fmt.bind(request.match_info, request.path), request)
             finally:
                 self.in_flight -= 1
 
         return handle
+
+    async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
+        """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
+        from the recording or forwarded."""
+        from aiohttp import web
+
+        try:
+            raw = await read_body(request, self.line_limit)
+            body = orjson.loads(raw)
+        except (UnreadableBody, UnsupportedEncoding, BodyTooLarge, orjson.JSONDecodeError) as exc:
+            return self._problem(wire, WireRequestError(str(exc), "$"), 400)
+        if not isinstance(body, dict):
+            return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
+        self.calls += 1
+        try:
+            status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)
+        except LlmError as exc:
+            message = self.scrubber.scrub_fixed(exc.message)
+            self.problem(f"embedding call: {message}")
+            return self._error(wire, message, exc.code, exc.status or 502)
+        if status >= 400:
+            said = self.scrubber.scrub_fixed(self.embeddings.problems[-1])
+            self.problem(said)
+            if not self.plan.needs_live_model:
+                return self._error(wire, said, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
@@ -975,6 +1142,8 @@ class Endpoint:
         if origins is not None and len(origins.get("messages", ())) == len(call["messages"]):
             call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
+        if self.replay is not None:
+            call["signal"] = self._signals[conv.id] = CancelSignal()
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):
             # a retry of a call that failed transiently: the failed attempt is not recorded
@@ -986,6 +1155,7 @@ class Endpoint:
         try:
             return await self._answer(fmt, request, body, binding, log, call)
         finally:
+            self._signals.pop(conv.id, None)
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
@@ -1069,15 +1239,32 @@ class Endpoint:
                     if not api_key
                     else "was refused"
                 )
+                tried = f" at {exc.url}" if isinstance(exc, UpstreamError) and exc.url else ""
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
+                    f"upstream refused the credentials (HTTP {status}{tried}: {message}); the key in ${env} "
+                    f"{key}"
+                )
+            elif live and isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS:
+                # the route is not there: a wrong upstream base URL, not the agent's outcome; recording
+                # its answer would make the mistake a green fixture that replays the 404
+                self.problem(
+                    f"upstream {exc.url} answered HTTP {status} to {fmt.PATH} ({message}): that URL is not "
+                    f"the API's route; check the upstream base URL ({self.config.upstream_flag}: e.g. "
+                    "https://api.openai.com/v1 or https://api.anthropic.com); nothing of this call was "
+                    "recorded"
                 )
             if not live:
                 pass
-            elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+            elif isinstance(exc, UnreadableAnswer) or (
+                isinstance(exc, LlmError)
+                and (
+                    exc.code == "AUTH"
+                    or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+                    or (exc.code == "CONNECTION" and not received)
+                )
             ):
-                # no answer of the agent's model: nothing of this conversation to record
+                # no answer of the agent's model (or one that cannot be read whole): nothing of this
+                # conversation to record
                 self.failed_conversations[conv.id] = message
             elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
                 self.errored_conversations[conv.id] = message
@@ -1095,12 +1282,22 @@ class Endpoint:
                 self.binder.failed(conv)
             return message, code, status
 
+        # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
+        # a secret split over two chunks is found whole, a chunk holding none is sent at once
+        client = StreamScrubber(self.scrubber) if live else None
+
+        def to_client(chunk: StreamChunk | None) -> list[Any]:
+            if client is None:
+                return [chunk] if chunk is not None else []
+            return client.feed(chunk) if chunk is not None else client.close()
+
         if not fmt.wants_stream(body):
-            chunks: list[StreamChunk] = []
+            chunks: list[Any] = []
             try:
                 async for chunk in stream:
-                    chunks.append(chunk)
+                    chunks += to_client(chunk)
                     took(chunk)
+                chunks += to_client(None)
                 whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
             except Exception as exc:
                 return self._error(fmt, *failed(exc), *retry)
@@ -1119,23 +1316,38 @@ class Endpoint:
             response = web.StreamResponse(headers=headers)
             await response.prepare(request)
         pending: list[bytes] = []
+        gone = False  # the client stopped reading (it left after the first chunks)
         try:
             if first is not None:
                 took(first)
-                pending += encoder.feed(first)
+                for sent in to_client(first):
+                    pending += encoder.feed(sent)
                 async for chunk in stream:
                     took(chunk)
-                    pending += encoder.feed(chunk)
-                    if response is not None and pending:
-                        await response.write(b"".join(pending))
+                    for sent in to_client(chunk):
+                        pending += encoder.feed(sent)
+                    if response is not None and pending and not gone:
+                        try:
+                            await response.write(b"".join(pending))
+                        except ConnectionError:
+                            # a client that read what it wanted and left: the upstream's answer is
+                            # read to its end (it is paid for) and recorded whole, so a replay serves
+                            # it and the client leaves at the same place again
+                            gone = True
                         pending = []
         except Exception as exc:
             message, code, _status = failed(exc)
-            if isinstance(exc, ConnectionError):
+            if isinstance(exc, ConnectionError) or gone:
                 return response  # nobody to send the rest to
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             pending += encoder.error(message, code)
         else:
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
+            if gone:
+                return response
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
             return web.Response(body=b"".join(pending), headers=headers)
@@ -1174,16 +1386,17 @@ class RouteTable:
     """
 
     def __init__(self) -> None:
-        self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {}
+        self._handlers: dict[int, Callable[..., Awaitable[Any]]] = {}
 
-    def route(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
-        """The app's handler for ``handler`` (an aiohttp handler: request -> response)."""
+    def route(self, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        """The app's function for ``handler`` (an aiohttp handler, request -> response, or a
+        middleware, request and handler -> response): a plain function, which ``web.middleware`` marks."""
         handlers = self._handlers
         key = len(handlers)
         handlers[key] = handler
 
-        async def call(request: Any) -> Any:
-            return await handlers[key](request)
+        async def call(*args: Any, **kwargs: Any) -> Any:  # aiohttp gives a middleware handler=
+            return await handlers[key](*args, **kwargs)
 
         return call
 
@@ -1208,23 +1421,6 @@ def _release_app_cache() -> None:
     cache = getattr(web_app, "_cached_build_middleware", None)
     if cache is not None and hasattr(cache, "cache_clear"):
         cache.cache_clear()
-
-
-async def _route_errors(request: Any, handler: Any) -> Any:
-    """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not aiohttp's
-    plain-text 404/405."""
-    from aiohttp import web
-
-    try:
-        return await handler(request)
-    except web.HTTPMethodNotAllowed as exc:
-        body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
-        headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
-    except web.HTTPNotFound:
-        body, status = route_error(request.method, request.path)
-        headers = dict(_NO_RETRY)
-    body_bytes = orjson.dumps(body)
-    return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
 
 
 class _RefusedRequestLine(logging.Filter):

@@ -39,6 +39,7 @@ from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
+from ..session.codec import first_change
 from ..session.tokens import Tokenizer
 from .derive import ReplayEntry, served_entry
 from .errors import (
@@ -83,6 +84,11 @@ _UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+#: how a re-record command spells ``rewrite`` (pytest, ``serve``/``mcp``) -> the same with ``changed``
+_CHANGED_SPELLINGS = (
+    ("--dsh-record=rewrite", "--dsh-record=changed"),
+    ("--record rewrite", "--record changed"),
+)
 _SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
 #: free scripts a refused first request is compared with to find the nearest (a report, not a match)
 _NEAREST_LIMIT = 256
@@ -105,27 +111,14 @@ def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[boo
     if lead < min(len(want), len(got)):
         a_text = orjson.dumps(want[lead], option=orjson.OPT_SORT_KEYS)
         b_text = orjson.dumps(got[lead], option=orjson.OPT_SORT_KEYS)
-        prefix = _shared_prefix(a_text, b_text)
+        prefix = first_change(a_text, b_text)
     return same_tools, same_system, lead, prefix
-
-
-def _shared_prefix(a: bytes, b: bytes) -> int:
-    """The length of the longest common prefix of ``a`` and ``b``: a binary search over slice
-    comparisons (C memcmp), O(n log n) bytes compared but no Python loop per byte (a message may be a
-    megabyte of base64)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
     """``value`` with ``scrub`` applied to every string value and integral floats as ints (``1.0`` equals
-    ``1`` in the request comparison, :func:`~.requests.first_difference`)."""
+    ``1`` in ``messages``, :func:`~.requests.first_difference`; in a pin it does not, but the key only
+    proposes candidates, which the comparison then checks)."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, list):
@@ -153,6 +146,16 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return None
 
 
+def changed_command(command: str) -> str | None:
+    """A re-record command (``... --dsh-record=rewrite ...``, ``... --record rewrite ...``) with
+    ``changed`` for ``rewrite``: re-record only from each conversation's first changed call; ``None`` when
+    the command names no ``rewrite``."""
+    changed = command
+    for rewrite, instead in _CHANGED_SPELLINGS:
+        changed = changed.replace(rewrite, instead)
+    return None if changed == command else changed
+
+
 class ReplayModel:
     """A :class:`~pytest_dsh_replay.llm.Model` serving recorded scripts.
 
@@ -174,6 +177,9 @@ class ReplayModel:
         subject: what the user ran, as the advice names it (``re-record <subject>: <command>``):
             ``the scenario`` (a scenario item, ``dsh_replay_model``), ``the test`` (a ``dsh_endpoint``
             test), ``the recording`` (``dsh-replay serve``).
+        episodes: how this context records what the recording lacks (calls past a script, sessions
+            beyond the recorded ones) keeping what it has: ``--dsh-record=new_episodes``, serve's
+            ``--record=new_episodes``.
         pin_refresh: how this context refreshes the recording's pins keeping its answers, shown when
             only the system prompt or model name differ (the scenario item: ``--snapshot-update``);
             ``None``: no such way (the endpoint, a loop of your own): re-recording is the remedy.
@@ -219,9 +225,11 @@ class ReplayModel:
         masks: Masks | None = None,
         subject: str = "the scenario",
         mask_flag: str | None = None,
+        episodes: str = "--dsh-record=new_episodes",
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
         self.subject = subject
+        self.episodes = episodes
         self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
@@ -288,6 +296,17 @@ class ReplayModel:
         ``re-record the test: pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL``; ``sep``
         goes between the colon and the command (a newline and indent puts it on a line of its own)."""
         return f"re-record {self.subject}:{sep}{self._rerecord_command()}"
+
+    def _changed_advice(self) -> list[str]:
+        """The report's line offering ``--dsh-record=changed`` (the re-record command with ``changed`` for
+        ``rewrite``), before the one re-recording everything; none when the command names no ``rewrite``."""
+        changed = changed_command(self._rerecord_command())
+        if changed is None:
+            return []
+        return [
+            "  to re-record only from each conversation's first changed call (the calls before it kept, "
+            f"not paid again): {changed}"
+        ]
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
@@ -439,7 +458,7 @@ class ReplayModel:
         if recorded is None:
             recorded_ids = [s.recorded_id for s in self.scripts]
             recorded = self._recorded_tokens[cwd] = Tokenizer(
-                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks
+                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks, recorded=True
             )
         return recorded
 
@@ -470,12 +489,12 @@ class ReplayModel:
     def _mask_hint(
         self, index: int, call: int, key: str, diffs: list[Difference], request: ModelRequest
     ) -> list[str]:
-        """The report's one line proposing masks (``session.masks.mask_hint``) when every difference of
+        """The report's one line proposing masks (``session.maskhint.mask_hint``) when every difference of
         this request from call ``call`` of script ``index`` (``diffs`` the ones found) is a value that
         changes every run, checked: the request check run again with the run's masks and the proposed
         ones passes (with copies of the masks, so the report's counts of what they masked stay true);
         none otherwise."""
-        from ..session.masks import mask_hint  # a mismatch report only: a green run never imports it
+        from ..session.maskhint import mask_hint  # a mismatch report only: a green run never imports it
 
         recorded = self._recorded_parts(index, call)
 
@@ -552,6 +571,7 @@ class ReplayModel:
                 for p in self.unchecked_parts(index, request)
             ),
             *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
+            *self._changed_advice(),
             f"  if the change is intended, {self._rerecord()}",
         ]
         if (
@@ -583,6 +603,43 @@ class ReplayModel:
         if free:
             return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
+
+    def next_differences(self, key: str, request: ModelRequest) -> list[Difference] | None:
+        """How ``request`` differs from the next recorded call of the bound live session ``key`` (``[]``:
+        it matches, by the same check :meth:`stream` makes before serving), or ``None`` when the session's
+        script has no call left. Nothing is advanced or recorded (``--dsh-record=changed`` asks before
+        choosing between this model and the live one).
+
+        Raises:
+            KeyError: ``key`` is not bound.
+            RequestShapeError: a part of the request is not JSON values.
+        """
+        index = self.bound[key]
+        call = self.cursors.get(key, 0)
+        if call >= len(self.scripts[index].calls):
+            return None
+        recorded = self._recorded_parts(index, call)
+        return request_differences(recorded, request, lambda: self._sides(index, key)) if recorded else []
+
+    def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
+        """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
+        script a mismatch report compares it with (the nearest one, as :meth:`_unmatched` picks it) and how
+        the request differs from that script's first call (``(None, [])``: no free script with calls).
+        Nothing is bound or recorded."""
+        index, _free = self._by_order(key)
+        if index is None:
+            return None, []
+        index, _guess = self._nearest(index, request)
+        try:
+            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+            return index, request_differences(self._recorded_parts(index, 0), request, sides)
+        except RequestShapeError:
+            return index, []
+
+    def difference_place(self, diff: Difference, request: ModelRequest) -> str:
+        """Where ``diff`` is, as the client's own body names it when the request says
+        (``messages[5].content``), else the recording's path."""
+        return self._client_path(diff, request) or diff.path
 
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
@@ -661,7 +718,10 @@ class ReplayModel:
                 error = self._fail(
                     f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
                     f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
-                    f"sessions than the recording has logs; add session.{ordinal - 1}.jsonl, or "
+                    f"sessions than the recording has logs; record them with {self.episodes} (records the "
+                    "sessions the recording lacks, keeps the recorded ones)"
+                    + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
+                    + ", or "
                     + self._rerecord(),
                     "REPLAY_UNRECORDED_SESSION",
                 )
@@ -676,8 +736,8 @@ class ReplayModel:
             error = self._fail(
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
-                "the agent made more model calls than were recorded; record them with "
-                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), append a call "
+                f"the agent made more model calls than were recorded; record them with {self.episodes} "
+                "(appends the new calls, keeps the recorded ones), append a call "
                 'with a patch {"patches":[{"at":'
                 + str(len(entries))
                 + ',"entry":{...}}]}, or '

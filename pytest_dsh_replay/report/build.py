@@ -2,7 +2,7 @@
 
 * :func:`read_recording` turns one recording (a scenario directory, an endpoint recording, a directory
   of logs, one log file) into a :class:`~.payload.Recording`: each log streamed once
-  (:class:`~..scenario.logstream.LogStream`, memory bounded by the transcript, not the file; with
+  (:class:`~..recording.logstream.LogStream`, memory bounded by the transcript, not the file; with
   ``check``, in `validate`'s own pass), its model calls' chunks folded into one entry each.
 * :func:`link_children` says how each child's parent is known (header, the parent's open tool call).
 * :func:`report_payload` puts recordings and items together, failures first, with the summary.
@@ -23,7 +23,14 @@ import orjson
 from msgspec import Struct
 
 from ..errors import HarnessError
-from ..layout import PRIMARY_FILE, is_endpoint_recording, mcp_log_files, mcp_log_match
+from ..layout import (
+    EMBEDDINGS_LOG,
+    PRIMARY_FILE,
+    embeddings_log_files,
+    is_endpoint_recording,
+    mcp_log_files,
+    mcp_log_match,
+)
 from .payload import Call, Entry, Item, Link, Recording, Report, SessionView, Summary, ToolCall
 
 __all__ = [
@@ -327,7 +334,7 @@ def recording_files(path: Path) -> list[Path]:
 
     Raises:
         HarnessError: ``PATH_EMPTY`` for a directory without logs (``FIXTURE_WRITE_INCOMPLETE`` when an
-            interrupted write left its files: ``scenario.write.no_logs_error``); the inventory's typed
+            interrupted write left its files: ``recording.write.no_logs_error``); the inventory's typed
             errors.
     """
     from ..scenario.definition import fixture_files
@@ -335,11 +342,11 @@ def recording_files(path: Path) -> list[Path]:
     if not path.is_dir():
         return [path]
     files = list(fixture_files(path)) if os.path.lexists(path / PRIMARY_FILE) else []
-    files = (
-        files + [f for f in mcp_log_files(path) if f not in files] if files else sorted(path.glob("*.jsonl"))
-    )
+    # an MCP server's sessions and the endpoint's embedding calls beside the conversations
+    beside = [*mcp_log_files(path), *embeddings_log_files(path)]
+    files = files + [f for f in beside if f not in files] if files else sorted(path.glob("*.jsonl"))
     if not files:
-        from ..scenario.write import no_logs_error
+        from ..recording.write import no_logs_error
 
         raise no_logs_error(path)
     return files
@@ -356,7 +363,16 @@ def _pinned(path: Path, count: int) -> list[tuple[str, Any]]:
         pins = load_pins(path, count)
     except HarnessError:
         return [("", None)] * count  # a bad pin is validate's finding; the report shows the logs
-    return [(str(p.values.get("model", "")), p.values.get("system")) for p in pins]
+    return [(str(_first(p.values.get("model")) or ""), _first(p.values.get("system"))) for p in pins]
+
+
+def _first(value: Any) -> Any:
+    """A pinned value, or a per-call pin's first call's (the session opens with it)."""
+    from ..replay.pins import PerCall
+
+    if isinstance(value, PerCall):
+        return value.values[0] if value.values else None
+    return value
 
 
 def _system_text(system: Any) -> str | None:
@@ -373,7 +389,7 @@ def read_session(file: Path, model: str = "", system: Any = None) -> tuple[Sessi
     Raises:
         HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
     """
-    from ..scenario.logstream import LogStream
+    from ..recording.logstream import LogStream
 
     stream = LogStream(file)  # strict: the first error is raised
     reader = _SessionReader(file, model, system)
@@ -385,7 +401,7 @@ def read_session(file: Path, model: str = "", system: Any = None) -> tuple[Sessi
 
 class _SessionReader:
     """One log's transcript, fed the stream's header and items (a
-    :class:`~..scenario.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
+    :class:`~..recording.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
 
     def __init__(self, file: Path, model: str, system: Any = None) -> None:
         self.file, self.model, self.system = file, model, system
@@ -425,14 +441,19 @@ class _SessionReader:
         transcript.finish()
         parent = header.get("parentSession")
         mcp = mcp_log_match(self.file.name)
-        shown = _system_text(self.system) if mcp is None else None
+        embeddings = self.file.name == EMBEDDINGS_LOG
+        shown = _system_text(self.system) if mcp is None and not embeddings else None
         if shown is not None:
             transcript.entries.insert(0, Entry("system", text=shown))
         view = SessionView(
             self.file.name,
             str(header.get("id", "")),
             parent=parent if isinstance(parent, str) else "",
-            role=header_role(header) if mcp is None else f"MCP server {mcp[0]}",
+            role="embedding calls"
+            if embeddings
+            else header_role(header)
+            if mcp is None
+            else f"MCP server {mcp[0]}",
             seed_length=transcript.seed_length,
             created_at=_int(header.get("createdAt")),
             events=transcript.index,
@@ -546,8 +567,8 @@ def read_recording(path: Path, *, label: str | None = None, check: Any = None) -
     recording's ``error``.
 
     ``check``: ``check(files, observe)`` reads the logs in one pass (``dsh-replay report``: ``validate``'s
-    checks, :func:`~..scenario.validate.validate_log_files`), giving each log's
-    :class:`~..scenario.validate.LogReader` from ``observe(file)`` its header and items; each log is
+    checks, :func:`~..recording.validate.validate_log_files`), giving each log's
+    :class:`~..recording.validate.LogReader` from ``observe(file)`` its header and items; each log is
     then read and parsed once for the page and the findings. ``None``: each log is streamed here."""
     kind = (
         "log"

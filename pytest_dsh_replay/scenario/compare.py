@@ -10,7 +10,8 @@ import orjson
 from msgspec import Struct
 
 from ..layout import log_name
-from .normalize import Normalization, SessionLog, normalize_logs
+from ..recording.normalize import Normalization, SessionLog, normalize_logs
+from ..session.codec import first_change, text_digest
 
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
@@ -48,7 +49,7 @@ def structural_diff(
     from deepdiff import DeepDiff  # imported on a mismatch only: it pulls in numpy and pydantic
 
     left, right = labels
-    diff = DeepDiff(expected, actual, verbose_level=2, view="tree")
+    diff = DeepDiff(expected, actual, verbose_level=2, view="tree", custom_operators=[_long_strings()])
     entries: list[tuple[str, list[str]]] = []
     for kind, items in diff.items():
         for item in items:
@@ -70,6 +71,25 @@ def structural_diff(
     return lines
 
 
+def _long_strings() -> Any:
+    """A deepdiff operator that reports two differing strings longer than :data:`DIFF_LIMIT` as changed
+    without letting deepdiff diff them (it runs ``difflib.unified_diff`` over every line of two
+    multi-line strings): :func:`_string_diff` shows them."""
+    from deepdiff.operator import BaseOperator
+
+    class LongStrings(BaseOperator):
+        def match(self, level: Any) -> bool:
+            t1, t2 = level.t1, level.t2
+            return isinstance(t1, str) and isinstance(t2, str) and max(len(t1), len(t2)) > DIFF_LIMIT
+
+        def give_up_diffing(self, level: Any, diff_instance: Any) -> bool:
+            if level.t1 != level.t2:
+                diff_instance.custom_report_result("values_changed", level)
+            return True
+
+    return LongStrings()
+
+
 #: How "only in" names an item's two sides: which one is the recording and which the replay.
 _SIDES = {"fixture": "the recorded fixture", "run": "the replayed run"}
 
@@ -84,24 +104,38 @@ def _long(a: str, b: str) -> bool:
     return "\n" in a or "\n" in b or len(repr(a)) > SHORT_WIDTH or len(repr(b)) > SHORT_WIDTH
 
 
-def _string_diff(a: str, b: str, labels: tuple[str, str]) -> list[str]:
-    """A readable diff of two strings: unified line diff, or the one-line region around the change."""
-    import difflib
+#: Two strings longer than this (characters, either side) are shown as an excerpt around their first
+#: change with both sizes and fingerprints, not as a line diff: ``difflib`` is quadratic in the worst
+#: case, and a report must cost about what the comparison did (one pass over the strings).
+DIFF_LIMIT = 1 << 16
 
-    if "\n" in a or "\n" in b:
+
+def _string_diff(a: str, b: str, labels: tuple[str, str]) -> list[str]:
+    """A readable diff of two strings: unified line diff of two multi-line strings up to
+    :data:`DIFF_LIMIT` characters, else the region around the first change (:data:`CONTEXT_CHARS`
+    either side), with both sizes and, past the limit, each side's SHA-256 prefix."""
+    if ("\n" in a or "\n" in b) and max(len(a), len(b)) <= DIFF_LIMIT:
+        import difflib
+
         body = difflib.unified_diff(
             a.splitlines(), b.splitlines(), labels[0], labels[1], n=CONTEXT_LINES, lineterm=""
         )
         return [f"      {line}" for line in body]
-    start = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = first_change(a, b)
     lo = max(0, start - CONTEXT_CHARS)
 
     def window(text: str) -> str:
         hi = start + CONTEXT_CHARS
         return ("..." if lo else "") + repr(text[lo:hi]) + ("..." if hi < len(text) else "")
 
+    where = f"first change at character {start}"
+    if "\n" in a or "\n" in b:
+        where += f" (line {a.count(chr(10), 0, start) + 1})"
+    sizes = f"{len(a)} / {len(b)}"
+    if max(len(a), len(b)) > DIFF_LIMIT:
+        sizes += f" characters, {text_digest(a)} / {text_digest(b)}"
     return [
-        f"      first change at character {start} of {len(a)} / {len(b)}:",
+        f"      {where} of {sizes}:",
         f"      {labels[0]}: {window(a)}",
         f"      {labels[1]}: {window(b)}",
     ]
@@ -114,7 +148,7 @@ def _short(value: Any, width: int = SHORT_WIDTH) -> str:
 
 class EventDifference(Struct):
     """One differing line of a log: ``line`` 0 = header, n = event n-1; ``seq``/``event_type`` of it;
-    ``pairs``: its differing values ``(fixture, run)`` (``session.masks.differing_values`` of the two
+    ``pairs``: its differing values ``(fixture, run)`` (``session.maskhint.differing_values`` of the two
     normalized lines; a line on one side only: ``(line, None)``), what a mask proposal looks at."""
 
     line: int
@@ -173,7 +207,7 @@ def render_mismatches(mismatches: Sequence[LogMismatch]) -> list[str]:
 def _pairs(expected: Any, actual: Any) -> list[tuple[Any, Any]]:
     """The differing values of two normalized lines (both whole when none is found: lines that differ
     as text only, never offered a mask)."""
-    from ..session.masks import differing_values
+    from ..session.maskhint import differing_values
 
     return differing_values(expected, actual) or [(expected, actual)]
 
@@ -268,7 +302,7 @@ def compare_message_logs(
 ) -> list[LogMismatch]:
     """``compare: messages``: per session, derived messages, lineage, ``seedLength``, turn-end reasons
     (``masks`` applied to both sides)."""
-    from .normalize import context_for
+    from ..recording.normalize import context_for
 
     problems: list[LogMismatch] = []
     rules = Normalization(masks=masks)
@@ -293,11 +327,11 @@ def compare_message_logs(
 def logs_mask_hint(
     mismatches: Sequence[LogMismatch], compare_again: Callable[[Masks], Sequence[LogMismatch]]
 ) -> str | None:
-    """The report line proposing masks for a failed log comparison (``session.masks.mask_hint``, the
+    """The report line proposing masks for a failed log comparison (``session.maskhint.mask_hint``, the
     request check's line), only when every differing value looks like one that changes every run and
     ``compare_again`` (the same comparison with the run's masks followed by the given ones) then finds
     no mismatch; ``None`` otherwise. ``mismatches``: what the comparison found with the run's masks."""
-    from ..session.masks import mask_hint  # a failed comparison only
+    from ..session.maskhint import mask_hint  # a failed comparison only
 
     def differing(extra: Masks) -> list[tuple[Any, Any]]:
         found = compare_again(extra) if extra else mismatches

@@ -162,6 +162,7 @@ def _big_log(path: Path, events: int) -> int:
     return turn
 
 
+@pytest.mark.slow  # a 100k-event recording built and rendered
 def test_a_100k_event_recording_renders_lazily(page: Any, tmp_path: Path) -> None:
     log = tmp_path / "big" / "session.jsonl"
     log.parent.mkdir()
@@ -286,8 +287,8 @@ def _with_mcp_session(tmp: Path) -> Path:
     ``shell`` that served that call, written by the MCP relay's own log writer and the one writer."""
     from pytest_dsh_replay.mcp.log import McpSessionLog
     from pytest_dsh_replay.mcp.relay import write_sessions
-    from pytest_dsh_replay.scenario.harvest import header_record
-    from pytest_dsh_replay.scenario.normalize import SessionLog
+    from pytest_dsh_replay.recording.harvest import header_record
+    from pytest_dsh_replay.recording.normalize import SessionLog
     from pytest_dsh_replay.session import Session
 
     directory = tmp / "crash-resume"
