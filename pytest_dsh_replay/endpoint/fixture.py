@@ -6,9 +6,9 @@ subprocess the test starts) at it with their base-URL variables in their forms
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL`` the same without
 ``/v1``) and a dummy key in each key variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
 ``GEMINI_API_KEY``, ``GOOGLE_API_KEY``), and fails the test with the endpoint's report, once: the
-test's call phase reports a problem of the traffic (a request that did not match, in place of the SDK's error for the endpoint's 400) or a recorded call left unused
-(:func:`call_report`, run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what
-came up after it (a recording that cannot be written). An endpoint that cannot start (no upstream to
+test's call phase reports a problem of the traffic (a request that did not match, in place of the SDK's
+error for the endpoint's 400) or a recorded call left unused (:func:`call_report`, run by
+``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what came up after it (a recording that cannot be written). An endpoint that cannot start (no upstream to
 record from, a recording ``validate`` flags) is the setup's one-line error. A recording that went well
 says where it went in the run's summary (its notes, as ``user_properties`` of the teardown report). The
 recording
