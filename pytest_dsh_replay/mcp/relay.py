@@ -71,7 +71,7 @@ class McpRelayError(HarnessError):
     """A problem of an MCP relay's run; ``code`` says which (docs/mcp.md lists them):
     ``MCP_CONFIG``, ``MCP_NOT_JSON``, ``MCP_UNKNOWN_ID``, ``MCP_SERVER_EXITED``, ``MCP_SERVER_TIMEOUT``,
     ``MCP_CALL_MISMATCH``, ``MCP_NOT_RECORDED``, ``MCP_NOT_CONSUMED``, ``MCP_BAD_LOG``,
-    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``."""
+    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``, ``MCP_UNANSWERED``."""
 
     code = "MCP_RELAY"
 
@@ -217,8 +217,12 @@ class McpRelay:
         #: record: request key -> (method, monotonic start) of the client requests the server owes
         self.pending: dict[str, tuple[Any, str, float]] = {}
         self.timed_out: set[str] = set()
-        #: the client closed its side: requests it left pending are its own business, no problem
+        #: the client closed its side: nobody waits for the answers of requests left pending, but the
+        #: server still owes them (unanswered at the end, they are a problem: :meth:`finish`)
         self.client_closed = False
+        #: record: request keys the client cancelled (``notifications/cancelled``): a server need not
+        #: answer them (MCP: it SHOULD NOT), so they are never owed
+        self.cancelled: set[str] = set()
         #: record: a log of this session was there when it began (``rewrite`` replaces it)
         self.replaces = False
         #: record: why the relay was stopped (a signal) with requests the server had not answered, and
@@ -311,6 +315,10 @@ class McpRelay:
         for item in self.script.items:
             if is_response(item.message):
                 answered.append(item.index)
+            elif item.method == "notifications/cancelled":
+                params = item.message.get("params")
+                if isinstance(params, dict) and "requestId" in params:
+                    self.cancelled.add(request_key(params["requestId"]))
             for m in item.segment:
                 position += 1
                 if is_response(m):
@@ -350,6 +358,10 @@ class McpRelay:
         self.log.client(message)
         if is_request(message):
             self.pending[request_key(message["id"])] = (message["id"], _describe(message), time.monotonic())
+        elif message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                self.cancelled.add(request_key(params["requestId"]))
         self._feed()
 
     def from_server(self, message: Any) -> bool:
@@ -378,7 +390,11 @@ class McpRelay:
         """The error answers of requests the server did not answer within ``timeout`` (each a problem)."""
         now = time.monotonic() if now is None else now
         timeout = self.config.timeout
-        late = [key for key, (_id, _what, started) in self.pending.items() if now - started >= timeout]
+        late = [
+            key
+            for key, (_id, _what, started) in self.pending.items()
+            if now - started >= timeout and key not in self.cancelled
+        ]
         self.timed_out.update(late)
         return self._fail_pending(
             late,
@@ -387,14 +403,33 @@ class McpRelay:
         )
 
     def server_gone(self, returncode: int | None) -> list[dict[str, Any]]:
-        """The server exited (or closed its stdout): error answers for the requests it still owed."""
+        """The server exited (or closed its stdout): error answers for the requests it still owed (a
+        client that closed its side waits for none: they stay pending, and :meth:`finish` says so), and
+        an exit status other than 0 is a problem (:meth:`server_failed`)."""
+        self.server_failed(returncode)
         if self.client_closed:
             return []
         return self._fail_pending(
-            list(self.pending),
+            [key for key in self.pending if key not in self.cancelled],
             f"the server exited (code {returncode}) before it answered request id {{id}} ({{what}})",
             "MCP_SERVER_EXITED",
         )
+
+    def server_failed(self, returncode: int | None) -> None:
+        """The server exited by itself with ``returncode`` (``None``: it has not exited): other than 0, a
+        problem of the run (``MCP_SERVER_EXITED``), whether or not a request was pending: a server that
+        fails may have answered wrongly before it did. (A server the relay terminates is not asked.)"""
+        if returncode is not None and returncode != 0:
+            how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
+            self.problem(f"the MCP server {how} while the session was recorded", "MCP_SERVER_EXITED")
+
+    def unanswered(self) -> list[str]:
+        """One line per request the server still owes (record; a request the client cancelled aside)."""
+        return [
+            f"request id {quote_json(request_id)} ({what})"
+            for key, (request_id, what, _started) in self.pending.items()
+            if key not in self.cancelled
+        ]
 
     def _fail_pending(self, keys: list[str], template: str, code: str) -> list[dict[str, Any]]:
         """The error answers of the pending requests ``keys`` (each a problem ``code``, its text
@@ -479,6 +514,51 @@ class McpRelay:
             self.problem(f"cannot write the recording: {exc.strerror or exc}", "MCP_WRITE")
             self._drop_stage()
 
+    def _keep_stage(self) -> str:
+        """A recording session with problems is never written over the directory's files: its staged log
+        goes to ``DIR/.dsh-kept`` instead (``endpoint.kept``: what ``dsh-replay accept`` takes), when that
+        holds no other run's files, else it is dropped. Returns the note saying which. (The fixture's
+        spool and the endpoint's sessions are not the relay's to keep: nothing of them is written.)"""
+        from ..endpoint.kept import KEPT_DIR
+
+        directory, name = self.config.directory, self.config.name
+        path = directory / mcp_log_name(name, self.index)
+        where = f"{path} was left as it was" if self.replaces else f"nothing was recorded into {directory}"
+        stage, self.stage = self.stage, None
+        if stage is None:
+            self._drop_stage()
+            return f"nothing written to {directory}: the run had problems"
+        kept = directory / KEPT_DIR
+        own: set[str] = set()
+        others: list[str] = []
+        if kept.is_symlink() or (os.path.lexists(kept) and not kept.is_dir()):
+            others = ["it is no directory"]
+        elif kept.is_dir():  # this server's kept sessions are replaced; another run's files are not mixed in
+            own = {p.name for p in mcp_log_files(kept, name)}
+            others = sorted(p.name for p in kept.iterdir() if p.name not in own)
+        if others:
+            stage.discard()
+            return (
+                f"nothing written to {directory}: the run had problems ({where}); this session is not kept "
+                f"either: {kept} holds another run's files ({', '.join(others[:5])}), which dsh-replay "
+                "accept would take with it"
+            )
+        try:
+            kept.mkdir(exist_ok=True)
+            for old in own:
+                (kept / old).unlink()
+            target = kept / mcp_log_name(name, self.index)
+            stage.keep(target)
+        except (OSError, HarnessError) as exc:
+            stage.discard()
+            return f"nothing written to {directory}: the run had problems; this session is not kept ({exc})"
+        return (
+            f"nothing written to {directory}: the run had problems ({where}). This session is kept in "
+            f"{target} ({self.fed} events): to take it as the recording all the same, its failed calls "
+            f"included: dsh-replay accept --allow-unanswered {directory}; it is removed by accept, or when "
+            f"MCP server {name!r} is next recorded into {directory}"
+        )
+
     def _drop_stage(self) -> None:
         if self.stage is not None:
             self.stage.discard()
@@ -542,13 +622,35 @@ class McpRelay:
         for key in sorted(self.waiting, key=lambda k: self.answers[k][2] if k in self.answers else -1):
             answer = self.answers.get(key)
             if answer is None:
-                self.waiting.remove(key)  # the server never answered it: neither does its replay
+                # the server never answered it while recording (a recording written since holds none
+                # such: MCP_UNANSWERED): the client gets an error, not a wait for ever
+                self.waiting.remove(key)
+                if key not in self.cancelled and key in self.live_ids:
+                    due.append(self._unanswered_in_recording(key))
             elif all(self.used[i] for i in answer[1]):
                 self.waiting.remove(key)
                 respelled = self._respell(answer[0])
                 if respelled is not None:
                     due.append(respelled)
         return due
+
+    def _unanswered_in_recording(self, key: str) -> dict[str, Any]:
+        """The client sent a request whose recorded counterpart (``key``) has no answer in the recording
+        (a session recorded before a call left unanswered failed the run): a problem, and the JSON-RPC
+        error the client gets in its place."""
+        assert self.script is not None
+        recorded = next(
+            (r for r in self.script.items if is_request(r.message) and request_key(r.message["id"]) == key),
+            None,
+        )
+        what = f"{_describe(recorded.message)} (seq {recorded.seq})" if recorded is not None else key
+        text = self.problem(
+            f"{self.script.file}: the recording holds no answer to {what}: the server never answered it "
+            "while it was recorded; re-record it"
+            + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
+            "MCP_UNANSWERED",
+        )
+        return jsonrpc_error(self.live_ids[key], RELAY_ERROR, f"dsh-replay mcp: {text}")
 
     def _take(self, fits: Any) -> Recorded | None:
         assert self.script is not None
@@ -755,6 +857,13 @@ class McpRelay:
                 f"{path} was left as it was (this session would replace its recorded answers with none or "
                 "the relay's errors); record it again and let the server answer"
             )
+        elif self.log is not None and (owed := self.unanswered()):
+            # its replay would answer them with nothing: a client waiting for one would wait for ever
+            outcome.problems.append(
+                f"[MCP_UNANSWERED] the session ended ({why}) with {len(owed)} request(s) the server never "
+                f"answered: {'; '.join(owed)}; a recording must hold an answer to every request (its "
+                "replay would leave the client waiting): record it again and let the server answer"
+            )
         try:
             if self.log is not None:
                 self.log.close(why)
@@ -762,8 +871,7 @@ class McpRelay:
                 outcome.problems += [p for p in self.problems if p not in outcome.problems]
                 outcome.notes += self.notes
                 if outcome.problems:
-                    self._drop_stage()
-                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                    outcome.notes.append(self._keep_stage())
                 elif self.config.writes:
                     self._write(outcome)
         finally:
@@ -829,6 +937,25 @@ class McpRelay:
             f"recorded MCP server {name!r} ({self.fed} events) into "
             f"{self.config.directory / mcp_log_name(name, self.index)}"
         )
+        outcome.notes += self._drop_kept()
+
+    def _drop_kept(self) -> list[str]:
+        """This server's sessions an earlier failed run kept in ``DIR/.dsh-kept`` (:meth:`_keep_stage`)
+        are superseded by the session just written: removed (the directory too, when that empties it)."""
+        from ..endpoint.kept import KEPT_DIR
+
+        kept = self.config.directory / KEPT_DIR
+        if kept.is_symlink() or not kept.is_dir():
+            return []
+        old = mcp_log_files(kept, self.config.name)
+        try:
+            for path in old:
+                path.unlink()
+            if old and not any(kept.iterdir()):
+                kept.rmdir()
+        except OSError as exc:  # the recording is written; a kept session left is only said
+            return [f"{kept}: an earlier run's session of this server is left there ({exc.strerror or exc})"]
+        return [f"removed {', '.join(p.name for p in old)} from {kept} (an earlier run kept it): superseded"] if old else []
 
 
 def _put(target: Path, outcome: McpOutcome) -> None:

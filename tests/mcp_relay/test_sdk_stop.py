@@ -300,4 +300,7 @@ def test_a_session_cut_short_by_sigterm_never_replaces_a_recording(tmp_path: Pat
     assert status == 1 and "[MCP_INTERRUPTED] the relay got SIGTERM while 1 request(s)" in stderr, stderr
     assert "was left as it was" in stderr and "nothing written" in stderr
     assert (rec / "mcp.cut.jsonl").read_bytes() == recorded
-    assert sorted(p.name for p in rec.iterdir()) == ["mcp.cut.jsonl"]
+    # the session cut short is kept beside the recording, as the endpoint keeps a failed run
+    assert sorted(p.name for p in rec.iterdir()) == [".dsh-kept", "mcp.cut.jsonl"]
+    assert [p.name for p in (rec / ".dsh-kept").iterdir()] == ["mcp.cut.jsonl"]
+    assert f"This session is kept in {rec / '.dsh-kept' / 'mcp.cut.jsonl'}" in stderr
