@@ -420,7 +420,9 @@ class McpRelay:
         problem of the run (``MCP_SERVER_EXITED``), whether or not a request was pending: a server that
         fails may have answered wrongly before it did. (A server the relay terminates is not asked.)"""
         if returncode is not None and returncode != 0:
-            how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
+            how = (
+                f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
+            )
             self.problem(f"the MCP server {how} while the session was recorded", "MCP_SERVER_EXITED")
 
     def unanswered(self) -> list[str]:
@@ -955,7 +957,11 @@ class McpRelay:
                 kept.rmdir()
         except OSError as exc:  # the recording is written; a kept session left is only said
             return [f"{kept}: an earlier run's session of this server is left there ({exc.strerror or exc})"]
-        return [f"removed {', '.join(p.name for p in old)} from {kept} (an earlier run kept it): superseded"] if old else []
+        return (
+            [f"removed {', '.join(p.name for p in old)} from {kept} (an earlier run kept it): superseded"]
+            if old
+            else []
+        )
 
 
 def _put(target: Path, outcome: McpOutcome) -> None:

@@ -23,9 +23,16 @@ class HttpServer:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.url = ""
         self.runner: Any = None
+        #: the tools/call (1, 2, ...) answered with HTTP 500 and no JSON-RPC answer (a server failing it)
+        self.fail_call = 0
+        self.calls = 0
 
     async def _post(self, request: web.Request) -> web.Response:
         message = await request.json()
+        if message.get("method") == "tools/call":
+            self.calls += 1
+            if self.calls == self.fail_call:
+                return web.Response(status=500, text="Internal Server Error")
         answers = self.tools.answer(message)
         headers = {"Mcp-Session-Id": f"s-{uuid.uuid4().hex}"} if message.get("method") == "initialize" else {}
         if "id" not in message:
