@@ -82,6 +82,7 @@ class HttpRelays:
         servers: ``{name: upstream URL}``.
         directory, record, cwd, allow_unused, accept_unused, rerecord, masks: as the endpoint's.
         timeout: seconds an upstream MCP answer may take while recording.
+        scrubber: the run's secret scrubber (the endpoint's; ``McpConfig.scrubber``).
     """
 
     def __init__(
@@ -96,7 +97,9 @@ class HttpRelays:
         rerecord: str | None = None,
         timeout: float = 60.0,
         masks: Any = None,
+        scrubber: Any = None,
     ) -> None:
+        self.scrubber = scrubber
         self.servers = {name: _Server(name, url) for name, url in servers.items()}
         self.directory = directory
         self.record = record
@@ -159,6 +162,7 @@ class HttpRelays:
                 index=len(server.relays),
                 writes=False,
                 masks=self.masks,
+                scrubber=self.scrubber,
             )
         )
         relay.start()

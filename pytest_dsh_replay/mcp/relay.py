@@ -98,6 +98,11 @@ class McpConfig(Struct):
             sides of the request check, as the endpoint's; ``None``: none.
         mask_flag: the one option a mismatch's mask proposal is spelled with (``--mask``: the user runs
             ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.masks.mask_hint``).
+        scrubber: the run's secret scrubber (:class:`~pytest_dsh_replay.llm.secrets.SecretScrubber`, the
+            endpoint's for its HTTP relays); ``None``: ``scenario.record.secret_scrubber([])``, the one
+            the recording is written with. The request check compares the live values scrubbed with it
+            (a recorded ``[REDACTED]`` is the live secret), and every problem, error answer and report
+            the relay makes is scrubbed with it.
     """
 
     directory: Path
@@ -114,6 +119,7 @@ class McpConfig(Struct):
     writes: bool = True
     masks: Any = None
     mask_flag: str | None = None
+    scrubber: Any = None
 
 
 class McpOutcome(Struct):
@@ -245,6 +251,22 @@ class McpRelay:
         self.stage: Any = None
         self.spool: Any = None
         self.fed = 0
+        self._scrubber: Any = config.scrubber
+
+    @property
+    def scrubber(self) -> Any:
+        """The run's secret scrubber (:attr:`McpConfig.scrubber`), made when first needed."""
+        if self._scrubber is None:
+            from ..scenario.record import secret_scrubber
+
+            self._scrubber = secret_scrubber([])
+        return self._scrubber
+
+    def _scrubbed(self, value: Any) -> Any:
+        """A live JSON value as the recording holds it: every secret ``[REDACTED]``."""
+        from ..scenario.secrets import scrub_value
+
+        return scrub_value(value, self.scrubber)
 
     @property
     def records(self) -> bool:
@@ -332,8 +354,9 @@ class McpRelay:
     # -- record ----------------------------------------------------------------------------------
 
     def problem(self, message: str, code: str) -> str:
-        """Add a problem of the run (once) and return its text, ``[CODE] message``."""
-        text = f"[{code}] {message}"
+        """Add a problem of the run (once) and return its text, ``[CODE] message``, secrets
+        ``[REDACTED]`` (it reaches stderr, the problems file and the client's error answer)."""
+        text = self.scrubber.scrub_fixed(f"[{code}] {message}")
         if text not in self.problems:
             self.problems.append(text)
             self._so_far()
@@ -459,7 +482,9 @@ class McpRelay:
         answers = []
         for key in list(self.pending):
             request_id, what, _started = self.pending.pop(key)
-            text = f"{why} before the server answered request id {quote_json(request_id)} ({what})"
+            text = self.scrubber.scrub_fixed(
+                f"{why} before the server answered request id {quote_json(request_id)} ({what})"
+            )
             answer = jsonrpc_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}")
             self.log.relay(answer, why)
             answers.append(answer)
@@ -767,8 +792,11 @@ class McpRelay:
         if recorded == sent:
             return None
         recorded_side, live_side = self.sides
+        # the recording was scrubbed as it was written: so is the live side before the comparison
         found = first_difference(
-            recorded_side.fresh().scrub_value(recorded), live_side.fresh().scrub_value(sent), path
+            recorded_side.fresh().scrub_value(recorded),
+            live_side.fresh().scrub_value(self._scrubbed(sent)),
+            path,
         )
         return None if found is None else Difference(path, *found)
 
@@ -781,6 +809,7 @@ class McpRelay:
 
         recorded_side, live_side = self.sides
         run_masks = self.config.masks
+        sent = self._scrubbed(sent)
 
         def differing(extra: Masks) -> list[tuple[Any, Any]]:
             masks = run_masks.joined(extra.masks) if run_masks else extra
@@ -798,6 +827,7 @@ class McpRelay:
 
         recorded_side, live_side = self.sides
         masks = self.config.masks
+        sent = self._scrubbed(sent)
         return RequestDiff(
             call,
             TOOLS_CALL,
@@ -878,6 +908,10 @@ class McpRelay:
                     self._write(outcome)
         finally:
             self.unlock()
+        # what reaches stderr, the fixture's report and the outcome file: no secret of the run
+        scrub = self.scrubber.scrub_fixed
+        outcome.problems = [scrub(p) for p in outcome.problems]
+        outcome.notes = [scrub(n) for n in outcome.notes]
         self._leave(outcome)
         return outcome
 
