@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from msgspec import Struct, field
@@ -60,6 +60,9 @@ from .log import (
     session_script,
     tool_arguments,
 )
+
+if TYPE_CHECKING:
+    from ..llm.secrets import SecretScrubber
 
 #: JSON-RPC error codes of the relay's own answers (an invalid message's: ``log.message_problem``)
 PARSE_ERROR, INTERNAL_ERROR = -32700, -32603
@@ -254,13 +257,14 @@ class McpRelay:
         self._scrubber: Any = config.scrubber
 
     @property
-    def scrubber(self) -> Any:
+    def scrubber(self) -> SecretScrubber:
         """The run's secret scrubber (:attr:`McpConfig.scrubber`), made when first needed."""
         if self._scrubber is None:
             from ..scenario.record import secret_scrubber
 
             self._scrubber = secret_scrubber([])
-        return self._scrubber
+        scrubber: SecretScrubber = self._scrubber
+        return scrubber
 
     def _scrubbed(self, value: Any) -> Any:
         """A live JSON value as the recording holds it: every secret ``[REDACTED]``."""
