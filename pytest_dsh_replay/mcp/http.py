@@ -17,6 +17,7 @@ sessions begin:
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -286,6 +287,7 @@ class HttpRelays:
         out_headers = {
             k: v for k, v in upstream.headers.items() if k.lower() in ("content-type", "mcp-session-id")
         }
+        response: Any = None
         try:
             kind = upstream.headers.get("Content-Type", "")
             if not kind.startswith("text/event-stream"):
@@ -305,6 +307,22 @@ class HttpRelays:
                     self._record_server(relay, b"\n".join(event))
                     event = []
             await response.write_eof()
+            return response
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # the server went away mid-answer (it crashed, or closed the connection): a problem of the
+            # run, and each request of this body it had not answered gets a JSON-RPC error (no client
+            # waits for ever)
+            answers = relay.broke_off(
+                [m for m in messages if isinstance(m, dict) and is_request(m)],
+                f"the server {server.url} broke off its answer ({exc or type(exc).__name__})",
+            )
+            if response is None:
+                only = answers[0] if len(answers) == 1 else answers
+                return web.json_response(only, status=502, dumps=lambda v: orjson.dumps(v).decode())
+            with contextlib.suppress(ConnectionError, RuntimeError):  # the client may be gone too
+                for answer in answers:
+                    await response.write(b"event: message\ndata: " + orjson.dumps(answer) + b"\n\n")
+                await response.write_eof()
             return response
         finally:
             upstream.release()

@@ -442,6 +442,18 @@ class McpRelay:
             "MCP_SERVER_EXITED",
         )
 
+    def broke_off(self, requests: list[dict[str, Any]], why: str) -> list[dict[str, Any]]:
+        """The server's answer to ``requests`` (one HTTP body) broke off (``why``): a problem
+        (``MCP_SERVER_EXITED``) even when every request had its answer, and the error answers of those
+        it had not answered (they are pending no more)."""
+        keys = [key for r in requests if (key := request_key(r["id"])) in self.pending]
+        answers = self._fail_pending(
+            keys, f"{why} before it answered request id {{id}} ({{what}})", "MCP_SERVER_EXITED"
+        )
+        if not answers:
+            self.problem(why, "MCP_SERVER_EXITED")
+        return answers
+
     def server_failed(self, returncode: int | None) -> None:
         """The server exited by itself with ``returncode`` (``None``: it has not exited): other than 0, a
         problem of the run (``MCP_SERVER_EXITED``), whether or not a request was pending: a server that

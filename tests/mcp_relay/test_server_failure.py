@@ -158,10 +158,15 @@ def test_dsh_mcp_fails_the_test_and_keeps_the_recording_when_the_server_fails(
     assert log.read_bytes() == good
 
 
-def test_serve_mcp_fails_and_writes_nothing_when_the_server_leaves_a_call_unanswered(tmp_path: Path) -> None:
-    """``serve --mcp``: the streamable HTTP server fails a call (HTTP 500, no answer).
+@pytest.mark.parametrize("how", ["HTTP 500", "stream cut"])
+def test_serve_mcp_fails_and_writes_nothing_when_the_server_leaves_a_call_unanswered(
+    tmp_path: Path, how: str
+) -> None:
+    """``serve --mcp``: the streamable HTTP server fails a call: HTTP 500 with no JSON-RPC answer, or an
+    SSE answer cut off mid-stream (the client gets the relay's JSON-RPC error for it).
 
-    Regression: the session was written with that call unanswered and the run passed."""
+    Regression: the session was written with that call unanswered and the run passed (a cut stream:
+    the relay's handler raised, an untyped 500)."""
     from mcp.shared.exceptions import MCPError
 
     from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
@@ -199,12 +204,17 @@ def test_serve_mcp_fails_and_writes_nothing_when_the_server_leaves_a_call_unansw
         answers, outcome = serve(RecordMode.ONCE, server)
         assert answers == ["3", "4"] and outcome.problems == [], outcome.report()
         good = (tmp_path / "mcp.calc.jsonl").read_bytes()
-        server.calls, server.fail_call = 0, 2
+        server.calls = 0
+        if how == "HTTP 500":
+            server.fail_call = 2
+        else:
+            server.cut_call = 2
         answers, outcome = serve(RecordMode.REWRITE, server)
     finally:
         server.stop()
     assert answers[0] == "3" and answers[1].startswith("error"), answers
-    assert any("[MCP_UNANSWERED]" in p and 'add({"a":2,"b":2})' in p for p in outcome.problems), (
-        outcome.report()
-    )
+    code = "MCP_UNANSWERED" if how == "HTTP 500" else "MCP_SERVER_EXITED"
+    assert any(f"[{code}]" in p and 'add({"a":2,"b":2})' in p for p in outcome.problems), outcome.report()
+    if how == "stream cut":
+        assert "broke off its answer" in answers[1]
     assert (tmp_path / "mcp.calc.jsonl").read_bytes() == good
