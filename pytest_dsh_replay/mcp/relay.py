@@ -431,9 +431,8 @@ class McpRelay:
 
     def server_gone(self, returncode: int | None) -> list[dict[str, Any]]:
         """The server exited (or closed its stdout): error answers for the requests it still owed (a
-        client that closed its side waits for none: they stay pending, and :meth:`finish` says so), and
-        an exit status other than 0 is a problem (:meth:`server_failed`)."""
-        self.server_failed(returncode)
+        client that closed its side waits for none: they stay pending, and :meth:`finish` says so). Its
+        exit status is the transport's to judge (:meth:`server_failed`)."""
         if self.client_closed:
             return []
         return self._fail_pending(
@@ -457,7 +456,9 @@ class McpRelay:
     def server_failed(self, returncode: int | None) -> None:
         """The server exited by itself with ``returncode`` (``None``: it has not exited): other than 0, a
         problem of the run (``MCP_SERVER_EXITED``), whether or not a request was pending: a server that
-        fails may have answered wrongly before it did. (A server the relay terminates is not asked.)"""
+        fails may have answered wrongly before it did. Not asked of a server the relay terminates, nor
+        once the relay was signalled (the ``mcp`` SDK signals the relay's whole process group: the
+        server's status then says it was stopped, not how it worked)."""
         if returncode is not None and returncode != 0:
             how = (
                 f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"

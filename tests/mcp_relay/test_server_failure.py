@@ -7,6 +7,8 @@ client gets an error instead of waiting for ever."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,8 @@ def test_a_server_exiting_non_zero_after_its_answers_fails_the_recording(tmp_pat
 
 
 FIXTURE_TEST = """
+import json
+import os
 import sys
 import anyio
 import pytest
@@ -218,3 +222,40 @@ def test_serve_mcp_fails_and_writes_nothing_when_the_server_leaves_a_call_unansw
     if how == "stream cut":
         assert "broke off its answer" in answers[1]
     assert (tmp_path / "mcp.calc.jsonl").read_bytes() == good
+
+
+def test_a_server_stopped_with_the_relays_process_group_is_no_failure(tmp_path: Path) -> None:
+    """The ``mcp`` SDK stops a relay that outlives its grace with SIGTERM to the whole process group:
+    the server dies of it too. Its status then says it was stopped, not that it failed: the session is
+    written (exit 0), as before the exit status was checked."""
+    import signal
+    import subprocess
+
+    from .lines import wait_for_handler
+
+    rec = tmp_path / "rec"
+    proc = subprocess.Popen(
+        relay_argv(rec, "--name", "calc", "--record", "once"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        for message in (INIT, INITIALIZED, call(1, "add", {"a": 1, "b": 2})):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        assert json.loads(proc.stdout.readline())["result"]["content"][0]["text"] == "3"
+        wait_for_handler(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGTERM)  # the relay and its server, stdin still open
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    stderr = err.decode()
+    assert proc.returncode == 0, stderr
+    assert "MCP_SERVER_EXITED" not in stderr and "recorded MCP server 'calc'" in stderr
