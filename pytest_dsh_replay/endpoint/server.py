@@ -184,7 +184,6 @@ class EndpointConfig(Struct):
         set_aside_relays: a run whose conversations are not written moves the MCP sessions separate
             ``dsh-replay mcp`` relays recorded into the directory meanwhile out of it (``serve``;
             ``Endpoint._set_aside_mcp``); the fixture joins its ``dsh_mcp`` relays' sessions itself.
-        match_on_flag: how the caller checks only the conversation, as a red report's advice names it.
         mask_flag: the one option a red report's mask proposal is spelled with (``serve``'s ``--mask``);
             ``None``: every spelling, pytest's first.
         key_holder: the process whose environment the upstream key is read from, as messages name it
@@ -214,7 +213,6 @@ class EndpointConfig(Struct):
     accept_flag: str = "EndpointConfig(record_on_error=True)"
     stopped_is_problem: bool = False
     set_aside_relays: bool = False
-    match_on_flag: str = "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)"
     key_holder: str = "the test process"
     mask_flag: str | None = None
 
@@ -409,10 +407,8 @@ class Endpoint:
                 scrub=request_scrub(self.scrubber),
                 rerecord=rerecord,
                 subject=config.subject,
-                # the endpoint's pins are what the client sent: re-recording or a narrower check are
-                # its ways out (it has no --snapshot-update and no match_on= keyword)
-                pin_refresh="re-record it (command above), or check only the conversation with "
-                + config.match_on_flag,
+                # the endpoint's pins are what the client sent: re-recording is its way out (it has no
+                # --snapshot-update that would keep the recorded answers)
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,

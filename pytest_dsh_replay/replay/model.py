@@ -66,6 +66,7 @@ from .requests import (
     request_differences,
     request_matches,
     sent_parts,
+    tool_names,
 )
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
@@ -83,6 +84,43 @@ _UNSET: Any = object()
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
 _SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
+#: free scripts a refused first request is compared with to find the nearest (a report, not a match)
+_NEAREST_LIMIT = 256
+
+
+def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[bool, bool, int, int]:
+    """How near a recorded first request (``ReplayModel._recorded_parts``) is to the live one's parts
+    (``sent_parts``): same tool names, same system prompt, leading equal messages, then the shared JSON
+    prefix (characters) of the first message that differs; larger is nearer. Raw values are compared
+    (no tokens): a ranking for a report only."""
+    same_tools = tool_names(recorded.get("tools")) == tool_names(sent.get("tools"))
+    same_system = "system" not in recorded or recorded["system"] == sent.get("system")
+    want, got = recorded.get("messages") or [], sent.get("messages") or []
+    lead = 0
+    for a, b in zip(want, got, strict=False):
+        if a != b:
+            break
+        lead += 1
+    prefix = 0
+    if lead < min(len(want), len(got)):
+        a_text = orjson.dumps(want[lead], option=orjson.OPT_SORT_KEYS)
+        b_text = orjson.dumps(got[lead], option=orjson.OPT_SORT_KEYS)
+        prefix = _shared_prefix(a_text, b_text)
+    return same_tools, same_system, lead, prefix
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of ``a`` and ``b``: a binary search over slice
+    comparisons (C memcmp), O(n log n) bytes compared but no Python loop per byte (a message may be a
+    megabyte of base64)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -136,8 +174,9 @@ class ReplayModel:
         subject: what the user ran, as the advice names it (``re-record <subject>: <command>``):
             ``the scenario`` (a scenario item, ``dsh_replay_model``), ``the test`` (a ``dsh_endpoint``
             test), ``the recording`` (``dsh-replay serve``).
-        pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
-            differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
+        pin_refresh: how this context refreshes the recording's pins keeping its answers, shown when
+            only the system prompt or model name differ (the scenario item: ``--snapshot-update``);
+            ``None``: no such way (the endpoint, a loop of your own): re-recording is the remedy.
         bind_unmatched: a live session whose first request matches no free script is bound to one by
             order (``True``: the request check then reports the mismatch against it); ``False``: it is
             refused with :class:`UnmatchedSessionError` and left unbound (module doc).
@@ -470,10 +509,12 @@ class ReplayModel:
         request: ModelRequest,
         *,
         free: int = 0,
+        guess: bool = False,
     ) -> RequestMismatchError:
         """The report of ``request``, which differs from call ``call`` of script ``index``; ``free``: the
         number of free scripts a first request matched none of (an :class:`UnmatchedSessionError`,
-        compared with script ``index``, the one binding by order gives), 0 for a bound session's call."""
+        compared with script ``index``, the nearest one, :meth:`_nearest`; ``guess`` when none was
+        nearer than another), 0 for a bound session's call."""
         script = self.scripts[index]
         role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
         checked = self.checked_parts(index)
@@ -486,16 +527,23 @@ class ReplayModel:
         )
         what = f"the request differs from the recorded one in {', '.join(parts)}; {served}"
         if free:
-            which = "the only free one" if free == 1 else f"the first of {free} free ones by creation order"
+            which = (
+                "the only free one"
+                if free == 1
+                else f"a guess among {free} free ones, none nearer than the others"
+                if guess
+                else f"the nearest of {free} free ones by tools, system prompt and shared prefix"
+            )
             what = (
                 "the first request of this session matches no free recorded session, so nothing was "
                 f"served and no recorded session was used; it differs from this one ({which}) in "
                 + ", ".join(parts)
             )
         scenario = self._scenario_name()
+        client_paths = tuple(self._client_path(d, request) for d in diffs)
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
-            *(f"  {d.render(self._client_path(d, request))}" for d in diffs),
+            *(f"  {d.render(client)}" for d, client in zip(diffs, client_paths, strict=True)),
             *self._mask_hint(index, call, key, diffs, request),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             *(
@@ -507,24 +555,20 @@ class ReplayModel:
             f"  if the change is intended, {self._rerecord()}",
         ]
         if (
-            "messages" not in parts
-            and not any(d.tool_set_changed for d in diffs)
+            self.pin_refresh is not None
+            and "messages" not in parts
+            and "tools" not in parts
             and not _SHAPES_ANSWER.intersection(parts)
         ):
-            # a changed system prompt, model name or tool description/schema: the recorded answers still
-            # fit the conversation. A changed tool set is never offered this way: answers that call a
-            # tool no longer offered would be kept, and the refreshed log would hold impossible calls;
-            # nor a changed answer-shaping parameter (an answer in the old response_format is no
-            # answer to the new one).
+            # a changed system prompt or model name: the recorded answers may still fit the
+            # conversation, and the context's refresh keeps them, saying so. Never a change to the
+            # tools (a changed tool set would keep answers calling a tool no longer offered; a changed
+            # schema is what structured-output clients put their answer's shape in) nor to an
+            # answer-shaping parameter; and never a narrower check: a hint that drops the differing
+            # part from the check would serve the old answer green.
             lines.append(
                 f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
-                "conversation and the tool set are unchanged: "
-                + (
-                    self.pin_refresh
-                    or "send the recorded values from your loop, or narrow the check with "
-                    'match_on=("messages",)'
-                )
-                + ")"
+                f"conversation and the tools are unchanged: {self.pin_refresh})"
             )
         details: dict[str, Any] = {
             "differences": tuple(diffs),
@@ -534,6 +578,7 @@ class ReplayModel:
             "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
             "rerecord": self._rerecord_command(),
             "served": not self.strict and not free,
+            "client_paths": client_paths,
         }
         if free:
             return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
@@ -671,6 +716,7 @@ class ReplayModel:
         index, free = self._by_order(key)
         if index is None:
             return None
+        index, guess = self._nearest(index, request)
         sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
         try:
             diffs = request_differences(self._recorded_parts(index, 0), request, sides)
@@ -679,7 +725,7 @@ class ReplayModel:
             return exc
         if not diffs:
             return None
-        error = self._mismatch(index, 0, key, diffs, request, free=free)
+        error = self._mismatch(index, 0, key, diffs, request, free=free, guess=guess)
         self.failures.append(error)
         return error
 
@@ -697,6 +743,30 @@ class ReplayModel:
             if i not in self._taken and self.scripts[i].calls:
                 return i, free
         return None, free
+
+    def _nearest(self, by_order: int, request: ModelRequest) -> tuple[int, bool]:
+        """The free script whose first recorded request is nearest to ``request`` (the one a mismatch
+        report compares with), and whether that choice is a guess (no candidate is nearer than another).
+
+        Nearness, compared in this order: the same tool names, the same system prompt, the number of
+        leading messages equal to the recorded ones, then the length of the shared JSON prefix of the
+        first message that differs. At most :data:`_NEAREST_LIMIT` free scripts are scored (from
+        ``by_order``, then in creation order), so an unmatched request costs the same in a recording of
+        thousands of conversations; only a refused request pays for it.
+        """
+        candidates = [by_order]
+        for i in range(self._first_free, len(self.scripts)):
+            if len(candidates) >= _NEAREST_LIMIT:
+                break
+            if i != by_order and i not in self._taken and self.scripts[i].calls:
+                candidates.append(i)
+        if len(candidates) == 1:
+            return by_order, False
+        sent = sent_parts(request)
+        scored = [(_nearness(self._recorded_parts(i, 0), sent), i) for i in candidates]
+        best = max(score for score, _i in scored)
+        tied = [i for score, i in scored if score == best]
+        return tied[0], len(tied) > 1
 
     def _has_calls(self, index: int) -> bool:
         return 0 <= index < len(self.scripts) and bool(self.scripts[index].calls)

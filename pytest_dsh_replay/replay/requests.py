@@ -317,7 +317,8 @@ def first_difference(recorded: Any, sent: Any, path: str) -> tuple[str, Any, Any
     return None
 
 
-def _tool_names(tools: Any) -> list[str]:
+def tool_names(tools: Any) -> list[str]:
+    """The names of a ``tools`` part's specs, in order (a spec without a name: its JSON text)."""
     if not isinstance(tools, list):
         return []
     return [str(t.get("name")) if isinstance(t, dict) else quote(t) for t in tools]
@@ -415,7 +416,7 @@ def request_differences(
             continue
         note = ""
         if part == "tools":
-            names_want, names_got = _tool_names(want_n), _tool_names(got_n)
+            names_want, names_got = tool_names(want_n), tool_names(got_n)
             if names_want != names_got:
                 note = f"tool set changed: recorded {names_want} != sent {names_got}"
         out.append(Difference(part, found[0], found[1], found[2], note, tool_set_changed=bool(note)))
@@ -439,4 +440,5 @@ __all__ = [
     "request_differences",
     "request_matches",
     "sent_parts",
+    "tool_names",
 ]

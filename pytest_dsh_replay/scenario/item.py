@@ -160,12 +160,14 @@ def shown_value(value: Any) -> str:
 
 
 def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
-    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch."""
+    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch, its path in the
+    client's own terms where the request said them (as the terminal's report gives it)."""
+    clients = mismatch.client_paths or (None,) * len(mismatch.differences)
     return [
         RequestDiff(
             mismatch.call,
             d.part,
-            d.path,
+            client or d.path,
             shown_value(d.recorded),
             shown_value(d.sent),
             file=mismatch.file,
@@ -175,7 +177,7 @@ def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
             masks=list(mismatch.masks),
             served="recorded" if mismatch.served else "nothing",
         )
-        for d in mismatch.differences
+        for d, client in zip(mismatch.differences, clients, strict=True)
     ]
 
 
