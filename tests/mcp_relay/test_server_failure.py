@@ -259,3 +259,24 @@ def test_a_server_stopped_with_the_relays_process_group_is_no_failure(tmp_path: 
     stderr = err.decode()
     assert proc.returncode == 0, stderr
     assert "MCP_SERVER_EXITED" not in stderr and "recorded MCP server 'calc'" in stderr
+
+
+def test_a_request_the_client_cancelled_is_owed_no_answer(tmp_path: Path) -> None:
+    """MCP: a server SHOULD NOT answer a request the client cancelled (``notifications/cancelled``). Such
+    a request left unanswered is no ``MCP_UNANSWERED`` (nor a ``--timeout``), recording or replaying."""
+    import time
+
+    rec = tmp_path / "rec"
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+
+    def session(*options: str) -> tuple[int, str]:
+        client = LineClient([*relay_argv(rec, "--name", "calc", *options), "--misbehave", "hang"])
+        client.send(INIT, INITIALIZED, call(1, "add", {"a": 1, "b": 2}), cancel)
+        assert client.read()["id"] == 0
+        time.sleep(1.0)  # past the timeout: a cancelled request is not overdue
+        return client.close()
+
+    status, stderr = session("--record", "once", "--timeout", "0.5")
+    assert status == 0 and "MCP_" not in stderr, stderr
+    status, stderr = session()
+    assert (status, stderr) == (0, "")
