@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
@@ -72,3 +73,52 @@ def test_a_secret_argument_replays_and_a_mismatch_never_shows_it(tmp_path: Path)
         *((name, (run_dir / name).read_text()) for name in files),
     ]:
         assert SECRET not in text, f"{where} holds the secret: {text}"
+
+
+def test_serve_mcp_compares_a_secret_argument_scrubbed_and_never_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same through ``serve --mcp`` (the endpoint's scrubber): the recorded ``[REDACTED]`` replays,
+    and a call that differs is refused without the secret in the client's error or the outcome."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+    from pytest_dsh_replay.modes import RecordMode
+
+    from .http_server import HttpServer
+
+    monkeypatch.setenv("TICKETS_API_KEY", SECRET)
+
+    async def agent(url: str, token: str) -> str:
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            try:
+                result = await client.call_tool("add", {"a": 1, "b": 2, "token": token})
+            except MCPError as exc:
+                return f"error: {exc}"
+            return str(result.content[0].text)
+
+    def serve(mode: RecordMode, url: str, token: str) -> tuple[str, Any]:
+        thread = EndpointThread(
+            EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": url})
+        )
+        base = thread.start()
+        try:
+            answer = anyio.run(agent, base.removesuffix("/v1") + "/mcp/calc", token)
+        finally:
+            outcome = thread.stop()
+        return answer, outcome
+
+    server = HttpServer()
+    server.start()
+    try:
+        answer, outcome = serve(RecordMode.ONCE, server.url, SECRET)
+    finally:
+        server.stop()
+    assert answer == "3" and outcome.problems == [], outcome.report()
+    assert SECRET not in (tmp_path / "mcp.calc.jsonl").read_text()
+    answer, outcome = serve(RecordMode.NONE, "", SECRET)
+    assert answer == "3" and outcome.problems == [], outcome.report()
+    answer, outcome = serve(RecordMode.NONE, "", f"{SECRET} again")
+    assert answer.startswith("error: ") and "recorded '[REDACTED]' != sent '[REDACTED] again'" in answer
+    assert SECRET not in answer and SECRET not in outcome.report()
