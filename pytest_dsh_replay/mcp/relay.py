@@ -993,26 +993,27 @@ class McpRelay:
         outcome.notes += self._drop_kept()
 
     def _drop_kept(self) -> list[str]:
-        """This server's sessions an earlier failed run kept in ``DIR/.dsh-kept`` (:meth:`_keep_stage`)
-        are superseded by the session just written: removed (the directory too, when that empties it)."""
+        """This server's sessions an earlier failed run of its relay kept in ``DIR/.dsh-kept``
+        (:meth:`_keep_stage`) are superseded by the session just written: removed, with the directory.
+        A kept run holding anything else (``serve``'s, with the sessions it set aside) is left whole: it
+        is ``serve``'s to replace, or ``accept``'s to take."""
         from ..endpoint.kept import KEPT_DIR
 
         kept = self.config.directory / KEPT_DIR
         if kept.is_symlink() or not kept.is_dir():
             return []
         old = mcp_log_files(kept, self.config.name)
+        if not old or any(p.name not in {o.name for o in old} for p in kept.iterdir()):
+            return []
         try:
             for path in old:
                 path.unlink()
-            if old and not any(kept.iterdir()):
-                kept.rmdir()
+            kept.rmdir()
         except OSError as exc:  # the recording is written; a kept session left is only said
             return [f"{kept}: an earlier run's session of this server is left there ({exc.strerror or exc})"]
-        return (
-            [f"removed {', '.join(p.name for p in old)} from {kept} (an earlier run kept it): superseded"]
-            if old
-            else []
-        )
+        return [
+            f"removed {kept} (an earlier run of this relay kept {', '.join(p.name for p in old)}): superseded"
+        ]
 
 
 def _put(target: Path, outcome: McpOutcome) -> None:

@@ -77,7 +77,7 @@ def test_a_server_that_crashes_mid_session_never_replaces_the_recording(tmp_path
     _three_calls_then_close(rec, "rewrite", "--misbehave", "crash-second")
     assert kept.exists()
     status, stderr, _answers = _three_calls_then_close(rec, "rewrite")
-    assert status == 0 and "from " + str(rec / ".dsh-kept") in stderr, stderr
+    assert status == 0 and f"removed {rec / '.dsh-kept'} (an earlier run of this relay kept" in stderr, stderr
     assert sorted(p.name for p in rec.iterdir()) == ["mcp.calc.jsonl"]
 
 
@@ -91,6 +91,10 @@ def test_a_kept_session_never_joins_another_runs_kept_files(tmp_path: Path) -> N
     assert status == 1 and "this session is not kept either" in stderr and "session.jsonl" in stderr
     assert sorted(p.name for p in (rec / ".dsh-kept").iterdir()) == ["session.jsonl"]
     assert not list(rec.glob("*.jsonl")) and not list(rec.glob(".mcp.*"))
+    # nor does a good session of the server remove that run (serve's to replace, accept's to take)
+    status, stderr, _answers = _three_calls_then_close(rec, "once")
+    assert status == 0 and (rec / "mcp.calc.jsonl").exists(), stderr
+    assert sorted(p.name for p in (rec / ".dsh-kept").iterdir()) == ["session.jsonl"]
 
 
 async def _sdk_session(params: StdioServerParameters, errlog: Any) -> str:
