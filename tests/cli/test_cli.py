@@ -361,6 +361,7 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
+@pytest.mark.slow  # `record` runs pytest on the scenario in process
 def test_record_scripted_on_a_copy_of_a_bundled_scenario(tmp_path: Path) -> None:
     scenario = tmp_path / "spawn" / "one-child"
     shutil.copytree(BUNDLED / "spawn" / "one-child", scenario)

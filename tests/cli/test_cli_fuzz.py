@@ -249,6 +249,7 @@ def _check(args: list[str], what: str) -> int:
     return result.exit_code
 
 
+@pytest.mark.slow  # every command over hundreds of mutated recordings, in process
 @pytest.mark.skipif(not SOURCES, reason="no recorded scenario to mutate")
 def test_every_command_survives_mutated_logs(tmp_path: Path) -> None:
     rng = random.Random(SEED)

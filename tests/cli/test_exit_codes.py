@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests._input_helpers import BUNDLED, cli
 
 
@@ -29,6 +31,7 @@ def test_usage_errors_exit_2_for_every_command(tmp_path: Path) -> None:
     assert cli("derive", tmp_path / "missing").exit_code == 2
 
 
+@pytest.mark.slow  # `record` runs pytest in process
 def test_record_with_nothing_to_record_exits_2(tmp_path: Path) -> None:
     """pytest's 'no tests collected' (5) is the command's usage error: PATH holds no scenario."""
     (tmp_path / "empty").mkdir()

@@ -162,6 +162,7 @@ def _big_log(path: Path, events: int) -> int:
     return turn
 
 
+@pytest.mark.slow  # a 100k-event recording built and rendered
 def test_a_100k_event_recording_renders_lazily(page: Any, tmp_path: Path) -> None:
     log = tmp_path / "big" / "session.jsonl"
     log.parent.mkdir()
