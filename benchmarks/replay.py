@@ -301,10 +301,10 @@ def item_path(
 ) -> Any:
     """What an item does with the fixture and the run's log besides running the agent (see module doc);
     ``stages`` collects each stage's CPU seconds; ``masks``: ``--dsh-mask`` regexes of the comparison."""
+    from pytest_dsh_replay.recording.harvest import parse_log_bytes, read_log_bytes
+    from pytest_dsh_replay.recording.scrub import default_scrubber, scrub_logs
     from pytest_dsh_replay.replay import load_session_scripts
     from pytest_dsh_replay.scenario.compare import compare_event_logs
-    from pytest_dsh_replay.scenario.harvest import parse_log_bytes, read_log_bytes
-    from pytest_dsh_replay.scenario.secrets import default_scrubber, scrub_logs
     from pytest_dsh_replay.session.masks import Masks
 
     clock = time.process_time

@@ -1,7 +1,7 @@
 """Benchmark: scrubbing the run side of a comparison against the comparison itself.
 
 Every replayed scenario scrubs its run's logs with the run's secret set before comparing them with
-the fixtures (``scenario.secrets.scrub_logs``: strings and the joined deltas of every block). This
+the fixtures (``recording.scrub.scrub_logs``: strings and the joined deltas of every block). This
 prints, for a clean log and for one with a key split across deltas, the time of ``scrub_logs`` and
 its ratio to ``compare_event_logs`` of the same log measured in the same process. Target: well below
 1x for a clean log (one screening search over the whole log).
@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _timing import best
 
 from pytest_dsh_replay.llm.secrets import SecretScrubber
+from pytest_dsh_replay.recording.harvest import read_log_file
+from pytest_dsh_replay.recording.normalize import SessionLog
+from pytest_dsh_replay.recording.scrub import scrub_logs
 from pytest_dsh_replay.scenario.compare import compare_event_logs
-from pytest_dsh_replay.scenario.harvest import read_log_file
-from pytest_dsh_replay.scenario.normalize import SessionLog
-from pytest_dsh_replay.scenario.secrets import scrub_logs
 
 SOURCE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "tool-call-turn" / "session.jsonl"
 KEY = "Zq7LLMcred0123456789abcd"

@@ -31,7 +31,7 @@ from _timing import child_usage, mib
 ROOT = Path(__file__).resolve().parent.parent
 CLI = "import sys; from pytest_dsh_replay.cli import main; sys.argv[0] = 'dsh-replay'; main()"
 WHOLE = (
-    "import sys; from pathlib import Path; from pytest_dsh_replay.scenario.harvest import read_log_file; "
+    "import sys; from pathlib import Path; from pytest_dsh_replay.recording.harvest import read_log_file; "
     "log = read_log_file(Path(sys.argv[1])); print(len(log.events))"
 )
 

@@ -58,9 +58,9 @@ from .layout import (
     mcp_log_match,
 )
 from .modes import Backend, RecordMode
-from .scenario.logstream import Event
-from .scenario.normalize import SessionLog
-from .scenario.validate import display as _name
+from .recording.logstream import Event
+from .recording.normalize import SessionLog
+from .recording.validate import display as _name
 from .session.types import END_SEED_TYPE
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
@@ -93,7 +93,7 @@ def _log_files(path: Path) -> list[Path]:
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
         files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
-            from .scenario.write import no_logs_error
+            from .recording.write import no_logs_error
 
             raise no_logs_error(path)
         return files
@@ -102,7 +102,7 @@ def _log_files(path: Path) -> list[Path]:
 
 def _read(file: Path) -> SessionLog:
     """One log, named by its file name (typed errors for unreadable or malformed input)."""
-    from .scenario.harvest import read_log_file
+    from .recording.harvest import read_log_file
 
     log = read_log_file(file)
     log.source = file.name
@@ -110,7 +110,7 @@ def _read(file: Path) -> SessionLog:
 
 
 def _ordered(path: Path, logs: list[SessionLog]) -> list[SessionLog]:
-    from .scenario.harvest import harvest_order
+    from .recording.harvest import harvest_order
 
     return logs if not path.is_dir() or os.path.lexists(path / PRIMARY_FILE) else harvest_order(logs)
 
@@ -127,12 +127,12 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 def _log_findings(files: Sequence[Path], errors: Sequence[str] = (), observe: Any = None) -> list[Any]:
     """What ``validate`` finds in these logs of one recording (header, seq contiguity, turn/step
     balance, tool pairing, lineage, surface, secrets): its own per-log checks
-    (:func:`~.scenario.validate.validate_log_files`), so ``show`` and ``report`` call a log damaged
+    (:func:`~.recording.validate.validate_log_files`), so ``show`` and ``report`` call a log damaged
     exactly when ``validate`` does. The inventory (``input.json``, pins, sidecars) is ``validate``'s
     alone. ``errors``: ``[CODE] message`` texts the caller reported already (an unreadable log), left out.
-    ``observe``: a :class:`~.scenario.validate.LogReader` per log, reading it in the same pass.
+    ``observe``: a :class:`~.recording.validate.LogReader` per log, reading it in the same pass.
     """
-    from .scenario.validate import UnitReport, validate_log_files
+    from .recording.validate import UnitReport, validate_log_files
 
     report = UnitReport(Path())
     validate_log_files(files, report, _cli_scrubber(), observe)
@@ -209,11 +209,11 @@ class _ScrubbedStream:
 
 
 def _cli_scrubber() -> Any:
-    """The commands' scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var,
+    """The commands' scrubber (:func:`~.recording.scrub.default_scrubber`: the key env var,
     secret-named environment values, the default patterns); the patterns alone when the key env var
     is unusable."""
     from .llm.secrets import SecretScrubber
-    from .scenario.secrets import default_scrubber
+    from .recording.scrub import default_scrubber
 
     try:
         return default_scrubber()
@@ -224,7 +224,7 @@ def _cli_scrubber() -> Any:
 def _scrubbed_output() -> Iterator[None]:
     """Every line any command prints, on stdout and stderr (rich's console, ``click.echo``, error and
     finding lines that quote input values: a session id, a callId, a sidecar value), goes through
-    the run's scrubber (:func:`~.scenario.secrets.default_scrubber`: the key env var, secret-named
+    the run's scrubber (:func:`~.recording.scrub.default_scrubber`: the key env var, secret-named
     environment values, the default patterns)."""
     scrubber = _cli_scrubber()
     saved = sys.stdout, sys.stderr
@@ -279,7 +279,7 @@ def _last_words(lines: Sequence[str], status: int) -> NoReturn:
     ``CliRunner``) they are echoed as any command's."""
     import threading
 
-    from .scenario.secrets import redact_report
+    from .recording.scrub import redact_report
 
     text = redact_report("".join(f"{line}\n" for line in lines), None)
     if not COMMAND_PROCESS:
@@ -522,7 +522,7 @@ class _Shown(Struct):
 
 class _ShowReader:
     """One log's summary for ``show``, read in ``validate``'s pass over it (a
-    :class:`~.scenario.validate.LogReader`): the log is read and parsed once for the tree and the
+    :class:`~.recording.validate.LogReader`): the log is read and parsed once for the tree and the
     findings. ``partners``: its tool calls bound to their partners in other logs (:func:`_tool_partners`)."""
 
     def __init__(self, file: Path, spool: IO[str], partners: dict[int, str] | None) -> None:
@@ -620,7 +620,7 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
     if not any(mcp_log_match(f.name) for f in files):
         return {}
     from .mcp.log import CallRef, bind_calls, call_key
-    from .scenario.logstream import iter_log_events
+    from .recording.logstream import iter_log_events
 
     asked: list[CallRef] = []
     served: list[CallRef] = []
@@ -640,14 +640,14 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
 
 
 def _show_units(path: Path) -> list[tuple[Path, str]]:
-    """The units ``validate`` checks at or under ``path`` (:func:`~.scenario.validate.validation_units`:
+    """The units ``validate`` checks at or under ``path`` (:func:`~.recording.validate.validation_units`:
     the scenarios pytest collects there, nested ones included), each with why it cannot be listed
     (``""`` when it can).
 
     Raises:
         HarnessError: ``PATH_EMPTY`` when there is none.
     """
-    from .scenario.validate import validation_units
+    from .recording.validate import validation_units
 
     units = list(validation_units(path))
     if not units:
@@ -658,7 +658,7 @@ def _show_units(path: Path) -> list[tuple[Path, str]]:
 
 
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
-    from .scenario.harvest import harvest_key
+    from .recording.harvest import harvest_key
 
     if path.is_dir() and not os.path.lexists(path / PRIMARY_FILE):
         logs.sort(key=lambda log: harvest_key(log.header))
@@ -730,7 +730,7 @@ def validate(paths: Sequence[Path], findings_only: bool) -> None:
     usage errors.
     """
     from .errors import max_line_bytes
-    from .scenario.validate import validate_paths
+    from .recording.validate import validate_paths
 
     try:
         max_line_bytes()  # a bad DSH_REPLAY_MAX_LINE_BYTES is a usage error, not a finding per log
@@ -783,9 +783,9 @@ def derive(path: Path, as_json: bool) -> None:
     A seq gap (or a repeated seq) is reported after the scripts as ``validate`` reports it (on
     stderr with ``--json``), exit 1: the calls were derived, but from a log with events missing.
     """
+    from .recording.scrub import redact_report
+    from .recording.validate import seq_findings
     from .replay import load_child_script, load_session_scripts
-    from .scenario.secrets import redact_report
-    from .scenario.validate import seq_findings
 
     _existing(path)
     if path.is_dir():
@@ -955,7 +955,7 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...])
         masked = f" and {len(masks)} mask(s)" if masks else ""
         console.print(f"[green]same[/green]: {len(left)} log(s) equal after normalization{masked}")
         return
-    from .scenario.secrets import redact_report
+    from .recording.scrub import redact_report
 
     def show(text: str) -> str:  # secrets show as [REDACTED]; A red, B green
         text = escape(redact_report(text, None))
@@ -1101,7 +1101,7 @@ def record(path: Path, model_spec: str, mode: str, backend: str | None) -> None:
     """
     import pytest
 
-    from .scenario.record import model_spec_problem
+    from .recording.models import model_spec_problem
 
     problem = model_spec_problem(model_spec, flag="--model")
     if problem is not None:
@@ -1155,7 +1155,7 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
     nothing to do), 2 when the directory cannot be recovered (the reason).
     """
     from .endpoint.record import remove_temp_stores, stale_temp_stores
-    from .scenario.write import recover_write
+    from .recording.write import recover_write
 
     if not directories and not temp_stores:
         raise click.UsageError("give a DIRECTORY, or --temp-stores")
@@ -1190,7 +1190,7 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     is kept (NOTHING_KEPT), when refused, or while a recorder records DIRECTORY's conversations
     (ENDPOINT_RECORDING_LOCKED).
     """
-    from .endpoint.kept import accept as accept_kept_run
+    from .recording.kept import accept as accept_kept_run
 
     written, removed, held = accept_kept_run(directory, allow_unanswered=allow_unanswered)
     failed = f"; its {held.failed_calls} failed call(s) replay as their errors" if held.failed_calls else ""

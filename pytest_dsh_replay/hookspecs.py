@@ -13,8 +13,8 @@ import pluggy
 if TYPE_CHECKING:
     import pytest
 
+    from .recording.normalize import NormalizeContext
     from .scenario.definition import Scenario
-    from .scenario.normalize import NormalizeContext
     from .session.masks import Mask
 
 hookspec = pluggy.HookspecMarker("pytest")

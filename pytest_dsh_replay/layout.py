@@ -327,7 +327,7 @@ def owned_rank(name: str) -> int | None:
     return int(rank) if rank else None
 
 
-#: the journal of a write's swap (``scenario.write``: the renames and removals to make, written last)
+#: the journal of a write's swap (``recording.write``: the renames and removals to make, written last)
 WRITE_JOURNAL = ".dsh-write.json"
 #: the temp files of a write (staged new files, ``.tmp``; kept old ones, ``.bak``): ``.<name>.<random>``
 _WRITE_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.(?:tmp|bak)$")
@@ -336,7 +336,7 @@ _WRITE_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.(?:tmp|bak)$")
 def write_temp_target(name: str) -> str | None:
     """The file a write's temp file called ``name`` stands for (``.<name>.<random>.tmp``/``.bak``), when
     that is a recorder's file (owned, an MCP session log, or :data:`WRITE_JOURNAL`); else ``None``.
-    Such a file with no live writer is what an interrupted write left (``scenario.write``)."""
+    Such a file with no live writer is what an interrupted write left (``recording.write``)."""
     match = _WRITE_TEMP.match(name)
     if match is None:
         return None

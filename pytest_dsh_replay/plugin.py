@@ -507,7 +507,7 @@ class ScenarioItem(pytest.Item):
         spec = config.getoption("dsh_model") or config.getini("dsh_model") or None
 
         def live_model(sc: Scenario) -> tuple[Any, list[str]]:
-            from .scenario.record import ModelSpecError, resolve_model_spec
+            from .recording.models import ModelSpecError, resolve_model_spec
 
             hooked = hook.pytest_dsh_live_model(config=config, scenario=sc)
             if hooked is not None:

@@ -15,10 +15,10 @@ import pytest_dsh_replay
 from pytest_dsh_replay.agent.loop import AgentOptions
 from pytest_dsh_replay.endpoint.conversations import Conversation
 from pytest_dsh_replay.itemreport import ItemReport, ReplayCounts
+from pytest_dsh_replay.recording.normalize import NormalizeContext
 from pytest_dsh_replay.replay.load import SessionScript
 from pytest_dsh_replay.replay.requests import Difference
 from pytest_dsh_replay.scenario.definition import Scenario, ScenarioConfig
-from pytest_dsh_replay.scenario.normalize import NormalizeContext
 
 
 def test_no_module_of_the_package_defines_a_dataclass() -> None:

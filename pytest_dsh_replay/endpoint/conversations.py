@@ -23,7 +23,7 @@ message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), 
 (``provider-block``: an SDK echoes them re-serialized, its ``null`` fields left out), the split of a text
 into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON values when
 they parse). A recording numbers its conversations by what each asked first, not by arrival
-(``scenario.harvest.content_order``: parents before children; ``session.jsonl`` is a root), so the same
+(``recording.harvest.content_order``: parents before children; ``session.jsonl`` is a root), so the same
 traffic in another arrival order writes the same files; creation order (:attr:`Conversation.rank`) only
 breaks ties between identical first requests when a replay binds.
 

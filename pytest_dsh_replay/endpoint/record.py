@@ -12,7 +12,7 @@
   chunks (the format's ``UpstreamTranslator``); the API key, read from the configured environment
   variable, goes into the ``Authorization`` header only.
 * :class:`Recorder` owns the session store on the chosen backend, and at the end harvests the logs and
-  writes them through the one stable writer (:func:`~pytest_dsh_replay.scenario.write.write_fixtures`)
+  writes them through the one stable writer (:func:`~pytest_dsh_replay.recording.write.write_fixtures`)
   with the sidecars of failed calls and the request pins.
 """
 
@@ -660,7 +660,7 @@ def first_request_keys(
     """Conversation id -> the content key of its first request (``sources``: the models' ``requests``,
     in call order, the replayed ones first): its JSON with sorted keys, without ``sessionId`` (the
     conversation's own random id), ``masks`` applied (a volatile value does not reorder the files). What
-    :func:`~pytest_dsh_replay.scenario.harvest.content_order` numbers a recording's files by, so the
+    :func:`~pytest_dsh_replay.recording.harvest.content_order` numbers a recording's files by, so the
     same traffic in another arrival order writes the same files.
     """
     keys: dict[str, bytes] = {}
@@ -757,10 +757,10 @@ class Recorder:
         """Flush every session, harvest the logs, close the backend.
 
         ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
-        :func:`~pytest_dsh_replay.scenario.harvest.content_order` (conversations arrive in any order);
+        :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order);
         ``None``: in harvest order.
         """
-        from ..scenario.harvest import content_order, harvest_backend, harvest_jsonl
+        from ..recording.harvest import content_order, harvest_backend, harvest_jsonl
 
         for log in self.logs.values():
             log.close()

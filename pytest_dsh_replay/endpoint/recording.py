@@ -32,7 +32,7 @@ from .conversations import CONVERSATION_HEADER, PARENT_HEADER
 from .formats import FORMATS
 
 if TYPE_CHECKING:
-    from ..scenario.validate import Finding
+    from ..recording.validate import Finding
 
 #: The manifest version this release writes and reads.
 MANIFEST_VERSION = 1
@@ -170,7 +170,7 @@ def manifest_findings(directory: Path) -> list[Finding]:
     """What ``dsh-replay validate`` reports of ``directory``'s manifest: the refusal of
     :func:`read_manifest` as a finding of its code (``ENDPOINT_MANIFEST``, the same words as the
     start-up refusal); ``[]`` for a directory without a manifest or with one that reads."""
-    from ..scenario.validate import Finding
+    from ..recording.validate import Finding
 
     if not is_endpoint_recording(directory):
         return []
@@ -196,7 +196,7 @@ def check_recording(directory: Path, rerecord: str) -> Manifest | None:
             seq, as ``validate`` prints them), how many there are, and the ways out.
         EndpointManifestError: see :func:`read_manifest`.
     """
-    from ..scenario.validate import validate_unit
+    from ..recording.validate import validate_unit
 
     if not (directory / ENDPOINT_MANIFEST).exists() and any(
         is_log_name(p.name) for p in directory.glob(LOG_GLOB)

@@ -16,6 +16,9 @@ One :class:`Endpoint` serves one recording directory in one record mode:
   conversation's session records it; :meth:`Endpoint.stop` writes the directory with the one writer.
 * **episodes** (``new_episodes`` with a recording): recorded calls replayed, the rest forwarded, all
   written.
+* **changed** (``changed`` with a recording): each conversation replayed while its requests match, and
+  forwarded from its first request that differs (:class:`~..recording.models.ChangedModel`); written
+  as ``rewrite`` writes, so a conversation that matched throughout keeps its bytes.
 
 Aiohttp was measured against starlette + uvicorn with the openai SDK as the client (a 100-chunk stream,
 300 calls): p50 42-44 ms vs 45-46 ms, p99 90-107 ms vs 112-125 ms (the SDK's own parsing dominates); it
@@ -47,6 +50,15 @@ from ..errors import (
     max_line_bytes,
     nesting_exceeds,
 )
+from ..httpbody import (
+    ACCEPTED_ENCODINGS,
+    MAX_BODY_BYTES,
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+    is_mcp_path,
+    read_body,
+)
 from ..layout import (
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
@@ -60,24 +72,14 @@ from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
-from ..scenario.plan import Plan
-from ..scenario.plan import plan_for as scenario_plan
+from ..recording.kept import KEPT_DIR, kept_note, kept_run
+from ..recording.plan import Plan
+from ..recording.plan import plan_for as scenario_plan
 from ..session.masks import Masks
 from .conversations import Binder, Binding, BindingError, Conversation
-from .formats import (
-    ACCEPTED_ENCODINGS,
-    FORMATS,
-    MAX_BODY_BYTES,
-    MCP_PATH,
-    BodyTooLarge,
-    UnreadableBody,
-    UnsupportedEncoding,
-    error_body,
-    read_body,
-)
+from .formats import FORMATS, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
-from .kept import KEPT_DIR, kept_note, kept_run
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -126,7 +128,7 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
         status, code = 404, "ENDPOINT_NOT_FOUND"
         what = f"{method} {path}: no such path"
     message = f"dsh-replay endpoint: {what}; it serves {routes}"
-    if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+    if is_mcp_path(path):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
     if doubled is not None and not allowed:
@@ -226,6 +228,8 @@ class EndpointOutcome(Struct):
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -281,7 +285,8 @@ def _has_recording(directory: Path) -> bool:
 
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
-    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
+    with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
+    ``RECORD`` (module doc)."""
     return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
 
 
@@ -315,7 +320,7 @@ class Endpoint:
         self.problems: list[str] = []
         #: what the start found worth saying (temporary stores of killed runs); ``serve`` prints them
         self.start_notes: list[str] = []
-        self.lock: Any = None  # scenario.write.RecordingLock
+        self.lock: Any = None  # recording.write.RecordingLock
         #: a conversation that differs only where a mask matched keeps its recorded bytes; ``False``
         #: when another part of the run (a ``dsh_mcp`` server's sessions) is rewritten: the run's logs
         #: are kept together or not at all (``endpoint.fixture.join_run``)
@@ -342,9 +347,9 @@ class Endpoint:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        from ..recording.models import ChangedModel, EpisodeModel, WatchedModel, secret_scrubber
+        from ..recording.scrub import request_scrub
         from ..replay import ReplayModel, load_session_scripts
-        from ..scenario.record import EpisodeModel, WatchedModel, secret_scrubber
-        from ..scenario.secrets import request_scrub
 
         config = self.config
         self.keys = self._upstream_keys() if self.plan is not Plan.REPLAY else {}
@@ -364,7 +369,7 @@ class Endpoint:
             _check_directory(config.directory)
             # one recorder of the model's files (and of each --mcp server's) per directory: a second one
             # is refused now, not found out at its write; MCP relays record their own files beside it
-            from ..scenario.write import MODEL_FILES, RecordingLock, mcp_files
+            from ..recording.write import MODEL_FILES, RecordingLock, mcp_files
 
             self.lock = RecordingLock(config.directory, [MODEL_FILES, *map(mcp_files, config.mcp or ())])
             # the MCP sessions a separate relay (``dsh-replay mcp``) records into the directory during this
@@ -384,7 +389,7 @@ class Endpoint:
             self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in (Plan.REPLAY, Plan.EPISODES):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED):
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
@@ -426,8 +431,15 @@ class Endpoint:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
+        elif self.plan is Plan.CHANGED:
+            self.model = ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
         else:
             self.model = self.watched
+
+    def _parent_of(self, conversation_id: str) -> str | None:
+        """The parent conversation's live id of a spawn or fork child (``None``: a root)."""
+        conv = self.binder.by_id(conversation_id)
+        return conv.parent if conv is not None else None
 
     def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
         """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
@@ -492,7 +504,7 @@ class Endpoint:
                 scrubber=self.scrubber,
             )
             self.mcp.add_routes(app)
-        # bodies are read as sent: formats.read_body decodes them, so a coding it does not take is
+        # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(
@@ -606,11 +618,11 @@ class Endpoint:
             outcome.problems.append(exc.message)
 
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
+        from ..recording.models import sidecar_files, sidecars_for
+        from ..recording.normalize import Normalization
+        from ..recording.write import current_fixtures, remove_kept, write_fixtures
         from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.normalize import Normalization
-        from ..scenario.record import sidecar_files, sidecars_for
         from ..scenario.requestcheck import pin_extra
-        from ..scenario.write import current_fixtures, remove_kept, write_fixtures
 
         assert self.recorder is not None
         sources = [self.watched.requests]
@@ -683,7 +695,7 @@ class Endpoint:
         target.mkdir(parents=True, exist_ok=True)
         scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
         entries = dict(self.watched.entries)
-        if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
+        if self.replay is not None:  # a replayed call (new_episodes, changed): its recorded entry, in order
             for key, index in self.replay.bound.items():
                 served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
                 entries[key] = [*served, *entries.get(key, [])]
@@ -703,6 +715,12 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
+        # --record changed: what each conversation kept and re-recorded (recording.models.ChangedModel)
+        changes = self.model.summary() if self.plan is Plan.CHANGED else []
+        if self.plan is Plan.CHANGED:
+            outcome.rerecorded = self.model.rerecorded(
+                {log.id: log_name(i) for i, log in enumerate(result.logs)}
+            )
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(
@@ -716,12 +734,13 @@ class Endpoint:
                     instead=instead,
                 )
             )
-            outcome.notes += aside
+            outcome.notes += [*changes, *aside]
             return
         outcome.notes.append(
             f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
             f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
+        outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():
@@ -741,7 +760,7 @@ class Endpoint:
         :data:`RELAY_WAIT` seconds, under its own recording lock. Returns the notes saying what was
         moved, or what is left and why (a relay still recording after the wait, a kept run of an earlier
         failed run there). ``serve --mcp`` sessions are the endpoint's own and are not touched."""
-        from ..scenario.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
+        from ..recording.write import RecordingLock, RecordingLockedError, mcp_files, recording_sets
 
         if not self.config.set_aside_relays:
             return []

@@ -100,7 +100,7 @@ class McpServers:
         self.rerecord = rerecord
         self.accept_unused = accept_unused
         self.names: list[str] = []
-        #: the recorder's locks of the servers' files (``scenario.write.RecordingLock``), by name
+        #: the recorder's locks of the servers' files (``recording.write.RecordingLock``), by name
         self.locks: dict[str, Any] = {}
         #: the sessions' write (and the locks' release) was handed to the endpoint fixture
         self.handed = False
@@ -124,7 +124,7 @@ class McpServers:
             if self.mode is not RecordMode.NONE:
                 # this test records the server's files: the one recorder of them (the relays write
                 # into the run directory, teardown writes the directory)
-                from ..scenario.write import RecordingLock, mcp_files
+                from ..recording.write import RecordingLock, mcp_files
 
                 self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
             self.names.append(name)
@@ -228,7 +228,7 @@ def finish(
                 "@pytest.mark.dsh_recording(record_on_error=True)"
             )
         return problems, notes
-    from ..scenario.harvest import read_log_file
+    from ..recording.harvest import read_log_file
 
     pending = []
     for name in recorded:

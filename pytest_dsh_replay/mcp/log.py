@@ -150,15 +150,6 @@ def request_key(request_id: Any) -> str:
     return orjson.dumps(request_id).decode()
 
 
-def jsonrpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    """A JSON-RPC 2.0 error response (§5.1): ``{"jsonrpc": "2.0", "id", "error": {"code", "message"[,
-    "data"]}}`` (``id`` ``None`` when the request's id is not known)."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
 def tool_arguments(message: Mapping[str, Any]) -> tuple[str, Any]:
     """``(name, arguments)`` of a ``tools/call`` request (``""`` and ``{}`` when absent)."""
     params = message.get("params")
@@ -375,11 +366,11 @@ def message_findings(path: Path) -> list[Any]:
     an older relay leaves one). A log that does not parse is left to the integrity check's findings.
 
     Returns:
-        ``scenario.validate.Finding`` (code ``MCP_BAD_LOG``) in file order, each naming file and seq.
+        ``recording.validate.Finding`` (code ``MCP_BAD_LOG``) in file order, each naming file and seq.
     """
     from ..layout import mcp_log_files, mcp_log_match
-    from ..scenario.harvest import read_log_file
-    from ..scenario.validate import Finding
+    from ..recording.harvest import read_log_file
+    from ..recording.validate import Finding
 
     one = [path] if mcp_log_match(path.name) is not None else []
     files = mcp_log_files(path) if path.is_dir() else one
@@ -467,7 +458,6 @@ __all__ = [
     "is_request",
     "is_request_id",
     "is_response",
-    "jsonrpc_error",
     "message_findings",
     "message_problem",
     "request_key",

@@ -1,5 +1,5 @@
 """The MCP relay's core, whatever the transport: one :class:`McpRelay` per MCP server session, with a plan
-from :func:`~pytest_dsh_replay.scenario.plan.plan_for` (docs/mcp.md).
+from :func:`~pytest_dsh_replay.recording.plan.plan_for` (docs/mcp.md).
 
 * **record** (``once`` without a recording of the session, ``rewrite``): the transport relays every
   message both ways; :meth:`McpRelay.from_client` and :meth:`McpRelay.from_server` write what passed
@@ -38,11 +38,12 @@ import orjson
 from msgspec import Struct, field
 
 from ..errors import HarnessError
+from ..httpbody import jsonrpc_error
 from ..itemreport import RequestDiff
 from ..layout import PRIMARY_FILE, mcp_log_files, mcp_log_match, mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
-from ..scenario.plan import Plan
-from ..scenario.plan import plan_for as scenario_plan
+from ..recording.plan import Plan
+from ..recording.plan import plan_for as scenario_plan
 from .log import (
     MESSAGE_EVENT,
     TOOLS_CALL,
@@ -54,7 +55,6 @@ from .log import (
     is_notification,
     is_request,
     is_response,
-    jsonrpc_error,
     message_problem,
     request_key,
     session_script,
@@ -100,9 +100,9 @@ class McpConfig(Struct):
         masks: volatile-value masks (:class:`~pytest_dsh_replay.session.masks.Masks`) applied to both
             sides of the request check, as the endpoint's; ``None``: none.
         mask_flag: the one option a mismatch's mask proposal is spelled with (``--mask``: the user runs
-            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.masks.mask_hint``).
+            ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.maskhint.mask_hint``).
         scrubber: the run's secret scrubber (:class:`~pytest_dsh_replay.llm.secrets.SecretScrubber`, the
-            endpoint's for its HTTP relays); ``None``: ``scenario.record.secret_scrubber([])``, the one
+            endpoint's for its HTTP relays); ``None``: ``recording.models.secret_scrubber([])``, the one
             the recording is written with. The request check compares the live values scrubbed with it
             (a recorded ``[REDACTED]`` is the live secret), and every problem, error answer and report
             the relay makes is scrubbed with it.
@@ -203,6 +203,15 @@ def _describe(message: Mapping[str, Any]) -> str:
     return str(method)
 
 
+class McpHandOver(Exception):
+    """``changed``: a client message of a replayed session differs from its recording; the transport
+    starts the server and calls :meth:`McpRelay.hand_over` (``why``: the difference)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 class McpRelay:
     """One MCP server session relayed (module doc). :meth:`start` first; then the transport calls
     :meth:`from_client`/:meth:`from_server` (record) or :meth:`replay`; :meth:`finish` last.
@@ -254,13 +263,22 @@ class McpRelay:
         self.stage: Any = None
         self.spool: Any = None
         self.fed = 0
+        #: ``changed``: the transport can start the server mid-session (:meth:`hand_over`)
+        self.can_hand_over = False
+        #: ``changed``, replaying: every message that passed, ``(from the client?, message)``, in order
+        self.passed: list[tuple[bool, dict[str, Any]]] = []
+        #: ``changed``: why the session went live, and at which of the client's messages (1-based)
+        self.went_live: tuple[int, str] | None = None
+        #: ``changed`` over HTTP, handed over: the server's session id, and the one the client was given
+        self.upstream_sid: str | None = None
+        self.client_sid: str | None = None
         self._scrubber: Any = config.scrubber
 
     @property
     def scrubber(self) -> SecretScrubber:
         """The run's secret scrubber (:attr:`McpConfig.scrubber`), made when first needed."""
         if self._scrubber is None:
-            from ..scenario.record import secret_scrubber
+            from ..recording.models import secret_scrubber
 
             self._scrubber = secret_scrubber([])
         scrubber: SecretScrubber = self._scrubber
@@ -268,7 +286,7 @@ class McpRelay:
 
     def _scrubbed(self, value: Any) -> Any:
         """A live JSON value as the recording holds it: every secret ``[REDACTED]``."""
-        from ..scenario.secrets import scrub_value
+        from ..recording.scrub import scrub_value
 
         return scrub_value(value, self.scrubber)
 
@@ -293,7 +311,11 @@ class McpRelay:
         path = config.directory / mcp_log_name(config.name, self.index)
         recorded = os.path.lexists(path)
         plan = scenario_plan(config.record, recorded=recorded, update=False)
-        # new_episodes: a recorded session replays, one past the recording is recorded
+        # new_episodes: a recorded session replays, one past the recording is recorded; changed: a
+        # recorded session replays until its first request that differs, where a transport that can start
+        # the server then (hand_over) records the rest; one that cannot refuses it as a replay does
+        if plan is Plan.CHANGED and not self.can_hand_over:
+            plan = Plan.REPLAY
         self.plan = Plan.REPLAY if plan is Plan.EPISODES else plan
         if self.records:
             self.replaces = recorded
@@ -306,7 +328,7 @@ class McpRelay:
             if config.writes and config.run_dir is None:
                 # the one recorder of this server's files in the directory (a model recorder and other
                 # servers' relays record beside it); the fixture and the endpoint hold it for theirs
-                from ..scenario.write import RecordingLock, mcp_files
+                from ..recording.write import RecordingLock, mcp_files
 
                 self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
             session_id = f"mcp-{config.name}-{uuid.uuid4()}"
@@ -328,7 +350,7 @@ class McpRelay:
                 "the server's command",
                 "MCP_CONFIG",
             )
-        from ..scenario.harvest import read_log_file
+        from ..recording.harvest import read_log_file
         from ..session.tokens import Tokenizer
 
         log = read_log_file(path)
@@ -354,6 +376,36 @@ class McpRelay:
             Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
             Tokenizer([], self.cwd, masks=masks),
         )
+
+    def hand_over(self, why: str) -> list[dict[str, Any]]:
+        """``changed``: go on as a recording from the client message that differs (``why``): the session's
+        log begins with every message that passed so far, as it passed; returns the client's messages
+        among them, which the transport sends the server it starts now (their answers not forwarded:
+        the server reaches the state the client expects) before the message that differs."""
+        from ..session import Session
+
+        config = self.config
+        client = [m for from_client, m in self.passed if from_client]
+        self.went_live = (len(client) + 1, why)
+        self.plan, self.replaces, self.script = Plan.RECORD, True, None
+        if config.writes and config.run_dir is None:
+            from ..recording.write import RecordingLock, mcp_files
+
+            self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
+        session_id = f"mcp-{config.name}-{uuid.uuid4()}"
+        header: Any = {"version": 0, "id": session_id, "createdAt": int(time.time() * 1000), "cwd": self.cwd}
+        self.log = McpSessionLog(Session(session_id, header=header))
+        self._open_stage(config.directory / mcp_log_name(config.name, self.index))
+        for from_client, message in self.passed:
+            (self.log.client if from_client else self.log.server)(message)
+        self.passed = []
+        self._feed()
+        self.notes.append(
+            f"--record changed: MCP server {config.name!r} session {self.index}: re-recorded from the "
+            f"client's message #{self.went_live[0]} ({why}); the {len(client)} before it were sent to the "
+            "server again first"
+        )
+        return client
 
     # -- record ----------------------------------------------------------------------------------
 
@@ -519,7 +571,7 @@ class McpRelay:
     def _open_stage(self, path: Path) -> None:
         """Where the events go as they pass: the log staged in the recording directory (the relay
         writes it), or a JSONL file in the run directory (the fixture writes the run's sessions)."""
-        from ..scenario.harvest import header_record
+        from ..recording.harvest import header_record
 
         assert self.log is not None
         header = header_record(self.log.session.header)
@@ -530,8 +582,8 @@ class McpRelay:
             self.spool = (target, target.with_suffix(".tmp").open("wb"))
             self.spool[1].write(orjson.dumps(header) + b"\n")
             return
-        from ..scenario.record import secret_scrubber
-        from ..scenario.write import LogStage
+        from ..recording.models import secret_scrubber
+        from ..recording.write import LogStage
 
         self.config.directory.mkdir(parents=True, exist_ok=True)
         # compared with the recorded session as write_sessions compares (masks, MCP's own events)
@@ -560,10 +612,10 @@ class McpRelay:
 
     def _keep_stage(self) -> str:
         """A recording session with problems is never written over the directory's files: its staged log
-        goes to ``DIR/.dsh-kept`` instead (``endpoint.kept``: what ``dsh-replay accept`` takes), when that
+        goes to ``DIR/.dsh-kept`` instead (``recording.kept``: what ``dsh-replay accept`` takes), when that
         holds no other run's files, else it is dropped. Returns the note saying which. (The fixture's
         spool and the endpoint's sessions are not the relay's to keep: nothing of them is written.)"""
-        from ..endpoint.kept import KEPT_DIR
+        from ..recording.kept import KEPT_DIR
 
         directory, name = self.config.directory, self.config.name
         path = directory / mcp_log_name(name, self.index)
@@ -632,7 +684,19 @@ class McpRelay:
         return jsonrpc_error(None, PARSE_ERROR, f"dsh-replay mcp: {text}")
 
     def replay(self, message: Any) -> list[dict[str, Any]]:
-        """The messages to send the client for one message of its (replay)."""
+        """The messages to send the client for one message of its (replay).
+
+        Raises:
+            McpHandOver: ``changed``: ``message`` differs from the recording (or the recording does not
+                hold it); nothing was answered, the transport calls :meth:`hand_over`.
+        """
+        out = self._replay(message)
+        if self.plan is Plan.CHANGED:
+            self.passed.append((True, message))
+            self.passed += [(False, m) for m in out]
+        return out
+
+    def _replay(self, message: Any) -> list[dict[str, Any]]:
         assert self.script is not None
         refused = self.refusal(message)
         if refused is not None:
@@ -733,6 +797,8 @@ class McpRelay:
                 chosen = chosen or candidates[0]
             recorded = tool_call_value(chosen.message)
             found = self._first_difference(recorded, sent, TOOLS_CALL)
+            if found is not None and self.plan is Plan.CHANGED:
+                raise McpHandOver(f"{_describe(message)}: {found.render()}")
             if found is not None:
                 hint = self._mask_hint(recorded, sent)
                 call = f"{_describe(chosen.message)} (seq {chosen.seq} of {self.script.file})"
@@ -761,6 +827,8 @@ class McpRelay:
         if chosen is None:
             if method == "ping":
                 return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+            if self.plan is Plan.CHANGED:
+                raise McpHandOver(f"{_describe(message)}: the recording does not hold it")
             text = self.problem(
                 f"{self.script.file}: the client sent {_describe(message)} with params "
                 f"{quote_json(message.get('params'))}, which the recording does not hold (unused)"
@@ -819,10 +887,11 @@ class McpRelay:
 
     def _mask_hint(self, recorded: Any, sent: Any) -> str | None:
         """The report's line proposing masks for a tool call that did not match
-        (``session.masks.mask_hint``, the request check's): only when every difference of the two calls
+        (``session.maskhint.mask_hint``, the request check's): only when every difference of the two calls
         is a value that changes every run, checked (the check run again with the run's masks and the
         proposed ones passes); in the spelling of the route in use (``McpConfig.mask_flag``)."""
-        from ..session.masks import Masks, differing_values, mask_hint
+        from ..session.maskhint import differing_values, mask_hint
+        from ..session.masks import Masks
 
         recorded_side, live_side = self.sides
         run_masks = self.config.masks
@@ -963,9 +1032,9 @@ class McpRelay:
             _put(self.config.run_dir / f"{self.config.name}.{self.index}.outcome.json", outcome)
 
     def session_log(self) -> Any:
-        """The recorded session as a :class:`~pytest_dsh_replay.scenario.normalize.SessionLog`."""
-        from ..scenario.harvest import header_record
-        from ..scenario.normalize import SessionLog
+        """The recorded session as a :class:`~pytest_dsh_replay.recording.normalize.SessionLog`."""
+        from ..recording.harvest import header_record
+        from ..recording.normalize import SessionLog
 
         assert self.log is not None
         session = self.log.session
@@ -997,7 +1066,7 @@ class McpRelay:
         (:meth:`_keep_stage`) are superseded by the session just written: removed, with the directory.
         A kept run holding anything else (``serve``'s, with the sessions it set aside) is left whole: it
         is ``serve``'s to replace, or ``accept``'s to take."""
-        from ..endpoint.kept import KEPT_DIR
+        from ..recording.kept import KEPT_DIR
 
         kept = self.config.directory / KEPT_DIR
         if kept.is_symlink() or not kept.is_dir():
@@ -1053,7 +1122,7 @@ def unused_sessions(directory: Path, name: str, started: int, rerecord: str, acc
 
 
 class _Run(Struct):
-    """What the writer takes of a run (``scenario.write.RunLogs``): the logs and their cwd."""
+    """What the writer takes of a run (``recording.write.RunLogs``): the logs and their cwd."""
 
     logs: list[Any]
     cwd: str
@@ -1076,8 +1145,8 @@ def quote_json(value: Any, width: int = 200) -> str:
 
 def _sessions_base(directory: Path, name: str) -> tuple[Any, list[Path], Any]:
     """``(scenario, existing files, base)`` of server ``name``'s sessions for the writer."""
+    from ..recording.write import current_fixtures
     from ..scenario.definition import Scenario, ScenarioConfig
-    from ..scenario.write import current_fixtures
 
     existing = mcp_log_files(directory, name) if directory.is_dir() else []
     scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
@@ -1086,9 +1155,9 @@ def _sessions_base(directory: Path, name: str) -> tuple[Any, list[Path], Any]:
 
 def sessions_unchanged(directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None) -> bool:
     """Whether :func:`write_sessions` would keep every session of server ``name`` as recorded (with the
-    run's ``masks``; ``scenario.write.unchanged_run``)."""
-    from ..scenario.normalize import Normalization
-    from ..scenario.write import unchanged_run
+    run's ``masks``; ``recording.write.unchanged_run``)."""
+    from ..recording.normalize import Normalization
+    from ..recording.write import unchanged_run
 
     _scenario, _existing, base = _sessions_base(directory, name)
     return unchanged_run(_Run(logs, cwd), base, Normalization(masks=masks))
@@ -1100,14 +1169,14 @@ def write_sessions(
     """Write the sessions of server ``name`` (in start order) with the one stable writer, scrubbed by the
     run's scrubber; the server's logs past them are removed. Returns ``(written, removed)``.
 
-    Stable by the model recordings' rule (``scenario.write``; docs/mcp.md, "Re-recording"): a session
+    Stable by the model recordings' rule (``recording.write``; docs/mcp.md, "Re-recording"): a session
     equal to the recorded one after normalization (session ids, UUIDs, cwd, ``createdAt`` and event
     ``time`` never count) and with the run's ``masks``
     (:class:`~pytest_dsh_replay.session.masks.Masks`) keeps every recorded byte; one that differs is
     rewritten whole in the recording's spelling."""
-    from ..scenario.normalize import Normalization
-    from ..scenario.record import secret_scrubber
-    from ..scenario.write import write_fixtures
+    from ..recording.models import secret_scrubber
+    from ..recording.normalize import Normalization
+    from ..recording.write import write_fixtures
 
     directory.mkdir(parents=True, exist_ok=True)
     scenario, existing, base = _sessions_base(directory, name)
@@ -1125,6 +1194,7 @@ def write_sessions(
 
 __all__ = [
     "McpConfig",
+    "McpHandOver",
     "McpOutcome",
     "McpRelay",
     "McpRelayError",

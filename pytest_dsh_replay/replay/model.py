@@ -83,6 +83,11 @@ _UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+#: how a re-record command spells ``rewrite`` (pytest, ``serve``/``mcp``) -> the same with ``changed``
+_CHANGED_SPELLINGS = (
+    ("--dsh-record=rewrite", "--dsh-record=changed"),
+    ("--record rewrite", "--record changed"),
+)
 _SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
 #: free scripts a refused first request is compared with to find the nearest (a report, not a match)
 _NEAREST_LIMIT = 256
@@ -151,6 +156,16 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
     except (TypeError, ValueError, orjson.JSONEncodeError):
         return None
+
+
+def changed_command(command: str) -> str | None:
+    """A re-record command (``... --dsh-record=rewrite ...``, ``... --record rewrite ...``) with
+    ``changed`` for ``rewrite``: re-record only from each conversation's first changed call; ``None`` when
+    the command names no ``rewrite``."""
+    changed = command
+    for rewrite, instead in _CHANGED_SPELLINGS:
+        changed = changed.replace(rewrite, instead)
+    return None if changed == command else changed
 
 
 class ReplayModel:
@@ -288,6 +303,17 @@ class ReplayModel:
         ``re-record the test: pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL``; ``sep``
         goes between the colon and the command (a newline and indent puts it on a line of its own)."""
         return f"re-record {self.subject}:{sep}{self._rerecord_command()}"
+
+    def _changed_advice(self) -> list[str]:
+        """The report's line offering ``--dsh-record=changed`` (the re-record command with ``changed`` for
+        ``rewrite``), before the one re-recording everything; none when the command names no ``rewrite``."""
+        changed = changed_command(self._rerecord_command())
+        if changed is None:
+            return []
+        return [
+            "  to re-record only from each conversation's first changed call (the calls before it kept, "
+            f"not paid again): {changed}"
+        ]
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
@@ -470,12 +496,12 @@ class ReplayModel:
     def _mask_hint(
         self, index: int, call: int, key: str, diffs: list[Difference], request: ModelRequest
     ) -> list[str]:
-        """The report's one line proposing masks (``session.masks.mask_hint``) when every difference of
+        """The report's one line proposing masks (``session.maskhint.mask_hint``) when every difference of
         this request from call ``call`` of script ``index`` (``diffs`` the ones found) is a value that
         changes every run, checked: the request check run again with the run's masks and the proposed
         ones passes (with copies of the masks, so the report's counts of what they masked stay true);
         none otherwise."""
-        from ..session.masks import mask_hint  # a mismatch report only: a green run never imports it
+        from ..session.maskhint import mask_hint  # a mismatch report only: a green run never imports it
 
         recorded = self._recorded_parts(index, call)
 
@@ -552,6 +578,7 @@ class ReplayModel:
                 for p in self.unchecked_parts(index, request)
             ),
             *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
+            *self._changed_advice(),
             f"  if the change is intended, {self._rerecord()}",
         ]
         if (
@@ -583,6 +610,43 @@ class ReplayModel:
         if free:
             return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
+
+    def next_differences(self, key: str, request: ModelRequest) -> list[Difference] | None:
+        """How ``request`` differs from the next recorded call of the bound live session ``key`` (``[]``:
+        it matches, by the same check :meth:`stream` makes before serving), or ``None`` when the session's
+        script has no call left. Nothing is advanced or recorded (``--dsh-record=changed`` asks before
+        choosing between this model and the live one).
+
+        Raises:
+            KeyError: ``key`` is not bound.
+            RequestShapeError: a part of the request is not JSON values.
+        """
+        index = self.bound[key]
+        call = self.cursors.get(key, 0)
+        if call >= len(self.scripts[index].calls):
+            return None
+        recorded = self._recorded_parts(index, call)
+        return request_differences(recorded, request, lambda: self._sides(index, key)) if recorded else []
+
+    def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
+        """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
+        script a mismatch report compares it with (the nearest one, as :meth:`_unmatched` picks it) and how
+        the request differs from that script's first call (``(None, [])``: no free script with calls).
+        Nothing is bound or recorded."""
+        index, _free = self._by_order(key)
+        if index is None:
+            return None, []
+        index, _guess = self._nearest(index, request)
+        try:
+            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+            return index, request_differences(self._recorded_parts(index, 0), request, sides)
+        except RequestShapeError:
+            return index, []
+
+    def difference_place(self, diff: Difference, request: ModelRequest) -> str:
+        """Where ``diff`` is, as the client's own body names it when the request says
+        (``messages[5].content``), else the recording's path."""
+        return self._client_path(diff, request) or diff.path
 
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section), and a

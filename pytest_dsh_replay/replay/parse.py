@@ -387,7 +387,7 @@ def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: i
 def check_packed_row(row: dict[str, Any], logical: int, file: str | None, line_no: int) -> PackedSpan:
     """One parsed packed row (a dict whose ``type`` is in :data:`PACKED_ROW_KEYS`) checked exactly as
     :func:`parse_session_log` checks it, as its unexpanded :class:`PackedSpan`: for a reader of one
-    row at a time (``scenario.logstream``) that parsed the line already.
+    row at a time (``recording.logstream``) that parsed the line already.
 
     ``logical`` is the row's first logical index in its log (its ``seq0`` when projected).
 

@@ -2,7 +2,7 @@
 
 * :func:`read_recording` turns one recording (a scenario directory, an endpoint recording, a directory
   of logs, one log file) into a :class:`~.payload.Recording`: each log streamed once
-  (:class:`~..scenario.logstream.LogStream`, memory bounded by the transcript, not the file; with
+  (:class:`~..recording.logstream.LogStream`, memory bounded by the transcript, not the file; with
   ``check``, in `validate`'s own pass), its model calls' chunks folded into one entry each.
 * :func:`link_children` says how each child's parent is known (header, the parent's open tool call).
 * :func:`report_payload` puts recordings and items together, failures first, with the summary.
@@ -327,7 +327,7 @@ def recording_files(path: Path) -> list[Path]:
 
     Raises:
         HarnessError: ``PATH_EMPTY`` for a directory without logs (``FIXTURE_WRITE_INCOMPLETE`` when an
-            interrupted write left its files: ``scenario.write.no_logs_error``); the inventory's typed
+            interrupted write left its files: ``recording.write.no_logs_error``); the inventory's typed
             errors.
     """
     from ..scenario.definition import fixture_files
@@ -339,7 +339,7 @@ def recording_files(path: Path) -> list[Path]:
         files + [f for f in mcp_log_files(path) if f not in files] if files else sorted(path.glob("*.jsonl"))
     )
     if not files:
-        from ..scenario.write import no_logs_error
+        from ..recording.write import no_logs_error
 
         raise no_logs_error(path)
     return files
@@ -373,7 +373,7 @@ def read_session(file: Path, model: str = "", system: Any = None) -> tuple[Sessi
     Raises:
         HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
     """
-    from ..scenario.logstream import LogStream
+    from ..recording.logstream import LogStream
 
     stream = LogStream(file)  # strict: the first error is raised
     reader = _SessionReader(file, model, system)
@@ -385,7 +385,7 @@ def read_session(file: Path, model: str = "", system: Any = None) -> tuple[Sessi
 
 class _SessionReader:
     """One log's transcript, fed the stream's header and items (a
-    :class:`~..scenario.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
+    :class:`~..recording.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
 
     def __init__(self, file: Path, model: str, system: Any = None) -> None:
         self.file, self.model, self.system = file, model, system
@@ -546,8 +546,8 @@ def read_recording(path: Path, *, label: str | None = None, check: Any = None) -
     recording's ``error``.
 
     ``check``: ``check(files, observe)`` reads the logs in one pass (``dsh-replay report``: ``validate``'s
-    checks, :func:`~..scenario.validate.validate_log_files`), giving each log's
-    :class:`~..scenario.validate.LogReader` from ``observe(file)`` its header and items; each log is
+    checks, :func:`~..recording.validate.validate_log_files`), giving each log's
+    :class:`~..recording.validate.LogReader` from ``observe(file)`` its header and items; each log is
     then read and parsed once for the page and the findings. ``None``: each log is streamed here."""
     kind = (
         "log"

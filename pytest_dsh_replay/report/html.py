@@ -49,7 +49,7 @@ def write_report(report: Report, path: Path, scrub: Callable[[str], str] | None 
     Raises:
         OSError: the directory cannot be written.
     """
-    from ..scenario.write import file_mode
+    from ..recording.write import file_mode
 
     data = render_html(report, scrub).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)

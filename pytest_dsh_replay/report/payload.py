@@ -44,7 +44,9 @@ class Call(Struct, omit_defaults=True):
         input_tokens, output_tokens: the call's usage (``-1``: the call reported none).
         finish: the finish reason's kind (``stop``, ``tool-calls``, ``error``, ...; ``""``: none streamed).
         check: the request check's verdict in a run: ``matched``, ``differs``, ``not served`` (after a
-            mismatch), or ``recorded`` (no run: the report of recordings alone).
+            mismatch), ``kept`` / ``re-recorded`` (``--dsh-record=changed``: the recorded answer kept, or
+            asked again from the session's first changed call on), or ``recorded`` (no run: the report of
+            recordings alone).
     """
 
     index: int

@@ -12,7 +12,7 @@ replay (:attr:`~.payload.SessionView.omitted`: a 3,000-item run stays a small pa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -101,7 +101,13 @@ class RunReport:
             ]
             item.commands = props.commands
             path = props.recording or ""
-            whole = item.outcome == "failed" or item.written or item.removed or nodeid in self.recorded
+            whole = (
+                item.outcome == "failed"
+                or item.written
+                or item.removed
+                or props.rerecorded
+                or nodeid in self.recorded
+            )
             if not whole:
                 trees.append((item, path))
                 continue
@@ -110,7 +116,7 @@ class RunReport:
                 recordings.append(read_recording(Path(path), label=item.path))
             if path in where:
                 item.recording = where[path]
-                mark_calls(recordings[item.recording].sessions, item)
+                mark_calls(recordings[item.recording].sessions, item, props.rerecorded)
         for item, path in trees:
             if path not in where and Path(path).is_dir():
                 where[path] = len(recordings)
@@ -141,11 +147,22 @@ class RunReport:
         )
 
 
-def mark_calls(sessions: list[SessionView], item: Item) -> None:
+def mark_calls(sessions: list[SessionView], item: Item, rerecorded: Sequence[tuple[str, int]] = ()) -> None:
     """Set the request check's verdict on the model calls of ``item``'s recording: in a log with a
     red call, the calls before it ``matched``, the red one ``differs``, the later ones ``not served``
     (a strict replay serves nothing after a mismatch) or ``matched`` (an accepted change); every call
-    of a green replay ``matched``. A recording that was written by the run stays ``recorded``."""
+    of a green replay ``matched``. A recording that was written by the run stays ``recorded``, but for
+    ``--dsh-record=changed`` (``rerecorded``: ``(log file, first re-recorded call)``): the calls of a log
+    from its first re-recorded call on are ``re-recorded``, every other call ``kept``."""
+    if rerecorded and item.outcome != "failed":
+        since = dict(rerecorded)
+        for session in sessions:
+            start = since.get(session.file)
+            for entry in session.transcript:
+                call = entry.call
+                if call is not None and call.index != 0:
+                    call.check = "re-recorded" if start is not None and call.index >= start else "kept"
+        return
     red = {(d.file, d.index): d for d in item.diffs}
     if not red and (item.outcome == "failed" or item.written):
         return  # no call was named: what the run said of them is its failure report

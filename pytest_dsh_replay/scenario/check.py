@@ -10,6 +10,9 @@ and whether the writer runs, and each plan is one function here over the shared 
   the run's logs.
 * :attr:`~.plan.Plan.EPISODES` (``new_episodes``): :class:`~.record.EpisodeModel`; compares the
   recorded prefix of every log; writes when live calls were made.
+* :attr:`~.plan.Plan.CHANGED` (``changed``): :class:`~.record.ChangedModel`; each session replayed while
+  its requests match and live from its first changed call; written as a recording (what matched keeps
+  its bytes), the recorded sessions the run no longer starts removed.
 * :attr:`~.plan.Plan.RECORD` (``once`` on an unrecorded scenario, ``rewrite``):
   :class:`~.record.WatchedModel` over the live model; writes logs and sidecars and removes the stale
   recorder-owned files.
@@ -41,6 +44,10 @@ from msgspec import Struct, field
 from ..llm import Model
 from ..llm.secrets import SecretScrubber
 from ..modes import Backend, RecordMode
+from ..recording.fixtures import Fixtures, ForeignRecordingError, load_fixtures
+from ..recording.normalize import Normalization, SessionLog
+from ..recording.plan import LogCompare, Plan, plan_for
+from ..recording.scrub import default_scrubber, redact_report, request_scrub, scrub_logs
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
 from ..replay.errors import RequestMismatchError, RequestShapeError
 from ..session import END_SEED_TYPE
@@ -54,9 +61,6 @@ from .compare import (
 )
 from .definition import Scenario
 from .errors import ScenarioMismatch
-from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
-from .normalize import Normalization, SessionLog
-from .plan import LogCompare, Plan, plan_for
 from .requestcheck import (
     model_hint,
     pin_extra,
@@ -66,11 +70,10 @@ from .requestcheck import (
     rerecord_command,
 )
 from .runner import RunOptions, RunResult, run_scenario
-from .secrets import default_scrubber, redact_report, request_scrub, scrub_logs
 
 if TYPE_CHECKING:
+    from ..recording.models import ChangedModel, EpisodeModel, WatchedModel
     from ..session.masks import Masks
-    from .record import EpisodeModel, WatchedModel
 
 # The recorder (.record) and the writer (.write) are imported by the plans that run them: a green replay,
 # the common item, never compiles them (see _lazy.py for why that counts).
@@ -142,6 +145,10 @@ class CheckOutcome(Struct):
     #: every request that differed from its recording (strict or accepted), in call order, all backends
     mismatches: list[RequestMismatchError] = field(default_factory=list)
     refused: bool = False  # an update refused: a recorded answer would follow a changed request
+    #: changed: (log file, first re-recorded call) of each re-recorded session of the written recording
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    #: changed: what the run kept and re-recorded (``ChangedModel.summary``), for the run's summary
+    changes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -149,8 +156,8 @@ class CheckOutcome(Struct):
 
     @property
     def recording(self) -> bool:
-        """The outcome of a recording run (:attr:`Plan.RECORD`), not of a replay."""
-        return self.plan is Plan.RECORD
+        """The outcome of a recording run (:attr:`Plan.RECORD`, :attr:`Plan.CHANGED`), not of a replay."""
+        return self.plan in (Plan.RECORD, Plan.CHANGED)
 
     def report(self) -> str:
         return "\n".join([*self.problems, *self.notes])
@@ -260,8 +267,8 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
             "or implement pytest_dsh_live_model"
         )
         return outcome
-    from .record import WatchedModel, sidecar_files, sidecars_for
-    from .write import current_fixtures, write_fixtures
+    from ..recording.models import WatchedModel, sidecar_files, sidecars_for
+    from ..recording.write import current_fixtures, write_fixtures
 
     model, secrets = options.live_model(scenario)
     watched = WatchedModel(model)
@@ -316,6 +323,7 @@ class _Served(Struct):
     replay: ReplayModel
     episodes: EpisodeModel | None = None
     watched: WatchedModel | None = None
+    changed: ChangedModel | None = None
     secrets: list[str] = field(default_factory=list)
 
 
@@ -329,7 +337,7 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
     )
     if not plan.needs_live_model:
         return _Served(replay, replay)
-    from .record import EpisodeModel, ModelSpecError, WatchedModel
+    from ..recording.models import ChangedModel, EpisodeModel, ModelSpecError, WatchedModel
 
     if options.live_model is None:
         raise ModelSpecError(
@@ -337,8 +345,11 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
         )
     live, secrets = options.live_model(scenario)
     watched = WatchedModel(live)
+    if plan is Plan.CHANGED:
+        changed = ChangedModel(replay, watched)
+        return _Served(changed, replay, watched=watched, changed=changed, secrets=list(secrets))
     episodes = EpisodeModel(replay, watched)
-    return _Served(episodes, replay, episodes, watched, list(secrets))
+    return _Served(episodes, replay, episodes, watched, secrets=list(secrets))
 
 
 def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix: str, plan: Plan) -> None:
@@ -360,7 +371,8 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     outcome.request_mismatch = outcome.request_mismatch or any(
         isinstance(e, RequestMismatchError) for e in model.failures
     )
-    unconsumed = [] if outcome.request_mismatch else model.consumption_problems()
+    # (changed: the sessions that went live did not consume their recording by design; its summary says)
+    unconsumed = [] if outcome.request_mismatch or served.changed else model.consumption_problems()
     unconsumed = [f"{prefix}{p}" for p in unconsumed]
     # An under-consumed recording that is being replaced is reported, not failed.
     (outcome.notes if plan.replaces_recording else outcome.problems).extend(unconsumed)
@@ -505,8 +517,8 @@ def changed_model_input(
     (``events[seedLength:]``); only a call the fixture has (a replayed one) counts, so the calls
     ``new_episodes`` made live after the recorded part are no refusal.
     """
+    from ..recording.normalize import context_for, normalized_events
     from .compare import structural_diff
-    from .normalize import context_for, normalized_events
 
     rules = Normalization(ignored - MODEL_INPUT_TYPES.keys(), sqlite, event_hook, masks)
     fx_ctx, run_ctx = context_for(fixtures, rules), context_for(run_logs, rules)
@@ -604,7 +616,7 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
         outcome.refused = True
     if outcome.problems:
         return outcome
-    from .write import write_fixtures
+    from ..recording.write import write_fixtures
 
     pins, pin_notes = refreshed_pins(scenario, run.logs, run.cwd, replayed.first.replay.requests)
     outcome.notes += pin_notes
@@ -657,8 +669,8 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         return outcome
     if not served.episodes.live_calls:
         return outcome
-    from .record import sidecar_files
-    from .write import write_fixtures
+    from ..recording.models import sidecar_files
+    from ..recording.write import write_fixtures
 
     pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
     outcome.notes += pin_notes
@@ -675,12 +687,54 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
     return outcome
 
 
+async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """:attr:`Plan.CHANGED`: replay each session while its requests match, serve it live from its first
+    changed call and, when nothing failed, write the run as a recording does (the matching part keeps its
+    bytes through the stable writer; recorded sessions the run no longer starts are removed)."""
+    outcome = CheckOutcome(scenario, plan=Plan.CHANGED)
+    replayed = await _replay_runs(Plan.CHANGED, scenario, workdir, options, outcome)
+    if replayed is None:
+        return outcome
+    served = replayed.first
+    assert served.changed is not None and served.watched is not None
+    summary = [f"--dsh-record=changed: {line}" for line in served.changed.summary()]
+    if outcome.problems:
+        outcome.problems.insert(
+            0,
+            f"--dsh-record=changed recording of {scenario.node_name} failed; the previous fixtures are "
+            "untouched",
+        )
+        return outcome
+    from ..recording.models import sidecar_files
+    from ..recording.write import write_fixtures
+
+    run = replayed.runs[0]
+    pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
+    outcome.notes += pin_notes
+    outcome.written, outcome.removed = write_fixtures(
+        scenario,
+        run,
+        _scrubber(options, served.secrets),
+        [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
+        base=replayed.fixtures,
+        normalization=_normalization(replayed.ignored, run, options),
+        prune_owned=Plan.CHANGED.prunes_owned,
+    )
+    outcome.notes += summary
+    outcome.changes = served.changed.summary()
+    outcome.rerecorded = served.changed.rerecorded(
+        {log.id: scenario.log_file(i).name for i, log in enumerate(run.logs)}
+    )
+    return outcome
+
+
 #: what each plan runs (a new plan: one :class:`Plan` member and its function here)
 _PLAN_RUNS: dict[Plan, Callable[[Scenario, Path, CheckOptions], Awaitable[CheckOutcome]]] = {
     Plan.REPLAY: _replay_plan,
     Plan.UPDATE: _update_plan,
     Plan.EPISODES: _episodes_plan,
     Plan.RECORD: record_scenario_async,
+    Plan.CHANGED: _changed_plan,
 }
 
 
@@ -694,14 +748,17 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
 
 
 def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
-    """Sidecars for sessions whose LIVE part had a failed or cancelled call: replayed + live calls."""
-    from .record import sidecars_for
+    """Sidecars for sessions whose LIVE part had a failed or cancelled call: the replayed calls (all of
+    the script for new_episodes, those served for changed) + live calls."""
+    from ..recording.models import sidecars_for
 
     assert served.watched is not None
     out: dict[int, list[dict[str, Any]]] = {}
     for i, live in sidecars_for(served.watched, logs).items():
         index = served.replay.bound.get(logs[i].id)
         recorded = list(served.replay.scripts[index].entries) if index is not None else []
+        if served.changed is not None:
+            recorded = recorded[: served.replay.cursors.get(logs[i].id, 0)]
         out[i] = [*recorded, *live]
     return out
 

@@ -10,7 +10,7 @@ import orjson
 from msgspec import Struct
 
 from ..layout import log_name
-from .normalize import Normalization, SessionLog, normalize_logs
+from ..recording.normalize import Normalization, SessionLog, normalize_logs
 
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
@@ -114,7 +114,7 @@ def _short(value: Any, width: int = SHORT_WIDTH) -> str:
 
 class EventDifference(Struct):
     """One differing line of a log: ``line`` 0 = header, n = event n-1; ``seq``/``event_type`` of it;
-    ``pairs``: its differing values ``(fixture, run)`` (``session.masks.differing_values`` of the two
+    ``pairs``: its differing values ``(fixture, run)`` (``session.maskhint.differing_values`` of the two
     normalized lines; a line on one side only: ``(line, None)``), what a mask proposal looks at."""
 
     line: int
@@ -173,7 +173,7 @@ def render_mismatches(mismatches: Sequence[LogMismatch]) -> list[str]:
 def _pairs(expected: Any, actual: Any) -> list[tuple[Any, Any]]:
     """The differing values of two normalized lines (both whole when none is found: lines that differ
     as text only, never offered a mask)."""
-    from ..session.masks import differing_values
+    from ..session.maskhint import differing_values
 
     return differing_values(expected, actual) or [(expected, actual)]
 
@@ -268,7 +268,7 @@ def compare_message_logs(
 ) -> list[LogMismatch]:
     """``compare: messages``: per session, derived messages, lineage, ``seedLength``, turn-end reasons
     (``masks`` applied to both sides)."""
-    from .normalize import context_for
+    from ..recording.normalize import context_for
 
     problems: list[LogMismatch] = []
     rules = Normalization(masks=masks)
@@ -293,11 +293,11 @@ def compare_message_logs(
 def logs_mask_hint(
     mismatches: Sequence[LogMismatch], compare_again: Callable[[Masks], Sequence[LogMismatch]]
 ) -> str | None:
-    """The report line proposing masks for a failed log comparison (``session.masks.mask_hint``, the
+    """The report line proposing masks for a failed log comparison (``session.maskhint.mask_hint``, the
     request check's line), only when every differing value looks like one that changes every run and
     ``compare_again`` (the same comparison with the run's masks followed by the given ones) then finds
     no mismatch; ``None`` otherwise. ``mismatches``: what the comparison found with the run's masks."""
-    from ..session.masks import mask_hint  # a failed comparison only
+    from ..session.maskhint import mask_hint  # a failed comparison only
 
     def differing(extra: Masks) -> list[tuple[Any, Any]]:
         found = compare_again(extra) if extra else mismatches

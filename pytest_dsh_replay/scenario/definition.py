@@ -34,7 +34,8 @@ from ..layout import (
     sidecar_name,
 )
 from ..modes import Backend
-from .errors import FixtureInventoryError, ScenarioDefinitionError
+from ..recording.errors import FixtureInventoryError
+from .errors import ScenarioDefinitionError
 
 #: Ops and their allowed keys (harness.md §2). Required keys are listed in ``_REQUIRED``.
 OPS: dict[str, frozenset[str]] = {

@@ -1,49 +1,15 @@
-"""Typed errors of the scenario layer (spec: harness.md)."""
+"""Typed errors of the bundled agent's scenarios (spec: harness.md); their base and the recording
+directory's own errors are in ``recording.errors``."""
 
 from __future__ import annotations
 
-from ..errors import HarnessError
-
-
-class ScenarioError(HarnessError):
-    """Base class: something about a scenario directory or its run is wrong."""
-
-    code = "SCENARIO_ERROR"
+from ..recording.errors import ScenarioError
 
 
 class ScenarioDefinitionError(ScenarioError):
     """``input.json`` is missing or malformed, or names an unknown op or config key."""
 
     code = "SCENARIO_DEFINITION"
-
-
-class FixtureInventoryError(ScenarioError):
-    """Fixture files are missing, extra, or numbered with gaps (harness.md §1, §5)."""
-
-    code = "FIXTURE_INVENTORY"
-
-
-class FixtureWriteError(ScenarioError):
-    """A fixture set could not be written (a file that cannot be replaced, a read-only scenario
-    directory): nothing of the new set was kept, the previous files are in place.
-
-    Attributes:
-        path: the file the write failed on.
-        reason: what the operating system said (``strerror``).
-    """
-
-    code = "FIXTURE_WRITE"
-
-    def __init__(self, message: str, *, path: str, reason: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.reason = reason
-
-
-class LogReadError(ScenarioError):
-    """A session log file cannot be read at all (not a file, not UTF-8, I/O error)."""
-
-    code = "LOG_UNREADABLE"
 
 
 class OverrideGuardError(ScenarioError):
@@ -72,3 +38,12 @@ class UnsupportedStepError(ScenarioError):
     """An op that only makes sense over the reference's wire protocol (reported as a skip)."""
 
     code = "UNSUPPORTED_STEP"
+
+
+__all__ = [
+    "OverrideGuardError",
+    "ScenarioDefinitionError",
+    "ScenarioMismatch",
+    "ScenarioStepError",
+    "UnsupportedStepError",
+]

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..layout import SCRIPTED_FILE
+from ..recording.normalize import SessionLog
 from ..replay import ReplayModel, SessionScript
 from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
 from .definition import Scenario
-from .normalize import SessionLog
 
 #: live session id -> the requests it sent (a model's ``requests``)
 Requests = Mapping[str, Sequence[Mapping[str, Any]]]

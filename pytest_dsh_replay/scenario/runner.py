@@ -20,11 +20,11 @@ from ..agent import Agent, AgentOptions, AgentRuntime
 from ..llm import Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
 from ..modes import Backend
 from ..persistence import JsonlPersistence, WriteCoordinator
+from ..recording.harvest import harvest_backend, harvest_jsonl, harvest_key
+from ..recording.normalize import SessionLog
 from ..session import ForkInvalidBoundary, SessionStore
 from .definition import UNSUPPORTED_OPS, Scenario, next_session_name
 from .errors import ScenarioStepError, UnsupportedStepError
-from .harvest import harvest_backend, harvest_jsonl, harvest_key
-from .normalize import SessionLog
 
 
 class _KillSwitch:
@@ -73,6 +73,12 @@ class _CreationTracker:
 
     async def on_session_flush(self, session: Any) -> None:
         pass
+
+    def parent(self, session_id: str) -> str | None:
+        """The parent's id of a child session (its header's ``parentSession``); ``None`` for a root."""
+        session = self.sessions.get(session_id)
+        parent = session.header.get("parentSession") if session is not None else None
+        return parent if isinstance(parent, str) else None
 
     def rank(self, session_id: str) -> int | None:
         """Position of ``session_id`` among the sessions that have a log so far, in harvest order."""
@@ -132,7 +138,8 @@ class _Run:
         self.backend: Any = None
         self._tracker = _CreationTracker()
         if isinstance(model, RunAware):  # binding by creation rank; the request check's live side
-            model.attach_run(RunContext(self._tracker.rank, self._tracker.sessions.keys, str(self.cwd)))
+            tracker = self._tracker
+            model.attach_run(RunContext(tracker.rank, tracker.sessions.keys, str(self.cwd), tracker.parent))
 
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:
@@ -272,7 +279,7 @@ class _Run:
         elif op in ("prompt", "promptExpectError"):
             agent = self._agent(op)
             first_new = len(agent.session.events)
-            # a model that records (scenario/record.py WatchedModel) takes a provider error during a
+            # a model that records (recording/models.py WatchedModel) takes a provider error during a
             # promptExpectError step as the step's subject, not as a failed recording
             expecting = op == "promptExpectError" and hasattr(self.model, "expect_errors")
             if expecting:

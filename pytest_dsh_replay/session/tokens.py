@@ -1,6 +1,6 @@
 """Tokenizing run-specific strings: cwd, session ids, UUIDs (the primitive of harness.md §5 normalization).
 
-One rule, used by both comparisons of a replay: the log comparison (``scenario.normalize``) and the
+One rule, used by both comparisons of a replay: the log comparison (``recording.normalize``) and the
 per-call request check (``replay.requests``). Each side is tokenized with ITS OWN context:
 
 * the cwd and its aliases (realpath, macOS ``/private`` prefix) -> ``{{cwd}}``, longest first, only at
@@ -174,7 +174,7 @@ class Tokenizer:
 
     def with_masks(self, masks: Masks | None) -> Tokenizer:
         """A copy (numbering restarted, as :meth:`fresh`) applying ``masks`` instead of this one's (a
-        report trying the masks it proposes, ``session.masks.propose_masks``)."""
+        report trying the masks it proposes, ``session.maskhint.propose_masks``)."""
         out = self.fresh()
         out.masks = masks if masks else None
         return out

@@ -1,4 +1,4 @@
-"""``scenario.logstream.LogStream``: the line-by-line reader of ``validate`` and ``show`` gives the same
+"""``recording.logstream.LogStream``: the line-by-line reader of ``validate`` and ``show`` gives the same
 logical events as the whole-file replay parser, in both layouts, and reports bad lines as typed errors."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_dsh_replay.errors import MAX_LINE_BYTES_ENV, HarnessError, LineTooLongError
+from pytest_dsh_replay.recording.logstream import LogStream
 from pytest_dsh_replay.replay import encode_head_layout, parse_session_header, parse_session_log
-from pytest_dsh_replay.scenario.logstream import LogStream
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"

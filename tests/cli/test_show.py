@@ -127,7 +127,7 @@ def test_show_reads_and_parses_each_log_once(
     ``validate``'s findings (a 200k-event log went from 1.0 s to 2.5 s when the findings were added).
     The tree is now built in the checks' own pass: each line is read once (and the header line once
     more, for lineage)."""
-    from pytest_dsh_replay.scenario import logstream
+    from pytest_dsh_replay.recording import logstream
 
     read: Counter[str] = Counter()
     lines_of = logstream.LogStream._lines

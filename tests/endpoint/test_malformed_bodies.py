@@ -266,12 +266,12 @@ def test_a_gzip_body_cut_short_or_followed_by_bytes_is_a_typed_400(replaying: Re
 
 
 def test_a_gzip_body_of_too_many_members_is_a_typed_400(replaying: Replaying) -> None:
-    """A gzip body of more members than a client sends (``formats.MAX_GZIP_MEMBERS``) is refused
+    """A gzip body of more members than a client sends (``httpbody.MAX_GZIP_MEMBERS``) is refused
     before it costs decode time, and serve answers the next request.
 
     Regression: 200,000 empty gzip members (4 MB) kept serve's event loop busy for 12 s (decoding took
     time growing with the square of the member count), and a larger such body outlived SIGINT."""
-    from pytest_dsh_replay.endpoint.formats import MAX_GZIP_MEMBERS
+    from pytest_dsh_replay.httpbody import MAX_GZIP_MEMBERS
 
     body = gzip.compress(HELLO) + gzip.compress(b"", mtime=0) * MAX_GZIP_MEMBERS
     status, payload = replaying.post("/v1/chat/completions", body, **{"Content-Encoding": "gzip"})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dsh_replay.scenario.write import RecordingLock, RecordingLockedError
+from pytest_dsh_replay.recording.write import RecordingLock, RecordingLockedError
 
 
 def test_recorders_with_different_temp_directories_meet_on_one_lock(
@@ -55,7 +55,7 @@ def test_the_lock_leaves_an_existing_directory_and_its_files_alone(tmp_path: Pat
 def test_recorders_of_different_files_record_beside_each_other(tmp_path: Path) -> None:
     """The model's recorder and an MCP server's relay hold their own locks; a second one of either set
     is refused; released, the locks leave nothing in the directory."""
-    from pytest_dsh_replay.scenario.write import MODEL_FILES, mcp_files
+    from pytest_dsh_replay.recording.write import MODEL_FILES, mcp_files
 
     model = RecordingLock(tmp_path / "rec", [MODEL_FILES])
     tools = RecordingLock(tmp_path / "rec", [mcp_files("tickets")])

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.endpoint.server import KEPT_DIR, EndpointConfigError
 from pytest_dsh_replay.modes import RecordMode
-from pytest_dsh_replay.scenario.write import RecordingLockedError as EndpointRecordingLockedError
+from pytest_dsh_replay.recording.write import RecordingLockedError as EndpointRecordingLockedError
 
 from .conftest import served
 from .upstream import Answer, FakeUpstream

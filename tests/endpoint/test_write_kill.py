@@ -1,4 +1,4 @@
-"""A recording's swap survives SIGKILL at every stage of the one writer (``scenario/write.py``): after a
+"""A recording's swap survives SIGKILL at every stage of the one writer (``recording/write.py``): after a
 kill the directory holds the old set or the new set once ``dsh-replay recover`` (or the next write) ran,
 never a mix, and until then ``validate`` refuses what the kill left (a journal, temp files).
 
@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.modes import RecordMode
-from pytest_dsh_replay.scenario.write import FAULT_ENV, WRITE_JOURNAL, write_findings
+from pytest_dsh_replay.recording.write import FAULT_ENV, WRITE_JOURNAL, write_findings
 
 from .conftest import served
 from .upstream import Answer, FakeUpstream

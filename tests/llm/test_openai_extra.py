@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from _recording_helpers import run
 
+from pytest_dsh_replay.recording.models import ModelSpecError, resolve_model_spec
 from pytest_dsh_replay.scenario.definition import load_scenario
-from pytest_dsh_replay.scenario.record import ModelSpecError, resolve_model_spec
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_CHILD = REPO / "scenarios" / "spawn" / "one-child"

@@ -19,15 +19,15 @@ from pytest_dsh_replay.llm.secrets import (
     block_pieces,
     run_scrubber,
 )
-from pytest_dsh_replay.scenario.harvest import log_to_jsonl
-from pytest_dsh_replay.scenario.normalize import SessionLog
-from pytest_dsh_replay.scenario.secrets import (
+from pytest_dsh_replay.recording.harvest import log_to_jsonl
+from pytest_dsh_replay.recording.normalize import SessionLog
+from pytest_dsh_replay.recording.scrub import (
     scrub_json_text,
     scrub_jsonl,
     scrub_logs,
     secret_findings,
 )
-from pytest_dsh_replay.scenario.validate import validate_logs
+from pytest_dsh_replay.recording.validate import validate_logs
 
 KEY = "Zq7LLMcred0123456789abcd"  # configured, not pattern-shaped
 SK = "sk-proj-ABCDEFGHIJ0123456789klmnop"
@@ -394,7 +394,7 @@ def test_the_fast_screens_never_miss_a_secret(parts: list[tuple[str, str, str]])
 
 def test_request_scrub_makes_a_live_secret_equal_the_recorded_redaction() -> None:
     """The hook for ``ReplayModel(scrub=...)`` (CONTRACTS §3): both directions."""
-    from pytest_dsh_replay.scenario.secrets import request_scrub
+    from pytest_dsh_replay.recording.scrub import request_scrub
 
     scrub = request_scrub(SecretScrubber([KEY]))
     recorded = {"messages": [{"role": "user", "content": [{"type": "text", "text": "key [REDACTED] ok"}]}]}
@@ -411,7 +411,7 @@ def test_a_long_log_is_screened_in_batches_without_missing_a_secret(where: str) 
     events either side of a batch boundary is still found and scrubbed, and a clean log is returned as
     it is (no copy)."""
     from pytest_dsh_replay.llm.secrets import SecretScrubber
-    from pytest_dsh_replay.scenario.secrets import SCREEN_BATCH, scrub_events
+    from pytest_dsh_replay.recording.scrub import SCREEN_BATCH, scrub_events
 
     n = 2 * SCREEN_BATCH + 5
     events = [

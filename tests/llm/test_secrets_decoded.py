@@ -17,7 +17,7 @@ from pytest_dsh_replay.llm.secrets import (
     environment_secrets,
     run_scrubber,
 )
-from pytest_dsh_replay.scenario.secrets import scrub_json_text, scrub_jsonl
+from pytest_dsh_replay.recording.scrub import scrub_json_text, scrub_jsonl
 
 SK = "sk-proj-ABCDEFGHIJ0123456789klmnop"
 TAIL = SK[3:]

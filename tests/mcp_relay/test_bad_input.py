@@ -132,7 +132,7 @@ def test_a_relay_killed_mid_session_leaves_the_old_log_and_a_stage_recover_remov
     """SIGKILL (what the ``mcp`` SDK sends 4 s after closing stdin, and nothing outlives): the recorded
     log stays as it was; the stage beside it is an interrupted write's temp file, which ``validate``
     reports and ``recover`` removes."""
-    from pytest_dsh_replay.scenario.write import recover_write, write_findings
+    from pytest_dsh_replay.recording.write import recover_write, write_findings
 
     log = tmp_path / "mcp.bad.jsonl"
     log.write_text("the old log\n")

@@ -173,7 +173,7 @@ def test_a_call_pending_at_sigterm_is_answered_recorded_and_replayed_with_the_sa
 def test_a_staged_session_is_live_for_other_writers_until_it_is_swapped_in(tmp_path: Path) -> None:
     """While a session runs its recording directory holds its stage, which another writer's sweep of
     an interrupted write's temp files (``recover``) leaves alone: it is live; at the end it is the log."""
-    from pytest_dsh_replay.scenario.write import recover_write
+    from pytest_dsh_replay.recording.write import recover_write
 
     rec = tmp_path / "rec"
 

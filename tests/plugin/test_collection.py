@@ -175,7 +175,7 @@ def test_a_green_replay_compiles_no_recorder_writer_or_sqlite_backend(pytester: 
         import sys
 
         def pytest_sessionfinish(session):
-            unneeded = ("pytest_dsh_replay.scenario.record", "pytest_dsh_replay.scenario.write",
+            unneeded = ("pytest_dsh_replay.recording.models", "pytest_dsh_replay.recording.write",
                         "pytest_dsh_replay.llm.scripted", "pytest_dsh_replay.persistence.sqlite",
                         "pytest_dsh_replay.replay.scan", "pytest_dsh_replay.replay.headformat",
                         "pytest_dsh_replay.replay.override", "pytest_dsh_replay.session.masks")

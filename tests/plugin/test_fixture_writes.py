@@ -243,8 +243,8 @@ def test_a_cancelled_call_in_a_child_records_a_child_sidecar_and_replays(
 def test_update_never_rewrites_a_fixture_stored_in_the_newer_layout(
     pytester: pytest.Pytester, bundled_copy: Path
 ) -> None:
+    from pytest_dsh_replay.recording.harvest import read_log_file
     from pytest_dsh_replay.replay import encode_head_layout
-    from pytest_dsh_replay.scenario.harvest import read_log_file
 
     scenario = bundled_copy / "spawn" / "one-child"
     primary = scenario / "session.jsonl"

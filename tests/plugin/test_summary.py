@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dsh_replay.scenario.harvest import read_log_file
-from pytest_dsh_replay.scenario.normalize import drop_events
+from pytest_dsh_replay.recording.harvest import read_log_file
+from pytest_dsh_replay.recording.normalize import drop_events
 
 from .conftest import BUNDLED
 

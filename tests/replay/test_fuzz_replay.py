@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from pytest_dsh_replay.errors import HarnessError
 from pytest_dsh_replay.llm.scripted import ScriptedModel
+from pytest_dsh_replay.recording.models import load_scripted_file
 from pytest_dsh_replay.replay import (
     derive_replay_script,
     load_override,
@@ -43,7 +44,6 @@ from pytest_dsh_replay.replay.errors import ReplayDeriveError
 from pytest_dsh_replay.replay.requests import call_points, call_points_indexed
 from pytest_dsh_replay.replay.scan import derive_log_script, scan_log
 from pytest_dsh_replay.scenario.definition import load_scenario
-from pytest_dsh_replay.scenario.record import load_scripted_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"

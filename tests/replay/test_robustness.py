@@ -14,6 +14,7 @@ import pytest
 from pytest_dsh_replay.errors import LineTooLongError
 from pytest_dsh_replay.llm import LlmError
 from pytest_dsh_replay.llm.scripted import ScriptedModel
+from pytest_dsh_replay.recording.models import ModelSpecError, load_scripted_file
 from pytest_dsh_replay.replay import (
     OverrideError,
     ReplayDeriveError,
@@ -27,7 +28,6 @@ from pytest_dsh_replay.replay import (
 from pytest_dsh_replay.replay.scan import derive_log_script
 from pytest_dsh_replay.scenario.definition import load_scenario
 from pytest_dsh_replay.scenario.errors import ScenarioDefinitionError
-from pytest_dsh_replay.scenario.record import ModelSpecError, load_scripted_file
 
 from .conftest import HEADER, chunk_event
 

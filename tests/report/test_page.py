@@ -287,8 +287,8 @@ def _with_mcp_session(tmp: Path) -> Path:
     ``shell`` that served that call, written by the MCP relay's own log writer and the one writer."""
     from pytest_dsh_replay.mcp.log import McpSessionLog
     from pytest_dsh_replay.mcp.relay import write_sessions
-    from pytest_dsh_replay.scenario.harvest import header_record
-    from pytest_dsh_replay.scenario.normalize import SessionLog
+    from pytest_dsh_replay.recording.harvest import header_record
+    from pytest_dsh_replay.recording.normalize import SessionLog
     from pytest_dsh_replay.session import Session
 
     directory = tmp / "crash-resume"

@@ -1,12 +1,12 @@
-"""``scenario.harvest.content_order``: the numbering of sessions that arrive in any order (the endpoint's
+"""``recording.harvest.content_order``: the numbering of sessions that arrive in any order (the endpoint's
 conversations): by their first request's content, parents before children, whatever the input order."""
 
 from __future__ import annotations
 
 import itertools
 
-from pytest_dsh_replay.scenario.harvest import content_order
-from pytest_dsh_replay.scenario.normalize import SessionLog
+from pytest_dsh_replay.recording.harvest import content_order
+from pytest_dsh_replay.recording.normalize import SessionLog
 
 
 def _log(sid: str, created: int, parent: str | None = None) -> SessionLog:

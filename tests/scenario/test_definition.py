@@ -85,8 +85,8 @@ def test_not_json(tmp_path: Path) -> None:
 
 
 def test_unreadable_logs_get_a_typed_error_naming_file_and_line(tmp_path: Path) -> None:
+    from pytest_dsh_replay.recording.harvest import read_log_file
     from pytest_dsh_replay.scenario import LogReadError
-    from pytest_dsh_replay.scenario.harvest import read_log_file
 
     log = tmp_path / "session.jsonl"
     log.write_bytes(b'{"type":"session","version":0,"id":"x","createdAt":0}\n{"type":"\xff"}\n')

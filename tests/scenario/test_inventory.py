@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from pytest_dsh_replay.recording.fixtures import load_fixtures
 from pytest_dsh_replay.scenario import CheckOptions, RunResult, load_scenario
 from pytest_dsh_replay.scenario.check import _compare
 from pytest_dsh_replay.scenario.compare import inventory_problems
-from pytest_dsh_replay.scenario.fixtures import load_fixtures
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dsh_replay.scenario.compare import compare_event_logs, dotted_path
-from pytest_dsh_replay.scenario.errors import LogReadError
-from pytest_dsh_replay.scenario.normalize import (
+from pytest_dsh_replay.recording.errors import LogReadError
+from pytest_dsh_replay.recording.normalize import (
     NormalizeContext,
     SessionLog,
     drop_events,
     normalize_logs,
     normalized_events,
 )
+from pytest_dsh_replay.scenario.compare import compare_event_logs, dotted_path
 
 PARENT = "f2358dc0-75f8-4649-8440-ab94b8e10dc3"
 CHILD = "906f1eac-a457-4eb9-828b-1ba537552524"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from pytest_dsh_replay.recording import harvest
 from pytest_dsh_replay.replay import load as replay_load
-from pytest_dsh_replay.scenario import CheckOptions, check_scenario, harvest, load_scenario
+from pytest_dsh_replay.scenario import CheckOptions, check_scenario, load_scenario
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"
 

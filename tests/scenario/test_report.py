@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_dsh_replay.recording.normalize import SessionLog
 from pytest_dsh_replay.scenario.compare import compare_event_logs
-from pytest_dsh_replay.scenario.normalize import SessionLog
 
 HEADER = {"type": "session", "version": 0, "id": "s", "createdAt": 0}
 
@@ -62,7 +62,7 @@ def test_cli_diff_uses_the_same_renderer(tmp_path: Any) -> None:
     from click.testing import CliRunner
 
     from pytest_dsh_replay.cli import main
-    from pytest_dsh_replay.scenario.harvest import log_to_jsonl
+    from pytest_dsh_replay.recording.harvest import log_to_jsonl
 
     lines = [f"row {n}" for n in range(200)]
     changed = [*lines[:186], "row 186 CHANGED", *lines[187:]]

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from pytest_dsh_replay.agent import AgentRuntime, Tool, ToolCall, ToolRegistry, subagent_tools
 from pytest_dsh_replay.llm.scripted import ScriptedModel
 from pytest_dsh_replay.persistence import JsonlPersistence, WriteCoordinator
+from pytest_dsh_replay.recording.fixtures import load_fixtures
+from pytest_dsh_replay.recording.harvest import harvest_jsonl
+from pytest_dsh_replay.recording.write import write_fixtures
 from pytest_dsh_replay.replay import ReplayModel, load_session_scripts
 from pytest_dsh_replay.scenario.compare import compare_event_logs
 from pytest_dsh_replay.scenario.definition import load_scenario
-from pytest_dsh_replay.scenario.fixtures import load_fixtures
-from pytest_dsh_replay.scenario.harvest import harvest_jsonl
 from pytest_dsh_replay.scenario.runner import RunResult
-from pytest_dsh_replay.scenario.write import write_fixtures
 from pytest_dsh_replay.session import SessionStore
 
 words = st.text(alphabet="abc xyz.\n", min_size=1, max_size=20)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from pytest_dsh_replay.llm.secrets import SecretScrubber
-from pytest_dsh_replay.scenario.secrets import scrub_jsonl
+from pytest_dsh_replay.recording.scrub import scrub_jsonl
 
 SEED = 20261201
 CASES = 240

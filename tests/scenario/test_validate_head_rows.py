@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from pytest_dsh_replay.llm.secrets import SecretScrubber
-from pytest_dsh_replay.scenario.validate import UnitReport, validate_log_files
+from pytest_dsh_replay.recording.validate import UnitReport, validate_log_files
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 PACKED = SHARED / "conformance-head" / "packed-chunks"

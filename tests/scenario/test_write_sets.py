@@ -1,5 +1,5 @@
 """Writers of different file sets of one recording directory at once (a model recorder and MCP relays
-record into one directory, ``scenario.write.RecordingLock``): their swaps are serialized by the writer's
+record into one directory, ``recording.write.RecordingLock``): their swaps are serialized by the writer's
 directory lock, so concurrent writes never mix or lose files, and a writer killed after its commit point
 is completed (by the next write, whoever's it is, or ``dsh-replay recover``) without touching the other
 set. The writers are processes of their own (``mcp.relay.write_sessions``, what ``dsh-replay mcp``
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from pytest_dsh_replay.layout import mcp_log_files
-from pytest_dsh_replay.scenario.write import FAULT_ENV, WRITE_JOURNAL, write_findings
+from pytest_dsh_replay.recording.write import FAULT_ENV, WRITE_JOURNAL, write_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS, SESSIONS = 12, 3
@@ -22,7 +22,7 @@ CHILD = f"""
 import sys
 from pathlib import Path
 from pytest_dsh_replay.mcp.relay import write_sessions
-from pytest_dsh_replay.scenario.normalize import SessionLog
+from pytest_dsh_replay.recording.normalize import SessionLog
 directory, name, gen, rounds = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 for r in range(rounds):
     logs = []

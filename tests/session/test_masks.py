@@ -9,16 +9,8 @@ import re
 import orjson
 import pytest
 
-from pytest_dsh_replay.session.masks import (
-    Mask,
-    MaskError,
-    Masks,
-    differing_values,
-    propose_masks,
-    screen_pattern,
-    screenable,
-    suggest_masks,
-)
+from pytest_dsh_replay.session.maskhint import differing_values, propose_masks, suggest_masks
+from pytest_dsh_replay.session.masks import Mask, MaskError, Masks, screen_pattern, screenable
 from pytest_dsh_replay.session.tokens import Tokenizer
 
 

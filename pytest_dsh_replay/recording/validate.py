@@ -12,9 +12,9 @@ Each finding names the file, the line, the seq and what is wrong, with a stable 
   the parent's prefix (compared by digest, events.md §8);
 * surface replace validity (``surfaceOp`` folded as events.md §5 says);
 * no secret in any string value or in the joined deltas of any block (harness.md §4,
-  :class:`~pytest_dsh_replay.scenario.secrets.SecretCheck`, streaming too).
+  :class:`~pytest_dsh_replay.recording.scrub.SecretCheck`, streaming too).
 
-Logs are streamed (:class:`~pytest_dsh_replay.scenario.logstream.LogStream`): memory is bounded by
+Logs are streamed (:class:`~pytest_dsh_replay.recording.logstream.LogStream`): memory is bounded by
 the largest line plus 8 bytes per surface event, never by the file size.
 """
 
@@ -50,7 +50,7 @@ from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
 from .logstream import Event, LogStream
 from .normalize import SessionLog
-from .secrets import SecretCheck, default_scrubber
+from .scrub import SecretCheck, default_scrubber
 
 
 class Finding(Struct, frozen=True):
@@ -429,7 +429,7 @@ def validate_log_files(
 
     Lineage is checked within the set: ``parentSession`` must name a log of the set (when there
     is more than one) and a fork child's first ``seedLength`` events must equal its parent's.
-    ``scrubber``: the secret patterns (default: :func:`~pytest_dsh_replay.scenario.secrets.default_scrubber`).
+    ``scrubber``: the secret patterns (default: :func:`~pytest_dsh_replay.recording.scrub.default_scrubber`).
     ``observe``: called once per log, in order, before it is read; the :class:`LogReader` it returns
     is given the log's errors, header and items as the checks read them.
     """
@@ -661,7 +661,7 @@ def _session_number(path: Path) -> int:
 
 def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
-    from .definition import fixture_files, load_scenario
+    from ..scenario.definition import fixture_files, load_scenario
 
     logs = sorted(
         (p for p in directory.glob(LOG_GLOB) if p.name == PRIMARY_FILE or _session_number(p)),
@@ -760,7 +760,7 @@ def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None
     """One report per unit at or under each path, in order; a path with no unit is one finding.
 
     ``scrubber``: the secret patterns of the secret check, built once for all paths (default:
-    :func:`~pytest_dsh_replay.scenario.secrets.default_scrubber`).
+    :func:`~pytest_dsh_replay.recording.scrub.default_scrubber`).
     """
     scrubber = scrubber or default_scrubber()
     for path in paths:

@@ -25,7 +25,7 @@ KEPT_DIR = ".dsh-kept"
 
 class KeptInvalidError(HarnessError):
     """``dsh-replay accept`` of a kept run that is not one a recording run wrote whole: ``DIR/.dsh-kept``
-    is a symlink (to another recording, say), or ``validate``'s checker (``scenario.validate``) finds a
+    is a symlink (to another recording, say), or ``validate``'s checker (``recording.validate``) finds a
     problem in it (a log cut at a whole line, an ``endpoint.json`` that does not parse); the message
     names the file and line. Nothing is changed."""
 
@@ -131,10 +131,10 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
     """Take the run kept in ``directory/.dsh-kept`` as ``directory``'s recording, whole: its
     conversations with every call answered and those with failed calls, each call as it was recorded
     (a failed one replays as the same error), and the MCP session logs ``serve`` set aside with the run,
-    swapped in all or nothing by the one writer (``scenario.write.accept_kept``); the kept run is removed
+    swapped in all or nothing by the one writer (``recording.write.accept_kept``); the kept run is removed
     after. Those MCP servers' recording locks are held too.
 
-    The model's recording lock (``scenario.write.RecordingLock``) is held from the first read to the
+    The model's recording lock (``recording.write.RecordingLock``) is held from the first read to the
     end of the swap, so a recorder of the directory's conversations (``serve --record``, a
     ``dsh_endpoint`` test) never interleaves with it. A kept run in which no conversation had every
     call answered is refused unless ``allow_unanswered``: a recording that paid answers made must not be lost
@@ -155,9 +155,10 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
         FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
         ReplayLoadError and the loaders' errors: a kept log or sidecar that does not load.
     """
+    from ..endpoint.recording import manifest_findings
     from ..layout import mcp_log_match
-    from ..scenario.validate import validate_unit
-    from ..scenario.write import (
+    from .validate import validate_unit
+    from .write import (
         MODEL_FILES,
         NothingKeptError,
         RecordingLock,
@@ -165,7 +166,6 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
         kept_files,
         mcp_files,
     )
-    from .recording import manifest_findings
 
     kept = directory / KEPT_DIR
     if kept.is_symlink():  # swapped in, it would be another directory's recording

@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from msgspec.structs import replace
@@ -43,10 +43,10 @@ from ..errors import HarnessError, read_regular_file
 from ..layout import WRITE_JOURNAL, is_owned, owned_rank, write_temp_target
 from ..llm.secrets import SecretScrubber
 from ..session.codec import map_strings
-from .definition import Scenario
 from .errors import FixtureWriteError
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .harvest import header_record
+from .models import check_written, secret_scrubber
 from .normalize import (
     CWD_TOKEN,
     NO_RULES,
@@ -56,8 +56,10 @@ from .normalize import (
     normalized_event,
     normalized_events,
 )
-from .record import check_written, secret_scrubber
-from .secrets import scrub_json_text, scrub_jsonl
+from .scrub import scrub_json_text, scrub_jsonl
+
+if TYPE_CHECKING:
+    from ..scenario.definition import Scenario  # typing only: a run imports no scenario/ from here
 
 _REF_KEYS = ("seq", "sourceEventSeqs", "surfaceOp")
 
@@ -766,7 +768,7 @@ def accept_kept(directory: Path, kept: Path) -> tuple[list[Path], list[Path]]:
     """Replace ``directory``'s recording with the one kept in ``kept`` (a run with problems wrote its
     conversations there), through the same journaled swap as :func:`write_fixtures`; ``kept`` is
     removed after. Returns ``(written, removed)`` as :func:`write_fixtures` does. The caller holds the
-    :class:`RecordingLock` of :data:`MODEL_FILES` (``endpoint.kept.accept``: what is accepted).
+    :class:`RecordingLock` of :data:`MODEL_FILES` (``recording.kept.accept``: what is accepted).
 
     Raises:
         NothingKeptError: nothing is kept there (names it).
@@ -984,7 +986,7 @@ class LogStage:
         masks: Any = None,
         own: Sequence[str] = (),
     ) -> None:
-        from .definition import ScenarioConfig
+        from ..scenario.definition import Scenario, ScenarioConfig
 
         self.path = path
         self.directory = path.parent
@@ -1098,7 +1100,7 @@ class LogStage:
 
     def keep(self, target: Path) -> None:
         """Put the staged log, whole, at ``target`` (a file of a directory on the same file system, which
-        holds no recording: a kept run, ``endpoint.kept.KEPT_DIR``) instead of swapping it in: the log
+        holds no recording: a kept run, ``recording.kept.KEPT_DIR``) instead of swapping it in: the log
         the stage would replace stays as it is. Scrubbed and leak-checked as :meth:`commit` writes.
 
         Raises:
@@ -1150,7 +1152,7 @@ def current_fixtures(
         own: event types of this harness's own that do not make the logs foreign
             (``fixtures.foreign_reason``: ``mcp/message`` in MCP sessions).
     """
-    from .definition import fixture_files
+    from ..scenario.definition import Scenario, fixture_files
     from .fixtures import foreign_reason
 
     try:

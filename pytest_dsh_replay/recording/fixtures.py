@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from msgspec import Struct, field
 
 from ..replay import ParsedLogs
 from ..session import END_SEED_TYPE
 from ..session.types import EVENT_TYPES
-from .definition import Scenario
 from .errors import FixtureInventoryError, ScenarioError
 from .harvest import parse_log_bytes, read_log_bytes
 from .normalize import SessionLog
+
+if TYPE_CHECKING:
+    from ..scenario.definition import Scenario  # typing only: a run imports no scenario/ from here
 
 #: The event types our agent writes (events.md §4 plus the §9 marker): the one vocabulary,
 #: ``session.types.EVENT_TYPES``. A fixture with any other type was written by another agent.
