@@ -386,11 +386,31 @@ RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
 
 
 class UpstreamError(LlmError):
-    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent."""
+    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent;
+    ``url``: the full URL the call went to."""
 
-    def __init__(self, message: str, code: str, status: int, retry_headers: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, code: str, status: int, retry_headers: dict[str, str], url: str = ""
+    ) -> None:
         super().__init__(message, code, status)
         self.retry_headers = retry_headers
+        self.url = url
+
+
+#: The HTTP statuses an upstream answers that the client's request did not cause: the route is not
+#: there (404, 405: a wrong base URL) or the credentials are not accepted (401, 403). A recording run
+#: that meets one fails and records nothing (docs/endpoint.md); any other error status (400, 422,
+#: 429, 5xx) is the agent's own outcome, passed through to it as the upstream said.
+NOT_THE_CLIENTS = frozenset({401, 403, 404, 405})
+
+
+class UnreadableAnswer(LlmError):
+    """An upstream answer that cannot be read as sent (code ``BAD_RESPONSE``, status 502): a line of its
+    event stream that is not UTF-8. What came before it was decoded, the rest cannot be: the call is
+    a failed one, and its conversation is left out of the recording (no half-decoded answer is kept)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "BAD_RESPONSE", 502)
 
 
 def transient(exc: BaseException) -> bool:
@@ -419,7 +439,8 @@ class UpstreamModel:
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
     object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
     (the message says what the upstream must answer), that is not the format's answer, or whose body
-    does not decode as its ``Content-Encoding`` says, ``CONNECTION`` when the upstream cannot be reached
+    does not decode as its ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that
+    is not UTF-8), ``CONNECTION`` when the upstream cannot be reached
     or cuts its answer off, ``CANCELLED`` (503) for a call
     :meth:`cancel` ended.
     """
@@ -501,6 +522,7 @@ class UpstreamModel:
                         _status_code(response.status),
                         response.status,
                         {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
+                        url,
                     )
                 if _is_json(content_type):
                     # an upstream that ignores ``stream: true`` and answers whole: recorded as the
@@ -520,7 +542,15 @@ class UpstreamModel:
                 else:
                     event_data: list[str] = []
                     async for raw in response.content:
-                        line = raw.decode("utf-8").rstrip("\r\n")
+                        try:
+                            line = raw.decode("utf-8").rstrip("\r\n")
+                        except UnicodeDecodeError as exc:
+                            # the byte's value and place only: the line may hold anything
+                            raise UnreadableAnswer(
+                                f"upstream {url} sent a line of its event stream that is not UTF-8 (byte "
+                                f"0x{raw[exc.start]:02x} at offset {exc.start} of the line, after {events} "
+                                "event(s)): its answer cannot be read, so it is not recorded"
+                            ) from None
                         if line.startswith("data:"):
                             event_data.append(line[5:].removeprefix(" "))
                             continue

@@ -69,7 +69,8 @@ from ..layout import (
     mcp_log_match,
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.secrets import MIN_SECRET_LENGTH
+from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
+from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
@@ -82,9 +83,12 @@ from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
 from .record import (
+    NOT_THE_CLIENTS,
     ConversationLog,
     Recorder,
     RecordResult,
+    UnreadableAnswer,
+    UpstreamError,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -95,6 +99,14 @@ from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
+#: What usually keeps an agent's requests from a recording run (said when none arrived).
+NO_REQUEST_CAUSES = (
+    "what usually causes it: the client was built before the endpoint started (at import, or in a "
+    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
+    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
+    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
+)
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
 CLIENT_GONE = "the client closed the connection before the answer ended"
@@ -330,6 +342,8 @@ class Endpoint:
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
         #: (record plans; an answered retry clears it)
         self.failed_conversations: dict[str, str] = {}
+        #: the cancel signal of each replayed call in flight, by conversation id (``_parked``)
+        self._signals: dict[str, CancelSignal] = {}
         #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
         #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
         self.errored_conversations: dict[str, str] = {}
@@ -338,11 +352,48 @@ class Endpoint:
         self.in_flight = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
+        #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
+        self.unrouted: list[str] = []
+        self.unrouted_count = 0
         self._runner: Any = None
         self.mcp: Any = None
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
+
+    # -- requests no route takes -----------------------------------------------------------------
+
+    async def _route_errors(self, request: Any, handler: Any) -> Any:
+        """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not
+        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it."""
+        from aiohttp import web
+
+        try:
+            return await handler(request)
+        except web.HTTPMethodNotAllowed as exc:
+            body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
+            headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
+        except web.HTTPNotFound:
+            body, status = route_error(request.method, request.path)
+            headers = dict(_NO_RETRY)
+        self.unrouted_count += 1
+        if len(self.unrouted) < 3:
+            self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
+        body_bytes = orjson.dumps(body)
+        return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+    def _nothing_arrived(self) -> str:
+        """The note of a recording run no model request reached: the requests no route took, if any
+        came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
+        directory = self.config.directory
+        if not self.unrouted_count:
+            return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
+        more = self.unrouted_count - len(self.unrouted)
+        return (
+            f"no model request arrived, {self.unrouted_count} request(s) to paths the endpoint does not "
+            f"serve did ({', '.join(self.unrouted)}{f', and {more} more' if more > 0 else ''}; each was "
+            f"answered 404/405 naming what it serves): nothing recorded into {directory}"
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -412,6 +463,7 @@ class Endpoint:
                 scrub=request_scrub(self.scrubber),
                 rerecord=rerecord,
                 subject=config.subject,
+                episodes=f"{config.record_flag}=new_episodes",
                 # the endpoint's pins are what the client sent: re-recording is its way out (it has no
                 # --snapshot-update that would keep the recorded answers)
                 # a client sends any request at any time: one that matches no recorded conversation
@@ -424,6 +476,9 @@ class Endpoint:
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
             # per call: thousands of conversations cost each call nothing)
             self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
+            # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
+            self.replay.on_parked = self._parked
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
@@ -484,7 +539,11 @@ class Endpoint:
         from aiohttp import web
 
         # the guard first: a request it refuses reaches no route and no body is read
-        middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
+        # a plain function: aiohttp marks a middleware by setting an attribute, which a bound method refuses
+        middlewares = [
+            guard_middleware(guard),
+            web.middleware(lambda request, handler: self._route_errors(request, handler)),
+        ]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
@@ -567,6 +626,12 @@ class Endpoint:
             self.lock.release()
             self.lock = None
 
+    def _parked(self, key: str, call: int) -> None:
+        """A replayed call of conversation ``key`` reached a ``hang`` entry: it ends after its chunks."""
+        signal = self._signals.get(key)
+        if signal is not None:
+            signal.abort(f"call #{call} was recorded as left by its client after these chunks")
+
     def _conversation_problems(self, said: Sequence[str]) -> list[str]:
         """One problem per recorded conversation whose last call failed (not retried, or retried in vain),
         unless a problem in ``said`` names its failure already."""
@@ -636,7 +701,7 @@ class Endpoint:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
             else:
-                outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
+                outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
@@ -736,9 +801,16 @@ class Endpoint:
             )
             outcome.notes += [*changes, *aside]
             return
+        upstream = sum(map(len, self.watched.requests.values()))
+        # a new_episodes run replays part of its requests: say which went to the provider
+        sent = (
+            f": {outcome.calls - upstream} replayed, {upstream} sent upstream"
+            if upstream != outcome.calls
+            else ""
+        )
         outcome.notes.append(
-            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
-            f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s){sent} into "
+            f"{directory} ({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
         )
         outcome.notes += changes
         if written_note:
@@ -990,6 +1062,8 @@ class Endpoint:
         if origins is not None and len(origins.get("messages", ())) == len(call["messages"]):
             call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
+        if self.replay is not None:
+            call["signal"] = self._signals[conv.id] = CancelSignal()
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):
             # a retry of a call that failed transiently: the failed attempt is not recorded
@@ -1001,6 +1075,7 @@ class Endpoint:
         try:
             return await self._answer(fmt, request, body, binding, log, call)
         finally:
+            self._signals.pop(conv.id, None)
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
@@ -1084,15 +1159,32 @@ class Endpoint:
                     if not api_key
                     else "was refused"
                 )
+                tried = f" at {exc.url}" if isinstance(exc, UpstreamError) and exc.url else ""
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
+                    f"upstream refused the credentials (HTTP {status}{tried}: {message}); the key in ${env} "
+                    f"{key}"
+                )
+            elif live and isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS:
+                # the route is not there: a wrong upstream base URL, not the agent's outcome; recording
+                # its answer would make the mistake a green fixture that replays the 404
+                self.problem(
+                    f"upstream {exc.url} answered HTTP {status} to {fmt.PATH} ({message}): that URL is not "
+                    f"the API's route; check the upstream base URL ({self.config.upstream_flag}: e.g. "
+                    "https://api.openai.com/v1 or https://api.anthropic.com); nothing of this call was "
+                    "recorded"
                 )
             if not live:
                 pass
-            elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+            elif isinstance(exc, UnreadableAnswer) or (
+                isinstance(exc, LlmError)
+                and (
+                    exc.code == "AUTH"
+                    or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+                    or (exc.code == "CONNECTION" and not received)
+                )
             ):
-                # no answer of the agent's model: nothing of this conversation to record
+                # no answer of the agent's model (or one that cannot be read whole): nothing of this
+                # conversation to record
                 self.failed_conversations[conv.id] = message
             elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
                 self.errored_conversations[conv.id] = message
@@ -1110,12 +1202,22 @@ class Endpoint:
                 self.binder.failed(conv)
             return message, code, status
 
+        # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
+        # a secret split over two chunks is found whole, a chunk holding none is sent at once
+        client = StreamScrubber(self.scrubber) if live else None
+
+        def to_client(chunk: StreamChunk | None) -> list[Any]:
+            if client is None:
+                return [chunk] if chunk is not None else []
+            return client.feed(chunk) if chunk is not None else client.close()
+
         if not fmt.wants_stream(body):
-            chunks: list[StreamChunk] = []
+            chunks: list[Any] = []
             try:
                 async for chunk in stream:
-                    chunks.append(chunk)
+                    chunks += to_client(chunk)
                     took(chunk)
+                chunks += to_client(None)
                 whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
             except Exception as exc:
                 return self._error(fmt, *failed(exc), *retry)
@@ -1134,23 +1236,38 @@ class Endpoint:
             response = web.StreamResponse(headers=headers)
             await response.prepare(request)
         pending: list[bytes] = []
+        gone = False  # the client stopped reading (it left after the first chunks)
         try:
             if first is not None:
                 took(first)
-                pending += encoder.feed(first)
+                for sent in to_client(first):
+                    pending += encoder.feed(sent)
                 async for chunk in stream:
                     took(chunk)
-                    pending += encoder.feed(chunk)
-                    if response is not None and pending:
-                        await response.write(b"".join(pending))
+                    for sent in to_client(chunk):
+                        pending += encoder.feed(sent)
+                    if response is not None and pending and not gone:
+                        try:
+                            await response.write(b"".join(pending))
+                        except ConnectionError:
+                            # a client that read what it wanted and left: the upstream's answer is
+                            # read to its end (it is paid for) and recorded whole, so a replay serves
+                            # it and the client leaves at the same place again
+                            gone = True
                         pending = []
         except Exception as exc:
             message, code, _status = failed(exc)
-            if isinstance(exc, ConnectionError):
+            if isinstance(exc, ConnectionError) or gone:
                 return response  # nobody to send the rest to
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             pending += encoder.error(message, code)
         else:
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
+            if gone:
+                return response
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
             return web.Response(body=b"".join(pending), headers=headers)
@@ -1174,23 +1291,6 @@ class Endpoint:
         if log is not None:
             log.end_call(assembler, len(conv.messages) + 1)
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
-
-
-async def _route_errors(request: Any, handler: Any) -> Any:
-    """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not aiohttp's
-    plain-text 404/405."""
-    from aiohttp import web
-
-    try:
-        return await handler(request)
-    except web.HTTPMethodNotAllowed as exc:
-        body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
-        headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
-    except web.HTTPNotFound:
-        body, status = route_error(request.method, request.path)
-        headers = dict(_NO_RETRY)
-    body_bytes = orjson.dumps(body)
-    return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
 
 
 class _RefusedRequestLine(logging.Filter):

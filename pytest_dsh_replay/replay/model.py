@@ -189,6 +189,9 @@ class ReplayModel:
         subject: what the user ran, as the advice names it (``re-record <subject>: <command>``):
             ``the scenario`` (a scenario item, ``dsh_replay_model``), ``the test`` (a ``dsh_endpoint``
             test), ``the recording`` (``dsh-replay serve``).
+        episodes: how this context records what the recording lacks (calls past a script, sessions
+            beyond the recorded ones) keeping what it has: ``--dsh-record=new_episodes``, serve's
+            ``--record=new_episodes``.
         pin_refresh: how this context refreshes the recording's pins keeping its answers, shown when
             only the system prompt or model name differ (the scenario item: ``--snapshot-update``);
             ``None``: no such way (the endpoint, a loop of your own): re-recording is the remedy.
@@ -234,9 +237,11 @@ class ReplayModel:
         masks: Masks | None = None,
         subject: str = "the scenario",
         mask_flag: str | None = None,
+        episodes: str = "--dsh-record=new_episodes",
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
         self.subject = subject
+        self.episodes = episodes
         self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
@@ -725,7 +730,10 @@ class ReplayModel:
                 error = self._fail(
                     f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
                     f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
-                    f"sessions than the recording has logs; add session.{ordinal - 1}.jsonl, or "
+                    f"sessions than the recording has logs; record them with {self.episodes} (records the "
+                    "sessions the recording lacks, keeps the recorded ones)"
+                    + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
+                    + ", or "
                     + self._rerecord(),
                     "REPLAY_UNRECORDED_SESSION",
                 )
@@ -740,8 +748,8 @@ class ReplayModel:
             error = self._fail(
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
-                "the agent made more model calls than were recorded; record them with "
-                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), append a call "
+                f"the agent made more model calls than were recorded; record them with {self.episodes} "
+                "(appends the new calls, keeps the recorded ones), append a call "
                 'with a patch {"patches":[{"at":'
                 + str(len(entries))
                 + ',"entry":{...}}]}, or '

@@ -218,7 +218,7 @@ def test_params_that_change_between_calls_are_pinned_and_checked_per_call(tmp_pa
         up.stop()
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     pin = json.loads((tmp_path / "request-params.expected.json").read_text())
-    assert pin == [{"tool_choice": "required"}, {"tool_choice": "auto"}]
+    assert pin == {"perCall": [{"tool_choice": "required"}, {"tool_choice": "auto"}]}
     with served(tmp_path) as ep:
         assert _tool_loop(ep.url, ["required", "auto"]) == recorded
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
