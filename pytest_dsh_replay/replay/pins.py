@@ -51,7 +51,7 @@ from ..layout import (
 from ..session.codec import map_strings
 from ..session.tokens import Tokenizer
 from .errors import PinError
-from .requests import sent_parts
+from .requests import same_json, sent_parts
 
 #: part -> (file stem, extension), from :data:`~..layout.PIN_KINDS`
 PIN_FILES: dict[str, tuple[str, str]] = {k.part: (k.stem, k.ext) for k in PIN_KINDS}
@@ -283,7 +283,7 @@ def _session_value(requests: Sequence[Mapping[str, Any]], part: str) -> tuple[bo
     if not values:
         return True, None
     first = values[0]
-    if all(v == first for v in values[1:]):
+    if all(same_json(v, first, exact_numbers=True) for v in values[1:]):
         return True, first
     return (True, PerCall(tuple(values))) if pin_kind(part).per_call else (False, first)
 
@@ -341,7 +341,7 @@ def render_pins(
             continue
         shared = per_log[0] if requests[0] else per_log[with_calls[0]]
         for index in with_calls:
-            if index == 0 or per_log[index] != shared:
+            if index == 0 or not same_json(per_log[index], shared, exact_numbers=True):
                 value = per_log[index] if index else shared
                 files.append(_render(part, index, value))
         if not requests[0]:

@@ -316,9 +316,11 @@ def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstre
     Regression: the proposal gave pytest's ``--dsh-mask`` first."""
     directory = tmp_path / "rec"
     counter = iter(range(100))
+    # a hex id of each run, with letters (an all-digit id is a short number, which no mask is proposed for)
+    ids = iter(["9f3c2a1b", "b7e10d4c", "4e5a9c0f", "d02b7f3e"])
 
     def tool(_name: str, _arguments: str) -> str:
-        return f"deployed at 2026-01-0{next(counter) % 9 + 1}T10:00:00Z tx={os.urandom(4).hex()}"
+        return f"deployed at 2026-01-0{next(counter) % 9 + 1}T10:00:00Z tx={next(ids)}"
 
     def run(url: str) -> str:
         client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
