@@ -407,6 +407,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
     if replay is None:
         return
     from ..replay.errors import RequestMismatchError
+    from ..replay.model import rerecord_commands
     from ..scenario.item import request_diffs
 
     # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
@@ -417,7 +418,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
 
     report = ItemReport(
         diffs=[d for m in mismatches for d in request_diffs(m)],
-        commands=list(dict.fromkeys(f"re-record: {m.rerecord}" for m in mismatches if m.rerecord)),
+        commands=rerecord_commands(m.rerecord for m in mismatches if m.rerecord),
     )
     item.user_properties += report.properties()
 
