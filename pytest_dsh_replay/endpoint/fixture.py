@@ -253,6 +253,10 @@ def endpoint_fixture(
         request.node.user_properties += ItemReport(served=served, rerecorded=outcome.rerecorded).properties()
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
+        # the files the run wrote, for the report's page (the terminal summary says them in the notes:
+        # it reads written files from the call phase's report, and this is the teardown's)
+        wrote = ItemReport(written=list(map(str, outcome.written)), removed=list(map(str, outcome.removed)))
+        request.node.user_properties += wrote.properties()
     fresh = [p for p in outcome.problems if p not in run.reported]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh

@@ -240,7 +240,8 @@ def test_a_recording_run_shows_what_it_recorded_and_a_green_run_its_trees(
     """The page of a recording run holds the recording it wrote, whole (tree and transcripts); the page
     of a green replay holds each recording's session tree, its transcripts left out and said to be.
 
-    Regression: both pages held no recording at all (only red and updated scenario items' were read)."""
+    Regression: both pages held no recording at all (only red and updated scenario items' were read),
+    and a recording item listed no file written."""
     pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
     recorded = pytester.path / "recorded.html"
     pytester.runpytest(
@@ -252,6 +253,9 @@ def test_a_recording_run_shows_what_it_recorded_and_a_green_run_its_trees(
     assert item["recording"] == 0 and recording["kind"] == "endpoint"
     (session,) = recording["sessions"]
     assert session["transcript"] and not session.get("omitted")
+    # the files it wrote: the item lists them and the summary counts it as updated
+    assert any(p.endswith("session.jsonl") for p in item["written"]), item
+    assert payload["summary"]["updated"] == 1
 
     green = pytester.path / "green.html"
     pytester.runpytest("-q", "--dsh-report", str(green), "-p", "no:cacheprovider").assert_outcomes(passed=1)
