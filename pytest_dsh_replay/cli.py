@@ -31,6 +31,7 @@ from .layout import (
     OVERRIDE_FILE,
     PIN_PARTS,
     PRIMARY_FILE,
+    embeddings_log_files,
     is_endpoint_recording,
     is_log_name,
     log_name,
@@ -72,7 +73,8 @@ def _log_files(path: Path) -> list[Path]:
     if path.is_dir():
         recorded = list(fixture_files(path))
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them
-        files = [*recorded, *mcp_log_files(path)] if recorded else sorted(path.glob("*.jsonl"))
+        beside = [*mcp_log_files(path), *embeddings_log_files(path)]  # with the endpoint's embeddings log
+        files = [*recorded, *beside] if recorded else sorted(path.glob("*.jsonl"))
         if not files:
             from .recording.write import no_logs_error
 
@@ -299,6 +301,11 @@ class _TurnSummary:
         elif t == END_SEED_TYPE and not self.seed and not self.given and i > 0:
             self.given = i
         turn = self.turn
+        if t == "embeddings/call":  # the endpoint's embedding calls: one line each
+            from .endpoint.embeddings import call_summary
+
+            self.lines.append(call_summary({**d, "seq": e.get("seq")}))
+            return
         if t == "turn/start":
             self.turn = {
                 "turn": d.get("turn"),
@@ -1112,7 +1119,29 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     )
 
 
-@main.command()
+def _serve_formats() -> str:
+    """``serve --help``'s list of the wire formats (the registry, ``llm/wire/registry.py``): each one's
+    routes, key variables and SDK base-URL variable in its form."""
+    from .llm.wire.registry import FORMATS
+
+    lines = ["\b", "Formats served (routes; upstream key variable; SDK base URL):"]
+    for fmt in FORMATS:
+        urls = ", ".join(f"{env}=http://127.0.0.1:PORT{suffix}" for env, suffix in fmt.base_urls)
+        lines.append(f"  {fmt.title}: POST {', '.join(fmt.routes)}")
+        lines.append(f"    key: ${' or $'.join(fmt.key_envs)}; {urls}")
+    return "\n".join(lines)
+
+
+def _key_variables() -> str:
+    from .llm.wire.registry import key_variables
+
+    return ", ".join(key_variables())
+
+
+_KEY_VARIABLES = _key_variables()
+
+
+@main.command(epilog=_serve_formats())
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @_record_option("record mode (none: replay only)")
 @click.option(
@@ -1136,8 +1165,9 @@ def accept(directory: Path, allow_unanswered: bool) -> None:
     "--api-key-env",
     default=None,
     metavar="NAME",
-    help="env var of the upstream's API key for every format (default: each format's own: OPENAI_API_KEY, "
-    "ANTHROPIC_API_KEY for /v1/messages)",
+    help="env var of the upstream's API key for every format (default: each format's own: "
+    + _KEY_VARIABLES
+    + ")",
 )
 @click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
 @click.option(
@@ -1188,8 +1218,9 @@ def serve(
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
-    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point OPENAI_BASE_URL at
-    it (ANTHROPIC_BASE_URL at it without /v1). Everything else, every error included, goes to stderr.
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point each SDK's base-URL
+    variable at it in its form (listed below the options). Everything else, every error included, goes
+    to stderr.
     Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
     upstream calls still running (they are recorded as failed calls), then writes the recording (record
     modes) and exits 0 when every request was answered or matched, every recorded call was used and no

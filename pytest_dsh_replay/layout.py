@@ -12,6 +12,7 @@ A scenario directory holds::
     workspace/                    files copied into the run's cwd (optional)
     mcp.<name>.jsonl              the first session of the MCP server <name> (``dsh-replay mcp``)
     mcp.<name>.<n>.jsonl          its session n = 1, 2, ... in the order the servers started
+    embeddings.jsonl              the endpoint's embedding calls (``endpoint/embeddings.py``)
 
 Which directories are scenarios (and which are walked to find them) is decided here too, once, for
 pytest's collection and the ``dsh-replay`` commands alike: :func:`dir_kind`, :func:`skips_dir`,
@@ -36,11 +37,13 @@ from typing import Literal
 from msgspec import Struct
 
 __all__ = [
+    "EMBEDDINGS_LOG",
     "ENDPOINT_MANIFEST",
     "INPUT_FILE",
     "LOG_GLOB",
     "MCP_LOG_GLOB",
     "OVERRIDE_FILE",
+    "PER_CALL",
     "PIN_GLOB",
     "PIN_KINDS",
     "PIN_PARTS",
@@ -57,6 +60,7 @@ __all__ = [
     "RealDirs",
     "child_rank",
     "dir_kind",
+    "embeddings_log_files",
     "find_scenario_dirs",
     "is_endpoint_recording",
     "is_log_name",
@@ -89,6 +93,8 @@ SCRIPTED_FILE = "scripted.json"
 #: what marks a recording of the loopback endpoint (logs without ``input.json``: its client is an
 #: agent of the user's, not steps): not a scenario, so collection and ``validate`` do not ask for steps
 ENDPOINT_MANIFEST = "endpoint.json"
+#: the endpoint's embedding calls (``endpoint/embeddings.py``): not conversations, a log of their own
+EMBEDDINGS_LOG = "embeddings.jsonl"
 #: the primary session log (rank 0)
 PRIMARY_LOG = "session.jsonl"
 PRIMARY_FILE = PRIMARY_LOG
@@ -149,6 +155,13 @@ def loose_log_number(name: str) -> str | None:
 
 
 # -- MCP server sessions (docs/mcp.md) -------------------------------------------------------------
+
+def embeddings_log_files(directory: Path) -> list[Path]:
+    """The endpoint's embeddings log of ``directory`` (:data:`EMBEDDINGS_LOG`), when it has one: read
+    beside the conversations by ``validate``, ``show`` and ``diff``."""
+    path = directory / EMBEDDINGS_LOG
+    return [path] if os.path.lexists(path) else []
+
 
 #: every MCP session log of a directory (filter with :func:`mcp_log_match`)
 MCP_LOG_GLOB = "mcp.*.jsonl"
@@ -232,9 +245,10 @@ class PinKind(Struct, frozen=True):
         wrap: for ``json``: the file holds ``{wrap: value}`` instead of the bare value.
         optional: pinned only when a request of the recording carries the part (a loop that never
             sends it writes no pin); a recording without the pin does not check the part.
-        per_call: a session whose calls sent different values is pinned per call (the file holds a JSON
-            array, one value per call, in call order) instead of not at all; for a kind whose value is
-            never an array.
+        per_call: a session whose calls sent different values is pinned per call instead of not at
+            all: its JSON file (:meth:`per_call_name`; a text kind's ``.json`` beside its ``.md`` name)
+            holds ``{"perCall": [value, ...]}``, one value per call in call order (:data:`PER_CALL`;
+            ``params``, whose value is never an array, also as the bare array).
         shapes_answer: a changed value changes what the model answers (a recorded answer does not fit
             the new value), so a mismatch in it is never offered as "refresh the pins".
     """
@@ -249,16 +263,26 @@ class PinKind(Struct, frozen=True):
     per_call: bool = False
     shapes_answer: bool = False
 
-    def file_name(self, rank: int = 0) -> str:
+    def file_name(self, rank: int = 0, ext: str | None = None) -> str:
         """The pin file of log ``rank``: ``<stem>.expected.<ext>`` (0) or ``<stem>.<n>.expected.<ext>``."""
-        return f"{self.stem}.expected.{self.ext}" if rank == 0 else f"{self.stem}.{rank}.expected.{self.ext}"
+        ext = ext or self.ext
+        return f"{self.stem}.expected.{ext}" if rank == 0 else f"{self.stem}.{rank}.expected.{ext}"
+
+    def per_call_name(self, rank: int = 0) -> str:
+        """The pin file of log ``rank`` when its calls sent different values: always JSON
+        (``system-prompt.expected.json``, ``tool-schemas.expected.json``)."""
+        return self.file_name(rank, "json")
+
+
+#: The key of a per-call pin file's one member: the list of each call's value (:attr:`PinKind.per_call`).
+PER_CALL = "perCall"
 
 
 #: every pin kind, in pin order (a new kind: one row here, its value check in ``replay.pins`` if any)
 PIN_KINDS: tuple[PinKind, ...] = (
-    PinKind("system", "system-prompt", "md", "system prompt"),
-    PinKind("tools", "tool-schemas", "json", "tool descriptions/schemas", absent=list),
-    PinKind("model", "model", "json", "model name", wrap="model"),
+    PinKind("system", "system-prompt", "md", "system prompt", per_call=True),
+    PinKind("tools", "tool-schemas", "json", "tool descriptions/schemas", absent=list, per_call=True),
+    PinKind("model", "model", "json", "model name", wrap="model", per_call=True),
     PinKind(
         "params",
         "request-params",
@@ -291,7 +315,8 @@ def pin_name(part: str, rank: int = 0) -> str:
 
 def pin_match(name: str) -> tuple[PinKind, int, str] | None:
     """``(kind, rank, ext)`` when ``name`` is ``<a kind's stem>[.<n>].expected.<md|json>``, else ``None``;
-    the name is a pin when ``ext`` is the kind's own (see :func:`is_pin_name`)."""
+    the name is a pin when ``ext`` is the kind's own, or ``json`` (a per-call pin,
+    :meth:`PinKind.per_call_name`; see :func:`is_pin_name`)."""
     match = _PIN_NAME.fullmatch(name)
     if match is None:
         return None
@@ -302,7 +327,7 @@ def pin_match(name: str) -> tuple[PinKind, int, str] | None:
 def is_pin_name(name: str) -> bool:
     """Whether ``name`` is a known pin file name (any kind, any rank)."""
     found = pin_match(name)
-    return found is not None and found[0].ext == found[2]
+    return found is not None and found[2] in (found[0].ext, "json")
 
 
 def is_pin_like(name: str) -> bool:
@@ -341,7 +366,7 @@ def write_temp_target(name: str) -> str | None:
     if match is None:
         return None
     target = match["name"]
-    ours = is_owned(target) or target == WRITE_JOURNAL or mcp_log_match(target) is not None
+    ours = is_owned(target) or target in (WRITE_JOURNAL, EMBEDDINGS_LOG) or mcp_log_match(target) is not None
     return target if ours else None
 
 

@@ -30,6 +30,7 @@ from msgspec import Struct, field
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
+from ..llm.wire.registry import BY_KEY
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import Session, SessionStore, interrupted_turn_closers
@@ -412,11 +413,22 @@ RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
 
 
 class UpstreamError(LlmError):
-    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent."""
+    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent;
+    ``url``: the full URL the call went to."""
 
-    def __init__(self, message: str, code: str, status: int, retry_headers: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, code: str, status: int, retry_headers: dict[str, str], url: str = ""
+    ) -> None:
         super().__init__(message, code, status)
         self.retry_headers = retry_headers
+        self.url = url
+
+
+#: The HTTP statuses an upstream answers that the client's request did not cause: the route is not
+#: there (404, 405: a wrong base URL) or the credentials are not accepted (401, 403). A recording run
+#: that meets one fails and records nothing (docs/endpoint.md); any other error status (400, 422,
+#: 429, 5xx) is the agent's own outcome, passed through to it as the upstream said.
+NOT_THE_CLIENTS = frozenset({401, 403, 404, 405})
 
 
 class UnreadableAnswer(LlmError):
@@ -448,7 +460,8 @@ class UpstreamModel:
     ``stream: true``) is translated through the format's ``whole_answer_events``: the same chunks.
 
     ``api_key``: one key for every format, or a mapping format path -> key (each provider's own
-    variable); sent as the format's ``upstream_headers`` (``x-api-key``) or as a Bearer token.
+    variable); sent as the format object says (:meth:`~..llm.wire.registry.Format.upstream_headers`:
+    ``x-api-key``, ``x-goog-api-key``, or a Bearer token), to its ``upstream_path`` under the base URL.
 
     Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
@@ -501,7 +514,7 @@ class UpstreamModel:
         return self._stream(fmt, body)
 
     def _url(self, fmt: WireFormat) -> str:
-        return format_url(self.base_url, fmt.PATH)
+        return format_url(self.base_url, BY_KEY[fmt.PATH].upstream_path(fmt))
 
     async def _stream(self, fmt: WireFormat, body: Mapping[str, Any]) -> AsyncIterator[StreamChunk]:
         import aiohttp
@@ -509,12 +522,7 @@ class UpstreamModel:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        own_headers = getattr(fmt, "upstream_headers", None)  # a format with its own auth (messages)
-        api_key = self.key_for(fmt)
-        if callable(own_headers):
-            headers.update(own_headers(api_key))
-        elif api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers.update(BY_KEY[fmt.PATH].upstream_headers(fmt, self.key_for(fmt)))
         translator = fmt.upstream_translator(body)
         url = self._url(fmt)
         task = asyncio.current_task()
@@ -537,6 +545,7 @@ class UpstreamModel:
                         _status_code(response.status),
                         response.status,
                         {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
+                        url,
                     )
                 if _is_json(content_type):
                     # an upstream that ignores ``stream: true`` and answers whole: recorded as the

@@ -60,6 +60,7 @@ from ..httpbody import (
     read_body,
 )
 from ..layout import (
+    EMBEDDINGS_LOG,
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
     PRIMARY_FILE,
@@ -70,7 +71,9 @@ from ..layout import (
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
+from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
+from ..llm.wire.registry import Format
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
 from ..recording.plan import Plan
@@ -82,10 +85,12 @@ from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
 from .record import (
+    NOT_THE_CLIENTS,
     ConversationLog,
     Recorder,
     RecordResult,
     UnreadableAnswer,
+    UpstreamError,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -97,6 +102,14 @@ from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
+#: What usually keeps an agent's requests from a recording run (said when none arrived).
+NO_REQUEST_CAUSES = (
+    "what usually causes it: the client was built before the endpoint started (at import, or in a "
+    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
+    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
+    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
+)
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
 CLIENT_GONE = "the client closed the connection before the answer ended"
@@ -107,7 +120,7 @@ MODELS_PATH = "/v1/models"
 
 def served_routes() -> list[str]:
     """What the endpoint answers, as ``METHOD PATH`` strings (named in its 404/405 answers)."""
-    return [*(f"POST {path}" for path in FORMATS), f"GET {MODELS_PATH}"]
+    return [*(f"POST {route}" for fmt in FORMATS.values() for route in fmt.routes), f"GET {MODELS_PATH}"]
 
 
 def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
@@ -133,6 +146,16 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
     if is_mcp_path(path):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
+    if doubled is None:  # a route with path parameters: its version segment twice (``/v1beta/v1beta/``)
+        doubled = next(
+            (
+                r
+                for f in FORMATS.values()
+                for r in f.routes
+                if "{" in r and f.matches(path[path.find("/", 1) :])
+            ),
+            None,
+        )
     if doubled is not None and not allowed:
         message += (
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
@@ -285,11 +308,16 @@ def _has_recording(directory: Path) -> bool:
     return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
+def _has_any_recording(directory: Path) -> bool:
+    """A recording of conversations, or of embedding calls only (a retrieval step's index)."""
+    return _has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
     with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
-    ``RECORD`` (module doc)."""
-    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
+    ``RECORD`` (module doc). A recording of embedding calls alone is a recording."""
+    return scenario_plan(config.record, recorded=_has_any_recording(config.directory), update=False)
 
 
 class Endpoint:
@@ -332,6 +360,8 @@ class Endpoint:
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
         #: (record plans; an answered retry clears it)
         self.failed_conversations: dict[str, str] = {}
+        #: the cancel signal of each replayed call in flight, by conversation id (``_parked``)
+        self._signals: dict[str, CancelSignal] = {}
         #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
         #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
         self.errored_conversations: dict[str, str] = {}
@@ -348,6 +378,8 @@ class Endpoint:
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
+        self.embeddings: Any = None
+        self.embedding_upstream: Any = None
 
     # -- requests no route takes -----------------------------------------------------------------
 
@@ -375,7 +407,7 @@ class Endpoint:
         came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
         directory = self.config.directory
         if not self.unrouted_count:
-            return f"no request arrived: nothing recorded into {directory}"
+            return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
         more = self.unrouted_count - len(self.unrouted)
         return (
             f"no model request arrived, {self.unrouted_count} request(s) to paths the endpoint does not "
@@ -432,7 +464,8 @@ class Endpoint:
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
-            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
+            others = (config.mcp and mcp_log_files(config.directory)) or _has_any_recording(config.directory)
+            if not model_recorded and not others:
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -464,9 +497,22 @@ class Endpoint:
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
             # per call: thousands of conversations cost each call nothing)
             self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
+            # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
+            self.replay.on_parked = self._parked
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
+        from .embeddings import EmbeddingCalls, EmbeddingUpstream
+
+        recorded = self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED)
+        live = self.plan.needs_live_model
+        self.embeddings = EmbeddingCalls(
+            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+        )
+        if live and config.upstream:
+            by_key = {path: key for path, (_env, key) in self.keys.items()}
+            self.embedding_upstream = EmbeddingUpstream(check_base_url(config.upstream), by_key)
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
@@ -487,7 +533,9 @@ class Endpoint:
         config = self.config
         out: dict[str, tuple[str, str | None]] = {}
         for path, fmt in FORMATS.items():
-            env = config.api_key_env or fmt.KEY_ENV
+            # the first of the format's variables that is set (each SDK's order), else its first
+            names = (config.api_key_env,) if config.api_key_env else fmt.key_envs
+            env = next((n for n in names if os.environ.get(n)), names[0])
             key = config.api_key if config.api_key is not None else os.environ.get(env)
             out[path] = (env, key.strip() if key else None)
         return out
@@ -530,8 +578,10 @@ class Endpoint:
             web.middleware(lambda request, handler: self._route_errors(request, handler)),
         ]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
-        for path, fmt in FORMATS.items():
-            app.router.add_post(path, self._handler(fmt))
+        for fmt in FORMATS.values():
+            handle = self._handler(fmt)
+            for route in fmt.routes:
+                app.router.add_post(route, handle)
         app.router.add_get(MODELS_PATH, self._models)
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
@@ -576,6 +626,8 @@ class Endpoint:
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
+        if self.embedding_upstream is not None:
+            await self.embedding_upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
         if self.mcp is not None:
@@ -591,6 +643,15 @@ class Endpoint:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
                 await self._write(outcome, failed)
+                if outcome.ok and (not failed or self.config.record_on_error):
+                    # the run's embedding calls, beside the conversations written into the directory
+                    written = self.embeddings.write(self.scrubber.scrub)
+                    outcome.written += written
+                    if self.embeddings.calls:
+                        what = "written" if written else "kept (the same calls)"
+                        outcome.notes.append(
+                            f"{len(self.embeddings.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+                        )
                 if self.mcp is not None and self.mcp.recorded and outcome.ok:
                     outcome.notes += self.mcp.write_recorded(self.masks_keep_mcp(outcome))
             finally:
@@ -609,6 +670,12 @@ class Endpoint:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def _parked(self, key: str, call: int) -> None:
+        """A replayed call of conversation ``key`` reached a ``hang`` entry: it ends after its chunks."""
+        signal = self._signals.get(key)
+        if signal is not None:
+            signal.abort(f"call #{call} was recorded as left by its client after these chunks")
 
     def _conversation_problems(self, said: Sequence[str]) -> list[str]:
         """One problem per recorded conversation whose last call failed (not retried, or retried in vain),
@@ -659,6 +726,8 @@ class Endpoint:
             self.replay.assert_consumed(accept=self.accept_unused)
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
+        if self.embeddings is not None:
+            outcome.problems += self.embeddings.unused()
 
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         from ..recording.models import sidecar_files, sidecars_for
@@ -678,7 +747,7 @@ class Endpoint:
             if outcome.problems:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
-            else:
+            elif not self.embeddings.calls:  # embedding calls alone are written by stop()
                 outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
@@ -925,15 +994,45 @@ class Endpoint:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "dsh-replay"} for n in names]
         return web.json_response({"object": "list", "data": data})
 
-    def _handler(self, fmt: WireFormat) -> Any:
+    def _handler(self, fmt: Format) -> Any:
+        """The route handler of ``fmt``: a model call (a conversation's), or an embedding call."""
+        serve = self._serve_embeddings if fmt.kind == "embeddings" else self._serve
+
         async def handle(request: Any) -> Any:
             self.in_flight += 1
             try:
-                return await self._serve(fmt, request)
+                # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+                return await serve(fmt.bind(request.match_info, request.path), request)
             finally:
                 self.in_flight -= 1
 
         return handle
+
+    async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
+        """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
+        from the recording or forwarded."""
+        from aiohttp import web
+
+        try:
+            raw = await read_body(request, self.line_limit)
+            body = orjson.loads(raw)
+        except (UnreadableBody, UnsupportedEncoding, BodyTooLarge, orjson.JSONDecodeError) as exc:
+            return self._problem(wire, WireRequestError(str(exc), "$"), 400)
+        if not isinstance(body, dict):
+            return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
+        self.calls += 1
+        try:
+            status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)
+        except LlmError as exc:
+            message = self.scrubber.scrub_fixed(exc.message)
+            self.problem(f"embedding call: {message}")
+            return self._error(wire, message, exc.code, exc.status or 502)
+        if status >= 400:
+            said = self.scrubber.scrub_fixed(self.embeddings.problems[-1])
+            self.problem(said)
+            if not self.plan.needs_live_model:
+                return self._error(wire, said, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
@@ -1042,6 +1141,8 @@ class Endpoint:
         if origins is not None and len(origins.get("messages", ())) == len(call["messages"]):
             call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
+        if self.replay is not None:
+            call["signal"] = self._signals[conv.id] = CancelSignal()
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):
             # a retry of a call that failed transiently: the failed attempt is not recorded
@@ -1053,6 +1154,7 @@ class Endpoint:
         try:
             return await self._answer(fmt, request, body, binding, log, call)
         finally:
+            self._signals.pop(conv.id, None)
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
@@ -1136,14 +1238,29 @@ class Endpoint:
                     if not api_key
                     else "was refused"
                 )
+                tried = f" at {exc.url}" if isinstance(exc, UpstreamError) and exc.url else ""
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
+                    f"upstream refused the credentials (HTTP {status}{tried}: {message}); the key in ${env} "
+                    f"{key}"
+                )
+            elif live and isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS:
+                # the route is not there: a wrong upstream base URL, not the agent's outcome; recording
+                # its answer would make the mistake a green fixture that replays the 404
+                self.problem(
+                    f"upstream {exc.url} answered HTTP {status} to {fmt.PATH} ({message}): that URL is not "
+                    f"the API's route; check the upstream base URL ({self.config.upstream_flag}: e.g. "
+                    "https://api.openai.com/v1 or https://api.anthropic.com); nothing of this call was "
+                    "recorded"
                 )
             if not live:
                 pass
             elif isinstance(exc, UnreadableAnswer) or (
                 isinstance(exc, LlmError)
-                and (exc.code == "AUTH" or (exc.code == "CONNECTION" and not received))
+                and (
+                    exc.code == "AUTH"
+                    or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+                    or (exc.code == "CONNECTION" and not received)
+                )
             ):
                 # no answer of the agent's model (or one that cannot be read whole): nothing of this
                 # conversation to record
@@ -1198,6 +1315,7 @@ class Endpoint:
             response = web.StreamResponse(headers=headers)
             await response.prepare(request)
         pending: list[bytes] = []
+        gone = False  # the client stopped reading (it left after the first chunks)
         try:
             if first is not None:
                 took(first)
@@ -1207,12 +1325,18 @@ class Endpoint:
                     took(chunk)
                     for sent in to_client(chunk):
                         pending += encoder.feed(sent)
-                    if response is not None and pending:
-                        await response.write(b"".join(pending))
+                    if response is not None and pending and not gone:
+                        try:
+                            await response.write(b"".join(pending))
+                        except ConnectionError:
+                            # a client that read what it wanted and left: the upstream's answer is
+                            # read to its end (it is paid for) and recorded whole, so a replay serves
+                            # it and the client leaves at the same place again
+                            gone = True
                         pending = []
         except Exception as exc:
             message, code, _status = failed(exc)
-            if isinstance(exc, ConnectionError):
+            if isinstance(exc, ConnectionError) or gone:
                 return response  # nobody to send the rest to
             for sent in to_client(None):
                 pending += encoder.feed(sent)
@@ -1221,6 +1345,8 @@ class Endpoint:
             for sent in to_client(None):
                 pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
+            if gone:
+                return response
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
             return web.Response(body=b"".join(pending), headers=headers)
