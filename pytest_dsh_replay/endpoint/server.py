@@ -595,6 +595,7 @@ class Endpoint:
                 accept_unused=self.accept_unused,
                 rerecord=self.config.rerecord,
                 masks=self.config.masks,
+                scrubber=self.scrubber,
             )
             self.mcp.add_routes(app)
         # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is

@@ -157,6 +157,16 @@ def changed_command(command: str) -> str | None:
     return None if changed == command else changed
 
 
+def rerecord_commands(rerecords: Iterable[str]) -> list[str]:
+    """The report's re-record commands for a red item's mismatches, cheapest first: each re-record
+    command with ``changed`` for ``rewrite`` (``re-record from the first changed call: ...``, see
+    :func:`changed_command`), then the commands themselves (``re-record: ...``); duplicates dropped,
+    order kept. ``rerecords``: the mismatches' ``rerecord`` commands (empty ones skipped)."""
+    commands = [c for c in rerecords if c]
+    changed = [f"re-record from the first changed call: {c}" for c in map(changed_command, commands) if c]
+    return list(dict.fromkeys([*changed, *(f"re-record: {c}" for c in commands)]))
+
+
 class ReplayModel:
     """A :class:`~pytest_dsh_replay.llm.Model` serving recorded scripts.
 
