@@ -63,6 +63,7 @@ from .requests import (
     MATCH_PARTS,
     Difference,
     Sides,
+    derivable,
     header_role,
     request_differences,
     request_matches,
@@ -527,7 +528,16 @@ class ReplayModel:
             return None
         from ..llm.wire.fields import client_path  # a mismatch report only
 
-        return client_path(diff.path, request["origins"])
+        origins: Any = request["origins"]
+        messages = request.get("messages", [])
+        kept = [derivable(m) for m in messages]
+        if not all(kept) and isinstance(origins, Mapping) and len(origins.get("messages") or []) == len(kept):
+            # the compared messages leave out those without a derived counterpart (sent_parts)
+            origins = {
+                **origins,
+                "messages": [o for o, k in zip(origins["messages"], kept, strict=True) if k],
+            }
+        return client_path(diff.path, origins)
 
     def _mismatch(
         self,
