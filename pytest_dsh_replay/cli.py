@@ -13,12 +13,31 @@ this command's own options and quote input values bounded (:func:`~pytest_dsh_re
 from __future__ import annotations
 
 import os
+import signal
 import sys
+
+
+def _runs_as_command() -> bool:
+    """Whether this module is the process's command (``python -m pytest_dsh_replay.cli``, or the
+    ``dsh-replay`` script), not imported by another program (a test's ``CliRunner``)."""
+    entry = getattr(sys.modules.get("__main__"), "__file__", None) or ""
+    return __name__ == "__main__" or os.path.basename(entry).startswith("dsh-replay")
+
+
+#: SIGINT's disposition is the command's: until a command installs its own handlers, SIGINT ends the
+#: process as its default does (killed by the signal, the usual status), not with a ``KeyboardInterrupt``
+#: traceback from whatever module was being imported (:func:`_interrupt_as_before` for the commands that
+#: do not take signals themselves)
+COMMAND_PROCESS = _runs_as_command()
+if COMMAND_PROCESS:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+# ruff: noqa: E402 (the imports come after SIGINT's disposition: they are the start-up's longest part)
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 import orjson
@@ -231,7 +250,78 @@ def _scrubbed_output() -> Iterator[None]:
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Inspect, validate, derive, diff and record dsh session logs and scenarios."""
+    _interrupt_as_before(ctx.invoked_subcommand)
     ctx.with_resource(contextmanager(_scrubbed_output)())
+
+
+#: the commands that take SIGINT/SIGTERM themselves (their event loop's handlers)
+TAKES_SIGNALS = ("serve", "mcp")
+
+
+def _interrupt_as_before(command: str | None) -> None:
+    """A command that does not take signals itself gets Python's SIGINT back (``KeyboardInterrupt``,
+    its ``finally`` blocks run); :data:`TAKES_SIGNALS` keep the default (:data:`COMMAND_PROCESS`) until
+    their handlers are in place."""
+    if COMMAND_PROCESS and command not in TAKES_SIGNALS:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: seconds the reader of stderr has to take more of a long-running command's last report
+REPORT_PATIENCE = 1.0
+
+
+def _last_words(lines: Sequence[str], status: int) -> NoReturn:
+    """End :data:`TAKES_SIGNALS`' run: ``lines`` on stderr (scrubbed), then exit with ``status``.
+
+    Their work is done (written) by then. Where stderr is a pipe its reader does not empty (its client
+    reads neither stdout nor stderr), a plain write of a long report blocks for ever, and the
+    command's signal handlers are gone: so the lines are written by a thread of their own, and while it
+    makes no progress for :data:`REPORT_PATIENCE` seconds the rest is dropped and the process exits
+    all the same (``os._exit``: nothing is left to flush or release). In process (a test's
+    ``CliRunner``) they are echoed as any command's."""
+    import threading
+
+    from .recording.scrub import redact_report
+
+    text = redact_report("".join(f"{line}\n" for line in lines), None)
+    if not COMMAND_PROCESS:
+        click.echo(text, err=True, nl=False)
+        sys.exit(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    data = memoryview(text.encode())
+    done = threading.Event()
+    written = [0]
+
+    def write() -> None:
+        try:
+            while written[0] < len(data):
+                written[0] += os.write(2, data[written[0] : written[0] + (1 << 16)])
+        except OSError:  # stderr closed: nothing more to say
+            pass
+        done.set()
+
+    threading.Thread(target=write, name="dsh-replay-stderr", daemon=True).start()
+    while True:
+        before = written[0]
+        if done.wait(REPORT_PATIENCE):
+            sys.exit(status)
+        if written[0] == before:
+            os._exit(status)
+
+
+def _release_signals() -> None:
+    """At the end of a command's event loop (:data:`TAKES_SIGNALS`): its SIGINT/SIGTERM handlers
+    removed, SIGINT back to its default. Left to the loop's close, SIGINT would be Python's again, and
+    a SIGINT while the command prints its report would end in a ``KeyboardInterrupt`` traceback."""
+    import asyncio
+
+    if not COMMAND_PROCESS:
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class _Spool:
@@ -1230,7 +1320,6 @@ def serve(
     start-up). A second signal while it waits stops at once: exit 1, nothing written, said on stderr.
     """
     import asyncio
-    import signal
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
     from .mcp.http import parse_mcp_option
@@ -1267,6 +1356,12 @@ def serve(
     )
 
     async def run() -> Any:
+        try:
+            return await serving()
+        finally:
+            _release_signals()
+
+    async def serving() -> Any:
         endpoint = Endpoint(config, accept_unused="--allow-unused")
         stop, force = asyncio.Event(), asyncio.Event()
         received: list[str] = []
@@ -1332,15 +1427,10 @@ def serve(
         sys.stderr.flush()
         os._exit(EXIT_FINDINGS)  # the server's tasks are left as they are: that is what forcing means
 
-    from .recording.scrub import redact_report
-
     outcome = asyncio.run(run())
     if not outcome.ok:  # the report ends with the notes: each said once
-        click.echo(redact_report(outcome.report(), None), err=True)
-        sys.exit(1)
-    for note in outcome.notes:
-        click.echo(note, err=True)
-    sys.exit(0)
+        _last_words([outcome.report()], EXIT_FINDINGS)
+    _last_words(outcome.notes, EXIT_OK)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -1389,7 +1479,7 @@ def mcp(
     """
     import asyncio
 
-    from .mcp.relay import McpConfig
+    from .mcp.relay import McpConfig, McpOutcome
     from .mcp.stdio import run
     from .session.masks import Masks
 
@@ -1408,20 +1498,22 @@ def mcp(
         # command's own option
         mask_flag=None if run_dir is not None else "--mask",
     )
+
+    async def relay() -> McpOutcome:
+        try:
+            return await run(config)
+        finally:
+            _release_signals()
+
     try:
         config.masks = Masks.parse(mask, source="--mask") or None
-        outcome = asyncio.run(run(config))
+        outcome = asyncio.run(relay())
     except HarnessError as exc:  # the relay's configuration, the recording it refuses, the server's start
         _print_error_err(exc)
         sys.exit(EXIT_USAGE)
-    from .recording.scrub import redact_report
-
     if not outcome.ok:
-        click.echo(redact_report(outcome.report(), None), err=True)
-        sys.exit(EXIT_FINDINGS)
-    for note in outcome.notes:
-        click.echo(note, err=True)
-    sys.exit(EXIT_OK)
+        _last_words([outcome.report()], EXIT_FINDINGS)
+    _last_words(outcome.notes, EXIT_OK)
 
 
 def _print_error_err(exc: HarnessError) -> None:

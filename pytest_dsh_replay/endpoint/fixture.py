@@ -3,29 +3,26 @@
 The fixture starts an endpoint for the test, points the SDKs of every registered format (and any
 subprocess the test starts) at it with their base-URL variables in their forms
 (``llm/wire/registry.py``: ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` ``http://127.0.0.1:PORT/v1``;
-``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL`` the same without
-``/v1``) and a dummy key in each key variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
-``GEMINI_API_KEY``, ``GOOGLE_API_KEY``), and fails the test with the endpoint's report, once: the
-test's call phase reports a problem of the traffic (a request that did not match, in place of the SDK's error for the endpoint's 400) or a recorded call left unused
-(:func:`call_report`, run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what
-came up after it (a recording that cannot be written). An endpoint that cannot start (no upstream to
-record from, a recording ``validate`` flags) is the setup's one-line error. A recording that went well
-says where it went in the run's summary (its notes, as ``user_properties`` of the teardown report). The
-recording
-directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
-``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
-``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
-the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``), its
-``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under ``/mcp/NAME``
-(``EndpointHandle.mcp_url``; docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves requests of a
-browser app from those origins (with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``; docs/
-endpoint-safety.md). Options:
-``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
-``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each format is
-read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` or
-``GOOGLE_API_KEY``), or from ini
-``dsh_api_key_env`` for every format, before the dummies replace them.
-"""
+``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL`` the same without ``/v1``)
+and a dummy key in each key variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``,
+``GOOGLE_API_KEY``), and fails the test with the endpoint's report, once: the test's call phase reports
+a problem of the traffic (a request that did not match, in place of the SDK's error for the endpoint's
+400) or a recorded call left unused (:func:`call_report`, run by ``own_agent``'s ``pytest_runtest_call``
+wrapper), and the teardown only what came up after it (a recording that cannot be written). An endpoint
+that cannot start (no upstream to record from, a recording ``validate`` flags) is the setup's one-line
+error. A recording that went well says where it went in the run's summary (its notes, as
+``user_properties`` of the teardown report). The recording directory is ``<test file
+dir>/recordings/<module>/<test name>/`` unless ``@pytest.mark.dsh_recording("DIR")`` names one (relative
+to the test file's directory); the marker's ``allow_unused=True`` lets recorded calls go unused, its
+``mask=[REGEX, ...]`` masks volatile values in the request check (with ``--dsh-mask``, ini ``dsh_mask``
+and ``pytest_dsh_masks``), its ``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under
+``/mcp/NAME`` (``EndpointHandle.mcp_url``; docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves
+requests of a browser app from those origins (with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``;
+docs/ endpoint-safety.md). Options: ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``),
+``--dsh-backend``, ``--dsh-match-on``, ``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each
+format is read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), or from ini ``dsh_api_key_env`` for every format, before the
+dummies replace them. """
 
 from __future__ import annotations
 
@@ -256,6 +253,10 @@ def endpoint_fixture(
         request.node.user_properties += ItemReport(served=served, rerecorded=outcome.rerecorded).properties()
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
+        # the files the run wrote, for the report's page (the terminal summary says them in the notes:
+        # it reads written files from the call phase's report, and this is the teardown's)
+        wrote = ItemReport(written=list(map(str, outcome.written)), removed=list(map(str, outcome.removed)))
+        request.node.user_properties += wrote.properties()
     fresh = [p for p in outcome.problems if p not in run.reported]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh
@@ -410,6 +411,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
     if replay is None:
         return
     from ..replay.errors import RequestMismatchError
+    from ..replay.model import rerecord_commands
     from ..scenario.item import request_diffs
 
     # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
@@ -420,7 +422,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
 
     report = ItemReport(
         diffs=[d for m in mismatches for d in request_diffs(m)],
-        commands=list(dict.fromkeys(f"re-record: {m.rerecord}" for m in mismatches if m.rerecord)),
+        commands=rerecord_commands(m.rerecord for m in mismatches if m.rerecord),
     )
     item.user_properties += report.properties()
 

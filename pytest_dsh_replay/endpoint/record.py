@@ -318,6 +318,32 @@ def history_length(messages: Sequence[Message]) -> int:
     return end
 
 
+def unanswered_call(messages: Sequence[Message]) -> tuple[int, str] | None:
+    """The first tool call a request's messages leave without a result, as ``(index of the assistant
+    message holding it, call id)``, or ``None``: a call must get its ``tool-result`` (in the user
+    messages right after its assistant message) before the next other message and before the model is
+    asked again, or the log written of it fails ``validate`` (``LOG_TOOL_PAIRING``, events.md §4: each
+    ``tool/call`` gets one ``tool/result`` in its turn). Calls are keyed by id as the log pairs them;
+    a result of an id no earlier message called is a plain user message (:meth:`ConversationLog.
+    _write_messages`)."""
+    pending: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if _only_results(message):
+            for block in message.get("content", []):
+                pending.pop(str(block.get("toolCallId", "")), None)
+            continue
+        if pending:
+            break
+        if message.get("role") == "assistant":
+            for block in message.get("content", []):
+                if block.get("type") == "tool-call":
+                    pending.setdefault(str(block.get("id", "")), index)
+    if not pending:
+        return None
+    call_id, index = next(iter(pending.items()))
+    return index, call_id
+
+
 def handoff_results(history: Sequence[Message]) -> list[Mapping[str, Any]]:
     """The ``tool-result`` blocks of a history (a child's first request): those answering its parent's
     open calls are the parent's results, handed over with the conversation."""

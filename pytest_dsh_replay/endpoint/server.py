@@ -96,6 +96,7 @@ from .record import (
     first_request_keys,
     stale_temp_stores,
     transient,
+    unanswered_call,
 )
 from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
@@ -594,6 +595,7 @@ class Endpoint:
                 accept_unused=self.accept_unused,
                 rerecord=self.config.rerecord,
                 masks=self.config.masks,
+                scrubber=self.scrubber,
             )
             self.mcp.add_routes(app, routes.route)
         # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
@@ -1121,6 +1123,8 @@ class Endpoint:
             )
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
+            if self.recorder is not None:
+                _refuse_unanswered_calls(parsed)
             binding = self.binder.bind(parsed, request.headers, hashes=hashes)
         except (WireRequestError, BindingError) as exc:
             return self._problem(fmt, exc, 400)
@@ -1510,3 +1514,27 @@ __all__ = [
     "route_error",
     "served_routes",
 ]
+
+
+def _refuse_unanswered_calls(parsed: Mapping[str, Any]) -> None:
+    """Refuse a request to record whose messages leave a tool call without its result
+    (:func:`~pytest_dsh_replay.endpoint.record.unanswered_call`): no valid log holds it. The providers
+    refuse such a history too; it is refused before anything is forwarded or written.
+
+    Raises:
+        WireRequestError: ``TOOL_CALL_UNANSWERED``, naming the client's message holding the call.
+    """
+    found = unanswered_call(parsed.get("messages", []))
+    if found is None:
+        return
+    from ..llm.wire.fields import client_path  # a refusal only
+
+    index, call_id = found
+    where = client_path(f"messages[{index}]", parsed.get("origins")) or f"messages[{index}]"
+    raise WireRequestError(
+        f"tool call {call_id!r} gets no tool result before the conversation goes on; a recording cannot "
+        "hold an unanswered call (every tool call needs its result right after the message that made "
+        "it), so the request was refused and nothing was forwarded",
+        where,
+        "TOOL_CALL_UNANSWERED",
+    )

@@ -26,7 +26,7 @@ from ..modes import Backend, RecordMode
 from ..recording.errors import FixtureInventoryError, ScenarioError
 from ..recording.plan import Plan
 from ..replay.errors import RequestMismatchError
-from ..replay.model import changed_command
+from ..replay.model import rerecord_commands
 from ..replay.requests import MISSING
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
@@ -136,12 +136,7 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         report.commands = list(
             dict.fromkeys(
                 [
-                    *(
-                        f"re-record from the first changed call: {changed}"
-                        for m in outcome.mismatches
-                        if m.rerecord and (changed := changed_command(m.rerecord))
-                    ),
-                    *(f"re-record: {m.rerecord}" for m in outcome.mismatches if m.rerecord),
+                    *rerecord_commands(m.rerecord for m in outcome.mismatches if m.rerecord),
                     "accept the changed requests, keeping the recorded answers: "
                     f"pytest --dsh-scenario {path} --snapshot-update --dsh-accept-changed-requests",
                 ]
