@@ -10,8 +10,6 @@ from pathlib import Path
 from pytest_dsh_replay.llm.secrets import SecretScrubber
 from pytest_dsh_replay.recording.validate import UnitReport, validate_log_files
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-PACKED = SHARED / "conformance-head" / "packed-chunks"
 SECRET = "hunter2-very-secret-value-0123456789"
 #: line 29 of the packed-chunks log: a ``text-chunks`` row (turn 1, step 2, block 1)
 TEXT_ROW = 29
@@ -27,9 +25,9 @@ class _CountingScrubber(SecretScrubber):
         return super().has_secret(text)
 
 
-def _copy(tmp_path: Path) -> tuple[Path, list[str]]:
+def _copy(tmp_path: Path, conformance_head: Path) -> tuple[Path, list[str]]:
     log = tmp_path / "packed" / "session.jsonl"
-    shutil.copytree(PACKED, log.parent)
+    shutil.copytree(conformance_head / "packed-chunks", log.parent)
     return log, log.read_text(encoding="utf-8").split("\n")
 
 
@@ -39,12 +37,12 @@ def _validate(log: Path, scrubber: SecretScrubber | None = None) -> list[tuple[s
     return [(f.code, f.message) for f in report.findings]
 
 
-def test_a_packed_row_is_screened_once_not_per_member(tmp_path: Path) -> None:
+def test_a_packed_row_is_screened_once_not_per_member(tmp_path: Path, conformance_head: Path) -> None:
     """Regression: the secret screen read a packed row's whole line once per member (members x line
     characters: quadratic in the row). The screen reads each line about once now, and the member
     holding a secret is still reported on its line."""
     n = 4000
-    log, lines = _copy(tmp_path)
+    log, lines = _copy(tmp_path, conformance_head)
     texts = ["a"] * n
     texts[n // 2] = f"key {SECRET}"
     data = {"turn": 1, "step": 2, "index": 1, "dt": [0] * (n - 1), "texts": texts}
@@ -61,11 +59,13 @@ def test_a_packed_row_is_screened_once_not_per_member(tmp_path: Path) -> None:
     assert scrubber.scanned < 10 * size, (scrubber.scanned, size)
 
 
-def test_a_refused_row_of_a_projected_log_costs_no_seq_finding(tmp_path: Path) -> None:
+def test_a_refused_row_of_a_projected_log_costs_no_seq_finding(
+    tmp_path: Path, conformance_head: Path
+) -> None:
     """Regression: after a bad packed row in a projected log (no stored seqs), the next row was
     given a seq one short of what the checks expected, and validate added a false
     ``LOG_SEQ_ORDER`` ("a duplicated or moved line") to the real error."""
-    log, lines = _copy(tmp_path)
+    log, lines = _copy(tmp_path, conformance_head)
     row = json.loads(lines[11])  # line 12: a reasoning-chunks row
     assert row["type"] == "reasoning-chunks"
     row["data"]["dt"] = row["data"]["dt"][:-1]  # one gap too few
@@ -76,9 +76,11 @@ def test_a_refused_row_of_a_projected_log_costs_no_seq_finding(tmp_path: Path) -
     assert "session.jsonl:12:" in findings[0][1]
 
 
-def test_an_unparsable_line_of_a_projected_log_costs_no_seq_finding(tmp_path: Path) -> None:
+def test_an_unparsable_line_of_a_projected_log_costs_no_seq_finding(
+    tmp_path: Path, conformance_head: Path
+) -> None:
     """Regression: the same false ``LOG_SEQ_ORDER`` followed a line that is not JSON."""
-    log, lines = _copy(tmp_path)
+    log, lines = _copy(tmp_path, conformance_head)
     lines[11] = lines[11][:40]
     log.write_text("\n".join(lines), encoding="utf-8")
     findings = _validate(log)
