@@ -610,9 +610,8 @@ class Endpoint:
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         from ..recording.models import sidecar_files, sidecars_for
         from ..recording.normalize import Normalization
+        from ..recording.pins import pin_extra
         from ..recording.write import current_fixtures, remove_kept, write_fixtures
-        from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.requestcheck import pin_extra
 
         assert self.recorder is not None
         sources = [self.watched.requests]
@@ -683,24 +682,25 @@ class Endpoint:
         if why and (target.exists() or target.is_symlink()):
             remove_kept(target)
         target.mkdir(parents=True, exist_ok=True)
-        scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
+        where = target.resolve()
         entries = dict(self.watched.entries)
         if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
             for key, index in self.replay.bound.items():
                 served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
                 entries[key] = [*served, *entries.get(key, [])]
         sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
-        pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
+        pins, pin_notes = pin_extra(where, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
         pins.append((target / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
         outcome.written, outcome.removed = write_fixtures(
-            scenario,
-            result,
+            where,
+            result.logs,
+            result.cwd,
             self.scrubber,
-            [*sidecar_files(scenario.path, sidecars), *pins],
-            base=current_fixtures(scenario),
+            [*sidecar_files(where, sidecars), *pins],
+            base=current_fixtures(where),
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
