@@ -26,8 +26,18 @@
    match nothing (default 400), interleaved: the mean of the last 50 against the first 50 (goal about
    1x: O(1) each) and the RSS growth over them (goal: flat).
 
+4. **Scrubbing what a recording's client is sent.** While recording, every chunk on its way to the
+   client goes through ``llm.secrets.StreamScrubber`` (a model may quote the key). Measured in this
+   process on a ``--chunks``-chunk answer of ordinary prose split as a model's tokens are (word pieces
+   with their leading spaces, so some end in the key's first letter): the CPU time of the Chat
+   Completions stream encoder over the chunks with the scrubber in front against without it (the
+   ratio), how many chunks held anything back and how many characters, and a recording run's per-call
+   wall time p50 and the process's CPU per call through the endpoint with the scrubber against the
+   same endpoint with it replaced by a pass-through (same process, alternating blocks of 5 calls).
+   Goal: no chunk of such a stream delayed but by a possible key's first characters; ratios reported.
+
 Usage: ``python benchmarks/endpoint.py [--calls N] [--chunks N] [--children N] [--runs N] [--scale N]
-[--unmatched N] [--quick]``
+[--unmatched N] [--quick] [--scrub-only]``
 """
 
 from __future__ import annotations
@@ -445,6 +455,152 @@ def scale(directory: Path, upstream: Upstream, conversations: int, unmatched: in
     }
 
 
+# -- 4. scrubbing what a recording's client is sent ----------------------------------------------
+
+#: the key of the scrubbing benchmark (quoted by no answer: the stream holds no secret)
+BENCH_KEY = "sk-bench-0123456789abcdefghijklmnop"
+PROSE = (
+    "The deployment finished without errors and the service answers requests again. Its logs show "
+    "three retries against the database, each after a short pause, and the cache was warmed before "
+    "traffic returned. Next steps: watch the error rates, keep the old version ready, and tell the "
+    "users that the maintenance is over. "
+)
+
+
+def _prose_pieces(count: int) -> list[str]:
+    """``count`` pieces of :data:`PROSE` as a model streams text: words with their leading space, the
+    longer ones in two."""
+    words = [w if i == 0 else " " + w for i, w in enumerate(PROSE.split(" ")) if w]
+    pieces: list[str] = []
+    for word in words:
+        pieces += [word[:4], word[4:]] if len(word) > 6 else [word]
+    while len(pieces) < count:
+        pieces += pieces
+    return pieces[:count]
+
+
+def scrub_overhead(chunks: int, repeat: int = 200) -> dict[str, float]:
+    """The encoder's CPU time over a ``chunks``-chunk text answer with and without the client scrubber
+    in front (min of 5 rounds of ``repeat`` answers), and what the scrubber held back."""
+    from pytest_dsh_replay.llm.secrets import StreamScrubber, run_scrubber
+
+    scrubber = run_scrubber(extras=[BENCH_KEY])
+    stream: list[Any] = [{"type": "block-start", "index": 0, "blockType": "text"}]
+    stream += [{"type": "text-delta", "index": 0, "text": p} for p in _prose_pieces(chunks)]
+    stream += [
+        {
+            "type": "block-end",
+            "index": 0,
+            "block": {"type": "text", "text": "".join(c["text"] for c in stream[1:])},
+        },
+        {"type": "finish", "reason": "stop"},
+    ]
+
+    def plain() -> None:
+        encoder = chat.ChatStreamEncoder("bench-1", "r")
+        for chunk in stream:
+            encoder.feed(chunk)
+        encoder.close()
+
+    def scrubbed() -> None:
+        encoder = chat.ChatStreamEncoder("bench-1", "r")
+        client = StreamScrubber(scrubber)
+        for chunk in stream:
+            for sent in client.feed(chunk):
+                encoder.feed(sent)
+        for sent in client.close():
+            encoder.feed(sent)
+        encoder.close()
+
+    def best(run: Any) -> float:
+        rounds = []
+        for _ in range(5):
+            start = time.process_time()
+            for _ in range(repeat):
+                run()
+            rounds.append((time.process_time() - start) / repeat * 1000)
+        return min(rounds)
+
+    base, with_scrub = best(plain), best(scrubbed)
+    client = StreamScrubber(scrubber)
+    held = held_chars = given = sent = 0
+    for chunk in stream[1:-2]:  # the text deltas: what is held back after each
+        given += len(chunk["text"])
+        sent += sum(len(c["text"]) for c in client.feed(chunk))
+        if given > sent:
+            held += 1
+            held_chars += given - sent
+    return {
+        "encoder ms/answer": base,
+        "with scrubber": with_scrub,
+        "ratio": with_scrub / max(base, 1e-9),
+        "deltas holding back": held,
+        "of deltas": chunks,
+        "chars held, mean": held_chars / max(held, 1),
+    }
+
+
+def scrub_wall(upstream: Upstream, calls: int, tmp: Path) -> dict[str, float]:
+    """A recording run's per-call wall time p50 (ms) with the client scrubber and with a pass-through
+    in its place, in alternating blocks of 5 calls."""
+    from pytest_dsh_replay.endpoint import server
+
+    class PassThrough:
+        def __init__(self, scrubber: Any) -> None:
+            pass
+
+        def feed(self, chunk: Any) -> list[Any]:
+            return [chunk]
+
+        def close(self) -> list[Any]:
+            return []
+
+    real = server.StreamScrubber
+    times: dict[str, list[float]] = {"scrubbed": [], "pass-through": []}
+    cpu: dict[str, float] = {"scrubbed": 0.0, "pass-through": 0.0}
+    thread = EndpointThread(
+        EndpointConfig(tmp / "scrub", RecordMode.ONCE, upstream=upstream.url, api_key=BENCH_KEY)
+    )
+    url = thread.start()
+
+    async def go() -> None:
+        async with aiohttp.ClientSession() as session:
+            for i in range(5):  # warm-up (the connection, first imports), measured by neither
+                await _post(session, url, _body(f"warm-up {i}"))
+            for block in range(2 * max(1, calls // 5)):
+                name = "scrubbed" if block % 2 == 0 else "pass-through"
+                server.StreamScrubber = real if name == "scrubbed" else PassThrough  # type: ignore[misc]
+                for i in range(5):
+                    start, start_cpu = time.perf_counter(), time.process_time()
+                    await _post(session, url, _body(f"scrub {block} {i}"))
+                    times[name].append((time.perf_counter() - start) * 1000)
+                    cpu[name] += (time.process_time() - start_cpu) * 1000
+
+    try:
+        asyncio.run(go())
+    finally:
+        server.StreamScrubber = real  # type: ignore[misc]
+        thread.stop()
+    out = {f"{name} p50 ms": statistics.median(values) for name, values in times.items()}
+    out["ratio p50"] = out["scrubbed p50 ms"] / max(out["pass-through p50 ms"], 1e-9)
+    # the process's CPU per call (endpoint, upstream and client threads alike): less load-sensitive
+    for name, total in cpu.items():
+        out[f"{name} CPU ms/call"] = total / len(times[name])
+    out["ratio CPU"] = out["scrubbed CPU ms/call"] / max(out["pass-through CPU ms/call"], 1e-9)
+    return out
+
+
+def report_scrubbing(upstream: Upstream, calls: int, chunks: int) -> None:
+    figures = scrub_overhead(chunks)
+    print(f"scrubbing what a recording's client is sent ({chunks}-chunk prose answer, no secret in it):")
+    for name, value in figures.items():
+        print(f"  {name:22} {value:9.3f}")
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-scrub-") as tmp:
+        wall = scrub_wall(upstream, calls, Path(tmp))
+    for name, value in wall.items():
+        print(f"  {name:22} {value:9.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=100)
@@ -455,10 +611,14 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=5000, help="conversations of the large recording")
     parser.add_argument("--unmatched", type=int, default=400, help="unmatched requests against it")
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
+    parser.add_argument("--scrub-only", action="store_true", help="only 4: scrubbing what a client is sent")
     args = parser.parse_args()
     if args.quick:
         args.calls, args.children, args.runs, args.scale, args.unmatched = 20, 8, 3, 300, 40
     upstream = Upstream(args.chunks)
+    report_scrubbing(upstream, args.calls, args.chunks)
+    if args.scrub_only:
+        return
     with tempfile.TemporaryDirectory(prefix="dsh-bench-endpoint-") as tmp:
         calls_dir, fan_dir = Path(tmp) / "calls", Path(tmp) / "fan"
         record_calls(calls_dir, upstream, args.calls)

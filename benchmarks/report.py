@@ -6,7 +6,8 @@
    Chromium the time until the page's script has drawn it and until the session's transcript is shown
    after the click (one page of 300 entries).
 2. **A 3,000-item run** (as ``pytest --dsh-report`` gets it: 1% red items with a request diff, a failure
-   report and their recording; the rest green rows): the page's size and its render time.
+   report and their recording; the rest green rows, each with its recording's session tree, the
+   spawn-and-fork scenario's, without transcripts): the page's size and its render time.
 
 Prints ratios against the floor measured in the same process. ``--quick``: 10k events and 300 items (the
 CI smoke run). The browser part needs Chromium and Playwright; without them it says so and prints sizes.
@@ -20,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,7 +30,7 @@ from replay import synthetic_events
 
 from pytest_dsh_replay.itemreport import RequestDiff
 from pytest_dsh_replay.report import read_recording, report_payload, write_report
-from pytest_dsh_replay.report.payload import Item
+from pytest_dsh_replay.report.payload import Item, Recording
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the report tests' browser set-up: one set of Chromium flags
@@ -48,9 +50,11 @@ def floor(path: Path) -> int:
     return sum(1 for line in path.read_bytes().splitlines() if orjson.loads(line))
 
 
-def run_items(n: int) -> list[Item]:
-    """``n`` items as a run reports them: 1 in 100 red (diff, failure report, its recording)."""
+def run_items(n: int, red: Recording) -> tuple[list[Item], list[Recording]]:
+    """``n`` items as a run reports them: 1 in 100 red (diff, failure report, ``red`` as its recording),
+    the others green with ``red``'s session tree as theirs; and the recordings (``red`` first)."""
     items = []
+    recordings = [red]
     for i in range(n):
         nodeid = (
             f"scenarios/group-{i // 50:02d}/scenario-{i:04d}/input.json::group-{i // 50:02d}/scenario-{i:04d}"
@@ -83,8 +87,12 @@ def run_items(n: int) -> list[Item]:
                 )
             )
         else:
-            items.append(Item(nodeid, "passed", path=path, duration=0.04, calls=3))
-    return items
+            tree = [msgspec.structs.replace(v, transcript=[], omitted=True) for v in red.sessions]
+            recordings.append(Recording(path, red.kind, sessions=tree))
+            items.append(
+                Item(nodeid, "passed", path=path, duration=0.04, calls=3, recording=len(recordings) - 1)
+            )
+    return items, recordings
 
 
 def render(browser: Any, path: Path, expand: bool) -> tuple[float, float]:
@@ -131,8 +139,8 @@ def main() -> None:
 
         run = root / "run.html"
         red = read_recording(RED_RECORDING)
-        t_run = best(lambda: report_payload("run", [red], run_items(items), run=True), repeat)
-        run_size = write_report(report_payload("run", [red], run_items(items), run=True), run)
+        t_run = best(lambda: report_payload("run", *reversed(run_items(items, red)), run=True), repeat)
+        run_size = write_report(report_payload("run", *reversed(run_items(items, red)), run=True), run)
         print(
             f"run: {items:,} items (1% red) -> page {run_size:,} bytes ({run_size / items:.0f} bytes/item); "
             f"payload built in {t_run * 1000:.0f} ms"

@@ -42,6 +42,7 @@ from .modes import Backend, RecordMode
 from .recording.logstream import Event
 from .recording.normalize import SessionLog
 from .recording.validate import display as _name
+from .session.types import END_SEED_TYPE
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
 console = Console(highlight=False, soft_wrap=True, emoji=False)
@@ -275,6 +276,12 @@ class _TurnSummary:
         self.index = 0  # logical events seen
         self.call = 0  # model calls of the session so far
         self.turn: dict[str, Any] | None = None
+        #: events of the history the first request gave (before ``session/end-seed``; no fork seed)
+        self.given = 0
+        #: ``(call id, name)`` of that history's tool results (a handoff's, when the parent made the call)
+        self.given_results: list[tuple[str, str]] = []
+        self.call_ids: set[str] = set()  # of every tool/call (a child's handoff names one)
+        self._names: dict[str, str] = {}  # call id -> name, in the history
 
     def feed(self, e: Event) -> None:
         i = self.index
@@ -283,6 +290,14 @@ class _TurnSummary:
             return
         t, d = e.get("type"), e.get("data")
         d = d if isinstance(d, dict) else {}
+        if t == "tool/call" and isinstance(d.get("callId"), str):
+            self.call_ids.add(d["callId"])
+            if not self.given and not self.seed:
+                self._names[d["callId"]] = _name(d.get("name"))
+        elif t == "tool/result" and not self.given and not self.seed and isinstance(d.get("callId"), str):
+            self.given_results.append((d["callId"], self._names.get(d["callId"], "?")))
+        elif t == END_SEED_TYPE and not self.seed and not self.given and i > 0:
+            self.given = i
         turn = self.turn
         if t == "turn/start":
             self.turn = {
@@ -395,6 +410,9 @@ class _Shown(Struct):
     header: dict[str, Any]
     events: int
     turns: _Spool
+    given: int = 0  # events of the history its first request gave
+    given_results: list[tuple[str, str]] = []  # (call id, name) of that history's tool results
+    call_ids: set[str] = set()
 
     @property
     def id(self) -> str:
@@ -458,7 +476,11 @@ class _ShowReader:
         if self.errors:
             raise self.errors[0]
         assert self.head is not None and self.summary is not None  # else an error was reported
-        return _Shown(self.file, self.head, self.summary.index, self.summary.finish())
+        summary = self.summary
+        results = summary.given_results if summary.given else []
+        return _Shown(
+            self.file, self.head, summary.index, summary.finish(), summary.given, results, summary.call_ids
+        )
 
 
 @main.command()
@@ -559,8 +581,17 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
 
     def label(log: _Shown) -> str:
         seed = f", fork boundary: seedLength {log.seed_length}" if log.seed_length else ""
-        name = f"[bold]{escape(log.file.name)}[/bold] {log.role()} {escape(_name(log.id))}"
-        return f"{name} ({log.events} events{seed})"
+        role = log.role()
+        if log.given:
+            parent = by_id.get(log.header.get("parentSession"))  # type: ignore[arg-type]
+            handed = [f"{name} {cid}" for cid, name in log.given_results if parent and cid in parent.call_ids]
+            if handed:
+                role = "handoff child"
+                seed += f", history given: {log.given} events, handed over by {', '.join(handed)}"
+            else:
+                seed += f", history given: {log.given} events"
+        name = f"[bold]{escape(log.file.name)}[/bold] {role} {escape(_name(log.id))}"
+        return f"{name} ({log.events} events{escape(seed)})"
 
     seen: set[int] = set()
     # On a terminal the tree wraps to its width; piped (CI logs, tests) every line stays whole.
@@ -806,7 +837,8 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...])
     The events of each log pair are aligned (a sequence alignment over the normalized events, seq
     left out), so an event removed from B is one event only in A; A is shown in red, B in green.
     With --mask, what each REGEX matches is {{mask:N}} on both sides (docs/masks.md). Exit 1 on
-    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX).
+    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX) or one the masks'
+    linear-time engine cannot run (MASK_UNSUPPORTED_REGEX).
     """
     from .scenario.compare import align_event_logs
     from .session.masks import Masks
@@ -1199,7 +1231,6 @@ def serve(
         mcp=parse_mcp_option(mcp_servers),
         stopped_is_problem=True,
         set_aside_relays=True,
-        match_on_flag="--match-on messages",
         key_holder="dsh-replay serve",
         mask_flag="--mask",
     )

@@ -45,6 +45,8 @@ _WRITE = "dsh_write"
 _RECORDING, _REQUEST_DIFF, _COMMAND = "dsh_recording", "dsh_request_diff", "dsh_command"
 _ENDPOINT_NOTE = "dsh_endpoint_note"
 _SERVED = "dsh_served"
+_RERECORDED = "dsh_rerecorded"
+_CHANGES = "dsh_changes"
 
 
 def endpoint_note_properties(notes: Iterable[str]) -> list[tuple[str, str]]:
@@ -137,6 +139,11 @@ class ItemReport(Struct):
         diffs: the calls whose request differed from the recording (first difference of each part).
         commands: what re-records or accepts the item's recording (``what: command`` lines).
         served: recorded model calls a ``dsh_endpoint`` test was served (a scenario's are in ``replayed``).
+        rerecorded: ``--dsh-record=changed``: ``(log file, first re-recorded call)`` of each log of the
+            written recording that was re-recorded from that call (1-based) on; the calls before it were
+            kept.
+        changes: ``--dsh-record=changed``: what the run kept and re-recorded, one line per session, then
+            the totals (the summary prints them).
     """
 
     written: list[str] = field(default_factory=list)
@@ -150,6 +157,8 @@ class ItemReport(Struct):
     diffs: list[RequestDiff] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     served: int = 0
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
 
     @property
     def is_scenario(self) -> bool:
@@ -175,6 +184,8 @@ class ItemReport(Struct):
         props += [(_COMMAND, c) for c in self.commands]
         if self.served:
             props.append((_SERVED, str(self.served)))
+        props += [(_RERECORDED, f"{file}#{since}") for file, since in self.rerecorded]
+        props += [(_CHANGES, line) for line in self.changes]
         return props
 
     @classmethod
@@ -208,4 +219,10 @@ class ItemReport(Struct):
                 report.commands.append(text)
             elif key == _SERVED and text.isdigit():
                 report.served = int(text)
+            elif key == _RERECORDED:
+                file, _, since = text.rpartition("#")
+                if file and since.isdigit():
+                    report.rerecorded.append((file, int(since)))
+            elif key == _CHANGES:
+                report.changes.append(text)
         return report

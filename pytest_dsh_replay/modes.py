@@ -18,12 +18,15 @@ class RecordMode(StrEnum):
     * ``ONCE``: record what has no recording yet, replay the rest.
     * ``NEW_EPISODES``: replay what is recorded, send calls past it to the live model and append them.
     * ``REWRITE``: record everything again and replace what the recorder owns.
+    * ``CHANGED``: replay each session while its requests match the recording; from its first request
+      that differs, call the live model and record (docs/record-modes.md).
     """
 
     NONE = "none"
     ONCE = "once"
     NEW_EPISODES = "new_episodes"
     REWRITE = "rewrite"
+    CHANGED = "changed"
 
     @classmethod
     def choices(cls) -> tuple[str, ...]:

@@ -145,7 +145,7 @@ def warn_inert_options(config: pytest.Config) -> None:
     """Warn about options that would silently do nothing in this run: an unknown ``--dsh-ignore-event``
     type, ``--dsh-model`` or ``--dsh-upstream`` without a record mode (the ini keys are project
     defaults, never warned about), ``--dsh-accept-changed-requests`` without ``--snapshot-update``,
-    ``--snapshot-update`` with ``--dsh-record=rewrite`` or ``new_episodes`` (their plans win:
+    ``--snapshot-update`` with ``--dsh-record=rewrite``, ``new_episodes`` or ``changed`` (their plans win:
     :func:`~.recording.plan.plan_for`)."""
     ignored = config.getoption("dsh_ignore_event")
     if ignored:  # imported only then: a run without dsh options must not pay for the session package
@@ -172,18 +172,16 @@ def warn_inert_options(config: pytest.Config) -> None:
             stacklevel=2,
         )
     mode = record_mode(config)
-    if config.getoption("update_snapshots", default=False) and mode in (
-        RecordMode.REWRITE,
-        RecordMode.NEW_EPISODES,
-    ):
+    plans = {
+        RecordMode.REWRITE: "rewrite records every scenario again",
+        RecordMode.NEW_EPISODES: "new_episodes replays the recorded calls and appends the new ones",
+        RecordMode.CHANGED: "changed records each session again from its first changed call",
+    }
+    if config.getoption("update_snapshots", default=False) and mode in plans:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
                 f"--snapshot-update has no effect with --dsh-record={mode.value}: "
-                + (
-                    "rewrite records every scenario again"
-                    if mode is RecordMode.REWRITE
-                    else "new_episodes replays the recorded calls and appends the new ones"
-                )
+                + plans[mode]
                 + "; drop one of the two"
             ),
             stacklevel=2,

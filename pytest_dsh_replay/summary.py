@@ -47,6 +47,8 @@ class RunSummary:
         self.scenarios = 0  # scenario items that ran (the replay line is printed whenever any did)
         #: what the ``dsh_endpoint`` recordings of the run said they wrote, in the order the tests ended
         self.endpoint_notes: list[str] = []
+        #: ``--dsh-record=changed``: each scenario's lines of what it kept and re-recorded
+        self.changes: list[tuple[str, str]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect what items reported (also from xdist workers: reports carry ``user_properties``)."""
@@ -59,6 +61,7 @@ class RunSummary:
         self.scenarios += item.is_scenario
         if item.write is not None:
             self.write_status[item.write] = self.write_status.get(item.write, 0) + 1
+        self.changes += [(name, line) for line in item.changes]
         self.written += map(Path, item.written)
         self.removed += map(Path, item.removed)
         if item.replayed is not None and report.passed:
@@ -133,6 +136,8 @@ class RunSummary:
                 tr.write_line(f"removed unused fixture: {path}")
         for note in self.endpoint_notes:
             tr.write_line(f"dsh-replay endpoint (--dsh-record={record.value}): {note}")
+        for name, line in self.changes:
+            tr.write_line(f"dsh-replay scenario {name} (--dsh-record={record.value}): {line}")
         if self.write_status:  # an update or recording run ends with one line of counts
             what = " ".join(
                 ([f"--dsh-record={record.value}"] if record.records else [])

@@ -13,9 +13,10 @@ conversation a request belongs to from that history. The rules, in order (store-
 3. **Fork child** of C when the request shares with C a prefix that ends at a completed exchange (a
    ``turn/end``: an answer without tool calls) and then diverges: the child's seed is C's events through
    that ``turn/end`` (``seedLength``, store-and-fork.md §6).
-4. Anything else is a **new conversation**: a **spawn child** of the one conversation whose tool call is
-   open at that moment (it answered with tool calls whose results have not come back) when exactly one
-   is, else a **new root**.
+4. Anything else is a **new conversation**: a **spawn child** of a conversation whose tool call is open
+   at that moment (it answered with tool calls whose results have not come back), told by the call's id
+   in the request's history (a handoff), else by the call's argument text in its first user message,
+   else by being the only one (:func:`_infer_parent`); else a **new root**.
 
 Messages are compared by a key that ignores what clients do not echo back: reasoning blocks, a
 message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), a server tool's blocks
@@ -28,7 +29,8 @@ breaks ties between identical first requests when a replay binds.
 
 What the rules cannot tell apart: two conversations with the same system prompt and the same history
 (e.g. two children started with the same prompt) are interchangeable; a child started while two or more
-conversations have open tool calls is a root (name its parent with ``X-Dsh-Parent``); a conversation that
+conversations have open tool calls, that neither holds one of their calls nor its argument text, is a
+root (name its parent with ``X-Dsh-Parent``); a conversation that
 drops or rewrites earlier messages (client-side compaction) becomes a new conversation.
 """
 
@@ -296,13 +298,15 @@ class Binder:
             conv.busy = True
             return Binding(conv, "fork", at, messages[at:], fork)
         candidates: tuple[str, ...] = ()
+        handed: set[str] = set()
         if parent is None:
             open_ = [c for c in self._open.values() if not c.busy]
-            parent = open_[0] if len(open_) == 1 else None
-            candidates = tuple(c.id for c in open_) if len(open_) > 1 else ()
+            parent, candidates, handed = _infer_parent(open_, request.get("system", ""), messages)
         conv = self._create(request, "spawn" if parent else "root", parent, 0, name)
         conv.candidates = candidates
         self._extend(conv, messages)
+        if parent is not None and handed:  # the parent's calls got their results in the child's history
+            self._set_open(parent, tuple(c for c in parent.open_calls if c not in handed))
         conv.busy = True
         return Binding(conv, "spawn" if parent else "root", 0, messages)
 
@@ -402,6 +406,101 @@ class Binder:
             self._open[id(conv)] = conv
         else:
             self._open.pop(id(conv), None)
+
+
+def _infer_parent(
+    open_: Sequence[Conversation], system: str, messages: Sequence[Message]
+) -> tuple[Conversation | None, tuple[str, ...], set[str]]:
+    """The parent of a new conversation (rule 4) among ``open_``, the conversations whose tool calls are
+    open and that have no call in flight: ``(parent or None, candidates when it could not be told, the
+    parent's call ids whose results the child's history holds)``.
+
+    In order: the one whose open call the child's history holds (a handoff: the child was given the
+    call and its result); the one whose open call's argument text the child's first user message holds
+    (an agent run as a tool gets the call's ``input``, a delegating tool passes its prompt:
+    :func:`_argument_match`), when exactly one conversation holds the best match; the only one, unless
+    the child is its like (the same system prompt) that holds none of its calls' argument text while
+    they have some (another run of the same agent started meanwhile: a root); else none (a root, with
+    every open conversation as a candidate)."""
+    ids = {
+        str(b.get("toolCallId") if b.get("type") == "tool-result" else b.get("id"))
+        for m in messages
+        for b in m.get("content", [])
+        if b.get("type") in ("tool-result", "tool-call")
+    }
+    owners = [c for c in open_ if ids.intersection(c.open_calls)]
+    if len(owners) == 1:
+        return owners[0], (), ids.intersection(owners[0].open_calls)
+    if not open_:
+        return None, (), set()
+    text = next(
+        (
+            "".join(str(b.get("text", "")) for b in m.get("content", []) if b.get("type") == "text")
+            for m in messages
+            if m.get("role") == "user" and any(b.get("type") == "text" for b in m.get("content", []))
+        ),
+        "",
+    ).strip()
+    scores = {c.id: _argument_match(c, text) for c in open_}
+    best = max(scores.values())
+    winners = [c for c in open_ if scores[c.id] == best]
+    if best > (0, 0) and len(winners) == 1:
+        return winners[0], (), set()
+    if len(open_) == 1:
+        only = open_[0]
+        if best == (0, 0) and only.system == (system or "") and _argument_match(only, None) > (0, 0):
+            return None, (), set()  # its like, sharing none of its calls' text: a run of its own
+        return only, (), set()
+    return None, tuple(c.id for c in open_), set()
+
+
+#: the shortest argument text that counts when the child's message only contains it (not equals it)
+_MIN_CONTAINED = 4
+
+
+def _argument_match(conv: Conversation, text: str | None) -> tuple[int, int]:
+    """How well the child's first user message ``text`` holds the argument text of one of ``conv``'s
+    open tool calls: ``(2, length)`` for a string argument equal to it, ``(1, length)`` for one it
+    contains (at least :data:`_MIN_CONTAINED` characters), ``(0, 0)`` for none; the best of its calls.
+    ``text=None``: whether its calls have argument text that could be matched at all (``(1, length)``)."""
+    if text == "" or not conv.messages:
+        return (0, 0)
+    best = (0, 0)
+    for block in conv.messages[-1].get("content", []):
+        if block.get("type") != "tool-call" or str(block.get("id")) not in conv.open_calls:
+            continue
+        for leaf in _string_leaves(block.get("arguments")):
+            leaf = leaf.strip()
+            if text is None:
+                if len(leaf) >= _MIN_CONTAINED:
+                    best = max(best, (1, len(leaf)))
+            elif leaf == text:
+                best = max(best, (2, len(leaf)))
+            elif len(leaf) >= _MIN_CONTAINED and leaf in text:
+                best = max(best, (1, len(leaf)))
+    return best
+
+
+def _string_leaves(arguments: object) -> list[str]:
+    """The string values of tool-call arguments (a JSON object's, at any depth), or the arguments
+    themselves when they are a string that is not JSON."""
+    if not isinstance(arguments, str):
+        return []
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return [arguments]
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

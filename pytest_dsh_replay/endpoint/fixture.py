@@ -247,8 +247,8 @@ def endpoint_fixture(
     if run.write_mcp is not None:  # the MCP sessions of the run, kept with its conversations or not
         outcome.notes += run.write_mcp(thread.endpoint.masks_keep_mcp(outcome) if outcome.ok else None)
     served = thread.endpoint.recorded_calls_served()
-    if served:  # the report's "calls served", as a scenario's replay reports its own
-        request.node.user_properties += ItemReport(served=served).properties()
+    if served or outcome.rerecorded:  # the report's "calls served" and --dsh-record=changed's marks
+        request.node.user_properties += ItemReport(served=served, rerecorded=outcome.rerecorded).properties()
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
     fresh = [p for p in outcome.problems if p not in run.reported]

@@ -7,7 +7,8 @@ the answers. A recording endpoint forwards with the user's real key, so both are
 one aiohttp middleware that runs first on every route, before any body is read:
 
 * a request with an ``Origin`` header (browsers send it on every cross-origin POST, ``null`` from a
-  sandboxed frame or a file) that is not one of the allowed origins (``serve --allow-origin``,
+  sandboxed frame or a file, which is never allowed: :data:`OPAQUE_ORIGIN`) that is not one of the
+  allowed origins (``serve --allow-origin``,
   :attr:`~.server.EndpointConfig.allow_origins`; none by default). A browser request without
   ``Origin`` but with ``Sec-Fetch-Site: cross-site`` or ``same-site`` (a cross-site GET) is refused too;
 * a request whose ``Host`` header is not the address the endpoint listens on or ``localhost``, with
@@ -42,21 +43,32 @@ LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class OriginError(HarnessError):
-    """An origin given to allow is not an origin (``scheme://host[:port]``, or ``null``)."""
+    """An origin given to allow is not one (``scheme://host[:port]``), or is opaque (``null``)."""
 
     code = "ENDPOINT_ORIGIN"
 
 
+#: The serialization of an opaque origin (HTML, "serializing an origin"): what a browser sends as
+#: ``Origin`` from a sandboxed iframe, a ``file:``, ``data:`` or ``blob:`` page, or after a
+#: cross-origin redirect. Any page on any site can send it, so it names no one and is never allowed.
+OPAQUE_ORIGIN = "null"
+
+
 def normalize_origin(origin: str) -> str:
     """``origin`` as browsers send it: ``scheme://host[:port]`` lower-cased, without a default port
-    (``:80`` for http, ``:443`` for https) or a trailing ``/``; ``null`` as is.
+    (``:80`` for http, ``:443`` for https) or a trailing ``/``.
 
     Raises:
-        OriginError: not ``http(s)://host[:port]`` (a path, query, credentials) nor ``null``.
+        OriginError: not ``http(s)://host[:port]`` (a path, query, credentials), or the opaque origin
+            ``null`` (:data:`OPAQUE_ORIGIN`: any sandboxed iframe of any site sends it).
     """
     text = origin.strip()
-    if text == "null":
-        return text
+    if text.lower() == OPAQUE_ORIGIN:
+        raise OriginError(
+            f"{origin!r} is an opaque origin, not one that can be allowed: every sandboxed iframe, file: "
+            "or data: page of any site sends 'Origin: null', so allowing it would let any web page use the "
+            "endpoint; give the scheme://host[:port] your client sends"
+        )
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -115,10 +127,16 @@ class Guard:
         origin = ", ".join(origins) if origins else None  # two Origin headers are no origin
         allowed = len(origins) == 1 and self._origin_allowed(origins[0])
         if origin is not None and not allowed:
+            opaque = any(o.strip().lower() == OPAQUE_ORIGIN for o in origins)
+            how = (
+                "an opaque origin, sent by a sandboxed frame or a local file of any site, is never allowed"
+                if opaque
+                else f"allow an origin with {self.origin_flag}"
+            )
             return (
                 "ENDPOINT_ORIGIN_REFUSED",
                 f"dsh-replay endpoint: refused a request from origin {origin!r}: the endpoint serves the "
-                f"programs on this machine, not web pages (allow an origin with {self.origin_flag})",
+                f"programs on this machine, not web pages ({how})",
             )
         site = str(headers.get("Sec-Fetch-Site", "")).lower()
         if site in _CROSS_SITE and not allowed:
@@ -190,4 +208,4 @@ def middleware(guard: Guard) -> Any:
     return guarded
 
 
-__all__ = ["LOOPBACK_NAMES", "Guard", "OriginError", "middleware", "normalize_origin"]
+__all__ = ["LOOPBACK_NAMES", "OPAQUE_ORIGIN", "Guard", "OriginError", "middleware", "normalize_origin"]

@@ -61,6 +61,12 @@ class ConversationLog(Struct):
     #: the names of the tool calls :meth:`close` found unanswered (the last answer asked for them and no
     #: request sent their results: the agent stopped mid-turn, or asked only this)
     unanswered: list[str] = field(default_factory=list)
+    #: how many of the first request's messages the seed holds (:meth:`seeded`): the first
+    #: :meth:`begin_call` writes only the rest
+    seed_messages: int = 0
+    #: call id -> ``(tool-result block, child id)``: results of this log's open tool calls that a child's
+    #: first request carried in its history (a handoff: :meth:`handed_off`)
+    handed: dict[str, tuple[Mapping[str, Any], str]] = field(default_factory=dict)
 
     def _append(self, kind: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.session.append(kind, data, **kw))
@@ -94,6 +100,8 @@ class ConversationLog(Struct):
             else:  # the same request again (a retry): the failed attempt is not recorded
                 self.held = None
                 retry = True
+        if self.seed_messages:  # the history the session was seeded with is written already
+            delta, self.seed_messages = delta[self.seed_messages :], 0
         self._pending_delta += delta
         self._pending_chunks = []
         self.in_call = True
@@ -130,31 +138,32 @@ class ConversationLog(Struct):
 
     def _write_begin(self, delta: Sequence[Message]) -> None:
         """Write a request's new messages, then ``step/start`` of its model call."""
-        for message in delta:
+        self._write_messages(delta)
+        self._end_step()
+        if not self.turn_open:
+            self._open_turn({"kind": "continuation"})
+        self.step += 1
+        self.step_open = True
+        self._append("step/start", {"turn": self.turn, "step": self.step})
+        self._chunk_seqs = []
+
+    def _write_messages(self, messages: Sequence[Message]) -> None:
+        """Write request messages: user messages, tool results (paired with the ``tool/call`` they
+        answer), and assistant messages the client wrote itself (history never served here: an
+        ``assistant/message`` with its ``tool/call`` events, outside any step: no model call made it)."""
+        for message in messages:
             blocks = list(message.get("content", []))
             role = message.get("role")
             if role == "user" and blocks and all(b.get("type") == "tool-result" for b in blocks):
                 for block in blocks:
-                    call_id = str(block.get("toolCallId", ""))
-                    seq = self.call_seqs.pop(call_id, None)
-                    if seq is None or not self.step_open:  # a result of a call this log never saw
-                        self._user_message([block])
-                        continue
-                    self._append(
-                        "tool/result",
-                        {
-                            "turn": self.turn,
-                            "step": self.step,
-                            "callId": call_id,
-                            "content": list(block.get("content") or []),
-                            "isError": bool(block.get("isError", False)),
-                        },
-                        surface_op="append",
-                        source_event_seqs=[seq],
-                    )
-            elif role == "assistant":  # history the client wrote itself (never served here)
+                    if str(block.get("toolCallId", "")) not in self.call_seqs:
+                        self._user_message([block])  # a result of a call this log never saw
+                    else:
+                        self._tool_result(block)
+            elif role == "assistant":
                 if not self.turn_open:
                     self._open_turn({"kind": "continuation"})
+                self._end_step()
                 self._append(
                     "assistant/message",
                     {"turn": self.turn, "step": self.step, "content": blocks},
@@ -163,13 +172,44 @@ class ConversationLog(Struct):
                 self._tool_calls(blocks)
             else:
                 self._user_message(blocks)
-        self._end_step()
-        if not self.turn_open:
-            self._open_turn({"kind": "continuation"})
-        self.step += 1
-        self.step_open = True
-        self._append("step/start", {"turn": self.turn, "step": self.step})
-        self._chunk_seqs = []
+
+    def _tool_result(self, block: Mapping[str, Any]) -> None:
+        """The ``tool/result`` of a pending call (``block``: a ``tool-result`` block)."""
+        call_id = str(block.get("toolCallId", ""))
+        seq = self.call_seqs.pop(call_id)
+        self.handed.pop(call_id, None)
+        self._append(
+            "tool/result",
+            {
+                "turn": self.turn,
+                "step": self.step,
+                "callId": call_id,
+                "content": list(block.get("content") or []),
+                "isError": bool(block.get("isError", False)),
+            },
+            surface_op="append",
+            source_event_seqs=[seq],
+        )
+
+    def seeded(self, history: Sequence[Message]) -> list[Any]:
+        """The seed events of a conversation whose first request already holds history (its messages
+        through the last assistant message and the tool results right after it, :func:`history_length`):
+        written into this log's (unattached) session as :meth:`_write_messages` writes them, so the
+        real session is created with them as its seed and a ``session/end-seed`` after them (events.md
+        §8-§9: a bare seeded create; no ``seedLength``, which is fork lineage only). This log's state
+        (turn, open calls) is then the one the real session's log starts from."""
+        self._write_messages(history)
+        self.seed_messages = len(history)
+        return list(self.session.events)
+
+    def handed_off(self, block: Mapping[str, Any], child: str) -> None:
+        """A child conversation's first request carried the result of this log's open tool call
+        ``block["toolCallId"]`` in its history: the conversation was handed over (an openai-agents
+        handoff, a supervisor's transfer). Written as the call's ``tool/result`` unless this
+        conversation sends the result itself later (:meth:`close`)."""
+        call_id = str(block.get("toolCallId", ""))
+        if call_id in self.call_seqs:
+            self.handed[call_id] = (block, child)
 
     def _user_message(self, blocks: list[Any]) -> None:
         if self.step_open:
@@ -232,6 +272,11 @@ class ConversationLog(Struct):
         repairs a crashed one, so the written log passes ``validate`` (persistence.md §3: a
         ``tool/result`` per pending call, ``step/end``, ``turn/end`` ``interrupted``)."""
         self.settle()
+        if self.handed and self.turn_open and not self.in_call:
+            for block, _child in list(self.handed.values()):
+                self._tool_result(block)
+            if not self.call_seqs:  # every call's result went on in the child: this turn is done
+                self._end_turn({"kind": "completed"}, None)
         names = {
             str(e["data"].get("callId")): str(e["data"].get("name", ""))
             for e in self.session.events
@@ -256,6 +301,39 @@ class ConversationLog(Struct):
             reason["code"] = code
         self._end_turn(reason, None)
         self.call_seqs.clear()
+        self.handed.clear()
+
+
+def history_length(messages: Sequence[Message]) -> int:
+    """How many of a new conversation's first messages are history it was given (a handoff, a resumed
+    conversation): those through its last assistant message and the tool results right after it; 0
+    when it has no assistant message. The rest (a new user message) is the conversation's own."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if last < 0:
+        return 0
+    end = last + 1
+    while end < len(messages) and _only_results(messages[end]):
+        end += 1
+    return end
+
+
+def handoff_results(history: Sequence[Message]) -> list[Mapping[str, Any]]:
+    """The ``tool-result`` blocks of a history (a child's first request): those answering its parent's
+    open calls are the parent's results, handed over with the conversation."""
+    return [
+        b
+        for m in history
+        if m.get("role") == "user"
+        for b in m.get("content", [])
+        if b.get("type") == "tool-result"
+    ]
+
+
+def _only_results(message: Message) -> bool:
+    blocks = message.get("content", [])
+    return (
+        message.get("role") == "user" and bool(blocks) and all(b.get("type") == "tool-result" for b in blocks)
+    )
 
 
 def answer_content(assembler: BlockAssembler) -> list[Any]:
@@ -315,6 +393,15 @@ class UpstreamError(LlmError):
         self.retry_headers = retry_headers
 
 
+class UnreadableAnswer(LlmError):
+    """An upstream answer that cannot be read as sent (code ``BAD_RESPONSE``, status 502): a line of its
+    event stream that is not UTF-8. What came before it was decoded, the rest cannot be: the call is
+    a failed one, and its conversation is left out of the recording (no half-decoded answer is kept)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "BAD_RESPONSE", 502)
+
+
 def transient(exc: BaseException) -> bool:
     """Whether a failed upstream call is one a client retries: a 408, 409, 429 or 5xx answer, a
     connection refused or cut, an error event in the stream (the SDKs' rule for statuses)."""
@@ -341,7 +428,8 @@ class UpstreamModel:
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
     object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
     (the message says what the upstream must answer), that is not the format's answer, or whose body
-    does not decode as its ``Content-Encoding`` says, ``CONNECTION`` when the upstream cannot be reached
+    does not decode as its ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that
+    is not UTF-8), ``CONNECTION`` when the upstream cannot be reached
     or cuts its answer off, ``CANCELLED`` (503) for a call
     :meth:`cancel` ended.
     """
@@ -442,7 +530,15 @@ class UpstreamModel:
                 else:
                     event_data: list[str] = []
                     async for raw in response.content:
-                        line = raw.decode("utf-8").rstrip("\r\n")
+                        try:
+                            line = raw.decode("utf-8").rstrip("\r\n")
+                        except UnicodeDecodeError as exc:
+                            # the byte's value and place only: the line may hold anything
+                            raise UnreadableAnswer(
+                                f"upstream {url} sent a line of its event stream that is not UTF-8 (byte "
+                                f"0x{raw[exc.start]:02x} at offset {exc.start} of the line, after {events} "
+                                "event(s)): its answer cannot be read, so it is not recorded"
+                            ) from None
                         if line.startswith("data:"):
                             event_data.append(line[5:].removeprefix(" "))
                             continue
@@ -652,8 +748,26 @@ class Recorder:
             meta: dict[str, Any] = {}
             if conv.parent is not None:
                 meta["parentSession"] = conv.parent
-            session = self.store.create(conv.id, meta=cast(Any, meta) or None)
-            log = ConversationLog(session)
+            history = binding.delta[: history_length(binding.delta)]
+            if history:  # seeded with the history it was given (events.md §9)
+                scratch = ConversationLog(Session(conv.id))
+                seed = scratch.seeded(history)
+                session = self.store.create(conv.id, seed=seed, meta=cast(Any, meta) or None)
+                log = ConversationLog(
+                    session,
+                    turn=scratch.turn,
+                    step=scratch.step,
+                    turn_open=scratch.turn_open,
+                    call_seqs=dict(scratch.call_seqs),
+                    seed_messages=scratch.seed_messages,
+                )
+            else:
+                session = self.store.create(conv.id, meta=cast(Any, meta) or None)
+                log = ConversationLog(session)
+            parent_log = self.logs.get(conv.parent) if conv.parent is not None else None
+            if parent_log is not None:
+                for block in handoff_results(history):
+                    parent_log.handed_off(block, conv.id)
         self.logs[conv.id] = log
         return log
 
@@ -698,6 +812,8 @@ __all__ = [
     "UpstreamModel",
     "answer_content",
     "first_request_keys",
+    "handoff_results",
+    "history_length",
     "remove_temp_stores",
     "stale_temp_stores",
     "transient",

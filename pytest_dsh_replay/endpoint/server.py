@@ -16,6 +16,9 @@ One :class:`Endpoint` serves one recording directory in one record mode:
   conversation's session records it; :meth:`Endpoint.stop` writes the directory with the one writer.
 * **episodes** (``new_episodes`` with a recording): recorded calls replayed, the rest forwarded, all
   written.
+* **changed** (``changed`` with a recording): each conversation replayed while its requests match, and
+  forwarded from its first request that differs (:class:`~..recording.models.ChangedModel`); written
+  as ``rewrite`` writes, so a conversation that matched throughout keeps its bytes.
 
 Aiohttp was measured against starlette + uvicorn with the openai SDK as the client (a 100-chunk stream,
 300 calls): p50 42-44 ms vs 45-46 ms, p99 90-107 ms vs 112-125 ms (the SDK's own parsing dominates); it
@@ -66,7 +69,7 @@ from ..layout import (
     mcp_log_match,
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
-from ..llm.secrets import MIN_SECRET_LENGTH
+from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
@@ -82,6 +85,7 @@ from .record import (
     ConversationLog,
     Recorder,
     RecordResult,
+    UnreadableAnswer,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -183,7 +187,6 @@ class EndpointConfig(Struct):
         set_aside_relays: a run whose conversations are not written moves the MCP sessions separate
             ``dsh-replay mcp`` relays recorded into the directory meanwhile out of it (``serve``;
             ``Endpoint._set_aside_mcp``); the fixture joins its ``dsh_mcp`` relays' sessions itself.
-        match_on_flag: how the caller checks only the conversation, as a red report's advice names it.
         mask_flag: the one option a red report's mask proposal is spelled with (``serve``'s ``--mask``);
             ``None``: every spelling, pytest's first.
         key_holder: the process whose environment the upstream key is read from, as messages name it
@@ -213,7 +216,6 @@ class EndpointConfig(Struct):
     accept_flag: str = "EndpointConfig(record_on_error=True)"
     stopped_is_problem: bool = False
     set_aside_relays: bool = False
-    match_on_flag: str = "--dsh-match-on messages (ini dsh_match_on; dsh-replay serve --match-on messages)"
     key_holder: str = "the test process"
     mask_flag: str | None = None
 
@@ -227,6 +229,8 @@ class EndpointOutcome(Struct):
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -282,7 +286,8 @@ def _has_recording(directory: Path) -> bool:
 
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
-    with a recording), ``EPISODES`` (``new_episodes`` with one) or ``RECORD`` (module doc)."""
+    with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
+    ``RECORD`` (module doc)."""
     return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
 
 
@@ -334,16 +339,53 @@ class Endpoint:
         self.in_flight = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
+        #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
+        self.unrouted: list[str] = []
+        self.unrouted_count = 0
         self._runner: Any = None
         self.mcp: Any = None
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
 
+    # -- requests no route takes -----------------------------------------------------------------
+
+    async def _route_errors(self, request: Any, handler: Any) -> Any:
+        """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not
+        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it."""
+        from aiohttp import web
+
+        try:
+            return await handler(request)
+        except web.HTTPMethodNotAllowed as exc:
+            body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
+            headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
+        except web.HTTPNotFound:
+            body, status = route_error(request.method, request.path)
+            headers = dict(_NO_RETRY)
+        self.unrouted_count += 1
+        if len(self.unrouted) < 3:
+            self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
+        body_bytes = orjson.dumps(body)
+        return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
+
+    def _nothing_arrived(self) -> str:
+        """The note of a recording run no model request reached: the requests no route took, if any
+        came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
+        directory = self.config.directory
+        if not self.unrouted_count:
+            return f"no request arrived: nothing recorded into {directory}"
+        more = self.unrouted_count - len(self.unrouted)
+        return (
+            f"no model request arrived, {self.unrouted_count} request(s) to paths the endpoint does not "
+            f"serve did ({', '.join(self.unrouted)}{f', and {more} more' if more > 0 else ''}; each was "
+            f"answered 404/405 naming what it serves): nothing recorded into {directory}"
+        )
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        from ..recording.models import EpisodeModel, WatchedModel, secret_scrubber
+        from ..recording.models import ChangedModel, EpisodeModel, WatchedModel, secret_scrubber
         from ..recording.scrub import request_scrub
         from ..replay import ReplayModel, load_session_scripts
 
@@ -385,7 +427,7 @@ class Endpoint:
             self.upstream = UpstreamModel(base_url, {path: key for path, (_env, key) in self.keys.items()})
             self.watched = WatchedModel(self.upstream)
             self.recorder = Recorder(config.backend, cwd=self.cwd)
-        if self.plan in (Plan.REPLAY, Plan.EPISODES):
+        if self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED):
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
@@ -408,10 +450,9 @@ class Endpoint:
                 scrub=request_scrub(self.scrubber),
                 rerecord=rerecord,
                 subject=config.subject,
-                # the endpoint's pins are what the client sent: re-recording or a narrower check are
-                # its ways out (it has no --snapshot-update and no match_on= keyword)
-                pin_refresh="re-record it (command above), or check only the conversation with "
-                + config.match_on_flag,
+                episodes=f"{config.record_flag}=new_episodes",
+                # the endpoint's pins are what the client sent: re-recording is its way out (it has no
+                # --snapshot-update that would keep the recorded answers)
                 # a client sends any request at any time: one that matches no recorded conversation
                 # is refused without taking one, so the right request after it is still served
                 bind_unmatched=False,
@@ -429,8 +470,15 @@ class Endpoint:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
             self.model = EpisodeModel(self.replay, self.watched)
+        elif self.plan is Plan.CHANGED:
+            self.model = ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
         else:
             self.model = self.watched
+
+    def _parent_of(self, conversation_id: str) -> str | None:
+        """The parent conversation's live id of a spawn or fork child (``None``: a root)."""
+        conv = self.binder.by_id(conversation_id)
+        return conv.parent if conv is not None else None
 
     def _upstream_keys(self) -> dict[str, tuple[str, str | None]]:
         """Format path -> ``(variable, key)``: the key sent upstream with a call of that format, and the
@@ -475,7 +523,11 @@ class Endpoint:
         from aiohttp import web
 
         # the guard first: a request it refuses reaches no route and no body is read
-        middlewares = [guard_middleware(guard), web.middleware(_route_errors)]
+        # a plain function: aiohttp marks a middleware by setting an attribute, which a bound method refuses
+        middlewares = [
+            guard_middleware(guard),
+            web.middleware(lambda request, handler: self._route_errors(request, handler)),
+        ]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         for path, fmt in FORMATS.items():
             app.router.add_post(path, self._handler(fmt))
@@ -625,7 +677,7 @@ class Endpoint:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
             else:
-                outcome.notes.append(f"no request arrived: nothing recorded into {directory}")
+                outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
@@ -684,7 +736,7 @@ class Endpoint:
         target.mkdir(parents=True, exist_ok=True)
         where = target.resolve()
         entries = dict(self.watched.entries)
-        if self.replay is not None:  # a replayed call of new_episodes: its recorded entry, in order
+        if self.replay is not None:  # a replayed call (new_episodes, changed): its recorded entry, in order
             for key, index in self.replay.bound.items():
                 served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
                 entries[key] = [*served, *entries.get(key, [])]
@@ -705,6 +757,12 @@ class Endpoint:
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
         )
+        # --record changed: what each conversation kept and re-recorded (recording.models.ChangedModel)
+        changes = self.model.summary() if self.plan is Plan.CHANGED else []
+        if self.plan is Plan.CHANGED:
+            outcome.rerecorded = self.model.rerecorded(
+                {log.id: log_name(i) for i, log in enumerate(result.logs)}
+            )
         if why:
             aside = await self._set_aside_mcp(target)
             outcome.notes.append(
@@ -718,12 +776,20 @@ class Endpoint:
                     instead=instead,
                 )
             )
-            outcome.notes += aside
+            outcome.notes += [*changes, *aside]
             return
-        outcome.notes.append(
-            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s) into {directory} "
-            f"({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+        upstream = sum(map(len, self.watched.requests.values()))
+        # a new_episodes run replays part of its requests: say which went to the provider
+        sent = (
+            f": {outcome.calls - upstream} replayed, {upstream} sent upstream"
+            if upstream != outcome.calls
+            else ""
         )
+        outcome.notes.append(
+            f"recorded {len(result.logs)} conversation(s) from {outcome.calls} request(s){sent} into "
+            f"{directory} ({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+        )
+        outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
         if (directory / KEPT_DIR).is_dir():
@@ -1072,10 +1138,12 @@ class Endpoint:
                 )
             if not live:
                 pass
-            elif isinstance(exc, LlmError) and (
-                exc.code == "AUTH" or (exc.code == "CONNECTION" and not received)
+            elif isinstance(exc, UnreadableAnswer) or (
+                isinstance(exc, LlmError)
+                and (exc.code == "AUTH" or (exc.code == "CONNECTION" and not received))
             ):
-                # no answer of the agent's model: nothing of this conversation to record
+                # no answer of the agent's model (or one that cannot be read whole): nothing of this
+                # conversation to record
                 self.failed_conversations[conv.id] = message
             elif isinstance(exc, LlmError):  # recorded as it happened, until a retry of it is answered
                 self.errored_conversations[conv.id] = message
@@ -1093,12 +1161,22 @@ class Endpoint:
                 self.binder.failed(conv)
             return message, code, status
 
+        # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
+        # a secret split over two chunks is found whole, a chunk holding none is sent at once
+        client = StreamScrubber(self.scrubber) if live else None
+
+        def to_client(chunk: StreamChunk | None) -> list[Any]:
+            if client is None:
+                return [chunk] if chunk is not None else []
+            return client.feed(chunk) if chunk is not None else client.close()
+
         if not fmt.wants_stream(body):
-            chunks: list[StreamChunk] = []
+            chunks: list[Any] = []
             try:
                 async for chunk in stream:
-                    chunks.append(chunk)
+                    chunks += to_client(chunk)
                     took(chunk)
+                chunks += to_client(None)
                 whole = fmt.encode_whole(chunks, model=model_name, response_id=response_id, body=body)
             except Exception as exc:
                 return self._error(fmt, *failed(exc), *retry)
@@ -1120,10 +1198,12 @@ class Endpoint:
         try:
             if first is not None:
                 took(first)
-                pending += encoder.feed(first)
+                for sent in to_client(first):
+                    pending += encoder.feed(sent)
                 async for chunk in stream:
                     took(chunk)
-                    pending += encoder.feed(chunk)
+                    for sent in to_client(chunk):
+                        pending += encoder.feed(sent)
                     if response is not None and pending:
                         await response.write(b"".join(pending))
                         pending = []
@@ -1131,8 +1211,12 @@ class Endpoint:
             message, code, _status = failed(exc)
             if isinstance(exc, ConnectionError):
                 return response  # nobody to send the rest to
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             pending += encoder.error(message, code)
         else:
+            for sent in to_client(None):
+                pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
@@ -1157,23 +1241,6 @@ class Endpoint:
         if log is not None:
             log.end_call(assembler, len(conv.messages) + 1)
         self.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
-
-
-async def _route_errors(request: Any, handler: Any) -> Any:
-    """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not aiohttp's
-    plain-text 404/405."""
-    from aiohttp import web
-
-    try:
-        return await handler(request)
-    except web.HTTPMethodNotAllowed as exc:
-        body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
-        headers = {**_NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
-    except web.HTTPNotFound:
-        body, status = route_error(request.method, request.path)
-        headers = dict(_NO_RETRY)
-    body_bytes = orjson.dumps(body)
-    return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
 
 
 class _RefusedRequestLine(logging.Filter):

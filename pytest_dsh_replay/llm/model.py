@@ -61,11 +61,13 @@ class RunContext(Struct, frozen=True):
         rank: live session id -> its creation rank (the recording's harvest order), or ``None``.
         live_ids: every live session id of the run so far (the request check tokenizes them).
         cwd: the run's cwd (tokenized as ``{{cwd}}`` on the live side of the request check).
+        parent: live session id -> its parent's live id (``None``: a root or unknown); ``None``: not told.
     """
 
     rank: BindOrder
     live_ids: Callable[[], Iterable[str]]
     cwd: str
+    parent: Callable[[str], str | None] | None = None
 
 
 @runtime_checkable

@@ -50,6 +50,7 @@ __all__ = [
     "SecretConfigError",
     "SecretLeakError",
     "SecretScrubber",
+    "StreamScrubber",
     "assert_clean",
     "block_pieces",
     "environment_secrets",
@@ -921,6 +922,189 @@ class SecretScrubber:
                 line=leak.line,
                 kind=leak.kind,
             )
+
+
+#: How many characters of a block already sent stay visible to the matching of its next delta
+#: (:class:`StreamScrubber`): the left context of lookbehinds and word boundaries, and the head of a
+#: pattern match (``Bearer ``, ``https://user:``) whose secret part starts in the new text.
+STREAM_CONTEXT = 64
+
+
+#: What a partial match of a default pattern with a secret group holds before that group can begin.
+_PARTIAL_NEEDLES = {
+    DEFAULT_PATTERNS[1]: "bearer",
+    DEFAULT_PATTERNS[2]: "authorization",
+    DEFAULT_PATTERNS[3]: "://",
+}
+
+
+class _Held(Struct):
+    """The text of one block held back from a client (a possible secret's beginning) and the delta
+    chunk it came in, whose other fields the held text is sent with."""
+
+    key: Any
+    text: str
+    chunk: Any
+
+
+class StreamScrubber:
+    """Scrubs model chunks on their way to a client, as they come (the endpoint's answers while it
+    records: docs/endpoint-safety.md, "Your key never reaches a client").
+
+    A delta (``text-delta``/``reasoning-delta`` ``text``, ``tool-call-delta`` ``argumentsDelta``) is
+    matched together with the end of its block already sent (:data:`STREAM_CONTEXT`), so a secret split
+    over two deltas is found whole; what it sends is its text up to the earliest place where a secret
+    may have begun without being complete yet, the rest is held back and sent with the block's next
+    delta (or before any other chunk, or at :meth:`close`). That place is, in order of what is checked:
+
+    * a suffix that is a proper prefix of a literal secret (the key, in every spelling);
+    * the start of a pattern's secret part (group 1, else the match) in a match that reaches the end of
+      the text, complete (``sk-`` followed by more key characters may go on) or partial (the ``regex``
+      module's partial matching: ``sk-ab`` at the end);
+
+    so a delta that ends in ordinary text is sent whole at once, and one that ends in ``s`` (possibly
+    ``sk-...``) waits for the next one only with that ``s``. Any other chunk has every string in it
+    scrubbed whole (:meth:`SecretScrubber.scrub_fixed`). Chunks keep their order: held text is sent
+    before any chunk of another block.
+
+    A pattern the ``regex`` module does not compile has no partial matching: its secret is still
+    scrubbed when a delta holds it whole, or its start.
+    """
+
+    def __init__(self, scrubber: SecretScrubber) -> None:
+        import regex  # type: ignore[import-untyped]  # no stubs; used through Any
+
+        self._scrubber = scrubber
+        self._spellings = sorted({s for secret in scrubber.secrets for s in _spellings(secret)})
+        #: (pattern, needle): a partial match at the end of a delta holds it back from its start when
+        #: it holds the needle (lower-cased): a default pattern's secret part (its group 1) cannot have
+        #: begun before (``Bear`` at a delta's end is sent; ``https://bob:hun`` waits). The ``regex``
+        #: module gives no group span of a partial match, so another pattern's is held from its start.
+        self._partials: list[tuple[Any, str]] = []
+        for pattern in scrubber.patterns:
+            try:
+                compiled = regex.compile(pattern)
+            except (regex.error, ValueError):
+                continue
+            self._partials.append((compiled, _PARTIAL_NEEDLES.get(pattern, "")))
+        self._held: _Held | None = None
+        #: block key -> the end of its text sent so far (unscrubbed: the matching's left context)
+        self._sent: dict[Any, str] = {}
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[Any]:
+        """The chunks to send for ``chunk`` now (none, it, or held text of a block first)."""
+        ctype = chunk.get("type")
+        field = DELTA_FIELDS.get(ctype) if type(ctype) is str else None
+        delta = chunk.get(field) if field is not None else None
+        if field is None or not isinstance(delta, str):
+            return [*self.close(), self._scrub_value(chunk)]
+        key = (_hashable(chunk.get("index")), field)
+        out: list[Any] = []
+        held = ""
+        if self._held is not None:
+            if self._held.key == key:
+                held = self._held.text
+                self._held = None
+            else:
+                out += self.close()
+        context = self._sent.get(key, "")
+        whole = context + held + delta
+        base = len(context)
+        spans = (
+            _merge((a, b) for a, b, _k in self._scrubber._plain_spans(whole))
+            if self._scrubber.has_secret(whole)
+            else []
+        )
+        cut = self._hold_from(whole, base, spans)
+        sent = self._scrubbed(whole, base, cut, spans)
+        self._sent[key] = whole[:cut][-STREAM_CONTEXT:]
+        if cut < len(whole):
+            self._held = _Held(key, whole[cut:], chunk)
+        others = [k for k in chunk if k not in ("type", "index", field)]
+        if sent or others or not delta:  # an empty delta as it came; a held one with nothing else waits
+            out.append(self._with(chunk, field, sent))
+        return out
+
+    def close(self) -> list[Any]:
+        """The held text (of the one block holding some), scrubbed as it stands: the stream ended, or a
+        chunk of something else comes next."""
+        held, self._held = self._held, None
+        if held is None:
+            return []
+        _index, field = held.key
+        context = self._sent.get(held.key, "")
+        whole = context + held.text
+        spans = (
+            _merge((a, b) for a, b, _k in self._scrubber._plain_spans(whole))
+            if self._scrubber.has_secret(whole)
+            else []
+        )
+        self._sent[held.key] = whole[-STREAM_CONTEXT:]
+        sent = self._scrubbed(whole, len(context), len(whole), spans)
+        # the held chunk's other fields went out with its sent part already (a tool call's name once)
+        out = {k: v for k, v in held.chunk.items() if k != "name"}
+        out[field] = sent
+        return [out]
+
+    def _hold_from(self, whole: str, base: int, spans: Sequence[tuple[int, int]]) -> int:
+        """Where the text to hold back starts in ``whole`` (``len(whole)``: nothing held)."""
+        end = cut = len(whole)
+        for spelling in self._spellings:
+            # the longest suffix that is a proper prefix of the spelling: the first candidate position
+            first = spelling[0]
+            position = whole.find(first, max(base, end - len(spelling) + 1))
+            while position != -1:
+                if spelling.startswith(whole[position:]):
+                    cut = min(cut, position)
+                    break
+                position = whole.find(first, position + 1)
+        lowered = ""
+        for compiled, needle in self._partials:
+            if needle:
+                # held only once the needle is in it: no needle in the text, no hold (the common case)
+                lowered = lowered or whole.lower()
+                if needle not in lowered:
+                    continue
+                start = 0
+            else:
+                # a partial match begun in the text sent was a partial match at that delta's end too,
+                # so it was held: only the held and new text can begin one (the sent text is the
+                # lookbehind's context)
+                start = base
+            for match in compiled.finditer(whole, pos=start, partial=True):
+                if match.end() != end or match.end() == match.start():
+                    continue
+                if not needle or needle in match.group().lower():
+                    cut = min(cut, match.start())
+        for start, stop in spans:
+            if stop == end or start < cut < stop:  # a match at the end may go on; never cut one in two
+                cut = min(cut, start)
+        return max(cut, base)
+
+    def _scrubbed(self, whole: str, base: int, cut: int, spans: Sequence[tuple[int, int]]) -> str:
+        """``whole[base:cut]`` with every secret span in it replaced (a span begun in the text sent
+        before is replaced from ``base`` on)."""
+        clipped = [(max(a, base) - base, min(b, cut) - base) for a, b in spans if b > base and a < cut]
+        text = whole[base:cut]
+        return _rewrite([text], clipped)[0] if clipped else text
+
+    @staticmethod
+    def _with(chunk: Mapping[str, Any], field: str, text: str) -> dict[str, Any]:
+        out = dict(chunk)
+        out[field] = text
+        return out
+
+    def _scrub_value(self, value: Any) -> Any:
+        """``value`` with every string in it scrubbed whole (a copy only where something changed)."""
+        if isinstance(value, str):
+            return self._scrubber.scrub_fixed(value) if self._scrubber.has_secret(value) else value
+        if isinstance(value, dict):
+            items = {k: self._scrub_value(v) for k, v in value.items()}
+            return value if all(items[k] is value[k] for k in value) else items
+        if isinstance(value, list):
+            members = [self._scrub_value(v) for v in value]
+            return value if all(a is b for a, b in zip(members, value, strict=True)) else members
+        return value
 
 
 def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list[str]:

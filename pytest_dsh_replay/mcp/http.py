@@ -36,7 +36,16 @@ from ..httpbody import (
 )
 from ..modes import RecordMode
 from .log import INVALID_REQUEST, answer_id, is_request, message_problem
-from .relay import McpConfig, McpRelay, quote_json, sessions_unchanged, unused_sessions, write_sessions
+from .relay import (
+    RELAY_ERROR,
+    McpConfig,
+    McpHandOver,
+    McpRelay,
+    quote_json,
+    sessions_unchanged,
+    unused_sessions,
+    write_sessions,
+)
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
 FORWARDED = (
@@ -168,6 +177,7 @@ class HttpRelays:
                 masks=self.masks,
             )
         )
+        relay.can_hand_over = bool(server.url)  # --record changed: the server is asked from the first change
         relay.start()
         server.relays.append(relay)
         return relay
@@ -234,8 +244,21 @@ class HttpRelays:
             sid = f"dsh-{uuid.uuid4().hex}"
             server.by_session[sid] = relay
         out: list[dict[str, Any]] = []
-        for message in messages:
-            out += relay.replay(message)
+        for i, message in enumerate(messages):
+            try:
+                out += relay.replay(message)
+            except McpHandOver as exc:  # --record changed: the rest of the session goes to the server
+                if out:  # a batch whose earlier members were answered from the recording
+                    text = relay.problem(
+                        f"{exc.why}: a changed request in a batch after replayed ones cannot be handed over; "
+                        "send it alone, or re-record the session",
+                        "MCP_CALL_MISMATCH",
+                    )
+                    return _error_response(_first_id(messages), RELAY_ERROR, f"dsh-replay mcp: {text}", 400)
+                failed = await self._hand_over(server, relay, exc.why, sid)
+                if failed is not None:
+                    return _error_response(_first_id(messages), RELAY_ERROR, f"dsh-replay mcp: {failed}", 502)
+                return await self._forward(server, relay, method, request, messages[i:])
         headers = {SESSION_HEADER: sid} if sid else {}
         invalid = [m for m in messages if message_problem(m) is not None]
         if not invalid and not any(isinstance(m, dict) and is_request(m) for m in messages):
@@ -250,16 +273,52 @@ class HttpRelays:
         events = b"".join(b"event: message\ndata: " + orjson.dumps(m) + b"\n\n" for m in out)
         return web.Response(body=events, headers={**headers, "Content-Type": "text/event-stream"})
 
+    def _http(self) -> Any:
+        """The one HTTP client of the relays (made on first use)."""
+        import aiohttp
+
+        if self._client is None:
+            self._client = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=self.timeout)
+            )
+        return self._client
+
+    async def _hand_over(self, server: _Server, relay: McpRelay, why: str, sid: str | None) -> str | None:
+        """``changed``: start a session of the server for a replayed one whose request ``why`` differs: the
+        session's earlier client messages are posted to it (their answers not forwarded: the client had
+        the recorded ones), its session id is taken for the client's (``sid``, the one the replay gave).
+        Returns the problem's text when the server did not catch up, else ``None``."""
+        import aiohttp
+
+        earlier = relay.hand_over(why)
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        try:
+            for message in earlier:
+                if relay.upstream_sid is not None:
+                    headers[SESSION_HEADER] = relay.upstream_sid
+                async with self._http().post(
+                    server.url, data=orjson.dumps(message), headers=headers
+                ) as answer:
+                    await answer.read()
+                    if answer.status >= 400:
+                        raise aiohttp.ClientError(f"HTTP {answer.status}")
+                    relay.upstream_sid = answer.headers.get(SESSION_HEADER, relay.upstream_sid)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return relay.problem(
+                f"--record changed: the server {server.url} was sent the session's {len(earlier)} earlier "
+                f"message(s) to catch up and failed ({exc})",
+                "MCP_SERVER_START",
+            )
+        relay.client_sid = sid
+        return None
+
     async def _forward(
         self, server: _Server, relay: McpRelay, method: str, request: Any, messages: list[Any]
     ) -> Any:
         import aiohttp
         from aiohttp import web
 
-        if self._client is None:
-            self._client = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=self.timeout)
-            )
+        client = self._http()
         # a message its replay refuses is refused as it would be (400), and nothing of the body forwarded
         refused = [answer for m in messages if (answer := relay.refusal(m)) is not None]
         if refused:
@@ -271,13 +330,18 @@ class HttpRelays:
         for message in messages:
             relay.from_client(message)
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
+        if relay.upstream_sid is not None:  # a session handed over: the server's own id, not the replay's
+            headers = {k: v for k, v in headers.items() if k.lower() != SESSION_HEADER.lower()}
+            headers[SESSION_HEADER] = relay.upstream_sid
         data = orjson.dumps(messages[0] if len(messages) == 1 else messages) if method == "POST" else None
         try:
-            upstream = await self._client.request(method, server.url, data=data, headers=headers)
+            upstream = await client.request(method, server.url, data=data, headers=headers)
         except (aiohttp.ClientError, TimeoutError) as exc:
             text = relay.problem(f"the server {server.url} could not be reached: {exc}", "MCP_SERVER_EXITED")
             return _error_response(_first_id(messages), -32001, f"dsh-replay mcp: {text}", 502)
         sid = upstream.headers.get(SESSION_HEADER)
+        if relay.client_sid is not None:
+            sid = relay.client_sid  # the client goes on with the id the replay gave it
         if sid is not None:
             server.by_session[sid] = relay
         elif "" not in server.by_session and method == "POST":
@@ -285,6 +349,9 @@ class HttpRelays:
         out_headers = {
             k: v for k, v in upstream.headers.items() if k.lower() in ("content-type", "mcp-session-id")
         }
+        if relay.client_sid is not None and any(k.lower() == "mcp-session-id" for k in out_headers):
+            out_headers = {k: v for k, v in out_headers.items() if k.lower() != "mcp-session-id"}
+            out_headers[SESSION_HEADER] = relay.client_sid
         try:
             kind = upstream.headers.get("Content-Type", "")
             if not kind.startswith("text/event-stream"):

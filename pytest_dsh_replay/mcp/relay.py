@@ -194,6 +194,15 @@ def _describe(message: Mapping[str, Any]) -> str:
     return str(method)
 
 
+class McpHandOver(Exception):
+    """``changed``: a client message of a replayed session differs from its recording; the transport
+    starts the server and calls :meth:`McpRelay.hand_over` (``why``: the difference)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 class McpRelay:
     """One MCP server session relayed (module doc). :meth:`start` first; then the transport calls
     :meth:`from_client`/:meth:`from_server` (record) or :meth:`replay`; :meth:`finish` last.
@@ -241,6 +250,15 @@ class McpRelay:
         self.stage: Any = None
         self.spool: Any = None
         self.fed = 0
+        #: ``changed``: the transport can start the server mid-session (:meth:`hand_over`)
+        self.can_hand_over = False
+        #: ``changed``, replaying: every message that passed, ``(from the client?, message)``, in order
+        self.passed: list[tuple[bool, dict[str, Any]]] = []
+        #: ``changed``: why the session went live, and at which of the client's messages (1-based)
+        self.went_live: tuple[int, str] | None = None
+        #: ``changed`` over HTTP, handed over: the server's session id, and the one the client was given
+        self.upstream_sid: str | None = None
+        self.client_sid: str | None = None
 
     @property
     def records(self) -> bool:
@@ -263,7 +281,11 @@ class McpRelay:
         path = config.directory / mcp_log_name(config.name, self.index)
         recorded = os.path.lexists(path)
         plan = scenario_plan(config.record, recorded=recorded, update=False)
-        # new_episodes: a recorded session replays, one past the recording is recorded
+        # new_episodes: a recorded session replays, one past the recording is recorded; changed: a
+        # recorded session replays until its first request that differs, where a transport that can start
+        # the server then (hand_over) records the rest; one that cannot refuses it as a replay does
+        if plan is Plan.CHANGED and not self.can_hand_over:
+            plan = Plan.REPLAY
         self.plan = Plan.REPLAY if plan is Plan.EPISODES else plan
         if self.records:
             self.replaces = recorded
@@ -320,6 +342,36 @@ class McpRelay:
             Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
             Tokenizer([], self.cwd, masks=masks),
         )
+
+    def hand_over(self, why: str) -> list[dict[str, Any]]:
+        """``changed``: go on as a recording from the client message that differs (``why``): the session's
+        log begins with every message that passed so far, as it passed; returns the client's messages
+        among them, which the transport sends the server it starts now (their answers not forwarded:
+        the server reaches the state the client expects) before the message that differs."""
+        from ..session import Session
+
+        config = self.config
+        client = [m for from_client, m in self.passed if from_client]
+        self.went_live = (len(client) + 1, why)
+        self.plan, self.replaces, self.script = Plan.RECORD, True, None
+        if config.writes and config.run_dir is None:
+            from ..recording.write import RecordingLock, mcp_files
+
+            self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
+        session_id = f"mcp-{config.name}-{uuid.uuid4()}"
+        header: Any = {"version": 0, "id": session_id, "createdAt": int(time.time() * 1000), "cwd": self.cwd}
+        self.log = McpSessionLog(Session(session_id, header=header))
+        self._open_stage(config.directory / mcp_log_name(config.name, self.index))
+        for from_client, message in self.passed:
+            (self.log.client if from_client else self.log.server)(message)
+        self.passed = []
+        self._feed()
+        self.notes.append(
+            f"--record changed: MCP server {config.name!r} session {self.index}: re-recorded from the "
+            f"client's message #{self.went_live[0]} ({why}); the {len(client)} before it were sent to the "
+            "server again first"
+        )
+        return client
 
     # -- record ----------------------------------------------------------------------------------
 
@@ -508,7 +560,19 @@ class McpRelay:
         return jsonrpc_error(None, PARSE_ERROR, f"dsh-replay mcp: {text}")
 
     def replay(self, message: Any) -> list[dict[str, Any]]:
-        """The messages to send the client for one message of its (replay)."""
+        """The messages to send the client for one message of its (replay).
+
+        Raises:
+            McpHandOver: ``changed``: ``message`` differs from the recording (or the recording does not
+                hold it); nothing was answered, the transport calls :meth:`hand_over`.
+        """
+        out = self._replay(message)
+        if self.plan is Plan.CHANGED:
+            self.passed.append((True, message))
+            self.passed += [(False, m) for m in out]
+        return out
+
+    def _replay(self, message: Any) -> list[dict[str, Any]]:
         assert self.script is not None
         refused = self.refusal(message)
         if refused is not None:
@@ -587,6 +651,8 @@ class McpRelay:
                 chosen = chosen or candidates[0]
             recorded = tool_call_value(chosen.message)
             found = self._first_difference(recorded, sent, TOOLS_CALL)
+            if found is not None and self.plan is Plan.CHANGED:
+                raise McpHandOver(f"{_describe(message)}: {found.render()}")
             if found is not None:
                 hint = self._mask_hint(recorded, sent)
                 call = f"{_describe(chosen.message)} (seq {chosen.seq} of {self.script.file})"
@@ -615,6 +681,8 @@ class McpRelay:
         if chosen is None:
             if method == "ping":
                 return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+            if self.plan is Plan.CHANGED:
+                raise McpHandOver(f"{_describe(message)}: the recording does not hold it")
             text = self.problem(
                 f"{self.script.file}: the client sent {_describe(message)} with params "
                 f"{quote_json(message.get('params'))}, which the recording does not hold (unused)"
@@ -934,6 +1002,7 @@ def write_sessions(
 
 __all__ = [
     "McpConfig",
+    "McpHandOver",
     "McpOutcome",
     "McpRelay",
     "McpRelayError",

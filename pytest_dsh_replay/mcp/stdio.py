@@ -32,7 +32,8 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError
-from .relay import McpConfig, McpOutcome, McpRelay, McpRelayError, quote_json
+from .log import is_request, is_response, request_key
+from .relay import McpConfig, McpHandOver, McpOutcome, McpRelay, McpRelayError, quote_json
 
 #: seconds a server has to exit once its stdin is closed (inside the ``mcp`` SDK's 2 s)
 GRACE = 1.0
@@ -190,6 +191,7 @@ async def run(config: McpConfig) -> McpOutcome:
             server's command cannot be started.
     """
     relay = McpRelay(config)
+    relay.can_hand_over = True  # --record changed: the server is started at the first changed request
     relay.check()
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
@@ -231,9 +233,10 @@ async def run(config: McpConfig) -> McpOutcome:
     client_lines = _after(first, client_lines)
     tasks: list[asyncio.Task[Any]] = []
     child: asyncio.subprocess.Process | None = None
-    if relay.records:
+
+    async def start_server() -> asyncio.subprocess.Process:
         try:
-            child = await asyncio.create_subprocess_exec(
+            return await asyncio.create_subprocess_exec(
                 *config.command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -246,15 +249,49 @@ async def run(config: McpConfig) -> McpOutcome:
             )
             relay.refused(refusal)
             raise refusal from None
-        tasks += [
-            asyncio.ensure_future(
-                _client_to_server(client_lines, child, relay, end, lambda: bool(signalled), out)
-            ),
-            asyncio.ensure_future(_server_to_client(child, relay, end, out)),
-            asyncio.ensure_future(_watchdog(relay, config.timeout, out)),
-        ]
+
+    def record(lines: AsyncIterator[bytes], server: asyncio.subprocess.Process) -> None:
+        tasks.extend(
+            [
+                asyncio.ensure_future(
+                    _client_to_server(lines, server, relay, end, lambda: bool(signalled), out)
+                ),
+                asyncio.ensure_future(_server_to_client(server, relay, end, out)),
+                asyncio.ensure_future(_watchdog(relay, config.timeout, out)),
+            ]
+        )
+
+    async def hand_over(why: str, line: bytes, rest: AsyncIterator[bytes]) -> None:
+        nonlocal child
+        if not config.command:
+            relay.problem(f"{why}; --record changed has no server command to record it with", "MCP_CONFIG")
+            end("a changed request and no server to record it")
+            return
+        try:
+            earlier = relay.hand_over(why)
+            child = await start_server()
+        except HarnessError as exc:  # another recorder holds the server's files, or no server starts
+            relay.problem(f"{why}: {exc}", exc.code)
+            end("the session could not be handed over to the server")
+            return
+        try:
+            await asyncio.wait_for(_catch_up(child, earlier), config.timeout)
+        except (TimeoutError, OSError, ValueError) as exc:
+            what = "did not answer them" if isinstance(exc, TimeoutError) else f"failed ({exc})"
+            relay.problem(
+                f"--record changed: the server was sent the session's {len(earlier)} earlier message(s) to "
+                f"catch up and {what}",
+                "MCP_SERVER_START",
+            )
+            end("the server did not catch up")
+            return
+        record(_after(line, rest), child)
+
+    if relay.records:
+        child = await start_server()
+        record(client_lines, child)
     else:
-        tasks.append(asyncio.ensure_future(_replay(client_lines, relay, end, out)))
+        tasks.append(asyncio.ensure_future(_replay(client_lines, relay, end, out, hand_over)))
     try:
         await done.wait()
     finally:
@@ -363,12 +400,38 @@ async def _watchdog(relay: McpRelay, timeout: float, out: _Stdout) -> None:
         out.send(relay.overdue())
 
 
-async def _replay(client_lines: AsyncIterator[bytes], relay: McpRelay, end: Any, out: _Stdout) -> None:
+async def _replay(
+    client_lines: AsyncIterator[bytes], relay: McpRelay, end: Any, out: _Stdout, hand_over: Any
+) -> None:
     async for line in client_lines:
         message, problem = _parse(line)
-        out.send([relay.not_json(problem)] if problem is not None else relay.replay(message))
+        try:
+            out.send([relay.not_json(problem)] if problem is not None else relay.replay(message))
+        except McpHandOver as exc:  # --record changed: the rest of the session goes to the server
+            await hand_over(exc.why, line, client_lines)
+            return
         await out.drain()
     end("the client closed stdin")
+
+
+async def _catch_up(child: asyncio.subprocess.Process, earlier: list[dict[str, Any]]) -> None:
+    """Send the server a replayed session's ``earlier`` client messages and read its lines until every
+    request among them is answered (the answers are not forwarded: the client had the recorded ones).
+
+    Raises:
+        ValueError: the server ended its output first.
+    """
+    assert child.stdin is not None and child.stdout is not None
+    owed = {request_key(m["id"]) for m in earlier if is_request(m)}
+    child.stdin.write(b"".join(orjson.dumps(m) + b"\n" for m in earlier))
+    await child.stdin.drain()
+    while owed:
+        line = await child.stdout.readline()
+        if not line:
+            raise ValueError("it closed its output")
+        message, problem = _parse(line)
+        if problem is None and isinstance(message, dict) and is_response(message):
+            owed.discard(request_key(message["id"]))
 
 
 async def _stop_child(child: asyncio.subprocess.Process) -> None:

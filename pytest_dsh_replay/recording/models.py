@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
+from msgspec import Struct
 
 from ..layout import SCRIPTED_FILE, sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
@@ -326,8 +327,10 @@ class WatchedModel:
 
 
 __all__: list[str] = [
+    "ChangedModel",
     "EpisodeModel",
     "ModelSpecError",
+    "SessionChange",
     "WatchedModel",
     "check_written",
     "load_scripted_file",
@@ -380,3 +383,189 @@ class EpisodeModel:
             self.live_calls += 1
             return self.live.stream(request)
         return cast(AsyncIterator[StreamChunk], self.replay.stream(request))
+
+
+class SessionChange(Struct):
+    """What ``--dsh-record=changed`` did with one live session (:class:`ChangedModel`).
+
+    Attributes:
+        kept: recorded calls served (their answers kept, not paid again).
+        live: calls sent to the live model (re-recorded).
+        recorded: the recording's log the session matched (``session.1.jsonl``), ``""`` when none.
+        recorded_calls: how many calls that log records.
+        since: the 1-based call from which the session went live (``None``: every call was replayed).
+        why: why it went live at that call (``call #3 of session.jsonl: messages[5].content changed``).
+        tokens: ``(input, output)`` tokens of the kept calls, from their recorded ``usage`` chunks.
+    """
+
+    kept: int = 0
+    live: int = 0
+    recorded: str = ""
+    recorded_calls: int = 0
+    since: int | None = None
+    why: str = ""
+    tokens: tuple[int, int] = (0, 0)
+
+
+def _difference_words(replay: Any, diffs: Any, request: ModelRequest) -> str:
+    """``messages[5].content changed, tools added``: each differing part where the client's body has it."""
+    from ..replay.requests import MISSING
+
+    words = []
+    for diff in diffs:
+        what = "added" if diff.recorded is MISSING else "removed" if diff.sent is MISSING else "changed"
+        words.append(f"{replay.difference_place(diff, request)} {what}")
+    return ", ".join(words)
+
+
+def _usage(entry: Mapping[str, Any]) -> tuple[int, int]:
+    """``(input, output)`` tokens of one recorded call's ``usage`` chunks (0 when it has none)."""
+    inp = out = 0
+    for chunk in entry.get("chunks") or ():
+        usage = chunk.get("usage") if chunk.get("type") == "usage" else None
+        if isinstance(usage, Mapping):
+            inp += int(usage.get("inputTokens") or 0)
+            out += int(usage.get("outputTokens") or 0)
+    return inp, out
+
+
+class ChangedModel:
+    """``--dsh-record=changed``: per session, serve the recording while each request matches it; from the
+    session's first request that differs, and for every later call of that session, call ``live``.
+
+    A session's first request binds it to a free recorded session it matches (``replay``'s binding by
+    request); one that matches none, a session whose ``parent_of`` went live before it started (a spawn
+    or fork child started after its parent's first changed call), and the calls past a session's recorded
+    ones go live. The request check is ``replay``'s own (masks, pins, ``match_on``), asked without
+    serving (:meth:`~..replay.ReplayModel.next_differences`). :attr:`sessions` says what each live
+    session did; :meth:`summary` says it per recording.
+
+    Args:
+        replay: the :class:`~..replay.ReplayModel` of the recording.
+        live: the live model (a :class:`WatchedModel`).
+        parent_of: live session id -> its parent's live id (``None``: a root, or not known).
+    """
+
+    def __init__(self, replay: Any, live: Model, *, parent_of: Any = None) -> None:
+        self.replay = replay
+        self.live = live
+        self.parent_of = parent_of or ChangedModel._no_parent
+        self.sessions: dict[str, SessionChange] = {}
+        self.live_calls = 0
+
+    def attach_run(self, run: RunContext) -> None:
+        """The recorded part binds by the run's context (:class:`~..llm.RunAware`); the run's parents
+        are taken when none were given."""
+        self.replay.attach_run(run)
+        if run.parent is not None and self.parent_of is ChangedModel._no_parent:
+            self.parent_of = run.parent
+        if isinstance(self.live, RunAware):
+            self.live.attach_run(run)
+
+    @staticmethod
+    def _no_parent(_key: str) -> str | None:
+        return None
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        key = request.get("sessionId") or "<anonymous>"
+        state = self.sessions.setdefault(key, SessionChange())
+        if state.since is None:
+            why = self._why_live(key, request, state)
+            if why is not None:
+                state.since, state.why = state.kept + 1, why
+                skip_to = getattr(self.live, "skip_to", None)
+                if callable(skip_to):  # a scripted live model continues after the kept responses
+                    skip_to(key, state.kept)
+        if state.since is not None:
+            state.live += 1
+            self.live_calls += 1
+            return self.live.stream(request)
+        stream = cast(AsyncIterator[StreamChunk], self.replay.stream(request))
+        index = self.replay.bound.get(key)
+        if index is not None:
+            state.kept += 1
+            entries = self.replay.scripts[index].entries
+            if state.kept <= len(entries):
+                inp, out = _usage(entries[state.kept - 1])
+                state.tokens = (state.tokens[0] + inp, state.tokens[1] + out)
+        return stream
+
+    def _why_live(self, key: str, request: ModelRequest, state: SessionChange) -> str | None:
+        """Why this call of session ``key`` goes live (``None``: it is served from the recording)."""
+        from ..replay.errors import RequestShapeError
+
+        replay = self.replay
+        try:
+            if key not in replay.bound:
+                parent = self.sessions.get(self.parent_of(key) or "")
+                target = replay.script_for(key, request, fallback=False)
+                if target is not None:
+                    state.recorded = replay.scripts[target].file.name
+                    state.recorded_calls = len(replay.scripts[target].calls)
+                    if parent is None or parent.since is None:
+                        return None  # replay.stream binds it
+                    # its own requests match, but it was started by an answer given anew
+                    of = f"{parent.recorded}, " if parent.recorded else ""
+                    return f"started after its parent's first changed call ({of}call #{parent.since})"
+                index, diffs = replay.first_differences(key, request)
+                if index is None:
+                    return "a conversation the recording does not have"
+                state.recorded = replay.scripts[index].file.name
+                words = _difference_words(replay, diffs, request) if diffs else "another first request"
+                return f"call #1 of {state.recorded}: {words} (no recorded conversation matches it)"
+            diffs = replay.next_differences(key, request)
+        except RequestShapeError:
+            return None  # the replay refuses it with the problem named
+        index = replay.bound[key]
+        name = replay.scripts[index].file.name
+        call = replay.cursors.get(key, 0) + 1
+        if diffs is None:
+            return f"call #{call} of {name}: past its {len(replay.scripts[index].calls)} recorded call(s)"
+        if diffs:
+            return f"call #{call} of {name}: {_difference_words(replay, diffs, request)}"
+        return None
+
+    def rerecorded(self, files: Mapping[str, str]) -> list[tuple[str, int]]:
+        """``(log file, first re-recorded call)`` of every session that went live, ``files`` naming each
+        live session's log in the written recording (live id -> file name)."""
+        return [
+            (files[key], state.since)
+            for key, state in self.sessions.items()
+            if state.since is not None and key in files
+        ]
+
+    def unused(self) -> list[str]:
+        """The recorded logs no live session matched or re-recorded (the run no longer starts them)."""
+        named = {state.recorded for state in self.sessions.values()}
+        return [s.file.name for s in self.replay.scripts if s.file.name not in named and s.calls]
+
+    def summary(self) -> list[str]:
+        """What the run did, one line per session in call order, then the recorded sessions it no longer
+        starts and the tokens the kept calls did not pay again."""
+        lines = []
+        for state in self.sessions.values():
+            name = state.recorded
+            if not name:
+                lines.append(f"a new conversation: {state.live} call(s) recorded ({state.why})")
+            elif state.since is None and state.kept < state.recorded_calls:
+                dropped = state.recorded_calls - state.kept
+                lines.append(
+                    f"{name}: {state.kept} call(s) kept, the {dropped} recorded after them dropped (the run "
+                    "made no more)"
+                )
+            elif state.since is None:
+                lines.append(f"{name}: {state.kept} call(s) kept (unchanged)")
+            else:
+                lines.append(
+                    f"{name}: {state.kept} call(s) kept, {state.live} re-recorded from call #{state.since} "
+                    f"({state.why})"
+                )
+        lines += [f"{name}: no conversation of this run matched it: not kept" for name in self.unused()]
+        inp = sum(s.tokens[0] for s in self.sessions.values())
+        out = sum(s.tokens[1] for s in self.sessions.values())
+        kept = sum(s.kept for s in self.sessions.values())
+        lines.append(
+            f"{kept} kept call(s), {self.live_calls} re-recorded; not paid again: {inp} input + {out} output "
+            "tokens (the kept calls' recorded usage)"
+        )
+        return lines

@@ -11,6 +11,7 @@ REPLAY     whole logs      no          no             no          all chosen    
 UPDATE     exports only    yes         no             no          all chosen    yes
 EPISODES   recorded prefix on live     no             yes         the first     no
 RECORD     nothing         yes         yes            yes         the first     yes
+CHANGED    nothing         yes         yes            yes         the first     yes
 =========  ==============  ==========  =============  ==========  ============  ==============
 
 "Replaces rec." = the run replaces the recording: request mismatches and unconsumed recorded calls
@@ -45,6 +46,9 @@ class Plan(Enum):
     EPISODES = ("episodes", LogCompare.PREFIX, True, False, True, False, False)
     #: ``rewrite``, or ``once``/``new_episodes`` on an unrecorded scenario: record everything anew
     RECORD = ("record", LogCompare.NOTHING, True, True, True, False, True)
+    #: ``changed`` on a recorded scenario: replay each session while it matches, record it from its first
+    #: changed call (``recording.models.ChangedModel``); what matched keeps its bytes
+    CHANGED = ("changed", LogCompare.NOTHING, True, True, True, False, True)
 
     def __init__(
         self,
@@ -73,11 +77,14 @@ def plan_for(mode: RecordMode | str, *, recorded: bool, update: bool) -> Plan:
     ``update`` (``--snapshot-update``).
 
     A recording mode records a scenario that has no recording yet; ``rewrite`` always records;
-    ``new_episodes`` extends a recorded one; otherwise the recording is replayed (or updated).
+    ``new_episodes`` extends a recorded one; ``changed`` re-records a recorded one from each session's
+    first changed call; otherwise the recording is replayed (or updated).
     """
     mode = RecordMode(mode)
     if mode is RecordMode.REWRITE or (mode.records and not recorded):
         return Plan.RECORD
+    if mode is RecordMode.CHANGED:
+        return Plan.CHANGED
     if mode is RecordMode.NEW_EPISODES:
         return Plan.EPISODES
     return Plan.UPDATE if update else Plan.REPLAY

@@ -91,7 +91,9 @@ class RequestMismatchError(ReplayServeError):
     both values there, normalized), ``file`` and ``index`` (the log's file name, the 1-based call),
     ``checked`` (each part and where its recorded value came from), ``masks`` (the normalizations
     both sides went through), ``rerecord`` (the command that re-records), ``served`` (``False``: a
-    strict model served nothing for the call).
+    strict model served nothing for the call), ``client_paths`` (per difference, the path in the
+    client's own request body, ``messages[1].content``, or ``None`` where the request does not say:
+    the terms the terminal's report uses, which every report uses too).
     """
 
     code = "REPLAY_REQUEST_MISMATCH"
@@ -110,8 +112,10 @@ class RequestMismatchError(ReplayServeError):
         masks: tuple[str, ...] = (),
         rerecord: str = "",
         served: bool = False,
+        client_paths: tuple[str | None, ...] = (),
     ) -> None:
         super().__init__(message, code)
+        self.client_paths = client_paths
         self.parts = parts
         self.call = call
         self.differences = differences
@@ -127,7 +131,7 @@ class UnmatchedSessionError(RequestMismatchError):
     """A live session's first request matches no free recorded session, and the model was told not to
     bind it to one anyway (``ReplayModel(bind_unmatched=False)``, the endpoint): nothing was served and
     no recorded session was used. The message has the shape of a mismatch against the free session the
-    request was compared with (the one binding by order would have given it)."""
+    request was compared with (the nearest free one, or a guess among them when none is nearer)."""
 
     code = "REPLAY_NO_MATCHING_SESSION"
 

@@ -66,6 +66,7 @@ from .requests import (
     request_differences,
     request_matches,
     sent_parts,
+    tool_names,
 )
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
@@ -82,7 +83,49 @@ _UNSET: Any = object()
 #: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
 NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
 _PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
+#: how a re-record command spells ``rewrite`` (pytest, ``serve``/``mcp``) -> the same with ``changed``
+_CHANGED_SPELLINGS = (
+    ("--dsh-record=rewrite", "--dsh-record=changed"),
+    ("--record rewrite", "--record changed"),
+)
 _SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
+#: free scripts a refused first request is compared with to find the nearest (a report, not a match)
+_NEAREST_LIMIT = 256
+
+
+def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[bool, bool, int, int]:
+    """How near a recorded first request (``ReplayModel._recorded_parts``) is to the live one's parts
+    (``sent_parts``): same tool names, same system prompt, leading equal messages, then the shared JSON
+    prefix (characters) of the first message that differs; larger is nearer. Raw values are compared
+    (no tokens): a ranking for a report only."""
+    same_tools = tool_names(recorded.get("tools")) == tool_names(sent.get("tools"))
+    same_system = "system" not in recorded or recorded["system"] == sent.get("system")
+    want, got = recorded.get("messages") or [], sent.get("messages") or []
+    lead = 0
+    for a, b in zip(want, got, strict=False):
+        if a != b:
+            break
+        lead += 1
+    prefix = 0
+    if lead < min(len(want), len(got)):
+        a_text = orjson.dumps(want[lead], option=orjson.OPT_SORT_KEYS)
+        b_text = orjson.dumps(got[lead], option=orjson.OPT_SORT_KEYS)
+        prefix = _shared_prefix(a_text, b_text)
+    return same_tools, same_system, lead, prefix
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of ``a`` and ``b``: a binary search over slice
+    comparisons (C memcmp), O(n log n) bytes compared but no Python loop per byte (a message may be a
+    megabyte of base64)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -115,6 +158,16 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return None
 
 
+def changed_command(command: str) -> str | None:
+    """A re-record command (``... --dsh-record=rewrite ...``, ``... --record rewrite ...``) with
+    ``changed`` for ``rewrite``: re-record only from each conversation's first changed call; ``None`` when
+    the command names no ``rewrite``."""
+    changed = command
+    for rewrite, instead in _CHANGED_SPELLINGS:
+        changed = changed.replace(rewrite, instead)
+    return None if changed == command else changed
+
+
 class ReplayModel:
     """A :class:`~pytest_dsh_replay.llm.Model` serving recorded scripts.
 
@@ -136,8 +189,12 @@ class ReplayModel:
         subject: what the user ran, as the advice names it (``re-record <subject>: <command>``):
             ``the scenario`` (a scenario item, ``dsh_replay_model``), ``the test`` (a ``dsh_endpoint``
             test), ``the recording`` (``dsh-replay serve``).
-        pin_refresh: how this context refreshes the recording's pins, shown when only pinned parts
-            differ (the scenario item: ``--snapshot-update``); ``None``: the hint for a loop of your own.
+        episodes: how this context records what the recording lacks (calls past a script, sessions
+            beyond the recorded ones) keeping what it has: ``--dsh-record=new_episodes``, serve's
+            ``--record=new_episodes``.
+        pin_refresh: how this context refreshes the recording's pins keeping its answers, shown when
+            only the system prompt or model name differ (the scenario item: ``--snapshot-update``);
+            ``None``: no such way (the endpoint, a loop of your own): re-recording is the remedy.
         bind_unmatched: a live session whose first request matches no free script is bound to one by
             order (``True``: the request check then reports the mismatch against it); ``False``: it is
             refused with :class:`UnmatchedSessionError` and left unbound (module doc).
@@ -180,9 +237,11 @@ class ReplayModel:
         masks: Masks | None = None,
         subject: str = "the scenario",
         mask_flag: str | None = None,
+        episodes: str = "--dsh-record=new_episodes",
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
         self.subject = subject
+        self.episodes = episodes
         self.masks = masks if masks else None
         self.match_on = None if match_on is None else frozenset(match_on)
         self.scrub = scrub
@@ -249,6 +308,17 @@ class ReplayModel:
         ``re-record the test: pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL``; ``sep``
         goes between the colon and the command (a newline and indent puts it on a line of its own)."""
         return f"re-record {self.subject}:{sep}{self._rerecord_command()}"
+
+    def _changed_advice(self) -> list[str]:
+        """The report's line offering ``--dsh-record=changed`` (the re-record command with ``changed`` for
+        ``rewrite``), before the one re-recording everything; none when the command names no ``rewrite``."""
+        changed = changed_command(self._rerecord_command())
+        if changed is None:
+            return []
+        return [
+            "  to re-record only from each conversation's first changed call (the calls before it kept, "
+            f"not paid again): {changed}"
+        ]
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
@@ -470,10 +540,12 @@ class ReplayModel:
         request: ModelRequest,
         *,
         free: int = 0,
+        guess: bool = False,
     ) -> RequestMismatchError:
         """The report of ``request``, which differs from call ``call`` of script ``index``; ``free``: the
         number of free scripts a first request matched none of (an :class:`UnmatchedSessionError`,
-        compared with script ``index``, the one binding by order gives), 0 for a bound session's call."""
+        compared with script ``index``, the nearest one, :meth:`_nearest`; ``guess`` when none was
+        nearer than another), 0 for a bound session's call."""
         script = self.scripts[index]
         role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
         checked = self.checked_parts(index)
@@ -486,16 +558,23 @@ class ReplayModel:
         )
         what = f"the request differs from the recorded one in {', '.join(parts)}; {served}"
         if free:
-            which = "the only free one" if free == 1 else f"the first of {free} free ones by creation order"
+            which = (
+                "the only free one"
+                if free == 1
+                else f"a guess among {free} free ones, none nearer than the others"
+                if guess
+                else f"the nearest of {free} free ones by tools, system prompt and shared prefix"
+            )
             what = (
                 "the first request of this session matches no free recorded session, so nothing was "
                 f"served and no recorded session was used; it differs from this one ({which}) in "
                 + ", ".join(parts)
             )
         scenario = self._scenario_name()
+        client_paths = tuple(self._client_path(d, request) for d in diffs)
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
-            *(f"  {d.render(self._client_path(d, request))}" for d in diffs),
+            *(f"  {d.render(client)}" for d, client in zip(diffs, client_paths, strict=True)),
             *self._mask_hint(index, call, key, diffs, request),
             "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
             *(
@@ -504,27 +583,24 @@ class ReplayModel:
                 for p in self.unchecked_parts(index, request)
             ),
             *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
+            *self._changed_advice(),
             f"  if the change is intended, {self._rerecord()}",
         ]
         if (
-            "messages" not in parts
-            and not any(d.tool_set_changed for d in diffs)
+            self.pin_refresh is not None
+            and "messages" not in parts
+            and "tools" not in parts
             and not _SHAPES_ANSWER.intersection(parts)
         ):
-            # a changed system prompt, model name or tool description/schema: the recorded answers still
-            # fit the conversation. A changed tool set is never offered this way: answers that call a
-            # tool no longer offered would be kept, and the refreshed log would hold impossible calls;
-            # nor a changed answer-shaping parameter (an answer in the old response_format is no
-            # answer to the new one).
+            # a changed system prompt or model name: the recorded answers may still fit the
+            # conversation, and the context's refresh keeps them, saying so. Never a change to the
+            # tools (a changed tool set would keep answers calling a tool no longer offered; a changed
+            # schema is what structured-output clients put their answer's shape in) nor to an
+            # answer-shaping parameter; and never a narrower check: a hint that drops the differing
+            # part from the check would serve the old answer green.
             lines.append(
                 f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
-                "conversation and the tool set are unchanged: "
-                + (
-                    self.pin_refresh
-                    or "send the recorded values from your loop, or narrow the check with "
-                    'match_on=("messages",)'
-                )
-                + ")"
+                f"conversation and the tools are unchanged: {self.pin_refresh})"
             )
         details: dict[str, Any] = {
             "differences": tuple(diffs),
@@ -534,10 +610,48 @@ class ReplayModel:
             "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
             "rerecord": self._rerecord_command(),
             "served": not self.strict and not free,
+            "client_paths": client_paths,
         }
         if free:
             return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
         return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
+
+    def next_differences(self, key: str, request: ModelRequest) -> list[Difference] | None:
+        """How ``request`` differs from the next recorded call of the bound live session ``key`` (``[]``:
+        it matches, by the same check :meth:`stream` makes before serving), or ``None`` when the session's
+        script has no call left. Nothing is advanced or recorded (``--dsh-record=changed`` asks before
+        choosing between this model and the live one).
+
+        Raises:
+            KeyError: ``key`` is not bound.
+            RequestShapeError: a part of the request is not JSON values.
+        """
+        index = self.bound[key]
+        call = self.cursors.get(key, 0)
+        if call >= len(self.scripts[index].calls):
+            return None
+        recorded = self._recorded_parts(index, call)
+        return request_differences(recorded, request, lambda: self._sides(index, key)) if recorded else []
+
+    def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
+        """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
+        script a mismatch report compares it with (the nearest one, as :meth:`_unmatched` picks it) and how
+        the request differs from that script's first call (``(None, [])``: no free script with calls).
+        Nothing is bound or recorded."""
+        index, _free = self._by_order(key)
+        if index is None:
+            return None, []
+        index, _guess = self._nearest(index, request)
+        try:
+            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
+            return index, request_differences(self._recorded_parts(index, 0), request, sides)
+        except RequestShapeError:
+            return index, []
+
+    def difference_place(self, diff: Difference, request: ModelRequest) -> str:
+        """Where ``diff`` is, as the client's own body names it when the request says
+        (``messages[5].content``), else the recording's path."""
+        return self._client_path(diff, request) or diff.path
 
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
@@ -616,7 +730,10 @@ class ReplayModel:
                 error = self._fail(
                     f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
                     f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
-                    f"sessions than the recording has logs; add session.{ordinal - 1}.jsonl, or "
+                    f"sessions than the recording has logs; record them with {self.episodes} (records the "
+                    "sessions the recording lacks, keeps the recorded ones)"
+                    + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
+                    + ", or "
                     + self._rerecord(),
                     "REPLAY_UNRECORDED_SESSION",
                 )
@@ -631,8 +748,8 @@ class ReplayModel:
             error = self._fail(
                 f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
                 f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
-                "the agent made more model calls than were recorded; record them with "
-                "--dsh-record=new_episodes (appends the new calls, keeps the recorded ones), append a call "
+                f"the agent made more model calls than were recorded; record them with {self.episodes} "
+                "(appends the new calls, keeps the recorded ones), append a call "
                 'with a patch {"patches":[{"at":'
                 + str(len(entries))
                 + ',"entry":{...}}]}, or '
@@ -671,6 +788,7 @@ class ReplayModel:
         index, free = self._by_order(key)
         if index is None:
             return None
+        index, guess = self._nearest(index, request)
         sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
         try:
             diffs = request_differences(self._recorded_parts(index, 0), request, sides)
@@ -679,7 +797,7 @@ class ReplayModel:
             return exc
         if not diffs:
             return None
-        error = self._mismatch(index, 0, key, diffs, request, free=free)
+        error = self._mismatch(index, 0, key, diffs, request, free=free, guess=guess)
         self.failures.append(error)
         return error
 
@@ -697,6 +815,30 @@ class ReplayModel:
             if i not in self._taken and self.scripts[i].calls:
                 return i, free
         return None, free
+
+    def _nearest(self, by_order: int, request: ModelRequest) -> tuple[int, bool]:
+        """The free script whose first recorded request is nearest to ``request`` (the one a mismatch
+        report compares with), and whether that choice is a guess (no candidate is nearer than another).
+
+        Nearness, compared in this order: the same tool names, the same system prompt, the number of
+        leading messages equal to the recorded ones, then the length of the shared JSON prefix of the
+        first message that differs. At most :data:`_NEAREST_LIMIT` free scripts are scored (from
+        ``by_order``, then in creation order), so an unmatched request costs the same in a recording of
+        thousands of conversations; only a refused request pays for it.
+        """
+        candidates = [by_order]
+        for i in range(self._first_free, len(self.scripts)):
+            if len(candidates) >= _NEAREST_LIMIT:
+                break
+            if i != by_order and i not in self._taken and self.scripts[i].calls:
+                candidates.append(i)
+        if len(candidates) == 1:
+            return by_order, False
+        sent = sent_parts(request)
+        scored = [(_nearness(self._recorded_parts(i, 0), sent), i) for i in candidates]
+        best = max(score for score, _i in scored)
+        tied = [i for score, i in scored if score == best]
+        return tied[0], len(tied) > 1
 
     def _has_calls(self, index: int) -> bool:
         return 0 <= index < len(self.scripts) and bool(self.scripts[index].calls)

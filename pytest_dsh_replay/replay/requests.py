@@ -318,7 +318,8 @@ def first_difference(recorded: Any, sent: Any, path: str) -> tuple[str, Any, Any
     return None
 
 
-def _tool_names(tools: Any) -> list[str]:
+def tool_names(tools: Any) -> list[str]:
+    """The names of a ``tools`` part's specs, in order (a spec without a name: its JSON text)."""
     if not isinstance(tools, list):
         return []
     return [str(t.get("name")) if isinstance(t, dict) else quote(t) for t in tools]
@@ -416,7 +417,7 @@ def request_differences(
             continue
         note = ""
         if part == "tools":
-            names_want, names_got = _tool_names(want_n), _tool_names(got_n)
+            names_want, names_got = tool_names(want_n), tool_names(got_n)
             if names_want != names_got:
                 note = f"tool set changed: recorded {names_want} != sent {names_got}"
         out.append(Difference(part, found[0], found[1], found[2], note, tool_set_changed=bool(note)))
@@ -437,12 +438,14 @@ def shown_value(value: Any) -> str:
 
 
 def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
-    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch."""
+    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch, its path in the
+    client's own terms where the request said them (as the terminal's report gives it)."""
+    clients = mismatch.client_paths or (None,) * len(mismatch.differences)
     return [
         RequestDiff(
             mismatch.call,
             d.part,
-            d.path,
+            client or d.path,
             shown_value(d.recorded),
             shown_value(d.sent),
             file=mismatch.file,
@@ -452,9 +455,8 @@ def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
             masks=list(mismatch.masks),
             served="recorded" if mismatch.served else "nothing",
         )
-        for d in mismatch.differences
+        for d, client in zip(mismatch.differences, clients, strict=True)
     ]
-
 
 
 __all__ = [
@@ -476,4 +478,5 @@ __all__ = [
     "request_matches",
     "sent_parts",
     "shown_value",
+    "tool_names",
 ]

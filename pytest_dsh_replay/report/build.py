@@ -134,6 +134,9 @@ class _Transcript:
         self.first_prompt: str | None = None
         #: (tool call id, name, seq started, seq ended or None, time started, time ended, arguments)
         self.tool_spans: list[list[Any]] = []
+        #: ``(call id, name)`` of the tool results in the history the first request gave (before the
+        #: ``session/end-seed`` of a session that is no fork child): a handoff's results
+        self.given_results: list[tuple[str, str]] = []
 
     def _add(self, entry: Entry) -> None:
         entry.seed = self.index <= self.seed_length and self.seed_length > 0
@@ -301,8 +304,16 @@ class _Transcript:
             # the head format says which model each request went to: it wins over the session's pin
             self.model = d["model"]
             self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
-        elif kind in ("step/start", "step/end", "session/end-seed"):
-            return  # steps carry nothing to read; the seed's end is the boundary entry
+        elif kind == "session/end-seed":
+            if self.seed_length == 0 and self.index > 1:  # the history the first request gave
+                names = {sp[0]: sp[1] for sp in self.tool_spans}
+                self.given_results = [
+                    (e.call_id, names.get(e.call_id, "")) for e in self.entries if e.kind == "result"
+                ]
+                self._add(Entry("history-end", seq, text=f"{self.index - 1} event(s)"))
+            return  # a fork seed's end is the boundary entry
+        elif kind in ("step/start", "step/end"):
+            return  # steps carry nothing to read
         else:
             self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
 
@@ -430,7 +441,7 @@ class _SessionReader:
             output_tokens=transcript.output_tokens,
             transcript=transcript.entries,
         )
-        return view, Spans(transcript.tool_spans, transcript.first_prompt)
+        return view, Spans(transcript.tool_spans, transcript.first_prompt, transcript.given_results)
 
 
 class Spans(Struct):
@@ -438,6 +449,8 @@ class Spans(Struct):
 
     tools: list[list[Any]]
     first_prompt: str | None = None
+    #: ``(call id, name)`` of the tool results in the history its first request gave
+    given_results: list[tuple[str, str]] = []
 
 
 def link_children(sessions: Sequence[SessionView], spans: Sequence[Spans]) -> None:
@@ -445,14 +458,21 @@ def link_children(sessions: Sequence[SessionView], spans: Sequence[Spans]) -> No
     result before the child was created; times are milliseconds, so a result in the same millisecond
     still counts as open) when the child was created. One of them, or one whose arguments quote the
     child's first prompt: ``tool call``; several and no quote to tell them apart: ``inferred`` (the
-    latest started, the others listed as candidates); none: ``header`` (``parentSession`` alone)."""
+    latest started, the others listed as candidates); none: ``header`` (``parentSession`` alone). A child
+    whose first request gave it the result of one of the parent's tool calls in its history (a handoff:
+    the conversation went on in the child): ``handoff``, that call."""
     by_id = {s.id: i for i, s in enumerate(sessions)}
     for session, own in zip(sessions, spans, strict=True):
         if not session.parent:
             continue
         link = Link()
         index = by_id.get(session.parent)
-        if index is not None:
+        parent_calls = {sp[0] for sp in spans[index].tools} if index is not None else set()
+        handed = [(cid, name) for cid, name in own.given_results if cid in parent_calls]
+        if handed:
+            link.how = "handoff"
+            link.tool = ", ".join(f"{name} {cid}" for cid, name in handed)
+        elif index is not None:
             created, parent_seed = session.created_at, sessions[index].seed_length
             open_ = [
                 sp

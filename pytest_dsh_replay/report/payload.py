@@ -44,7 +44,9 @@ class Call(Struct, omit_defaults=True):
         input_tokens, output_tokens: the call's usage (``-1``: the call reported none).
         finish: the finish reason's kind (``stop``, ``tool-calls``, ``error``, ...; ``""``: none streamed).
         check: the request check's verdict in a run: ``matched``, ``differs``, ``not served`` (after a
-            mismatch), or ``recorded`` (no run: the report of recordings alone).
+            mismatch), ``kept`` / ``re-recorded`` (``--dsh-record=changed``: the recorded answer kept, or
+            asked again from the session's first changed call on), or ``recorded`` (no run: the report of
+            recordings alone).
     """
 
     index: int
@@ -64,6 +66,7 @@ class Entry(Struct, omit_defaults=True):
     cancelled or failed); ``tool`` (a ``tool/call``: ``tool``); ``result`` (``text``, ``call_id``,
     ``error``); ``turn`` (``text``: the trigger), ``end`` (``text``: the reason's kind, ``detail``: its
     message, ``error`` for ``error``/``aborted``/``interrupted``); ``seed-end`` (the seed boundary);
+    ``history-end`` (the end of the history the first request gave: ``text`` counts its events);
     ``mcp`` (a run of an MCP session's JSON-RPC messages: ``chunks`` of them, ``text`` the client's
     methods); ``other`` (an event type without a view: ``text`` is its JSON, cut). A ``tool``
     entry's ``detail`` pairs an MCP tool call with the model's call that asked for it.
@@ -92,7 +95,8 @@ class Link(Struct, omit_defaults=True):
     Attributes:
         how: ``header`` (the log header's ``parentSession`` alone), ``tool call`` (a tool call of the
             parent was open when the child was created: ``tool``), ``inferred`` (several were open:
-            ``tool`` is the latest one started, ``candidates`` the others' ids).
+            ``tool`` is the latest one started, ``candidates`` the others' ids), ``handoff`` (the child's
+            first request gave it, in its history, the result of the parent's tool call ``tool``).
         tool: the parent's tool call (``"<name> <id>"``).
         candidates: other tool calls open at the child's creation.
     """
@@ -113,6 +117,8 @@ class SessionView(Struct, omit_defaults=True):
         events: logical events in the log; ``calls`` model calls; token sums over its own calls.
         transcript: the entries (``[]`` when ``error`` says why the log could not be read).
         asked_by: an MCP session's: the id of the conversation whose tool calls it served.
+        omitted: the transcript was left out (a run's page shows a green item's recording as its tree
+            only, so a large suite stays a small page; ``dsh-replay report PATH`` shows it whole).
     """
 
     file: str
@@ -128,6 +134,7 @@ class SessionView(Struct, omit_defaults=True):
     output_tokens: int = 0
     transcript: list[Entry] = field(default_factory=list)
     error: str = ""
+    omitted: bool = False
     asked_by: str = ""
 
 
@@ -155,7 +162,8 @@ class Item(Struct, omit_defaults=True):
     Attributes:
         nodeid: pytest's node id; ``outcome`` ``passed``, ``failed`` or ``skipped``; ``duration`` seconds.
         kind: ``scenario`` or ``endpoint``; ``recording`` the index of its :class:`Recording` in
-            :attr:`Report.recordings` (``-1``: not included: a green item's recording is not read).
+            :attr:`Report.recordings` (``-1``: none, its directory is missing); a green item's is its
+            session tree only.
         path: the recording's directory; ``write`` what a writing plan did; ``written``/``removed``
             the files; ``calls`` the recorded calls served; ``failure`` the report pytest printed
             (redacted, cut); ``diffs`` the red calls; ``commands`` what re-records or accepts.

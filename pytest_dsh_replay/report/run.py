@@ -5,19 +5,20 @@ every test report (``pytest_runtest_logreport``), which under pytest-xdist the c
 the workers with their ``user_properties``, so the page is the same with ``-n`` (as junitxml and
 pytest-html do it). An item belongs to the report when it names a recording
 (:func:`~..itemreport.recording_properties`: scenario items and ``dsh_endpoint`` tests). At the end of
-the session the controller reads the recordings of the items that failed or wrote files (a green
-item's recording is not read: a 3,000-item run stays a small page) and writes the page.
+the session the controller reads every item's recording and writes the page: whole (trees and
+transcripts) for the items that failed, wrote files or recorded; as its session tree alone for a green
+replay (:attr:`~.payload.SessionView.omitted`: a 3,000-item run stays a small page).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from msgspec.structs import replace
 
-from ..itemreport import ItemReport
+from ..itemreport import ItemReport, endpoint_notes
 from .build import read_recording, report_payload
 from .html import write_report
 from .payload import Item, Recording, SessionView
@@ -45,6 +46,8 @@ class RunReport:
         self.is_worker = is_worker
         self.items: dict[str, Item] = {}
         self.reports: dict[str, ItemReport] = {}
+        #: items whose run recorded (a ``dsh_endpoint`` recording that went well says so in its notes)
+        self.recorded: set[str] = set()
         self.size = 0
         self.error = ""
 
@@ -63,6 +66,8 @@ class RunReport:
         # each phase's report carries the item's properties so far: the last one holds them all (a
         # dsh_endpoint test's served count is added at its teardown)
         self.reports[report.nodeid] = props
+        if endpoint_notes(report.user_properties):
+            self.recorded.add(report.nodeid)
         if report.failed:
             item.outcome = "failed"
             text = self.redact(report.longreprtext)
@@ -81,6 +86,7 @@ class RunReport:
             return
         recordings: list[Recording] = []
         where: dict[str, int] = {}
+        trees: list[tuple[Item, str]] = []  # green items: their recordings' trees, after the whole ones
         for nodeid, item in self.items.items():
             props = self.reports.get(nodeid, ItemReport())
             item.written = [self.redact(p) for p in props.written]
@@ -94,15 +100,31 @@ class RunReport:
                 for d in props.diffs
             ]
             item.commands = props.commands
-            if item.outcome != "failed" and not item.written and not item.removed:
-                continue
             path = props.recording or ""
+            whole = (
+                item.outcome == "failed"
+                or item.written
+                or item.removed
+                or props.rerecorded
+                or nodeid in self.recorded
+            )
+            if not whole:
+                trees.append((item, path))
+                continue
             if path not in where and Path(path).is_dir():
                 where[path] = len(recordings)
                 recordings.append(read_recording(Path(path), label=item.path))
             if path in where:
                 item.recording = where[path]
-                mark_calls(recordings[item.recording].sessions, item)
+                mark_calls(recordings[item.recording].sessions, item, props.rerecorded)
+        for item, path in trees:
+            if path not in where and Path(path).is_dir():
+                where[path] = len(recordings)
+                recording = read_recording(Path(path), label=item.path)
+                for view in recording.sessions:
+                    view.transcript, view.omitted = [], True
+                recordings.append(recording)
+            item.recording = where.get(path, -1)
         payload = report_payload(
             f"dsh-replay run report: {len(self.items)} item(s)", recordings, self.items.values(), run=True
         )
@@ -125,11 +147,22 @@ class RunReport:
         )
 
 
-def mark_calls(sessions: list[SessionView], item: Item) -> None:
+def mark_calls(sessions: list[SessionView], item: Item, rerecorded: Sequence[tuple[str, int]] = ()) -> None:
     """Set the request check's verdict on the model calls of ``item``'s recording: in a log with a
     red call, the calls before it ``matched``, the red one ``differs``, the later ones ``not served``
     (a strict replay serves nothing after a mismatch) or ``matched`` (an accepted change); every call
-    of a green replay ``matched``. A recording that was written by the run stays ``recorded``."""
+    of a green replay ``matched``. A recording that was written by the run stays ``recorded``, but for
+    ``--dsh-record=changed`` (``rerecorded``: ``(log file, first re-recorded call)``): the calls of a log
+    from its first re-recorded call on are ``re-recorded``, every other call ``kept``."""
+    if rerecorded and item.outcome != "failed":
+        since = dict(rerecorded)
+        for session in sessions:
+            start = since.get(session.file)
+            for entry in session.transcript:
+                call = entry.call
+                if call is not None and call.index != 0:
+                    call.check = "re-recorded" if start is not None and call.index >= start else "kept"
+        return
     red = {(d.file, d.index): d for d in item.diffs}
     if not red and (item.outcome == "failed" or item.written):
         return  # no call was named: what the run said of them is its failure report

@@ -10,6 +10,9 @@ and whether the writer runs, and each plan is one function here over the shared 
   the run's logs.
 * :attr:`~.plan.Plan.EPISODES` (``new_episodes``): :class:`~.record.EpisodeModel`; compares the
   recorded prefix of every log; writes when live calls were made.
+* :attr:`~.plan.Plan.CHANGED` (``changed``): :class:`~.record.ChangedModel`; each session replayed while
+  its requests match and live from its first changed call; written as a recording (what matched keeps
+  its bytes), the recorded sessions the run no longer starts removed.
 * :attr:`~.plan.Plan.RECORD` (``once`` on an unrecorded scenario, ``rewrite``):
   :class:`~.record.WatchedModel` over the live model; writes logs and sidecars and removes the stale
   recorder-owned files.
@@ -69,7 +72,7 @@ from .requestcheck import (
 from .runner import RunOptions, RunResult, run_scenario
 
 if TYPE_CHECKING:
-    from ..recording.models import EpisodeModel, WatchedModel
+    from ..recording.models import ChangedModel, EpisodeModel, WatchedModel
     from ..session.masks import Masks
 
 # The recorder (.record) and the writer (.write) are imported by the plans that run them: a green replay,
@@ -142,6 +145,10 @@ class CheckOutcome(Struct):
     #: every request that differed from its recording (strict or accepted), in call order, all backends
     mismatches: list[RequestMismatchError] = field(default_factory=list)
     refused: bool = False  # an update refused: a recorded answer would follow a changed request
+    #: changed: (log file, first re-recorded call) of each re-recorded session of the written recording
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    #: changed: what the run kept and re-recorded (``ChangedModel.summary``), for the run's summary
+    changes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -149,8 +156,8 @@ class CheckOutcome(Struct):
 
     @property
     def recording(self) -> bool:
-        """The outcome of a recording run (:attr:`Plan.RECORD`), not of a replay."""
-        return self.plan is Plan.RECORD
+        """The outcome of a recording run (:attr:`Plan.RECORD`, :attr:`Plan.CHANGED`), not of a replay."""
+        return self.plan in (Plan.RECORD, Plan.CHANGED)
 
     def report(self) -> str:
         return "\n".join([*self.problems, *self.notes])
@@ -317,6 +324,7 @@ class _Served(Struct):
     replay: ReplayModel
     episodes: EpisodeModel | None = None
     watched: WatchedModel | None = None
+    changed: ChangedModel | None = None
     secrets: list[str] = field(default_factory=list)
 
 
@@ -330,7 +338,7 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
     )
     if not plan.needs_live_model:
         return _Served(replay, replay)
-    from ..recording.models import EpisodeModel, ModelSpecError, WatchedModel
+    from ..recording.models import ChangedModel, EpisodeModel, ModelSpecError, WatchedModel
 
     if options.live_model is None:
         raise ModelSpecError(
@@ -338,8 +346,11 @@ def _serve(plan: Plan, scripts: list[SessionScript], scenario: Scenario, options
         )
     live, secrets = options.live_model(scenario)
     watched = WatchedModel(live)
+    if plan is Plan.CHANGED:
+        changed = ChangedModel(replay, watched)
+        return _Served(changed, replay, watched=watched, changed=changed, secrets=list(secrets))
     episodes = EpisodeModel(replay, watched)
-    return _Served(episodes, replay, episodes, watched, list(secrets))
+    return _Served(episodes, replay, episodes, watched, secrets=list(secrets))
 
 
 def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix: str, plan: Plan) -> None:
@@ -361,7 +372,8 @@ def _check_run(outcome: CheckOutcome, served: _Served, result: RunResult, prefix
     outcome.request_mismatch = outcome.request_mismatch or any(
         isinstance(e, RequestMismatchError) for e in model.failures
     )
-    unconsumed = [] if outcome.request_mismatch else model.consumption_problems()
+    # (changed: the sessions that went live did not consume their recording by design; its summary says)
+    unconsumed = [] if outcome.request_mismatch or served.changed else model.consumption_problems()
     unconsumed = [f"{prefix}{p}" for p in unconsumed]
     # An under-consumed recording that is being replaced is reported, not failed.
     (outcome.notes if plan.replaces_recording else outcome.problems).extend(unconsumed)
@@ -679,12 +691,56 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
     return outcome
 
 
+async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
+    """:attr:`Plan.CHANGED`: replay each session while its requests match, serve it live from its first
+    changed call and, when nothing failed, write the run as a recording does (the matching part keeps its
+    bytes through the stable writer; recorded sessions the run no longer starts are removed)."""
+    outcome = CheckOutcome(scenario, plan=Plan.CHANGED)
+    replayed = await _replay_runs(Plan.CHANGED, scenario, workdir, options, outcome)
+    if replayed is None:
+        return outcome
+    served = replayed.first
+    assert served.changed is not None and served.watched is not None
+    summary = [f"--dsh-record=changed: {line}" for line in served.changed.summary()]
+    if outcome.problems:
+        outcome.problems.insert(
+            0,
+            f"--dsh-record=changed recording of {scenario.node_name} failed; the previous fixtures are "
+            "untouched",
+        )
+        return outcome
+    from ..recording.models import sidecar_files
+    from ..recording.write import write_fixtures
+
+    run = replayed.runs[0]
+    requests = (served.replay.requests, served.watched.requests)
+    pins, pin_notes = pin_extra(scenario.path, run.logs, run.cwd, *requests)
+    outcome.notes += pin_notes
+    outcome.written, outcome.removed = write_fixtures(
+        scenario.path,
+        run.logs,
+        run.cwd,
+        _scrubber(options, served.secrets),
+        [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
+        base=replayed.fixtures,
+        normalization=_normalization(replayed.ignored, run, options),
+        prune_owned=Plan.CHANGED.prunes_owned,
+    )
+    outcome.notes += summary
+    outcome.changes = served.changed.summary()
+    outcome.rerecorded = served.changed.rerecorded(
+        {log.id: scenario.log_file(i).name for i, log in enumerate(run.logs)}
+    )
+    return outcome
+
+
 #: what each plan runs (a new plan: one :class:`Plan` member and its function here)
 _PLAN_RUNS: dict[Plan, Callable[[Scenario, Path, CheckOptions], Awaitable[CheckOutcome]]] = {
     Plan.REPLAY: _replay_plan,
     Plan.UPDATE: _update_plan,
     Plan.EPISODES: _episodes_plan,
     Plan.RECORD: record_scenario_async,
+    Plan.CHANGED: _changed_plan,
 }
 
 
@@ -698,7 +754,8 @@ async def check_scenario_async(scenario: Scenario, workdir: Path, options: Check
 
 
 def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list[dict[str, Any]]]:
-    """Sidecars for sessions whose LIVE part had a failed or cancelled call: replayed + live calls."""
+    """Sidecars for sessions whose LIVE part had a failed or cancelled call: the replayed calls (all of
+    the script for new_episodes, those served for changed) + live calls."""
     from ..recording.models import sidecars_for
 
     assert served.watched is not None
@@ -706,6 +763,8 @@ def _episode_sidecars(served: _Served, logs: list[SessionLog]) -> dict[int, list
     for i, live in sidecars_for(served.watched, logs).items():
         index = served.replay.bound.get(logs[i].id)
         recorded = list(served.replay.scripts[index].entries) if index is not None else []
+        if served.changed is not None:
+            recorded = recorded[: served.replay.cursors.get(logs[i].id, 0)]
         out[i] = [*recorded, *live]
     return out
 

@@ -23,6 +23,7 @@ from ..layout import INPUT_FILE, is_log_name, log_rank
 from ..modes import Backend, RecordMode
 from ..recording.errors import FixtureInventoryError, ScenarioError
 from ..recording.plan import Plan
+from ..replay.model import changed_command
 from ..replay.requests import request_diffs
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
@@ -119,6 +120,8 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         written=[str(p) for p in outcome.written],
         removed=[str(p) for p in outcome.removed],
         end_seed_ignored=outcome.end_seed_ignored,
+        rerecorded=outcome.rerecorded,
+        changes=outcome.changes,
     )
     if outcome.plan is Plan.EPISODES:
         report.episodes = "extended" if outcome.written else "unchanged"
@@ -130,13 +133,18 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         report.commands = list(
             dict.fromkeys(
                 [
+                    *(
+                        f"re-record from the first changed call: {changed}"
+                        for m in outcome.mismatches
+                        if m.rerecord and (changed := changed_command(m.rerecord))
+                    ),
                     *(f"re-record: {m.rerecord}" for m in outcome.mismatches if m.rerecord),
                     "accept the changed requests, keeping the recorded answers: "
                     f"pytest --dsh-scenario {path} --snapshot-update --dsh-accept-changed-requests",
                 ]
             )
         )
-    if outcome.plan is not Plan.RECORD:  # every replaying plan served recorded calls (summed over backends)
+    if not outcome.recording:  # every replaying plan served recorded calls (summed over backends)
         n = max(1, len(outcome.backends))
         report.replayed = ReplayCounts(
             outcome.backends or (Backend.JSONL,), outcome.logs_compared // n, outcome.calls_served // n

@@ -74,6 +74,12 @@ class _CreationTracker:
     async def on_session_flush(self, session: Any) -> None:
         pass
 
+    def parent(self, session_id: str) -> str | None:
+        """The parent's id of a child session (its header's ``parentSession``); ``None`` for a root."""
+        session = self.sessions.get(session_id)
+        parent = session.header.get("parentSession") if session is not None else None
+        return parent if isinstance(parent, str) else None
+
     def rank(self, session_id: str) -> int | None:
         """Position of ``session_id`` among the sessions that have a log so far, in harvest order."""
 
@@ -132,7 +138,8 @@ class _Run:
         self.backend: Any = None
         self._tracker = _CreationTracker()
         if isinstance(model, RunAware):  # binding by creation rank; the request check's live side
-            model.attach_run(RunContext(self._tracker.rank, self._tracker.sessions.keys, str(self.cwd)))
+            tracker = self._tracker
+            model.attach_run(RunContext(tracker.rank, tracker.sessions.keys, str(self.cwd), tracker.parent))
 
     # -- runtime lifecycle -------------------------------------------------------------------------
     def _open(self) -> AgentRuntime:

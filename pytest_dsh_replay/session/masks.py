@@ -12,11 +12,20 @@ the spans of the groups that took part in the match (``deployed at (\\S+)`` keep
 replaces what follows). A :class:`Mask` with a ``when`` predicate (from the ``pytest_dsh_masks`` hook:
 what a regex cannot say) replaces a match only where ``when(match)`` is true.
 
-Cost: :meth:`Masks.screen` answers "could a mask change a string value of this JSON text?" with C-level
-regex searches of the text (its string escapes decoded), so a comparison walks only the values of events
-a mask may touch. A pattern with an anchor (``^``, ``$``, ``\\A``, ``\\Z``) or a negative lookaround is
-searched without them (it then finds more candidates, never fewer); where ``re``'s internals are missing
-every value is walked: slower, never wrong.
+The engine: masks are user input run against every compared value, so they are matched by RE2
+(``google-re2``), whose time is linear in the text whatever the pattern: a mask such as ``(a+)+$``
+cannot stall the event loop of ``dsh-replay serve`` (nor its shutdown) as a backtracking engine would.
+The syntax is Python's ``re`` less what needs backtracking: a backreference, a lookaround, a possessive
+or atomic group, the verbose flag ``(?x)`` are refused when the masks are built (:class:`MaskEngineError`,
+naming the mask and where it was given). Python's Unicode classes are kept: ``\\d``, ``\\w``, ``\\s``
+and their negations are given to RE2 as the Unicode classes ``re`` means (:func:`engine_pattern`);
+``\\Z`` is RE2's ``\\z``. Left as RE2 has them: ``\\b`` is an ASCII word boundary, ``$`` (without
+``(?m)``) matches only at the very end, not before a final newline.
+
+Cost: :meth:`Masks.screen` answers "could a mask change a string value of this JSON text?" with one
+search of the text (its string escapes decoded) per mask, so a comparison walks only the values of events
+a mask may touch. A pattern with an anchor (``^``, ``$``, ``\\A``, ``\\z``) is searched without them
+(it then finds more candidates, never fewer).
 
 Imports nothing of the package but ``errors`` and ``codec``; proposing masks from a difference is
 :mod:`.maskhint`.
@@ -41,20 +50,30 @@ class MaskError(HarnessError):
     code = "MASK_BAD_REGEX"
 
 
+class MaskEngineError(MaskError):
+    """A mask that is a Python regex the linear-time engine cannot run (a backreference, a lookaround, a
+    possessive or atomic group, ``(?x)``: module doc), named with where it was given."""
+
+    code = "MASK_UNSUPPORTED_REGEX"
+
+
 class Mask(Struct, frozen=True):
     """One mask, as given.
 
     Attributes:
-        pattern: a Python regular expression (``re`` syntax; inline flags such as ``(?i)`` allowed).
+        pattern: a regular expression in ``re`` syntax, less what needs backtracking (module doc;
+            inline flags such as ``(?i)`` allowed).
         source: where it was given, for reports (``--dsh-mask``, ``ini dsh_mask``, ``marker mask=``, the
             hook's plugin).
         when: optional predicate ``(match) -> bool``: the match is masked only when it returns true
-            (a hook's rule a regex cannot say: a date only if it is today, a number only if it is large).
+            (a hook's rule a regex cannot say: a date only if it is today, a number only if it is large);
+            ``match`` is the engine's match object, read like ``re``'s (``m[0]``, ``m.group(1)``,
+            ``m.span()``).
     """
 
     pattern: str
     source: str = ""
-    when: Callable[[re.Match[str]], bool] | None = None
+    when: Callable[[Any], bool] | None = None
 
     def describe(self) -> str:
         """``'PATTERN' (SOURCE)`` for reports."""
@@ -79,94 +98,116 @@ def _decoded(json_text: str | bytes) -> str:
     return _ESCAPE.sub(_unescape_one, text) if "\\" in text else text
 
 
-def _internals() -> tuple[Any, Any, Any] | None:
-    """``re``'s parser, constants and compiler (CPython's, private), or ``None`` where they are missing."""
-    try:
-        from re import _compiler as compiler  # type: ignore[attr-defined]
-        from re import _constants as constants  # type: ignore[attr-defined]
-        from re import _parser as parser  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return parser, constants, compiler
+#: Python's Unicode classes (``re`` on ``str``) as RE2 writes them: ``(outside a class, inside one)``;
+#: ``None`` inside: no union can say the negation there, RE2's ASCII class is kept.
+_CLASSES = {
+    "d": (r"\p{Nd}", r"\p{Nd}"),
+    "D": (r"\P{Nd}", r"\P{Nd}"),
+    "w": (r"[\p{L}\p{N}_]", r"\p{L}\p{N}_"),
+    "W": (r"[^\p{L}\p{N}_]", None),
+    "s": (r"[\t-\r\x1c-\x1f\x85\p{Z}]", r"\t-\r\x1c-\x1f\x85\p{Z}"),
+    "S": (r"[^\t-\r\x1c-\x1f\x85\p{Z}]", None),
+}
+#: Zero-width assertions of a value's ends (``\Z`` is Python's spelling of RE2's ``\z``).
+_ANCHOR_ESCAPES = {"A": r"\A", "Z": r"\z", "z": r"\z"}
 
 
-def _unsafe(constants: Any) -> Callable[[Any, Any], bool]:
-    """Whether a parsed node asserts something a ``"`` beside a value changes (see :func:`screenable`)."""
-    safe_at = {
-        constants.AT_BOUNDARY,
-        constants.AT_NON_BOUNDARY,
-        constants.AT_UNI_BOUNDARY,
-        constants.AT_UNI_NON_BOUNDARY,
-        constants.AT_LOC_BOUNDARY,
-        constants.AT_LOC_NON_BOUNDARY,
-    }
-    return lambda op, arg: (op is constants.AT and arg not in safe_at) or op is constants.ASSERT_NOT
+def engine_pattern(pattern: str) -> tuple[str, str]:
+    """``(pattern for RE2, the same without its anchors)`` of a mask in ``re`` syntax (module doc): the
+    Unicode classes ``re`` means for ``\\d \\D \\w \\W \\s \\S``, ``\\Z`` as ``\\z``; the second
+    leaves out every ``^``, ``$``, ``\\A``, ``\\Z``, ``\\z`` outside a character class (zero-width: it
+    matches wherever the first does, and more; what the screen searches)."""
+    out: list[str] = []
+    relaxed: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            name = pattern[i + 1]
+            i += 2
+            if name in _ANCHOR_ESCAPES and not in_class:
+                out.append(_ANCHOR_ESCAPES[name])
+                continue
+            spelled = _CLASSES.get(name)
+            text = "\\" + name
+            if spelled is not None:
+                text = spelled[1] if in_class and spelled[1] is not None else text if in_class else spelled[0]
+            out.append(text)
+            relaxed.append(text)
+            continue
+        i += 1
+        if in_class:
+            if char == "]":
+                in_class = False
+        elif char == "[":
+            in_class = True
+            # a ``^`` and a ``]`` right after the opening bracket belong to the class
+            for lead in ("^", "]"):
+                if pattern.startswith(lead, i):
+                    char += lead
+                    i += 1
+        elif char in "^$":
+            out.append(char)
+            continue
+        out.append(char)
+        relaxed.append(char)
+    return "".join(out), "".join(relaxed)
 
 
-def screenable(compiled: re.Pattern[str]) -> bool:
-    """Whether a search of the decoded JSON text finds this pattern wherever it matches a string value.
+def _engine() -> tuple[Any, Any]:
+    """The ``re2`` module and its options: errors raised, not logged on stderr."""
+    import re2  # type: ignore[import-untyped]  # no stubs; used through Any
 
-    A value stands in the decoded text verbatim, with a ``"`` on either side where it has its start and
-    end. A match inside the value is then a match in the text, unless the pattern asserts something of
-    the value's ends that a ``"`` changes: an anchor (``^``, ``$``, ``\\A``, ``\\Z``) or a negative
-    lookaround (which may see the ``"``). Word boundaries are safe (``"`` is no word character, like the
-    value's ends); positive lookarounds can only match more often. A pattern ``re``'s parser does not
-    describe is not screenable. (The screen then searches :func:`screen_pattern`'s relaxed form.)
+    options = re2.Options()
+    options.log_errors = False
+    return re2, options
+
+
+def compile_mask(mask: Mask) -> tuple[Any, str]:
+    """``(compiled, screen)``: the mask's pattern compiled by RE2, and its anchor-free form the screen
+    searches (:func:`engine_pattern`; checked to compile).
+
+    Raises:
+        MaskError: not a regular expression (``MASK_BAD_REGEX``).
+        MaskEngineError: a Python regex RE2 cannot run (``MASK_UNSUPPORTED_REGEX``), naming the mask,
+            where it was given and what to write instead.
     """
-    internals = _internals()
-    if internals is None:
-        return False
-    parser, constants, _compiler = internals
+    re2, options = _engine()
+    if not isinstance(mask.pattern, str):
+        raise MaskError(f"mask {mask.describe()}: not a regular expression: a mask is a string")
     try:
-        tree = parser.parse(compiled.pattern, compiled.flags)
-    except Exception:  # a pattern this parser does not read as ``re`` compiled it: not vouched for
-        return False
-    unsafe = _unsafe(constants)
-
-    def safe(items: Iterable[Any]) -> bool:
-        return all(not unsafe(op, arg) and all(safe(sub) for sub in _subpatterns(arg)) for op, arg in items)
-
-    return safe(tree)
-
-
-def screen_pattern(compiled: re.Pattern[str]) -> re.Pattern[str] | None:
-    """The pattern the screen searches for ``compiled``: itself when :func:`screenable`, else the same
-    pattern with its anchors and negative lookarounds left out (it then matches wherever the original
-    does, and more: the screen stays sound, only less sharp); ``None`` where ``re``'s internals are
-    missing or refuse it (every value is walked then)."""
-    if screenable(compiled):
-        return compiled
-    internals = _internals()
-    if internals is None:
-        return None
-    parser, constants, compiler = internals
-    unsafe = _unsafe(constants)
-
-    def relax(sub: Any) -> None:
-        # anchors and lookarounds are zero-width: the widths the parser computed stay right
-        sub.data[:] = [(op, arg) for op, arg in sub.data if not unsafe(op, arg)]
-        for _op, arg in sub.data:
-            for nested in _subpatterns(arg):
-                relax(nested)
-
+        re.compile(mask.pattern)
+    except re.error as exc:
+        raise MaskError(
+            f"mask {mask.describe()}: not a regular expression: {exc}; write a Python regex (re syntax), "
+            "e.g. 'tx=[0-9a-f]+'"
+        ) from None
+    full, relaxed = engine_pattern(mask.pattern)
     try:
-        tree = parser.parse(compiled.pattern, compiled.flags)
-        relax(tree)
-        return compiler.compile(tree, compiled.flags)  # type: ignore[no-any-return]
-    except Exception:  # an interpreter whose internals differ: walk every value (slower, never wrong)
-        return None
+        compiled = re2.compile(full, options)
+        re2.compile(relaxed, options)
+        return compiled, relaxed
+    except re2.error as exc:
+        said = exc.args[0] if exc.args else exc
+        reason = said.decode("utf-8", "replace") if isinstance(said, bytes) else said
+        raise MaskEngineError(
+            f"mask {mask.describe()}: masks run on a linear-time regex engine (RE2), which cannot run "
+            f"this pattern ({reason}): a backreference, a lookaround, a possessive or atomic group or "
+            "(?x) needs backtracking, which could stall a run on one long value; write it without "
+            "(a capturing group masks only its span: 'at (\\S+)' instead of '(?<=at )\\S+'), or use a "
+            "Mask(pattern, when=...) in the pytest_dsh_masks hook for what a regex cannot say"
+        ) from None
 
 
-def _subpatterns(arg: Any) -> list[Any]:
-    """The nested sub-patterns of one parsed node's argument (groups, branches, repeats, lookarounds)."""
-    out: list[Any] = []
-    items = arg if isinstance(arg, list | tuple) else (arg,)
-    for item in items:
-        if hasattr(item, "data"):  # a SubPattern
-            out.append(item)
-        elif isinstance(item, list | tuple):
-            out.extend(_subpatterns(item))
-    return out
+#: A lone surrogate (UTF-8 cannot carry it to the engine).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _alternation(patterns: Iterable[str]) -> bytes:
+    """One bytes pattern matching wherever one of ``patterns`` does (inline flags stay in their group;
+    capturing groups are kept: only whether it matches is asked)."""
+    return "|".join(f"(?:{p})" for p in patterns).encode("utf-8", "surrogatepass")
 
 
 class Masks:
@@ -189,21 +230,20 @@ class Masks:
 
     def __init__(self, masks: Iterable[Mask]) -> None:
         self.masks: tuple[Mask, ...] = tuple(masks)
-        compiled: list[re.Pattern[str]] = []
-        for mask in self.masks:
-            try:
-                compiled.append(re.compile(mask.pattern))
-            except (re.error, TypeError) as exc:
-                raise MaskError(
-                    f"mask {mask.describe()}: not a regular expression: {exc}; write a Python regex (re "
-                    "syntax), e.g. 'tx=[0-9a-f]+'"
-                ) from None
-        self._compiled = tuple(compiled)
-        self._groups = tuple(c.groups > 0 for c in compiled)
+        pairs = [compile_mask(mask) for mask in self.masks]
+        self._compiled = tuple(compiled for compiled, _screen in pairs)
+        self._groups = tuple(c.groups > 0 for c in self._compiled)
         self.hits: dict[int, int] = {}
-        screens = [screen_pattern(c) for c in compiled]
-        #: what the screen searches the text for, one per mask (None: a mask has none, every value is walked)
-        self._screens = None if None in screens else tuple(c for c in screens if c is not None)
+        # one call of the engine costs microseconds whatever it searches, so the masks are searched at
+        # once: the screen, every mask without anchors; the pre-check of a value, every mask as it is.
+        # Both as UTF-8 bytes patterns searched in the text's UTF-8 bytes (no offsets to map back).
+        # Only whether they match is asked: without captures the engine runs its DFA alone.
+        re2, options = _engine()
+        options.never_capture = True
+        self._screen = self._any = None
+        if pairs:
+            self._screen = re2.compile(_alternation(screen for _c, screen in pairs), options)
+            self._any = re2.compile(_alternation(engine_pattern(m.pattern)[0] for m in self.masks), options)
 
     @classmethod
     def parse(cls, patterns: Iterable[str], *, source: str) -> Masks:
@@ -229,30 +269,35 @@ class Masks:
 
         ``False`` means "maybe": walk the values (:meth:`apply_value`). See the module doc.
         """
-        screens = self._screens
-        if screens is None:
-            return False
-        text = _decoded(json_text)
-        return all(c.search(text) is None for c in screens)
+        if self._screen is None:
+            return True
+        return self._screen.search(_decoded(json_text).encode("utf-8", "surrogatepass")) is None
 
     def apply(self, text: str) -> str:
         """``text`` with every mask applied in order (each match, or its groups, -> ``{{mask:N}}``)."""
+        if self._any is None or self._any.search(text.encode("utf-8", "surrogatepass")) is None:
+            return text
         for index, compiled in enumerate(self._compiled):
-            if compiled.search(text) is None:
+            # the engine reads UTF-8, which has no lone surrogate (a JSON "\ud800"): it sees U+FFFD
+            # there, one character for one, so its offsets are the text's
+            probe = _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
+            if compiled.search(probe) is None:
                 continue
-            masked = self._replace(index, compiled, text)
+            masked = self._replace(index, compiled, text, probe)
             if masked != text:
                 self.hits[index] = self.hits.get(index, 0) + 1
                 text = masked
         return text
 
-    def _replace(self, index: int, compiled: re.Pattern[str], text: str) -> str:
+    def _replace(self, index: int, compiled: Any, text: str, probe: str) -> str:
+        """``text`` with mask ``index``'s matches in ``probe`` (``text``, lone surrogates as U+FFFD)
+        replaced by its token."""
         token = f"{{{{mask:{index + 1}}}}}"
         when = self.masks[index].when
         grouped = self._groups[index]
         pieces: list[str] = []
         last = 0
-        for match in compiled.finditer(text):
+        for match in compiled.finditer(probe):
             if match.end() == match.start() or (when is not None and not when(match)):
                 continue
             spans = (
@@ -300,8 +345,9 @@ NO_MASKS = Masks(())
 __all__ = [
     "NO_MASKS",
     "Mask",
+    "MaskEngineError",
     "MaskError",
     "Masks",
-    "screen_pattern",
-    "screenable",
+    "compile_mask",
+    "engine_pattern",
 ]

@@ -434,11 +434,13 @@ def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(t
 
 
 def test_serve_reports_give_serve_spellings(tmp_path: Path, upstream: FakeUpstream) -> None:
-    """A red serve replay whose only difference is the system prompt advises ``--match-on messages``,
-    serve's option, and not pytest's ``--dsh-match-on``.
+    """A red serve replay whose only difference is the system prompt gives serve's own re-record
+    command and no pytest spelling (``--dsh-match-on``, ``--dsh-mask``), and proposes no narrower
+    check (``--match-on messages`` would serve the answer recorded for the old prompt, green).
 
     Regression: the advice gave the pytest spelling first (``--dsh-match-on messages (ini
-    dsh_match_on; dsh-replay serve --match-on messages)``)."""
+    dsh_match_on; dsh-replay serve --match-on messages)``), and proposed checking only the
+    conversation."""
 
     def ask(url: str, system: str) -> None:
         client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
@@ -460,5 +462,6 @@ def test_serve_reports_give_serve_spellings(tmp_path: Path, upstream: FakeUpstre
     finally:
         code, _out, err = finish(proc, 60, signal.SIGTERM)
     assert code == 1, err
-    assert "check only the conversation with --match-on messages" in err, err
+    assert f"dsh-replay serve {tmp_path} --record rewrite" in err, err
+    assert "--match-on" not in err, err
     assert "--dsh-match-on" not in err and "--dsh-mask" not in err

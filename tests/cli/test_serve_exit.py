@@ -125,6 +125,7 @@ def test_every_error_of_serve_goes_to_stderr(tmp_path: Path) -> None:
                 "http://user:hunter2-secret@127.0.0.1:1/v1",
             ],
             "is not an origin": [*up, "--allow-origin", "localhost:3000"],
+            "'null' is an opaque origin": [*up, "--allow-origin", "null"],
             f"cannot listen on 127.0.0.1:{port}": [*up, "--port", port],
             "give an http(s) base URL": ["--record", "once", "--upstream", "127.0.0.1:8080"],
         }

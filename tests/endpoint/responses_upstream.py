@@ -6,11 +6,12 @@ The SSE is written here by hand from the API reference (independent of the endpo
 ``.done``, ``response.completed`` with usage; a whole response object when the body does not stream; an
 ``Answer`` with ``status`` is an HTTP error, a reasoning item carries ``encrypted_content`` when the
 request's ``include`` asks for it, one with ``error_after`` sends the ``error`` event after that
-many events. ``requests`` holds every body received.
+many events; ``delay`` seconds pass between two events. ``requests`` holds every body received.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -193,6 +194,8 @@ class FakeResponsesUpstream(LoopbackUpstream):
             await stream.write(f"event: {event['type']}\ndata: {payload}\n\n".encode())
             if event["type"] == "error":
                 break
+            if answer.delay:
+                await asyncio.sleep(answer.delay)
         await stream.write_eof()
         return stream
 

@@ -4,6 +4,7 @@ explicit headers, and arrival order."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from typing import Any
 
@@ -131,6 +132,57 @@ def test_with_two_open_tool_calls_a_new_conversation_is_a_root() -> None:
         bound = binder.bind(req(user(prompt)))
         binder.answered(bound.conversation, calls(f"c-{prompt}"), turn_ended=False)
     assert binder.bind(req(user("task"), system="helper")).kind == "root"
+
+
+def _asking(binder: Binder, prompt: str, *arguments: str) -> Any:
+    """A conversation (system ``sys``) that answered with one call per argument text (``{"input": ...}``)."""
+    bound = binder.bind(req(user(prompt)))
+    answer = {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool-call",
+                "id": f"{prompt}-{n}",
+                "name": "agent",
+                "arguments": json.dumps({"input": a}),
+            }
+            for n, a in enumerate(arguments)
+        ],
+    }
+    binder.answered(bound.conversation, answer, turn_ended=False)
+    return bound.conversation
+
+
+def test_with_two_open_tool_calls_the_call_whose_argument_text_is_the_prompt_is_the_parent() -> None:
+    """Regression: with two conversations waiting on calls, an agent-as-tool child was a root."""
+    binder = Binder()
+    oslo = _asking(binder, "one", "Oslo", "Bergen")
+    rome = _asking(binder, "two", "Rome", "Paris")
+    assert binder.bind(req(user("Paris"), system="poet")).conversation.parent == rome.id
+    assert (
+        binder.bind(req(user("a haiku about Bergen, please"), system="poet")).conversation.parent == oslo.id
+    )
+    tied = binder.bind(req(user("Oslo or Rome?"), system="poet"))  # both hold it as well: cannot be told
+    assert tied.kind == "root" and set(tied.conversation.candidates) == {oslo.id, rome.id}
+
+
+def test_a_history_holding_an_open_call_is_that_conversation_s_handoff_child() -> None:
+    binder = Binder()
+    first = _asking(binder, "one", "x")
+    second = _asking(binder, "two", "y")
+    handoff = binder.bind(req(user("two"), calls("two-0"), result("two-0", "moved"), system="billing"))
+    assert handoff.kind == "spawn" and handoff.conversation.parent == second.id
+    assert second.open_calls == () and first.open_calls == ("one-0",)  # its call got its result
+
+
+def test_another_run_of_the_only_waiting_agent_is_a_root() -> None:
+    """The only conversation waiting on a call is not the parent of a conversation with its own system
+    prompt that shares none of its calls' argument text (the same agent run again meanwhile)."""
+    binder = Binder()
+    _asking(binder, "haikus for Oslo", "Oslo")
+    assert binder.bind(req(user("haikus for Rome"))).kind == "root"
+    helper = binder.bind(req(user("count"), system="helper"))  # another agent: still the only one's child
+    assert helper.kind == "spawn"
 
 
 def test_explicit_headers_name_the_conversation_and_the_parent() -> None:

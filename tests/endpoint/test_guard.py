@@ -215,7 +215,6 @@ def test_a_preflight_and_an_unread_body_are_refused(tmp_path: Path, upstream: Fa
         ("http://localhost:3000/", "http://localhost:3000"),
         ("HTTPS://App.Example:443", "https://app.example"),
         ("http://[::1]:8080", "http://[::1]:8080"),
-        ("null", "null"),
     ],
 )
 def test_origins_are_compared_as_browsers_send_them(given: str, normal: str) -> None:
@@ -226,3 +225,33 @@ def test_origins_are_compared_as_browsers_send_them(given: str, normal: str) -> 
 def test_an_origin_to_allow_that_is_none_is_refused_at_start(tmp_path: Path, bad: str) -> None:
     with pytest.raises(OriginError, match="is not an origin"):
         Guard("127.0.0.1", [bad])
+
+
+@pytest.mark.parametrize("opaque", ["null", " null ", "NULL"])
+def test_the_opaque_origin_cannot_be_allowed(opaque: str) -> None:
+    """``null`` is what every sandboxed iframe, ``file:`` or ``data:`` page of any site sends: allowing
+    it would let any web page in. It is a typed usage error (``ENDPOINT_ORIGIN``) saying why.
+
+    Regression: ``--allow-origin null`` was accepted, and ``Origin: null`` with ``Sec-Fetch-Site:
+    cross-site`` then passed the guard, also while recording with the user's key."""
+    with pytest.raises(OriginError, match="opaque origin") as refused:
+        Guard("127.0.0.1", ["http://localhost:3000", opaque])
+    assert refused.value.code == "ENDPOINT_ORIGIN"
+    with pytest.raises(OriginError, match="opaque origin"):
+        normalize_origin(opaque)
+
+
+def test_origin_null_is_refused_whatever_is_allowed(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """A sandboxed iframe's request (``Origin: null``, ``Sec-Fetch-Site: cross-site``) to a recording
+    endpoint that allows an origin: 403 naming why it can never be allowed, nothing forwarded."""
+    allowed = ("http://localhost:3000",)
+    with served(tmp_path, RecordMode.ONCE, upstream.url, allow_origins=allowed) as ep:
+        base = ep.url.removesuffix("/v1")
+        for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses"):
+            headers = {"Origin": "null", "Sec-Fetch-Site": "cross-site"}
+            status, payload, _ = raw(base, "POST", path, ROUTES[path][1], headers)
+            assert status == 403, (path, payload)
+            assert "opaque origin" in _message(path, payload), payload
+        ok, _payload, _ = raw(base, "POST", "/v1/chat/completions", CHAT, {"Origin": allowed[0]})
+        assert ok == 200
+    assert len(upstream.requests) == 1  # the allowed origin's request only

@@ -264,8 +264,8 @@ def test_an_update_shows_what_it_wrote(page: Any, pytester: pytest.Pytester, tmp
 def test_an_all_green_run_renders_its_summary_and_items(
     page: Any, pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    """A run with nothing red and nothing written: the page reads no recording, says so in its counts
-    and lists the passed items, and its script runs to the end.
+    """A run with nothing red and nothing written: the page lists the passed items, shows each
+    recording as its session tree without transcripts (said so), and its script runs to the end.
 
     Regression: the payload leaves out empty lists, the page read ``data.recordings.length`` of the
     absent list, its script stopped with a TypeError and the page was never marked rendered."""
@@ -276,7 +276,10 @@ def test_an_all_green_run_renders_its_summary_and_items(
     open_report(page, out)
     assert "1\npassed" in page.locator("#cards").inner_text()
     assert "spawn-and-fork" in page.locator("details.item").first.inner_text()
-    assert page.locator("#recordings").inner_text() == ""
+    recordings = page.locator("#recordings")
+    assert "Recordings (1)" in recordings.inner_text()
+    assert "transcript not in this page" in recordings.inner_text()
+    assert page.locator("button.open", has_text="show transcript").count() == 0
 
 
 def _with_mcp_session(tmp: Path) -> Path:

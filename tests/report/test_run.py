@@ -67,6 +67,8 @@ def test_agent(dsh_endpoint):
 def test_a_red_dsh_endpoint_test_is_in_the_report_with_its_request_diff(
     pytester: pytest.Pytester, upstream: FakeUpstream
 ) -> None:
+    """Regression: the page's path of the red call was the log's (``messages[0].content[0].text``)
+    where the terminal said the client's (``messages[0].content``)."""
     pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
     pytester.runpytest("--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q").assert_outcomes(passed=1)
     pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi here"))
@@ -78,6 +80,9 @@ def test_a_red_dsh_endpoint_test_is_in_the_report_with_its_request_diff(
     assert item["path"] == str(pytester.path / "recordings" / "test_agent" / "test_agent")
     (diff,) = item["diffs"]
     assert diff["call"].startswith("call #1 of session.jsonl")
+    # the client's own terms, as the terminal's report gives them (not the log's messages[0].content[0].text)
+    assert diff["path"] == "messages[0].content", diff
+    assert f"{diff['path']} (in the recording:" in item["failure"]
     assert (diff["recorded"], diff["sent"]) == ('"hi there"', '"hi here"')
     assert any("--dsh-record=rewrite" in c for c in item["commands"])
     (recording,) = payload["recordings"]
@@ -208,3 +213,32 @@ def test_the_report_file_follows_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_a_recording_run_shows_what_it_recorded_and_a_green_run_its_trees(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """The page of a recording run holds the recording it wrote, whole (tree and transcripts); the page
+    of a green replay holds each recording's session tree, its transcripts left out and said to be.
+
+    Regression: both pages held no recording at all (only red and updated scenario items' were read)."""
+    pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
+    recorded = pytester.path / "recorded.html"
+    pytester.runpytest(
+        "--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q", "--dsh-report", str(recorded)
+    ).assert_outcomes(passed=1)
+    payload = payload_of(recorded.read_text())
+    (item,) = payload["items"]
+    (recording,) = payload["recordings"]
+    assert item["recording"] == 0 and recording["kind"] == "endpoint"
+    (session,) = recording["sessions"]
+    assert session["transcript"] and not session.get("omitted")
+
+    green = pytester.path / "green.html"
+    pytester.runpytest("-q", "--dsh-report", str(green), "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    payload = payload_of(green.read_text())
+    (item,) = payload["items"]
+    (recording,) = payload["recordings"]
+    assert item["recording"] == 0 and item["outcome"] == "passed"
+    (session,) = recording["sessions"]
+    assert session["calls"] == 1 and session["omitted"] and not session.get("transcript")

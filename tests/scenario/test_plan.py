@@ -21,6 +21,9 @@ from pytest_dsh_replay.recording.plan import LogCompare, Plan, plan_for
         (RecordMode.NEW_EPISODES, False, False, Plan.RECORD),
         (RecordMode.REWRITE, True, False, Plan.RECORD),
         (RecordMode.REWRITE, True, True, Plan.RECORD),
+        (RecordMode.CHANGED, True, False, Plan.CHANGED),
+        (RecordMode.CHANGED, True, True, Plan.CHANGED),
+        (RecordMode.CHANGED, False, False, Plan.RECORD),
     ],
 )
 def test_plan_for(mode: RecordMode, recorded: bool, update: bool, plan: Plan) -> None:
@@ -34,8 +37,8 @@ def test_an_unknown_mode_is_refused() -> None:
 
 
 def test_plans_state_what_they_do() -> None:
-    assert [p for p in Plan if p.needs_live_model] == [Plan.EPISODES, Plan.RECORD]
-    assert [p for p in Plan if p.prunes_owned] == [Plan.RECORD]
+    assert [p for p in Plan if p.needs_live_model] == [Plan.EPISODES, Plan.RECORD, Plan.CHANGED]
+    assert [p for p in Plan if p.prunes_owned] == [Plan.RECORD, Plan.CHANGED]
     assert [p for p in Plan if not p.writes] == [Plan.REPLAY]
     assert Plan.EPISODES.compare is LogCompare.PREFIX and Plan.REPLAY.compare is LogCompare.WHOLE
 
@@ -58,5 +61,6 @@ def test_item_report_round_trips_through_user_properties() -> None:
         replayed=ReplayCounts(("jsonl",), 2, 4),
         end_seed_ignored=True,
         guard="cannot fail",
+        rerecorded=[("session.jsonl", 3), ("session#1.jsonl", 1)],
     )
     assert ItemReport.from_properties([("other", "x"), *report.properties()]) == report

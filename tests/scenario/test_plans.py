@@ -118,3 +118,43 @@ def test_a_recording_without_a_live_model_fails_and_writes_nothing(
     assert outcome.plan is Plan.RECORD and not outcome.passed
     assert "no live model is configured" in outcome.problems[0]
     assert _owned(scenario) == before
+
+
+def test_changed_without_a_change_calls_nothing_live_and_writes_nothing(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    before = _owned(scenario)
+    outcome = check_scenario(
+        scenario, tmp_path / "work", CheckOptions(record=RecordMode.CHANGED, live_model=_scripted)
+    )
+    assert outcome.plan is Plan.CHANGED and outcome.passed, outcome.report()
+    assert not outcome.written and not outcome.removed and _owned(scenario) == before
+    notes = "\n".join(outcome.notes)
+    assert "session.jsonl: 2 call(s) kept (unchanged)" in notes, notes
+    assert "session.1.jsonl: 1 call(s) kept (unchanged)" in notes, notes
+    assert "3 kept call(s), 0 re-recorded" in notes, notes
+
+
+def test_changed_records_from_the_first_changed_call_and_its_later_children(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """A changed prompt: the parent's first call goes live, and so does the child it spawns after it, whose
+    own request still matches its recording (a child started after its parent's first changed call)."""
+    spec = orjson.loads((scenario.path / "input.json").read_bytes())
+    spec["steps"][2]["text"] = spec["steps"][2]["text"].replace("then reply", "and then reply")
+    (scenario.path / "input.json").write_bytes(orjson.dumps(spec))
+    scenario = load_scenario(scenario.path)
+    child_before = (scenario.path / "session.1.jsonl").read_bytes()
+    outcome = check_scenario(
+        scenario, tmp_path / "work", CheckOptions(record=RecordMode.CHANGED, live_model=_scripted)
+    )
+    assert outcome.plan is Plan.CHANGED and outcome.passed, outcome.report()
+    notes = "\n".join(outcome.notes)
+    assert "0 kept call(s), 3 re-recorded" in notes, notes
+    assert "started after its parent's first changed call" in notes, notes
+    assert outcome.rerecorded == [("session.jsonl", 1), ("session.1.jsonl", 1)]  # what the report marks
+    assert outcome.written == [scenario.path / PRIMARY_FILE]  # the scripted child answers as recorded
+    assert b"and then reply" in (scenario.path / PRIMARY_FILE).read_bytes()
+    assert (scenario.path / "session.1.jsonl").read_bytes() == child_before
+    replayed = check_scenario(load_scenario(scenario.path), tmp_path / "again", CheckOptions())
+    assert replayed.passed, replayed.report()
