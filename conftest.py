@@ -43,7 +43,10 @@ for _transport in ("httpcore", "httpcore2"):
 
 REPO = Path(__file__).resolve().parent
 BUNDLED = REPO / "scenarios"
-SHARED = REPO.parent / "shared"
+#: ``../shared`` beside the checkout, or beside the directory of its worktrees (``/work/wt/NAME``)
+SHARED = next(
+    (d for d in (REPO.parent / "shared", REPO.parent.parent / "shared") if d.is_dir()), REPO.parent / "shared"
+)
 
 
 def shared_dir(name: str) -> Path:

@@ -6,8 +6,9 @@ replaced by one valid ``text-chunks`` row (head-format.md §2) of ``--members`` 
 byte of line), ``--member words`` short words and gaps of 0-39 ms (about 10 bytes a member, like a
 streamed answer). Each command runs in a FRESH process; its peak RSS is that process's ``ru_maxrss``
 (``os.wait4``) and its CPU time user + system. The floor is ``validate`` of the unchanged log
-(interpreter + imports). Printed per command: peak RSS, the growth over the floor as a multiple of the
-row's line, and the CPU seconds.
+(interpreter + imports); ``pytest`` is ``pytest --dsh-scenario`` of the scenario (its item is skipped:
+the log is another agent's recording), whose floor is its run of the unchanged log. Printed per
+command: peak RSS, the growth over the floor as a multiple of the row's line, and the CPU seconds.
 
 ``--quick`` runs 200,000 members (a few seconds). Needs ``../shared`` beside the checkout (or beside the
 directory of its worktrees); says so and exits 0 when it is absent.
@@ -29,7 +30,9 @@ from _timing import child_usage, mib
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = "import sys; from pytest_dsh_replay.cli import main; sys.argv[0] = 'dsh-replay'; main()"
-COMMANDS = ("validate", "show", "report", "derive", "derive --json", "diff")
+COMMANDS = ("validate", "show", "report", "derive", "derive --json", "diff", "pytest")
+#: ``pytest --dsh-scenario`` of the scenario: the item skips it (a recording of another agent)
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--dsh-scenario"]
 #: line 29 of packed-chunks: its text-chunks row (turn 1, step 2, block 1)
 TEXT_ROW = 29
 WORDS = (" the", " tool", " returned", " an", " error", ",", " so", " I", " will", " retry")
@@ -67,8 +70,10 @@ def make(source: Path, target: Path, members: int, member: str) -> int:
 
 
 def measure(args: list[str], cwd: Path) -> tuple[int, float, float, int]:
-    """``(peak RSS bytes, CPU seconds, wall seconds, exit code)`` of the CLI in a fresh process."""
-    return child_usage([sys.executable, "-c", CLI, *args], cwd, stderr=subprocess.DEVNULL)
+    """``(peak RSS bytes, CPU seconds, wall seconds, exit code)`` of the CLI (or, for ``args`` starting
+    with the interpreter, that command) in a fresh process."""
+    argv = args if args[0] == sys.executable else [sys.executable, "-c", CLI, *args]
+    return child_usage(argv, cwd, stderr=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -100,17 +105,28 @@ def main() -> None:
         print(f"one text-chunks row of {members:,} {opts.member} members: a line of {mib(line)}")
         floor, cpu, _wall, _code = measure(["validate", str(source)], work)
         print(f"{'floor (validate of the unchanged log)':<38} peak RSS {mib(floor):>11}  cpu {cpu:5.2f} s")
-        for command in opts.commands.split(","):
+        commands = opts.commands.split(",")
+        pytest_floor = floor
+        # pytest's own imports and collection: its floor is its run of the unchanged log
+        if "pytest" in commands:
+            shutil.copytree(source, work / "small" / "packed")
+            pytest_floor, cpu, _wall, _code = measure([*PYTEST, str(work / "small" / "packed")], work)
+            label = "floor (pytest of the unchanged log)"
+            print(f"{label:<38} peak RSS {mib(pytest_floor):>11}  cpu {cpu:5.2f} s")
+        for command in commands:
             words = command.split()
             if words[0] == "report":
                 args = ["report", str(big), "-o", str(work / "page.html")]
             elif words[0] == "diff":
                 args = ["diff", str(source), str(big)]
+            elif words[0] == "pytest":
+                args = [*PYTEST, str(big)]
             else:
                 args = [*words, str(big)]
             rss, cpu, wall, code = measure(args, work)
+            base = pytest_floor if words[0] == "pytest" else floor
             print(
-                f"{command:<38} peak RSS {mib(rss):>11}  +{(rss - floor) / line:5.1f}x the line  "
+                f"{command:<38} peak RSS {mib(rss):>11}  +{(rss - base) / line:5.1f}x the line  "
                 f"cpu {cpu:6.2f} s  wall {wall:6.2f} s  exit {code}"
             )
 

@@ -41,6 +41,7 @@ __all__ = [
     "LOG_GLOB",
     "MCP_LOG_GLOB",
     "OVERRIDE_FILE",
+    "PER_CALL",
     "PIN_GLOB",
     "PIN_KINDS",
     "PIN_PARTS",
@@ -232,9 +233,10 @@ class PinKind(Struct, frozen=True):
         wrap: for ``json``: the file holds ``{wrap: value}`` instead of the bare value.
         optional: pinned only when a request of the recording carries the part (a loop that never
             sends it writes no pin); a recording without the pin does not check the part.
-        per_call: a session whose calls sent different values is pinned per call (the file holds a JSON
-            array, one value per call, in call order) instead of not at all; for a kind whose value is
-            never an array.
+        per_call: a session whose calls sent different values is pinned per call instead of not at
+            all: its JSON file (:meth:`per_call_name`; a text kind's ``.json`` beside its ``.md`` name)
+            holds ``{"perCall": [value, ...]}``, one value per call in call order (:data:`PER_CALL`;
+            ``params``, whose value is never an array, also as the bare array).
         shapes_answer: a changed value changes what the model answers (a recorded answer does not fit
             the new value), so a mismatch in it is never offered as "refresh the pins".
     """
@@ -249,16 +251,26 @@ class PinKind(Struct, frozen=True):
     per_call: bool = False
     shapes_answer: bool = False
 
-    def file_name(self, rank: int = 0) -> str:
+    def file_name(self, rank: int = 0, ext: str | None = None) -> str:
         """The pin file of log ``rank``: ``<stem>.expected.<ext>`` (0) or ``<stem>.<n>.expected.<ext>``."""
-        return f"{self.stem}.expected.{self.ext}" if rank == 0 else f"{self.stem}.{rank}.expected.{self.ext}"
+        ext = ext or self.ext
+        return f"{self.stem}.expected.{ext}" if rank == 0 else f"{self.stem}.{rank}.expected.{ext}"
+
+    def per_call_name(self, rank: int = 0) -> str:
+        """The pin file of log ``rank`` when its calls sent different values: always JSON
+        (``system-prompt.expected.json``, ``tool-schemas.expected.json``)."""
+        return self.file_name(rank, "json")
+
+
+#: The key of a per-call pin file's one member: the list of each call's value (:attr:`PinKind.per_call`).
+PER_CALL = "perCall"
 
 
 #: every pin kind, in pin order (a new kind: one row here, its value check in ``replay.pins`` if any)
 PIN_KINDS: tuple[PinKind, ...] = (
-    PinKind("system", "system-prompt", "md", "system prompt"),
-    PinKind("tools", "tool-schemas", "json", "tool descriptions/schemas", absent=list),
-    PinKind("model", "model", "json", "model name", wrap="model"),
+    PinKind("system", "system-prompt", "md", "system prompt", per_call=True),
+    PinKind("tools", "tool-schemas", "json", "tool descriptions/schemas", absent=list, per_call=True),
+    PinKind("model", "model", "json", "model name", wrap="model", per_call=True),
     PinKind(
         "params",
         "request-params",
@@ -291,7 +303,8 @@ def pin_name(part: str, rank: int = 0) -> str:
 
 def pin_match(name: str) -> tuple[PinKind, int, str] | None:
     """``(kind, rank, ext)`` when ``name`` is ``<a kind's stem>[.<n>].expected.<md|json>``, else ``None``;
-    the name is a pin when ``ext`` is the kind's own (see :func:`is_pin_name`)."""
+    the name is a pin when ``ext`` is the kind's own, or ``json`` (a per-call pin,
+    :meth:`PinKind.per_call_name`; see :func:`is_pin_name`)."""
     match = _PIN_NAME.fullmatch(name)
     if match is None:
         return None
@@ -302,7 +315,7 @@ def pin_match(name: str) -> tuple[PinKind, int, str] | None:
 def is_pin_name(name: str) -> bool:
     """Whether ``name`` is a known pin file name (any kind, any rank)."""
     found = pin_match(name)
-    return found is not None and found[0].ext == found[2]
+    return found is not None and found[2] in (found[0].ext, "json")
 
 
 def is_pin_like(name: str) -> bool:

@@ -80,7 +80,13 @@ def dsh_replay_model(request: pytest.FixtureRequest) -> Callable[..., ReplayMode
         parts = default_match_on if match_on is None else frozenset(match_on)
         masks = run_masks(config, request.node.ihook, mask, where="dsh_replay_model(mask=...)")
         return ReplayModel(
-            scripts, scenario=str(path), match_on=parts, rerecord=rerecord_command(path), masks=masks
+            scripts,
+            scenario=str(path),
+            match_on=parts,
+            rerecord=rerecord_command(path),
+            masks=masks,
+            # your loop sends the request: sending the recorded values again is its way back to green
+            pin_refresh="send the recorded values from your loop, or re-record (command above)",
         )
 
     return make

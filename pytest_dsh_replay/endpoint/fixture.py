@@ -1,8 +1,9 @@
 """The body of the ``dsh_endpoint`` pytest fixture (registered by ``plugin.py``).
 
-The fixture starts an endpoint for the test, points the openai and anthropic SDKs (and any subprocess
-the test starts) at it with ``OPENAI_BASE_URL`` (``http://127.0.0.1:PORT/v1``) and
-``ANTHROPIC_BASE_URL`` (the same without ``/v1``, the Anthropic SDK's form) and dummy
+The fixture starts an endpoint for the test, points the common clients (and any subprocess the test
+starts) at it with the base-URL variables they read (:data:`BASE_URL_VARIABLES`: ``OPENAI_BASE_URL``
+and ``OPENAI_API_BASE`` as ``http://127.0.0.1:PORT/v1``, ``ANTHROPIC_BASE_URL`` and
+``ANTHROPIC_API_BASE`` without ``/v1``, the Anthropic form) and dummy
 ``OPENAI_API_KEY``/``ANTHROPIC_API_KEY``, and fails the test with the endpoint's
 report, once: the test's call phase reports a problem of the traffic (a request that did not match, in
 place of the SDK's error for the endpoint's 400) or a recorded call left unused (:func:`call_report`,
@@ -70,6 +71,31 @@ class EndpointHandle(Struct):
     def mcp_url(self, name: str) -> str:
         """The URL of the streamable HTTP MCP server ``name`` of the marker's ``mcp=`` (docs/mcp.md)."""
         return f"{self.base_url.removesuffix('/v1')}/mcp/{name}"
+
+
+#: The base-URL variables the common clients read, each with the URL form it takes (``"v1"``: the
+#: OpenAI form ``http://127.0.0.1:PORT/v1``; ``""``: the Anthropic form, without ``/v1``): the openai
+#: SDK (``OPENAI_BASE_URL``), LlamaIndex's ``OpenAI`` LLM, LangChain's older ``ChatOpenAI`` and LiteLLM
+#: (``OPENAI_API_BASE``), the anthropic SDK (``ANTHROPIC_BASE_URL``), LiteLLM's Anthropic provider
+#: (``ANTHROPIC_API_BASE``). docs/fixtures.md lists them.
+BASE_URL_VARIABLES: dict[str, str] = {
+    "OPENAI_BASE_URL": "v1",
+    "OPENAI_API_BASE": "v1",
+    "ANTHROPIC_BASE_URL": "",
+    "ANTHROPIC_API_BASE": "",
+}
+#: The key variables the fixture sets to a dummy (the upstream key is read before, docs/endpoint.md).
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+def client_environment(url: str) -> dict[str, str]:
+    """The environment the fixture sets for the test (and the subprocesses it starts): every
+    :data:`BASE_URL_VARIABLES` at the endpoint's ``url`` (``http://127.0.0.1:PORT/v1``) in its form, and
+    the dummy keys."""
+    out = {
+        name: url if form == "v1" else url.removesuffix("/v1") for name, form in BASE_URL_VARIABLES.items()
+    }
+    return {**out, **dict.fromkeys(KEY_VARIABLES, DUMMY_KEY)}
 
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
@@ -228,11 +254,8 @@ def endpoint_fixture(
         pytest.fail(f"dsh_endpoint: error [{refused.code}]: {refused.message}", pytrace=False)
     run = EndpointRun(thread, directory, bool(config.getoption("update_snapshots", default=False)))
     request.node.stash[RUN] = run
-    monkeypatch.setenv("OPENAI_BASE_URL", url)
-    monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
-    # the Anthropic SDK's base URL has no /v1: it appends /v1/messages itself
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", url.removesuffix("/v1"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
+    for name, value in client_environment(url).items():
+        monkeypatch.setenv(name, value)
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:

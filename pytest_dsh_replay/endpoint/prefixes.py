@@ -5,11 +5,12 @@ A client sends its whole history with every request. Mapping a body to our reque
 binds by) are linear in the history, so a conversation of n calls cost O(n²) without this cache. It
 keeps, per conversation, the latest request's raw items (the body's ``ITEMS_FIELD`` list as parsed),
 the rest of that body, the mapped request and its chain hashes. A new request whose raw items start
-with a cached list (compared as parsed JSON values, at C speed) and whose other fields are equal is
-mapped from the cached one's last *fresh* item on (``fresh_item``: the format's word that mapping can
-restart there); its messages and hashes are the cached ones up to that item plus those of the items
-after it. Anything else (no such entry, a mapping error, a cut the format does not allow) is mapped
-whole, as without the cache, so errors name the body's own fields. The result is the same request and
+with a cached list (compared as JSON values, type-exactly: ``true`` is not ``1``, ``1.0`` is not
+``1``) and whose other fields are equal is mapped from the cached one's last *fresh* item on
+(``fresh_item``: the format's word that mapping can restart there); its messages and hashes are the
+cached ones up to that item plus those of the items after it. Anything else (no such entry, a mapping
+error, a cut the format does not allow) is mapped whole, as without the cache, so errors name the
+body's own fields. The result is the same request and
 the same hashes as :func:`map_whole` (``tests/endpoint/test_prefixes.py`` checks that on generated
 histories of every format).
 """
@@ -24,6 +25,7 @@ from msgspec import Struct
 
 from ..llm import Message, ModelRequest
 from ..llm.wire.base import WireFormat
+from ..replay.requests import same_json
 from .conversations import prefix_hashes
 
 
@@ -88,10 +90,14 @@ class PrefixCache:
         for n in lengths:
             # the entries whose last item is this request's n-th: O(1) whatever the number of conversations
             for entry in self._by_last.get((fmt.PATH, n, _item_key(raw[n - 1])), ()):
-                if raw[n - 1] != entry.raw[-1] or raw[:n] != entry.raw:
+                # type-exact: ``==`` takes ``true`` for ``1`` and ``1.0`` for ``1``, and the cached
+                # mapping would then stand for a request that was not sent
+                if not same_json(raw[n - 1], entry.raw[-1], exact_numbers=True):
+                    continue
+                if not same_json(raw[:n], entry.raw, exact_numbers=True):
                     continue
                 rest = _rest(fmt, body) if rest is None else rest
-                if rest == entry.rest:
+                if same_json(rest, entry.rest, exact_numbers=True):
                     return entry
         return None
 

@@ -386,11 +386,22 @@ RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
 
 
 class UpstreamError(LlmError):
-    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent."""
+    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent;
+    ``url``: the full URL the call went to."""
 
-    def __init__(self, message: str, code: str, status: int, retry_headers: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, code: str, status: int, retry_headers: dict[str, str], url: str = ""
+    ) -> None:
         super().__init__(message, code, status)
         self.retry_headers = retry_headers
+        self.url = url
+
+
+#: The HTTP statuses an upstream answers that the client's request did not cause: the route is not
+#: there (404, 405: a wrong base URL) or the credentials are not accepted (401, 403). A recording run
+#: that meets one fails and records nothing (docs/endpoint.md); any other error status (400, 422,
+#: 429, 5xx) is the agent's own outcome, passed through to it as the upstream said.
+NOT_THE_CLIENTS = frozenset({401, 403, 404, 405})
 
 
 class UnreadableAnswer(LlmError):
@@ -511,6 +522,7 @@ class UpstreamModel:
                         _status_code(response.status),
                         response.status,
                         {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
+                        url,
                     )
                 if _is_json(content_type):
                     # an upstream that ignores ``stream: true`` and answers whole: recorded as the

@@ -70,6 +70,7 @@ from ..layout import (
 )
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
+from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
@@ -82,10 +83,12 @@ from .guard import Guard
 from .guard import middleware as guard_middleware
 from .prefixes import PrefixCache
 from .record import (
+    NOT_THE_CLIENTS,
     ConversationLog,
     Recorder,
     RecordResult,
     UnreadableAnswer,
+    UpstreamError,
     UpstreamModel,
     answer_content,
     first_request_keys,
@@ -96,6 +99,14 @@ from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
 
 _NO_RETRY = {"x-should-retry": "false"}
+#: What usually keeps an agent's requests from a recording run (said when none arrived).
+NO_REQUEST_CAUSES = (
+    "what usually causes it: the client was built before the endpoint started (at import, or in a "
+    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
+    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
+    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
+)
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
 CLIENT_GONE = "the client closed the connection before the answer ended"
@@ -331,6 +342,8 @@ class Endpoint:
         #: gone, the credentials refused, no upstream reached): a problem, and left out of the recording
         #: (record plans; an answered retry clears it)
         self.failed_conversations: dict[str, str] = {}
+        #: the cancel signal of each replayed call in flight, by conversation id (``_parked``)
+        self._signals: dict[str, CancelSignal] = {}
         #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
         #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
         self.errored_conversations: dict[str, str] = {}
@@ -374,7 +387,7 @@ class Endpoint:
         came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
         directory = self.config.directory
         if not self.unrouted_count:
-            return f"no request arrived: nothing recorded into {directory}"
+            return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
         more = self.unrouted_count - len(self.unrouted)
         return (
             f"no model request arrived, {self.unrouted_count} request(s) to paths the endpoint does not "
@@ -463,6 +476,9 @@ class Endpoint:
             # step, so the ids the replay model sees in requests are all the live ids (no list to walk
             # per call: thousands of conversations cost each call nothing)
             self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+            # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
+            # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
+            self.replay.on_parked = self._parked
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
@@ -608,6 +624,12 @@ class Endpoint:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def _parked(self, key: str, call: int) -> None:
+        """A replayed call of conversation ``key`` reached a ``hang`` entry: it ends after its chunks."""
+        signal = self._signals.get(key)
+        if signal is not None:
+            signal.abort(f"call #{call} was recorded as left by its client after these chunks")
 
     def _conversation_problems(self, said: Sequence[str]) -> list[str]:
         """One problem per recorded conversation whose last call failed (not retried, or retried in vain),
@@ -1039,6 +1061,8 @@ class Endpoint:
         if origins is not None and len(origins.get("messages", ())) == len(call["messages"]):
             call["origins"] = origins  # where each message came from, for the client's paths in reports
         call["sessionId"] = conv.id
+        if self.replay is not None:
+            call["signal"] = self._signals[conv.id] = CancelSignal()
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta):
             # a retry of a call that failed transiently: the failed attempt is not recorded
@@ -1050,6 +1074,7 @@ class Endpoint:
         try:
             return await self._answer(fmt, request, body, binding, log, call)
         finally:
+            self._signals.pop(conv.id, None)
             if self.upstream is not None:
                 self.upstream.pending.pop(conv.id, None)
             if conv.busy:  # an exception escaped (the client went away): nothing was answered
@@ -1133,14 +1158,29 @@ class Endpoint:
                     if not api_key
                     else "was refused"
                 )
+                tried = f" at {exc.url}" if isinstance(exc, UpstreamError) and exc.url else ""
                 self.problem(
-                    f"upstream refused the credentials (HTTP {status}: {message}); the key in ${env} {key}"
+                    f"upstream refused the credentials (HTTP {status}{tried}: {message}); the key in ${env} "
+                    f"{key}"
+                )
+            elif live and isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS:
+                # the route is not there: a wrong upstream base URL, not the agent's outcome; recording
+                # its answer would make the mistake a green fixture that replays the 404
+                self.problem(
+                    f"upstream {exc.url} answered HTTP {status} to {fmt.PATH} ({message}): that URL is not "
+                    f"the API's route; check the upstream base URL ({self.config.upstream_flag}: e.g. "
+                    "https://api.openai.com/v1 or https://api.anthropic.com); nothing of this call was "
+                    "recorded"
                 )
             if not live:
                 pass
             elif isinstance(exc, UnreadableAnswer) or (
                 isinstance(exc, LlmError)
-                and (exc.code == "AUTH" or (exc.code == "CONNECTION" and not received))
+                and (
+                    exc.code == "AUTH"
+                    or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+                    or (exc.code == "CONNECTION" and not received)
+                )
             ):
                 # no answer of the agent's model (or one that cannot be read whole): nothing of this
                 # conversation to record
@@ -1195,6 +1235,7 @@ class Endpoint:
             response = web.StreamResponse(headers=headers)
             await response.prepare(request)
         pending: list[bytes] = []
+        gone = False  # the client stopped reading (it left after the first chunks)
         try:
             if first is not None:
                 took(first)
@@ -1204,12 +1245,18 @@ class Endpoint:
                     took(chunk)
                     for sent in to_client(chunk):
                         pending += encoder.feed(sent)
-                    if response is not None and pending:
-                        await response.write(b"".join(pending))
+                    if response is not None and pending and not gone:
+                        try:
+                            await response.write(b"".join(pending))
+                        except ConnectionError:
+                            # a client that read what it wanted and left: the upstream's answer is
+                            # read to its end (it is paid for) and recorded whole, so a replay serves
+                            # it and the client leaves at the same place again
+                            gone = True
                         pending = []
         except Exception as exc:
             message, code, _status = failed(exc)
-            if isinstance(exc, ConnectionError):
+            if isinstance(exc, ConnectionError) or gone:
                 return response  # nobody to send the rest to
             for sent in to_client(None):
                 pending += encoder.feed(sent)
@@ -1218,6 +1265,8 @@ class Endpoint:
             for sent in to_client(None):
                 pending += encoder.feed(sent)
             self._finish(conv, log, assembler)
+            if gone:
+                return response
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
             return web.Response(body=b"".join(pending), headers=headers)

@@ -339,7 +339,7 @@ class McpRelay:
                     self.answers.setdefault(request_key(m["id"]), (m, list(answered), position))
         masks = config.masks
         self.sides = (
-            Tokenizer([self.script.session_id], self.script.cwd, masks=masks),
+            Tokenizer([self.script.session_id], self.script.cwd, masks=masks, recorded=True),
             Tokenizer([], self.cwd, masks=masks),
         )
 
@@ -726,9 +726,11 @@ class McpRelay:
     def _first_difference(self, recorded: Any, sent: Any, path: str) -> Any:
         """The request check of one value: both sides tokenized, the first
         :class:`~pytest_dsh_replay.replay.requests.Difference` (``None``: they match)."""
-        from ..replay.requests import Difference, first_difference
+        from ..replay.requests import Difference, first_difference, same_json
 
-        if recorded == sent:
+        # type-exact (``true`` is not ``1``); numbers by value: the recorded call was read from a
+        # session log, which writes ``1.0`` as ``1`` (events.md §7)
+        if same_json(recorded, sent):
             return None
         recorded_side, live_side = self.sides
         found = first_difference(

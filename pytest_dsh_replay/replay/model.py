@@ -39,6 +39,7 @@ from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
+from ..session.codec import first_change
 from ..session.tokens import Tokenizer
 from .derive import ReplayEntry, served_entry
 from .errors import (
@@ -110,27 +111,14 @@ def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[boo
     if lead < min(len(want), len(got)):
         a_text = orjson.dumps(want[lead], option=orjson.OPT_SORT_KEYS)
         b_text = orjson.dumps(got[lead], option=orjson.OPT_SORT_KEYS)
-        prefix = _shared_prefix(a_text, b_text)
+        prefix = first_change(a_text, b_text)
     return same_tools, same_system, lead, prefix
-
-
-def _shared_prefix(a: bytes, b: bytes) -> int:
-    """The length of the longest common prefix of ``a`` and ``b``: a binary search over slice
-    comparisons (C memcmp), O(n log n) bytes compared but no Python loop per byte (a message may be a
-    megabyte of base64)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
     """``value`` with ``scrub`` applied to every string value and integral floats as ints (``1.0`` equals
-    ``1`` in the request comparison, :func:`~.requests.first_difference`)."""
+    ``1`` in ``messages``, :func:`~.requests.first_difference`; in a pin it does not, but the key only
+    proposes candidates, which the comparison then checks)."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, list):
@@ -470,7 +458,7 @@ class ReplayModel:
         if recorded is None:
             recorded_ids = [s.recorded_id for s in self.scripts]
             recorded = self._recorded_tokens[cwd] = Tokenizer(
-                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks
+                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks, recorded=True
             )
         return recorded
 

@@ -8,11 +8,16 @@ tool schemas or the model name the agent sent. Record modes write them next to t
 ``tool-schemas.expected.json``     the tool specs ``[{"name","description","parameters","strict"?}]``
 ``model.expected.json``            ``{"model": "<name>"}``
 ``request-params.expected.json``   the answer-shaping fields as the wire format named them
-                                   (``{"temperature": 0.2, "response_format": {...}}``), or an
-                                   array of such objects, one per call, when they changed
-                                   between the session's calls; written only for a recording
-                                   whose requests carry ``params`` (the loopback endpoint's)
+                                   (``{"temperature": 0.2, "response_format": {...}}``); written
+                                   only for a recording whose requests carry ``params`` (the
+                                   loopback endpoint's)
 =================================  ==========================================================
+
+A part a session sent with different values across its calls (AutoGen's reflection call sends no
+``tools`` after a call that sent them) is pinned per call: the kind's JSON file
+(``layout.PinKind.per_call_name``: ``tool-schemas.expected.json``, ``system-prompt.expected.json``)
+holds ``{"perCall": [value, ...]}``, one value per call in call order, and each call is checked against
+its own (:func:`pinned_value`). ``request-params.expected.json`` may hold the bare array instead.
 
 The kinds and their file names are declared once, in :data:`~..layout.PIN_KINDS`; this module reads,
 checks and renders their values. The unnumbered files pin the primary log ``session.jsonl``;
@@ -33,6 +38,7 @@ from msgspec import Struct, field
 
 from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
 from ..layout import (
+    PER_CALL,
     PIN_GLOB,
     PIN_KINDS,
     PIN_PARTS,
@@ -45,11 +51,17 @@ from ..layout import (
 from ..session.codec import map_strings
 from ..session.tokens import Tokenizer
 from .errors import PinError
-from .requests import sent_parts
+from .requests import same_json, sent_parts
 
 #: part -> (file stem, extension), from :data:`~..layout.PIN_KINDS`
 PIN_FILES: dict[str, tuple[str, str]] = {k.part: (k.stem, k.ext) for k in PIN_KINDS}
 _TOOL_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
+class PerCall(Struct, frozen=True):
+    """A part pinned per call: ``values[i]`` is call ``i``'s value (module doc)."""
+
+    values: tuple[Any, ...]
 
 
 class Pins(Struct, frozen=True):
@@ -74,7 +86,7 @@ def _read(path: Path) -> bytes:
 def _parse(path: Path, part: str) -> Any:
     data = _read(path)
     kind = pin_kind(part)
-    if kind.ext == "md":
+    if kind.ext == "md" and path.suffix == ".md":
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -97,12 +109,47 @@ def _parse(path: Path, part: str) -> Any:
             "or re-record (--dsh-record=rewrite or --snapshot-update)",
             "REPLAY_BAD_PIN",
         )
+    if isinstance(value, dict) and PER_CALL in value:
+        return _per_call(path, kind, value)
+    if kind.ext == "md":
+        raise PinError(
+            f'{path}: a {kind.label} pin in JSON holds {{"{PER_CALL}": ["<one call\'s value>", ...]}} '
+            f"(one value: {kind.file_name()}), got {quote(value)}",
+            "REPLAY_BAD_PIN",
+        )
     if kind.wrap is not None:
         value = _unwrap(path, kind, value)
     check = _VALUE_CHECKS.get(part)
     if check is not None:
         check(path, value)
+    if part == "params" and isinstance(value, list):
+        return PerCall(tuple(value))
     return value
+
+
+def _per_call(path: Path, kind: PinKind, value: dict[str, Any]) -> PerCall:
+    """A per-call pin's values (module doc), each checked as the kind's one value is."""
+    calls = value[PER_CALL]
+    if set(value) != {PER_CALL} or not isinstance(calls, list):
+        raise PinError(
+            f'{path}: a per-call pin is {{"{PER_CALL}": [<one value per call>]}}, got {quote(value)}',
+            "REPLAY_BAD_PIN",
+        )
+    check = _VALUE_CHECKS.get(kind.part)
+    for number, call in enumerate(calls):
+        if kind.ext == "md" and not isinstance(call, str):
+            raise PinError(
+                f"{path}: {PER_CALL}[{number}] must be a string, got {quote(call)}", "REPLAY_BAD_PIN"
+            )
+        if kind.wrap is not None:
+            typ, placeholder = _WRAPPED.get(kind.part, (object, "<value>"))
+            if not isinstance(call, typ):
+                raise PinError(
+                    f"{path}: {PER_CALL}[{number}] must be {placeholder}, got {quote(call)}", "REPLAY_BAD_PIN"
+                )
+        if check is not None and not (kind.part == "params" and isinstance(call, list)):
+            check(path, call)
+    return PerCall(tuple(calls))
 
 
 #: the type and placeholder of a wrapped pin value, per kind (default: any JSON value)
@@ -169,20 +216,27 @@ def pin_files(scenario_dir: Path) -> dict[tuple[str, int], Path]:
     file must not turn the check off silently).
 
     Raises:
-        PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names).
+        PinError: a ``*.expected.*`` file that is not a known pin name (names the file and the valid names);
+            a text kind pinned by both its files (``system-prompt.expected.md`` and ``.json``).
     """
     found: dict[tuple[str, int], Path] = {}
     for path in sorted(scenario_dir.glob(PIN_GLOB)):
         m = pin_match(path.name)
         if not is_pin_like(path.name) or (m is None and not path.is_file()):
             continue  # (a directory, FIFO or dangling link under a pin's name is refused when read)
-        if m is None or m[0].ext != m[2]:
+        if m is None or m[2] not in (m[0].ext, "json"):
             raise PinError(
                 f"{path}: unknown pin file; pins are {', '.join(pin_name(p) for p in PIN_PARTS)} "
                 "(and their .<n>. variants for child log session.<n>.jsonl)",
                 "REPLAY_BAD_PIN",
             )
-        found[(m[0].part, m[1])] = path
+        key = (m[0].part, m[1])
+        if key in found:  # a text kind's one-value and per-call files both: which one holds is unknown
+            raise PinError(
+                f"{path}: {found[key].name} pins the same {m[0].label} of the same log; keep one (re-record)",
+                "REPLAY_BAD_PIN",
+            )
+        found[key] = path
     return found
 
 
@@ -229,9 +283,9 @@ def _session_value(requests: Sequence[Mapping[str, Any]], part: str) -> tuple[bo
     if not values:
         return True, None
     first = values[0]
-    if all(v == first for v in values[1:]):
+    if all(same_json(v, first, exact_numbers=True) for v in values[1:]):
         return True, first
-    return (True, values) if pin_kind(part).per_call else (False, first)
+    return (True, PerCall(tuple(values))) if pin_kind(part).per_call else (False, first)
 
 
 def pinned_value(pins: Pins, part: str, call: int) -> tuple[bool, Any]:
@@ -240,8 +294,8 @@ def pinned_value(pins: Pins, part: str, call: int) -> tuple[bool, Any]:
     if part not in pins.values:
         return False, None
     value = pins.values[part]
-    if pin_kind(part).per_call and isinstance(value, list):
-        return (True, value[call]) if call < len(value) else (False, None)
+    if isinstance(value, PerCall):
+        return (True, value.values[call]) if call < len(value.values) else (False, None)
     return True, value
 
 
@@ -254,9 +308,9 @@ def render_pins(
         requests: per harvested log (index 0 = the primary), the requests its session sent, in order.
         cwd: the run's cwd, written as ``{{cwd}}``.
 
-    A part a session sent with different values across its calls is not pinned at all (a pin holds one
-    value per session; the note says so), unless its kind is pinned per call (an array of the calls'
-    values). An optional kind no request carries is not pinned. Child files are written only where they
+    A part a session sent with different values across its calls is pinned per call (module doc; a kind
+    not pinned per call would not be pinned at all, the note saying so). An optional kind no request
+    carries is not pinned. Child files are written only where they
     differ from the unnumbered file. No call at all: no pins.
     """
     tokens = Tokenizer([], cwd)
@@ -271,7 +325,11 @@ def render_pins(
             consistent, value = _session_value(calls, part)
             if not consistent:
                 varying.append(index)
-            per_log.append(None if not calls else map_strings(value, tokens.tokenize_cwd))
+            if isinstance(value, PerCall):
+                value = PerCall(tuple(map_strings(list(value.values), tokens.tokenize_cwd)))
+            elif calls:
+                value = map_strings(value, tokens.tokenize_cwd)
+            per_log.append(value if calls else None)
         if varying:
             notes.append(
                 f"{part} not pinned: session log(s) {', '.join(map(str, varying))} sent different {part} "
@@ -283,21 +341,28 @@ def render_pins(
             continue
         shared = per_log[0] if requests[0] else per_log[with_calls[0]]
         for index in with_calls:
-            if index == 0 or per_log[index] != shared:
+            if index == 0 or not same_json(per_log[index], shared, exact_numbers=True):
                 value = per_log[index] if index else shared
-                files.append((pin_name(part, index), _render(part, value)))
+                files.append(_render(part, index, value))
         if not requests[0]:
-            files.append((pin_name(part, 0), _render(part, shared)))
+            files.append(_render(part, 0, shared))
     files.sort()
     return files, notes
 
 
-def _render(part: str, value: Any) -> str:
+def _render(part: str, rank: int, value: Any) -> tuple[str, str]:
+    """``(file name, text)`` of ``part``'s pin of log ``rank`` holding ``value`` (a :class:`PerCall`:
+    the per-call file)."""
     kind = pin_kind(part)
-    if kind.ext == "md":
-        return str(value)
-    body = {kind.wrap: value} if kind.wrap is not None else value
-    return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if isinstance(value, PerCall):
+        body: Any = {PER_CALL: list(value.values)}
+        name = kind.per_call_name(rank)
+    elif kind.ext == "md":
+        return pin_name(part, rank), str(value)
+    else:
+        body = {kind.wrap: value} if kind.wrap is not None else value
+        name = pin_name(part, rank)
+    return name, orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def stale_pins(scenario_dir: Path, keep: Sequence[str]) -> list[Path]:
@@ -311,6 +376,7 @@ def stale_pins(scenario_dir: Path, keep: Sequence[str]) -> list[Path]:
 __all__ = [
     "PIN_FILES",
     "PIN_PARTS",
+    "PerCall",
     "Pins",
     "load_pins",
     "pin_files",

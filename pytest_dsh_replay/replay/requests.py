@@ -35,7 +35,7 @@ from ..errors import HarnessError, quote
 from ..itemreport import MAX_VALUE, RequestDiff
 from ..layout import PIN_KINDS, PIN_PARTS
 from ..llm import Message
-from ..session.codec import json_value_problem
+from ..session.codec import first_change, json_value_problem, text_digest
 from ..session.session import event_message
 from ..session.tokens import Tokenizer
 from ..session.types import SURFACE_TYPES
@@ -267,33 +267,67 @@ def _value(value: Any, width: int = 120) -> str:
     return quote(value, width)
 
 
+_JSON_TYPES = {bool: "bool", int: "int", float: "float", type(None): "null", str: "string"}
+
+
+def _typed(value: Any) -> str:
+    """A scalar in its JSON spelling with its type: ``true (bool)``, ``1 (int)``, ``'1' (string)``."""
+    text = quote(value) if type(value) is str else orjson.dumps(value).decode()
+    return f"{text} ({_JSON_TYPES[type(value)]})"
+
+
+#: Strings longer than this (characters) are reported with both sizes and SHA-256 prefixes too.
+_WHOLE_LIMIT = 1 << 16
+
+
 def _show(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
+    if type(a) is not type(b) and type(a) in _JSON_TYPES and type(b) in _JSON_TYPES:
+        return _typed(a), _typed(b)  # the values may print alike (1 and 1.0, 1 and True): say the types
     if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > width:
-        common = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        common = first_change(a, b)
         lo = max(0, common - 20)
 
         def cut(s: str) -> str:
             piece = s[lo : lo + width]
             return ("..." if lo else "") + quote(piece, width + 10) + ("..." if lo + width < len(s) else "")
 
-        return cut(a), cut(b) + f" (first difference at character {common})"
+        where = f"first difference at character {common}"
+        if max(len(a), len(b)) > _WHOLE_LIMIT:  # too long to be checked by eye: sizes and fingerprints
+            where += f" of {len(a)} / {len(b)}, {text_digest(a)} / {text_digest(b)}"
+        return cut(a), cut(b) + f" ({where})"
     return _value(a), _value(b)
 
 
-def _same_scalar(a: Any, b: Any) -> bool:
-    return a == b and (type(a) is bool) == (type(b) is bool)
+_NUMBERS = (int, float)
 
 
-def first_difference(recorded: Any, sent: Any, path: str) -> tuple[str, Any, Any] | None:
+def _same_scalar(a: Any, b: Any, exact_numbers: bool) -> bool:
+    """Type-exact equality of two JSON scalars: ``bool``, ``int``, ``float``, ``None`` and ``str`` never
+    equal one another (Python's ``True == 1`` and ``0 == False`` do not hold here); an ``int`` and a
+    ``float`` of one value are equal only when not ``exact_numbers``."""
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        return bool(a == b)
+    return not exact_numbers and ta in _NUMBERS and tb in _NUMBERS and a == b
+
+
+def first_difference(
+    recorded: Any, sent: Any, path: str, *, exact_numbers: bool = False
+) -> tuple[str, Any, Any] | None:
     """The first path (document order) where two JSON values differ, with both values there, or None.
 
-    Dict key order is not significant (a request is compared as JSON data, not as text).
+    Values are compared type-exactly: a ``bool``, a number, ``null`` and a string differ from each other
+    whatever Python's ``==`` says (``True == 1``, ``False == 0``). ``exact_numbers``: an ``int`` and a
+    ``float`` differ too (``1`` vs ``1.0``); leave it off for a value read from a session log, which
+    writes numbers as JavaScript does (``1.0`` is written ``1``: events.md §7, so the recording cannot
+    tell them apart). Dict key order is not significant (a request is compared as JSON data, not as
+    text).
     """
     if type(recorded) is dict and type(sent) is dict:
         for key, value in recorded.items():
             if key not in sent:
                 return f"{path}.{key}", value, MISSING
-            found = first_difference(value, sent[key], f"{path}.{key}")
+            found = first_difference(value, sent[key], f"{path}.{key}", exact_numbers=exact_numbers)
             if found is not None:
                 return found
         for key, value in sent.items():
@@ -302,7 +336,7 @@ def first_difference(recorded: Any, sent: Any, path: str) -> tuple[str, Any, Any
         return None
     if type(recorded) is list and type(sent) is list:
         for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
-            found = first_difference(a, b, f"{path}[{i}]")
+            found = first_difference(a, b, f"{path}[{i}]", exact_numbers=exact_numbers)
             if found is not None:
                 return found
         if len(recorded) != len(sent):
@@ -313,9 +347,30 @@ def first_difference(recorded: Any, sent: Any, path: str) -> tuple[str, Any, Any
                 sent[i] if i < len(sent) else MISSING,
             )
         return None
-    if type(recorded) in (dict, list) or type(sent) in (dict, list) or not _same_scalar(recorded, sent):
+    if (
+        type(recorded) in (dict, list)
+        or type(sent) in (dict, list)
+        or not _same_scalar(recorded, sent, exact_numbers)
+    ):
         return path, recorded, sent
     return None
+
+
+def same_json(recorded: Any, sent: Any, *, exact_numbers: bool = False) -> bool:
+    """Whether two JSON values are equal as :func:`first_difference` compares them (type-exact), at
+    the cost of one ``==`` and, when that holds, one serialization of each side (orjson spells
+    ``true``, ``1`` and ``1.0`` apart); only values ``==`` calls equal but spelled differently (dict
+    key order, an integral float against an int) are walked."""
+    if recorded is sent:
+        return True
+    if recorded != sent:
+        return False
+    try:
+        if orjson.dumps(recorded) == orjson.dumps(sent):
+            return True
+    except (TypeError, orjson.JSONEncodeError):
+        pass  # not orjson's values (a huge int, a subclass): the walk decides
+    return first_difference(recorded, sent, "", exact_numbers=exact_numbers) is None
 
 
 def tool_names(tools: Any) -> list[str]:
@@ -348,9 +403,15 @@ def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
     return parts
 
 
+def _exact(part: str) -> bool:
+    """Whether ``part`` tells ``1`` from ``1.0``: the pins do (written by orjson, which keeps ``1.0``),
+    the messages do not (read from a session log, whose numbers are JavaScript's: events.md §7)."""
+    return part != "messages"
+
+
 def _structural(recorded: Any, sent: Any, part: str) -> bool:
     """True when the raw values differ in shape (not only in string values): tokenizing cannot fix that."""
-    found = first_difference(recorded, sent, part)
+    found = first_difference(recorded, sent, part, exact_numbers=_exact(part))
     return found is not None and not (isinstance(found[1], str) and isinstance(found[2], str))
 
 
@@ -365,7 +426,7 @@ def request_matches(
     """
     sent = sent_parts(request)
     for part in MATCH_PARTS:
-        if part not in recorded or recorded[part] == sent[part]:
+        if part not in recorded or same_json(recorded[part], sent[part], exact_numbers=_exact(part)):
             continue
         # a non-JSON live value must still raise (request_differences below names it)
         if _structural(recorded[part], sent[part], part) and json_value_problem(sent[part], part) is None:
@@ -397,7 +458,8 @@ def request_differences(
         if part not in recorded:
             continue
         want, got = recorded[part], sent[part]
-        if want == got:
+        exact = _exact(part)
+        if same_json(want, got, exact_numbers=exact):
             continue
         problem = json_value_problem(got, part)
         if problem is not None:
@@ -412,7 +474,7 @@ def request_differences(
             got = resolved.scrub(got)
         want_n = resolved.recorded.fresh().scrub_value(want)
         got_n = resolved.live.fresh().scrub_value(got)
-        found = first_difference(want_n, got_n, part)
+        found = first_difference(want_n, got_n, part, exact_numbers=exact)
         if found is None:
             continue
         note = ""
@@ -476,6 +538,7 @@ __all__ = [
     "request_differences",
     "request_diffs",
     "request_matches",
+    "same_json",
     "sent_parts",
     "shown_value",
     "tool_names",

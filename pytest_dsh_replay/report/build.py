@@ -356,7 +356,16 @@ def _pinned(path: Path, count: int) -> list[tuple[str, Any]]:
         pins = load_pins(path, count)
     except HarnessError:
         return [("", None)] * count  # a bad pin is validate's finding; the report shows the logs
-    return [(str(p.values.get("model", "")), p.values.get("system")) for p in pins]
+    return [(str(_first(p.values.get("model")) or ""), _first(p.values.get("system"))) for p in pins]
+
+
+def _first(value: Any) -> Any:
+    """A pinned value, or a per-call pin's first call's (the session opens with it)."""
+    from ..replay.pins import PerCall
+
+    if isinstance(value, PerCall):
+        return value.values[0] if value.values else None
+    return value
 
 
 def _system_text(system: Any) -> str | None:

@@ -401,7 +401,7 @@ async def _replay_runs(
     Returns ``None`` when the scenario is skipped (a recording of another agent: ``outcome.skipped``).
     """
     # 1. load: every fixture parsed once; scripts from that parse
-    fixtures = load_fixtures(scenario.fixtures)
+    fixtures = load_fixtures(scenario.fixtures, skip_foreign=True)  # another agent's: skipped unparsed
     if fixtures.foreign is not None:
         outcome.skipped = fixtures.foreign + (
             "; --snapshot-update refuses to rewrite it and leaves it untouched"

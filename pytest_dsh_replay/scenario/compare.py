@@ -11,6 +11,7 @@ from msgspec import Struct
 
 from ..layout import log_name
 from ..recording.normalize import Normalization, SessionLog, normalize_logs
+from ..session.codec import first_change, text_digest
 
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
@@ -48,7 +49,7 @@ def structural_diff(
     from deepdiff import DeepDiff  # imported on a mismatch only: it pulls in numpy and pydantic
 
     left, right = labels
-    diff = DeepDiff(expected, actual, verbose_level=2, view="tree")
+    diff = DeepDiff(expected, actual, verbose_level=2, view="tree", custom_operators=[_long_strings()])
     entries: list[tuple[str, list[str]]] = []
     for kind, items in diff.items():
         for item in items:
@@ -70,6 +71,25 @@ def structural_diff(
     return lines
 
 
+def _long_strings() -> Any:
+    """A deepdiff operator that reports two differing strings longer than :data:`DIFF_LIMIT` as changed
+    without letting deepdiff diff them (it runs ``difflib.unified_diff`` over every line of two
+    multi-line strings): :func:`_string_diff` shows them."""
+    from deepdiff.operator import BaseOperator
+
+    class LongStrings(BaseOperator):
+        def match(self, level: Any) -> bool:
+            t1, t2 = level.t1, level.t2
+            return isinstance(t1, str) and isinstance(t2, str) and max(len(t1), len(t2)) > DIFF_LIMIT
+
+        def give_up_diffing(self, level: Any, diff_instance: Any) -> bool:
+            if level.t1 != level.t2:
+                diff_instance.custom_report_result("values_changed", level)
+            return True
+
+    return LongStrings()
+
+
 #: How "only in" names an item's two sides: which one is the recording and which the replay.
 _SIDES = {"fixture": "the recorded fixture", "run": "the replayed run"}
 
@@ -84,24 +104,38 @@ def _long(a: str, b: str) -> bool:
     return "\n" in a or "\n" in b or len(repr(a)) > SHORT_WIDTH or len(repr(b)) > SHORT_WIDTH
 
 
-def _string_diff(a: str, b: str, labels: tuple[str, str]) -> list[str]:
-    """A readable diff of two strings: unified line diff, or the one-line region around the change."""
-    import difflib
+#: Two strings longer than this (characters, either side) are shown as an excerpt around their first
+#: change with both sizes and fingerprints, not as a line diff: ``difflib`` is quadratic in the worst
+#: case, and a report must cost about what the comparison did (one pass over the strings).
+DIFF_LIMIT = 1 << 16
 
-    if "\n" in a or "\n" in b:
+
+def _string_diff(a: str, b: str, labels: tuple[str, str]) -> list[str]:
+    """A readable diff of two strings: unified line diff of two multi-line strings up to
+    :data:`DIFF_LIMIT` characters, else the region around the first change (:data:`CONTEXT_CHARS`
+    either side), with both sizes and, past the limit, each side's SHA-256 prefix."""
+    if ("\n" in a or "\n" in b) and max(len(a), len(b)) <= DIFF_LIMIT:
+        import difflib
+
         body = difflib.unified_diff(
             a.splitlines(), b.splitlines(), labels[0], labels[1], n=CONTEXT_LINES, lineterm=""
         )
         return [f"      {line}" for line in body]
-    start = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = first_change(a, b)
     lo = max(0, start - CONTEXT_CHARS)
 
     def window(text: str) -> str:
         hi = start + CONTEXT_CHARS
         return ("..." if lo else "") + repr(text[lo:hi]) + ("..." if hi < len(text) else "")
 
+    where = f"first change at character {start}"
+    if "\n" in a or "\n" in b:
+        where += f" (line {a.count(chr(10), 0, start) + 1})"
+    sizes = f"{len(a)} / {len(b)}"
+    if max(len(a), len(b)) > DIFF_LIMIT:
+        sizes += f" characters, {text_digest(a)} / {text_digest(b)}"
     return [
-        f"      first change at character {start} of {len(a)} / {len(b)}:",
+        f"      {where} of {sizes}:",
         f"      {labels[0]}: {window(a)}",
         f"      {labels[1]}: {window(b)}",
     ]

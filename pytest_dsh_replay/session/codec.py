@@ -16,7 +16,7 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, AnyStr
 
 import msgspec
 import orjson
@@ -473,3 +473,29 @@ def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
     if isinstance(value, dict):
         return {k: map_strings(v, fn) for k, v in value.items()}
     return value
+
+
+def first_change(a: AnyStr, b: AnyStr) -> int:
+    """The index of the first character (byte) where ``a`` and ``b`` differ (``min(len)`` when one is a
+    prefix of the other, including when they are equal): a binary search of slice comparisons, O(n)
+    characters compared at C speed in all, for a report's excerpt of two long strings (never a
+    per-character loop in Python, nor ``difflib``)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def text_digest(text: str) -> str:
+    """A short fingerprint of a string for a report that cannot show it whole: ``sha256:`` and the first
+    12 hex digits of the SHA-256 of its UTF-8 bytes (lone surrogates kept, ``surrogatepass``)."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]

@@ -64,19 +64,61 @@ def _volatile(spans: list[tuple[str, int, int]]) -> tuple[str, str] | None:
     return None
 
 
+#: The most tokens a side's differing middle may have for it to be aligned by ``difflib`` (quadratic in
+#: the worst case); past it, two sides of one length are aligned token by token, others get no proposal.
+ALIGN_LIMIT = 2000
+
+
+def _token_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]] | None:
+    """``difflib``-style opcodes of two token lists, at a cost linear in their length plus the
+    alignment of the differing middle (after the common prefix and suffix) by ``SequenceMatcher``,
+    which runs only on a middle of at most :data:`ALIGN_LIMIT` tokens a side. A longer middle of the
+    same length on both sides (values replaced in place: what a volatile value does) is aligned token
+    by token; of different lengths, ``None`` (text added or removed: no mask proposal)."""
+    import difflib
+
+    n = min(len(a), len(b))
+    lo = 0
+    while lo < n and a[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < n - lo and a[-1 - hi] == b[-1 - hi]:
+        hi += 1
+    mid_a, mid_b = a[lo : len(a) - hi], b[lo : len(b) - hi]
+    ops: list[tuple[str, int, int, int, int]] = [("equal", 0, lo, 0, lo)] if lo else []
+    if len(mid_a) == len(mid_b) and len(mid_a) > ALIGN_LIMIT:
+        k = 0
+        while k < len(mid_a):
+            same = mid_a[k] == mid_b[k]
+            end = k + 1
+            while end < len(mid_a) and (mid_a[end] == mid_b[end]) == same:
+                end += 1
+            ops.append(("equal" if same else "replace", lo + k, lo + end, lo + k, lo + end))
+            k = end
+    elif max(len(mid_a), len(mid_b)) > ALIGN_LIMIT:
+        return None
+    elif mid_a or mid_b:
+        matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            ops.append((op, lo + i1, lo + i2, lo + j1, lo + j2))
+    if hi:
+        ops.append(("equal", len(a) - hi, len(a), len(b) - hi, len(b)))
+    return ops
+
+
 def _regions(recorded: str, sent: str) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
     """The differing regions of two strings, compared token by token (:data:`_TOKENS`, aligned with
     ``difflib``): ``((start, end) in recorded, (start, end) in sent)`` each, two regions apart by one
     space joined (a date and its time); ``None`` when a token was added or removed (a change of the
-    text, not of a value in it)."""
-    import difflib
-
+    text, not of a value in it). Linear in the strings' length (:func:`_token_opcodes`)."""
     tokens = [[(m.start(), m.end()) for m in _TOKENS.finditer(text)] for text in (recorded, sent)]
     words = [[text[a:b] for a, b in spans] for text, spans in zip((recorded, sent), tokens, strict=True)]
-    matcher = difflib.SequenceMatcher(None, words[0], words[1], autojunk=False)
+    opcodes = _token_opcodes(words[0], words[1])
+    if opcodes is None:
+        return None
     out: list[list[int]] = []  # [i1, i2, j1, j2] in tokens
     last_equal: tuple[int, int] | None = None
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
             last_equal = (i1, i2)
             continue

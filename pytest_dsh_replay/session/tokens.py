@@ -11,6 +11,10 @@ per-call request check (``replay.requests``). Each side is tokenized with ITS OW
 * with masks (:class:`~.masks.Masks`: ``--dsh-mask`` and the like), what a mask matches ->
   ``{{mask:N}}``, applied first (a mask is written against the values as they are).
 
+First of all, text that spells a token (``{{uuid:1}}``, ``{{mask:1}}``, ``{{cwd}}``, any ``{{name...}}``)
+is escaped with one more ``!`` (:func:`escape_token_spellings`), so that it is never equal to the token
+a real value became; a side's own placeholders (a fixture's ``{{cwd}}``, its ``{{sessionId}}``) stay.
+
 Only string VALUES are touched (keys, numbers untouched). Imports nothing of the package but ``codec``
 and ``masks``.
 """
@@ -37,6 +41,36 @@ _UUID_SCREEN_BYTES = re.compile(_UUID_SCREEN.pattern.encode())
 #: Characters compact JSON (orjson) writes escaped inside a string: a literal holding one may not appear
 #: verbatim in a value's JSON text.
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
+#: A token's spelling in a string: ``{{`` + a name (a letter first, no brace) + ``}}``, with any ``!`` an
+#: escape put before the name (group 1). Every token this package writes (``{{cwd}}``,
+#: ``{{session:N}}``, ``{{uuid:N}}``, ``{{mask:N}}``, ``{{sessionId}}``) is one.
+_TOKEN_SPELLING = re.compile(r"\{\{(!*)([A-Za-z][^{}]*)\}\}")
+
+
+def escape_token_spellings(text: str, keep: frozenset[str] | set[str] = frozenset()) -> str:
+    """``text`` with every token spelling in it escaped by one more ``!`` (``{{uuid:1}}`` ->
+    ``{{!uuid:1}}``, ``{{!uuid:1}}`` -> ``{{!!uuid:1}}``), so that text holding a token's spelling is
+    never read as the token a comparison puts in its place: the tokens are inserted after this, and
+    no escaped spelling is a token (a token's name starts with a letter). One-to-one: two texts are
+    equal exactly when their escaped forms are.
+
+    Args:
+        text: one string value.
+        keep: the spellings (unescaped) that ARE tokens on this side and stay as they are: a fixture's
+            ``{{cwd}}`` (its cwd is already tokenized) and its placeholder ids (``{{sessionId}}``).
+            Their escaped spellings stay too (``{{!cwd}}``: the writer's spelling of a literal one).
+    """
+    if "{{" not in text:
+        return text
+
+    def escaped(match: re.Match[str]) -> str:
+        if keep and "{{" + match.group(2) + "}}" in keep:
+            return match.group(0)
+        return "{{!" + match.group(1) + match.group(2) + "}}"
+
+    return _TOKEN_SPELLING.sub(escaped, text)
 
 
 def cwd_aliases(cwd: str | None) -> list[str]:
@@ -112,6 +146,23 @@ def _compiled_ids(known: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(s) for s in known) + r")(?![\w\-])")
 
 
+#: ``{{cwd}}`` and its escaped spellings, which a file that tokenized its cwd escapes once more.
+_CWD_SPELLING = re.compile(r"\{\{(!*)cwd\}\}")
+
+
+def _one_more_bang(match: re.Match[str]) -> str:
+    return "{{!" + match.group(1) + "cwd}}"
+
+
+def _kept_spellings(ids: Iterable[str], cwd: str | None) -> frozenset[str]:
+    """The token spellings a side's own values hold AS tokens (:func:`escape_token_spellings`'s
+    ``keep``): its placeholder ids and, when its cwd is already tokenized, ``{{cwd}}``."""
+    kept = {i for i in ids if i and _TOKEN_SPELLING.fullmatch(i)}
+    if cwd == CWD_TOKEN:
+        kept.add(CWD_TOKEN)
+    return frozenset(kept)
+
+
 def _screen_literals(ids: list[str], cwd: str | None) -> tuple[str, ...] | None:
     """The literals :meth:`Tokenizer.leaves_unchanged` looks for (session ids, cwd aliases), or ``None``
     when one of them could be spelled differently in JSON text (the screen is then off)."""
@@ -132,6 +183,13 @@ class Tokenizer:
         cwd: the side's cwd (``None``: nothing to tokenize; ``"{{cwd}}"``: already tokenized).
         ids_by_appearance: number session ids by first appearance instead of by list position.
         masks: the run's masks (applied to both sides of a comparison alike); ``None`` or empty: none.
+        recorded: the values are a recording's files, whose writer spelled the cwd ``{{cwd}}`` (a pin
+            does, whatever the log's header says): ``{{cwd}}`` in them is the token, not escaped (as on
+            any side whose ``cwd`` is ``"{{cwd}}"``).
+
+    Every token spelling a value holds is escaped first (:func:`escape_token_spellings`), but for the
+    side's own (its placeholder ids, ``{{cwd}}`` where its cwd is tokenized): a literal ``{{uuid:1}}``
+    never stands for a UUID, nor a literal ``{{mask:1}}`` for what a mask matched.
 
     The UUID (and, by appearance, session) numbering is stateful: every :meth:`scrub` of this object
     continues it. :meth:`fresh` returns a copy with the numbering restarted (compiled patterns shared).
@@ -144,6 +202,7 @@ class Tokenizer:
         *,
         ids_by_appearance: bool = False,
         masks: Masks | None = None,
+        recorded: bool = False,
     ) -> None:
         ids = list(session_ids)
         self.masks = masks if masks else None
@@ -160,6 +219,7 @@ class Tokenizer:
         # every token replaced holds a "/" (cwd) or a "-" (UUIDs; session ids when they all have one)
         self._dash_ids = all("-" in s for s in ids)
         self._literals = _screen_literals(ids, cwd)
+        self._keep = _kept_spellings(ids, CWD_TOKEN if recorded else cwd)
 
     def fresh(self) -> Tokenizer:
         """A copy with the appearance numbering restarted (the patterns are shared, not recompiled)."""
@@ -170,6 +230,7 @@ class Tokenizer:
         out._seen, out._uuids = {}, {}
         out._dash_ids = self._dash_ids
         out._literals = self._literals
+        out._keep = self._keep
         return out
 
     def with_masks(self, masks: Masks | None) -> Tokenizer:
@@ -195,6 +256,8 @@ class Tokenizer:
             if any(_JSON_ESCAPED.search(i) for i in screened):
                 return False
             self._literals = (*self._literals, *screened)
+        if any(_TOKEN_SPELLING.fullmatch(i) for i in new):
+            return False  # a placeholder id: it must be kept from escaping (a new tokenizer keeps it)
         if isinstance(self._known, frozenset):
             self._known = set(self._known)
         self._known.update(new)
@@ -208,18 +271,23 @@ class Tokenizer:
         the per-string walk: ``True`` only when the text holds no UUID, no known session id and no cwd
         alias anywhere (keys included). A string value the scrub would change holds one of them, and
         each appears verbatim in the value's JSON text (UUIDs need no escaping; literals holding a
-        character JSON escapes turn the screen off). ``False`` means "maybe": scrub the value. With
-        masks, also only when no mask can match (:meth:`~.masks.Masks.screen`).
+        character JSON escapes turn the screen off), nor a ``{{`` (a token spelling to escape).
+        ``False`` means "maybe": scrub the value. With masks, also only when no mask can match
+        (:meth:`~.masks.Masks.screen`).
         """
         literals = self._literals
         if literals is None:
             return False
         if isinstance(json_text, bytes):
+            if b"{{" in json_text:  # a token spelling to escape, maybe
+                return False
             if _UUID_SCREEN_BYTES.search(json_text) is not None:
                 return False
             if any(literal.encode() in json_text for literal in literals):
                 return False
         else:
+            if "{{" in json_text:
+                return False
             if _UUID_SCREEN.search(json_text) is not None:
                 return False
             if any(literal in json_text for literal in literals):
@@ -227,9 +295,14 @@ class Tokenizer:
         return self.masks is None or self.masks.screen(json_text)
 
     def tokenize_cwd(self, text: str) -> str:
-        """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``."""
-        if self._cwd_re is not None and "/" in text:
-            return self._cwd_re.sub(CWD_TOKEN, text)
+        """Replace the cwd and its aliases (path boundaries only) with ``{{cwd}}``: a file's spelling
+        (the writer's, a pin's), in which a literal ``{{cwd}}`` is escaped (``{{!cwd}}``,
+        :func:`escape_token_spellings`) so that it is not read back as the cwd."""
+        if self._cwd_re is not None:
+            if "{{" in text:
+                text = _CWD_SPELLING.sub(_one_more_bang, text)
+            if "/" in text:
+                return self._cwd_re.sub(CWD_TOKEN, text)
         return text
 
     def _id_token(self, match: re.Match[str]) -> str:
@@ -252,12 +325,16 @@ class Tokenizer:
         return token
 
     def scrub(self, text: str) -> str:
-        """Tokenize masks, cwd, session ids and other UUIDs in one string value."""
+        """Tokenize masks, cwd, session ids and other UUIDs in one string value, after escaping the
+        token spellings it holds (:func:`escape_token_spellings`: a literal ``{{uuid:1}}`` is not the
+        token a UUID becomes)."""
+        text = escape_token_spellings(text, self._keep)
         if self.masks is not None:
             text = self.masks.apply(text)
         if self._dash_ids and "-" not in text and "/" not in text:
             return text  # most values (text deltas, types, names): nothing to replace
-        text = self.tokenize_cwd(text)
+        if self._cwd_re is not None and "/" in text:
+            text = self._cwd_re.sub(CWD_TOKEN, text)
         if self._ids_re is not None:
             text = self._ids_re.sub(self._id_token, text)
         if "-" in text:
@@ -276,6 +353,8 @@ class Tokenizer:
         ``cwd``, its session ids the ``ids`` they map to, other UUIDs their ``uuids`` counterpart
         (unmapped ones stay).
         """
+        if cwd == CWD_TOKEN and self._cwd_re is not None and "{{" in text:
+            text = _CWD_SPELLING.sub(_one_more_bang, text)  # the file's spelling: see tokenize_cwd
         if self._cwd_re is not None and "/" in text:
             text = self._cwd_re.sub(lambda _m: cwd, text)
         if self._ids_re is not None:

@@ -68,7 +68,7 @@ def _chat(url: str, **params: Any) -> str | None:
     answer = client.chat.completions.create(
         model="gpt-test",
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}],
-        tools=[TOOL],  # type: ignore[list-item]
+        tools=params.pop("tools", [TOOL]),
         **params,
     )
     return answer.choices[0].message.content
@@ -218,7 +218,7 @@ def test_params_that_change_between_calls_are_pinned_and_checked_per_call(tmp_pa
         up.stop()
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     pin = json.loads((tmp_path / "request-params.expected.json").read_text())
-    assert pin == [{"tool_choice": "required"}, {"tool_choice": "auto"}]
+    assert pin == {"perCall": [{"tool_choice": "required"}, {"tool_choice": "auto"}]}
     with served(tmp_path) as ep:
         assert _tool_loop(ep.url, ["required", "auto"]) == recorded
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
@@ -335,3 +335,38 @@ def test_messages_a_changed_thinking_budget_or_tool_choice_is_red(tmp_path: Path
     for error, path in zip(refused, changes, strict=True):
         assert isinstance(error, anthropic.BadRequestError) and "request mismatch" in str(error), error
         assert path in str(error)
+
+
+def test_chat_a_value_of_another_json_type_is_red(tmp_path: Path) -> None:
+    """A param or a tool schema value sent with another JSON type than recorded (``1`` / ``1.0`` /
+    ``true``) is a different request, whatever Python's ``==`` says, and the report names both types.
+
+    Regression: ``1 == 1.0 == True`` in the check's equality short-cut served the recorded answer, and
+    the endpoint's prefix cache took a body for the one before it when only such a value changed (its
+    mapping, with the old value, was what got checked)."""
+    tool = {**TOOL, "function": {**TOOL["function"], "parameters": {"type": "object", "maxProperties": 1}}}
+    recorded = {"temperature": 1, "seed": 1, "tools": [tool]}
+    up = FakeUpstream(agent_rule)
+    up.start()
+    try:
+        with served(tmp_path, RecordMode.ONCE, up.url) as ep:
+            assert _chat(ep.url, **recorded) == "you said: hello"
+    finally:
+        up.stop()
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep:  # the same types: green
+        assert _chat(ep.url, **recorded) == "you said: hello"
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+    as_true = {"function": {**tool["function"], "parameters": {"type": "object", "maxProperties": True}}}
+    changes: list[tuple[dict[str, Any], str]] = [
+        ({"temperature": 1.0}, "params.temperature: recorded 1 (int) != sent 1.0 (float)"),
+        ({"seed": True}, "params.seed: recorded 1 (int) != sent true (bool)"),
+        ({"tools": [{**tool, **as_true}]}, "maxProperties: recorded 1 (int) != sent true (bool)"),
+    ]
+    with served(tmp_path) as ep:
+        for change, said in changes:
+            with pytest.raises(openai.BadRequestError, match="request mismatch") as raised:
+                _chat(ep.url, **{**recorded, **change})
+            assert said in str(raised.value), raised.value.body["message"]  # type: ignore[index]
+    assert ep.outcome is not None and not ep.outcome.ok

@@ -201,3 +201,52 @@ def test_a_stream_the_upstream_ended_without_a_finish_is_not_called_cut_off(
     assert said in message and "connection closed" not in message, message
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert said in (tmp_path / "replay.override.json").read_text()
+
+
+@pytest.mark.parametrize("status", [404, 405, 403])
+def test_an_upstream_error_the_client_did_not_cause_fails_the_recording_naming_the_url(
+    tmp_path: Path, status: int
+) -> None:
+    """A 404 (a wrong upstream path: the route is not there; aiohttp's own plain-text 404), a 405 or a
+    403 is no outcome of the agent: the recording run fails naming the full URL tried, and nothing is
+    written.
+
+    Regression: an upstream answering 404 to the route made a green recording that replayed the 404.
+    """
+    up = FakeUpstream(lambda body: Answer(status=status, error="refused"))
+    up.start()
+    base = up.url.removesuffix("/v1") + "/api/v1" if status == 404 else up.url
+    try:
+        with served(tmp_path, RecordMode.ONCE, base) as ep, pytest.raises(openai.APIStatusError):
+            _ask(ep.url, "hello")
+    finally:
+        up.stop()
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert f"{base}/chat/completions" in report and f"HTTP {status}" in report, report
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_serve_with_a_wrong_upstream_path_exits_1_naming_the_url(tmp_path: Path) -> None:
+    """Regression: ``serve`` exited 0 with "recorded 1 conversation(s)" after the upstream answered 404 to
+    the route, and the replay served the 404."""
+    import signal
+
+    from tests._serve_helpers import finish, start_serve
+
+    up = FakeUpstream(lambda body: Answer(text="never"))
+    up.start()
+    base = up.url.removesuffix("/v1") + "/api/v1"
+    try:
+        proc, url = start_serve(tmp_path, "--record", "once", "--upstream", base)
+        try:
+            with pytest.raises(openai.NotFoundError):
+                _ask(url, "hello")
+        finally:
+            code, out, err = finish(proc, 60, signal.SIGINT)
+    finally:
+        up.stop()
+    assert code == 1, out + err
+    assert f"{base}/chat/completions answered HTTP 404" in err, err
+    assert "recorded 1 conversation" not in out + err
+    assert not list(tmp_path.glob("session*.jsonl"))

@@ -536,8 +536,8 @@ def test_map_finish_reason() -> None:
     assert map_finish_reason("tool_calls") == {"kind": "tool-calls"}
     assert map_finish_reason("length") == {"kind": "max-tokens"}
     assert map_finish_reason("content_filter") == {
-        "kind": "error",
-        "message": "finish_reason: content_filter",
+        "kind": "stop",
+        "providerFields": {"chat": {"finish_reason": "content_filter"}},
     }
 
 

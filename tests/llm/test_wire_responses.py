@@ -737,14 +737,26 @@ def test_a_done_item_that_disagrees_with_its_deltas_is_refused() -> None:
         (
             "incomplete",
             {"incomplete_details": {"reason": "content_filter"}},
-            {"kind": "error", "message": "incomplete: content_filter", "code": "content_filter"},
+            {
+                "kind": "stop",
+                "providerFields": {
+                    "responses": {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
+                },
+            },
         ),
         (
             "failed",
             {"error": {"code": "server_error", "message": "The server had an error"}},
             {"kind": "error", "message": "The server had an error", "code": "server_error"},
         ),
-        ("incomplete", {}, {"kind": "error", "message": "incomplete: no reason given"}),
+        (
+            "incomplete",
+            {},
+            {
+                "kind": "stop",
+                "providerFields": {"responses": {"status": "incomplete", "incomplete_details": None}},
+            },
+        ),
         ("failed", {"error": None}, {"kind": "error", "message": "the response failed"}),
         ("cancelled", {}, {"kind": "aborted", "reason": "cancelled"}),
     ],

@@ -117,5 +117,5 @@ def test_params_are_pinned_only_when_a_request_carried_them() -> None:
     assert dict(files)["request-params.expected.json"] == "{}\n" and not notes
     varying = [[{**bare, "params": {"seed": 1}}, {**bare, "params": {"seed": 2}}]]
     files, notes = render_pins(varying, None)
-    assert json.loads(dict(files)["request-params.expected.json"]) == [{"seed": 1}, {"seed": 2}]
+    assert json.loads(dict(files)["request-params.expected.json"]) == {"perCall": [{"seed": 1}, {"seed": 2}]}
     assert not notes  # pinned per call, not left out

@@ -317,7 +317,7 @@ def test_pins_load_share_and_fail_on_bad_input(tmp_path: Path) -> None:
         load_pins(tmp_path, 2)
 
 
-def test_render_pins_shares_identical_content_and_skips_varying_parts() -> None:
+def test_render_pins_shares_identical_content_and_pins_varying_parts_per_call() -> None:
     base = {
         "model": "m",
         "messages": [],
@@ -334,7 +334,8 @@ def test_render_pins_shares_identical_content_and_skips_varying_parts() -> None:
     assert names["system-prompt.expected.md"] == ""
     assert "{{cwd}}" in names["tool-schemas.expected.json"]
     files, notes = render_pins([[base, {**base, "system": "changed"}]], None)
-    assert "system-prompt.expected.md" not in dict(files) and "system not pinned" in notes[0]
+    assert "system-prompt.expected.md" not in dict(files) and not notes
+    assert json.loads(dict(files)["system-prompt.expected.json"]) == {"perCall": ["", "changed"]}
 
 
 # -- binding by request -----------------------------------------------------------------------------------

@@ -86,3 +86,38 @@ def test_a_growing_set_of_live_ids_compiles_no_pattern() -> None:
     assert live.scrub(text) == "{{session:1}} x-conversation-1 {{session:2}} conversation-1x {{session:1}}"
     fixed = Tokenizer(["conversation-1"], None)  # a fixed set (a recording's) keeps its own pattern
     assert fixed._ids_re is not tokens._WORD_RUN_RE
+
+
+_SPELLINGS = ["{{", "}}", "{", "}", "!", "uuid:1", "mask:1", "cwd", " ", "x", IDS[0]]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(
+    st.lists(st.sampled_from(_SPELLINGS), max_size=10).map("".join),
+    st.lists(st.sampled_from(_SPELLINGS), max_size=10).map("".join),
+)
+def test_token_spellings_are_escaped_one_to_one(a: str, b: str) -> None:
+    """Escaping is one-to-one (two texts compare equal escaped exactly when they are equal), and no
+    escaped text holds a token spelling: a literal ``{{uuid:1}}`` never equals the token a UUID becomes.
+
+    Regression: text spelling a token compared equal to the token."""
+    ea, eb = tokens.escape_token_spellings(a), tokens.escape_token_spellings(b)
+    assert (ea == eb) == (a == b)
+    assert all(m.group(1) for m in tokens._TOKEN_SPELLING.finditer(ea))
+
+
+def test_a_literal_token_is_not_the_value_it_stands_for() -> None:
+    recorded = Tokenizer([], "{{cwd}}", recorded=True)
+    live = Tokenizer([], "/tmp/run")
+    uuid = "3f1c2a4e-1111-2222-3333-444455556666"
+    assert recorded.fresh().scrub("id {{uuid:1}}") != live.fresh().scrub(f"id {uuid}")
+    assert recorded.fresh().scrub("id {{uuid:1}}") == live.fresh().scrub("id {{uuid:1}}")
+    # a recording's {{cwd}} is its cwd; a literal one is written {{!cwd}} and read as itself
+    assert recorded.fresh().scrub("at {{cwd}}/a") == live.fresh().scrub("at /tmp/run/a")
+    assert live.tokenize_cwd("at {{cwd}}/a and /tmp/run/b") == "at {{!cwd}}/a and {{cwd}}/b"
+    assert recorded.fresh().scrub("at {{!cwd}}/a") == live.fresh().scrub("at {{cwd}}/a")
+    # a placeholder id of a fixture stays the id it stands for
+    fixture = Tokenizer(["{{sessionId}}"], "{{cwd}}")
+    assert fixture.fresh().scrub("of {{sessionId}}") == Tokenizer([IDS[0]], "/x").fresh().scrub(
+        f"of {IDS[0]}"
+    )

@@ -240,14 +240,17 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[JsonDict]:
 
 
 def map_finish_reason(reason: str) -> FinishReason:
-    """``stop`` -> stop, ``tool_calls`` -> tool-calls, ``length`` -> max-tokens, else an error."""
+    """``stop`` -> stop, ``tool_calls`` -> tool-calls, ``length`` -> max-tokens; any other reason
+    (``content_filter``, one a provider adds) is a ``stop`` keeping the reason verbatim as its provider
+    fields (``{"kind":"stop","providerFields":{"chat":{"finish_reason":"content_filter"}}}``, events.md
+    §3: FinishReason is open), served back to a client as sent (:func:`provider_finish_reason`)."""
     if reason == "stop":
         return {"kind": "stop"}
     if reason == "tool_calls":
         return {"kind": "tool-calls"}
     if reason == "length":
         return {"kind": "max-tokens"}
-    return {"kind": "error", "message": f"finish_reason: {reason}"}
+    return {"kind": "stop", PROVIDER_FIELDS: {WIRE: {"finish_reason": reason}}}
 
 
 def _int_or_none(value: object) -> int | None:
@@ -1020,8 +1023,13 @@ def usage_payload(usage: Mapping[str, Any]) -> JsonDict:
 
 
 def provider_finish_reason(reason: Mapping[str, Any]) -> str | None:
-    """The ``finish_reason`` string of our FinishReason, or ``None`` when it is a real error (the
-    ``error`` kind that :func:`map_finish_reason` did not make from a provider's reason)."""
+    """The ``finish_reason`` string of our FinishReason (the provider's own when recorded), or ``None``
+    when it is a real error (an ``error`` kind not made from a provider's reason: a recording's
+    ``finish_reason: X`` error message, written before such reasons were kept as provider fields, is
+    one)."""
+    recorded = partial_for(reason, WIRE).get("finish_reason")
+    if isinstance(recorded, str):
+        return recorded
     kind = reason.get("kind")
     if kind in _FINISH_BACK:
         return _FINISH_BACK[str(kind)]

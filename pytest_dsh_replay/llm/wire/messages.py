@@ -30,8 +30,8 @@ out); a redacted one goes out verbatim.
 
 Chunk order: ``block-start`` at ``content_block_start``, deltas as they arrive, ``block-end`` at
 ``content_block_stop``; after ``message_stop``: the ``provider-fields`` block's end (if any),
-``usage``, ``finish``. ``stop_reason``: ``end_turn``/``stop_sequence`` -> stop, ``tool_use`` ->
-tool-calls, ``max_tokens`` -> max-tokens, anything else -> an ``error`` finish naming it.
+``usage``, ``finish``. ``stop_reason``: :func:`map_stop_reason` (every reason, known or not, and the
+matched ``stop_sequence`` kept verbatim and served back as sent).
 
 Errors: malformed events raise :class:`~pytest_dsh_replay.llm.errors.LlmError` ``BAD_RESPONSE``; an
 ``error`` event (``{"type":"error","error":{"type","message"}}``) raises the error it names
@@ -135,6 +135,10 @@ _BLOCK_KEYS = {
 _MESSAGE_KEYS = frozenset(
     {"id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage", "stop_details"}
 )
+#: The stop's fields of a message (a whole one's, or a stream's ``message_delta.delta``); any other key
+#: of that delta is kept with them (:func:`map_stop_reason`).
+_STOP_FIELDS = ("stop_reason", "stop_sequence", "stop_details")
+_STOP_KEYS = frozenset({"stop_reason", "stop_sequence"})
 #: Usage keys :func:`map_usage` maps; any other (``server_tool_use``, ...) is kept as chunk fields.
 _USAGE_KEYS = frozenset(
     {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
@@ -505,16 +509,40 @@ def _tools_from_body(raw: object) -> list[ToolSpec]:
 # --------------------------------------------------------------------------- upstream answers
 
 
-def map_stop_reason(reason: str) -> FinishReason:
-    """``end_turn``/``stop_sequence`` -> stop, ``tool_use`` -> tool-calls, ``max_tokens`` ->
-    max-tokens, anything else (``refusal``, ``pause_turn``, ...) -> an error finish naming it."""
-    if reason in ("end_turn", "stop_sequence"):
-        return {"kind": "stop"}
-    if reason == "tool_use":
-        return {"kind": "tool-calls"}
-    if reason == "max_tokens":
-        return {"kind": "max-tokens"}
-    return {"kind": "error", "message": f"stop_reason: {reason}"}
+#: ``stop_reason`` -> our finish kind; any other reason (``refusal``, ``pause_turn``, one the API adds
+#: later) is a ``stop``: the answer ended as sent, never an error we invent.
+_STOP_KINDS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "refusal": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool-calls",
+    "max_tokens": "max-tokens",
+    "model_context_window_exceeded": "max-tokens",
+}
+#: our finish kind -> the ``stop_reason`` it stands for when no other was recorded
+_STOP_BACK = {"stop": "end_turn", "tool-calls": "tool_use", "max-tokens": "max_tokens"}
+
+
+def map_stop_reason(
+    reason: str, stop_sequence: object = None, extra: Mapping[str, Any] | None = None
+) -> FinishReason:
+    """The API's ``stop_reason`` (and the matched ``stop_sequence``) -> our FinishReason.
+
+    ``end_turn``/``stop_sequence``/``refusal``/``pause_turn`` and any reason we do not know -> stop,
+    ``tool_use`` -> tool-calls, ``max_tokens``/``model_context_window_exceeded`` -> max-tokens. A
+    reason other than the kind's own (``end_turn``, ``tool_use``, ``max_tokens``) or a matched stop
+    sequence is kept verbatim as the reason's provider fields
+    (``{"kind":"stop","providerFields":{"messages":{"stop_reason":"stop_sequence","stop_sequence":"END"}}}``,
+    events.md §3: FinishReason is open), so a client is served exactly what the API said; so are
+    ``extra``, the stop's other fields the API sent beside them (``stop_details``)."""
+    kind = _STOP_KINDS.get(reason, "stop")
+    out: FinishReason = {"kind": kind}
+    if reason != _STOP_BACK[kind] or stop_sequence is not None or extra:
+        out[PROVIDER_FIELDS] = {
+            WIRE: {"stop_reason": reason, "stop_sequence": stop_sequence, **(extra or {})}
+        }
+    return out
 
 
 def _int(value: object) -> int | None:
@@ -608,6 +636,8 @@ class MessagesEventTranslator:
         self._extra: _Block | None = None
         self._usage: JsonDict = {}
         self._stop_reason: str | None = None
+        self._stop_sequence: Any = None
+        self._stop_extra: JsonDict = {}
         self._started = False
         self._stopped = False
         self._done = False
@@ -646,6 +676,8 @@ class MessagesEventTranslator:
             reason = delta.get("stop_reason")
             if reason is not None:
                 self._stop_reason = str(reason)
+                self._stop_sequence = delta.get("stop_sequence")
+            self._stop_extra.update({k: v for k, v in delta.items() if k not in _STOP_KEYS and v is not None})
             usage = event.get("usage")
             if isinstance(usage, Mapping):
                 self._usage.update({k: v for k, v in usage.items() if v is not None})
@@ -809,7 +841,12 @@ class MessagesEventTranslator:
         if self._extra is not None:
             out.append({"type": "block-end", "index": self._extra.index, "block": self._extra.content()})
         out.append({"type": "usage", "usage": map_usage(self._usage)})
-        out.append({"type": "finish", "reason": map_stop_reason(self._stop_reason)})
+        out.append(
+            {
+                "type": "finish",
+                "reason": map_stop_reason(self._stop_reason, self._stop_sequence, self._stop_extra),
+            }
+        )
         return out
 
 
@@ -825,7 +862,7 @@ def message_events(message: object, *, where: str = "the messages endpoint") -> 
     """
     if not isinstance(message, Mapping) or not isinstance(message.get("content"), list):
         raise _bad(f"{where} sent a response that is not a message", message)
-    head = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence")}
+    head = {k: v for k, v in message.items() if k not in ("content", *_STOP_FIELDS)}
     events: list[JsonDict] = [{"type": "message_start", "message": {**head, "content": []}}]
     for index, block in enumerate(message["content"]):
         if not isinstance(block, Mapping):
@@ -845,7 +882,11 @@ def message_events(message: object, *, where: str = "the messages endpoint") -> 
         events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
         events.append({"type": "content_block_stop", "index": index})
     events.append(
-        {"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}, "usage": {}}
+        {
+            "type": "message_delta",
+            "delta": {k: message.get(k) for k in _STOP_FIELDS if k in message or k != "stop_details"},
+            "usage": {},
+        }
     )
     events.append({"type": "message_stop"})
     return events
@@ -887,11 +928,14 @@ def whole_answer_events(answer: object) -> list[JsonDict]:
 # --------------------------------------------------------------------------- answers to a client
 
 
-def _stop_reason(reason: Mapping[str, Any] | None) -> str:
-    kind = (reason or {}).get("kind")
-    return {"stop": "end_turn", "tool-calls": "tool_use", "max-tokens": "max_tokens"}.get(
-        str(kind), "end_turn"
-    )
+def _stop_reason(reason: Mapping[str, Any] | None) -> JsonDict:
+    """``{"stop_reason", "stop_sequence"}`` of our FinishReason: the recorded ones verbatim
+    (:func:`map_stop_reason`), else the kind's own reason (``end_turn`` for a kind we have no reason for)."""
+    recorded = partial_for(reason or {}, WIRE)
+    if "stop_reason" in recorded:
+        return {"stop_sequence": None, **recorded}
+    kind = str((reason or {}).get("kind"))
+    return {"stop_reason": _STOP_BACK.get(kind, "end_turn"), "stop_sequence": None}
 
 
 def _usage_body(usage: Mapping[str, Any] | None, extra: Mapping[str, Any] | None = None) -> JsonDict:
@@ -1081,7 +1125,7 @@ class MessagesStreamEncoder:
         if isinstance(reason, Mapping) and reason.get("kind") in ("error", "aborted"):
             message = str(reason.get("message") or reason.get("kind"))
             return [_sse("error", error_body(message, str(reason.get("code") or "PROVIDER_ERROR"), 500))]
-        delta = {"stop_reason": _stop_reason(reason), "stop_sequence": None}
+        delta = _stop_reason(reason)
         return [
             _sse(
                 "message_delta",
@@ -1165,7 +1209,7 @@ def encode_whole(
     if isinstance(reason, Mapping) and reason.get("kind") in ("error", "aborted"):
         what = str(reason.get("message") or "model stream aborted")
         raise LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
-    message["stop_reason"] = _stop_reason(reason)
+    message.update(_stop_reason(reason))
     message["usage"] = _usage_body(usage, usage_extra)
     return message
 

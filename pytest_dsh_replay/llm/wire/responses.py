@@ -29,9 +29,13 @@ message, which is what lets the endpoint see a request continue a conversation, 
 :func:`upstream_body` forwards the encrypted reasoning to the provider.
 
 **Finish and usage.** ``status`` ``completed`` -> ``stop``, or ``tool-calls`` when the output holds
-a function call; ``incomplete`` with ``max_output_tokens`` -> ``max-tokens`` (any other reason ->
-``error``); ``failed`` -> ``error`` with the response's ``error.message``/``error.code``;
-``cancelled`` -> ``aborted``. Usage (:func:`map_usage`) is disjoint as in events.md §3:
+a function call; ``incomplete`` with ``max_output_tokens`` -> ``max-tokens``; ``incomplete`` with any
+other reason, and a terminal status we do not know, -> ``stop`` keeping ``status`` and
+``incomplete_details`` verbatim as the reason's provider fields (served back as sent);
+``failed`` -> ``error`` with the response's ``error.message``/``error.code``;
+``cancelled`` -> ``aborted``. An output text's ``annotations`` (URL and file citations, whole in the
+done part or one ``response.output_text.annotation.added`` event each) are kept on its text block as
+provider fields and served back in both forms. Usage (:func:`map_usage`) is disjoint as in events.md §3:
 ``inputTokens`` = ``input_tokens`` less ``cached_tokens`` and ``cache_write_tokens``.
 The stream's ``error`` event is a mid-stream failure: the translator raises
 :class:`~pytest_dsh_replay.llm.errors.LlmError` ``PROVIDER_ERROR`` (recorded as a ``throw``) and the
@@ -175,7 +179,7 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
             assert text is not None
             if role == "assistant" and not text:
                 continue  # an empty answer text is never a block (see the module doc)
-            blocks.append({"type": "text", "text": text})
+            blocks.append(_text_block(text, part.get("annotations") if role == "assistant" else None))
         elif kind == "refusal":
             text = _field_str(part, "refusal", here)
             assert text is not None
@@ -197,6 +201,15 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
                 f"{here}.type",
             )
     return blocks
+
+
+def _text_block(text: str, annotations: object) -> ContentBlock:
+    """A text block, an output text's non-empty ``annotations`` (URL and file citations) kept verbatim as
+    its provider field (``providerFields.responses.annotations``), served and sent back as they came."""
+    block: ContentBlock = {"type": "text", "text": text}
+    if isinstance(annotations, list) and annotations:
+        block[PROVIDER_FIELDS] = {WIRE: {"annotations": annotations}}
+    return block
 
 
 def _reasoning_block(text: str, encrypted: object) -> ContentBlock:
@@ -539,10 +552,9 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
         reason = details.get("reason") if isinstance(details, Mapping) else None
         if reason == "max_output_tokens":
             return {"kind": "max-tokens"}
-        incomplete: FinishReason = {"kind": "error", "message": f"incomplete: {reason or 'no reason given'}"}
-        if reason:
-            incomplete["code"] = str(reason)
-        return incomplete
+        # an answer the provider ended early for its own reason (content_filter, one added later):
+        # served back as sent, never an error we invent
+        return {"kind": "stop", PROVIDER_FIELDS: {WIRE: {"status": status, "incomplete_details": details}}}
     if status == "failed":
         error = response.get("error")
         message = error.get("message") if isinstance(error, Mapping) else None
@@ -553,7 +565,14 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
         return failed
     if status == "cancelled":
         return {"kind": "aborted", "reason": "cancelled"}
-    raise LlmError(f"the response ended with a non-terminal status {status!r}", "BAD_RESPONSE")
+    if status in ("in_progress", "queued"):
+        raise LlmError(f"the response ended with a non-terminal status {status!r}", "BAD_RESPONSE")
+    # a terminal status the API adds later: kept verbatim
+    kind = "tool-calls" if has_tool_calls else "stop"
+    return {
+        "kind": kind,
+        PROVIDER_FIELDS: {WIRE: {"status": status, "incomplete_details": response.get("incomplete_details")}},
+    }
 
 
 # --------------------------------------------------------------------------- upstream -> chunks
@@ -569,13 +588,14 @@ class _Open(Struct):
     name: str = ""
     last_part: tuple[str, int] | None = None  # reasoning: the part the last delta belonged to
     encrypted: str = ""  # reasoning: the item's encrypted_content
+    annotations: list[Any] = field(default_factory=list)  # text: the part's annotations
 
     def closed(self) -> ContentBlock:
         if self.kind == "tool-call":
             return {"type": "tool-call", "id": self.call_id, "name": self.name, "arguments": self.text}
         if self.kind == "reasoning":
             return _reasoning_block(self.text, self.encrypted)
-        return {"type": self.kind, "text": self.text}
+        return _text_block(self.text, self.annotations)
 
 
 _TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
@@ -596,7 +616,9 @@ class ResponsesEventTranslator:
     A ``*.done`` item is checked against its deltas: text the deltas left out is sent as one more
     delta (an upstream that sends only whole items), text that disagrees is ``BAD_RESPONSE``. Items
     of the terminal response that never streamed are taken whole. Events of other types (annotations,
-    ``response.in_progress``, ...) are ignored, and so is everything after the terminal event.
+    ``response.in_progress``, ...) are ignored, and so is everything after the terminal event;
+    ``response.output_text.annotation.added`` adds its annotation to the text block (kept as its
+    provider field, see :func:`_text_block`; a done part's ``annotations`` are the whole list).
 
     Raises (from :meth:`feed`/:meth:`finish`):
         LlmError: ``PROVIDER_ERROR`` on the stream's ``error`` event (its message and code quoted);
@@ -724,9 +746,12 @@ class ResponsesEventTranslator:
                         f"{where}.content[{number}] has no string text/refusal: {_preview(part)}",
                         "BAD_RESPONSE",
                     )
-                out += self._reconcile(
-                    ("text", output_index, number), "text", text, f"{where}.content[{number}]"
-                )
+                part_key: tuple[Any, ...] = ("text", output_index, number)
+                out += self._reconcile(part_key, "text", text, f"{where}.content[{number}]")
+                annotations = part.get("annotations")
+                block = self._by_key.get(part_key)
+                if block is not None and isinstance(annotations, list) and annotations:
+                    block.annotations = list(annotations)  # the done part holds them all
             return out
         if kind == "reasoning":
             if not whole:
@@ -801,6 +826,15 @@ class ResponsesEventTranslator:
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             key = ("text", self._index(event), self._index(event, "content_index"))
             return self._text(key, "text", self._delta(event))
+        if kind == "response.output_text.annotation.added":
+            # placed by its part; one naming no part we hold has nothing to annotate (the done
+            # part's annotations, when it comes, are the whole list)
+            place = ("text", event.get("output_index"), event.get("content_index", 0))
+            block = self._by_key.get(place)
+            annotation = event.get("annotation")
+            if block is not None and annotation and annotation not in block.annotations:
+                block.annotations.append(annotation)
+            return []
         if kind == "response.reasoning_summary_text.delta":
             part = ("summary", self._index(event, "summary_index"))
             return self._text(("reasoning", self._index(event)), "reasoning", self._delta(event), part)
@@ -902,6 +936,11 @@ class _Item(Struct):
     done: bool = False
     held: list[str] = field(default_factory=list)  # argument deltas before the call's item could be added
     encrypted: str = ""  # reasoning: the recorded encrypted_content
+    annotations: list[Any] = field(default_factory=list)  # text: the recorded annotations
+
+    def part(self, text: str) -> JsonDict:
+        """A text item's ``output_text`` part holding ``text``."""
+        return {"type": "output_text", "text": text, "annotations": list(self.annotations), "logprobs": []}
 
     def whole(self, status: str) -> JsonDict:
         if self.kind == "text":
@@ -910,9 +949,7 @@ class _Item(Struct):
                 "type": "message",
                 "role": "assistant",
                 "status": status,
-                "content": [{"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}]
-                if status == "completed"
-                else [],
+                "content": [self.part(self.text)] if status == "completed" else [],
             }
         if self.kind == "reasoning":
             done = status == "completed"
@@ -1133,9 +1170,13 @@ class ResponsesStreamEncoder:
             text = block.get("text", item.text)
             if not isinstance(text, str):
                 raise self._bad(f"block-end of block {item.index} has a non-string text")
-            encrypted = partial_for(block, WIRE).get("encrypted_content")
+            recorded = partial_for(block, WIRE)
+            encrypted = recorded.get("encrypted_content")
             if item.kind == "reasoning" and isinstance(encrypted, str):
                 item.encrypted = encrypted
+            annotations = recorded.get("annotations")
+            if item.kind == "text" and isinstance(annotations, list):
+                item.annotations = list(annotations)
             if not item.added:
                 out += self._add(item)
             if text != item.text and text.startswith(item.text):
@@ -1143,7 +1184,14 @@ class ResponsesStreamEncoder:
             item.text = text
             ids = {"item_id": item.item_id, "output_index": item.index}
             if item.kind == "text":
-                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                part = item.part(text)
+                for number, annotation in enumerate(item.annotations):
+                    out.append(
+                        self._event(
+                            "response.output_text.annotation.added",
+                            {**ids, "content_index": 0, "annotation_index": number, "annotation": annotation},
+                        )
+                    )
                 out.append(
                     self._event(
                         "response.output_text.done", {**ids, "content_index": 0, "text": text, "logprobs": []}
@@ -1267,7 +1315,13 @@ class ResponsesStreamEncoder:
             raise self._bad(f"the chunks ended with block(s) {open_blocks} not ended")
         self._ended = True
         kind = self._finish.get("kind")
-        if kind in ("stop", "tool-calls"):
+        recorded = partial_for(self._finish, WIRE)
+        if kind in ("stop", "tool-calls") and isinstance(recorded.get("status"), str):
+            # the provider's own status and incomplete_details, as it sent them (finish_of)
+            response = self._snapshot(recorded["status"])
+            response["incomplete_details"] = recorded.get("incomplete_details")
+            event = "response.incomplete" if recorded["status"] == "incomplete" else "response.completed"
+        elif kind in ("stop", "tool-calls"):
             response = self._snapshot("completed")
             event = "response.completed"
         elif kind == "max-tokens":
