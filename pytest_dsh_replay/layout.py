@@ -12,6 +12,7 @@ A scenario directory holds::
     workspace/                    files copied into the run's cwd (optional)
     mcp.<name>.jsonl              the first session of the MCP server <name> (``dsh-replay mcp``)
     mcp.<name>.<n>.jsonl          its session n = 1, 2, ... in the order the servers started
+    embeddings.jsonl              the endpoint's embedding calls (``endpoint/embeddings.py``)
 
 Which directories are scenarios (and which are walked to find them) is decided here too, once, for
 pytest's collection and the ``dsh-replay`` commands alike: :func:`dir_kind`, :func:`skips_dir`,
@@ -36,6 +37,7 @@ from typing import Literal
 from msgspec import Struct
 
 __all__ = [
+    "EMBEDDINGS_LOG",
     "ENDPOINT_MANIFEST",
     "INPUT_FILE",
     "LOG_GLOB",
@@ -58,6 +60,7 @@ __all__ = [
     "RealDirs",
     "child_rank",
     "dir_kind",
+    "embeddings_log_files",
     "find_scenario_dirs",
     "is_endpoint_recording",
     "is_log_name",
@@ -90,6 +93,8 @@ SCRIPTED_FILE = "scripted.json"
 #: what marks a recording of the loopback endpoint (logs without ``input.json``: its client is an
 #: agent of the user's, not steps): not a scenario, so collection and ``validate`` do not ask for steps
 ENDPOINT_MANIFEST = "endpoint.json"
+#: the endpoint's embedding calls (``endpoint/embeddings.py``): not conversations, a log of their own
+EMBEDDINGS_LOG = "embeddings.jsonl"
 #: the primary session log (rank 0)
 PRIMARY_LOG = "session.jsonl"
 PRIMARY_FILE = PRIMARY_LOG
@@ -150,6 +155,13 @@ def loose_log_number(name: str) -> str | None:
 
 
 # -- MCP server sessions (docs/mcp.md) -------------------------------------------------------------
+
+def embeddings_log_files(directory: Path) -> list[Path]:
+    """The endpoint's embeddings log of ``directory`` (:data:`EMBEDDINGS_LOG`), when it has one: read
+    beside the conversations by ``validate``, ``show`` and ``diff``."""
+    path = directory / EMBEDDINGS_LOG
+    return [path] if os.path.lexists(path) else []
+
 
 #: every MCP session log of a directory (filter with :func:`mcp_log_match`)
 MCP_LOG_GLOB = "mcp.*.jsonl"
@@ -354,7 +366,7 @@ def write_temp_target(name: str) -> str | None:
     if match is None:
         return None
     target = match["name"]
-    ours = is_owned(target) or target == WRITE_JOURNAL or mcp_log_match(target) is not None
+    ours = is_owned(target) or target in (WRITE_JOURNAL, EMBEDDINGS_LOG) or mcp_log_match(target) is not None
     return target if ours else None
 
 

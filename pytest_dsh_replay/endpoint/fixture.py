@@ -1,29 +1,28 @@
 """The body of the ``dsh_endpoint`` pytest fixture (registered by ``plugin.py``).
 
-The fixture starts an endpoint for the test, points the common clients (and any subprocess the test
-starts) at it with the base-URL variables they read (:data:`BASE_URL_VARIABLES`: ``OPENAI_BASE_URL``
-and ``OPENAI_API_BASE`` as ``http://127.0.0.1:PORT/v1``, ``ANTHROPIC_BASE_URL`` and
-``ANTHROPIC_API_BASE`` without ``/v1``, the Anthropic form) and dummy
-``OPENAI_API_KEY``/``ANTHROPIC_API_KEY``, and fails the test with the endpoint's
-report, once: the test's call phase reports a problem of the traffic (a request that did not match, in
-place of the SDK's error for the endpoint's 400) or a recorded call left unused (:func:`call_report`,
-run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only what came up after it (a
-recording that cannot be written). An endpoint that cannot start (no upstream to record from, a
-recording ``validate`` flags) is the setup's one-line error. A recording that went well says where it
-went in the run's summary (its notes, as ``user_properties`` of the teardown report). The recording
-directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
-``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
-``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
-the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``), its
-``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under ``/mcp/NAME``
-(``EndpointHandle.mcp_url``; docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves requests of a
-browser app from those origins (with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``; docs/
-endpoint-safety.md). Options:
-``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
-``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each format is
-read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), or from ini
-``dsh_api_key_env`` for every format, before the dummies replace them.
-"""
+The fixture starts an endpoint for the test, points the SDKs of every registered format (and any
+subprocess the test starts) at it with their base-URL variables in their forms
+(``llm/wire/registry.py``: ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` ``http://127.0.0.1:PORT/v1``;
+``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL`` the same without ``/v1``)
+and a dummy key in each key variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``,
+``GOOGLE_API_KEY``), and fails the test with the endpoint's report, once: the test's call phase reports
+a problem of the traffic (a request that did not match, in place of the SDK's error for the endpoint's
+400) or a recorded call left unused (:func:`call_report`, run by ``own_agent``'s ``pytest_runtest_call``
+wrapper), and the teardown only what came up after it (a recording that cannot be written). An endpoint
+that cannot start (no upstream to record from, a recording ``validate`` flags) is the setup's one-line
+error. A recording that went well says where it went in the run's summary (its notes, as
+``user_properties`` of the teardown report). The recording directory is ``<test file
+dir>/recordings/<module>/<test name>/`` unless ``@pytest.mark.dsh_recording("DIR")`` names one (relative
+to the test file's directory); the marker's ``allow_unused=True`` lets recorded calls go unused, its
+``mask=[REGEX, ...]`` masks volatile values in the request check (with ``--dsh-mask``, ini ``dsh_mask``
+and ``pytest_dsh_masks``), its ``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under
+``/mcp/NAME`` (``EndpointHandle.mcp_url``; docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves
+requests of a browser app from those origins (with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``;
+docs/ endpoint-safety.md). Options: ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``),
+``--dsh-backend``, ``--dsh-match-on``, ``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each
+format is read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), or from ini ``dsh_api_key_env`` for every format, before the
+dummies replace them. """
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ from msgspec import Struct, field
 
 from ..errors import HarnessError
 from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
+from ..llm.wire.registry import key_variables, sdk_environment
 from ..modes import Backend, RecordMode
 from .server import Endpoint, EndpointConfig, EndpointConfigError, EndpointOutcome, EndpointThread
 
@@ -71,31 +71,6 @@ class EndpointHandle(Struct):
     def mcp_url(self, name: str) -> str:
         """The URL of the streamable HTTP MCP server ``name`` of the marker's ``mcp=`` (docs/mcp.md)."""
         return f"{self.base_url.removesuffix('/v1')}/mcp/{name}"
-
-
-#: The base-URL variables the common clients read, each with the URL form it takes (``"v1"``: the
-#: OpenAI form ``http://127.0.0.1:PORT/v1``; ``""``: the Anthropic form, without ``/v1``): the openai
-#: SDK (``OPENAI_BASE_URL``), LlamaIndex's ``OpenAI`` LLM, LangChain's older ``ChatOpenAI`` and LiteLLM
-#: (``OPENAI_API_BASE``), the anthropic SDK (``ANTHROPIC_BASE_URL``), LiteLLM's Anthropic provider
-#: (``ANTHROPIC_API_BASE``). docs/fixtures.md lists them.
-BASE_URL_VARIABLES: dict[str, str] = {
-    "OPENAI_BASE_URL": "v1",
-    "OPENAI_API_BASE": "v1",
-    "ANTHROPIC_BASE_URL": "",
-    "ANTHROPIC_API_BASE": "",
-}
-#: The key variables the fixture sets to a dummy (the upstream key is read before, docs/endpoint.md).
-KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-
-
-def client_environment(url: str) -> dict[str, str]:
-    """The environment the fixture sets for the test (and the subprocesses it starts): every
-    :data:`BASE_URL_VARIABLES` at the endpoint's ``url`` (``http://127.0.0.1:PORT/v1``) in its form, and
-    the dummy keys."""
-    out = {
-        name: url if form == "v1" else url.removesuffix("/v1") for name, form in BASE_URL_VARIABLES.items()
-    }
-    return {**out, **dict.fromkeys(KEY_VARIABLES, DUMMY_KEY)}
 
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
@@ -254,8 +229,12 @@ def endpoint_fixture(
         pytest.fail(f"dsh_endpoint: error [{refused.code}]: {refused.message}", pytrace=False)
     run = EndpointRun(thread, directory, bool(config.getoption("update_snapshots", default=False)))
     request.node.stash[RUN] = run
-    for name, value in client_environment(url).items():
-        monkeypatch.setenv(name, value)
+    # each SDK's base-URL variable in its form (the Anthropic and Gemini SDKs append the version
+    # themselves), and a dummy key in every key variable: the agent's key is never forwarded
+    for env, value in sdk_environment(url.removesuffix("/v1")).items():
+        monkeypatch.setenv(env, value)
+    for env in key_variables():
+        monkeypatch.setenv(env, DUMMY_KEY)
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
@@ -274,6 +253,10 @@ def endpoint_fixture(
         request.node.user_properties += ItemReport(served=served, rerecorded=outcome.rerecorded).properties()
     if outcome.ok and thread.endpoint.recorder is not None:  # where the recording went, in the summary
         request.node.user_properties += endpoint_note_properties(outcome.notes)
+        # the files the run wrote, for the report's page (the terminal summary says them in the notes:
+        # it reads written files from the call phase's report, and this is the teardown's)
+        wrote = ItemReport(written=list(map(str, outcome.written)), removed=list(map(str, outcome.removed)))
+        request.node.user_properties += wrote.properties()
     fresh = [p for p in outcome.problems if p not in run.reported]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh
@@ -428,6 +411,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
     if replay is None:
         return
     from ..replay.errors import RequestMismatchError
+    from ..replay.model import rerecord_commands
     from ..replay.requests import request_diffs
 
     # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
@@ -438,7 +422,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
 
     report = ItemReport(
         diffs=[d for m in mismatches for d in request_diffs(m)],
-        commands=list(dict.fromkeys(f"re-record: {m.rerecord}" for m in mismatches if m.rerecord)),
+        commands=rerecord_commands(m.rerecord for m in mismatches if m.rerecord),
     )
     item.user_properties += report.properties()
 

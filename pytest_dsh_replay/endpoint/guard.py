@@ -55,8 +55,9 @@ OPAQUE_ORIGIN = "null"
 
 
 def normalize_origin(origin: str) -> str:
-    """``origin`` as browsers send it: ``scheme://host[:port]`` lower-cased, without a default port
-    (``:80`` for http, ``:443`` for https) or a trailing ``/``.
+    """``origin`` as browsers send it: ``scheme://host[:port]`` lower-cased, an internationalized host
+    in its ASCII (IDNA) form, without a default port (``:80`` for http, ``:443`` for https) or a
+    trailing ``/``.
 
     Raises:
         OriginError: not ``http(s)://host[:port]`` (a path, query, credentials), or the opaque origin
@@ -89,6 +90,11 @@ def normalize_origin(origin: str) -> str:
         )
     scheme = parts.scheme.lower()
     host = parts.hostname.lower()
+    if not host.isascii():  # a browser sends an internationalized host in its ASCII (IDNA) form
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise OriginError(f"{origin!r} is not an origin ({exc}); give scheme://host[:port]") from None
     if ":" in host:  # an IPv6 literal keeps its brackets
         host = f"[{host}]"
     default = {"http": 80, "https": 443}[scheme]

@@ -30,6 +30,7 @@ from msgspec import Struct, field
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.wire.base import WireFormat
+from ..llm.wire.registry import BY_KEY
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
 from ..session import Session, SessionStore, interrupted_turn_closers
@@ -317,6 +318,32 @@ def history_length(messages: Sequence[Message]) -> int:
     return end
 
 
+def unanswered_call(messages: Sequence[Message]) -> tuple[int, str] | None:
+    """The first tool call a request's messages leave without a result, as ``(index of the assistant
+    message holding it, call id)``, or ``None``: a call must get its ``tool-result`` (in the user
+    messages right after its assistant message) before the next other message and before the model is
+    asked again, or the log written of it fails ``validate`` (``LOG_TOOL_PAIRING``, events.md §4: each
+    ``tool/call`` gets one ``tool/result`` in its turn). Calls are keyed by id as the log pairs them;
+    a result of an id no earlier message called is a plain user message (:meth:`ConversationLog.
+    _write_messages`)."""
+    pending: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if _only_results(message):
+            for block in message.get("content", []):
+                pending.pop(str(block.get("toolCallId", "")), None)
+            continue
+        if pending:
+            break
+        if message.get("role") == "assistant":
+            for block in message.get("content", []):
+                if block.get("type") == "tool-call":
+                    pending.setdefault(str(block.get("id", "")), index)
+    if not pending:
+        return None
+    call_id, index = next(iter(pending.items()))
+    return index, call_id
+
+
 def handoff_results(history: Sequence[Message]) -> list[Mapping[str, Any]]:
     """The ``tool-result`` blocks of a history (a child's first request): those answering its parent's
     open calls are the parent's results, handed over with the conversation."""
@@ -433,7 +460,8 @@ class UpstreamModel:
     ``stream: true``) is translated through the format's ``whole_answer_events``: the same chunks.
 
     ``api_key``: one key for every format, or a mapping format path -> key (each provider's own
-    variable); sent as the format's ``upstream_headers`` (``x-api-key``) or as a Bearer token.
+    variable); sent as the format object says (:meth:`~..llm.wire.registry.Format.upstream_headers`:
+    ``x-api-key``, ``x-goog-api-key``, or a Bearer token), to its ``upstream_path`` under the base URL.
 
     Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
     status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
@@ -486,7 +514,7 @@ class UpstreamModel:
         return self._stream(fmt, body)
 
     def _url(self, fmt: WireFormat) -> str:
-        return format_url(self.base_url, fmt.PATH)
+        return format_url(self.base_url, BY_KEY[fmt.PATH].upstream_path(fmt))
 
     async def _stream(self, fmt: WireFormat, body: Mapping[str, Any]) -> AsyncIterator[StreamChunk]:
         import aiohttp
@@ -494,12 +522,7 @@ class UpstreamModel:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        own_headers = getattr(fmt, "upstream_headers", None)  # a format with its own auth (messages)
-        api_key = self.key_for(fmt)
-        if callable(own_headers):
-            headers.update(own_headers(api_key))
-        elif api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers.update(BY_KEY[fmt.PATH].upstream_headers(fmt, self.key_for(fmt)))
         translator = fmt.upstream_translator(body)
         url = self._url(fmt)
         task = asyncio.current_task()

@@ -8,7 +8,7 @@
 
   ``version`` absent is version 1 (the manifests written before it was added); ``formats`` are the
   paths of the wire formats the recording was made through, each one the endpoint serves
-  (:data:`~.formats.FORMATS`). ``unknownParents`` (optional) lists the conversations whose parent
+  (:data:`~.formats.CONVERSATION_FORMATS`). ``unknownParents`` (optional) lists the conversations whose parent
   could not be told (:func:`parent_notes`: said by the recording's summary and ``dsh-replay
   validate``, no finding). Other keys are ignored. ``dsh-replay validate`` reports a manifest that
   does not read as a finding (:func:`manifest_findings`), in the words of the start-up refusal.
@@ -29,7 +29,7 @@ from msgspec import Struct
 from ..errors import HarnessError, quote, read_regular_file
 from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_endpoint_recording, is_log_name
 from .conversations import CONVERSATION_HEADER, PARENT_HEADER
-from .formats import FORMATS
+from .formats import CONVERSATION_FORMATS
 
 if TYPE_CHECKING:
     from ..recording.validate import Finding
@@ -154,11 +154,11 @@ def read_manifest(directory: Path) -> Manifest | None:
     formats = value.get("formats", [])
     if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
         raise EndpointManifestError(f"{path}: formats must be a list of strings, got {quote(formats)}; {fix}")
-    unknown = [(i, f) for i, f in enumerate(formats) if f not in FORMATS]
+    unknown = [(i, f) for i, f in enumerate(formats) if f not in CONVERSATION_FORMATS]
     if unknown:
         i, bad = unknown[0]
         more = f" ({len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""
-        allowed = ", ".join(quote(f) for f in FORMATS)
+        allowed = ", ".join(quote(f) for f in CONVERSATION_FORMATS)
         raise EndpointManifestError(
             f"{path}: formats[{i}] is {quote(bad)}, not a wire format the endpoint serves{more}; "
             f"the allowed values are {allowed}; {fix}"

@@ -60,6 +60,7 @@ from ..httpbody import (
     read_body,
 )
 from ..layout import (
+    EMBEDDINGS_LOG,
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
     PRIMARY_FILE,
@@ -72,6 +73,7 @@ from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
 from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
+from ..llm.wire.registry import Format
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
 from ..recording.plan import Plan
@@ -94,6 +96,7 @@ from .record import (
     first_request_keys,
     stale_temp_stores,
     transient,
+    unanswered_call,
 )
 from .recording import check_recording, manifest_text, parent_note
 from .upstreams import check_base_url
@@ -117,7 +120,7 @@ MODELS_PATH = "/v1/models"
 
 def served_routes() -> list[str]:
     """What the endpoint answers, as ``METHOD PATH`` strings (named in its 404/405 answers)."""
-    return [*(f"POST {path}" for path in FORMATS), f"GET {MODELS_PATH}"]
+    return [*(f"POST {route}" for fmt in FORMATS.values() for route in fmt.routes), f"GET {MODELS_PATH}"]
 
 
 def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
@@ -143,6 +146,16 @@ def route_error(method: str, path: str, allowed: Sequence[str] = ()) -> tuple[di
     if is_mcp_path(path):
         message += "; MCP servers are relayed under /mcp/NAME (serve --mcp NAME=URL)"
     doubled = next((p for p in (*FORMATS, MODELS_PATH) if path.endswith(p) and path != p), None)
+    if doubled is None:  # a route with path parameters: its version segment twice (``/v1beta/v1beta/``)
+        doubled = next(
+            (
+                r
+                for f in FORMATS.values()
+                for r in f.routes
+                if "{" in r and f.matches(path[path.find("/", 1) :])
+            ),
+            None,
+        )
     if doubled is not None and not allowed:
         message += (
             f" (the client's base URL has a path too many: {path} ends with {doubled}; give the "
@@ -295,11 +308,16 @@ def _has_recording(directory: Path) -> bool:
     return (directory / PRIMARY_FILE).exists() or (directory / OVERRIDE_FILE).exists()
 
 
+def _has_any_recording(directory: Path) -> bool:
+    """A recording of conversations, or of embedding calls only (a retrieval step's index)."""
+    return _has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
     with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
-    ``RECORD`` (module doc)."""
-    return scenario_plan(config.record, recorded=_has_recording(config.directory), update=False)
+    ``RECORD`` (module doc). A recording of embedding calls alone is a recording."""
+    return scenario_plan(config.record, recorded=_has_any_recording(config.directory), update=False)
 
 
 class _Verdict(Struct):
@@ -375,6 +393,8 @@ class Endpoint:
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
+        self.embeddings: Any = None
+        self.embedding_upstream: Any = None
 
     # -- requests no route takes -----------------------------------------------------------------
 
@@ -459,7 +479,8 @@ class Endpoint:
             # a run that only used MCP servers recorded no conversation: model requests are then
             # refused as unrecorded (an empty script set), the MCP routes replay
             model_recorded = _has_recording(config.directory)
-            if not model_recorded and not (config.mcp and mcp_log_files(config.directory)):
+            others = (config.mcp and mcp_log_files(config.directory)) or _has_any_recording(config.directory)
+            if not model_recorded and not others:
                 raise EndpointConfigError(
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
@@ -497,6 +518,16 @@ class Endpoint:
             # the first call of each conversation finds its recorded one by an index built here, before
             # the URL is printed, not by comparing it with every free recorded conversation
             self.replay.index_first_requests()
+        from .embeddings import EmbeddingCalls, EmbeddingUpstream
+
+        recorded = self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED)
+        live = self.plan.needs_live_model
+        self.embeddings = EmbeddingCalls(
+            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+        )
+        if live and config.upstream:
+            by_key = {path: key for path, (_env, key) in self.keys.items()}
+            self.embedding_upstream = EmbeddingUpstream(check_base_url(config.upstream), by_key)
         if self.plan is Plan.REPLAY:
             self.model = self.replay
         elif self.plan is Plan.EPISODES:
@@ -517,7 +548,9 @@ class Endpoint:
         config = self.config
         out: dict[str, tuple[str, str | None]] = {}
         for path, fmt in FORMATS.items():
-            env = config.api_key_env or fmt.KEY_ENV
+            # the first of the format's variables that is set (each SDK's order), else its first
+            names = (config.api_key_env,) if config.api_key_env else fmt.key_envs
+            env = next((n for n in names if os.environ.get(n)), names[0])
             key = config.api_key if config.api_key is not None else os.environ.get(env)
             out[path] = (env, key.strip() if key else None)
         return out
@@ -560,8 +593,10 @@ class Endpoint:
             web.middleware(lambda request, handler: self._route_errors(request, handler)),
         ]
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
-        for path, fmt in FORMATS.items():
-            app.router.add_post(path, self._handler(fmt))
+        for fmt in FORMATS.values():
+            handle = self._handler(fmt)
+            for route in fmt.routes:
+                app.router.add_post(route, handle)
         app.router.add_get(MODELS_PATH, self._models)
         if self.config.mcp:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
             from ..mcp.http import HttpRelays
@@ -575,6 +610,7 @@ class Endpoint:
                 accept_unused=self.accept_unused,
                 rerecord=self.config.rerecord,
                 masks=self.config.masks,
+                scrubber=self.scrubber,
             )
             self.mcp.add_routes(app)
         # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
@@ -606,6 +642,8 @@ class Endpoint:
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.upstream is not None:
             await self.upstream.close()
+        if self.embedding_upstream is not None:
+            await self.embedding_upstream.close()
         if self.replay is not None:
             self._replay_problems(outcome)
         if self.mcp is not None:
@@ -621,6 +659,15 @@ class Endpoint:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
                 await self._write(outcome, failed)
+                if outcome.ok and (not failed or self.config.record_on_error):
+                    # the run's embedding calls, beside the conversations written into the directory
+                    written = self.embeddings.write(self.scrubber.scrub)
+                    outcome.written += written
+                    if self.embeddings.calls:
+                        what = "written" if written else "kept (the same calls)"
+                        outcome.notes.append(
+                            f"{len(self.embeddings.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+                        )
                 if self.mcp is not None and self.mcp.recorded and outcome.ok:
                     outcome.notes += self.mcp.write_recorded(self.masks_keep_mcp(outcome))
             finally:
@@ -695,6 +742,8 @@ class Endpoint:
             self.replay.assert_consumed(accept=self.accept_unused)
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
+        if self.embeddings is not None:
+            outcome.problems += self.embeddings.unused()
 
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         from ..recording.models import sidecar_files, sidecars_for
@@ -713,7 +762,7 @@ class Endpoint:
             if outcome.problems:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
-            else:
+            elif not self.embeddings.calls:  # embedding calls alone are written by stop()
                 outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
@@ -975,15 +1024,45 @@ class Endpoint:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "dsh-replay"} for n in names]
         return web.json_response({"object": "list", "data": data})
 
-    def _handler(self, fmt: WireFormat) -> Any:
+    def _handler(self, fmt: Format) -> Any:
+        """The route handler of ``fmt``: a model call (a conversation's), or an embedding call."""
+        serve = self._serve_embeddings if fmt.kind == "embeddings" else self._serve
+
         async def handle(request: Any) -> Any:
             self.in_flight += 1
             try:
-                return await self._serve(fmt, request)
+                # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+                return await serve(fmt.bind(request.match_info, request.path), request)
             finally:
                 self.in_flight -= 1
 
         return handle
+
+    async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
+        """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
+        from the recording or forwarded."""
+        from aiohttp import web
+
+        try:
+            raw = await read_body(request, self.line_limit)
+            body = orjson.loads(raw)
+        except (UnreadableBody, UnsupportedEncoding, BodyTooLarge, orjson.JSONDecodeError) as exc:
+            return self._problem(wire, WireRequestError(str(exc), "$"), 400)
+        if not isinstance(body, dict):
+            return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
+        self.calls += 1
+        try:
+            status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)
+        except LlmError as exc:
+            message = self.scrubber.scrub_fixed(exc.message)
+            self.problem(f"embedding call: {message}")
+            return self._error(wire, message, exc.code, exc.status or 502)
+        if status >= 400:
+            said = self.scrubber.scrub_fixed(self.embeddings.problems[-1])
+            self.problem(said)
+            if not self.plan.needs_live_model:
+                return self._error(wire, said, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
@@ -1069,6 +1148,8 @@ class Endpoint:
             )
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
+            if self.recorder is not None:
+                _refuse_unanswered_calls(parsed)
             binding = self.binder.bind(parsed, request.headers, hashes=hashes)
         except (WireRequestError, BindingError) as exc:
             return self._problem(fmt, exc, 400)
@@ -1408,3 +1489,27 @@ __all__ = [
     "route_error",
     "served_routes",
 ]
+
+
+def _refuse_unanswered_calls(parsed: Mapping[str, Any]) -> None:
+    """Refuse a request to record whose messages leave a tool call without its result
+    (:func:`~pytest_dsh_replay.endpoint.record.unanswered_call`): no valid log holds it. The providers
+    refuse such a history too; it is refused before anything is forwarded or written.
+
+    Raises:
+        WireRequestError: ``TOOL_CALL_UNANSWERED``, naming the client's message holding the call.
+    """
+    found = unanswered_call(parsed.get("messages", []))
+    if found is None:
+        return
+    from ..llm.wire.fields import client_path  # a refusal only
+
+    index, call_id = found
+    where = client_path(f"messages[{index}]", parsed.get("origins")) or f"messages[{index}]"
+    raise WireRequestError(
+        f"tool call {call_id!r} gets no tool result before the conversation goes on; a recording cannot "
+        "hold an unanswered call (every tool call needs its result right after the message that made "
+        "it), so the request was refused and nothing was forwarded",
+        where,
+        "TOOL_CALL_UNANSWERED",
+    )

@@ -3,13 +3,15 @@ wire format's call goes to. The one home of that rule.
 
 The two SDK families spell a base URL differently: the OpenAI SDKs' includes the API version
 (``https://api.openai.com/v1``) and they append ``/chat/completions``; the Anthropic SDK's has none
-(``https://api.anthropic.com``) and it appends ``/v1/messages``. Either form is accepted for every
+(``https://api.anthropic.com``) and it appends ``/v1/messages`` (google-genai's, too, appends
+``/v1beta/models/...``). Either form is accepted for every
 format, by one rule (:func:`format_url`):
 
 * a base URL whose path has a version segment (``/v1``, ``/v1beta``, ``/v2``: ``v`` and a digit,
   anywhere in the path, e.g. ``https://openrouter.ai/api/v1``,
   ``https://generativelanguage.googleapis.com/v1beta/openai``) gets the format's path after its
-  ``/v1``: ``.../v1/chat/completions``, ``.../v1/messages``, ``.../v1/responses``;
+  own version segment: ``.../v1/chat/completions``, ``.../v1/messages``, ``.../v1/responses``,
+  ``https://generativelanguage.googleapis.com/v1beta`` + ``/models/M:streamGenerateContent?alt=sse``;
 * any other base URL (``http://127.0.0.1:8080``, ``https://api.anthropic.com``,
   ``https://gateway.example/anthropic``) gets the format's whole path, ``/v1`` included.
 
@@ -73,8 +75,9 @@ def format_url(base_url: str, path: str) -> str:
     URL :func:`check_base_url` accepted (module doc: the version segment rule)."""
     base = base_url.rstrip("/")
     segments = urlsplit(base).path.split("/")
-    if any(_VERSION_SEGMENT.match(s) for s in segments) and path.startswith("/v1/"):
-        return base + path[len("/v1") :]
+    first = path.split("/", 2)[1] if path.startswith("/") else ""
+    if any(_VERSION_SEGMENT.match(s) for s in segments) and _VERSION_SEGMENT.match(first):
+        return base + path[len("/" + first) :]
     return base + path
 
 

@@ -964,8 +964,9 @@ class StreamScrubber:
 
     so a delta that ends in ordinary text is sent whole at once, and one that ends in ``s`` (possibly
     ``sk-...``) waits for the next one only with that ``s``. Any other chunk has every string in it
-    scrubbed whole (:meth:`SecretScrubber.scrub_fixed`). Chunks keep their order: held text is sent
-    before any chunk of another block.
+    scrubbed whole (:meth:`SecretScrubber.scrub_fixed`). Each block holds its own text back, so blocks
+    whose deltas come interleaved (parallel tool calls' arguments) cannot push out each other's
+    secret's beginning; every held text is sent before any chunk that is not a delta.
 
     A pattern the ``regex`` module does not compile has no partial matching: its secret is still
     scrubbed when a delta holds it whole, or its start.
@@ -987,7 +988,8 @@ class StreamScrubber:
             except (regex.error, ValueError):
                 continue
             self._partials.append((compiled, _PARTIAL_NEEDLES.get(pattern, "")))
-        self._held: _Held | None = None
+        #: block key -> its held text (the blocks' keys in the order they were held)
+        self._held: dict[Any, _Held] = {}
         #: block key -> the end of its text sent so far (unscrubbed: the matching's left context)
         self._sent: dict[Any, str] = {}
 
@@ -1000,13 +1002,8 @@ class StreamScrubber:
             return [*self.close(), self._scrub_value(chunk)]
         key = (_hashable(chunk.get("index")), field)
         out: list[Any] = []
-        held = ""
-        if self._held is not None:
-            if self._held.key == key:
-                held = self._held.text
-                self._held = None
-            else:
-                out += self.close()
+        kept = self._held.pop(key, None)
+        held = kept.text if kept is not None else ""
         context = self._sent.get(key, "")
         whole = context + held + delta
         base = len(context)
@@ -1019,18 +1016,20 @@ class StreamScrubber:
         sent = self._scrubbed(whole, base, cut, spans)
         self._sent[key] = whole[:cut][-STREAM_CONTEXT:]
         if cut < len(whole):
-            self._held = _Held(key, whole[cut:], chunk)
+            self._held[key] = _Held(key, whole[cut:], chunk)
         others = [k for k in chunk if k not in ("type", "index", field)]
         if sent or others or not delta:  # an empty delta as it came; a held one with nothing else waits
             out.append(self._with(chunk, field, sent))
         return out
 
     def close(self) -> list[Any]:
-        """The held text (of the one block holding some), scrubbed as it stands: the stream ended, or a
-        chunk of something else comes next."""
-        held, self._held = self._held, None
-        if held is None:
-            return []
+        """The held texts (one chunk per block holding some, in the order they were held), scrubbed as
+        they stand: the stream ended, or a chunk that is not a delta comes next."""
+        held, self._held = list(self._held.values()), {}
+        return [chunk for one in held for chunk in self._release(one)]
+
+    def _release(self, held: _Held) -> list[Any]:
+        """One block's held text, scrubbed as it stands, as a chunk of its own."""
         _index, field = held.key
         context = self._sent.get(held.key, "")
         whole = context + held.text

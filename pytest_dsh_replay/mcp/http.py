@@ -17,6 +17,7 @@ sessions begin:
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -100,6 +101,7 @@ class HttpRelays:
         servers: ``{name: upstream URL}``.
         directory, record, cwd, allow_unused, accept_unused, rerecord, masks: as the endpoint's.
         timeout: seconds an upstream MCP answer may take while recording.
+        scrubber: the run's secret scrubber (the endpoint's; ``McpConfig.scrubber``).
     """
 
     def __init__(
@@ -114,7 +116,9 @@ class HttpRelays:
         rerecord: str | None = None,
         timeout: float = 60.0,
         masks: Any = None,
+        scrubber: Any = None,
     ) -> None:
+        self.scrubber = scrubber
         self.servers = {name: _Server(name, url) for name, url in servers.items()}
         self.directory = directory
         self.record = record
@@ -175,6 +179,7 @@ class HttpRelays:
                 index=len(server.relays),
                 writes=False,
                 masks=self.masks,
+                scrubber=self.scrubber,
             )
         )
         relay.can_hand_over = bool(server.url)  # --record changed: the server is asked from the first change
@@ -349,6 +354,7 @@ class HttpRelays:
         if relay.client_sid is not None and any(k.lower() == "mcp-session-id" for k in out_headers):
             out_headers = {k: v for k, v in out_headers.items() if k.lower() != "mcp-session-id"}
             out_headers[SESSION_HEADER] = relay.client_sid
+        response: Any = None
         try:
             kind = upstream.headers.get("Content-Type", "")
             if not kind.startswith("text/event-stream"):
@@ -368,6 +374,22 @@ class HttpRelays:
                     self._record_server(relay, b"\n".join(event))
                     event = []
             await response.write_eof()
+            return response
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # the server went away mid-answer (it crashed, or closed the connection): a problem of the
+            # run, and each request of this body it had not answered gets a JSON-RPC error (no client
+            # waits for ever)
+            answers = relay.broke_off(
+                [m for m in messages if isinstance(m, dict) and is_request(m)],
+                f"the server {server.url} broke off its answer ({exc or type(exc).__name__})",
+            )
+            if response is None:
+                only = answers[0] if len(answers) == 1 else answers
+                return web.json_response(only, status=502, dumps=lambda v: orjson.dumps(v).decode())
+            with contextlib.suppress(ConnectionError, RuntimeError):  # the client may be gone too
+                for answer in answers:
+                    await response.write(b"event: message\ndata: " + orjson.dumps(answer) + b"\n\n")
+                await response.write_eof()
             return response
         finally:
             upstream.release()

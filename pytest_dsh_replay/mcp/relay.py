@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from msgspec import Struct, field
@@ -61,6 +61,9 @@ from .log import (
     tool_arguments,
 )
 
+if TYPE_CHECKING:
+    from ..llm.secrets import SecretScrubber
+
 #: JSON-RPC error codes of the relay's own answers (an invalid message's: ``log.message_problem``)
 PARSE_ERROR, INTERNAL_ERROR = -32700, -32603
 #: the relay's answer to a request it cannot serve from the recording (or the server did not answer)
@@ -71,7 +74,7 @@ class McpRelayError(HarnessError):
     """A problem of an MCP relay's run; ``code`` says which (docs/mcp.md lists them):
     ``MCP_CONFIG``, ``MCP_NOT_JSON``, ``MCP_UNKNOWN_ID``, ``MCP_SERVER_EXITED``, ``MCP_SERVER_TIMEOUT``,
     ``MCP_CALL_MISMATCH``, ``MCP_NOT_RECORDED``, ``MCP_NOT_CONSUMED``, ``MCP_BAD_LOG``,
-    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``."""
+    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``, ``MCP_UNANSWERED``."""
 
     code = "MCP_RELAY"
 
@@ -98,6 +101,11 @@ class McpConfig(Struct):
             sides of the request check, as the endpoint's; ``None``: none.
         mask_flag: the one option a mismatch's mask proposal is spelled with (``--mask``: the user runs
             ``dsh-replay mcp``); ``None``: every spelling, pytest's first (``session.maskhint.mask_hint``).
+        scrubber: the run's secret scrubber (:class:`~pytest_dsh_replay.llm.secrets.SecretScrubber`, the
+            endpoint's for its HTTP relays); ``None``: ``recording.models.secret_scrubber([])``, the one
+            the recording is written with. The request check compares the live values scrubbed with it
+            (a recorded ``[REDACTED]`` is the live secret), and every problem, error answer and report
+            the relay makes is scrubbed with it.
     """
 
     directory: Path
@@ -114,6 +122,7 @@ class McpConfig(Struct):
     writes: bool = True
     masks: Any = None
     mask_flag: str | None = None
+    scrubber: Any = None
 
 
 class McpOutcome(Struct):
@@ -226,8 +235,12 @@ class McpRelay:
         #: record: request key -> (method, monotonic start) of the client requests the server owes
         self.pending: dict[str, tuple[Any, str, float]] = {}
         self.timed_out: set[str] = set()
-        #: the client closed its side: requests it left pending are its own business, no problem
+        #: the client closed its side: nobody waits for the answers of requests left pending, but the
+        #: server still owes them (unanswered at the end, they are a problem: :meth:`finish`)
         self.client_closed = False
+        #: record: request keys the client cancelled (``notifications/cancelled``): a server need not
+        #: answer them (MCP: it SHOULD NOT), so they are never owed
+        self.cancelled: set[str] = set()
         #: record: a log of this session was there when it began (``rewrite`` replaces it)
         self.replaces = False
         #: record: why the relay was stopped (a signal) with requests the server had not answered, and
@@ -259,6 +272,23 @@ class McpRelay:
         #: ``changed`` over HTTP, handed over: the server's session id, and the one the client was given
         self.upstream_sid: str | None = None
         self.client_sid: str | None = None
+        self._scrubber: Any = config.scrubber
+
+    @property
+    def scrubber(self) -> SecretScrubber:
+        """The run's secret scrubber (:attr:`McpConfig.scrubber`), made when first needed."""
+        if self._scrubber is None:
+            from ..recording.models import secret_scrubber
+
+            self._scrubber = secret_scrubber([])
+        scrubber: SecretScrubber = self._scrubber
+        return scrubber
+
+    def _scrubbed(self, value: Any) -> Any:
+        """A live JSON value as the recording holds it: every secret ``[REDACTED]``."""
+        from ..recording.scrub import scrub_value
+
+        return scrub_value(value, self.scrubber)
 
     @property
     def records(self) -> bool:
@@ -333,6 +363,10 @@ class McpRelay:
         for item in self.script.items:
             if is_response(item.message):
                 answered.append(item.index)
+            elif item.method == "notifications/cancelled":
+                params = item.message.get("params")
+                if isinstance(params, dict) and "requestId" in params:
+                    self.cancelled.add(request_key(params["requestId"]))
             for m in item.segment:
                 position += 1
                 if is_response(m):
@@ -376,8 +410,9 @@ class McpRelay:
     # -- record ----------------------------------------------------------------------------------
 
     def problem(self, message: str, code: str) -> str:
-        """Add a problem of the run (once) and return its text, ``[CODE] message``."""
-        text = f"[{code}] {message}"
+        """Add a problem of the run (once) and return its text, ``[CODE] message``, secrets
+        ``[REDACTED]`` (it reaches stderr, the problems file and the client's error answer)."""
+        text = self.scrubber.scrub_fixed(f"[{code}] {message}")
         if text not in self.problems:
             self.problems.append(text)
             self._so_far()
@@ -402,6 +437,10 @@ class McpRelay:
         self.log.client(message)
         if is_request(message):
             self.pending[request_key(message["id"])] = (message["id"], _describe(message), time.monotonic())
+        elif message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                self.cancelled.add(request_key(params["requestId"]))
         self._feed()
 
     def from_server(self, message: Any) -> bool:
@@ -430,7 +469,11 @@ class McpRelay:
         """The error answers of requests the server did not answer within ``timeout`` (each a problem)."""
         now = time.monotonic() if now is None else now
         timeout = self.config.timeout
-        late = [key for key, (_id, _what, started) in self.pending.items() if now - started >= timeout]
+        late = [
+            key
+            for key, (_id, _what, started) in self.pending.items()
+            if now - started >= timeout and key not in self.cancelled
+        ]
         self.timed_out.update(late)
         return self._fail_pending(
             late,
@@ -439,14 +482,48 @@ class McpRelay:
         )
 
     def server_gone(self, returncode: int | None) -> list[dict[str, Any]]:
-        """The server exited (or closed its stdout): error answers for the requests it still owed."""
+        """The server exited (or closed its stdout): error answers for the requests it still owed (a
+        client that closed its side waits for none: they stay pending, and :meth:`finish` says so). Its
+        exit status is the transport's to judge (:meth:`server_failed`)."""
         if self.client_closed:
             return []
         return self._fail_pending(
-            list(self.pending),
+            [key for key in self.pending if key not in self.cancelled],
             f"the server exited (code {returncode}) before it answered request id {{id}} ({{what}})",
             "MCP_SERVER_EXITED",
         )
+
+    def broke_off(self, requests: list[dict[str, Any]], why: str) -> list[dict[str, Any]]:
+        """The server's answer to ``requests`` (one HTTP body) broke off (``why``): a problem
+        (``MCP_SERVER_EXITED``) even when every request had its answer, and the error answers of those
+        it had not answered (they are pending no more)."""
+        keys = [key for r in requests if (key := request_key(r["id"])) in self.pending]
+        answers = self._fail_pending(
+            keys, f"{why} before it answered request id {{id}} ({{what}})", "MCP_SERVER_EXITED"
+        )
+        if not answers:
+            self.problem(why, "MCP_SERVER_EXITED")
+        return answers
+
+    def server_failed(self, returncode: int | None) -> None:
+        """The server exited by itself with ``returncode`` (``None``: it has not exited): other than 0, a
+        problem of the run (``MCP_SERVER_EXITED``), whether or not a request was pending: a server that
+        fails may have answered wrongly before it did. Not asked of a server the relay terminates, nor
+        once the relay was signalled (the ``mcp`` SDK signals the relay's whole process group: the
+        server's status then says it was stopped, not how it worked)."""
+        if returncode is not None and returncode != 0:
+            how = (
+                f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
+            )
+            self.problem(f"the MCP server {how} while the session was recorded", "MCP_SERVER_EXITED")
+
+    def unanswered(self) -> list[str]:
+        """One line per request the server still owes (record; a request the client cancelled aside)."""
+        return [
+            f"request id {quote_json(request_id)} ({what})"
+            for key, (request_id, what, _started) in self.pending.items()
+            if key not in self.cancelled
+        ]
 
     def _fail_pending(self, keys: list[str], template: str, code: str) -> list[dict[str, Any]]:
         """The error answers of the pending requests ``keys`` (each a problem ``code``, its text
@@ -474,7 +551,9 @@ class McpRelay:
         answers = []
         for key in list(self.pending):
             request_id, what, _started = self.pending.pop(key)
-            text = f"{why} before the server answered request id {quote_json(request_id)} ({what})"
+            text = self.scrubber.scrub_fixed(
+                f"{why} before the server answered request id {quote_json(request_id)} ({what})"
+            )
             answer = jsonrpc_error(request_id, RELAY_ERROR, f"dsh-replay mcp: {text}")
             self.log.relay(answer, why)
             answers.append(answer)
@@ -530,6 +609,51 @@ class McpRelay:
         except OSError as exc:
             self.problem(f"cannot write the recording: {exc.strerror or exc}", "MCP_WRITE")
             self._drop_stage()
+
+    def _keep_stage(self) -> str:
+        """A recording session with problems is never written over the directory's files: its staged log
+        goes to ``DIR/.dsh-kept`` instead (``recording.kept``: what ``dsh-replay accept`` takes), when that
+        holds no other run's files, else it is dropped. Returns the note saying which. (The fixture's
+        spool and the endpoint's sessions are not the relay's to keep: nothing of them is written.)"""
+        from ..recording.kept import KEPT_DIR
+
+        directory, name = self.config.directory, self.config.name
+        path = directory / mcp_log_name(name, self.index)
+        where = f"{path} was left as it was" if self.replaces else f"nothing was recorded into {directory}"
+        stage, self.stage = self.stage, None
+        if stage is None:
+            self._drop_stage()
+            return f"nothing written to {directory}: the run had problems"
+        kept = directory / KEPT_DIR
+        own: set[str] = set()
+        others: list[str] = []
+        if kept.is_symlink() or (os.path.lexists(kept) and not kept.is_dir()):
+            others = ["it is no directory"]
+        elif kept.is_dir():  # this server's kept sessions are replaced; another run's files are not mixed in
+            own = {p.name for p in mcp_log_files(kept, name)}
+            others = sorted(p.name for p in kept.iterdir() if p.name not in own)
+        if others:
+            stage.discard()
+            return (
+                f"nothing written to {directory}: the run had problems ({where}); this session is not kept "
+                f"either: {kept} holds another run's files ({', '.join(others[:5])}), which dsh-replay "
+                "accept would take with it"
+            )
+        try:
+            kept.mkdir(exist_ok=True)
+            for old in own:
+                (kept / old).unlink()
+            target = kept / mcp_log_name(name, self.index)
+            stage.keep(target)
+        except (OSError, HarnessError) as exc:
+            stage.discard()
+            return f"nothing written to {directory}: the run had problems; this session is not kept ({exc})"
+        return (
+            f"nothing written to {directory}: the run had problems ({where}). This session is kept in "
+            f"{target} ({self.fed} events): to take it as the recording all the same, its failed calls "
+            f"included: dsh-replay accept --allow-unanswered {directory}; it is removed by accept, or when "
+            f"MCP server {name!r} is next recorded into {directory}"
+        )
 
     def _drop_stage(self) -> None:
         if self.stage is not None:
@@ -606,13 +730,35 @@ class McpRelay:
         for key in sorted(self.waiting, key=lambda k: self.answers[k][2] if k in self.answers else -1):
             answer = self.answers.get(key)
             if answer is None:
-                self.waiting.remove(key)  # the server never answered it: neither does its replay
+                # the server never answered it while recording (a recording written since holds none
+                # such: MCP_UNANSWERED): the client gets an error, not a wait for ever
+                self.waiting.remove(key)
+                if key not in self.cancelled and key in self.live_ids:
+                    due.append(self._unanswered_in_recording(key))
             elif all(self.used[i] for i in answer[1]):
                 self.waiting.remove(key)
                 respelled = self._respell(answer[0])
                 if respelled is not None:
                     due.append(respelled)
         return due
+
+    def _unanswered_in_recording(self, key: str) -> dict[str, Any]:
+        """The client sent a request whose recorded counterpart (``key``) has no answer in the recording
+        (a session recorded before a call left unanswered failed the run): a problem, and the JSON-RPC
+        error the client gets in its place."""
+        assert self.script is not None
+        recorded = next(
+            (r for r in self.script.items if is_request(r.message) and request_key(r.message["id"]) == key),
+            None,
+        )
+        what = f"{_describe(recorded.message)} (seq {recorded.seq})" if recorded is not None else key
+        text = self.problem(
+            f"{self.script.file}: the recording holds no answer to {what}: the server never answered it "
+            "while it was recorded; re-record it"
+            + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
+            "MCP_UNANSWERED",
+        )
+        return jsonrpc_error(self.live_ids[key], RELAY_ERROR, f"dsh-replay mcp: {text}")
 
     def _take(self, fits: Any) -> Recorded | None:
         assert self.script is not None
@@ -733,8 +879,11 @@ class McpRelay:
         if same_json(recorded, sent):
             return None
         recorded_side, live_side = self.sides
+        # the recording was scrubbed as it was written: so is the live side before the comparison
         found = first_difference(
-            recorded_side.fresh().scrub_value(recorded), live_side.fresh().scrub_value(sent), path
+            recorded_side.fresh().scrub_value(recorded),
+            live_side.fresh().scrub_value(self._scrubbed(sent)),
+            path,
         )
         return None if found is None else Difference(path, *found)
 
@@ -748,6 +897,7 @@ class McpRelay:
 
         recorded_side, live_side = self.sides
         run_masks = self.config.masks
+        sent = self._scrubbed(sent)
 
         def differing(extra: Masks) -> list[tuple[Any, Any]]:
             masks = run_masks.joined(extra.masks) if run_masks else extra
@@ -765,6 +915,7 @@ class McpRelay:
 
         recorded_side, live_side = self.sides
         masks = self.config.masks
+        sent = self._scrubbed(sent)
         return RequestDiff(
             call,
             TOOLS_CALL,
@@ -826,6 +977,13 @@ class McpRelay:
                 f"{path} was left as it was (this session would replace its recorded answers with none or "
                 "the relay's errors); record it again and let the server answer"
             )
+        elif self.log is not None and (owed := self.unanswered()):
+            # its replay would answer them with nothing: a client waiting for one would wait for ever
+            outcome.problems.append(
+                f"[MCP_UNANSWERED] the session ended ({why}) with {len(owed)} request(s) the server never "
+                f"answered: {'; '.join(owed)}; a recording must hold an answer to every request (its "
+                "replay would leave the client waiting): record it again and let the server answer"
+            )
         try:
             if self.log is not None:
                 self.log.close(why)
@@ -833,12 +991,15 @@ class McpRelay:
                 outcome.problems += [p for p in self.problems if p not in outcome.problems]
                 outcome.notes += self.notes
                 if outcome.problems:
-                    self._drop_stage()
-                    outcome.notes.append(f"nothing written to {self.config.directory}: the run had problems")
+                    outcome.notes.append(self._keep_stage())
                 elif self.config.writes:
                     self._write(outcome)
         finally:
             self.unlock()
+        # what reaches stderr, the fixture's report and the outcome file: no secret of the run
+        scrub = self.scrubber.scrub_fixed
+        outcome.problems = [scrub(p) for p in outcome.problems]
+        outcome.notes = [scrub(n) for n in outcome.notes]
         self._leave(outcome)
         return outcome
 
@@ -900,6 +1061,30 @@ class McpRelay:
             f"recorded MCP server {name!r} ({self.fed} events) into "
             f"{self.config.directory / mcp_log_name(name, self.index)}"
         )
+        outcome.notes += self._drop_kept()
+
+    def _drop_kept(self) -> list[str]:
+        """This server's sessions an earlier failed run of its relay kept in ``DIR/.dsh-kept``
+        (:meth:`_keep_stage`) are superseded by the session just written: removed, with the directory.
+        A kept run holding anything else (``serve``'s, with the sessions it set aside) is left whole: it
+        is ``serve``'s to replace, or ``accept``'s to take."""
+        from ..recording.kept import KEPT_DIR
+
+        kept = self.config.directory / KEPT_DIR
+        if kept.is_symlink() or not kept.is_dir():
+            return []
+        old = mcp_log_files(kept, self.config.name)
+        if not old or any(p.name not in {o.name for o in old} for p in kept.iterdir()):
+            return []
+        try:
+            for path in old:
+                path.unlink()
+            kept.rmdir()
+        except OSError as exc:  # the recording is written; a kept session left is only said
+            return [f"{kept}: an earlier run's session of this server is left there ({exc.strerror or exc})"]
+        return [
+            f"removed {kept} (an earlier run of this relay kept {', '.join(p.name for p in old)}): superseded"
+        ]
 
 
 def _put(target: Path, outcome: McpOutcome) -> None:

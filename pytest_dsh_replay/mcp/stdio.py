@@ -301,6 +301,8 @@ async def run(config: McpConfig) -> McpOutcome:
         if signalled and relay.records:  # a client still waiting gets an answer, recorded as sent
             out.send(relay.interrupted(signalled[0]))
         if child is not None:
+            if not signalled:  # an exit status seen before the relay stops the server is the server's own
+                relay.server_failed(child.returncode)
             await _stop_child(child)
     outcome = relay.finish(why[0] if why else "the session ended")
     # the recording is written: what is left is the client's to take (a client stopping the relay

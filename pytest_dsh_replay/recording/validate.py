@@ -37,6 +37,7 @@ from ..layout import (
     PRIMARY_FILE,
     SIDECAR_GLOB,
     DirKind,
+    embeddings_log_files,
     find_scenario_dirs,
     is_endpoint_recording,
     is_sidecar_name,
@@ -702,7 +703,8 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
-    return [*logs, *mcp_log_files(directory)]  # an MCP server's sessions beside the model's (docs/mcp.md)
+    # an MCP server's sessions beside the model's (docs/mcp.md), the endpoint's embedding calls
+    return [*logs, *mcp_log_files(directory), *embeddings_log_files(directory)]
 
 
 def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:

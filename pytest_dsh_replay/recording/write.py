@@ -1084,6 +1084,30 @@ class LogStage:
             _remove_orphans(orphans)
         return ([] if unchanged else [self.path]), [*stale, *orphans]
 
+    def keep(self, target: Path) -> None:
+        """Put the staged log, whole, at ``target`` (a file of a directory on the same file system, which
+        holds no recording: a kept run, ``recording.kept.KEPT_DIR``) instead of swapping it in: the log
+        the stage would replace stays as it is. Scrubbed and leak-checked as :meth:`commit` writes.
+
+        Raises:
+            FixtureWriteError: it cannot be written or moved (the stage is dropped).
+            SecretLeakError: a secret survived scrubbing (the stage is dropped).
+        """
+        try:
+            self._flush()
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            os.chmod(self.tmp, file_mode())
+            os.replace(self.tmp, target)
+        except OSError as exc:
+            self.discard()
+            raise _failed(target, "keep the staged log there", exc) from exc
+        except BaseException:
+            self.discard()
+            raise
+        with contextlib.suppress(OSError):
+            self.file.close()
+
     def discard(self) -> None:
         """Drop the stage (the run had problems): its temp file is removed, the old log stays."""
         with contextlib.suppress(OSError):

@@ -63,6 +63,7 @@ from .requests import (
     MATCH_PARTS,
     Difference,
     Sides,
+    derivable,
     header_role,
     request_differences,
     request_matches,
@@ -154,6 +155,16 @@ def changed_command(command: str) -> str | None:
     for rewrite, instead in _CHANGED_SPELLINGS:
         changed = changed.replace(rewrite, instead)
     return None if changed == command else changed
+
+
+def rerecord_commands(rerecords: Iterable[str]) -> list[str]:
+    """The report's re-record commands for a red item's mismatches, cheapest first: each re-record
+    command with ``changed`` for ``rewrite`` (``re-record from the first changed call: ...``, see
+    :func:`changed_command`), then the commands themselves (``re-record: ...``); duplicates dropped,
+    order kept. ``rerecords``: the mismatches' ``rerecord`` commands (empty ones skipped)."""
+    commands = [c for c in rerecords if c]
+    changed = [f"re-record from the first changed call: {c}" for c in map(changed_command, commands) if c]
+    return list(dict.fromkeys([*changed, *(f"re-record: {c}" for c in commands)]))
 
 
 class ReplayModel:
@@ -517,7 +528,16 @@ class ReplayModel:
             return None
         from ..llm.wire.fields import client_path  # a mismatch report only
 
-        return client_path(diff.path, request["origins"])
+        origins: Any = request["origins"]
+        messages = request.get("messages", [])
+        kept = [derivable(m) for m in messages]
+        if not all(kept) and isinstance(origins, Mapping) and len(origins.get("messages") or []) == len(kept):
+            # the compared messages leave out those without a derived counterpart (sent_parts)
+            origins = {
+                **origins,
+                "messages": [o for o, k in zip(origins["messages"], kept, strict=True) if k],
+            }
+        return client_path(diff.path, origins)
 
     def _mismatch(
         self,

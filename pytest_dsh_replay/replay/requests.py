@@ -394,10 +394,23 @@ class Sides(Struct):
     scrub: Callable[[Any], Any] | None = None
 
 
+def derivable(message: Any) -> bool:
+    """Whether a live message has a counterpart in a log's derived messages: an assistant message with
+    empty ``content`` has none (events.md §6: its ``assistant/message`` is skipped), so a model's empty
+    answer, or an empty assistant turn in a seeded history, sent back by the client is not compared."""
+    return not (
+        isinstance(message, Mapping) and message.get("role") == "assistant" and not message.get("content")
+    )
+
+
 def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The comparable parts of a live request: ``messages`` and every pin kind's part (an absent part:
-    its kind's ``absent`` value, ``system`` ``""``, ``tools`` ``[]``, ``model`` ``""``)."""
-    parts = {"messages": request.get("messages", [])}
+    """The comparable parts of a live request: ``messages`` (those :func:`derivable`) and every pin
+    kind's part (an absent part: its kind's ``absent`` value, ``system`` ``""``, ``tools`` ``[]``,
+    ``model`` ``""``)."""
+    messages = request.get("messages", [])
+    if isinstance(messages, list) and not all(derivable(m) for m in messages):
+        messages = [m for m in messages if derivable(m)]
+    parts = {"messages": messages}
     for kind in PIN_KINDS:
         parts[kind.part] = request[kind.part] if kind.part in request else kind.absent()
     return parts
@@ -531,6 +544,7 @@ __all__ = [
     "Sides",
     "call_points",
     "call_points_indexed",
+    "derivable",
     "first_difference",
     "header_role",
     "parse_match_on",

@@ -23,7 +23,14 @@ import orjson
 from msgspec import Struct
 
 from ..errors import HarnessError
-from ..layout import PRIMARY_FILE, is_endpoint_recording, mcp_log_files, mcp_log_match
+from ..layout import (
+    EMBEDDINGS_LOG,
+    PRIMARY_FILE,
+    embeddings_log_files,
+    is_endpoint_recording,
+    mcp_log_files,
+    mcp_log_match,
+)
 from .payload import Call, Entry, Item, Link, Recording, Report, SessionView, Summary, ToolCall
 
 __all__ = [
@@ -335,9 +342,9 @@ def recording_files(path: Path) -> list[Path]:
     if not path.is_dir():
         return [path]
     files = list(fixture_files(path)) if os.path.lexists(path / PRIMARY_FILE) else []
-    files = (
-        files + [f for f in mcp_log_files(path) if f not in files] if files else sorted(path.glob("*.jsonl"))
-    )
+    # an MCP server's sessions and the endpoint's embedding calls beside the conversations
+    beside = [*mcp_log_files(path), *embeddings_log_files(path)]
+    files = files + [f for f in beside if f not in files] if files else sorted(path.glob("*.jsonl"))
     if not files:
         from ..recording.write import no_logs_error
 
@@ -434,14 +441,19 @@ class _SessionReader:
         transcript.finish()
         parent = header.get("parentSession")
         mcp = mcp_log_match(self.file.name)
-        shown = _system_text(self.system) if mcp is None else None
+        embeddings = self.file.name == EMBEDDINGS_LOG
+        shown = _system_text(self.system) if mcp is None and not embeddings else None
         if shown is not None:
             transcript.entries.insert(0, Entry("system", text=shown))
         view = SessionView(
             self.file.name,
             str(header.get("id", "")),
             parent=parent if isinstance(parent, str) else "",
-            role=header_role(header) if mcp is None else f"MCP server {mcp[0]}",
+            role="embedding calls"
+            if embeddings
+            else header_role(header)
+            if mcp is None
+            else f"MCP server {mcp[0]}",
             seed_length=transcript.seed_length,
             created_at=_int(header.get("createdAt")),
             events=transcript.index,

@@ -23,7 +23,7 @@ from ..layout import INPUT_FILE, is_log_name, log_rank
 from ..modes import Backend, RecordMode
 from ..recording.errors import FixtureInventoryError, ScenarioError
 from ..recording.plan import Plan
-from ..replay.model import changed_command
+from ..replay.model import rerecord_commands
 from ..replay.requests import request_diffs
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
@@ -133,12 +133,7 @@ def _report(outcome: CheckOutcome) -> ItemReport:
         report.commands = list(
             dict.fromkeys(
                 [
-                    *(
-                        f"re-record from the first changed call: {changed}"
-                        for m in outcome.mismatches
-                        if m.rerecord and (changed := changed_command(m.rerecord))
-                    ),
-                    *(f"re-record: {m.rerecord}" for m in outcome.mismatches if m.rerecord),
+                    *rerecord_commands(m.rerecord for m in outcome.mismatches if m.rerecord),
                     "accept the changed requests, keeping the recorded answers: "
                     f"pytest --dsh-scenario {path} --snapshot-update --dsh-accept-changed-requests",
                 ]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from pytest_dsh_replay.cli import common as cli_module  # the console every command prints with
+from pytest_dsh_replay import cli as cli_module
 from tests._input_helpers import BUNDLED, cli
 
 from .helpers import out as _out

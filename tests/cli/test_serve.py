@@ -316,9 +316,11 @@ def test_serve_masks_a_volatile_tool_result(tmp_path: Path, upstream: FakeUpstre
     Regression: the proposal gave pytest's ``--dsh-mask`` first."""
     directory = tmp_path / "rec"
     counter = iter(range(100))
+    # a hex id of each run, with letters (an all-digit id is a short number, which no mask is proposed for)
+    ids = iter(["9f3c2a1b", "b7e10d4c", "4e5a9c0f", "d02b7f3e"])
 
     def tool(_name: str, _arguments: str) -> str:
-        return f"deployed at 2026-01-0{next(counter) % 9 + 1}T10:00:00Z tx={os.urandom(4).hex()}"
+        return f"deployed at 2026-01-0{next(counter) % 9 + 1}T10:00:00Z tx={next(ids)}"
 
     def run(url: str) -> str:
         client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
@@ -408,7 +410,8 @@ def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(t
 
     refusing = FakeUpstream(lambda body: Answer(status=401, error="Incorrect API key provided"))
     refusing.start()
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    keys = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    env = {k: v for k, v in os.environ.items() if k not in keys}
     try:
         proc, url = start_serve(tmp_path, "--record", "once", "--upstream", refusing.url, env=env)
         try:
@@ -422,7 +425,9 @@ def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(t
     assert code == 1, err
     assert err.startswith(
         "dsh-replay serve: warning: recording with no upstream key: $OPENAI_API_KEY (/v1/chat/completions, "
-        "/v1/responses); $ANTHROPIC_API_KEY (/v1/messages) not set in dsh-replay serve's environment"
+        "/v1/responses, /v1/embeddings); $ANTHROPIC_API_KEY (/v1/messages); $GEMINI_API_KEY "
+        "(/v1beta/models/{model}:generateContent, /v1beta/models/{model}:embedContent) not set in dsh-replay "
+        "serve's environment"
     ), err
     assert "the key in $OPENAI_API_KEY is not set in dsh-replay serve's environment: set it there" in err
     assert refusing.headers == [None]  # the agent's own key is not forwarded

@@ -35,6 +35,21 @@ def served(
         s.outcome = thread.stop()
 
 
+def record_then_replay(directory: Path, upstream: Any, agent: Any, api_key: str) -> Any:
+    """What ``agent(base_url)`` returned when recorded (record mode ``once``) through an endpoint
+    forwarding to ``upstream`` (a fake with ``url`` and ``stop()``) with ``api_key``; then replayed three
+    times with the upstream stopped, each run asserted to return the same and to be ok."""
+    with served(directory, RecordMode.ONCE, upstream.url, api_key=api_key) as ep:
+        recorded = agent(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    upstream.stop()
+    for _ in range(3):
+        with served(directory) as ep:
+            assert agent(ep.url) == recorded
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    return recorded
+
+
 def record_chat(
     directory: Path, upstream: str, *prompts: str, model: str = "fake-1", retries: int = 0
 ) -> None:

@@ -215,6 +215,10 @@ def test_a_preflight_and_an_unread_body_are_refused(tmp_path: Path, upstream: Fa
         ("http://localhost:3000/", "http://localhost:3000"),
         ("HTTPS://App.Example:443", "https://app.example"),
         ("http://[::1]:8080", "http://[::1]:8080"),
+        # a browser sends an internationalized host in its ASCII (punycode) form; regression: the
+        # Unicode spelling was kept, so an allowed https://bücher.example was refused
+        ("https://Bücher.example", "https://xn--bcher-kva.example"),
+        ("http://xn--bcher-kva.example:8080", "http://xn--bcher-kva.example:8080"),
     ],
 )
 def test_origins_are_compared_as_browsers_send_them(given: str, normal: str) -> None:

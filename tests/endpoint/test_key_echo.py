@@ -125,3 +125,27 @@ def test_a_stream_holding_no_secret_is_sent_as_it_comes() -> None:
     pieces = ["Hello", " world,", " the task-list", " and Bear", "er of news.", " ok"]
     assert _sent(scrubber, pieces) == [*pieces, ""]
     assert _sent(scrubber, ["this is", " fine"]) == ["this i", "s fine", ""]
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), [("text-delta", "text"), ("tool-call-delta", "argumentsDelta")], ids=["text", "calls"]
+)
+def test_a_key_in_blocks_streamed_interleaved_is_sent_scrubbed(kind: str, field: str) -> None:
+    """Two blocks (parallel tool calls' arguments) each quoting the key, their deltas one character at a
+    time and interleaved: each block is sent scrubbed, no chunk holding more of the key than its first
+    character.
+
+    Regression: a block's held-back beginning of the key was sent as it stood when the other block's
+    delta came, so both keys reached the client in clear but their last character."""
+    scrubber = SecretScrubber([KEY])
+    texts = [f'{{"a": "{KEY}"}}', f'{{"b": "x{KEY}"}}']
+    stream = StreamScrubber(scrubber)
+    sent: list[Any] = []
+    for n in range(max(map(len, texts))):
+        for index, text in enumerate(texts):
+            if n < len(text):
+                sent += stream.feed({"type": kind, "index": index, field: text[n]})
+    sent += stream.close()
+    for index, text in enumerate(texts):
+        assert "".join(c[field] for c in sent if c["index"] == index) == scrubber.scrub(text)
+    assert not any(KEY[:2] in c[field] for c in sent), sent

@@ -90,7 +90,8 @@ def test_a_recording_with_a_seq_gap_is_refused_with_the_validate_finding(recordi
         (
             '{"version": 1, "formats": ["/v1/chat/completions", "/v1/completions", "chat"]}',
             "formats[1] is '/v1/completions', not a wire format the endpoint serves (1 more unknown); "
-            "the allowed values are '/v1/chat/completions', '/v1/messages', '/v1/responses'; fix it",
+            "the allowed values are '/v1/chat/completions', '/v1/messages', '/v1/responses', "
+            "'/v1beta/models/{model}:generateContent'; fix it",
         ),
     ],
     ids=[
@@ -217,7 +218,8 @@ def test_the_fixture_reports_a_refused_recording_as_one_typed_error(
     assert f"dsh_endpoint: error [ENDPOINT_MANIFEST]: {manifest}: manifest version 9" in out
     assert (
         f"dsh_endpoint: error [ENDPOINT_MANIFEST]: {formats}: formats[0] is '/v2/chat', not a wire format "
-        "the endpoint serves; the allowed values are '/v1/chat/completions', '/v1/messages', '/v1/responses'"
+        "the endpoint serves; the allowed values are '/v1/chat/completions', '/v1/messages', "
+        "'/v1/responses', '/v1beta/models/{model}:generateContent'"
     ) in out
     assert "During handling" not in out
     assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()

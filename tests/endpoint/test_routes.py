@@ -18,7 +18,14 @@ from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
 
-SERVED = "POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET /v1/models"
+SERVED = (
+    "POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, "
+    "POST /v1beta/models/{model}:generateContent, POST /v1beta/models/{model}:streamGenerateContent, "
+    "POST /v1/models/{model}:generateContent, POST /v1/models/{model}:streamGenerateContent, "
+    "POST /v1/embeddings, POST /v1beta/models/{model}:embedContent, "
+    "POST /v1beta/models/{model}:batchEmbedContents, POST /v1/models/{model}:embedContent, "
+    "POST /v1/models/{model}:batchEmbedContents, GET /v1/models"
+)
 
 
 @dataclass
@@ -47,15 +54,15 @@ def _raw(method: str, url: str, body: object = None) -> Raw:
 
 
 def test_an_unknown_path_is_an_openai_error_the_sdk_raises(tmp_path: Path) -> None:
-    """Regression: ``POST /v1/embeddings`` got aiohttp's ``404: Not Found`` as text/plain, which the SDK
-    raised without a message naming what the endpoint serves."""
+    """Regression: an unknown path (``POST /v1/embeddings``, served since) got aiohttp's ``404: Not
+    Found`` as text/plain, which the SDK raised without a message naming what the endpoint serves."""
     with served(tmp_path, RecordMode.ONCE, "http://127.0.0.1:1/v1") as ep:
         client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
         with pytest.raises(openai.NotFoundError) as raised:
-            client.embeddings.create(model="text-embedding-3-small", input="hi")
-        raw = _raw("POST", ep.url + "/embeddings", {"input": "hi"})
+            client.images.generate(model="gpt-image-1", prompt="hi")
+        raw = _raw("POST", ep.url + "/images/generations", {"prompt": "hi"})
     assert raised.value.code == "ENDPOINT_NOT_FOUND"
-    assert "POST /v1/embeddings: no such path" in raised.value.message
+    assert "POST /v1/images/generations: no such path" in raised.value.message
     assert SERVED in raised.value.message
     assert raw.status_code == 404
     assert raw.headers["x-should-retry"] == "false"

@@ -23,9 +23,25 @@ class HttpServer:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.url = ""
         self.runner: Any = None
+        #: the tools/call (1, 2, ...) answered with HTTP 500 and no JSON-RPC answer (a server failing it)
+        self.fail_call = 0
+        #: the tools/call whose SSE answer is cut off before its JSON-RPC answer (a server crashing)
+        self.cut_call = 0
+        self.calls = 0
 
     async def _post(self, request: web.Request) -> web.Response:
         message = await request.json()
+        if message.get("method") == "tools/call":
+            self.calls += 1
+            if self.calls == self.fail_call:
+                return web.Response(status=500, text="Internal Server Error")
+            if self.calls == self.cut_call:
+                cut = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                await cut.prepare(request)
+                await cut.write(b": the answer follows\n\n")
+                assert request.transport is not None
+                request.transport.close()  # mid-body: the chunked stream never ends
+                return cut
         answers = self.tools.answer(message)
         headers = {"Mcp-Session-Id": f"s-{uuid.uuid4().hex}"} if message.get("method") == "initialize" else {}
         if "id" not in message:

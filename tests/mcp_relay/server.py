@@ -5,7 +5,8 @@ Tools whose output changes on every call: ``counter`` (the calls so far in this 
 with a progress notification before the result). ``--misbehave KIND`` makes it a bad server:
 ``crash`` (exits on the first tools/call), ``hang`` (never answers tools/call), ``garbage`` (writes a
 non-JSON line before the answer), ``swap`` (answers two tools/call requests in reverse order),
-``stray`` (answers a request id nobody sent), ``stubborn`` (ignores stdin closing; exits on SIGTERM).
+``stray`` (answers a request id nobody sent), ``stubborn`` (ignores stdin closing; exits on SIGTERM),
+``crash-second`` (exits 3 on the second tools/call), ``fail-at-exit`` (answers all, exits 3 at EOF).
 """
 
 from __future__ import annotations
@@ -104,12 +105,14 @@ def main() -> None:
     held: list[dict] = []
     if misbehave == "stubborn":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    calls = 0
     for line in sys.stdin:
         if not line.strip():
             continue
         msg = json.loads(line)
         if msg.get("method") == "tools/call":
-            if misbehave == "crash":
+            calls += 1
+            if misbehave == "crash" or (misbehave == "crash-second" and calls == 2):
                 sys.exit(3)
             if misbehave == "hang":
                 continue
@@ -131,6 +134,8 @@ def main() -> None:
     if misbehave == "stubborn":
         while True:
             time.sleep(0.05)
+    if misbehave == "fail-at-exit":
+        sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -195,6 +195,17 @@ def test_a_staged_session_is_live_for_other_writers_until_it_is_swapped_in(tmp_p
     assert [p.name for p in rec.iterdir()] == ["mcp.sdk.jsonl"]
 
 
+def _held(fd: int) -> int:
+    """The bytes the pipe whose read end is ``fd`` holds."""
+    import array
+    import fcntl
+    import termios
+
+    held = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, held)
+    return held[0]
+
+
 def _pipe_full(fd: int) -> bool:
     """Whether the pipe whose read end is ``fd`` holds as much as it can (its writer blocks): its
     capacity but for a page (a pipe fills page by page, a short write before leaves one part used)."""
@@ -300,4 +311,62 @@ def test_a_session_cut_short_by_sigterm_never_replaces_a_recording(tmp_path: Pat
     assert status == 1 and "[MCP_INTERRUPTED] the relay got SIGTERM while 1 request(s)" in stderr, stderr
     assert "was left as it was" in stderr and "nothing written" in stderr
     assert (rec / "mcp.cut.jsonl").read_bytes() == recorded
-    assert sorted(p.name for p in rec.iterdir()) == ["mcp.cut.jsonl"]
+    # the session cut short is kept beside the recording, as the endpoint keeps a failed run
+    assert sorted(p.name for p in rec.iterdir()) == [".dsh-kept", "mcp.cut.jsonl"]
+    assert [p.name for p in (rec / ".dsh-kept").iterdir()] == ["mcp.cut.jsonl"]
+    assert f"This session is kept in {rec / '.dsh-kept' / 'mcp.cut.jsonl'}" in stderr
+
+
+def test_sigterm_ends_a_relay_whose_client_reads_neither_stdout_nor_stderr(tmp_path: Path) -> None:
+    """A client that sends many requests and reads nothing, neither the answers on stdout nor the
+    relay's stderr, and then SIGTERMs it: the relay ends (exit 1: the calls did not match), its report
+    cut where the full stderr pipe stopped taking it.
+
+    Regression: the relay ended its session on SIGTERM but then blocked for ever writing its report to
+    the full stderr pipe (its signal handlers gone with its loop): only SIGKILL ended it."""
+    import contextlib
+    import fcntl
+    import json
+    import resource
+    import signal
+    import threading
+
+    from .lines import INIT, INITIALIZED, LineClient, call, relay_argv, wait_for_handler
+
+    rec = tmp_path / "rec"
+    good = LineClient(relay_argv(rec, "--name", "calc", "--record", "once"))
+    good.send(INIT, INITIALIZED, call(1, "add", {"a": 1, "b": 2}))
+    good.read()
+    good.read()
+    assert good.close()[0] == 0
+
+    client = LineClient(relay_argv(rec, "--name", "calc", server=["/nonexistent"]), reads=False)
+    wait_for_handler(client.proc.pid, signal.SIGTERM)
+    assert client.proc.stdin is not None and client.proc.stdout is not None and client.proc.stderr is not None
+    stdin = client.proc.stdin
+    # the stderr pipe one page: a report of a few lines fills it
+    fcntl.fcntl(client.proc.stderr.fileno(), fcntl.F_SETPIPE_SZ, resource.getpagesize())
+    # each call differs from the recorded one, and from the others: a report line each
+    lines = [INIT, INITIALIZED, *(call(i + 2, "add", {"a": i, "b": 2}) for i in range(200))]
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in lines)
+
+    def send() -> None:
+        with contextlib.suppress(OSError):  # the relay stops reading: the rest is not taken
+            stdin.write(data)
+            stdin.flush()
+
+    threading.Thread(target=send, daemon=True).start()
+    deadline = time.monotonic() + 60
+    # some 40 calls answered (their errors on stdout): the report, written at the end, is larger
+    while _held(client.proc.stdout.fileno()) < 16_000:
+        assert time.monotonic() < deadline and client.proc.poll() is None
+        time.sleep(0.05)
+    client.proc.terminate()
+    try:
+        status = client.proc.wait(30)
+    finally:
+        if client.proc.poll() is None:  # the relay never ended: what a client's SIGKILL does
+            client.proc.kill()
+            client.proc.wait(5)
+    assert status == 1
+    assert b"[MCP_CALL_MISMATCH]" in client.proc.stderr.read()

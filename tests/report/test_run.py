@@ -90,6 +90,25 @@ def test_a_red_dsh_endpoint_test_is_in_the_report_with_its_request_diff(
     assert "request mismatch at call #1 of session.jsonl" in item["failure"]
 
 
+def test_a_red_dsh_endpoint_test_offers_the_changed_re_record_first(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """Regression: the page offered a red ``dsh_endpoint`` test only ``--dsh-record=rewrite`` (every call
+    paid again) where the terminal's report, and a red scenario's page, offer ``--dsh-record=changed``
+    first (only the calls from the first changed one are paid again)."""
+    pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
+    pytester.runpytest("--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q").assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi here"))
+    out = pytester.path / "report.html"
+    pytester.runpytest("-q", "--dsh-report", str(out), "-p", "no:cacheprovider").assert_outcomes(failed=1)
+    (item,) = payload_of(out.read_text())["items"]
+    assert item["commands"] == [
+        "re-record from the first changed call: "
+        "pytest test_agent.py::test_agent --dsh-record=changed --dsh-upstream URL",
+        "re-record: pytest test_agent.py::test_agent --dsh-record=rewrite --dsh-upstream URL",
+    ], item["commands"]
+
+
 def test_a_secret_a_log_still_holds_shows_as_redacted(tmp_path: Path) -> None:
     """A log not written by the harness (not scrubbed) may hold a key, even split over a model call's
     chunks: the page shows what the run's scrubber leaves of the assembled text."""
@@ -221,7 +240,8 @@ def test_a_recording_run_shows_what_it_recorded_and_a_green_run_its_trees(
     """The page of a recording run holds the recording it wrote, whole (tree and transcripts); the page
     of a green replay holds each recording's session tree, its transcripts left out and said to be.
 
-    Regression: both pages held no recording at all (only red and updated scenario items' were read)."""
+    Regression: both pages held no recording at all (only red and updated scenario items' were read),
+    and a recording item listed no file written."""
     pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
     recorded = pytester.path / "recorded.html"
     pytester.runpytest(
@@ -233,6 +253,9 @@ def test_a_recording_run_shows_what_it_recorded_and_a_green_run_its_trees(
     assert item["recording"] == 0 and recording["kind"] == "endpoint"
     (session,) = recording["sessions"]
     assert session["transcript"] and not session.get("omitted")
+    # the files it wrote: the item lists them and the summary counts it as updated
+    assert any(p.endswith("session.jsonl") for p in item["written"]), item
+    assert payload["summary"]["updated"] == 1
 
     green = pytester.path / "green.html"
     pytester.runpytest("-q", "--dsh-report", str(green), "-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -8,6 +8,8 @@ and the loopback endpoint both use them, so a rule of a format is never written 
 * :mod:`.chat`: OpenAI Chat Completions (``POST /v1/chat/completions``).
 * :mod:`.responses`: OpenAI Responses (``POST /v1/responses``; openai-agents' default model).
 * :mod:`.messages`: Anthropic Messages (``POST /v1/messages``).
+* :mod:`.gemini`: Google's Gemini API (``POST /v1beta/models/{model}:...``, its routes in the registry).
+* :mod:`.registry`: one :class:`~.registry.Format` object per format, the table the endpoint reads.
 * :mod:`.fields`: what every format shares: provider fields (``providerFields``), fallback call ids,
   the tool-call check (:class:`~pytest_dsh_replay.llm.errors.MalformedCallError`).
 
@@ -16,5 +18,5 @@ Every module the endpoint serves offers the same interface (:mod:`.base` spells 
 ``wants_stream(body)``, ``stream_encoder(model, response_id, body=...)`` (``feed(chunk)``/``error()``/
 ``close()`` -> SSE bytes), ``encode_whole(chunks, ...)`` (the whole JSON answer), ``error_body(message,
 code, status)``, ``upstream_translator(body)`` (``feed(event)``/``finish()`` -> our chunks) and
-``upstream_body(body)``. The endpoint registers each in one table (``endpoint.formats.FORMATS``).
+``upstream_body(body)``. Each is one line of :data:`.registry.FORMATS`, which the endpoint serves.
 """

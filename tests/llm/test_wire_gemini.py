@@ -1,0 +1,124 @@
+"""The Gemini wire format in isolation (``llm/wire/gemini.py``) and the parts bookkeeping it is written on
+(``llm/wire/parts.py``): a request read into our vocabulary and an answer's events into chunks, encoded
+back as the API sent them; the adapter contract's guards."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_dsh_replay.llm import LlmError
+from pytest_dsh_replay.llm.wire import gemini
+from pytest_dsh_replay.llm.wire.base import WireRequestError
+from pytest_dsh_replay.llm.wire.parts import AnswerParts
+
+SIG = "c2ln"
+
+EVENTS: list[dict[str, Any]] = [
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "Let me ", "thought": True}]}}]},
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "think.", "thought": True}]}}]},
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "Calling."}]}}]},
+    {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {
+                            "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                            "thoughtSignature": SIG,
+                        }
+                    ],
+                },
+                "finishReason": "STOP",
+                "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT", "probability": "NEGLIGIBLE"}],
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 4, "thoughtsTokenCount": 3},
+        "modelVersion": "gemini-2.5-flash",
+    },
+]
+
+
+def translated(events: list[dict[str, Any]], body: dict[str, Any] | None = None) -> list[Any]:
+    wire = gemini.bind({"model": "gemini-2.5-flash"}, "/v1beta/models/gemini-2.5-flash:generateContent")
+    translator = wire.upstream_translator(body or {"contents": []})
+    out = [c for e in events for c in translator.feed(e)]
+    return out + translator.finish()
+
+
+def test_an_answer_becomes_blocks_and_is_encoded_back_as_sent() -> None:
+    chunks = translated(EVENTS)
+    ends = [c["block"] for c in chunks if c["type"] == "block-end"]
+    assert [b["type"] for b in ends] == ["reasoning", "text", "tool-call", "provider-fields"]
+    call = ends[2]
+    assert call["id"] == "call-0-2" and call["arguments"] == '{"city": "Paris"}'
+    assert call["providerFields"] == {"gemini": {"thoughtSignature": SIG, "functionCall": {"id": None}}}
+    assert chunks[-2] == {
+        "type": "usage",
+        "usage": {"inputTokens": 10, "outputTokens": 4, "reasoningTokens": 3},
+    }
+    assert chunks[-1] == {"type": "finish", "reason": {"kind": "tool-calls"}}
+    whole = gemini.encode_whole(chunks, model="m", response_id="r")
+    candidate = whole["candidates"][0]
+    assert candidate["content"]["parts"] == [
+        {"text": "Let me think.", "thought": True},
+        {"text": "Calling."},
+        {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}, "thoughtSignature": SIG},
+    ]
+    assert candidate["finishReason"] == "STOP"
+    assert candidate["safetyRatings"] == EVENTS[-1]["candidates"][0]["safetyRatings"]
+    assert whole["usageMetadata"] == EVENTS[-1]["usageMetadata"]
+    assert whole["modelVersion"] == "gemini-2.5-flash"
+
+
+def test_the_answer_read_back_as_the_next_request_is_the_same_message() -> None:
+    """What the client sends back (the answer's parts as a model content, chunk by chunk as
+    google-genai's chats keep a streamed answer) maps to the message the answer was recorded as."""
+    chunks = translated(EVENTS)
+    answer = [
+        c["block"] for c in chunks if c["type"] == "block-end" and c["block"]["type"] != "provider-fields"
+    ]
+    streamed = [e["candidates"][0]["content"] for e in EVENTS]
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "weather?"}]},
+            *streamed,
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "get_weather", "response": {"sky": "sun"}}}],
+            },
+        ]
+    }
+    request = gemini.request_from_body(body, "gemini-2.5-flash")
+    assert request["messages"][1] == {"role": "assistant", "content": answer}
+    assert request["messages"][2]["content"][0]["toolCallId"] == "call-0-2"
+    assert json.loads(request["messages"][2]["content"][0]["content"][0]["text"]) == {"sky": "sun"}
+
+
+def test_a_bad_request_names_the_clients_field() -> None:
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "user", "parts": [7]}]}
+    with pytest.raises(WireRequestError) as raised:
+        gemini.request_from_body(body, "m")
+    assert raised.value.field == "contents[1].parts[0]"
+
+
+def test_a_stream_without_a_finish_reason_is_cut_off() -> None:
+    with pytest.raises(LlmError) as raised:
+        translated(EVENTS[:2])
+    assert raised.value.code == "CONNECTION"
+
+
+def test_the_parts_contract_holds() -> None:
+    """Nothing after the finish, no second finish: ``BAD_RESPONSE``."""
+    parts = AnswerParts("x")
+    assert parts.text("text", "") == []  # an empty piece opens no block
+    parts.text("text", "a")
+    done = parts.finish({"inputTokens": 1, "outputTokens": 1}, {"kind": "stop"})
+    assert [c["type"] for c in done] == ["block-end", "usage", "finish"]
+    with pytest.raises(LlmError, match="after the answer's finish"):
+        parts.text("text", "b")
+    with pytest.raises(LlmError, match="finished twice"):
+        parts.finish({"inputTokens": 1, "outputTokens": 1}, {"kind": "stop"})
