@@ -87,7 +87,7 @@ def _log_files(path: Path) -> list[Path]:
         HarnessError: ``PATH_MISSING``; ``FIXTURE_WRITE_INCOMPLETE`` for a directory without logs that
             holds an interrupted write's files, else ``PATH_EMPTY`` for one without logs.
     """
-    from .scenario.definition import fixture_files
+    from .recording.inventory import fixture_files
 
     if path.is_dir():
         recorded = list(fixture_files(path))

@@ -518,7 +518,7 @@ class ScenarioItem(pytest.Item):
                     "(scripted, scripted:PATH, openai:MODEL[@BASE_URL], anthropic:MODEL[@BASE_URL]) "
                     "or implement pytest_dsh_live_model"
                 )
-            return resolve_model_spec(spec, sc, api_key_env=config.getini("dsh_api_key_env") or None)
+            return resolve_model_spec(spec, sc.path, api_key_env=config.getini("dsh_api_key_env") or None)
 
         return CheckOptions(
             record=record,

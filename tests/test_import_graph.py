@@ -33,12 +33,12 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "layout": 1,
     "httpbody": 1,
+    "itemreport": 1,
     "llm": 2,
     "session": 3,
     "persistence": 4,
     "replay": 5,
     "agent": 6,
-    "itemreport": 6,
     "recording": 7,
     "options": 8,
     "scenario": 9,
@@ -58,18 +58,10 @@ LAYERS: dict[str, int] = {
 #: removes each
 KNOWN_ARROWS_UP: dict[str, str] = {
     "endpoint.fixture -> mcp.http": "parse_mcp_option: the composers mount the MCP routes",
-    "endpoint.fixture -> scenario.item": "request_diffs: to go below both (the request check's report)",
     "endpoint.server -> mcp.http": "HttpRelays: the composers mount the MCP routes through a route list",
-    "endpoint.server -> scenario.definition": "Scenario built to call write_fixtures",
-    "endpoint.server -> scenario.requestcheck": "pin_extra: a recording directory's pins, to recording/",
     "mcp.fixture -> endpoint.fixture": "the helpers both fixtures share, to go below both",
-    "mcp.relay -> scenario.definition": "Scenario built to call write_fixtures",
-    "mcp.relay -> scenario.item": "shown_value: to go below both (the request check's report)",
-    "recording.fixtures -> scenario.definition": "load_fixtures takes a Scenario (typing only)",
     "recording.kept -> endpoint.recording": "manifest_findings: the manifest is a recording file",
-    "recording.models -> scenario.definition": "resolve_model_spec takes a Scenario (typing only)",
-    "recording.validate -> scenario.definition": "the inventory (fixture_files) and input.json's check",
-    "recording.write -> scenario.definition": "write_fixtures takes a Scenario; fixture_files",
+    "recording.validate -> scenario.definition": "load_scenario: input.json's check (a directory with steps)",
 }
 
 #: cycles of modules importing each other at run time, as sorted tuples of module names

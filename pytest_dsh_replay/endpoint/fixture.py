@@ -412,7 +412,7 @@ def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
         return
     from ..replay.errors import RequestMismatchError
     from ..replay.model import rerecord_commands
-    from ..scenario.item import request_diffs
+    from ..replay.requests import request_diffs
 
     # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
     found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]

@@ -320,6 +320,21 @@ def plan_for(config: EndpointConfig) -> Plan:
     return scenario_plan(config.record, recorded=_has_any_recording(config.directory), update=False)
 
 
+class _Verdict(Struct):
+    """Where a recording run's conversations go (``Endpoint._verdict``)."""
+
+    #: the conversations written (a failed run's good ones)
+    result: RecordResult
+    #: why the run is kept beside the directory instead of written into it ("": it is written)
+    why: str = ""
+    #: how the caller writes a run like this one into the directory after all
+    instead: str = ""
+    #: how many failed conversations (and their children) were left out
+    left_out: int = 0
+    #: what to say of a run written with failed conversations left out
+    written_note: str = ""
+
+
 class Endpoint:
     """The endpoint's core (module doc); :meth:`start` / :meth:`stop` inside a running event loop.
 
@@ -737,9 +752,8 @@ class Endpoint:
     async def _write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         from ..recording.models import sidecar_files, sidecars_for
         from ..recording.normalize import Normalization
+        from ..recording.pins import pin_extra
         from ..recording.write import current_fixtures, remove_kept, write_fixtures
-        from ..scenario.definition import Scenario, ScenarioConfig, fixture_files
-        from ..scenario.requestcheck import pin_extra
 
         assert self.recorder is not None
         sources = [self.watched.requests]
@@ -758,76 +772,31 @@ class Endpoint:
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
         outcome.problems += stopped
-        # a failed test's run goes beside the directory even when it holds no recording yet: a failed
-        # test must not silently become the recording (as vcrpy users expect)
-        failed_test = bool(failed) and not self.config.record_on_error
-        #: why this run is kept beside the directory instead of written into it ("": it is written)
-        why = ""
-        #: how the caller writes a run like this one into the directory after all
-        instead = ""
-        left_out = 0
-        written_note = ""
-        if outcome.problems and not self.config.record_on_error:
-            # the run failed: its failed conversations (and their children) are left out; the rest were
-            # answered and paid for, so they are written, beside a recording they would replace
-            bad = set(self.failed_conversations)
-            good = []
-            for log in result.logs:
-                if log.id in bad or log.header.get("parentSession") in bad:
-                    bad.add(log.id)
-                else:
-                    good.append(log)
-            if not good:
-                outcome.notes.append(self.nothing_written())
-                outcome.notes += await self._set_aside_mcp(None)
-                return
-            left_out = len(result.logs) - len(good)
-            result = RecordResult(good, result.cwd)
-            # a conversation stopped mid-turn is no recording to replay by default: the next
-            # --record once records again rather than replaying it
-            if replaces or failed_test or stopped:
-                why = f"the test failed ({failed})" if failed else "the run had problems"
-                instead = f"to write every conversation, failed ones included: {self.config.accept_flag}"
-            else:
-                written_note = (
-                    f"the run had problems: {left_out} failed conversation(s) left out of the recording, "
-                    f"its {len(good)} good one(s) written (as vcrpy writes a cassette when a test fails)"
-                )
-        elif self.errored_conversations and replaces and not self.config.record_on_error:
-            # an upstream's transient trouble must not replace a good recording with its error answers
-            first = next(iter(self.errored_conversations.values()))
-            outcome.problems.append(
-                f"{len(self.errored_conversations)} conversation(s) ended in an upstream error (first: "
-                f"{first})"
-            )
-            # the problem above quotes the upstream's words; the kept run's summary only says why
-            why = "its upstream errors would replace recorded answers"
-            instead = f"to write them, errors included: {self.config.accept_flag}"
-        elif failed_test:
-            why = f"the test failed ({failed})"
-            instead = f"to write a failed test's run: {self.config.accept_flag}"
+        verdict = self._verdict(outcome, result, failed, replaces=replaces, stopped=bool(stopped))
+        if verdict is None:  # every conversation failed: nothing to write
+            outcome.notes.append(self.nothing_written())
+            outcome.notes += await self._set_aside_mcp(None)
+            return
+        result, why, instead = verdict.result, verdict.why, verdict.instead
+        left_out, written_note = verdict.left_out, verdict.written_note
         target = directory / KEPT_DIR if why else directory
         if why and (target.exists() or target.is_symlink()):
             remove_kept(target)
         target.mkdir(parents=True, exist_ok=True)
-        scenario = Scenario(target.resolve(), (), ScenarioConfig(), fixture_files(target))
-        entries = dict(self.watched.entries)
-        if self.replay is not None:  # a replayed call (new_episodes, changed): its recorded entry, in order
-            for key, index in self.replay.bound.items():
-                served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
-                entries[key] = [*served, *entries.get(key, [])]
-        sidecars = sidecars_for(cast(Any, _Entries(entries)), result.logs)
-        pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, *sources)
+        where = target.resolve()
+        sidecars = sidecars_for(cast(Any, _Entries(self._entries())), result.logs)
+        pins, pin_notes = pin_extra(where, result.logs, result.cwd, *sources)
         outcome.notes += pin_notes
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
         pins.append((target / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
         outcome.written, outcome.removed = write_fixtures(
-            scenario,
-            result,
+            where,
+            result.logs,
+            result.cwd,
             self.scrubber,
-            [*sidecar_files(scenario.path, sidecars), *pins],
-            base=current_fixtures(scenario),
+            [*sidecar_files(where, sidecars), *pins],
+            base=current_fixtures(where),
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
@@ -872,6 +841,66 @@ class Endpoint:
             with contextlib.suppress(OSError):  # the recording is written; a kept run left is only noted
                 remove_kept(directory / KEPT_DIR)
             outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
+
+    def _verdict(
+        self, outcome: EndpointOutcome, result: RecordResult, failed: str, *, replaces: bool, stopped: bool
+    ) -> _Verdict | None:
+        """Where the run's conversations go and which: into the directory, or beside it (``why``) when
+        the run had problems, a failed test's run, or upstream errors would replace recorded answers;
+        ``None`` when every conversation failed (nothing to write). Problems found here (upstream
+        errors) are added to ``outcome``."""
+        # a failed test's run goes beside the directory even when it holds no recording yet: a failed
+        # test must not silently become the recording (as vcrpy users expect)
+        failed_test = bool(failed) and not self.config.record_on_error
+        if outcome.problems and not self.config.record_on_error:
+            # the run failed: its failed conversations (and their children) are left out; the rest were
+            # answered and paid for, so they are written, beside a recording they would replace
+            bad = set(self.failed_conversations)
+            good = []
+            for log in result.logs:
+                if log.id in bad or log.header.get("parentSession") in bad:
+                    bad.add(log.id)
+                else:
+                    good.append(log)
+            if not good:
+                return None
+            left_out = len(result.logs) - len(good)
+            kept = RecordResult(good, result.cwd)
+            # a conversation stopped mid-turn is no recording to replay by default: the next
+            # --record once records again rather than replaying it
+            if replaces or failed_test or stopped:
+                why = f"the test failed ({failed})" if failed else "the run had problems"
+                instead = f"to write every conversation, failed ones included: {self.config.accept_flag}"
+                return _Verdict(kept, why, instead, left_out)
+            written_note = (
+                f"the run had problems: {left_out} failed conversation(s) left out of the recording, "
+                f"its {len(good)} good one(s) written (as vcrpy writes a cassette when a test fails)"
+            )
+            return _Verdict(kept, left_out=left_out, written_note=written_note)
+        if self.errored_conversations and replaces and not self.config.record_on_error:
+            # an upstream's transient trouble must not replace a good recording with its error answers
+            first = next(iter(self.errored_conversations.values()))
+            outcome.problems.append(
+                f"{len(self.errored_conversations)} conversation(s) ended in an upstream error (first: "
+                f"{first})"
+            )
+            # the problem above quotes the upstream's words; the kept run's summary only says why
+            why = "its upstream errors would replace recorded answers"
+            return _Verdict(result, why, f"to write them, errors included: {self.config.accept_flag}")
+        if failed_test:
+            why = f"the test failed ({failed})"
+            return _Verdict(result, why, f"to write a failed test's run: {self.config.accept_flag}")
+        return _Verdict(result)
+
+    def _entries(self) -> dict[str, list[Any]]:
+        """The recorded entries of every conversation: the live calls', after, for a replayed call
+        (new_episodes, changed), its recorded entry, in order."""
+        entries = dict(self.watched.entries)
+        if self.replay is not None:
+            for key, index in self.replay.bound.items():
+                served = self.replay.scripts[index].entries[: self.replay.cursors.get(key, 0)]
+                entries[key] = [*served, *entries.get(key, [])]
+        return entries
 
     async def _set_aside_mcp(self, kept: Path | None) -> list[str]:
         """Move the MCP sessions a separate ``dsh-replay mcp`` relay recorded into the directory during

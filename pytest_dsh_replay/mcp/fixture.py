@@ -166,6 +166,57 @@ def _wait(run_dir: Path, names: Sequence[str], deadline: float) -> list[tuple[st
         time.sleep(0.02)
 
 
+def _stop_relays(run_dir: Path, names: Sequence[str]) -> list[str]:
+    """Wait for the relays of the run; one still running past its grace gets SIGTERM (what a client
+    does to a server) and a little more time. The problems: the sessions that did not end."""
+    missing = _wait(run_dir, names, time.monotonic() + WAIT)
+    for name, i in missing:  # still running: what a client does to a server past its grace
+        try:
+            pid = int((run_dir / f"{name}.{i}.claim").read_text() or "0")
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+    missing = _wait(run_dir, names, time.monotonic() + WAIT) if missing else []
+    return [
+        f"[MCP_RELAY] MCP server {name!r} session {i} did not end (its relay was sent SIGTERM)"
+        for name, i in missing
+    ]
+
+
+def _outcomes(servers: McpServers, unused: bool, problems: list[str]) -> set[str]:
+    """Read each relay's outcome: its problems go into ``problems`` (``MCP_NOT_CONSUMED`` ones only when
+    ``unused``), its diffs into ``servers.diffs``. Returns the names of the servers that recorded."""
+    from .relay import McpOutcome
+
+    run_dir = servers.run_dir
+    outcomes: dict[tuple[str, int], McpOutcome] = {}
+    for name in servers.names:
+        for i in _claims(run_dir, name):
+            path = run_dir / f"{name}.{i}.outcome.json"
+            if path.exists():
+                outcome = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
+                outcomes[name, i] = outcome
+                servers.diffs += outcome.diffs
+                problems += [p for p in outcome.problems if unused or not p.startswith(NOT_CONSUMED)]
+    return {n for (n, _i), o in outcomes.items() if o.plan == "record"}
+
+
+def _recorded_sessions(servers: McpServers, recorded: Sequence[str]) -> list[tuple[str, list[Any], str]]:
+    """``(name, logs, cwd)`` of each recording server: its sessions in start order (a relay's own log in
+    the run directory, else the directory's), with the cwd they ran in."""
+    from ..recording.harvest import read_log_file
+
+    pending = []
+    for name in recorded:
+        logs = []
+        for i in _claims(servers.run_dir, name):
+            own = servers.run_dir / f"{name}.{i}.jsonl"
+            logs.append(read_log_file(own if own.exists() else servers.directory / mcp_log_name(name, i)))
+        pending.append((name, logs, str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()))
+    return pending
+
+
 def finish(
     servers: McpServers,
     failed: str = "",
@@ -181,33 +232,12 @@ def finish(
     when the test failed first (``endpoint.fixture.unused_counts``, the endpoint's rule). ``join``: the
     test's recording endpoint takes the write over (``endpoint.fixture.join_run``: masks keep the run's
     conversations and sessions together or not at all); the servers' locks are released after the write."""
-    from .relay import McpOutcome, sessions_unchanged, unused_sessions, write_sessions
+    from .relay import sessions_unchanged, unused_sessions, write_sessions
 
     run_dir, names = servers.run_dir, servers.names
-    missing = _wait(run_dir, names, time.monotonic() + WAIT)
-    for name, i in missing:  # still running: what a client does to a server past its grace
-        try:
-            pid = int((run_dir / f"{name}.{i}.claim").read_text() or "0")
-            if pid:
-                os.kill(pid, signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
-    missing = _wait(run_dir, names, time.monotonic() + WAIT) if missing else []
-    problems: list[str] = [
-        f"[MCP_RELAY] MCP server {name!r} session {i} did not end (its relay was sent SIGTERM)"
-        for name, i in missing
-    ]
+    problems = _stop_relays(run_dir, names)
     notes: list[str] = []
-    outcomes: dict[tuple[str, int], McpOutcome] = {}
-    for name in names:
-        for i in _claims(run_dir, name):
-            path = run_dir / f"{name}.{i}.outcome.json"
-            if path.exists():
-                outcome = msgspec.json.decode(path.read_bytes(), type=McpOutcome)
-                outcomes[name, i] = outcome
-                servers.diffs += outcome.diffs
-                problems += [p for p in outcome.problems if unused or not p.startswith(NOT_CONSUMED)]
-    recording = {n for (n, _i), o in outcomes.items() if o.plan == "record"}
+    recording = _outcomes(servers, unused, problems)
     if unused and not servers.allow_unused:
         for name in names:
             if name not in recording:  # a recording run: sessions past it are replaced, not unused
@@ -228,15 +258,7 @@ def finish(
                 "@pytest.mark.dsh_recording(record_on_error=True)"
             )
         return problems, notes
-    from ..recording.harvest import read_log_file
-
-    pending = []
-    for name in recorded:
-        logs = []
-        for i in _claims(run_dir, name):
-            own = run_dir / f"{name}.{i}.jsonl"
-            logs.append(read_log_file(own if own.exists() else servers.directory / mcp_log_name(name, i)))
-        pending.append((name, logs, str(logs[0].header.get("cwd", os.getcwd())) if logs else os.getcwd()))
+    pending = _recorded_sessions(servers, recorded)
 
     def write(masked: bool | None) -> list[str]:
         """Write the sessions (with the run's masks when ``masked``; ``None``: nothing), then release

@@ -197,33 +197,9 @@ class HttpRelays:
         created = False
         messages: list[Any] = []
         if method == "POST":
-            try:
-                body = orjson.loads(await read_body(request))
-            except UnreadableBody as exc:
-                return _error_response(None, -32700, f"dsh-replay mcp {server.name}: the body {exc}")
-            except UnsupportedEncoding as exc:
-                text = f"dsh-replay mcp {server.name}: the body {exc}"
-                answer = _error_response(None, INVALID_REQUEST, text, 415)
-                answer.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS  # RFC 9110 §12.5.3
-                return answer
-            except BodyTooLarge as exc:
-                text = f"dsh-replay mcp {server.name}: the body is too large ({exc})"
-                return _error_response(None, INVALID_REQUEST, text, 413)
-            except orjson.JSONDecodeError as exc:
-                return _error_response(
-                    None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"
-                )
-            except web.HTTPRequestEntityTooLarge as exc:
-                text = f"dsh-replay mcp {server.name}: the body is too large ({exc.text})"
-                return _error_response(None, INVALID_REQUEST, text, 413)
-            if body == [] or not isinstance(body, (dict, list)):
-                # JSON-RPC 2.0 §6: an empty batch is one Invalid Request; §4: a body that is no
-                # object (nor a batch of them) is no request whatever the session
-                what = "an empty batch" if body == [] else f"{quote_json(body)}: not a JSON-RPC object"
-                return _error_response(
-                    None, INVALID_REQUEST, f"dsh-replay mcp {server.name}: the body is {what}"
-                )
-            messages = body if isinstance(body, list) else [body]
+            messages, refusal = await self._messages(server, request)
+            if refusal is not None:
+                return refusal
             if relay is None and any(
                 isinstance(m, dict) and m.get("method") == "initialize" for m in messages
             ):
@@ -266,19 +242,40 @@ class HttpRelays:
                 if failed is not None:
                     return _error_response(_first_id(messages), RELAY_ERROR, f"dsh-replay mcp: {failed}", 502)
                 return await self._forward(server, relay, method, request, messages[i:])
-        headers = {SESSION_HEADER: sid} if sid else {}
-        invalid = [m for m in messages if message_problem(m) is not None]
-        if not invalid and not any(isinstance(m, dict) and is_request(m) for m in messages):
-            return web.Response(status=202, headers=headers)
-        if len(out) == 1:  # a lone invalid message: 400, as a server's refusal of its body
-            return web.json_response(
-                out[0],
-                status=400 if invalid else 200,
-                headers=headers,
-                dumps=lambda v: orjson.dumps(v).decode(),
+        return _replayed(messages, out, {SESSION_HEADER: sid} if sid else {})
+
+    async def _messages(self, server: _Server, request: Any) -> tuple[list[Any], Any]:
+        """``(messages, None)`` of a POST body (a JSON-RPC message or a batch), or ``([], refusal)``: the
+        JSON-RPC error answer to a body that cannot be read, is not JSON, or holds no message."""
+        from aiohttp import web
+
+        try:
+            body = orjson.loads(await read_body(request))
+        except UnreadableBody as exc:
+            return [], _error_response(None, -32700, f"dsh-replay mcp {server.name}: the body {exc}")
+        except UnsupportedEncoding as exc:
+            text = f"dsh-replay mcp {server.name}: the body {exc}"
+            answer = _error_response(None, INVALID_REQUEST, text, 415)
+            answer.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS  # RFC 9110 §12.5.3
+            return [], answer
+        except BodyTooLarge as exc:
+            text = f"dsh-replay mcp {server.name}: the body is too large ({exc})"
+            return [], _error_response(None, INVALID_REQUEST, text, 413)
+        except orjson.JSONDecodeError as exc:
+            return [], _error_response(
+                None, -32700, f"dsh-replay mcp {server.name}: the body is not JSON ({exc})"
             )
-        events = b"".join(b"event: message\ndata: " + orjson.dumps(m) + b"\n\n" for m in out)
-        return web.Response(body=events, headers={**headers, "Content-Type": "text/event-stream"})
+        except web.HTTPRequestEntityTooLarge as exc:
+            text = f"dsh-replay mcp {server.name}: the body is too large ({exc.text})"
+            return [], _error_response(None, INVALID_REQUEST, text, 413)
+        if body == [] or not isinstance(body, (dict, list)):
+            # JSON-RPC 2.0 §6: an empty batch is one Invalid Request; §4: a body that is no
+            # object (nor a batch of them) is no request whatever the session
+            what = "an empty batch" if body == [] else f"{quote_json(body)}: not a JSON-RPC object"
+            return [], _error_response(
+                None, INVALID_REQUEST, f"dsh-replay mcp {server.name}: the body is {what}"
+            )
+        return body if isinstance(body, list) else [body], None
 
     def _http(self) -> Any:
         """The one HTTP client of the relays (made on first use)."""
@@ -460,6 +457,26 @@ class HttpRelays:
 
 def _first_id(messages: list[Any]) -> Any:
     return next((answer_id(m) for m in messages if isinstance(m, dict) and "id" in m), None)
+
+
+def _replayed(messages: list[Any], out: list[dict[str, Any]], headers: dict[str, str]) -> Any:
+    """The HTTP answer to the client's ``messages`` replayed: 202 when none is a request (nor invalid),
+    one JSON answer (400 for a lone invalid message, as a server's refusal of its body), or the answers
+    as a stream of server-sent events."""
+    from aiohttp import web
+
+    invalid = [m for m in messages if message_problem(m) is not None]
+    if not invalid and not any(isinstance(m, dict) and is_request(m) for m in messages):
+        return web.Response(status=202, headers=headers)
+    if len(out) == 1:  # a lone invalid message: 400, as a server's refusal of its body
+        return web.json_response(
+            out[0],
+            status=400 if invalid else 200,
+            headers=headers,
+            dumps=lambda v: orjson.dumps(v).decode(),
+        )
+    events = b"".join(b"event: message\ndata: " + orjson.dumps(m) + b"\n\n" for m in out)
+    return web.Response(body=events, headers={**headers, "Content-Type": "text/event-stream"})
 
 
 def _error_response(request_id: Any, code: int, message: str, status: int = 400) -> Any:

@@ -911,7 +911,7 @@ class McpRelay:
     def _diff(self, call: str, path: str, recorded: Any, sent: Any) -> RequestDiff:
         """The side-by-side view of a tool call that did not match: both calls whole (name and
         arguments), normalized as they were compared."""
-        from ..scenario.item import shown_value
+        from ..replay.requests import shown_value
 
         recorded_side, live_side = self.sides
         masks = self.config.masks
@@ -1123,13 +1123,6 @@ def unused_sessions(directory: Path, name: str, started: int, rerecord: str, acc
     ]
 
 
-class _Run(Struct):
-    """What the writer takes of a run (``recording.write.RunLogs``): the logs and their cwd."""
-
-    logs: list[Any]
-    cwd: str
-
-
 def tool_call_value(message: Mapping[str, Any]) -> dict[str, Any]:
     """What the request check compares of a ``tools/call``: ``{"name", "arguments"}``."""
     name, arguments = tool_arguments(message)
@@ -1145,14 +1138,12 @@ def quote_json(value: Any, width: int = 200) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _sessions_base(directory: Path, name: str) -> tuple[Any, list[Path], Any]:
-    """``(scenario, existing files, base)`` of server ``name``'s sessions for the writer."""
+def _sessions_base(directory: Path, name: str) -> tuple[list[Path], Any]:
+    """``(existing files, base)`` of server ``name``'s sessions for the writer."""
     from ..recording.write import current_fixtures
-    from ..scenario.definition import Scenario, ScenarioConfig
 
     existing = mcp_log_files(directory, name) if directory.is_dir() else []
-    scenario = Scenario(directory.resolve(), (), ScenarioConfig(), tuple(existing))
-    return scenario, existing, current_fixtures(scenario, existing, own=[MESSAGE_EVENT])
+    return existing, current_fixtures(directory.resolve(), existing, own=[MESSAGE_EVENT])
 
 
 def sessions_unchanged(directory: Path, name: str, logs: list[Any], cwd: str, masks: Any = None) -> bool:
@@ -1161,8 +1152,8 @@ def sessions_unchanged(directory: Path, name: str, logs: list[Any], cwd: str, ma
     from ..recording.normalize import Normalization
     from ..recording.write import unchanged_run
 
-    _scenario, _existing, base = _sessions_base(directory, name)
-    return unchanged_run(_Run(logs, cwd), base, Normalization(masks=masks))
+    _existing, base = _sessions_base(directory, name)
+    return unchanged_run(logs, cwd, base, Normalization(masks=masks))
 
 
 def write_sessions(
@@ -1181,12 +1172,14 @@ def write_sessions(
     from ..recording.write import write_fixtures
 
     directory.mkdir(parents=True, exist_ok=True)
-    scenario, existing, base = _sessions_base(directory, name)
+    existing, base = _sessions_base(directory, name)
     paths = [directory / mcp_log_name(name, i) for i in range(len(logs))]
     return write_fixtures(
-        scenario,
-        _Run(logs, cwd),
+        directory.resolve(),
+        logs,
+        cwd,
         secret_scrubber([]),
+        inventory=existing,
         base=base,
         normalization=Normalization(masks=masks),
         log_paths=paths,

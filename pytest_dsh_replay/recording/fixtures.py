@@ -10,9 +10,8 @@ vocabulary of head-format.md §3), so it cannot replay here and must never be re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msgspec import Struct, field
 
@@ -23,9 +22,6 @@ from ..session.types import EVENT_TYPES
 from .errors import FixtureInventoryError, ScenarioError
 from .harvest import parse_log_bytes, read_log_bytes
 from .normalize import SessionLog
-
-if TYPE_CHECKING:
-    from ..scenario.definition import Scenario  # typing only: a run imports no scenario/ from here
 
 #: The event types our agent writes (events.md §4 plus the §9 marker): the one vocabulary,
 #: ``session.types.EVENT_TYPES``. A fixture with any other type was written by another agent.
@@ -140,11 +136,12 @@ def _check_seqs(path: Path, log: SessionLog) -> None:
             )
 
 
-def load_fixtures(scenario: Scenario, *, check_seqs: bool = True, skip_foreign: bool = False) -> Fixtures:
-    """Read and parse every fixture log of ``scenario`` once (see module doc).
+def load_fixtures(files: Sequence[Path], *, check_seqs: bool = True, skip_foreign: bool = False) -> Fixtures:
+    """Read and parse every fixture log once (see module doc).
 
     Args:
-        scenario: the scenario (its ``fixtures`` are the files, in harvest order).
+        files: the logs, in harvest order (a directory's inventory:
+            :func:`~.inventory.fixture_files`, a scenario's ``fixtures``).
         check_seqs: require contiguous seqs from 0 (a foreign recording is reported before this).
         skip_foreign: a recording the bytes already show to be another agent's
             (:func:`foreign_before_parse`) is returned unparsed: ``foreign`` set, ``logs`` empty.
@@ -154,7 +151,7 @@ def load_fixtures(scenario: Scenario, *, check_seqs: bool = True, skip_foreign: 
         LogReadError, ReplayParseError: unreadable or malformed log (names file and line).
     """
     out = Fixtures()
-    for path in scenario.fixtures:
+    for path in files:
         out.data.append(read_log_bytes(path))
         out.paths.append(path)
     if skip_foreign:
@@ -172,9 +169,9 @@ def load_fixtures(scenario: Scenario, *, check_seqs: bool = True, skip_foreign: 
     return out
 
 
-def fixture_logs(scenario: Scenario) -> list[SessionLog]:
-    """Just the parsed logs (``load_fixtures(scenario).logs``)."""
-    return load_fixtures(scenario).logs
+def fixture_logs(files: Sequence[Path]) -> list[SessionLog]:
+    """Just the parsed logs (``load_fixtures(files).logs``)."""
+    return load_fixtures(files).logs
 
 
 __all__: list[str] = [

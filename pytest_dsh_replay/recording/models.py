@@ -13,7 +13,7 @@ import copy
 import os
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import orjson
 from msgspec import Struct
@@ -26,9 +26,6 @@ from ..llm.secrets import SecretScrubber, run_scrubber
 from .errors import ScenarioError
 from .normalize import SessionLog
 from .scrub import check_written
-
-if TYPE_CHECKING:
-    from ..scenario.definition import Scenario  # typing only: a run imports no scenario/ from here
 
 
 class ModelSpecError(ScenarioError):
@@ -145,12 +142,12 @@ def model_spec_problem(spec: str, *, flag: str = "--dsh-model", recording: bool 
 
 
 def resolve_model_spec(
-    spec: str, scenario: Scenario, *, api_key_env: str | None = None
+    spec: str, directory: Path, *, api_key_env: str | None = None
 ) -> tuple[Model, list[str]]:
-    """Build the live model named by ``spec`` for ``scenario``; returns ``(model, secrets)``.
+    """Build the live model named by ``spec`` for the recording ``directory``; returns ``(model, secrets)``.
 
     Spec forms:
-        ``scripted``            the scenario's own ``scripted.json`` (offline authoring, ``llm/scripted.py``)
+        ``scripted``            the directory's own ``scripted.json`` (offline authoring, ``llm/scripted.py``)
         ``scripted:PATH``       a scripted model file
         ``openai:MODEL``        an OpenAI-compatible endpoint via the ``openai`` SDK (base URL from
                                 ``OPENAI_BASE_URL``), Chat Completions (``llm/wire/chat.py``)
@@ -166,7 +163,7 @@ def resolve_model_spec(
     """
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
-        path = Path(rest) if rest else scenario.path / SCRIPTED_FILE
+        path = Path(rest) if rest else directory / SCRIPTED_FILE
         return load_scripted_file(path, spec), []
     problem = model_spec_problem(spec)
     if problem is not None:

@@ -49,6 +49,7 @@ from ..modes import RecordMode
 from ..replay.parse import PackedSpan
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
+from .inventory import fixture_files
 from .logstream import Event, LogStream
 from .normalize import SessionLog
 from .scrub import SecretCheck, default_scrubber
@@ -662,7 +663,7 @@ def _session_number(path: Path) -> int:
 
 def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
-    from ..scenario.definition import fixture_files, load_scenario
+    from ..scenario.definition import load_scenario  # input.json: the bundled agent's steps
 
     logs = sorted(
         (p for p in directory.glob(LOG_GLOB) if p.name == PRIMARY_FILE or _session_number(p)),

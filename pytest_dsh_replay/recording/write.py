@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import orjson
 from msgspec.structs import replace
@@ -46,6 +46,7 @@ from ..session.codec import map_strings
 from .errors import FixtureWriteError
 from .fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from .harvest import header_record
+from .inventory import fixture_files, log_file
 from .models import check_written, secret_scrubber
 from .normalize import (
     CWD_TOKEN,
@@ -57,9 +58,6 @@ from .normalize import (
     normalized_events,
 )
 from .scrub import scrub_json_text, scrub_jsonl
-
-if TYPE_CHECKING:
-    from ..scenario.definition import Scenario  # typing only: a run imports no scenario/ from here
 
 _REF_KEYS = ("seq", "sourceEventSeqs", "surfaceOp")
 
@@ -838,26 +836,14 @@ def _current(path: Path) -> bytes | None:
         return None
 
 
-class RunLogs(Protocol):
-    """What the writer takes of a run (a scenario's ``RunResult``, the endpoint's recording)."""
-
-    @property
-    def logs(self) -> Sequence[SessionLog]:
-        """The harvested logs, in harvest order."""
-        ...
-
-    @property
-    def cwd(self) -> str:
-        """The run's cwd (written as ``{{cwd}}``)."""
-        ...
-
-
 def write_fixtures(
-    scenario: Scenario,
-    result: RunLogs,
+    directory: Path,
+    logs: Sequence[SessionLog],
+    cwd: str,
     scrubber: SecretScrubber | None = None,
     extra: Sequence[tuple[Path, str]] = (),
     *,
+    inventory: Sequence[Path] | None = None,
     base: Fixtures | None = None,
     normalization: Normalization = NO_RULES,
     prune_owned: bool = False,
@@ -865,14 +851,18 @@ def write_fixtures(
     log_paths: Sequence[Path] | None = None,
     remove: Sequence[Path] = (),
 ) -> tuple[list[Path], list[Path]]:
-    """Write the run's logs (and ``extra`` ``(path, text)`` files) as the scenario's fixtures, stably.
+    """Write a run's logs (and ``extra`` ``(path, text)`` files) into a recording directory, stably.
 
     Args:
-        scenario: the scenario directory.
-        result: the :class:`~.runner.RunResult` whose ``logs`` (harvest order) and ``cwd`` are written.
+        directory: the recording directory (a scenario's, the endpoint's, an MCP server's).
+        logs: the run's harvested logs, in harvest order.
+        cwd: the run's cwd (written as ``{{cwd}}``).
         scrubber: the run's one secret scrubber (default: env secrets + default patterns).
         extra: other recorder-owned files (sidecars, pins), written through the same staging.
-        base: the current fixtures (default: read from disk when readable and not foreign).
+        inventory: with ``log_paths``, the files of the directory those logs replace (an MCP server's
+            sessions); the base is read from them.
+        base: the current fixtures (default: read from disk when readable and not foreign: the
+            ``inventory``, or the directory's session logs, :func:`~.inventory.fixture_files`).
         normalization: what "equal" means (the item's ignore set, envelope order, event hook).
         prune_owned: a recording: remove every recorder-owned file it did not produce.
         strict_layout: refuse (``ForeignRecordingError``) to rewrite a fixture in the newer layout.
@@ -899,17 +889,17 @@ def write_fixtures(
             set is in place.
     """
     scrubber = scrubber or secret_scrubber([])
-    if os.path.lexists(scenario.path / WRITE_JOURNAL):
+    if os.path.lexists(directory / WRITE_JOURNAL):
         # a swap a kill interrupted after it committed: completed first, so nothing reads a mix
-        recover_write(scenario.path)
+        recover_write(directory)
         base = None
     if base is None:
-        base = current_fixtures(scenario, None if log_paths is None else scenario.fixtures)
-    composer = _Composer(result.logs, result.cwd, base, normalization, strict_layout)
+        base = current_fixtures(directory, None if log_paths is None else (inventory or ()))
+    composer = _Composer(logs, cwd, base, normalization, strict_layout)
     rendered: list[tuple[Path, bytes]] = []
     produced: set[Path] = set()
-    for i in range(len(result.logs)):
-        path = scenario.log_file(i) if log_paths is None else log_paths[i]
+    for i in range(len(logs)):
+        path = log_file(directory, i) if log_paths is None else log_paths[i]
         produced.add(path)
         data = base.data[i] if composer.unchanged(i) else composer.render(i)
         rendered.append((path, _scrub_lines(data, scrubber)))
@@ -922,16 +912,16 @@ def write_fixtures(
     stale = (
         [
             path
-            for path in owned_files(scenario.path)
+            for path in owned_files(directory)
             if path not in produced
-            and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(result.logs)))
+            and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(logs)))
         ]
         if log_paths is None
         else [path for path in remove if path not in produced and path.exists()]
     )
-    with _directory_lock(scenario.path):  # temp files found under the lock are no live write's
-        orphans = _orphans(scenario.path)
-        swap = _Swap(scenario.path)
+    with _directory_lock(directory):  # temp files found under the lock are no live write's
+        orphans = _orphans(directory)
+        swap = _Swap(directory)
         swap.stage(changed)
         swap.commit(stale)
         written = [path for path, _data in changed]
@@ -986,8 +976,6 @@ class LogStage:
         masks: Any = None,
         own: Sequence[str] = (),
     ) -> None:
-        from ..scenario.definition import Scenario, ScenarioConfig
-
         self.path = path
         self.directory = path.parent
         self.scrubber = scrubber or secret_scrubber([])
@@ -995,9 +983,7 @@ class LogStage:
             recover_write(self.directory)
         if base is None:
             existing = (path,) if os.path.lexists(path) else ()
-            base = current_fixtures(
-                Scenario(self.directory.resolve(), (), ScenarioConfig(), ()), existing, own
-            )
+            base = current_fixtures(self.directory.resolve(), existing, own)
         #: the events being normalized (a list this stage owns: emptied after each :meth:`add`)
         self.events: list[dict[str, Any]] = []
         self.log = SessionLog(header, self.events, f"live:{header.get('id', '')}")
@@ -1129,37 +1115,36 @@ class LogStage:
         self.tmp.unlink(missing_ok=True)
 
 
-def unchanged_run(result: RunLogs, base: Fixtures, normalization: Normalization = NO_RULES) -> bool:
-    """Whether :func:`write_fixtures` would keep every log of ``result`` as ``base`` holds it (the same
+def unchanged_run(
+    logs: Sequence[SessionLog], cwd: str, base: Fixtures, normalization: Normalization = NO_RULES
+) -> bool:
+    """Whether :func:`write_fixtures` would keep every log of ``logs`` as ``base`` holds it (the same
     number of logs, each equal at its place after normalization, with ``normalization``'s masks): what
     the recorders of one run into one directory decide together (a log kept only because of masks
     beside a log rewritten would tell two runs; docs/mcp.md, re-recording)."""
-    if len(result.logs) != len(base.logs):
+    if len(logs) != len(base.logs):
         return False
-    composer = _Composer(result.logs, result.cwd, base, normalization, False)
-    return all(composer.unchanged(i) for i in range(len(result.logs)))
+    composer = _Composer(logs, cwd, base, normalization, False)
+    return all(composer.unchanged(i) for i in range(len(logs)))
 
 
 def current_fixtures(
-    scenario: Scenario, files: Sequence[Path] | None = None, own: Sequence[str] = ()
+    directory: Path, files: Sequence[Path] | None = None, own: Sequence[str] = ()
 ) -> Fixtures:
     """The current fixtures as the writer's base; none when they are damaged or foreign (rewritten whole).
 
     Args:
-        scenario: the directory.
-        files: the logs read (default: the scenario's fixture logs, ``definition.fixture_files``); an
-            MCP server's sessions (``layout.mcp_log_files``) for their writer.
+        directory: the recording directory.
+        files: the logs read (default: the directory's session logs, :func:`~.inventory.fixture_files`);
+            an MCP server's sessions (``layout.mcp_log_files``) for their writer.
         own: event types of this harness's own that do not make the logs foreign
             (``fixtures.foreign_reason``: ``mcp/message`` in MCP sessions).
     """
-    from ..scenario.definition import Scenario, fixture_files
     from .fixtures import foreign_reason
 
     try:
-        found = fixture_files(scenario.path) if files is None else tuple(files)
-        base = load_fixtures(
-            Scenario(scenario.path, scenario.steps, scenario.config, found), check_seqs=False
-        )
+        found = fixture_files(directory) if files is None else tuple(files)
+        base = load_fixtures(found, check_seqs=False)
     except HarnessError:
         return Fixtures()  # damaged fixtures are what a recording replaces: nothing of them is kept
     return Fixtures() if base.foreign and foreign_reason(base.logs, own) else base
@@ -1173,7 +1158,6 @@ __all__ = [
     "Normalization",
     "RecordingLock",
     "RecordingLockedError",
-    "RunLogs",
     "WriteIncompleteError",
     "accept_kept",
     "current_fixtures",

@@ -32,6 +32,7 @@ import orjson
 from msgspec import Struct, field
 
 from ..errors import HarnessError, quote
+from ..itemreport import MAX_VALUE, RequestDiff
 from ..layout import PIN_KINDS, PIN_PARTS
 from ..llm import Message
 from ..session.codec import first_change, json_value_problem, text_digest
@@ -39,7 +40,7 @@ from ..session.session import event_message
 from ..session.tokens import Tokenizer
 from ..session.types import SURFACE_TYPES
 from ..session.types import Event as SessionEvent
-from .errors import RequestShapeError
+from .errors import RequestMismatchError, RequestShapeError
 from .parse import Event
 
 #: The parts of a request the check can compare (``--dsh-match-on``): the derived messages and every pin kind.
@@ -498,6 +499,41 @@ def request_differences(
     return out
 
 
+def shown_value(value: Any) -> str:
+    """A request value as a report shows it: indented JSON (``(absent)``), cut at ``MAX_VALUE``."""
+    if value is MISSING:
+        return "(absent)"
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = repr(value)
+    if len(text) > MAX_VALUE:
+        text = text[:MAX_VALUE] + f"\n... ({len(text) - MAX_VALUE} more characters)"
+    return text
+
+
+def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
+    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch, its path in the
+    client's own terms where the request said them (as the terminal's report gives it)."""
+    clients = mismatch.client_paths or (None,) * len(mismatch.differences)
+    return [
+        RequestDiff(
+            mismatch.call,
+            d.part,
+            client or d.path,
+            shown_value(d.recorded),
+            shown_value(d.sent),
+            file=mismatch.file,
+            index=mismatch.index,
+            note=d.note,
+            checked=list(mismatch.checked),
+            masks=list(mismatch.masks),
+            served="recorded" if mismatch.served else "nothing",
+        )
+        for d, client in zip(mismatch.differences, clients, strict=True)
+    ]
+
+
 __all__ = [
     "MATCH_PARTS",
     "MISSING",
@@ -514,8 +550,10 @@ __all__ = [
     "parse_match_on",
     "recording_place",
     "request_differences",
+    "request_diffs",
     "request_matches",
     "same_json",
     "sent_parts",
+    "shown_value",
     "tool_names",
 ]

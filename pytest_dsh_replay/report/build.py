@@ -337,7 +337,7 @@ def recording_files(path: Path) -> list[Path]:
             interrupted write left its files: ``recording.write.no_logs_error``); the inventory's typed
             errors.
     """
-    from ..scenario.definition import fixture_files
+    from ..recording.inventory import fixture_files
 
     if not path.is_dir():
         return [path]

@@ -46,6 +46,7 @@ from ..llm.secrets import SecretScrubber
 from ..modes import Backend, RecordMode
 from ..recording.fixtures import Fixtures, ForeignRecordingError, load_fixtures
 from ..recording.normalize import Normalization, SessionLog
+from ..recording.pins import pin_extra
 from ..recording.plan import LogCompare, Plan, plan_for
 from ..recording.scrub import default_scrubber, redact_report, request_scrub, scrub_logs
 from ..replay import ReplayModel, SessionScript, load_session_scripts, override_file_for
@@ -63,7 +64,6 @@ from .definition import Scenario
 from .errors import ScenarioMismatch
 from .requestcheck import (
     model_hint,
-    pin_extra,
     refreshed_pins,
     remove_stale_pins,
     replay_model,
@@ -289,14 +289,15 @@ async def record_scenario_async(scenario: Scenario, workdir: Path, options: Chec
         return outcome
     sidecars = sidecars_for(watched, result.logs)
     ignored = frozenset({*scenario.config.ignore_events, *options.ignore_events})
-    pins, pin_notes = pin_extra(scenario, result.logs, result.cwd, watched.requests)
+    pins, pin_notes = pin_extra(scenario.path, result.logs, result.cwd, watched.requests)
     outcome.notes += pin_notes
     outcome.written, outcome.removed = write_fixtures(
-        scenario,
-        result,
+        scenario.path,
+        result.logs,
+        result.cwd,
         _scrubber(options, secrets),
         [*sidecar_files(scenario.path, sidecars), *pins],
-        base=current_fixtures(scenario),
+        base=current_fixtures(scenario.path),
         normalization=_normalization(ignored, result, options),
         prune_owned=Plan.RECORD.prunes_owned,
     )
@@ -400,7 +401,7 @@ async def _replay_runs(
     Returns ``None`` when the scenario is skipped (a recording of another agent: ``outcome.skipped``).
     """
     # 1. load: every fixture parsed once; scripts from that parse
-    fixtures = load_fixtures(scenario, skip_foreign=True)  # another agent's: skipped unparsed
+    fixtures = load_fixtures(scenario.fixtures, skip_foreign=True)  # another agent's: skipped unparsed
     if fixtures.foreign is not None:
         outcome.skipped = fixtures.foreign + (
             "; --snapshot-update refuses to rewrite it and leaves it untouched"
@@ -622,8 +623,9 @@ async def _update_plan(scenario: Scenario, workdir: Path, options: CheckOptions)
     outcome.notes += pin_notes
     try:
         outcome.written, outcome.removed = write_fixtures(
-            scenario,
-            run,
+            scenario.path,
+            run.logs,
+            run.cwd,
             _scrubber(options),
             pins,
             base=replayed.fixtures,
@@ -672,11 +674,13 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
     from ..recording.models import sidecar_files
     from ..recording.write import write_fixtures
 
-    pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
+    requests = (served.replay.requests, served.watched.requests)
+    pins, pin_notes = pin_extra(scenario.path, run.logs, run.cwd, *requests)
     outcome.notes += pin_notes
     outcome.written, outcome.removed = write_fixtures(
-        scenario,
-        run,
+        scenario.path,
+        run.logs,
+        run.cwd,
         _scrubber(options, served.secrets),
         [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
         base=replayed.fixtures,
@@ -709,11 +713,13 @@ async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions
     from ..recording.write import write_fixtures
 
     run = replayed.runs[0]
-    pins, pin_notes = pin_extra(scenario, run.logs, run.cwd, served.replay.requests, served.watched.requests)
+    requests = (served.replay.requests, served.watched.requests)
+    pins, pin_notes = pin_extra(scenario.path, run.logs, run.cwd, *requests)
     outcome.notes += pin_notes
     outcome.written, outcome.removed = write_fixtures(
-        scenario,
-        run,
+        scenario.path,
+        run.logs,
+        run.cwd,
         _scrubber(options, served.secrets),
         [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
         base=replayed.fixtures,

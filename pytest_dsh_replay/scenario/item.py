@@ -13,27 +13,24 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import orjson
 from msgspec import Struct, field
 from msgspec.structs import replace
 
 from ..errors import HarnessError
-from ..itemreport import MAX_VALUE, GuardVerdict, ItemReport, ReplayCounts, RequestDiff, WriteStatus
+from ..itemreport import GuardVerdict, ItemReport, ReplayCounts, WriteStatus
 from ..layout import INPUT_FILE, is_log_name, log_rank
 from ..modes import Backend, RecordMode
 from ..recording.errors import FixtureInventoryError, ScenarioError
 from ..recording.plan import Plan
-from ..replay.errors import RequestMismatchError
 from ..replay.model import rerecord_commands
-from ..replay.requests import MISSING
+from ..replay.requests import request_diffs
 from .check import CheckOptions, CheckOutcome, check_scenario, raise_for
 from .definition import UNSUPPORTED_OPS, Scenario, load_scenario
 from .errors import ScenarioDefinitionError, ScenarioMismatch
 from .requestcheck import model_hint
 
-__all__ = ["ItemResult", "check_item", "request_diffs", "shown_value"]
+__all__ = ["ItemResult", "check_item"]
 
 
 class ItemResult(Struct):
@@ -148,41 +145,6 @@ def _report(outcome: CheckOutcome) -> ItemReport:
             outcome.backends or (Backend.JSONL,), outcome.logs_compared // n, outcome.calls_served // n
         )
     return report
-
-
-def shown_value(value: Any) -> str:
-    """A request value as a report shows it: indented JSON (``(absent)``), cut at ``MAX_VALUE``."""
-    if value is MISSING:
-        return "(absent)"
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        text = repr(value)
-    if len(text) > MAX_VALUE:
-        text = text[:MAX_VALUE] + f"\n... ({len(text) - MAX_VALUE} more characters)"
-    return text
-
-
-def request_diffs(mismatch: RequestMismatchError) -> list[RequestDiff]:
-    """The :class:`~..itemreport.RequestDiff` of each differing part of one mismatch, its path in the
-    client's own terms where the request said them (as the terminal's report gives it)."""
-    clients = mismatch.client_paths or (None,) * len(mismatch.differences)
-    return [
-        RequestDiff(
-            mismatch.call,
-            d.part,
-            client or d.path,
-            shown_value(d.recorded),
-            shown_value(d.sent),
-            file=mismatch.file,
-            index=mismatch.index,
-            note=d.note,
-            checked=list(mismatch.checked),
-            masks=list(mismatch.masks),
-            served="recorded" if mismatch.served else "nothing",
-        )
-        for d, client in zip(mismatch.differences, clients, strict=True)
-    ]
 
 
 def _write_status(outcome: CheckOutcome) -> WriteStatus:

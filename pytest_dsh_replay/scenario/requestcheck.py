@@ -2,26 +2,23 @@
 
 * :func:`replay_model` builds the item's :class:`~pytest_dsh_replay.replay.ReplayModel` with the request
   check configured (``--dsh-match-on``, the re-record command, strict except on ``--snapshot-update``).
-* :func:`pin_extra` renders the pins of a recording (or an update) from the requests the model received,
-  as ``extra`` files of the one fixture writer, and :func:`remove_stale_pins`
-  removes pins the new recording no longer has.
+* :func:`refreshed_pins` renders the pins an update refreshes (``recording.pins.pin_extra``: the pins of
+  a recording from the requests the model received, ``extra`` files of the one fixture writer), and
+  :func:`remove_stale_pins` removes pins the new recording no longer has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..layout import SCRIPTED_FILE
 from ..recording.normalize import SessionLog
+from ..recording.pins import Requests, pin_extra
 from ..replay import ReplayModel, SessionScript
-from ..replay.pins import pin_files, pin_name, render_pins, stale_pins
+from ..replay.pins import pin_files, pin_name, stale_pins
 from .definition import Scenario
-
-#: live session id -> the requests it sent (a model's ``requests``)
-Requests = Mapping[str, Sequence[Mapping[str, Any]]]
-
 
 #: the item's way to refresh the pins (``ReplayModel(pin_refresh=...)``)
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
@@ -68,27 +65,6 @@ def replay_model(
     )
 
 
-def requests_by_log(
-    logs: Sequence[SessionLog], *sources: Mapping[str, Sequence[Mapping[str, Any]]]
-) -> list[list[Mapping[str, Any]]]:
-    """Per harvested log (harvest order), the requests its live session sent (``sources`` concatenated)."""
-    return [[r for source in sources for r in source.get(log.id, ())] for log in logs]
-
-
-def pin_extra(
-    scenario: Scenario,
-    logs: Sequence[SessionLog],
-    cwd: str,
-    *sources: Mapping[str, Sequence[Mapping[str, Any]]],
-) -> tuple[list[tuple[Path, str]], list[str]]:
-    """The pin files of a recording: ``([(path, text), ...], notes)``, ``extra`` files of the fixture writer.
-
-    ``sources``: live session id -> the requests it sent (a model's ``requests``), concatenated per log.
-    """
-    files, notes = render_pins(requests_by_log(logs, *sources), cwd)
-    return [(scenario.path / name, text) for name, text in files], notes
-
-
 def refreshed_pins(
     scenario: Scenario, logs: Sequence[SessionLog], cwd: str, *sources: Requests
 ) -> tuple[list[tuple[Path, str]], list[str]]:
@@ -99,7 +75,7 @@ def refreshed_pins(
     """
     pinned = {part for part, _index in pin_files(scenario.path)}
     names = {pin_name(part, i) for part in pinned for i in range(len(logs))}
-    files, notes = pin_extra(scenario, logs, cwd, *sources)
+    files, notes = pin_extra(scenario.path, logs, cwd, *sources)
     return [(path, text) for path, text in files if path.name in names], notes
 
 

@@ -12,7 +12,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from msgspec import Struct, field
 
@@ -268,110 +268,133 @@ class _Run:
                 f"{where}: the runtime was killed by {self.killed_at} and no agent runs until a resume "
                 'step; add {"op": "resume"} before this step'
             )
-        if op == "newSession":
-            assert self.runtime is not None
-            agent = self.runtime.create_agent(
-                str(uuid.uuid4()), meta={"cwd": str(self.cwd)}, options=self._agent_options()
-            )
-            name = next_session_name(self.names)
-            self.names[name] = agent.session.id
-            self.active = agent.session.id
-        elif op in ("prompt", "promptExpectError"):
-            agent = self._agent(op)
-            first_new = len(agent.session.events)
-            # a model that records (recording/models.py WatchedModel) takes a provider error during a
-            # promptExpectError step as the step's subject, not as a failed recording
-            expecting = op == "promptExpectError" and hasattr(self.model, "expect_errors")
-            if expecting:
-                cast(Any, self.model).expect_errors = True
-            agent.send(step["text"])
-            try:
-                if await self._until_idle_or_killed(agent, where):
-                    return
-            finally:
-                if expecting:
-                    cast(Any, self.model).expect_errors = False
-            if op == "promptExpectError":
-                reasons = [
-                    e["data"]["reason"] for e in agent.session.events[first_new:] if e["type"] == "turn/end"
-                ]
-                if not any(r.get("kind") == "error" for r in reasons):
-                    self.step_errors.append(
-                        f"{where}: the prompt was expected to be rejected (turn/end reason error), "
-                        f"but its turn ended with {[r.get('kind') for r in reasons] or 'no turn/end'}"
-                    )
-        elif op == "promptAndCancel":
-            agent = self._agent(op)
-            park = _park_waiter(self.model)
-            if park is None:
-                raise ScenarioStepError(
-                    f"{where}: the model cannot park a stream; promptAndCancel needs a replay `hang` entry "
-                    'or a scripted response {"hang": true}'
-                )
-            agent.send(step["text"])
-            idle = asyncio.ensure_future(agent.when_idle())
-            waiter = asyncio.ensure_future(park)
-            # an armed kill {afterCalls} may fire on this turn's call: it parks that call until the
-            # runtime dies, so it is waited for too (as a prompt's turn waits for it)
-            tripped = asyncio.ensure_future(self.switch.tripped.wait())
-            done, _ = await asyncio.wait({idle, waiter, tripped}, return_when=asyncio.FIRST_COMPLETED)
-            if tripped in done:
-                idle.cancel()
-                waiter.cancel()
-                self.switch.tripped.clear()
-                await self._kill(where)
-                return
-            tripped.cancel()
-            if waiter not in done:
-                waiter.cancel()
-                self.step_errors.append(
-                    f"{where}: the turn ended before the stream was parked; nothing to cancel (the model "
-                    'must hang: a replay [{"kind":"hang"}] entry, or {"hang": true} in scripted.json)'
-                )
-                return
-            agent.cancel("session/cancel")
-            await idle
-        elif op == "cancel":
-            self._agent(op).cancel()
-        elif op == "fork":
-            assert self.runtime is not None
-            source = self._agent(op)
-            boundary = step.get("boundary")
-            try:
-                child = self.runtime.fork(
-                    source, None if boundary in (None, "last") else boundary, child_id=str(uuid.uuid4())
-                )
-            except ForkInvalidBoundary as exc:
-                ends = [e["seq"] for e in source.session.events if e["type"] == "turn/end"]
-                raise ScenarioStepError(
-                    f"{where}: {exc}; valid boundaries of this session now: "
-                    f"{ends or 'none (no turn/end yet)'} "
-                    '(the seqs of its turn/end events) or "last"'
-                ) from exc
-            self.names[step["as"]] = child.session.id
-        elif op == "use":
-            name = step["session"]
-            if name not in self.names:
-                raise ScenarioStepError(f"{where}: no session named {name!r}; known: {', '.join(self.names)}")
-            self.active = self.names[name]
-        elif op == "resume":
-            if self.armed_at is not None:
-                raise ScenarioStepError(f"{where}: {self._unfired()} before this resume")
-            await self._close()
-            self.killed_at = None
-            runtime = self._open()
-            stored = sorted(h["id"] for h in self.backend.list())
-            started = set(self.names.values())  # by the steps; subagent children keep the default
-            for session_id in stored:
-                runtime.resume(session_id, options=self._agent_options() if session_id in started else None)
-        elif op == "kill":
-            n = step.get("afterCalls")
-            if n is None:
-                await self._kill(where)
-            else:
-                self.switch.remaining, self.armed_at = n, where
-        else:  # pragma: no cover - definition.py validates ops
+        run = self._STEPS.get(op)
+        if run is None:  # pragma: no cover - definition.py validates ops
             raise ScenarioStepError(f"{where}: unknown op")
+        await run(self, op, where, step)
+
+    async def _new_session(self, op: str, where: str, step: dict[str, Any]) -> None:
+        assert self.runtime is not None
+        agent = self.runtime.create_agent(
+            str(uuid.uuid4()), meta={"cwd": str(self.cwd)}, options=self._agent_options()
+        )
+        name = next_session_name(self.names)
+        self.names[name] = agent.session.id
+        self.active = agent.session.id
+
+    async def _prompt(self, op: str, where: str, step: dict[str, Any]) -> None:
+        agent = self._agent(op)
+        first_new = len(agent.session.events)
+        # a model that records (recording/models.py WatchedModel) takes a provider error during a
+        # promptExpectError step as the step's subject, not as a failed recording
+        expecting = op == "promptExpectError" and hasattr(self.model, "expect_errors")
+        if expecting:
+            cast(Any, self.model).expect_errors = True
+        agent.send(step["text"])
+        try:
+            if await self._until_idle_or_killed(agent, where):
+                return
+        finally:
+            if expecting:
+                cast(Any, self.model).expect_errors = False
+        if op == "promptExpectError":
+            reasons = [
+                e["data"]["reason"] for e in agent.session.events[first_new:] if e["type"] == "turn/end"
+            ]
+            if not any(r.get("kind") == "error" for r in reasons):
+                self.step_errors.append(
+                    f"{where}: the prompt was expected to be rejected (turn/end reason error), "
+                    f"but its turn ended with {[r.get('kind') for r in reasons] or 'no turn/end'}"
+                )
+
+    async def _prompt_and_cancel(self, op: str, where: str, step: dict[str, Any]) -> None:
+        agent = self._agent(op)
+        park = _park_waiter(self.model)
+        if park is None:
+            raise ScenarioStepError(
+                f"{where}: the model cannot park a stream; promptAndCancel needs a replay `hang` entry "
+                'or a scripted response {"hang": true}'
+            )
+        agent.send(step["text"])
+        idle = asyncio.ensure_future(agent.when_idle())
+        waiter = asyncio.ensure_future(park)
+        # an armed kill {afterCalls} may fire on this turn's call: it parks that call until the
+        # runtime dies, so it is waited for too (as a prompt's turn waits for it)
+        tripped = asyncio.ensure_future(self.switch.tripped.wait())
+        done, _ = await asyncio.wait({idle, waiter, tripped}, return_when=asyncio.FIRST_COMPLETED)
+        if tripped in done:
+            idle.cancel()
+            waiter.cancel()
+            self.switch.tripped.clear()
+            await self._kill(where)
+            return
+        tripped.cancel()
+        if waiter not in done:
+            waiter.cancel()
+            self.step_errors.append(
+                f"{where}: the turn ended before the stream was parked; nothing to cancel (the model "
+                'must hang: a replay [{"kind":"hang"}] entry, or {"hang": true} in scripted.json)'
+            )
+            return
+        agent.cancel("session/cancel")
+        await idle
+
+    async def _cancel(self, op: str, where: str, step: dict[str, Any]) -> None:
+        self._agent(op).cancel()
+
+    async def _fork(self, op: str, where: str, step: dict[str, Any]) -> None:
+        assert self.runtime is not None
+        source = self._agent(op)
+        boundary = step.get("boundary")
+        try:
+            child = self.runtime.fork(
+                source, None if boundary in (None, "last") else boundary, child_id=str(uuid.uuid4())
+            )
+        except ForkInvalidBoundary as exc:
+            ends = [e["seq"] for e in source.session.events if e["type"] == "turn/end"]
+            raise ScenarioStepError(
+                f"{where}: {exc}; valid boundaries of this session now: "
+                f"{ends or 'none (no turn/end yet)'} "
+                '(the seqs of its turn/end events) or "last"'
+            ) from exc
+        self.names[step["as"]] = child.session.id
+
+    async def _use(self, op: str, where: str, step: dict[str, Any]) -> None:
+        name = step["session"]
+        if name not in self.names:
+            raise ScenarioStepError(f"{where}: no session named {name!r}; known: {', '.join(self.names)}")
+        self.active = self.names[name]
+
+    async def _resume(self, op: str, where: str, step: dict[str, Any]) -> None:
+        if self.armed_at is not None:
+            raise ScenarioStepError(f"{where}: {self._unfired()} before this resume")
+        await self._close()
+        self.killed_at = None
+        runtime = self._open()
+        stored = sorted(h["id"] for h in self.backend.list())
+        started = set(self.names.values())  # by the steps; subagent children keep the default
+        for session_id in stored:
+            runtime.resume(session_id, options=self._agent_options() if session_id in started else None)
+
+    async def _kill_step(self, op: str, where: str, step: dict[str, Any]) -> None:
+        n = step.get("afterCalls")
+        if n is None:
+            await self._kill(where)
+        else:
+            self.switch.remaining, self.armed_at = n, where
+
+    #: op -> the method that runs a step of it (``initialize`` and the unsupported ops are :meth:`step`'s)
+    _STEPS: ClassVar[dict[str, Callable[[_Run, str, str, dict[str, Any]], Awaitable[None]]]] = {
+        "newSession": _new_session,
+        "prompt": _prompt,
+        "promptExpectError": _prompt,
+        "promptAndCancel": _prompt_and_cancel,
+        "cancel": _cancel,
+        "fork": _fork,
+        "use": _use,
+        "resume": _resume,
+        "kill": _kill_step,
+    }
 
     def harvest(self) -> list[SessionLog]:
         if self.options.backend == Backend.JSONL:

@@ -54,4 +54,4 @@ def test_recording_with_openai_without_the_sdk_is_a_usage_error(pytester: pytest
 def test_resolve_model_spec_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "k" * 20)
     with pytest.raises(ModelSpecError, match=r"pytest-dsh-replay\[openai\]"):
-        resolve_model_spec("openai:m", load_scenario(ONE_CHILD))
+        resolve_model_spec("openai:m", load_scenario(ONE_CHILD).path)

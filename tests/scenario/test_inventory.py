@@ -20,7 +20,7 @@ def _nested(tmp_path: Path, group: str) -> Path:
 
 
 def test_kinds(tmp_path: Path) -> None:
-    logs = load_fixtures(load_scenario(_nested(tmp_path, "fork"))).logs
+    logs = load_fixtures(load_scenario(_nested(tmp_path, "fork")).fixtures).logs
     assert [p.kind for p in inventory_problems(logs[:1], logs, "sc")] == ["extra", "extra"]
     assert [p.kind for p in inventory_problems(logs, logs[:2], "sc")] == ["missing"]
     assert inventory_problems(logs, logs, "sc") == []
@@ -32,7 +32,7 @@ def test_an_extra_session_in_a_prefix_comparison_is_new_even_under_a_path_saying
     """Regression: the prefix comparison kept problems whose text held the word "missing", so an extra
     session of a scenario under a directory named ``missing-...`` failed ``new_episodes``."""
     scenario = load_scenario(_nested(tmp_path, "missing-children"))
-    logs = load_fixtures(scenario).logs
+    logs = load_fixtures(scenario.fixtures).logs
     run = RunResult(logs=logs, backend="jsonl", cwd=str(tmp_path))
     problems = _compare(scenario, logs[:2], run, frozenset(), CheckOptions(), prefix=True)
     assert problems == []

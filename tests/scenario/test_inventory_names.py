@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
+from pytest_dsh_replay.recording.inventory import fixture_files
 from pytest_dsh_replay.scenario import FixtureInventoryError
-from pytest_dsh_replay.scenario.definition import fixture_files
 
 ONE_CHILD = Path(__file__).resolve().parents[2] / "scenarios" / "spawn" / "one-child"
 

@@ -33,7 +33,7 @@ def _owned(scenario: Scenario) -> dict[str, bytes]:
 
 
 def _scripted(sc: Scenario) -> tuple[object, list[str]]:
-    model, secrets = resolve_model_spec("scripted", sc)
+    model, secrets = resolve_model_spec("scripted", sc.path)
     return model, secrets
 
 

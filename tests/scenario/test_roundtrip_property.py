@@ -25,7 +25,6 @@ from pytest_dsh_replay.recording.write import write_fixtures
 from pytest_dsh_replay.replay import ReplayModel, load_session_scripts
 from pytest_dsh_replay.scenario.compare import compare_event_logs
 from pytest_dsh_replay.scenario.definition import load_scenario
-from pytest_dsh_replay.scenario.runner import RunResult
 from pytest_dsh_replay.session import SessionStore
 
 words = st.text(alphabet="abc xyz.\n", min_size=1, max_size=20)
@@ -95,7 +94,7 @@ def test_record_then_replay_through_the_loop_reproduces_the_logs(
     (scenario_dir / "input.json").write_text('{"steps":[]}')
     (base / "cwd").mkdir()
     recorded = asyncio.run(_run(ScriptedModel(sessions), prompts, base / "rec", base / "cwd"))
-    write_fixtures(load_scenario(scenario_dir), RunResult(recorded, "jsonl", str(base / "cwd")))
+    write_fixtures(load_scenario(scenario_dir).path, recorded, str(base / "cwd"))
     scripts = load_session_scripts(scenario_dir)
     replay = ReplayModel(scripts, scenario=str(scenario_dir))
     (base / "cwd2").mkdir()
@@ -103,5 +102,5 @@ def test_record_then_replay_through_the_loop_reproduces_the_logs(
     assert replay.failures == []
     replay.assert_consumed()
     assert len(replayed) == len(recorded)
-    problems = compare_event_logs(load_fixtures(load_scenario(scenario_dir)).logs, replayed)
+    problems = compare_event_logs(load_fixtures(load_scenario(scenario_dir).fixtures).logs, replayed)
     assert [p.render() for p in problems] == []
