@@ -1120,24 +1120,68 @@ def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list
     Returns:
         distinct values, in environment order.
     """
-    names = set(extra_names)
+    names = frozenset(extra_names)
+    # only these variables can hold a secret: the key of the scan below, so that a variable that
+    # changes per test (``PYTEST_CURRENT_TEST``) does not make every scrubber scan again
+    environ = tuple(
+        (name, raw)
+        for name, raw in os.environ.items()
+        if name in names or _secret_named(name) or "://" in raw
+    )
+    key = (names, environ)
+    if _ENV_CANDIDATES[0] != key:
+        _ENV_CANDIDATES[:] = [key, _env_candidates(names, environ)]
     out: list[str] = []
-    for name, raw in os.environ.items():
+    for value, a_path in _ENV_CANDIDATES[1]:
+        # a path's existence may change while the environment does not: asked each time
+        if a_path and os.path.exists(os.path.expanduser(value)):
+            continue
+        if value not in out:
+            out.append(value)
+    return out
+
+
+#: The last environment :func:`environment_secrets` scanned, ``[(names, environ items), candidates]``:
+#: a process builds many scrubbers (one per endpoint) from an environment that seldom changes, so the
+#: scan (a regex per variable) runs once per distinct environment.
+_ENV_CANDIDATES: list[Any] = [None, []]
+
+
+#: ``name -> whether it is secret-named`` (:data:`SECRET_ENV_NAME`, :data:`_NOT_SECRET_ENV`).
+_SECRET_NAMED: dict[str, bool] = {}
+
+
+def _secret_named(name: str) -> bool:
+    """Whether environment variable ``name`` is secret-named (a regex search, remembered per name)."""
+    named = _SECRET_NAMED.get(name)
+    if named is None:
+        if len(_SECRET_NAMED) > 4096:  # bounded, whatever names a process makes up
+            _SECRET_NAMED.clear()
+        named = _SECRET_NAMED[name] = bool(
+            name.upper() not in _NOT_SECRET_ENV and SECRET_ENV_NAME.search(name)
+        )
+    return named
+
+
+def _env_candidates(names: frozenset[str], environ: Sequence[tuple[str, str]]) -> list[tuple[str, bool]]:
+    """The secrets of ``environ`` as :func:`environment_secrets` finds them, in environment order, each
+    with whether it is skipped when it names an existing path (a secret-named value starting with
+    ``/``, ``~`` or ``.``: the one check that depends on more than the environment)."""
+    out: list[tuple[str, bool]] = []
+    for name, raw in environ:
         value = raw.strip()
-        found: list[str] = []
-        secret_named = name in names or (name.upper() not in _NOT_SECRET_ENV and SECRET_ENV_NAME.search(name))
         if (
-            secret_named
+            (name in names or _secret_named(name))
             and len(value) >= MIN_ENV_SECRET_LENGTH
             and not _NOT_SECRET_VALUE.fullmatch(value)
-            and not (value.startswith(("/", "~", ".")) and os.path.exists(os.path.expanduser(value)))
         ):
-            found.append(value)
+            out.append((value, value.startswith(("/", "~", "."))))
         if "://" in value:
-            found += [
-                m.group(1) for m in _URL_PASSWORD.finditer(value) if len(m.group(1)) >= MIN_SECRET_LENGTH
+            out += [
+                (m.group(1), False)
+                for m in _URL_PASSWORD.finditer(value)
+                if len(m.group(1)) >= MIN_SECRET_LENGTH
             ]
-        out += [v for v in found if v not in out]
     return out
 
 

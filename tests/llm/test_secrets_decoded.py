@@ -187,3 +187,48 @@ def test_the_password_of_a_credential_url_is_a_secret(monkeypatch: pytest.Monkey
 def test_settings_and_paths_are_no_secrets(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
     assert value not in environment_secrets()
+
+
+def test_environment_secrets_follow_every_change_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The scan is remembered per environment: a variable set, changed or removed later, a credential
+    URL added, or a path-valued secret whose file appears later, is seen by the next call."""
+    monkeypatch.setenv("MY_API_KEY", "first-secret-value-1")
+    assert "first-secret-value-1" in environment_secrets()
+    monkeypatch.setenv("MY_API_KEY", "second-secret-value-2")
+    got = environment_secrets()
+    assert "second-secret-value-2" in got and "first-secret-value-1" not in got
+    monkeypatch.delenv("MY_API_KEY")
+    assert "second-secret-value-2" not in environment_secrets()
+    monkeypatch.setenv("SOME_URL", "https://u:urlpassword99@h/x")
+    assert "urlpassword99" in environment_secrets()
+    path = tmp_path / "creds.json"
+    monkeypatch.setenv("MY_CREDENTIALS", str(path))
+    assert str(path) in environment_secrets()  # no such file: the value may be a secret
+    path.write_text("{}")
+    assert str(path) not in environment_secrets()  # now a credentials file's path
+
+
+def test_a_variable_that_changes_per_test_does_not_rescan_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``PYTEST_CURRENT_TEST`` (set by pytest per test phase) holds no secret: building the next
+    endpoint's scrubber after it changed does not scan the environment again."""
+    import pytest_dsh_replay.llm.secrets as secrets
+
+    environment_secrets()
+    calls: list[int] = []
+    scan = secrets._env_candidates
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return scan(*args)
+
+    monkeypatch.setattr(secrets, "_env_candidates", counted)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/x.py::test_other (call)")
+    environment_secrets()
+    assert calls == []
+    monkeypatch.setenv("ANOTHER_TOKEN", "another-token-value-3")
+    assert "another-token-value-3" in environment_secrets()
+    assert calls == [1]
