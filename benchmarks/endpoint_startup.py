@@ -24,7 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if "--directory" not in sys.argv:  # a child imports the package of its PYTHONPATH (the tree measured)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pytest_dsh_replay  # before benchmarks/endpoint.py puts this tree first on the path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aiohttp
@@ -64,8 +67,33 @@ def cycles(directory: Path, n: int, chunks: int) -> float:
     return (_cpu() - start) / n
 
 
+def phases(directory: Path, n: int) -> dict[str, float]:
+    """CPU seconds per call of each start-up step of a replaying endpoint, alone (``n`` calls each)."""
+    from pytest_dsh_replay.endpoint.recording import check_recording
+    from pytest_dsh_replay.recording.models import secret_scrubber
+    from pytest_dsh_replay.replay import load_session_scripts
+
+    steps = {
+        "check_recording": lambda: check_recording(directory, "re-record"),
+        "load_session_scripts": lambda: load_session_scripts(directory),
+        "secret_scrubber": lambda: secret_scrubber([]),
+    }
+    out: dict[str, float] = {}
+    for name, step in steps.items():
+        step()
+        # the scrubber's step is short: more calls, so the CPU clock's tick is small beside them
+        calls = n * 20 if name == "secret_scrubber" else n
+        start = _cpu()
+        for _ in range(calls):
+            step()
+        out[name] = (_cpu() - start) / calls
+    return out
+
+
 def _child(args: argparse.Namespace) -> None:
-    print(json.dumps({"cpu": cycles(Path(args.directory), args.cycles, args.chunks)}))
+    directory = Path(args.directory)
+    got = {"cycle": cycles(directory, args.cycles, args.chunks), **phases(directory, args.cycles * 3)}
+    print(json.dumps({"package": pytest_dsh_replay.__file__, **got}))
 
 
 def main() -> None:
@@ -100,21 +128,25 @@ def main() -> None:
             return
         here = str(Path(__file__).resolve().parent.parent)
         trees = {"baseline": str(Path(args.against).resolve()), "this tree": here}
-        got: dict[str, list[float]] = {name: [] for name in trees}
+        got: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
         for _ in range(args.rounds):
             for name, tree in trees.items():
                 env = {**os.environ, "PYTHONPATH": tree}
                 command = [sys.executable, __file__, "--directory", str(directory)]
                 command += ["--cycles", str(args.cycles), "--chunks", str(args.chunks)]
                 out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-                got[name].append(json.loads(out.stdout.strip().splitlines()[-1])["cpu"])
-        for name, values in got.items():
-            print(
-                f"{name}: CPU per cycle {min(values) * 1e3:.2f} ms (min of {args.rounds} rounds; all: "
-                + ", ".join(f"{v * 1e3:.2f}" for v in values)
-                + ")"
-            )
-        print(f"ratio this tree / baseline: {min(got['this tree']) / min(got['baseline']):.3f}")
+                result = json.loads(out.stdout.strip().splitlines()[-1])
+                package = result.pop("package")
+                if not package.startswith(tree + os.sep):
+                    raise SystemExit(f"{name}: measured {package}, not the package of {tree}")
+                for step, value in result.items():
+                    got[name].setdefault(step, []).append(value)
+        # the minimum of the rounds: the least disturbed by the machine's other work
+        print(f"CPU per call, ms (min of {args.rounds} rounds): baseline ({trees['baseline']}), this tree")
+        for step, base in got["baseline"].items():
+            mine = got["this tree"][step]
+            ratio = min(mine) / min(base)
+            print(f"  {step:22} {min(base) * 1e3:7.3f} {min(mine) * 1e3:7.3f}  ratio {ratio:.3f}")
 
 
 if __name__ == "__main__":

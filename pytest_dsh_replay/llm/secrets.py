@@ -1121,6 +1121,14 @@ def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list
         distinct values, in environment order.
     """
     names = frozenset(extra_names)
+    # the environment's own mapping (bytes on POSIX), compared as it is: decoding every variable costs
+    # more than the scan; the mapping's copy is taken when the scan is remembered
+    snapshot = getattr(os.environ, "_data", None)
+    if not isinstance(snapshot, dict):
+        snapshot = None
+    last = _ENV_SCAN[0]  # one read: other threads replace it whole
+    if snapshot is not None and last[2] == (names, snapshot):
+        return _live(last[1])
     # only these variables can hold a secret: the key of the scan below, so that a variable that
     # changes per test (``PYTEST_CURRENT_TEST``) does not make every scrubber scan again
     environ = tuple(
@@ -1129,10 +1137,16 @@ def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list
         if name in names or _secret_named(name) or "://" in raw
     )
     key = (names, environ)
-    if _ENV_CANDIDATES[0] != key:
-        _ENV_CANDIDATES[:] = [key, _env_candidates(names, environ)]
+    candidates = last[1] if last[0] == key else _env_candidates(names, environ)
+    _ENV_SCAN[0] = (key, candidates, None if snapshot is None else (names, dict(snapshot)))
+    return _live(candidates)
+
+
+def _live(candidates: Sequence[tuple[str, bool]]) -> list[str]:
+    """The distinct values of ``candidates`` (:func:`_env_candidates`) but a path-valued one naming an
+    existing path."""
     out: list[str] = []
-    for value, a_path in _ENV_CANDIDATES[1]:
+    for value, a_path in candidates:
         # a path's existence may change while the environment does not: asked each time
         if a_path and os.path.exists(os.path.expanduser(value)):
             continue
@@ -1141,10 +1155,11 @@ def environment_secrets(extra_names: Iterable[str] = (DEFAULT_KEY_ENV,)) -> list
     return out
 
 
-#: The last environment :func:`environment_secrets` scanned, ``[(names, environ items), candidates]``:
-#: a process builds many scrubbers (one per endpoint) from an environment that seldom changes, so the
-#: scan (a regex per variable) runs once per distinct environment.
-_ENV_CANDIDATES: list[Any] = [None, []]
+#: The last environment :func:`environment_secrets` scanned, ``[((names, the variables that can hold a
+#: secret), candidates, (names, a copy of the whole environment's mapping) or None)]``: a process builds
+#: many scrubbers (one per endpoint) from an environment that seldom changes, so the scan runs once per
+#: distinct environment.
+_ENV_SCAN: list[tuple[Any, list[tuple[str, bool]], Any]] = [(None, [], None)]
 
 
 #: ``name -> whether it is secret-named`` (:data:`SECRET_ENV_NAME`, :data:`_NOT_SECRET_ENV`).
