@@ -934,8 +934,8 @@ def diff(a: Path, b: Path, ignore_event: tuple[str, ...], mask: tuple[str, ...])
     The events of each log pair are aligned (a sequence alignment over the normalized events, seq
     left out), so an event removed from B is one event only in A; A is shown in red, B in green.
     With --mask, what each REGEX matches is {{mask:N}} on both sides (docs/masks.md). Exit 1 on
-    differences; 2 on a --mask that is no regular expression (MASK_BAD_REGEX) or one the masks'
-    linear-time engine cannot run (MASK_UNSUPPORTED_REGEX).
+    differences; 2 on a --mask that is no regular expression or matches the empty string
+    (MASK_BAD_REGEX) or one the masks' linear-time engine cannot run (MASK_UNSUPPORTED_REGEX).
     """
     from .scenario.compare import align_event_logs
     from .session.masks import Masks

@@ -65,9 +65,10 @@ def pytest_dsh_masks(config: pytest.Config) -> list[Mask | str] | None:
     or under the implementing conftest's directory: a scenario's log comparison, request check and
     update rule (``--snapshot-update``, ``new_episodes``), ``dsh_replay_model``'s and ``dsh_endpoint``'s
     request checks. Never to what is written. Called once per scenario item or fixture use (its masks
-    count what they masked for that report). A pattern that does not compile fails that item with
-    ``MaskError`` (``MASK_BAD_REGEX``), one the masks' linear-time engine cannot run (a lookaround, a
-    backreference) with ``MaskEngineError`` (``MASK_UNSUPPORTED_REGEX``). See ``docs/masks.md``.
+    count what they masked for that report). A pattern that does not compile or matches the empty
+    string fails that item with ``MaskError`` (``MASK_BAD_REGEX``), one the masks' linear-time engine
+    cannot run (a lookaround, a backreference) with ``MaskEngineError`` (``MASK_UNSUPPORTED_REGEX``).
+    See ``docs/masks.md``.
 
     Example (``conftest.py``)::
 

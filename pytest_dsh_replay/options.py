@@ -259,7 +259,7 @@ def run_masks(
         MaskError: a hook's or ``extra``'s mask that does not compile, or is neither a string nor a
             ``Mask`` (the caller says where).
     """
-    given = [v for v in config.getoption("dsh_mask") if str(v).strip()]
+    given = list(config.getoption("dsh_mask"))  # a blank one is refused: it matches the empty string
     lines = [v for v in config.getini("dsh_mask") if str(v).strip()]
     hooked: list[Any] = []
     if hook is not None:

@@ -8,8 +8,10 @@ conversation a request belongs to from that history. The rules, in order (store-
    limits inference to that parent's children). A named conversation whose history is not a prefix of
    the request is an error (:class:`BindingError`), never re-guessed.
 2. **Continue** conversation C when C's messages so far (its system prompt, the requests' messages and
-   the answers served) are a prefix of the request (the longest such C; a request equal to C's history
-   retries C's failed last call).
+   the answers served) are a prefix of the request (the longest such C). A request equal to C's history
+   retries C's failed last call, or, when that call was answered, continues C: the answer sent back
+   unchanged as the last message lets the model go on (Anthropic's ``pause_turn``, a long server-tool
+   turn; an assistant prefill).
 3. **Fork child** of C when the request shares with C a prefix that ends at a completed exchange (a
    ``turn/end``: an answer without tool calls) and then diverges: the child's seed is C's events through
    that ``turn/end`` (``seedLength``, store-and-fork.md §6).
@@ -280,7 +282,7 @@ class Binder:
             n = len(conv.messages)
             if conv.busy:
                 raise BindingError(f"{CONVERSATION_HEADER}: {name!r} already has a call in flight")
-            if n >= len(hashes) or hashes[n] != self._state(conv) or (n == len(messages) and not conv.failed):
+            if n >= len(hashes) or hashes[n] != self._state(conv):
                 raise BindingError(
                     f"{CONVERSATION_HEADER}: the request's messages do not continue conversation {name!r} "
                     f"(its {n} message(s) so far are not a prefix of the request's {len(messages)})"
@@ -311,7 +313,7 @@ class Binder:
         return Binding(conv, "spawn" if parent else "root", 0, messages)
 
     def _continue(self, conv: Conversation, messages: list[Message], n: int) -> Binding:
-        kind: Kind = "retry" if n == len(messages) else "continue"
+        kind: Kind = "retry" if conv.failed and n == len(messages) else "continue"
         self._unindex(conv)
         delta = messages[n:]
         self._extend(conv, delta)
@@ -325,10 +327,9 @@ class Binder:
     ) -> Binding | None:
         for n in range(len(hashes) - 1, -1, -1):
             for conv in self._by_state.get(hashes[n], ()):
+                # an identical request retries a failed call, else continues the answer it ends with
                 if conv.busy or len(conv.messages) != n or conv.name is not None:
                     continue
-                if n == len(messages) and not conv.failed:
-                    continue  # an identical request is a retry only after a failed call
                 if parent is not None and conv.parent != parent.id:
                     continue
                 return self._continue(conv, messages, n)

@@ -10,7 +10,9 @@ written is ever masked: masks live in comparisons only.
 What a mask replaces: every non-empty match of its pattern; when the pattern has capturing groups, only
 the spans of the groups that took part in the match (``deployed at (\\S+)`` keeps ``deployed at`` and
 replaces what follows). A :class:`Mask` with a ``when`` predicate (from the ``pytest_dsh_masks`` hook:
-what a regex cannot say) replaces a match only where ``when(match)`` is true.
+what a regex cannot say) replaces a match only where ``when(match)`` is true. A pattern that matches
+the empty string (``''``, ``.*``, ``\\d*``: it masks nothing useful, or whole values) is refused
+when the masks are built (:class:`MaskError`, naming the mask and where it was given).
 
 The engine: masks are user input run against every compared value, so they are matched by RE2
 (``google-re2``), whose time is linear in the text whatever the pattern: a mask such as ``(a+)+$``
@@ -169,7 +171,7 @@ def compile_mask(mask: Mask) -> tuple[Any, str]:
     searches (:func:`engine_pattern`; checked to compile).
 
     Raises:
-        MaskError: not a regular expression (``MASK_BAD_REGEX``).
+        MaskError: not a regular expression, or one that matches the empty string (``MASK_BAD_REGEX``).
         MaskEngineError: a Python regex RE2 cannot run (``MASK_UNSUPPORTED_REGEX``), naming the mask,
             where it was given and what to write instead.
     """
@@ -187,7 +189,6 @@ def compile_mask(mask: Mask) -> tuple[Any, str]:
     try:
         compiled = re2.compile(full, options)
         re2.compile(relaxed, options)
-        return compiled, relaxed
     except re2.error as exc:
         said = exc.args[0] if exc.args else exc
         reason = said.decode("utf-8", "replace") if isinstance(said, bytes) else said
@@ -198,6 +199,14 @@ def compile_mask(mask: Mask) -> tuple[Any, str]:
             "(a capturing group masks only its span: 'at (\\S+)' instead of '(?<=at )\\S+'), or use a "
             "Mask(pattern, when=...) in the pytest_dsh_masks hook for what a regex cannot say"
         ) from None
+    if compiled.search("") is not None:
+        raise MaskError(
+            f"mask {mask.describe()}: matches the empty string: an empty match masks nothing, and a "
+            "pattern that may be empty either masks nothing useful or, like '.*', masks whole values "
+            "rather than the volatile part; write one that needs at least one character, e.g. "
+            "'[0-9a-f]+' rather than '[0-9a-f]*'"
+        )
+    return compiled, relaxed
 
 
 #: A lone surrogate (UTF-8 cannot carry it to the engine).
@@ -247,12 +256,12 @@ class Masks:
 
     @classmethod
     def parse(cls, patterns: Iterable[str], *, source: str) -> Masks:
-        """Masks from option values (blank values skipped), each named ``source`` in reports.
+        """Masks from option values (stripped), each named ``source`` in reports.
 
         Raises:
-            MaskError: a pattern does not compile.
+            MaskError: a pattern does not compile or matches the empty string (a blank value does).
         """
-        return cls(Mask(p, source) for p in (str(v).strip() for v in patterns) if p)
+        return cls(Mask(str(v).strip(), source) for v in patterns)
 
     def __bool__(self) -> bool:
         return bool(self.masks)

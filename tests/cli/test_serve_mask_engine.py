@@ -1,5 +1,5 @@
 """``dsh-replay serve --mask``: a user's regex cannot stall serve, and one the masks' linear-time engine
-cannot run is refused at start naming it (docs/masks.md)."""
+cannot run, or one that matches the empty string, is refused at start naming it (docs/masks.md)."""
 
 from __future__ import annotations
 
@@ -52,3 +52,14 @@ def test_serve_refuses_a_mask_the_engine_cannot_run(tmp_path: Path) -> None:
     assert "MASK_UNSUPPORTED_REGEX" in result.stderr, result.stderr
     assert r"'(?<=at )\S+' (--mask): masks run on a linear-time regex engine" in result.stderr, result.stderr
     assert result.stdout == ""
+
+
+def test_serve_refuses_a_mask_that_matches_the_empty_string(tmp_path: Path) -> None:
+    """Regression: ``serve --mask ''`` was skipped silently and ``serve --mask '.*'`` accepted (an empty
+    match masks nothing, ``.*`` whole values)."""
+    for pattern in ("", ".*"):
+        result = CliRunner().invoke(main, ["serve", str(tmp_path / "rec"), "--mask", pattern])
+        assert result.exit_code == 2, result.output
+        assert "MASK_BAD_REGEX" in result.stderr, result.stderr
+        assert f"'{pattern}' (--mask): matches the empty string" in result.stderr, result.stderr
+        assert result.stdout == ""

@@ -62,6 +62,22 @@ def test_an_identical_request_retries_only_a_failed_call() -> None:
     assert other.kind == "root" and other.conversation is not first.conversation
 
 
+@pytest.mark.parametrize("named", [False, True], ids=["inferred", "named"])
+def test_the_answer_sent_back_unchanged_continues_the_conversation(named: bool) -> None:
+    """Regression: a request equal to an answered conversation's history (Anthropic's ``pause_turn``:
+    the paused answer sent back as the last message) bound as a new root, or, named with
+    ``X-Dsh-Conversation``, was refused."""
+    binder = Binder()
+    headers = {"X-Dsh-Conversation": "main"} if named else {}
+    first = binder.bind(req(user("search")), headers)
+    binder.answered(first.conversation, said("Searching"), turn_ended=True)
+    going_on = binder.bind(req(user("search"), said("Searching")), headers)
+    assert going_on.kind == "continue" and going_on.conversation is first.conversation
+    assert going_on.inherited == 2 and going_on.delta == []
+    binder.answered(going_on.conversation, said("Found it"), turn_ended=True)
+    assert [len(c.messages) for c in binder.conversations] == [3]
+
+
 def test_a_discarded_conversation_is_forgotten_and_a_continued_one_is_kept_failed() -> None:
     """A conversation created by a call that took nothing (``discard``) neither ranks, nor is continued,
     forked from or named again; a continued one keeps its history, marked failed."""

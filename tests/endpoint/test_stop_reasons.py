@@ -276,7 +276,14 @@ def test_responses_status_and_annotations_are_recorded_and_served_as_sent(
 
 def test_a_paused_turn_the_client_continues_records_and_replays(tmp_path: Path) -> None:
     """``pause_turn``: the client sends the paused answer back as the last message to let the model go on
-    (Anthropic's server tools); both answers reach it as sent, live and replayed."""
+    (Anthropic's server tools); both answers reach it as sent, live and replayed, recorded as one
+    conversation (``session.jsonl`` only) that validates clean.
+
+    Regression: the paused answer sent back made a request equal to the conversation's history, taken
+    for a retry that only follows a failed call, so the continuation was recorded as a second root."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
 
     def answer(text: str, reason: str) -> str:
         return _anthropic_answer(reason, None).replace("Partial answer", text)
@@ -307,6 +314,9 @@ def test_a_paused_turn_the_client_continues_records_and_replays(tmp_path: Path) 
         upstream.stop()
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert live == [("pause_turn", "Searching"), ("end_turn", "Found it")]
+    assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]
+    validated = CliRunner().invoke(main, ["validate", str(tmp_path)])
+    assert validated.exit_code == 0, validated.output
     with served(tmp_path) as ep:
         assert agent(ep.url.removesuffix("/v1")) == live
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()

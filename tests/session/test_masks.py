@@ -24,10 +24,20 @@ def test_a_match_or_its_groups_become_the_masks_token() -> None:
     assert masks.apply_value({"tx=1": ["tx=ab", 3]}) == {"tx=1": ["{{mask:2}}", 3]}  # keys untouched
 
 
-def test_an_empty_match_and_a_declined_match_mask_nothing() -> None:
-    assert Masks.parse([r"x*"], source="t").apply("abc") == "abc"
+def test_an_empty_group_and_a_declined_match_mask_nothing() -> None:
+    assert Masks.parse([r"a(x*)b"], source="t").apply("abc axb") == "abc a{{mask:1}}b"
     masks = Masks([Mask(r"\b\d{10}\b", "hook", when=lambda m: int(m[0]) > 1_600_000_000)])
     assert masks.apply("at 1700000000, code 1234567890") == "at {{mask:1}}, code 1234567890"
+
+
+@pytest.mark.parametrize("pattern", ["", "   ", ".*", "x*", "^$", "(tx=1)?", "a|"])
+def test_a_pattern_that_matches_the_empty_string_is_refused_naming_it(pattern: str) -> None:
+    """Regression: ``--dsh-mask ''`` was skipped silently and ``--dsh-mask '.*'`` accepted (it masks
+    whole values, an empty match nothing)."""
+    with pytest.raises(MaskError, match=r"\(--dsh-mask\): matches the empty string") as info:
+        Masks.parse(["tx=[0-9a-f]+", pattern], source="--dsh-mask")
+    assert info.value.code == "MASK_BAD_REGEX"
+    assert f"'{pattern.strip()}'" in info.value.message
 
 
 def test_a_regex_that_does_not_compile_names_itself_and_its_source() -> None:
