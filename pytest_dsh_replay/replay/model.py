@@ -116,6 +116,14 @@ def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[boo
     return same_tools, same_system, lead, prefix
 
 
+_DIRECT_BINDING_MAX = 16
+"""A recording of at most this many scripts binds a first call by comparing it with each free script
+(:func:`~.requests.request_matches`, lazy: most differ before any tokenizing or scrubbing) unless its
+index of first requests was built already (:meth:`ReplayModel.index_first_requests`, the endpoint's
+start-up): keying one live request (secret scrubbing and tokenizing of every part) costs more than
+that many comparisons. Either way the same scripts are candidates (the index only proposes them)."""
+
+
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
     """``value`` with ``scrub`` applied to every string value and integral floats as ints (``1.0`` equals
     ``1`` in ``messages``, :func:`~.requests.first_difference`; in a pin it does not, but the key only
@@ -349,8 +357,10 @@ class ReplayModel:
         matches = None
         indexed = None
         if request is not None and self.match_on != frozenset():
-            indexed = self._indexed(key, request)
-            if indexed is None:  # not JSON values: compared one by one (the comparison names the problem)
+            if self._first_index is not None or len(self.scripts) > _DIRECT_BINDING_MAX:
+                indexed = self._indexed(key, request)
+            if indexed is None:  # compared one by one: a small recording (keying the live request costs
+                # more than a few lazy comparisons) or not JSON values (the comparison names the problem)
 
                 def matches(index: int) -> bool:
                     script = self.scripts[index]

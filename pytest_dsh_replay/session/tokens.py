@@ -335,11 +335,20 @@ class Tokenizer:
             return text  # most values (text deltas, types, names): nothing to replace
         if self._cwd_re is not None and "/" in text:
             text = self._cwd_re.sub(CWD_TOKEN, text)
-        if self._ids_re is not None:
+        if self._ids_re is not None and self._may_hold_id(text):
             text = self._ids_re.sub(self._id_token, text)
         if "-" in text:
             text = UUID_RE.sub(self._uuid_token, text)
         return text
+
+    def _may_hold_id(self, text: str) -> bool:
+        """``False`` when :attr:`_ids_re` cannot change ``text``: a shared pattern (every word run, every
+        UUID: a Python callback per match) and none of the few known ids anywhere in it (a C-level
+        substring search each); ``True`` (maybe) otherwise."""
+        if self._ids_re is not _WORD_RUN_RE and self._ids_re is not _WHOLE_UUID_RE:
+            return True
+        known = self._known
+        return len(known) > _SHARED_PATTERN_IDS or any(i in text for i in known)
 
     @property
     def uuid_tokens(self) -> dict[str, str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +89,29 @@ def test_a_growing_set_of_live_ids_compiles_no_pattern() -> None:
     assert live.scrub(text) == "{{session:1}} x-conversation-1 {{session:2}} conversation-1x {{session:1}}"
     fixed = Tokenizer(["conversation-1"], None)  # a fixed set (a recording's) keeps its own pattern
     assert fixed._ids_re is not tokens._WORD_RUN_RE
+
+
+def test_a_shared_pattern_calls_back_only_where_a_few_known_ids_appear() -> None:
+    """Regression: with the shared word-run pattern (a live side of a few ids, every scenario item's)
+    each word of every string value went through a Python callback, about 30 us per string of a
+    replayed request. A text holding none of the ids is now left as it is without one; one holding
+    an id is tokenized as before."""
+    live = Tokenizer(["conversation-1", "conversation-2"], None, ids_by_appearance=True)
+    assert live._ids_re is tokens._WORD_RUN_RE
+    calls: list[str] = []
+    real = Tokenizer._id_token
+
+    def counting(self: Tokenizer, match: re.Match[str]) -> str:
+        calls.append(match.group(0))
+        return real(self, match)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Tokenizer, "_id_token", counting)
+        text = " ".join(f"word{i} is-here" for i in range(50))
+        assert live.fresh().scrub(text) == text
+        assert calls == []
+        assert live.fresh().scrub("a conversation-2 b") == "a {{session:1}} b"
+        assert "conversation-2" in calls
 
 
 _SPELLINGS = ["{{", "}}", "{", "}", "!", "uuid:1", "mask:1", "cwd", " ", "x", IDS[0]]
