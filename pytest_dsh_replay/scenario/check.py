@@ -671,9 +671,30 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         return outcome
     if not served.episodes.live_calls:
         return outcome
+    pins = _write_part_live(scenario, replayed, run, options, outcome, prune_owned=False)
+    outcome.removed += remove_stale_pins(scenario, pins)
+    outcome.notes.append(f"new_episodes: {served.episodes.live_calls} new call(s) recorded live and appended")
+    return outcome
+
+
+def _write_part_live(
+    scenario: Scenario,
+    replayed: _Replayed,
+    run: RunResult,
+    options: CheckOptions,
+    outcome: CheckOutcome,
+    *,
+    prune_owned: bool,
+) -> list[tuple[Path, str]]:
+    """Write a run served partly from the recording and partly live (``new_episodes``, ``changed``)
+    through the one stable writer: its logs, the sidecars of its failed live calls and its pins, the
+    recorded fixtures as the base (what matched keeps its bytes); ``outcome`` gets the files and the pin
+    notes. Returns the pins written."""
     from ..recording.models import sidecar_files
     from ..recording.write import write_fixtures
 
+    served = replayed.first
+    assert served.watched is not None  # a plan with a live part watches it
     requests = (served.replay.requests, served.watched.requests)
     pins, pin_notes = pin_extra(scenario.path, run.logs, run.cwd, *requests)
     outcome.notes += pin_notes
@@ -685,10 +706,9 @@ async def _episodes_plan(scenario: Scenario, workdir: Path, options: CheckOption
         [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
         base=replayed.fixtures,
         normalization=_normalization(replayed.ignored, run, options),
+        prune_owned=prune_owned,
     )
-    outcome.removed += remove_stale_pins(scenario, pins)
-    outcome.notes.append(f"new_episodes: {served.episodes.live_calls} new call(s) recorded live and appended")
-    return outcome
+    return pins
 
 
 async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions) -> CheckOutcome:
@@ -709,23 +729,8 @@ async def _changed_plan(scenario: Scenario, workdir: Path, options: CheckOptions
             "untouched",
         )
         return outcome
-    from ..recording.models import sidecar_files
-    from ..recording.write import write_fixtures
-
     run = replayed.runs[0]
-    requests = (served.replay.requests, served.watched.requests)
-    pins, pin_notes = pin_extra(scenario.path, run.logs, run.cwd, *requests)
-    outcome.notes += pin_notes
-    outcome.written, outcome.removed = write_fixtures(
-        scenario.path,
-        run.logs,
-        run.cwd,
-        _scrubber(options, served.secrets),
-        [*sidecar_files(scenario.path, _episode_sidecars(served, run.logs)), *pins],
-        base=replayed.fixtures,
-        normalization=_normalization(replayed.ignored, run, options),
-        prune_owned=Plan.CHANGED.prunes_owned,
-    )
+    _write_part_live(scenario, replayed, run, options, outcome, prune_owned=Plan.CHANGED.prunes_owned)
     outcome.notes += summary
     outcome.changes = served.changed.summary()
     outcome.rerecorded = served.changed.rerecorded(
