@@ -34,7 +34,6 @@ when the run's calls equal the recorded ones with the masks (stable re-recording
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ import orjson
 from ..errors import HarnessError, read_regular_file
 from ..layout import EMBEDDINGS_LOG
 from ..llm import LlmError
+from ..recording.write import write_files
 from ..session.masks import Masks
 from .upstreams import format_url
 
@@ -245,10 +245,7 @@ class EmbeddingCalls:
             data["request"] = _scrub(call["request"], scrub)
             data["response"] = _scrub(call["response"], scrub)
             lines.append(orjson.dumps({"type": CALL, "seq": seq, "time": 0, "data": data}))
-        temp = path.with_name(f".{EMBEDDINGS_LOG}.{uuid.uuid4().hex[:8]}.tmp")
-        temp.write_bytes(b"\n".join(lines) + b"\n")
-        os.replace(temp, path)
-        return [path]
+        return write_files(self.directory, [(path, b"\n".join(lines) + b"\n")])
 
 
 class EmbeddingUpstream:

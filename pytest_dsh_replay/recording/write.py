@@ -930,6 +930,26 @@ def write_fixtures(
     return written, [*stale, *orphans]
 
 
+def write_files(directory: Path, files: Sequence[tuple[Path, bytes]]) -> list[Path]:
+    """Swap ``files`` (``(path, bytes)`` in ``directory``) in all or nothing through the same journaled
+    swap as :func:`write_fixtures`, under the directory's write lock: a file recorded beside the session
+    logs that is not one (the endpoint's ``embeddings.jsonl``). A file whose bytes are unchanged is not
+    touched. Returns the files written.
+
+    Raises:
+        FixtureWriteError: a file could not be staged or replaced; the previous files are in place.
+    """
+    if os.path.lexists(directory / WRITE_JOURNAL):
+        recover_write(directory)  # an interrupted swap completes first, so nothing reads a mix
+    changed = [(path, data) for path, data in files if _current(path) != data]
+    if changed:
+        with _directory_lock(directory):
+            swap = _Swap(directory)
+            swap.stage(changed)
+            swap.commit([])
+    return [path for path, _data in changed]
+
+
 class LogStage:
     """One session log written into its directory while it grows, so that ending it costs the same
     whatever its size: a recorder killed soon after its session ends keeps it (an MCP stdio relay,
@@ -1167,6 +1187,7 @@ __all__ = [
     "owned_files",
     "recover_write",
     "unchanged_run",
+    "write_files",
     "write_findings",
     "write_fixtures",
 ]
