@@ -150,6 +150,8 @@ class EmbeddingCalls:
         self.live = live
         self.masks = masks
         self.calls: list[dict[str, Any]] = []
+        #: calls sent to the upstream (the run's summary counts them beside the model's)
+        self.forwarded = 0
         self.problems: list[str] = []
         self._tokens = Tokenizer([], cwd, masks=masks)
         self.scrub = scrub if scrub is not None else (lambda text: text)
@@ -202,6 +204,7 @@ class EmbeddingCalls:
             if why not in self.problems:
                 self.problems.append(why)
             return 400, wire.error_body(why, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        self.forwarded += 1
         status, answer = await upstream.forward(wire, body)
         if status >= 400:  # the upstream's refusal reaches the client; a recording of it is none
             error = answer.get("error") if isinstance(answer, dict) else None

@@ -823,6 +823,8 @@ class Endpoint:
             outcome.notes += [*changes, *aside]
             return
         upstream = sum(map(len, self.watched.requests.values()))
+        if self.embeddings is not None:  # its calls are requests of the run too
+            upstream += self.embeddings.forwarded
         # a new_episodes run replays part of its requests: say which went to the provider
         sent = (
             f": {outcome.calls - upstream} replayed, {upstream} sent upstream"

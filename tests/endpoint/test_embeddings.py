@@ -267,3 +267,17 @@ def test_dimensions_and_encoding_are_checked_and_new_episodes_adds_calls(
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert len(emb_upstream.embedding_requests) == 2  # the recorded call was served, not forwarded
     assert [c["request"]["input"] for c in read_calls(tmp_path / "embeddings.jsonl")] == ["paris", "rome"]
+
+
+def test_a_recording_counts_its_embedding_calls_as_sent_upstream(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A retrieval agent's recording run sends every request upstream, and its summary says so.
+
+    Regression: the embedding calls were counted as replayed ("from 3 request(s): 2 replayed, 1 sent
+    upstream") because only the model's requests were counted as sent."""
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        retrieval_agent(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    notes = "\n".join(ep.outcome.notes)
+    assert "from 3 request(s) into" in notes and "replayed" not in notes, notes
