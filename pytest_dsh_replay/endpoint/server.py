@@ -73,7 +73,7 @@ from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.secrets import MIN_SECRET_LENGTH, StreamScrubber
 from ..llm.signal import CancelSignal
 from ..llm.wire.base import WireFormat, WireRequestError
-from ..llm.wire.registry import Format
+from ..llm.wire.registry import Format, path_param_problem
 from ..modes import Backend, RecordMode
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
 from ..recording.plan import Plan
@@ -1038,6 +1038,9 @@ class Endpoint:
             self.in_flight += 1
             try:
                 # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+                problem = path_param_problem(request.match_info)
+                if problem is not None:
+                    return self._problem(fmt.wire, WireRequestError(problem, "$path"), 400)
                 return await serve(fmt.bind(request.match_info, request.path), request)
             finally:
                 self.in_flight -= 1

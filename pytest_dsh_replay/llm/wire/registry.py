@@ -179,6 +179,24 @@ FORMATS: tuple[Format, ...] = (
 )
 
 
+#: what a path parameter may be (a model name: ``gemini-2.5-flash``); the route's ``[^/]`` alone admits
+#: ``..`` and, decoded from ``%2F``, ``/``, which would move the upstream call to another path with the key
+_PATH_PARAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
+
+
+def path_param_problem(params: Mapping[str, str]) -> str | None:
+    """Why a request's path parameters (``{"model": ...}``, decoded) cannot be forwarded: a value that
+    is not a model name (letters, digits, ``.``, ``_``, ``-``; at most 200; not ``..``), or ``None``."""
+    for name, value in params.items():
+        if not _PATH_PARAM.fullmatch(value) or ".." in value:
+            shown = value if len(value) <= 80 else value[:77] + "..."
+            return (
+                f"the path's {{{name}}} must be a model name (letters, digits, '.', '_', '-'; at most 200), "
+                f"got {shown!r}: refused, nothing forwarded"
+            )
+    return None
+
+
 def _route_regex(route: str) -> re.Pattern[str]:
     """A route pattern as aiohttp reads it: ``{name}`` one path segment's characters, the rest literal."""
     parts = re.split(r"(\{[^{}]+\})", route)
@@ -207,4 +225,4 @@ def key_variables() -> list[str]:
     return out
 
 
-__all__ = ["BY_KEY", "FORMATS", "Format", "key_variables", "sdk_environment"]
+__all__ = ["BY_KEY", "FORMATS", "Format", "key_variables", "path_param_problem", "sdk_environment"]
