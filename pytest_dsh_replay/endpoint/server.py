@@ -1059,6 +1059,12 @@ class Endpoint:
             return self._problem(wire, WireRequestError(str(exc), "$"), 400)
         if not isinstance(body, dict):
             return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
+        if nesting_exceeds(body):  # the check, the scrubbing and the log recurse, as for a model call
+            too_deep = (
+                f"nested deeper than {MAX_INPUT_NESTING} levels: no recording holds such a request, so it "
+                "was refused and nothing was forwarded"
+            )
+            return self._problem(wire, WireRequestError(too_deep, "$"), 400)
         self.calls += 1
         try:
             status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)

@@ -1,5 +1,5 @@
-"""A route's path parameters (Gemini's ``{model}``) are model names: a value that would move the
-upstream call to another path is refused before anything is forwarded."""
+"""Bad input on the routes added for Gemini and embeddings: a path parameter that is not a model name,
+and a body nested too deep, are refused with a 400 before anything is forwarded."""
 
 from __future__ import annotations
 
@@ -35,3 +35,19 @@ def test_a_model_name_that_is_not_one_is_refused_and_not_forwarded(
     assert raised.value.code == 400
     assert "must be a model name" in raised.value.read().decode()
     assert upstream.requests == []  # nothing forwarded
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_a_deeply_nested_embedding_body_is_refused(tmp_path: Path, upstream: Any, depth: int) -> None:
+    """Regression: the embedding routes skipped the nesting check of the model routes: depth 300 was an
+    untyped 500 (``Recursion limit reached``), depth 1000 stopped the endpoint answering at all."""
+    body = '{"model": "m", "input": ' + '{"a":' * depth + "1" + "}" * depth + "}"
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        request = urllib.request.Request(
+            ep.url + "/embeddings", body.encode(), {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(request, timeout=30)
+        assert raised.value.code == 400
+        assert "nested deeper than" in raised.value.read().decode()
+    assert upstream.requests == []
