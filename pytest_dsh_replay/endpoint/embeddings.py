@@ -67,7 +67,14 @@ class EmbeddingCalls:
     """
 
     def __init__(
-        self, directory: Path, recorded: bool, live: bool, masks: Masks | None, cwd: str, scrub: Any = None
+        self,
+        directory: Path,
+        recorded: bool,
+        live: bool,
+        masks: Masks | None,
+        cwd: str,
+        scrub: Any = None,
+        rerecord: str = "",
     ) -> None:
         from ..session.tokens import Tokenizer
 
@@ -81,6 +88,8 @@ class EmbeddingCalls:
         self.forwarded = 0
         self._tokens = Tokenizer([], cwd, masks=masks)
         self.scrub = scrub if scrub is not None else (lambda text: text)
+        #: the command a mismatch names to re-record the recording (the model calls' one)
+        self.rerecord = rerecord
 
     def _key(self, value: Any) -> bytes:
         value = scrubbed(value, self.scrub)
@@ -111,10 +120,11 @@ class EmbeddingCalls:
         where = "the request"
         if found is not None:  # the client's own path in its body: input[3], not .input[3]
             where = Difference("request", found[0].lstrip("."), found[1], found[2]).render()
-        return None, (
+        why = (
             f"embedding call ({route}) matches no recorded one; the nearest unserved, recorded call "
             f"#{self.recorded[nearest].get('seq')}, differs: {where}"
         )
+        return None, f"{why}; if the change is intended, re-record: {self.rerecord}" if self.rerecord else why
 
     async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> tuple[int, Any, str | None]:
         """``(status, answer, problem)`` of one call: a recorded answer, else (live) the upstream's as
@@ -190,11 +200,31 @@ class EmbeddingCalls:
         return [(target / EMBEDDINGS_LOG, log_bytes(self.calls, scrub))]
 
     def note(self, written: list[Path]) -> str:
-        """What the run did with its calls (``""``: it made none)."""
+        """What the run did with its calls (``""``: it made none): the log written or kept, and, when
+        the run replayed part of them (``new_episodes``, ``changed``), what was served from the
+        recording, not paid again (its recorded usage), and what was sent upstream."""
         if not self.calls:
             return ""
         what = "written" if any(p.name == EMBEDDINGS_LOG for p in written) else "kept (the same calls)"
-        return f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+        note = f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+        kept = sum(self.served)
+        if kept and self.live:
+            tokens = sum(
+                _input_tokens(c["response"]) for c, s in zip(self.recorded, self.served, strict=True) if s
+            )
+            note += (
+                f"; {kept} served from the recording (not paid again: {tokens} input tokens, their recorded "
+                f"usage), {self.forwarded} sent upstream"
+            )
+        return note
+
+
+def _input_tokens(response: Any) -> int:
+    """The input tokens an embedding answer's usage says (OpenAI's ``usage.prompt_tokens``; 0 when it
+    says none, as Gemini's answers do)."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 class EmbeddingUpstream:

@@ -314,6 +314,12 @@ def _has_any_recording(directory: Path) -> bool:
     return _has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
 
 
+def _rerecord_command(config: EndpointConfig) -> str:
+    """The command a mismatch report names to re-record ``config``'s recording (the fixture's own, else
+    ``serve``'s)."""
+    return config.rerecord or f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
     with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
@@ -488,9 +494,7 @@ class Endpoint:
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
                 )
-            rerecord = config.rerecord or (
-                f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
-            )
+            rerecord = _rerecord_command(config)
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             check_recording(config.directory, rerecord)
@@ -526,7 +530,13 @@ class Endpoint:
         recorded = self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED)
         live = self.plan.needs_live_model
         self.embeddings = EmbeddingCalls(
-            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+            config.directory,
+            recorded,
+            live,
+            config.masks,
+            self.cwd,
+            self.scrubber.scrub,
+            rerecord=_rerecord_command(config),
         )
         if live and config.upstream:
             by_key = {path: key for path, (_env, key) in self.keys.items()}

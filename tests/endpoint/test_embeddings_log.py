@@ -236,3 +236,28 @@ def test_a_rewrite_counts_the_embeddings_log_among_the_files_changed(
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert not (tmp_path / "embeddings.jsonl").exists()
     assert "1 removed" in ep.outcome.report(), ep.outcome.report()
+
+
+def test_a_mismatch_names_the_re_record_command_and_new_episodes_says_what_was_not_paid(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """An embedding mismatch says how to re-record, as a model call's does; a run replaying part of its
+    embedding calls says which were served from the recording and their usage, not paid again. Before:
+    neither was said."""
+    recorded(tmp_path, emb_upstream)
+    with (
+        served(tmp_path) as ep,
+        pytest.raises(
+            openai.BadRequestError, match=r"input.*re-record: dsh-replay serve .* --record rewrite"
+        ),
+    ):
+        client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")
+    with served(tmp_path, RecordMode.NEW_EPISODES, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        for text in ("paris", "rome", "tokyo"):
+            client(ep.url).embeddings.create(model=MODEL, input=text, encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    said = (
+        "3 embedding call(s): embeddings.jsonl written; 2 served from the recording (not paid again: 6 input"
+    )
+    assert said in ep.outcome.report(), ep.outcome.report()
+    assert "1 sent upstream" in ep.outcome.report()
