@@ -655,6 +655,8 @@ class Endpoint:
         if self.replay is not None:  # its callback into the endpoint: the two would be a cycle
             self.replay.on_parked = None
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
+        if self.embeddings is not None:  # transient upstream refusals no retry of the client took back
+            outcome.problems += [self.scrubber.scrub_fixed(p) for p in self.embeddings.problems()]
         if self.upstream is not None:
             await self.upstream.close()
         if self.embedding_upstream is not None:
@@ -728,6 +730,8 @@ class Endpoint:
         left unused by now (replay, unless ``allow_unused``); what :meth:`stop` would report. Call it on
         the endpoint's event loop (:meth:`EndpointThread.problems_so_far`)."""
         outcome = EndpointOutcome(self.plan.label, list(self.problems))
+        if self.embeddings is not None:
+            outcome.problems += [self.scrubber.scrub_fixed(p) for p in self.embeddings.problems()]
         outcome.problems += self._conversation_problems(outcome.problems)
         if self.replay is not None:
             self._replay_problems(outcome, unused=False)
@@ -1111,7 +1115,7 @@ class Endpoint:
             return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
         self.calls += 1
         try:
-            status, answer, problem = await self.embeddings.serve(wire, body, self.embedding_upstream)
+            served = await self.embeddings.serve(wire, body, self.embedding_upstream)
         except (WireRequestError, EmbeddingRefused) as exc:
             said = self.scrubber.scrub_fixed(exc.message)
             self.problem(said)
@@ -1120,15 +1124,21 @@ class Endpoint:
             message = self.scrubber.scrub_fixed(exc.message)
             self.problem(f"embedding call: {message}")
             return self._error(wire, message, exc.code, exc.status or 502)
-        if problem is not None:
-            self.problem(self.scrubber.scrub_fixed(problem))
-        return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
+        if served.problem is not None:
+            self.problem(self.scrubber.scrub_fixed(served.problem))
+        # the answer as the upstream sent it, with its retry headers
+        return web.Response(
+            body=served.body, status=served.status, content_type="application/json", headers=served.headers
+        )
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
         ``reason`` (code ``CANCELLED``, HTTP 503 or the stream's error event for its client) and is
         recorded as a failed call by :meth:`stop`. Returns how many were cancelled."""
-        return self.upstream.cancel(reason) if self.upstream is not None else 0
+        cancelled = self.upstream.cancel(reason) if self.upstream is not None else 0
+        if self.embedding_upstream is not None:
+            cancelled += self.embedding_upstream.cancel(reason)
+        return cancelled
 
     def abandon(self) -> None:
         """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's

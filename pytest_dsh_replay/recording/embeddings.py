@@ -29,14 +29,12 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, max_line_bytes, quote
-from ..llm.wire.embeddings import GEMINI_PATH, OPENAI_PATH, request_problem, response_problem
+from ..llm.wire.embeddings import ROUTES, request_problem, response_problem
 
 #: the log's header line (a session header: events.md)
 HEADER = {"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}
 #: the ``type`` of a call's line
 CALL = "embeddings/call"
-#: the routes a call may name (each embedding format's key)
-ROUTES = (OPENAI_PATH, GEMINI_PATH)
 #: the keys of an answer holding vectors: never scrubbed (a base64 vector is no secret, and rewriting
 #: a piece of it would change the vector)
 _VECTOR_KEYS = frozenset({"embedding", "values"})
