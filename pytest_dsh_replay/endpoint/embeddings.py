@@ -46,6 +46,7 @@ from ..recording.embeddings import (
     log_bytes,
     read_calls,
     scrubbed,
+    vectors_apart,
 )
 from ..session.masks import Masks
 from .upstreams import format_url
@@ -125,6 +126,12 @@ class EmbeddingCalls:
     def _key(self, value: Any) -> bytes:
         value = scrubbed(value, self.scrub)
         return orjson.dumps(self._tokens.fresh().scrub_value(value), option=orjson.OPT_SORT_KEYS)
+
+    def _call_key(self, call: Mapping[str, Any]) -> bytes:
+        """What a re-record compares of a call to keep the recorded bytes: request and answer with the
+        masks, the answer's vectors exactly (a mask matching base64 text must not keep old vectors)."""
+        rest, vectors = vectors_apart(call["response"])
+        return self._key(call["request"]) + self._key(rest) + orjson.dumps(vectors)
 
     def match(self, route: str, checked: Mapping[str, Any]) -> tuple[int | None, str]:
         """``(index, "")`` of the recorded call ``checked`` is served from, or ``(None, why)``."""
@@ -261,8 +268,8 @@ class EmbeddingCalls:
             return []
         previous_path = self.directory / EMBEDDINGS_LOG
         previous = read_calls(previous_path)
-        keys = [self._key(c["request"]) + self._key(c["response"]) for c in self.calls]
-        if previous and [self._key(c["request"]) + self._key(c["response"]) for c in previous] == keys:
+        keys = [self._call_key(c) for c in self.calls]
+        if previous and [self._call_key(c) for c in previous] == keys:
             return [(target / EMBEDDINGS_LOG, previous_path.read_bytes())]
         return [(target / EMBEDDINGS_LOG, log_bytes(self.calls, scrub))]
 
@@ -275,6 +282,9 @@ class EmbeddingCalls:
         what = "written" if any(p.name == EMBEDDINGS_LOG for p in written) else "kept (the same calls)"
         note = f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
         kept = sum(self.served)
+        left = len(self.recorded) - kept
+        if left and self.live:  # new_episodes, changed: the log is this run's calls
+            note += f"; {left} recorded call(s) no request of this run asked were left out of it"
         if kept and self.live:
             tokens = sum(
                 _input_tokens(c["response"]) for c, s in zip(self.recorded, self.served, strict=True) if s

@@ -140,6 +140,28 @@ def scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
     return value
 
 
+def vectors_apart(value: Any) -> tuple[Any, list[Any]]:
+    """``(value with each vector replaced by None, the vectors in order)``: what masks may apply to,
+    and what is compared exactly (a mask never matches inside a vector)."""
+    vectors: list[Any] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            out: dict[str, Any] = {}
+            for k, x in v.items():
+                if k in _VECTOR_KEYS:
+                    vectors.append(x)
+                    out[k] = None
+                else:
+                    out[k] = walk(x)
+            return out
+        return v
+
+    return walk(value), vectors
+
+
 def call_line(seq: int, call: Mapping[str, Any], scrub: Callable[[str], str]) -> bytes:
     """The log line of ``call`` (``route``, ``model``, ``request``, ``status``, ``response``) as the
     writer writes it at ``seq``: request and answer scrubbed (:func:`scrubbed`), no newline."""
@@ -182,4 +204,5 @@ __all__ = [
     "log_bytes",
     "read_calls",
     "scrubbed",
+    "vectors_apart",
 ]

@@ -459,3 +459,75 @@ def test_a_stop_cancels_an_embedding_call_in_flight_after_its_grace(
     assert cancelled == 1
     assert got and got[0].status_code == 503 and "the grace ran out" in got[0].text
     assert not outcome.ok
+
+
+def test_a_folder_of_embeddings_only_recordings_is_validated(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A recording of embedding calls alone (no endpoint.json) is a unit of ``validate`` on its folder,
+    and a non-regular ``embeddings.jsonl`` is named. Before: the folder was "clean" (or "no session log")
+    while a replay of the damaged recording failed."""
+    log = recorded(tmp_path / "suite" / "rag", emb_upstream)
+    result = validate(tmp_path / "suite")
+    assert result.exit_code == 0 and "1 log(s)" in result.output, result.output
+    edit_call(log, 2, lambda data: data.__setitem__("status", 500))
+    result = validate(tmp_path / "suite")
+    assert result.exit_code != 0 and "EMBEDDINGS_BAD_LOG" in result.output, result.output
+    log.unlink()
+    (tmp_path / "elsewhere").mkdir()
+    log.symlink_to(tmp_path / "elsewhere")
+    result = validate(tmp_path / "suite")
+    assert result.exit_code != 0 and "NOT_REGULAR_FILE" in result.output, result.output
+
+
+def test_a_later_recording_supersedes_a_kept_run_and_a_rewrite_drops_old_conversations(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A run of embedding calls alone written into the directory removes an earlier kept run (so
+    ``accept`` cannot bring it back over it), and as a rewrite it removes the conversations it did not
+    have. Before: the kept run stayed and the old conversations stayed, to fail the next replay."""
+    import httpx
+
+    from pytest_dsh_replay.layout import PRIMARY_FILE
+
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+        client(ep.url).chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="rome", encoding_format="float")
+        httpx.post(f"{ep.url}/embeddings", json={"model": MODEL, "input": 5}, timeout=10)
+    assert (tmp_path / ".dsh-kept" / "embeddings.jsonl").exists()
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert not (tmp_path / ".dsh-kept").exists()
+    assert not (tmp_path / PRIMARY_FILE).exists() and not (tmp_path / "endpoint.json").exists()
+    with served(tmp_path) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_a_mask_never_keeps_old_vectors(tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream) -> None:
+    """A re-record whose vectors differ from the recorded ones rewrites the log even when a mask matches
+    base64 text. Before: the mask applied to the vectors, and the old ones were kept ("kept (the same
+    calls)")."""
+    import base64
+    import struct
+
+    from pytest_dsh_replay.session.masks import Masks
+
+    masks = Masks.parse([r"[A-Za-z0-9+/]{8,}={0,2}"], source="the test")
+    log = recorded(tmp_path, emb_upstream)
+    other = base64.b64encode(struct.pack("<2f", 9.0, 9.0)).decode()  # an old recording's vector
+
+    def base64_vector(data: dict[str, Any]) -> None:
+        data["request"]["encoding_format"] = "base64"
+        data["response"]["data"][0]["embedding"] = other
+
+    edit_call(log, 2, base64_vector)
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY, masks=masks) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="base64")
+        client(ep.url).embeddings.create(model=MODEL, input="rome", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert other not in log.read_text()
