@@ -221,32 +221,57 @@ def call_report(item: pytest.Item, raised: Exception | None, mcp: Sequence[str] 
       marks ``mcp``'s: ``mcp.fixture.served_so_far``).
     """
     run = item.stash.get(RUN, None)
-    served, unused = run.thread.problems_so_far() if run is not None else ([], [])
     mcp = list(mcp)
-    if raised is not None or served or mcp:
-        item.stash[STOPPED] = True
-    if run is not None and not unused_counts(item):
-        run.reported.update(unused)
-        unused = []
-    if raised is not None and not served and not mcp:
-        return None
-    problems = served or unused
-    if not problems and not mcp:
+    problems = _call_problems(item, run, raised, mcp)
+    if problems is None:
         return None
     parts: list[str] = []
     if problems and run is not None:
-        run.reported.update(problems)
-        endpoint = run.thread.endpoint
-        _report_diffs(item, endpoint)
-        outcome = EndpointOutcome(endpoint.plan.label, list(problems))
-        if endpoint.recorder is not None:
-            outcome.notes.append(endpoint.nothing_written())
-        parts.append(run.report(outcome, None if mcp else raised))
+        parts.append(_endpoint_report(item, run, problems, None if mcp else raised))
     if mcp:
         parts += [f"dsh_mcp: {len(mcp)} problem(s)", *mcp]
         if raised is not None:
             parts.append(stopped_at(raised, [*problems, *mcp]))
     return "\n".join(parts)
+
+
+def _call_problems(item: pytest.Item, run: Any, raised: Exception | None, mcp: list[str]) -> list[str] | None:
+    """The endpoint's problems the call phase reports: those of the traffic, else the recorded calls
+    left unused when they count (:func:`~..testrun.unused_counts`; else marked as said); ``None``: the
+    outcome is left alone (the test's own failure, or nothing to say). A test that raised or met
+    problems is marked stopped."""
+    served, unused = run.thread.problems_so_far() if run is not None else ([], [])
+    said = bool(served or mcp)
+    if raised is not None or said:
+        item.stash[STOPPED] = True
+    unused = _counted(item, run, unused)
+    if raised is not None and not said:
+        return None
+    problems: list[str] = served or unused
+    return problems if problems or mcp else None
+
+
+def _counted(item: pytest.Item, run: Any, unused: list[str]) -> list[str]:
+    """The recorded calls left ``unused`` when they fail the test (:func:`~..testrun.unused_counts`);
+    otherwise none, and they are marked as said (the teardown does not repeat them)."""
+    if run is not None and not unused_counts(item):
+        run.reported.update(unused)
+        return []
+    return unused
+
+
+def _endpoint_report(
+    item: pytest.Item, run: EndpointRun, problems: list[str], raised: Exception | None
+) -> str:
+    """The endpoint's part of the call phase's report, its problems marked as said and its requests
+    that differed in the item's report."""
+    run.reported.update(problems)
+    endpoint = run.thread.endpoint
+    _report_diffs(item, endpoint)
+    outcome = EndpointOutcome(endpoint.plan.label, list(problems))
+    if endpoint.recorder is not None:
+        outcome.notes.append(endpoint.nothing_written())
+    return run.report(outcome, raised)
 
 
 def _report_diffs(item: pytest.Item, endpoint: Any) -> None:

@@ -131,22 +131,30 @@ class McpServers:
         if not argv:
             raise HarnessError(f"dsh_mcp({name!r}): the server's command is empty", "MCP_CONFIG")
         if name not in self.names:
-            if self.mode is not RecordMode.NONE:
-                # this test records the server's files: the one recorder of them (the relays write
-                # into the run directory, teardown writes the directory)
-                from ..recording.write import RecordingLock, mcp_files
+            self._add(name)
+        extra = dict(env or {})
+        if os.environ.get("PYTHONPATH"):
+            extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+        return McpServer(name, sys.executable, self._relay_args(name, argv), extra)
 
-                self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
-            self.names.append(name)
+    def _add(self, name: str) -> None:
+        """The test's new server ``name``; a recording test holds the recorder's lock of its files."""
+        if self.mode is not RecordMode.NONE:
+            # this test records the server's files: the one recorder of them (the relays write
+            # into the run directory, teardown writes the directory)
+            from ..recording.write import RecordingLock, mcp_files
+
+            self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
+        self.names.append(name)
+
+    def _relay_args(self, name: str, argv: list[str]) -> list[str]:
+        """The arguments of ``dsh-replay mcp`` relaying the server ``argv`` as the test's ``name``."""
         args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
         args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
         args += ["--allow-unused"] if self.allow_unused else []
         args += [part for pattern in self.masks for part in ("--mask", pattern)]
         args += ["--rerecord", self.rerecord, "--accept-unused", self.accept_unused, "--", *argv]
-        extra = dict(env or {})
-        if os.environ.get("PYTHONPATH"):
-            extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
-        return McpServer(name, sys.executable, args, extra)
+        return args
 
     def release(self) -> None:
         """Release the recorder's locks (idempotent)."""
@@ -282,11 +290,12 @@ def _held_back(servers: McpServers, recorded: Sequence[str], problems: bool, fai
         return None
     if not recorded:
         return []
-    return [
+    note = (
         f"MCP server(s) {', '.join(map(repr, recorded))}: nothing written to {servers.directory}, "
         f"the test failed ({failed}); to write a failed test's sessions: "
         "@pytest.mark.dsh_recording(record_on_error=True)"
-    ]
+    )
+    return [note]
 
 
 def _changed(servers: McpServers, pending: Sequence[tuple[str, list[Any], str]]) -> bool:
