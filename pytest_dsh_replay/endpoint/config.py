@@ -130,6 +130,12 @@ def has_any_recording(directory: Path) -> bool:
     return has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
 
 
+def rerecord_command(config: EndpointConfig) -> str:
+    """The command a mismatch report names to re-record ``config``'s recording (the fixture's own, else
+    ``serve``'s)."""
+    return config.rerecord or f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
     with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
@@ -175,6 +181,7 @@ __all__ = [
     "has_any_recording",
     "has_recording",
     "plan_for",
+    "rerecord_command",
     "unset_keys",
     "upstream_keys",
 ]

@@ -57,7 +57,6 @@ from ..httpbody import (
     read_body,
 )
 from ..layout import (
-    EMBEDDINGS_LOG,
     is_log_name,
     mcp_log_files,
 )
@@ -78,6 +77,7 @@ from .config import (
     has_any_recording,
     has_recording,
     plan_for,
+    rerecord_command,
     unset_keys,
     upstream_keys,
 )
@@ -360,7 +360,7 @@ class Endpoint:
                 f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                 f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
             )
-        rerecord = config.rerecord or (f"dsh-replay serve {config.directory} --record rewrite --upstream URL")
+        rerecord = rerecord_command(config)
         # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
         # reported later as calls left unused: refused now, with validate's words
         check_recording(config.directory, rerecord)
@@ -399,7 +399,13 @@ class Endpoint:
         recorded = self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED)
         live = self.plan.needs_live_model
         self.embeddings = EmbeddingCalls(
-            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+            config.directory,
+            recorded,
+            live,
+            config.masks,
+            self.cwd,
+            self.scrubber.scrub,
+            rerecord=rerecord_command(config),
         )
         if live and config.upstream:
             by_key = {path: key for path, (_env, key) in self.keys.items()}
@@ -523,18 +529,9 @@ class Endpoint:
                 self.keep_by_masks = False
 
     async def _write_run(self, outcome: EndpointOutcome, failed: str) -> None:
-        """A record plan's run written (:class:`~.writing.RunWriter`), then its embedding calls and what
-        the guests recorded."""
+        """A record plan's run written (:class:`~.writing.RunWriter`: its embedding calls with its
+        conversations), then what the guests recorded."""
         await RunWriter(self).write(outcome, failed)
-        if outcome.ok and (not failed or self.config.record_on_error):
-            # the run's embedding calls, beside the conversations written into the directory
-            written = self.embeddings.write(self.scrubber.scrub)
-            outcome.written += written
-            if self.embeddings.calls:
-                what = "written" if written else "kept (the same calls)"
-                outcome.notes.append(
-                    f"{len(self.embeddings.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
-                )
         for guest in self.guests if outcome.ok else ():
             if guest.recorded:
                 outcome.notes += guest.write_recorded(self.masks_keep_mcp(outcome))
@@ -653,34 +650,29 @@ class Endpoint:
 
     async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
         """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
-        from the recording or forwarded."""
+        from the recording or forwarded; the upstream's answer reaches the client as sent."""
         from aiohttp import web
 
-        try:
-            raw = await read_body(request, self.line_limit)
-            body = orjson.loads(raw)
-        except (UnreadableBody, UnsupportedEncoding, BodyTooLarge, orjson.JSONDecodeError) as exc:
-            return self._problem(wire, WireRequestError(str(exc), "$"), 400)
+        from .embeddings import EmbeddingRefused
+
+        body, refused = await self._read_json(wire, request)
+        if refused is not None:
+            return refused
         if not isinstance(body, dict):
             return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
-        if nesting_exceeds(body):  # the check, the scrubbing and the log recurse, as for a model call
-            too_deep = (
-                f"nested deeper than {MAX_INPUT_NESTING} levels: no recording holds such a request, so it "
-                "was refused and nothing was forwarded"
-            )
-            return self._problem(wire, WireRequestError(too_deep, "$"), 400)
         self.calls += 1
         try:
-            status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)
+            status, answer, problem = await self.embeddings.serve(wire, body, self.embedding_upstream)
+        except (WireRequestError, EmbeddingRefused) as exc:
+            said = self.scrubber.scrub_fixed(exc.message)
+            self.problem(said)
+            return self._error(wire, said, exc.code, 400)
         except LlmError as exc:
             message = self.scrubber.scrub_fixed(exc.message)
             self.problem(f"embedding call: {message}")
             return self._error(wire, message, exc.code, exc.status or 502)
-        if status >= 400:
-            said = self.scrubber.scrub_fixed(self.embeddings.problems[-1])
-            self.problem(said)
-            if not self.plan.needs_live_model:
-                return self._error(wire, said, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        if problem is not None:
+            self.problem(self.scrubber.scrub_fixed(problem))
         return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:
@@ -730,7 +722,7 @@ class Endpoint:
 
     async def _serve(self, fmt: WireFormat, request: Any) -> Any:
         """One model call: the body read and checked, bound to its conversation, answered."""
-        body, refusal = await self._read_call(fmt, request)
+        body, refusal = await self._read_json(fmt, request)
         if refusal is not None:
             return refusal
         try:
@@ -751,10 +743,11 @@ class Endpoint:
         finally:
             self._call_ended(conv, log)
 
-    async def _read_call(self, fmt: WireFormat, request: Any) -> tuple[Any, Any]:
-        """``(body, None)``: a model call's body read, decoded and parsed; or ``(None, refusal)``: the
-        error answer to a body too large for a recording's line (413), in a coding the endpoint does
-        not decode (415), unreadable, not JSON or nested too deep (400); each a problem of the run."""
+    async def _read_json(self, fmt: WireFormat, request: Any) -> tuple[Any, Any]:
+        """``(body, None)``: a request's JSON body, read as every route reads it (``httpbody.read_body``:
+        its ``Content-Encoding`` decoded, held to the line limit, since a longer body could not be
+        recorded or replayed, and to the nesting limit); ``(None, refusal)``: the route's error response
+        (413, 415, 400), a problem of the run, nothing forwarded."""
         size = request.content_length
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
             return None, self._too_large(fmt, size)

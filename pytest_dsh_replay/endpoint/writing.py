@@ -19,12 +19,12 @@ from typing import Any, cast
 
 from msgspec import Struct, field
 
-from ..layout import ENDPOINT_MANIFEST, log_name
+from ..layout import ENDPOINT_MANIFEST, embeddings_log_files, log_name
 from ..recording.kept import KEPT_DIR, kept_note, kept_run
 from ..recording.manifest import manifest_text
 from ..recording.plan import Plan
 from .aside import set_aside_relays
-from .config import has_recording
+from .config import has_any_recording, has_recording
 from .record import RecordResult, first_request_keys
 from .recording import parent_note
 
@@ -98,7 +98,7 @@ class RunWriter:
         # numbered by what each conversation asked first, not by when it arrived (stable files)
         result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
         if not result.logs:
-            await self._nothing_recorded(outcome)
+            await self._nothing_recorded(outcome, failed)
             return
         replaces = has_recording(self.directory) and endpoint.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
@@ -138,11 +138,13 @@ class RunWriter:
             sources.insert(0, self.endpoint.replay.requests)
         return sources
 
-    async def _nothing_recorded(self, outcome: EndpointOutcome) -> None:
-        if outcome.problems:
+    async def _nothing_recorded(self, outcome: EndpointOutcome, failed: str) -> None:
+        if self.endpoint.embeddings.calls:  # a retrieval step's index alone is a recording too
+            self._write_embeddings_only(outcome, failed)
+        elif outcome.problems:
             outcome.notes.append(self.endpoint.nothing_written())
             outcome.notes += await self.set_aside(None)
-        elif not self.endpoint.embeddings.calls:  # embedding calls alone are written by stop()
+        else:
             outcome.notes.append(self._nothing_arrived())
 
     async def set_aside(self, kept: Path | None) -> list[str]:
@@ -152,6 +154,43 @@ class RunWriter:
             return []
         own = self.config.mcp or ()
         return await set_aside_relays(self.directory, own, self.endpoint.mcp_before, kept)
+
+    def _write_embeddings_only(self, outcome: EndpointOutcome, failed: str) -> None:
+        """Write a run whose recorded traffic is embedding calls alone (a retrieval step's index): into
+        the directory, or beside it in :data:`KEPT_DIR` as :meth:`_verdict` keeps conversations, when
+        the test failed, or when the run had problems and would replace a recording."""
+        from ..recording.write import remove_kept, write_files
+
+        directory, embeddings, scrub = self.directory, self.endpoint.embeddings, self.endpoint.scrubber.scrub
+        failed_test = bool(failed) and not self.config.record_on_error
+        replaces = has_any_recording(directory) and self.endpoint.plan is not Plan.REPLAY
+        troubled = bool(outcome.problems) and not self.config.record_on_error
+        if not failed_test and not (troubled and replaces):
+            outcome.written += write_files(directory, embeddings.log_file(directory, scrub))
+            outcome.notes.append(embeddings.note(outcome.written))
+            if troubled:
+                outcome.notes.append(
+                    f"the run had problems: its {len(embeddings.calls)} answered embedding call(s) were "
+                    "written (as vcrpy writes a cassette when a test fails)"
+                )
+            return
+        target = directory / KEPT_DIR
+        if target.exists() or target.is_symlink():
+            remove_kept(target)
+        target.mkdir(parents=True)
+        written = write_files(target, embeddings.log_file(target, scrub))
+        why = f"the test failed ({failed})" if failed_test else "the run had problems"
+        outcome.notes.append(
+            kept_note(
+                directory,
+                why,
+                kept_run(target),
+                replaces=replaces,
+                left_out=0,
+                files=len(written),
+                instead=f"to write a failed run: {self.config.accept_flag}",
+            )
+        )
 
     def _write_files(
         self, target: Path, result: RecordResult, sources: Sequence[Any], outcome: EndpointOutcome
@@ -174,6 +213,9 @@ class RunWriter:
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
         pins.append((target / ENDPOINT_MANIFEST, manifest_text(endpoint.formats_seen, unknown_parents)))
+        # the run's embedding calls go where its conversations go, in the same swap
+        embeddings = endpoint.embeddings.log_file(where, endpoint.scrubber.scrub)
+        stale = [] if embeddings or not endpoint.plan.prunes_owned else embeddings_log_files(where)
         outcome.written, outcome.removed = write_fixtures(
             where,
             result.logs,
@@ -184,7 +226,11 @@ class RunWriter:
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if endpoint.keep_by_masks else None),
             prune_owned=endpoint.plan.prunes_owned,
+            remove=stale,
+            beside=embeddings,
         )
+        if endpoint.embeddings.calls:
+            outcome.notes.append(endpoint.embeddings.note(outcome.written))
 
     def _changes(self, outcome: EndpointOutcome, result: RecordResult) -> list[str]:
         """``--record changed``: what each conversation kept and re-recorded
