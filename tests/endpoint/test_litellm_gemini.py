@@ -238,14 +238,28 @@ def test_agent(dsh_endpoint):
 """
 
 
+@pytest.mark.parametrize("given_base", [True, False], ids=["api_base", "GEMINI_API_BASE"])
 def test_the_fixture_serves_litellm_at_its_base_url(
-    pytester: pytest.Pytester, gemini_upstream: FakeGeminiUpstream, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    gemini_upstream: FakeGeminiUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    given_base: bool,
 ) -> None:
-    """Under ``dsh_endpoint``, ``api_base=dsh_endpoint.base_url`` (the ``/v1`` form of the route):
-    recorded with the key in ``GEMINI_API_KEY``, replayed offline three times, red after a change."""
+    """Under ``dsh_endpoint``, ``api_base=dsh_endpoint.base_url`` (the ``/v1`` form of the route), or no
+    ``api_base`` at all (LiteLLM reads ``GEMINI_API_BASE``, which the fixture sets): recorded with the key
+    in ``GEMINI_API_KEY``, replayed offline three times, red after a change. Regression: without
+    ``api_base`` LiteLLM went past the endpoint to the provider's own URL."""
     monkeypatch.setenv("GEMINI_API_KEY", UPSTREAM_KEY)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    pytester.makepyfile(test_agent=FIXTURE_TEST.replace("{prompt}", "plan a trip"))
+    monkeypatch.delenv("GEMINI_API_BASE", raising=False)
+    source = (
+        FIXTURE_TEST
+        if given_base
+        else FIXTURE_TEST.replace(
+            "        api_base=dsh_endpoint.base_url,  # GEMINI_API_KEY: the fixture's dummy key\n", ""
+        )
+    )
+    pytester.makepyfile(test_agent=source.replace("{prompt}", "plan a trip"))
     result = pytester.runpytest(
         "-q", "-p", "no:cacheprovider", "--dsh-record=once", f"--dsh-upstream={gemini_upstream.url}"
     )
@@ -255,7 +269,7 @@ def test_the_fixture_serves_litellm_at_its_base_url(
     monkeypatch.delenv("GEMINI_API_KEY")
     for _ in range(3):
         pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    pytester.makepyfile(test_agent=FIXTURE_TEST.replace("{prompt}", "plan a hike"))
+    pytester.makepyfile(test_agent=source.replace("{prompt}", "plan a hike"))
     result = pytester.runpytest("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     assert "contents[0].parts[0]" in result.stdout.str()

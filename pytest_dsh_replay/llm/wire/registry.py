@@ -152,7 +152,8 @@ FORMATS: tuple[Format, ...] = (
         _gemini_routes("generateContent", "streamGenerateContent"),
         ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         "x-goog-api-key",
-        (("GOOGLE_GEMINI_BASE_URL", ""),),
+        # google-genai adds the version itself; LiteLLM's gemini/ provider reads its base with it
+        (("GOOGLE_GEMINI_BASE_URL", ""), ("GEMINI_API_BASE", "/v1beta")),
         ".gemini",
         ("/v1beta/", "/v1/models/{model}:{action}"),
     ),
