@@ -99,17 +99,18 @@ class _TurnSummary:
         t, d = e.get("type"), e.get("data")
         d = d if isinstance(d, dict) else {}
         self._given_history(i, t, d)
-        turn = self.turn
         if t == "embeddings/call":  # the endpoint's embedding calls: one line each
             from ..endpoint.embeddings import call_summary
 
             self.lines.append(call_summary({**d, "seq": e.get("seq")}))
-            return
-        if t == "turn/start":
+        elif t == "turn/start":
             self.turn = self._new_turn(e, d)
-        elif turn is None:
-            return
-        elif t == "step/start":
+        elif self.turn is not None:
+            self._in_turn(self.turn, t, e, d)
+
+    def _in_turn(self, turn: dict[str, Any], t: Any, e: Event, d: dict[str, Any]) -> None:
+        """An event of the open turn: its steps, model calls, tool calls and end (the turn's line)."""
+        if t == "step/start":
             turn["steps"] += 1
             turn["step_chunks"] = 0
         elif t == "assistant/chunk":
@@ -126,15 +127,22 @@ class _TurnSummary:
             self.lines.append(self._turn_line(turn, e, d))
             self.turn = None
 
+    @property
+    def _in_given_history(self) -> bool:
+        """Whether the events read are the history the first request gave (a fork seed is none)."""
+        return not self.given and not self.seed
+
     def _given_history(self, i: int, t: Any, d: dict[str, Any]) -> None:
         """The calls and results a seeded history gave (before its ``session/end-seed``, event ``i``)."""
-        if t == "tool/call" and isinstance(d.get("callId"), str):
-            self.call_ids.add(d["callId"])
-            if not self.given and not self.seed:
-                self._names[d["callId"]] = _name(d.get("name"))
-        elif t == "tool/result" and not self.given and not self.seed and isinstance(d.get("callId"), str):
-            self.given_results.append((d["callId"], self._names.get(d["callId"], "?")))
-        elif t == END_SEED_TYPE and not self.seed and not self.given and i > 0:
+        in_history = self._in_given_history
+        call_id = d.get("callId")
+        if t == "tool/call" and isinstance(call_id, str):
+            self.call_ids.add(call_id)
+            if in_history:
+                self._names[call_id] = _name(d.get("name"))
+        elif t == "tool/result" and in_history and isinstance(call_id, str):
+            self.given_results.append((call_id, self._names.get(call_id, "?")))
+        elif t == END_SEED_TYPE and in_history and i > 0:
             self.given = i
 
     @staticmethod
