@@ -100,9 +100,9 @@ class _TurnSummary:
         d = d if isinstance(d, dict) else {}
         self._given_history(i, t, d)
         if t == "embeddings/call":  # the endpoint's embedding calls: one line each
-            from ..endpoint.embeddings import call_summary
+            from ..recording.embeddings import call_summary
 
-            self.lines.append(call_summary({**d, "seq": e.get("seq")}))
+            self.lines.append(call_summary(d, e.get("seq")))
         elif t == "turn/start":
             self.turn = self._new_turn(e, d)
         elif self.turn is not None:

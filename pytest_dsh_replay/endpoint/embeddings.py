@@ -1,19 +1,10 @@
 """The endpoint's embedding calls (``llm/wire/embeddings.py``): recorded, checked and replayed beside the
-conversations, in a log of their own, ``embeddings.jsonl`` (:data:`~pytest_dsh_replay.layout.EMBEDDINGS_LOG`).
+conversations, in a log of their own, ``embeddings.jsonl``, whose format, reader, call rule and bytes
+are the recording layer's (``recording/embeddings.py``).
 
-The log is a session log (events.md: the header, then events with ``seq``/``time``/``data``, so
-``validate``, ``show`` and ``diff`` read it as they read any log; the event type is the open
-vocabulary's): the header ``{"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}``
-then one event per call, in the order the calls were made::
-
-    {"type": "embeddings/call", "seq": 0, "time": 0, "data": {"route": "/v1/embeddings",
-     "model": "text-embedding-3-small", "request": {<the client's body as sent>}, "status": 200,
-     "response": {<the answer as sent>}}}
-
-``route`` is the format's key (``/v1/embeddings``, ``/v1beta/models/{model}:embedContent``); Gemini's
-``request`` holds the route's ``model`` first. The answer is kept as the provider sent it: base64 vectors
-stay base64 text, so a recording is about as large as the answers were on the wire
-(``benchmarks/embeddings_size.py``).
+Every call's body is first held to the API's types (``llm.wire.embeddings.request_problem``): a
+``dimensions`` of ``"8"`` or an ``input`` of ``5`` is refused with a 400 in the API's shape, nothing
+forwarded, a problem of the run (the log's reader refuses such a recorded call by the same rule).
 
 Replay (:meth:`EmbeddingCalls.serve`): a call is served the answer of the first recorded call of the
 same route not served yet whose request is the same (the request check's primitives: each side
@@ -26,108 +17,67 @@ forwards the rest.
 
 Recording: each call is forwarded to the upstream (the format's path under the base URL, the endpoint's
 key in the format's header; the client's key is never forwarded) and its answer, whatever its status,
-is sent to the client and recorded. The log is written by :meth:`EmbeddingCalls.write` under the
-recording's lock, scrubbed by the run's scrubber (every string but the vectors), and kept byte for byte
-when the run's calls equal the recorded ones with the masks (stable re-recording).
+is sent to the client as sent. A refusal (4xx, 5xx), an answer the log's rule refuses
+(``recording.embeddings.call_problem``) or one whose line would pass the line limit is a problem of the
+run and not recorded. The run's calls are the bytes :meth:`EmbeddingCalls.log_file` gives, which the
+endpoint writes with its conversations in the same swap, into the directory or beside it in
+``.dsh-kept`` as it writes them (scrubbed by the run's scrubber but the vectors; kept byte for byte when
+the run's calls equal the recorded ones with the masks: stable re-recording).
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
-from ..errors import HarnessError, read_regular_file
+from ..errors import MAX_INPUT_NESTING, HarnessError, nesting_exceeds
 from ..layout import EMBEDDINGS_LOG
 from ..llm import LlmError
-from ..recording.write import write_files
+from ..llm.wire.base import WireRequestError
+from ..recording.embeddings import (
+    call_problem,
+    call_summary,
+    line_problem,
+    log_bytes,
+    read_calls,
+    scrubbed,
+    vectors_apart,
+)
 from ..session.masks import Masks
 from .upstreams import format_url
 
-#: the log's header line (a session header: events.md)
-HEADER = {"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}
-#: the ``type`` of a call's line
-CALL = "embeddings/call"
-#: the keys of an answer holding vectors: never scrubbed (a base64 vector is no secret, and rewriting
-#: a piece of it would change the vector)
-_VECTOR_KEYS = frozenset({"embedding", "values"})
+#: how deep a call's request and answer sit in its line of the log (event, data, request): a value
+#: nested deeper than the input limit less this would make a line every reader refuses
+_CALL_DEPTH = 3
 
 
-class EmbeddingsLogError(HarnessError):
-    """An embeddings log that does not read as one (names the file and line)."""
-
-    code = "EMBEDDINGS_BAD_LOG"
-
-
-def read_calls(path: Path) -> list[dict[str, Any]]:
-    """The calls of the embeddings log ``path`` (module doc), in order; ``[]`` when there is none.
-
-    Raises:
-        EmbeddingsLogError: a line that is not JSON, a first line that is not the header, a call line
-            without ``route``/``request``/``response``.
-    """
-    if not os.path.lexists(path):
-        return []
-    lines = read_regular_file(path).decode("utf-8", "replace").splitlines()
-    calls: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise EmbeddingsLogError(f"{path}:{number}: not JSON ({exc})") from None
-        if number == 1:
-            if not isinstance(value, dict) or value.get("type") != "session":
-                raise EmbeddingsLogError(f"{path}:1: not a session header: {line[:200]}")
-            continue
-        data = value.get("data") if isinstance(value, dict) else None
-        if (
-            not isinstance(data, dict)
-            or value.get("type") != CALL
-            or not isinstance(data.get("route"), str)
-            or not isinstance(data.get("request"), dict)
-            or "response" not in data
-        ):
-            raise EmbeddingsLogError(f"{path}:{number}: not an embeddings/call event: {line[:200]}")
-        calls.append({**data, "seq": value.get("seq")})
-    return calls
+def _transient(status: int) -> bool:
+    """Whether an upstream's HTTP error is one an SDK retries (408, 409, 429, 5xx: their rule)."""
+    return status in (408, 409, 429) or status >= 500
 
 
-def log_problems(path: Path) -> list[str]:
-    """What ``dsh-replay validate`` reports of the embeddings log ``path`` (``[]``: none)."""
-    try:
-        read_calls(path)
-    except (EmbeddingsLogError, HarnessError) as exc:
-        return [exc.message]
-    return []
+class Served(NamedTuple):
+    """What one embedding call is answered: ``status``, ``body`` (the JSON bytes: the upstream's as it
+    sent them, or a recorded answer's), ``problem`` (why a live answer was not recorded, ``None``: it
+    was, or it was replayed) and ``headers`` (the upstream's retry headers)."""
+
+    status: int
+    body: bytes
+    problem: str | None = None
+    headers: Mapping[str, str] = {}
 
 
-def call_summary(call: Mapping[str, Any]) -> str:
-    """One line saying a recorded call: its route, model, inputs and vectors (``show``)."""
-    request = call.get("request", {})
-    value = request.get("input", request.get("requests", request.get("content")))
-    inputs = len(value) if isinstance(value, list) else 1
-    response = call.get("response")
-    data = response.get("data", response.get("embeddings")) if isinstance(response, dict) else None
-    vectors = len(data) if isinstance(data, list) else (1 if isinstance(response, dict) else 0)
-    return (
-        f"#{call.get('seq')} {call.get('route')} {call.get('model', '')}: {inputs} input(s), "
-        f"{vectors} vector(s), HTTP {call.get('status', 200)}"
-    )
+class EmbeddingRefused(HarnessError):
+    """An embedding call the endpoint refused (a 400, nothing served or forwarded): it matches no
+    recorded call (``ENDPOINT_EMBEDDING_MISMATCH``). A body not of the API's types is a
+    :class:`~pytest_dsh_replay.llm.wire.base.WireRequestError` instead."""
 
-
-def _scrub(value: Any, scrub: Any) -> Any:
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, list):
-        return [_scrub(v, scrub) for v in value]
-    if isinstance(value, dict):
-        return {k: v if k in _VECTOR_KEYS else _scrub(v, scrub) for k, v in value.items()}
-    return value
+    code = "ENDPOINT_EMBEDDING_MISMATCH"
 
 
 class EmbeddingCalls:
@@ -136,11 +86,18 @@ class EmbeddingCalls:
     ``recorded``: the calls of the recording (replay and ``new_episodes``), ``live``: whether unmatched
     calls go upstream, ``masks``: the run's masks, ``cwd``: the run's cwd (a token of the check),
     ``scrub``: the run's scrubber (``str -> str``), applied to a request before it is compared, as the
-    recording holds it scrubbed.
+    recording holds it scrubbed; ``rerecord``: the command a mismatch names.
     """
 
     def __init__(
-        self, directory: Path, recorded: bool, live: bool, masks: Masks | None, cwd: str, scrub: Any = None
+        self,
+        directory: Path,
+        recorded: bool,
+        live: bool,
+        masks: Masks | None,
+        cwd: str,
+        scrub: Any = None,
+        rerecord: str = "",
     ) -> None:
         from ..session.tokens import Tokenizer
 
@@ -152,138 +109,267 @@ class EmbeddingCalls:
         self.calls: list[dict[str, Any]] = []
         #: calls sent to the upstream (the run's summary counts them beside the model's)
         self.forwarded = 0
-        self.problems: list[str] = []
+        #: calls asked of the endpoint so far (a problem names its call by this number)
+        self.asked = 0
         self._tokens = Tokenizer([], cwd, masks=masks)
         self.scrub = scrub if scrub is not None else (lambda text: text)
+        self.rerecord = rerecord
+        #: (route, request key) -> the unserved recorded calls of that request, in order: a call is
+        #: matched in one lookup whatever the recording's size and the calls' order
+        self._waiting: dict[tuple[str, bytes], deque[int]] = {}
+        for i, call in enumerate(self.recorded):
+            self._waiting.setdefault((call["route"], self._key(call["request"])), deque()).append(i)
+        #: the request key -> the problem of its last transient upstream failure (a 429, a 5xx), which
+        #: a client's retry that is answered takes back, as a model call's retried failure is dropped
+        self._transient: dict[bytes, str] = {}
 
     def _key(self, value: Any) -> bytes:
-        value = _scrub(value, self.scrub)
+        value = scrubbed(value, self.scrub)
         return orjson.dumps(self._tokens.fresh().scrub_value(value), option=orjson.OPT_SORT_KEYS)
+
+    def _call_key(self, call: Mapping[str, Any]) -> bytes:
+        """What a re-record compares of a call to keep the recorded bytes: request and answer with the
+        masks, the answer's vectors exactly (a mask matching base64 text must not keep old vectors)."""
+        rest, vectors = vectors_apart(call["response"])
+        return self._key(call["request"]) + self._key(rest) + orjson.dumps(vectors)
 
     def match(self, route: str, checked: Mapping[str, Any]) -> tuple[int | None, str]:
         """``(index, "")`` of the recorded call ``checked`` is served from, or ``(None, why)``."""
+        waiting = self._waiting.get((route, self._key(checked)))
+        if waiting:
+            return waiting.popleft(), ""
+        return None, self._mismatch(route, checked)
+
+    def _mismatch(self, route: str, checked: Mapping[str, Any]) -> str:
+        """Why no recorded call serves ``checked``: the first difference from the nearest unserved
+        recorded call of ``route``, or that none is left; with the command to re-record."""
         from ..replay.requests import Difference, first_difference
 
-        key = self._key(checked)
-        nearest = None
-        for i, call in enumerate(self.recorded):
-            if self.served[i] or call["route"] != route:
-                continue
-            if nearest is None:
-                nearest = i
-            if self._key(call["request"]) == key:
-                return i, ""
+        again = f"; if the change is intended, re-record: {self.rerecord}" if self.rerecord else ""
+        nearest = next(
+            (i for i, c in enumerate(self.recorded) if not self.served[i] and c["route"] == route), None
+        )
         if nearest is None:
-            left = sum(1 for i, c in enumerate(self.recorded) if c["route"] == route)
-            return None, (
-                f"no recorded {route} call left to serve ({left} recorded, all served): re-record with the "
-                "upstream"
-            )
+            left = sum(1 for c in self.recorded if c["route"] == route)
+            return f"no recorded {route} call left to serve ({left} recorded, all served){again}"
         recorded = self._tokens.fresh().scrub_value(self.recorded[nearest]["request"])
-        sent = self._tokens.fresh().scrub_value(_scrub(dict(checked), self.scrub))
+        sent = self._tokens.fresh().scrub_value(scrubbed(dict(checked), self.scrub))
         found = first_difference(recorded, sent, "")
         where = "the request"
         if found is not None:  # the client's own path in its body: input[3], not .input[3]
             where = Difference("request", found[0].lstrip("."), found[1], found[2]).render()
-        return None, (
+        return (
             f"embedding call ({route}) matches no recorded one; the nearest unserved, recorded call "
-            f"#{self.recorded[nearest].get('seq')}, differs: {where}"
+            f"#{self.recorded[nearest].get('seq')}, differs: {where}{again}"
         )
 
-    async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> tuple[int, Any]:
-        """``(status, answer)`` of one call: a recorded answer, else (live) the upstream's, else a
-        refusal (the API's 400 error body; the problem is the run's)."""
+    async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> Served:
+        """What one call is answered (:class:`Served`): a recorded answer, else (live) the upstream's
+        as sent with its retry headers (``problem``: why it was not recorded, an answer the log cannot
+        hold, which the endpoint adds to the run's problems; a transient upstream refusal is one of
+        :meth:`problems` instead, unless the client's retry is answered).
+
+        Raises:
+            WireRequestError: the body is not of the API's types (``llm.wire.embeddings.request_problem``),
+                or nested too deep for its line of the log.
+            EmbeddingRefused: no recorded call matches and the plan forwards nothing.
+            LlmError: the upstream could not be reached or answered no JSON
+                (:meth:`EmbeddingUpstream.forward`).
+        """
+        self.asked += 1
+        found = wire.problem(body)
+        if found is None and nesting_exceeds(body, MAX_INPUT_NESTING - _CALL_DEPTH):
+            found = (
+                f"nested deeper than {MAX_INPUT_NESTING - _CALL_DEPTH} levels (its line in the log holds it "
+                f"{_CALL_DEPTH} levels down)",
+                "$",
+            )
+        if found is not None:
+            raise WireRequestError(f"{found[0]}: refused, nothing forwarded", found[1])
         checked = wire.checked(body)
-        index, why = self.match(wire.PATH, checked)
+        index, why = self.match(wire.route, checked)
         if index is not None:
             self.served[index] = True
             call = self.recorded[index]
             self.calls.append(call)
-            return int(call.get("status", 200)), call["response"]
+            return Served(call["status"], orjson.dumps(call["response"]))
         if not self.live:
-            if why not in self.problems:
-                self.problems.append(why)
-            return 400, wire.error_body(why, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+            raise EmbeddingRefused(why)
         self.forwarded += 1
-        status, answer = await upstream.forward(wire, body)
+        key = self._key(checked)
+        status, raw, answer, headers = await upstream.forward(wire, body)
+        name = f"embedding call #{self.asked} ({wire.route})"
+        deep = nesting_exceeds(answer, MAX_INPUT_NESTING - _CALL_DEPTH)
+        if not deep:  # a key the answer quotes is not passed on (the vectors are never scrubbed)
+            clean = scrubbed(answer, self.scrub)
+            if clean != answer:
+                answer, raw = clean, orjson.dumps(clean)
+        problem = self._record(wire, body, checked, key, status, answer, deep)
+        return Served(status, raw, None if problem is None else f"{name}: {problem}", headers)
+
+    def _record(
+        self,
+        wire: Any,
+        body: Mapping[str, Any],
+        checked: Any,
+        key: bytes,
+        status: int,
+        answer: Any,
+        deep: bool,
+    ) -> str | None:
+        """Record the upstream's answer to ``checked``; returns why it was not (``None``: it was, or it
+        is a transient refusal kept for :meth:`problems` until a retry is answered)."""
         if status >= 400:  # the upstream's refusal reaches the client; a recording of it is none
             error = answer.get("error") if isinstance(answer, dict) else None
             said = error.get("message") if isinstance(error, dict) else None
-            self.problems.append(
-                f"embedding call ({wire.PATH}): upstream answered HTTP {status}: {said or answer}"
-            )
-            return status, answer
-        self.calls.append(
-            {
-                "route": wire.PATH,
-                "model": wire.model_of(body),
-                "request": checked,
-                "status": status,
-                "response": answer,
-            }
-        )
-        return status, answer
+            refusal = f"upstream answered HTTP {status}: {said or answer}"
+            if not _transient(status):
+                return refusal
+            self._transient[key] = f"embedding call #{self.asked} ({wire.route}): {refusal}"
+            return None
+        self._transient.pop(key, None)  # a retry answered: its failed attempts are not the run's problem
+        if deep:
+            return f"the answer is nested deeper than {MAX_INPUT_NESTING - _CALL_DEPTH} levels: not recorded"
+        call = {
+            "route": wire.route,
+            "model": wire.model_of(body),
+            "request": checked,
+            "status": status,
+            "response": answer,
+        }
+        problem = call_problem(call) or line_problem(len(self.calls), call, self.scrub)
+        if problem is None:
+            self.calls.append(call)
+        return problem
+
+    def problems(self) -> list[str]:
+        """The run's transient upstream failures no answered retry took back (the client gave up)."""
+        return list(self._transient.values())
 
     def unused(self) -> list[str]:
         """The problem of the recorded calls no request was served from (``[]``: none)."""
         left = [c for c, served in zip(self.recorded, self.served, strict=True) if not served]
         if not left:
             return []
-        listed = "; ".join(call_summary(c) for c in left[:5]) + (" ..." if len(left) > 5 else "")
+        listed = "; ".join(call_summary(c, c.get("seq")) for c in left[:5]) + (
+            " ..." if len(left) > 5 else ""
+        )
         return [f"{len(left)} recorded embedding call(s) left unused: {listed}"]
 
-    def write(self, scrub: Any) -> list[Path]:
-        """Write the run's calls as the log (module doc); returns the files written (``[]``: the
-        recorded log is kept, the run's calls being the same with the masks, or there were none)."""
+    def log_file(self, target: Path, scrub: Any) -> list[tuple[Path, bytes]]:
+        """``[(target / embeddings.jsonl, bytes)]`` of the run's calls for the writer's swap, ``[]`` when
+        the run made none. When they equal the recorded log's calls with the masks, its bytes are kept
+        (stable re-recording).
+
+        Raises:
+            EmbeddingsLogError, LogReadError, ReplayParseError: the recorded log does not read.
+        """
         if not self.calls:
             return []
-        path = self.directory / EMBEDDINGS_LOG
-        previous = read_calls(path)
-        keys = [self._key(c["request"]) + self._key(c["response"]) for c in self.calls]
-        if [self._key(c["request"]) + self._key(c["response"]) for c in previous] == keys:
-            return []
-        lines = [orjson.dumps(HEADER)]
-        for seq, call in enumerate(self.calls):
-            data = {k: v for k, v in call.items() if k != "seq"}
-            data["request"] = _scrub(call["request"], scrub)
-            data["response"] = _scrub(call["response"], scrub)
-            lines.append(orjson.dumps({"type": CALL, "seq": seq, "time": 0, "data": data}))
-        return write_files(self.directory, [(path, b"\n".join(lines) + b"\n")])
+        previous_path = self.directory / EMBEDDINGS_LOG
+        previous = read_calls(previous_path)
+        keys = [self._call_key(c) for c in self.calls]
+        if previous and [self._call_key(c) for c in previous] == keys:
+            return [(target / EMBEDDINGS_LOG, previous_path.read_bytes())]
+        return [(target / EMBEDDINGS_LOG, log_bytes(self.calls, scrub))]
+
+    def note(self, written: list[Path]) -> str:
+        """What the run did with its calls (``""``: it made none): the log written or kept, and, when
+        the run replayed part of them (``new_episodes``, ``changed``), what was served from the
+        recording, not paid again (its recorded usage), and what was sent upstream."""
+        if not self.calls:
+            return ""
+        what = "written" if any(p.name == EMBEDDINGS_LOG for p in written) else "kept (the same calls)"
+        note = f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+        kept = sum(self.served)
+        left = len(self.recorded) - kept
+        if left and self.live:  # new_episodes, changed: the log is this run's calls
+            note += f"; {left} recorded call(s) no request of this run asked were left out of it"
+        if kept and self.live:
+            tokens = sum(
+                _input_tokens(c["response"]) for c, s in zip(self.recorded, self.served, strict=True) if s
+            )
+            note += (
+                f"; {kept} served from the recording (not paid again: {tokens} input tokens, their recorded "
+                f"usage), {self.forwarded} sent upstream"
+            )
+        return note
+
+
+def _input_tokens(response: Any) -> int:
+    """The input tokens an embedding answer's usage says (OpenAI's ``usage.prompt_tokens``; 0 when it
+    says none, as Gemini's answers do)."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 class EmbeddingUpstream:
-    """Forwards embedding calls to the upstream base URL with the endpoint's keys (by format key)."""
+    """Forwards embedding calls to the upstream base URL with the endpoint's keys (by format key);
+    ``timeout``: seconds a call may take in all (the model calls' upstream timeout)."""
 
     def __init__(self, base_url: str, keys: Mapping[str, str | None], timeout: float = 600.0) -> None:
         self.base_url = base_url
         self.keys = keys
         self.timeout = timeout
         self._session: Any = None
+        #: the calls in flight, each with the reason it was cancelled (``""``: not cancelled)
+        self._in_flight: dict[asyncio.Future[tuple[int, bytes, dict[str, str]]], str] = {}
 
-    async def forward(self, wire: Any, body: Mapping[str, Any]) -> tuple[int, Any]:
-        """``(status, JSON answer)`` of the upstream.
+    async def forward(self, wire: Any, body: Mapping[str, Any]) -> tuple[int, bytes, Any, dict[str, str]]:
+        """``(status, body as sent, its JSON, retry headers)`` of the upstream (its ``Retry-After``,
+        ``retry-after-ms``, ``x-should-retry``: the client's SDK retries by them).
 
         Raises:
-            LlmError: ``CONNECTION`` (unreachable, cut off), ``BAD_RESPONSE`` (an answer that is not JSON).
+            LlmError: ``CONNECTION`` (unreachable, cut off, timed out), ``BAD_RESPONSE`` (an answer that
+                is not JSON), ``CANCELLED`` (:meth:`cancel`: a stop whose grace ran out).
         """
-        import aiohttp
-
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         url = format_url(self.base_url, wire.upstream_path)
         headers = {"Content-Type": "application/json", **wire.upstream_headers(self.keys.get(wire.PATH))}
+        call = asyncio.ensure_future(self._post(url, orjson.dumps(dict(body)), headers))
+        self._in_flight[call] = ""
         try:
-            async with self._session.post(url, data=orjson.dumps(dict(body)), headers=headers) as response:
-                data = await response.read()
-                status = response.status
-        except aiohttp.ClientError as exc:
-            raise LlmError(f"upstream {url} could not be reached: {exc}", "CONNECTION", 502) from exc
+            status, data, retry = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            reason = self._in_flight.get(call, "")
+            current = asyncio.current_task()
+            if not reason or (current is not None and current.cancelling()):
+                call.cancel()
+                raise
+            raise LlmError(f"upstream {url}: {reason}", "CANCELLED", 503) from None
+        finally:
+            self._in_flight.pop(call, None)
         try:
-            return status, orjson.loads(data)
+            return status, data, orjson.loads(data), retry
         except orjson.JSONDecodeError as exc:
             raise LlmError(
                 f"upstream {url} answered HTTP {status} that is not JSON: {exc}", "BAD_RESPONSE", 502
             ) from exc
+
+    async def _post(
+        self, url: str, data: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, bytes, dict[str, str]]:
+        import aiohttp
+
+        from .record import RETRY_HEADERS
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        try:
+            async with self._session.post(url, data=data, headers=headers) as response:
+                retry = {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None}
+                return response.status, await response.read(), retry
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            said = str(exc) or type(exc).__name__
+            raise LlmError(f"upstream {url} could not be reached: {said}", "CONNECTION", 502) from exc
+
+    def cancel(self, reason: str) -> int:
+        """End the calls in flight now, each failing with ``reason`` (``CANCELLED``, HTTP 503); returns
+        how many were cancelled."""
+        for call in self._in_flight:
+            self._in_flight[call] = reason
+            call.cancel()
+        return len(self._in_flight)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -291,13 +377,4 @@ class EmbeddingUpstream:
             self._session = None
 
 
-__all__ = [
-    "CALL",
-    "HEADER",
-    "EmbeddingCalls",
-    "EmbeddingUpstream",
-    "EmbeddingsLogError",
-    "call_summary",
-    "log_problems",
-    "read_calls",
-]
+__all__ = ["EmbeddingCalls", "EmbeddingRefused", "EmbeddingUpstream", "Served"]

@@ -2,10 +2,11 @@
 ``dsh-replay mcp``: the process ends as SIGINT's default does (killed by the signal, no traceback) until
 the command installs its own handlers, and by those handlers after (the command's clean exit).
 
-Each try starts the command and sends SIGINT a seeded random delay after the command's own code began:
-a ``sitecustomize`` on the child's path marks the moment ``click`` starts being imported (the first
-import of the command line after its package set SIGINT's disposition: ``cli/__main__.py`` for ``python -m
-pytest_dsh_replay.cli``, ``cli/__init__.py`` for the ``dsh-replay`` console script), so the interpreter's own start-up (its ``site`` import, which no code of the package can
+Each try starts the command (as ``python -m pytest_dsh_replay.cli`` and as the ``dsh-replay`` console
+script) and sends SIGINT a seeded random delay after the command's own code began: a ``sitecustomize``
+on the child's path marks the moment ``click`` starts being imported (the first import of the command
+line after its package set SIGINT's disposition: ``cli/__main__.py`` for ``-m``, ``cli/__init__.py`` for
+the script), so the interpreter's own start-up (its ``site`` import, which no code of the package can
 reach) is left out and the delays cover the package's imports, the configuration, the event loop's start
 and the first moments of serving. What is asserted holds whatever the moment: no traceback, and an exit
 status of the two the command documents."""
