@@ -9,8 +9,8 @@ A leaf module: the plugin's summary reads reports without importing the scenario
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 import msgspec
 from msgspec import Struct, field
@@ -166,63 +166,86 @@ class ItemReport(Struct):
         return self.replayed is not None or self.write is not None
 
     def properties(self) -> list[tuple[str, str]]:
-        """The report as ``user_properties`` pairs (see :meth:`from_properties`)."""
-        props = [(_WRITTEN, p) for p in self.written] + [(_REMOVED, p) for p in self.removed]
-        if self.episodes is not None:
-            props.append((_EPISODES, self.episodes))
-        if self.replayed is not None:
-            props.append((_REPLAYED, self.replayed.encode()))
-        if self.end_seed_ignored:
-            props.append((_END_SEED, "1"))
-        if self.guard is not None:
-            props.append((_GUARD, self.guard))
-        if self.write is not None:
-            props.append((_WRITE, self.write))
-        if self.recording is not None:
-            props.append((_RECORDING, self.recording))
-        props += [(_REQUEST_DIFF, msgspec.json.encode(d).decode()) for d in self.diffs]
-        props += [(_COMMAND, c) for c in self.commands]
-        if self.served:
-            props.append((_SERVED, str(self.served)))
-        props += [(_RERECORDED, f"{file}#{since}") for file, since in self.rerecorded]
-        props += [(_CHANGES, line) for line in self.changes]
+        """The report as ``user_properties`` pairs (see :meth:`from_properties`): each field's values
+        under its key (:data:`_PROPERTIES`), a single value only when it is not the field's default."""
+        props: list[tuple[str, str]] = []
+        for prop in _PROPERTIES:
+            value = getattr(self, prop.field)
+            if prop.many:
+                props += [(prop.key, prop.encode(v)) for v in value]
+            elif value != prop.absent:
+                props.append((prop.key, prop.encode(value)))
         return props
 
     @classmethod
     def from_properties(cls, properties: Iterable[tuple[str, object]]) -> ItemReport:
-        """The report among an item's ``user_properties`` (other keys are left alone)."""
+        """The report among an item's ``user_properties`` (other keys are left alone, and a value
+        mangled on the way is left out, not a crash).
+
+        Raises:
+            ValueError: a ``dsh_replayed`` value that is no :meth:`ReplayCounts.encode` text.
+        """
         report = cls()
         for key, value in properties:
-            text = str(value)
-            if key == _WRITTEN:
-                report.written.append(text)
-            elif key == _REMOVED:
-                report.removed.append(text)
-            elif key == _REPLAYED:
-                report.replayed = ReplayCounts.decode(text)
-            elif key == _EPISODES:
-                report.episodes = "extended" if text == "extended" else "unchanged"
-            elif key == _END_SEED:
-                report.end_seed_ignored = True
-            elif key == _GUARD:
-                report.guard = "red" if text == "red" else "cannot fail"
-            elif key == _WRITE:
-                report.write = next((s for s in WRITE_STATUSES if s == text), "failed")
-            elif key == _RECORDING:
-                report.recording = text
-            elif key == _REQUEST_DIFF:
-                try:
-                    report.diffs.append(msgspec.json.decode(text, type=RequestDiff))
-                except msgspec.DecodeError:  # a value mangled on the way is left out, not a crash
-                    continue
-            elif key == _COMMAND:
-                report.commands.append(text)
-            elif key == _SERVED and text.isdigit():
-                report.served = int(text)
-            elif key == _RERECORDED:
-                file, _, since = text.rpartition("#")
-                if file and since.isdigit():
-                    report.rerecorded.append((file, int(since)))
-            elif key == _CHANGES:
-                report.changes.append(text)
+            prop = _BY_KEY.get(key)
+            if prop is None:
+                continue
+            decoded = prop.decode(str(value))
+            if decoded is _MANGLED:
+                continue
+            if prop.many:
+                getattr(report, prop.field).append(decoded)
+            else:
+                setattr(report, prop.field, decoded)
         return report
+
+
+#: a property value :class:`_Property`'s ``decode`` leaves out (mangled on the way)
+_MANGLED: Any = object()
+
+
+class _Property(Struct, frozen=True):
+    """How one :class:`ItemReport` field travels: its key, its values' text and back; ``many``: a list
+    field, one pair per value; ``absent``: a single value's default, not written."""
+
+    key: str
+    field: str
+    encode: Callable[[Any], str]
+    decode: Callable[[str], Any]
+    many: bool = False
+    absent: Any = None
+
+
+def _decode_diff(text: str) -> Any:
+    try:
+        return msgspec.json.decode(text, type=RequestDiff)
+    except msgspec.DecodeError:
+        return _MANGLED
+
+
+def _decode_rerecorded(text: str) -> Any:
+    file, _, since = text.rpartition("#")
+    return (file, int(since)) if file and since.isdigit() else _MANGLED
+
+
+def _one_of(values: tuple[str, ...], otherwise: str) -> Callable[[str], str]:
+    return lambda text: next((v for v in values if v == text), otherwise)
+
+
+#: every field of :class:`ItemReport` that travels, in the order :meth:`ItemReport.properties` writes them
+_PROPERTIES = (
+    _Property(_WRITTEN, "written", str, str, many=True),
+    _Property(_REMOVED, "removed", str, str, many=True),
+    _Property(_EPISODES, "episodes", str, _one_of(("extended",), "unchanged")),
+    _Property(_REPLAYED, "replayed", ReplayCounts.encode, ReplayCounts.decode),
+    _Property(_END_SEED, "end_seed_ignored", lambda _: "1", lambda _: True, absent=False),
+    _Property(_GUARD, "guard", str, _one_of(("red",), "cannot fail")),
+    _Property(_WRITE, "write", str, _one_of(WRITE_STATUSES, "failed")),
+    _Property(_RECORDING, "recording", str, str),
+    _Property(_REQUEST_DIFF, "diffs", lambda d: msgspec.json.encode(d).decode(), _decode_diff, many=True),
+    _Property(_COMMAND, "commands", str, str, many=True),
+    _Property(_SERVED, "served", str, lambda text: int(text) if text.isdigit() else _MANGLED, absent=0),
+    _Property(_RERECORDED, "rerecorded", lambda r: f"{r[0]}#{r[1]}", _decode_rerecorded, many=True),
+    _Property(_CHANGES, "changes", str, str, many=True),
+)
+_BY_KEY = {prop.key: prop for prop in _PROPERTIES}

@@ -137,6 +137,44 @@ def pytest_configure(config: pytest.Config) -> None:
     # scenario path): a project that never configured the plugin is left alone.
     configured = [Path(p) for p in config.getini("dsh_scenario_roots")]
     state.roots.extend(r.resolve() for r in configured)
+    scenario_args = _named_scenarios(config, state)
+    check_model_spec(config)
+    match_on_option(config)  # a usage error now, not one per item
+    run_masks(config)  # a --dsh-mask / dsh_mask regex that does not compile: a usage error now
+    if config.getoption("dsh_report"):  # the report's machinery is imported only when asked for
+        _register_report(config)
+    warn_inert_options(config)
+    if config.args_source in (pytest.Config.ArgsSource.ARGS, pytest.Config.ArgsSource.TESTPATHS):
+        _add_positional_roots(config, state)
+    if _scrubs_early(config):  # a bad secret config is a usage error before anything runs
+        state.scrubber = run_scrubber(config)
+    if state.name_globs:
+        scenario_args += _select_globs(config, state, configured)
+    _set_args(config, state, configured, scenario_args)
+
+
+def _set_args(config: pytest.Config, state: _State, configured: list[Path], scenario_args: list[str]) -> None:
+    """What pytest collects: with ``--dsh-scenario``, the scenarios named or selected (beside the
+    positional arguments, or alone); without, the ini's roots beside its testpaths."""
+    if not config.getoption("dsh_scenario"):
+        if config.args_source == pytest.Config.ArgsSource.TESTPATHS and configured:
+            _add_ini_roots(config, state)
+        return
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        # `pytest --dsh-scenario X` with no positional args: collect only the scenarios
+        config.args = scenario_args
+    else:
+        config.args = [*config.args, *scenario_args]
+
+
+def _named_scenarios(config: pytest.Config, state: _State) -> list[str]:
+    """The ``--dsh-scenario`` values: an existing path (an ``input.json`` names its directory) is a
+    root and a named path, returned as an argument to collect; anything else is a name glob, unless it
+    looks like a path.
+
+    Raises:
+        pytest.UsageError: a value that looks like a path (``/``, ``.``, ``~``, ``.json``) and is none.
+    """
     scenario_args: list[str] = []
     for value in config.getoption("dsh_scenario"):
         path = Path(value)
@@ -153,48 +191,49 @@ def pytest_configure(config: pytest.Config) -> None:
             )
         else:
             state.name_globs.append(value)
-    check_model_spec(config)
-    match_on_option(config)  # a usage error now, not one per item
-    run_masks(config)  # a --dsh-mask / dsh_mask regex that does not compile: a usage error now
-    report_file = config.getoption("dsh_report")
-    if report_file:  # the report's machinery is imported only when asked for
-        from .report.run import RunReport
+    return scenario_args
 
-        run_report = RunReport(
-            Path(report_file).resolve(),
-            lambda text: _redact(config, text),
-            is_worker=hasattr(config, "workerinput"),
-        )
-        config.pluginmanager.register(run_report, "dsh_replay_report")
-    warn_inert_options(config)
-    if config.args_source in (pytest.Config.ArgsSource.ARGS, pytest.Config.ArgsSource.TESTPATHS):
-        for arg in config.args:  # named on the command line or in the ini's testpaths
-            path = Path(arg.split("::", 1)[0])
-            if _names_scenarios(path):
-                state.roots.append((path.parent if path.is_file() else path).resolve())
-    if (
+
+def _add_positional_roots(config: pytest.Config, state: _State) -> None:
+    """The paths named on the command line or in the ini's testpaths that name scenarios, as roots."""
+    for arg in config.args:
+        path = Path(arg.split("::", 1)[0])
+        if _names_scenarios(path):
+            state.roots.append((path.parent if path.is_file() else path).resolve())
+
+
+def _select_globs(config: pytest.Config, state: _State, configured: list[Path]) -> list[str]:
+    """The scenario directories the name globs select under the configured roots (or ``scenarios/``),
+    which become roots too; returned as arguments to collect."""
+    search = configured or [config.rootpath / "scenarios"]
+    existing = [r.resolve() for r in search if r.exists()]
+    state.roots.extend(existing)
+    selected = _select_by_name(config, state.name_globs, existing, state.roots)
+    state.selected = {str(d) for d in selected}
+    return [str(d) for d in selected]
+
+
+def _register_report(config: pytest.Config) -> None:
+    """``--dsh-report FILE``: the run's report, a plugin object of its own."""
+    from .report.run import RunReport
+
+    run_report = RunReport(
+        Path(config.getoption("dsh_report")).resolve(),
+        lambda text: _redact(config, text),
+        is_worker=hasattr(config, "workerinput"),
+    )
+    config.pluginmanager.register(run_report, "dsh_replay_report")
+
+
+def _scrubs_early(config: pytest.Config) -> bool:
+    """Whether the run's scrubber is built at configuration (scenarios named, a recording run, secret
+    options in the ini); else it is built when first needed."""
+    return bool(
         config.getoption("dsh_scenario")
         or record_mode(config).records
         or config.getini("dsh_api_key_env")
         or config.getini("dsh_secret_patterns")
-    ):  # a bad secret config is a usage error before anything runs; else built when first needed
-        state.scrubber = run_scrubber(config)
-    if state.name_globs:
-        search = configured or [config.rootpath / "scenarios"]
-        existing = [r.resolve() for r in search if r.exists()]
-        state.roots.extend(existing)
-        selected = _select_by_name(config, state.name_globs, existing, state.roots)
-        state.selected = {str(d) for d in selected}
-        scenario_args.extend(str(d) for d in selected)
-    if not config.getoption("dsh_scenario"):
-        if config.args_source == pytest.Config.ArgsSource.TESTPATHS and configured:
-            _add_ini_roots(config, state)
-        return
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        # `pytest --dsh-scenario X` with no positional args: collect only the scenarios
-        config.args = scenario_args
-    else:
-        config.args = [*config.args, *scenario_args]
+    )
 
 
 def _add_ini_roots(config: pytest.Config, state: _State) -> None:
@@ -442,34 +481,43 @@ class ScenarioDir(pytest.Directory):
     collects the whole suite again."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        ihook, config, session = self.ihook, self.config, self.session
         with os.scandir(self.path) as listing:
             entries = sorted(listing, key=lambda e: e.name)
         for entry in entries:
-            path = Path(entry.path)
             try:
                 is_dir, is_file = entry.is_dir(), entry.is_file()
             except OSError:  # a broken symlink, a permission error: as pytest's own scandir
                 continue
-            # input.json whatever it is (a FIFO, a directory, a dangling link) fails the item with the
-            # reader's typed error, as validate reports it (layout.dir_kind), instead of vanishing
-            is_input = entry.name == INPUT_FILE
-            if is_file and not is_input and (entry.name in _SCENARIO_FILES or is_owned(entry.name)):
-                continue
-            if is_dir and skips_dir(entry.name, in_scenario=True, patterns=()):
-                continue  # workspace/: the files the agent works on (copied into its cwd), not the project's
-            if not session.isinitpath(path, with_parents=is_dir) and ihook.pytest_ignore_collect(
-                collection_path=path, config=config
-            ):
-                continue
-            if is_input:
-                yield _scenario_file(self, path)
-            elif is_dir:
-                col = ihook.pytest_collect_directory(path=path, parent=self)
-                if col is not None:
-                    yield col
-            elif is_file:
-                yield from ihook.pytest_collect_file(file_path=path, parent=self)
+            if not self._skips(entry, is_dir, is_file):
+                yield from self._collect_entry(Path(entry.path), is_dir, is_file)
+
+    def _skips(self, entry: os.DirEntry[str], is_dir: bool, is_file: bool) -> bool:
+        """Whether ``entry`` is left out: a file the layout names, ``workspace/`` (the files the agent
+        works on, copied into its cwd, not the project's), or what ``pytest_ignore_collect`` ignores."""
+        # input.json whatever it is (a FIFO, a directory, a dangling link) fails the item with the
+        # reader's typed error, as validate reports it (layout.dir_kind), instead of vanishing
+        is_input = entry.name == INPUT_FILE
+        if is_file and not is_input and (entry.name in _SCENARIO_FILES or is_owned(entry.name)):
+            return True
+        if is_dir and skips_dir(entry.name, in_scenario=True, patterns=()):
+            return True
+        path = Path(entry.path)
+        if self.session.isinitpath(path, with_parents=is_dir):
+            return False
+        return bool(self.ihook.pytest_ignore_collect(collection_path=path, config=self.config))
+
+    def _collect_entry(
+        self, path: Path, is_dir: bool, is_file: bool
+    ) -> Iterator[pytest.Item | pytest.Collector]:
+        """The scenario's ``input.json`` as its :class:`ScenarioFile`, the rest through pytest's hooks."""
+        if path.name == INPUT_FILE:
+            yield _scenario_file(self, path)
+        elif is_dir:
+            col = self.ihook.pytest_collect_directory(path=path, parent=self)
+            if col is not None:
+                yield col
+        elif is_file:
+            yield from self.ihook.pytest_collect_file(file_path=path, parent=self)
 
 
 class ScenarioFile(pytest.File):

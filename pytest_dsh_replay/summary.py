@@ -64,22 +64,65 @@ class RunSummary:
         self.changes += [(name, line) for line in item.changes]
         self.written += map(Path, item.written)
         self.removed += map(Path, item.removed)
-        if item.replayed is not None and report.passed:
-            counts = self.replayed.setdefault(item.replayed.backends, [0, 0, 0])
-            counts[0] += 1
-            counts[1] += item.replayed.logs
-            counts[2] += item.replayed.calls
-        if item.episodes is not None and report.passed:
-            self.episodes[item.episodes] += 1
+        if report.passed:
+            self._count_passed(item)
         if item.end_seed_ignored:
             self.end_seed_ignored.append(name)
         if item.guard is not None:
             (self.guards_ok if item.guard == "red" else self.guards_failed).append(name)
 
+    def _count_passed(self, item: ItemReport) -> None:
+        """A passed item's replay counts (its backends, logs and calls) or its new_episodes outcome."""
+        if item.replayed is not None:
+            counts = self.replayed.setdefault(item.replayed.backends, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += item.replayed.logs
+            counts[2] += item.replayed.calls
+        if item.episodes is not None:
+            self.episodes[item.episodes] += 1
+
     def write(self, terminalreporter: LineWriter, config: pytest.Config) -> None:
         """Write the summary lines and sections (nothing when no scenario reported)."""
         tr = terminalreporter
         record = RecordMode(config.getoption("dsh_record"))
+        # --dsh-record=once records the unrecorded scenarios and, beside --snapshot-update, updates the others
+        updates = bool(config.getoption("update_snapshots", default=False)) and record in (
+            RecordMode.NONE,
+            RecordMode.ONCE,
+        )
+        self._write_replayed(tr, record, config)
+        self._write_seeds_and_episodes(tr)
+        if self.written or self.removed:
+            self._write_files(tr, record, updates)
+        for note in self.endpoint_notes:
+            tr.write_line(f"dsh-replay endpoint (--dsh-record={record.value}): {note}")
+        for name, line in self.changes:
+            tr.write_line(f"dsh-replay scenario {name} (--dsh-record={record.value}): {line}")
+        if self.write_status:  # an update or recording run ends with one line of counts
+            self._write_counts(tr, record, updates)
+        if config.getoption("dsh_check_guards"):
+            self._write_guards(tr)
+
+    def _write_guards(self, tr: LineWriter) -> None:
+        """``--dsh-check-guards``' section: each guard's verdict (none when no scenario was checked)."""
+        if self.guards_ok or self.guards_failed:
+            tr.section("dsh-replay guard check (fork seed slice disabled)")
+        for name in self.guards_ok:
+            tr.write_line(f"red as required: {name}")
+        for name in self.guards_failed:
+            tr.write_line(f"GUARD CANNOT FAIL: {name}")
+
+    def _write_counts(self, tr: LineWriter, record: RecordMode, updates: bool) -> None:
+        """The line of counts an update or recording run ends with: scenarios per write status, files."""
+        flags = [f"--dsh-record={record.value}"] if record.records else []
+        what = " ".join(flags + (["--snapshot-update"] if updates else []))
+        counts = ", ".join(f"{self.write_status.get(s, 0)} {s}" for s in WRITE_STATUSES)
+        files = f"files {len(self.written)} written, {len(self.removed)} removed"
+        tr.write_line(f"dsh-replay {what}: scenarios {counts}; {files}")
+
+    def _write_replayed(self, tr: LineWriter, record: RecordMode, config: pytest.Config) -> None:
+        """The replay lines, one per set of backends, worded for what the run did with each scenario
+        (matched, checked for new_episodes, updated)."""
         compared = "compared"
         if record is RecordMode.NEW_EPISODES:
             done = each = "for new_episodes (the recorded part checked, the calls past it sent live)"
@@ -102,6 +145,9 @@ class RunSummary:
                     f"{each}; per backend: {logs} session log(s) {compared}, {calls} recorded "
                     "model call(s) served",
                 )
+
+    def _write_seeds_and_episodes(self, tr: LineWriter) -> None:
+        """The new_episodes line and the line of scenarios whose fixtures predate ``session/end-seed``."""
         if any(self.episodes.values()):
             extended, unchanged = self.episodes["extended"], self.episodes["unchanged"]
             tr.write_line(
@@ -115,45 +161,22 @@ class RunSummary:
                 f"dsh-replay: session/end-seed ignored on both sides in {len(self.end_seed_ignored)} "
                 f"scenario(s) whose fixtures predate the marker ({names}); replay.md §9"
             )
-        # --dsh-record=once records the unrecorded scenarios and, beside --snapshot-update, updates the others
-        updates = bool(config.getoption("update_snapshots", default=False)) and record in (
-            RecordMode.NONE,
-            RecordMode.ONCE,
-        )
-        if self.written or self.removed:
-            if record.records and updates:
-                tr.section(
-                    f"dsh-replay recording (--dsh-record={record}) and snapshot update (--snapshot-update): "
-                    "fixtures written"
-                )
-            elif record.records:
-                tr.section(f"dsh-replay recording (--dsh-record={record}): fixtures written")
-            else:
-                tr.section("dsh-replay snapshot update (--snapshot-update): fixtures rewritten from the run")
-            for path in self.written:
-                tr.write_line(f"written: {path}")
-            for path in self.removed:
-                tr.write_line(f"removed unused fixture: {path}")
-        for note in self.endpoint_notes:
-            tr.write_line(f"dsh-replay endpoint (--dsh-record={record.value}): {note}")
-        for name, line in self.changes:
-            tr.write_line(f"dsh-replay scenario {name} (--dsh-record={record.value}): {line}")
-        if self.write_status:  # an update or recording run ends with one line of counts
-            what = " ".join(
-                ([f"--dsh-record={record.value}"] if record.records else [])
-                + (["--snapshot-update"] if updates else [])
+
+    def _write_files(self, tr: LineWriter, record: RecordMode, updates: bool) -> None:
+        """The section of the fixture files written and removed, titled by what wrote them."""
+        if record.records and updates:
+            tr.section(
+                f"dsh-replay recording (--dsh-record={record}) and snapshot update (--snapshot-update): "
+                "fixtures written"
             )
-            counts = ", ".join(f"{self.write_status.get(s, 0)} {s}" for s in WRITE_STATUSES)
-            tr.write_line(
-                f"dsh-replay {what}: scenarios {counts}; files {len(self.written)} written, "
-                f"{len(self.removed)} removed"
-            )
-        if config.getoption("dsh_check_guards") and (self.guards_ok or self.guards_failed):
-            tr.section("dsh-replay guard check (fork seed slice disabled)")
-            for name in self.guards_ok:
-                tr.write_line(f"red as required: {name}")
-            for name in self.guards_failed:
-                tr.write_line(f"GUARD CANNOT FAIL: {name}")
+        elif record.records:
+            tr.section(f"dsh-replay recording (--dsh-record={record}): fixtures written")
+        else:
+            tr.section("dsh-replay snapshot update (--snapshot-update): fixtures rewritten from the run")
+        for path in self.written:
+            tr.write_line(f"written: {path}")
+        for path in self.removed:
+            tr.write_line(f"removed unused fixture: {path}")
 
 
 def _update_checks(config: pytest.Config) -> str:

@@ -75,8 +75,14 @@ class _Inbound(Struct):
 
 
 class _StepOutcome(Struct):
-    had_tool_calls: bool
-    max_tokens: bool
+    """How a step ended: what the turn's continuation decision reads (agent-loop.md §5, §6)."""
+
+    had_tool_calls: bool = False
+    max_tokens: bool = False
+    #: steering messages that arrived during the step (logged before its ``step/end``)
+    arrived: int = 0
+    #: the turn's end reason when the step failed (a model error, an abort, disposal)
+    failed: dict[str, Any] | None = None
 
 
 _END: Any = object()
@@ -407,57 +413,73 @@ class Agent:
             s.append("user/message", {"content": msg.content, "source": msg.source}, surface_op="append")
         reason: dict[str, Any] | None = None
         max_tokens = False
-        step = 0
-        while True:
+        step, proceed = 0, True
+        while proceed:
             step += 1
             self._log_steering(turn)
             s.append("step/start", {"turn": turn, "step": step})
             if self._cancel_armed:
                 s.append("step/end", {"turn": turn, "step": step})
-                reason = {"kind": "aborted", "reason": self._cancel_reason or "cancelled"}
+                reason = self._cancelled()
                 break
-            signal = CancelSignal()
-            self._signal = signal
-            if self._disposed:
-                signal.abort("disposed")
-            try:
-                outcome = await self._run_step(turn, step, signal)
-            except Exception as exc:
-                self._signal = None
-                s.append("step/end", {"turn": turn, "step": step})
-                if self._disposed:
-                    reason = {"kind": "disposed"}
-                elif signal.aborted:
-                    reason = {"kind": "aborted", "reason": str(signal.reason)}
-                else:
-                    reason = error_reason(exc, step)
+            outcome = await self._step(turn, step)
+            if outcome.failed is not None:
+                reason = outcome.failed
                 break
-            self._signal = None
-            arrived = self._log_steering(turn)
-            s.append("step/end", {"turn": turn, "step": step})
-            if outcome.max_tokens:
-                max_tokens = True
-            proceed = outcome.had_tool_calls or arrived > 0 or bool(self._steering)
-            if self.hooks.turn_continuation is not None:
-                try:
-                    decided = self.hooks.turn_continuation(self, proceed)
-                except Exception as exc:
-                    reason = error_reason(exc, step)
-                    break
-                if decided is not None:
-                    proceed = bool(decided) or bool(self._steering)  # waiting steering continues anyway
-            if not proceed:
-                break
-            if self._disposed:
-                reason = {"kind": "disposed"}
-                break
-            if self._cancel_armed:
-                reason = {"kind": "aborted", "reason": self._cancel_reason or "cancelled"}
-                break
+            max_tokens = max_tokens or outcome.max_tokens
+            proceed, reason = self._continues(outcome, step)
         if reason is None:
             reason = {"kind": "max-tokens"} if max_tokens else {"kind": "completed"}
         s.append("turn/end", {"turn": turn, "reason": reason})
         await self._flush()
+
+    def _cancelled(self) -> dict[str, Any]:
+        """The end reason of a turn a :meth:`cancel` stopped."""
+        return {"kind": "aborted", "reason": self._cancel_reason or "cancelled"}
+
+    async def _step(self, turn: int, step: int) -> _StepOutcome:
+        """One step after its ``step/start``, under a signal of its own, to its ``step/end``: steering
+        that arrived during it is logged before that ``step/end``; a failure is the outcome's reason
+        (disposed, aborted by the signal, else the error of §6)."""
+        signal = CancelSignal()
+        self._signal = signal
+        if self._disposed:
+            signal.abort("disposed")
+        try:
+            outcome = await self._run_step(turn, step, signal)
+        except Exception as exc:
+            self._signal = None
+            self.session.append("step/end", {"turn": turn, "step": step})
+            if self._disposed:
+                return _StepOutcome(failed={"kind": "disposed"})
+            if signal.aborted:
+                return _StepOutcome(failed={"kind": "aborted", "reason": str(signal.reason)})
+            return _StepOutcome(failed=error_reason(exc, step))
+        self._signal = None
+        outcome.arrived = self._log_steering(turn)
+        self.session.append("step/end", {"turn": turn, "step": step})
+        return outcome
+
+    def _continues(self, outcome: _StepOutcome, step: int) -> tuple[bool, dict[str, Any] | None]:
+        """Whether the turn goes on after a step that ended well, and the reason it ends otherwise
+        (``None``: completed or max-tokens). It goes on after tool calls or steering, unless the
+        ``turn_continuation`` hook decides (waiting steering continues anyway); a disposal or a cancel
+        in the continuation window ends it."""
+        proceed = outcome.had_tool_calls or outcome.arrived > 0 or bool(self._steering)
+        if self.hooks.turn_continuation is not None:
+            try:
+                decided = self.hooks.turn_continuation(self, proceed)
+            except Exception as exc:
+                return False, error_reason(exc, step)
+            if decided is not None:
+                proceed = bool(decided) or bool(self._steering)  # waiting steering continues anyway
+        if not proceed:
+            return False, None
+        if self._disposed:
+            return False, {"kind": "disposed"}
+        if self._cancel_armed:
+            return False, self._cancelled()
+        return True, None
 
     async def _flush(self) -> None:
         if self.store is None:
@@ -489,7 +511,33 @@ class Agent:
         return request
 
     async def _run_step(self, turn: int, step: int, signal: CancelSignal) -> _StepOutcome:
-        s = self.session
+        """The step's model call (its chunks, its ``assistant/message``) and tool calls.
+
+        Raises:
+            StepFailedError: no model configured; the stream's ``finish`` of kind ``error``/``aborted``.
+            StepAbortedError: the signal aborted the step.
+        """
+        request = self._step_request(signal)
+        assembler, chunk_seqs = await self._stream(turn, step, request, signal)
+        content, max_tokens = self._step_content(assembler)
+        if content or assembler.usage is not None:
+            data: dict[str, Any] = {"turn": turn, "step": step, "content": content}
+            if assembler.usage is not None:
+                data["usage"] = assembler.usage
+            self.session.append(
+                "assistant/message",
+                data,
+                surface_op="append",
+                source_event_seqs=chunk_seqs if chunk_seqs else None,
+            )
+        calls = [] if max_tokens else [b for b in content if b.get("type") == "tool-call"]
+        for block in calls:
+            await self._call_tool(turn, step, block, signal)
+        return _StepOutcome(had_tool_calls=bool(calls), max_tokens=max_tokens)
+
+    def _step_request(self, signal: CancelSignal) -> ModelRequest:
+        """The step's request as the ``request`` hook leaves it, refused without a model or when the
+        step is aborted already."""
         request = self.build_request(signal)
         if self.hooks.request is not None:
             rewritten = self.hooks.request(self, request)
@@ -499,6 +547,13 @@ class Agent:
             raise StepFailedError("no model configured for the agent")
         if signal.aborted:
             raise StepAbortedError("step aborted before the model call")
+        return request
+
+    async def _stream(
+        self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
+    ) -> tuple[BlockAssembler, list[int]]:
+        """The model's chunks, each written as an ``assistant/chunk`` (and shown to the stream
+        listeners) before it is assembled; the assembler and the chunks' seqs."""
         reader = _ChunkReader(self.model.stream(request), signal)
         assembler = BlockAssembler()
         chunk_seqs: list[int] = []
@@ -509,13 +564,22 @@ class Agent:
                     break
                 if signal.aborted:
                     raise StepAbortedError("model stream aborted")
-                event = s.append("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
+                event = self.session.append("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
                 chunk_seqs.append(event["seq"])
                 for listener in tuple(self.stream_listeners) if self.stream_listeners else ():
                     listener(self, event)
                 assembler.feed(chunk)
         finally:
             await reader.close()
+        return assembler, chunk_seqs
+
+    def _step_content(self, assembler: BlockAssembler) -> tuple[list[ContentBlock], bool]:
+        """The answer's content blocks as the ``step_result`` hook leaves them, and whether it stopped
+        at max-tokens (its tool calls dropped, before and after the hook: agent-loop.md §4).
+
+        Raises:
+            StepFailedError: the stream's ``finish`` was of kind ``error`` or ``aborted``.
+        """
         kind = assembler.finish_kind
         if kind == "error":
             message = assembler.finish.get("message")
@@ -526,60 +590,59 @@ class Agent:
             )
         if kind == "aborted":
             raise StepFailedError("model stream aborted", "ABORTED")
-        content = assembler.content()
         max_tokens = kind == "max-tokens"
-        if max_tokens:
-            content = [b for b in content if b.get("type") != "tool-call"]
+        content = _without_tool_calls(assembler.content()) if max_tokens else assembler.content()
         if self.hooks.step_result is not None:
-            rewritten_content = self.hooks.step_result(self, content)
-            if rewritten_content is not None:
-                content = rewritten_content
-            if max_tokens:  # filtered before AND after the hook (agent-loop.md §4)
-                content = [b for b in content if b.get("type") != "tool-call"]
-        if content or assembler.usage is not None:
-            data: dict[str, Any] = {"turn": turn, "step": step, "content": content}
-            if assembler.usage is not None:
-                data["usage"] = assembler.usage
-            s.append(
-                "assistant/message",
-                data,
-                surface_op="append",
-                source_event_seqs=chunk_seqs if chunk_seqs else None,
-            )
-        calls = [] if max_tokens else [b for b in content if b.get("type") == "tool-call"]
-        for block in calls:
-            if signal.aborted:
-                raise StepAbortedError("step aborted before a tool call")
-            call_id = block.get("id")
-            call_event = s.append(
-                "tool/call",
-                {
-                    "turn": turn,
-                    "step": step,
-                    "callId": call_id,
-                    "name": block.get("name"),
-                    "arguments": block.get("arguments"),
-                },
-            )
-            result = await self.tools.execute(
-                ToolCall(
-                    call_id=str(call_id),
-                    name=str(block.get("name")),
-                    arguments=parse_tool_arguments(block.get("arguments")),
-                    agent=self,
-                    signal=signal,
-                )
-            )
-            result_data: dict[str, Any] = {
+            rewritten = self.hooks.step_result(self, content)
+            if rewritten is not None:
+                content = rewritten
+            if max_tokens:
+                content = _without_tool_calls(content)
+        return content, max_tokens
+
+    async def _call_tool(self, turn: int, step: int, block: ContentBlock, signal: CancelSignal) -> None:
+        """One tool call of the answer: its ``tool/call``, the tool run, its ``tool/result``.
+
+        Raises:
+            StepAbortedError: the signal aborted the step before or during the call.
+        """
+        if signal.aborted:
+            raise StepAbortedError("step aborted before a tool call")
+        call_id = block.get("id")
+        call_event = self.session.append(
+            "tool/call",
+            {
                 "turn": turn,
                 "step": step,
                 "callId": call_id,
-                "content": result.content,
-                "isError": result.is_error,
-            }
-            if result.error is not None:
-                result_data["error"] = result.error
-            s.append("tool/result", result_data, surface_op="append", source_event_seqs=[call_event["seq"]])
-            if signal.aborted:
-                raise StepAbortedError("step aborted during a tool call")
-        return _StepOutcome(had_tool_calls=bool(calls), max_tokens=max_tokens)
+                "name": block.get("name"),
+                "arguments": block.get("arguments"),
+            },
+        )
+        result = await self.tools.execute(
+            ToolCall(
+                call_id=str(call_id),
+                name=str(block.get("name")),
+                arguments=parse_tool_arguments(block.get("arguments")),
+                agent=self,
+                signal=signal,
+            )
+        )
+        result_data: dict[str, Any] = {
+            "turn": turn,
+            "step": step,
+            "callId": call_id,
+            "content": result.content,
+            "isError": result.is_error,
+        }
+        if result.error is not None:
+            result_data["error"] = result.error
+        self.session.append(
+            "tool/result", result_data, surface_op="append", source_event_seqs=[call_event["seq"]]
+        )
+        if signal.aborted:
+            raise StepAbortedError("step aborted during a tool call")
+
+
+def _without_tool_calls(content: list[ContentBlock]) -> list[ContentBlock]:
+    return [b for b in content if b.get("type") != "tool-call"]

@@ -15,7 +15,7 @@ scrubber before it reached an item's ``user_properties``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +101,19 @@ class _Stream:
         if not isinstance(chunk, dict):
             return
         kind = chunk.get("type")
-        if kind == "text-delta" and isinstance(chunk.get("text"), str):
-            self.text.append(chunk["text"])
-        elif kind == "reasoning-delta" and isinstance(chunk.get("text"), str):
-            self.reasoning.append(chunk["text"])
-        elif kind == "block-end" and isinstance(block := chunk.get("block"), dict):
-            if block.get("type") == "tool-call":
-                self.calls.append(_tool_call(block, "id"))
+        if kind in ("text-delta", "reasoning-delta") and isinstance(chunk.get("text"), str):
+            (self.text if kind == "text-delta" else self.reasoning).append(chunk["text"])
+        elif kind == "block-end":
+            self._block_end(chunk.get("block"))
         elif kind == "usage" and isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
         elif kind == "finish":
             reason = chunk.get("reason")
             self.finish = str(reason.get("kind", "")) if isinstance(reason, dict) else str(reason)
+
+    def _block_end(self, block: Any) -> None:
+        if isinstance(block, dict) and block.get("type") == "tool-call":
+            self.calls.append(_tool_call(block, "id"))
 
 
 def _tool_call(data: dict[str, Any], id_key: str) -> ToolCall:
@@ -214,27 +215,7 @@ class _Transcript:
                 self.stream = _Stream(seq)
             self.stream.feed(d.get("chunk"))
         elif kind == "assistant/message":
-            stream, self.stream = self.stream, None
-            content = d.get("content")
-            blocks = content if isinstance(content, list) else []
-            reasoning = "\n".join(
-                str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "reasoning"
-            )
-            calls = [
-                _tool_call(b, "id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool-call"
-            ]
-            usage = d.get("usage", stream.usage if stream else None)
-            self._add(
-                Entry(
-                    "assistant",
-                    stream.seq if stream else seq,
-                    text=_cut(_blocks_text(blocks)),
-                    reasoning=_cut(reasoning),
-                    calls=calls,
-                    call=self._call(usage, stream.finish if stream else ""),
-                    chunks=stream.chunks if stream else 0,
-                )
-            )
+            self._assistant_message(seq, d)
         else:
             self._close_stream_if_ended(kind)
             self._other(kind, seq, d, event)
@@ -261,71 +242,105 @@ class _Transcript:
         if self.stream is not None and kind in ("step/end", "turn/end", "turn/start", "step/start"):
             self._close_stream()
 
+    def _assistant_message(self, seq: int, d: dict[str, Any]) -> None:
+        """A model call's answer: one entry with the stream that led to it (its first seq, chunks,
+        finish and usage when the message has none)."""
+        stream, self.stream = self.stream, None
+        streamed = stream or _Stream(seq)
+        content = d.get("content")
+        blocks = content if isinstance(content, list) else []
+        parts = [b for b in blocks if isinstance(b, dict)]
+        reasoning = "\n".join(str(b.get("text", "")) for b in parts if b.get("type") == "reasoning")
+        self._add(
+            Entry(
+                "assistant",
+                streamed.seq,
+                text=_cut(_blocks_text(blocks)),
+                reasoning=_cut(reasoning),
+                calls=[_tool_call(b, "id") for b in parts if b.get("type") == "tool-call"],
+                call=self._call(d.get("usage", streamed.usage), streamed.finish),
+                chunks=streamed.chunks,
+            )
+        )
+
     def _other(self, kind: Any, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
-        if kind in ("user/message", "context/message", "steering/message"):
-            text = _blocks_text(d.get("content"))
-            if self.first_prompt is None and self.index > self.seed_length and kind == "user/message":
-                self.first_prompt = text
-            self._add(Entry(str(kind).split("/")[0], seq, text=_cut(text)))
-        elif kind == "tool/call":
-            call = _tool_call(d, "callId")
-            self._add(Entry("tool", seq, tool=call))
-            self.tool_spans.append([call.id, call.name, seq, None, event.get("time"), None, call.arguments])
-        elif kind == "tool/result":
-            call_id = str(d.get("callId", ""))
-            error = d.get("isError") is True
-            detail = _json(d["error"]) if isinstance(d.get("error"), dict) else ""
-            self._add(
-                Entry(
-                    "result",
-                    seq,
-                    text=_cut(_blocks_text(d.get("content"))),
-                    call_id=call_id,
-                    error=error,
-                    detail=detail,
-                )
-            )
-            for span in reversed(self.tool_spans):
-                if span[0] == call_id and span[3] is None:
-                    span[3], span[5] = seq, event.get("time")
-                    break
-        elif kind == "turn/start":
-            trigger = d.get("trigger")
-            what = str(trigger.get("kind", "")) if isinstance(trigger, dict) else ""
-            self._add(Entry("turn", seq, text=f"turn {_int(d.get('turn'))}", detail=what))
-        elif kind == "turn/end":
-            reason = d.get("reason")
-            r: dict[str, Any] = reason if isinstance(reason, dict) else {"kind": str(reason)}
-            why = str(r.get("kind", ""))
-            detail = " ".join(str(r[k]) for k in ("code", "message", "reason") if isinstance(r.get(k), str))
-            self._add(
-                Entry(
-                    "end",
-                    seq,
-                    text=why,
-                    detail=_cut(detail),
-                    error=why in ("error", "aborted", "interrupted"),
-                )
-            )
-        elif kind == "request/context" and isinstance(d.get("model"), str):
+        """Any event but a model call's: its entry (:data:`_ENTRIES`), ``kind: data`` for a type with
+        none; steps carry nothing to read."""
+        if kind in ("step/start", "step/end"):
+            return
+        add = _ENTRIES.get(kind) if isinstance(kind, str) else None
+        if add is None:
+            self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
+        else:
+            add(self, seq, d, event)
+
+    def _message(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        kind = str(event.get("type"))
+        text = _blocks_text(d.get("content"))
+        if self.first_prompt is None and self.index > self.seed_length and kind == "user/message":
+            self.first_prompt = text
+        self._add(Entry(kind.split("/")[0], seq, text=_cut(text)))
+
+    def _tool_call_event(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        call = _tool_call(d, "callId")
+        self._add(Entry("tool", seq, tool=call))
+        self.tool_spans.append([call.id, call.name, seq, None, event.get("time"), None, call.arguments])
+
+    def _tool_result(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        """A tool result's entry; it ends the open span of its call."""
+        call_id = str(d.get("callId", ""))
+        error = d.get("isError") is True
+        detail = _json(d["error"]) if isinstance(d.get("error"), dict) else ""
+        text = _cut(_blocks_text(d.get("content")))
+        self._add(Entry("result", seq, text=text, call_id=call_id, error=error, detail=detail))
+        for span in reversed(self.tool_spans):
+            if span[0] == call_id and span[3] is None:
+                span[3], span[5] = seq, event.get("time")
+                break
+
+    def _turn_start(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        trigger = d.get("trigger")
+        what = str(trigger.get("kind", "")) if isinstance(trigger, dict) else ""
+        self._add(Entry("turn", seq, text=f"turn {_int(d.get('turn'))}", detail=what))
+
+    def _turn_end(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        reason = d.get("reason")
+        r: dict[str, Any] = reason if isinstance(reason, dict) else {"kind": str(reason)}
+        why = str(r.get("kind", ""))
+        detail = " ".join(str(r[k]) for k in ("code", "message", "reason") if isinstance(r.get(k), str))
+        error = why in ("error", "aborted", "interrupted")
+        self._add(Entry("end", seq, text=why, detail=_cut(detail), error=error))
+
+    def _request_context(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        if isinstance(d.get("model"), str):
             # the head format says which model each request went to: it wins over the session's pin
             self.model = d["model"]
-            self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
-        elif kind == "session/end-seed":
-            if self.seed_length == 0 and self.index > 1:  # the history the first request gave
-                names = {sp[0]: sp[1] for sp in self.tool_spans}
-                self.given_results = [
-                    (e.call_id, names.get(e.call_id, "")) for e in self.entries if e.kind == "result"
-                ]
-                self._add(Entry("history-end", seq, text=f"{self.index - 1} event(s)"))
-            return  # a fork seed's end is the boundary entry
-        elif kind in ("step/start", "step/end"):
-            return  # steps carry nothing to read
-        else:
-            self._add(Entry("other", seq, text=f"{kind}: {_json(d)}"))
+        self._add(Entry("other", seq, text=f"request/context: {_json(d)}"))
+
+    def _end_seed(self, seq: int, d: dict[str, Any], event: dict[str, Any]) -> None:
+        """The end of the history the first request gave (a fork seed's end is the boundary entry)."""
+        if self.seed_length == 0 and self.index > 1:
+            names = {sp[0]: sp[1] for sp in self.tool_spans}
+            results = [e.call_id for e in self.entries if e.kind == "result"]
+            self.given_results = [(call_id, names.get(call_id, "")) for call_id in results]
+            self._add(Entry("history-end", seq, text=f"{self.index - 1} event(s)"))
 
     def finish(self) -> None:
         self._close_stream()
+
+
+#: event type -> the :class:`_Transcript` method adding its entry (the other types: ``kind: data``)
+_ENTRIES: dict[str, Callable[[_Transcript, int, dict[str, Any], dict[str, Any]], None]] = {
+    "user/message": _Transcript._message,
+    "context/message": _Transcript._message,
+    "steering/message": _Transcript._message,
+    "tool/call": _Transcript._tool_call_event,
+    "tool/result": _Transcript._tool_result,
+    "turn/start": _Transcript._turn_start,
+    "turn/end": _Transcript._turn_end,
+    "request/context": _Transcript._request_context,
+    "session/end-seed": _Transcript._end_seed,
+}
 
 
 def recording_files(path: Path) -> list[Path]:
@@ -486,33 +501,44 @@ def link_children(sessions: Sequence[SessionView], spans: Sequence[Spans]) -> No
     for session, own in zip(sessions, spans, strict=True):
         if not session.parent:
             continue
-        link = Link()
         index = by_id.get(session.parent)
-        parent_calls = {sp[0] for sp in spans[index].tools} if index is not None else set()
-        handed = [(cid, name) for cid, name in own.given_results if cid in parent_calls]
-        if handed:
-            link.how = "handoff"
-            link.tool = ", ".join(f"{name} {cid}" for cid, name in handed)
-        elif index is not None:
-            created, parent_seed = session.created_at, sessions[index].seed_length
-            open_ = [
-                sp
-                for sp in spans[index].tools
-                if isinstance(sp[4], int)
-                and sp[4] <= created
-                and (not isinstance(sp[5], int) or sp[5] >= created)
-                and sp[2] >= parent_seed  # a tool call the parent inherited is its own parent's
-            ]
-            prompt = own.first_prompt
-            quoted = [sp for sp in open_ if prompt and orjson.dumps(prompt).decode()[1:-1] in sp[6]]
-            if len(quoted) == 1:
-                open_ = quoted
-            if open_:
-                best = max(open_, key=lambda sp: sp[2])
-                link.how = "tool call" if len(open_) == 1 else "inferred"
-                link.tool = f"{best[1]} {best[0]}"
-                link.candidates = [f"{sp[1]} {sp[0]}" for sp in open_ if sp is not best]
-        session.link = link
+        session.link = Link() if index is None else _link(session, own, sessions[index], spans[index])
+
+
+def _link(child: SessionView, own: Spans, parent: SessionView, parent_spans: Spans) -> Link:
+    """How a child known to its parent is linked (see :func:`link_children`)."""
+    parent_calls = {sp[0] for sp in parent_spans.tools}
+    handed = [f"{name} {cid}" for cid, name in own.given_results if cid in parent_calls]
+    if handed:
+        return Link("handoff", ", ".join(handed))
+    link = Link()
+    created = child.created_at
+    # a tool call the parent inherited is its own parent's
+    open_ = [sp for sp in parent_spans.tools if _open_at(sp, created) and sp[2] >= parent.seed_length]
+    if open_:
+        _link_open_calls(link, open_, own.first_prompt)
+    return link
+
+
+def _link_open_calls(link: Link, open_: list[list[Any]], prompt: str | None) -> None:
+    """The tool call among those open that made the child: the one, the one whose arguments quote the
+    child's first ``prompt``, or the latest started of several (``inferred``, the others its
+    candidates)."""
+    quoted = [sp for sp in open_ if prompt and orjson.dumps(prompt).decode()[1:-1] in sp[6]]
+    if len(quoted) == 1:
+        open_ = quoted
+    best = max(open_, key=lambda sp: sp[2])
+    link.how = "tool call" if len(open_) == 1 else "inferred"
+    link.tool = f"{best[1]} {best[0]}"
+    link.candidates = [f"{sp[1]} {sp[0]}" for sp in open_ if sp is not best]
+
+
+def _open_at(span: list[Any], created: int) -> bool:
+    """Whether a tool span (:attr:`_Transcript.tool_spans`) was open at ``created`` (milliseconds: a
+    result in the same millisecond still counts as open)."""
+    started, ended = span[4], span[5]
+    still_open = not isinstance(ended, int) or ended >= created
+    return isinstance(started, int) and started <= created and still_open
 
 
 def _arguments_key(name: str, arguments: str) -> tuple[str, str]:
@@ -530,35 +556,53 @@ def link_mcp(sessions: Sequence[SessionView]) -> None:
     The MCP session's ``tool`` entry then says ``asked by <file> call #N (<id>)``, the conversation's
     ``served by MCP server <name> (<file>)``, and the MCP session's ``asked_by`` names the conversation
     (the page shows it under that session)."""
-    asked: dict[tuple[str, str], list[tuple[SessionView, int, ToolCall]]] = {}
-    tool_entries: dict[tuple[str, str], Entry] = {}
-    for session in sessions:
-        if session.role.startswith("MCP server"):
-            continue
-        for entry in session.transcript:
-            if entry.kind == "assistant" and entry.call is not None and not entry.seed:
-                for call in entry.calls:
-                    asked.setdefault(_arguments_key(call.name, call.arguments), []).append(
-                        (session, entry.call.index, call)
-                    )
-            elif entry.kind == "tool" and entry.tool is not None:
-                tool_entries[(session.file, entry.tool.id)] = entry
+    asked, tool_entries = _asked_calls([s for s in sessions if not s.role.startswith("MCP server")])
     for session in sessions:
         if not session.role.startswith("MCP server"):
             continue
         for entry in session.transcript:
-            if entry.kind != "tool" or entry.tool is None:
-                continue
-            waiting = asked.get(_arguments_key(entry.tool.name, entry.tool.arguments))
-            if not waiting:
-                continue
-            conversation, index, call = waiting.pop(0)
-            entry.detail = f"asked by {conversation.file} call #{index} ({call.id})"
-            asker = tool_entries.get((conversation.file, call.id))
-            if asker is not None:
-                asker.detail = f"served by {session.role} ({session.file}, call {entry.tool.id})"
-            if not session.asked_by:
-                session.asked_by = conversation.id
+            if entry.kind == "tool" and entry.tool is not None:
+                waiting = asked.get(_arguments_key(entry.tool.name, entry.tool.arguments))
+                if waiting:
+                    _pair_mcp(session, entry, waiting.pop(0), tool_entries)
+
+
+_Asker = tuple[SessionView, int, ToolCall]
+
+
+def _asked_calls(
+    conversations: Sequence[SessionView],
+) -> tuple[dict[tuple[str, str], list[_Asker]], dict[tuple[str, str], Entry]]:
+    """The model's tool calls of the conversations by name and arguments (in log order, with the
+    conversation and the call's number), and their ``tool`` entries by ``(file, call id)``."""
+    asked: dict[tuple[str, str], list[_Asker]] = {}
+    tool_entries: dict[tuple[str, str], Entry] = {}
+    for session in conversations:
+        for entry in session.transcript:
+            if entry.kind == "assistant" and entry.call is not None and not entry.seed:
+                for call in entry.calls:
+                    key = _arguments_key(call.name, call.arguments)
+                    asked.setdefault(key, []).append((session, entry.call.index, call))
+            elif entry.kind == "tool" and entry.tool is not None:
+                tool_entries[(session.file, entry.tool.id)] = entry
+    return asked, tool_entries
+
+
+def _pair_mcp(
+    session: SessionView,
+    entry: Entry,
+    asker: _Asker,
+    tool_entries: dict[tuple[str, str], Entry],
+) -> None:
+    """An MCP session's tool call ``entry`` beside the model's tool call that asked for it."""
+    conversation, index, call = asker
+    assert entry.tool is not None
+    entry.detail = f"asked by {conversation.file} call #{index} ({call.id})"
+    asking = tool_entries.get((conversation.file, call.id))
+    if asking is not None:
+        asking.detail = f"served by {session.role} ({session.file}, call {entry.tool.id})"
+    if not session.asked_by:
+        session.asked_by = conversation.id
 
 
 def read_recording(path: Path, *, label: str | None = None, check: Any = None) -> Recording:
@@ -570,16 +614,7 @@ def read_recording(path: Path, *, label: str | None = None, check: Any = None) -
     checks, :func:`~..recording.validate.validate_log_files`), giving each log's
     :class:`~..recording.validate.LogReader` from ``observe(file)`` its header and items; each log is
     then read and parsed once for the page and the findings. ``None``: each log is streamed here."""
-    kind = (
-        "log"
-        if not path.is_dir()
-        else "endpoint"
-        if is_endpoint_recording(path)
-        else "scenario"
-        if os.path.lexists(path / "input.json")
-        else "logs"
-    )
-    recording = Recording(label or str(path), kind)
+    recording = Recording(label or str(path), _recording_kind(path))
     try:
         files = recording_files(path)
     except HarnessError as exc:
@@ -604,28 +639,50 @@ def read_recording(path: Path, *, label: str | None = None, check: Any = None) -
     return recording
 
 
+def _recording_kind(path: Path) -> str:
+    if not path.is_dir():
+        return "log"
+    if is_endpoint_recording(path):
+        return "endpoint"
+    return "scenario" if os.path.lexists(path / "input.json") else "logs"
+
+
 def report_payload(
     title: str, recordings: Iterable[Recording], items: Iterable[Item] = (), *, run: bool = False
 ) -> Report:
     """The whole payload: items failures first (then updated, then the rest, each in run order), the
     recordings as given, and the summary counted from both."""
-    rank = {"failed": 0, "error": 0}
-    ordered = sorted(
-        items, key=lambda it: rank.get(it.outcome, 2) if it.outcome != "passed" or not it.written else 1
-    )
+    ordered = sorted(items, key=_item_rank)
     recs = list(recordings)
-    summary = Summary(
-        items=len(ordered),
-        passed=sum(it.outcome == "passed" for it in ordered),
-        failed=sum(it.outcome == "failed" for it in ordered),
-        skipped=sum(it.outcome == "skipped" for it in ordered),
-        updated=sum(bool(it.written or it.removed) for it in ordered),
-        calls_served=sum(it.calls for it in ordered if it.outcome == "passed"),  # as the terminal summary
-        recordings=len(recs),
-        sessions=sum(len(r.sessions) for r in recs),
-        model_calls=sum(s.calls for r in recs for s in r.sessions),
-        input_tokens=sum(s.input_tokens for r in recs for s in r.sessions),
-        output_tokens=sum(s.output_tokens for r in recs for s in r.sessions),
-        damaged=sum(bool(r.findings) for r in recs),
-    )
+    summary = Summary(**_item_counts(ordered), **_recording_counts(recs))
     return Report(title, summary, ordered, recs, run=run)
+
+
+def _item_rank(item: Item) -> int:
+    """Failures (and errors) first, then updated items, then the rest."""
+    if item.outcome == "passed" and item.written:
+        return 1
+    return {"failed": 0, "error": 0}.get(item.outcome, 2)
+
+
+def _item_counts(items: Sequence[Item]) -> dict[str, int]:
+    return {
+        "items": len(items),
+        "passed": sum(it.outcome == "passed" for it in items),
+        "failed": sum(it.outcome == "failed" for it in items),
+        "skipped": sum(it.outcome == "skipped" for it in items),
+        "updated": sum(bool(it.written or it.removed) for it in items),
+        "calls_served": sum(it.calls for it in items if it.outcome == "passed"),  # as the terminal summary
+    }
+
+
+def _recording_counts(recs: Sequence[Recording]) -> dict[str, int]:
+    sessions = [s for r in recs for s in r.sessions]
+    return {
+        "recordings": len(recs),
+        "sessions": len(sessions),
+        "model_calls": sum(s.calls for s in sessions),
+        "input_tokens": sum(s.input_tokens for s in sessions),
+        "output_tokens": sum(s.output_tokens for s in sessions),
+        "damaged": sum(bool(r.findings) for r in recs),
+    }

@@ -12,16 +12,16 @@ replay (:attr:`~.payload.SessionView.omitted`: a 3,000-item run stays a small pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from msgspec.structs import replace
 
-from ..itemreport import ItemReport, endpoint_notes
+from ..itemreport import ItemReport, RequestDiff, endpoint_notes
 from .build import read_recording, report_payload
 from .html import write_report
-from .payload import Item, Recording, SessionView
+from .payload import Call, Item, Recording, SessionView
 
 __all__ = ["RunReport", "mark_calls"]
 
@@ -68,6 +68,11 @@ class RunReport:
         self.reports[report.nodeid] = props
         if endpoint_notes(report.user_properties):
             self.recorded.add(report.nodeid)
+        self._fold_outcome(item, report)
+
+    def _fold_outcome(self, item: Item, report: pytest.TestReport) -> None:
+        """A phase's outcome into its item's: a failure (its report kept, bounded, after the earlier
+        phases'), or a skip (its reason) of an item that has not failed."""
         if report.failed:
             item.outcome = "failed"
             text = self.redact(report.longreprtext)
@@ -84,54 +89,44 @@ class RunReport:
         """Write the page (the controller only); an unwritable file is said in the summary."""
         if self.is_worker:
             return
-        recordings: list[Recording] = []
-        where: dict[str, int] = {}
+        recordings = _Recordings()
         trees: list[tuple[Item, str]] = []  # green items: their recordings' trees, after the whole ones
         for nodeid, item in self.items.items():
             props = self.reports.get(nodeid, ItemReport())
-            item.written = [self.redact(p) for p in props.written]
-            item.removed = [self.redact(p) for p in props.removed]
-            item.write = props.write or ""
-            item.calls = props.replayed.calls if props.replayed is not None else props.served
-            item.diffs = [
-                replace(
-                    d, call=self.redact(d.call), recorded=self.redact(d.recorded), sent=self.redact(d.sent)
-                )
-                for d in props.diffs
-            ]
-            item.commands = props.commands
+            self._fill(item, props)
             path = props.recording or ""
-            whole = (
-                item.outcome == "failed"
-                or item.written
-                or item.removed
-                or props.rerecorded
-                or nodeid in self.recorded
-            )
-            if not whole:
+            if not self._shown_whole(nodeid, item, props):
                 trees.append((item, path))
                 continue
-            if path not in where and Path(path).is_dir():
-                where[path] = len(recordings)
-                recordings.append(read_recording(Path(path), label=item.path))
-            if path in where:
-                item.recording = where[path]
-                mark_calls(recordings[item.recording].sessions, item, props.rerecorded)
+            item.recording = recordings.index(path, item.path)
+            if item.recording >= 0:
+                mark_calls(recordings.read[item.recording].sessions, item, props.rerecorded)
         for item, path in trees:
-            if path not in where and Path(path).is_dir():
-                where[path] = len(recordings)
-                recording = read_recording(Path(path), label=item.path)
-                for view in recording.sessions:
-                    view.transcript, view.omitted = [], True
-                recordings.append(recording)
-            item.recording = where.get(path, -1)
-        payload = report_payload(
-            f"dsh-replay run report: {len(self.items)} item(s)", recordings, self.items.values(), run=True
-        )
+            item.recording = recordings.index(path, item.path, tree=True)
+        title = f"dsh-replay run report: {len(self.items)} item(s)"
+        payload = report_payload(title, recordings.read, self.items.values(), run=True)
         try:
             self.size = write_report(payload, self.path, self.redact)
         except OSError as exc:
             self.error = f"cannot write {self.path}: {exc.strerror or exc}"
+
+    def _shown_whole(self, nodeid: str, item: Item, props: ItemReport) -> bool:
+        """Whether the page shows the item's recording whole (trees and transcripts): it failed, wrote
+        files or recorded; else (a green replay) its session tree alone."""
+        wrote = item.written or item.removed or props.rerecorded or nodeid in self.recorded
+        return bool(item.outcome == "failed" or wrote)
+
+    def _fill(self, item: Item, props: ItemReport) -> None:
+        """What the item's last report said, on the item (paths and the request diffs redacted)."""
+        item.written = [self.redact(p) for p in props.written]
+        item.removed = [self.redact(p) for p in props.removed]
+        item.write = props.write or ""
+        item.calls = props.replayed.calls if props.replayed is not None else props.served
+        item.diffs = [
+            replace(d, call=self.redact(d.call), recorded=self.redact(d.recorded), sent=self.redact(d.sent))
+            for d in props.diffs
+        ]
+        item.commands = props.commands
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """One line: where the page went, its size and what it holds."""
@@ -147,6 +142,26 @@ class RunReport:
         )
 
 
+class _Recordings:
+    """The recordings the page shows, each read once however many items name it."""
+
+    def __init__(self) -> None:
+        self.read: list[Recording] = []
+        self._where: dict[str, int] = {}
+
+    def index(self, path: str, label: str, *, tree: bool = False) -> int:
+        """The index of the recording at ``path`` (read now when it is new: its session tree alone
+        with ``tree``, every transcript omitted), or -1 when there is no directory there."""
+        if path not in self._where and Path(path).is_dir():
+            recording = read_recording(Path(path), label=label)
+            if tree:
+                for view in recording.sessions:
+                    view.transcript, view.omitted = [], True
+            self._where[path] = len(self.read)
+            self.read.append(recording)
+        return self._where.get(path, -1)
+
+
 def mark_calls(sessions: list[SessionView], item: Item, rerecorded: Sequence[tuple[str, int]] = ()) -> None:
     """Set the request check's verdict on the model calls of ``item``'s recording: in a log with a
     red call, the calls before it ``matched``, the red one ``differs``, the later ones ``not served``
@@ -155,29 +170,47 @@ def mark_calls(sessions: list[SessionView], item: Item, rerecorded: Sequence[tup
     ``--dsh-record=changed`` (``rerecorded``: ``(log file, first re-recorded call)``): the calls of a log
     from its first re-recorded call on are ``re-recorded``, every other call ``kept``."""
     if rerecorded and item.outcome != "failed":
-        since = dict(rerecorded)
-        for session in sessions:
-            start = since.get(session.file)
-            for entry in session.transcript:
-                call = entry.call
-                if call is not None and call.index != 0:
-                    call.check = "re-recorded" if start is not None and call.index >= start else "kept"
+        _mark_rerecorded(sessions, dict(rerecorded))
         return
-    red = {(d.file, d.index): d for d in item.diffs}
-    if not red and (item.outcome == "failed" or item.written):
-        return  # no call was named: what the run said of them is its failure report
-    first = {f: min(i for ff, i in red if ff == f) for f, _i in red}
-    for session in sessions:
-        for entry in session.transcript:
-            call = entry.call
-            if call is None or call.index == 0:
-                continue  # an inherited call was checked in its own log
-            if session.file not in first:
-                call.check = "matched" if not red else call.check
-            elif call.index < first[session.file]:
+    if item.diffs:
+        _mark_red(sessions, item.diffs)
+    elif item.outcome != "failed" and not item.written:  # else what the run said is its failure report
+        for session in sessions:
+            for call in _own_calls(session):
                 call.check = "matched"
-            elif (session.file, call.index) in red:
-                call.check = "differs"
+
+
+def _mark_red(sessions: list[SessionView], diffs: Sequence[RequestDiff]) -> None:
+    """The verdicts in the logs with a red call (the others keep theirs): ``matched`` before the first,
+    ``differs`` on each red one, the rest ``not served`` after a strict replay's mismatch, else
+    ``matched``."""
+    red = {(d.file, d.index) for d in diffs}
+    first: dict[str, int] = {}
+    for file, index in red:
+        first[file] = min(index, first.get(file, index))
+    after = "not served" if all(d.served == "nothing" for d in diffs) else "matched"
+    for session in sessions:
+        start = first.get(session.file)
+        if start is None:
+            continue
+        for call in _own_calls(session):
+            if call.index < start:
+                call.check = "matched"
             else:
-                strict = all(d.served == "nothing" for d in item.diffs)
-                call.check = "not served" if strict else "matched"
+                call.check = "differs" if (session.file, call.index) in red else after
+
+
+def _own_calls(session: SessionView) -> Iterator[Call]:
+    """The model calls of a session's transcript but the inherited ones (checked in their own log)."""
+    for entry in session.transcript:
+        if entry.call is not None and entry.call.index != 0:
+            yield entry.call
+
+
+def _mark_rerecorded(sessions: list[SessionView], since: dict[str, int]) -> None:
+    """``--dsh-record=changed``: each log's calls from its first re-recorded one on ``re-recorded``,
+    the others ``kept``."""
+    for session in sessions:
+        start = since.get(session.file)
+        for call in _own_calls(session):
+            call.check = "re-recorded" if start is not None and call.index >= start else "kept"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from pytest_dsh_replay import cli as cli_module
+from pytest_dsh_replay.cli import common as cli_common
 from tests._input_helpers import BUNDLED, cli
 
 from .helpers import out as _out
@@ -69,7 +69,7 @@ def test_diff_colours_a_red_and_b_green(tmp_path: Path, monkeypatch: pytest.Monk
     a, b = _copy(tmp_path, "a"), _copy(tmp_path, "b")
     _rewrite(b / "session.jsonl", lambda rows: rows[:10] + rows[11:])
     monkeypatch.setattr(
-        cli_module,
+        cli_common,
         "console",
         Console(force_terminal=True, color_system="standard", highlight=False, width=1000),
     )

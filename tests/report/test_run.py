@@ -53,8 +53,6 @@ def test_a_value_cannot_close_the_payload_script() -> None:
     assert html.count("</script>") == 2  # the payload's and the page script's own
 
 
-
-
 ENDPOINT_TEST = """
 import openai
 
@@ -208,7 +206,7 @@ def test_a_passing_dsh_endpoint_test_counts_the_calls_it_served(
     """Regression: the summary card said "0 calls served" for passing ``dsh_endpoint`` tests that
     replayed their recording."""
     two_calls = ENDPOINT_TEST.format(prompt="hi there") + (
-        '    client.chat.completions.create(\n'
+        "    client.chat.completions.create(\n"
         '        model="fake-1", messages=[{"role": "user", "content": "again"}]\n'
         "    )\n"
     )

@@ -1,0 +1,264 @@
+"""``dsh-replay serve``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from ..errors import HarnessError
+from ..layout import (
+    PIN_PARTS,
+)
+from ..modes import Backend, RecordMode
+from .common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _record_option, _warn
+from .group import main
+from .process import last_words, release_signals
+
+
+def _fail_on_harness_error_to_stderr(fn: Any) -> Any:
+    """:func:`_fail_on_harness_error` for a command whose stdout is only its output (``serve``'s URL
+    line): the error goes to stderr."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HarnessError as exc:
+            Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+                f"[red]error[/red] [{exc.code}]: {escape(str(exc))}"
+            )
+            sys.exit(EXIT_USAGE)
+
+    return wrapper
+
+
+def _serve_formats() -> str:
+    """``serve --help``'s list of the wire formats (the registry, ``llm/wire/registry.py``): each one's
+    routes, key variables and SDK base-URL variable in its form."""
+    from ..llm.wire.registry import FORMATS
+
+    lines = ["\b", "Formats served (routes; upstream key variable; SDK base URL):"]
+    for fmt in FORMATS:
+        urls = ", ".join(f"{env}=http://127.0.0.1:PORT{suffix}" for env, suffix in fmt.base_urls)
+        lines.append(f"  {fmt.title}: POST {', '.join(fmt.routes)}")
+        lines.append(f"    key: ${' or $'.join(fmt.key_envs)}; {urls}")
+    return "\n".join(lines)
+
+
+def _key_variables() -> str:
+    from ..llm.wire.registry import key_variables
+
+    return ", ".join(key_variables())
+
+
+_KEY_VARIABLES = _key_variables()
+
+
+@main.command(epilog=_serve_formats())
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@_record_option("record mode (none: replay only)")
+@click.option(
+    "--upstream", default=None, metavar="URL", help="base URL recorded from, e.g. https://api.openai.com/v1"
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="port on 127.0.0.1 (default: a free one)"
+)
+@click.option("--backend", type=click.Choice([b.value for b in Backend]), default=Backend.JSONL.value)
+@click.option(
+    "--match-on", multiple=True, help="request parts checked: " + ", ".join(("messages", *PIN_PARTS, "none"))
+)
+@click.option(
+    "--mask",
+    multiple=True,
+    metavar="REGEX",
+    help="a volatile value: what REGEX matches (or its groups) is masked on both sides of the request "
+    "check; repeatable",
+)
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="NAME",
+    help="env var of the upstream's API key for every format (default: each format's own: "
+    + _KEY_VARIABLES
+    + ")",
+)
+@click.option("--allow-unused", is_flag=True, help="recorded calls left unused do not fail the run")
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="serve requests carrying this Origin header (scheme://host[:port]; repeatable); others are refused",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="after SIGINT/SIGTERM, how long requests in flight may take before their upstream calls "
+    "are cancelled",
+)
+@click.option(
+    "--record-on-error",
+    is_flag=True,
+    help="a recording run with problems writes every conversation, failed calls included, even over a "
+    "recording (default: its good conversations, kept beside a recording they would replace)",
+)
+@click.option(
+    "--mcp",
+    "mcp_servers",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a streamable HTTP MCP server recorded and replayed under /mcp/NAME (URL: the real server, "
+    "used when recording; repeatable)",
+)
+@_fail_on_harness_error_to_stderr
+def serve(
+    directory: Path,
+    mode: str,
+    upstream: str | None,
+    port: int,
+    backend: str,
+    match_on: tuple[str, ...],
+    mask: tuple[str, ...],
+    api_key_env: str | None,
+    allow_unused: bool,
+    allow_origins: tuple[str, ...],
+    grace: float,
+    record_on_error: bool,
+    mcp_servers: tuple[str, ...],
+) -> None:
+    """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
+
+    Prints the base URL (http://127.0.0.1:PORT/v1) as the one line of stdout; point each SDK's base-URL
+    variable at it in its form (listed below the options). Everything else, every error included, goes
+    to stderr.
+    Serves until SIGINT/SIGTERM, waits up to --grace seconds for the requests in flight, cancels the
+    upstream calls still running (they are recorded as failed calls), then writes the recording (record
+    modes) and exits 0 when every request was answered or matched, every recorded call was used and no
+    recorded conversation stopped mid-turn (tool calls asked for and never answered: that run is kept in
+    DIRECTORY/.dsh-kept), 1 when not (the report on stderr), 2 on a usage error or a recording it
+    refuses. The upstream key is read from serve's own environment (a recording with none warns at
+    start-up). A second signal while it waits stops at once: exit 1, nothing written, said on stderr.
+    """
+    import asyncio
+
+    from ..endpoint import Endpoint, EndpointConfig, EndpointConfigError
+    from ..mcp.http import mcp_routes, parse_mcp_option
+    from ..replay.requests import parse_match_on
+    from ..session.masks import Masks
+
+    record_mode = RecordMode(mode)
+    if upstream and not record_mode.records:
+        _warn(
+            f"--upstream {upstream} has no effect without --record: serve replays the recording and never "
+            "calls the upstream; add --record once, new_episodes or rewrite to record"
+        )
+    config = EndpointConfig(
+        directory,
+        record=record_mode,
+        upstream=upstream,
+        api_key_env=api_key_env,
+        backend=Backend(backend),
+        match_on=parse_match_on(match_on, option="--match-on"),
+        masks=Masks.parse(mask, source="--mask") or None,
+        allow_unused=allow_unused,
+        rerecord=f"dsh-replay serve {directory} --record rewrite --upstream URL",
+        port=port,
+        record_flag="--record",
+        upstream_flag="--upstream URL",
+        allow_origins=allow_origins,
+        record_on_error=record_on_error,
+        accept_flag="--record-on-error",
+        mcp=parse_mcp_option(mcp_servers),
+        stopped_is_problem=True,
+        set_aside_relays=True,
+        key_holder="dsh-replay serve",
+        mask_flag="--mask",
+    )
+
+    async def run() -> Any:
+        try:
+            return await serving()
+        finally:
+            release_signals()
+
+    async def serving() -> Any:
+        endpoint = Endpoint(config, accept_unused="--allow-unused", mounts=[mcp_routes])
+        stop, force = asyncio.Event(), asyncio.Event()
+        received: list[str] = []
+
+        def on_signal(sig: signal.Signals) -> None:
+            received.append(sig.name)
+            if len(received) > 1:
+                force.set()
+                return
+            if endpoint.in_flight:
+                click.echo(
+                    f"dsh-replay serve: {sig.name}: stopping once the {endpoint.in_flight} request(s) in "
+                    f"flight are answered (at most {grace:g} s, then their upstream calls are cancelled); "
+                    "a second signal stops at once, writing nothing",
+                    err=True,
+                )
+            stop.set()
+
+        # in place before the URL is printed: a client may signal as soon as it reads it
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            url = await endpoint.start()
+        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
+            raise EndpointConfigError(
+                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
+            ) from None
+        click.echo(url)
+        sys.stdout.flush()
+        for note in endpoint.start_notes:
+            click.echo(f"dsh-replay serve: {note}", err=True)
+        await stop.wait()
+        deadline = loop.time() + grace
+        while endpoint.in_flight and loop.time() < deadline and not force.is_set():
+            await asyncio.sleep(0.02)
+        if endpoint.in_flight and not force.is_set():
+            cancelled = endpoint.cancel_upstream(
+                f"cancelled: dsh-replay serve got {received[0]} and the call outlasted the {grace:g} s grace "
+                "(--grace)"
+            )
+            if cancelled:
+                click.echo(
+                    f"dsh-replay serve: {received[0]}: cancelled {cancelled} upstream call(s) still running "
+                    f"after {grace:g} s; they are recorded as failed calls",
+                    err=True,
+                )
+        stopping = asyncio.ensure_future(endpoint.stop())
+        forced = asyncio.ensure_future(force.wait())
+        await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+        if stopping.done():
+            forced.cancel()
+            return stopping.result()
+        # a second signal: the requests in flight are dropped and nothing is written
+        waiting, recording = endpoint.in_flight, endpoint.recorder is not None
+        endpoint.abandon()
+        click.echo(
+            f"dsh-replay serve: {received[-1]} again: stopped at once without waiting for {waiting} "
+            "request(s) in flight; "
+            + (f"nothing written to {directory}" if recording else "the run's report is not made"),
+            err=True,
+        )
+        sys.stderr.flush()
+        os._exit(EXIT_FINDINGS)  # the server's tasks are left as they are: that is what forcing means
+
+    outcome = asyncio.run(run())
+    if not outcome.ok:  # the report ends with the notes: each said once
+        last_words([outcome.report()], EXIT_FINDINGS)
+    last_words(outcome.notes, EXIT_OK)
