@@ -61,7 +61,6 @@ KNOWN_ARROWS_UP: dict[str, str] = {
     "endpoint.server -> mcp.http": "HttpRelays: the composers mount the MCP routes through a route list",
     "mcp.fixture -> endpoint.fixture": "the helpers both fixtures share, to go below both",
     "recording.kept -> endpoint.recording": "manifest_findings: the manifest is a recording file",
-    "recording.validate -> scenario.definition": "load_scenario: input.json's check (a directory with steps)",
 }
 
 #: cycles of modules importing each other at run time, as sorted tuples of module names

@@ -663,13 +663,13 @@ def _session_number(path: Path) -> int:
 
 def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
-    from ..scenario.definition import load_scenario  # input.json: the bundled agent's steps
+    from .scenarioinput import read_input  # imports the agent (its tool names): only for a scenario
 
     logs = sorted(
         (p for p in directory.glob(LOG_GLOB) if p.name == PRIMARY_FILE or _session_number(p)),
         key=_session_number,
     )
-    has_input = os.path.lexists(directory / INPUT_FILE)  # a FIFO or link loop: load_scenario says so
+    has_input = os.path.lexists(directory / INPUT_FILE)  # a FIFO or link loop: read_input says so
     if not has_input and is_endpoint_recording(directory):
         pass  # the endpoint's recording: its client is the user's agent, there are no steps
     elif not has_input:
@@ -683,10 +683,9 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         )
     else:
         try:
-            load_scenario(directory)
+            read_input(directory.resolve())
         except HarnessError as exc:
-            if exc.code != "FIXTURE_INVENTORY":  # reported below, once
-                out.append(Finding(exc.code, str(exc)))
+            out.append(Finding(exc.code, str(exc)))
         if not os.path.lexists(directory / PRIMARY_FILE) and not logs:
             out.append(
                 Finding(
