@@ -6,9 +6,9 @@ the scenario item (``scenario.definition.load_scenario`` builds its ``Scenario``
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 from msgspec import Struct
@@ -65,9 +65,45 @@ class ScenarioConfig(Struct, frozen=True):
     system_prompt: str | None = None
 
 
-
 #: How many problems of one ``input.json`` a definition error lists (each quoted bounded).
 _LISTED_PROBLEMS = 10
+
+
+def _is_strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+#: each config key's check of its value, and what the value must be as a problem says it
+_CONFIG_VALUES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "override": (lambda v: isinstance(v, bool), "true or false"),
+    "backend": (lambda v: v in Backend.choices(), '"jsonl", "sqlite" or "both"'),
+    "compare": (lambda v: v in ("events", "messages"), '"events" or "messages"'),
+    "model": (lambda v: isinstance(v, str), "a string"),
+    "systemPrompt": (lambda v: isinstance(v, str), "a string"),
+    "ignoreEvents": (_is_strings, "a list of strings"),
+    "tools": (_is_strings, "a list of strings"),
+}
+
+
+def _config_value_ok(raw: dict[str, Any], key: str, where: Path, problems: list[str]) -> bool:
+    """Whether config ``key`` is absent or of its kind (:data:`_CONFIG_VALUES`); else a problem."""
+    ok, expected = _CONFIG_VALUES[key]
+    if key in raw and not ok(raw[key]):
+        problems.append(f"{where}: config.{key} must be {expected}, got {quote(raw[key])}")
+        return False
+    return True
+
+
+def _tools_known(tools: list[str], where: Path, problems: list[str]) -> bool:
+    """Whether ``config.tools`` names only the agent's tools; else a problem."""
+    unknown = [name for name in tools if name not in DEFAULT_TOOLS]
+    if unknown:
+        problems.append(
+            f"{where}: config.tools: unknown tool name(s) {', '.join(quote(n) for n in unknown[:5])}; "
+            f"available: {', '.join(DEFAULT_TOOLS)} (tools of pytest_dsh_register_tools are added "
+            "to these, not named here)"
+        )
+    return not unknown
 
 
 def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
@@ -82,33 +118,9 @@ def _config(raw: object, where: Path, problems: list[str]) -> ScenarioConfig:
             f"{where}: unknown config key {quote(key)}; allowed: {', '.join(sorted(CONFIG_KEYS))}"
         )
 
-    def check(key: str, ok: bool, expected: str) -> bool:
-        if key in raw and not ok:
-            problems.append(f"{where}: config.{key} must be {expected}, got {quote(raw[key])}")
-            return False
-        return True
-
-    valid = {
-        "override": check("override", isinstance(raw.get("override"), bool), "true or false"),
-        "backend": check("backend", raw.get("backend") in Backend.choices(), '"jsonl", "sqlite" or "both"'),
-        "compare": check("compare", raw.get("compare") in ("events", "messages"), '"events" or "messages"'),
-        "model": check("model", isinstance(raw.get("model"), str), "a string"),
-        "systemPrompt": check("systemPrompt", isinstance(raw.get("systemPrompt"), str), "a string"),
-    }
-    for key in ("ignoreEvents", "tools"):
-        value = raw.get(key)
-        valid[key] = check(
-            key, isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of strings"
-        )
+    valid = {key: _config_value_ok(raw, key, where, problems) for key in _CONFIG_VALUES}
     if valid["tools"] and "tools" in raw:
-        unknown = [name for name in raw["tools"] if name not in DEFAULT_TOOLS]
-        if unknown:
-            problems.append(
-                f"{where}: config.tools: unknown tool name(s) {', '.join(quote(n) for n in unknown[:5])}; "
-                f"available: {', '.join(DEFAULT_TOOLS)} (tools of pytest_dsh_register_tools are added "
-                "to these, not named here)"
-            )
-            valid["tools"] = False
+        valid["tools"] = _tools_known(raw["tools"], where, problems)
 
     def get(key: str, default: Any) -> Any:
         return raw.get(key, default) if valid[key] else default
@@ -153,6 +165,17 @@ def _names_problem(steps: list[object]) -> str | None:
     return None
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: op -> its optional keys' checks of their value, and what the value must be as a problem says it
+_STEP_VALUES: dict[str, dict[str, tuple[Callable[[object], bool], str]]] = {
+    "fork": {"boundary": (lambda b: b == "last" or _is_int(b), 'an integer seq or "last"')},
+    "kill": {"afterCalls": (lambda n: _is_int(n) and cast(int, n) >= 0, "a non-negative integer")},
+}
+
+
 def _step_problem(i: int, step: object) -> str | None:
     """What is wrong with ``steps[i]`` (the first thing), or ``None``."""
     if not isinstance(step, dict) or not isinstance(step.get("op"), str):
@@ -166,14 +189,9 @@ def _step_problem(i: int, step: object) -> str | None:
     for key in _REQUIRED.get(op, ()):
         if not isinstance(step.get(key), str):
             return f'steps[{i}] ({op}): "{key}" must be a string'
-    if op == "fork" and "boundary" in step:
-        b = step["boundary"]
-        if not (b == "last" or (isinstance(b, int) and not isinstance(b, bool))):
-            return f'steps[{i}] (fork): "boundary" must be an integer seq or "last", got {quote(b)}'
-    if op == "kill" and "afterCalls" in step:
-        n = step["afterCalls"]
-        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
-            return f'steps[{i}] (kill): "afterCalls" must be a non-negative integer, got {quote(n)}'
+    for key, (ok, expected) in _STEP_VALUES.get(op, {}).items():
+        if key in step and not ok(step[key]):
+            return f'steps[{i}] ({op}): "{key}" must be {expected}, got {quote(step[key])}'
     return None
 
 
@@ -190,7 +208,6 @@ def _steps(raw: object, where: Path, problems: list[str]) -> tuple[dict[str, Any
     if names is not None:
         problems.append(f"{where}: {names}")
     return tuple(raw)
-
 
 
 class ScenarioInput(Struct, frozen=True):

@@ -17,6 +17,7 @@ from msgspec import Struct
 from ..layout import PIN_KINDS
 from ..llm import ModelRequest
 from .errors import RequestMismatchError, UnmatchedSessionError
+from .load import SessionScript
 from .pins import PIN_PARTS, pin_name
 from .requestcheck import RequestCheck
 from .requests import Difference, Sides, derivable, header_role, request_differences
@@ -110,6 +111,12 @@ def client_path(diff: Difference, request: ModelRequest) -> str | None:
     return wire_client_path(diff.path, origins)
 
 
+def _where(script: SessionScript, index: int, call: int) -> str:
+    """Call ``call`` of script ``index`` as a report names it: its log, the log's role, the script."""
+    role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
+    return f"call #{call + 1} of {script.file.name} ({role}, script #{index + 1})"
+
+
 def _unmatched_choice(free: int, guess: bool) -> str:
     """Which free script an unmatched first request is compared with, as the report says it."""
     if free == 1:
@@ -162,23 +169,20 @@ class MismatchReport:
         :class:`UnmatchedSessionError`, compared with script ``index``, the nearest one; ``guess`` when
         none was nearer than another), 0 for a bound session's call."""
         script = self.check.scripts[index]
-        role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
         checked = self.check.checked_parts(index)
         parts = tuple(d.part for d in diffs)
-        where = f"call #{call + 1} of {script.file.name} ({role}, script #{index + 1})"
+        where = _where(script, index, call)
         client_paths = tuple(client_path(d, request) for d in diffs)
+        checked_text = tuple(f"{p} ({src})" for p, src in checked.items())
+        masks = self.check.masks
         lines = [
             f"replay: request mismatch at {where} for live session {key!r} in {self.advice.scenario}: "
             + self._what(parts, free, guess),
             *(f"  {d.render(client)}" for d, client in zip(diffs, client_paths, strict=True)),
             *self._mask_hint(index, call, key, diffs, request),
-            "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
+            "  checked: " + ", ".join(checked_text),
             *self._unchecked_lines(index, request),
-            *(
-                [f"  {self.check.masks.summary()}; the difference above is outside them"]
-                if self.check.masks
-                else []
-            ),
+            *([f"  {masks.summary()}; the difference above is outside them"] if masks else []),
             *self.advice.changed_lines(),
             f"  if the change is intended, {self.advice.line()}",
             *self._pin_refresh_lines(parts),
@@ -187,8 +191,8 @@ class MismatchReport:
             "differences": tuple(diffs),
             "file": script.file.name,
             "index": call + 1,
-            "checked": tuple(f"{p} ({src})" for p, src in checked.items()),
-            "masks": (*NORMALIZATIONS, *(self.check.masks.applied() if self.check.masks else ())),
+            "checked": checked_text,
+            "masks": (*NORMALIZATIONS, *(masks.applied() if masks else ())),
             "rerecord": self.advice.command(),
             "served": not self.strict and not free,
             "client_paths": client_paths,
@@ -271,18 +275,24 @@ class MismatchReport:
         per = [(s.file.name, tuple(check.checked_parts(i))) for i, s in enumerate(check.scripts)]
         if not per:
             return "request check: no recorded session"
-        text = "request check (every call, before serving): " + _checked_text(per)
-        pinned = any(s.pins.values for s in check.scripts)
-        if not pinned and (check.match_on is None or set(check.match_on) & set(PIN_PARTS)):
-            # "messages only" where messages are checked; an update adds no pins (docs/request-matching.md)
-            lead = "messages only: " if any("messages" in parts for _name, parts in per) else ""
-            text += (
-                f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "
-                "not checked; record them with --dsh-record=rewrite)"
-            )
+        text = "request check (every call, before serving): " + _checked_text(per) + _no_pins_note(check, per)
         if check.masks is not None:
             text += "\n" + check.masks.summary()
         return text
+
+
+def _no_pins_note(check: RequestCheck, per: list[tuple[str, tuple[str, ...]]]) -> str:
+    """What a recording without pins leaves unchecked, when the check asks for a pinned part ("messages
+    only" where messages are checked; an update adds no pins: docs/request-matching.md)."""
+    if any(s.pins.values for s in check.scripts):
+        return ""
+    if check.match_on is not None and not set(check.match_on) & set(PIN_PARTS):
+        return ""
+    lead = "messages only: " if any("messages" in parts for _name, parts in per) else ""
+    return (
+        f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "
+        "not checked; record them with --dsh-record=rewrite)"
+    )
 
 
 def _checked_text(per: list[tuple[str, tuple[str, ...]]]) -> str:
