@@ -287,15 +287,32 @@ def _wal_user_version(path: Path) -> _WalInfo:
         return _WalInfo()
     except OSError as exc:
         raise PersistenceError(f"cannot read SQLite write-ahead log {path}: {exc}", "PERSISTENCE_IO") from exc
-    if len(data) < _WAL_HEADER.size:
+    header = _wal_header(data)
+    if header is None:
         return _WalInfo()
+    return _wal_commits(data, *header)
+
+
+def _wal_header(data: bytes) -> tuple[int, tuple[int, int], tuple[int, int], bool] | None:
+    """``(page size, salts, checksum, big-endian checksums)`` of a WAL's header, or ``None`` when it
+    has none that verifies (absent, short, another magic, a page size SQLite never uses)."""
+    if len(data) < _WAL_HEADER.size:
+        return None
     magic, _fmt, page_size, _ckpt, salt1, salt2, c0, c1 = _WAL_HEADER.unpack_from(data)
     if magic not in _WAL_MAGIC or page_size < 512 or page_size & (page_size - 1) or page_size > 65536:
-        return _WalInfo()
+        return None
     big = magic & 1 == 1
     if _wal_checksum(data[:24], 0, 0, big) != (c0, c1):
-        return _WalInfo()
-    s = (c0, c1)
+        return None
+    return page_size, (salt1, salt2), (c0, c1), big
+
+
+def _wal_commits(
+    data: bytes, page_size: int, salts: tuple[int, int], checksum: tuple[int, int], big: bool
+) -> _WalInfo:
+    """Walk a WAL's frames while their salts match and their cumulative checksums verify; what its
+    committed transactions hold (see :func:`_wal_user_version`)."""
+    s = checksum
     frame = _WAL_FRAME.size + page_size
     pending: int | None = None
     committed: int | None = None
@@ -304,7 +321,7 @@ def _wal_user_version(path: Path) -> _WalInfo:
     db_pages = 0
     for off in range(_WAL_HEADER.size, len(data) - frame + 1, frame):
         pgno, commit, f1, f2, k0, k1 = _WAL_FRAME.unpack_from(data, off)
-        if (f1, f2) != (salt1, salt2):
+        if (f1, f2) != salts:
             break
         page = data[off + _WAL_FRAME.size : off + frame]
         s = _wal_checksum(data[off : off + 8], *s, big)
