@@ -760,16 +760,19 @@ class NothingKeptError(HarnessError):
 
 
 def kept_files(kept: Path) -> list[str]:
-    """The names of the recording files in ``kept`` (recorder-owned files, ``endpoint.json`` and the MCP
-    session logs ``serve`` set aside with its run: what :func:`accept_kept` swaps in), sorted.
+    """The names of the recording files in ``kept`` (recorder-owned files, ``endpoint.json``, the
+    embeddings log and the MCP session logs ``serve`` set aside with its run: what :func:`accept_kept`
+    swaps in), sorted.
 
     Raises:
         NothingKeptError: ``kept`` cannot be listed, or holds none (names it).
     """
-    from ..layout import ENDPOINT_MANIFEST, mcp_log_match
+    from ..layout import EMBEDDINGS_LOG, ENDPOINT_MANIFEST, mcp_log_match
 
     def recording(name: str) -> bool:
-        return is_owned(name) or name == ENDPOINT_MANIFEST or mcp_log_match(name) is not None
+        return (
+            is_owned(name) or name in (ENDPOINT_MANIFEST, EMBEDDINGS_LOG) or mcp_log_match(name) is not None
+        )
 
     try:
         names = sorted(
@@ -870,6 +873,7 @@ def write_fixtures(
     strict_layout: bool = False,
     log_paths: Sequence[Path] | None = None,
     remove: Sequence[Path] = (),
+    beside: Sequence[tuple[Path, bytes]] = (),
 ) -> tuple[list[Path], list[Path]]:
     """Write a run's logs (and ``extra`` ``(path, text)`` files) into a recording directory, stably.
 
@@ -889,8 +893,11 @@ def write_fixtures(
         log_paths: where each log goes, for logs outside the scenario layout (an MCP server's sessions,
             ``layout.mcp_log_name``; ``base`` then holds those files' current contents). With it, no
             recorder-owned file is pruned: ``remove`` lists the files that go instead.
-        remove: files removed with the swap (``log_paths`` only: the server's sessions the run no
-            longer has).
+        remove: files removed with the swap besides the pruned ones (the server's sessions the run no
+            longer has; a recording's embeddings log when the run made no embedding call).
+        beside: ``(path, bytes)`` of files recorded beside the logs that are no session's (the endpoint's
+            ``embeddings.jsonl``), written as given in the same swap: their owner scrubbed them (a
+            vector is never scrubbed, ``recording.embeddings.scrubbed``).
 
     The set is replaced all or nothing (:class:`_Swap`): every file staged beside its target first,
     then swapped in, stale owned files removed last; on any failure every old file is put back and
@@ -917,10 +924,10 @@ def write_fixtures(
     changed = _changed(rendered)
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))
-    if log_paths is None:
-        stale = _stale_owned(directory, produced, len(logs), prune_owned)
-    else:  # logs outside the layout: the caller names what goes
-        stale = _still_there(remove, produced)
+    produced.update(path for path, _data in beside)
+    changed += _changed(beside)  # scrubbed by their owner: a vector is never scrubbed
+    stale = _stale_owned(directory, produced, len(logs), prune_owned) if log_paths is None else []
+    stale += _still_there(remove, produced, stale)
     written, orphans = _swap_in(directory, changed, stale, scrubber)
     return written, [*stale, *orphans]
 
@@ -974,9 +981,9 @@ def _rendered(
     return rendered + [(path, scrub_json_text(text, scrubber).encode("utf-8")) for path, text in extra]
 
 
-def _still_there(remove: Sequence[Path], produced: set[Path]) -> list[Path]:
-    """The files of ``remove`` that exist and the write does not produce."""
-    return [path for path in remove if path not in produced and path.exists()]
+def _still_there(remove: Sequence[Path], produced: set[Path], pruned: list[Path]) -> list[Path]:
+    """The files of ``remove`` that exist, the write does not produce and does not prune already."""
+    return [path for path in remove if path not in produced and path not in pruned and path.exists()]
 
 
 def _stale_owned(directory: Path, produced: set[Path], logs: int, prune_owned: bool) -> list[Path]:
