@@ -119,7 +119,6 @@ def discover(path: Path) -> Iterator[Path]:
         yield from discover(child)
 
 
-
 def load_scenario(path: Path, *, inventory: bool = True) -> Scenario:
     """Parse and validate the scenario directory ``path`` (its ``input.json``:
     :func:`~pytest_dsh_replay.recording.scenarioinput.read_input`).
