@@ -176,6 +176,19 @@ def _view(uri: str) -> tuple[bool, set[bytes] | None]:
         conn.close()
 
 
+def _view_with_wal(path: Path) -> tuple[bool, set[bytes] | None]:
+    """:func:`_view` of the main file with its ``-wal``, both copied first (opening the originals would
+    rebuild the ``-shm`` and checkpoint on close)."""
+    with tempfile.TemporaryDirectory(prefix="dsh-sqlite-judge-") as tmp:
+        copy = Path(tmp) / "db.sqlite"
+        try:
+            shutil.copyfile(path, copy)
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        except OSError as exc:
+            raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
+        return _view(f"file:{copy}")
+
+
 def _judge(path: Path, *, short: bool, wal_frames: bool) -> None:
     """Let SQLite judge a stored file with its WAL before anything writes to it; nothing is written.
 
@@ -205,14 +218,7 @@ def _judge(path: Path, *, short: bool, wal_frames: bool) -> None:
     main_ok, main_ids = _view(f"file:{path}?immutable=1")
     ok = main_ok
     if wal_frames:
-        with tempfile.TemporaryDirectory(prefix="dsh-sqlite-judge-") as tmp:
-            copy = Path(tmp) / "db.sqlite"
-            try:
-                shutil.copyfile(path, copy)
-                shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-            except OSError as exc:
-                raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
-            ok, ids = _view(f"file:{copy}")
+        ok, ids = _view_with_wal(path)
         lost = main_ok and main_ids is not None and (ids is None or not main_ids <= ids)
         if main_ok and (not ok or lost):
             raise SqliteFileError(
@@ -487,14 +493,8 @@ class SqlitePersistence(BackendBase):
         for table, wanted in _COLUMNS.items():
             have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             (present if have else absent).append(table)
-            missing = [c for c in wanted if c not in have]
-            if have and missing:
-                raise SqliteFileError(
-                    f"{self.path}: table {table!r} lacks column(s) {', '.join(missing)} of schema version "
-                    f"{SCHEMA_VERSION}; the file was not modified (no migration)",
-                    file=self.path,
-                    code="SQLITE_SCHEMA_MISMATCH",
-                )
+            if have:
+                self._check_table(table, wanted, have)
         if absent and (
             filled := [t for t in present if conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
         ):
@@ -502,6 +502,17 @@ class SqlitePersistence(BackendBase):
                 f"{self.path}: schema version {SCHEMA_VERSION} store lacks table(s) {', '.join(absent)} "
                 f"but table(s) {', '.join(filled)} hold rows: the store is damaged (a dropped table?); "
                 "the file was not modified (restore it from a backup or remove it)",
+                file=self.path,
+                code="SQLITE_SCHEMA_MISMATCH",
+            )
+
+    def _check_table(self, table: str, wanted: tuple[str, ...], have: set[str]) -> None:
+        """A present ``table`` has every column of the schema."""
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise SqliteFileError(
+                f"{self.path}: table {table!r} lacks column(s) {', '.join(missing)} of schema version "
+                f"{SCHEMA_VERSION}; the file was not modified (no migration)",
                 file=self.path,
                 code="SQLITE_SCHEMA_MISMATCH",
             )
