@@ -103,10 +103,16 @@ def _copied_data(data: dict[str, Any], where: str) -> dict[str, Any]:
     """
     try:
         return cast(dict[str, Any], _copy(data, set()))
-    except _Invalid as exc:
-        raise InvalidEventError(f"{where}: {exc.where('data')}: {exc.reason}") from None
-    except RecursionError:
-        raise InvalidEventError(f"{where}: data nested too deep") from None
+    except (_Invalid, RecursionError) as exc:
+        raise _data_error(exc, where) from None
+
+
+def _data_error(exc: _Invalid | RecursionError, where: str) -> InvalidEventError:
+    """The error of an event's ``data`` that is not JSON values (``_Invalid``: the path and what) or
+    nests too deep."""
+    if isinstance(exc, RecursionError):
+        return InvalidEventError(f"{where}: data nested too deep")
+    return InvalidEventError(f"{where}: {exc.where('data')}: {exc.reason}")
 
 
 def _add_surface_fields(
@@ -330,7 +336,10 @@ class Session:
             raise InvalidEventError(
                 f"{where}: data must be a JSON object (dict), got {_pytype(data).__name__}"
             )
-        data_copy = _copied_data(data, where)
+        try:  # inline: the hot path of every event (a call costs more than the check)
+            data_copy = _copy(data, set())
+        except (_Invalid, RecursionError) as exc:
+            raise _data_error(exc, where) from None
         event: Event = {"type": type, "seq": seq, "time": 0, "data": data_copy}
         if surface_op is not None or source_event_seqs is not None or type in SURFACE_TYPES:
             _add_surface_fields(event, where, surface_op, source_event_seqs)
