@@ -286,7 +286,7 @@ def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]], flag: str
     proposed.
 
     ``differing`` as :func:`propose_masks` takes it; a caller with one differing pair of values passes
-    ``pair_differing(recorded, sent)``. The request check (``replay.model``) and a scenario's log
+    ``pair_differing(recorded, sent)``. The request check's report (``replay.mismatch``) and a scenario's log
     comparison (``scenario.check``) both report through this function.
     """
     found = propose_masks(differing)
