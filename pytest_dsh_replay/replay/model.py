@@ -68,7 +68,7 @@ from .placeholder import (
     resolve_copy,
 )
 from .requestcheck import ANON, RequestCheck
-from .requests import Difference, sent_parts, tool_names
+from .requests import Difference, request_matches, sent_parts, tool_names
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
 DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
@@ -365,17 +365,29 @@ class ReplayModel:
                 indexed = self._indexed(key, request)
             if indexed is None:  # compared one by one: a small recording (keying the live request costs
                 # more than a few lazy comparisons) or not JSON values (the comparison names the problem)
-                matches = functools.partial(self._first_call_matches, key, request)
+                matches = functools.partial(self._binds_to, key, request)
         return pick_script(
             key, len(self.scripts), self._taken, self.bind_order, matches, fallback=fallback, matching=indexed
         )
 
-    def _first_call_matches(self, key: str, request: ModelRequest, index: int) -> bool:
+    def _binds_to(self, key: str, request: ModelRequest, index: int) -> bool:
+        """Whether free script ``index`` may take live session ``key`` by its first ``request`` (counted
+        in :attr:`compared`)."""
         script = self.scripts[index]
         if not script.calls:
             return False  # a session that never called the model cannot be this caller
         self.compared += 1
-        return self.check.first_call_matches(index, key, request)
+        return self._matches_first_call(index, key, request)
+
+    def _matches_first_call(self, index: int, key: str, request: ModelRequest) -> bool:
+        """Whether ``request``, the first call of live session ``key``, matches script ``index``'s first
+        recorded call (lazily: most requests differ before any tokenizing or scrubbing).
+
+        Raises:
+            RequestShapeError: a differing part of the request is not JSON values.
+        """
+        check = self.check
+        return request_matches(check.recorded_parts(index, 0), request, lambda: check.sides(index, key))
 
     # -- the index of first requests --------------------------------------------------------
 
@@ -413,7 +425,7 @@ class ReplayModel:
                 if i in self._taken:
                     continue
                 self.compared += 1
-                if self.check.first_call_matches(i, key, request):
+                if self._matches_first_call(i, key, request):
                     found.add(i)
         return found
 

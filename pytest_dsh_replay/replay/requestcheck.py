@@ -4,8 +4,8 @@
 :class:`RequestCheck` holds the recorded side (each script's parts per call, its tokenizing context
 per cwd) and the live side (the run's tokenizing context, kept up to date with the ids it sees), and
 compares them with :func:`~.requests.request_differences`. It serves no answer and binds no session:
-:class:`~.model.ReplayModel` asks it before serving, binding asks it which script a first call matches,
-and the mismatch report (:mod:`.mismatch`) reads what it checked.
+:class:`~.model.ReplayModel` asks it before serving and compares a first call with the scripts it may
+bind to through it, and the mismatch report (:mod:`.mismatch`) reads what it checked.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..llm import ModelRequest
 from ..session.tokens import Tokenizer
 from .load import SessionScript
 from .pins import PIN_PARTS, pinned_value
-from .requests import MATCH_PARTS, Difference, Sides, request_differences, request_matches
+from .requests import MATCH_PARTS, Difference, Sides, request_differences
 
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
@@ -180,12 +180,3 @@ class RequestCheck:
         if not recorded:
             return []
         return request_differences(recorded, request, lambda: self.sides(index, key))
-
-    def first_call_matches(self, index: int, key: str, request: ModelRequest) -> bool:
-        """Whether ``request``, the first call of live session ``key``, matches script ``index``'s first
-        recorded call (lazily: most requests differ before any tokenizing or scrubbing).
-
-        Raises:
-            RequestShapeError: a differing part of the request is not JSON values.
-        """
-        return request_matches(self.recorded_parts(index, 0), request, lambda: self.sides(index, key))
