@@ -809,7 +809,8 @@ def _directory_files(path: Path, out: list[Finding]) -> list[Path]:
     )
     if scenario_like:
         return _scenario_files(path, out)
-    return sorted(p for p in path.glob("*.jsonl") if p.is_file())
+    # a recorder's file that is no regular file is read to say so (a FIFO, a link to a directory)
+    return sorted(p for p in path.glob("*.jsonl") if p.is_file() or p.name == EMBEDDINGS_LOG)
 
 
 def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> None:
