@@ -58,9 +58,7 @@ LAYERS: dict[str, int] = {
 
 #: ``"importing -> imported"`` (module names under the package) still pointing up or sideways, and what
 #: removes each
-KNOWN_ARROWS_UP: dict[str, str] = {
-    "recording.validate -> scenario.definition": "load_scenario: input.json's check (a directory with steps)",
-}
+KNOWN_ARROWS_UP: dict[str, str] = {}
 
 #: cycles of modules importing each other at run time, as sorted tuples of module names
 KNOWN_CYCLES: set[tuple[str, ...]] = set()

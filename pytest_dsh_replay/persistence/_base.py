@@ -90,6 +90,19 @@ _HEADER_WHY = {
 }
 
 
+def _in_disk_order(meta: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a header's keys, the known ones first in their on-disk order, the others as given."""
+    out: dict[str, Any] = {k: meta[k] for k in _KNOWN_HEADER_KEYS if k in meta}
+    out.update((k, v) for k, v in meta.items() if k not in out)
+    return out
+
+
+def _unknown_not_json(header: dict[str, Any]) -> str | None:
+    """The first unknown key of a header whose value is not JSON (the known ones are checked by the
+    header rule)."""
+    return next((k for k, v in header.items() if k not in _KNOWN_HEADER_KEYS and not is_json_value(v)), None)
+
+
 def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
     """Validate a header and return a copy in on-disk key order (events.md §2).
 
@@ -117,12 +130,10 @@ def normalize_header(meta: object, *, where: str = "create") -> SessionHeader:
         bad(_HEADER_WHY[problems[0].key])
     if "type" in meta:
         bad("'type' is not a header key (the JSONL writer adds it)")
-    out: dict[str, Any] = {k: meta[k] for k in _KNOWN_HEADER_KEYS if k in meta}
-    for k, v in meta.items():
-        if k not in out:
-            if not is_json_value(v):
-                bad(f"{k} is not a JSON value")
-            out[k] = v
+    out = _in_disk_order(meta)
+    not_json = _unknown_not_json(out)
+    if not_json is not None:
+        bad(f"{not_json} is not a JSON value")
     try:
         dumps_json(out)  # lone surrogates (valid in JS strings) have no UTF-8 form on disk
     except JsonValueError as exc:

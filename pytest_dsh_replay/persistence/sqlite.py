@@ -176,6 +176,19 @@ def _view(uri: str) -> tuple[bool, set[bytes] | None]:
         conn.close()
 
 
+def _view_with_wal(path: Path) -> tuple[bool, set[bytes] | None]:
+    """:func:`_view` of the main file with its ``-wal``, both copied first (opening the originals would
+    rebuild the ``-shm`` and checkpoint on close)."""
+    with tempfile.TemporaryDirectory(prefix="dsh-sqlite-judge-") as tmp:
+        copy = Path(tmp) / "db.sqlite"
+        try:
+            shutil.copyfile(path, copy)
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        except OSError as exc:
+            raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
+        return _view(f"file:{copy}")
+
+
 def _judge(path: Path, *, short: bool, wal_frames: bool) -> None:
     """Let SQLite judge a stored file with its WAL before anything writes to it; nothing is written.
 
@@ -205,14 +218,7 @@ def _judge(path: Path, *, short: bool, wal_frames: bool) -> None:
     main_ok, main_ids = _view(f"file:{path}?immutable=1")
     ok = main_ok
     if wal_frames:
-        with tempfile.TemporaryDirectory(prefix="dsh-sqlite-judge-") as tmp:
-            copy = Path(tmp) / "db.sqlite"
-            try:
-                shutil.copyfile(path, copy)
-                shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-            except OSError as exc:
-                raise PersistenceError(f"cannot read SQLite file {path}: {exc}", "PERSISTENCE_IO") from exc
-            ok, ids = _view(f"file:{copy}")
+        ok, ids = _view_with_wal(path)
         lost = main_ok and main_ids is not None and (ids is None or not main_ids <= ids)
         if main_ok and (not ok or lost):
             raise SqliteFileError(
@@ -287,15 +293,32 @@ def _wal_user_version(path: Path) -> _WalInfo:
         return _WalInfo()
     except OSError as exc:
         raise PersistenceError(f"cannot read SQLite write-ahead log {path}: {exc}", "PERSISTENCE_IO") from exc
-    if len(data) < _WAL_HEADER.size:
+    header = _wal_header(data)
+    if header is None:
         return _WalInfo()
+    return _wal_commits(data, *header)
+
+
+def _wal_header(data: bytes) -> tuple[int, tuple[int, int], tuple[int, int], bool] | None:
+    """``(page size, salts, checksum, big-endian checksums)`` of a WAL's header, or ``None`` when it
+    has none that verifies (absent, short, another magic, a page size SQLite never uses)."""
+    if len(data) < _WAL_HEADER.size:
+        return None
     magic, _fmt, page_size, _ckpt, salt1, salt2, c0, c1 = _WAL_HEADER.unpack_from(data)
     if magic not in _WAL_MAGIC or page_size < 512 or page_size & (page_size - 1) or page_size > 65536:
-        return _WalInfo()
+        return None
     big = magic & 1 == 1
     if _wal_checksum(data[:24], 0, 0, big) != (c0, c1):
-        return _WalInfo()
-    s = (c0, c1)
+        return None
+    return page_size, (salt1, salt2), (c0, c1), big
+
+
+def _wal_commits(
+    data: bytes, page_size: int, salts: tuple[int, int], checksum: tuple[int, int], big: bool
+) -> _WalInfo:
+    """Walk a WAL's frames while their salts match and their cumulative checksums verify; what its
+    committed transactions hold (see :func:`_wal_user_version`)."""
+    s = checksum
     frame = _WAL_FRAME.size + page_size
     pending: int | None = None
     committed: int | None = None
@@ -304,7 +327,7 @@ def _wal_user_version(path: Path) -> _WalInfo:
     db_pages = 0
     for off in range(_WAL_HEADER.size, len(data) - frame + 1, frame):
         pgno, commit, f1, f2, k0, k1 = _WAL_FRAME.unpack_from(data, off)
-        if (f1, f2) != (salt1, salt2):
+        if (f1, f2) != salts:
             break
         page = data[off + _WAL_FRAME.size : off + frame]
         s = _wal_checksum(data[off : off + 8], *s, big)
@@ -470,14 +493,8 @@ class SqlitePersistence(BackendBase):
         for table, wanted in _COLUMNS.items():
             have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             (present if have else absent).append(table)
-            missing = [c for c in wanted if c not in have]
-            if have and missing:
-                raise SqliteFileError(
-                    f"{self.path}: table {table!r} lacks column(s) {', '.join(missing)} of schema version "
-                    f"{SCHEMA_VERSION}; the file was not modified (no migration)",
-                    file=self.path,
-                    code="SQLITE_SCHEMA_MISMATCH",
-                )
+            if have:
+                self._check_table(table, wanted, have)
         if absent and (
             filled := [t for t in present if conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
         ):
@@ -485,6 +502,17 @@ class SqlitePersistence(BackendBase):
                 f"{self.path}: schema version {SCHEMA_VERSION} store lacks table(s) {', '.join(absent)} "
                 f"but table(s) {', '.join(filled)} hold rows: the store is damaged (a dropped table?); "
                 "the file was not modified (restore it from a backup or remove it)",
+                file=self.path,
+                code="SQLITE_SCHEMA_MISMATCH",
+            )
+
+    def _check_table(self, table: str, wanted: tuple[str, ...], have: set[str]) -> None:
+        """A present ``table`` has every column of the schema."""
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise SqliteFileError(
+                f"{self.path}: table {table!r} lacks column(s) {', '.join(missing)} of schema version "
+                f"{SCHEMA_VERSION}; the file was not modified (no migration)",
                 file=self.path,
                 code="SQLITE_SCHEMA_MISMATCH",
             )

@@ -14,6 +14,12 @@ class ScenarioError(HarnessError):
     code = "SCENARIO_ERROR"
 
 
+class ScenarioDefinitionError(ScenarioError):
+    """``input.json`` is missing or malformed, or names an unknown op or config key."""
+
+    code = "SCENARIO_DEFINITION"
+
+
 class FixtureInventoryError(ScenarioError):
     """Fixture files are missing, extra, or numbered with gaps (harness.md §1, §5)."""
 

@@ -49,6 +49,18 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
         data = load_json_file(path)
     except LlmError as exc:
         raise ModelSpecError(f"{where} is not valid JSON: {exc.message}; fix the file") from exc
+    for si, responses in enumerate(_scripted_sessions(data, where)):
+        for ri, response in enumerate(responses):
+            _check_scripted_response(response, f"{where}: sessions[{si}][{ri}]")
+    return ScriptedModel.from_json(data, source=str(path))
+
+
+def _scripted_sessions(data: Any, where: str) -> list[list[Any]]:
+    """The per-session response lists of a scripted file: ``{"sessions": [...]}`` or the bare list.
+
+    Raises:
+        ModelSpecError: ``where`` and what the top level must be.
+    """
     if isinstance(data, dict) and set(data) != {"sessions"}:
         extra = sorted(set(data) - {"sessions"})
         raise ModelSpecError(
@@ -60,31 +72,36 @@ def load_scripted_file(path: Path, spec: str) -> ScriptedModel:
         raise ModelSpecError(
             f'{where}: expected {{"sessions": [[response, ...], ...]}} (one list per session)'
         )
-    for si, responses in enumerate(sessions):
-        for ri, response in enumerate(responses):
-            at = f"{where}: sessions[{si}][{ri}]"
-            if isinstance(response, str):
-                continue
-            if not isinstance(response, dict):
-                raise ModelSpecError(f"{at} must be an object or a string")
-            unknown = sorted(set(response) - RESPONSE_KEYS)
-            if unknown:
-                raise ModelSpecError(f"{at}: unknown key(s) {unknown}; allowed: {sorted(RESPONSE_KEYS)}")
-            calls = response.get("toolCalls", [])
-            if not isinstance(calls, list):
-                raise ModelSpecError(f"{at}.toolCalls must be a list")
-            for ci, call in enumerate(calls):
-                if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                    raise ModelSpecError(f'{at}.toolCalls[{ci}] must be an object with a string "name"')
-                bad = sorted(set(call) - TOOL_CALL_KEYS)
-                if bad:
-                    raise ModelSpecError(
-                        f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; allowed: {sorted(TOOL_CALL_KEYS)}"
-                    )
-            problem = response_problem(response)  # the rest of the format (finish, chunks, error, ...)
-            if problem is not None:
-                raise ModelSpecError(f"{at}: {problem}")
-    return ScriptedModel.from_json(data, source=str(path))
+    return sessions
+
+
+def _check_scripted_response(response: object, at: str) -> None:
+    """One scripted response: a string, or an object of the known keys with well-formed tool calls.
+
+    Raises:
+        ModelSpecError: ``at`` and what is wrong.
+    """
+    if isinstance(response, str):
+        return
+    if not isinstance(response, dict):
+        raise ModelSpecError(f"{at} must be an object or a string")
+    unknown = sorted(set(response) - RESPONSE_KEYS)
+    if unknown:
+        raise ModelSpecError(f"{at}: unknown key(s) {unknown}; allowed: {sorted(RESPONSE_KEYS)}")
+    calls = response.get("toolCalls", [])
+    if not isinstance(calls, list):
+        raise ModelSpecError(f"{at}.toolCalls must be a list")
+    for ci, call in enumerate(calls):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise ModelSpecError(f'{at}.toolCalls[{ci}] must be an object with a string "name"')
+        bad = sorted(set(call) - TOOL_CALL_KEYS)
+        if bad:
+            raise ModelSpecError(
+                f"{at}.toolCalls[{ci}]: unknown key(s) {bad}; allowed: {sorted(TOOL_CALL_KEYS)}"
+            )
+    problem = response_problem(response)  # the rest of the format (finish, chunks, error, ...)
+    if problem is not None:
+        raise ModelSpecError(f"{at}: {problem}")
 
 
 #: The ``--dsh-model`` forms, as the usage messages spell them.

@@ -126,37 +126,41 @@ def drop_events(log: SessionLog, ignore: Iterable[str]) -> SessionLog:
     ignored = frozenset(ignore)
     if not ignored or not any(e.get("type") in ignored for e in log.events):
         return log
-    mapping: dict[int, int] = {}
-    kept: list[Event] = []
-    dropped_before_seed = 0
-    for e in log.events:
-        seq = e.get("seq")
-        if e.get("type") in ignored:
-            if isinstance(seq, int) and seq < log.seed_length:
-                dropped_before_seed += 1
-            continue
-        if isinstance(seq, int):
-            mapping[seq] = len(kept)
-        kept.append(e)
+    kept = [e for e in log.events if e.get("type") not in ignored]
+    mapping = {seq: i for i, e in enumerate(kept) if isinstance(seq := e.get("seq"), int)}
+    out = [_renumbered(e, mapping) for e in kept]
+    return SessionLog(_seed_shortened(log, ignored), out, log.source)
+
+
+def _seed_shortened(log: SessionLog, ignored: frozenset[str]) -> dict[str, Any]:
+    """A copy of the log's header, its ``seedLength`` less the ignored events within the seed."""
+    dropped = sum(
+        1
+        for e in log.events
+        if e.get("type") in ignored and isinstance(seq := e.get("seq"), int) and seq < log.seed_length
+    )
+    header = dict(log.header)
+    if dropped and isinstance(header.get("seedLength"), int):
+        header["seedLength"] -= dropped
+    return header
+
+
+def _renumbered(event: Event, mapping: dict[int, int]) -> Event:
+    """A copy of ``event`` with every seq reference (its seq, ``sourceEventSeqs``, a replace's bounds)
+    mapped by ``mapping`` (a seq it lacks, or a value not a seq, kept)."""
 
     def remap(s: Any) -> Any:
         return mapping.get(s, s) if isinstance(s, int) and not isinstance(s, bool) else s
 
-    out: list[Event] = []
-    for e in kept:
-        e = dict(e)
-        if "seq" in e:
-            e["seq"] = remap(e["seq"])
-        if isinstance(e.get("sourceEventSeqs"), list):
-            e["sourceEventSeqs"] = [remap(s) for s in e["sourceEventSeqs"]]
-        op = e.get("surfaceOp")
-        if isinstance(op, dict) and op.get("op") == "replace":
-            e["surfaceOp"] = {**op, "start": remap(op.get("start")), "end": remap(op.get("end"))}
-        out.append(e)
-    header = dict(log.header)
-    if dropped_before_seed and isinstance(header.get("seedLength"), int):
-        header["seedLength"] -= dropped_before_seed
-    return SessionLog(header, out, log.source)
+    e: dict[str, Any] = dict(event)
+    if "seq" in e:
+        e["seq"] = remap(e["seq"])
+    if isinstance(e.get("sourceEventSeqs"), list):
+        e["sourceEventSeqs"] = [remap(s) for s in e["sourceEventSeqs"]]
+    op = e.get("surfaceOp")
+    if isinstance(op, dict) and op.get("op") == "replace":
+        e["surfaceOp"] = {**op, "start": remap(op.get("start")), "end": remap(op.get("end"))}
+    return e
 
 
 def normalized_events(log: SessionLog, ctx: NormalizeContext) -> tuple[str, list[tuple[int, str]]]:

@@ -113,6 +113,16 @@ def scrub_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber) -> list[Ses
     ]
 
 
+def _json_or_none(line: bytes) -> Any:
+    """A log line's JSON value; ``None`` for a blank line or one that is not JSON (scrubbed as text)."""
+    if not line.strip():
+        return None
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def scrub_jsonl(data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], bytes] = orjson.dumps) -> bytes:
     """Scrub the bytes of a JSONL session log, rewriting only the lines that change.
 
@@ -124,26 +134,36 @@ def scrub_jsonl(data: bytes, scrubber: SecretScrubber, dumps: Callable[[Any], by
     text); every other line keeps its bytes (stable writes). A line that is not JSON is scrubbed as text.
     """
     lines = data.split(b"\n")
-    rows: list[Any] = []
-    for line in lines:
-        try:
-            rows.append(orjson.loads(line) if line.strip() else None)
-        except orjson.JSONDecodeError:
-            rows.append(None)
+    rows = [_json_or_none(line) for line in lines]
     blocks = block_pieces(rows)
     texts = [line.decode("utf-8") for line in lines]
     leaky = {n for n, text in enumerate(texts, start=1) if text.strip() and scrubber.first_leak(text)}
     if not leaky and not scrubber.block_leaks(blocks):
         return data
     touched = scrubber.scrub_blocks(blocks)
-    out: list[bytes] = []
-    for number, (line, row, text) in enumerate(zip(lines, rows, texts, strict=True), start=1):
-        if number in touched and row is not None:
-            line = dumps(map_strings(row, scrubber.scrub_fixed))
-        elif number in leaky:
-            line = scrubber.scrub_fixed(text).encode("utf-8")
-        out.append(line)
+    out = [
+        _scrubbed_line(line, row, text, number in touched, number in leaky, scrubber, dumps)
+        for number, (line, row, text) in enumerate(zip(lines, rows, texts, strict=True), start=1)
+    ]
     return b"\n".join(out)
+
+
+def _scrubbed_line(
+    line: bytes,
+    row: Any,
+    text: str,
+    touched: bool,
+    leaky: bool,
+    scrubber: SecretScrubber,
+    dumps: Callable[[Any], bytes],
+) -> bytes:
+    """One line of :func:`scrub_jsonl`: re-serialized when a block's deltas in it were rewritten (it is
+    JSON), scrubbed as text when it holds a secret, else its own bytes."""
+    if touched and row is not None:
+        return dumps(map_strings(row, scrubber.scrub_fixed))
+    if leaky:
+        return scrubber.scrub_fixed(text).encode("utf-8")
+    return line
 
 
 def scrub_json_text(text: str, scrubber: SecretScrubber) -> str:

@@ -124,7 +124,15 @@ def _digest_event(h: Any, raw: bytes, event: Event) -> None:
 
 
 _CHUNK = "assistant/chunk"
-_STRUCTURE = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call", "tool/result"})
+#: the event types of a log's structure -> the :class:`LogChecks` method checking each
+_STRUCTURE = {
+    "turn/start": "_turn_start",
+    "turn/end": "_turn_end",
+    "step/start": "_step_start",
+    "step/end": "_step_end",
+    "tool/call": "_tool_call",
+    "tool/result": "_tool_result",
+}
 
 
 class _At:
@@ -199,9 +207,7 @@ class LogChecks:
         i = self.count
         self.count = i + 1
         if i < self._hash_until:
-            _digest_event(self._hash, raw, e)
-            if self.count in self._want:
-                self.digests[self.count] = self._hash.digest()
+            self._digest(raw, e)
         seq, t, d = e.get("seq"), e.get("type"), e.get("data")
         if seq == self.expected and type(seq) is int:
             self.expected = seq + 1
@@ -219,6 +225,12 @@ class LogChecks:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
         if "surfaceOp" in e or t in SURFACE_TYPES:
             self._surface(_At(self.where, line_no, seq, t), t, e.get("surfaceOp"), i, "surfaceOp" in e)
+
+    def _digest(self, raw: bytes, e: Event) -> None:
+        """Add an event within the wanted seed lengths to the lineage digest, kept at each one."""
+        _digest_event(self._hash, raw, e)
+        if self.count in self._want:
+            self.digests[self.count] = self._hash.digest()
 
     def feed_span(self, line_no: int, raw: bytes, span: PackedSpan) -> None:
         """Check the members of one packed row at once, as :meth:`feed` checks each of its events
@@ -269,64 +281,71 @@ class LogChecks:
             )
 
     def _structure(self, at: _At, t: Any, d: dict[str, Any], seq: int) -> None:
-        add = self._add
+        """A turn, step or tool event: the turn/step nesting and the tool call/result pairing."""
         if t in ("turn/start", "turn/end"):
             self._end_outside()
-        if t == "turn/start":
-            turn = d.get("turn")
-            if self.open_turn is not None:
-                add(
-                    "LOG_TURN",
-                    f"{at}: turn {display(turn)} starts while turn {display(self.open_turn)} is still open",
-                )
-            if type(turn) is int and turn != self.last_turn + 1:
-                add("LOG_TURN", f"{at}: turn number {turn} does not follow {self.last_turn}")
-            self.open_turn, self.open_step, self.pending = turn, None, {}
-            if type(turn) is int:
-                self.last_turn = turn
-        elif t == "turn/end":
-            if self.open_turn is None:
-                add("LOG_TURN", f"{at}: turn/end without an open turn")
-            elif d.get("turn") != self.open_turn:
-                add(
-                    "LOG_TURN",
-                    f"{at}: ends turn {display(d.get('turn'))} but turn {display(self.open_turn)} is open",
-                )
-            if self.open_step is not None:
-                add("LOG_STEP", f"{at}: turn ends while step {display(self.open_step)} is open")
-            for call_id in self.pending:
-                add("LOG_TOOL_PAIRING", f"{at}: tool call {quote(call_id)} never got a tool/result")
-            self.open_turn, self.open_step, self.pending = None, None, {}
-        elif t == "step/start":
-            if self.open_turn is None:
-                self._outside_turn(at)
-            if self.open_step is not None:
-                add(
-                    "LOG_STEP",
-                    f"{at}: step {display(d.get('step'))} starts while step "
-                    f"{display(self.open_step)} is open",
-                )
-            self.open_step = d.get("step")
-        elif t == "step/end":
-            if self.open_step is None or d.get("step") != self.open_step:
-                add(
-                    "LOG_STEP",
-                    f"{at}: step/end for step {display(d.get('step'))} but open step is "
-                    f"{display(self.open_step)}",
-                )
-            self.open_step = None
-        elif t == "tool/call":
-            call_id = _call_id(d)
-            if not isinstance(call_id, str):
-                add("LOG_TOOL_PAIRING", f"{at}: callId must be a string, got {quote(call_id)}")
-            else:
-                self.pending[call_id] = seq
-        elif t == "tool/result":
-            call_id = _call_id(d)
-            if not isinstance(call_id, str) or call_id not in self.pending:
-                add("LOG_TOOL_PAIRING", f"{at}: tool/result for {quote(call_id)} has no pending tool/call")
-            else:
-                del self.pending[call_id]
+        getattr(self, _STRUCTURE[t])(at, d, seq)
+
+    def _turn_start(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        turn = d.get("turn")
+        if self.open_turn is not None:
+            self._add(
+                "LOG_TURN",
+                f"{at}: turn {display(turn)} starts while turn {display(self.open_turn)} is still open",
+            )
+        if type(turn) is int and turn != self.last_turn + 1:
+            self._add("LOG_TURN", f"{at}: turn number {turn} does not follow {self.last_turn}")
+        self.open_turn, self.open_step, self.pending = turn, None, {}
+        if type(turn) is int:
+            self.last_turn = turn
+
+    def _turn_end(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        add = self._add
+        if self.open_turn is None:
+            add("LOG_TURN", f"{at}: turn/end without an open turn")
+        elif d.get("turn") != self.open_turn:
+            add(
+                "LOG_TURN",
+                f"{at}: ends turn {display(d.get('turn'))} but turn {display(self.open_turn)} is open",
+            )
+        if self.open_step is not None:
+            add("LOG_STEP", f"{at}: turn ends while step {display(self.open_step)} is open")
+        for call_id in self.pending:
+            add("LOG_TOOL_PAIRING", f"{at}: tool call {quote(call_id)} never got a tool/result")
+        self.open_turn, self.open_step, self.pending = None, None, {}
+
+    def _step_start(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        if self.open_turn is None:
+            self._outside_turn(at)
+        if self.open_step is not None:
+            self._add(
+                "LOG_STEP",
+                f"{at}: step {display(d.get('step'))} starts while step {display(self.open_step)} is open",
+            )
+        self.open_step = d.get("step")
+
+    def _step_end(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        if self.open_step is None or d.get("step") != self.open_step:
+            self._add(
+                "LOG_STEP",
+                f"{at}: step/end for step {display(d.get('step'))} but open step is "
+                f"{display(self.open_step)}",
+            )
+        self.open_step = None
+
+    def _tool_call(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        call_id = _call_id(d)
+        if not isinstance(call_id, str):
+            self._add("LOG_TOOL_PAIRING", f"{at}: callId must be a string, got {quote(call_id)}")
+        else:
+            self.pending[call_id] = seq
+
+    def _tool_result(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        call_id = _call_id(d)
+        if not isinstance(call_id, str) or call_id not in self.pending:
+            self._add("LOG_TOOL_PAIRING", f"{at}: tool/result for {quote(call_id)} has no pending tool/call")
+        else:
+            del self.pending[call_id]
 
     def _surface(self, at: _At, t: Any, op: Any, i: int, has_op: bool) -> None:
         eligible = t in SURFACE_TYPES
@@ -336,26 +355,27 @@ class LogChecks:
             self._add("LOG_SURFACE", f"{at}: surfaceOp on a non-surface event type")
         if not has_op:
             return
-        surface = self.surface
         if op == "append":
-            surface.append(i)
+            self.surface.append(i)
         elif isinstance(op, dict) and op.get("op") == "replace":
-            start, end = op.get("start"), op.get("end")
-            if type(start) is not int or type(end) is not int or start not in surface or end not in surface:
-                self._add(
-                    "LOG_SURFACE",
-                    f"{at}: replace bounds {quote(start)}..{quote(end)} are not both on the surface",
-                )
-            else:
-                a, b = surface.index(start), surface.index(end)
-                if a > b:
-                    self._add(
-                        "LOG_SURFACE", f"{at}: replace bounds {start}..{end} are reversed on the surface"
-                    )
-                else:
-                    surface[a : b + 1] = array("q", [i])
+            self._replace(at, op.get("start"), op.get("end"), i)
         else:
             self._add("LOG_SURFACE", f"{at}: unknown surfaceOp {quote(op)}")
+
+    def _replace(self, at: _At, start: Any, end: Any, i: int) -> None:
+        """A ``replace`` surface op: the surface from ``start`` to ``end`` becomes event ``i``."""
+        surface = self.surface
+        if type(start) is not int or type(end) is not int or start not in surface or end not in surface:
+            self._add(
+                "LOG_SURFACE",
+                f"{at}: replace bounds {quote(start)}..{quote(end)} are not both on the surface",
+            )
+            return
+        a, b = surface.index(start), surface.index(end)
+        if a > b:
+            self._add("LOG_SURFACE", f"{at}: replace bounds {start}..{end} are reversed on the surface")
+        else:
+            surface[a : b + 1] = array("q", [i])
 
     def finish(self) -> None:
         """End-of-log checks (an open turn)."""
@@ -440,30 +460,50 @@ def validate_log_files(
     scrubber = scrubber or default_scrubber()
     out = report.findings
     heads = _read_headers(files)
+    by_id = _ids(files, heads, out)
+    want, parent_of = _seed_lineage(files, heads, by_id, out)
+    checks: list[LogChecks | None] = []
+    for file, wanted in zip(files, want, strict=True):
+        checks.append(_check_one(file, wanted, report, scrubber, observe(file) if observe else None))
+    for child, parent in parent_of.items():
+        head = heads[child]
+        assert head is not None
+        _check_seed(files, child, parent, head["seedLength"], checks, out)
+
+
+def _ids(files: Sequence[Path], heads: Sequence[dict[str, Any] | None], out: list[Finding]) -> dict[str, int]:
+    """Session id -> the first log of the set with it; a log repeating an id is a finding."""
     by_id: dict[str, int] = {}
     for i, (file, head) in enumerate(zip(files, heads, strict=True)):
-        if head is None:
+        sid = head.get("id") if head is not None else None
+        if not isinstance(sid, str) or not sid:
             continue
-        sid = head.get("id")
-        if isinstance(sid, str) and sid:
-            if sid in by_id:
-                out.append(
-                    Finding(
-                        "LOG_DUPLICATE_ID",
-                        f"{file}: session id {quote(sid)} is also the id of {files[by_id[sid]].name} "
-                        "(a copied log?)",
-                    )
+        if sid in by_id:
+            out.append(
+                Finding(
+                    "LOG_DUPLICATE_ID",
+                    f"{file}: session id {quote(sid)} is also the id of {files[by_id[sid]].name} "
+                    "(a copied log?)",
                 )
-            else:
-                by_id[sid] = i
+            )
+        else:
+            by_id[sid] = i
+    return by_id
+
+
+def _seed_lineage(
+    files: Sequence[Path], heads: Sequence[dict[str, Any] | None], by_id: dict[str, int], out: list[Finding]
+) -> tuple[list[set[int]], dict[int, int]]:
+    """Per log, the seed lengths whose prefix digests its check keeps, and fork child -> parent; a
+    ``parentSession`` outside the set (of several logs) is a finding."""
     want: list[set[int]] = [set() for _ in files]
     parent_of: dict[int, int] = {}
+    if len(files) < 2:
+        return want, parent_of  # a log alone: its parent is elsewhere
     for i, head in enumerate(heads):
-        if head is None:
+        if head is None or not isinstance(parent_id := head.get("parentSession"), str):
             continue
-        parent_id, seed = head.get("parentSession"), head.get("seedLength", 0)
-        if not isinstance(parent_id, str) or len(files) < 2:
-            continue
+        seed = head.get("seedLength", 0)
         if parent_id not in by_id:
             out.append(
                 Finding(
@@ -474,31 +514,37 @@ def validate_log_files(
             parent_of[i] = by_id[parent_id]
             want[i].add(seed)
             want[by_id[parent_id]].add(seed)
-    checks: list[LogChecks | None] = []
-    for file, wanted in zip(files, want, strict=True):
-        checks.append(_check_one(file, wanted, report, scrubber, observe(file) if observe else None))
-    for child, parent in parent_of.items():
-        c, p, head = checks[child], checks[parent], heads[child]
-        assert head is not None
-        seed = head["seedLength"]
-        if c is None or p is None or seed not in c.digests:
-            continue  # unreadable, or the child's own seed is out of bounds (reported)
-        if seed not in p.digests:
-            out.append(
-                Finding(
-                    "LOG_LINEAGE",
-                    f"{files[child]}: seedLength {seed} is longer than (or unreadable in) the parent's "
-                    f"log {files[parent].name} ({p.count} events)",
-                )
+    return want, parent_of
+
+
+def _check_seed(
+    files: Sequence[Path],
+    child: int,
+    parent: int,
+    seed: int,
+    checks: list[LogChecks | None],
+    out: list[Finding],
+) -> None:
+    """A fork child's first ``seed`` events are its parent's (their prefix digests compared)."""
+    c, p = checks[child], checks[parent]
+    if c is None or p is None or seed not in c.digests:
+        return  # unreadable, or the child's own seed is out of bounds (reported)
+    if seed not in p.digests:
+        out.append(
+            Finding(
+                "LOG_LINEAGE",
+                f"{files[child]}: seedLength {seed} is longer than (or unreadable in) the parent's "
+                f"log {files[parent].name} ({p.count} events)",
             )
-        elif c.digests[seed] != p.digests[seed]:
-            out.append(
-                Finding(
-                    "LOG_LINEAGE",
-                    f"{files[child]}: the first {seed} events (seedLength) are not the parent's prefix "
-                    f"({files[parent].name})",
-                )
+        )
+    elif c.digests[seed] != p.digests[seed]:
+        out.append(
+            Finding(
+                "LOG_LINEAGE",
+                f"{files[child]}: the first {seed} events (seedLength) are not the parent's prefix "
+                f"({files[parent].name})",
             )
+        )
 
 
 #: The codes of the seq contiguity findings (:meth:`LogChecks._seq`).
@@ -589,33 +635,42 @@ def validate_logs(logs: Sequence[SessionLog], scrubber: SecretScrubber | None = 
                 )
             )
         by_id.setdefault(log.id, log)
-        checks, secrets = LogChecks(log.source, out), SecretCheck(log.source, scrubber)
-        secrets.header(1, log.header)
-        for i, event in enumerate(log.events):
-            checks.feed(i + 2, b"", event)
-            secrets.feed(i + 2, event)
-        checks.finish()
-        out.extend(Finding(code, message) for code, message in secrets.finish())
-        _header_findings(f"{log.source}:1", log.header, len(log.events), out)
+        _check_parsed(log, scrubber, out)
         parent_id = log.header.get("parentSession")
         if isinstance(parent_id, str) and len(logs) > 1:
-            parent = next((p for p in logs if p.id == parent_id), None)
-            if parent is None:
-                out.append(
-                    Finding(
-                        "LOG_LINEAGE",
-                        f"{log.source}: parentSession {quote(parent_id)} is not among these logs",
-                    )
-                )
-            elif log.seed_length and log.events[: log.seed_length] != parent.events[: log.seed_length]:
-                out.append(
-                    Finding(
-                        "LOG_LINEAGE",
-                        f"{log.source}: the first {log.seed_length} events (seedLength) are not the parent's "
-                        f"prefix ({parent.source})",
-                    )
-                )
+            _check_parsed_lineage(log, parent_id, logs, out)
     return [str(f) for f in out]
+
+
+def _check_parsed(log: SessionLog, scrubber: SecretScrubber, out: list[Finding]) -> None:
+    """One parsed log's per-event, secret and header checks (event ``i`` on line ``i + 2``)."""
+    checks, secrets = LogChecks(log.source, out), SecretCheck(log.source, scrubber)
+    secrets.header(1, log.header)
+    for i, event in enumerate(log.events):
+        checks.feed(i + 2, b"", event)
+        secrets.feed(i + 2, event)
+    checks.finish()
+    out.extend(Finding(code, message) for code, message in secrets.finish())
+    _header_findings(f"{log.source}:1", log.header, len(log.events), out)
+
+
+def _check_parsed_lineage(
+    log: SessionLog, parent_id: str, logs: Sequence[SessionLog], out: list[Finding]
+) -> None:
+    """A parsed log's parent is among ``logs`` and its seed is the parent's prefix."""
+    parent = next((p for p in logs if p.id == parent_id), None)
+    if parent is None:
+        out.append(
+            Finding("LOG_LINEAGE", f"{log.source}: parentSession {quote(parent_id)} is not among these logs")
+        )
+    elif log.seed_length and log.events[: log.seed_length] != parent.events[: log.seed_length]:
+        out.append(
+            Finding(
+                "LOG_LINEAGE",
+                f"{log.source}: the first {log.seed_length} events (seedLength) are not the parent's "
+                f"prefix ({parent.source})",
+            )
+        )
 
 
 # ------------------------------------------------------------------------------------ inventory
@@ -669,16 +724,13 @@ def _session_number(path: Path) -> int:
 
 def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
-    from ..scenario.definition import load_scenario  # input.json: the bundled agent's steps
-
     logs = sorted(
         (p for p in directory.glob(LOG_GLOB) if p.name == PRIMARY_FILE or _session_number(p)),
         key=_session_number,
     )
-    has_input = os.path.lexists(directory / INPUT_FILE)  # a FIFO or link loop: load_scenario says so
-    if not has_input and is_endpoint_recording(directory):
-        pass  # the endpoint's recording: its client is the user's agent, there are no steps
-    elif not has_input:
+    if os.path.lexists(directory / INPUT_FILE):  # a FIFO or link loop: read_input says so
+        _check_input(directory, logs, out)
+    elif not is_endpoint_recording(directory):  # the endpoint's: its client is the user's agent, no steps
         names = ", ".join(p.name for p in logs[:4]) + (", ..." if len(logs) > 4 else "")
         out.append(
             Finding(
@@ -687,20 +739,31 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
                 "a failing item, not a scenario; add input.json (its steps) or move the logs",
             )
         )
-    else:
-        try:
-            load_scenario(directory)
-        except HarnessError as exc:
-            if exc.code != "FIXTURE_INVENTORY":  # reported below, once
-                out.append(Finding(exc.code, str(exc)))
-        if not os.path.lexists(directory / PRIMARY_FILE) and not logs:
-            out.append(
-                Finding(
-                    "SCENARIO_UNRECORDED",
-                    f"{directory}: input.json but no session.jsonl: the scenario is not recorded; record it "
-                    f"(dsh-replay record {directory} --model MODEL --mode once)",
-                )
+    _check_recorded_files(directory, out)
+    # an MCP server's sessions beside the model's (docs/mcp.md), the endpoint's embedding calls
+    return [*logs, *mcp_log_files(directory), *embeddings_log_files(directory)]
+
+
+def _check_input(directory: Path, logs: list[Path], out: list[Finding]) -> None:
+    """A scenario's ``input.json`` (read as the item reads it) and whether it is recorded."""
+    from .scenarioinput import read_input  # imports the agent (its tool names): only for a scenario
+
+    try:
+        read_input(directory.resolve())
+    except HarnessError as exc:
+        out.append(Finding(exc.code, str(exc)))
+    if not os.path.lexists(directory / PRIMARY_FILE) and not logs:
+        out.append(
+            Finding(
+                "SCENARIO_UNRECORDED",
+                f"{directory}: input.json but no session.jsonl: the scenario is not recorded; record it "
+                f"(dsh-replay record {directory} --model MODEL --mode once)",
             )
+        )
+
+
+def _check_recorded_files(directory: Path, out: list[Finding]) -> None:
+    """The directory's fixture inventory, its request pins and its sidecars."""
     try:
         recorded = fixture_files(directory)
     except HarnessError as exc:
@@ -709,8 +772,6 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
         _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
-    # an MCP server's sessions beside the model's (docs/mcp.md), the endpoint's embedding calls
-    return [*logs, *mcp_log_files(directory), *embeddings_log_files(directory)]
 
 
 def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:
@@ -724,18 +785,7 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
-        from .write import write_findings
-
-        # an interrupted write first: the files read below may mix two recordings
-        report.findings.extend(Finding(code, message) for code, message in write_findings(path))
-        scenario_like = os.path.lexists(path / INPUT_FILE) or any(
-            p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
-        )
-        if scenario_like:
-            files = _scenario_files(path, report.findings)
-        else:
-            # a recorder's file that is no regular file is read to say so (a FIFO, a link to a directory)
-            files = sorted(p for p in path.glob("*.jsonl") if p.is_file() or p.name == EMBEDDINGS_LOG)
+        files = _directory_files(path, report.findings)
     elif path.name == INPUT_FILE:
         return validate_unit(path.parent, scrubber)  # the scenario it defines
     elif is_sidecar_name(path.name):
@@ -745,6 +795,22 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         files = [path]
     validate_log_files(files, report, scrubber)
     return report
+
+
+def _directory_files(path: Path, out: list[Finding]) -> list[Path]:
+    """The logs a directory unit validates: a scenario-like directory's (with its inventory findings),
+    else every ``*.jsonl`` file; an interrupted write reported first (the files may mix two
+    recordings)."""
+    from .write import write_findings
+
+    out.extend(Finding(code, message) for code, message in write_findings(path))
+    scenario_like = os.path.lexists(path / INPUT_FILE) or any(
+        p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
+    )
+    if scenario_like:
+        return _scenario_files(path, out)
+    # a recorder's file that is no regular file is read to say so (a FIFO, a link to a directory)
+    return sorted(p for p in path.glob("*.jsonl") if p.is_file() or p.name == EMBEDDINGS_LOG)
 
 
 def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> None:

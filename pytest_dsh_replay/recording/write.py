@@ -77,6 +77,14 @@ def _raw_lines(data: bytes, log: SessionLog) -> list[bytes] | None:
     return lines if len(lines) == len(log.events) + 1 else None
 
 
+def _created_delta(run: Sequence[SessionLog], fixtures: Sequence[SessionLog]) -> int:
+    """How much later the fixture's primary was created than the run's (ms; 0 when either is unknown):
+    the run's times are shifted by it, so an unchanged event keeps its recorded time."""
+    run0 = run[0].header.get("createdAt") if run else None
+    fx0 = fixtures[0].header.get("createdAt") if fixtures else None
+    return fx0 - run0 if isinstance(fx0, int) and isinstance(run0, int) else 0
+
+
 class _Composer:
     """Renders the run's logs in the fixtures' spelling (see module doc)."""
 
@@ -102,23 +110,23 @@ class _Composer:
         self.fx_norm = [normalized_events(log, self.fx_ctx) for log in base.logs]
         #: the run's masked context (its tokens assigned in event order: :class:`LogStage` goes on with it)
         self.run_masked: Any = None
-        if norm.masks is None:
-            self.run_same, self.fx_same = self.run_norm, self.fx_norm
-        else:
-            masked = self.run_masked = norm.context([log.id for log in run], run_cwd)
-            self.run_same = [normalized_events(log, masked) for log in self.run]
-            self.fx_same = [normalized_events(log, context_for(base.logs, norm)) for log in base.logs]
-        fx_cwd = next(
+        self.run_same, self.fx_same = self.run_norm, self.fx_norm
+        if norm.masks is not None:
+            self._compare_masked(norm, run_cwd)
+        self.cwd = next(
             (log.header["cwd"] for log in base.logs if isinstance(log.header.get("cwd"), str)), CWD_TOKEN
         )
-        self.cwd = fx_cwd
         self.ids = {r.id: f.id for r, f in zip(self.run, base.logs, strict=False) if r.id and f.id}
         self._by_token = {token: value for value, token in self.fx_ctx.uuid_tokens.items()}
         self.uuids: dict[str, str] = {}
         self.learn_uuids()
-        run0 = self.run[0].header.get("createdAt") if self.run else None
-        fx0 = base.logs[0].header.get("createdAt") if base.logs else None
-        self.delta = fx0 - run0 if isinstance(fx0, int) and isinstance(run0, int) else 0
+        self.delta = _created_delta(self.run, base.logs)
+
+    def _compare_masked(self, norm: Normalization, run_cwd: str) -> None:
+        """Whole logs compared with the masks: both sides normalized again with them."""
+        masked = self.run_masked = norm.context([log.id for log in self.run], run_cwd)
+        self.run_same = [normalized_events(log, masked) for log in self.run]
+        self.fx_same = [normalized_events(log, context_for(self.base.logs, norm)) for log in self.base.logs]
 
     def learn_uuids(self) -> None:
         """Map the run's UUIDs tokenized so far to the fixture's UUIDs of the same token."""
@@ -193,29 +201,41 @@ class _LogLines:
         return _dumps(header)
 
     def event(self, event: dict[str, Any], pair: tuple[int, bool] | None) -> bytes:
-        composer, fixture, raw = self.composer, self.fixture, self.raw
-        if pair is not None and fixture is not None:
-            fi, equal = pair
-            kept = fixture.events[fi]
-            if isinstance(kept.get("time"), int):
-                self.last_time = kept["time"]
-            if equal:
-                if all(kept.get(k) == event.get(k) for k in _REF_KEYS):
-                    if raw is not None and composer._verbatim(raw[fi + 1], kept):
-                        return raw[fi + 1]
-                    return _dumps(kept)
-                moved = dict(kept)  # equal after renumbering (an ignored event moved the seqs)
-                for k in _REF_KEYS:
-                    if k in event:
-                        moved[k] = event[k]
-                return _dumps(moved)
-            changed = composer.respell(event)
-            if "time" in changed and isinstance(kept.get("time"), int):
-                changed["time"] = kept["time"]
-            return _dumps(changed)
-        new = composer.respell(event)
+        """The line of a run's ``event``: ``pair`` ``(fixture index, equal)`` when it stands at a fixture
+        event's place (kept when equal, else respelled in its time), ``None`` for a new one."""
+        fixture = self.fixture
+        if pair is None or fixture is None:
+            return self._new(event)
+        fi, equal = pair
+        kept = fixture.events[fi]
+        if isinstance(kept.get("time"), int):
+            self.last_time = kept["time"]
+        if equal:
+            return self._kept(event, fi, kept)
+        changed = self.composer.respell(event)
+        if "time" in changed and isinstance(kept.get("time"), int):
+            changed["time"] = kept["time"]
+        return _dumps(changed)
+
+    def _kept(self, event: dict[str, Any], fi: int, kept: dict[str, Any]) -> bytes:
+        """A fixture event equal to the run's: its own bytes when they say the same, its references
+        (seqs) the run's when an ignored event moved them."""
+        raw = self.raw
+        if all(kept.get(k) == event.get(k) for k in _REF_KEYS):
+            if raw is not None and self.composer._verbatim(raw[fi + 1], kept):
+                return raw[fi + 1]
+            return _dumps(kept)
+        moved = dict(kept)  # equal after renumbering (an ignored event moved the seqs)
+        for k in _REF_KEYS:
+            if k in event:
+                moved[k] = event[k]
+        return _dumps(moved)
+
+    def _new(self, event: dict[str, Any]) -> bytes:
+        """A new event: respelled, its time shifted onto the fixture's clock and never before the last."""
+        new = self.composer.respell(event)
         if isinstance(new.get("time"), int):
-            new["time"] += composer.delta
+            new["time"] += self.composer.delta
             if self.last_time is not None and new["time"] < self.last_time:
                 new["time"] = self.last_time
             self.last_time = new["time"]
@@ -896,36 +916,28 @@ def write_fixtures(
             set is in place.
     """
     scrubber = scrubber or secret_scrubber([])
-    if os.path.lexists(directory / WRITE_JOURNAL):
-        # a swap a kill interrupted after it committed: completed first, so nothing reads a mix
-        recover_write(directory)
-        base = None
-    if base is None:
+    if _recovered(directory) or base is None:  # read again after a recovered swap replaced it
         base = current_fixtures(directory, None if log_paths is None else (inventory or ()))
     composer = _Composer(logs, cwd, base, normalization, strict_layout)
-    rendered: list[tuple[Path, bytes]] = []
-    produced: set[Path] = set()
-    for i in range(len(logs)):
-        path = log_file(directory, i) if log_paths is None else log_paths[i]
-        produced.add(path)
-        data = base.data[i] if composer.unchanged(i) else composer.render(i)
-        rendered.append((path, _scrub_lines(data, scrubber)))
-    for path, text in extra:
-        produced.add(path)
-        rendered.append((path, scrub_json_text(text, scrubber).encode("utf-8")))  # sidecars, pins
-    changed = [(path, data) for path, data in rendered if _current(path) != data]
+    rendered = _rendered(composer, _log_paths(directory, len(logs), log_paths), extra, scrubber)
+    produced = {path for path, _data in rendered}
+    changed = _changed(rendered)
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))
     produced.update(path for path, _data in beside)
-    changed += [(path, data) for path, data in beside if _current(path) != data]
-    stale = [
-        path
-        for path in owned_files(directory)
-        if log_paths is None
-        and path not in produced
-        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(logs)))
-    ]
-    stale += [path for path in remove if path not in produced and path not in stale and path.exists()]
+    changed += _changed(beside)  # scrubbed by their owner: a vector is never scrubbed
+    stale = _stale_owned(directory, produced, len(logs), prune_owned) if log_paths is None else []
+    stale += _still_there(remove, produced, stale)
+    written, orphans = _swap_in(directory, changed, stale, scrubber)
+    return written, [*stale, *orphans]
+
+
+def _swap_in(
+    directory: Path, changed: list[tuple[Path, bytes]], stale: list[Path], scrubber: SecretScrubber
+) -> tuple[list[Path], list[Path]]:
+    """Swap the ``changed`` files in and the ``stale`` ones out (:class:`_Swap`) under the directory's
+    write lock, check what was written for secrets, remove the temp files an interrupted write left;
+    returns ``(written, orphans removed)``."""
     with _directory_lock(directory):  # temp files found under the lock are no live write's
         orphans = _orphans(directory)
         swap = _Swap(directory)
@@ -934,7 +946,55 @@ def write_fixtures(
         written = [path for path, _data in changed]
         check_written([_target(path) for path in written], scrubber)
         _remove_orphans(orphans)
-    return written, [*stale, *orphans]
+    return written, orphans
+
+
+def _recovered(directory: Path) -> bool:
+    """Complete a swap a kill interrupted after it committed, before a write reads or replaces a file
+    (so nothing reads a mix of two recordings); whether there was one."""
+    if not os.path.lexists(directory / WRITE_JOURNAL):
+        return False
+    recover_write(directory)
+    return True
+
+
+def _changed(files: Sequence[tuple[Path, bytes]]) -> list[tuple[Path, bytes]]:
+    """The ``(path, bytes)`` whose bytes differ from the file's (a file not there differs)."""
+    return [(path, data) for path, data in files if _current(path) != data]
+
+
+def _log_paths(directory: Path, logs: int, log_paths: Sequence[Path] | None) -> list[Path]:
+    """Where each of ``logs`` logs is written: ``log_paths``, else the directory's layout."""
+    return [log_file(directory, i) for i in range(logs)] if log_paths is None else list(log_paths)
+
+
+def _rendered(
+    composer: _Composer, paths: Sequence[Path], extra: Sequence[tuple[Path, str]], scrubber: SecretScrubber
+) -> list[tuple[Path, bytes]]:
+    """Every file of a write, scrubbed: each log at its path (its fixture's bytes when unchanged), then
+    the ``extra`` files (sidecars, pins)."""
+    base = composer.base
+    rendered = [
+        (path, _scrub_lines(base.data[i] if composer.unchanged(i) else composer.render(i), scrubber))
+        for i, path in enumerate(paths)
+    ]
+    return rendered + [(path, scrub_json_text(text, scrubber).encode("utf-8")) for path, text in extra]
+
+
+def _still_there(remove: Sequence[Path], produced: set[Path], pruned: list[Path]) -> list[Path]:
+    """The files of ``remove`` that exist, the write does not produce and does not prune already."""
+    return [path for path in remove if path not in produced and path not in pruned and path.exists()]
+
+
+def _stale_owned(directory: Path, produced: set[Path], logs: int, prune_owned: bool) -> list[Path]:
+    """The recorder-owned files of ``directory`` a write of ``logs`` logs removes: those it did not
+    produce, all of them (``prune_owned``, a recording) or those ranked past its logs."""
+    return [
+        path
+        for path in owned_files(directory)
+        if path not in produced
+        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= logs))
+    ]
 
 
 def write_files(directory: Path, files: Sequence[tuple[Path, bytes]]) -> list[Path]:
@@ -946,9 +1006,8 @@ def write_files(directory: Path, files: Sequence[tuple[Path, bytes]]) -> list[Pa
     Raises:
         FixtureWriteError: a file could not be staged or replaced; the previous files are in place.
     """
-    if os.path.lexists(directory / WRITE_JOURNAL):
-        recover_write(directory)  # an interrupted swap completes first, so nothing reads a mix
-    changed = [(path, data) for path, data in files if _current(path) != data]
+    _recovered(directory)
+    changed = _changed(files)
     if changed:
         with _directory_lock(directory):
             swap = _Swap(directory)
@@ -1078,6 +1137,21 @@ class LogStage:
     def commit(self, remove: Sequence[Path] = ()) -> tuple[list[Path], list[Path]]:
         """Swap the staged log in (and remove ``remove``): ``(written, removed)`` as
         :func:`write_fixtures` returns them; a log equal to the one it replaces is not written."""
+        unchanged = self._staged_unchanged()
+        stale = [p for p in remove if p != self.path and p.exists()]
+        if unchanged:
+            self.discard()
+            if not stale:
+                return [], []
+        return self._swap_in(unchanged, stale)
+
+    def _staged_unchanged(self) -> bool:
+        """Whether the log equals the one it replaces; else its stage is flushed, fsynced and given an
+        ordinary file's mode, ready to swap in.
+
+        Raises:
+            FixtureWriteError: the stage could not be written (it is discarded).
+        """
         unchanged = (self.same or self.same_masked) and self.count == len(self.fx_lines)
         try:
             if not unchanged:
@@ -1094,11 +1168,10 @@ class LogStage:
         except BaseException:
             self.discard()
             raise
-        stale = [p for p in remove if p != self.path and p.exists()]
-        if unchanged:
-            self.discard()
-            if not stale:
-                return [], []
+        return unchanged
+
+    def _swap_in(self, unchanged: bool, stale: list[Path]) -> tuple[list[Path], list[Path]]:
+        """Swap the stage in (unless ``unchanged``) and ``stale`` out under the directory's write lock."""
         with _directory_lock(self.directory):
             orphans = [p for p in _orphans(self.directory) if p != self.tmp]
             swap = _Swap(self.directory)

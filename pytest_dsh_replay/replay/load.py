@@ -317,16 +317,7 @@ def child_log_files(scenario_dir: Path) -> list[Path]:
         if rank is not None:
             found[rank] = p
     if found and sorted(found) != list(range(1, len(found) + 1)):
-        # the first missing numbers only: a file named session.<huge>.jsonl must not build a huge range
-        missing: list[int] = []
-        expected = 1
-        for n in sorted(found):
-            while expected < n and len(missing) < 5:
-                missing.append(expected)
-                expected += 1
-            if len(missing) >= 5:
-                break
-            expected = n + 1
+        missing = _first_missing(sorted(found), 5)
         shown = sorted(found)[:10]
         raise ReplayLoadError(
             f"{scenario_dir}: child log numbering has a gap: missing "
@@ -339,6 +330,21 @@ def child_log_files(scenario_dir: Path) -> list[Path]:
             "REPLAY_CHILD_GAP",
         )
     return [found[n] for n in sorted(found)]
+
+
+def _first_missing(numbers: list[int], limit: int) -> list[int]:
+    """The first ``limit`` numbers from 1 that the sorted ``numbers`` lack (never a range as long as the
+    largest: a file named session.<huge>.jsonl must not build one)."""
+    missing: list[int] = []
+    expected = 1
+    for n in numbers:
+        while expected < n and len(missing) < limit:
+            missing.append(expected)
+            expected += 1
+        if len(missing) >= limit:
+            break
+        expected = n + 1
+    return missing
 
 
 def load_child_script(

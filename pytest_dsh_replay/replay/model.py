@@ -28,14 +28,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+import itertools
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import orjson
 
 from ..errors import quote
-from ..layout import PIN_KINDS
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
@@ -48,10 +57,9 @@ from .errors import (
     ReplayServeError,
     RequestMismatchError,
     RequestShapeError,
-    UnmatchedSessionError,
 )
 from .load import SessionScript
-from .pins import PIN_PARTS, pin_name, pinned_value
+from .mismatch import NORMALIZATIONS, Advice, MismatchReport, changed_command, client_path, rerecord_commands
 from .placeholder import (
     PlaceholderNoMatch,
     PlaceholderSyntaxError,
@@ -59,17 +67,8 @@ from .placeholder import (
     request_text,
     resolve_copy,
 )
-from .requests import (
-    MATCH_PARTS,
-    Difference,
-    Sides,
-    derivable,
-    header_role,
-    request_differences,
-    request_matches,
-    sent_parts,
-    tool_names,
-)
+from .requestcheck import ANON, RequestCheck
+from .requests import Difference, request_matches, sent_parts, tool_names
 
 #: Prefix of a ``hang`` entry without its own ``chunks`` (replay.md §6).
 DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
@@ -80,23 +79,22 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
 
-_ANON = "<anonymous>"
-_UNSET: Any = object()
-#: what both sides of every compared part go through before the comparison (:class:`Tokenizer`)
-NORMALIZATIONS = ("cwd -> {{cwd}}", "session ids -> {{session:N}}", "UUIDs -> {{uuid:N}}")
-_PIN_LABELS = {k.part: k.label for k in PIN_KINDS}
-#: how a re-record command spells ``rewrite`` (pytest, ``serve``/``mcp``) -> the same with ``changed``
-_CHANGED_SPELLINGS = (
-    ("--dsh-record=rewrite", "--dsh-record=changed"),
-    ("--record rewrite", "--record changed"),
-)
-_SHAPES_ANSWER = frozenset(k.part for k in PIN_KINDS if k.shapes_answer)
+
+def _entry_chunks(entry: ReplayEntry) -> list[Any]:
+    """The chunks an entry streams: a ``hang``'s prefix (:data:`DEFAULT_HANG_PREFIX` without its own),
+    else its ``chunks``."""
+    if entry.get("kind") == "hang":
+        prefix = entry.get("chunks")
+        return list(prefix) if prefix is not None else [dict(c) for c in DEFAULT_HANG_PREFIX]
+    return list(entry.get("chunks", []))
+
+
 #: free scripts a refused first request is compared with to find the nearest (a report, not a match)
 _NEAREST_LIMIT = 256
 
 
 def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[bool, bool, int, int]:
-    """How near a recorded first request (``ReplayModel._recorded_parts``) is to the live one's parts
+    """How near a recorded first request (``RequestCheck.recorded_parts``) is to the live one's parts
     (``sent_parts``): same tool names, same system prompt, leading equal messages, then the shared JSON
     prefix (characters) of the first message that differs; larger is nearer. Raw values are compared
     (no tokens): a ranking for a report only."""
@@ -153,26 +151,6 @@ def _match_key(parts: dict[str, Any], tokens: Tokenizer, scrub: Callable[[Any], 
         return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
     except (TypeError, ValueError, orjson.JSONEncodeError):
         return None
-
-
-def changed_command(command: str) -> str | None:
-    """A re-record command (``... --dsh-record=rewrite ...``, ``... --record rewrite ...``) with
-    ``changed`` for ``rewrite``: re-record only from each conversation's first changed call; ``None`` when
-    the command names no ``rewrite``."""
-    changed = command
-    for rewrite, instead in _CHANGED_SPELLINGS:
-        changed = changed.replace(rewrite, instead)
-    return None if changed == command else changed
-
-
-def rerecord_commands(rerecords: Iterable[str]) -> list[str]:
-    """The report's re-record commands for a red item's mismatches, cheapest first: each re-record
-    command with ``changed`` for ``rewrite`` (``re-record from the first changed call: ...``, see
-    :func:`changed_command`), then the commands themselves (``re-record: ...``); duplicates dropped,
-    order kept. ``rerecords``: the mismatches' ``rerecord`` commands (empty ones skipped)."""
-    commands = [c for c in rerecords if c]
-    changed = [f"re-record from the first changed call: {c}" for c in map(changed_command, commands) if c]
-    return list(dict.fromkeys([*changed, *(f"re-record: {c}" for c in commands)]))
 
 
 class ReplayModel:
@@ -247,23 +225,17 @@ class ReplayModel:
         episodes: str = "--dsh-record=new_episodes",
     ) -> None:
         self.scripts: list[SessionScript] = list(scripts)
+        #: the request check of every call (its parts, tokenizing contexts and comparison)
+        self.check = RequestCheck(self.scripts, match_on=match_on, scrub=scrub, masks=masks)
         self.subject = subject
         self.episodes = episodes
-        self.masks = masks if masks else None
-        self.match_on = None if match_on is None else frozenset(match_on)
-        self.scrub = scrub
         self.strict = strict
         self.rerecord = rerecord
         self.pin_refresh = pin_refresh
         self.mask_flag = mask_flag
         self.bind_unmatched = bind_unmatched
-        self.live_cwd: str | None = None
-        self.live_ids: Callable[[], Iterable[str]] | None = None
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.mismatches: list[RequestMismatchError] = []
-        self._recorded_tokens: dict[str | None, Tokenizer] = {}
-        self._default_cwd: Any = _UNSET
-        self._live_tokens: tuple[str | None, Tokenizer] | None = None
         self.scenario = scenario
         self.ready_dir = ready_dir
         self.on_parked = on_parked
@@ -281,9 +253,46 @@ class ReplayModel:
         self._first_free = 0  # no script below it is free (binding takes scripts, never frees them)
         self._with_calls: int | None = None
         self._bound_calls = 0
-        self._live_known: set[str] = set()
-        self._pending_ids: list[str] = []  # live ids seen in requests, not yet in the live tokenizer
         self._first_index: dict[tuple[str, ...], dict[bytes, list[int]]] | None = None
+
+    # -- the request check's settings (its own state: :class:`RequestCheck`) ----------------
+
+    @property
+    def match_on(self) -> frozenset[str] | None:
+        return self.check.match_on
+
+    @property
+    def masks(self) -> Masks | None:
+        return self.check.masks
+
+    @property
+    def scrub(self) -> Callable[[Any], Any] | None:
+        return self.check.scrub
+
+    @property
+    def live_cwd(self) -> str | None:
+        return self.check.live_cwd
+
+    @live_cwd.setter
+    def live_cwd(self, cwd: str | None) -> None:
+        self.check.live_cwd = cwd
+
+    @property
+    def live_ids(self) -> Callable[[], Iterable[str]] | None:
+        return self.check.live_ids
+
+    @live_ids.setter
+    def live_ids(self, ids: Callable[[], Iterable[str]] | None) -> None:
+        self.check.live_ids = ids
+
+    def checked_parts(self, index: int) -> dict[str, str]:
+        """The parts checked for script ``index``: part -> where its recorded value comes from."""
+        return self.check.checked_parts(index)
+
+    def unchecked_parts(self, index: int, request: ModelRequest | Mapping[str, Any]) -> list[str]:
+        """The optional pin parts the live ``request`` carries that script ``index`` has no pin of
+        (:meth:`RequestCheck.unchecked_parts`)."""
+        return self.check.unchecked_parts(index, request)
 
     # -- naming helpers -------------------------------------------------------------------
 
@@ -305,27 +314,22 @@ class ReplayModel:
             return str(self.scripts[0].file.parent)
         return "<no scenario>"
 
-    def _rerecord_command(self) -> str:
-        return self.rerecord or (
-            f"pytest --dsh-scenario {self._scenario_name()} --dsh-record=rewrite --dsh-model <MODEL SPEC>"
-        )
+    def _advice(self) -> Advice:
+        return Advice(self._scenario_name(), self.subject, self.rerecord)
 
     def _rerecord(self, sep: str = " ") -> str:
-        """The one wording of the re-record advice, by what the user ran (:attr:`subject`):
-        ``re-record the test: pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL``; ``sep``
-        goes between the colon and the command (a newline and indent puts it on a line of its own)."""
-        return f"re-record {self.subject}:{sep}{self._rerecord_command()}"
+        """The re-record advice, by what the user ran (:attr:`subject`, :class:`~.mismatch.Advice`)."""
+        return self._advice().line(sep)
 
-    def _changed_advice(self) -> list[str]:
-        """The report's line offering ``--dsh-record=changed`` (the re-record command with ``changed`` for
-        ``rewrite``), before the one re-recording everything; none when the command names no ``rewrite``."""
-        changed = changed_command(self._rerecord_command())
-        if changed is None:
-            return []
-        return [
-            "  to re-record only from each conversation's first changed call (the calls before it kept, "
-            f"not paid again): {changed}"
-        ]
+    def _report(self) -> MismatchReport:
+        """The mismatch reports, with this model's settings as they are now."""
+        return MismatchReport(
+            self.check,
+            self._advice(),
+            strict=self.strict,
+            pin_refresh=self.pin_refresh,
+            mask_flag=self.mask_flag,
+        )
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
@@ -356,24 +360,34 @@ class ReplayModel:
         """
         matches = None
         indexed = None
-        if request is not None and self.match_on != frozenset():
+        if request is not None and not self.check.off:
             if self._first_index is not None or len(self.scripts) > _DIRECT_BINDING_MAX:
                 indexed = self._indexed(key, request)
             if indexed is None:  # compared one by one: a small recording (keying the live request costs
                 # more than a few lazy comparisons) or not JSON values (the comparison names the problem)
-
-                def matches(index: int) -> bool:
-                    script = self.scripts[index]
-                    if not script.calls:
-                        return False  # a session that never called the model cannot be this caller
-                    self.compared += 1
-                    return request_matches(
-                        self._recorded_parts(index, 0), request, lambda: self._sides(index, key)
-                    )
-
+                matches = functools.partial(self._binds_to, key, request)
         return pick_script(
             key, len(self.scripts), self._taken, self.bind_order, matches, fallback=fallback, matching=indexed
         )
+
+    def _binds_to(self, key: str, request: ModelRequest, index: int) -> bool:
+        """Whether free script ``index`` may take live session ``key`` by its first ``request`` (counted
+        in :attr:`compared`)."""
+        script = self.scripts[index]
+        if not script.calls:
+            return False  # a session that never called the model cannot be this caller
+        self.compared += 1
+        return self._matches_first_call(index, key, request)
+
+    def _matches_first_call(self, index: int, key: str, request: ModelRequest) -> bool:
+        """Whether ``request``, the first call of live session ``key``, matches script ``index``'s first
+        recorded call (lazily: most requests differ before any tokenizing or scrubbing).
+
+        Raises:
+            RequestShapeError: a differing part of the request is not JSON values.
+        """
+        check = self.check
+        return request_matches(check.recorded_parts(index, 0), request, lambda: check.sides(index, key))
 
     # -- the index of first requests --------------------------------------------------------
 
@@ -389,8 +403,8 @@ class ReplayModel:
         for i, script in enumerate(self.scripts):
             if not script.calls:
                 continue  # a session that never called the model cannot be a caller
-            parts = self._recorded_parts(i, 0)
-            key = _match_key(parts, self._recorded_tokenizer(i), None)
+            parts = self.check.recorded_parts(i, 0)
+            key = _match_key(parts, self.check.recorded_tokenizer(i), None)
             if key is not None:
                 index.setdefault(tuple(sorted(parts)), {}).setdefault(key, []).append(i)
         self._first_index = index
@@ -401,7 +415,7 @@ class ReplayModel:
         self.index_first_requests()
         assert self._first_index is not None
         sent = sent_parts(request)
-        live = self._sides_live(key)
+        live = self.check.live_tokenizer(key)
         found: set[int] = set()
         for parts, keys in self._first_index.items():
             mine = _match_key({p: sent[p] for p in parts}, live, self.scrub)
@@ -411,8 +425,7 @@ class ReplayModel:
                 if i in self._taken:
                     continue
                 self.compared += 1
-                sides = functools.partial(self._sides, i, key)
-                if request_matches(self._recorded_parts(i, 0), request, sides):
+                if self._matches_first_call(i, key, request):
                     found.add(i)
         return found
 
@@ -423,216 +436,6 @@ class ReplayModel:
             self._bound_calls += 1
         while self._first_free in self._taken:
             self._first_free += 1
-
-    # -- the request check ------------------------------------------------------------------
-
-    def checked_parts(self, index: int) -> dict[str, str]:
-        """The parts checked for script ``index``: part -> where its recorded value comes from."""
-        wanted = MATCH_PARTS if self.match_on is None else self.match_on
-        script = self.scripts[index]
-        out: dict[str, str] = {}
-        if "messages" in wanted and any(e is not None for e in script.expected):
-            out["messages"] = f"derived from {script.file.name}"
-        for part in PIN_PARTS:
-            if part in wanted and part in script.pins.values:
-                out[part] = script.pins.files[part].name
-        return out
-
-    def unchecked_parts(self, index: int, request: ModelRequest | Mapping[str, Any]) -> list[str]:
-        """The optional pin parts (``params``) the live ``request`` carries and the check asks for, but
-        script ``index``'s recording has no pin of: not compared, and the mismatch report says so (a
-        recording made before the part was pinned, or whose requests never carried it)."""
-        wanted = MATCH_PARTS if self.match_on is None else self.match_on
-        pins = self.scripts[index].pins.values
-        return [
-            k.part
-            for k in PIN_KINDS
-            if k.optional and k.part in wanted and k.part not in pins and request.get(k.part)
-        ]
-
-    def _recorded_parts(self, index: int, call: int) -> dict[str, Any]:
-        script = self.scripts[index]
-        wanted = MATCH_PARTS if self.match_on is None else self.match_on
-        out: dict[str, Any] = {}
-        if "messages" in wanted:
-            expected = script.expected_at(call)
-            if expected is not None:
-                out["messages"] = expected.messages
-        for part in PIN_PARTS:
-            if part in wanted:
-                pinned, value = pinned_value(script.pins, part, call)
-                if pinned:
-                    out[part] = value
-        return out
-
-    def _recorded_tokenizer(self, index: int) -> Tokenizer:
-        """The recording's tokenizing context for script ``index``: every recorded id, the script's
-        header cwd (else the first one any script has); one per cwd, shared by the scripts."""
-        cwd = self.scripts[index].header.get("cwd")
-        if not isinstance(cwd, str):
-            if self._default_cwd is _UNSET:
-                self._default_cwd = next(
-                    (c for s in self.scripts if isinstance(c := s.header.get("cwd"), str)), None
-                )
-            cwd = self._default_cwd
-        recorded = self._recorded_tokens.get(cwd)
-        if recorded is None:
-            recorded_ids = [s.recorded_id for s in self.scripts]
-            recorded = self._recorded_tokens[cwd] = Tokenizer(
-                recorded_ids, cwd, ids_by_appearance=True, masks=self.masks, recorded=True
-            )
-        return recorded
-
-    def _sides_live(self, key: str) -> Tokenizer:
-        """The run's tokenizing context: every live id seen so far (requests' session ids, the run's ids),
-        kept up to date by adding the new ids (rebuilt only when the cwd changes or an id needs a pattern
-        of its own), so a run of thousands of sessions pays O(new ids) per call, not O(ids)."""
-        new, self._pending_ids = self._pending_ids, []
-        new.append(key)
-        if self.live_ids is not None:
-            new += self.live_ids()
-        new = [i for i in dict.fromkeys(new) if i not in self._live_known and i != _ANON]
-        cached = self._live_tokens
-        if cached is not None and cached[0] == self.live_cwd:
-            if not new:
-                return cached[1]
-            if cached[1].add_ids(new):
-                self._live_known.update(new)
-                return cached[1]
-        self._live_known.update(new)
-        tokens = Tokenizer(sorted(self._live_known), self.live_cwd, ids_by_appearance=True, masks=self.masks)
-        self._live_tokens = (self.live_cwd, tokens)
-        return tokens
-
-    def _sides(self, index: int, key: str) -> Sides:
-        return Sides(self._recorded_tokenizer(index), self._sides_live(key), self.scrub)
-
-    def _mask_hint(
-        self, index: int, call: int, key: str, diffs: list[Difference], request: ModelRequest
-    ) -> list[str]:
-        """The report's one line proposing masks (``session.maskhint.mask_hint``) when every difference of
-        this request from call ``call`` of script ``index`` (``diffs`` the ones found) is a value that
-        changes every run, checked: the request check run again with the run's masks and the proposed
-        ones passes (with copies of the masks, so the report's counts of what they masked stay true);
-        none otherwise."""
-        from ..session.maskhint import mask_hint  # a mismatch report only: a green run never imports it
-
-        recorded = self._recorded_parts(index, call)
-
-        def differing(extra: Masks) -> list[tuple[Any, Any]]:
-            if not extra:
-                return [(d.recorded, d.sent) for d in diffs]
-            sides = self._sides(index, key)
-            masks = self.masks.joined(extra.masks) if self.masks else extra
-            sides = Sides(sides.recorded.with_masks(masks), sides.live.with_masks(masks), sides.scrub)
-            return [(d.recorded, d.sent) for d in request_differences(recorded, request, sides)]
-
-        hint = mask_hint(differing, self.mask_flag)
-        return [f"  {hint}"] if hint is not None else []
-
-    @staticmethod
-    def _client_path(diff: Difference, request: ModelRequest) -> str | None:
-        """Where a differing message sits in the client's own body, when the request says (an endpoint
-        request: ``origins``, from the wire format that mapped it)."""
-        if diff.part != "messages" or "origins" not in request:
-            return None
-        from ..llm.wire.fields import client_path  # a mismatch report only
-
-        origins: Any = request["origins"]
-        messages = request.get("messages", [])
-        kept = [derivable(m) for m in messages]
-        if not all(kept) and isinstance(origins, Mapping) and len(origins.get("messages") or []) == len(kept):
-            # the compared messages leave out those without a derived counterpart (sent_parts)
-            origins = {
-                **origins,
-                "messages": [o for o, k in zip(origins["messages"], kept, strict=True) if k],
-            }
-        return client_path(diff.path, origins)
-
-    def _mismatch(
-        self,
-        index: int,
-        call: int,
-        key: str,
-        diffs: list[Difference],
-        request: ModelRequest,
-        *,
-        free: int = 0,
-        guess: bool = False,
-    ) -> RequestMismatchError:
-        """The report of ``request``, which differs from call ``call`` of script ``index``; ``free``: the
-        number of free scripts a first request matched none of (an :class:`UnmatchedSessionError`,
-        compared with script ``index``, the nearest one, :meth:`_nearest`; ``guess`` when none was
-        nearer than another), 0 for a bound session's call."""
-        script = self.scripts[index]
-        role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
-        checked = self.checked_parts(index)
-        parts = tuple(d.part for d in diffs)
-        where = f"call #{call + 1} of {script.file.name} ({role}, script #{index + 1})"
-        served = (
-            "nothing was served for this call"
-            if self.strict
-            else "its recorded answer was served anyway and now follows this changed request"
-        )
-        what = f"the request differs from the recorded one in {', '.join(parts)}; {served}"
-        if free:
-            which = (
-                "the only free one"
-                if free == 1
-                else f"a guess among {free} free ones, none nearer than the others"
-                if guess
-                else f"the nearest of {free} free ones by tools, system prompt and shared prefix"
-            )
-            what = (
-                "the first request of this session matches no free recorded session, so nothing was "
-                f"served and no recorded session was used; it differs from this one ({which}) in "
-                + ", ".join(parts)
-            )
-        scenario = self._scenario_name()
-        client_paths = tuple(self._client_path(d, request) for d in diffs)
-        lines = [
-            f"replay: request mismatch at {where} for live session {key!r} in {scenario}: {what}",
-            *(f"  {d.render(client)}" for d, client in zip(diffs, client_paths, strict=True)),
-            *self._mask_hint(index, call, key, diffs, request),
-            "  checked: " + ", ".join(f"{p} ({src})" for p, src in checked.items()),
-            *(
-                f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "
-                "they were checked, or its requests carried none)"
-                for p in self.unchecked_parts(index, request)
-            ),
-            *([f"  {self.masks.summary()}; the difference above is outside them"] if self.masks else []),
-            *self._changed_advice(),
-            f"  if the change is intended, {self._rerecord()}",
-        ]
-        if (
-            self.pin_refresh is not None
-            and "messages" not in parts
-            and "tools" not in parts
-            and not _SHAPES_ANSWER.intersection(parts)
-        ):
-            # a changed system prompt or model name: the recorded answers may still fit the
-            # conversation, and the context's refresh keeps them, saying so. Never a change to the
-            # tools (a changed tool set would keep answers calling a tool no longer offered; a changed
-            # schema is what structured-output clients put their answer's shape in) nor to an
-            # answer-shaping parameter; and never a narrower check: a hint that drops the differing
-            # part from the check would serve the old answer green.
-            lines.append(
-                f"  (only pinned parts differ: {', '.join(_PIN_LABELS.get(p, p) for p in parts)}; the "
-                f"conversation and the tools are unchanged: {self.pin_refresh})"
-            )
-        details: dict[str, Any] = {
-            "differences": tuple(diffs),
-            "file": script.file.name,
-            "index": call + 1,
-            "checked": tuple(f"{p} ({src})" for p, src in checked.items()),
-            "masks": (*NORMALIZATIONS, *(self.masks.applied() if self.masks else ())),
-            "rerecord": self._rerecord_command(),
-            "served": not self.strict and not free,
-            "client_paths": client_paths,
-        }
-        if free:
-            return UnmatchedSessionError("\n".join(lines), None, parts, where, **details)
-        return RequestMismatchError("\n".join(lines), "REPLAY_REQUEST_MISMATCH", parts, where, **details)
 
     def next_differences(self, key: str, request: ModelRequest) -> list[Difference] | None:
         """How ``request`` differs from the next recorded call of the bound live session ``key`` (``[]``:
@@ -648,8 +451,7 @@ class ReplayModel:
         call = self.cursors.get(key, 0)
         if call >= len(self.scripts[index].calls):
             return None
-        recorded = self._recorded_parts(index, call)
-        return request_differences(recorded, request, lambda: self._sides(index, key)) if recorded else []
+        return self.check.differences(index, call, key, request)
 
     def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
         """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
@@ -661,43 +463,19 @@ class ReplayModel:
             return None, []
         index, _guess = self._nearest(index, request)
         try:
-            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
-            return index, request_differences(self._recorded_parts(index, 0), request, sides)
+            return index, self.check.differences(index, 0, key, request)
         except RequestShapeError:
             return index, []
 
     def difference_place(self, diff: Difference, request: ModelRequest) -> str:
         """Where ``diff`` is, as the client's own body names it when the request says
         (``messages[5].content``), else the recording's path."""
-        return self._client_path(diff, request) or diff.path
+        return client_path(diff, request) or diff.path
 
     def check_summary(self) -> str:
         """One line saying which request parts this model checks (for the item's ``-rA`` section), and a
         second naming the masks and what each masked so far, when there are masks."""
-        if self.match_on == frozenset():
-            return "request check: off (--dsh-match-on none)"
-        per = [(s.file.name, tuple(self.checked_parts(i))) for i, s in enumerate(self.scripts)]
-        if not per:
-            return "request check: no recorded session"
-        distinct = {parts for _name, parts in per}
-        if len(distinct) == 1:
-            parts = next(iter(distinct))
-            text = "request check (every call, before serving): " + (", ".join(parts) or "nothing")
-        else:
-            text = "request check (every call, before serving): " + "; ".join(
-                f"{name}: {', '.join(parts) or 'nothing'}" for name, parts in per
-            )
-        pinned = any(s.pins.values for s in self.scripts)
-        if not pinned and (self.match_on is None or set(self.match_on) & set(PIN_PARTS)):
-            # "messages only" where messages are checked; an update adds no pins (docs/request-matching.md)
-            lead = "messages only: " if any("messages" in parts for _name, parts in per) else ""
-            text += (
-                f" ({lead}the scenario has no pins, so the system prompt, tool schemas and model are "
-                "not checked; record them with --dsh-record=rewrite)"
-            )
-        if self.masks is not None:
-            text += "\n" + self.masks.summary()
-        return text
+        return self._report().summary()
 
     def assert_requests_match(self) -> None:
         """Raise the request mismatches seen so far (all of them, in call order), if any.
@@ -720,83 +498,102 @@ class ReplayModel:
             ReplayServeError: ``REPLAY_UNRECORDED_SESSION``, ``REPLAY_SCRIPT_EXHAUSTED``,
                 ``REPLAY_PLACEHOLDER``, ``REPLAY_UNKNOWN_ENTRY``, ``REPLAY_AFTER_MISMATCH``.
             RequestMismatchError: ``REPLAY_REQUEST_MISMATCH``, the request differs from the recording
-                (nothing is served; see :meth:`_mismatch` for the report).
+                (nothing is served; see :meth:`.mismatch.MismatchReport.error` for the report).
             UnmatchedSessionError: ``REPLAY_NO_MATCHING_SESSION`` (``bind_unmatched=False``): a first
                 request that matches no free script; nothing is bound.
             RequestShapeError: ``REPLAY_BAD_REQUEST``, a part of the request is not JSON values.
             LlmError: a ``throw`` entry (its ``message``, ``code``, ``status``).
             ReplayAborted: the request signal fired during playback / while hanging.
         """
-        key = request.get("sessionId") or _ANON
-        signal = request.get("signal")
-        if key not in self.requests and key != _ANON:
-            self._pending_ids.append(key)
+        key = request.get("sessionId") or ANON
+        if key not in self.requests:
+            self.check.saw_session(key)
         self.requests.setdefault(key, []).append({k: v for k, v in request.items() if k != "signal"})
         if key not in self.bound:
-            try:
-                fallback = self.bind_unmatched
-                target = None if key in self._unrecorded else self.script_for(key, request, fallback=fallback)
-            except RequestShapeError as exc:
-                self.failures.append(exc)
-                return self._raise(exc)
-            if target is None and not self.bind_unmatched and key not in self._unrecorded:
-                unmatched = self._unmatched(key, request)
-                if unmatched is not None:
-                    return self._raise(unmatched)
-            if target is None:
-                ordinal = self._unrecorded.setdefault(key, len(self.scripts) + len(self._unrecorded) + 1)
-                error = self._fail(
-                    f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
-                    f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
-                    f"sessions than the recording has logs; record them with {self.episodes} (records the "
-                    "sessions the recording lacks, keeps the recorded ones)"
-                    + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
-                    + ", or "
-                    + self._rerecord(),
-                    "REPLAY_UNRECORDED_SESSION",
-                )
-                return self._raise(error)
-            self._bind(key, target)
-            self.cursors[key] = 0
+            refused = self._bind_first_call(key, request)
+            if refused is not None:
+                return self._raise(refused)
         index = self.bound[key]
         call = self.cursors[key]
         self.cursors[key] = call + 1
-        entries = self.scripts[index].calls
-        if call >= len(entries):
-            error = self._fail(
-                f"replay: script exhausted at call #{call + 1} of {len(entries)} for live session {key!r} "
-                f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
-                f"the agent made more model calls than were recorded; record them with {self.episodes} "
-                "(appends the new calls, keeps the recorded ones), append a call "
-                'with a patch {"patches":[{"at":'
-                + str(len(entries))
-                + ',"entry":{...}}]}, or '
-                + self._rerecord(),
-                "REPLAY_SCRIPT_EXHAUSTED",
-            )
-            return self._raise(error)
-        if self.mismatches and self.strict:
-            return self._raise(
-                ReplayServeError(
-                    f"replay: call #{call + 1} of live session {key!r} not served: an earlier request did "
-                    f"not match its recording ({self.mismatches[0].message.splitlines()[0]})",
-                    "REPLAY_AFTER_MISMATCH",
-                )
-            )
-        recorded = self._recorded_parts(index, call)
+        refused = self._not_served(key, index, call, request)
+        if refused is not None:
+            return self._raise(refused)
+        return self._play(request, key, index, call, request.get("signal"))
+
+    def _bind_first_call(self, key: str, request: ModelRequest) -> ReplayServeError | None:
+        """Bind the unbound live session ``key`` by its first ``request`` (its cursor at 0), or the error
+        refusing it: a request not made of JSON values, one matching no free script
+        (``bind_unmatched=False``), a session the recording lacks."""
         try:
-            sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
-            diffs = request_differences(recorded, request, sides) if recorded else []
+            target = (
+                None
+                if key in self._unrecorded
+                else self.script_for(key, request, fallback=self.bind_unmatched)
+            )
         except RequestShapeError as exc:
             self.failures.append(exc)
-            return self._raise(exc)
-        if diffs:
-            mismatch = self._mismatch(index, call, key, diffs, request)
-            self.mismatches.append(mismatch)
-            if self.strict:
-                self.failures.append(mismatch)
-                return self._raise(mismatch)
-        return self._play(request, key, index, call, signal)
+            return exc
+        if target is None and not self.bind_unmatched and key not in self._unrecorded:
+            unmatched = self._unmatched(key, request)
+            if unmatched is not None:
+                return unmatched
+        if target is None:
+            return self._unrecorded_session(key)
+        self._bind(key, target)
+        self.cursors[key] = 0
+        return None
+
+    def _unrecorded_session(self, key: str) -> ReplayServeError:
+        ordinal = self._unrecorded.setdefault(key, len(self.scripts) + len(self._unrecorded) + 1)
+        return self._fail(
+            f"replay: unrecorded session #{ordinal} of {len(self.scripts)} recorded "
+            f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
+            f"sessions than the recording has logs; record them with {self.episodes} (records the "
+            "sessions the recording lacks, keeps the recorded ones)"
+            + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
+            + ", or "
+            + self._rerecord(),
+            "REPLAY_UNRECORDED_SESSION",
+        )
+
+    def _not_served(self, key: str, index: int, call: int, request: ModelRequest) -> ReplayServeError | None:
+        """Why call ``call`` of script ``index`` is not served to live session ``key``, or ``None``: the
+        script is exhausted, an earlier request did not match (strict), or this one does not (strict; a
+        lenient model serves it and notes the mismatch)."""
+        entries = self.scripts[index].calls
+        if call >= len(entries):
+            return self._exhausted(key, index, call)
+        if self.mismatches and self.strict:
+            return ReplayServeError(
+                f"replay: call #{call + 1} of live session {key!r} not served: an earlier request did "
+                f"not match its recording ({self.mismatches[0].message.splitlines()[0]})",
+                "REPLAY_AFTER_MISMATCH",
+            )
+        try:
+            diffs = self.check.differences(index, call, key, request)
+        except RequestShapeError as exc:
+            self.failures.append(exc)
+            return exc
+        if not diffs:
+            return None
+        mismatch = self._report().error(index, call, key, diffs, request)
+        self.mismatches.append(mismatch)
+        if not self.strict:
+            return None
+        self.failures.append(mismatch)
+        return mismatch
+
+    def _exhausted(self, key: str, index: int, call: int) -> ReplayServeError:
+        recorded = len(self.scripts[index].calls)
+        return self._fail(
+            f"replay: script exhausted at call #{call + 1} of {recorded} for live session {key!r} "
+            f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
+            f"the agent made more model calls than were recorded; record them with {self.episodes} "
+            "(appends the new calls, keeps the recorded ones), append a call "
+            'with a patch {"patches":[{"at":' + str(recorded) + ',"entry":{...}}]}, or ' + self._rerecord(),
+            "REPLAY_SCRIPT_EXHAUSTED",
+        )
 
     def _unmatched(self, key: str, request: ModelRequest) -> ReplayServeError | None:
         """The refusal of a first request that matches no free script (``bind_unmatched=False``): the
@@ -807,15 +604,14 @@ class ReplayModel:
         if index is None:
             return None
         index, guess = self._nearest(index, request)
-        sides = lambda: self._sides(index, key)  # noqa: E731 - built only if a part differs as it is
         try:
-            diffs = request_differences(self._recorded_parts(index, 0), request, sides)
+            diffs = self.check.differences(index, 0, key, request)
         except RequestShapeError as exc:
             self.failures.append(exc)
             return exc
         if not diffs:
             return None
-        error = self._mismatch(index, 0, key, diffs, request, free=free, guess=guess)
+        error = self._report().error(index, 0, key, diffs, request, free=free, guess=guess)
         self.failures.append(error)
         return error
 
@@ -827,12 +623,17 @@ class ReplayModel:
             self._with_calls = sum(1 for s in self.scripts if s.calls)
         free = self._with_calls - self._bound_calls
         rank = self.bind_order(key) if self.bind_order is not None else None
-        if rank is not None and rank not in self._taken and self._has_calls(rank):
+        if rank is not None and self._is_free_caller(rank):
             return rank, free
-        for i in range(self._first_free, len(self.scripts)):
-            if i not in self._taken and self.scripts[i].calls:
-                return i, free
-        return None, free
+        return next(self._free_callers(), None), free
+
+    def _is_free_caller(self, index: int) -> bool:
+        """Script ``index`` exists, is free and has calls (a session that called the model)."""
+        return 0 <= index < len(self.scripts) and index not in self._taken and bool(self.scripts[index].calls)
+
+    def _free_callers(self) -> Iterator[int]:
+        """The free scripts with calls, in creation order."""
+        return (i for i in range(self._first_free, len(self.scripts)) if self._is_free_caller(i))
 
     def _nearest(self, by_order: int, request: ModelRequest) -> tuple[int, bool]:
         """The free script whose first recorded request is nearest to ``request`` (the one a mismatch
@@ -844,22 +645,15 @@ class ReplayModel:
         ``by_order``, then in creation order), so an unmatched request costs the same in a recording of
         thousands of conversations; only a refused request pays for it.
         """
-        candidates = [by_order]
-        for i in range(self._first_free, len(self.scripts)):
-            if len(candidates) >= _NEAREST_LIMIT:
-                break
-            if i != by_order and i not in self._taken and self.scripts[i].calls:
-                candidates.append(i)
+        others = (i for i in self._free_callers() if i != by_order)
+        candidates = [by_order, *itertools.islice(others, _NEAREST_LIMIT - 1)]
         if len(candidates) == 1:
             return by_order, False
         sent = sent_parts(request)
-        scored = [(_nearness(self._recorded_parts(i, 0), sent), i) for i in candidates]
+        scored = [(_nearness(self.check.recorded_parts(i, 0), sent), i) for i in candidates]
         best = max(score for score, _i in scored)
         tied = [i for score, i in scored if score == best]
         return tied[0], len(tied) > 1
-
-    def _has_calls(self, index: int) -> bool:
-        return 0 <= index < len(self.scripts) and bool(self.scripts[index].calls)
 
     async def _raise(self, error: BaseException) -> AsyncIterator[StreamChunk]:
         raise error
@@ -907,12 +701,7 @@ class ReplayModel:
                 f"{self._scenario_name()}: unknown entry kind {kind!r}; use 'chunks', 'throw' or 'hang'",
                 "REPLAY_UNKNOWN_ENTRY",
             )
-        if kind == "hang":
-            prefix = resolved.get("chunks")
-            chunks = list(prefix) if prefix is not None else [dict(c) for c in DEFAULT_HANG_PREFIX]
-        else:
-            chunks = list(resolved.get("chunks", []))
-        for chunk in chunks:
+        for chunk in _entry_chunks(resolved):
             # replay.md §6: chunks/throw check the signal before every chunk; a hang yields its
             # prefix unconditionally and then waits (returning at once if already aborted).
             if kind != "hang" and signal is not None and signal.aborted:
@@ -921,10 +710,19 @@ class ReplayModel:
         if kind == "chunks":
             return
         if kind == "throw":
-            status = resolved.get("status")
-            raise LlmError(str(resolved["message"]), str(resolved["code"]), status)
+            raise LlmError(str(resolved["message"]), str(resolved["code"]), resolved.get("status"))
         # hang: all prefix chunks were consumed (we are resumed after the last yield).
-        ready = resolved.get("readyFile")
+        await self._hang(resolved, key, call, signal)
+
+    async def _hang(self, entry: ReplayEntry, key: str, call: int, signal: CancelSignal | None) -> NoReturn:
+        """Park call ``call`` of live session ``key`` after its prefix (a ``hang`` entry): write its
+        ``readyFile``, tell :attr:`parked` and ``on_parked``, then wait for the signal (replay.md §6).
+
+        Raises:
+            ReplayServeError: ``REPLAY_BAD_READY_FILE``, a ``readyFile`` outside the run's directory.
+            ReplayAborted: the signal fired (without a signal: hangs until the task is cancelled).
+        """
+        ready = entry.get("readyFile")
         if isinstance(ready, str):
             from .override import ready_file_confined  # hang entries come from sidecars only
 
@@ -1006,3 +804,12 @@ class ReplayModel:
             if accept is not None:
                 message += f"\n  (or let recorded calls go unused: {accept})"
             raise ReplayConsumptionError(message, "REPLAY_NOT_CONSUMED")
+
+
+__all__ = [
+    "DEFAULT_HANG_PREFIX",
+    "NORMALIZATIONS",
+    "ReplayModel",
+    "changed_command",
+    "rerecord_commands",
+]

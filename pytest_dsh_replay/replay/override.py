@@ -22,9 +22,9 @@ and carries that type's required keys; ``{{fromRequest:...}}`` placeholders must
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from msgspec import Struct
@@ -106,57 +106,87 @@ def validate_entry(entry: Any, where: str) -> ReplayEntry:
         OverrideError: ``REPLAY_BAD_OVERRIDE`` naming ``where`` and what to fix.
     """
 
-    def bad(what: str) -> OverrideError:
-        return OverrideError(f"{where}: {what}", "REPLAY_BAD_OVERRIDE")
-
-    if not isinstance(entry, dict):
-        raise bad(f"an entry must be an object, got {type(entry).__name__}")
-    kind = entry.get("kind")
-    if type(kind) is not str or kind not in _ENTRY_KEYS:
-        raise bad(f"unknown kind {quote(kind)}; use one of 'chunks', 'throw', 'hang'")
-    required, optional = _ENTRY_KEYS[kind]
-    keys = set(entry)
-    if not required <= keys:
-        raise bad(f"a {kind!r} entry needs keys {sorted(required)}; missing {sorted(required - keys)}")
-    if not keys <= required | optional:
-        raise bad(
-            f"unexpected key(s) {quote(sorted(keys - required - optional))} in a {kind!r} entry "
-            f"(allowed: {sorted(required | optional)})"
-        )
-    if "chunks" in entry:
-        chunks = entry["chunks"]
-        if not isinstance(chunks, list):
-            raise bad("'chunks' must be a list of chunk objects")
-        for j, chunk in enumerate(chunks):
-            ctype = chunk.get("type") if isinstance(chunk, dict) else None
-            if type(ctype) is not str or ctype not in CHUNK_TYPES:
-                got = ctype if isinstance(chunk, dict) else chunk
-                raise bad(f"chunks[{j}]: type must be one of {sorted(CHUNK_TYPES)}, got {quote(got)}")
-            missing = _CHUNK_REQUIRED[chunk["type"]] - set(chunk)
-            if missing:
-                raise bad(f"chunks[{j}]: a {chunk['type']!r} chunk needs {sorted(missing)}")
-    if kind == "throw":
-        for key in ("message", "code"):
-            if not isinstance(entry[key], str) or not entry[key]:
-                raise bad(f"a 'throw' entry needs a non-empty string {key!r}, got {quote(entry[key])}")
-        if "status" in entry and type(entry["status"]) is not int:
-            raise bad(f"'status' must be an integer HTTP status, got {quote(entry['status'])}")
-    if (
-        kind == "hang"
-        and "readyFile" in entry
-        and (not isinstance(entry["readyFile"], str) or not entry["readyFile"])
-    ):
-        raise bad(f"'readyFile' must be a non-empty path string, got {quote(entry['readyFile'])}")
-    if kind == "hang" and "readyFile" in entry and not ready_file_confined(entry["readyFile"]):
-        raise bad(
-            f"'readyFile' must be a relative path inside the run's directory (no '..', not absolute), "
-            f"got {quote(entry['readyFile'])}"
-        )
+    problem = _entry_problem(entry)
+    if problem is not None:
+        raise OverrideError(f"{where}: {problem}", "REPLAY_BAD_OVERRIDE")
     try:
         check_placeholders(entry)
     except PlaceholderSyntaxError as exc:
-        raise bad(f"{exc}") from exc
-    return entry
+        raise OverrideError(f"{where}: {exc}", "REPLAY_BAD_OVERRIDE") from exc
+    return cast(ReplayEntry, entry)
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """The first thing wrong with a sidecar entry (its shape, keys, chunks, its kind's values), or
+    ``None``."""
+    if not isinstance(entry, dict):
+        return f"an entry must be an object, got {type(entry).__name__}"
+    kind = entry.get("kind")
+    if type(kind) is not str or kind not in _ENTRY_KEYS:
+        return f"unknown kind {quote(kind)}; use one of 'chunks', 'throw', 'hang'"
+    return _keys_problem(entry, kind) or _chunks_problem(entry) or _KIND_PROBLEMS[kind](entry)
+
+
+def _keys_problem(entry: dict[str, Any], kind: str) -> str | None:
+    required, optional = _ENTRY_KEYS[kind]
+    keys = set(entry)
+    if not required <= keys:
+        return f"a {kind!r} entry needs keys {sorted(required)}; missing {sorted(required - keys)}"
+    if not keys <= required | optional:
+        return (
+            f"unexpected key(s) {quote(sorted(keys - required - optional))} in a {kind!r} entry "
+            f"(allowed: {sorted(required | optional)})"
+        )
+    return None
+
+
+def _chunks_problem(entry: dict[str, Any]) -> str | None:
+    """An entry's ``chunks``: a list of chunk objects, each of a known type with its keys."""
+    if "chunks" not in entry:
+        return None
+    chunks = entry["chunks"]
+    if not isinstance(chunks, list):
+        return "'chunks' must be a list of chunk objects"
+    for j, chunk in enumerate(chunks):
+        ctype = chunk.get("type") if isinstance(chunk, dict) else None
+        if type(ctype) is not str or ctype not in CHUNK_TYPES:
+            got = ctype if isinstance(chunk, dict) else chunk
+            return f"chunks[{j}]: type must be one of {sorted(CHUNK_TYPES)}, got {quote(got)}"
+        missing = _CHUNK_REQUIRED[chunk["type"]] - set(chunk)
+        if missing:
+            return f"chunks[{j}]: a {chunk['type']!r} chunk needs {sorted(missing)}"
+    return None
+
+
+def _throw_problem(entry: dict[str, Any]) -> str | None:
+    for key in ("message", "code"):
+        if not isinstance(entry[key], str) or not entry[key]:
+            return f"a 'throw' entry needs a non-empty string {key!r}, got {quote(entry[key])}"
+    if "status" in entry and type(entry["status"]) is not int:
+        return f"'status' must be an integer HTTP status, got {quote(entry['status'])}"
+    return None
+
+
+def _hang_problem(entry: dict[str, Any]) -> str | None:
+    if "readyFile" not in entry:
+        return None
+    ready = entry["readyFile"]
+    if not isinstance(ready, str) or not ready:
+        return f"'readyFile' must be a non-empty path string, got {quote(ready)}"
+    if not ready_file_confined(ready):
+        return (
+            "'readyFile' must be a relative path inside the run's directory (no '..', not absolute), "
+            f"got {quote(ready)}"
+        )
+    return None
+
+
+#: each entry kind's check of its own values
+_KIND_PROBLEMS: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "chunks": lambda entry: None,
+    "throw": _throw_problem,
+    "hang": _hang_problem,
+}
 
 
 def ready_file_confined(value: str) -> bool:
@@ -166,6 +196,49 @@ def ready_file_confined(value: str) -> bool:
     """
     ready = PurePosixPath(value)
     return not ready.is_absolute() and ".." not in ready.parts and "\\" not in value
+
+
+def _read_json(path: Path) -> Any:
+    """The sidecar's JSON value, read as every input is, within the nesting limit."""
+    data = read_regular_file(path, "override sidecar", error=OverrideError, whole_limit=True)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise OverrideError(
+            f"{path}: not valid JSON ({exc}); fix the sidecar", "REPLAY_BAD_OVERRIDE"
+        ) from exc
+    if nesting_exceeds(value):
+        raise OverrideError(
+            f"{path}: JSON nested deeper than {MAX_INPUT_NESTING} levels; a sidecar entry never needs "
+            "that, fix the sidecar",
+            "REPLAY_BAD_OVERRIDE",
+        )
+    return value
+
+
+def _patches(raw: list[Any], path: Path) -> list[tuple[int, ReplayEntry]]:
+    """The ``patches`` of a patch sidecar, each ``(at, entry)`` checked; an ``at`` patched once."""
+    patches: list[tuple[int, ReplayEntry]] = []
+    seen: dict[int, int] = {}
+    for i, patch in enumerate(raw):
+        where = f"{path}: patches[{i}]"
+        if not isinstance(patch, dict) or set(patch) != {"at", "entry"}:
+            raise OverrideError(
+                f'{where}: a patch must be exactly {{"at": N, "entry": {{...}}}}', "REPLAY_BAD_OVERRIDE"
+            )
+        at = patch["at"]
+        if type(at) is not int or at < 0:
+            raise OverrideError(
+                f"{where}: 'at' must be a non-negative integer, got {quote(at)}", "REPLAY_BAD_OVERRIDE"
+            )
+        if at in seen:
+            raise OverrideError(
+                f"{where}: duplicate at = {at} (also patches[{seen[at]}]); each call may be patched once",
+                "REPLAY_BAD_OVERRIDE",
+            )
+        seen[at] = i
+        patches.append((at, validate_entry(patch["entry"], f"{where}.entry (call #{at + 1})")))
+    return patches
 
 
 def load_override(path: Path) -> Override:
@@ -184,19 +257,7 @@ def load_override(path: Path) -> Override:
         OSError: the file cannot be read.
     """
     path = Path(path)
-    data = read_regular_file(path, "override sidecar", error=OverrideError, whole_limit=True)
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise OverrideError(
-            f"{path}: not valid JSON ({exc}); fix the sidecar", "REPLAY_BAD_OVERRIDE"
-        ) from exc
-    if nesting_exceeds(value):
-        raise OverrideError(
-            f"{path}: JSON nested deeper than {MAX_INPUT_NESTING} levels; a sidecar entry never needs "
-            "that, fix the sidecar",
-            "REPLAY_BAD_OVERRIDE",
-        )
+    value = _read_json(path)
     if isinstance(value, list):
         entries = [validate_entry(e, f"{path}: [{i}] (call #{i + 1})") for i, e in enumerate(value)]
         return Override(path=path, entries=entries)
@@ -206,24 +267,5 @@ def load_override(path: Path) -> Override:
             '{"patches":[{"at":N,"entry":{...}}, ...]}; fix its top level',
             "REPLAY_BAD_OVERRIDE",
         )
-    patches: list[tuple[int, ReplayEntry]] = []
-    seen: dict[int, int] = {}
-    for i, patch in enumerate(value["patches"]):
-        where = f"{path}: patches[{i}]"
-        if not isinstance(patch, dict) or set(patch) != {"at", "entry"}:
-            raise OverrideError(
-                f'{where}: a patch must be exactly {{"at": N, "entry": {{...}}}}', "REPLAY_BAD_OVERRIDE"
-            )
-        at = patch["at"]
-        if type(at) is not int or at < 0:
-            raise OverrideError(
-                f"{where}: 'at' must be a non-negative integer, got {quote(at)}", "REPLAY_BAD_OVERRIDE"
-            )
-        if at in seen:
-            raise OverrideError(
-                f"{where}: duplicate at = {at} (also patches[{seen[at]}]); each call may be patched once",
-                "REPLAY_BAD_OVERRIDE",
-            )
-        seen[at] = i
-        patches.append((at, validate_entry(patch["entry"], f"{where}.entry (call #{at + 1})")))
+    patches = _patches(value["patches"], path)
     return Override(path=path, patches=patches)

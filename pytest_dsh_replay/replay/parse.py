@@ -26,7 +26,7 @@ from typing import Any, overload
 import orjson
 
 from ..errors import MAX_INPUT_NESTING, LineTooLongError, max_line_bytes, nesting_exceeds, quote
-from ..llm.packed import PACKED_ROWS
+from ..llm.packed import PACKED_ROWS, PackedRow
 from ..session.codec import gc_paused
 from ..session.header import header_problems
 from .errors import ReplayParseError
@@ -308,80 +308,108 @@ def _packed_span(row: dict[str, Any], logical: int, file: str | None, line_no: i
     (envelope keys, seq0/time0, data keys, turn/step/index, members, dt, safe seq and time).
     """
     kind = row["type"]
-
-    def bad(what: str) -> ReplayParseError:
-        return _row_error(
+    spec = PACKED_ROWS[kind]
+    try:
+        seq0, time0 = _packed_envelope(row, logical)
+        data = row["data"]
+        _check_packed_keys(data, spec)
+        turn, step, index = data["turn"], data["step"], data["index"]
+        for name, value in (("turn", turn), ("step", step), ("index", index)):
+            if not _is_number(value):
+                raise _BadPackedRow(f"{name} must be a number, got {quote(value)}")
+        members, dt = _packed_columns(data, spec.members)
+        _check_packed_range(seq0, time0, len(members), dt)
+        call = _packed_call(data) if spec.is_tool_call else ()
+    except _BadPackedRow as exc:
+        raise _row_error(
             file,
             line_no,
-            f"bad packed {kind!r} row: {what}; fix the row (head-format.md §2) or re-record the fixture",
+            f"bad packed {kind!r} row: {exc.what}; fix the row (head-format.md §2) or re-record the fixture",
             "REPLAY_BAD_PACKED_ROW",
-        )
+        ) from None
+    return PackedSpan(seq0, time0, dt, turn, step, PackedRun(spec.chunk, index, members, *call))
 
+
+class _BadPackedRow(Exception):
+    """What is wrong with a packed row (``what``); :func:`_packed_span` names its file and line."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _packed_envelope(row: dict[str, Any], logical: int) -> tuple[int, int]:
+    """``(seq0, time0)`` of a packed row: its own (complete) or its logical position and 0 (projected)."""
     keys = row.keys()
-    if keys == _PACKED_ENVELOPE_COMPLETE:
-        seq0 = row["seq0"]
-        time0 = row["time0"]
-        if type(seq0) is not int or seq0 < 0:
-            raise bad(f"seq0 must be a non-negative integer, got {quote(seq0)}")
-        if type(time0) is not int:
-            raise bad(f"time0 must be an integer, got {quote(time0)}")
-    elif keys == _PACKED_ENVELOPE_PROJECTED:
-        seq0 = logical
-        time0 = 0
-    else:
-        raise bad(
+    if keys == _PACKED_ENVELOPE_PROJECTED:
+        return logical, 0
+    if keys != _PACKED_ENVELOPE_COMPLETE:
+        raise _BadPackedRow(
             "envelope keys must be exactly {type, seq0, time0, data} or {type, data}, "
             f"got {quote(sorted(keys))}"
         )
-    data = row["data"]
+    seq0 = row["seq0"]
+    time0 = row["time0"]
+    if type(seq0) is not int or seq0 < 0:
+        raise _BadPackedRow(f"seq0 must be a non-negative integer, got {quote(seq0)}")
+    if type(time0) is not int:
+        raise _BadPackedRow(f"time0 must be an integer, got {quote(time0)}")
+    return seq0, time0
+
+
+def _check_packed_keys(data: Any, spec: PackedRow) -> None:
+    """``data`` is an object with exactly its kind's keys (and its optional ones)."""
     if not isinstance(data, dict):
-        raise bad("data must be an object")
+        raise _BadPackedRow("data must be an object")
     dkeys = set(data)
-    spec = PACKED_ROWS[kind]
     required = spec.keys
-    if spec.optional:
-        if not required <= dkeys or not dkeys <= required | spec.optional:
-            raise bad(
-                f"data keys must be exactly {sorted(required)} plus optional 'name', "
-                f"got {quote(sorted(dkeys))}"
-            )
-    elif dkeys != required:
-        raise bad(f"data keys must be exactly {sorted(required)}, got {quote(sorted(dkeys))}")
-    turn, step, index = data["turn"], data["step"], data["index"]
-    for name, value in (("turn", turn), ("step", step), ("index", index)):
-        if not _is_number(value):
-            raise bad(f"{name} must be a number, got {quote(value)}")
-    members_key = spec.members
+    if not spec.optional:
+        if dkeys != required:
+            raise _BadPackedRow(f"data keys must be exactly {sorted(required)}, got {quote(sorted(dkeys))}")
+    elif not required <= dkeys or not dkeys <= required | spec.optional:
+        raise _BadPackedRow(
+            f"data keys must be exactly {sorted(required)} plus optional 'name', got {quote(sorted(dkeys))}"
+        )
+
+
+def _packed_columns(data: dict[str, Any], members_key: str) -> tuple[list[str], list[int]]:
+    """The row's members (a non-empty list of strings) and its ``dt`` (integers, one fewer)."""
     members = data[members_key]
     if type(members) is not list or not members or not _all_str(members):
-        raise bad(f"{members_key} must be a non-empty list of strings")
+        raise _BadPackedRow(f"{members_key} must be a non-empty list of strings")
     dt = data["dt"]
     if type(dt) is not list or not _INT.issuperset(map(type, dt)):
-        raise bad("dt must be a list of integers")
+        raise _BadPackedRow("dt must be a list of integers")
     if len(dt) != len(members) - 1:
-        raise bad(
+        raise _BadPackedRow(
             f"dt has {len(dt)} gaps but {members_key} has {len(members)} members "
             f"(expected {len(members) - 1} = members - 1)"
         )
-    if seq0 + len(members) - 1 > _SAFE_INT:
-        raise bad("member seq exceeds 2**53 - 1")
+    return members, dt
+
+
+def _check_packed_range(seq0: int, time0: int, n: int, dt: list[int]) -> None:
+    """Every member's seq and time is a safe integer."""
+    if seq0 + n - 1 > _SAFE_INT:
+        raise _BadPackedRow("member seq exceeds 2**53 - 1")
     # no partial sum leaves the safe range when their bound does not (C-level passes, no call per
     # member); else the first member that does is named
-    if abs(time0) + (len(dt) * max(max(dt), -min(dt)) if dt else 0) > _SAFE_INT:
-        for t in accumulate(dt, initial=time0):
-            if abs(t) > _SAFE_INT:
-                raise bad(f"member time {t} is not a safe integer")
-    if spec.is_tool_call:
-        call_id = data["id"]
-        if type(call_id) is not str:
-            raise bad(f"id must be a string, got {quote(call_id)}")
-        call_name = data.get("name")
-        if "name" in data and type(call_name) is not str:
-            raise bad(f"name must be a string, got {quote(call_name)}")
-        run = PackedRun(spec.chunk, index, members, call_id, call_name)
-    else:
-        run = PackedRun(spec.chunk, index, members)
-    return PackedSpan(seq0, time0, dt, turn, step, run)
+    if abs(time0) + (len(dt) * max(max(dt), -min(dt)) if dt else 0) <= _SAFE_INT:
+        return
+    for t in accumulate(dt, initial=time0):
+        if abs(t) > _SAFE_INT:
+            raise _BadPackedRow(f"member time {t} is not a safe integer")
+
+
+def _packed_call(data: dict[str, Any]) -> tuple[str, str | None]:
+    """A packed tool call's ``(id, name)`` (``name`` ``None`` when absent)."""
+    call_id = data["id"]
+    if type(call_id) is not str:
+        raise _BadPackedRow(f"id must be a string, got {quote(call_id)}")
+    call_name = data.get("name")
+    if "name" in data and type(call_name) is not str:
+        raise _BadPackedRow(f"name must be a string, got {quote(call_name)}")
+    return call_id, call_name
 
 
 def check_packed_row(row: dict[str, Any], logical: int, file: str | None, line_no: int) -> PackedSpan:
@@ -763,24 +791,39 @@ def _block_rows(data: bytes, start: int) -> tuple[list[Any], bool] | None:
     rows: list[Any] = []
     kinds: set[Any] | None = set()
     for lines in _body_blocks(data, start):
-        if limit is not None and max(map(len, lines)) > limit:
-            return None
-        try:
-            block = list(map(_loads, lines))
-        except orjson.JSONDecodeError:
-            return None
-        if deep_rows(lines, block):  # packed rows are screened by their check (see parse_session_log)
+        block = _parsed_block(lines, limit)
+        if block is None:
             return None
         if kinds is not None:
-            try:
-                # C-level passes: KeyError when a row lacks type, seq or time (a projected row),
-                # TypeError when a row is not a dict; each tuple is freed at once
-                kinds.update(map(_first, map(_get_type_seq_time, block)))
-            except (TypeError, KeyError):
-                kinds = None
+            kinds = _with_kinds(kinds, block)
         rows += block
     fast = kinds is not None and kinds.isdisjoint(PACKED_ROW_KEYS) and all(type(k) is str for k in kinds)
     return rows, fast
+
+
+def _parsed_block(lines: list[bytes], limit: int | None) -> list[Any] | None:
+    """One block's lines parsed, or ``None`` when a line is too long, not JSON or nested too deep."""
+    if limit is not None and max(map(len, lines)) > limit:
+        return None
+    try:
+        block = list(map(_loads, lines))
+    except orjson.JSONDecodeError:
+        return None
+    if deep_rows(lines, block):  # packed rows are screened by their check (see parse_session_log)
+        return None
+    return block
+
+
+def _with_kinds(kinds: set[Any], block: list[Any]) -> set[Any] | None:
+    """``kinds`` with the types of ``block``'s rows, or ``None`` when a row is not a dict carrying
+    ``type``, ``seq`` and ``time``."""
+    try:
+        # C-level passes: KeyError when a row lacks type, seq or time (a projected row),
+        # TypeError when a row is not a dict; each tuple is freed at once
+        kinds.update(map(_first, map(_get_type_seq_time, block)))
+    except (TypeError, KeyError):
+        return None
+    return kinds
 
 
 def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event] | LogEvents:

@@ -319,35 +319,54 @@ def render_pins(
     for part in PIN_PARTS:
         if pin_kind(part).optional and not any(part in r for calls in requests for r in calls):
             continue  # no call carried it (the bundled loop sends no params): nothing to pin
-        per_log: list[Any] = []
-        varying = []
-        for index, calls in enumerate(requests):
-            consistent, value = _session_value(calls, part)
-            if not consistent:
-                varying.append(index)
-            if isinstance(value, PerCall):
-                value = PerCall(tuple(map_strings(list(value.values), tokens.tokenize_cwd)))
-            elif calls:
-                value = map_strings(value, tokens.tokenize_cwd)
-            per_log.append(value if calls else None)
+        per_log, varying = _part_per_log(requests, part, tokens)
         if varying:
             notes.append(
                 f"{part} not pinned: session log(s) {', '.join(map(str, varying))} sent different {part} "
                 "values across their calls (a pin holds one value per session)"
             )
-            continue
-        with_calls = [i for i, calls in enumerate(requests) if calls]
-        if not with_calls:
-            continue
-        shared = per_log[0] if requests[0] else per_log[with_calls[0]]
-        for index in with_calls:
-            if index == 0 or not same_json(per_log[index], shared, exact_numbers=True):
-                value = per_log[index] if index else shared
-                files.append(_render(part, index, value))
-        if not requests[0]:
-            files.append(_render(part, 0, shared))
+        else:
+            files += _part_files(part, requests, per_log)
     files.sort()
     return files, notes
+
+
+def _part_per_log(
+    requests: Sequence[Sequence[Mapping[str, Any]]], part: str, tokens: Tokenizer
+) -> tuple[list[Any], list[int]]:
+    """``part``'s value per log, its cwd tokenized (``None`` for a log without calls), and the logs
+    whose calls sent different values."""
+    per_log: list[Any] = []
+    varying = []
+    for index, calls in enumerate(requests):
+        consistent, value = _session_value(calls, part)
+        if not consistent:
+            varying.append(index)
+        if isinstance(value, PerCall):
+            value = PerCall(tuple(map_strings(list(value.values), tokens.tokenize_cwd)))
+        elif calls:
+            value = map_strings(value, tokens.tokenize_cwd)
+        per_log.append(value if calls else None)
+    return per_log, varying
+
+
+def _part_files(
+    part: str, requests: Sequence[Sequence[Mapping[str, Any]]], per_log: list[Any]
+) -> list[tuple[str, str]]:
+    """``part``'s pin files: the unnumbered one (the primary's value, else the first log with calls)
+    and a child's where its value differs from it."""
+    with_calls = [i for i, calls in enumerate(requests) if calls]
+    if not with_calls:
+        return []
+    files = []
+    shared = per_log[0] if requests[0] else per_log[with_calls[0]]
+    for index in with_calls:
+        if index == 0 or not same_json(per_log[index], shared, exact_numbers=True):
+            value = per_log[index] if index else shared
+            files.append(_render(part, index, value))
+    if not requests[0]:
+        files.append(_render(part, 0, shared))
+    return files
 
 
 def _render(part: str, rank: int, value: Any) -> tuple[str, str]:

@@ -145,50 +145,86 @@ def call_points_indexed(events: Iterable[tuple[int, Event]], *, start: int = 0) 
     than a group's first one and its ``finish``, and any non-surface event other than ``step/start``
     and ``compaction/summary`` (the fast scan, ``replay.scan``, gives exactly these).
     """
-    points = CallPoints()
-    history: list[Message] = []
-    order: list[int] = []  # surface seqs, for replace
-    message_of: dict[int, Message | None] = {}
-    broken = False
-    in_group = False
+    fold = _CallPointFold(start)
     for index, event in events:
         kind = event.get("type")
         if kind == "assistant/chunk":
-            if not in_group:
-                in_group = True
-                if index >= start:
-                    points.calls.append(None if broken else ExpectedRequest(history, len(history), index))
-            data = event.get("data")
-            chunk = data.get("chunk") if isinstance(data, dict) else None
-            if isinstance(chunk, dict) and chunk.get("type") == "finish":
-                in_group = False
-            continue
-        if kind in SURFACE_TYPES:
-            op = event.get("surfaceOp")
-            if op is None or broken:
-                continue
-            seq = event.get("seq", index)
-            if not isinstance(event.get("data"), dict) or not isinstance(seq, int):
-                broken = True
-                continue
-            message = event_message(cast(SessionEvent, event), copy=False)
-            message_of[seq] = message
-            if op == "append":
-                order.append(seq)
-                if message is not None:
-                    history.append(message)
-            elif isinstance(op, dict) and op.get("op") == "replace" and _replace(order, op, seq):
-                history = [m for s in order if (m := message_of[s]) is not None]
-            else:
-                broken = True
+            fold.chunk(index, event)
+        elif kind in SURFACE_TYPES:
+            fold.surface(index, event)
         elif kind == "step/start":
-            if index >= start:
-                points.steps.append(None if broken else ExpectedRequest(history, len(history), index))
+            fold.step_start(index)
         elif kind == "compaction/summary":
-            data = event.get("data")
-            if isinstance(data, dict) and data.get("llmStreamCall") is True and index >= start:
-                points.calls.append(None)  # a compaction prompt is not the session's history
-    return points
+            fold.compaction(index, event)
+    return fold.points
+
+
+class _CallPointFold:
+    """The fold of :func:`call_points_indexed`: the session's history as its surface events build it,
+    and the call points (from ``start`` on) with the history each saw. Once the history cannot be
+    followed (``broken``: an event it cannot apply) every later point is ``None``."""
+
+    __slots__ = ("broken", "history", "in_group", "message_of", "order", "points", "start")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.points = CallPoints()
+        self.history: list[Message] = []
+        self.order: list[int] = []  # surface seqs, for replace
+        self.message_of: dict[int, Message | None] = {}
+        self.broken = False
+        self.in_group = False
+
+    def _expected(self, index: int) -> ExpectedRequest | None:
+        return None if self.broken else ExpectedRequest(self.history, len(self.history), index)
+
+    def chunk(self, index: int, event: Event) -> None:
+        """A chunk: a group's first one is a model call; its ``finish`` ends the group."""
+        if not self.in_group:
+            self.in_group = True
+            if index >= self.start:
+                self.points.calls.append(self._expected(index))
+        data = event.get("data")
+        chunk = data.get("chunk") if isinstance(data, dict) else None
+        if isinstance(chunk, dict) and chunk.get("type") == "finish":
+            self.in_group = False
+
+    def surface(self, index: int, event: Event) -> None:
+        """A surface event: its message appended to the history, or the history rebuilt (replace)."""
+        op = event.get("surfaceOp")
+        if op is None or self.broken:
+            return
+        seq = event.get("seq", index)
+        if not isinstance(event.get("data"), dict) or not isinstance(seq, int):
+            self.broken = True
+            return
+        message = event_message(cast(SessionEvent, event), copy=False)
+        self.message_of[seq] = message
+        if op == "append":
+            self.order.append(seq)
+            if message is not None:
+                self.history.append(message)
+        else:
+            self.broken = not self._replaced(op, seq)
+
+    def _replaced(self, op: Any, seq: int) -> bool:
+        """Apply a ``replace`` surface op (the history rebuilt from the surface order); ``False`` when
+        ``op`` is none such or cannot be applied."""
+        if not (isinstance(op, dict) and op.get("op") == "replace" and _replace(self.order, op, seq)):
+            return False
+        self.history = [m for s in self.order if (m := self.message_of[s]) is not None]
+        return True
+
+    def step_start(self, index: int) -> None:
+        if index >= self.start:
+            self.points.steps.append(self._expected(index))
+
+    def compaction(self, index: int, event: Event) -> None:
+        """A compaction summary with its own model call: a point without history (a compaction prompt
+        is not the session's history)."""
+        data = event.get("data")
+        if isinstance(data, dict) and data.get("llmStreamCall") is True and index >= self.start:
+            self.points.calls.append(None)
 
 
 def header_role(header: Mapping[str, Any]) -> str:
@@ -324,29 +360,9 @@ def first_difference(
     text).
     """
     if type(recorded) is dict and type(sent) is dict:
-        for key, value in recorded.items():
-            if key not in sent:
-                return f"{path}.{key}", value, MISSING
-            found = first_difference(value, sent[key], f"{path}.{key}", exact_numbers=exact_numbers)
-            if found is not None:
-                return found
-        for key, value in sent.items():
-            if key not in recorded:
-                return f"{path}.{key}", MISSING, value
-        return None
+        return _first_key_difference(recorded, sent, path, exact_numbers)
     if type(recorded) is list and type(sent) is list:
-        for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
-            found = first_difference(a, b, f"{path}[{i}]", exact_numbers=exact_numbers)
-            if found is not None:
-                return found
-        if len(recorded) != len(sent):
-            i = min(len(recorded), len(sent))
-            return (
-                f"{path}[{i}]",
-                recorded[i] if i < len(recorded) else MISSING,
-                sent[i] if i < len(sent) else MISSING,
-            )
-        return None
+        return _first_item_difference(recorded, sent, path, exact_numbers)
     if (
         type(recorded) in (dict, list)
         or type(sent) in (dict, list)
@@ -354,6 +370,40 @@ def first_difference(
     ):
         return path, recorded, sent
     return None
+
+
+def _first_key_difference(
+    recorded: dict[str, Any], sent: dict[str, Any], path: str, exact_numbers: bool
+) -> tuple[str, Any, Any] | None:
+    """:func:`first_difference` of two objects: the recorded keys in order, then a key only sent."""
+    for key, value in recorded.items():
+        if key not in sent:
+            return f"{path}.{key}", value, MISSING
+        found = first_difference(value, sent[key], f"{path}.{key}", exact_numbers=exact_numbers)
+        if found is not None:
+            return found
+    for key, value in sent.items():
+        if key not in recorded:
+            return f"{path}.{key}", MISSING, value
+    return None
+
+
+def _first_item_difference(
+    recorded: list[Any], sent: list[Any], path: str, exact_numbers: bool
+) -> tuple[str, Any, Any] | None:
+    """:func:`first_difference` of two arrays: item by item, then the first item only one side has."""
+    for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
+        found = first_difference(a, b, f"{path}[{i}]", exact_numbers=exact_numbers)
+        if found is not None:
+            return found
+    if len(recorded) == len(sent):
+        return None
+    i = min(len(recorded), len(sent))
+    return (
+        f"{path}[{i}]",
+        recorded[i] if i < len(recorded) else MISSING,
+        sent[i] if i < len(sent) else MISSING,
+    )
 
 
 def same_json(recorded: Any, sent: Any, *, exact_numbers: bool = False) -> bool:
@@ -474,29 +524,41 @@ def request_differences(
         exact = _exact(part)
         if same_json(want, got, exact_numbers=exact):
             continue
-        problem = json_value_problem(got, part)
-        if problem is not None:
-            raise RequestShapeError(
-                f"replay: the live request cannot be compared: {problem}; a request must hold JSON values "
-                "only (dict, list, str, int, float, bool, None)",
-                "REPLAY_BAD_REQUEST",
-            )
+        _require_json(got, part)
         if resolved is None:
             resolved = sides() if callable(sides) else sides
         if resolved.scrub is not None:
             got = resolved.scrub(got)
-        want_n = resolved.recorded.fresh().scrub_value(want)
-        got_n = resolved.live.fresh().scrub_value(got)
-        found = first_difference(want_n, got_n, part, exact_numbers=exact)
-        if found is None:
-            continue
-        note = ""
-        if part == "tools":
-            names_want, names_got = tool_names(want_n), tool_names(got_n)
-            if names_want != names_got:
-                note = f"tool set changed: recorded {names_want} != sent {names_got}"
-        out.append(Difference(part, found[0], found[1], found[2], note, tool_set_changed=bool(note)))
+        found = _normalized_difference(
+            part, resolved.recorded.fresh().scrub_value(want), resolved.live.fresh().scrub_value(got), exact
+        )
+        if found is not None:
+            out.append(found)
     return out
+
+
+def _require_json(value: Any, part: str) -> None:
+    """Raises :class:`RequestShapeError` when the live ``part`` is not made of JSON values."""
+    problem = json_value_problem(value, part)
+    if problem is not None:
+        raise RequestShapeError(
+            f"replay: the live request cannot be compared: {problem}; a request must hold JSON values "
+            "only (dict, list, str, int, float, bool, None)",
+            "REPLAY_BAD_REQUEST",
+        )
+
+
+def _normalized_difference(part: str, want: Any, got: Any, exact: bool) -> Difference | None:
+    """The first difference of ``part``'s tokenized values, a changed tool set noted."""
+    found = first_difference(want, got, part, exact_numbers=exact)
+    if found is None:
+        return None
+    note = ""
+    if part == "tools":
+        names_want, names_got = tool_names(want), tool_names(got)
+        if names_want != names_got:
+            note = f"tool set changed: recorded {names_want} != sent {names_got}"
+    return Difference(part, found[0], found[1], found[2], note, tool_set_changed=bool(note))
 
 
 def shown_value(value: Any) -> str:

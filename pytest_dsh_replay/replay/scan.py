@@ -36,7 +36,7 @@ import orjson
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..errors import max_line_bytes
-from ..llm.packed import PACKED_ROWS
+from ..llm.packed import PACKED_ROWS, PackedRow
 from ..session.codec import gc_paused
 from ..session.types import SURFACE_TYPES
 from .derive import DeferredCall, ReplayEntry, _compaction_entry, derive_replay_script, materialize
@@ -272,7 +272,6 @@ class _Calls:
         n = len(items)
         pos = 0
         index = ctypes.index
-        script = self.script
         while pos < n:
             try:
                 end = index("finish", pos) + 1
@@ -285,14 +284,7 @@ class _Calls:
             if turns[pos:end].count(turn) != size or steps[pos:end].count(step) != size:
                 raise _Bail  # (turn, step) changed without a finish: an unfinished call
             if finished:
-                group = self.cur + items[pos:end]
-                # a call begun in an earlier batch may hold runs where this batch has none
-                if (runs or self.cur_runs) and PackedRun in set(map(type, group)):
-                    script.append(DeferredCall(group))
-                else:
-                    script.append({"kind": "chunks", "chunks": group})
-                self.cur = []
-                self.cur_runs = False
+                self._finish(self.cur + items[pos:end], runs or self.cur_runs)
             else:
                 self.cur += items[pos:end]
                 self.cur_runs = self.cur_runs or runs
@@ -328,6 +320,16 @@ class _Calls:
                 event["surfaceOp"] = row.surfaceOp
             self.marks.append((logical, event))
 
+    def _finish(self, group: list[Any], runs: bool) -> None:
+        """A call's whole chunk group (its ``finish`` last) as its entry; ``runs``: it may hold packed
+        runs (a call begun in an earlier batch may hold runs where this batch has none)."""
+        if runs and PackedRun in set(map(type, group)):
+            self.script.append(DeferredCall(group))
+        else:
+            self.script.append({"kind": "chunks", "chunks": group})
+        self.cur = []
+        self.cur_runs = False
+
     def call(self, entry: ReplayEntry) -> None:
         """A call that is not a chunk group (a compaction summary) at this log position."""
         if self.cur:
@@ -345,85 +347,111 @@ def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
     Mirrors ``parse._expand_packed``'s checks (any violation bails to it for the message); builds
     no event and no chunk dict (the run builds its chunks when its call is served).
     """
-    kind = row.type
-    if (
-        row.odd
-        or row.seq is not UNSET
-        or row.time is not UNSET
-        or row.sourceEventSeqs is not UNSET
-        or row.surfaceOp is not UNSET
-    ):
-        raise _Bail
-    seq0, time0 = row.seq0, row.time0
-    if seq0 is UNSET and time0 is UNSET:
-        seq0, time0 = logical, 0
-    elif type(seq0) is not int or seq0 < 0 or type(time0) is not int:
-        raise _Bail
+    seq0, time0 = _packed_start(row, logical)
     data = row.data
-    if type(data) is not dict:
-        raise _Bail
-    spec = PACKED_ROWS[kind]
-    required = spec.keys
-    tool = spec.is_tool_call
-    keys = data.keys()
-    if tool:
-        if not keys >= required or len(keys) - len(required) > ("name" in data):
-            raise _Bail
-    elif keys != required:
+    spec = PACKED_ROWS[row.type]
+    if type(data) is not dict or not _packed_keys_ok(data, spec):
         raise _Bail
     turn, step, index = data["turn"], data["step"], data["index"]
     if not (_is_number(turn) and _is_number(step) and _is_number(index)):
         raise _Bail
     members = data[spec.members]
     dt = data["dt"]
-    if (
-        type(members) is not list
-        or not members
-        or set(map(type, members)) != {str}
-        or type(dt) is not list
-        or not set(map(type, dt)) <= {int}
-        or len(dt) != len(members) - 1
-        or seq0 + len(members) - 1 > _SAFE
-    ):
+    if not _packed_columns_ok(members, dt) or not _packed_run_in_range(seq0, time0, len(members), dt):
         raise _Bail
-    times = list(accumulate(dt, initial=time0))
-    if max(times) > _SAFE or min(times) < -_SAFE:
-        raise _Bail
-    if tool:
-        call_id = data["id"]
-        if type(call_id) is not str:
-            raise _Bail
-        name = data.get("name", UNSET)
-        if name is not UNSET and type(name) is not str:
-            raise _Bail
-        return (turn, step), PackedRun(spec.chunk, index, members, call_id, name)
+    if spec.is_tool_call:
+        return (turn, step), PackedRun(spec.chunk, index, members, *_tool_call_names(data))
     return (turn, step), PackedRun(spec.chunk, index, members)
+
+
+def _packed_start(row: _Row, logical: int) -> tuple[int, int]:
+    """``(seq0, time0)`` of a packed row (its logical position and time 0 when it has neither); a row
+    with an event's own fields, odd keys or bad starts bails."""
+    if row.odd or _has_event_fields(row):
+        raise _Bail
+    seq0, time0 = row.seq0, row.time0
+    if seq0 is UNSET and time0 is UNSET:
+        return logical, 0
+    if type(seq0) is not int or seq0 < 0 or type(time0) is not int:
+        raise _Bail
+    return seq0, time0
+
+
+def _has_event_fields(row: _Row) -> bool:
+    """The row carries an event's own fields, which a packed row stands for instead."""
+    return (
+        row.seq is not UNSET
+        or row.time is not UNSET
+        or row.sourceEventSeqs is not UNSET
+        or row.surfaceOp is not UNSET
+    )
+
+
+def _packed_keys_ok(data: dict[str, Any], spec: PackedRow) -> bool:
+    """The row's ``data`` has exactly its kind's keys (a tool call's ``name`` optional)."""
+    keys = data.keys()
+    if spec.is_tool_call:
+        return keys >= spec.keys and len(keys) - len(spec.keys) <= ("name" in data)
+    return keys == spec.keys
+
+
+def _packed_columns_ok(members: Any, dt: Any) -> bool:
+    """Members a non-empty list of strings, ``dt`` a list of ints one shorter."""
+    return (
+        type(members) is list
+        and bool(members)
+        and set(map(type, members)) == {str}
+        and type(dt) is list
+        and set(map(type, dt)) <= {int}
+        and len(dt) == len(members) - 1
+    )
+
+
+def _packed_run_in_range(seq0: int, time0: int, n: int, dt: list[int]) -> bool:
+    """The run's ``n`` seqs and its times (``time0`` then each ``dt``) are safe integers."""
+    if seq0 + n - 1 > _SAFE:
+        return False
+    if abs(time0) + sum(map(abs, dt)) <= _SAFE:  # cheap bound first; exact check only near the edge
+        return True
+    times = list(accumulate(dt, initial=time0))
+    return max(times) <= _SAFE and min(times) >= -_SAFE
+
+
+def _tool_call_names(data: dict[str, Any]) -> tuple[str, Any]:
+    """A packed tool call's ``(id, name)`` (``name`` ``UNSET`` when absent); bails when not strings."""
+    call_id = data["id"]
+    name = data.get("name", UNSET)
+    if type(call_id) is not str or (name is not UNSET and type(name) is not str):
+        raise _Bail
+    return call_id, name
 
 
 def _fast_packed_members(row: Any, logical: int) -> tuple[Any, PackedRun]:
     """:func:`_packed_members` for a row the packed decoder read (key sets and types already checked)."""
     data = row.data
-    seq0, time0 = row.seq0, row.time0
-    if seq0 is UNSET:
-        if time0 is not UNSET:
-            raise _Bail
-        seq0, time0 = logical, 0
-    elif time0 is UNSET or seq0 < 0:
-        raise _Bail
+    seq0, time0 = _fast_packed_start(row, logical)
     tool = type(row) is _ArgsRow
     members = data.args if tool else data.texts
     dt = data.dt
     n = len(members)
-    if not n or len(dt) != n - 1 or seq0 + n - 1 > _SAFE:
+    if not n or len(dt) != n - 1 or not _packed_run_in_range(seq0, time0, n, dt):
         raise _Bail
-    if abs(time0) + sum(map(abs, dt)) > _SAFE:  # cheap bound first; exact check only near the edge
-        times = list(accumulate(dt, initial=time0))
-        if max(times) > _SAFE or min(times) < -_SAFE:
-            raise _Bail
     if tool:
         return (data.turn, data.step), PackedRun("tool-call-delta", data.index, members, data.id, data.name)
     ctype = "text-delta" if type(row) is _TextsRow else "reasoning-delta"
     return (data.turn, data.step), PackedRun(ctype, data.index, members)
+
+
+def _fast_packed_start(row: Any, logical: int) -> tuple[int, int]:
+    """``(seq0, time0)`` of a row the packed decoder read (:func:`_packed_start`, types checked)."""
+    seq0, time0 = row.seq0, row.time0
+    if seq0 is UNSET:
+        if time0 is not UNSET:
+            raise _Bail
+        return logical, 0
+    if time0 is UNSET or seq0 < 0:
+        raise _Bail
+    return seq0, time0
 
 
 def _chunk_columns(rows: list[_ChunkRow]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
@@ -441,84 +469,110 @@ def _chunk_columns(rows: list[_ChunkRow]) -> tuple[list[Any], list[Any], list[An
 
 def _scan_general(rows: list[Any], logical: int, start: int, calls: _Calls, file: str | None) -> int:
     """Rows of a batch holding packed rows or compaction summaries; returns the new logical count."""
-    items: list[Any] = []  # the chunk items from ``start`` on, with their turn/step/type
-    turns: list[Any] = []
-    steps: list[Any] = []
-    ctypes: list[Any] = []
+    # the chunk items from ``start`` on, with their turn/step/type (parallel lists)
+    columns: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
+    items, turns, steps, ctypes = columns
     mark_types: list[Any] = []  # every chunk item's type and logical index (the marks' stream)
     mark_at: list[int] = []
     marks = calls.marks
     first = len(marks)
     for row in rows:
         row_type = type(row)
-        if row_type is _ChunkRow:
+        if row_type is _ChunkRow:  # the common row: kept inline
             data = row.data
-            chunk = data.chunk
+            chunk, turn, step = data.chunk, data.turn, data.step
             try:
                 ctype = chunk["type"]
             except (KeyError, TypeError):
                 raise _Bail from None  # a chunk that is not an object with a type
-            mark_types.append(ctype)
-            mark_at.append(logical)
-            if logical >= start:
-                items.append(chunk)
-                turns.append(data.turn)
-                steps.append(data.step)
-                ctypes.append(ctype)
-            logical += 1
-            continue
-        kind = row.type if row_type is _Row else None
-        if kind is None or kind in PACKED_ROW_KEYS:
-            if row_type is _Row:
-                (turn, step), run = _packed_members(row, logical)
-            else:
-                (turn, step), run = _fast_packed_members(row, logical)
-            size = len(run.members)
-            mark_types.append(run.chunk_type)
-            mark_at.append(logical)
-            if start > logical:
-                run = run.tail(start - logical)
-            if run.members:
-                items.append(run)
-                turns.append(turn)
-                steps.append(step)
-                ctypes.append(run.chunk_type)
-            logical += size
-        elif kind == _CHUNK:  # a chunk line the general decoder read (other key order, fallback)
-            data = row.data
-            try:
-                chunk = data["chunk"]
-                turn, step = data["turn"], data["step"]
-                ctype = chunk["type"]
-            except (KeyError, TypeError):
-                raise _Bail from None
-            mark_types.append(ctype)
-            mark_at.append(logical)
-            if logical >= start:
-                items.append(chunk)
-                turns.append(turn)
-                steps.append(step)
-                ctypes.append(ctype)
-            logical += 1
         else:
-            if kind in _MARKED:
-                calls.mark_row(row, logical)
-            if kind == _COMPACTION:
-                data = row.data
-                if logical >= start and type(data) is dict and data.get("llmStreamCall") is True:
-                    calls.feed(items, turns, steps, ctypes, runs=True)
-                    items, turns, steps, ctypes = [], [], [], []
-                    event = {"type": kind, "seq": logical if row.seq is UNSET else row.seq, "data": data}
-                    try:
-                        calls.call(_compaction_entry(event, file))
-                    except ReplayDeriveError:
-                        raise _Bail from None
-            logical += 1
+            kind = row.type if row_type is _Row else None
+            if kind is None or kind in PACKED_ROW_KEYS:
+                logical += _packed_item(row, logical, start, columns, mark_types, mark_at)
+                continue
+            if kind != _CHUNK:
+                _event_row(row, kind, logical, start, calls, columns, file)
+                logical += 1
+                continue
+            chunk, turn, step, ctype = _general_chunk(row.data)  # other key order, fallback
+        mark_types.append(ctype)
+        mark_at.append(logical)
+        if logical >= start:
+            items.append(chunk)
+            turns.append(turn)
+            steps.append(step)
+            ctypes.append(ctype)
+        logical += 1
     calls.mark_chunks(mark_types, mark_at.__getitem__)
     if len(marks) > first:  # the row marks and the chunk marks, merged in log order
         marks[first:] = sorted(marks[first:], key=_get_index)
     calls.feed(items, turns, steps, ctypes, runs=True)
     return logical
+
+
+def _general_chunk(data: Any) -> tuple[Any, Any, Any, Any]:
+    """``(chunk, turn, step, chunk type)`` of a chunk line the general decoder read; bails when it has
+    not those."""
+    try:
+        chunk = data["chunk"]
+        return chunk, data["turn"], data["step"], chunk["type"]
+    except (KeyError, TypeError):
+        raise _Bail from None
+
+
+def _packed_item(
+    row: Any,
+    logical: int,
+    start: int,
+    columns: tuple[list[Any], list[Any], list[Any], list[Any]],
+    mark_types: list[Any],
+    mark_at: list[int],
+) -> int:
+    """Add a packed row's run (from ``start`` on) to ``columns`` and its mark; returns how many logical
+    events it stands for."""
+    if type(row) is _Row:
+        (turn, step), run = _packed_members(row, logical)
+    else:
+        (turn, step), run = _fast_packed_members(row, logical)
+    size = len(run.members)
+    mark_types.append(run.chunk_type)
+    mark_at.append(logical)
+    if start > logical:
+        run = run.tail(start - logical)
+    if run.members:
+        items, turns, steps, ctypes = columns
+        items.append(run)
+        turns.append(turn)
+        steps.append(step)
+        ctypes.append(run.chunk_type)
+    return size
+
+
+def _event_row(
+    row: _Row,
+    kind: Any,
+    logical: int,
+    start: int,
+    calls: _Calls,
+    columns: tuple[list[Any], list[Any], list[Any], list[Any]],
+    file: str | None,
+) -> None:
+    """A row that is no chunk: its mark, and a compaction summary's own model call (the chunks before
+    it fed first, ``columns`` emptied)."""
+    if kind in _MARKED:
+        calls.mark_row(row, logical)
+    if kind != _COMPACTION:
+        return
+    data = row.data
+    if logical >= start and type(data) is dict and data.get("llmStreamCall") is True:
+        calls.feed(*columns, runs=True)
+        for column in columns:
+            column.clear()  # feed copies what it keeps
+        event = {"type": kind, "seq": logical if row.seq is UNSET else row.seq, "data": data}
+        try:
+            calls.call(_compaction_entry(event, file))
+        except ReplayDeriveError:
+            raise _Bail from None
 
 
 def decode_batch(
@@ -563,43 +617,68 @@ def _checked_blocks(data: bytes, start: int) -> Iterator[list[bytes]]:
 def _scan(blocks: Iterable[list[bytes]], start: int, file: str | None) -> _Calls:
     calls = _Calls()
     logical = 0
-    marks = calls.marks
     for lines in blocks:
         is_chunk, chunk_rows, is_packed, packed_rows, others = decode_batch(lines)
         kinds = set(map(_get_type, others))
         if not packed_rows and _SPECIAL.isdisjoint(kinds):
-            # only chunk rows matter, each one logical event: the chunk stream in C-level passes
-            n = len(lines)
-            items, turns, steps, ctypes = _chunk_columns(chunk_rows)
-            first = len(marks)
-            # the logical index of chunk row k: the batch's first + k + the other rows before it
-            # (``shift[j]`` = other row j's line minus j: row k has bisect_right(shift, k) before it)
-            other_at = list(compress(range(logical, logical + n), map(not_, is_chunk)))
-            shift = [at - j - logical for j, at in enumerate(other_at)]
-            calls.mark_chunks(ctypes, partial(_chunk_at, logical, shift))
-            if not _MARKED.isdisjoint(kinds):
-                mark_row = calls.mark_row
-                for row, at in zip(others, other_at, strict=True):
-                    if row.type in _MARKED:
-                        mark_row(row, at)
-            if len(marks) > first:
-                marks[first:] = sorted(marks[first:], key=_get_index)
-            if logical + n > start:
-                if start > logical:  # drop the chunk rows among the first (start - logical) lines
-                    k = sum(is_chunk[: start - logical])
-                    items, turns, steps, ctypes = items[k:], turns[k:], steps[k:], ctypes[k:]
-                calls.feed(items, turns, steps, ctypes)
-            logical += n
+            _scan_chunks(calls, logical, start, is_chunk, chunk_rows, others, kinds)
+            logical += len(lines)
         else:
-            packed_it, other_it = iter(packed_rows), iter(others)
-            rest_rows = [next(packed_it) if flag else next(other_it) for flag in is_packed]
-            chunk_it, rest_it = iter(chunk_rows), iter(rest_rows)
-            rows = [next(chunk_it) if flag else next(rest_it) for flag in is_chunk]
+            rows = _rows_in_order(is_chunk, chunk_rows, is_packed, packed_rows, others)
             logical = _scan_general(rows, logical, start, calls, file)
     if calls.cur:
         raise _Bail
     calls.count = logical
     return calls
+
+
+def _scan_chunks(
+    calls: _Calls,
+    logical: int,
+    start: int,
+    is_chunk: list[bool],
+    chunk_rows: list[_ChunkRow],
+    others: list[_Row],
+    kinds: set[Any],
+) -> None:
+    """A batch where only chunk rows matter, each one logical event: the chunk stream in C-level
+    passes, the marks of its chunks and marked rows."""
+    n = len(is_chunk)
+    marks = calls.marks
+    items, turns, steps, ctypes = _chunk_columns(chunk_rows)
+    first = len(marks)
+    # the logical index of chunk row k: the batch's first + k + the other rows before it
+    # (``shift[j]`` = other row j's line minus j: row k has bisect_right(shift, k) before it)
+    other_at = list(compress(range(logical, logical + n), map(not_, is_chunk)))
+    shift = [at - j - logical for j, at in enumerate(other_at)]
+    calls.mark_chunks(ctypes, partial(_chunk_at, logical, shift))
+    if not _MARKED.isdisjoint(kinds):
+        mark_row = calls.mark_row
+        for row, at in zip(others, other_at, strict=True):
+            if row.type in _MARKED:
+                mark_row(row, at)
+    if len(marks) > first:
+        marks[first:] = sorted(marks[first:], key=_get_index)
+    if logical + n <= start:
+        return
+    if start > logical:  # drop the chunk rows among the first (start - logical) lines
+        k = sum(is_chunk[: start - logical])
+        items, turns, steps, ctypes = items[k:], turns[k:], steps[k:], ctypes[k:]
+    calls.feed(items, turns, steps, ctypes)
+
+
+def _rows_in_order(
+    is_chunk: list[bool],
+    chunk_rows: list[_ChunkRow],
+    is_packed: list[bool],
+    packed_rows: list[Any],
+    others: list[_Row],
+) -> list[Any]:
+    """A batch's decoded rows back in line order (:func:`decode_batch`'s classes merged)."""
+    packed_it, other_it = iter(packed_rows), iter(others)
+    rest_rows = [next(packed_it) if flag else next(other_it) for flag in is_packed]
+    chunk_it, rest_it = iter(chunk_rows), iter(rest_rows)
+    return [next(chunk_it) if flag else next(rest_it) for flag in is_chunk]
 
 
 class LogScan(Struct):

@@ -1,15 +1,10 @@
-"""Typed errors of the bundled agent's scenarios (spec: harness.md); their base and the recording
-directory's own errors are in ``recording.errors``."""
+"""Typed errors of the bundled agent's scenarios (spec: harness.md); their base, the recording
+directory's own errors and ``input.json``'s (``ScenarioDefinitionError``, re-exported here) are in
+``recording.errors``."""
 
 from __future__ import annotations
 
-from ..recording.errors import ScenarioError
-
-
-class ScenarioDefinitionError(ScenarioError):
-    """``input.json`` is missing or malformed, or names an unknown op or config key."""
-
-    code = "SCENARIO_DEFINITION"
+from ..recording.errors import ScenarioDefinitionError, ScenarioError
 
 
 class OverrideGuardError(ScenarioError):

@@ -62,34 +62,55 @@ def header_problems(header: Mapping[str, object], *, strict: bool) -> list[Heade
         the problems, empty when the header is valid; at most one per key. Raise the first one or
         report them all.
     """
-    out: list[HeaderProblem] = []
+    found = [
+        _version_problem(header, strict),
+        _id_problem(header, strict),
+        _created_problem(header, strict),
+        *(_string_problem(header, key) for key in ("cwd", "parentSession")),
+        _seed_problem(header, strict),
+    ]
+    return [problem for problem in found if problem is not None]
+
+
+def _version_problem(header: Mapping[str, object], strict: bool) -> HeaderProblem | None:
     if "version" not in header:
-        if strict:
-            out.append(HeaderProblem("version", "missing", None))
-    elif type(version := header["version"]) is not int or version != SESSION_FORMAT_VERSION:
-        out.append(HeaderProblem("version", "type", version))
+        return HeaderProblem("version", "missing", None) if strict else None
+    version = header["version"]
+    if type(version) is not int or version != SESSION_FORMAT_VERSION:
+        return HeaderProblem("version", "type", version)
+    return None
+
+
+def _id_problem(header: Mapping[str, object], strict: bool) -> HeaderProblem | None:
     id_ = header.get("id")
     if type(id_) is not str:
-        out.append(HeaderProblem("id", "type", id_))
-    elif strict and not id_:
-        out.append(HeaderProblem("id", "empty", id_))
+        return HeaderProblem("id", "type", id_)
+    return HeaderProblem("id", "empty", id_) if strict and not id_ else None
+
+
+def _created_problem(header: Mapping[str, object], strict: bool) -> HeaderProblem | None:
     created = header.get("createdAt")
     if type(created) is not int:
-        out.append(HeaderProblem("createdAt", "type", created))
-    elif strict and not _safe(created):
-        out.append(HeaderProblem("createdAt", "unsafe", created))
-    for key in ("cwd", "parentSession"):
-        if key in header and type(header[key]) is not str:
-            out.append(HeaderProblem(key, "type", header[key]))
-    if "seedLength" in header:
-        seed = header["seedLength"]
-        if type(seed) is not int:
-            out.append(HeaderProblem("seedLength", "type", seed))
-        elif seed < 0:
-            out.append(HeaderProblem("seedLength", "negative", seed))
-        elif strict and not _safe(seed):
-            out.append(HeaderProblem("seedLength", "unsafe", seed))
-    return out
+        return HeaderProblem("createdAt", "type", created)
+    return HeaderProblem("createdAt", "unsafe", created) if strict and not _safe(created) else None
+
+
+def _string_problem(header: Mapping[str, object], key: str) -> HeaderProblem | None:
+    """An optional string key (``cwd``, ``parentSession``) present with another type."""
+    if key in header and type(header[key]) is not str:
+        return HeaderProblem(key, "type", header[key])
+    return None
+
+
+def _seed_problem(header: Mapping[str, object], strict: bool) -> HeaderProblem | None:
+    if "seedLength" not in header:
+        return None
+    seed = header["seedLength"]
+    if type(seed) is not int:
+        return HeaderProblem("seedLength", "type", seed)
+    if seed < 0:
+        return HeaderProblem("seedLength", "negative", seed)
+    return HeaderProblem("seedLength", "unsafe", seed) if strict and not _safe(seed) else None
 
 
 __all__ = ["HEADER_KEYS", "HeaderProblem", "Issue", "header_problems"]

@@ -75,8 +75,23 @@ def _token_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int,
     which runs only on a middle of at most :data:`ALIGN_LIMIT` tokens a side. A longer middle of the
     same length on both sides (values replaced in place: what a volatile value does) is aligned token
     by token; of different lengths, ``None`` (text added or removed: no mask proposal)."""
-    import difflib
+    lo, hi = _common_ends(a, b)
+    mid_a, mid_b = a[lo : len(a) - hi], b[lo : len(b) - hi]
+    if len(mid_a) == len(mid_b) and len(mid_a) > ALIGN_LIMIT:
+        middle = _in_place_opcodes(mid_a, mid_b)
+    elif max(len(mid_a), len(mid_b)) > ALIGN_LIMIT:
+        return None
+    else:
+        middle = _aligned_opcodes(mid_a, mid_b)
+    ops: list[tuple[str, int, int, int, int]] = [("equal", 0, lo, 0, lo)] if lo else []
+    ops += [(op, lo + i1, lo + i2, lo + j1, lo + j2) for op, i1, i2, j1, j2 in middle]
+    if hi:
+        ops.append(("equal", len(a) - hi, len(a), len(b) - hi, len(b)))
+    return ops
 
+
+def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
+    """How many tokens two lists share at their start, and then at their end."""
     n = min(len(a), len(b))
     lo = 0
     while lo < n and a[lo] == b[lo]:
@@ -84,26 +99,31 @@ def _token_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int,
     hi = 0
     while hi < n - lo and a[-1 - hi] == b[-1 - hi]:
         hi += 1
-    mid_a, mid_b = a[lo : len(a) - hi], b[lo : len(b) - hi]
-    ops: list[tuple[str, int, int, int, int]] = [("equal", 0, lo, 0, lo)] if lo else []
-    if len(mid_a) == len(mid_b) and len(mid_a) > ALIGN_LIMIT:
-        k = 0
-        while k < len(mid_a):
-            same = mid_a[k] == mid_b[k]
-            end = k + 1
-            while end < len(mid_a) and (mid_a[end] == mid_b[end]) == same:
-                end += 1
-            ops.append(("equal" if same else "replace", lo + k, lo + end, lo + k, lo + end))
-            k = end
-    elif max(len(mid_a), len(mid_b)) > ALIGN_LIMIT:
-        return None
-    elif mid_a or mid_b:
-        matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
-        for op, i1, i2, j1, j2 in matcher.get_opcodes():
-            ops.append((op, lo + i1, lo + i2, lo + j1, lo + j2))
-    if hi:
-        ops.append(("equal", len(a) - hi, len(a), len(b) - hi, len(b)))
+    return lo, hi
+
+
+def _in_place_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """The opcodes of two lists of one length aligned token by token (runs of equal or replaced)."""
+    ops = []
+    k = 0
+    while k < len(a):
+        same = a[k] == b[k]
+        end = k + 1
+        while end < len(a) and (a[end] == b[end]) == same:
+            end += 1
+        ops.append(("equal" if same else "replace", k, end, k, end))
+        k = end
     return ops
+
+
+def _aligned_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """The opcodes of two short lists aligned by ``difflib`` (none when both are empty)."""
+    if not a and not b:
+        return []
+    import difflib  # a mismatch report only
+
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(op, i1, i2, j1, j2) for op, i1, i2, j1, j2 in matcher.get_opcodes()]
 
 
 def _regions(recorded: str, sent: str) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
@@ -116,24 +136,31 @@ def _regions(recorded: str, sent: str) -> list[tuple[tuple[int, int], tuple[int,
     opcodes = _token_opcodes(words[0], words[1])
     if opcodes is None:
         return None
-    out: list[list[int]] = []  # [i1, i2, j1, j2] in tokens
+    if any(op not in ("equal", "replace") for op, *_span in opcodes):
+        return None
+    out = _joined_replacements(opcodes, words[0])
+    a, b = tokens
+    return [((a[i1][0], a[i2 - 1][1]), (b[j1][0], b[j2 - 1][1])) for i1, i2, j1, j2 in out]
+
+
+def _joined_replacements(opcodes: list[tuple[str, int, int, int, int]], words: list[str]) -> list[list[int]]:
+    """The replaced token spans ``[i1, i2, j1, j2]``, two apart by one space (a date and its time)
+    joined; ``words``: the recorded side's tokens."""
+    out: list[list[int]] = []
     last_equal: tuple[int, int] | None = None
     for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
             last_equal = (i1, i2)
             continue
-        if op != "replace":
-            return None
         joinable = (
-            last_equal is not None and last_equal[1] - last_equal[0] == 1 and words[0][last_equal[0]] == " "
+            last_equal is not None and last_equal[1] - last_equal[0] == 1 and words[last_equal[0]] == " "
         )
         if out and joinable and out[-1][1] == i1 - 1:
             out[-1][1], out[-1][3] = i2, j2
         else:
             out.append([i1, i2, j1, j2])
         last_equal = None
-    a, b = tokens
-    return [((a[i1][0], a[i2 - 1][1]), (b[j1][0], b[j2 - 1][1])) for i1, i2, j1, j2 in out]
+    return out
 
 
 def suggest_masks(recorded: str, sent: str) -> list[tuple[str, str]] | None:
@@ -180,18 +207,26 @@ def differing_values(recorded: Any, sent: Any) -> list[tuple[Any, Any]]:
     key or list item on one side only gives ``(value, None)`` / ``(None, value)``, a change of type the
     two values whole (what :func:`propose_masks` asks a comparison for)."""
     if type(recorded) is dict and type(sent) is dict:
-        out: list[tuple[Any, Any]] = []
-        for key, value in recorded.items():
-            out.extend(differing_values(value, sent[key]) if key in sent else [(value, None)])
-        out.extend((None, value) for key, value in sent.items() if key not in recorded)
-        return out
+        return _differing_keys(recorded, sent)
     if type(recorded) is list and type(sent) is list:
-        out = [pair for a, b in zip(recorded, sent, strict=False) for pair in differing_values(a, b)]
-        longer = recorded if len(recorded) > len(sent) else sent
-        extra = longer[min(len(recorded), len(sent)) :]
-        out.extend((v, None) if longer is recorded else (None, v) for v in extra)
-        return out
+        return _differing_items(recorded, sent)
     return [] if recorded == sent and type(recorded) is type(sent) else [(recorded, sent)]
+
+
+def _differing_keys(recorded: dict[str, Any], sent: dict[str, Any]) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for key, value in recorded.items():
+        out.extend(differing_values(value, sent[key]) if key in sent else [(value, None)])
+    out.extend((None, value) for key, value in sent.items() if key not in recorded)
+    return out
+
+
+def _differing_items(recorded: list[Any], sent: list[Any]) -> list[tuple[Any, Any]]:
+    out = [pair for a, b in zip(recorded, sent, strict=False) for pair in differing_values(a, b)]
+    longer = recorded if len(recorded) > len(sent) else sent
+    extra = longer[min(len(recorded), len(sent)) :]
+    out.extend((v, None) if longer is recorded else (None, v) for v in extra)
+    return out
 
 
 def propose_masks(
@@ -216,18 +251,25 @@ def propose_masks(
         pairs = list(differing(extra))
         if not pairs:
             return proposed or None
-        new: list[tuple[str, str]] = []
-        for recorded, sent in pairs:
-            if not isinstance(recorded, str) or not isinstance(sent, str):
-                return None
-            found = suggest_masks(recorded, sent)
-            if found is None:
-                return None
-            new.extend(f for f in found if f not in proposed and f not in new)
+        new = _new_masks(pairs, proposed)
         if not new:
-            return None  # what was proposed does not cover what still differs
+            return None  # not values that change every run, or what was proposed does not cover them
         proposed.extend(new)
     return None
+
+
+def _new_masks(pairs: list[tuple[Any, Any]], proposed: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
+    """The masks (:func:`suggest_masks`) of every differing pair not proposed yet; ``None`` when a pair
+    is not two strings or holds ordinary text."""
+    new: list[tuple[str, str]] = []
+    for recorded, sent in pairs:
+        if not isinstance(recorded, str) or not isinstance(sent, str):
+            return None
+        found = suggest_masks(recorded, sent)
+        if found is None:
+            return None
+        new.extend(f for f in found if f not in proposed and f not in new)
+    return new
 
 
 def _python_literal(regex: str) -> str:
@@ -244,7 +286,7 @@ def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]], flag: str
     proposed.
 
     ``differing`` as :func:`propose_masks` takes it; a caller with one differing pair of values passes
-    ``pair_differing(recorded, sent)``. The request check (``replay.model``) and a scenario's log
+    ``pair_differing(recorded, sent)``. The request check's report (``replay.mismatch``) and a scenario's log
     comparison (``scenario.check``) both report through this function.
     """
     found = propose_masks(differing)
@@ -258,17 +300,19 @@ def mask_hint(differing: Callable[[Masks], Iterable[tuple[Any, Any]]], flag: str
         if one
         else f"values that change every run ({kinds})? mask them"
     )
-    if flag is not None:
-        spelled = " ".join(f"{flag} '{r}'" for r in regexes)
-    else:
-        shell = " ".join(f"--dsh-mask '{r}'" for r in regexes)
-        marker = ", ".join(_python_literal(r) for r in regexes)
-        ini = "ini dsh_mask" if one else "ini dsh_mask, one a line"
-        spelled = f"{shell} ({ini}; marker mask=[{marker}]; dsh-replay serve --mask)"
+    spelled = " ".join(f"{flag} '{r}'" for r in regexes) if flag is not None else _every_spelling(regexes)
     return (
         f"{lead}: {spelled}; with {'it' if one else 'them'} this comparison passes; see the masks page "
         "(docs/masks.md)"
     )
+
+
+def _every_spelling(regexes: list[str]) -> str:
+    """Masks as every way a user gives them: pytest's option, the ini, the marker, ``serve``'s option."""
+    shell = " ".join(f"--dsh-mask '{r}'" for r in regexes)
+    marker = ", ".join(_python_literal(r) for r in regexes)
+    ini = "ini dsh_mask" if len(regexes) == 1 else "ini dsh_mask, one a line"
+    return f"{shell} ({ini}; marker mask=[{marker}]; dsh-replay serve --mask)"
 
 
 def pair_differing(recorded: Any, sent: Any) -> Callable[[Masks], list[tuple[Any, Any]]]:

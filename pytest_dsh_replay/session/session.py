@@ -95,6 +95,78 @@ def _build_header(id: str, header: SessionHeader | None, clock: Callable[[], int
     return cast(SessionHeader, out)
 
 
+def _copied_data(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A deep copy of an event's ``data``, checked to be JSON values (events.md §7).
+
+    Raises:
+        InvalidEventError: ``where``, then the path and what is not JSON, or that it nests too deep.
+    """
+    try:
+        return cast(dict[str, Any], _copy(data, set()))
+    except (_Invalid, RecursionError) as exc:
+        raise _data_error(exc, where) from None
+
+
+def _data_error(exc: _Invalid | RecursionError, where: str) -> InvalidEventError:
+    """The error of an event's ``data`` that is not JSON values (``_Invalid``: the path and what) or
+    nests too deep."""
+    if isinstance(exc, RecursionError):
+        return InvalidEventError(f"{where}: data nested too deep")
+    return InvalidEventError(f"{where}: {exc.where('data')}: {exc.reason}")
+
+
+def _add_surface_fields(
+    event: Event, where: str, surface_op: object, source_event_seqs: builtins.list[int] | None
+) -> None:
+    """Check an appended event's surface fields (a surface-eligible type carries ``surface_op``, no
+    other type carries either) and add copies of them to ``event``.
+
+    Raises:
+        InvalidEventError: ``where``, then what is wrong.
+    """
+    if event["type"] not in SURFACE_TYPES:
+        raise InvalidEventError(
+            f"{where}: surface_op/source_event_seqs are only allowed on surface-eligible types"
+        )
+    if surface_op is None:
+        raise InvalidEventError(f"{where}: surface-eligible event type requires surface_op")
+    if source_event_seqs is not None:
+        if p := _source_seqs_problem(source_event_seqs):
+            raise InvalidEventError(f"{where}: {p}")
+        event["sourceEventSeqs"] = builtins.list(source_event_seqs)
+    if p := _surface_op_problem(surface_op):
+        raise InvalidEventError(f"{where}: {p}")
+    op: SurfaceOp = surface_op if _pytype(surface_op) is str else dict(cast(dict[str, Any], surface_op))
+    event["surfaceOp"] = op
+
+
+def _copied_event(ev: dict[str, Any], data_copy: dict[str, Any], where: str) -> Event:
+    """A deep copy of ``ev`` with ``data_copy`` as its data (its other fields checked JSON too)."""
+    copy: dict[str, Any] = {}
+    for key, value in ev.items():
+        try:
+            copy[key] = data_copy if key == "data" else _copy(value, set())
+        except _Invalid as exc:
+            raise InvalidEventError(f"{where}: {exc.where(key)}: {exc.reason}") from None
+    return cast(Event, copy)
+
+
+def _seed_surface_problem(ev: dict[str, Any], surface: bool) -> str | None:
+    """What is wrong with a seed event's surface fields (``surfaceOp``, ``sourceEventSeqs``), or
+    ``None``; ``surface``: its type is surface-eligible."""
+    if surface and ev.get("surfaceOp") is None:
+        return "surface-eligible event without surfaceOp"
+    if "surfaceOp" not in ev and "sourceEventSeqs" not in ev:
+        return None
+    if not surface:
+        return "surfaceOp/sourceEventSeqs on a non-surface event type"
+    if "surfaceOp" in ev and (p := _surface_op_problem(ev["surfaceOp"])):
+        return p
+    if "sourceEventSeqs" in ev and (p := _source_seqs_problem(ev["sourceEventSeqs"])):
+        return p
+    return None
+
+
 class Session:
     """One session: an append-only event log plus its derived surface (events.md).
 
@@ -190,52 +262,36 @@ class Session:
             raise InvalidEventError(
                 f'session "{self._id}": seed must be a list of events, got {_pytype(seed).__name__}'
             )
-        out: builtins.list[Event] = []
-        for index, raw in enumerate(seed):
-            where = f'session "{self._id}": seed[{index}]'
-            if _pytype(raw) is not dict:
-                raise InvalidEventError(f"{where}: event must be a dict, got {_pytype(raw).__name__}")
-            ev = cast(dict[str, Any], raw)
-            etype = ev.get("type")
-            if _pytype(etype) is not str:
-                raise InvalidEventError(f"{where}: type must be a str, got {etype!r}")
-            where = f'session "{self._id}": seed[{index}] (type "{etype}")'
-            if ev.get("seq") != index or not _is_int(ev.get("seq")):
-                raise InvalidEventError(
-                    f"{where}: seq {ev.get('seq')!r} != index {index} (seed must be contiguous from 0)"
-                )
-            data = ev.get("data")
-            if _pytype(data) is not dict:
-                raise InvalidEventError(f"{where}: data must be a JSON object, got {_pytype(data).__name__}")
-            try:
-                data_copy = _copy(data, set())
-            except _Invalid as exc:
-                raise InvalidEventError(f"{where}: {exc.where('data')}: {exc.reason}") from None
-            except RecursionError:
-                raise InvalidEventError(f"{where}: data nested too deep") from None
-            surface = etype in SURFACE_TYPES
-            if surface and ev.get("surfaceOp") is None:
-                raise InvalidEventError(f"{where}: surface-eligible event without surfaceOp")
-            if "surfaceOp" in ev or "sourceEventSeqs" in ev:
-                if not surface:
-                    raise InvalidEventError(f"{where}: surfaceOp/sourceEventSeqs on a non-surface event type")
-                if "surfaceOp" in ev and (p := _surface_op_problem(ev["surfaceOp"])):
-                    raise InvalidEventError(f"{where}: {p}")
-                if "sourceEventSeqs" in ev and (p := _source_seqs_problem(ev["sourceEventSeqs"])):
-                    raise InvalidEventError(f"{where}: {p}")
-            if not _is_int(ev.get("time")):
-                raise InvalidEventError(f"{where}: time must be an int (epoch ms), got {ev.get('time')!r}")
-            copy: dict[str, Any] = {}
-            for key, value in ev.items():
-                if key == "data":
-                    copy[key] = data_copy
-                else:
-                    try:
-                        copy[key] = _copy(value, set())
-                    except _Invalid as exc:
-                        raise InvalidEventError(f"{where}: {exc.where(key)}: {exc.reason}") from None
-            out.append(cast(Event, copy))
-        return out
+        return [self._copy_seed_event(index, raw) for index, raw in enumerate(seed)]
+
+    def _copy_seed_event(self, index: int, raw: object) -> Event:
+        """A deep copy of seed event ``index``, checked as an event of a log at that place.
+
+        Raises:
+            InvalidEventError: naming the seed index, its type and what is wrong.
+        """
+        where = f'session "{self._id}": seed[{index}]'
+        if _pytype(raw) is not dict:
+            raise InvalidEventError(f"{where}: event must be a dict, got {_pytype(raw).__name__}")
+        ev = cast(dict[str, Any], raw)
+        etype = ev.get("type")
+        if _pytype(etype) is not str:
+            raise InvalidEventError(f"{where}: type must be a str, got {etype!r}")
+        where = f'session "{self._id}": seed[{index}] (type "{etype}")'
+        if ev.get("seq") != index or not _is_int(ev.get("seq")):
+            raise InvalidEventError(
+                f"{where}: seq {ev.get('seq')!r} != index {index} (seed must be contiguous from 0)"
+            )
+        data = ev.get("data")
+        if _pytype(data) is not dict:
+            raise InvalidEventError(f"{where}: data must be a JSON object, got {_pytype(data).__name__}")
+        data_copy = _copied_data(data, where)
+        problem = _seed_surface_problem(ev, etype in SURFACE_TYPES)
+        if problem is not None:
+            raise InvalidEventError(f"{where}: {problem}")
+        if not _is_int(ev.get("time")):
+            raise InvalidEventError(f"{where}: time must be an int (epoch ms), got {ev.get('time')!r}")
+        return _copied_event(ev, data_copy, where)
 
     # ------------------------------------------------------------------ append
 
@@ -280,32 +336,13 @@ class Session:
             raise InvalidEventError(
                 f"{where}: data must be a JSON object (dict), got {_pytype(data).__name__}"
             )
-        try:
+        try:  # inline: the hot path of every event (a call costs more than the check)
             data_copy = _copy(data, set())
-        except _Invalid as exc:
-            raise InvalidEventError(f"{where}: {exc.where('data')}: {exc.reason}") from None
-        except RecursionError:
-            raise InvalidEventError(f"{where}: data nested too deep") from None
-        surface = type in SURFACE_TYPES
-        if surface:
-            if surface_op is None:
-                raise InvalidEventError(f"{where}: surface-eligible event type requires surface_op")
-        elif surface_op is not None or source_event_seqs is not None:
-            raise InvalidEventError(
-                f"{where}: surface_op/source_event_seqs are only allowed on surface-eligible types"
-            )
+        except (_Invalid, RecursionError) as exc:
+            raise _data_error(exc, where) from None
         event: Event = {"type": type, "seq": seq, "time": 0, "data": data_copy}
-        if source_event_seqs is not None:
-            if p := _source_seqs_problem(source_event_seqs):
-                raise InvalidEventError(f"{where}: {p}")
-            event["sourceEventSeqs"] = builtins.list(source_event_seqs)
-        if surface_op is not None:
-            if p := _surface_op_problem(surface_op):
-                raise InvalidEventError(f"{where}: {p}")
-            op: SurfaceOp = (
-                surface_op if _pytype(surface_op) is str else dict(cast(dict[str, Any], surface_op))
-            )
-            event["surfaceOp"] = op
+        if surface_op is not None or source_event_seqs is not None or type in SURFACE_TYPES:
+            _add_surface_fields(event, where, surface_op, source_event_seqs)
         event["time"] = self._now()
         self._events.append(event)
         if self._publish is not None:

@@ -82,77 +82,98 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     start = _last_boundary(events)
     if start < 0 or events[start]["type"] != "turn/start":
         return []
-    open_turn: Any = None
-    open_step: Any = None
-    pending: dict[tuple[type, object], dict[str, Any]] = {}
+    state = _OpenTurn()
     for ev in itertools.islice(events, start, None):
+        state.feed(ev)
+    if state.turn is None or not events:
+        return []
+    seq = events[-1]["seq"] + 1
+    time = next((e["time"] for e in reversed(events) if type(e.get("time")) is int), 0)
+    return state.closers(seq, time)
+
+
+class _OpenTurn:
+    """What of a turn is open after the events fed so far: its number, its step, the tool calls
+    still waiting for their result (call key -> ``{"step", "call_seq"?}``)."""
+
+    def __init__(self) -> None:
+        self.turn: Any = None
+        self.step: Any = None
+        self.pending: dict[tuple[type, object], dict[str, Any]] = {}
+
+    def feed(self, ev: Event) -> None:
         t = ev["type"]
         data = _data_of(ev)
-        if t == "turn/start":
-            open_turn = data.get("turn")
-            open_step = None
-            pending.clear()
-        elif t == "turn/end":
-            open_turn = None
-            open_step = None
-            pending.clear()
+        if t in ("turn/start", "turn/end"):
+            self.turn = data.get("turn") if t == "turn/start" else None
+            self.step = None
+            self.pending.clear()
         elif t == "step/start":
-            open_step = data.get("step")
+            self.step = data.get("step")
         elif t == "step/end":
-            pending.clear()
-            open_step = None
+            self.pending.clear()
+            self.step = None
         elif t == "assistant/message":
-            content = data.get("content")
-            if isinstance(content, list):
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool-call":
-                        key = _call_key(block.get("id"))
-                        if key is not None:
-                            pending[key] = {"step": data.get("step")}
-        elif t == "tool/call":
+            self._calls_of(data)
+        elif t in ("tool/call", "tool/result"):
             key = _call_key(data.get("callId"))
-            if key is not None and key in pending:
-                pending[key]["call_seq"] = ev["seq"]
-        elif t == "tool/result":
-            key = _call_key(data.get("callId"))
-            if key is not None:
-                pending.pop(key, None)
-    if open_turn is None or not events:
-        return []
-    last = events[-1]
-    seq = last["seq"] + 1
-    time = next((e["time"] for e in reversed(events) if type(e.get("time")) is int), 0)
-    out: list[Event] = []
-    for (_, call_id), info in pending.items():
-        closer: dict[str, Any] = {
-            "type": "tool/result",
-            "seq": seq,
-            "time": time,
-            "data": {
-                "turn": open_turn,
-                "step": info["step"],
-                "callId": call_id,
-                "content": [{"type": "text", "text": INTERRUPTED_TOOL_TEXT}],
-                "isError": True,
-                "error": {"name": "InterruptedError", "code": "interrupted"},
-            },
-            "surfaceOp": "append",
-        }
-        if "call_seq" in info:
-            closer["sourceEventSeqs"] = [info["call_seq"]]
-        out.append(closer)  # type: ignore[arg-type]
-        seq += 1
-    if open_step is not None:
+            if key is None:
+                return
+            if t == "tool/result":
+                self.pending.pop(key, None)
+            elif key in self.pending:
+                self.pending[key]["call_seq"] = ev["seq"]
+
+    def _calls_of(self, data: dict[str, Any]) -> None:
+        """The tool calls of an assistant message, pending until their result."""
+        content = data.get("content")
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                key = _call_key(block.get("id"))
+                if key is not None:
+                    self.pending[key] = {"step": data.get("step")}
+
+    def closers(self, seq: int, time: int) -> list[Event]:
+        """The events closing this open turn, from ``seq`` on at ``time`` (see
+        :func:`interrupted_turn_closers`)."""
+        out: list[Event] = []
+        for (_, call_id), info in self.pending.items():
+            out.append(_interrupted_result(self.turn, info, call_id, seq, time))
+            seq += 1
+        if self.step is not None:
+            out.append(
+                {"type": "step/end", "seq": seq, "time": time, "data": {"turn": self.turn, "step": self.step}}
+            )
+            seq += 1
         out.append(
-            {"type": "step/end", "seq": seq, "time": time, "data": {"turn": open_turn, "step": open_step}}
+            {
+                "type": "turn/end",
+                "seq": seq,
+                "time": time,
+                "data": {"turn": self.turn, "reason": {"kind": "interrupted"}},
+            }
         )
-        seq += 1
-    out.append(
-        {
-            "type": "turn/end",
-            "seq": seq,
-            "time": time,
-            "data": {"turn": open_turn, "reason": {"kind": "interrupted"}},
-        }
-    )
-    return out
+        return out
+
+
+def _interrupted_result(turn: Any, info: dict[str, Any], call_id: object, seq: int, time: int) -> Event:
+    """The ``tool/result`` closing a call the interruption left without one."""
+    closer: dict[str, Any] = {
+        "type": "tool/result",
+        "seq": seq,
+        "time": time,
+        "data": {
+            "turn": turn,
+            "step": info["step"],
+            "callId": call_id,
+            "content": [{"type": "text", "text": INTERRUPTED_TOOL_TEXT}],
+            "isError": True,
+            "error": {"name": "InterruptedError", "code": "interrupted"},
+        },
+        "surfaceOp": "append",
+    }
+    if "call_seq" in info:
+        closer["sourceEventSeqs"] = [info["call_seq"]]
+    return closer  # type: ignore[return-value]
