@@ -96,7 +96,8 @@ class RequestDiff(Struct, omit_defaults=True):
     """A red call: the recorded and the sent request at the first difference of one part.
 
     Attributes:
-        call: which call (``call #2 of session.jsonl (parent, script #1)``); ``file`` and ``index``: the
+        call: which call (``call #2 of session.jsonl (parent, recorded session #1)``); ``file`` and
+            ``index``: the
             log's file name and the 1-based call number of that log.
         part: ``messages``, ``system``, ``tools`` or ``model``; ``path``: the first differing path.
         recorded, sent: the two values there, normalized (both sides through ``masks``), as indented

@@ -613,7 +613,9 @@ class Endpoint:
         from ..replay.errors import ReplayConsumptionError
 
         try:
-            self.replay.assert_consumed(accept=self.accept_unused)
+            served = len(self.embeddings.calls) if self.embeddings is not None else 0
+            others = f"{served} embedding call(s)" if served else ""
+            self.replay.assert_consumed(accept=self.accept_unused, other_calls=others)
         except ReplayConsumptionError as exc:
             outcome.problems.append(exc.message)
         if self.embeddings is not None:

@@ -86,7 +86,8 @@ class RequestMismatchError(ReplayServeError):
     The message names the log and its role, the call index, the first differing path of each part
     (``messages[3].content[0].text: recorded '...' != sent '...'``) and the re-record command.
     ``parts`` lists the differing parts (``messages``, ``system``, ``tools``, ``model``); ``call`` names
-    the call (``call #2 of session.jsonl (parent, script #1)``, empty when unknown). What a report shows
+    the call (``call #2 of session.jsonl (parent, recorded session #1)``, empty when unknown). What a
+    report shows
     beside the message: ``differences`` (one :class:`~.requests.Difference` per part: the path and
     both values there, normalized), ``file`` and ``index`` (the log's file name, the 1-based call),
     ``checked`` (each part and where its recorded value came from), ``masks`` (the normalizations
@@ -128,10 +129,11 @@ class RequestMismatchError(ReplayServeError):
 
 
 class UnmatchedSessionError(RequestMismatchError):
-    """A live session's first request matches no free recorded session, and the model was told not to
-    bind it to one anyway (``ReplayModel(bind_unmatched=False)``, the endpoint): nothing was served and
-    no recorded session was used. The message has the shape of a mismatch against the free session the
-    request was compared with (the nearest free one, or a guess among them when none is nearer)."""
+    """A live session's first request matches no recorded session still unused in this run, and the model
+    was told not to bind it to one anyway (``ReplayModel(bind_unmatched=False)``, the endpoint): nothing
+    was served and no recorded session was used. The message has the shape of a mismatch against the
+    unused session the request was compared with (the nearest, or a guess among them when none is
+    nearer)."""
 
     code = "REPLAY_NO_MATCHING_SESSION"
 

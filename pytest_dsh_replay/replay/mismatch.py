@@ -114,16 +114,16 @@ def client_path(diff: Difference, request: ModelRequest) -> str | None:
 def _where(script: SessionScript, index: int, call: int) -> str:
     """Call ``call`` of script ``index`` as a report names it: its log, the log's role, the script."""
     role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
-    return f"call #{call + 1} of {script.file.name} ({role}, script #{index + 1})"
+    return f"call #{call + 1} of {script.file.name} ({role}, recorded session #{index + 1})"
 
 
 def _unmatched_choice(free: int, guess: bool) -> str:
     """Which free script an unmatched first request is compared with, as the report says it."""
     if free == 1:
-        return "the only free one"
+        return "the only one still unused"
     if guess:
-        return f"a guess among {free} free ones, none nearer than the others"
-    return f"the nearest of {free} free ones by tools, system prompt and shared prefix"
+        return f"a guess among the {free} still unused, none nearer than the others"
+    return f"the nearest of the {free} still unused by tools, system prompt and shared prefix"
 
 
 class MismatchReport:
@@ -205,8 +205,8 @@ class MismatchReport:
         """What happened: the parts that differ and whether the call was served."""
         if free:
             return (
-                "the first request of this session matches no free recorded session, so nothing was "
-                f"served and no recorded session was used; it differs from this one "
+                "the first request of this session matches no recorded session still unused in this run, so "
+                "nothing was served and no recorded session was used; it differs from this one "
                 f"({_unmatched_choice(free, guess)}) in " + ", ".join(parts)
             )
         served = (

@@ -333,7 +333,7 @@ class ReplayModel:
 
     def _script_name(self, index: int) -> str:
         script = self.scripts[index]
-        return f"script #{index + 1} ({script.file.name}, {script.source})"
+        return f"recorded session #{index + 1} ({script.file.name}, {script.source})"
 
     def _fail(self, message: str, code: str) -> ReplayServeError:
         error = ReplayServeError(message, code)
@@ -766,7 +766,7 @@ class ReplayModel:
                 )
         return problems
 
-    def assert_consumed(self, *, accept: str | None = None) -> None:
+    def assert_consumed(self, *, accept: str | None = None, other_calls: str = "") -> None:
         """Teardown check (head-format.md §4 "Consumption check").
 
         A primary script with no calls that was never bound is fine (a no-model scenario). A request
@@ -774,7 +774,9 @@ class ReplayModel:
         When no call was made at all, the report points at the agent's own error (it stopped before its
         first call, or never reached this replay) and proposes no re-recording. Else, with
         :attr:`rerecord`, the report ends with that command; ``accept``: how the caller lets
-        recorded calls go unused (the endpoint's ``allow_unused``), named after it.
+        recorded calls go unused (the endpoint's ``allow_unused``), named after it; ``other_calls``: the
+        calls of the run this model did not serve (``"2 embedding call(s)"``), said when no model call
+        was made (the agent did reach the replay, and stopped before its first model call).
 
         Raises:
             RequestMismatchError: see :meth:`assert_requests_match`.
@@ -789,9 +791,14 @@ class ReplayModel:
             raise ReplayConsumptionError(
                 f"replay: recorded calls not consumed in {self._scenario_name()}: "
                 + "; ".join(problems)
-                + ". No model call reached the replay: the agent never asked for one. If it stopped with "
-                "an error before its first call (a crash, missing credentials: see its own output), fix "
-                "that error first; else check that it is pointed at this replay (its base URL)",
+                + (
+                    f". No model call reached the replay, though {other_calls} did: the agent stopped before "
+                    "its first model call; see its own output (a crash, an error after those calls)"
+                    if other_calls
+                    else ". No model call reached the replay: the agent never asked for one. If it stopped "
+                    "with an error before its first call (a crash, missing credentials: see its own output), "
+                    "fix that error first; else check that it is pointed at this replay (its base URL)"
+                ),
                 "REPLAY_NOT_CONSUMED",
             )
         if problems:

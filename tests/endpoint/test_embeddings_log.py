@@ -531,3 +531,21 @@ def test_a_mask_never_keeps_old_vectors(tmp_path: Path, emb_upstream: FakeEmbedd
         client(ep.url).embeddings.create(model=MODEL, input="rome", encoding_format="float")
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert other not in log.read_text()
+
+
+def test_a_replay_that_stopped_after_its_embedding_calls_says_they_reached_it(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A retrieval agent that embedded and then stopped before its model call is told its embedding
+    calls reached the replay. Before: "No model call reached the replay: the agent never asked for
+    one ... check that it is pointed at this replay", which sent its user to check the base URL."""
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+        client(ep.url).chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert "No model call reached the replay, though 1 embedding call(s) did" in report, report
+    assert "pointed at this replay" not in report

@@ -54,7 +54,7 @@ def test_the_report_compares_with_the_nearest_free_conversation(tmp_path: Path, 
     with served(tmp_path, allow_unused=True) as ep, pytest.raises(openai.BadRequestError) as raised:
         _ask(ep.url, "You look up the weather.", "what is the weather in Rome on Sunday", "weather_lookup")
     message = str(raised.value.body["message"])  # type: ignore[index]
-    assert "the nearest of 3 free ones" in message, message
+    assert "the nearest of the 3 still unused" in message, message
     assert "tool set changed" not in message, message
     assert "Friday" in message and "Sunday" in message, message
     assert "word_counter" not in message and "final report" not in message, message

@@ -180,7 +180,7 @@ def test_a_request_matching_no_recorded_conversation_is_refused_and_uses_none(
     body = raised.value.body
     assert isinstance(body, dict) and raised.value.code == "REPLAY_NO_MATCHING_SESSION"
     message = str(body["message"])
-    assert "matches no free recorded session" in message
+    assert "matches no recorded session still unused in this run" in message
     assert "call #1 of session.jsonl" in message  # the recorded request it was compared with
     assert (
         "messages[1].content (in the recording: message 1 (system prompt not counted), block 1, text): "

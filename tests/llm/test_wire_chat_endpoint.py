@@ -219,8 +219,10 @@ def test_a_block_given_whole_is_sent_by_its_block_end() -> None:
     ("patch", "field"),
     [
         ({"stream_options": 5}, "stream_options"),
-        ({"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]},
-         "tools[0].function.parameters"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]},
+            "tools[0].function.parameters",
+        ),
     ],
 )
 def test_a_body_field_of_the_wrong_type_is_a_typed_error_naming_it(patch: dict, field: str) -> None:

@@ -58,7 +58,7 @@ def test_tampered_child_or_primary_goes_red_with_a_readable_report(
     # log, its role, the call, the first differing path and the re-record command
     result.stdout.fnmatch_lines(
         [
-            f"*request mismatch at call #* of {target.name} ({role}, script #*",
+            f"*request mismatch at call #* of {target.name} ({role}, recorded session #*",
             "*messages[[]*[]].content[[]0[]].text: recorded*(tampered)*",
             f"*re-record the scenario: pytest --dsh-scenario {scenario} --dsh-record=rewrite "
             "--dsh-model scripted*",

@@ -41,7 +41,8 @@ def test_a_changed_prompt_fails_at_call_1_before_any_answer(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*request mismatch at call #1 of session.jsonl (parent, script #1) for live session * in "
+            "*request mismatch at call #1 of session.jsonl (parent, recorded session #1) for live session * "
+            "in "
             f"{scenario}: the request differs from the recorded one in messages; "
             "nothing was served for this call*",
             "*messages[[]0[]].content[[]0[]].text: recorded *CHILD_OK, then reply PARENT_DONE.' != sent "
@@ -81,7 +82,7 @@ def test_a_changed_tool_set_model_or_system_prompt_fails_naming_it(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*request mismatch at call #1 of session.jsonl (parent, script #1)*"
+            "*request mismatch at call #1 of session.jsonl (parent, recorded session #1)*"
             f"differs from the recorded one in {change};*",
             expected,
         ]

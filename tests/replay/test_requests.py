@@ -212,7 +212,8 @@ def test_a_changed_prompt_fails_at_call_1_and_serves_nothing() -> None:
         asyncio.run(go())
     assert served == []
     text = str(info.value)
-    assert "request mismatch at call #1 of session.jsonl (parent, script #1) for live session 's'" in text
+    said = "request mismatch at call #1 of session.jsonl (parent, recorded session #1) for live session 's'"
+    assert said in text
     assert "messages[0].content[0].text: recorded 'hello' != sent 'hellO'" in text
     assert "RERECORD-CMD" in text
     assert info.value.code == "REPLAY_REQUEST_MISMATCH" and info.value.parts == ("messages",)

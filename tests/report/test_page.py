@@ -218,7 +218,8 @@ def test_a_red_item_shows_recorded_and_sent_side_by_side_under_xdist(
     assert "failed" in first.locator(":scope > summary").inner_text()
     diff = first.locator(".diff")
     assert diff.locator("h4").inner_text() == (
-        "call #2 of session.jsonl (parent, script #1): messages differs at messages[2].content[0].text"
+        "call #2 of session.jsonl (parent, recorded session #1): messages differs at "
+        "messages[2].content[0].text"
     )
     recorded, sent = diff.locator(".sides > div").all()
     assert "then summarize" in recorded.inner_text() and "then summarise" in sent.inner_text()

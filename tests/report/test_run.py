@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_an_item_report_carries_its_recording_diffs_and_commands() -> None:
     diff = RequestDiff(
-        "call #2 of session.jsonl (parent, script #1)",
+        "call #2 of session.jsonl (parent, recorded session #1)",
         "messages",
         "messages[2]",
         '"a</script>"',

@@ -87,7 +87,7 @@ def test_a_changed_user_prompt_is_refused(pytester: pytest.Pytester) -> None:
         _run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update"),
         scenario,
         before,
-        "request mismatch at call #1 of session.jsonl (parent, script #1)",
+        "request mismatch at call #1 of session.jsonl (parent, recorded session #1)",
     )
 
 
@@ -99,7 +99,7 @@ def test_a_changed_tool_output_is_refused(pytester: pytest.Pytester) -> None:
         _run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update"),
         scenario,
         before,
-        "request mismatch at call #2 of session.jsonl (parent, script #1)",
+        "request mismatch at call #2 of session.jsonl (parent, recorded session #1)",
     )
     assert "four quite different words" in text and "three little words" in text
 
@@ -204,7 +204,7 @@ def test_a_removed_tool_is_refused(pytester: pytest.Pytester) -> None:
         _run(pytester, "--dsh-scenario", str(scenario), "--snapshot-update"),
         scenario,
         before,
-        "request mismatch at call #1 of session.jsonl (parent, script #1)",
+        "request mismatch at call #1 of session.jsonl (parent, recorded session #1)",
     )
     assert "tool set changed" in text
 
@@ -215,7 +215,7 @@ def test_accepting_changed_requests_writes_and_lists_every_call(pytester: pytest
     result.assert_outcomes(passed=1)
     text = result.stdout.str()
     assert (
-        "accepted (--dsh-accept-changed-requests): call #2 of session.jsonl (parent, script #1): "
+        "accepted (--dsh-accept-changed-requests): call #2 of session.jsonl (parent, recorded session #1): "
         "the recorded answer now follows a request that differs in messages" in text
     ), text
     assert "nothing was served" not in text  # it was served, and written
