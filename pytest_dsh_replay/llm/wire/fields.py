@@ -77,7 +77,9 @@ __all__ = [
     "merge_partial",
     "merge_streamed",
     "partial_for",
+    "preview",
     "shaping_params",
+    "whole_int",
 ]
 
 #: The key of the provider's own fields on a content block (see the module doc).
@@ -174,6 +176,20 @@ def client_path(path: str, origins: Mapping[str, Any] | None) -> str | None:
         block_item, suffix = blocks[int(found.group(2))]
         return f"{field}[{block_item}]{suffix}"
     return f"{field}[{item}]"
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """``value`` as JSON for an error message, cut after ``limit`` characters (``...``)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def whole_int(value: object) -> int | None:
+    """``value`` when it is an integer (a JSON ``true`` is not one), else ``None``: a usage count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:
