@@ -17,7 +17,7 @@ from ..fields import (
     partial_for,
 )
 from .request import WIRE
-from .upstream import _Block
+from .upstream import ChatBlock
 
 JsonDict = dict[str, Any]
 
@@ -241,24 +241,26 @@ def stream_encoder(
 def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
     """The content blocks of an answer's chunks, in block index order: each ``block-end`` block, or
     the block built from its deltas when it was never closed."""
-    blocks: dict[int, _Block] = {}
+    blocks: dict[int, ChatBlock] = {}
     ended: dict[int, ContentBlock] = {}
     for chunk in chunks:
         c = cast(Mapping[str, Any], chunk)
         kind, index = c.get("type"), c.get("index", 0)
         if kind == "block-start":
-            blocks.setdefault(index, _Block(index, str(c.get("blockType"))))
+            blocks.setdefault(index, ChatBlock(index, str(c.get("blockType"))))
         elif kind in ("text-delta", "reasoning-delta"):
-            block = blocks.setdefault(index, _Block(index, "text" if kind == "text-delta" else "reasoning"))
+            block = blocks.setdefault(
+                index, ChatBlock(index, "text" if kind == "text-delta" else "reasoning")
+            )
             block.text += str(c.get("text", ""))
         elif kind == "tool-call-delta":
-            block = blocks.setdefault(index, _Block(index, "tool-call"))
+            block = blocks.setdefault(index, ChatBlock(index, "tool-call"))
             block.call_id = str(c.get("id") or block.call_id)
             block.name = str(c.get("name") or block.name)
             block.text += str(c.get("argumentsDelta", ""))
         elif kind == "block-end" and isinstance(c.get("block"), Mapping):
             ended.setdefault(index, dict(c["block"]))
-            blocks.setdefault(index, _Block(index, str(c["block"].get("type"))))
+            blocks.setdefault(index, ChatBlock(index, str(c["block"].get("type"))))
     return [ended[i] if i in ended else blocks[i].closed(f"call-{i}") for i in sorted(blocks)]
 
 

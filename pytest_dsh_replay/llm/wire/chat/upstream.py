@@ -19,6 +19,7 @@ from ..fields import (
     preview,
     whole_int,
 )
+from ..parts import AnswerParts, Building
 from .request import WIRE
 
 JsonDict = dict[str, Any]
@@ -114,16 +115,15 @@ def _unknown(payload: Mapping[str, Any], known: frozenset[str]) -> JsonDict:
     return {k: v for k, v in payload.items() if k not in known and v is not None}
 
 
-class _Block(Struct):
-    index: int
-    kind: str  # "reasoning" | "text" | "tool-call" | "provider-fields"
-    text: str = ""
-    call_id: str = ""
-    name: str = ""
-    fields: Any = None  # the provider's partial object (tool call / message), fields.py
-    chunk_fields: Any = None  # provider-fields block: chunk-level fields
+class ChatBlock(Building):
+    """A block of a Chat Completions answer while it is built (``kind``: ``reasoning``, ``text``,
+    ``tool-call`` or ``provider-fields``); ``fields``: the provider's partial object of a tool call or of
+    the message, ``chunk_fields``: a ``provider-fields`` block's chunk-level fields (``fields.py``)."""
+
+    chunk_fields: Any = None
 
     def closed(self, fallback_id: str) -> ContentBlock:
+        """The ended block (a tool call without an id named ``fallback_id``)."""
         if self.kind == "tool-call":
             block: ContentBlock = {
                 "type": "tool-call",
@@ -153,8 +153,24 @@ class _Call(Struct):
     name: str = ""
     text: str = ""
     fields: Any = None
-    block: _Block | None = None
+    block: ChatBlock | None = None
     held: list[JsonDict] | None = None
+
+    def learn(self, call_id: str | None, name: str | None, fields: JsonDict, piece: str) -> JsonDict:
+        """One provider delta of the call: what it says first of the id and name, its provider fields
+        folded in, its arguments ``piece``; returns our delta (without its block index)."""
+        if call_id and not self.call_id:
+            self.call_id = call_id
+        if name and not self.name:
+            self.name = name
+        if fields:
+            self.fields = merge_streamed(self.fields, fields)
+        self.text += piece
+        delta: JsonDict = {"type": "tool-call-delta", "id": self.call_id}
+        if self.name:
+            delta["name"] = self.name
+        delta["argumentsDelta"] = piece
+        return delta
 
 
 class ChatChunkTranslator:
@@ -162,7 +178,8 @@ class ChatChunkTranslator:
 
     Feed every provider chunk to :meth:`feed` (yields block-starts and deltas as they arrive),
     then call :meth:`finish` once for the block-ends, usage and finish chunk. Only choice 0 is
-    used. Malformed chunks raise ``LlmError`` code ``BAD_RESPONSE``.
+    used. Malformed chunks raise ``LlmError`` code ``BAD_RESPONSE``. The blocks' bookkeeping is the
+    shared :class:`~..parts.AnswerParts`.
 
     Args:
         messages: the request's messages; only their count of assistant messages is used, for the
@@ -183,17 +200,16 @@ class ChatChunkTranslator:
     reasoning comes as ``reasoning_content`` (DeepSeek), ``reasoning`` (vLLM, OpenRouter) or, when
     neither is present, the texts of ``reasoning_details`` (OpenRouter). Unknown keys of a tool call
     (and its ``function``), of a delta (``reasoning_details``, ``refusal``, ``extra_content``, ...) and
-    of a chunk or choice are kept verbatim as provider fields (:mod:`.fields`): the tool call's on its
+    of a chunk or choice are kept verbatim as provider fields (:mod:`..fields`): the tool call's on its
     block, the message's and the chunk's on one ``provider-fields`` block, opened when they first
     appear.
     """
 
     def __init__(self, *, messages: Sequence[Message] = ()) -> None:
         self._messages = messages
-        self._blocks: list[_Block] = []
-        self._reasoning: _Block | None = None
-        self._text: _Block | None = None
-        self._extra: _Block | None = None
+        self._parts = AnswerParts(WIRE)
+        self._blocks: list[ChatBlock] = []
+        self._streams: dict[str, ChatBlock] = {}  # "reasoning", "text", "provider-fields": its one block
         self._calls: dict[tuple[Any, ...], _Call] = {}
         self._by_id: dict[str, tuple[Any, ...]] = {}
         self._at_index: dict[int, tuple[Any, ...]] = {}
@@ -203,7 +219,6 @@ class ChatChunkTranslator:
         self._usage: TokenUsage | None = None
         self._finish_reason: str | None = None
         self._chunks_seen = 0
-        self._done = False
 
     @property
     def chunks_seen(self) -> int:
@@ -215,167 +230,128 @@ class ChatChunkTranslator:
         """The provider's ``finish_reason`` once seen (last wins)."""
         return self._finish_reason
 
-    def _open(self, kind: str) -> tuple[_Block, list[StreamChunk]]:
-        block = _Block(index=len(self._blocks), kind=kind)
+    def _open(self, kind: str) -> tuple[ChatBlock, list[StreamChunk]]:
+        block, out = self._parts.open(kind, ChatBlock)
         self._blocks.append(block)
-        return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
+        return block, out
+
+    def _stream(self, kind: str) -> tuple[ChatBlock, list[StreamChunk]]:
+        """The one block of ``kind`` (reasoning, text, provider-fields), opened when first needed."""
+        block = self._streams.get(kind)
+        if block is not None:
+            return block, []
+        block, out = self._open(kind)
+        self._streams[kind] = block
+        return block, out
 
     def _keep(self, fields: JsonDict, *, chunk_level: bool) -> list[StreamChunk]:
         """Fold message-level (or chunk-level) provider fields into the ``provider-fields`` block."""
         if not fields:
             return []
-        out: list[StreamChunk] = []
-        if self._extra is None:
-            self._extra, out = self._open(PROVIDER_FIELDS_BLOCK)
+        block, out = self._stream(PROVIDER_FIELDS_BLOCK)
         if chunk_level:
-            self._extra.chunk_fields = merge_streamed(self._extra.chunk_fields, fields)
+            block.chunk_fields = merge_streamed(block.chunk_fields, fields)
         else:
-            self._extra.fields = merge_streamed(self._extra.fields, fields)
+            block.fields = merge_streamed(block.fields, fields)
         return out
+
+    def _piece(self, kind: str, text: str) -> list[StreamChunk]:
+        """A reasoning or text piece; the kind's block opens at its first non-empty piece."""
+        if not text:
+            return []
+        block, out = self._stream(kind)
+        return out + self._parts.piece(block, text)
 
     def feed(self, chunk: object) -> list[StreamChunk]:
         """Translate one provider chunk; returns the StreamChunks it produces (possibly none)."""
-        if self._done:
-            raise LlmError("chunk fed after finish()", "BAD_RESPONSE")
+        self._parts.guard()
         if not isinstance(chunk, Mapping):
             raise LlmError(f"stream chunk is not a JSON object: {preview(chunk)}", "BAD_RESPONSE")
         self._chunks_seen += 1
-        out: list[StreamChunk] = []
         choices = chunk.get("choices")
         if choices is not None and not isinstance(choices, list):
             raise LlmError(f"stream chunk has non-list choices: {preview(chunk)}", "BAD_RESPONSE")
         chunk_fields = _unknown(chunk, _CHUNK_KEYS)
+        out: list[StreamChunk] = []
         for choice in choices or []:
-            if not isinstance(choice, Mapping):
-                raise LlmError(f"stream choice is not an object: {preview(choice)}", "BAD_RESPONSE")
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            if delta is not None:
-                if not isinstance(delta, Mapping):
-                    raise LlmError(f"stream delta is not an object: {preview(delta)}", "BAD_RESPONSE")
-                out.extend(self._feed_delta(delta))
-            reason = choice.get("finish_reason")
-            if reason is not None:
-                if not isinstance(reason, str):
-                    raise LlmError(f"finish_reason is not a string: {preview(reason)}", "BAD_RESPONSE")
-                self._finish_reason = reason
-            chunk_fields.update(_unknown(choice, _CHOICE_KEYS))
-        out.extend(self._keep(chunk_fields, chunk_level=True))
+            out += self._choice(choice, chunk_fields)
+        out += self._keep(chunk_fields, chunk_level=True)
         usage = chunk.get("usage")
         if usage is not None:
-            if not isinstance(usage, Mapping):
-                raise LlmError(f"usage is not an object: {preview(usage)}", "BAD_RESPONSE")
-            self._usage = map_usage(usage)
+            self._usage = map_usage(_object(usage, "usage is not an object"))
         return out
 
-    def _reasoning_piece(self, text: str) -> list[StreamChunk]:
-        if not text:
+    def _choice(self, choice: object, chunk_fields: JsonDict) -> list[StreamChunk]:
+        """Choice 0's delta and finish reason (another choice is left out); its unknown keys go to
+        ``chunk_fields``."""
+        if not isinstance(choice, Mapping):
+            raise LlmError(f"stream choice is not an object: {preview(choice)}", "BAD_RESPONSE")
+        if choice.get("index", 0) != 0:
             return []
-        out: list[StreamChunk] = []
-        if self._reasoning is None:
-            self._reasoning, out = self._open("reasoning")
-        self._reasoning.text += text
-        out.append({"type": "reasoning-delta", "index": self._reasoning.index, "text": text})
-        return out
-
-    def _text_piece(self, text: str) -> list[StreamChunk]:
-        if not text:
-            return []
-        out: list[StreamChunk] = []
-        if self._text is None:
-            self._text, out = self._open("text")
-        self._text.text += text
-        out.append({"type": "text-delta", "index": self._text.index, "text": text})
+        delta = choice.get("delta")
+        out = [] if delta is None else self._feed_delta(_object(delta, "stream delta is not an object"))
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            if not isinstance(reason, str):
+                raise LlmError(f"finish_reason is not a string: {preview(reason)}", "BAD_RESPONSE")
+            self._finish_reason = reason
+        chunk_fields.update(_unknown(choice, _CHOICE_KEYS))
         return out
 
     def _content_parts(self, parts: list[Any]) -> list[StreamChunk]:
         """``content`` as a list of typed parts (Mistral thinking models, some proxies)."""
         out: list[StreamChunk] = []
         for part in parts:
-            if isinstance(part, str):
-                out.extend(self._text_piece(part))
-                continue
-            if not isinstance(part, Mapping):
-                raise LlmError(f"delta content part is not an object: {preview(part)}", "BAD_RESPONSE")
-            kind = part.get("type")
-            if kind == "text":
-                out.extend(self._text_piece(_part_text(part.get("text"), part)))
-            elif kind in ("thinking", "reasoning"):
-                value = part.get("thinking", part.get("text", part.get("reasoning")))
-                out.extend(self._reasoning_piece(_part_text(value, part)))
-            else:
-                raise LlmError(
-                    f"delta content part of type {kind!r} is not supported (text, thinking, reasoning): "
-                    f"{preview(part)}",
-                    "BAD_RESPONSE",
-                )
+            out += self._piece(*_content_part(part))
         return out
 
     def _feed_delta(self, delta: Mapping[str, Any]) -> list[StreamChunk]:
-        out: list[StreamChunk] = []
-        reasoning = delta.get("reasoning_content")
-        if reasoning is None:
-            reasoning = delta.get("reasoning")  # vLLM / OpenRouter spelling
-        if reasoning is not None and not isinstance(reasoning, str):
-            raise LlmError(f"reasoning_content is not a string: {preview(reasoning)}", "BAD_RESPONSE")
-        if reasoning is None:
-            reasoning = _details_text(delta.get("reasoning_details"))
-        out.extend(self._reasoning_piece(reasoning or ""))
+        out = self._piece("reasoning", _delta_reasoning(delta))
         content = delta.get("content")
         if isinstance(content, list):
-            out.extend(self._content_parts(content))
+            out += self._content_parts(content)
         elif content is not None and not isinstance(content, str):
             raise LlmError(f"delta content is not a string or a list: {preview(content)}", "BAD_RESPONSE")
         else:
-            out.extend(self._text_piece(content or ""))
+            out += self._piece("text", content or "")
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise LlmError(f"delta tool_calls is not a list: {preview(tool_calls)}", "BAD_RESPONSE")
             keys: list[tuple[Any, ...]] = []
             for position, call in enumerate(tool_calls):
-                out.extend(self._feed_tool_call(position, call, keys))
+                out += self._feed_tool_call(position, call, keys)
             self._last_keys = keys
-        out.extend(self._keep(_unknown(delta, _DELTA_KEYS), chunk_level=False))
-        return out
+        return out + self._keep(_unknown(delta, _DELTA_KEYS), chunk_level=False)
 
     def _key(self, position: int, call: Mapping[str, Any], call_id: str | None) -> tuple[Any, ...]:
         """Which call a provider tool-call delta belongs to: its id when known, else its index
         (a new id at a taken index is a new call), else a new id, else order."""
-        index = call.get("index")
         if call_id and call_id in self._by_id:
             return self._by_id[call_id]
-        if index is not None:
-            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-                raise LlmError(
-                    f"tool call delta has an index that is not a non-negative integer: {preview(call)}",
-                    "BAD_RESPONSE",
-                )
-            key = self._at_index.get(index)
-            if key is not None and call_id and self._calls[key].call_id not in ("", call_id):
-                key = ("index", index, key[2] + 1)  # another call at a taken index
-                self._at_index[index] = key
-            elif key is None:
-                key = self._at_index[index] = ("index", index, 0)
-            return key
+        if call.get("index") is not None:
+            return self._key_at(_call_index(call), call_id)
         if call_id:
             return ("id", call_id)
         if position < len(self._last_keys):
             return self._last_keys[position]
         return ("position", position)
 
+    def _key_at(self, index: int, call_id: str | None) -> tuple[Any, ...]:
+        """The call at provider ``index``: the one there, or a new one when ``call_id`` differs from its id."""
+        key = self._at_index.get(index)
+        if key is None:
+            key = ("index", index, 0)
+        elif call_id and self._calls[key].call_id not in ("", call_id):
+            key = ("index", index, key[2] + 1)  # another call at a taken index
+        else:
+            return key
+        self._at_index[index] = key
+        return key
+
     def _feed_tool_call(self, position: int, call: object, keys: list[tuple[Any, ...]]) -> list[StreamChunk]:
-        if not isinstance(call, Mapping):
-            raise LlmError(f"tool call delta is not an object: {preview(call)}", "BAD_RESPONSE")
-        function = call.get("function") or {}
-        if not isinstance(function, Mapping):
-            raise LlmError(f"tool call function is not an object: {preview(call)}", "BAD_RESPONSE")
-        call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
-        for label, value in (("id", call_id), ("name", name), ("arguments", arguments)):
-            if value is not None and not isinstance(value, str):
-                raise LlmError(f"tool call {label} is not a string: {preview(call)}", "BAD_RESPONSE")
-        key = self._key(position, call, call_id)
+        call_id, name, arguments, fields = _call_delta(call)
+        key = self._key(position, cast(Mapping[str, Any], call), call_id)
         keys.append(key)
         out: list[StreamChunk] = []
         state = self._calls.get(key)
@@ -383,39 +359,21 @@ class ChatChunkTranslator:
         if state is None:
             state = self._calls[key] = _Call(key[1] if key[0] == "index" else None)
             if state.provider_index is None or state.provider_index <= self._low:
-                out.extend(self._open_call(state))
+                out += self._open_call(state)
                 opened = state.provider_index is not None
             else:  # a gap below this index: hold it until the lower calls opened (or the stream ends)
                 state.held = []
-        if call_id and not state.call_id:
-            state.call_id = call_id
+        if call_id:
             self._by_id.setdefault(call_id, key)
-        if name and not state.name:
-            state.name = name
-        fields = _unknown(call, _CALL_KEYS)
-        function_fields = _unknown(function, _FUNCTION_KEYS)
-        if function_fields:
-            fields["function"] = function_fields
-        if fields:
-            state.fields = merge_streamed(state.fields, fields)
-        piece = arguments or ""
-        state.text += piece
-        delta: JsonDict = {"type": "tool-call-delta", "id": state.call_id}
-        if state.name:
-            delta["name"] = state.name
-        delta["argumentsDelta"] = piece
+        delta = state.learn(call_id, name, fields, arguments or "")
         if state.block is None:
             assert state.held is not None
             state.held.append(delta)
         else:
-            out.append(self._delta_chunk(state.block, delta))
+            out.append(_delta_chunk(state.block, delta))
         if opened:  # it may close the gap below held calls
-            out.extend(self._release())
+            out += self._release()
         return out
-
-    @staticmethod
-    def _delta_chunk(block: _Block, delta: JsonDict) -> StreamChunk:
-        return cast(StreamChunk, {"type": delta["type"], "index": block.index, **delta})
 
     def _open_call(self, state: _Call) -> list[StreamChunk]:
         block, out = self._open("tool-call")
@@ -424,8 +382,7 @@ class ChatChunkTranslator:
             self._opened_indices.add(state.provider_index)
             while self._low in self._opened_indices:
                 self._low += 1
-        for delta in state.held or []:
-            out.append(self._delta_chunk(block, delta))
+        out += [_delta_chunk(block, delta) for delta in state.held or []]
         state.held = None
         return out
 
@@ -438,19 +395,8 @@ class ChatChunkTranslator:
         )
         for state in held:
             if everything or (state.provider_index or 0) <= self._low:
-                out.extend(self._open_call(state))
+                out += self._open_call(state)
         return out
-
-    def _sync_blocks(self) -> None:
-        for state in self._calls.values():
-            if state.block is not None:
-                block = state.block
-                block.call_id, block.name, block.text, block.fields = (
-                    state.call_id,
-                    state.name,
-                    state.text,
-                    state.fields,
-                )
 
     def finish(self) -> list[StreamChunk]:
         """Close the response: held tool calls (index order), every ``block-end`` (block index order),
@@ -458,14 +404,12 @@ class ChatChunkTranslator:
 
         Raises:
             LlmError: ``BAD_RESPONSE`` when no chunk arrived at all (not a chat-completions
-                stream), ``CONNECTION`` when chunks arrived but no ``finish_reason`` (the stream
-                was cut off).
+                stream) or on a second call, ``CONNECTION`` when chunks arrived but no
+                ``finish_reason`` (the stream was cut off).
             MalformedCallError: a tool call with arguments that are not JSON or without a name
-                (:func:`.fields.check_tool_calls`).
+                (``fields.check_tool_calls``).
         """
-        if self._done:
-            raise LlmError("finish() called twice", "BAD_RESPONSE")
-        self._done = True
+        self._parts.finishing()
         if self._finish_reason is None:
             if self._chunks_seen == 0:
                 raise LlmError("the response body held no chat-completions stream chunks", "BAD_RESPONSE")
@@ -475,14 +419,86 @@ class ChatChunkTranslator:
                 "CONNECTION",
             )
         out = self._release(everything=True)
-        self._sync_blocks()
+        for state in self._calls.values():
+            if state.block is not None:
+                state.block.call_id, state.block.name = state.call_id, state.name
+                state.block.text, state.block.fields = state.text, state.fields
         closed = [block.closed(fallback_call_id(self._messages, block.index)) for block in self._blocks]
         check_tool_calls(closed, where="the chat-completions response")
-        out += [{"type": "block-end", "index": i, "block": block} for i, block in enumerate(closed)]
-        if self._usage is not None:
-            out.append({"type": "usage", "usage": self._usage})
-        out.append({"type": "finish", "reason": map_finish_reason(self._finish_reason)})
-        return out
+        out += [self._parts.end(i, block) for i, block in enumerate(closed)]
+        return out + self._parts.close(self._usage, map_finish_reason(self._finish_reason))
+
+
+def _delta_chunk(block: ChatBlock, delta: JsonDict) -> StreamChunk:
+    """A call's delta as the chunk of its ``block``."""
+    return cast(StreamChunk, {"type": delta["type"], "index": block.index, **delta})
+
+
+def _object(value: object, what: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else ``BAD_RESPONSE`` saying ``what``."""
+    if not isinstance(value, Mapping):
+        raise LlmError(f"{what}: {preview(value)}", "BAD_RESPONSE")
+    return value
+
+
+def _call_index(call: Mapping[str, Any]) -> int:
+    index = call.get("index")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise LlmError(
+            f"tool call delta has an index that is not a non-negative integer: {preview(call)}",
+            "BAD_RESPONSE",
+        )
+    return index
+
+
+def _call_delta(call: object) -> tuple[str | None, str | None, str | None, JsonDict]:
+    """A provider tool-call delta's ``id``, ``function.name``, ``function.arguments`` (each a string
+    or absent) and its provider fields (its unknown keys, its function's under ``function``)."""
+    if not isinstance(call, Mapping):
+        raise LlmError(f"tool call delta is not an object: {preview(call)}", "BAD_RESPONSE")
+    function = call.get("function") or {}
+    if not isinstance(function, Mapping):
+        raise LlmError(f"tool call function is not an object: {preview(call)}", "BAD_RESPONSE")
+    call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+    for label, value in (("id", call_id), ("name", name), ("arguments", arguments)):
+        if value is not None and not isinstance(value, str):
+            raise LlmError(f"tool call {label} is not a string: {preview(call)}", "BAD_RESPONSE")
+    fields = _unknown(call, _CALL_KEYS)
+    function_fields = _unknown(function, _FUNCTION_KEYS)
+    if function_fields:
+        fields["function"] = function_fields
+    return call_id, name, arguments, fields
+
+
+def _delta_reasoning(delta: Mapping[str, Any]) -> str:
+    """A delta's reasoning text: ``reasoning_content`` (DeepSeek), ``reasoning`` (vLLM, OpenRouter),
+    else the texts of ``reasoning_details`` (OpenRouter); ``""`` for none."""
+    reasoning = delta.get("reasoning_content")
+    if reasoning is None:
+        reasoning = delta.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise LlmError(f"reasoning_content is not a string: {preview(reasoning)}", "BAD_RESPONSE")
+    if reasoning is None:
+        reasoning = _details_text(delta.get("reasoning_details"))
+    return reasoning or ""
+
+
+def _content_part(part: object) -> tuple[str, str]:
+    """A typed ``content`` part as ``(kind, text)``: a string or ``text`` part is text, a ``thinking``
+    or ``reasoning`` part reasoning."""
+    if isinstance(part, str):
+        return "text", part
+    if not isinstance(part, Mapping):
+        raise LlmError(f"delta content part is not an object: {preview(part)}", "BAD_RESPONSE")
+    kind = part.get("type")
+    if kind == "text":
+        return "text", _part_text(part.get("text"), part)
+    if kind in ("thinking", "reasoning"):
+        return "reasoning", _part_text(part.get("thinking", part.get("text", part.get("reasoning"))), part)
+    raise LlmError(
+        f"delta content part of type {kind!r} is not supported (text, thinking, reasoning): {preview(part)}",
+        "BAD_RESPONSE",
+    )
 
 
 def _part_text(value: Any, part: Mapping[str, Any]) -> str:
