@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from msgspec import Struct, field
+from msgspec import field
 
 from ...errors import LlmError
 from ...types import ContentBlock, FinishReason, StreamChunk, TokenUsage
@@ -16,6 +16,7 @@ from ..fields import (
     preview,
     whole_int,
 )
+from ..parts import AnswerParts, Building
 from .request import REASONING_PART_SEPARATOR, WIRE, reasoning_block, reasoning_text, text_block
 
 JsonDict = dict[str, Any]
@@ -95,14 +96,9 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
     }
 
 
-class _Open(Struct):
+class _Open(Building):
     """One of our blocks, built from an upstream output item (or one content part of it)."""
 
-    index: int
-    kind: str  # "text" | "reasoning" | "tool-call"
-    text: str = ""
-    call_id: str = ""
-    name: str = ""
     last_part: tuple[str, int] | None = None  # reasoning: the part the last delta belonged to
     encrypted: str = ""  # reasoning: the item's encrypted_content
     annotations: list[Any] = field(default_factory=list)  # text: the part's annotations
@@ -115,7 +111,7 @@ class _Open(Struct):
         return text_block(self.text, self.annotations)
 
 
-_TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+Key = tuple[Any, ...]
 
 
 class ResponsesEventTranslator:
@@ -124,7 +120,8 @@ class ResponsesEventTranslator:
     Feed each SSE event's JSON (a dict with ``type``) to :meth:`feed` as it arrives, or the whole
     response object of a non-streamed answer (``"object": "response"``) once; then call
     :meth:`finish` once. The chunks have the shapes of
-    :class:`~pytest_dsh_replay.llm.wire.chat.ChatChunkTranslator`: ``block-start`` when a block first
+    :class:`~pytest_dsh_replay.llm.wire.chat.ChatChunkTranslator` (both on the shared
+    :class:`~..parts.AnswerParts`): ``block-start`` when a block first
     appears (a text or reasoning block at its first non-empty delta, a tool-call block when its item is
     added, with one ``tool-call-delta`` carrying ``id``, ``name`` and the item's initial arguments),
     the deltas as they arrive, and from :meth:`finish` every ``block-end`` in index order, ``usage``
@@ -135,7 +132,7 @@ class ResponsesEventTranslator:
     of the terminal response that never streamed are taken whole. Events of other types (annotations,
     ``response.in_progress``, ...) are ignored, and so is everything after the terminal event;
     ``response.output_text.annotation.added`` adds its annotation to the text block (kept as its
-    provider field, see :func:`text_block`; a done part's ``annotations`` are the whole list).
+    provider field, see :func:`.request.text_block`; a done part's ``annotations`` are the whole list).
 
     Raises (from :meth:`feed`/:meth:`finish`):
         LlmError: ``PROVIDER_ERROR`` on the stream's ``error`` event (its message and code quoted);
@@ -144,13 +141,13 @@ class ResponsesEventTranslator:
     """
 
     def __init__(self) -> None:
+        self._parts = AnswerParts(WIRE)
         self._blocks: list[_Open] = []
-        self._by_key: dict[tuple[Any, ...], _Open] = {}
+        self._by_key: dict[Key, _Open] = {}
         self._done_items: set[int] = set()
         self._usage: TokenUsage | None = None
         self._finish: FinishReason | None = None
         self._events_seen = 0
-        self._finished = False
         self.response_id: str | None = None
         self.model: str | None = None
 
@@ -161,14 +158,14 @@ class ResponsesEventTranslator:
 
     # -- blocks
 
-    def _open(self, key: tuple[Any, ...], kind: str) -> tuple[_Open, list[StreamChunk]]:
-        block = _Open(index=len(self._blocks), kind=kind)
+    def _open(self, key: Key, kind: str) -> tuple[_Open, list[StreamChunk]]:
+        block, out = self._parts.open(kind, _Open)
         self._blocks.append(block)
         self._by_key[key] = block
-        return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
+        return block, out
 
     def _text(
-        self, key: tuple[Any, ...], kind: str, piece: str, part: tuple[str, int] | None = None
+        self, key: Key, kind: str, piece: str, part: tuple[str, int] | None = None
     ) -> list[StreamChunk]:
         """A text or reasoning delta; empty pieces are dropped, the block opens at the first non-empty one."""
         if not piece:
@@ -181,12 +178,9 @@ class ResponsesEventTranslator:
             if block.text and part is not None and block.last_part is not None and part != block.last_part:
                 piece = REASONING_PART_SEPARATOR + piece
             block.last_part = part
-        block.text += piece
-        chunk_type = "reasoning-delta" if kind == "reasoning" else "text-delta"
-        out.append(cast(StreamChunk, {"type": chunk_type, "index": block.index, "text": piece}))
-        return out
+        return out + self._parts.piece(block, piece)
 
-    def _reconcile(self, key: tuple[Any, ...], kind: str, final: str, where: str) -> list[StreamChunk]:
+    def _reconcile(self, key: Key, kind: str, final: str, where: str) -> list[StreamChunk]:
         """Send what a done item holds beyond its deltas; refuse a done item that disagrees with them."""
         block = self._by_key.get(key)
         streamed = block.text if block is not None else ""
@@ -201,36 +195,74 @@ class ResponsesEventTranslator:
         rest = final[len(streamed) :]
         if kind == "tool-call":
             assert block is not None
-            return self._arguments(block, rest)
+            return [self._parts.arguments(block, rest)]
         if block is not None and kind == "reasoning":
             block.last_part = None  # the rest already carries its separators
         return self._text(key, kind, rest)
 
-    def _arguments(self, block: _Open, piece: str) -> list[StreamChunk]:
-        block.text += piece
-        return [
-            {
-                "type": "tool-call-delta",
-                "index": block.index,
-                "id": block.call_id,
-                "name": block.name,
-                "argumentsDelta": piece,
-            }
-        ]
+    # -- output items
 
-    def _call_added(self, output_index: int, item: Mapping[str, Any], where: str) -> list[StreamChunk]:
+    def _call_item(
+        self, output_index: int, item: Mapping[str, Any], where: str, whole: bool
+    ) -> list[StreamChunk]:
+        """A ``function_call`` item: its block when added (its id, name and initial arguments), its
+        arguments checked against the deltas when done."""
         key = ("call", output_index)
-        if key in self._by_key:
-            return []
-        call_id = item.get("call_id")
-        name = item.get("name")
-        arguments = item.get("arguments") or ""
-        for label, value in (("call_id", call_id), ("name", name), ("arguments", arguments)):
-            if not isinstance(value, str):
-                raise LlmError(f"{where}.{label} is not a string: {preview(item)}", "BAD_RESPONSE")
-        block, out = self._open(key, "tool-call")
-        block.call_id, block.name = cast(str, call_id), cast(str, name)
-        out.extend(self._arguments(block, cast(str, arguments)))
+        out: list[StreamChunk] = []
+        if key not in self._by_key:
+            call_id, name, arguments = (item.get("call_id"), item.get("name"), item.get("arguments") or "")
+            for label, value in (("call_id", call_id), ("name", name), ("arguments", arguments)):
+                if not isinstance(value, str):
+                    raise LlmError(f"{where}.{label} is not a string: {preview(item)}", "BAD_RESPONSE")
+            block, out = self._open(key, "tool-call")
+            block.call_id, block.name = cast(str, call_id), cast(str, name)
+            out.append(self._parts.arguments(block, cast(str, arguments)))
+        if whole:
+            arguments = item.get("arguments")
+            if not isinstance(arguments, str):
+                raise LlmError(f"{where}.arguments is not a string: {preview(item)}", "BAD_RESPONSE")
+            out += self._reconcile(key, "tool-call", arguments, f"{where}.arguments")
+        return out
+
+    def _message_item(self, output_index: int, item: Mapping[str, Any], where: str) -> list[StreamChunk]:
+        """A done ``message`` item: each ``output_text`` (or ``refusal``) part against its deltas, its
+        ``annotations`` the whole list."""
+        content = item.get("content")
+        if not isinstance(content, list):
+            raise LlmError(f"{where}.content is not a list: {preview(item)}", "BAD_RESPONSE")
+        out: list[StreamChunk] = []
+        for number, part in enumerate(content):
+            if not isinstance(part, Mapping):
+                raise LlmError(f"{where}.content[{number}] is not an object", "BAD_RESPONSE")
+            text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+            if not isinstance(text, str):
+                raise LlmError(
+                    f"{where}.content[{number}] has no string text/refusal: {preview(part)}", "BAD_RESPONSE"
+                )
+            key: Key = ("text", output_index, number)
+            out += self._reconcile(key, "text", text, f"{where}.content[{number}]")
+            annotations = part.get("annotations")
+            block = self._by_key.get(key)
+            if block is not None and isinstance(annotations, list) and annotations:
+                block.annotations = list(annotations)  # the done part holds them all
+        return out
+
+    def _reasoning_item(self, output_index: int, item: Mapping[str, Any], where: str) -> list[StreamChunk]:
+        """A done ``reasoning`` item: its text against its deltas, its ``encrypted_content`` kept (a
+        block with empty text when that is all it holds)."""
+        try:
+            text = reasoning_text(item, where)
+        except WireRequestError as exc:
+            raise LlmError(str(exc), "BAD_RESPONSE") from None
+        key = ("reasoning", output_index)
+        out = self._reconcile(key, "reasoning", text, f"{where} (reasoning)")
+        encrypted = item.get("encrypted_content")
+        if isinstance(encrypted, str) and encrypted:
+            block = self._by_key.get(key)
+            if block is None:
+                block, opened = self._open(key, "reasoning")
+                out += opened
+            block.encrypted = encrypted
         return out
 
     def _item(self, output_index: int, item: object, *, whole: bool) -> list[StreamChunk]:
@@ -240,53 +272,11 @@ class ResponsesEventTranslator:
             raise LlmError(f"{where} is not an object: {preview(item)}", "BAD_RESPONSE")
         kind = item.get("type")
         if kind == "function_call":
-            out = self._call_added(output_index, item, where)
-            if whole:
-                arguments = item.get("arguments")
-                if not isinstance(arguments, str):
-                    raise LlmError(f"{where}.arguments is not a string: {preview(item)}", "BAD_RESPONSE")
-                out += self._reconcile(("call", output_index), "tool-call", arguments, f"{where}.arguments")
-            return out
+            return self._call_item(output_index, item, where, whole)
         if kind == "message":
-            if not whole:
-                return []
-            content = item.get("content")
-            if not isinstance(content, list):
-                raise LlmError(f"{where}.content is not a list: {preview(item)}", "BAD_RESPONSE")
-            out = []
-            for number, part in enumerate(content):
-                if not isinstance(part, Mapping):
-                    raise LlmError(f"{where}.content[{number}] is not an object", "BAD_RESPONSE")
-                text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
-                if not isinstance(text, str):
-                    raise LlmError(
-                        f"{where}.content[{number}] has no string text/refusal: {preview(part)}",
-                        "BAD_RESPONSE",
-                    )
-                part_key: tuple[Any, ...] = ("text", output_index, number)
-                out += self._reconcile(part_key, "text", text, f"{where}.content[{number}]")
-                annotations = part.get("annotations")
-                block = self._by_key.get(part_key)
-                if block is not None and isinstance(annotations, list) and annotations:
-                    block.annotations = list(annotations)  # the done part holds them all
-            return out
+            return self._message_item(output_index, item, where) if whole else []
         if kind == "reasoning":
-            if not whole:
-                return []
-            try:
-                text = reasoning_text(item, where)
-            except WireRequestError as exc:
-                raise LlmError(str(exc), "BAD_RESPONSE") from None
-            key = ("reasoning", output_index)
-            out = self._reconcile(key, "reasoning", text, f"{where} (reasoning)")
-            encrypted = item.get("encrypted_content")
-            if isinstance(encrypted, str) and encrypted:
-                block = self._by_key.get(key)
-                if block is None:  # only encrypted reasoning: a block with empty text
-                    block, opened = self._open(key, "reasoning")
-                    out += opened
-                block.encrypted = encrypted
-            return out
+            return self._reasoning_item(output_index, item, where) if whole else []
         raise LlmError(
             f"{where}: output item type {preview(kind)} cannot be recorded (message, reasoning and "
             "function_call items only; hosted tools run on the provider)",
@@ -295,28 +285,9 @@ class ResponsesEventTranslator:
 
     # -- events
 
-    @staticmethod
-    def _index(event: Mapping[str, Any], key: str = "output_index") -> int:
-        value = event.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise LlmError(
-                f"{event.get('type')} event lacks a non-negative {key}: {preview(event)}", "BAD_RESPONSE"
-            )
-        return value
-
-    @staticmethod
-    def _delta(event: Mapping[str, Any]) -> str:
-        delta = event.get("delta")
-        if not isinstance(delta, str):
-            raise LlmError(
-                f"{event.get('type')} event has a non-string delta: {preview(event)}", "BAD_RESPONSE"
-            )
-        return delta
-
     def feed(self, event: object) -> list[StreamChunk]:
         """Translate one upstream event (or a whole response object); returns its StreamChunks."""
-        if self._finished:
-            raise LlmError("event fed after finish()", "BAD_RESPONSE")
+        self._parts.guard()
         if not isinstance(event, Mapping):
             raise LlmError(f"upstream event is not a JSON object: {preview(event)}", "BAD_RESPONSE")
         self._events_seen += 1
@@ -327,58 +298,69 @@ class ResponsesEventTranslator:
             return self._terminal(event)
         if not isinstance(kind, str):
             raise LlmError(f"upstream event has no string type: {preview(event)}", "BAD_RESPONSE")
-        if kind == "error":
-            code = event.get("code")
-            message = event.get("message")
-            raise LlmError(
-                f"the upstream reported an error mid-stream: {message or 'no message'}"
-                + (f" (code {code})" if code else ""),
-                "PROVIDER_ERROR",
-            )
-        if kind in ("response.created", "response.in_progress", "response.queued"):
-            response = event.get("response")
-            if isinstance(response, Mapping):
-                self._meta(response)
-            return []
-        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-            key = ("text", self._index(event), self._index(event, "content_index"))
-            return self._text(key, "text", self._delta(event))
-        if kind == "response.output_text.annotation.added":
-            # placed by its part; one naming no part we hold has nothing to annotate (the done
-            # part's annotations, when it comes, are the whole list)
-            place = ("text", event.get("output_index"), event.get("content_index", 0))
-            block = self._by_key.get(place)
-            annotation = event.get("annotation")
-            if block is not None and annotation and annotation not in block.annotations:
-                block.annotations.append(annotation)
-            return []
-        if kind == "response.reasoning_summary_text.delta":
-            part = ("summary", self._index(event, "summary_index"))
-            return self._text(("reasoning", self._index(event)), "reasoning", self._delta(event), part)
-        if kind == "response.reasoning_text.delta":
-            part = ("content", self._index(event, "content_index"))
-            return self._text(("reasoning", self._index(event)), "reasoning", self._delta(event), part)
-        if kind == "response.function_call_arguments.delta":
-            block = self._by_key.get(("call", self._index(event)))
-            if block is None:
-                raise LlmError(
-                    f"function_call_arguments.delta for output {event.get('output_index')} before its item "
-                    "was added",
-                    "BAD_RESPONSE",
-                )
-            return self._arguments(block, self._delta(event))
-        if kind == "response.output_item.added":
-            return self._item(self._index(event), event.get("item"), whole=False)
-        if kind == "response.output_item.done":
-            index = self._index(event)
-            self._done_items.add(index)
-            return self._item(index, event.get("item"), whole=True)
-        if kind in _TERMINAL:
-            response = event.get("response")
-            if not isinstance(response, Mapping):
-                raise LlmError(f"{kind} event has no response object: {preview(event)}", "BAD_RESPONSE")
-            return self._terminal(response)
+        handler = _ON_EVENT.get(kind)
+        return [] if handler is None else handler(self, event)
+
+    def _on_error(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        code, message = event.get("code"), event.get("message")
+        raise LlmError(
+            f"the upstream reported an error mid-stream: {message or 'no message'}"
+            + (f" (code {code})" if code else ""),
+            "PROVIDER_ERROR",
+        )
+
+    def _on_started(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        response = event.get("response")
+        if isinstance(response, Mapping):
+            self._meta(response)
         return []
+
+    def _on_text(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        key = ("text", _index(event), _index(event, "content_index"))
+        return self._text(key, "text", _delta(event))
+
+    def _on_annotation(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        # placed by its part; one naming no part we hold has nothing to annotate (the done part's
+        # annotations, when it comes, are the whole list)
+        block = self._by_key.get(("text", event.get("output_index"), event.get("content_index", 0)))
+        annotation = event.get("annotation")
+        if block is not None and annotation and annotation not in block.annotations:
+            block.annotations.append(annotation)
+        return []
+
+    def _on_summary(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        part = ("summary", _index(event, "summary_index"))
+        return self._text(("reasoning", _index(event)), "reasoning", _delta(event), part)
+
+    def _on_reasoning(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        part = ("content", _index(event, "content_index"))
+        return self._text(("reasoning", _index(event)), "reasoning", _delta(event), part)
+
+    def _on_arguments(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        block = self._by_key.get(("call", _index(event)))
+        if block is None:
+            raise LlmError(
+                f"function_call_arguments.delta for output {event.get('output_index')} before its item "
+                "was added",
+                "BAD_RESPONSE",
+            )
+        return [self._parts.arguments(block, _delta(event))]
+
+    def _on_item_added(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        return self._item(_index(event), event.get("item"), whole=False)
+
+    def _on_item_done(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        index = _index(event)
+        self._done_items.add(index)
+        return self._item(index, event.get("item"), whole=True)
+
+    def _on_terminal(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        response = event.get("response")
+        if not isinstance(response, Mapping):
+            raise LlmError(
+                f"{event.get('type')} event has no response object: {preview(event)}", "BAD_RESPONSE"
+            )
+        return self._terminal(response)
 
     def _meta(self, response: Mapping[str, Any]) -> None:
         if isinstance(response.get("id"), str):
@@ -410,13 +392,11 @@ class ResponsesEventTranslator:
         """Close the answer: every ``block-end`` (index order), ``usage`` if reported, ``finish``.
 
         Raises:
-            LlmError: ``BAD_RESPONSE`` when nothing was fed (not a Responses answer), ``CONNECTION``
-                when events came but no terminal event (the stream was cut off).
+            LlmError: ``BAD_RESPONSE`` when nothing was fed (not a Responses answer) or on a second
+                call, ``CONNECTION`` when events came but no terminal event (the stream was cut off).
             MalformedCallError: a tool call whose arguments are not JSON (``fields.check_tool_calls``).
         """
-        if self._finished:
-            raise LlmError("finish() called twice", "BAD_RESPONSE")
-        self._finished = True
+        self._parts.finishing()
         if self._finish is None:
             if self._events_seen == 0:
                 raise LlmError("the upstream answer held no Responses events", "BAD_RESPONSE")
@@ -427,14 +407,48 @@ class ResponsesEventTranslator:
             )
         closed = [block.closed() for block in self._blocks]
         check_tool_calls(closed, where="the Responses answer")
-        out: list[StreamChunk] = [
-            {"type": "block-end", "index": block.index, "block": c}
-            for block, c in zip(self._blocks, closed, strict=True)
-        ]
-        if self._usage is not None:
-            out.append({"type": "usage", "usage": self._usage})
-        out.append({"type": "finish", "reason": self._finish})
-        return out
+        out = [self._parts.end(block.index, c) for block, c in zip(self._blocks, closed, strict=True)]
+        return out + self._parts.close(self._usage, self._finish)
+
+
+_Handler = Callable[[ResponsesEventTranslator, Mapping[str, Any]], list[StreamChunk]]
+
+#: what each upstream event does (an event of another type is ignored)
+_ON_EVENT: dict[str, _Handler] = {
+    "error": ResponsesEventTranslator._on_error,
+    "response.created": ResponsesEventTranslator._on_started,
+    "response.in_progress": ResponsesEventTranslator._on_started,
+    "response.queued": ResponsesEventTranslator._on_started,
+    "response.output_text.delta": ResponsesEventTranslator._on_text,
+    "response.refusal.delta": ResponsesEventTranslator._on_text,
+    "response.output_text.annotation.added": ResponsesEventTranslator._on_annotation,
+    "response.reasoning_summary_text.delta": ResponsesEventTranslator._on_summary,
+    "response.reasoning_text.delta": ResponsesEventTranslator._on_reasoning,
+    "response.function_call_arguments.delta": ResponsesEventTranslator._on_arguments,
+    "response.output_item.added": ResponsesEventTranslator._on_item_added,
+    "response.output_item.done": ResponsesEventTranslator._on_item_done,
+    "response.completed": ResponsesEventTranslator._on_terminal,
+    "response.incomplete": ResponsesEventTranslator._on_terminal,
+    "response.failed": ResponsesEventTranslator._on_terminal,
+}
+
+
+def _index(event: Mapping[str, Any], key: str = "output_index") -> int:
+    """An event's ``output_index`` (or the index ``key``): a non-negative integer."""
+    value = event.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise LlmError(
+            f"{event.get('type')} event lacks a non-negative {key}: {preview(event)}", "BAD_RESPONSE"
+        )
+    return value
+
+
+def _delta(event: Mapping[str, Any]) -> str:
+    """An event's string ``delta``."""
+    delta = event.get("delta")
+    if not isinstance(delta, str):
+        raise LlmError(f"{event.get('type')} event has a non-string delta: {preview(event)}", "BAD_RESPONSE")
+    return delta
 
 
 def upstream_translator(body: Mapping[str, Any] | None = None) -> ResponsesEventTranslator:
