@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 import orjson
@@ -257,76 +257,18 @@ class ResponsesStreamEncoder:
             {"item_id": item.item_id, "output_index": item.index, "delta": piece},
         )
 
+    def _add_held(self, item: _Item, *, empty: bool) -> list[bytes]:
+        """A call's item added, then the argument deltas held back before it could be (the empty ones
+        too when ``empty``)."""
+        out = self._add(item)
+        out += [self._arguments_delta(item, piece) for piece in item.held if piece or empty]
+        item.held.clear()
+        return out
+
     def _end(self, item: _Item, block: object) -> list[bytes]:
         if not isinstance(block, Mapping):
             raise self._bad(f"block-end of block {item.index} carries no block object")
-        out: list[bytes] = []
-        if item.kind == "tool-call":
-            arguments = block.get("arguments", item.text)
-            call_id, name = block.get("id", item.call_id), block.get("name", item.name)
-            if not all(isinstance(v, str) for v in (arguments, call_id, name)):
-                raise self._bad(f"block-end of tool call {item.index} has non-string id/name/arguments")
-            item.call_id, item.name = str(call_id), str(name)
-            if not item.added:
-                out += self._add(item)
-                for piece in item.held:
-                    out.append(self._arguments_delta(item, piece))
-                item.held.clear()
-            if arguments != item.text and str(arguments).startswith(item.text):
-                out.append(self._arguments_delta(item, str(arguments)[len(item.text) :]))
-            item.text = str(arguments)
-            out.append(
-                self._event(
-                    "response.function_call_arguments.done",
-                    {"item_id": item.item_id, "output_index": item.index, "arguments": item.text},
-                )
-            )
-        else:
-            text = block.get("text", item.text)
-            if not isinstance(text, str):
-                raise self._bad(f"block-end of block {item.index} has a non-string text")
-            recorded = partial_for(block, WIRE)
-            encrypted = recorded.get("encrypted_content")
-            if item.kind == "reasoning" and isinstance(encrypted, str):
-                item.encrypted = encrypted
-            annotations = recorded.get("annotations")
-            if item.kind == "text" and isinstance(annotations, list):
-                item.annotations = list(annotations)
-            if not item.added:
-                out += self._add(item)
-            if text != item.text and text.startswith(item.text):
-                out.append(self._text_delta(item, text[len(item.text) :]))
-            item.text = text
-            ids = {"item_id": item.item_id, "output_index": item.index}
-            if item.kind == "text":
-                part = item.part(text)
-                for number, annotation in enumerate(item.annotations):
-                    out.append(
-                        self._event(
-                            "response.output_text.annotation.added",
-                            {**ids, "content_index": 0, "annotation_index": number, "annotation": annotation},
-                        )
-                    )
-                out.append(
-                    self._event(
-                        "response.output_text.done", {**ids, "content_index": 0, "text": text, "logprobs": []}
-                    )
-                )
-                out.append(
-                    self._event("response.content_part.done", {**ids, "content_index": 0, "part": part})
-                )
-            else:
-                out.append(
-                    self._event(
-                        "response.reasoning_summary_text.done", {**ids, "summary_index": 0, "text": text}
-                    )
-                )
-                out.append(
-                    self._event(
-                        "response.reasoning_summary_part.done",
-                        {**ids, "summary_index": 0, "part": {"type": "summary_text", "text": text}},
-                    )
-                )
+        out = self._end_call(item, block) if item.kind == "tool-call" else self._end_text(item, block)
         item.done = True
         out.append(
             self._event(
@@ -334,6 +276,63 @@ class ResponsesStreamEncoder:
             )
         )
         return out
+
+    def _end_call(self, item: _Item, block: Mapping[str, Any]) -> list[bytes]:
+        """A function call's end: its item added if it was not, the arguments the deltas did not
+        carry, ``function_call_arguments.done``."""
+        arguments = block.get("arguments", item.text)
+        call_id, name = block.get("id", item.call_id), block.get("name", item.name)
+        if not all(isinstance(v, str) for v in (arguments, call_id, name)):
+            raise self._bad(f"block-end of tool call {item.index} has non-string id/name/arguments")
+        item.call_id, item.name = str(call_id), str(name)
+        out = [] if item.added else self._add_held(item, empty=True)
+        if arguments != item.text and str(arguments).startswith(item.text):
+            out.append(self._arguments_delta(item, str(arguments)[len(item.text) :]))
+        item.text = str(arguments)
+        ids = {"item_id": item.item_id, "output_index": item.index}
+        out.append(self._event("response.function_call_arguments.done", {**ids, "arguments": item.text}))
+        return out
+
+    def _end_text(self, item: _Item, block: Mapping[str, Any]) -> list[bytes]:
+        """A text or reasoning block's end: its recorded provider fields taken, its item added if it
+        was not, the text the deltas did not carry, its part's ``*.done`` events."""
+        text = block.get("text", item.text)
+        if not isinstance(text, str):
+            raise self._bad(f"block-end of block {item.index} has a non-string text")
+        recorded = partial_for(block, WIRE)
+        encrypted, annotations = recorded.get("encrypted_content"), recorded.get("annotations")
+        if item.kind == "reasoning" and isinstance(encrypted, str):
+            item.encrypted = encrypted
+        if item.kind == "text" and isinstance(annotations, list):
+            item.annotations = list(annotations)
+        out = [] if item.added else self._add(item)
+        if text != item.text and text.startswith(item.text):
+            out.append(self._text_delta(item, text[len(item.text) :]))
+        item.text = text
+        return out + (self._text_done(item) if item.kind == "text" else self._summary_done(item))
+
+    def _text_done(self, item: _Item) -> list[bytes]:
+        """A message item's text part done: its annotations, ``output_text.done``, ``content_part.done``."""
+        ids = {"item_id": item.item_id, "output_index": item.index, "content_index": 0}
+        out = [
+            self._event(
+                "response.output_text.annotation.added",
+                {**ids, "annotation_index": number, "annotation": annotation},
+            )
+            for number, annotation in enumerate(item.annotations)
+        ]
+        out.append(self._event("response.output_text.done", {**ids, "text": item.text, "logprobs": []}))
+        out.append(self._event("response.content_part.done", {**ids, "part": item.part(item.text)}))
+        return out
+
+    def _summary_done(self, item: _Item) -> list[bytes]:
+        """A reasoning item's summary part done."""
+        ids = {"item_id": item.item_id, "output_index": item.index, "summary_index": 0}
+        part = {"type": "summary_text", "text": item.text}
+        return [
+            self._event("response.reasoning_summary_text.done", {**ids, "text": item.text}),
+            self._event("response.reasoning_summary_part.done", {**ids, "part": part}),
+        ]
 
     def _text_delta(self, item: _Item, piece: str) -> bytes:
         ids = {"item_id": item.item_id, "output_index": item.index}
@@ -354,65 +353,68 @@ class ResponsesStreamEncoder:
             raise self._bad(f"{data.get('type')} chunk after the finish chunk")
         out = self._start()
         kind = data.get("type")
-        if kind == "block-start":
-            index, block_type = data.get("index"), data.get("blockType")
-            if not isinstance(index, int) or index in self._items:
-                raise self._bad(f"block-start with a bad or repeated index {index!r}")
-            if block_type in (PROVIDER_BLOCK, PROVIDER_FIELDS_BLOCK):
-                self._skipped.add(index)
-                return out
-            if block_type not in _ITEM_PREFIX:
-                raise self._bad(
-                    f"block {index}: a {block_type!r} block has no Responses output item "
-                    "(text, reasoning, tool-call)"
-                )
-            item = _Item(index, str(block_type), f"{_ITEM_PREFIX[str(block_type)]}_{self._suffix}_{index}")
-            self._items[index] = item
-            if item.kind != "tool-call":  # a call is added once its first delta names it
-                out += self._add(item)
-        elif kind in ("text-delta", "reasoning-delta"):
-            item = self._get(data)
-            piece = data.get("text")
-            if item.kind != ("text" if kind == "text-delta" else "reasoning") or not isinstance(piece, str):
-                raise self._bad(f"{kind} chunk does not fit block {item.index} ({item.kind})")
-            item.text += piece
-            if piece:
-                out.append(self._text_delta(item, piece))
-        elif kind == "tool-call-delta":
-            item = self._get(data)
-            piece = data.get("argumentsDelta")
-            if item.kind != "tool-call" or not isinstance(piece, str):
-                raise self._bad(f"tool-call-delta chunk does not fit block {item.index} ({item.kind})")
-            if isinstance(data.get("id"), str) and data.get("id") and not item.call_id:
-                item.call_id = data["id"]
-            if isinstance(data.get("name"), str) and data.get("name") and not item.name:
-                item.name = data["name"]
-            item.text += piece
-            if not item.added and item.call_id and item.name:
-                out += self._add(item)
-                out += [self._arguments_delta(item, held) for held in item.held if held]
-                item.held.clear()
-            if not item.added:
-                item.held.append(piece)
-            elif piece:
-                out.append(self._arguments_delta(item, piece))
-        elif kind == "block-end":
-            if data.get("index") in self._skipped:
-                return out
-            out += self._end(self._get(data), data.get("block"))
-        elif kind == "usage":
-            usage = data.get("usage")
-            if not isinstance(usage, Mapping):
-                raise self._bad("usage chunk without a usage object")
-            self._usage = cast(TokenUsage, dict(usage))
-        elif kind == "finish":
-            reason = data.get("reason")
-            if not isinstance(reason, Mapping):
-                raise self._bad("finish chunk without a reason object")
-            self._finish = cast(FinishReason, dict(reason))
-        else:
+        handler = _ON_CHUNK.get(kind) if isinstance(kind, str) else None
+        if handler is None:
             raise self._bad(f"unknown chunk type {kind!r}")
+        return out + handler(self, data)
+
+    def _on_start(self, data: Mapping[str, Any]) -> list[bytes]:
+        index, block_type = data.get("index"), data.get("blockType")
+        if not isinstance(index, int) or index in self._items:
+            raise self._bad(f"block-start with a bad or repeated index {index!r}")
+        if block_type in (PROVIDER_BLOCK, PROVIDER_FIELDS_BLOCK):
+            self._skipped.add(index)
+            return []
+        if block_type not in _ITEM_PREFIX:
+            raise self._bad(
+                f"block {index}: a {block_type!r} block has no Responses output item "
+                "(text, reasoning, tool-call)"
+            )
+        item = _Item(index, str(block_type), f"{_ITEM_PREFIX[str(block_type)]}_{self._suffix}_{index}")
+        self._items[index] = item
+        return [] if item.kind == "tool-call" else self._add(item)  # a call is added once a delta names it
+
+    def _on_text(self, data: Mapping[str, Any]) -> list[bytes]:
+        item = self._get(data)
+        piece, kind = data.get("text"), data.get("type")
+        if item.kind != ("text" if kind == "text-delta" else "reasoning") or not isinstance(piece, str):
+            raise self._bad(f"{kind} chunk does not fit block {item.index} ({item.kind})")
+        item.text += piece
+        return [self._text_delta(item, piece)] if piece else []
+
+    def _on_call(self, data: Mapping[str, Any]) -> list[bytes]:
+        item = self._get(data)
+        piece = data.get("argumentsDelta")
+        if item.kind != "tool-call" or not isinstance(piece, str):
+            raise self._bad(f"tool-call-delta chunk does not fit block {item.index} ({item.kind})")
+        item.call_id = _first(data.get("id"), item.call_id)
+        item.name = _first(data.get("name"), item.name)
+        item.text += piece
+        out = self._add_held(item, empty=False) if not item.added and item.call_id and item.name else []
+        if not item.added:
+            item.held.append(piece)
+        elif piece:
+            out.append(self._arguments_delta(item, piece))
         return out
+
+    def _on_end(self, data: Mapping[str, Any]) -> list[bytes]:
+        if data.get("index") in self._skipped:
+            return []
+        return self._end(self._get(data), data.get("block"))
+
+    def _on_usage(self, data: Mapping[str, Any]) -> list[bytes]:
+        usage = data.get("usage")
+        if not isinstance(usage, Mapping):
+            raise self._bad("usage chunk without a usage object")
+        self._usage = cast(TokenUsage, dict(usage))
+        return []
+
+    def _on_finish(self, data: Mapping[str, Any]) -> list[bytes]:
+        reason = data.get("reason")
+        if not isinstance(reason, Mapping):
+            raise self._bad("finish chunk without a reason object")
+        self._finish = cast(FinishReason, dict(reason))
+        return []
 
     def close(self) -> list[bytes]:
         """The terminal event (``response.completed``/``.incomplete``/``.failed``) with the whole
@@ -429,32 +431,31 @@ class ResponsesStreamEncoder:
         if open_blocks:
             raise self._bad(f"the chunks ended with block(s) {open_blocks} not ended")
         self._ended = True
-        kind = self._finish.get("kind")
-        recorded = partial_for(self._finish, WIRE)
-        if kind in ("stop", "tool-calls") and isinstance(recorded.get("status"), str):
+        event, self.response = self._terminal(self._finish)
+        out.append(self._event(event, {"response": self.response}))
+        return out
+
+    def _terminal(self, finish: FinishReason) -> tuple[str, JsonDict]:
+        """The terminal event's type and whole response of the answer's ``finish``."""
+        kind = finish.get("kind")
+        recorded = partial_for(finish, WIRE)
+        status = recorded.get("status")
+        if kind in ("stop", "tool-calls") and isinstance(status, str):
             # the provider's own status and incomplete_details, as it sent them (finish_of)
-            response = self._snapshot(recorded["status"])
+            response = self._snapshot(status)
             response["incomplete_details"] = recorded.get("incomplete_details")
-            event = "response.incomplete" if recorded["status"] == "incomplete" else "response.completed"
-        elif kind in ("stop", "tool-calls"):
-            response = self._snapshot("completed")
-            event = "response.completed"
-        elif kind == "max-tokens":
+            return ("response.incomplete" if status == "incomplete" else "response.completed"), response
+        if kind in ("stop", "tool-calls"):
+            return "response.completed", self._snapshot("completed")
+        if kind == "max-tokens":
             response = self._snapshot("incomplete")
             response["incomplete_details"] = {"reason": "max_output_tokens"}
-            event = "response.incomplete"
-        else:
-            response = self._snapshot("failed")
-            default_code = "aborted" if kind == "aborted" else "server_error"
-            message = self._finish.get("message") or self._finish.get("reason") or str(kind)
-            response["error"] = {
-                "code": str(self._finish.get("code") or default_code),
-                "message": str(message),
-            }
-            event = "response.failed"
-        self.response = response
-        out.append(self._event(event, {"response": response}))
-        return out
+            return "response.incomplete", response
+        response = self._snapshot("failed")
+        default_code = "aborted" if kind == "aborted" else "server_error"
+        message = finish.get("message") or finish.get("reason") or str(kind)
+        response["error"] = {"code": str(finish.get("code") or default_code), "message": str(message)}
+        return "response.failed", response
 
     def error(self, message: str, code: str) -> list[bytes]:
         """End the stream with an ``error`` event ``{code, message, param: null}`` (a mid-stream
@@ -468,6 +469,25 @@ class ResponsesStreamEncoder:
         self.response["error"] = {"code": code, "message": message}
         out.append(self._event("error", {"code": code, "message": message, "param": None}))
         return out
+
+
+_ChunkHandler = Callable[[ResponsesStreamEncoder, Mapping[str, Any]], list[bytes]]
+
+#: what each of our chunk types does to the stream
+_ON_CHUNK: dict[str, _ChunkHandler] = {
+    "block-start": ResponsesStreamEncoder._on_start,
+    "text-delta": ResponsesStreamEncoder._on_text,
+    "reasoning-delta": ResponsesStreamEncoder._on_text,
+    "tool-call-delta": ResponsesStreamEncoder._on_call,
+    "block-end": ResponsesStreamEncoder._on_end,
+    "usage": ResponsesStreamEncoder._on_usage,
+    "finish": ResponsesStreamEncoder._on_finish,
+}
+
+
+def _first(value: object, held: str) -> str:
+    """A call's id or name: the one ``held``, else ``value`` when it is a non-empty string."""
+    return value if isinstance(value, str) and value and not held else held
 
 
 def encode_whole(
