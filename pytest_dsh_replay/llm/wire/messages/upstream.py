@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
-
-from msgspec import Struct
 
 from ...errors import LlmError
 from ...types import ContentBlock, FinishReason, StreamChunk, TokenUsage
@@ -20,6 +18,7 @@ from ..fields import (
     preview,
     whole_int,
 )
+from ..parts import AnswerParts, Building
 from .request import BLOCK_KEYS, WIRE
 
 JsonDict = dict[str, Any]
@@ -130,47 +129,53 @@ def error_from_body(body: Any, *, where: str, status: int | None = None) -> LlmE
     return LlmError(f"{where} answered with an error: {detail}", code, final_status)
 
 
-class _Block(Struct):
-    index: int
-    kind: str  # "text" | "reasoning" | "tool-call" | "provider-fields"
-    text: str = ""
-    call_id: str = ""
-    name: str = ""
+class _Block(Building):
+    """A block of a Messages answer while it is built (``kind``: ``text``, ``reasoning``, ``tool-call``,
+    ``provider-block`` or ``provider-fields``): a tool call's ``input`` given at its start and whether
+    its input was streamed as JSON pieces (``text``), and the block once ended."""
+
     tool_input: Any = None
     streamed_json: bool = False
-    fields: Any = None
     closed: ContentBlock | None = None
 
     def content(self) -> ContentBlock:
+        """The block as it ends (see the package doc for each kind)."""
+        if self.kind == PROVIDER_FIELDS_BLOCK:
+            return {"type": PROVIDER_FIELDS_BLOCK, CHUNK_FIELDS: {WIRE: self.fields}}
+        if self.kind == PROVIDER_BLOCK:
+            return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: self._provider_block()}}
         block: ContentBlock
         if self.kind == "tool-call":
             arguments = self.text
             if not self.streamed_json and self.tool_input:
                 arguments = json.dumps(self.tool_input, ensure_ascii=False)
             block = {"type": "tool-call", "id": self.call_id, "name": self.name, "arguments": arguments}
-        elif self.kind == PROVIDER_FIELDS_BLOCK:
-            return {"type": PROVIDER_FIELDS_BLOCK, CHUNK_FIELDS: {WIRE: self.fields}}
-        elif self.kind == PROVIDER_BLOCK:
-            whole = dict(self.fields)
-            if self.streamed_json:
-                try:
-                    whole["input"] = json.loads(self.text) if self.text.strip() else {}
-                except ValueError:
-                    what = f"a {whole.get('type')!r} block's streamed input is not JSON"
-                    raise _bad(what, self.text) from None
-            return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: whole}}
         else:
             block = {"type": self.kind, "text": self.text}
         if self.fields:
             block[PROVIDER_FIELDS] = {WIRE: self.fields}
         return block
 
+    def _provider_block(self) -> JsonDict:
+        """A server tool's block as sent, its ``input`` the JSON its pieces streamed."""
+        whole = dict(self.fields)
+        if self.streamed_json:
+            try:
+                whole["input"] = json.loads(self.text) if self.text.strip() else {}
+            except ValueError:
+                raise _bad(f"a {whole.get('type')!r} block's streamed input is not JSON", self.text) from None
+        return whole
+
+
+#: a content block type we map -> our block's kind and the key of its text
+_OURS = {"text": ("text", "text"), "thinking": ("reasoning", "thinking"), "tool_use": ("tool-call", "")}
+
 
 class MessagesEventTranslator:
     """Turns Messages API stream events (plain dicts) into our StreamChunk sequence.
 
-    Feed every event to :meth:`feed`, then call :meth:`finish` once. See the module doc for the
-    mapping; ``ping`` is ignored.
+    Feed every event to :meth:`feed`, then call :meth:`finish` once. See the package doc for the
+    mapping; ``ping`` is ignored. The blocks' bookkeeping is the shared :class:`~..parts.AnswerParts`.
 
     Raises (from :meth:`feed` / :meth:`finish`):
         LlmError: ``BAD_RESPONSE`` for malformed or unsupported events (a block type other than
@@ -181,6 +186,7 @@ class MessagesEventTranslator:
 
     def __init__(self, *, where: str = "the messages endpoint") -> None:
         self._where = where
+        self._parts = AnswerParts(WIRE)
         self._blocks: list[_Block] = []
         self._by_index: dict[int, _Block] = {}
         self._extra: _Block | None = None
@@ -190,7 +196,6 @@ class MessagesEventTranslator:
         self._stop_extra: JsonDict = {}
         self._started = False
         self._stopped = False
-        self._done = False
         self._events = 0
 
     @property
@@ -199,49 +204,24 @@ class MessagesEventTranslator:
         return self._events
 
     def _open(self, kind: str) -> tuple[_Block, list[StreamChunk]]:
-        block = _Block(index=len(self._blocks), kind=kind)
+        block, out = self._parts.open(kind, _Block)
         self._blocks.append(block)
-        return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
+        return block, out
 
     def feed(self, event: object) -> list[StreamChunk]:
         """Translate one stream event; returns the StreamChunks it produces (possibly none)."""
-        if self._done:
-            raise LlmError("event fed after finish()", "BAD_RESPONSE")
+        self._parts.guard()
         if not isinstance(event, Mapping):
             raise _bad("stream event is not a JSON object", event)
         self._events += 1
         kind = event.get("type")
-        if kind == "message_start":
-            return self._message_start(event.get("message"))
-        if kind == "content_block_start":
-            return self._block_start(event)
-        if kind == "content_block_delta":
-            return self._block_delta(event)
-        if kind == "content_block_stop":
-            return self._block_stop(event)
-        if kind == "message_delta":
-            delta = event.get("delta") or {}
-            if not isinstance(delta, Mapping):
-                raise _bad("message_delta.delta is not an object", event)
-            reason = delta.get("stop_reason")
-            if reason is not None:
-                self._stop_reason = str(reason)
-                self._stop_sequence = delta.get("stop_sequence")
-            self._stop_extra.update({k: v for k, v in delta.items() if k not in _STOP_KEYS and v is not None})
-            usage = event.get("usage")
-            if isinstance(usage, Mapping):
-                self._usage.update({k: v for k, v in usage.items() if v is not None})
-            return []
-        if kind == "message_stop":
-            self._stopped = True
-            return []
-        if kind == "ping":
-            return []
-        if kind == "error":
-            raise error_from_body(event, where=self._where)
-        raise _bad("unknown stream event", event)
+        handler = _ON_EVENT.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            raise _bad("unknown stream event", event)
+        return handler(self, event)
 
-    def _message_start(self, message: Any) -> list[StreamChunk]:
+    def _message_start(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        message = event.get("message")
         if not isinstance(message, Mapping):
             raise _bad("message_start has no message object", message)
         self._started = True
@@ -255,52 +235,59 @@ class MessagesEventTranslator:
         self._extra.fields = extra
         return out
 
+    def _message_delta(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        delta = event.get("delta") or {}
+        if not isinstance(delta, Mapping):
+            raise _bad("message_delta.delta is not an object", event)
+        reason = delta.get("stop_reason")
+        if reason is not None:
+            self._stop_reason = str(reason)
+            self._stop_sequence = delta.get("stop_sequence")
+        self._stop_extra.update({k: v for k, v in delta.items() if k not in _STOP_KEYS and v is not None})
+        usage = event.get("usage")
+        if isinstance(usage, Mapping):
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
+        return []
+
+    def _message_stop(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        self._stopped = True
+        return []
+
+    def _ping(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        return []
+
+    def _error(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        raise error_from_body(event, where=self._where)
+
     def _block_start(self, event: Mapping[str, Any]) -> list[StreamChunk]:
         index, block = event.get("index"), event.get("content_block")
         if not isinstance(index, int) or not isinstance(block, Mapping) or index in self._by_index:
             raise _bad("content_block_start without a new index and a content_block", event)
         kind = block.get("type")
-        if kind == "text":
-            ours, out = self._open("text")
-            ours.text = str(block.get("text") or "")
-        elif kind == "thinking":
-            ours, out = self._open("reasoning")
-            ours.text = str(block.get("thinking") or "")
-        elif kind == "redacted_thinking":
-            ours, out = self._open("reasoning")
-            ours.fields = dict(block)
-        elif kind == "tool_use":
-            ours, out = self._open("tool-call")
-            ours.call_id, ours.name = str(block.get("id") or ""), str(block.get("name") or "")
-            ours.tool_input = block.get("input")
-            out.append(
-                {
-                    "type": "tool-call-delta",
-                    "index": ours.index,
-                    "id": ours.call_id,
-                    "name": ours.name,
-                    "argumentsDelta": "",
-                }
-            )
-        elif isinstance(kind, str) and kind:
-            # a server tool's block (server_tool_use, web_search_tool_result, ...): kept whole
-            ours, out = self._open(PROVIDER_BLOCK)
-            ours.fields = dict(block)
-            self._by_index[index] = ours
-            return out
-        else:
+        if not isinstance(kind, str) or not kind:
             raise _bad("content_block_start with a block without a type", event)
-        if kind != "redacted_thinking":
-            extra = {
-                k: v for k, v in block.items() if k not in BLOCK_KEYS[str(kind)] and v not in (None, "", [])
-            }
-            if extra:
-                ours.fields = extra
-        if ours.kind in ("text", "reasoning") and ours.text:
-            delta_type = "text-delta" if ours.kind == "text" else "reasoning-delta"
-            out.append(cast(StreamChunk, {"type": delta_type, "index": ours.index, "text": ours.text}))
+        ours, out = self._open_block(kind, block)
         self._by_index[index] = ours
         return out
+
+    def _open_block(self, kind: str, block: Mapping[str, Any]) -> tuple[_Block, list[StreamChunk]]:
+        """Our block of a started content block: a redacted thinking block (a reasoning block) and a
+        server tool's (a provider block) whole as their fields; the others with their unknown keys as
+        fields and what their start holds (text, a tool call's id and name) as its first delta."""
+        if kind not in _OURS:
+            ours, out = self._open("reasoning" if kind == "redacted_thinking" else PROVIDER_BLOCK)
+            ours.fields = dict(block)
+            return ours, out
+        our_kind, text_key = _OURS[kind]
+        ours, out = self._open(our_kind)
+        extra = {k: v for k, v in block.items() if k not in BLOCK_KEYS[kind] and v not in (None, "", [])}
+        if extra:
+            ours.fields = extra
+        if kind != "tool_use":
+            return ours, out + self._parts.piece(ours, str(block.get(text_key) or ""))
+        ours.call_id, ours.name = str(block.get("id") or ""), str(block.get("name") or "")
+        ours.tool_input = block.get("input")
+        return ours, [*out, self._parts.arguments(ours, "")]
 
     def _block_delta(self, event: Mapping[str, Any]) -> list[StreamChunk]:
         ours = self._by_index.get(cast(int, event.get("index")))
@@ -308,59 +295,20 @@ class MessagesEventTranslator:
         if ours is None or ours.closed is not None or not isinstance(delta, Mapping):
             raise _bad("content_block_delta for no open block", event)
         kind = delta.get("type")
-        if kind == "text_delta" and ours.kind == "text":
-            text = str(delta.get("text") or "")
-            ours.text += text
-            return [{"type": "text-delta", "index": ours.index, "text": text}] if text else []
-        if kind == "thinking_delta" and ours.kind == "reasoning":
-            text = str(delta.get("thinking") or "")
-            ours.text += text
-            return [{"type": "reasoning-delta", "index": ours.index, "text": text}] if text else []
-        if kind == "signature_delta" and ours.kind == "reasoning":
-            ours.fields = merge_streamed(ours.fields, {"signature": str(delta.get("signature") or "")})
-            return []
-        if kind == "citations_delta" and ours.kind == "text":
-            ours.fields = merge_streamed(ours.fields, {"citations": [delta.get("citation")]})
-            return []
-        if kind == "input_json_delta" and ours.kind == PROVIDER_BLOCK:
-            ours.streamed_json = True
-            ours.text += str(delta.get("partial_json") or "")
-            return []
-        if kind == "input_json_delta" and ours.kind == "tool-call":
-            piece = str(delta.get("partial_json") or "")
-            ours.streamed_json = True
-            ours.text += piece
-            if not piece:
-                return []
-            return [
-                {
-                    "type": "tool-call-delta",
-                    "index": ours.index,
-                    "id": ours.call_id,
-                    "name": ours.name,
-                    "argumentsDelta": piece,
-                }
-            ]
-        raise _bad(f"a {kind!r} delta does not fit the open {ours.kind} block", event)
+        apply = _ON_DELTA.get((kind, ours.kind)) if isinstance(kind, str) else None
+        if apply is None:
+            raise _bad(f"a {kind!r} delta does not fit the open {ours.kind} block", event)
+        return apply(self._parts, ours, delta)
 
     def _block_stop(self, event: Mapping[str, Any]) -> list[StreamChunk]:
         ours = self._by_index.get(cast(int, event.get("index")))
         if ours is None or ours.closed is not None:
             raise _bad("content_block_stop for no open block", event)
         ours.closed = ours.content()
-        return [{"type": "block-end", "index": ours.index, "block": ours.closed}]
+        return [self._parts.end(ours.index, ours.closed)]
 
-    def finish(self) -> list[StreamChunk]:
-        """Close the response: the ``provider-fields`` block's end, ``usage``, ``finish``.
-
-        Raises:
-            LlmError: ``BAD_RESPONSE`` when no event arrived or ``message_stop`` came without a
-                ``stop_reason``, ``CONNECTION`` when the stream ended before ``message_stop``.
-            MalformedCallError: see the class doc.
-        """
-        if self._done:
-            raise LlmError("finish() called twice", "BAD_RESPONSE")
-        self._done = True
+    def _check_ended(self) -> None:
+        """Refuse a stream that did not end as the API ends one (see :meth:`finish`)."""
         if not self._started:
             raise LlmError(f"{self._where} sent no messages stream (no message_start)", "BAD_RESPONSE")
         if not self._stopped:
@@ -379,25 +327,89 @@ class MessagesEventTranslator:
         unclosed = [b for b in self._blocks if b.closed is None and b is not self._extra]
         if unclosed:
             raise _bad("message_stop with blocks never stopped", [b.index for b in unclosed])
-        check_tool_calls([b.content() for b in self._blocks], where=f"the response of {self._where}")
+
+    def _fields_end(self) -> list[StreamChunk]:
+        """The ``provider-fields`` block's end (opened now when only the usage has keys to keep)."""
         out: list[StreamChunk] = []
         usage_extra = {k: v for k, v in self._usage.items() if k not in _USAGE_KEYS}
         if usage_extra:  # server_tool_use counts and the like: kept, served back in the usage
             if self._extra is None:
-                self._extra, opened = self._open(PROVIDER_FIELDS_BLOCK)
+                self._extra, out = self._open(PROVIDER_FIELDS_BLOCK)
                 self._extra.fields = {}
-                out += opened
             self._extra.fields = {**self._extra.fields, "usage": usage_extra}
         if self._extra is not None:
-            out.append({"type": "block-end", "index": self._extra.index, "block": self._extra.content()})
-        out.append({"type": "usage", "usage": map_usage(self._usage)})
-        out.append(
-            {
-                "type": "finish",
-                "reason": map_stop_reason(self._stop_reason, self._stop_sequence, self._stop_extra),
-            }
-        )
+            out.append(self._parts.end(self._extra.index, self._extra.content()))
         return out
+
+    def finish(self) -> list[StreamChunk]:
+        """Close the response: the ``provider-fields`` block's end, ``usage``, ``finish``.
+
+        Raises:
+            LlmError: ``BAD_RESPONSE`` when no event arrived, ``message_stop`` came without a
+                ``stop_reason`` or on a second call, ``CONNECTION`` when the stream ended before
+                ``message_stop``.
+            MalformedCallError: see the class doc.
+        """
+        self._parts.finishing()
+        self._check_ended()
+        check_tool_calls([b.content() for b in self._blocks], where=f"the response of {self._where}")
+        assert self._stop_reason is not None
+        reason = map_stop_reason(self._stop_reason, self._stop_sequence, self._stop_extra)
+        return self._fields_end() + self._parts.close(map_usage(self._usage), reason)
+
+
+_EventHandler = Callable[[MessagesEventTranslator, Mapping[str, Any]], list[StreamChunk]]
+
+#: what each stream event does (another type is ``BAD_RESPONSE``)
+_ON_EVENT: dict[str, _EventHandler] = {
+    "message_start": MessagesEventTranslator._message_start,
+    "content_block_start": MessagesEventTranslator._block_start,
+    "content_block_delta": MessagesEventTranslator._block_delta,
+    "content_block_stop": MessagesEventTranslator._block_stop,
+    "message_delta": MessagesEventTranslator._message_delta,
+    "message_stop": MessagesEventTranslator._message_stop,
+    "ping": MessagesEventTranslator._ping,
+    "error": MessagesEventTranslator._error,
+}
+
+
+def _text_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
+    return parts.piece(ours, str(delta.get("text") or ""))
+
+
+def _thinking_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
+    return parts.piece(ours, str(delta.get("thinking") or ""))
+
+
+def _signature_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
+    ours.fields = merge_streamed(ours.fields, {"signature": str(delta.get("signature") or "")})
+    return []
+
+
+def _citations_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
+    ours.fields = merge_streamed(ours.fields, {"citations": [delta.get("citation")]})
+    return []
+
+
+def _input_json_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
+    """A piece of a tool call's input (its ``tool-call-delta``) or of a server tool's (kept, not sent)."""
+    piece = str(delta.get("partial_json") or "")
+    ours.streamed_json = True
+    if ours.kind == "tool-call" and piece:
+        return [parts.arguments(ours, piece)]
+    ours.text += piece
+    return []
+
+
+#: (delta type, our open block's kind) -> what the delta does to it (any other pair is ``BAD_RESPONSE``)
+_ON_DELTA: dict[tuple[str, str], Callable[[AnswerParts, _Block, Mapping[str, Any]], list[StreamChunk]]] = {
+    ("text_delta", "text"): _text_delta,
+    ("thinking_delta", "reasoning"): _thinking_delta,
+    ("signature_delta", "reasoning"): _signature_delta,
+    ("citations_delta", "text"): _citations_delta,
+    ("input_json_delta", "tool-call"): _input_json_delta,
+    ("input_json_delta", PROVIDER_BLOCK): _input_json_delta,
+}
 
 
 def message_events(message: object, *, where: str = "the messages endpoint") -> list[JsonDict]:
