@@ -63,7 +63,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import MalformedCallError
+from ..errors import LlmError, MalformedCallError
 from ..types import ContentBlock, Message
 
 __all__ = [
@@ -73,12 +73,14 @@ __all__ = [
     "PROVIDER_FIELDS_BLOCK",
     "check_tool_calls",
     "client_path",
+    "failed_answer",
     "fallback_call_id",
     "merge_partial",
     "merge_streamed",
     "partial_for",
     "preview",
     "shaping_params",
+    "unsent",
     "whole_int",
 ]
 
@@ -190,6 +192,19 @@ def preview(value: object, limit: int = 200) -> str:
 def whole_int(value: object) -> int | None:
     """``value`` when it is an integer (a JSON ``true`` is not one), else ``None``: a usage count."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def unsent(whole: str, sent: str) -> str:
+    """What of ``whole`` (a block's text or arguments at its end) its deltas did not send: the rest
+    after ``sent``, or ``""`` when ``sent`` is not its beginning (nothing can be added to make it)."""
+    return whole[len(sent) :] if whole.startswith(sent) else ""
+
+
+def failed_answer(reason: Mapping[str, Any]) -> LlmError:
+    """The error a whole (not streamed) answer is served as when it ended in an ``error``/``aborted``
+    finish ``reason``: its message and code (default ``PROVIDER_ERROR``), status 502."""
+    what = str(reason.get("message") or "model stream aborted")
+    return LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
 
 
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:

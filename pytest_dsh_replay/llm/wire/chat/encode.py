@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import orjson
 
-from ...errors import LlmError
 from ...types import ContentBlock, Message, StreamChunk
 from ..fields import (
     PROVIDER_FIELDS_BLOCK,
+    failed_answer,
     fallback_call_id,
     merge_partial,
     partial_for,
+    unsent,
 )
-from .request import WIRE
+from .request import WIRE, assistant_parts
 from .upstream import ChatBlock
 
 JsonDict = dict[str, Any]
@@ -151,58 +152,63 @@ class ChatStreamEncoder:
         """The SSE bytes of one chunk (often none: block-start, usage)."""
         c = cast(Mapping[str, Any], chunk)
         kind = c.get("type")
-        index = c.get("index", 0)
-        if kind in ("text-delta", "reasoning-delta"):
-            text = str(c.get("text", ""))
-            self._sent[index] = self._sent.get(index, "") + text
-            key = "content" if kind == "text-delta" else "reasoning_content"
-            return [self._chunk({key: text})] if text else []
-        if kind == "tool-call-delta":
-            piece = str(c.get("argumentsDelta", ""))
-            self._sent[index] = self._sent.get(index, "") + piece
-            call_id = str(c.get("id") or "") or fallback_call_id(self._history, index)
-            return [self._call_delta(index, call_id, str(c.get("name", "")), piece)]
-        if kind == "block-end":
-            return self._block_end(index, c.get("block"))
-        if kind == "usage":
-            self._usage = c.get("usage")
-            return []
-        if kind == "finish":
-            raw = c.get("reason")
-            reason: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {"kind": "stop"}
-            finish = provider_finish_reason(reason)
-            if finish is None:
-                message = str(reason.get("message") or reason.get("kind"))
-                return [_sse(error_body(message, str(reason.get("code") or "PROVIDER_ERROR"), 500))]
-            return [self._chunk({}, finish)]
-        return []
+        handler = _ON_CHUNK.get(kind) if isinstance(kind, str) else None
+        return [] if handler is None else handler(self, c, c.get("index", 0))
 
-    def _block_end(self, index: int, block: object) -> list[bytes]:
+    def _on_text(self, c: Mapping[str, Any], index: int) -> list[bytes]:
+        text = str(c.get("text", ""))
+        self._sent[index] = self._sent.get(index, "") + text
+        key = "content" if c.get("type") == "text-delta" else "reasoning_content"
+        return [self._chunk({key: text})] if text else []
+
+    def _on_call(self, c: Mapping[str, Any], index: int) -> list[bytes]:
+        piece = str(c.get("argumentsDelta", ""))
+        self._sent[index] = self._sent.get(index, "") + piece
+        call_id = str(c.get("id") or "") or fallback_call_id(self._history, index)
+        return [self._call_delta(index, call_id, str(c.get("name", "")), piece)]
+
+    def _on_end(self, c: Mapping[str, Any], index: int) -> list[bytes]:
+        block = c.get("block")
         if not isinstance(block, Mapping):
             return []
-        sent = self._sent.get(index, "")
         kind = block.get("type")
-        partial = partial_for(block, WIRE)
         if kind == "tool-call":
-            arguments = str(block.get("arguments", ""))
-            rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
-            if index in self._calls and not rest and not partial:
-                return []
-            self._sent[index] = arguments
-            return [
-                self._call_delta(
-                    index, str(block.get("id", "")), str(block.get("name", "")), rest, partial=partial
-                )
-            ]
+            return self._call_end(index, block)
         if kind == PROVIDER_FIELDS_BLOCK:  # the message's own fields, for the client to echo back
+            partial = partial_for(block, WIRE)
             return [self._chunk(dict(partial))] if partial else []
         if kind in ("text", "reasoning"):
             text = str(block.get("text", ""))
-            rest = text[len(sent) :] if text.startswith(sent) else ""
+            rest = unsent(text, self._sent.get(index, ""))
             self._sent[index] = text
             key = "content" if kind == "text" else "reasoning_content"
             return [self._chunk({key: rest})] if rest else []
         return []
+
+    def _call_end(self, index: int, block: Mapping[str, Any]) -> list[bytes]:
+        """A call's end: the arguments its deltas did not send and its recorded provider fields (the
+        whole call when no delta came)."""
+        partial = partial_for(block, WIRE)
+        arguments = str(block.get("arguments", ""))
+        rest = unsent(arguments, self._sent.get(index, ""))
+        if index in self._calls and not rest and not partial:
+            return []
+        self._sent[index] = arguments
+        call_id, name = str(block.get("id", "")), str(block.get("name", ""))
+        return [self._call_delta(index, call_id, name, rest, partial=partial)]
+
+    def _on_usage(self, c: Mapping[str, Any], index: int) -> list[bytes]:
+        self._usage = c.get("usage")
+        return []
+
+    def _on_finish(self, c: Mapping[str, Any], index: int) -> list[bytes]:
+        raw = c.get("reason")
+        reason: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {"kind": "stop"}
+        finish = provider_finish_reason(reason)
+        if finish is None:
+            message = str(reason.get("message") or reason.get("kind"))
+            return [_sse(error_body(message, str(reason.get("code") or "PROVIDER_ERROR"), 500))]
+        return [self._chunk({}, finish)]
 
     def error(self, message: str, code: str) -> list[bytes]:
         """An SSE error event (an error raised mid-stream after the response started)."""
@@ -231,11 +237,43 @@ class ChatStreamEncoder:
         return out
 
 
+_ChunkHandler = Callable[[ChatStreamEncoder, Mapping[str, Any], int], list[bytes]]
+
+#: what each of our chunk types sends (block-start: nothing)
+_ON_CHUNK: dict[str, _ChunkHandler] = {
+    "text-delta": ChatStreamEncoder._on_text,
+    "reasoning-delta": ChatStreamEncoder._on_text,
+    "tool-call-delta": ChatStreamEncoder._on_call,
+    "block-end": ChatStreamEncoder._on_end,
+    "usage": ChatStreamEncoder._on_usage,
+    "finish": ChatStreamEncoder._on_finish,
+}
+
+
 def stream_encoder(
     model: str, response_id: str, *, body: Mapping[str, Any] | None = None
 ) -> ChatStreamEncoder:
     """A :class:`ChatStreamEncoder` (the factory of the wire interface)."""
     return ChatStreamEncoder(model, response_id, body=body)
+
+
+#: the kind of block a delta chunk builds (a block-start names its own)
+_BUILDS = {
+    "block-start": "",
+    "text-delta": "text",
+    "reasoning-delta": "reasoning",
+    "tool-call-delta": "tool-call",
+}
+
+
+def _grow(block: ChatBlock, c: Mapping[str, Any]) -> None:
+    """A delta chunk's text or call piece added to the block it builds."""
+    if c.get("type") == "tool-call-delta":
+        block.call_id = str(c.get("id") or block.call_id)
+        block.name = str(c.get("name") or block.name)
+        block.text += str(c.get("argumentsDelta", ""))
+    elif c.get("type") != "block-start":
+        block.text += str(c.get("text", ""))
 
 
 def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
@@ -246,22 +284,31 @@ def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
     for chunk in chunks:
         c = cast(Mapping[str, Any], chunk)
         kind, index = c.get("type"), c.get("index", 0)
-        if kind == "block-start":
-            blocks.setdefault(index, ChatBlock(index, str(c.get("blockType"))))
-        elif kind in ("text-delta", "reasoning-delta"):
-            block = blocks.setdefault(
-                index, ChatBlock(index, "text" if kind == "text-delta" else "reasoning")
-            )
-            block.text += str(c.get("text", ""))
-        elif kind == "tool-call-delta":
-            block = blocks.setdefault(index, ChatBlock(index, "tool-call"))
-            block.call_id = str(c.get("id") or block.call_id)
-            block.name = str(c.get("name") or block.name)
-            block.text += str(c.get("argumentsDelta", ""))
-        elif kind == "block-end" and isinstance(c.get("block"), Mapping):
+        if kind == "block-end" and isinstance(c.get("block"), Mapping):
             ended.setdefault(index, dict(c["block"]))
             blocks.setdefault(index, ChatBlock(index, str(c["block"].get("type"))))
+        elif isinstance(kind, str) and kind in _BUILDS:
+            _grow(blocks.setdefault(index, ChatBlock(index, _BUILDS[kind] or str(c.get("blockType")))), c)
     return [ended[i] if i in ended else blocks[i].closed(f"call-{i}") for i in sorted(blocks)]
+
+
+def _answer_end(chunks: list[StreamChunk]) -> tuple[str, Mapping[str, Any] | None]:
+    """The ``finish_reason`` (``stop`` when none came) and the usage of an answer's chunks.
+
+    Raises:
+        LlmError: status 502, as :func:`encode_whole`.
+    """
+    finish, usage = "stop", None
+    for chunk in chunks:
+        c = cast(Mapping[str, Any], chunk)
+        if c.get("type") == "finish" and isinstance(c.get("reason"), Mapping):
+            mapped = provider_finish_reason(c["reason"])
+            if mapped is None:
+                raise failed_answer(c["reason"])
+            finish = mapped
+        elif c.get("type") == "usage" and isinstance(c.get("usage"), Mapping):
+            usage = c["usage"]
+    return finish, usage
 
 
 def encode_whole(
@@ -277,45 +324,15 @@ def encode_whole(
         LlmError: status 502, the answer ended in an ``error``/``aborted`` finish that is not a provider's
             ``finish_reason`` (the endpoint answers it as an HTTP error).
     """
-    texts, reasoning, calls = [], [], []
-    provider: JsonDict = {}
-    for block in assembled_blocks(chunks):
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind == "reasoning":
-            reasoning.append(str(block.get("text", "")))
-        elif kind == PROVIDER_FIELDS_BLOCK:
-            provider = merge_partial(provider, partial_for(block, WIRE))
-        elif kind == "tool-call":
-            call: JsonDict = {
-                "id": str(block.get("id", "")),
-                "type": "function",
-                "function": {
-                    "name": str(block.get("name", "")),
-                    "arguments": str(block.get("arguments", "")),
-                },
-            }
-            calls.append(merge_partial(call, partial_for(block, WIRE)))
-    finish, usage = "stop", None
-    for chunk in chunks:
-        c = cast(Mapping[str, Any], chunk)
-        if c.get("type") == "finish" and isinstance(c.get("reason"), Mapping):
-            reason = c["reason"]
-            mapped = provider_finish_reason(reason)
-            if mapped is None:
-                what = str(reason.get("message") or "model stream aborted")
-                raise LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
-            finish = mapped
-        elif c.get("type") == "usage" and isinstance(c.get("usage"), Mapping):
-            usage = c["usage"]
-    message: JsonDict = {"role": "assistant", "content": "".join(texts) if texts else None}
-    if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if calls:
-        message["tool_calls"] = calls
-    if provider:  # the provider's own message fields, as it sent them (fields.py)
-        message = merge_partial(message, provider)
+    said = assistant_parts(assembled_blocks(chunks), strict=False)
+    finish, usage = _answer_end(chunks)
+    message: JsonDict = {"role": "assistant", "content": "".join(said.texts) if said.texts else None}
+    if said.reasoning:
+        message["reasoning_content"] = "".join(said.reasoning)
+    if said.calls:
+        message["tool_calls"] = said.calls
+    if said.provider:  # the provider's own message fields, as it sent them (fields.py)
+        message = merge_partial(message, said.provider)
     out: JsonDict = {
         "id": response_id,
         "object": "chat.completion",

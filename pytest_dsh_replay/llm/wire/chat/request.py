@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from msgspec import Struct
 
 from ...errors import LlmError
 from ...model import ModelRequest
@@ -79,42 +81,75 @@ def _user_content(blocks: list[ContentBlock]) -> str | list[JsonDict]:
     return parts
 
 
-def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> JsonDict:
-    texts: list[str] = []
-    reasoning: list[str] = []
-    tool_calls: list[JsonDict] = []
-    provider: JsonDict = {}
+class AssistantParts(Struct):
+    """What an assistant's blocks say in Chat Completions: its texts, its reasoning, its tool calls
+    (each as this wire's JSON) and the message's own provider fields (``fields.py``)."""
+
+    texts: list[str]
+    reasoning: list[str]
+    calls: list[JsonDict]
+    provider: JsonDict
+
+
+def tool_call_json(block: Mapping[str, Any]) -> JsonDict:
+    """A ``tool-call`` block as a Chat Completions tool call, its recorded provider fields merged back."""
+    call: JsonDict = {
+        "id": str(block.get("id", "")),
+        "type": "function",
+        "function": {"name": str(block.get("name", "")), "arguments": str(block.get("arguments", ""))},
+    }
+    return merge_partial(call, partial_for(block, WIRE))
+
+
+def assistant_parts(blocks: Iterable[Mapping[str, Any]], *, strict: bool) -> AssistantParts:
+    """The parts of an assistant's ``blocks`` (another format's ``provider-block`` left out: this API
+    has no place for it).
+
+    Raises:
+        LlmError: ``UNSUPPORTED_BLOCK`` for a block of another type when ``strict`` (else it is left out).
+    """
+    said = AssistantParts([], [], [], {})
     for block in blocks:
         kind = block.get("type")
-        if kind == PROVIDER_FIELDS_BLOCK:  # the message's own provider fields (fields.py)
-            provider = merge_partial(provider, partial_for(block, WIRE))
-        elif kind == PROVIDER_BLOCK:
-            continue  # another format's block (a server tool's): this API has no place for it
-        elif kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind == "reasoning":
-            reasoning.append(str(block.get("text", "")))
+        if kind == PROVIDER_FIELDS_BLOCK:
+            said.provider = merge_partial(said.provider, partial_for(block, WIRE))
+        elif kind in ("text", "reasoning"):
+            (said.texts if kind == "text" else said.reasoning).append(str(block.get("text", "")))
         elif kind == "tool-call":
-            call: JsonDict = {
-                "id": str(block.get("id", "")),
-                "type": "function",
-                "function": {
-                    "name": str(block.get("name", "")),
-                    "arguments": str(block.get("arguments", "")),
-                },
-            }
-            tool_calls.append(merge_partial(call, partial_for(block, WIRE)))
-        else:
+            said.calls.append(tool_call_json(block))
+        elif strict and kind != PROVIDER_BLOCK:
             raise LlmError(
                 f"cannot send a {kind!r} block in an assistant message to a chat-completions endpoint",
                 "UNSUPPORTED_BLOCK",
             )
-    message: JsonDict = {"role": "assistant", "content": "\n".join(texts)}
-    if reasoning and send_reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return merge_partial(message, provider) if provider else message
+    return said
+
+
+def _assistant_message(blocks: list[ContentBlock], *, send_reasoning: bool) -> JsonDict:
+    said = assistant_parts(blocks, strict=True)
+    message: JsonDict = {"role": "assistant", "content": "\n".join(said.texts)}
+    if said.reasoning and send_reasoning:
+        message["reasoning_content"] = "".join(said.reasoning)
+    if said.calls:
+        message["tool_calls"] = said.calls
+    return merge_partial(message, said.provider) if said.provider else message
+
+
+def _user_messages(blocks: list[ContentBlock]) -> list[JsonDict]:
+    """A user message's blocks: each ``tool-result`` its own ``tool`` message, the rest one user
+    message after them (an empty message stays one)."""
+    out: list[JsonDict] = []
+    rest: list[ContentBlock] = []
+    for block in blocks:
+        if block.get("type") != "tool-result":
+            rest.append(block)
+            continue
+        content = block.get("content", [])
+        text = content if isinstance(content, str) else _text_of(list(content), where="a tool result")
+        out.append({"role": "tool", "tool_call_id": str(block.get("toolCallId", "")), "content": text})
+    if rest or not blocks:
+        out.append({"role": "user", "content": _user_content(rest)})
+    return out
 
 
 def to_openai_messages(
@@ -130,7 +165,7 @@ def to_openai_messages(
       ``reasoning_content`` (unless ``send_reasoning`` is false), tool-call blocks into
       ``tool_calls`` with the raw ``arguments`` string; the provider fields recorded for this format
       (``providerFields.chat`` of a tool call, of the message's ``provider-fields`` block) are merged
-      back over what was built, exactly as the provider sent them (:mod:`.fields`).
+      back over what was built, exactly as the provider sent them (:mod:`..fields`).
 
     Raises:
         LlmError: code ``UNSUPPORTED_BLOCK`` for a block the endpoint cannot take.
@@ -146,22 +181,7 @@ def to_openai_messages(
         elif role == "system":
             out.append({"role": "system", "content": _text_of(blocks, where="a system message")})
         elif role == "user":
-            rest: list[ContentBlock] = []
-            for block in blocks:
-                if block.get("type") == "tool-result":
-                    content = block.get("content", [])
-                    text = (
-                        content
-                        if isinstance(content, str)
-                        else _text_of(list(content), where="a tool result")
-                    )
-                    out.append(
-                        {"role": "tool", "tool_call_id": str(block.get("toolCallId", "")), "content": text}
-                    )
-                else:
-                    rest.append(block)
-            if rest or not blocks:
-                out.append({"role": "user", "content": _user_content(rest)})
+            out += _user_messages(blocks)
         else:
             raise LlmError(f"unknown message role {role!r}", "UNSUPPORTED_BLOCK")
     return out
@@ -205,6 +225,25 @@ def _body_error(message: str, field: str) -> WireRequestError:
     return WireRequestError(message, field)
 
 
+def _content_part(part: object, where: str) -> ContentBlock:
+    """One typed content part (``text``/``input_text``/``output_text``, ``image_url``) as our block."""
+    if not isinstance(part, Mapping):
+        raise _body_error(f"a content part must be an object, got {preview(part)}", where)
+    kind = part.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise _body_error("a text part needs a string 'text'", where)
+        return {"type": "text", "text": text}
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+        if not isinstance(url, str):
+            raise _body_error("an image_url part needs image_url.url", where)
+        return {"type": "image", "url": url}
+    raise _body_error(f"unsupported content part type {kind!r} (text and image_url are)", where)
+
+
 def _content_blocks(content: object, field: str, *, tool: bool = False) -> list[ContentBlock]:
     """A message's ``content`` (a string, ``None`` or a list of parts) as our blocks."""
     if content is None:
@@ -213,26 +252,7 @@ def _content_blocks(content: object, field: str, *, tool: bool = False) -> list[
         return [{"type": "text", "text": content}] if content or tool else []
     if not isinstance(content, list):
         raise _body_error(f"content must be a string, null or a list of parts, got {preview(content)}", field)
-    blocks: list[ContentBlock] = []
-    for i, part in enumerate(content):
-        where = f"{field}[{i}]"
-        if not isinstance(part, Mapping):
-            raise _body_error(f"a content part must be an object, got {preview(part)}", where)
-        kind = part.get("type")
-        if kind in ("text", "input_text", "output_text"):
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise _body_error("a text part needs a string 'text'", where)
-            blocks.append({"type": "text", "text": text})
-        elif kind == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, Mapping) else image
-            if not isinstance(url, str):
-                raise _body_error("an image_url part needs image_url.url", where)
-            blocks.append({"type": "image", "url": url})
-        else:
-            raise _body_error(f"unsupported content part type {kind!r} (text and image_url are)", where)
-    return blocks
+    return [_content_part(part, f"{field}[{i}]") for i, part in enumerate(content)]
 
 
 def _joined_text(content: object, field: str) -> str:
@@ -257,6 +277,83 @@ def _tool_call_blocks(calls: object, field: str) -> list[ContentBlock]:
     return out
 
 
+def _user_from_body(message: Mapping[str, Any], field: str) -> tuple[Message, list[str]]:
+    """A ``user`` message: its text and image blocks, each from its content part."""
+    content = message.get("content")
+    blocks = _content_blocks(content, f"{field}.content")
+    where = [".content" if isinstance(content, str) else f".content[{j}]" for j in range(len(blocks))]
+    return {"role": "user", "content": blocks}, where
+
+
+def _assistant_from_body(message: Mapping[str, Any], field: str) -> tuple[Message, list[str]]:
+    """An ``assistant`` message: reasoning, text, then tool-call blocks (the order in which
+    :class:`~.upstream.ChatChunkTranslator` numbers them)."""
+    blocks: list[ContentBlock] = []
+    where: list[str] = []
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        blocks.append({"type": "reasoning", "text": reasoning})
+        where.append(".reasoning_content")
+    text = _joined_text(message.get("content"), f"{field}.content")
+    if text:
+        blocks.append({"type": "text", "text": text})
+        where.append(".content")
+    calls = _tool_call_blocks(message.get("tool_calls"), f"{field}.tool_calls")
+    where += [f".tool_calls[{k}]" for k in range(len(calls))]
+    return {"role": "assistant", "content": blocks + calls}, where
+
+
+def _tool_from_body(message: Mapping[str, Any], field: str) -> tuple[Message, list[str]]:
+    """A ``tool`` message: a user message holding one ``tool-result`` block (events.md §6)."""
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str):
+        raise _body_error("a tool message needs a string tool_call_id", f"{field}.tool_call_id")
+    result: ContentBlock = {
+        "type": "tool-result",
+        "toolCallId": call_id,
+        "content": [{"type": "text", "text": _joined_text(message.get("content"), f"{field}.content")}],
+        "isError": False,
+    }
+    return {"role": "user", "content": [result]}, [".content"]
+
+
+#: role -> the reader of a message of that role (our message and where each of its blocks came from)
+_READERS: dict[str, Callable[[Mapping[str, Any], str], tuple[Message, list[str]]]] = {
+    "user": _user_from_body,
+    "assistant": _assistant_from_body,
+    "tool": _tool_from_body,
+}
+
+
+def _messages_from_body(raw: list[Any]) -> tuple[list[str], list[Message], list[list[Any]]]:
+    """The leading system/developer texts, the messages and where each came from
+    (``fields.client_path``: per message ``[item, [[item, suffix] per block]]``)."""
+    system: list[str] = []
+    messages: list[Message] = []
+    origins: list[list[Any]] = []
+    for i, message in enumerate(raw):
+        field = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise _body_error("a message must be an object", field)
+        role = message.get("role")
+        if role in ("system", "developer"):
+            if messages:
+                raise _body_error(
+                    f"a {role} message after the conversation started is not supported (only leading "
+                    "system/developer messages, which form the system prompt)",
+                    f"{field}.role",
+                )
+            system.append(_joined_text(message.get("content"), f"{field}.content"))
+            continue
+        reader = _READERS.get(role) if isinstance(role, str) else None
+        if reader is None:
+            raise _body_error(f"unknown role {role!r}", f"{field}.role")
+        ours, where = reader(message, field)
+        messages.append(ours)
+        origins.append([i, [[i, suffix] for suffix in where]])
+    return system, messages, origins
+
+
 def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     """A Chat Completions request body as our :class:`~pytest_dsh_replay.llm.model.ModelRequest`.
 
@@ -265,7 +362,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     * leading ``system``/``developer`` messages -> ``system`` (joined with ``"\\n\\n"``);
     * ``user`` -> a user message of text/image blocks;
     * ``assistant`` -> reasoning (``reasoning_content``), text, then tool-call blocks (the order in which
-      :class:`ChatChunkTranslator` numbers them); an assistant message with nothing in it is kept empty;
+      :class:`~.upstream.ChatChunkTranslator` numbers them); an assistant message with nothing in it is
+      kept empty;
     * each ``tool`` message -> a user message holding one ``tool-result`` block (events.md §6);
     * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent;
     * the answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
@@ -283,57 +381,7 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
         raise _body_error("must be a list of messages", "messages")
     if body.get("stream_options") is not None and not isinstance(body.get("stream_options"), Mapping):
         raise _body_error("must be an object", "stream_options")
-    system: list[str] = []
-    messages: list[Message] = []
-    origins: list[list[Any]] = []  # per message: [item, [[item, suffix] per block]] (fields.client_path)
-    for i, message in enumerate(raw):
-        field = f"messages[{i}]"
-        if not isinstance(message, Mapping):
-            raise _body_error("a message must be an object", field)
-        role = message.get("role")
-        content = message.get("content")
-        if role in ("system", "developer"):
-            if messages:
-                raise _body_error(
-                    f"a {role} message after the conversation started is not supported (only leading "
-                    "system/developer messages, which form the system prompt)",
-                    f"{field}.role",
-                )
-            system.append(_joined_text(content, f"{field}.content"))
-        elif role == "user":
-            messages.append({"role": "user", "content": _content_blocks(content, f"{field}.content")})
-            parts = len(messages[-1]["content"])
-            where = [".content" if isinstance(content, str) else f".content[{j}]" for j in range(parts)]
-            origins.append([i, [[i, suffix] for suffix in where]])
-        elif role == "assistant":
-            blocks: list[ContentBlock] = []
-            reasoning = message.get("reasoning_content")
-            if isinstance(reasoning, str) and reasoning:
-                blocks.append({"type": "reasoning", "text": reasoning})
-            text = _joined_text(content, f"{field}.content")
-            if text:
-                blocks.append({"type": "text", "text": text})
-            where = [".reasoning_content"] if blocks and blocks[0]["type"] == "reasoning" else []
-            where += [".content"] * (len(blocks) - len(where))
-            calls = _tool_call_blocks(message.get("tool_calls"), f"{field}.tool_calls")
-            where += [f".tool_calls[{k}]" for k in range(len(calls))]
-            messages.append({"role": "assistant", "content": blocks + calls})
-            origins.append([i, [[i, suffix] for suffix in where]])
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str):
-                raise _body_error("a tool message needs a string tool_call_id", f"{field}.tool_call_id")
-            result_text = _joined_text(content, f"{field}.content")
-            result: ContentBlock = {
-                "type": "tool-result",
-                "toolCallId": call_id,
-                "content": [{"type": "text", "text": result_text}],
-                "isError": False,
-            }
-            messages.append({"role": "user", "content": [result]})
-            origins.append([i, [[i, ".content"]]])
-        else:
-            raise _body_error(f"unknown role {role!r}", f"{field}.role")
+    system, messages, origins = _messages_from_body(raw)
     request: ModelRequest = {"model": model, "messages": messages}
     if system:
         request["system"] = "\n\n".join(system)
@@ -345,35 +393,33 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     return request
 
 
+def _tool_from_spec(tool: object, where: str) -> ToolSpec:
+    """One ``tools`` entry (a function tool) as our tool spec."""
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    if not isinstance(tool, Mapping) or tool.get("type") != "function" or not isinstance(function, Mapping):
+        raise _body_error("only function tools are supported", where)
+    name = function.get("name")
+    if not isinstance(name, str):
+        raise _body_error("needs a string name", f"{where}.function.name")
+    parameters = function.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        raise _body_error("must be a JSON Schema object", f"{where}.function.parameters")
+    spec: ToolSpec = {
+        "name": name,
+        "description": str(function.get("description") or ""),
+        "parameters": dict(parameters or {"type": "object", "properties": {}}),
+    }
+    if isinstance(function.get("strict"), bool):
+        spec["strict"] = function["strict"]
+    return spec
+
+
 def _tools_from_body(raw: object) -> list[ToolSpec]:
     if raw is None:
         return []
     if not isinstance(raw, list):
         raise _body_error("must be a list", "tools")
-    tools: list[ToolSpec] = []
-    for i, tool in enumerate(raw):
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if (
-            not isinstance(tool, Mapping)
-            or tool.get("type") != "function"
-            or not isinstance(function, Mapping)
-        ):
-            raise _body_error("only function tools are supported", f"tools[{i}]")
-        name = function.get("name")
-        if not isinstance(name, str):
-            raise _body_error("needs a string name", f"tools[{i}].function.name")
-        parameters = function.get("parameters")
-        if parameters is not None and not isinstance(parameters, Mapping):
-            raise _body_error("must be a JSON Schema object", f"tools[{i}].function.parameters")
-        spec: ToolSpec = {
-            "name": name,
-            "description": str(function.get("description") or ""),
-            "parameters": dict(parameters or {"type": "object", "properties": {}}),
-        }
-        if isinstance(function.get("strict"), bool):
-            spec["strict"] = function["strict"]
-        tools.append(spec)
-    return tools
+    return [_tool_from_spec(tool, f"tools[{i}]") for i, tool in enumerate(raw)]
 
 
 def wants_stream(body: Mapping[str, Any]) -> bool:
