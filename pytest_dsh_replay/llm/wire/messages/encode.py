@@ -6,14 +6,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from ...errors import LlmError
 from ...types import StreamChunk
 from ..fields import (
     CHUNK_FIELDS,
     PROVIDER_BLOCK,
     PROVIDER_FIELDS_BLOCK,
+    failed_answer,
     merge_partial,
     partial_for,
+    unsent,
 )
 from .request import WIRE
 from .upstream import ERROR_TYPES, STOP_BACK
@@ -188,29 +189,34 @@ class MessagesStreamEncoder:
             return [*started, _sse("content_block_stop", stop)]
         out: list[bytes] = []
         if index not in self._wire_index:  # no delta came: the whole block at once
-            empty = dict(wire_block)
-            for key, value in (("text", ""), ("thinking", ""), ("input", {})):
-                if key in empty:
-                    empty[key] = value
-            out += self._start(index, empty)
-            if wire_block.get("text"):
-                out.append(self._delta(index, {"type": "text_delta", "text": wire_block["text"]}))
-            if wire_block.get("thinking"):
-                out.append(self._delta(index, {"type": "thinking_delta", "thinking": wire_block["thinking"]}))
-            if wire_block.get("type") == "tool_use" and wire_block.get("input"):
-                partial = json.dumps(wire_block["input"], ensure_ascii=False)
-                out.append(self._delta(index, {"type": "input_json_delta", "partial_json": partial}))
+            out += self._whole(index, wire_block)
         elif block.get("type") == "tool-call":
             # arguments the deltas did not carry (an upstream that sent the whole input at the
             # block's start): the rest, so a streamed client assembles the same input
-            arguments, sent = str(block.get("arguments") or ""), self._arguments.get(index, "")
-            rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
+            rest = unsent(str(block.get("arguments") or ""), self._arguments.get(index, ""))
             if rest:
                 out.append(self._delta(index, {"type": "input_json_delta", "partial_json": rest}))
         if wire_block.get("signature"):
             out.append(self._delta(index, {"type": "signature_delta", "signature": wire_block["signature"]}))
         wire = self._wire_index[index]
         out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": wire}))
+        return out
+
+    def _whole(self, index: int, wire_block: Mapping[str, Any]) -> list[bytes]:
+        """A block no delta came for: its start (text, thinking and input empty), then its content as
+        one delta."""
+        empty = dict(wire_block)
+        for key, value in (("text", ""), ("thinking", ""), ("input", {})):
+            if key in empty:
+                empty[key] = value
+        out = self._start(index, empty)
+        if wire_block.get("text"):
+            out.append(self._delta(index, {"type": "text_delta", "text": wire_block["text"]}))
+        if wire_block.get("thinking"):
+            out.append(self._delta(index, {"type": "thinking_delta", "thinking": wire_block["thinking"]}))
+        if wire_block.get("type") == "tool_use" and wire_block.get("input"):
+            partial = json.dumps(wire_block["input"], ensure_ascii=False)
+            out.append(self._delta(index, {"type": "input_json_delta", "partial_json": partial}))
         return out
 
     def _finish(self, reason: Any) -> list[bytes]:
@@ -281,8 +287,7 @@ def encode_whole(
         elif c.get("type") == "finish":
             reason = c.get("reason")
     if isinstance(reason, Mapping) and reason.get("kind") in ("error", "aborted"):
-        what = str(reason.get("message") or "model stream aborted")
-        raise LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
+        raise failed_answer(reason)
     message.update(_stop_reason(reason))
     message["usage"] = _usage_body(usage, usage_extra)
     return message

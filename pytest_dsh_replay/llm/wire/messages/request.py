@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...errors import LlmError
@@ -272,6 +272,51 @@ def _body_text(value: Any, where: str) -> list[ContentBlock]:
     return out
 
 
+def _text_from_body(block: Mapping[str, Any], where: str) -> ContentBlock:
+    out: ContentBlock = {"type": "text", "text": str(block.get("text", ""))}
+    if isinstance(block.get("cache_control"), Mapping):
+        out["cache"] = "ephemeral"
+    return out
+
+
+def _image_from_body(block: Mapping[str, Any], where: str) -> ContentBlock:
+    source = block.get("source") or {}
+    if not isinstance(source, Mapping):
+        raise WireRequestError(f"an image source must be an object, got {preview(source)}", f"{where}.source")
+    if source.get("type") == "base64":
+        return {"type": "image", "url": f"data:{source.get('media_type')};base64,{source.get('data')}"}
+    return {"type": "image", "url": str(source.get("url", ""))}
+
+
+def _thinking_from_body(block: Mapping[str, Any], where: str) -> ContentBlock:
+    return {"type": "reasoning", "text": str(block.get("thinking", ""))}
+
+
+def _redacted_from_body(block: Mapping[str, Any], where: str) -> ContentBlock:
+    return {"type": "reasoning", "text": "", PROVIDER_FIELDS: {WIRE: dict(block)}}
+
+
+def _tool_use_from_body(block: Mapping[str, Any], where: str) -> ContentBlock:
+    return {
+        "type": "tool-call",
+        "id": str(block.get("id", "")),
+        "name": str(block.get("name", "")),
+        "arguments": json.dumps(block.get("input", {}), ensure_ascii=False),
+    }
+
+
+#: (block type, message role) -> the reader of that block; a block type of :data:`BLOCK_KEYS` keeps
+#: its unknown keys as provider fields
+_BLOCK_READERS: dict[tuple[str, str], Callable[[Mapping[str, Any], str], ContentBlock]] = {
+    ("text", "user"): _text_from_body,
+    ("text", "assistant"): _text_from_body,
+    ("image", "user"): _image_from_body,
+    ("thinking", "assistant"): _thinking_from_body,
+    ("redacted_thinking", "assistant"): _redacted_from_body,
+    ("tool_use", "assistant"): _tool_use_from_body,
+}
+
+
 def _block_from_body(block: Any, role: str, where: str) -> ContentBlock:
     if not isinstance(block, Mapping):
         raise WireRequestError(f"a content block must be an object, got {preview(block)}", where)
@@ -279,39 +324,52 @@ def _block_from_body(block: Any, role: str, where: str) -> ContentBlock:
     if isinstance(kind, str) and kind not in _MAPPED_TYPES:
         # a server tool's block (or any other we have no word for): kept whole (fields.PROVIDER_BLOCK)
         return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: dict(block)}}
-    known = BLOCK_KEYS.get(str(kind), frozenset({"type"})) | {"cache_control"}
-    extra = {k: v for k, v in block.items() if k not in known}
-    out: ContentBlock
-    if kind == "text":
-        out = {"type": "text", "text": str(block.get("text", ""))}
-        if isinstance(block.get("cache_control"), Mapping):
-            out["cache"] = "ephemeral"
-    elif kind == "image" and role == "user":
-        source = block.get("source") or {}
-        if not isinstance(source, Mapping):
-            raise WireRequestError(
-                f"an image source must be an object, got {preview(source)}", f"{where}.source"
-            )
-        if source.get("type") == "base64":
-            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
-        else:
-            url = str(source.get("url", ""))
-        return {"type": "image", "url": url}
-    elif kind == "thinking" and role == "assistant":
-        out = {"type": "reasoning", "text": str(block.get("thinking", ""))}
-    elif kind == "redacted_thinking" and role == "assistant":
-        return {"type": "reasoning", "text": "", PROVIDER_FIELDS: {WIRE: dict(block)}}
-    elif kind == "tool_use" and role == "assistant":
-        out = {
-            "type": "tool-call",
-            "id": str(block.get("id", "")),
-            "name": str(block.get("name", "")),
-            "arguments": json.dumps(block.get("input", {}), ensure_ascii=False),
-        }
-    else:
+    read = _BLOCK_READERS.get((kind, role)) if isinstance(kind, str) else None
+    if read is None:
         raise WireRequestError(f"a {kind!r} block in a {role} message is not supported", where)
+    out = read(block, where)
+    known = BLOCK_KEYS.get(str(kind))
+    extra = {k: v for k, v in block.items() if k not in known | {"cache_control"}} if known else None
     if extra:
         out[PROVIDER_FIELDS] = {WIRE: extra}
+    return out
+
+
+def _message_from_body(position: int, raw: object) -> list[tuple[Message, list[Any]]]:
+    """One message of the body as our messages, each with where it came from (``fields.client_path``):
+    every ``tool_result`` block of a user message its own message, the rest one message after them."""
+    if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
+        raise WireRequestError("must be a user or assistant message", f"messages[{position}]")
+    role = raw["role"]
+    content = raw.get("content")
+    if isinstance(content, str):
+        return [
+            (
+                {"role": role, "content": [{"type": "text", "text": content}]},
+                [position, [[position, ".content"]]],
+            )
+        ]
+    if not isinstance(content, list):
+        raise WireRequestError("must be a string or a list of blocks", f"messages[{position}].content")
+    out: list[tuple[Message, list[Any]]] = []
+    rest: list[ContentBlock] = []
+    rest_from: list[list[Any]] = []
+    for i, block in enumerate(content):
+        if role == "user" and isinstance(block, Mapping) and block.get("type") == "tool_result":
+            result: ContentBlock = {
+                "type": "tool-result",
+                "toolCallId": str(block.get("tool_use_id", "")),
+                "content": _body_text(block.get("content", ""), f"messages[{position}] tool_result"),
+                "isError": bool(block.get("is_error", False)),
+            }
+            out.append(
+                ({"role": "user", "content": [result]}, [position, [[position, f".content[{i}].content"]]])
+            )
+        else:
+            rest.append(_block_from_body(block, role, f"messages[{position}].content[{i}]"))
+            rest_from.append([position, f".content[{i}]"])
+    if rest or not content:
+        out.append(({"role": role, "content": rest}, [position, rest_from]))
     return out
 
 
@@ -335,38 +393,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list):
         raise WireRequestError("must be a list of messages", "messages")
-    messages: list[Message] = []
-    origins: list[list[Any]] = []  # per message: [item, [[item, suffix] per block]] (fields.client_path)
-    for position, raw in enumerate(raw_messages):
-        if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
-            raise WireRequestError("must be a user or assistant message", f"messages[{position}]")
-        role = raw["role"]
-        content = raw.get("content")
-        if isinstance(content, str):
-            messages.append({"role": role, "content": [{"type": "text", "text": content}]})
-            origins.append([position, [[position, ".content"]]])
-            continue
-        if not isinstance(content, list):
-            raise WireRequestError("must be a string or a list of blocks", f"messages[{position}].content")
-        rest: list[ContentBlock] = []
-        rest_from: list[list[Any]] = []
-        for i, block in enumerate(content):
-            if role == "user" and isinstance(block, Mapping) and block.get("type") == "tool_result":
-                result: ContentBlock = {
-                    "type": "tool-result",
-                    "toolCallId": str(block.get("tool_use_id", "")),
-                    "content": _body_text(block.get("content", ""), f"messages[{position}] tool_result"),
-                    "isError": bool(block.get("is_error", False)),
-                }
-                messages.append({"role": "user", "content": [result]})
-                origins.append([position, [[position, f".content[{i}].content"]]])
-            else:
-                rest.append(_block_from_body(block, role, f"messages[{position}].content[{i}]"))
-                rest_from.append([position, f".content[{i}]"])
-        if rest or not content:
-            messages.append({"role": role, "content": rest})
-            origins.append([position, rest_from])
-    request: ModelRequest = {"model": model, "messages": messages}
+    read = [pair for position, raw in enumerate(raw_messages) for pair in _message_from_body(position, raw)]
+    request: ModelRequest = {"model": model, "messages": [message for message, _ in read]}
     system = body.get("system")
     if system:
         request["system"] = "\n".join(b["text"] for b in _body_text(system, "system"))
@@ -374,7 +402,8 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     if tools:
         request["tools"] = tools
     request["params"] = shaping_params(body, SHAPING_FIELDS)
-    request["origins"] = {"field": ITEMS_FIELD, "messages": origins}
+    # per message: [item, [[item, suffix] per block]] (fields.client_path)
+    request["origins"] = {"field": ITEMS_FIELD, "messages": [origin for _, origin in read]}
     return request
 
 

@@ -76,6 +76,35 @@ def _field_str(container: Mapping[str, Any], key: str, where: str, *, required: 
     return value
 
 
+def _text_part(part: object, here: str, role: str) -> ContentBlock | None:
+    """One content part of a message item as our block (``None``: an empty answer text, never a block)."""
+    if not isinstance(part, Mapping):
+        raise WireRequestError(f"must be an object, got {preview(part)}", here)
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "refusal"):
+        key = "refusal" if kind == "refusal" else "text"
+        text = cast(str, _field_str(part, key, here))
+        if role == "assistant" and not text:
+            return None  # an empty answer text is never a block (see the package doc)
+        if kind == "refusal":
+            return {"type": "text", "text": text}
+        return text_block(text, part.get("annotations") if role == "assistant" else None)
+    if kind == "input_image":
+        url = part.get("image_url")
+        if not isinstance(url, str) or not url:
+            raise WireRequestError(
+                f"only an input_image with an image_url can be mapped "
+                f"(a file_id needs the Files API), got {preview(part)}",
+                f"{here}.image_url",
+            )
+        return {"type": "image", "url": url}
+    raise WireRequestError(
+        f"content part type {preview(kind)} is not supported "
+        "(input_text, output_text, refusal, input_image with image_url)",
+        f"{here}.type",
+    )
+
+
 def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]:
     """The blocks of a message item's ``content``: a string, or a list of content parts."""
     if isinstance(content, str):
@@ -85,39 +114,8 @@ def _text_parts(content: object, where: str, *, role: str) -> list[ContentBlock]
             f"must be a string or a list of content parts, got {preview(content)}",
             f"{where}.content",
         )
-    blocks: list[ContentBlock] = []
-    for number, part in enumerate(content):
-        here = f"{where}.content[{number}]"
-        if not isinstance(part, Mapping):
-            raise WireRequestError(f"must be an object, got {preview(part)}", here)
-        kind = part.get("type")
-        if kind in ("input_text", "output_text"):
-            text = _field_str(part, "text", here)
-            assert text is not None
-            if role == "assistant" and not text:
-                continue  # an empty answer text is never a block (see the module doc)
-            blocks.append(text_block(text, part.get("annotations") if role == "assistant" else None))
-        elif kind == "refusal":
-            text = _field_str(part, "refusal", here)
-            assert text is not None
-            if text or role != "assistant":
-                blocks.append({"type": "text", "text": text})
-        elif kind == "input_image":
-            url = part.get("image_url")
-            if not isinstance(url, str) or not url:
-                raise WireRequestError(
-                    f"only an input_image with an image_url can be mapped "
-                    f"(a file_id needs the Files API), got {preview(part)}",
-                    f"{here}.image_url",
-                )
-            blocks.append({"type": "image", "url": url})
-        else:
-            raise WireRequestError(
-                f"content part type {preview(kind)} is not supported "
-                "(input_text, output_text, refusal, input_image with image_url)",
-                f"{here}.type",
-            )
-    return blocks
+    blocks = [_text_part(part, f"{where}.content[{number}]", role) for number, part in enumerate(content)]
+    return [block for block in blocks if block is not None]
 
 
 def text_block(text: str, annotations: object) -> ContentBlock:
@@ -223,6 +221,112 @@ def _tools(value: object) -> list[ToolSpec]:
     return out
 
 
+class _Input:
+    """The messages of a list ``input`` (see :func:`request_from_body`), built item by item: the leading
+    system/developer texts, the messages, and where each came from (``fields.client_path``: per message
+    ``[item, [[item, suffix], ...]]``)."""
+
+    def __init__(self) -> None:
+        self.system: list[str] = []
+        self.messages: list[Message] = []
+        self.origins: list[list[Any]] = []
+        self._assistant: Message | None = None  # the assistant message the current run of output items builds
+
+    def _answer(self, number: int, suffix: str, count: int = 1) -> list[ContentBlock]:
+        """The blocks of the assistant message the run of output items builds (opened now if none)."""
+        if self._assistant is None:
+            self._assistant = {"role": "assistant", "content": []}
+            self.messages.append(self._assistant)
+            self.origins.append([number, []])
+        self.origins[-1][1].extend([number, suffix] for _ in range(count))
+        return self._assistant["content"]
+
+    def _add(self, message: Message, number: int, where: list[str]) -> None:
+        """A message of its own (it ends the run of output items)."""
+        self._assistant = None
+        self.messages.append(message)
+        self.origins.append([number, [[number, suffix] for suffix in where]])
+
+    def item(self, number: int, item: object) -> None:
+        where = f"input[{number}]"
+        if not isinstance(item, Mapping):
+            raise WireRequestError(f"must be an object, got {preview(item)}", where)
+        kind = item.get("type")
+        if kind in (None, "message") and item.get("role") is not None:
+            return self._message(number, item, where)
+        read = _ITEM_READERS.get(kind) if isinstance(kind, str) else None
+        if read is None:
+            raise WireRequestError(
+                f"input item type {preview(kind)} is not supported (message, function_call, "
+                "function_call_output, reasoning)",
+                f"{where}.type",
+            )
+        return read(self, number, item, where)
+
+    def _message(self, number: int, item: Mapping[str, Any], where: str) -> None:
+        role, content = item.get("role"), item.get("content")
+        if role == "assistant":
+            texts = _text_parts(content, where, role="assistant")
+            self._answer(number, ".content", len(texts)).extend(texts)
+            return
+        if role not in ("user", "system", "developer"):
+            raise WireRequestError(
+                f"must be user, assistant, system or developer, got {preview(role)}", f"{where}.role"
+            )
+        self._assistant = None
+        blocks = _text_parts(content, where, role=str(role))
+        parts = [".content" if isinstance(content, str) else f".content[{k}]" for k in range(len(blocks))]
+        if role == "user":
+            return self._add({"role": "user", "content": blocks}, number, parts)
+        if any(block["type"] != "text" for block in blocks):
+            raise WireRequestError(f"a {role} message can hold text only", f"{where}.content")
+        if not self.messages:  # leading instructions: the request's system prompt
+            self.system.append("\n".join(str(block["text"]) for block in blocks))
+        else:
+            self._add({"role": "system", "content": blocks}, number, parts)
+
+    def _function_call(self, number: int, item: Mapping[str, Any], where: str) -> None:
+        call_id = _field_str(item, "call_id", where)
+        name = _field_str(item, "name", where)
+        arguments = _field_str(item, "arguments", where)
+        call: ContentBlock = {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
+        self._answer(number, "").append(call)
+
+    def _reasoning(self, number: int, item: Mapping[str, Any], where: str) -> None:
+        text = reasoning_text(item, where)
+        encrypted = item.get("encrypted_content")
+        if text or (isinstance(encrypted, str) and encrypted):
+            self._answer(number, ".summary").append(reasoning_block(text, encrypted))
+
+    def _function_call_output(self, number: int, item: Mapping[str, Any], where: str) -> None:
+        self._assistant = None
+        call_id = _field_str(item, "call_id", where)
+        content = _tool_output(item.get("output"), f"{where}.output")
+        result = {"type": "tool-result", "toolCallId": call_id, "content": content, "isError": False}
+        self._add({"role": "user", "content": [result]}, number, [".output"])
+
+    def _item_reference(self, number: int, item: Mapping[str, Any], where: str) -> None:
+        raise WireRequestError(
+            "item_reference needs the provider's stored items; send the items themselves "
+            "(openai-agents does unless a server-managed conversation is used)",
+            f"{where}.type",
+        )
+
+    def result(self) -> tuple[list[str], list[Message], list[list[Any]]]:
+        """The system texts, the messages (an assistant message left empty dropped) and their origins."""
+        kept = [i for i, m in enumerate(self.messages) if m["content"] or m["role"] != "assistant"]
+        return self.system, [self.messages[i] for i in kept], [self.origins[i] for i in kept]
+
+
+#: an item type (other than a message) -> how it is read
+_ITEM_READERS: dict[str, Callable[[_Input, int, Mapping[str, Any], str], None]] = {
+    "function_call": _Input._function_call,
+    "reasoning": _Input._reasoning,
+    "function_call_output": _Input._function_call_output,
+    "item_reference": _Input._item_reference,
+}
+
+
 def _input_messages(value: object) -> tuple[list[str], list[Message], list[list[Any]]]:
     """The leading system/developer texts, the messages of ``input`` (see :func:`request_from_body`)
     and where each came from (``fields.client_path``: per message ``[item, [[item, suffix], ...]]``)."""
@@ -230,85 +334,10 @@ def _input_messages(value: object) -> tuple[list[str], list[Message], list[list[
         return [], [{"role": "user", "content": [{"type": "text", "text": value}]}], [[0, [[0, ""]]]]
     if not isinstance(value, list):
         raise WireRequestError(f"must be a string or a list of items, got {preview(value)}", "input")
-    system: list[str] = []
-    messages: list[Message] = []
-    origins: list[list[Any]] = []
-    assistant: Message | None = None  # the assistant message the current run of output items builds
-
-    def answer(number: int, suffix: str, count: int = 1) -> list[ContentBlock]:
-        nonlocal assistant
-        if assistant is None:
-            assistant = {"role": "assistant", "content": []}
-            messages.append(assistant)
-            origins.append([number, []])
-        origins[-1][1].extend([number, suffix] for _ in range(count))
-        return assistant["content"]
-
-    def add(message: Message, number: int, where: list[str]) -> None:
-        messages.append(message)
-        origins.append([number, [[number, suffix] for suffix in where]])
-
-    def parts(content: object, count: int) -> list[str]:
-        return [".content" if isinstance(content, str) else f".content[{k}]" for k in range(count)]
-
+    reading = _Input()
     for number, item in enumerate(value):
-        where = f"input[{number}]"
-        if not isinstance(item, Mapping):
-            raise WireRequestError(f"must be an object, got {preview(item)}", where)
-        kind = item.get("type")
-        role = item.get("role")
-        if kind in (None, "message") and role is not None:
-            if role == "assistant":
-                texts = _text_parts(item.get("content"), where, role="assistant")
-                answer(number, ".content", len(texts)).extend(texts)
-                continue
-            if role not in ("user", "system", "developer"):
-                raise WireRequestError(
-                    f"must be user, assistant, system or developer, got {preview(role)}",
-                    f"{where}.role",
-                )
-            assistant = None
-            blocks = _text_parts(item.get("content"), where, role=str(role))
-            if role == "user":
-                add({"role": "user", "content": blocks}, number, parts(item.get("content"), len(blocks)))
-                continue
-            if any(block["type"] != "text" for block in blocks):
-                raise WireRequestError(f"a {role} message can hold text only", f"{where}.content")
-            if not messages:  # leading instructions: the request's system prompt
-                system.append("\n".join(str(block["text"]) for block in blocks))
-            else:
-                add({"role": "system", "content": blocks}, number, parts(item.get("content"), len(blocks)))
-        elif kind == "function_call":
-            call_id = _field_str(item, "call_id", where)
-            name = _field_str(item, "name", where)
-            arguments = _field_str(item, "arguments", where)
-            call: ContentBlock = {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
-            answer(number, "").append(call)
-        elif kind == "reasoning":
-            text = reasoning_text(item, where)
-            encrypted = item.get("encrypted_content")
-            if text or (isinstance(encrypted, str) and encrypted):
-                answer(number, ".summary").append(reasoning_block(text, encrypted))
-        elif kind == "function_call_output":
-            assistant = None
-            call_id = _field_str(item, "call_id", where)
-            content = _tool_output(item.get("output"), f"{where}.output")
-            result = {"type": "tool-result", "toolCallId": call_id, "content": content, "isError": False}
-            add({"role": "user", "content": [result]}, number, [".output"])
-        elif kind == "item_reference":
-            raise WireRequestError(
-                "item_reference needs the provider's stored items; send the items themselves "
-                "(openai-agents does unless a server-managed conversation is used)",
-                f"{where}.type",
-            )
-        else:
-            raise WireRequestError(
-                f"input item type {preview(kind)} is not supported (message, function_call, "
-                "function_call_output, reasoning)",
-                f"{where}.type",
-            )
-    kept = [i for i, m in enumerate(messages) if m["content"] or m["role"] != "assistant"]
-    return system, [messages[i] for i in kept], [origins[i] for i in kept]
+        reading.item(number, item)
+    return reading.result()
 
 
 def request_from_body(
