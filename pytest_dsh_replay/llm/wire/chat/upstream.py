@@ -532,6 +532,25 @@ def _details_text(details: Any) -> str | None:
     return "".join(texts)
 
 
+def _choice_chunk(number: int, choice: object) -> JsonDict:
+    """A whole answer's choice as a stream chunk's: its ``message`` the ``delta`` (nulls dropped, tool
+    calls numbered by position)."""
+    message = choice.get("message") if isinstance(choice, Mapping) else None
+    if not isinstance(message, Mapping):
+        raise LlmError(
+            f"the upstream's whole answer: choices[{number}] has no message object: {preview(choice)}",
+            "BAD_RESPONSE",
+        )
+    delta: JsonDict = {k: v for k, v in message.items() if v is not None}
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        delta["tool_calls"] = [
+            {"index": i, **c} if isinstance(c, Mapping) else c for i, c in enumerate(calls)
+        ]
+    rest = {k: v for k, v in cast(Mapping[str, Any], choice).items() if k != "message"}
+    return {**rest, "delta": delta}
+
+
 def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     """The body forwarded upstream: the client's, streamed, with usage requested (the recording keeps
     the answer as chunks whatever the client asked; a whole answer is encoded from them)."""
@@ -577,20 +596,5 @@ def whole_answer_events(answer: object) -> list[JsonDict]:
             f"{what}: {preview(answer)}",
             "BAD_RESPONSE",
         )
-    choices: list[JsonDict] = []
-    for number, choice in enumerate(answer["choices"]):
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(message, Mapping):
-            raise LlmError(
-                f"the upstream's whole answer: choices[{number}] has no message object: {preview(choice)}",
-                "BAD_RESPONSE",
-            )
-        delta: JsonDict = {k: v for k, v in message.items() if v is not None}
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            delta["tool_calls"] = [
-                {"index": i, **c} if isinstance(c, Mapping) else c for i, c in enumerate(calls)
-            ]
-        rest = {k: v for k, v in choice.items() if k != "message"}
-        choices.append({**rest, "delta": delta})
+    choices = [_choice_chunk(number, choice) for number, choice in enumerate(answer["choices"])]
     return [{**answer, "object": "chat.completion.chunk", "choices": choices}]

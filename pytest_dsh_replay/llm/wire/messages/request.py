@@ -134,50 +134,72 @@ def _user_blocks(blocks: Sequence[ContentBlock]) -> list[JsonDict]:
     return out
 
 
+def _sent_text(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDict | None:
+    text = str(block.get("text", ""))
+    return (
+        merge_partial({"type": "text", "text": text}, partial) if text or partial else None
+    )  # the API refuses an empty text
+
+
+def _sent_reasoning(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDict | None:
+    if partial.get("type") == "redacted_thinking":
+        return merge_partial({}, partial)
+    if "signature" in partial:
+        return merge_partial({"type": "thinking", "thinking": str(block.get("text", ""))}, partial)
+    return None  # unsigned reasoning (another format's) cannot be sent back: the API refuses it
+
+
+def _sent_call(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDict | None:
+    arguments = str(block.get("arguments", ""))
+    try:
+        tool_input = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        raise LlmError(
+            f"tool call {block.get('id')!r} has arguments that are not JSON; the messages API takes an input object",
+            "UNSUPPORTED_BLOCK",
+        ) from None
+    built = {
+        "type": "tool_use",
+        "id": str(block.get("id", "")),
+        "name": str(block.get("name", "")),
+        "input": tool_input,
+    }
+    return merge_partial(built, partial)
+
+
+def _sent_fields(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDict | None:
+    return None  # message-level fields: response metadata in this format, never sent
+
+
+def _sent_whole(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDict | None:
+    return (
+        merge_partial({}, partial) if partial else None
+    )  # a server tool's block; another format's is left out
+
+
+#: an assistant block's type -> the Messages block it is sent as (``None``: not sent), its provider fields merged back
+_ASSISTANT_SENT: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], JsonDict | None]] = {
+    "text": _sent_text,
+    "reasoning": _sent_reasoning,
+    "tool-call": _sent_call,
+    PROVIDER_FIELDS_BLOCK: _sent_fields,
+    PROVIDER_BLOCK: _sent_whole,
+}
+
+
 def _assistant_blocks(blocks: Sequence[ContentBlock]) -> list[JsonDict]:
     out: list[JsonDict] = []
     for block in blocks:
         kind = block.get("type")
-        partial = partial_for(block, WIRE)
-        if kind == "text":
-            text = str(block.get("text", ""))
-            if text or partial:  # the API refuses an empty text block
-                out.append(merge_partial({"type": "text", "text": text}, partial))
-        elif kind == "reasoning":
-            if partial.get("type") == "redacted_thinking":
-                out.append(merge_partial({}, partial))
-            elif "signature" in partial:
-                out.append(
-                    merge_partial({"type": "thinking", "thinking": str(block.get("text", ""))}, partial)
-                )
-            # else: unsigned reasoning (another format's) cannot be sent back: the API refuses it
-        elif kind == "tool-call":
-            arguments = str(block.get("arguments", ""))
-            try:
-                tool_input = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                raise LlmError(
-                    f"tool call {block.get('id')!r} has arguments that are not JSON; the messages API "
-                    "takes an input object",
-                    "UNSUPPORTED_BLOCK",
-                ) from None
-            built = {
-                "type": "tool_use",
-                "id": str(block.get("id", "")),
-                "name": str(block.get("name", "")),
-                "input": tool_input,
-            }
-            out.append(merge_partial(built, partial))
-        elif kind == PROVIDER_FIELDS_BLOCK:
-            continue  # message-level fields: response metadata in this format, never sent
-        elif kind == PROVIDER_BLOCK:
-            if partial:  # a server tool's block, verbatim; another format's is left out
-                out.append(merge_partial({}, partial))
-        else:
+        send = _ASSISTANT_SENT.get(kind) if isinstance(kind, str) else None
+        if send is None:
             raise LlmError(
                 f"cannot send a {kind!r} block in an assistant message to a messages endpoint",
                 "UNSUPPORTED_BLOCK",
             )
+        sent = send(block, partial_for(block, WIRE))
+        if sent is not None:
+            out.append(sent)
     return out
 
 

@@ -427,22 +427,7 @@ def message_events(message: object, *, where: str = "the messages endpoint") -> 
     head = {k: v for k, v in message.items() if k not in ("content", *_STOP_FIELDS)}
     events: list[JsonDict] = [{"type": "message_start", "message": {**head, "content": []}}]
     for index, block in enumerate(message["content"]):
-        if not isinstance(block, Mapping):
-            raise _bad("a content block is not an object", block)
-        start = dict(block)
-        deltas: list[JsonDict] = []
-        if block.get("type") == "text":
-            start["text"] = ""
-            deltas.append({"type": "text_delta", "text": block.get("text", "")})
-        elif block.get("type") == "thinking":
-            start["thinking"] = ""
-            start.pop("signature", None)
-            deltas.append({"type": "thinking_delta", "thinking": block.get("thinking", "")})
-            if block.get("signature"):
-                deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        events.append({"type": "content_block_start", "index": index, "content_block": start})
-        events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
-        events.append({"type": "content_block_stop", "index": index})
+        events += _block_events(index, block)
     events.append(
         {
             "type": "message_delta",
@@ -451,6 +436,28 @@ def message_events(message: object, *, where: str = "the messages endpoint") -> 
         }
     )
     events.append({"type": "message_stop"})
+    return events
+
+
+def _block_events(index: int, block: object) -> list[JsonDict]:
+    """A whole message's content block as the events of a stream: its start (a text or thinking block
+    empty), its text as one delta (a thinking block's signature as a ``signature_delta``), its stop."""
+    if not isinstance(block, Mapping):
+        raise _bad("a content block is not an object", block)
+    start = dict(block)
+    deltas: list[JsonDict] = []
+    if block.get("type") == "text":
+        start["text"] = ""
+        deltas.append({"type": "text_delta", "text": block.get("text", "")})
+    elif block.get("type") == "thinking":
+        start["thinking"] = ""
+        start.pop("signature", None)
+        deltas.append({"type": "thinking_delta", "thinking": block.get("thinking", "")})
+        if block.get("signature"):
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    events: list[JsonDict] = [{"type": "content_block_start", "index": index, "content_block": start}]
+    events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+    events.append({"type": "content_block_stop", "index": index})
     return events
 
 

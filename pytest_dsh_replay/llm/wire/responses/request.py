@@ -340,6 +340,19 @@ def _input_messages(value: object) -> tuple[list[str], list[Message], list[list[
     return reading.result()
 
 
+def _previous_messages(prior_id: object, previous: Callable[[str], list[Message]] | None) -> list[Message]:
+    """The messages before ``input`` of a request naming ``previous_response_id`` (see the package doc)."""
+    if not isinstance(prior_id, str) or not prior_id:
+        raise WireRequestError(f"must be a non-empty string, got {preview(prior_id)}", "previous_response_id")
+    if previous is None:
+        raise WireRequestError(
+            f"{prior_id!r} is not supported here: send the whole conversation in input (openai-agents does by "
+            "default)",
+            "previous_response_id",
+        )
+    return previous(prior_id)
+
+
 def request_from_body(
     body: Mapping[str, Any], *, previous: Callable[[str], list[Message]] | None = None
 ) -> ModelRequest:
@@ -381,18 +394,7 @@ def request_from_body(
     system, messages, origins = _input_messages(body.get("input"))
     prior_id = body.get("previous_response_id")
     if prior_id is not None:
-        if not isinstance(prior_id, str) or not prior_id:
-            raise WireRequestError(
-                f"must be a non-empty string, got {preview(prior_id)}",
-                "previous_response_id",
-            )
-        if previous is None:
-            raise WireRequestError(
-                f"{prior_id!r} is not supported here: send the whole conversation "
-                "in input (openai-agents does by default)",
-                "previous_response_id",
-            )
-        earlier = previous(prior_id)
+        earlier = _previous_messages(prior_id, previous)
         messages = [*earlier, *messages]
         origins = [*([[None, []]] * len(earlier)), *origins]  # not in this body
     request: ModelRequest = {"model": model, "messages": messages}

@@ -77,13 +77,7 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
         # served back as sent, never an error we invent
         return {"kind": "stop", PROVIDER_FIELDS: {WIRE: {"status": status, "incomplete_details": details}}}
     if status == "failed":
-        error = response.get("error")
-        message = error.get("message") if isinstance(error, Mapping) else None
-        code = error.get("code") if isinstance(error, Mapping) else None
-        failed: FinishReason = {"kind": "error", "message": str(message or "the response failed")}
-        if code:
-            failed["code"] = str(code)
-        return failed
+        return _failed(response.get("error"))
     if status == "cancelled":
         return {"kind": "aborted", "reason": "cancelled"}
     if status in ("in_progress", "queued"):
@@ -94,6 +88,16 @@ def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishRea
         "kind": kind,
         PROVIDER_FIELDS: {WIRE: {"status": status, "incomplete_details": response.get("incomplete_details")}},
     }
+
+
+def _failed(error: object) -> FinishReason:
+    """A ``failed`` response's finish: an ``error`` with its ``error.message`` and ``error.code``."""
+    message = error.get("message") if isinstance(error, Mapping) else None
+    code = error.get("code") if isinstance(error, Mapping) else None
+    failed: FinishReason = {"kind": "error", "message": str(message or "the response failed")}
+    if code:
+        failed["code"] = str(code)
+    return failed
 
 
 class _Open(Building):
