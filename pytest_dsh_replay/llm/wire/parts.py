@@ -24,7 +24,7 @@ that ``provider-fields`` block, then the tail.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from msgspec import Struct
 
@@ -81,8 +81,9 @@ class AnswerParts:
 
     # -- the primitives every translator uses
 
-    def open(self, kind: str, make: Callable[[int, str], B] = Building) -> tuple[B, list[StreamChunk]]:  # type: ignore[assignment]
-        """A new block of ``kind`` (made by ``make(index, kind)``) and its ``block-start``."""
+    def open(self, kind: str, make: Callable[[int, str], B]) -> tuple[B, list[StreamChunk]]:
+        """A new block of ``kind``, made by ``make(index, kind)`` (:class:`Building` or a format's
+        subclass of it), and its ``block-start``."""
         block = make(self._next, kind)
         self._next += 1
         return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
@@ -93,7 +94,7 @@ class AnswerParts:
         if not text:
             return []
         block.text += text
-        return [{"type": _DELTA[block.kind], "index": block.index, "text": text}]  # type: ignore[typeddict-item]
+        return [cast(StreamChunk, {"type": _DELTA[block.kind], "index": block.index, "text": text})]
 
     @staticmethod
     def arguments(block: Building, piece: str) -> StreamChunk:
@@ -143,7 +144,7 @@ class AnswerParts:
 
     def _start(self, kind: str) -> tuple[Building, list[StreamChunk]]:
         out = self._close_open()
-        block, start = self.open(kind)
+        block, start = self.open(kind, Building)
         return block, out + start
 
     def text(self, kind: str, text: str, fields: Mapping[str, Any] | None = None) -> list[StreamChunk]:
@@ -192,7 +193,7 @@ class AnswerParts:
                 "type": PROVIDER_FIELDS_BLOCK,
                 CHUNK_FIELDS: {self.wire: dict(self._fields)},
             }
-            building, start = self.open(PROVIDER_FIELDS_BLOCK)
+            building, start = self.open(PROVIDER_FIELDS_BLOCK, Building)
             out += [*start, self.end(building.index, kept)]
         return out + self.close(usage, reason)
 

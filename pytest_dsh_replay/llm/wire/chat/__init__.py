@@ -13,18 +13,18 @@ and streamed answers (:class:`ChatChunkTranslator`: provider chunks -> :class:`S
 * after the provider stream ends: every ``block-end`` in index order, then ``usage`` (if the
   provider reported one), then ``finish``. Nothing follows ``finish``.
 * the provider's own fields (unknown keys of a tool call, a delta, a chunk) are kept verbatim as
-  ``providerFields`` / a ``provider-fields`` block (:mod:`.fields`) and sent back on later requests.
+  ``providerFields`` / a ``provider-fields`` block (:mod:`..fields`) and sent back on later requests.
 
 Malformed provider data raises :class:`~pytest_dsh_replay.llm.errors.LlmError` ``BAD_RESPONSE``; a
 tool call a recording must not hold (arguments that are not JSON, no name) raises
 :class:`~pytest_dsh_replay.llm.errors.MalformedCallError`.
 
-The package is split by direction, each module on the shared helpers (:mod:`..fields`,
-:class:`..parts.AnswerParts`): :mod:`.request` reads a client's body as our request and
-holds what the format is (``to_openai_messages``, ``to_openai_tools``, :func:`request_from_body`); :mod:`.upstream` forwards a body and
-translates the upstream's answer into our chunks (:class:`ChatChunkTranslator`);
-:mod:`.encode` serves our chunks back in the client's wire (:class:`ChatStreamEncoder`, :func:`encode_whole`).
-Every name the wire interface (:mod:`..base`) asks for is exported here.
+The package is split by direction, one module each, written on the shared helpers (:mod:`..fields`;
+:class:`..parts.AnswerParts`, the parts-and-deltas bookkeeping of every translator): :mod:`.request`
+(a client's body read, the live model's body built, what the format is), :mod:`.upstream` (the body
+forwarded, the upstream's answer translated into chunks), :mod:`.encode` (chunks served back in the
+client's wire). The package is the format's wire object: every name the interface of :mod:`..base`
+asks for is exported here.
 """
 
 from __future__ import annotations

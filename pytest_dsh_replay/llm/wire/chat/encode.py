@@ -1,4 +1,5 @@
-"""The Chat Completions format's answers to a client: our chunks encoded as its SSE stream, its whole answer and its error body."""
+"""Chat Completions answers served: our chunks as ``chat.completion.chunk`` SSE (:class:`ChatStreamEncoder`),
+as the whole ``chat.completion`` (:func:`encode_whole`), and the API's error body (:func:`error_body`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The Chat Completions format's requests: a client's body read as our request, and our request as the live model's body (``to_openai_messages``, ``to_openai_tools``)."""
+"""Chat Completions requests, both ways: a client's body read as our request (:func:`request_from_body`,
+the endpoint's side) and our request as the live model's ``messages`` and ``tools``
+(:func:`to_openai_messages`, :func:`to_openai_tools`); what the format is (:data:`PATH`, :data:`WIRE`,
+:data:`SHAPING_FIELDS`, ...) and how an assistant's blocks are said in it (:func:`assistant_parts`,
+shared with the whole answer the encoder builds)."""
 
 from __future__ import annotations
 

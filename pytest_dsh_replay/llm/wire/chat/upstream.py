@@ -1,4 +1,6 @@
-"""The Chat Completions format's upstream side: the body forwarded and the upstream's answer translated into our chunks."""
+"""Chat Completions upstream: the body forwarded (:func:`upstream_body`) and the upstream's stream chunks
+translated into our chunks (:class:`ChatChunkTranslator`, on :class:`~..parts.AnswerParts`), a whole
+answer through the same translator (:func:`whole_answer_events`)."""
 
 from __future__ import annotations
 
@@ -338,7 +340,7 @@ class ChatChunkTranslator:
         return ("position", position)
 
     def _key_at(self, index: int, call_id: str | None) -> tuple[Any, ...]:
-        """The call at provider ``index``: the one there, or a new one when ``call_id`` differs from its id."""
+        """The call at provider ``index``: the one there, or a new one when ``call_id`` is not its id."""
         key = self._at_index.get(index)
         if key is None:
             key = ("index", index, 0)

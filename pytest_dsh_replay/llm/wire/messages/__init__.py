@@ -38,12 +38,12 @@ Errors: malformed events raise :class:`~pytest_dsh_replay.llm.errors.LlmError` `
 (:func:`error_from_body`); a stream cut before ``message_stop`` ``CONNECTION``; a tool call the
 recording must not hold :class:`~pytest_dsh_replay.llm.errors.MalformedCallError`.
 
-The package is split by direction, each module on the shared helpers (:mod:`..fields`,
-:class:`..parts.AnswerParts`): :mod:`.request` reads a client's body as our request and
-holds what the format is (:func:`build_body`, :func:`request_from_body`); :mod:`.upstream` forwards a body and
-translates the upstream's answer into our chunks (:class:`MessagesEventTranslator`, :func:`translate_message`);
-:mod:`.encode` serves our chunks back in the client's wire (:class:`MessagesStreamEncoder`, :func:`encode_whole`).
-Every name the wire interface (:mod:`..base`) asks for is exported here.
+The package is split by direction, one module each, written on the shared helpers (:mod:`..fields`;
+:class:`..parts.AnswerParts`, the parts-and-deltas bookkeeping of every translator): :mod:`.request`
+(a client's body read, the live model's body built, what the format is), :mod:`.upstream` (the body
+forwarded, the upstream's answer translated into chunks), :mod:`.encode` (chunks served back in the
+client's wire). The package is the format's wire object: every name the interface of :mod:`..base`
+asks for is exported here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Anthropic Messages format's answers to a client: our chunks encoded as its SSE stream, its whole answer and its error body."""
+"""Anthropic Messages answers served: our chunks as the API's SSE stream (:class:`MessagesStreamEncoder`),
+the whole message (:func:`encode_whole`) and the error body (:func:`error_body`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The Anthropic Messages format's requests: a client's body read as our request, and our request as the live model's body (:func:`build_body`)."""
+"""Anthropic Messages requests, both ways: a client's body read as our request (:func:`request_from_body`,
+the endpoint's side) and our request as the live model's body (:func:`build_body`); what the format is
+(:data:`PATH`, :data:`WIRE`, :data:`SHAPING_FIELDS`, :data:`BLOCK_KEYS`, ...)."""
 
 from __future__ import annotations
 
@@ -155,7 +157,8 @@ def _sent_call(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDict
         tool_input = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
         raise LlmError(
-            f"tool call {block.get('id')!r} has arguments that are not JSON; the messages API takes an input object",
+            f"tool call {block.get('id')!r} has arguments that are not JSON; the messages API "
+            "takes an input object",
             "UNSUPPORTED_BLOCK",
         ) from None
     built = {
@@ -177,7 +180,8 @@ def _sent_whole(block: Mapping[str, Any], partial: Mapping[str, Any]) -> JsonDic
     )  # a server tool's block; another format's is left out
 
 
-#: an assistant block's type -> the Messages block it is sent as (``None``: not sent), its provider fields merged back
+#: an assistant block's type -> the Messages block it is sent as (``None``: not sent), its provider
+#: fields merged back
 _ASSISTANT_SENT: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], JsonDict | None]] = {
     "text": _sent_text,
     "reasoning": _sent_reasoning,

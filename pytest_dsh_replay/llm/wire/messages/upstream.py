@@ -1,4 +1,8 @@
-"""The Anthropic Messages format's upstream side: the body forwarded and the upstream's answer translated into our chunks."""
+"""Anthropic Messages upstream: the body and headers forwarded (:func:`upstream_body`,
+:func:`upstream_headers`), the upstream's stream events translated into our chunks
+(:class:`MessagesEventTranslator`, on :class:`~..parts.AnswerParts`), a whole message as the events of
+its stream (:func:`message_events`, :func:`translate_message`), stop reasons, usage and error bodies read
+(:func:`map_stop_reason`, :func:`map_usage`, :func:`error_from_body`)."""
 
 from __future__ import annotations
 

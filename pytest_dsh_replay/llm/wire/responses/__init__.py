@@ -49,12 +49,12 @@ items need server-side state and are refused the same way. The endpoint passes n
 response ids name nothing an upstream knows (see :func:`upstream_body`), so a client keeps the
 conversation itself (openai-agents does by default).
 
-The package is split by direction, each module on the shared helpers (:mod:`..fields`,
-:class:`..parts.AnswerParts`): :mod:`.request` reads a client's body as our request and
-holds what the format is (:func:`request_from_body`); :mod:`.upstream` forwards a body and
-translates the upstream's answer into our chunks (:class:`ResponsesEventTranslator`);
-:mod:`.encode` serves our chunks back in the client's wire (:class:`ResponsesStreamEncoder`, :func:`encode_whole`).
-Every name the wire interface (:mod:`..base`) asks for is exported here.
+The package is split by direction, one module each, written on the shared helpers (:mod:`..fields`;
+:class:`..parts.AnswerParts`, the parts-and-deltas bookkeeping of every translator): :mod:`.request`
+(a client's body read, the live model's body built, what the format is), :mod:`.upstream` (the body
+forwarded, the upstream's answer translated into chunks), :mod:`.encode` (chunks served back in the
+client's wire). The package is the format's wire object: every name the interface of :mod:`..base`
+asks for is exported here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The Responses format's answers to a client: our chunks encoded as its SSE stream, its whole answer and its error body."""
+"""Responses answers served: our chunks as the API's SSE events (:class:`ResponsesStreamEncoder`), the
+whole response object (:func:`encode_whole`), usage (:func:`encode_usage`) and the error body
+(:func:`error_body`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Responses format's requests: a client's body read as our request, and the request fields every direction reads."""
+"""Responses requests: a client's ``POST /v1/responses`` body read as our request (:func:`request_from_body`:
+``input`` item by item), what the format is (:data:`PATH`, :data:`WIRE`, :data:`SHAPING_FIELDS`, ...)
+and the blocks an output item is (:func:`text_block`, :func:`reasoning_block`, :func:`reasoning_text`),
+which the upstream translator builds too."""
 
 from __future__ import annotations
 
@@ -346,8 +349,8 @@ def _previous_messages(prior_id: object, previous: Callable[[str], list[Message]
         raise WireRequestError(f"must be a non-empty string, got {preview(prior_id)}", "previous_response_id")
     if previous is None:
         raise WireRequestError(
-            f"{prior_id!r} is not supported here: send the whole conversation in input (openai-agents does by "
-            "default)",
+            f"{prior_id!r} is not supported here: send the whole conversation "
+            "in input (openai-agents does by default)",
             "previous_response_id",
         )
     return previous(prior_id)
@@ -364,10 +367,10 @@ def request_from_body(
     * ``input`` as a string: one user message. As items: a user message item -> a user message
       (``input_text`` -> text, ``input_image`` with ``image_url`` -> image); a run of consecutive
       assistant message items, ``reasoning`` and ``function_call`` items -> ONE assistant message, its
-      blocks in item order (see the module doc); each ``function_call_output`` -> its own user message
+      blocks in item order (see the package doc); each ``function_call_output`` -> its own user message
       ``[{"type":"tool-result","toolCallId","content":[text],"isError":false}]`` (events.md §6).
     * ``tools``: function tools -> ``{name, description, parameters, strict?}``.
-    * ``previous_response_id``: ``previous(id)`` gives the messages before ``input`` (see module doc).
+    * ``previous_response_id``: ``previous(id)`` gives the messages before ``input`` (see the package doc).
     * the answer-shaping fields (:data:`SHAPING_FIELDS`: ``text``, ``tool_choice``, ``temperature``,
       ``reasoning``, ...) -> ``params`` (always set, ``{}`` for none).
 

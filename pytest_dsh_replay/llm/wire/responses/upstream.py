@@ -1,4 +1,6 @@
-"""The Responses format's upstream side: the body forwarded and the upstream's answer translated into our chunks."""
+"""Responses upstream: the body forwarded (:func:`upstream_body`) and the upstream's events, or its whole
+response object, translated into our chunks (:class:`ResponsesEventTranslator`, on
+:class:`~..parts.AnswerParts`); usage and finish (:func:`map_usage`, :func:`finish_of`)."""
 
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def map_usage(payload: Mapping[str, Any]) -> TokenUsage:
 
 
 def finish_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishReason:
-    """Our finish reason for a terminal response object (see the module doc for the table).
+    """Our finish reason for a terminal response object (see the package doc for the table).
 
     Raises:
         LlmError: ``BAD_RESPONSE`` for a status that is not terminal (``in_progress``, ``queued``).
