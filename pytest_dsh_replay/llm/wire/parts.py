@@ -24,7 +24,7 @@ that ``provider-fields`` block, then the tail.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from msgspec import Struct
 
@@ -94,7 +94,8 @@ class AnswerParts:
         if not text:
             return []
         block.text += text
-        return [cast(StreamChunk, {"type": _DELTA[block.kind], "index": block.index, "text": text})]
+        delta: Any = {"type": _DELTA[block.kind], "index": block.index, "text": text}
+        return [delta]
 
     @staticmethod
     def arguments(block: Building, piece: str) -> StreamChunk:

@@ -152,8 +152,10 @@ class ChatStreamEncoder:
     def feed(self, chunk: StreamChunk) -> list[bytes]:
         """The SSE bytes of one chunk (often none: block-start, usage)."""
         c = cast(Mapping[str, Any], chunk)
-        kind = c.get("type")
-        handler = _ON_CHUNK.get(kind) if isinstance(kind, str) else None
+        try:
+            handler = _ON_CHUNK.get(c.get("type"))
+        except TypeError:  # a type that is no string (a list) sends nothing either
+            return []
         return [] if handler is None else handler(self, c, c.get("index", 0))
 
     def _on_text(self, c: Mapping[str, Any], index: int) -> list[bytes]:
@@ -258,25 +260,6 @@ def stream_encoder(
     return ChatStreamEncoder(model, response_id, body=body)
 
 
-#: the kind of block a delta chunk builds (a block-start names its own)
-_BUILDS = {
-    "block-start": "",
-    "text-delta": "text",
-    "reasoning-delta": "reasoning",
-    "tool-call-delta": "tool-call",
-}
-
-
-def _grow(block: ChatBlock, c: Mapping[str, Any]) -> None:
-    """A delta chunk's text or call piece added to the block it builds."""
-    if c.get("type") == "tool-call-delta":
-        block.call_id = str(c.get("id") or block.call_id)
-        block.name = str(c.get("name") or block.name)
-        block.text += str(c.get("argumentsDelta", ""))
-    elif c.get("type") != "block-start":
-        block.text += str(c.get("text", ""))
-
-
 def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
     """The content blocks of an answer's chunks, in block index order: each ``block-end`` block, or
     the block built from its deltas when it was never closed."""
@@ -285,11 +268,21 @@ def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
     for chunk in chunks:
         c = cast(Mapping[str, Any], chunk)
         kind, index = c.get("type"), c.get("index", 0)
-        if kind == "block-end" and isinstance(c.get("block"), Mapping):
+        if kind == "block-start":
+            blocks.setdefault(index, ChatBlock(index, str(c.get("blockType"))))
+        elif kind in ("text-delta", "reasoning-delta"):
+            block = blocks.setdefault(
+                index, ChatBlock(index, "text" if kind == "text-delta" else "reasoning")
+            )
+            block.text += str(c.get("text", ""))
+        elif kind == "tool-call-delta":
+            block = blocks.setdefault(index, ChatBlock(index, "tool-call"))
+            block.call_id = str(c.get("id") or block.call_id)
+            block.name = str(c.get("name") or block.name)
+            block.text += str(c.get("argumentsDelta", ""))
+        elif kind == "block-end" and isinstance(c.get("block"), Mapping):
             ended.setdefault(index, dict(c["block"]))
             blocks.setdefault(index, ChatBlock(index, str(c["block"].get("type"))))
-        elif isinstance(kind, str) and kind in _BUILDS:
-            _grow(blocks.setdefault(index, ChatBlock(index, _BUILDS[kind] or str(c.get("blockType")))), c)
     return [ended[i] if i in ended else blocks[i].closed(f"call-{i}") for i in sorted(blocks)]
 
 

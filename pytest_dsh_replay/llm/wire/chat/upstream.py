@@ -114,6 +114,8 @@ _DETAIL_TEXT = {"reasoning.text": "text", "reasoning.summary": "summary"}
 
 def _unknown(payload: Mapping[str, Any], known: frozenset[str]) -> JsonDict:
     """``payload``'s keys outside ``known`` with a value (a ``null`` is the absence of a field)."""
+    if payload.keys() <= known:  # the usual case, decided without building a dict
+        return {}
     return {k: v for k, v in payload.items() if k not in known and v is not None}
 
 
@@ -267,7 +269,7 @@ class ChatChunkTranslator:
     def feed(self, chunk: object) -> list[StreamChunk]:
         """Translate one provider chunk; returns the StreamChunks it produces (possibly none)."""
         self._parts.guard()
-        if not isinstance(chunk, Mapping):
+        if type(chunk) is not dict and not isinstance(chunk, Mapping):  # parsed JSON is a dict: no ABC check
             raise LlmError(f"stream chunk is not a JSON object: {preview(chunk)}", "BAD_RESPONSE")
         self._chunks_seen += 1
         choices = chunk.get("choices")
@@ -286,12 +288,14 @@ class ChatChunkTranslator:
     def _choice(self, choice: object, chunk_fields: JsonDict) -> list[StreamChunk]:
         """Choice 0's delta and finish reason (another choice is left out); its unknown keys go to
         ``chunk_fields``."""
-        if not isinstance(choice, Mapping):
+        if type(choice) is not dict and not isinstance(choice, Mapping):
             raise LlmError(f"stream choice is not an object: {preview(choice)}", "BAD_RESPONSE")
         if choice.get("index", 0) != 0:
             return []
         delta = choice.get("delta")
-        out = [] if delta is None else self._feed_delta(_object(delta, "stream delta is not an object"))
+        if delta is not None and type(delta) is not dict and not isinstance(delta, Mapping):
+            raise LlmError(f"stream delta is not an object: {preview(delta)}", "BAD_RESPONSE")
+        out = [] if delta is None else self._feed_delta(delta)
         reason = choice.get("finish_reason")
         if reason is not None:
             if not isinstance(reason, str):
@@ -308,14 +312,15 @@ class ChatChunkTranslator:
         return out
 
     def _feed_delta(self, delta: Mapping[str, Any]) -> list[StreamChunk]:
-        out = self._piece("reasoning", _delta_reasoning(delta))
+        reasoning = _delta_reasoning(delta)
+        out = self._piece("reasoning", reasoning) if reasoning else []
         content = delta.get("content")
         if isinstance(content, list):
             out += self._content_parts(content)
         elif content is not None and not isinstance(content, str):
             raise LlmError(f"delta content is not a string or a list: {preview(content)}", "BAD_RESPONSE")
-        else:
-            out += self._piece("text", content or "")
+        elif content:
+            out += self._piece("text", content)
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, list):

@@ -215,13 +215,13 @@ class MessagesEventTranslator:
     def feed(self, event: object) -> list[StreamChunk]:
         """Translate one stream event; returns the StreamChunks it produces (possibly none)."""
         self._parts.guard()
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):  # parsed JSON is a dict: no ABC check
             raise _bad("stream event is not a JSON object", event)
         self._events += 1
-        kind = event.get("type")
-        handler = _ON_EVENT.get(kind) if isinstance(kind, str) else None
-        if handler is None:
-            raise _bad("unknown stream event", event)
+        try:
+            handler = _ON_EVENT[event.get("type")]
+        except (KeyError, TypeError):  # TypeError: a type that is no string (a list) is no key either
+            raise _bad("unknown stream event", event) from None
         return handler(self, event)
 
     def _message_start(self, event: Mapping[str, Any]) -> list[StreamChunk]:
@@ -294,14 +294,23 @@ class MessagesEventTranslator:
         return ours, [*out, self._parts.arguments(ours, "")]
 
     def _block_delta(self, event: Mapping[str, Any]) -> list[StreamChunk]:
-        ours = self._by_index.get(cast(int, event.get("index")))
+        index: Any = event.get("index")
+        ours = self._by_index.get(index)
         delta = event.get("delta")
-        if ours is None or ours.closed is not None or not isinstance(delta, Mapping):
+        if (
+            ours is None
+            or ours.closed is not None
+            or (type(delta) is not dict and not isinstance(delta, Mapping))
+        ):
             raise _bad("content_block_delta for no open block", event)
         kind = delta.get("type")
-        apply = _ON_DELTA.get((kind, ours.kind)) if isinstance(kind, str) else None
-        if apply is None:
-            raise _bad(f"a {kind!r} delta does not fit the open {ours.kind} block", event)
+        try:
+            streamed = _STREAMED.get(kind)
+            if streamed is not None and streamed[0] == ours.kind:  # the usual delta: text or thinking
+                return self._parts.piece(ours, str(delta.get(streamed[1]) or ""))
+            apply = _ON_DELTA[kind, ours.kind]
+        except (KeyError, TypeError):
+            raise _bad(f"a {kind!r} delta does not fit the open {ours.kind} block", event) from None
         return apply(self._parts, ours, delta)
 
     def _block_stop(self, event: Mapping[str, Any]) -> list[StreamChunk]:
@@ -377,12 +386,8 @@ _ON_EVENT: dict[str, _EventHandler] = {
 }
 
 
-def _text_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
-    return parts.piece(ours, str(delta.get("text") or ""))
-
-
-def _thinking_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
-    return parts.piece(ours, str(delta.get("thinking") or ""))
+#: a delta type that streams text -> the kind of our block it goes to and the key of its text
+_STREAMED = {"text_delta": ("text", "text"), "thinking_delta": ("reasoning", "thinking")}
 
 
 def _signature_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]) -> list[StreamChunk]:
@@ -405,10 +410,9 @@ def _input_json_delta(parts: AnswerParts, ours: _Block, delta: Mapping[str, Any]
     return []
 
 
-#: (delta type, our open block's kind) -> what the delta does to it (any other pair is ``BAD_RESPONSE``)
+#: (delta type, our open block's kind) -> what any other delta does to it (a pair in neither table is
+#: ``BAD_RESPONSE``)
 _ON_DELTA: dict[tuple[str, str], Callable[[AnswerParts, _Block, Mapping[str, Any]], list[StreamChunk]]] = {
-    ("text_delta", "text"): _text_delta,
-    ("thinking_delta", "reasoning"): _thinking_delta,
     ("signature_delta", "reasoning"): _signature_delta,
     ("citations_delta", "text"): _citations_delta,
     ("input_json_delta", "tool-call"): _input_json_delta,

@@ -254,6 +254,9 @@ class ResponsesStreamEncoder:
         return out
 
     def _arguments_delta(self, item: _Item, piece: str) -> bytes:
+        if not self._emit:  # the event's number only (encode_whole)
+            self._sequence += 1
+            return b""
         return self._event(
             "response.function_call_arguments.delta",
             {"item_id": item.item_id, "output_index": item.index, "delta": piece},
@@ -337,14 +340,14 @@ class ResponsesStreamEncoder:
         ]
 
     def _text_delta(self, item: _Item, piece: str) -> bytes:
-        ids = {"item_id": item.item_id, "output_index": item.index}
+        if not self._emit:  # the event's number only: nobody reads it (encode_whole)
+            self._sequence += 1
+            return b""
         if item.kind == "text":
-            return self._event(
-                "response.output_text.delta", {**ids, "content_index": 0, "delta": piece, "logprobs": []}
-            )
-        return self._event(
-            "response.reasoning_summary_text.delta", {**ids, "summary_index": 0, "delta": piece}
-        )
+            text = {"item_id": item.item_id, "output_index": item.index, "content_index": 0, "delta": piece}
+            return self._event("response.output_text.delta", {**text, "logprobs": []})
+        summary = {"item_id": item.item_id, "output_index": item.index, "summary_index": 0, "delta": piece}
+        return self._event("response.reasoning_summary_text.delta", summary)
 
     def feed(self, chunk: StreamChunk | Mapping[str, Any]) -> list[bytes]:
         """The SSE events of one of our chunks (see the class doc)."""
@@ -353,11 +356,11 @@ class ResponsesStreamEncoder:
             raise self._bad(f"{data.get('type')} chunk after the stream was closed")
         if self._finish is not None:
             raise self._bad(f"{data.get('type')} chunk after the finish chunk")
-        out = self._start()
-        kind = data.get("type")
-        handler = _ON_CHUNK.get(kind) if isinstance(kind, str) else None
-        if handler is None:
-            raise self._bad(f"unknown chunk type {kind!r}")
+        out = [] if self._started else self._start()
+        try:
+            handler = _ON_CHUNK[data.get("type")]
+        except (KeyError, TypeError):  # TypeError: a type that is no string (a list) is no key either
+            raise self._bad(f"unknown chunk type {data.get('type')!r}") from None
         return out + handler(self, data)
 
     def _on_start(self, data: Mapping[str, Any]) -> list[bytes]:

@@ -294,7 +294,7 @@ class ResponsesEventTranslator:
     def feed(self, event: object) -> list[StreamChunk]:
         """Translate one upstream event (or a whole response object); returns its StreamChunks."""
         self._parts.guard()
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):  # parsed JSON is a dict: no ABC check
             raise LlmError(f"upstream event is not a JSON object: {preview(event)}", "BAD_RESPONSE")
         self._events_seen += 1
         if self._finish is not None:
