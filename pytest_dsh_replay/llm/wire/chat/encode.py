@@ -152,8 +152,9 @@ class ChatStreamEncoder:
     def feed(self, chunk: StreamChunk) -> list[bytes]:
         """The SSE bytes of one chunk (often none: block-start, usage)."""
         c = cast(Mapping[str, Any], chunk)
+        kind: Any = c.get("type")
         try:
-            handler = _ON_CHUNK.get(c.get("type"))
+            handler = _ON_CHUNK.get(kind)
         except TypeError:  # a type that is no string (a list) sends nothing either
             return []
         return [] if handler is None else handler(self, c, c.get("index", 0))

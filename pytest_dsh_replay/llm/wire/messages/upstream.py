@@ -218,8 +218,9 @@ class MessagesEventTranslator:
         if type(event) is not dict and not isinstance(event, Mapping):  # parsed JSON is a dict: no ABC check
             raise _bad("stream event is not a JSON object", event)
         self._events += 1
+        kind: Any = event.get("type")
         try:
-            handler = _ON_EVENT[event.get("type")]
+            handler = _ON_EVENT[kind]
         except (KeyError, TypeError):  # TypeError: a type that is no string (a list) is no key either
             raise _bad("unknown stream event", event) from None
         return handler(self, event)
@@ -303,7 +304,7 @@ class MessagesEventTranslator:
             or (type(delta) is not dict and not isinstance(delta, Mapping))
         ):
             raise _bad("content_block_delta for no open block", event)
-        kind = delta.get("type")
+        kind: Any = delta.get("type")
         try:
             streamed = _STREAMED.get(kind)
             if streamed is not None and streamed[0] == ours.kind:  # the usual delta: text or thinking

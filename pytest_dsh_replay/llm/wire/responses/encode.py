@@ -357,10 +357,11 @@ class ResponsesStreamEncoder:
         if self._finish is not None:
             raise self._bad(f"{data.get('type')} chunk after the finish chunk")
         out = [] if self._started else self._start()
+        kind: Any = data.get("type")
         try:
-            handler = _ON_CHUNK[data.get("type")]
+            handler = _ON_CHUNK[kind]
         except (KeyError, TypeError):  # TypeError: a type that is no string (a list) is no key either
-            raise self._bad(f"unknown chunk type {data.get('type')!r}") from None
+            raise self._bad(f"unknown chunk type {kind!r}") from None
         return out + handler(self, data)
 
     def _on_start(self, data: Mapping[str, Any]) -> list[bytes]:
