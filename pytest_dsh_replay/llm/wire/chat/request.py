@@ -397,11 +397,17 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     return request
 
 
-def _tool_from_spec(tool: object, where: str) -> ToolSpec:
-    """One ``tools`` entry (a function tool) as our tool spec."""
+def _function_of(tool: object, where: str) -> Mapping[str, Any]:
+    """The ``function`` object of a ``tools`` entry, which must be a function tool."""
     function = tool.get("function") if isinstance(tool, Mapping) else None
     if not isinstance(tool, Mapping) or tool.get("type") != "function" or not isinstance(function, Mapping):
         raise _body_error("only function tools are supported", where)
+    return function
+
+
+def _tool_from_spec(tool: object, where: str) -> ToolSpec:
+    """One ``tools`` entry (a function tool) as our tool spec."""
+    function = _function_of(tool, where)
     name = function.get("name")
     if not isinstance(name, str):
         raise _body_error("needs a string name", f"{where}.function.name")

@@ -49,7 +49,10 @@ def _usage_body(usage: Mapping[str, Any] | None, extra: Mapping[str, Any] | None
 
 
 def _usage_extra(block: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The recorded usage keys of a ``provider-fields`` block (``chunkFields.messages.usage``)."""
+    """The recorded usage keys of a ``provider-fields`` block (``chunkFields.messages.usage``; ``None``
+    for another block)."""
+    if block.get("type") != PROVIDER_FIELDS_BLOCK:
+        return None
     usage = partial_for(block, WIRE, CHUNK_FIELDS).get("usage")
     return usage if isinstance(usage, Mapping) else None
 
@@ -179,8 +182,7 @@ class MessagesStreamEncoder:
         return out
 
     def _end(self, index: int, block: Mapping[str, Any]) -> list[bytes]:
-        if block.get("type") == PROVIDER_FIELDS_BLOCK:
-            self._usage_extra = _usage_extra(block) or self._usage_extra
+        self._usage_extra = _usage_extra(block) or self._usage_extra
         wire_block = _wire_block(block)
         if wire_block is None:
             return []
@@ -278,8 +280,7 @@ def encode_whole(
         c = cast(Mapping[str, Any], chunk)
         if c.get("type") == "block-end":
             ended = c.get("block") or {}
-            if ended.get("type") == PROVIDER_FIELDS_BLOCK:
-                usage_extra = _usage_extra(ended) or usage_extra
+            usage_extra = _usage_extra(ended) or usage_extra
             block = _wire_block(ended)
             if block is not None:
                 message["content"].append(block)

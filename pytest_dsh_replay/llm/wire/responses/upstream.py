@@ -496,13 +496,19 @@ def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     out["stream"] = True
     items = body.get("input")
     if isinstance(items, list):
-        forwarded: list[Any] = []
-        for item in items:
-            reasoning = isinstance(item, Mapping) and item.get("type") == "reasoning"
-            if reasoning and not item.get("encrypted_content"):
-                continue  # nothing the provider can use without its store
-            if isinstance(item, Mapping) and "id" in item and item.get("type") != "item_reference":
-                item = {key: value for key, value in item.items() if key != "id"}
-            forwarded.append(item)
-        out["input"] = forwarded
+        out["input"] = [_forwarded(item) for item in items if not _needs_store(item)]
     return out
+
+
+def _needs_store(item: object) -> bool:
+    """Whether an input item is a reasoning item without ``encrypted_content``: nothing the provider
+    can use without its store."""
+    return isinstance(item, Mapping) and item.get("type") == "reasoning" and not item.get("encrypted_content")
+
+
+def _forwarded(item: Any) -> Any:
+    """An input item as forwarded: without the ``id`` the endpoint served it with (an
+    ``item_reference`` keeps its id: the id is what it is)."""
+    if isinstance(item, Mapping) and "id" in item and item.get("type") != "item_reference":
+        return {key: value for key, value in item.items() if key != "id"}
+    return item
