@@ -655,6 +655,8 @@ class Endpoint:
         if self.replay is not None:  # its callback into the endpoint: the two would be a cycle
             self.replay.on_parked = None
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
+        if self.embeddings is not None:  # transient upstream refusals no retry of the client took back
+            outcome.problems += [self.scrubber.scrub_fixed(p) for p in self.embeddings.problems()]
         if self.upstream is not None:
             await self.upstream.close()
         if self.embedding_upstream is not None:
@@ -728,6 +730,8 @@ class Endpoint:
         left unused by now (replay, unless ``allow_unused``); what :meth:`stop` would report. Call it on
         the endpoint's event loop (:meth:`EndpointThread.problems_so_far`)."""
         outcome = EndpointOutcome(self.plan.label, list(self.problems))
+        if self.embeddings is not None:
+            outcome.problems += [self.scrubber.scrub_fixed(p) for p in self.embeddings.problems()]
         outcome.problems += self._conversation_problems(outcome.problems)
         if self.replay is not None:
             self._replay_problems(outcome, unused=False)
@@ -849,32 +853,45 @@ class Endpoint:
         outcome.notes += changes
         if written_note:
             outcome.notes.append(written_note)
-        if (directory / KEPT_DIR).is_dir():
-            # an earlier failed run's: this recording supersedes it
+        self._supersede_kept(outcome)
+
+    def _supersede_kept(self, outcome: EndpointOutcome) -> None:
+        """Remove the run an earlier failed run kept beside the directory: the recording just written
+        supersedes it (docs/recording-safety.md), so a later ``accept`` cannot bring it back."""
+        from ..recording.write import remove_kept
+
+        kept = self.config.directory / KEPT_DIR
+        if kept.is_dir():
             with contextlib.suppress(OSError):  # the recording is written; a kept run left is only noted
-                remove_kept(directory / KEPT_DIR)
-            outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
+                remove_kept(kept)
+            outcome.notes.append(f"removed {kept} (an earlier run kept there): superseded")
 
     def _write_embeddings_only(self, outcome: EndpointOutcome, failed: str) -> None:
         """Write a run whose recorded traffic is embedding calls alone (a retrieval step's index): into
         the directory, or beside it in :data:`KEPT_DIR` as :meth:`_verdict` keeps conversations, when
         the test failed, or when the run had problems and would replace a recording."""
-        from ..recording.write import remove_kept, write_files
+        from ..recording.write import remove_kept, write_files, write_fixtures
 
         directory = self.config.directory
         failed_test = bool(failed) and not self.config.record_on_error
         replaces = _has_any_recording(directory) and self.plan is not Plan.REPLAY
         troubled = bool(outcome.problems) and not self.config.record_on_error
         if not failed_test and not (troubled and replaces):
-            outcome.written += write_files(
-                directory, self.embeddings.log_file(directory, self.scrubber.scrub)
-            )
+            calls = self.embeddings.log_file(directory, self.scrubber.scrub)
+            if self.plan.prunes_owned:  # a rewrite: the conversations it did not have go, as they would
+                manifest = [directory / ENDPOINT_MANIFEST] if (directory / ENDPOINT_MANIFEST).exists() else []
+                outcome.written, outcome.removed = write_fixtures(
+                    directory, [], self.cwd, self.scrubber, prune_owned=True, remove=manifest, beside=calls
+                )
+            else:
+                outcome.written += write_files(directory, calls)
             outcome.notes.append(self.embeddings.note(outcome.written))
             if troubled:
                 outcome.notes.append(
                     f"the run had problems: its {len(self.embeddings.calls)} answered embedding call(s) were "
                     "written (as vcrpy writes a cassette when a test fails)"
                 )
+            self._supersede_kept(outcome)
             return
         target = directory / KEPT_DIR
         if target.exists() or target.is_symlink():
@@ -1088,10 +1105,11 @@ class Endpoint:
             self.in_flight += 1
             try:
                 # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+                wire = fmt.bind(request.match_info, request.path)  # its error shape too (Gemini's)
                 problem = path_param_problem(request.match_info)
                 if problem is not None:
-                    return self._problem(fmt.wire, WireRequestError(problem, "$path"), 400)
-                return await serve(fmt.bind(request.match_info, request.path), request)
+                    return self._problem(wire, WireRequestError(problem, "$path"), 400)
+                return await serve(wire, request)
             finally:
                 self.in_flight -= 1
 
@@ -1111,7 +1129,7 @@ class Endpoint:
             return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
         self.calls += 1
         try:
-            status, answer, problem = await self.embeddings.serve(wire, body, self.embedding_upstream)
+            served = await self.embeddings.serve(wire, body, self.embedding_upstream)
         except (WireRequestError, EmbeddingRefused) as exc:
             said = self.scrubber.scrub_fixed(exc.message)
             self.problem(said)
@@ -1120,15 +1138,21 @@ class Endpoint:
             message = self.scrubber.scrub_fixed(exc.message)
             self.problem(f"embedding call: {message}")
             return self._error(wire, message, exc.code, exc.status or 502)
-        if problem is not None:
-            self.problem(self.scrubber.scrub_fixed(problem))
-        return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
+        if served.problem is not None:
+            self.problem(self.scrubber.scrub_fixed(served.problem))
+        # the answer as the upstream sent it, with its retry headers
+        return web.Response(
+            body=served.body, status=served.status, content_type="application/json", headers=served.headers
+        )
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
         ``reason`` (code ``CANCELLED``, HTTP 503 or the stream's error event for its client) and is
         recorded as a failed call by :meth:`stop`. Returns how many were cancelled."""
-        return self.upstream.cancel(reason) if self.upstream is not None else 0
+        cancelled = self.upstream.cancel(reason) if self.upstream is not None else 0
+        if self.embedding_upstream is not None:
+            cancelled += self.embedding_upstream.cancel(reason)
+        return cancelled
 
     def abandon(self) -> None:
         """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's
