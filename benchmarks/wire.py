@@ -1,9 +1,10 @@
 """Benchmark: the wire formats' cost per served answer (the endpoint's encoders and upstream translators).
 
 For a streamed answer of N chunks (reasoning, text and a tool call, each delta a few words) this prints
-the time per answer of encoding it as SSE with the Chat Completions encoder (``wire.chat``) and the
-Responses encoder (``wire.responses``), of its whole (non-streamed) body in each format, and of
-translating the Responses events back into chunks, each as a ratio to a floor measured in the same
+the time per answer of encoding it as SSE with the Chat Completions (``wire.chat``), Responses
+(``wire.responses``) and Anthropic Messages (``wire.messages``) encoders, of its whole (non-streamed)
+body in each format, and of translating each format's events back into chunks (what a recording does
+with an upstream's stream), each as a ratio to a floor measured in the same
 process: ``orjson.dumps`` of every chunk once (the least any encoder must do). The endpoint's goal is a
 p50 overhead of at most 2 ms per call; these figures are the format's share of it.
 
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _timing import best
 
-from pytest_dsh_replay.llm.wire import chat, responses
+from pytest_dsh_replay.llm.wire import chat, messages, responses
 
 
 def answer(n: int) -> list[dict[str, Any]]:
@@ -58,6 +59,9 @@ def answer(n: int) -> list[dict[str, Any]]:
     return chunks
 
 
+FORMATS: tuple[tuple[str, Any], ...] = (("chat", chat), ("responses", responses), ("messages", messages))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100)
@@ -82,26 +86,36 @@ def main() -> None:
 
         return run
 
-    events = [json.loads(e.split(b"\ndata: ", 1)[1]) for e in encode(responses)()]
+    def events_of(fmt: Any) -> list[Any]:
+        """The JSON of every SSE event ``fmt``'s encoder sends for the answer (``[DONE]`` left out)."""
+        frames = [frame.split(b"data: ", 1)[1] for frame in encode(fmt)()]
+        return [json.loads(data) for data in frames if not data.startswith(b"[DONE]")]
 
-    def translate() -> None:
-        translator = responses.upstream_translator()
-        for event in events:
-            translator.feed(event)
-        translator.finish()
+    def translate(fmt: Any) -> Callable[[], None]:
+        events = events_of(fmt)
+
+        def run() -> None:
+            translator = fmt.upstream_translator(body)
+            for event in events:
+                translator.feed(event)
+            translator.finish()
+
+        return run
+
+    counts = {name: len(events_of(fmt)) for name, fmt in FORMATS}
 
     base = best(floor, repeat)
-    rows = [
-        ("orjson.dumps of every chunk (floor)", base),
-        ("chat: SSE stream", best(encode(chat), repeat)),
-        ("responses: SSE stream", best(encode(responses), repeat)),
-        ("chat: whole body", best(lambda: chat.encode_whole(chunks, model="m", response_id="r"), repeat)),
-        (
-            "responses: whole body",
-            best(lambda: responses.encode_whole(chunks, model="m", response_id="r"), repeat),
-        ),
-        (f"responses: translate {len(events)} upstream events", best(translate, repeat)),
-    ]
+    rows = [("orjson.dumps of every chunk (floor)", base)]
+    for name, fmt in FORMATS:
+        rows.append((f"{name}: SSE stream", best(encode(fmt), repeat)))
+    for name, fmt in FORMATS:
+
+        def whole(fmt: Any = fmt) -> None:
+            fmt.encode_whole(chunks, model="m", response_id="r")
+
+        rows.append((f"{name}: whole body", best(whole, repeat)))
+    for name, fmt in FORMATS:
+        rows.append((f"{name}: translate {counts[name]} upstream events", best(translate(fmt), repeat)))
     print(f"one answer of {len(chunks)} chunks, best of {repeat}:")
     for label, seconds in rows:
         print(f"  {label:<44} {seconds * 1e6:9.1f} us  {seconds / base:6.1f}x floor")

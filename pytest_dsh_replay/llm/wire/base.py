@@ -1,6 +1,7 @@
-"""What every wire-format module offers the loopback endpoint, and the typed error of a bad request body.
+"""What every wire format offers the loopback endpoint, and the typed error of a bad request body.
 
-A format module (``chat.py``, ``responses.py``, ...) exposes, in both directions:
+A format's wire object (the package ``chat``, ``responses``, ``messages``; the module ``gemini``, bound
+per request) exposes, in both directions:
 
 * ``PATH``: the route it serves, e.g. ``"/v1/chat/completions"``;
 * ``ITEMS_FIELD``: the body field of the conversation's items (``"messages"``, ``"input"``), and
@@ -25,7 +26,7 @@ A format module (``chat.py``, ``responses.py``, ...) exposes, in both directions
   ``BAD_RESPONSE`` when the JSON is not that format's answer;
 * ``upstream_body(body) -> dict``: the body forwarded upstream (always streamed, usage requested);
 * optionally ``upstream_headers(api_key) -> dict``: the headers an upstream of the format authenticates
-  with (``messages.py``: ``x-api-key``); without it the key goes as ``Authorization: Bearer``.
+  with (``messages``: ``x-api-key``); without it the key goes as ``Authorization: Bearer``.
 """
 
 from __future__ import annotations

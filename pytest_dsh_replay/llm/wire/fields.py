@@ -63,7 +63,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import MalformedCallError
+from ..errors import LlmError, MalformedCallError
 from ..types import ContentBlock, Message
 
 __all__ = [
@@ -73,11 +73,15 @@ __all__ = [
     "PROVIDER_FIELDS_BLOCK",
     "check_tool_calls",
     "client_path",
+    "failed_answer",
     "fallback_call_id",
     "merge_partial",
     "merge_streamed",
     "partial_for",
+    "preview",
     "shaping_params",
+    "unsent",
+    "whole_int",
 ]
 
 #: The key of the provider's own fields on a content block (see the module doc).
@@ -174,6 +178,33 @@ def client_path(path: str, origins: Mapping[str, Any] | None) -> str | None:
         block_item, suffix = blocks[int(found.group(2))]
         return f"{field}[{block_item}]{suffix}"
     return f"{field}[{item}]"
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """``value`` as JSON for an error message, cut after ``limit`` characters (``...``)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def whole_int(value: object) -> int | None:
+    """``value`` when it is an integer (a JSON ``true`` is not one), else ``None``: a usage count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def unsent(whole: str, sent: str) -> str:
+    """What of ``whole`` (a block's text or arguments at its end) its deltas did not send: the rest
+    after ``sent``, or ``""`` when ``sent`` is not its beginning (nothing can be added to make it)."""
+    return whole[len(sent) :] if whole.startswith(sent) else ""
+
+
+def failed_answer(reason: Mapping[str, Any]) -> LlmError:
+    """The error a whole (not streamed) answer is served as when it ended in an ``error``/``aborted``
+    finish ``reason``: its message and code (default ``PROVIDER_ERROR``), status 502."""
+    what = str(reason.get("message") or "model stream aborted")
+    return LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
 
 
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:

@@ -167,20 +167,25 @@ def fresh_item(item: object) -> bool:
 # --------------------------------------------------------------------------- requests
 
 
+def _text_part_block(part: Mapping[str, Any], where: str) -> ContentBlock | None:
+    """A text part (a ``thought`` one is reasoning), its other keys as provider fields; ``None`` when
+    empty with nothing else."""
+    extra = {k: v for k, v in part.items() if k not in ("text", "thought")}
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise WireRequestError(f"must be a string, got {_preview(text)}", f"{where}.text")
+    if not text and not extra:
+        return None
+    block: ContentBlock = {"type": "reasoning" if part.get("thought") is True else "text", "text": text}
+    if extra:
+        block[PROVIDER_FIELDS] = {WIRE: extra}
+    return block
+
+
 def _part_block(part: Mapping[str, Any], role: str, where: str) -> ContentBlock | None:
     """One part of a content as our block (module doc); ``None`` for an empty text part with nothing else."""
     if "text" in part:
-        extra = {k: v for k, v in part.items() if k not in ("text", "thought")}
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise WireRequestError(f"must be a string, got {_preview(text)}", f"{where}.text")
-        if not text and not extra:
-            return None
-        kind = "reasoning" if part.get("thought") is True else "text"
-        block: ContentBlock = {"type": kind, "text": text}
-        if extra:
-            block[PROVIDER_FIELDS] = {WIRE: extra}
-        return block
+        return _text_part_block(part, where)
     if "functionCall" in part and role == "model":
         call = part["functionCall"]
         if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
@@ -262,6 +267,88 @@ def _result_block(response: Mapping[str, Any], call_id: str) -> ContentBlock:
     return block
 
 
+def _part(part: object, where: str) -> Mapping[str, Any]:
+    """A part of a content, its field names in lowerCamelCase (:func:`_camel_part`)."""
+    if not isinstance(part, Mapping):
+        raise WireRequestError(f"a part must be an object, got {_preview(part)}", where)
+    return _camel_part(part, where)
+
+
+class _Contents:
+    """Our messages of a body's ``contents``, built content by content, with where each message and
+    block came from (``fields.client_path``: per message ``[item, [[item, suffix] per block]]``)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.origins: list[list[Any]] = []
+
+    def content(self, position: int, content: object) -> None:
+        where = f"contents[{position}]"
+        if not isinstance(content, Mapping):
+            raise WireRequestError(f"a content must be an object, got {_preview(content)}", where)
+        role = content.get("role", "user")
+        if role not in ("user", "model"):
+            raise WireRequestError(f"must be 'user' or 'model', got {_preview(role)}", f"{where}.role")
+        parts = content.get("parts", [])
+        if not isinstance(parts, list):
+            raise WireRequestError("must be a list of parts", f"{where}.parts")
+        if role == "model":
+            self._model(position, parts, where)
+        else:
+            self._user(position, parts, where)
+
+    def _answer(self, position: int) -> tuple[Message, list[Any]]:
+        """The assistant message a model content adds to: the previous content's when it was the
+        model's too (one answer sent back as contents of its own), else a new one."""
+        if self.messages and self.messages[-1]["role"] == "assistant" and self.origins[-1][0] == position - 1:
+            self.origins[-1][0] = position
+            return self.messages[-1], self.origins[-1]
+        message: Message = {"role": "assistant", "content": []}
+        self.messages.append(message)
+        self.origins.append([position, []])
+        return message, self.origins[-1]
+
+    def _model(self, position: int, parts: list[Any], where: str) -> None:
+        message, from_ = self._answer(position)
+        for i, part in enumerate(parts):
+            block = _part_block(_part(part, f"{where}.parts[{i}]"), "model", f"{where}.parts[{i}]")
+            if block is None:
+                continue
+            before = len(message["content"])
+            _merge_text(message["content"], block)
+            if len(message["content"]) > before:
+                if block["type"] == "tool-call" and not block["id"]:
+                    block["id"] = fallback_call_id(self.messages[:-1], len(message["content"]) - 1)
+                from_[1].append([position, f".parts[{i}]"])
+
+    def _user(self, position: int, parts: list[Any], where: str) -> None:
+        rest: list[ContentBlock] = []
+        rest_from: list[list[Any]] = []
+        for i, raw in enumerate(parts):
+            part = _part(raw, f"{where}.parts[{i}]")
+            if part.get("functionResponse") is not None:
+                # named as the client spelled it (the request check's paths are the client's)
+                sent_as = "function_response" if "function_response" in raw else "functionResponse"
+                self._result(position, f".parts[{i}].{sent_as}", part["functionResponse"], where)
+                continue
+            block = _part_block(part, "user", f"{where}.parts[{i}]")
+            if block is not None:
+                rest.append(block)
+                rest_from.append([position, f".parts[{i}]"])
+        if rest or not parts:
+            self.messages.append({"role": "user", "content": rest})
+            self.origins.append([position, rest_from])
+
+    def _result(self, position: int, suffix: str, response: object, where: str) -> None:
+        """A ``functionResponse`` part (at ``suffix`` of its content): a user message of its own
+        holding its ``tool-result``."""
+        if not isinstance(response, Mapping) or not isinstance(response.get("name"), str):
+            raise WireRequestError(f"must be an object with a name, got {_preview(response)}", where + suffix)
+        call_id = response.get("id") or _answered_call(self.messages, response["name"])
+        self.messages.append({"role": "user", "content": [_result_block(response, str(call_id))]})
+        self.origins.append([position, [[position, suffix]]])
+
+
 def request_from_body(body: Mapping[str, Any], model: str = "") -> ModelRequest:
     """A client's ``generateContent`` body (the model from the route) -> our :class:`ModelRequest`
     (module doc).
@@ -275,72 +362,10 @@ def request_from_body(body: Mapping[str, Any], model: str = "") -> ModelRequest:
     raw = body.get("contents")
     if not isinstance(raw, list):
         raise WireRequestError("must be a list of contents", "contents")
-    messages: list[Message] = []
-    origins: list[list[Any]] = []  # per message: [item, [[item, suffix] per block]] (fields.client_path)
+    contents = _Contents()
     for position, content in enumerate(raw):
-        where = f"contents[{position}]"
-        if not isinstance(content, Mapping):
-            raise WireRequestError(f"a content must be an object, got {_preview(content)}", where)
-        role = content.get("role", "user")
-        if role not in ("user", "model"):
-            raise WireRequestError(f"must be 'user' or 'model', got {_preview(role)}", f"{where}.role")
-        parts = content.get("parts", [])
-        if not isinstance(parts, list):
-            raise WireRequestError("must be a list of parts", f"{where}.parts")
-        if role == "model":
-            if messages and messages[-1]["role"] == "assistant" and origins[-1][0] == position - 1:
-                message, from_ = messages[-1], origins[-1]
-                from_[0] = position
-            else:
-                message = {"role": "assistant", "content": []}
-                from_ = [position, []]
-                messages.append(message)
-                origins.append(from_)
-            for i, part in enumerate(parts):
-                if not isinstance(part, Mapping):
-                    raise WireRequestError(
-                        f"a part must be an object, got {_preview(part)}", f"{where}.parts[{i}]"
-                    )
-                part = _camel_part(part, f"{where}.parts[{i}]")
-                block = _part_block(part, "model", f"{where}.parts[{i}]")
-                if block is None:
-                    continue
-                before = len(message["content"])
-                _merge_text(message["content"], block)
-                if len(message["content"]) > before:
-                    if block["type"] == "tool-call" and not block["id"]:
-                        block["id"] = fallback_call_id(messages[:-1], len(message["content"]) - 1)
-                    from_[1].append([position, f".parts[{i}]"])
-            continue
-        rest: list[ContentBlock] = []
-        rest_from: list[list[Any]] = []
-        for i, part in enumerate(parts):
-            if not isinstance(part, Mapping):
-                raise WireRequestError(
-                    f"a part must be an object, got {_preview(part)}", f"{where}.parts[{i}]"
-                )
-            # named as the client spelled it (the request check's paths are the client's)
-            sent_as = "function_response" if "function_response" in part else "functionResponse"
-            part = _camel_part(part, f"{where}.parts[{i}]")
-            response = part.get("functionResponse")
-            if response is not None:
-                if not isinstance(response, Mapping) or not isinstance(response.get("name"), str):
-                    raise WireRequestError(
-                        f"must be an object with a name, got {_preview(response)}",
-                        f"{where}.parts[{i}].{sent_as}",
-                    )
-                call_id = response.get("id") or _answered_call(messages, response["name"])
-                messages.append({"role": "user", "content": [_result_block(response, str(call_id))]})
-                origins.append([position, [[position, f".parts[{i}].{sent_as}"]]])
-                continue
-            block = _part_block(part, "user", f"{where}.parts[{i}]")
-            if block is not None:
-                rest.append(block)
-                rest_from.append([position, f".parts[{i}]"])
-        if rest or not parts:
-            messages.append({"role": "user", "content": rest})
-            origins.append([position, rest_from])
-    request: ModelRequest = {"model": model, "messages": messages}
+        contents.content(position, content)
+    request: ModelRequest = {"model": model, "messages": contents.messages}
     system = body.get("systemInstruction")
     if system:
         request["system"] = _text_parts(system, "systemInstruction")
@@ -351,7 +376,7 @@ def request_from_body(body: Mapping[str, Any], model: str = "") -> ModelRequest:
     if other_tools:
         params["tools"] = other_tools
     request["params"] = params
-    request["origins"] = {"field": ITEMS_FIELD, "messages": origins}
+    request["origins"] = {"field": ITEMS_FIELD, "messages": contents.origins}
     return request
 
 

@@ -17,16 +17,17 @@ prefix cache and the recording's manifest ask it instead of branching on format 
   LLM, LangChain's older ``ChatOpenAI`` and LiteLLM read: ``/v1``; LiteLLM's Anthropic provider reads
   ``ANTHROPIC_API_BASE``; ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL``:
   none, the SDK appends the version itself);
-* ``module``: the ``llm/wire`` module reading a request, translating upstream events into chunks and
-  encoding chunks back (:mod:`.base` spells the interface out), imported on first use so this table
-  costs the CLI's start-up nothing.
+* ``module``: the ``llm/wire`` module (or package, such as ``chat``, split by direction) reading a
+  request, translating upstream events into chunks and encoding chunks back (:mod:`.base` spells the
+  interface out), imported on first use so this table costs the CLI's start-up nothing.
 
 A format whose routes have path parameters gives its module a ``bind(params, path)`` returning the request's
 wire object (the model and action of the path bound); the others are their module. The URL rule (which
 upstream URL a call goes to) is :func:`~pytest_dsh_replay.endpoint.upstreams.format_url` over the bound
 wire object's ``upstream_path``, or its ``PATH``.
 
-Adding a format: its module under ``llm/wire/`` and one line in :data:`FORMATS`.
+Adding a format: its module (or package) under ``llm/wire/``, written on :class:`~.parts.AnswerParts`, and
+one line in :data:`FORMATS`.
 """
 
 from __future__ import annotations
