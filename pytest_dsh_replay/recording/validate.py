@@ -437,7 +437,8 @@ def validate_log_files(
     """
     scrubber = scrubber or default_scrubber()
     out = report.findings
-    heads = _read_headers(files)
+    # the headers serve duplicate ids and lineage, both between logs: a lone log's is read by its checks
+    heads = _read_headers(files) if len(files) > 1 else [None] * len(files)
     by_id: dict[str, int] = {}
     for i, (file, head) in enumerate(zip(files, heads, strict=True)):
         if head is None:
@@ -524,6 +525,11 @@ def seq_findings(file: Path) -> list[Finding]:
     return [f for f in out if f.code in SEQ_CODES]
 
 
+#: A log of at most this many bytes is screened for secrets whole before its lines are read
+#: (:meth:`~.scrub.SecretCheck.screen_whole`); a larger one line by line, so that no copy of it is held.
+WHOLE_SCREEN_BYTES = 1 << 20
+
+
 def _check_one(
     file: Path, wanted: set[int], report: UnitReport, scrubber: SecretScrubber, reader: LogReader | None
 ) -> LogChecks | None:
@@ -542,6 +548,9 @@ def _check_one(
     report.logs += 1
     checks = LogChecks(str(file), out, wanted)
     secrets = SecretCheck(str(file), scrubber)
+    whole = stream.whole(WHOLE_SCREEN_BYTES)
+    if whole is not None:  # a small log: one secret screen of it, not one per line
+        secrets.screen_whole(whole)
     if stream.header is not None:
         secrets.header(stream.header_line, stream.header)
     if reader is not None:
