@@ -181,9 +181,12 @@ def manifest_findings(directory: Path) -> list[Finding]:
     return []
 
 
-def check_recording(directory: Path, rerecord: str) -> Manifest | None:
+def check_recording(directory: Path, rerecord: str, pins: list[Any] | None = None) -> Manifest | None:
     """Refuse a recording ``dsh-replay validate`` flags, or whose manifest does not read (module doc);
     returns the manifest (``None``: the directory has none).
+
+    ``pins``: a list given is extended with the pins ``validate`` read, ``(log count, pins of each
+    log)``, so that loading the scripts need not read them again (``load_session_scripts(pins=...)``).
 
     Args:
         directory: the recording directory.
@@ -210,7 +213,8 @@ def check_recording(directory: Path, rerecord: str) -> Manifest | None:
             f"{directory}: session logs but no {ENDPOINT_MANIFEST}, so not a recording of the endpoint; "
             f"{what}, or re-record: {rerecord}"
         )
-    findings = validate_unit(directory).findings
+    report = validate_unit(directory)
+    findings = report.findings
     if findings:
         quoted = [str(f) for f in findings]
         more = len(quoted) - _QUOTED_FINDINGS
@@ -222,6 +226,8 @@ def check_recording(directory: Path, rerecord: str) -> Manifest | None:
             f"it is not served: fix the file(s), or re-record: {rerecord}"
         )
         raise EndpointRecordingError("\n".join(lines), findings[0].code, quoted)
+    if pins is not None and report.pins is not None:
+        pins.append(report.pins)
     return read_manifest(directory)
 
 

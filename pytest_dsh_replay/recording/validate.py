@@ -73,12 +73,15 @@ class UnitReport(Struct):
         findings: every problem found, in file order.
         logs: number of log files read.
         events: number of logical events read (all logs).
+        pins: a scenario-like directory's request pins as replay reads them, ``(log count, pins of
+            each log)`` (:func:`~pytest_dsh_replay.replay.load_pins`), when they read; else ``None``.
     """
 
     path: Path
     findings: list[Finding] = field(default_factory=list)
     logs: int = 0
     events: int = 0
+    pins: tuple[int, list[Any]] | None = None
 
 
 def display(value: Any) -> str:
@@ -670,8 +673,10 @@ def _session_number(path: Path) -> int:
     return int(number) if number is not None else 0
 
 
-def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
-    """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
+def _scenario_files(directory: Path, report: UnitReport) -> list[Path]:
+    """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)
+    and its pins (``report.pins``)."""
+    out = report.findings
     from ..scenario.definition import load_scenario  # input.json: the bundled agent's steps
 
     logs = sorted(
@@ -709,7 +714,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
     else:
-        _check_pins(directory, max(1, len(recorded)), out)
+        report.pins = _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
     # an MCP server's sessions beside the model's (docs/mcp.md), the endpoint's embedding calls
@@ -735,7 +740,7 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
             p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
         )
         if scenario_like:
-            files = _scenario_files(path, report.findings)
+            files = _scenario_files(path, report)
         else:
             files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     elif path.name == INPUT_FILE:
@@ -749,14 +754,16 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
     return report
 
 
-def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> None:
-    """The request pins of a scenario, read as replay reads them (bad JSON, not a file, an orphan)."""
+def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> tuple[int, list[Any]] | None:
+    """The request pins of a scenario, read as replay reads them (bad JSON, not a file, an orphan):
+    ``(log_count, pins)``, or ``None`` with the finding."""
     from ..replay import load_pins
 
     try:
-        load_pins(directory, log_count)
+        return log_count, load_pins(directory, log_count)
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
+        return None
 
 
 def _check_sidecar(path: Path, out: list[Finding]) -> None:
