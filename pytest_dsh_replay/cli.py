@@ -392,9 +392,9 @@ class _TurnSummary:
             self.given = i
         turn = self.turn
         if t == "embeddings/call":  # the endpoint's embedding calls: one line each
-            from .endpoint.embeddings import call_summary
+            from .recording.embeddings import call_summary
 
-            self.lines.append(call_summary({**d, "seq": e.get("seq")}))
+            self.lines.append(call_summary(d, e.get("seq")))
             return
         if t == "turn/start":
             self.turn = {

@@ -156,6 +156,7 @@ def loose_log_number(name: str) -> str | None:
 
 # -- MCP server sessions (docs/mcp.md) -------------------------------------------------------------
 
+
 def embeddings_log_files(directory: Path) -> list[Path]:
     """The endpoint's embeddings log of ``directory`` (:data:`EMBEDDINGS_LOG`), when it has one: read
     beside the conversations by ``validate``, ``show`` and ``diff``."""

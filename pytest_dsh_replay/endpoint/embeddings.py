@@ -1,19 +1,10 @@
 """The endpoint's embedding calls (``llm/wire/embeddings.py``): recorded, checked and replayed beside the
-conversations, in a log of their own, ``embeddings.jsonl`` (:data:`~pytest_dsh_replay.layout.EMBEDDINGS_LOG`).
+conversations, in a log of their own, ``embeddings.jsonl``, whose format, reader, call rule and bytes
+are the recording layer's (``recording/embeddings.py``).
 
-The log is a session log (events.md: the header, then events with ``seq``/``time``/``data``, so
-``validate``, ``show`` and ``diff`` read it as they read any log; the event type is the open
-vocabulary's): the header ``{"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}``
-then one event per call, in the order the calls were made::
-
-    {"type": "embeddings/call", "seq": 0, "time": 0, "data": {"route": "/v1/embeddings",
-     "model": "text-embedding-3-small", "request": {<the client's body as sent>}, "status": 200,
-     "response": {<the answer as sent>}}}
-
-``route`` is the format's key (``/v1/embeddings``, ``/v1beta/models/{model}:embedContent``); Gemini's
-``request`` holds the route's ``model`` first. The answer is kept as the provider sent it: base64 vectors
-stay base64 text, so a recording is about as large as the answers were on the wire
-(``benchmarks/embeddings_size.py``).
+Every call's body is first held to the API's types (``llm.wire.embeddings.request_problem``): a
+``dimensions`` of ``"8"`` or an ``input`` of ``5`` is refused with a 400 in the API's shape, nothing
+forwarded, a problem of the run (the log's reader refuses such a recorded call by the same rule).
 
 Replay (:meth:`EmbeddingCalls.serve`): a call is served the answer of the first recorded call of the
 same route not served yet whose request is the same (the request check's primitives: each side
@@ -26,108 +17,44 @@ forwards the rest.
 
 Recording: each call is forwarded to the upstream (the format's path under the base URL, the endpoint's
 key in the format's header; the client's key is never forwarded) and its answer, whatever its status,
-is sent to the client and recorded. The log is written by :meth:`EmbeddingCalls.write` under the
-recording's lock, scrubbed by the run's scrubber (every string but the vectors), and kept byte for byte
-when the run's calls equal the recorded ones with the masks (stable re-recording).
+is sent to the client as sent. A refusal (4xx, 5xx), an answer the log's rule refuses
+(``recording.embeddings.call_problem``) or one whose line would pass the line limit is a problem of the
+run and not recorded. The run's calls are the bytes :meth:`EmbeddingCalls.log_file` gives, which the
+endpoint writes with its conversations in the same swap, into the directory or beside it in
+``.dsh-kept`` as it writes them (scrubbed by the run's scrubber but the vectors; kept byte for byte when
+the run's calls equal the recorded ones with the masks: stable re-recording).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ..errors import HarnessError, read_regular_file
+from ..errors import HarnessError
 from ..layout import EMBEDDINGS_LOG
 from ..llm import LlmError
-from ..recording.write import write_files
+from ..llm.wire.base import WireRequestError
+from ..recording.embeddings import (
+    call_problem,
+    call_summary,
+    line_problem,
+    log_bytes,
+    read_calls,
+    scrubbed,
+)
 from ..session.masks import Masks
 from .upstreams import format_url
 
-#: the log's header line (a session header: events.md)
-HEADER = {"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}
-#: the ``type`` of a call's line
-CALL = "embeddings/call"
-#: the keys of an answer holding vectors: never scrubbed (a base64 vector is no secret, and rewriting
-#: a piece of it would change the vector)
-_VECTOR_KEYS = frozenset({"embedding", "values"})
 
+class EmbeddingRefused(HarnessError):
+    """An embedding call the endpoint refused (a 400, nothing served or forwarded): it matches no
+    recorded call (``ENDPOINT_EMBEDDING_MISMATCH``). A body not of the API's types is a
+    :class:`~pytest_dsh_replay.llm.wire.base.WireRequestError` instead."""
 
-class EmbeddingsLogError(HarnessError):
-    """An embeddings log that does not read as one (names the file and line)."""
-
-    code = "EMBEDDINGS_BAD_LOG"
-
-
-def read_calls(path: Path) -> list[dict[str, Any]]:
-    """The calls of the embeddings log ``path`` (module doc), in order; ``[]`` when there is none.
-
-    Raises:
-        EmbeddingsLogError: a line that is not JSON, a first line that is not the header, a call line
-            without ``route``/``request``/``response``.
-    """
-    if not os.path.lexists(path):
-        return []
-    lines = read_regular_file(path).decode("utf-8", "replace").splitlines()
-    calls: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise EmbeddingsLogError(f"{path}:{number}: not JSON ({exc})") from None
-        if number == 1:
-            if not isinstance(value, dict) or value.get("type") != "session":
-                raise EmbeddingsLogError(f"{path}:1: not a session header: {line[:200]}")
-            continue
-        data = value.get("data") if isinstance(value, dict) else None
-        if (
-            not isinstance(data, dict)
-            or value.get("type") != CALL
-            or not isinstance(data.get("route"), str)
-            or not isinstance(data.get("request"), dict)
-            or "response" not in data
-        ):
-            raise EmbeddingsLogError(f"{path}:{number}: not an embeddings/call event: {line[:200]}")
-        calls.append({**data, "seq": value.get("seq")})
-    return calls
-
-
-def log_problems(path: Path) -> list[str]:
-    """What ``dsh-replay validate`` reports of the embeddings log ``path`` (``[]``: none)."""
-    try:
-        read_calls(path)
-    except (EmbeddingsLogError, HarnessError) as exc:
-        return [exc.message]
-    return []
-
-
-def call_summary(call: Mapping[str, Any]) -> str:
-    """One line saying a recorded call: its route, model, inputs and vectors (``show``)."""
-    request = call.get("request", {})
-    value = request.get("input", request.get("requests", request.get("content")))
-    inputs = len(value) if isinstance(value, list) else 1
-    response = call.get("response")
-    data = response.get("data", response.get("embeddings")) if isinstance(response, dict) else None
-    vectors = len(data) if isinstance(data, list) else (1 if isinstance(response, dict) else 0)
-    return (
-        f"#{call.get('seq')} {call.get('route')} {call.get('model', '')}: {inputs} input(s), "
-        f"{vectors} vector(s), HTTP {call.get('status', 200)}"
-    )
-
-
-def _scrub(value: Any, scrub: Any) -> Any:
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, list):
-        return [_scrub(v, scrub) for v in value]
-    if isinstance(value, dict):
-        return {k: v if k in _VECTOR_KEYS else _scrub(v, scrub) for k, v in value.items()}
-    return value
+    code = "ENDPOINT_EMBEDDING_MISMATCH"
 
 
 class EmbeddingCalls:
@@ -140,7 +67,14 @@ class EmbeddingCalls:
     """
 
     def __init__(
-        self, directory: Path, recorded: bool, live: bool, masks: Masks | None, cwd: str, scrub: Any = None
+        self,
+        directory: Path,
+        recorded: bool,
+        live: bool,
+        masks: Masks | None,
+        cwd: str,
+        scrub: Any = None,
+        rerecord: str = "",
     ) -> None:
         from ..session.tokens import Tokenizer
 
@@ -152,12 +86,13 @@ class EmbeddingCalls:
         self.calls: list[dict[str, Any]] = []
         #: calls sent to the upstream (the run's summary counts them beside the model's)
         self.forwarded = 0
-        self.problems: list[str] = []
         self._tokens = Tokenizer([], cwd, masks=masks)
         self.scrub = scrub if scrub is not None else (lambda text: text)
+        #: the command a mismatch names to re-record the recording (the model calls' one)
+        self.rerecord = rerecord
 
     def _key(self, value: Any) -> bytes:
-        value = _scrub(value, self.scrub)
+        value = scrubbed(value, self.scrub)
         return orjson.dumps(self._tokens.fresh().scrub_value(value), option=orjson.OPT_SORT_KEYS)
 
     def match(self, route: str, checked: Mapping[str, Any]) -> tuple[int | None, str]:
@@ -180,75 +115,116 @@ class EmbeddingCalls:
                 "upstream"
             )
         recorded = self._tokens.fresh().scrub_value(self.recorded[nearest]["request"])
-        sent = self._tokens.fresh().scrub_value(_scrub(dict(checked), self.scrub))
+        sent = self._tokens.fresh().scrub_value(scrubbed(dict(checked), self.scrub))
         found = first_difference(recorded, sent, "")
         where = "the request"
         if found is not None:  # the client's own path in its body: input[3], not .input[3]
             where = Difference("request", found[0].lstrip("."), found[1], found[2]).render()
-        return None, (
+        why = (
             f"embedding call ({route}) matches no recorded one; the nearest unserved, recorded call "
             f"#{self.recorded[nearest].get('seq')}, differs: {where}"
         )
+        return None, f"{why}; if the change is intended, re-record: {self.rerecord}" if self.rerecord else why
 
-    async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> tuple[int, Any]:
-        """``(status, answer)`` of one call: a recorded answer, else (live) the upstream's, else a
-        refusal (the API's 400 error body; the problem is the run's)."""
+    async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> tuple[int, Any, str | None]:
+        """``(status, answer, problem)`` of one call: a recorded answer, else (live) the upstream's as
+        sent (``problem``: why it was not recorded, a refusal or an answer the log cannot hold), which
+        the endpoint adds to the run's problems.
+
+        Raises:
+            WireRequestError: the body is not of the API's types (``llm.wire.embeddings.request_problem``).
+            EmbeddingRefused: no recorded call matches and the plan forwards nothing.
+            LlmError: the upstream could not be reached or answered no JSON
+                (:meth:`EmbeddingUpstream.forward`).
+        """
+        found = wire.problem(body)
+        if found is not None:
+            raise WireRequestError(f"{found[0]}: refused, nothing forwarded", found[1])
         checked = wire.checked(body)
         index, why = self.match(wire.PATH, checked)
         if index is not None:
             self.served[index] = True
             call = self.recorded[index]
             self.calls.append(call)
-            return int(call.get("status", 200)), call["response"]
+            return call["status"], call["response"], None
         if not self.live:
-            if why not in self.problems:
-                self.problems.append(why)
-            return 400, wire.error_body(why, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+            raise EmbeddingRefused(why)
         self.forwarded += 1
         status, answer = await upstream.forward(wire, body)
         if status >= 400:  # the upstream's refusal reaches the client; a recording of it is none
             error = answer.get("error") if isinstance(answer, dict) else None
             said = error.get("message") if isinstance(error, dict) else None
-            self.problems.append(
-                f"embedding call ({wire.PATH}): upstream answered HTTP {status}: {said or answer}"
+            return (
+                status,
+                answer,
+                f"embedding call ({wire.PATH}): upstream answered HTTP {status}: {said or answer}",
             )
-            return status, answer
-        self.calls.append(
-            {
-                "route": wire.PATH,
-                "model": wire.model_of(body),
-                "request": checked,
-                "status": status,
-                "response": answer,
-            }
-        )
-        return status, answer
+        call = {
+            "route": wire.PATH,
+            "model": wire.model_of(body),
+            "request": checked,
+            "status": status,
+            "response": answer,
+        }
+        problem = call_problem(call) or line_problem(len(self.calls), call, self.scrub)
+        if problem is not None:
+            return status, answer, f"embedding call ({wire.PATH}) #{len(self.calls)}: {problem}"
+        self.calls.append(call)
+        return status, answer, None
 
     def unused(self) -> list[str]:
         """The problem of the recorded calls no request was served from (``[]``: none)."""
         left = [c for c, served in zip(self.recorded, self.served, strict=True) if not served]
         if not left:
             return []
-        listed = "; ".join(call_summary(c) for c in left[:5]) + (" ..." if len(left) > 5 else "")
+        listed = "; ".join(call_summary(c, c.get("seq")) for c in left[:5]) + (
+            " ..." if len(left) > 5 else ""
+        )
         return [f"{len(left)} recorded embedding call(s) left unused: {listed}"]
 
-    def write(self, scrub: Any) -> list[Path]:
-        """Write the run's calls as the log (module doc); returns the files written (``[]``: the
-        recorded log is kept, the run's calls being the same with the masks, or there were none)."""
+    def log_file(self, target: Path, scrub: Any) -> list[tuple[Path, bytes]]:
+        """``[(target / embeddings.jsonl, bytes)]`` of the run's calls for the writer's swap, ``[]`` when
+        the run made none. When they equal the recorded log's calls with the masks, its bytes are kept
+        (stable re-recording).
+
+        Raises:
+            EmbeddingsLogError, LogReadError, ReplayParseError: the recorded log does not read.
+        """
         if not self.calls:
             return []
-        path = self.directory / EMBEDDINGS_LOG
-        previous = read_calls(path)
+        previous_path = self.directory / EMBEDDINGS_LOG
+        previous = read_calls(previous_path)
         keys = [self._key(c["request"]) + self._key(c["response"]) for c in self.calls]
-        if [self._key(c["request"]) + self._key(c["response"]) for c in previous] == keys:
-            return []
-        lines = [orjson.dumps(HEADER)]
-        for seq, call in enumerate(self.calls):
-            data = {k: v for k, v in call.items() if k != "seq"}
-            data["request"] = _scrub(call["request"], scrub)
-            data["response"] = _scrub(call["response"], scrub)
-            lines.append(orjson.dumps({"type": CALL, "seq": seq, "time": 0, "data": data}))
-        return write_files(self.directory, [(path, b"\n".join(lines) + b"\n")])
+        if previous and [self._key(c["request"]) + self._key(c["response"]) for c in previous] == keys:
+            return [(target / EMBEDDINGS_LOG, previous_path.read_bytes())]
+        return [(target / EMBEDDINGS_LOG, log_bytes(self.calls, scrub))]
+
+    def note(self, written: list[Path]) -> str:
+        """What the run did with its calls (``""``: it made none): the log written or kept, and, when
+        the run replayed part of them (``new_episodes``, ``changed``), what was served from the
+        recording, not paid again (its recorded usage), and what was sent upstream."""
+        if not self.calls:
+            return ""
+        what = "written" if any(p.name == EMBEDDINGS_LOG for p in written) else "kept (the same calls)"
+        note = f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
+        kept = sum(self.served)
+        if kept and self.live:
+            tokens = sum(
+                _input_tokens(c["response"]) for c, s in zip(self.recorded, self.served, strict=True) if s
+            )
+            note += (
+                f"; {kept} served from the recording (not paid again: {tokens} input tokens, their recorded "
+                f"usage), {self.forwarded} sent upstream"
+            )
+        return note
+
+
+def _input_tokens(response: Any) -> int:
+    """The input tokens an embedding answer's usage says (OpenAI's ``usage.prompt_tokens``; 0 when it
+    says none, as Gemini's answers do)."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 class EmbeddingUpstream:
@@ -291,13 +267,4 @@ class EmbeddingUpstream:
             self._session = None
 
 
-__all__ = [
-    "CALL",
-    "HEADER",
-    "EmbeddingCalls",
-    "EmbeddingUpstream",
-    "EmbeddingsLogError",
-    "call_summary",
-    "log_problems",
-    "read_calls",
-]
+__all__ = ["EmbeddingCalls", "EmbeddingRefused", "EmbeddingUpstream"]

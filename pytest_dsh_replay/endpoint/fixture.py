@@ -22,7 +22,7 @@ docs/ endpoint-safety.md). Options: ``--dsh-record``, ``--dsh-upstream URL`` (in
 ``--dsh-backend``, ``--dsh-match-on``, ``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each
 format is read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
 ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), or from ini ``dsh_api_key_env`` for every format, before the
-dummies replace them. """
+dummies replace them."""
 
 from __future__ import annotations
 

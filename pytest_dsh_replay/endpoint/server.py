@@ -64,6 +64,7 @@ from ..layout import (
     ENDPOINT_MANIFEST,
     OVERRIDE_FILE,
     PRIMARY_FILE,
+    embeddings_log_files,
     is_log_name,
     log_name,
     mcp_log_files,
@@ -313,6 +314,12 @@ def _has_any_recording(directory: Path) -> bool:
     return _has_recording(directory) or (directory / EMBEDDINGS_LOG).exists()
 
 
+def _rerecord_command(config: EndpointConfig) -> str:
+    """The command a mismatch report names to re-record ``config``'s recording (the fixture's own, else
+    ``serve``'s)."""
+    return config.rerecord or f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
+
+
 def plan_for(config: EndpointConfig) -> Plan:
     """The scenario's plan for the mode and what the directory holds: ``REPLAY`` (``none``, or ``once``
     with a recording), ``EPISODES`` (``new_episodes`` with one), ``CHANGED`` (``changed`` with one) or
@@ -487,9 +494,7 @@ class Endpoint:
                     f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                     f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
                 )
-            rerecord = config.rerecord or (
-                f"dsh-replay serve {config.directory} --record rewrite --upstream URL"
-            )
+            rerecord = _rerecord_command(config)
             # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
             # reported later as calls left unused: refused now, with validate's words
             pins: list[Any] = []  # read once, by the check, for the scripts too
@@ -530,7 +535,13 @@ class Endpoint:
         recorded = self.plan in (Plan.REPLAY, Plan.EPISODES, Plan.CHANGED)
         live = self.plan.needs_live_model
         self.embeddings = EmbeddingCalls(
-            config.directory, recorded, live, config.masks, self.cwd, self.scrubber.scrub
+            config.directory,
+            recorded,
+            live,
+            config.masks,
+            self.cwd,
+            self.scrubber.scrub,
+            rerecord=_rerecord_command(config),
         )
         if live and config.upstream:
             by_key = {path: key for path, (_env, key) in self.keys.items()}
@@ -668,15 +679,6 @@ class Endpoint:
             outcome.problems += self._conversation_problems(outcome.problems)
             try:
                 await self._write(outcome, failed)
-                if outcome.ok and (not failed or self.config.record_on_error):
-                    # the run's embedding calls, beside the conversations written into the directory
-                    written = self.embeddings.write(self.scrubber.scrub)
-                    outcome.written += written
-                    if self.embeddings.calls:
-                        what = "written" if written else "kept (the same calls)"
-                        outcome.notes.append(
-                            f"{len(self.embeddings.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
-                        )
                 if self.mcp is not None and self.mcp.recorded and outcome.ok:
                     outcome.notes += self.mcp.write_recorded(self.masks_keep_mcp(outcome))
             finally:
@@ -768,10 +770,12 @@ class Endpoint:
         result = await self.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
         directory = self.config.directory
         if not result.logs:
-            if outcome.problems:
+            if self.embeddings.calls:  # a retrieval step's index alone is a recording too
+                self._write_embeddings_only(outcome, failed)
+            elif outcome.problems:
                 outcome.notes.append(self.nothing_written())
                 outcome.notes += await self._set_aside_mcp(None)
-            elif not self.embeddings.calls:  # embedding calls alone are written by stop()
+            else:
                 outcome.notes.append(self._nothing_arrived())
             return
         replaces = _has_recording(directory) and self.plan is not Plan.REPLAY
@@ -795,6 +799,9 @@ class Endpoint:
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
         pins.append((target / ENDPOINT_MANIFEST, manifest_text(self.formats_seen, unknown_parents)))
+        # the run's embedding calls go where its conversations go, in the same swap
+        embeddings = self.embeddings.log_file(where, self.scrubber.scrub)
+        stale = [] if embeddings or not self.plan.prunes_owned else embeddings_log_files(where)
         outcome.written, outcome.removed = write_fixtures(
             where,
             result.logs,
@@ -805,7 +812,11 @@ class Endpoint:
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if self.keep_by_masks else None),
             prune_owned=self.plan.prunes_owned,
+            remove=stale,
+            beside=embeddings,
         )
+        if self.embeddings.calls:
+            outcome.notes.append(self.embeddings.note(outcome.written))
         # --record changed: what each conversation kept and re-recorded (recording.models.ChangedModel)
         changes = self.model.summary() if self.plan is Plan.CHANGED else []
         if self.plan is Plan.CHANGED:
@@ -848,6 +859,45 @@ class Endpoint:
             with contextlib.suppress(OSError):  # the recording is written; a kept run left is only noted
                 remove_kept(directory / KEPT_DIR)
             outcome.notes.append(f"removed {directory / KEPT_DIR} (an earlier run kept there): superseded")
+
+    def _write_embeddings_only(self, outcome: EndpointOutcome, failed: str) -> None:
+        """Write a run whose recorded traffic is embedding calls alone (a retrieval step's index): into
+        the directory, or beside it in :data:`KEPT_DIR` as :meth:`_verdict` keeps conversations, when
+        the test failed, or when the run had problems and would replace a recording."""
+        from ..recording.write import remove_kept, write_files
+
+        directory = self.config.directory
+        failed_test = bool(failed) and not self.config.record_on_error
+        replaces = _has_any_recording(directory) and self.plan is not Plan.REPLAY
+        troubled = bool(outcome.problems) and not self.config.record_on_error
+        if not failed_test and not (troubled and replaces):
+            outcome.written += write_files(
+                directory, self.embeddings.log_file(directory, self.scrubber.scrub)
+            )
+            outcome.notes.append(self.embeddings.note(outcome.written))
+            if troubled:
+                outcome.notes.append(
+                    f"the run had problems: its {len(self.embeddings.calls)} answered embedding call(s) were "
+                    "written (as vcrpy writes a cassette when a test fails)"
+                )
+            return
+        target = directory / KEPT_DIR
+        if target.exists() or target.is_symlink():
+            remove_kept(target)
+        target.mkdir(parents=True)
+        written = write_files(target, self.embeddings.log_file(target, self.scrubber.scrub))
+        why = f"the test failed ({failed})" if failed_test else "the run had problems"
+        outcome.notes.append(
+            kept_note(
+                directory,
+                why,
+                kept_run(target),
+                replaces=replaces,
+                left_out=0,
+                files=len(written),
+                instead=f"to write a failed run: {self.config.accept_flag}",
+            )
+        )
 
     def _verdict(
         self, outcome: EndpointOutcome, result: RecordResult, failed: str, *, replaces: bool, stopped: bool
@@ -1054,34 +1104,29 @@ class Endpoint:
 
     async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
         """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
-        from the recording or forwarded."""
+        from the recording or forwarded; the upstream's answer reaches the client as sent."""
         from aiohttp import web
 
-        try:
-            raw = await read_body(request, self.line_limit)
-            body = orjson.loads(raw)
-        except (UnreadableBody, UnsupportedEncoding, BodyTooLarge, orjson.JSONDecodeError) as exc:
-            return self._problem(wire, WireRequestError(str(exc), "$"), 400)
+        from .embeddings import EmbeddingRefused
+
+        body, refused = await self._read_json(wire, request)
+        if refused is not None:
+            return refused
         if not isinstance(body, dict):
             return self._problem(wire, WireRequestError("the body must be a JSON object", "$"), 400)
-        if nesting_exceeds(body):  # the check, the scrubbing and the log recurse, as for a model call
-            too_deep = (
-                f"nested deeper than {MAX_INPUT_NESTING} levels: no recording holds such a request, so it "
-                "was refused and nothing was forwarded"
-            )
-            return self._problem(wire, WireRequestError(too_deep, "$"), 400)
         self.calls += 1
         try:
-            status, answer = await self.embeddings.serve(wire, body, self.embedding_upstream)
+            status, answer, problem = await self.embeddings.serve(wire, body, self.embedding_upstream)
+        except (WireRequestError, EmbeddingRefused) as exc:
+            said = self.scrubber.scrub_fixed(exc.message)
+            self.problem(said)
+            return self._error(wire, said, exc.code, 400)
         except LlmError as exc:
             message = self.scrubber.scrub_fixed(exc.message)
             self.problem(f"embedding call: {message}")
             return self._error(wire, message, exc.code, exc.status or 502)
-        if status >= 400:
-            said = self.scrubber.scrub_fixed(self.embeddings.problems[-1])
-            self.problem(said)
-            if not self.plan.needs_live_model:
-                return self._error(wire, said, "ENDPOINT_EMBEDDING_MISMATCH", 400)
+        if problem is not None:
+            self.problem(self.scrubber.scrub_fixed(problem))
         return web.json_response(answer, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
     def cancel_upstream(self, reason: str) -> int:
@@ -1134,30 +1179,34 @@ class Endpoint:
         self.problems.append(exc.message)
         return self._error(fmt, exc.message, exc.code, status)
 
-    async def _serve(self, fmt: WireFormat, request: Any) -> Any:
+    async def _read_json(self, fmt: WireFormat, request: Any) -> tuple[Any, Any]:
+        """``(body, None)``: a request's JSON body, read as every route reads it (``httpbody.read_body``:
+        its ``Content-Encoding`` decoded, held to the line limit, since a longer body could not be
+        recorded or replayed, and to the nesting limit); ``(None, refusal)``: the route's error response
+        (413, 415, 400), a problem of the run, nothing forwarded."""
         size = request.content_length
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
-            return self._too_large(fmt, size)
+            return None, self._too_large(fmt, size)
         try:
             raw = await read_body(request, self.line_limit)
         except UnreadableBody as exc:
-            return self._problem(fmt, WireRequestError(str(exc), "$"), 400)
+            return None, self._problem(fmt, WireRequestError(str(exc), "$"), 400)
         except UnsupportedEncoding as exc:
             error = WireRequestError(str(exc), "$", "ENDPOINT_UNSUPPORTED_ENCODING")
             self.problems.append(error.message)
             # RFC 9110 §15.5.16, §12.5.3: 415 naming the codings the endpoint does decode
             refusal = {**_NO_RETRY, "Accept-Encoding": ACCEPTED_ENCODINGS}
-            return self._error(fmt, error.message, error.code, 415, refusal)
+            return None, self._error(fmt, error.message, error.code, 415, refusal)
         except BodyTooLarge as exc:
-            return self._too_large(fmt, exc.size, decoded=True)
+            return None, self._too_large(fmt, exc.size, decoded=True)
         if len(raw) + _LINE_MARGIN > self.line_limit:
-            return self._too_large(fmt, len(raw))
+            return None, self._too_large(fmt, len(raw))
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            return self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
+            return None, self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
         if nesting_exceeds(body):  # every layer after this one (mapping, keys, scrubbing, the log) recurses
-            return self._problem(
+            return None, self._problem(
                 fmt,
                 WireRequestError(
                     f"nested deeper than {MAX_INPUT_NESTING} levels: no recording holds such a request, "
@@ -1166,6 +1215,12 @@ class Endpoint:
                 ),
                 400,
             )
+        return body, None
+
+    async def _serve(self, fmt: WireFormat, request: Any) -> Any:
+        body, refused = await self._read_json(fmt, request)
+        if refused is not None:
+            return refused
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
             if self.recorder is not None:

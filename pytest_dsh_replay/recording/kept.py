@@ -58,18 +58,28 @@ class KeptRun(Struct, frozen=True):
         conversations: its conversations (session logs).
         answered: those whose every model call was answered (no :func:`failed_call`).
         failed_calls: the failed calls of the others, in all.
+        embedding_calls: its embedding calls (``embeddings.jsonl``: only answered ones are recorded).
     """
 
     conversations: int
     answered: int
     failed_calls: int
+    embedding_calls: int = 0
 
     def holds(self) -> str:
-        """``"N conversation(s): A with every call answered[, F failed call(s) in the other N-A]"``."""
+        """``"N conversation(s): A with every call answered[, F failed call(s) in the other N-A][; E
+        embedding call(s)]"``."""
         text = f"{self.conversations} conversation(s): {self.answered} with every call answered"
         if self.failed_calls:
             text += f", {self.failed_calls} failed call(s) in the other {self.conversations - self.answered}"
+        if self.embedding_calls:
+            text += f"; {self.embedding_calls} embedding call(s)"
         return text
+
+    def worth_accepting(self) -> bool:
+        """Whether something in it was answered: a conversation with every call answered, or an
+        embedding call."""
+        return bool(self.answered or self.embedding_calls)
 
 
 def kept_run(directory: Path) -> KeptRun:
@@ -81,15 +91,18 @@ def kept_run(directory: Path) -> KeptRun:
     Raises:
         ReplayLoadError, OverrideError, ReplayParseError, ReplayDeriveError: a log or sidecar that does
             not load (names the file).
+        EmbeddingsLogError: its embeddings log does not read (``recording.embeddings.read_calls``).
     """
-    from ..layout import PRIMARY_LOG
+    from ..layout import EMBEDDINGS_LOG, PRIMARY_LOG
     from ..replay.load import load_session_scripts
+    from .embeddings import read_calls
 
-    if not (directory / PRIMARY_LOG).is_file():  # no conversation (a run's MCP sessions set aside alone)
-        return KeptRun(0, 0, 0)
+    embedding_calls = len(read_calls(directory / EMBEDDINGS_LOG))
+    if not (directory / PRIMARY_LOG).is_file():  # no conversation (MCP sessions or embedding calls alone)
+        return KeptRun(0, 0, 0, embedding_calls)
     scripts = load_session_scripts(directory)
     failed = [sum(1 for entry in script.entries if failed_call(entry)) for script in scripts]
-    return KeptRun(len(scripts), sum(1 for n in failed if n == 0), sum(failed))
+    return KeptRun(len(scripts), sum(1 for n in failed if n == 0), sum(failed), embedding_calls)
 
 
 def kept_note(
@@ -115,7 +128,7 @@ def kept_note(
     if left_out:
         holds += f" ({left_out} failed conversation(s) left out)"
     removed = f"{kept} is removed when a recording is next written into {directory}"
-    if held.answered == 0:
+    if not held.worth_accepting():
         advice = (
             "nothing in it is worth accepting (no conversation had an answer to every call): fix what "
             f"failed and record again; {instead}. {removed}"
@@ -201,7 +214,7 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
                 f"nothing was changed (record again; dsh-replay validate {kept} lists them)"
             )
         held = kept_run(kept)
-        if held.answered == 0 and not allow_unanswered:
+        if not held.worth_accepting() and not allow_unanswered:
             would = (
                 "its failed calls only, each replayed as its error"
                 if held.conversations

@@ -32,6 +32,7 @@ from msgspec import Struct, field
 
 from ..errors import HarnessError, quote
 from ..layout import (
+    EMBEDDINGS_LOG,
     INPUT_FILE,
     LOG_GLOB,
     PRIMARY_FILE,
@@ -49,6 +50,7 @@ from ..modes import RecordMode
 from ..replay.parse import PackedSpan
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
+from .embeddings import EmbeddingsLogError, event_problem
 from .inventory import fixture_files
 from .logstream import Event, LogStream
 from .normalize import SessionLog
@@ -558,6 +560,8 @@ def _check_one(
         secrets.header(stream.header_line, stream.header)
     if reader is not None:
         reader.header(stream.header)
+    # the endpoint's embeddings log: each call held to the rule its reader serves by
+    calls = file.name == EMBEDDINGS_LOG
     for line_no, raw, item in stream.items():
         if reader is not None:
             reader.item(line_no, raw, item)
@@ -569,6 +573,8 @@ def _check_one(
         else:
             checks.feed(line_no, raw, item)
             secrets.feed(line_no, item, raw)
+            if calls and (problem := event_problem(item)) is not None:
+                out.append(Finding(EmbeddingsLogError.code, f"{file}:{line_no}: {problem}"))
     checks.finish()
     out.extend(Finding(code, message) for code, message in secrets.finish())
     report.events += checks.count

@@ -740,16 +740,19 @@ class NothingKeptError(HarnessError):
 
 
 def kept_files(kept: Path) -> list[str]:
-    """The names of the recording files in ``kept`` (recorder-owned files, ``endpoint.json`` and the MCP
-    session logs ``serve`` set aside with its run: what :func:`accept_kept` swaps in), sorted.
+    """The names of the recording files in ``kept`` (recorder-owned files, ``endpoint.json``, the
+    embeddings log and the MCP session logs ``serve`` set aside with its run: what :func:`accept_kept`
+    swaps in), sorted.
 
     Raises:
         NothingKeptError: ``kept`` cannot be listed, or holds none (names it).
     """
-    from ..layout import ENDPOINT_MANIFEST, mcp_log_match
+    from ..layout import EMBEDDINGS_LOG, ENDPOINT_MANIFEST, mcp_log_match
 
     def recording(name: str) -> bool:
-        return is_owned(name) or name == ENDPOINT_MANIFEST or mcp_log_match(name) is not None
+        return (
+            is_owned(name) or name in (ENDPOINT_MANIFEST, EMBEDDINGS_LOG) or mcp_log_match(name) is not None
+        )
 
     try:
         names = sorted(
@@ -850,6 +853,7 @@ def write_fixtures(
     strict_layout: bool = False,
     log_paths: Sequence[Path] | None = None,
     remove: Sequence[Path] = (),
+    beside: Sequence[tuple[Path, bytes]] = (),
 ) -> tuple[list[Path], list[Path]]:
     """Write a run's logs (and ``extra`` ``(path, text)`` files) into a recording directory, stably.
 
@@ -869,8 +873,11 @@ def write_fixtures(
         log_paths: where each log goes, for logs outside the scenario layout (an MCP server's sessions,
             ``layout.mcp_log_name``; ``base`` then holds those files' current contents). With it, no
             recorder-owned file is pruned: ``remove`` lists the files that go instead.
-        remove: files removed with the swap (``log_paths`` only: the server's sessions the run no
-            longer has).
+        remove: files removed with the swap besides the pruned ones (the server's sessions the run no
+            longer has; a recording's embeddings log when the run made no embedding call).
+        beside: ``(path, bytes)`` of files recorded beside the logs that are no session's (the endpoint's
+            ``embeddings.jsonl``), written as given in the same swap: their owner scrubbed them (a
+            vector is never scrubbed, ``recording.embeddings.scrubbed``).
 
     The set is replaced all or nothing (:class:`_Swap`): every file staged beside its target first,
     then swapped in, stale owned files removed last; on any failure every old file is put back and
@@ -909,16 +916,16 @@ def write_fixtures(
     changed = [(path, data) for path, data in rendered if _current(path) != data]
     for path, data in changed:
         scrubber.assert_clean(data.decode("utf-8"), label=str(path))
-    stale = (
-        [
-            path
-            for path in owned_files(directory)
-            if path not in produced
-            and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(logs)))
-        ]
+    produced.update(path for path, _data in beside)
+    changed += [(path, data) for path, data in beside if _current(path) != data]
+    stale = [
+        path
+        for path in owned_files(directory)
         if log_paths is None
-        else [path for path in remove if path not in produced and path.exists()]
-    )
+        and path not in produced
+        and (prune_owned or ((index := owned_rank(path.name)) is not None and index >= len(logs)))
+    ]
+    stale += [path for path in remove if path not in produced and path not in stale and path.exists()]
     with _directory_lock(directory):  # temp files found under the lock are no live write's
         orphans = _orphans(directory)
         swap = _Swap(directory)

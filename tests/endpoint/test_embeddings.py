@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dsh_replay.endpoint.embeddings import read_calls
 from pytest_dsh_replay.modes import RecordMode
+from pytest_dsh_replay.recording.embeddings import read_calls
 
 from .conftest import record_then_replay as recorded_and_replayed
 from .conftest import served

@@ -14,10 +14,14 @@ numbers sent) and served back the same.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from typing import Any
 
 JsonDict = dict[str, Any]
+#: a request's or answer's problem: ``(what is wrong, its path in the body)`` (``"data[2].embedding"``)
+Problem = tuple[str, str]
 
 #: the OpenAI route's key (the registry's first route of that format)
 OPENAI_PATH = "/v1/embeddings"
@@ -39,6 +43,12 @@ class EmbeddingRequest:
         self.PATH = GEMINI_PATH if gemini else OPENAI_PATH
         #: the upstream call's path (the client's own, without its query: a ``?key=`` is never forwarded)
         self.upstream_path = path
+
+    def problem(self, body: Mapping[str, Any]) -> Problem | None:
+        """Why ``body`` is no embedding request of this route (:func:`request_problem`), or ``None``."""
+        return request_problem(
+            self.PATH, self.checked(body), batch=self.upstream_path.endswith(":batchEmbedContents")
+        )
 
     def checked(self, body: Mapping[str, Any]) -> JsonDict:
         """What the request check compares of ``body`` (module doc)."""
@@ -64,6 +74,156 @@ class EmbeddingRequest:
         return {"x-goog-api-key": api_key} if self.gemini else {"Authorization": f"Bearer {api_key}"}
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _typed(body: Mapping[str, Any], rules: Mapping[str, tuple[Any, str]], at: str = "") -> Problem | None:
+    """The first field of ``body`` present with a value its rule (``(test, "what it must be")``) refuses."""
+    for name, (test, must) in rules.items():
+        if name in body and not test(body[name]):
+            return f"must be {must}, got {_shown(body[name])}", f"{at}{name}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _openai_input(value: Any) -> bool:
+    """OpenAI's ``input``: a string, a token array, a list of strings or a list of token arrays."""
+    if isinstance(value, str):
+        return True
+    if not isinstance(value, list):
+        return False
+    if all(isinstance(v, str) for v in value):
+        return True
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return True
+    return all(
+        isinstance(v, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in v) for v in value
+    )
+
+
+_OPENAI_FIELDS: Mapping[str, tuple[Any, str]] = {
+    "model": (lambda v: isinstance(v, str), "a model name (a string)"),
+    "input": (_openai_input, "a string, a list of strings, a token array or a list of token arrays"),
+    "dimensions": (_is_count, "a positive integer"),
+    "encoding_format": (lambda v: v in ("float", "base64"), "'float' or 'base64'"),
+    "user": (lambda v: isinstance(v, str), "a string"),
+}
+_GEMINI_FIELDS: Mapping[str, tuple[Any, str]] = {
+    "model": (lambda v: isinstance(v, str), "a model name (a string)"),
+    "content": (
+        lambda v: isinstance(v, dict) and isinstance(v.get("parts"), list),
+        "a content with a 'parts' list",
+    ),
+    "taskType": (lambda v: isinstance(v, str), "a task type (a string)"),
+    "title": (lambda v: isinstance(v, str), "a string"),
+    "outputDimensionality": (_is_count, "a positive integer"),
+}
+
+
+def request_problem(route: str, checked: Mapping[str, Any], *, batch: bool | None = None) -> Problem | None:
+    """Why ``checked`` (what the request check compares: :meth:`EmbeddingRequest.checked`) is no embedding
+    request of ``route`` (:data:`OPENAI_PATH`, :data:`GEMINI_PATH`), or ``None``: a field the API defines
+    with a value of another type (``dimensions: "8"``, ``encoding_format: "hex"``, ``input: 5``), or a
+    required field missing (OpenAI's ``model`` and ``input``; Gemini's ``content``, or ``requests`` for
+    ``:batchEmbedContents``; ``batch=None``: whichever the body holds). Fields the API may add are not
+    judged: they go to the upstream as sent. The endpoint refuses such a request before it is forwarded
+    and the embeddings log's reader refuses such a recorded one (``recording/embeddings.py``).
+    """
+    if route == OPENAI_PATH:
+        for name in ("model", "input"):
+            if name not in checked:
+                return f"is required (the API's {name!r})", name
+        return _typed(checked, _OPENAI_FIELDS)
+    if route != GEMINI_PATH:
+        return f"is not an embedding route (one of {OPENAI_PATH}, {GEMINI_PATH})", "$route"
+    if batch is None:
+        batch = "requests" in checked
+    if not batch:
+        if "content" not in checked:
+            return "is required (the API's 'content')", "content"
+        return _typed(checked, _GEMINI_FIELDS)
+    requests = checked.get("requests")
+    if not isinstance(requests, list):
+        return "must be a list of embedContent requests", "requests"
+    for i, request in enumerate(requests):
+        at = f"requests[{i}]."
+        if not isinstance(request, dict):
+            return "must be an embedContent request (a JSON object)", at[:-1]
+        if "content" not in request:
+            return "is required (the API's 'content')", f"{at}content"
+        problem = _typed(request, _GEMINI_FIELDS, at)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _vector_problem(value: Any, base64_text: bool | None, at: str) -> Problem | None:
+    """Why ``value`` is not one vector as sent: a list of numbers, or (``base64_text``; ``None``: either)
+    the base64 of little-endian float32 numbers."""
+    if isinstance(value, str) and base64_text is not False:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return "must be the base64 of float32 numbers, and is not base64", at
+        if len(raw) % 4:
+            return f"must be the base64 of float32 numbers, and decodes to {len(raw)} bytes", at
+        return None
+    if isinstance(value, list) and base64_text is not True and all(_is_number(v) for v in value):
+        return None
+    must = "base64 text" if base64_text else "a list of numbers"
+    return f"must be {must}, got {_shown(value)}", at
+
+
+def response_problem(route: str, checked: Mapping[str, Any], response: Any) -> Problem | None:
+    """Why ``response`` cannot be an answer to ``checked`` on ``route``, or ``None``: it is not a JSON
+    object, or its vectors are not as the request asked (OpenAI's ``data[i].embedding``: base64 text when
+    ``encoding_format`` is ``base64``, a list of numbers when it is ``float``; Gemini's
+    ``embedding.values``/``embeddings[i].values``: numbers). Other fields are kept as the provider sent
+    them and not judged.
+    """
+    if not isinstance(response, dict):
+        return f"must be a JSON object (the API's answer), got {_shown(response)}", "response"
+    if route == OPENAI_PATH:
+        data = response.get("data")
+        if data is None:
+            return None
+        if not isinstance(data, list):
+            return f"must be a list, got {_shown(data)}", "response.data"
+        encoding = checked.get("encoding_format")
+        base64_text = None if encoding is None else encoding == "base64"
+        for i, item in enumerate(data):
+            if not isinstance(item, dict) or "embedding" not in item:
+                return "must be an object with an 'embedding'", f"response.data[{i}]"
+            problem = _vector_problem(item["embedding"], base64_text, f"response.data[{i}].embedding")
+            if problem is not None:
+                return problem
+        return None
+    vectors: list[tuple[Any, str]] = []
+    if "embedding" in response:
+        vectors.append((response["embedding"], "response.embedding"))
+    if "embeddings" in response:
+        many = response["embeddings"]
+        if not isinstance(many, list):
+            return f"must be a list, got {_shown(many)}", "response.embeddings"
+        vectors += [(v, f"response.embeddings[{i}]") for i, v in enumerate(many)]
+    for value, at in vectors:
+        if not isinstance(value, dict) or "values" not in value:
+            return "must be an object with 'values'", at
+        problem = _vector_problem(value["values"], False, f"{at}.values")
+        if problem is not None:
+            return problem
+    return None
+
+
 def bind(params: Mapping[str, str], path: str) -> EmbeddingRequest:
     """The wire object of a request for ``path`` whose route matched with ``params`` (Gemini's ``model``)."""
     return EmbeddingRequest(path, params.get("model", ""), "model" in params or ":" in path)
@@ -76,4 +236,13 @@ def error_body(message: str, code: str, status: int) -> JsonDict:
     return chat.error_body(message, code, status)
 
 
-__all__ = ["GEMINI_PATH", "OPENAI_PATH", "EmbeddingRequest", "bind", "error_body"]
+__all__ = [
+    "GEMINI_PATH",
+    "OPENAI_PATH",
+    "EmbeddingRequest",
+    "Problem",
+    "bind",
+    "error_body",
+    "request_problem",
+    "response_problem",
+]

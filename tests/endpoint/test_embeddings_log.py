@@ -1,0 +1,263 @@
+"""The embeddings log held to one rule (``recording/embeddings.py``): what the endpoint serves from,
+``validate`` reports and ``show`` prints are the same calls, read by the same reader; an embedding body
+is read and typed before anything is forwarded; the log is written where the run's conversations go.
+
+Each case below was found by trying to break the endpoint with hand-edited logs and odd requests: before,
+a hand-edited ``status`` gave a 500 or a bad status line on replay while ``validate`` called the log
+clean, ``show`` crashed on a ``request`` that was a list, a wrongly typed body was forwarded upstream, a
+call whose line passed the line limit was recorded and then refused on replay, a run with one bad
+request lost its good embedding calls, and a failed test's embedding calls were lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pytest_dsh_replay.cli import main
+from pytest_dsh_replay.errors import HarnessError
+from pytest_dsh_replay.modes import RecordMode
+from pytest_dsh_replay.recording.embeddings import call_problem, read_calls
+
+from .conftest import served
+from .embeddings_upstream import FakeEmbeddingsUpstream
+
+openai = pytest.importorskip("openai")
+
+UPSTREAM_KEY = "sk-upstream-embeddings-0123456789"
+MODEL = "text-embedding-3-small"
+
+
+@pytest.fixture
+def emb_upstream() -> Iterator[FakeEmbeddingsUpstream]:
+    up = FakeEmbeddingsUpstream()
+    up.start()
+    yield up
+    up.stop()
+
+
+def client(url: str) -> Any:
+    return openai.OpenAI(base_url=url, api_key="client-key", max_retries=0)
+
+
+def recorded(tmp_path: Path, upstream: FakeEmbeddingsUpstream) -> Path:
+    """A recording of two embedding calls (``paris``, ``rome``, floats) in ``tmp_path``."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url, api_key=UPSTREAM_KEY) as ep:
+        for text in ("paris", "rome"):
+            client(ep.url).embeddings.create(model=MODEL, input=text, encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    return tmp_path / "embeddings.jsonl"
+
+
+def edit_call(log: Path, line: int, edit: Any) -> None:
+    """Apply ``edit(data)`` to the call on 1-based ``line`` of ``log``."""
+    lines = log.read_text().splitlines()
+    event = json.loads(lines[line - 1])
+    edit(event["data"])
+    lines[line - 1] = json.dumps(event)
+    log.write_text("\n".join(lines) + "\n")
+
+
+def validate(path: Path) -> Any:
+    return CliRunner().invoke(main, ["validate", str(path)])
+
+
+@pytest.mark.parametrize("status", [404, "200", None, 99, True])
+def test_a_hand_edited_status_is_refused_alike_by_validate_and_replay(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream, status: Any
+) -> None:
+    """Before: replay answered a 500 (or wrote a bad status line) while validate called the log clean."""
+    log = recorded(tmp_path, emb_upstream)
+    edit_call(log, 2, lambda data: data.__setitem__("status", status))
+    result = validate(tmp_path)
+    assert result.exit_code != 0, result.output
+    assert "EMBEDDINGS_BAD_LOG" in result.output and "embeddings.jsonl:2" in result.output, result.output
+    assert "status must be an HTTP success status" in result.output
+    with pytest.raises(HarnessError, match=r"embeddings\.jsonl:2: .*status must be"), served(tmp_path):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda d: d.__setitem__("route", 5), "route must be one of"),
+        (lambda d: d.__setitem__("request", ["paris"]), "request must be a JSON object"),
+        (lambda d: d.__setitem__("response", None), "response must be a JSON object"),
+        (
+            lambda d: d["request"].__setitem__("dimensions", "8"),
+            "request.dimensions must be a positive integer",
+        ),
+        (
+            lambda d: d["response"]["data"][0].__setitem__("embedding", "%%not base64%%"),
+            "response.data[0].embedding must be a list of numbers",
+        ),
+    ],
+)
+def test_validate_show_and_replay_read_a_damaged_call_alike(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream, edit: Any, said: str
+) -> None:
+    """Before: validate accepted each of these, replay refused some and served the others as they were,
+    and ``show`` crashed on a ``request`` that was a list."""
+    log = recorded(tmp_path, emb_upstream)
+    edit_call(log, 2, edit)
+    result = validate(tmp_path)
+    assert result.exit_code != 0 and said in result.output, result.output
+    shown = CliRunner().invoke(main, ["show", str(tmp_path)])
+    assert shown.exit_code == 1 and isinstance(shown.exception, SystemExit), shown.output  # its findings
+    assert "#0: not a recorded embedding call: " + said in shown.output
+    with pytest.raises(HarnessError, match=r"embeddings\.jsonl:2: "):
+        read_calls(log)
+
+
+def test_a_base64_vector_that_is_not_base64_is_refused() -> None:
+    data = {
+        "route": "/v1/embeddings",
+        "model": MODEL,
+        "request": {"model": MODEL, "input": "x", "encoding_format": "base64"},
+        "status": 200,
+        "response": {"data": [{"embedding": "AAAA!"}]},
+    }
+    assert "not base64" in (call_problem(data) or "")
+    data["response"] = {"data": [{"embedding": "AAAAAA=="}]}  # 4 bytes: one float32
+    assert call_problem(data) is None
+    data["response"] = {"data": [{"embedding": "AAA="}]}  # 2 bytes: no float32
+    assert "decodes to 2 bytes" in (call_problem(data) or "")
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"model": MODEL, "input": "paris", "dimensions": "8"}, "dimensions: must be a positive integer"),
+        ({"model": MODEL, "input": "paris", "encoding_format": "hex"}, "encoding_format: must be"),
+        ({"model": MODEL, "input": 5}, "input: must be"),
+        ({"model": MODEL, "input": ["a", 1]}, "input: must be"),
+        ({"model": 7, "input": "paris"}, "model: must be"),
+        ({"input": "paris"}, "model: is required"),
+    ],
+)
+def test_a_wrongly_typed_body_is_refused_and_nothing_is_forwarded(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream, body: dict[str, Any], named: str
+) -> None:
+    """Before: each was forwarded upstream (with the endpoint's key) and its answer recorded."""
+    import httpx
+
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        answer = httpx.post(f"{ep.url}/embeddings", json=body, timeout=10)
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["error"]["message"]
+    assert f"request body: {named}" in message and "nothing forwarded" in message, message
+    assert emb_upstream.embedding_requests == []
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert not (tmp_path / "embeddings.jsonl").exists()
+
+
+def test_a_call_over_the_line_limit_is_refused_or_not_recorded(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body over the line limit is refused with a 413 as a model call's is; a body under it whose
+    answer makes the call's line longer is answered but not recorded, a problem of the run. Before: the
+    second was recorded and then refused on replay."""
+    monkeypatch.setenv("DSH_REPLAY_MAX_LINE_BYTES", "20000")
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        with pytest.raises(openai.APIStatusError) as raised:
+            client(ep.url).embeddings.create(model=MODEL, input="paris " * 4000, encoding_format="float")
+        assert raised.value.status_code == 413
+        # a body under the limit whose answer (2,000 numbers) makes the call's line longer than it
+        asked = {"input": "x" * 10_000, "dimensions": 2000, "encoding_format": "float"}
+        assert client(ep.url).embeddings.create(model=MODEL, **asked).data
+    assert len(emb_upstream.embedding_requests) == 1
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "over the line limit of 20000" in ep.outcome.report()
+    assert not (tmp_path / "embeddings.jsonl").exists()
+
+
+def test_good_calls_of_a_run_with_a_refused_one_are_written(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A first recording whose run had a refused embedding request writes its answered calls, as it
+    writes its good conversations, and says so. Before: it said nothing and wrote nothing."""
+    import httpx
+
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+        httpx.post(f"{ep.url}/embeddings", json={"model": MODEL, "input": 5}, timeout=10)
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert "1 embedding call(s): embeddings.jsonl written" in report, report
+    assert [c["request"]["input"] for c in read_calls(tmp_path / "embeddings.jsonl")] == ["paris"]
+
+
+def test_a_failed_tests_embedding_calls_are_kept_and_accept_takes_them(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A failed test's run never becomes the recording silently: its embedding calls go to
+    ``.dsh-kept`` and ``dsh-replay accept`` takes them. Before: they were dropped."""
+    from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+
+    config = EndpointConfig(tmp_path, record=RecordMode.ONCE, upstream=emb_upstream.url, api_key=UPSTREAM_KEY)
+    thread = EndpointThread(config)
+    thread_url = thread.start()
+    client(thread_url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+    outcome = thread.stop(failed="assert 1 == 2")
+    assert not (tmp_path / "embeddings.jsonl").exists()
+    kept = tmp_path / ".dsh-kept" / "embeddings.jsonl"
+    assert len(read_calls(kept)) == 1
+    assert "1 embedding call(s)" in outcome.report() and "dsh-replay accept" in outcome.report()
+    taken = CliRunner().invoke(main, ["accept", str(tmp_path)])
+    assert taken.exit_code == 0, taken.output
+    assert len(read_calls(tmp_path / "embeddings.jsonl")) == 1
+    with served(tmp_path) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_a_rewrite_counts_the_embeddings_log_among_the_files_changed(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """The recording note counts ``embeddings.jsonl`` with the conversations' files; a rewrite that makes
+    no embedding call removes a recording's embeddings log. Before: the note said "0 file(s) changed"
+    when only the embeddings log changed, and a stale log stayed to be reported unused."""
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+        client(ep.url).chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="rome", encoding_format="float")
+        client(ep.url).chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert "(1 file(s) changed, 0 removed)" in ep.outcome.report(), ep.outcome.report()
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert not (tmp_path / "embeddings.jsonl").exists()
+    assert "1 removed" in ep.outcome.report(), ep.outcome.report()
+
+
+def test_a_mismatch_names_the_re_record_command_and_new_episodes_says_what_was_not_paid(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """An embedding mismatch says how to re-record, as a model call's does; a run replaying part of its
+    embedding calls says which were served from the recording and their usage, not paid again. Before:
+    neither was said."""
+    recorded(tmp_path, emb_upstream)
+    with (
+        served(tmp_path) as ep,
+        pytest.raises(
+            openai.BadRequestError, match=r"input.*re-record: dsh-replay serve .* --record rewrite"
+        ),
+    ):
+        client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")
+    with served(tmp_path, RecordMode.NEW_EPISODES, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        for text in ("paris", "rome", "tokyo"):
+            client(ep.url).embeddings.create(model=MODEL, input=text, encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    said = (
+        "3 embedding call(s): embeddings.jsonl written; 2 served from the recording (not paid again: 6 input"
+    )
+    assert said in ep.outcome.report(), ep.outcome.report()
+    assert "1 sent upstream" in ep.outcome.report()
