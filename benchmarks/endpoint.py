@@ -543,7 +543,7 @@ def scrub_overhead(chunks: int, repeat: int = 200) -> dict[str, float]:
 def scrub_wall(upstream: Upstream, calls: int, tmp: Path) -> dict[str, float]:
     """A recording run's per-call wall time p50 (ms) with the client scrubber and with a pass-through
     in its place, in alternating blocks of 5 calls."""
-    from pytest_dsh_replay.endpoint import server
+    from pytest_dsh_replay.endpoint import answer  # where the client scrubber is made
 
     class PassThrough:
         def __init__(self, scrubber: Any) -> None:
@@ -555,7 +555,7 @@ def scrub_wall(upstream: Upstream, calls: int, tmp: Path) -> dict[str, float]:
         def close(self) -> list[Any]:
             return []
 
-    real = server.StreamScrubber
+    real = answer.StreamScrubber
     times: dict[str, list[float]] = {"scrubbed": [], "pass-through": []}
     cpu: dict[str, float] = {"scrubbed": 0.0, "pass-through": 0.0}
     thread = EndpointThread(
@@ -569,7 +569,7 @@ def scrub_wall(upstream: Upstream, calls: int, tmp: Path) -> dict[str, float]:
                 await _post(session, url, _body(f"warm-up {i}"))
             for block in range(2 * max(1, calls // 5)):
                 name = "scrubbed" if block % 2 == 0 else "pass-through"
-                server.StreamScrubber = real if name == "scrubbed" else PassThrough  # type: ignore[misc]
+                answer.StreamScrubber = real if name == "scrubbed" else PassThrough  # type: ignore[misc]
                 for i in range(5):
                     start, start_cpu = time.perf_counter(), time.process_time()
                     await _post(session, url, _body(f"scrub {block} {i}"))
@@ -579,7 +579,7 @@ def scrub_wall(upstream: Upstream, calls: int, tmp: Path) -> dict[str, float]:
     try:
         asyncio.run(go())
     finally:
-        server.StreamScrubber = real  # type: ignore[misc]
+        answer.StreamScrubber = real  # type: ignore[misc]
         thread.stop()
     out = {f"{name} p50 ms": statistics.median(values) for name, values in times.items()}
     out["ratio p50"] = out["scrubbed p50 ms"] / max(out["pass-through p50 ms"], 1e-9)

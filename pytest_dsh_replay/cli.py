@@ -1322,7 +1322,7 @@ def serve(
     import asyncio
 
     from .endpoint import Endpoint, EndpointConfig, EndpointConfigError
-    from .mcp.http import parse_mcp_option
+    from .mcp.http import mcp_routes, parse_mcp_option
     from .replay.requests import parse_match_on
     from .session.masks import Masks
 
@@ -1362,7 +1362,7 @@ def serve(
             _release_signals()
 
     async def serving() -> Any:
-        endpoint = Endpoint(config, accept_unused="--allow-unused")
+        endpoint = Endpoint(config, accept_unused="--allow-unused", mounts=[mcp_routes])
         stop, force = asyncio.Event(), asyncio.Event()
         received: list[str] = []
 

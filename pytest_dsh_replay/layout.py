@@ -386,7 +386,8 @@ class DirKind(enum.Enum):
     ``validate``'s typed error, never a directory skipped silently). ``LOGS``: session logs
     (``session*.jsonl``) without ``input.json``: pytest reports it as a failing item, ``validate`` as
     ``SCENARIO_NO_INPUT``. ``ENDPOINT``: a recording of the loopback endpoint (:data:`ENDPOINT_MANIFEST`,
-    no ``input.json``): validated and shown, never collected. ``UNREADABLE``: it could not be listed
+    or :data:`EMBEDDINGS_LOG` alone; no ``input.json``): validated and shown, never collected.
+    ``UNREADABLE``: it could not be listed
     (pytest reports a collection error, ``validate`` a finding). ``INTERRUPTED``: none of these, but it
     holds what an interrupted write left (:func:`write_temp_target`: a first recording killed before
     its swap leaves only its temp file): never collected, ``validate`` reports it and names
@@ -440,13 +441,16 @@ def dir_kind(path: Path, names: Iterable[str] | None = None) -> DirKind | None:
         try:
             if os.path.lexists(path / INPUT_FILE):
                 return DirKind.SCENARIO
-            return DirKind.ENDPOINT if is_endpoint_recording(path) else None
+            recording = is_endpoint_recording(path) or os.path.lexists(path / EMBEDDINGS_LOG)
+            return DirKind.ENDPOINT if recording else None
         except OSError:
             return None
     listed = set(names)
     if INPUT_FILE in listed:
         return DirKind.SCENARIO
-    if ENDPOINT_MANIFEST in listed:
+    if (
+        ENDPOINT_MANIFEST in listed or EMBEDDINGS_LOG in listed
+    ):  # the embeddings log alone: a retrieval step's
         return DirKind.ENDPOINT
     if any(map(is_log_name, listed)):
         return DirKind.LOGS

@@ -101,8 +101,9 @@ def dsh_endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     request that did not match, a recorded call left unused). See ``pytest_dsh_replay.endpoint.fixture``.
     """
     from .endpoint.fixture import endpoint_fixture
+    from .mcp.http import mcp_routes
 
-    yield from endpoint_fixture(request, monkeypatch)
+    yield from endpoint_fixture(request, monkeypatch, mounts=[mcp_routes])
 
 
 @pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")

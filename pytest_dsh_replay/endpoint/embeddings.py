@@ -27,13 +27,15 @@ the run's calls equal the recorded ones with the masks: stable re-recording).
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
-from ..errors import HarnessError
+from ..errors import MAX_INPUT_NESTING, HarnessError, nesting_exceeds
 from ..layout import EMBEDDINGS_LOG
 from ..llm import LlmError
 from ..llm.wire.base import WireRequestError
@@ -44,9 +46,30 @@ from ..recording.embeddings import (
     log_bytes,
     read_calls,
     scrubbed,
+    vectors_apart,
 )
 from ..session.masks import Masks
 from .upstreams import format_url
+
+#: how deep a call's request and answer sit in its line of the log (event, data, request): a value
+#: nested deeper than the input limit less this would make a line every reader refuses
+_CALL_DEPTH = 3
+
+
+def _transient(status: int) -> bool:
+    """Whether an upstream's HTTP error is one an SDK retries (408, 409, 429, 5xx: their rule)."""
+    return status in (408, 409, 429) or status >= 500
+
+
+class Served(NamedTuple):
+    """What one embedding call is answered: ``status``, ``body`` (the JSON bytes: the upstream's as it
+    sent them, or a recorded answer's), ``problem`` (why a live answer was not recorded, ``None``: it
+    was, or it was replayed) and ``headers`` (the upstream's retry headers)."""
+
+    status: int
+    body: bytes
+    problem: str | None = None
+    headers: Mapping[str, str] = {}
 
 
 class EmbeddingRefused(HarnessError):
@@ -63,7 +86,7 @@ class EmbeddingCalls:
     ``recorded``: the calls of the recording (replay and ``new_episodes``), ``live``: whether unmatched
     calls go upstream, ``masks``: the run's masks, ``cwd``: the run's cwd (a token of the check),
     ``scrub``: the run's scrubber (``str -> str``), applied to a request before it is compared, as the
-    recording holds it scrubbed.
+    recording holds it scrubbed; ``rerecord``: the command a mismatch names.
     """
 
     def __init__(
@@ -86,91 +109,142 @@ class EmbeddingCalls:
         self.calls: list[dict[str, Any]] = []
         #: calls sent to the upstream (the run's summary counts them beside the model's)
         self.forwarded = 0
+        #: calls asked of the endpoint so far (a problem names its call by this number)
+        self.asked = 0
         self._tokens = Tokenizer([], cwd, masks=masks)
         self.scrub = scrub if scrub is not None else (lambda text: text)
-        #: the command a mismatch names to re-record the recording (the model calls' one)
         self.rerecord = rerecord
+        #: (route, request key) -> the unserved recorded calls of that request, in order: a call is
+        #: matched in one lookup whatever the recording's size and the calls' order
+        self._waiting: dict[tuple[str, bytes], deque[int]] = {}
+        for i, call in enumerate(self.recorded):
+            self._waiting.setdefault((call["route"], self._key(call["request"])), deque()).append(i)
+        #: the request key -> the problem of its last transient upstream failure (a 429, a 5xx), which
+        #: a client's retry that is answered takes back, as a model call's retried failure is dropped
+        self._transient: dict[bytes, str] = {}
 
     def _key(self, value: Any) -> bytes:
         value = scrubbed(value, self.scrub)
         return orjson.dumps(self._tokens.fresh().scrub_value(value), option=orjson.OPT_SORT_KEYS)
 
+    def _call_key(self, call: Mapping[str, Any]) -> bytes:
+        """What a re-record compares of a call to keep the recorded bytes: request and answer with the
+        masks, the answer's vectors exactly (a mask matching base64 text must not keep old vectors)."""
+        rest, vectors = vectors_apart(call["response"])
+        return self._key(call["request"]) + self._key(rest) + orjson.dumps(vectors)
+
     def match(self, route: str, checked: Mapping[str, Any]) -> tuple[int | None, str]:
         """``(index, "")`` of the recorded call ``checked`` is served from, or ``(None, why)``."""
+        waiting = self._waiting.get((route, self._key(checked)))
+        if waiting:
+            return waiting.popleft(), ""
+        return None, self._mismatch(route, checked)
+
+    def _mismatch(self, route: str, checked: Mapping[str, Any]) -> str:
+        """Why no recorded call serves ``checked``: the first difference from the nearest unserved
+        recorded call of ``route``, or that none is left; with the command to re-record."""
         from ..replay.requests import Difference, first_difference
 
-        key = self._key(checked)
-        nearest = None
-        for i, call in enumerate(self.recorded):
-            if self.served[i] or call["route"] != route:
-                continue
-            if nearest is None:
-                nearest = i
-            if self._key(call["request"]) == key:
-                return i, ""
+        again = f"; if the change is intended, re-record: {self.rerecord}" if self.rerecord else ""
+        nearest = next(
+            (i for i, c in enumerate(self.recorded) if not self.served[i] and c["route"] == route), None
+        )
         if nearest is None:
-            left = sum(1 for i, c in enumerate(self.recorded) if c["route"] == route)
-            return None, (
-                f"no recorded {route} call left to serve ({left} recorded, all served): re-record with the "
-                "upstream"
-            )
+            left = sum(1 for c in self.recorded if c["route"] == route)
+            return f"no recorded {route} call left to serve ({left} recorded, all served){again}"
         recorded = self._tokens.fresh().scrub_value(self.recorded[nearest]["request"])
         sent = self._tokens.fresh().scrub_value(scrubbed(dict(checked), self.scrub))
         found = first_difference(recorded, sent, "")
         where = "the request"
         if found is not None:  # the client's own path in its body: input[3], not .input[3]
             where = Difference("request", found[0].lstrip("."), found[1], found[2]).render()
-        why = (
+        return (
             f"embedding call ({route}) matches no recorded one; the nearest unserved, recorded call "
-            f"#{self.recorded[nearest].get('seq')}, differs: {where}"
+            f"#{self.recorded[nearest].get('seq')}, differs: {where}{again}"
         )
-        return None, f"{why}; if the change is intended, re-record: {self.rerecord}" if self.rerecord else why
 
-    async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> tuple[int, Any, str | None]:
-        """``(status, answer, problem)`` of one call: a recorded answer, else (live) the upstream's as
-        sent (``problem``: why it was not recorded, a refusal or an answer the log cannot hold), which
-        the endpoint adds to the run's problems.
+    async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> Served:
+        """What one call is answered (:class:`Served`): a recorded answer, else (live) the upstream's
+        as sent with its retry headers (``problem``: why it was not recorded, an answer the log cannot
+        hold, which the endpoint adds to the run's problems; a transient upstream refusal is one of
+        :meth:`problems` instead, unless the client's retry is answered).
 
         Raises:
-            WireRequestError: the body is not of the API's types (``llm.wire.embeddings.request_problem``).
+            WireRequestError: the body is not of the API's types (``llm.wire.embeddings.request_problem``),
+                or nested too deep for its line of the log.
             EmbeddingRefused: no recorded call matches and the plan forwards nothing.
             LlmError: the upstream could not be reached or answered no JSON
                 (:meth:`EmbeddingUpstream.forward`).
         """
+        self.asked += 1
         found = wire.problem(body)
+        if found is None and nesting_exceeds(body, MAX_INPUT_NESTING - _CALL_DEPTH):
+            found = (
+                f"nested deeper than {MAX_INPUT_NESTING - _CALL_DEPTH} levels (its line in the log holds it "
+                f"{_CALL_DEPTH} levels down)",
+                "$",
+            )
         if found is not None:
             raise WireRequestError(f"{found[0]}: refused, nothing forwarded", found[1])
         checked = wire.checked(body)
-        index, why = self.match(wire.PATH, checked)
+        index, why = self.match(wire.route, checked)
         if index is not None:
             self.served[index] = True
             call = self.recorded[index]
             self.calls.append(call)
-            return call["status"], call["response"], None
+            return Served(call["status"], orjson.dumps(call["response"]))
         if not self.live:
             raise EmbeddingRefused(why)
         self.forwarded += 1
-        status, answer = await upstream.forward(wire, body)
+        key = self._key(checked)
+        status, raw, answer, headers = await upstream.forward(wire, body)
+        name = f"embedding call #{self.asked} ({wire.route})"
+        deep = nesting_exceeds(answer, MAX_INPUT_NESTING - _CALL_DEPTH)
+        if not deep:  # a key the answer quotes is not passed on (the vectors are never scrubbed)
+            clean = scrubbed(answer, self.scrub)
+            if clean != answer:
+                answer, raw = clean, orjson.dumps(clean)
+        problem = self._record(wire, body, checked, key, status, answer, deep)
+        return Served(status, raw, None if problem is None else f"{name}: {problem}", headers)
+
+    def _record(
+        self,
+        wire: Any,
+        body: Mapping[str, Any],
+        checked: Any,
+        key: bytes,
+        status: int,
+        answer: Any,
+        deep: bool,
+    ) -> str | None:
+        """Record the upstream's answer to ``checked``; returns why it was not (``None``: it was, or it
+        is a transient refusal kept for :meth:`problems` until a retry is answered)."""
         if status >= 400:  # the upstream's refusal reaches the client; a recording of it is none
             error = answer.get("error") if isinstance(answer, dict) else None
             said = error.get("message") if isinstance(error, dict) else None
-            return (
-                status,
-                answer,
-                f"embedding call ({wire.PATH}): upstream answered HTTP {status}: {said or answer}",
-            )
+            refusal = f"upstream answered HTTP {status}: {said or answer}"
+            if not _transient(status):
+                return refusal
+            self._transient[key] = f"embedding call #{self.asked} ({wire.route}): {refusal}"
+            return None
+        self._transient.pop(key, None)  # a retry answered: its failed attempts are not the run's problem
+        if deep:
+            return f"the answer is nested deeper than {MAX_INPUT_NESTING - _CALL_DEPTH} levels: not recorded"
         call = {
-            "route": wire.PATH,
+            "route": wire.route,
             "model": wire.model_of(body),
             "request": checked,
             "status": status,
             "response": answer,
         }
         problem = call_problem(call) or line_problem(len(self.calls), call, self.scrub)
-        if problem is not None:
-            return status, answer, f"embedding call ({wire.PATH}) #{len(self.calls)}: {problem}"
-        self.calls.append(call)
-        return status, answer, None
+        if problem is None:
+            self.calls.append(call)
+        return problem
+
+    def problems(self) -> list[str]:
+        """The run's transient upstream failures no answered retry took back (the client gave up)."""
+        return list(self._transient.values())
 
     def unused(self) -> list[str]:
         """The problem of the recorded calls no request was served from (``[]``: none)."""
@@ -194,8 +268,8 @@ class EmbeddingCalls:
             return []
         previous_path = self.directory / EMBEDDINGS_LOG
         previous = read_calls(previous_path)
-        keys = [self._key(c["request"]) + self._key(c["response"]) for c in self.calls]
-        if previous and [self._key(c["request"]) + self._key(c["response"]) for c in previous] == keys:
+        keys = [self._call_key(c) for c in self.calls]
+        if previous and [self._call_key(c) for c in previous] == keys:
             return [(target / EMBEDDINGS_LOG, previous_path.read_bytes())]
         return [(target / EMBEDDINGS_LOG, log_bytes(self.calls, scrub))]
 
@@ -208,6 +282,9 @@ class EmbeddingCalls:
         what = "written" if any(p.name == EMBEDDINGS_LOG for p in written) else "kept (the same calls)"
         note = f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
         kept = sum(self.served)
+        left = len(self.recorded) - kept
+        if left and self.live:  # new_episodes, changed: the log is this run's calls
+            note += f"; {left} recorded call(s) no request of this run asked were left out of it"
         if kept and self.live:
             tokens = sum(
                 _input_tokens(c["response"]) for c, s in zip(self.recorded, self.served, strict=True) if s
@@ -228,38 +305,71 @@ def _input_tokens(response: Any) -> int:
 
 
 class EmbeddingUpstream:
-    """Forwards embedding calls to the upstream base URL with the endpoint's keys (by format key)."""
+    """Forwards embedding calls to the upstream base URL with the endpoint's keys (by format key);
+    ``timeout``: seconds a call may take in all (the model calls' upstream timeout)."""
 
     def __init__(self, base_url: str, keys: Mapping[str, str | None], timeout: float = 600.0) -> None:
         self.base_url = base_url
         self.keys = keys
         self.timeout = timeout
         self._session: Any = None
+        #: the calls in flight, each with the reason it was cancelled (``""``: not cancelled)
+        self._in_flight: dict[asyncio.Future[tuple[int, bytes, dict[str, str]]], str] = {}
 
-    async def forward(self, wire: Any, body: Mapping[str, Any]) -> tuple[int, Any]:
-        """``(status, JSON answer)`` of the upstream.
+    async def forward(self, wire: Any, body: Mapping[str, Any]) -> tuple[int, bytes, Any, dict[str, str]]:
+        """``(status, body as sent, its JSON, retry headers)`` of the upstream (its ``Retry-After``,
+        ``retry-after-ms``, ``x-should-retry``: the client's SDK retries by them).
 
         Raises:
-            LlmError: ``CONNECTION`` (unreachable, cut off), ``BAD_RESPONSE`` (an answer that is not JSON).
+            LlmError: ``CONNECTION`` (unreachable, cut off, timed out), ``BAD_RESPONSE`` (an answer that
+                is not JSON), ``CANCELLED`` (:meth:`cancel`: a stop whose grace ran out).
         """
-        import aiohttp
-
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         url = format_url(self.base_url, wire.upstream_path)
         headers = {"Content-Type": "application/json", **wire.upstream_headers(self.keys.get(wire.PATH))}
+        call = asyncio.ensure_future(self._post(url, orjson.dumps(dict(body)), headers))
+        self._in_flight[call] = ""
         try:
-            async with self._session.post(url, data=orjson.dumps(dict(body)), headers=headers) as response:
-                data = await response.read()
-                status = response.status
-        except aiohttp.ClientError as exc:
-            raise LlmError(f"upstream {url} could not be reached: {exc}", "CONNECTION", 502) from exc
+            status, data, retry = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            reason = self._in_flight.get(call, "")
+            current = asyncio.current_task()
+            if not reason or (current is not None and current.cancelling()):
+                call.cancel()
+                raise
+            raise LlmError(f"upstream {url}: {reason}", "CANCELLED", 503) from None
+        finally:
+            self._in_flight.pop(call, None)
         try:
-            return status, orjson.loads(data)
+            return status, data, orjson.loads(data), retry
         except orjson.JSONDecodeError as exc:
             raise LlmError(
                 f"upstream {url} answered HTTP {status} that is not JSON: {exc}", "BAD_RESPONSE", 502
             ) from exc
+
+    async def _post(
+        self, url: str, data: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, bytes, dict[str, str]]:
+        import aiohttp
+
+        from .record import RETRY_HEADERS
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        try:
+            async with self._session.post(url, data=data, headers=headers) as response:
+                retry = {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None}
+                return response.status, await response.read(), retry
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            said = str(exc) or type(exc).__name__
+            raise LlmError(f"upstream {url} could not be reached: {said}", "CONNECTION", 502) from exc
+
+    def cancel(self, reason: str) -> int:
+        """End the calls in flight now, each failing with ``reason`` (``CANCELLED``, HTTP 503); returns
+        how many were cancelled."""
+        for call in self._in_flight:
+            self._in_flight[call] = reason
+            call.cancel()
+        return len(self._in_flight)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -267,4 +377,4 @@ class EmbeddingUpstream:
             self._session = None
 
 
-__all__ = ["EmbeddingCalls", "EmbeddingRefused", "EmbeddingUpstream"]
+__all__ = ["EmbeddingCalls", "EmbeddingRefused", "EmbeddingUpstream", "Served"]

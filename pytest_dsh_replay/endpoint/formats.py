@@ -1,7 +1,7 @@
 """The wire formats the endpoint serves: the registry's :class:`~..llm.wire.registry.Format` objects by key.
 
 The server registers every route of each (:mod:`.server`) and the manifest reader accepts exactly these
-keys as a recording's ``formats`` (:mod:`.recording`), so a format added to the registry
+keys as a recording's ``formats`` (:mod:`~..recording.manifest`), so a format added to the registry
 (``llm/wire/registry.py``) is served and readable at once.
 """
 
@@ -12,12 +12,11 @@ from typing import Any
 from ..httpbody import is_mcp_path, jsonrpc_refusal
 from ..llm.wire.base import WireFormat
 from ..llm.wire.registry import BY_KEY, Format
+from ..recording.manifest import CONVERSATION_FORMATS
 
 #: key (the format's first route: ``/v1/chat/completions``) -> format; every served format is here.
 FORMATS: dict[str, Format] = dict(BY_KEY)
 
-#: the formats of model calls, each recorded as conversations: the manifest's ``formats`` names them
-CONVERSATION_FORMATS: dict[str, Format] = {k: f for k, f in FORMATS.items() if f.kind == "conversation"}
 
 #: the format whose error shape a path of no format's family takes (OpenAI's)
 _DEFAULT_FAMILY = "/v1/chat/completions"

@@ -28,11 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
-from ..errors import HarnessError
+from ..loopback import OPAQUE_ORIGIN, OriginError, normalize_origin
 from .formats import error_body
 
 #: The ``Sec-Fetch-Site`` values a browser sends on a request that another site's page started.
@@ -40,65 +39,6 @@ _CROSS_SITE = frozenset({"cross-site", "same-site"})
 #: Host names that always mean this machine (RFC 6761 §6.3): a page cannot be served under them by
 #: a rebinding attacker.
 LOOPBACK_NAMES = frozenset({"localhost"})
-
-
-class OriginError(HarnessError):
-    """An origin given to allow is not one (``scheme://host[:port]``), or is opaque (``null``)."""
-
-    code = "ENDPOINT_ORIGIN"
-
-
-#: The serialization of an opaque origin (HTML, "serializing an origin"): what a browser sends as
-#: ``Origin`` from a sandboxed iframe, a ``file:``, ``data:`` or ``blob:`` page, or after a
-#: cross-origin redirect. Any page on any site can send it, so it names no one and is never allowed.
-OPAQUE_ORIGIN = "null"
-
-
-def normalize_origin(origin: str) -> str:
-    """``origin`` as browsers send it: ``scheme://host[:port]`` lower-cased, an internationalized host
-    in its ASCII (IDNA) form, without a default port (``:80`` for http, ``:443`` for https) or a
-    trailing ``/``.
-
-    Raises:
-        OriginError: not ``http(s)://host[:port]`` (a path, query, credentials), or the opaque origin
-            ``null`` (:data:`OPAQUE_ORIGIN`: any sandboxed iframe of any site sends it).
-    """
-    text = origin.strip()
-    if text.lower() == OPAQUE_ORIGIN:
-        raise OriginError(
-            f"{origin!r} is an opaque origin, not one that can be allowed: every sandboxed iframe, file: "
-            "or data: page of any site sends 'Origin: null', so allowing it would let any web page use the "
-            "endpoint; give the scheme://host[:port] your client sends"
-        )
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError as exc:
-        raise OriginError(f"{origin!r} is not an origin ({exc}); give scheme://host[:port]") from None
-    path = parts.path.rstrip("/")
-    if (
-        parts.scheme.lower() not in ("http", "https")
-        or not parts.hostname
-        or path
-        or parts.query
-        or parts.fragment
-        or parts.username is not None
-    ):
-        raise OriginError(
-            f"{origin!r} is not an origin: give scheme://host[:port] (e.g. http://localhost:3000), "
-            "as the browser sends it in the Origin header"
-        )
-    scheme = parts.scheme.lower()
-    host = parts.hostname.lower()
-    if not host.isascii():  # a browser sends an internationalized host in its ASCII (IDNA) form
-        try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError as exc:
-            raise OriginError(f"{origin!r} is not an origin ({exc}); give scheme://host[:port]") from None
-    if ":" in host:  # an IPv6 literal keeps its brackets
-        host = f"[{host}]"
-    default = {"http": 80, "https": 443}[scheme]
-    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
 class Guard:

@@ -34,6 +34,16 @@ from ..errors import HarnessError
 from ..itemreport import endpoint_note_properties, recording_properties
 from ..layout import mcp_log_name, mcp_name_problem
 from ..modes import RecordMode
+from ..testrun import (
+    FAILED,
+    accept_unused,
+    checked_marker,
+    join_run,
+    marker_masks,
+    recording_dir,
+    rerecord_command,
+    unused_counts,
+)
 
 #: the code of a recorded request or session left unused, as a problem line starts
 NOT_CONSUMED = "[MCP_NOT_CONSUMED]"
@@ -121,22 +131,30 @@ class McpServers:
         if not argv:
             raise HarnessError(f"dsh_mcp({name!r}): the server's command is empty", "MCP_CONFIG")
         if name not in self.names:
-            if self.mode is not RecordMode.NONE:
-                # this test records the server's files: the one recorder of them (the relays write
-                # into the run directory, teardown writes the directory)
-                from ..recording.write import RecordingLock, mcp_files
+            self._add(name)
+        extra = dict(env or {})
+        if os.environ.get("PYTHONPATH"):
+            extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+        return McpServer(name, sys.executable, self._relay_args(name, argv), extra)
 
-                self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
-            self.names.append(name)
+    def _add(self, name: str) -> None:
+        """The test's new server ``name``; a recording test holds the recorder's lock of its files."""
+        if self.mode is not RecordMode.NONE:
+            # this test records the server's files: the one recorder of them (the relays write
+            # into the run directory, teardown writes the directory)
+            from ..recording.write import RecordingLock, mcp_files
+
+            self.locks[name] = RecordingLock(self.directory, [mcp_files(name)])
+        self.names.append(name)
+
+    def _relay_args(self, name: str, argv: list[str]) -> list[str]:
+        """The arguments of ``dsh-replay mcp`` relaying the server ``argv`` as the test's ``name``."""
         args = ["-m", "pytest_dsh_replay.cli", "mcp", str(self.directory), "--name", name]
         args += ["--record", str(self.mode), "--run-dir", str(self.run_dir)]
         args += ["--allow-unused"] if self.allow_unused else []
         args += [part for pattern in self.masks for part in ("--mask", pattern)]
         args += ["--rerecord", self.rerecord, "--accept-unused", self.accept_unused, "--", *argv]
-        extra = dict(env or {})
-        if os.environ.get("PYTHONPATH"):
-            extra.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
-        return McpServer(name, sys.executable, args, extra)
+        return args
 
     def release(self) -> None:
         """Release the recorder's locks (idempotent)."""
@@ -229,62 +247,86 @@ def finish(
     ``failed``: what the test raised, as one line (``""``: it passed); a failed test's sessions are
     not written (a partial session would be replayed as the server's), unless ``record_on_error``.
     ``unused``: recorded requests and sessions left unused are problems (``MCP_NOT_CONSUMED``); not
-    when the test failed first (``endpoint.fixture.unused_counts``, the endpoint's rule). ``join``: the
-    test's recording endpoint takes the write over (``endpoint.fixture.join_run``: masks keep the run's
+    when the test failed first (``testrun.unused_counts``, the endpoint's rule). ``join``: the
+    test's recording endpoint takes the write over (``testrun.join_run``: masks keep the run's
     conversations and sessions together or not at all); the servers' locks are released after the write."""
-    from .relay import sessions_unchanged, unused_sessions, write_sessions
-
-    run_dir, names = servers.run_dir, servers.names
-    problems = _stop_relays(run_dir, names)
-    notes: list[str] = []
+    problems = _stop_relays(servers.run_dir, servers.names)
     recording = _outcomes(servers, unused, problems)
     if unused and not servers.allow_unused:
-        for name in names:
-            if name not in recording:  # a recording run: sessions past it are replaced, not unused
-                started = len(_claims(run_dir, name))
-                problems += unused_sessions(
-                    servers.directory, name, started, servers.rerecord, servers.accept_unused
-                )
-    recorded = [name for name in names if name in recording]
-    if problems:
-        if recorded:
-            notes.append(f"nothing written to {servers.directory}: the run had problems")
-        return problems, notes
-    if failed and not record_on_error:
-        if recorded:
-            notes.append(
-                f"MCP server(s) {', '.join(map(repr, recorded))}: nothing written to {servers.directory}, "
-                f"the test failed ({failed}); to write a failed test's sessions: "
-                "@pytest.mark.dsh_recording(record_on_error=True)"
-            )
-        return problems, notes
+        problems += _unused(servers, recording)
+    recorded = [name for name in servers.names if name in recording]
+    held = _held_back(servers, recorded, bool(problems), failed if not record_on_error else "")
+    if held is not None:
+        return problems, held
     pending = _recorded_sessions(servers, recorded)
+    write = functools.partial(_write, servers, pending)
+    if join is not None and pending and join(_changed(servers, pending), write):
+        servers.handed = True  # written after the model's conversations, by the endpoint fixture
+        return problems, []
+    return problems, write(True)
 
-    def write(masked: bool | None) -> list[str]:
-        """Write the sessions (with the run's masks when ``masked``; ``None``: nothing), then release
-        the servers' locks; the notes."""
-        out = []
-        try:
-            for name, logs, cwd in pending if masked is not None else ():
-                masks = servers.run_masks if masked else None
-                written, _removed = write_sessions(servers.directory, name, logs, cwd, masks)
-                out.append(
-                    f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
-                    f"({len(written)} file(s) changed)"
-                )
-        finally:
-            servers.release()
-        return out
 
-    if join is not None and pending:
-        changed = not all(
-            sessions_unchanged(servers.directory, name, logs, cwd, servers.run_masks)
-            for name, logs, cwd in pending
-        )
-        if join(changed, write):
-            servers.handed = True  # written after the model's conversations, by the endpoint fixture
-            return problems, notes
-    return problems, notes + write(True)
+def _unused(servers: McpServers, recording: set[str]) -> list[str]:
+    """The problems of the recorded sessions of the servers not recording that the test left unused
+    (a recording run: sessions past it are replaced, not unused)."""
+    from .relay import unused_sessions
+
+    problems = []
+    for name in servers.names:
+        if name not in recording:
+            started = len(_claims(servers.run_dir, name))
+            problems += unused_sessions(
+                servers.directory, name, started, servers.rerecord, servers.accept_unused
+            )
+    return problems
+
+
+def _held_back(servers: McpServers, recorded: Sequence[str], problems: bool, failed: str) -> list[str] | None:
+    """The notes of a run whose sessions are not written (it had ``problems``; its test ``failed``, as
+    one line, without ``record_on_error``), ``None`` when they are."""
+    if problems:
+        return [f"nothing written to {servers.directory}: the run had problems"] if recorded else []
+    if not failed:
+        return None
+    if not recorded:
+        return []
+    note = (
+        f"MCP server(s) {', '.join(map(repr, recorded))}: nothing written to {servers.directory}, "
+        f"the test failed ({failed}); to write a failed test's sessions: "
+        "@pytest.mark.dsh_recording(record_on_error=True)"
+    )
+    return [note]
+
+
+def _changed(servers: McpServers, pending: Sequence[tuple[str, list[Any], str]]) -> bool:
+    """Whether the recorded sessions differ from the directory's beyond the run's masks."""
+    from .relay import sessions_unchanged
+
+    return not all(
+        sessions_unchanged(servers.directory, name, logs, cwd, servers.run_masks)
+        for name, logs, cwd in pending
+    )
+
+
+def _write(
+    servers: McpServers, pending: Sequence[tuple[str, list[Any], str]], masked: bool | None
+) -> list[str]:
+    """Write the sessions (with the run's masks when ``masked``; ``None``: nothing), then release the
+    servers' locks; the notes."""
+    from .relay import write_sessions
+
+    out = []
+    try:
+        for name, logs, cwd in pending if masked is not None else ():
+            masks = servers.run_masks if masked else None
+            written, _removed = write_sessions(servers.directory, name, logs, cwd, masks)
+            out.append(
+                f"recorded MCP server {name!r} ({len(logs)} session(s)) into {servers.directory} "
+                f"({len(written)} file(s) changed)"
+            )
+    finally:
+        servers.release()
+    return out
 
 
 #: The ``dsh_mcp`` servers of the running test (``item.stash``).
@@ -336,46 +378,23 @@ def _show_diffs(item: pytest.Item, servers: McpServers, diffs: Sequence[Any]) ->
 
 def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     """Yield the test's servers; at teardown write and report (module doc)."""
-    from ..endpoint.fixture import (
-        FAILED,
-        MARKER,
-        accept_unused,
-        check_marker,
-        join_run,
-        recording_dir,
-        rerecord_command,
-        unused_counts,
-    )
-
-    if "dsh_endpoint" in request.fixturenames:
+    with_endpoint = "dsh_endpoint" in request.fixturenames
+    if with_endpoint:
         # the endpoint first, so its teardown comes after this one's: it writes the run's conversations,
         # then these sessions (join_run)
         request.getfixturevalue("dsh_endpoint")
     config = request.config
-    mode = RecordMode(config.getoption("dsh_record"))
-    marker = request.node.get_closest_marker(MARKER)
-    try:
-        check_marker(marker, request.node.nodeid)
-    except HarnessError as exc:
-        pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
-    allow_unused = bool(marker.kwargs.get("allow_unused", False)) if marker is not None else False
-    from ..options import run_masks
-
-    try:
-        masks = run_masks(
-            config,
-            request.node.ihook,
-            marker.kwargs.get("mask", ()) if marker is not None else (),
-            where=f"@pytest.mark.{MARKER}(mask=...)",
-        )
-    except HarnessError as exc:
-        pytest.fail(f"dsh_mcp: error [{exc.code}]: {exc.message}", pytrace=False)
+    marker = checked_marker(request, "dsh_mcp")
+    options = marker.kwargs if marker is not None else {}
+    masks = marker_masks(request, marker, "dsh_mcp")
     patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
     # the model's upstream too when the test also records its model calls (a rewrite without it fails)
-    rerecord = rerecord_command(config, request.node.nodeid, upstream="dsh_endpoint" in request.fixturenames)
+    rerecord = rerecord_command(config, request.node.nodeid, upstream=with_endpoint)
     directory = recording_dir(request)
-    if "dsh_endpoint" not in request.fixturenames:  # the report's link to it (the endpoint's, else)
+    if not with_endpoint:  # the report's link to it (the endpoint's, else)
         request.node.user_properties += recording_properties(directory)
+    mode = RecordMode(config.getoption("dsh_record"))
+    allow_unused = bool(options.get("allow_unused", False))
     with tempfile.TemporaryDirectory(prefix="dsh-mcp-") as tmp:
         servers = McpServers(
             directory, mode, Path(tmp), rerecord, accept_unused(marker), allow_unused, patterns
@@ -386,24 +405,29 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
             yield servers
         finally:
             del request.node.stash[SERVERS]
-        record_on_error = bool(marker.kwargs.get("record_on_error", False)) if marker is not None else False
         try:
             problems, notes = finish(
                 servers,
                 request.node.stash.get(FAILED, ""),
-                record_on_error,
+                bool(options.get("record_on_error", False)),
                 unused_counts(request.node),
                 join=functools.partial(join_run, request.node),
             )
         finally:
             if not servers.handed:
                 servers.release()
-    if not problems:  # what was recorded, in the summary beside the endpoint's line (when it has one)
-        request.node.user_properties += endpoint_note_properties(notes)
-    # what the test's own failure said is not said again (endpoint.fixture.call_report)
+    _report(request.node, servers, problems, notes)
+
+
+def _report(item: pytest.Item, servers: McpServers, problems: list[str], notes: list[str]) -> None:
+    """Teardown's report: what was recorded, in the summary beside the endpoint's line (when it has
+    one); the problems the test's own failure did not say (``endpoint.fixture.call_report``), as the
+    teardown's failure."""
+    if not problems:
+        item.user_properties += endpoint_note_properties(notes)
     fresh = [p for p in problems if p not in servers.reported]
     if fresh:
-        _show_diffs(request.node, servers, servers.diffs)
+        _show_diffs(item, servers, servers.diffs)
         pytest.fail("\n".join([f"dsh_mcp: {len(fresh)} problem(s)", *fresh, *notes]), pytrace=False)
 
 

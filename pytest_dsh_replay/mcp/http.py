@@ -1,6 +1,8 @@
 """The streamable HTTP transport of the MCP relay, on the endpoint's aiohttp app (docs/mcp.md).
 
-``EndpointConfig.mcp`` (``serve --mcp NAME=URL``) names the servers; each is served under ``/mcp/NAME``.
+``EndpointConfig.mcp`` (``serve --mcp NAME=URL``) names the servers; each is served under ``/mcp/NAME`` by
+the endpoint's guest :func:`mcp_routes`, which its composers (``serve``, the ``dsh_endpoint`` fixture)
+mount on it.
 An HTTP MCP session (one ``initialize``; the ``Mcp-Session-Id`` the server gives it) is one
 :class:`~.relay.McpRelay`, begun by that ``initialize`` (``McpRelay.start``) and numbered in the order the
 sessions begin:
@@ -35,6 +37,7 @@ from ..httpbody import (
     jsonrpc_refusal,
     read_body,
 )
+from ..loopback import parse_mcp_option
 from ..modes import RecordMode
 from .log import INVALID_REQUEST, answer_id, is_request, message_problem
 from .relay import (
@@ -62,26 +65,6 @@ SESSION_HEADER = "Mcp-Session-Id"
 
 #: the methods of a server's ``/mcp/NAME`` (streamable HTTP: messages, the server's stream, the end)
 ROUTE_METHODS = ("DELETE", "GET", "POST")
-
-
-def parse_mcp_option(values: Any, *, option: str = "--mcp") -> dict[str, str]:
-    """``NAME=URL`` values as ``{name: url}`` (the URL may be empty when replaying).
-
-    Raises:
-        HarnessError: ``MCP_CONFIG`` for a value without ``=``, a bad name or a name given twice.
-    """
-    from ..layout import mcp_name_problem
-
-    out: dict[str, str] = {}
-    for value in values:
-        name, sep, url = str(value).partition("=")
-        problem = "takes NAME=URL" if not sep else mcp_name_problem(name)
-        if problem is None and name in out:
-            problem = f"server {name!r} given twice"
-        if problem is not None:
-            raise HarnessError(f"{option} {value}: {problem}", "MCP_CONFIG")
-        out[name] = url
-    return out
 
 
 class _Server:
@@ -190,35 +173,45 @@ class HttpRelays:
         return relay
 
     async def _serve(self, server: _Server, method: str, request: Any) -> Any:
-        from aiohttp import web
-
+        """One request of ``server``'s route: its session's relay found (an ``initialize`` begins one),
+        then recorded (:meth:`_forward`) or replayed (:meth:`_replay`)."""
         sid = request.headers.get(SESSION_HEADER)
-        relay = server.by_session.get(sid) if sid else None
-        created = False
         messages: list[Any] = []
         if method == "POST":
             messages, refusal = await self._messages(server, request)
             if refusal is not None:
                 return refusal
-            if relay is None and any(
-                isinstance(m, dict) and m.get("method") == "initialize" for m in messages
-            ):
-                try:
-                    relay = self._new_relay(server)
-                    created = True
-                except HarnessError as exc:
-                    return _error_response(_first_id(messages), INVALID_REQUEST, f"[{exc.code}] {exc}", 400)
+        relay = server.by_session.get(sid) if sid else None
+        created = relay is None and _initializes(messages)
+        if created:
+            try:
+                relay = self._new_relay(server)
+            except HarnessError as exc:
+                return _error_response(_first_id(messages), INVALID_REQUEST, f"[{exc.code}] {exc}", 400)
         if relay is None:
             relay = server.by_session.get("")  # a server without sessions
         if relay is None:
-            return _error_response(
-                _first_id(messages),
-                INVALID_REQUEST,
-                f"dsh-replay mcp {server.name}: no such session {sid!r}",
-                404,
-            )
+            what = f"dsh-replay mcp {server.name}: no such session {sid!r}"
+            return _error_response(_first_id(messages), INVALID_REQUEST, what, 404)
         if relay.records:
             return await self._forward(server, relay, method, request, messages)
+        return await self._replay(server, relay, method, request, messages, sid, created)
+
+    async def _replay(
+        self,
+        server: _Server,
+        relay: McpRelay,
+        method: str,
+        request: Any,
+        messages: list[Any],
+        sid: str | None,
+        created: bool,
+    ) -> Any:
+        """Replaying: the recorded answers to ``messages`` (``created``: their ``initialize`` began the
+        session, which gets a fresh id); with ``--record changed``, the rest of the session handed over
+        to the server from its first changed request. GET (the server's stream) is not replayed."""
+        from aiohttp import web
+
         if method == "GET":
             return web.Response(status=405, headers={"Allow": "POST, DELETE"})
         if method == "DELETE":
@@ -319,43 +312,39 @@ class HttpRelays:
     async def _forward(
         self, server: _Server, relay: McpRelay, method: str, request: Any, messages: list[Any]
     ) -> Any:
+        """Recording: the client's ``messages`` (``method``: POST, or GET/DELETE of the session) sent to
+        the server and its answer passed back as it comes, each message recorded."""
         import aiohttp
-        from aiohttp import web
 
-        client = self._http()
         # a message its replay refuses is refused as it would be (400), and nothing of the body forwarded
         refused = [answer for m in messages if (answer := relay.refusal(m)) is not None]
         if refused:
-            return web.json_response(
-                refused[0] if len(messages) == 1 else refused,
-                status=400,
-                dumps=lambda v: orjson.dumps(v).decode(),
-            )
+            return _json_response(refused[0] if len(messages) == 1 else refused, 400)
         for message in messages:
             relay.from_client(message)
-        headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
-        if relay.upstream_sid is not None:  # a session handed over: the server's own id, not the replay's
-            headers = {k: v for k, v in headers.items() if k.lower() != SESSION_HEADER.lower()}
-            headers[SESSION_HEADER] = relay.upstream_sid
         data = orjson.dumps(messages[0] if len(messages) == 1 else messages) if method == "POST" else None
+        headers = _upstream_headers(request.headers, relay)
         try:
-            upstream = await client.request(method, server.url, data=data, headers=headers)
+            upstream = await self._http().request(method, server.url, data=data, headers=headers)
         except (aiohttp.ClientError, TimeoutError) as exc:
             text = relay.problem(f"the server {server.url} could not be reached: {exc}", "MCP_SERVER_EXITED")
             return _error_response(_first_id(messages), -32001, f"dsh-replay mcp: {text}", 502)
-        sid = upstream.headers.get(SESSION_HEADER)
-        if relay.client_sid is not None:
-            sid = relay.client_sid  # the client goes on with the id the replay gave it
-        if sid is not None:
-            server.by_session[sid] = relay
-        elif "" not in server.by_session and method == "POST":
-            server.by_session[""] = relay
-        out_headers = {
-            k: v for k, v in upstream.headers.items() if k.lower() in ("content-type", "mcp-session-id")
-        }
-        if relay.client_sid is not None and any(k.lower() == "mcp-session-id" for k in out_headers):
-            out_headers = {k: v for k, v in out_headers.items() if k.lower() != "mcp-session-id"}
-            out_headers[SESSION_HEADER] = relay.client_sid
+        _remember_session(server, relay, method, upstream.headers.get(SESSION_HEADER))
+        try:
+            return await self._pass_answer(server, relay, request, upstream, messages)
+        finally:
+            upstream.release()
+
+    async def _pass_answer(
+        self, server: _Server, relay: McpRelay, request: Any, upstream: Any, messages: list[Any]
+    ) -> Any:
+        """The server's answer to the client: a JSON body (recorded), or its stream of server-sent
+        events, passed on and recorded event by event. A server that breaks off: each request it had
+        not answered gets a JSON-RPC error, and the run a problem."""
+        import aiohttp
+        from aiohttp import web
+
+        headers = _client_headers(relay, upstream.headers)
         response: Any = None
         try:
             kind = upstream.headers.get("Content-Type", "")
@@ -363,19 +352,10 @@ class HttpRelays:
                 body = await upstream.read()
                 if body and kind.startswith("application/json"):
                     self._record_server(relay, body)
-                return web.Response(body=body, status=upstream.status, headers=out_headers)
-            response = web.StreamResponse(status=upstream.status, headers=out_headers)
+                return web.Response(body=body, status=upstream.status, headers=headers)
+            response = web.StreamResponse(status=upstream.status, headers=headers)
             await response.prepare(request)
-            event: list[bytes] = []
-            async for line in upstream.content:
-                await response.write(line)
-                stripped = line.rstrip(b"\r\n")
-                if stripped.startswith(b"data:"):
-                    event.append(stripped[5:].removeprefix(b" "))
-                elif not stripped and event:
-                    self._record_server(relay, b"\n".join(event))
-                    event = []
-            await response.write_eof()
+            await self._pass_events(relay, upstream, response)
             return response
         except (aiohttp.ClientError, TimeoutError) as exc:
             # the server went away mid-answer (it crashed, or closed the connection): a problem of the
@@ -385,16 +365,20 @@ class HttpRelays:
                 [m for m in messages if isinstance(m, dict) and is_request(m)],
                 f"the server {server.url} broke off its answer ({exc or type(exc).__name__})",
             )
-            if response is None:
-                only = answers[0] if len(answers) == 1 else answers
-                return web.json_response(only, status=502, dumps=lambda v: orjson.dumps(v).decode())
-            with contextlib.suppress(ConnectionError, RuntimeError):  # the client may be gone too
-                for answer in answers:
-                    await response.write(b"event: message\ndata: " + orjson.dumps(answer) + b"\n\n")
-                await response.write_eof()
-            return response
-        finally:
-            upstream.release()
+            return await _broken_off(answers, response)
+
+    async def _pass_events(self, relay: McpRelay, upstream: Any, response: Any) -> None:
+        """Pass the server's event stream on line by line, recording each event's data as it ends."""
+        event: list[bytes] = []
+        async for line in upstream.content:
+            await response.write(line)
+            stripped = line.rstrip(b"\r\n")
+            if stripped.startswith(b"data:"):
+                event.append(stripped[5:].removeprefix(b" "))
+            elif not stripped and event:
+                self._record_server(relay, b"\n".join(event))
+                event = []
+        await response.write_eof()
 
     @staticmethod
     def _record_server(relay: McpRelay, body: bytes) -> None:
@@ -418,21 +402,28 @@ class HttpRelays:
         notes: list[str] = []
         recorded: dict[str, list[Any]] = {}
         for server in self.servers.values():
-            for relay in server.relays:
-                outcome = relay.finish("the endpoint stopped")
-                problems += outcome.problems
-                if relay.records:
-                    recorded.setdefault(server.name, []).append(relay.session_log())
-            if server.name not in recorded and not self.allow_unused:
-                problems += unused_sessions(
-                    self.directory, server.name, len(server.relays), self.rerecord or "", self.accept_unused
-                )
+            problems += self._end_sessions(server, recorded)
         if problems or not write:
             return problems, notes
         self.recorded = recorded
         if not defer:
             notes += self.write_recorded(True)
         return problems, notes
+
+    def _end_sessions(self, server: _Server, recorded: dict[str, list[Any]]) -> list[str]:
+        """End ``server``'s sessions, the logs of those recorded into ``recorded``; the problems (its
+        recorded sessions left unused, unless ``allow_unused``)."""
+        problems: list[str] = []
+        for relay in server.relays:
+            outcome = relay.finish("the endpoint stopped")
+            problems += outcome.problems
+            if relay.records:
+                recorded.setdefault(server.name, []).append(relay.session_log())
+        if server.name not in recorded and not self.allow_unused:
+            problems += unused_sessions(
+                self.directory, server.name, len(server.relays), self.rerecord or "", self.accept_unused
+            )
+        return problems
 
     def changed(self) -> bool:
         """Whether a recorded server's sessions differ from the directory's beyond the masks (what
@@ -453,6 +444,82 @@ class HttpRelays:
             )
         self.recorded = {}
         return notes
+
+
+def mcp_routes(endpoint: Any) -> HttpRelays | None:
+    """The MCP servers of ``endpoint.config.mcp`` as the endpoint's guest (``endpoint.server.Mount``):
+    relays under ``/mcp/NAME`` with the endpoint's directory, record mode, cwd, unused rule, masks and
+    scrubber; ``None`` when it names none (then ``/mcp/...`` is no route of it). ``serve`` and the
+    ``dsh_endpoint`` fixture give it to the endpoint they compose.
+    """
+    config = endpoint.config
+    if not config.mcp:
+        return None
+    return HttpRelays(
+        config.mcp,
+        config.directory,
+        config.record,
+        cwd=endpoint.cwd,
+        allow_unused=config.allow_unused,
+        accept_unused=endpoint.accept_unused,
+        rerecord=config.rerecord,
+        masks=config.masks,
+        scrubber=endpoint.scrubber,
+    )
+
+
+def _upstream_headers(client: Mapping[str, str], relay: McpRelay) -> dict[str, str]:
+    """The client's MCP headers forwarded to the server (:data:`FORWARDED`); a session handed over
+    carries the server's own id, not the one the replay gave the client."""
+    headers = {k: v for k, v in client.items() if k.lower() in FORWARDED}
+    if relay.upstream_sid is not None:
+        headers = {k: v for k, v in headers.items() if k.lower() != SESSION_HEADER.lower()}
+        headers[SESSION_HEADER] = relay.upstream_sid
+    return headers
+
+
+def _remember_session(server: _Server, relay: McpRelay, method: str, sid: str | None) -> None:
+    """Note the session id the client goes on with (the server's, or the one a replay gave it before
+    the session was handed over) as ``relay``'s; a server without sessions: its one relay."""
+    if relay.client_sid is not None:
+        sid = relay.client_sid  # the client goes on with the id the replay gave it
+    if sid is not None:
+        server.by_session[sid] = relay
+    elif "" not in server.by_session and method == "POST":
+        server.by_session[""] = relay
+
+
+def _client_headers(relay: McpRelay, upstream: Mapping[str, str]) -> dict[str, str]:
+    """The server's answer headers the client gets: its content type and session id (the one the
+    replay gave, for a session handed over)."""
+    headers = {k: v for k, v in upstream.items() if k.lower() in ("content-type", "mcp-session-id")}
+    if relay.client_sid is not None and any(k.lower() == "mcp-session-id" for k in headers):
+        headers = {k: v for k, v in headers.items() if k.lower() != "mcp-session-id"}
+        headers[SESSION_HEADER] = relay.client_sid
+    return headers
+
+
+async def _broken_off(answers: list[dict[str, Any]], response: Any) -> Any:
+    """The JSON-RPC errors of a server that broke off, to the client: a 502 answer, or the end of the
+    stream already begun (the client may be gone too)."""
+    if response is None:
+        return _json_response(answers[0] if len(answers) == 1 else answers, 502)
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        for answer in answers:
+            await response.write(b"event: message\ndata: " + orjson.dumps(answer) + b"\n\n")
+        await response.write_eof()
+    return response
+
+
+def _json_response(value: Any, status: int) -> Any:
+    from aiohttp import web
+
+    return web.json_response(value, status=status, dumps=lambda v: orjson.dumps(v).decode())
+
+
+def _initializes(messages: list[Any]) -> bool:
+    """Whether the client's ``messages`` begin a session (one of them is ``initialize``)."""
+    return any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
 
 
 def _first_id(messages: list[Any]) -> Any:
@@ -486,4 +553,4 @@ def _error_response(request_id: Any, code: int, message: str, status: int = 400)
     return web.json_response(body, status=status, dumps=lambda v: orjson.dumps(v).decode())
 
 
-__all__ = ["FORWARDED", "SESSION_HEADER", "HttpRelays", "parse_mcp_option"]
+__all__ = ["FORWARDED", "SESSION_HEADER", "HttpRelays", "mcp_routes", "parse_mcp_option"]

@@ -325,23 +325,7 @@ class McpRelay:
                     "was given (dsh-replay mcp DIR --name NAME --record once -- COMMAND ARGS...)",
                     "MCP_CONFIG",
                 )
-            if config.writes and config.run_dir is None:
-                # the one recorder of this server's files in the directory (a model recorder and other
-                # servers' relays record beside it); the fixture and the endpoint hold it for theirs
-                from ..recording.write import RecordingLock, mcp_files
-
-                self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
-            session_id = f"mcp-{config.name}-{uuid.uuid4()}"
-            from ..session import Session
-
-            header: Any = {
-                "version": 0,
-                "id": session_id,
-                "createdAt": int(time.time() * 1000),
-                "cwd": self.cwd,
-            }
-            self.log = McpSessionLog(Session(session_id, header=header))
-            self._open_stage(path)
+            self._open_log(path)
             return
         if not recorded:
             raise McpRelayError(
@@ -350,17 +334,48 @@ class McpRelay:
                 "the server's command",
                 "MCP_CONFIG",
             )
+        self._load_script(path)
+
+    def _open_log(self, path: Path) -> None:
+        """Recording: the session's log, staged at ``path`` as it grows, under the recorder's lock of
+        the server's files (a relay that writes its session itself)."""
+        from ..session import Session
+
+        config = self.config
+        if config.writes and config.run_dir is None:
+            # the one recorder of this server's files in the directory (a model recorder and other
+            # servers' relays record beside it); the fixture and the endpoint hold it for theirs
+            from ..recording.write import RecordingLock, mcp_files
+
+            self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
+        session_id = f"mcp-{config.name}-{uuid.uuid4()}"
+        header: Any = {"version": 0, "id": session_id, "createdAt": int(time.time() * 1000), "cwd": self.cwd}
+        self.log = McpSessionLog(Session(session_id, header=header))
+        self._open_stage(path)
+
+    def _load_script(self, path: Path) -> None:
+        """Replaying: the recorded session at ``path`` as the script served, each answer found by the
+        request it answers, and the request check's tokenizers of both sides."""
         from ..recording.harvest import read_log_file
         from ..session.tokens import Tokenizer
 
         log = read_log_file(path)
         self.script = session_script(path.name, log.header, log.events)
         self.used = [False] * len(self.script.items)
-        # each answer by the request it answers (concurrent calls may come in another order than
-        # recorded), with the client's answers recorded before it and its place in the transcript
+        self._index_answers(self.script)
+        masks = self.config.masks
+        self.sides = (
+            Tokenizer([self.script.session_id], self.script.cwd, masks=masks, recorded=True),
+            Tokenizer([], self.cwd, masks=masks),
+        )
+
+    def _index_answers(self, script: McpScript) -> None:
+        """Each answer by the request it answers (concurrent calls may come in another order than
+        recorded), with the client's answers recorded before it and its place in the transcript; the
+        requests the client cancelled."""
         answered: list[int] = []
         position = 0
-        for item in self.script.items:
+        for item in script.items:
             if is_response(item.message):
                 answered.append(item.index)
             elif item.method == "notifications/cancelled":
@@ -371,31 +386,18 @@ class McpRelay:
                 position += 1
                 if is_response(m):
                     self.answers.setdefault(request_key(m["id"]), (m, list(answered), position))
-        masks = config.masks
-        self.sides = (
-            Tokenizer([self.script.session_id], self.script.cwd, masks=masks, recorded=True),
-            Tokenizer([], self.cwd, masks=masks),
-        )
 
     def hand_over(self, why: str) -> list[dict[str, Any]]:
         """``changed``: go on as a recording from the client message that differs (``why``): the session's
         log begins with every message that passed so far, as it passed; returns the client's messages
         among them, which the transport sends the server it starts now (their answers not forwarded:
         the server reaches the state the client expects) before the message that differs."""
-        from ..session import Session
-
         config = self.config
         client = [m for from_client, m in self.passed if from_client]
         self.went_live = (len(client) + 1, why)
         self.plan, self.replaces, self.script = Plan.RECORD, True, None
-        if config.writes and config.run_dir is None:
-            from ..recording.write import RecordingLock, mcp_files
-
-            self.lock = RecordingLock(config.directory, [mcp_files(config.name)])
-        session_id = f"mcp-{config.name}-{uuid.uuid4()}"
-        header: Any = {"version": 0, "id": session_id, "createdAt": int(time.time() * 1000), "cwd": self.cwd}
-        self.log = McpSessionLog(Session(session_id, header=header))
-        self._open_stage(config.directory / mcp_log_name(config.name, self.index))
+        self._open_log(config.directory / mcp_log_name(config.name, self.index))
+        assert self.log is not None
         for from_client, message in self.passed:
             (self.log.client if from_client else self.log.server)(message)
         self.passed = []
@@ -625,13 +627,7 @@ class McpRelay:
             self._drop_stage()
             return f"nothing written to {directory}: the run had problems"
         kept = directory / KEPT_DIR
-        own: set[str] = set()
-        others: list[str] = []
-        if kept.is_symlink() or (os.path.lexists(kept) and not kept.is_dir()):
-            others = ["it is no directory"]
-        elif kept.is_dir():  # this server's kept sessions are replaced; another run's files are not mixed in
-            own = {p.name for p in mcp_log_files(kept, name)}
-            others = sorted(p.name for p in kept.iterdir() if p.name not in own)
+        own, others = _kept_files(kept, name)
         if others:
             stage.discard()
             return (
@@ -701,27 +697,35 @@ class McpRelay:
         refused = self.refusal(message)
         if refused is not None:
             return [refused]
-        out: list[dict[str, Any]] = []
-        if not self.prologue_sent:
-            self.prologue_sent = True
-            out += self.script.prologue
-        if is_response(message):
-            item = self._take(lambda r: is_response(r.message) and r.message.get("id") == message.get("id"))
-        elif is_notification(message):
-            item = self._take(lambda r: is_notification(r.message) and r.method == message.get("method"))
-        elif is_request(message):
-            found = self._request(message)
-            if isinstance(found, dict):
-                return [*out, found]
-            item = found
-        else:  # message_problem let no other message through
-            raise AssertionError(message)
+        out = self._prologue()
+        item = self._recorded_of(message)
+        if isinstance(item, dict):  # the error answer to a request the recording does not match
+            return [*out, item]
         if item is None:
             return out + self._ready()  # a message the recording does not hold: nothing follows it
         if is_request(item.message):
             self.waiting.append(request_key(item.message["id"]))
         out += [m for m in (self._respell(s) for s in item.segment if not is_response(s)) if m is not None]
         return out + self._ready()
+
+    def _prologue(self) -> list[dict[str, Any]]:
+        """What the server sent before the client's first message, once (``[]`` after)."""
+        assert self.script is not None
+        if self.prologue_sent:
+            return []
+        self.prologue_sent = True
+        return list(self.script.prologue)
+
+    def _recorded_of(self, message: dict[str, Any]) -> Recorded | dict[str, Any] | None:
+        """The recorded client message ``message`` takes (``None``: the recording does not hold it), or
+        the error answer to a request that differs from the recording."""
+        if is_response(message):
+            return self._take(lambda r: is_response(r.message) and r.message.get("id") == message.get("id"))
+        if is_notification(message):
+            return self._take(lambda r: is_notification(r.message) and r.method == message.get("method"))
+        if is_request(message):
+            return self._request(message)
+        raise AssertionError(message)  # message_problem let no other message through
 
     def _ready(self) -> list[dict[str, Any]]:
         """The recorded answers now due, in recorded order: their request came, and so did every answer
@@ -770,79 +774,107 @@ class McpRelay:
 
     def _request(self, message: dict[str, Any]) -> Recorded | dict[str, Any]:
         """The recorded request ``message`` takes (marked used, ids mapped), or the error answer."""
-        assert self.script is not None
         method = message.get("method")
-        candidates = [
+        candidates = self._unused_requests(method)
+        chosen: Recorded | dict[str, Any] | None = None
+        if method == TOOLS_CALL and candidates:
+            chosen = self._tool_call(message, candidates)
+        elif method == "initialize" and candidates:  # the client's own version and capabilities may differ
+            chosen = candidates[0]
+        elif candidates:
+            chosen = self._same_params(message, candidates)
+        if chosen is None:
+            return self._not_recorded(message)
+        if isinstance(chosen, Recorded):
+            self._take_request(chosen, message)
+        return chosen
+
+    def _unused_requests(self, method: Any) -> list[Recorded]:
+        """The recorded requests of ``method`` no client message has taken yet, in recorded order."""
+        assert self.script is not None
+        return [
             r
             for r in self.script.items
             if not self.used[r.index] and is_request(r.message) and r.method == method
         ]
-        chosen: Recorded | None = None
-        if method == TOOLS_CALL and candidates:
-            # the first unused recorded call that matches (concurrent calls come in any order); none:
-            # the difference from the first unused call of the same tool, else from the first unused
-            sent = tool_call_value(message)
-            chosen = next(
-                (
-                    r
-                    for r in candidates
-                    if self._difference(tool_call_value(r.message), sent, TOOLS_CALL) is None
-                ),
-                None,
-            )
-            if chosen is None:
-                chosen = next(
-                    (r for r in candidates if tool_call_value(r.message)["name"] == sent["name"]), None
-                )
-                chosen = chosen or candidates[0]
-            recorded = tool_call_value(chosen.message)
-            found = self._first_difference(recorded, sent, TOOLS_CALL)
-            if found is not None and self.plan is Plan.CHANGED:
-                raise McpHandOver(f"{_describe(message)}: {found.render()}")
-            if found is not None:
-                hint = self._mask_hint(recorded, sent)
-                call = f"{_describe(chosen.message)} (seq {chosen.seq} of {self.script.file})"
-                self.diffs.append(self._diff(call, found.path, recorded, sent))
-                text = self.problem(
-                    f"{self.script.file}: {_describe(message)} does not match recorded call "
-                    f"{_describe(chosen.message)} (seq {chosen.seq}): {found.render()}; re-record it"
-                    + (f" ({self.config.rerecord})" if self.config.rerecord else "")
-                    + (f"\n  {hint}" if hint is not None else ""),
-                    "MCP_CALL_MISMATCH",
-                )
-                return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
-        elif candidates:
-            if method == "initialize":  # the client's own version and capabilities may differ
-                chosen = candidates[0]
-            else:
-                sent = _without_meta(message.get("params"))
-                chosen = next(
-                    (
-                        r
-                        for r in candidates
-                        if self._difference(_without_meta(r.message.get("params")), sent, "params") is None
-                    ),
-                    None,
-                )
+
+    def _same_params(self, message: dict[str, Any], candidates: list[Recorded]) -> Recorded | None:
+        """The first of ``candidates`` whose params (``_meta`` aside) are ``message``'s."""
+        sent = _without_meta(message.get("params"))
+        return next(
+            (
+                r
+                for r in candidates
+                if self._difference(_without_meta(r.message.get("params")), sent, "params") is None
+            ),
+            None,
+        )
+
+    def _tool_call(self, message: dict[str, Any], candidates: list[Recorded]) -> Recorded | dict[str, Any]:
+        """The recorded ``tools/call`` of ``candidates`` that ``message`` takes: the first unused one that
+        matches (concurrent calls come in any order); none: the error answer naming its difference from
+        the first unused call of the same tool, else from the first unused (``changed``: the session is
+        handed over from it)."""
+        assert self.script is not None
+        sent = tool_call_value(message)
+        chosen = next(
+            (r for r in candidates if self._difference(tool_call_value(r.message), sent, TOOLS_CALL) is None),
+            None,
+        )
         if chosen is None:
-            if method == "ping":
-                return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
-            if self.plan is Plan.CHANGED:
-                raise McpHandOver(f"{_describe(message)}: the recording does not hold it")
-            text = self.problem(
-                f"{self.script.file}: the client sent {_describe(message)} with params "
-                f"{quote_json(message.get('params'))}, which the recording does not hold (unused)"
-                + (self._leftover(method) or "; re-record it")
-                + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
-                "MCP_NOT_RECORDED",
-            )
-            return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+            chosen = next((r for r in candidates if tool_call_value(r.message)["name"] == sent["name"]), None)
+            chosen = chosen or candidates[0]
+        recorded = tool_call_value(chosen.message)
+        found = self._first_difference(recorded, sent, TOOLS_CALL)
+        if found is None:
+            return chosen
+        if self.plan is Plan.CHANGED:
+            raise McpHandOver(f"{_describe(message)}: {found.render()}")
+        return self._mismatch(message, chosen, found, recorded, sent)
+
+    def _mismatch(
+        self, message: dict[str, Any], chosen: Recorded, found: Any, recorded: Any, sent: Any
+    ) -> dict[str, Any]:
+        """The error answer to a ``tools/call`` that differs from its recorded call ``chosen`` (``found``:
+        the first difference): a problem of the run with its checked mask proposal, and its diff."""
+        assert self.script is not None
+        hint = self._mask_hint(recorded, sent)
+        call = f"{_describe(chosen.message)} (seq {chosen.seq} of {self.script.file})"
+        self.diffs.append(self._diff(call, found.path, recorded, sent))
+        text = self.problem(
+            f"{self.script.file}: {_describe(message)} does not match recorded call "
+            f"{_describe(chosen.message)} (seq {chosen.seq}): {found.render()}; re-record it"
+            + (f" ({self.config.rerecord})" if self.config.rerecord else "")
+            + (f"\n  {hint}" if hint is not None else ""),
+            "MCP_CALL_MISMATCH",
+        )
+        return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+
+    def _not_recorded(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The answer to a request the recording does not hold: a ``ping``'s own, else the error
+        (``changed``: the session is handed over from it)."""
+        assert self.script is not None
+        method = message.get("method")
+        if method == "ping":
+            return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+        if self.plan is Plan.CHANGED:
+            raise McpHandOver(f"{_describe(message)}: the recording does not hold it")
+        text = self.problem(
+            f"{self.script.file}: the client sent {_describe(message)} with params "
+            f"{quote_json(message.get('params'))}, which the recording does not hold (unused)"
+            + (self._leftover(method) or "; re-record it")
+            + (f" ({self.config.rerecord})" if self.config.rerecord else ""),
+            "MCP_NOT_RECORDED",
+        )
+        return jsonrpc_error(message.get("id"), RELAY_ERROR, f"dsh-replay mcp: {text}")
+
+    def _take_request(self, chosen: Recorded, message: dict[str, Any]) -> None:
+        """Mark ``chosen`` used by ``message``: its id and progress token mapped to the live ones."""
         self.used[chosen.index] = True
         self.live_ids[request_key(chosen.message["id"])] = message["id"]
-        recorded_token, live_token = _progress_token(chosen.message), _progress_token(message)
+        recorded_token, live_token = (_progress_token(chosen.message), _progress_token(message))
         if recorded_token is not None:
             self.tokens[request_key(recorded_token)] = live_token
-        return chosen
 
     def _leftover(self, method: Any) -> str:
         """What a request the recording does not hold says of the session on disk when it looks left
@@ -960,40 +992,11 @@ class McpRelay:
         outcome = McpOutcome(self.config.name, self.plan.label, self.index, list(self.problems))
         outcome.diffs = list(self.diffs)
         if self.script is not None and not self.problems and not self.config.allow_unused:
-            unused = self.unused()
-            if unused:
-                rerecord = f", or re-record it:\n  {self.config.rerecord}" if self.config.rerecord else ""
-                outcome.problems.append(
-                    f"[MCP_NOT_CONSUMED] recorded requests of MCP server {self.config.name!r} not used in "
-                    f"{self.script.file}: {'; '.join(unused)}. The agent made fewer requests than recorded; "
-                    f"fix the change that skipped them{rerecord}\n  (or let recorded requests go unused: "
-                    f"{self.config.accept_unused})"
-                )
-        if self.cut is not None and self.replaces and not outcome.problems:
-            signal_why, count = self.cut
-            path = self.config.directory / mcp_log_name(self.config.name, self.index)
-            outcome.problems.append(
-                f"[MCP_INTERRUPTED] {signal_why} while {count} request(s) had no answer from the server: "
-                f"{path} was left as it was (this session would replace its recorded answers with none or "
-                "the relay's errors); record it again and let the server answer"
-            )
-        elif self.log is not None and (owed := self.unanswered()):
-            # its replay would answer them with nothing: a client waiting for one would wait for ever
-            outcome.problems.append(
-                f"[MCP_UNANSWERED] the session ended ({why}) with {len(owed)} request(s) the server never "
-                f"answered: {'; '.join(owed)}; a recording must hold an answer to every request (its "
-                "replay would leave the client waiting): record it again and let the server answer"
-            )
+            outcome.problems += self._unused_problem()
+        outcome.problems += self._unfinished_problem(why, bool(outcome.problems))
         try:
             if self.log is not None:
-                self.log.close(why)
-                self._feed()
-                outcome.problems += [p for p in self.problems if p not in outcome.problems]
-                outcome.notes += self.notes
-                if outcome.problems:
-                    outcome.notes.append(self._keep_stage())
-                elif self.config.writes:
-                    self._write(outcome)
+                self._end_log(outcome, why)
         finally:
             self.unlock()
         # what reaches stderr, the fixture's report and the outcome file: no secret of the run
@@ -1002,6 +1005,57 @@ class McpRelay:
         outcome.notes = [scrub(n) for n in outcome.notes]
         self._leave(outcome)
         return outcome
+
+    def _unused_problem(self) -> list[str]:
+        """Replaying: the problem of the recorded requests the client never sent (``[]``: none)."""
+        unused = self.unused()
+        if not unused or self.script is None:
+            return []
+        rerecord = f", or re-record it:\n  {self.config.rerecord}" if self.config.rerecord else ""
+        text = (
+            f"[MCP_NOT_CONSUMED] recorded requests of MCP server {self.config.name!r} not used in "
+            f"{self.script.file}: {'; '.join(unused)}. The agent made fewer requests than recorded; "
+            f"fix the change that skipped them{rerecord}\n  (or let recorded requests go unused: "
+            f"{self.config.accept_unused})"
+        )
+        return [text]
+
+    def _unfinished_problem(self, why: str, said: bool) -> list[str]:
+        """Recording: the problem of a session that ended (``why``) owing answers: stopped by a signal
+        over a recording it would replace (unless a problem is ``said`` already), or requests the server
+        never answered."""
+        if self.cut is not None and self.replaces and not said:
+            signal_why, count = self.cut
+            path = self.config.directory / mcp_log_name(self.config.name, self.index)
+            text = (
+                f"[MCP_INTERRUPTED] {signal_why} while {count} request(s) had no answer from the server: "
+                f"{path} was left as it was (this session would replace its recorded answers with none or "
+                "the relay's errors); record it again and let the server answer"
+            )
+            return [text]
+        owed = self.unanswered() if self.log is not None else []
+        if not owed:
+            return []
+        # its replay would answer them with nothing: a client waiting for one would wait for ever
+        text = (
+            f"[MCP_UNANSWERED] the session ended ({why}) with {len(owed)} request(s) the server never "
+            f"answered: {'; '.join(owed)}; a recording must hold an answer to every request (its "
+            "replay would leave the client waiting): record it again and let the server answer"
+        )
+        return [text]
+
+    def _end_log(self, outcome: McpOutcome, why: str) -> None:
+        """Recording: the log closed; the session written (its relay writes it), or kept beside the
+        recording when the run had problems."""
+        assert self.log is not None
+        self.log.close(why)
+        self._feed()
+        outcome.problems += [p for p in self.problems if p not in outcome.problems]
+        outcome.notes += self.notes
+        if outcome.problems:
+            outcome.notes.append(self._keep_stage())
+        elif self.config.writes:
+            self._write(outcome)
 
     def unstarted(self, why: str) -> McpOutcome:
         """The outcome of a relay stopped (``why``) before the client's first message: no session.
@@ -1056,7 +1110,7 @@ class McpRelay:
         stale = [p for p in mcp_log_files(self.config.directory, name) if p != self.stage.path]
         written, removed = self.stage.commit(stale)
         self.stage = None
-        outcome.written, outcome.removed = [str(p) for p in written], [str(p) for p in removed]
+        outcome.written, outcome.removed = ([str(p) for p in written], [str(p) for p in removed])
         outcome.notes.append(
             f"recorded MCP server {name!r} ({self.fed} events) into "
             f"{self.config.directory / mcp_log_name(name, self.index)}"
@@ -1071,11 +1125,10 @@ class McpRelay:
         from ..recording.kept import KEPT_DIR
 
         kept = self.config.directory / KEPT_DIR
-        if kept.is_symlink() or not kept.is_dir():
+        own, others = _kept_files(kept, self.config.name)
+        if not own or others:
             return []
         old = mcp_log_files(kept, self.config.name)
-        if not old or any(p.name not in {o.name for o in old} for p in kept.iterdir()):
-            return []
         try:
             for path in old:
                 path.unlink()
@@ -1085,6 +1138,18 @@ class McpRelay:
         return [
             f"removed {kept} (an earlier run of this relay kept {', '.join(p.name for p in old)}): superseded"
         ]
+
+
+def _kept_files(kept: Path, name: str) -> tuple[set[str], list[str]]:
+    """``(own, others)``: the kept sessions of server ``name`` in the kept run ``kept``, which a new one
+    replaces, and the other files there, which are not mixed in (``it is no directory``: ``kept`` is a
+    symlink or a file)."""
+    if kept.is_symlink() or (os.path.lexists(kept) and not kept.is_dir()):
+        return set(), ["it is no directory"]
+    if not kept.is_dir():
+        return set(), []
+    own = {p.name for p in mcp_log_files(kept, name)}
+    return own, sorted(p.name for p in kept.iterdir() if p.name not in own)
 
 
 def _put(target: Path, outcome: McpOutcome) -> None:

@@ -29,14 +29,12 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, max_line_bytes, quote
-from ..llm.wire.embeddings import GEMINI_PATH, OPENAI_PATH, request_problem, response_problem
+from ..llm.wire.embeddings import ROUTES, request_problem, response_problem
 
 #: the log's header line (a session header: events.md)
 HEADER = {"type": "session", "version": 0, "id": "dsh-replay-embeddings", "createdAt": 0}
 #: the ``type`` of a call's line
 CALL = "embeddings/call"
-#: the routes a call may name (each embedding format's key)
-ROUTES = (OPENAI_PATH, GEMINI_PATH)
 #: the keys of an answer holding vectors: never scrubbed (a base64 vector is no secret, and rewriting
 #: a piece of it would change the vector)
 _VECTOR_KEYS = frozenset({"embedding", "values"})
@@ -142,6 +140,28 @@ def scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
     return value
 
 
+def vectors_apart(value: Any) -> tuple[Any, list[Any]]:
+    """``(value with each vector replaced by None, the vectors in order)``: what masks may apply to,
+    and what is compared exactly (a mask never matches inside a vector)."""
+    vectors: list[Any] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            out: dict[str, Any] = {}
+            for k, x in v.items():
+                if k in _VECTOR_KEYS:
+                    vectors.append(x)
+                    out[k] = None
+                else:
+                    out[k] = walk(x)
+            return out
+        return v
+
+    return walk(value), vectors
+
+
 def call_line(seq: int, call: Mapping[str, Any], scrub: Callable[[str], str]) -> bytes:
     """The log line of ``call`` (``route``, ``model``, ``request``, ``status``, ``response``) as the
     writer writes it at ``seq``: request and answer scrubbed (:func:`scrubbed`), no newline."""
@@ -184,4 +204,5 @@ __all__ = [
     "log_bytes",
     "read_calls",
     "scrubbed",
+    "vectors_apart",
 ]

@@ -168,8 +168,8 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
         FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
         ReplayLoadError and the loaders' errors: a kept log or sidecar that does not load.
     """
-    from ..endpoint.recording import manifest_findings
     from ..layout import mcp_log_match
+    from .manifest import manifest_findings
     from .validate import validate_unit
     from .write import (
         MODEL_FILES,

@@ -748,7 +748,8 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         if scenario_like:
             files = _scenario_files(path, report)
         else:
-            files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            # a recorder's file that is no regular file is read to say so (a FIFO, a link to a directory)
+            files = sorted(p for p in path.glob("*.jsonl") if p.is_file() or p.name == EMBEDDINGS_LOG)
     elif path.name == INPUT_FILE:
         return validate_unit(path.parent, scrubber)  # the scenario it defines
     elif is_sidecar_name(path.name):

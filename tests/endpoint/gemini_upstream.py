@@ -26,17 +26,29 @@ SIGNATURE = "c2lnbmF0dXJlLW9mLXRoZS1jYWxs"
 SAFETY = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "NEGLIGIBLE"}]
 
 
+def _get(message: dict[str, Any], name: str, default: Any = None) -> Any:
+    """A field of a request's message by its lowerCamelCase name or its own snake_case one: the API reads
+    protobuf JSON, which takes both (google-genai 3.6 sends ``mime_type``, LiteLLM ``function_call``,
+    ``function_response``, ``function_declarations``)."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+    return message.get(name, message.get(snake, default))
+
+
 def _answer(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], str] | web.Response:
     """The parts of each streamed event, and the finish reason; or an error answer."""
     contents = body.get("contents", [])
     last = contents[-1] if contents else {}
     parts = last.get("parts", [])
-    responses = [p["functionResponse"] for p in parts if "functionResponse" in p]
+    responses = [_get(p, "functionResponse") for p in parts if _get(p, "functionResponse")]
     if responses:
         calls = [
-            p for c in contents if c.get("role") == "model" for p in c.get("parts", []) if "functionCall" in p
+            p
+            for c in contents
+            if c.get("role") == "model"
+            for p in c.get("parts", [])
+            if _get(p, "functionCall")
         ]
-        if not calls or calls[-1].get("thoughtSignature") != SIGNATURE:
+        if not calls or _get(calls[-1], "thoughtSignature") != SIGNATURE:
             return web.json_response(
                 {
                     "error": {
@@ -49,13 +61,12 @@ def _answer(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], str] | we
             )
         weather = json.dumps(responses[0].get("response", {}))
         return [[{"text": "The weather: "}], [{"text": weather}]], "STOP"
-    declared = [d["name"] for t in body.get("tools", []) for d in t.get("functionDeclarations", [])]
+    declared = [d["name"] for t in body.get("tools", []) for d in _get(t, "functionDeclarations", [])]
     text = next((p["text"] for p in reversed(parts) if "text" in p), "")
     if "get_weather" in declared and "weather" in text.lower():
         events: list[list[dict[str, Any]]] = []
-        thinking = body.get("generationConfig", {}).get("thinkingConfig", {})
-        # google-genai 3.6 spells it as its own field (include_thoughts) in the JSON it sends
-        if thinking.get("includeThoughts") or thinking.get("include_thoughts"):
+        thinking = _get(_get(body, "generationConfig", {}), "thinkingConfig", {})
+        if _get(thinking, "includeThoughts"):
             events.append([{"text": "The user wants the weather; call the tool.", "thought": True}])
         call = {
             "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
@@ -65,10 +76,7 @@ def _answer(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], str] | we
         return events, "STOP"
     if "unsafe" in text:  # blocked: no content, the finish reason and the ratings say why
         return [], "SAFETY"
-    # google-genai 3.6 sends inlineData's mime type as mime_type (the API takes both spellings)
-    images = [
-        p["inlineData"].get("mimeType", p["inlineData"].get("mime_type")) for p in parts if "inlineData" in p
-    ]
+    images = [_get(_get(p, "inlineData"), "mimeType") for p in parts if _get(p, "inlineData")]
     if images:
         return [[{"text": f"I see {len(images)} {images[0]} image(s)"}]], "STOP"
     return [[{"text": "You said: "}], [{"text": text}]], "STOP"

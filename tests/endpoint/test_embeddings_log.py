@@ -261,3 +261,273 @@ def test_a_mismatch_names_the_re_record_command_and_new_episodes_says_what_was_n
     )
     assert said in ep.outcome.report(), ep.outcome.report()
     assert "1 sent upstream" in ep.outcome.report()
+
+
+class OddEmbeddingsUpstream(FakeEmbeddingsUpstream):
+    """The fake embeddings upstream, answering oddly by the model asked: ``deep-N`` a vector list
+    nested N levels, ``flaky`` a 429 (with ``Retry-After: 0``) on every other call, ``novectors`` a 200
+    without ``data``, ``error200`` a 200 carrying an ``error``, ``short`` one vector for two inputs,
+    ``slow`` an answer after 30 s."""
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__()
+        self.flaky_calls = 0
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()  # a slow answer in progress ends now
+        super().stop()
+
+    async def _handle(self, request: Any) -> Any:
+        import asyncio
+
+        from aiohttp import web
+
+        if request.match_info["what"] != "embeddings":
+            return await super()._handle(request)
+        body = await request.json()
+        model = body["model"]
+        if model.startswith("deep-"):
+            nested: Any = [0.5]
+            for _ in range(int(model[5:])):
+                nested = {"x": nested}
+            return web.json_response({"object": "list", "data": [{"embedding": [0.1]}], "extra": nested})
+        if model == "flaky":
+            self.flaky_calls += 1
+            if self.flaky_calls % 2:
+                error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+                return web.json_response({"error": error}, status=429, headers={"Retry-After": "0"})
+        if model == "novectors":
+            return web.json_response({"object": "list", "usage": {}})
+        if model == "error200":
+            return web.json_response({"error": {"message": "quota exceeded"}})
+        if model == "short":
+            return web.json_response({"object": "list", "data": [{"embedding": [0.1]}]})
+        if model == "slow":
+            for _ in range(300):  # 30 s at most, less when the fake is stopped
+                if self.stopping.is_set():
+                    break
+                await asyncio.sleep(0.1)
+        return await super()._handle(request)
+
+
+@pytest.fixture
+def odd_upstream() -> Iterator[OddEmbeddingsUpstream]:
+    up = OddEmbeddingsUpstream()
+    up.start()
+    yield up
+    up.stop()
+
+
+@pytest.mark.parametrize("depth", [200, 300])
+def test_an_answer_nested_too_deep_reaches_the_client_and_is_not_recorded(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream, depth: int
+) -> None:
+    """Before: at depth 300 the client got an untyped 500 and the run exited clean; at depth 200 the call
+    was recorded into a line every reader then refused."""
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        import httpx
+
+        answer = httpx.post(f"{ep.url}/embeddings", json={"model": f"deep-{depth}", "input": "x"}, timeout=10)
+    assert answer.status_code == 200 and answer.json()["data"] == [{"embedding": [0.1]}]
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "the answer is nested deeper than 125 levels: not recorded" in ep.outcome.report()
+    assert not (tmp_path / "embeddings.jsonl").exists()
+
+
+def test_a_request_nested_too_deep_for_its_line_is_refused(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream
+) -> None:
+    """A body under the endpoint's nesting limit whose line in the log would pass it is refused before
+    it is forwarded. Before: it was forwarded, paid for and written into a line the reader refused."""
+    import httpx
+
+    nested: Any = "x"
+    for _ in range(126):
+        nested = {"x": nested}
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        answer = httpx.post(
+            f"{ep.url}/embeddings", json={"model": MODEL, "input": "x", "extra": nested}, timeout=10
+        )
+    assert answer.status_code == 400 and "nested deeper than 125 levels" in answer.text
+    assert odd_upstream.embedding_requests == []
+
+
+def test_a_refusal_the_sdk_retries_is_passed_on_with_its_headers_and_not_a_problem(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream
+) -> None:
+    """A 429 answered with ``Retry-After`` reaches the client with it; the SDK's retry is answered and
+    recorded, and the run is clean. Before: the header was dropped and the run failed on the 429."""
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        retrying = openai.OpenAI(base_url=ep.url, api_key="k", max_retries=2)
+        assert retrying.embeddings.create(model="flaky", input="paris", encoding_format="float").data
+        with pytest.raises(openai.RateLimitError) as raised:
+            client(ep.url).embeddings.create(model="flaky", input="rome", encoding_format="float")
+        assert raised.value.response.headers["retry-after"] == "0"
+        assert client(ep.url).embeddings.create(model="flaky", input="rome", encoding_format="float").data
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert [c["request"]["input"] for c in read_calls(tmp_path / "embeddings.jsonl")] == ["paris", "rome"]
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("novectors", "response.data must hold 1 vector(s)"),
+        ("error200", "response.error is an error, not an answer"),
+        ("short", "response.data must hold 2 vector(s)"),
+    ],
+)
+def test_an_answer_without_the_vectors_asked_is_passed_on_and_not_recorded(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream, model: str, said: str
+) -> None:
+    """Before: each was recorded as an answered call (and served on replay as one)."""
+    import httpx
+
+    inputs = ["a", "b"] if model == "short" else "a"
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        answer = httpx.post(f"{ep.url}/embeddings", json={"model": model, "input": inputs}, timeout=10)
+    assert answer.status_code == 200
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert said in ep.outcome.report(), ep.outcome.report()
+    assert not (tmp_path / "embeddings.jsonl").exists()
+
+
+def test_a_gemini_body_naming_another_model_than_its_path_is_refused(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream
+) -> None:
+    """Before: the body's ``model`` took the path's place in the request check, so a call to another
+    model was served the recorded model's vectors."""
+    import httpx
+
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        path = f"{ep.url.removesuffix('/v1')}/v1beta/models/gemini-embedding-001:embedContent"
+        body = {"model": "models/text-embedding-004", "content": {"parts": [{"text": "a"}]}}
+        answer = httpx.post(path, json=body, timeout=10)
+    assert answer.status_code == 400, answer.text
+    assert "model: must be the path's model" in answer.json()["error"]["message"]
+    assert odd_upstream.embedding_requests == []
+
+
+def test_a_null_optional_field_is_taken_as_left_out(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream
+) -> None:
+    """The API takes ``null`` for an optional field. Before: the endpoint refused it with a 400."""
+    import httpx
+
+    body = {"model": MODEL, "input": "a", "dimensions": None, "encoding_format": None, "user": None}
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        answer = httpx.post(f"{ep.url}/embeddings", json=body, timeout=10)
+    assert answer.status_code == 200, answer.text
+
+
+def test_a_stop_cancels_an_embedding_call_in_flight_after_its_grace(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream
+) -> None:
+    """``cancel_upstream`` (a stop whose grace ran out) ends embedding calls in flight too, each a 503.
+    Before: only model calls were cancelled, and a stop waited for the upstream's answer."""
+    import threading
+
+    import httpx
+
+    from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+
+    thread = EndpointThread(
+        EndpointConfig(tmp_path, record=RecordMode.ONCE, upstream=odd_upstream.url, api_key=UPSTREAM_KEY)
+    )
+    url = thread.start()
+    got: list[Any] = []
+    asking = threading.Thread(
+        target=lambda: got.append(
+            httpx.post(f"{url}/embeddings", json={"model": "slow", "input": "a"}, timeout=60)
+        )
+    )
+    asking.start()
+    for _ in range(200):  # until the call reached the upstream (bounded: 10 s)
+        if odd_upstream.embedding_requests:
+            break
+        threading.Event().wait(0.05)
+    import asyncio
+
+    async def cancel() -> int:
+        return thread.endpoint.cancel_upstream("the grace ran out")
+
+    cancelled = asyncio.run_coroutine_threadsafe(cancel(), thread._loop).result(5)
+    asking.join(20)
+    outcome = thread.stop()
+    assert cancelled == 1
+    assert got and got[0].status_code == 503 and "the grace ran out" in got[0].text
+    assert not outcome.ok
+
+
+def test_a_folder_of_embeddings_only_recordings_is_validated(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A recording of embedding calls alone (no endpoint.json) is a unit of ``validate`` on its folder,
+    and a non-regular ``embeddings.jsonl`` is named. Before: the folder was "clean" (or "no session log")
+    while a replay of the damaged recording failed."""
+    log = recorded(tmp_path / "suite" / "rag", emb_upstream)
+    result = validate(tmp_path / "suite")
+    assert result.exit_code == 0 and "1 log(s)" in result.output, result.output
+    edit_call(log, 2, lambda data: data.__setitem__("status", 500))
+    result = validate(tmp_path / "suite")
+    assert result.exit_code != 0 and "EMBEDDINGS_BAD_LOG" in result.output, result.output
+    log.unlink()
+    (tmp_path / "elsewhere").mkdir()
+    log.symlink_to(tmp_path / "elsewhere")
+    result = validate(tmp_path / "suite")
+    assert result.exit_code != 0 and "NOT_REGULAR_FILE" in result.output, result.output
+
+
+def test_a_later_recording_supersedes_a_kept_run_and_a_rewrite_drops_old_conversations(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """A run of embedding calls alone written into the directory removes an earlier kept run (so
+    ``accept`` cannot bring it back over it), and as a rewrite it removes the conversations it did not
+    have. Before: the kept run stayed and the old conversations stayed, to fail the next replay."""
+    import httpx
+
+    from pytest_dsh_replay.layout import PRIMARY_FILE
+
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+        client(ep.url).chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="rome", encoding_format="float")
+        httpx.post(f"{ep.url}/embeddings", json={"model": MODEL, "input": 5}, timeout=10)
+    assert (tmp_path / ".dsh-kept" / "embeddings.jsonl").exists()
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert not (tmp_path / ".dsh-kept").exists()
+    assert not (tmp_path / PRIMARY_FILE).exists() and not (tmp_path / "endpoint.json").exists()
+    with served(tmp_path) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_a_mask_never_keeps_old_vectors(tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream) -> None:
+    """A re-record whose vectors differ from the recorded ones rewrites the log even when a mask matches
+    base64 text. Before: the mask applied to the vectors, and the old ones were kept ("kept (the same
+    calls)")."""
+    import base64
+    import struct
+
+    from pytest_dsh_replay.session.masks import Masks
+
+    masks = Masks.parse([r"[A-Za-z0-9+/]{8,}={0,2}"], source="the test")
+    log = recorded(tmp_path, emb_upstream)
+    other = base64.b64encode(struct.pack("<2f", 9.0, 9.0)).decode()  # an old recording's vector
+
+    def base64_vector(data: dict[str, Any]) -> None:
+        data["request"]["encoding_format"] = "base64"
+        data["response"]["data"][0]["embedding"] = other
+
+    edit_call(log, 2, base64_vector)
+    with served(tmp_path, RecordMode.REWRITE, emb_upstream.url, api_key=UPSTREAM_KEY, masks=masks) as ep:
+        client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="base64")
+        client(ep.url).embeddings.create(model=MODEL, input="rome", encoding_format="float")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert other not in log.read_text()

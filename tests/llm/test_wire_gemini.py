@@ -122,3 +122,116 @@ def test_the_parts_contract_holds() -> None:
         parts.text("text", "b")
     with pytest.raises(LlmError, match="finished twice"):
         parts.finish({"inputTokens": 1, "outputTokens": 1}, {"kind": "stop"})
+
+
+def test_a_request_in_protobuf_field_names_reads_as_in_camel_case() -> None:
+    """The API reads protobuf JSON, which takes a field's own snake_case name beside its lowerCamelCase
+    one; LiteLLM's ``gemini/`` provider sends ``system_instruction``, ``function_declarations``,
+    ``function_call`` and ``function_response`` (and ``thoughtSignature``, ``generationConfig``).
+    Regression: those were not read, so LiteLLM's system prompt was compared nowhere (a changed one
+    replayed green), its tools were ``params.tools``, and its calls and function responses were kept
+    whole as provider blocks instead of a tool call and its result."""
+    camel = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "weather?"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {
+                        "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                        "thoughtSignature": SIG,
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "get_weather", "response": {"a_b": 1}}}],
+            },
+            {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "iVBO"}}]},
+        ],
+        "systemInstruction": {"parts": [{"text": "You answer weather questions."}]},
+        "tools": [
+            {"functionDeclarations": [{"name": "get_weather", "parametersJsonSchema": {"type": "object"}}]},
+            {"googleSearch": {}},
+        ],
+        "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        "generationConfig": {"temperature": 0.2},
+    }
+    snake = {
+        "contents": [
+            camel["contents"][0],
+            {
+                "role": "model",
+                "parts": [
+                    {
+                        "function_call": {"name": "get_weather", "args": {"city": "Paris"}},
+                        "thought_signature": SIG,
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [{"function_response": {"name": "get_weather", "response": {"a_b": 1}}}],
+            },
+            {"role": "user", "parts": [{"inline_data": {"mime_type": "image/png", "data": "iVBO"}}]},
+        ],
+        "system_instruction": {"parts": [{"text": "You answer weather questions."}]},
+        "tools": [
+            {
+                "function_declarations": [
+                    {"name": "get_weather", "parameters_json_schema": {"type": "object"}}
+                ]
+            },
+            {"google_search": {}},
+        ],
+        "tool_config": {"functionCallingConfig": {"mode": "AUTO"}},
+        "generation_config": {"temperature": 0.2},
+    }
+    request = gemini.request_from_body(snake, "gemini-2.5-flash")
+    # the same request; only the paths the request check reports stay in the client's spelling
+    origins = request.pop("origins")
+    assert origins["messages"][2] == [2, [[2, ".parts[0].function_response"]]]
+    same = gemini.request_from_body(camel, "gemini-2.5-flash")
+    assert same.pop("origins")["messages"][2] == [2, [[2, ".parts[0].functionResponse"]]]
+    assert request == same
+    assert request["system"] == "You answer weather questions."
+    assert [t["name"] for t in request.get("tools", [])] == ["get_weather"]
+    call = request["messages"][1]["content"][0]
+    assert call["type"] == "tool-call" and call["providerFields"]["gemini"]["thoughtSignature"] == SIG
+    result = request["messages"][2]["content"][0]
+    assert result["type"] == "tool-result" and result["toolCallId"] == call["id"]
+    # a Struct's own keys (the function response's payload) are the client's data: never renamed
+    assert json.loads(result["content"][0]["text"]) == {"a_b": 1}
+    assert request["messages"][3]["content"] == [{"type": "image", "url": "data:image/png;base64,iVBO"}]
+    assert request["params"] == {
+        "generationConfig": {"temperature": 0.2},
+        "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        "tools": [{"googleSearch": {}}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            {"contents": [], "systemInstruction": {"parts": []}, "system_instruction": {"parts": []}},
+            "system_instruction",
+        ),
+        (
+            {
+                "contents": [
+                    {
+                        "role": "user",
+                        "parts": [{"text": "a", "thought_signature": "x", "thoughtSignature": "y"}],
+                    }
+                ]
+            },
+            "contents[0].parts[0].thoughtSignature",
+        ),
+    ],
+    ids=["body", "part"],
+)
+def test_a_field_sent_in_both_spellings_is_refused_naming_it(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(WireRequestError, match="sent twice") as raised:
+        gemini.request_from_body(body, "m")
+    assert raised.value.field == field

@@ -17,6 +17,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp.shared.exceptions import MCPError
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+from pytest_dsh_replay.mcp.http import mcp_routes
 from pytest_dsh_replay.modes import RecordMode
 
 
@@ -29,7 +30,8 @@ def base(tmp_path: Path) -> Iterator[str]:
             record=RecordMode.ONCE,
             upstream="http://127.0.0.1:9/v1",
             mcp={"calc": "http://127.0.0.1:9/mcp"},
-        )
+        ),
+        mounts=[mcp_routes],
     )
     url = thread.start()
     try:
@@ -109,3 +111,20 @@ def test_a_content_encoding_the_relay_does_not_decode_is_a_jsonrpc_415(base: str
     body: Any = answer.json()
     assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["code"] == -32600
     assert f"has Content-Encoding {encoding}, which the endpoint does not decode" in body["error"]["message"]
+
+
+def test_mcp_servers_without_their_mount_are_refused_at_start(tmp_path: Path) -> None:
+    """The endpoint imports no MCP relay: its composer mounts the routes (``mcp.http.mcp_routes``). An
+    endpoint configured with MCP servers and no mount would answer their clients 404; it is refused at
+    start, naming the servers and the mount."""
+    from pytest_dsh_replay.endpoint import EndpointConfigError
+
+    thread = EndpointThread(
+        EndpointConfig(
+            tmp_path / "rec", record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", mcp={"calc": ""}
+        )
+    )
+    with pytest.raises(
+        EndpointConfigError, match=r"MCP servers calc .*mounts=\[pytest_dsh_replay.mcp.http.mcp_routes\]"
+    ):
+        thread.start()

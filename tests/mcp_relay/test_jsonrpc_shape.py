@@ -17,6 +17,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+from pytest_dsh_replay.mcp.http import mcp_routes
 from pytest_dsh_replay.modes import RecordMode
 
 from .http_server import HttpServer
@@ -48,7 +49,7 @@ def _recording_endpoint(directory: Path) -> tuple[HttpServer, EndpointThread]:
     config = EndpointConfig(
         directory, record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url}
     )
-    return server, EndpointThread(config)
+    return server, EndpointThread(config, mounts=[mcp_routes])
 
 
 def test_invalid_jsonrpc_is_refused_and_params_absent_equal_empty(tmp_path: Path) -> None:
@@ -65,7 +66,8 @@ def test_invalid_jsonrpc_is_refused_and_params_absent_equal_empty(tmp_path: Path
     had_params = _recorded_list_params(tmp_path)
 
     thread = EndpointThread(
-        EndpointConfig(tmp_path, record=RecordMode.NONE, upstream="http://127.0.0.1:9/v1", mcp={"calc": ""})
+        EndpointConfig(tmp_path, record=RecordMode.NONE, upstream="http://127.0.0.1:9/v1", mcp={"calc": ""}),
+        mounts=[mcp_routes],
     )
     url = thread.start().removesuffix("/v1") + "/mcp/calc"
     try:

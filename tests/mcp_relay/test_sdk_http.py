@@ -14,6 +14,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+from pytest_dsh_replay.mcp.http import mcp_routes
 from pytest_dsh_replay.modes import RecordMode
 
 from .http_server import HttpServer
@@ -29,7 +30,8 @@ async def session(url: str, a: int) -> list[str]:
 
 def serve(tmp_path: Path, mode: RecordMode, upstream: str, a: int) -> tuple[Any, Any]:
     thread = EndpointThread(
-        EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": upstream})
+        EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": upstream}),
+        mounts=[mcp_routes],
     )
     base = thread.start()
     try:
@@ -103,7 +105,7 @@ def test_a_re_recording_keeps_the_conversations_and_sessions_together(tmp_path: 
 
     def run(mode: RecordMode, upstream: str, server: str, masks: Any = None) -> Any:
         config = EndpointConfig(tmp_path, record=mode, upstream=upstream, mcp={"calc": server}, masks=masks)
-        thread = EndpointThread(config)
+        thread = EndpointThread(config, mounts=[mcp_routes])
         anyio.run(agent, thread.start())
         return thread.stop()
 

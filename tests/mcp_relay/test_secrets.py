@@ -83,6 +83,7 @@ def test_serve_mcp_compares_a_secret_argument_scrubbed_and_never_shows_it(
     from mcp.client.streamable_http import streamable_http_client
 
     from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+    from pytest_dsh_replay.mcp.http import mcp_routes
     from pytest_dsh_replay.modes import RecordMode
 
     from .http_server import HttpServer
@@ -100,7 +101,8 @@ def test_serve_mcp_compares_a_secret_argument_scrubbed_and_never_shows_it(
 
     def serve(mode: RecordMode, url: str, token: str) -> tuple[str, Any]:
         thread = EndpointThread(
-            EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": url})
+            EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": url}),
+            mounts=[mcp_routes],
         )
         base = thread.start()
         try:

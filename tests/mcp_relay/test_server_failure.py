@@ -178,6 +178,7 @@ def test_serve_mcp_fails_and_writes_nothing_when_the_server_leaves_a_call_unansw
     from mcp.shared.exceptions import MCPError
 
     from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+    from pytest_dsh_replay.mcp.http import mcp_routes
     from pytest_dsh_replay.modes import RecordMode
 
     from .http_server import HttpServer
@@ -197,7 +198,8 @@ def test_serve_mcp_fails_and_writes_nothing_when_the_server_leaves_a_call_unansw
 
     def serve(mode: RecordMode, server: HttpServer) -> tuple[list[str], Any]:
         thread = EndpointThread(
-            EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url})
+            EndpointConfig(tmp_path, record=mode, upstream="http://127.0.0.1:9/v1", mcp={"calc": server.url}),
+            mounts=[mcp_routes],
         )
         base = thread.start()
         try:

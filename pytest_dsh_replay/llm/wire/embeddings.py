@@ -25,8 +25,10 @@ Problem = tuple[str, str]
 
 #: the OpenAI route's key (the registry's first route of that format)
 OPENAI_PATH = "/v1/embeddings"
-#: the Gemini routes' key
+#: the Gemini routes' key, and the log's route of an ``:embedContent`` call
 GEMINI_PATH = "/v1beta/models/{model}:embedContent"
+#: the log's route of a ``:batchEmbedContents`` call (its body and answer are of another shape)
+GEMINI_BATCH_PATH = "/v1beta/models/{model}:batchEmbedContents"
 
 
 class EmbeddingRequest:
@@ -39,16 +41,20 @@ class EmbeddingRequest:
     def __init__(self, path: str, model: str, gemini: bool) -> None:
         self.gemini = gemini
         self.model = model
-        #: the format's key (its first route): the log's ``route`` of a call
+        #: the format's key (its first route), which the endpoint's key is found by
         self.PATH = GEMINI_PATH if gemini else OPENAI_PATH
+        #: the log's ``route`` of a call: the format's key, Gemini's batch action apart
+        self.route = GEMINI_BATCH_PATH if gemini and path.endswith(":batchEmbedContents") else self.PATH
         #: the upstream call's path (the client's own, without its query: a ``?key=`` is never forwarded)
         self.upstream_path = path
 
     def problem(self, body: Mapping[str, Any]) -> Problem | None:
-        """Why ``body`` is no embedding request of this route (:func:`request_problem`), or ``None``."""
-        return request_problem(
-            self.PATH, self.checked(body), batch=self.upstream_path.endswith(":batchEmbedContents")
-        )
+        """Why ``body`` is no embedding request of this route (:func:`request_problem`), or ``None``;
+        for Gemini also a body ``model`` other than the path's (the request check compares the path's)."""
+        if self.gemini and "model" in body and body["model"] not in (self.model, f"models/{self.model}"):
+            said = f"must be the path's model ({self.model!r}) or absent, got {_shown(body['model'])}"
+            return said, "model"
+        return request_problem(self.route, self.checked(body))
 
     def checked(self, body: Mapping[str, Any]) -> JsonDict:
         """What the request check compares of ``body`` (module doc)."""
@@ -74,6 +80,10 @@ class EmbeddingRequest:
         return {"x-goog-api-key": api_key} if self.gemini else {"Authorization": f"Bearer {api_key}"}
 
 
+#: every route a call of the embeddings log may name
+ROUTES = (OPENAI_PATH, GEMINI_PATH, GEMINI_BATCH_PATH)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -83,9 +93,10 @@ def _is_count(value: Any) -> bool:
 
 
 def _typed(body: Mapping[str, Any], rules: Mapping[str, tuple[Any, str]], at: str = "") -> Problem | None:
-    """The first field of ``body`` present with a value its rule (``(test, "what it must be")``) refuses."""
+    """The first field of ``body`` present with a value its rule (``(test, "what it must be")``) refuses;
+    ``null`` is an optional field left out, as the APIs take it."""
     for name, (test, must) in rules.items():
-        if name in body and not test(body[name]):
+        if body.get(name) is not None and not test(body[name]):
             return f"must be {must}, got {_shown(body[name])}", f"{at}{name}"
     return None
 
@@ -129,25 +140,23 @@ _GEMINI_FIELDS: Mapping[str, tuple[Any, str]] = {
 }
 
 
-def request_problem(route: str, checked: Mapping[str, Any], *, batch: bool | None = None) -> Problem | None:
+def request_problem(route: str, checked: Mapping[str, Any]) -> Problem | None:
     """Why ``checked`` (what the request check compares: :meth:`EmbeddingRequest.checked`) is no embedding
-    request of ``route`` (:data:`OPENAI_PATH`, :data:`GEMINI_PATH`), or ``None``: a field the API defines
-    with a value of another type (``dimensions: "8"``, ``encoding_format: "hex"``, ``input: 5``), or a
-    required field missing (OpenAI's ``model`` and ``input``; Gemini's ``content``, or ``requests`` for
-    ``:batchEmbedContents``; ``batch=None``: whichever the body holds). Fields the API may add are not
-    judged: they go to the upstream as sent. The endpoint refuses such a request before it is forwarded
-    and the embeddings log's reader refuses such a recorded one (``recording/embeddings.py``).
+    request of ``route`` (:data:`OPENAI_PATH`, :data:`GEMINI_PATH`, :data:`GEMINI_BATCH_PATH`), or
+    ``None``: a field the API defines with a value of another type (``dimensions: "8"``,
+    ``encoding_format: "hex"``, ``input: 5``), or a required field missing (OpenAI's ``model`` and
+    ``input``; Gemini's ``content``, ``requests`` for ``:batchEmbedContents``). Fields the API may add
+    are not judged: they go to the upstream as sent. The endpoint refuses such a request before it is
+    forwarded and the embeddings log's reader refuses such a recorded one (``recording/embeddings.py``).
     """
     if route == OPENAI_PATH:
         for name in ("model", "input"):
             if name not in checked:
                 return f"is required (the API's {name!r})", name
         return _typed(checked, _OPENAI_FIELDS)
-    if route != GEMINI_PATH:
-        return f"is not an embedding route (one of {OPENAI_PATH}, {GEMINI_PATH})", "$route"
-    if batch is None:
-        batch = "requests" in checked
-    if not batch:
+    if route not in (GEMINI_PATH, GEMINI_BATCH_PATH):
+        return f"is not an embedding route (one of {', '.join(ROUTES)})", "$route"
+    if route == GEMINI_PATH:
         if "content" not in checked:
             return "is required (the API's 'content')", "content"
         return _typed(checked, _GEMINI_FIELDS)
@@ -183,42 +192,52 @@ def _vector_problem(value: Any, base64_text: bool | None, at: str) -> Problem | 
     return f"must be {must}, got {_shown(value)}", at
 
 
+def _inputs(route: str, checked: Mapping[str, Any]) -> int:
+    """How many vectors a request asks for: OpenAI's inputs (a string or a token array is one),
+    Gemini's one content or its batch's requests."""
+    if route == GEMINI_PATH:
+        return 1
+    if route == GEMINI_BATCH_PATH:
+        return len(checked.get("requests") or ())
+    value = checked.get("input")
+    if isinstance(value, list) and value and not isinstance(value[0], int):
+        return len(value)
+    return 1
+
+
 def response_problem(route: str, checked: Mapping[str, Any], response: Any) -> Problem | None:
-    """Why ``response`` cannot be an answer to ``checked`` on ``route``, or ``None``: it is not a JSON
-    object, or its vectors are not as the request asked (OpenAI's ``data[i].embedding``: base64 text when
-    ``encoding_format`` is ``base64``, a list of numbers when it is ``float``; Gemini's
-    ``embedding.values``/``embeddings[i].values``: numbers). Other fields are kept as the provider sent
-    them and not judged.
+    """Why ``response`` cannot be the answer to ``checked`` on ``route``, or ``None``: it is not a JSON
+    object, it carries an ``error``, or it does not hold one vector per input as the request asked
+    (OpenAI's ``data[i].embedding``: base64 text when ``encoding_format`` is ``base64``, a list of
+    numbers when it is ``float``; Gemini's ``embedding.values``, ``embeddings[i].values``: numbers).
+    Other fields are kept as the provider sent them and not judged. The endpoint passes such an answer
+    to its client as sent but does not record it; the log's reader refuses it.
     """
     if not isinstance(response, dict):
         return f"must be a JSON object (the API's answer), got {_shown(response)}", "response"
+    if "error" in response:
+        return f"is an error, not an answer: {_shown(response['error'])}", "response.error"
+    wanted = _inputs(route, checked)
     if route == OPENAI_PATH:
-        data = response.get("data")
-        if data is None:
-            return None
-        if not isinstance(data, list):
-            return f"must be a list, got {_shown(data)}", "response.data"
         encoding = checked.get("encoding_format")
         base64_text = None if encoding is None else encoding == "base64"
-        for i, item in enumerate(data):
-            if not isinstance(item, dict) or "embedding" not in item:
-                return "must be an object with an 'embedding'", f"response.data[{i}]"
-            problem = _vector_problem(item["embedding"], base64_text, f"response.data[{i}].embedding")
-            if problem is not None:
-                return problem
-        return None
-    vectors: list[tuple[Any, str]] = []
-    if "embedding" in response:
-        vectors.append((response["embedding"], "response.embedding"))
-    if "embeddings" in response:
-        many = response["embeddings"]
-        if not isinstance(many, list):
-            return f"must be a list, got {_shown(many)}", "response.embeddings"
-        vectors += [(v, f"response.embeddings[{i}]") for i, v in enumerate(many)]
-    for value, at in vectors:
-        if not isinstance(value, dict) or "values" not in value:
-            return "must be an object with 'values'", at
-        problem = _vector_problem(value["values"], False, f"{at}.values")
+        vectors, at = response.get("data"), "response.data"
+        key = "embedding"
+    else:
+        base64_text = False
+        if route == GEMINI_PATH:
+            one = response.get("embedding")
+            vectors, at = (None if one is None else [one]), "response.embedding"
+        else:
+            vectors, at = response.get("embeddings"), "response.embeddings"
+        key = "values"
+    if not isinstance(vectors, list) or len(vectors) != wanted:
+        return f"must hold {wanted} vector(s), one per input, got {_shown(vectors)}", at
+    for i, item in enumerate(vectors):
+        where = at if route == GEMINI_PATH else f"{at}[{i}]"
+        if not isinstance(item, dict) or key not in item:
+            return f"must be an object with {key!r}", where
+        problem = _vector_problem(item[key], base64_text, f"{where}.{key}")
         if problem is not None:
             return problem
     return None
@@ -237,8 +256,10 @@ def error_body(message: str, code: str, status: int) -> JsonDict:
 
 
 __all__ = [
+    "GEMINI_BATCH_PATH",
     "GEMINI_PATH",
     "OPENAI_PATH",
+    "ROUTES",
     "EmbeddingRequest",
     "Problem",
     "bind",

@@ -20,7 +20,10 @@ null``, so it is served back without one. ``systemInstruction``'s text parts are
 ``tools[].functionDeclarations`` the tools (``parameters`` or ``parametersJsonSchema``); the
 answer-shaping fields (:data:`SHAPING_FIELDS`: ``generationConfig`` whole, ``toolConfig``,
 ``safetySettings``, ``cachedContent``, and the tools that are not function declarations, as
-``tools``) are ``params``. Origins name ``contents[i].parts[j]``.
+``tools``) are ``params``. Origins name ``contents[i].parts[j]``. Field names are read in either
+protobuf JSON spelling, as the API reads them: lowerCamelCase or the field's own snake_case (LiteLLM's
+``gemini/`` provider sends ``system_instruction``, ``function_declarations``, ``function_call``,
+``function_response``), so both map, and compare, the same (:func:`_camel_fields`).
 
 **Answer** (:class:`GeminiEventTranslator`): candidate 0's parts become blocks (text and thought text
 stream as deltas, a ``functionCall`` is one whole tool call, any other part a ``provider-block``); the
@@ -103,6 +106,57 @@ def _preview(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+#: The part fields whose value is a message of the API's (not a ``Struct`` of the client's data): their
+#: own field names are read in either protobuf JSON spelling too (:func:`_camel_fields`).
+_PART_MESSAGES = (
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "videoMetadata",
+)
+
+
+def _camel_name(name: str) -> str:
+    """A protobuf field name as lowerCamelCase (``system_instruction`` -> ``systemInstruction``)."""
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def _camel_fields(value: Mapping[str, Any], where: str) -> JsonDict:
+    """``value`` (a message of the API: the body, a part, a tool) with its field names in lowerCamelCase,
+    its values as sent. The API reads protobuf JSON, which takes a field's own snake_case name as well
+    (LiteLLM sends ``system_instruction``, ``function_declarations``, ``function_call``,
+    ``function_response``; google-genai ``mime_type``), so either spelling reads, and is compared, as
+    the same field. Only names are changed, one level: a ``Struct`` below (a call's ``args``, a function
+    response's ``response``) is the client's data.
+
+    Raises:
+        WireRequestError: a field sent in both spellings, naming the second one.
+    """
+    out: JsonDict = {}
+    for key, item in value.items():
+        name = _camel_name(key) if "_" in key else key
+        if name in out:
+            raise WireRequestError(
+                f"sent twice, as {name!r} and as {key!r} (the same field)", f"{where}.{key}".lstrip(".")
+            )
+        out[name] = item
+    return out
+
+
+def _camel_part(part: Mapping[str, Any], where: str) -> JsonDict:
+    """A part with its field names, and those of its messages (:data:`_PART_MESSAGES`), in lowerCamelCase
+    (:func:`_camel_fields`)."""
+    out = _camel_fields(part, where)
+    for name in _PART_MESSAGES:
+        if isinstance(out.get(name), Mapping):
+            out[name] = _camel_fields(out[name], f"{where}.{name}")
+    return out
+
+
 def fresh_item(item: object) -> bool:
     """Whether the contents from ``item`` on map the same without the ones before it: none does. A
     call without an ``id`` is named by the assistant messages before it (``fields.fallback_call_id``)
@@ -135,9 +189,7 @@ def _part_block(part: Mapping[str, Any], role: str, where: str) -> ContentBlock 
             )
         return _call_block(part, "")
     inline = part.get("inlineData")
-    # the API reads protobuf JSON, whose field names may be spelled either way (google-genai 3.6 sends
-    # ``mime_type``)
-    mime = inline.get("mimeType", inline.get("mime_type", "")) if isinstance(inline, Mapping) else ""
+    mime = inline.get("mimeType", "") if isinstance(inline, Mapping) else ""
     if isinstance(inline, Mapping) and isinstance(mime, str) and mime.startswith("image/") and len(part) == 1:
         return {"type": "image", "url": f"data:{mime};base64,{inline.get('data', '')}"}
     return {"type": PROVIDER_BLOCK, PROVIDER_FIELDS: {WIRE: dict(part)}}
@@ -219,6 +271,7 @@ def request_from_body(body: Mapping[str, Any], model: str = "") -> ModelRequest:
     """
     if not isinstance(body, Mapping):
         raise WireRequestError("the body must be a JSON object", "$")
+    body = _camel_fields(body, "")
     raw = body.get("contents")
     if not isinstance(raw, list):
         raise WireRequestError("must be a list of contents", "contents")
@@ -248,6 +301,7 @@ def request_from_body(body: Mapping[str, Any], model: str = "") -> ModelRequest:
                     raise WireRequestError(
                         f"a part must be an object, got {_preview(part)}", f"{where}.parts[{i}]"
                     )
+                part = _camel_part(part, f"{where}.parts[{i}]")
                 block = _part_block(part, "model", f"{where}.parts[{i}]")
                 if block is None:
                     continue
@@ -265,16 +319,19 @@ def request_from_body(body: Mapping[str, Any], model: str = "") -> ModelRequest:
                 raise WireRequestError(
                     f"a part must be an object, got {_preview(part)}", f"{where}.parts[{i}]"
                 )
+            # named as the client spelled it (the request check's paths are the client's)
+            sent_as = "function_response" if "function_response" in part else "functionResponse"
+            part = _camel_part(part, f"{where}.parts[{i}]")
             response = part.get("functionResponse")
             if response is not None:
                 if not isinstance(response, Mapping) or not isinstance(response.get("name"), str):
                     raise WireRequestError(
                         f"must be an object with a name, got {_preview(response)}",
-                        f"{where}.parts[{i}].functionResponse",
+                        f"{where}.parts[{i}].{sent_as}",
                     )
                 call_id = response.get("id") or _answered_call(messages, response["name"])
                 messages.append({"role": "user", "content": [_result_block(response, str(call_id))]})
-                origins.append([position, [[position, f".parts[{i}].functionResponse"]]])
+                origins.append([position, [[position, f".parts[{i}].{sent_as}"]]])
                 continue
             block = _part_block(part, "user", f"{where}.parts[{i}]")
             if block is not None:
@@ -334,6 +391,7 @@ def _tools_from_body(raw: object) -> tuple[list[ToolSpec], list[Any]]:
     for i, tool in enumerate(raw):
         if not isinstance(tool, Mapping):
             raise WireRequestError(f"a tool must be an object, got {_preview(tool)}", f"tools[{i}]")
+        tool = _camel_fields(tool, f"tools[{i}]")
         declarations = tool.get("functionDeclarations")
         rest = {k: v for k, v in tool.items() if k != "functionDeclarations"}
         if rest:
@@ -346,6 +404,7 @@ def _tools_from_body(raw: object) -> tuple[list[ToolSpec], list[Any]]:
             where = f"tools[{i}].functionDeclarations[{j}]"
             if not isinstance(decl, Mapping) or not isinstance(decl.get("name"), str):
                 raise WireRequestError(f"must be an object with a name, got {_preview(decl)}", where)
+            decl = _camel_fields(decl, where)
             schema = decl.get("parametersJsonSchema", decl.get("parameters"))
             spec: ToolSpec = {
                 "name": decl["name"],

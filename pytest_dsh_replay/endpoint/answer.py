@@ -1,0 +1,318 @@
+"""One model call answered (:class:`Answer`): the model's chunks sent to the client in the call's wire
+format, whole or as a stream, the conversation's log fed as they come, and a failure told to the run.
+
+The endpoint (:mod:`.server`) reads and binds the request and makes the call's
+:class:`~..llm.ModelRequest`; an :class:`Answer` takes it from the model's first chunk to the client's
+last byte:
+
+* **whole** (a request that does not ask for a stream): every chunk, then one JSON body;
+* **stream**: server-sent events; a live answer (record plans) reaches the client chunk by chunk as the
+  upstream sends it, scrubbed on its way (:class:`~..llm.secrets.StreamScrubber`: a secret split over
+  two chunks is found whole), a replayed one is whole at once (one write). A client that stops reading
+  mid-stream leaves the upstream's answer to be read to its end (it is paid for) and recorded whole;
+* **failure** (:meth:`Answer.failed`): the status the client gets, the run's problem it is (an upstream
+  refusing the credentials, a wrong upstream route, a defect), what becomes of the conversation (left
+  out of the recording, or recorded as it happened until a retry is answered) and of its log (held for
+  a retry of a transient failure, else failed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from ..agent.assembler import BlockAssembler
+from ..errors import HarnessError
+from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm.secrets import StreamScrubber
+from ..llm.wire.base import WireFormat
+from .conversations import Binding
+from .record import (
+    NOT_THE_CLIENTS,
+    ConversationLog,
+    UnreadableAnswer,
+    UpstreamError,
+    answer_content,
+    transient,
+)
+
+CLIENT_GONE = "the client closed the connection before the answer ended"
+#: the header of an error answer its SDK must raise at once, not retry
+NO_RETRY = {"x-should-retry": "false"}
+#: the headers of a streamed answer
+_STREAM_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class Answer:
+    """The answer to one model call of ``binding``'s conversation (module doc).
+
+    Args:
+        endpoint: the endpoint serving it (its plan, scrubber, binder, the run's problems).
+        fmt: the call's wire format; ``request``: the aiohttp request; ``body``: its JSON body.
+        log: the conversation's log while recording (``None``: replaying).
+        call: the model request made of it.
+    """
+
+    def __init__(
+        self,
+        endpoint: Any,
+        fmt: WireFormat,
+        request: Any,
+        body: Mapping[str, Any],
+        binding: Binding,
+        log: ConversationLog | None,
+        call: ModelRequest,
+    ) -> None:
+        self.endpoint = endpoint
+        self.fmt = fmt
+        self.request = request
+        self.body = body
+        self.binding = binding
+        self.conv = binding.conversation
+        self.log = log
+        self.live = endpoint.plan.needs_live_model
+        self.assembler = BlockAssembler()
+        self.response_id = f"dsh-{uuid.uuid4().hex[:24]}"
+        self.model_name = call["model"] or "dsh-replay"
+        #: what the model gave before a failure (none: nobody answered)
+        self.received: list[StreamChunk] = []
+        #: the retry headers of a transient failure, once it happened
+        self.retry: list[Mapping[str, str]] = []
+        #: the client stopped reading (it left after the first chunks)
+        self.gone = False
+        # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
+        # a secret split over two chunks is found whole, a chunk holding none is sent at once
+        self.client = StreamScrubber(endpoint.scrubber) if self.live else None
+
+    async def send(self, stream: Any) -> Any:
+        """The client's response to the model's ``stream`` of chunks."""
+        if not self.fmt.wants_stream(self.body):
+            return await self._whole(stream)
+        return await self._stream(stream)
+
+    # -- the model's chunks ----------------------------------------------------------------------
+
+    def _took(self, chunk: StreamChunk) -> None:
+        self.received.append(chunk)
+        self.assembler.feed(chunk)
+        if self.log is not None:
+            self.log.chunk(chunk)
+
+    def _to_client(self, chunk: StreamChunk | None) -> list[Any]:
+        """What the client is sent of ``chunk`` (``None``: the end, what the scrubber held back)."""
+        if self.client is None:
+            return [chunk] if chunk is not None else []
+        return self.client.feed(chunk) if chunk is not None else self.client.close()
+
+    def _error(self, exc: BaseException) -> Any:
+        return error_response(self.fmt, *self.failed(exc), *self.retry)
+
+    async def _whole(self, stream: Any) -> Any:
+        from aiohttp import web
+
+        chunks: list[Any] = []
+        try:
+            async for chunk in stream:
+                chunks += self._to_client(chunk)
+                self._took(chunk)
+            chunks += self._to_client(None)
+            whole = self.fmt.encode_whole(
+                chunks, model=self.model_name, response_id=self.response_id, body=self.body
+            )
+        except Exception as exc:
+            return self._error(exc)
+        self.finished()
+        return web.json_response(whole, dumps=lambda v: orjson.dumps(v).decode())
+
+    async def _stream(self, stream: Any) -> Any:
+        from aiohttp import web
+
+        try:
+            first = await stream.__anext__()
+        except StopAsyncIteration:
+            first = None
+        except Exception as exc:
+            return self._error(exc)
+        encoder = self.fmt.stream_encoder(self.model_name, self.response_id, body=self.body)
+        response = None
+        if self.live:  # a live answer reaches the client chunk by chunk, as the upstream sends it
+            response = web.StreamResponse(headers=_STREAM_HEADERS)
+            await response.prepare(self.request)
+        pending: list[bytes] = []
+        try:
+            await self._relay(stream, first, encoder, response, pending)
+        except Exception as exc:
+            message, code, _status = self.failed(exc)
+            if isinstance(exc, ConnectionError) or self.gone:
+                return response  # nobody to send the rest to
+            pending += self._encoded(None, encoder)
+            pending += encoder.error(message, code)
+        else:
+            pending += self._encoded(None, encoder)
+            self.finished()
+            if self.gone:
+                return response
+        pending += encoder.close()
+        if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
+            return web.Response(body=b"".join(pending), headers=_STREAM_HEADERS)
+        await response.write(b"".join(pending))
+        await response.write_eof()
+        return response
+
+    def _encoded(self, chunk: StreamChunk | None, encoder: Any) -> list[bytes]:
+        """The events of ``chunk`` as the client is sent it (``None``: the end of the chunks)."""
+        return [event for sent in self._to_client(chunk) for event in encoder.feed(sent)]
+
+    async def _relay(
+        self, stream: Any, first: StreamChunk | None, encoder: Any, response: Any, pending: list[bytes]
+    ) -> None:
+        """Feed the model's chunks, ``first`` then the rest, to ``pending``; a live ``response`` is written
+        as they come, until its client stops reading (:attr:`gone`)."""
+        if first is None:
+            return
+        self._took(first)
+        pending += self._encoded(first, encoder)
+        async for chunk in stream:
+            self._took(chunk)
+            pending += self._encoded(chunk, encoder)
+            if response is not None and pending and not self.gone:
+                try:
+                    await response.write(b"".join(pending))
+                except ConnectionError:
+                    # a client that read what it wanted and left: the upstream's answer is read to its
+                    # end (it is paid for) and recorded whole, so a replay serves it and the client
+                    # leaves at the same place again
+                    self.gone = True
+                pending.clear()
+
+    # -- the end of the call -----------------------------------------------------------------------
+
+    def finished(self) -> None:
+        """The model's answer ended: the conversation goes on with it (or, an error answer, failed)."""
+        endpoint, conv, log, assembler = self.endpoint, self.conv, self.log, self.assembler
+        if assembler.finish_kind in ("error", "aborted"):
+            if log is not None:
+                log.end_call(assembler, len(conv.messages))
+            if self.live:
+                endpoint.errored_conversations[conv.id] = str(
+                    assembler.finish.get("message", "an error answer")
+                )
+            endpoint.binder.failed(conv)
+            return
+        content = answer_content(assembler)
+        has_calls = any(b.get("type") == "tool-call" for b in content)
+        # answered: a failure before it was a retried call, not the conversation's end
+        endpoint.failed_conversations.pop(conv.id, None)
+        endpoint.errored_conversations.pop(conv.id, None)
+        if log is not None:
+            log.end_call(assembler, len(conv.messages) + 1)
+        endpoint.binder.answered(conv, {"role": "assistant", "content": content}, turn_ended=not has_calls)
+
+    def failed(self, exc: BaseException) -> tuple[str, str, int]:
+        """``(message, code, status)`` of the client's error answer to ``exc``, which ended the call; the
+        run is told (a problem, the conversation failed or errored) and the log ends (held for a retry of
+        a transient failure). A ``BaseException`` that is no ``Exception`` is raised again."""
+        message, code, status = self._status(exc)
+        # an upstream's error may echo the key it was sent: what reaches the client is scrubbed
+        message = self.endpoint.scrubber.scrub_fixed(message)
+        if self.live:
+            self._upstream_problem(exc, message, status)
+            self._mark_conversation(exc, message)
+        self._end(exc, message, code)
+        return message, code, status
+
+    def _status(self, exc: BaseException) -> tuple[str, str, int]:
+        endpoint = self.endpoint
+        if isinstance(exc, LlmError):
+            return exc.message, exc.code, exc.status or 502
+        if isinstance(exc, HarnessError):  # the replay engine refused to serve: a run problem
+            return exc.message, exc.code, 400
+        if isinstance(exc, ConnectionError):  # the client went away while its answer was sent
+            endpoint.problem(f"conversation #{self.conv.rank + 1}: {CLIENT_GONE}")
+            return CLIENT_GONE, "ABORTED", 499
+        if isinstance(exc, Exception):  # a defect of ours: a JSON error for the client, a failed run
+            message = f"endpoint error: {type(exc).__name__}: {exc}"
+            endpoint.problems.append(message)
+            return message, "ENDPOINT_ERROR", 500
+        raise exc
+
+    def _upstream_problem(self, exc: BaseException, message: str, status: int) -> None:
+        """The run's problem of an upstream answer that is no recording of the agent: its credentials
+        refused, or a route that is not the API's (a wrong base URL)."""
+        endpoint, fmt = self.endpoint, self.fmt
+        if isinstance(exc, LlmError) and exc.code == "AUTH":
+            # an answer to missing or wrong credentials is no recording of the agent: recording it
+            # would make the commonest set-up mistake a green fixture
+            # (the report's one note says that nothing is written)
+            env, api_key = endpoint.keys[fmt.PATH]
+            holder = endpoint.config.key_holder
+            key = (
+                f"is not set in {holder}'s environment: set it there (the agent's own key is never "
+                "forwarded upstream)"
+                if not api_key
+                else "was refused"
+            )
+            tried = f" at {exc.url}" if isinstance(exc, UpstreamError) and exc.url else ""
+            endpoint.problem(
+                f"upstream refused the credentials (HTTP {status}{tried}: {message}); the key in ${env} {key}"
+            )
+        elif isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS:
+            # the route is not there: a wrong upstream base URL, not the agent's outcome; recording
+            # its answer would make the mistake a green fixture that replays the 404
+            endpoint.problem(
+                f"upstream {exc.url} answered HTTP {status} to {fmt.PATH} ({message}): that URL is not "
+                f"the API's route; check the upstream base URL ({endpoint.config.upstream_flag}: e.g. "
+                "https://api.openai.com/v1 or https://api.anthropic.com); nothing of this call was "
+                "recorded"
+            )
+
+    def _mark_conversation(self, exc: BaseException, message: str) -> None:
+        """A recording's conversation after the failure: left out (no answer of the agent's model, or
+        one that cannot be read whole; the client gone), or recorded as it happened until a retry of
+        it is answered (an upstream error)."""
+        endpoint, conv = self.endpoint, self.conv
+        no_answer = isinstance(exc, LlmError) and (
+            exc.code == "AUTH"
+            or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
+            or (exc.code == "CONNECTION" and not self.received)
+        )
+        if isinstance(exc, UnreadableAnswer) or no_answer:
+            endpoint.failed_conversations[conv.id] = message
+        elif isinstance(exc, LlmError):
+            endpoint.errored_conversations[conv.id] = message
+        elif isinstance(exc, ConnectionError):
+            endpoint.failed_conversations[conv.id] = message
+
+    def _end(self, exc: BaseException, message: str, code: str) -> None:
+        """End the call's log and its conversation's turn after ``exc``."""
+        from ..replay.errors import UnmatchedSessionError
+
+        log = self.log
+        if log is not None and self.live and transient(exc):
+            log.hold(message, code)  # a retry of the same request replaces it (record.py)
+            self.retry[:] = [getattr(exc, "retry_headers", {})]
+        elif log is not None:
+            log.fail(message, code)
+        if isinstance(exc, UnmatchedSessionError):
+            # it took no recorded conversation: the next request is bound as if it never came
+            self.endpoint.binder.discard(self.binding)
+        else:
+            self.endpoint.binder.failed(self.conv)
+
+
+def error_response(
+    fmt: WireFormat, message: str, code: str, status: int, headers: Mapping[str, str] | None = None
+) -> Any:
+    """The format's error body as the client's response; ``headers``: an upstream's retry headers (a
+    transient failure the client's SDK retries), else ``x-should-retry: false`` (the SDK raises at once)."""
+    from aiohttp import web
+
+    body = orjson.dumps(fmt.error_body(message, code, status))
+    sent = dict(headers) if headers is not None else NO_RETRY
+    return web.Response(body=body, status=status, content_type="application/json", headers=sent)
+
+
+__all__ = ["CLIENT_GONE", "NO_RETRY", "Answer", "error_response"]

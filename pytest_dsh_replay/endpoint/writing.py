@@ -1,0 +1,402 @@
+"""A recording run written, or kept beside the directory (:class:`RunWriter`), and what it comes to
+(:class:`EndpointOutcome`).
+
+At the end of a record plan the run's conversations are numbered by what each asked first
+(``first_request_keys``), then :meth:`RunWriter.write` says where they go (``_verdict``): into the
+directory with the one writer (``recording.write.write_fixtures``: the sidecars of their calls, their
+request pins, the manifest), or, for a run with problems, a failed test's run or upstream errors that
+would replace recorded answers, beside it in :data:`~..recording.kept.KEPT_DIR` for ``dsh-replay accept``
+(docs/recording-safety.md), its failed conversations left out; a run not written moves aside what
+separate MCP relays recorded into the directory meanwhile (:mod:`.aside`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from msgspec import Struct, field
+
+from ..layout import ENDPOINT_MANIFEST, embeddings_log_files, log_name
+from ..recording.kept import KEPT_DIR, kept_note, kept_run
+from ..recording.manifest import manifest_text
+from ..recording.plan import Plan
+from .aside import set_aside_relays
+from .config import has_any_recording, has_recording
+from .record import RecordResult, first_request_keys
+from .recording import parent_note
+
+#: What usually keeps an agent's requests from a recording run (said when none arrived).
+NO_REQUEST_CAUSES = (
+    "what usually causes it: the client was built before the endpoint started (at import, or in a "
+    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
+    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
+    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
+)
+
+
+class EndpointOutcome(Struct):
+    """What a run of the endpoint came to: ``problems`` fail it; ``written``/``removed`` files; ``notes``."""
+
+    plan: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+    calls: int = 0
+    #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
+    rerecorded: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def report(self) -> str:
+        """The report a failed run prints (every problem, then the notes)."""
+        lines = [f"dsh-replay endpoint ({self.plan}): {len(self.problems)} problem(s)", *self.problems]
+        return "\n".join(lines + self.notes)
+
+
+class _Verdict(Struct):
+    """Where a recording run's conversations go (``Endpoint._verdict``)."""
+
+    #: the conversations written (a failed run's good ones)
+    result: RecordResult
+    #: why the run is kept beside the directory instead of written into it ("": it is written)
+    why: str = ""
+    #: how the caller writes a run like this one into the directory after all
+    instead: str = ""
+    #: how many failed conversations (and their children) were left out
+    left_out: int = 0
+    #: what to say of a run written with failed conversations left out
+    written_note: str = ""
+
+
+class _Entries:
+    """The ``entries`` view ``sidecars_for`` reads (live session id -> the calls as they happened)."""
+
+    def __init__(self, entries: dict[str, list[dict[str, Any]]]) -> None:
+        self.entries = entries
+
+
+class RunWriter:
+    """The write of a record plan's run by ``endpoint`` (an :class:`~.server.Endpoint` that recorded):
+    its conversations into the directory or beside it, with what the outcome says of them (module doc)."""
+
+    def __init__(self, endpoint: Any) -> None:
+        self.endpoint = endpoint
+        self.config = endpoint.config
+        self.directory: Path = endpoint.config.directory
+
+    async def write(self, outcome: EndpointOutcome, failed: str = "") -> None:
+        """Write the run (``failed``: what its test raised, as one line) and say so in ``outcome``."""
+        endpoint = self.endpoint
+        sources = self._request_sources()
+        # numbered by what each conversation asked first, not by when it arrived (stable files)
+        result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
+        if not result.logs:
+            await self._nothing_recorded(outcome, failed)
+            return
+        replaces = has_recording(self.directory) and endpoint.plan is not Plan.REPLAY
+        stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
+        outcome.problems += stopped
+        verdict = self._verdict(outcome, result, failed, replaces=replaces, stopped=bool(stopped))
+        if verdict is None:  # every conversation failed: nothing to write
+            outcome.notes.append(endpoint.nothing_written())
+            outcome.notes += await self.set_aside(None)
+            return
+        target = self.directory / KEPT_DIR if verdict.why else self.directory
+        self._write_files(target, verdict.result, sources, outcome)
+        changes = self._changes(outcome, verdict.result)
+        if verdict.why:
+            aside = await self.set_aside(target)
+            outcome.notes.append(
+                kept_note(
+                    self.directory,
+                    verdict.why,
+                    kept_run(target),
+                    replaces=replaces,
+                    left_out=verdict.left_out,
+                    files=len(outcome.written),
+                    instead=verdict.instead,
+                )
+            )
+            outcome.notes += [*changes, *aside]
+            return
+        outcome.notes += [self._recorded_note(outcome, len(verdict.result.logs)), *changes]
+        if verdict.written_note:
+            outcome.notes.append(verdict.written_note)
+        self._supersede_kept(outcome)
+
+    def _request_sources(self) -> list[Any]:
+        """The requests each model of the run received, by conversation (the replayed ones first)."""
+        sources = [self.endpoint.watched.requests]
+        if self.endpoint.replay is not None:
+            sources.insert(0, self.endpoint.replay.requests)
+        return sources
+
+    async def _nothing_recorded(self, outcome: EndpointOutcome, failed: str) -> None:
+        if self.endpoint.embeddings.calls:  # a retrieval step's index alone is a recording too
+            self._write_embeddings_only(outcome, failed)
+        elif outcome.problems:
+            outcome.notes.append(self.endpoint.nothing_written())
+            outcome.notes += await self.set_aside(None)
+        else:
+            outcome.notes.append(self._nothing_arrived())
+
+    async def set_aside(self, kept: Path | None) -> list[str]:
+        """The MCP sessions separate relays recorded into the directory during this run, set aside
+        (:func:`~.aside.set_aside_relays`) when ``set_aside_relays``; the notes."""
+        if not self.config.set_aside_relays:
+            return []
+        own = self.config.mcp or ()
+        return await set_aside_relays(self.directory, own, self.endpoint.mcp_before, kept)
+
+    def _write_embeddings_only(self, outcome: EndpointOutcome, failed: str) -> None:
+        """Write a run whose recorded traffic is embedding calls alone (a retrieval step's index): into
+        the directory, or beside it in :data:`KEPT_DIR` as :meth:`_verdict` keeps conversations, when
+        the test failed, or when the run had problems and would replace a recording."""
+        from ..recording.write import remove_kept, write_files, write_fixtures
+
+        directory, embeddings, scrub = self.directory, self.endpoint.embeddings, self.endpoint.scrubber.scrub
+        failed_test = bool(failed) and not self.config.record_on_error
+        replaces = has_any_recording(directory) and self.endpoint.plan is not Plan.REPLAY
+        troubled = bool(outcome.problems) and not self.config.record_on_error
+        if not failed_test and not (troubled and replaces):
+            calls = embeddings.log_file(directory, scrub)
+            if self.endpoint.plan.prunes_owned:  # a rewrite: the conversations it did not have go too
+                manifest = [directory / ENDPOINT_MANIFEST] if (directory / ENDPOINT_MANIFEST).exists() else []
+                outcome.written, outcome.removed = write_fixtures(
+                    directory,
+                    [],
+                    self.endpoint.cwd,
+                    self.endpoint.scrubber,
+                    prune_owned=True,
+                    remove=manifest,
+                    beside=calls,
+                )
+            else:
+                outcome.written += write_files(directory, calls)
+            outcome.notes.append(embeddings.note(outcome.written))
+            if troubled:
+                outcome.notes.append(
+                    f"the run had problems: its {len(embeddings.calls)} answered embedding call(s) were "
+                    "written (as vcrpy writes a cassette when a test fails)"
+                )
+            self._supersede_kept(outcome)
+            return
+        target = directory / KEPT_DIR
+        if target.exists() or target.is_symlink():
+            remove_kept(target)
+        target.mkdir(parents=True)
+        written = write_files(target, embeddings.log_file(target, scrub))
+        why = f"the test failed ({failed})" if failed_test else "the run had problems"
+        outcome.notes.append(
+            kept_note(
+                directory,
+                why,
+                kept_run(target),
+                replaces=replaces,
+                left_out=0,
+                files=len(written),
+                instead=f"to write a failed run: {self.config.accept_flag}",
+            )
+        )
+
+    def _write_files(
+        self, target: Path, result: RecordResult, sources: Sequence[Any], outcome: EndpointOutcome
+    ) -> None:
+        """Write ``result``'s conversations into ``target`` with the one writer: logs, the sidecars of
+        their calls, request pins and the manifest (a kept run there before is replaced)."""
+        from ..recording.models import sidecar_files, sidecars_for
+        from ..recording.normalize import Normalization
+        from ..recording.pins import pin_extra
+        from ..recording.write import current_fixtures, remove_kept, write_fixtures
+
+        endpoint = self.endpoint
+        if target != self.directory and (target.exists() or target.is_symlink()):
+            remove_kept(target)
+        target.mkdir(parents=True, exist_ok=True)
+        where = target.resolve()
+        sidecars = sidecars_for(cast(Any, _Entries(self._entries())), result.logs)
+        pins, pin_notes = pin_extra(where, result.logs, result.cwd, *sources)
+        outcome.notes += pin_notes
+        unknown_parents = self._unknown_parents(result.logs)
+        outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
+        pins.append((target / ENDPOINT_MANIFEST, manifest_text(endpoint.formats_seen, unknown_parents)))
+        # the run's embedding calls go where its conversations go, in the same swap
+        embeddings = endpoint.embeddings.log_file(where, endpoint.scrubber.scrub)
+        stale = [] if embeddings or not endpoint.plan.prunes_owned else embeddings_log_files(where)
+        outcome.written, outcome.removed = write_fixtures(
+            where,
+            result.logs,
+            result.cwd,
+            endpoint.scrubber,
+            [*sidecar_files(where, sidecars), *pins],
+            base=current_fixtures(where),
+            # a conversation that differs only where a mask matched keeps its recorded bytes
+            normalization=Normalization(masks=self.config.masks if endpoint.keep_by_masks else None),
+            prune_owned=endpoint.plan.prunes_owned,
+            remove=stale,
+            beside=embeddings,
+        )
+        if endpoint.embeddings.calls:
+            outcome.notes.append(endpoint.embeddings.note(outcome.written))
+
+    def _changes(self, outcome: EndpointOutcome, result: RecordResult) -> list[str]:
+        """``--record changed``: what each conversation kept and re-recorded
+        (``recording.models.ChangedModel``), its first re-recorded call of each in ``outcome``."""
+        endpoint = self.endpoint
+        if endpoint.plan is not Plan.CHANGED:
+            return []
+        outcome.rerecorded = endpoint.model.rerecorded(
+            {log.id: log_name(i) for i, log in enumerate(result.logs)}
+        )
+        return list(endpoint.model.summary())
+
+    def _recorded_note(self, outcome: EndpointOutcome, conversations: int) -> str:
+        upstream = sum(map(len, self.endpoint.watched.requests.values()))
+        if self.endpoint.embeddings is not None:  # its calls are requests of the run too
+            upstream += self.endpoint.embeddings.forwarded
+        # a new_episodes run replays part of its requests: say which went to the provider
+        sent = (
+            f": {outcome.calls - upstream} replayed, {upstream} sent upstream"
+            if upstream != outcome.calls
+            else ""
+        )
+        return (
+            f"recorded {conversations} conversation(s) from {outcome.calls} request(s){sent} into "
+            f"{self.directory} ({len(outcome.written)} file(s) changed, {len(outcome.removed)} removed)"
+        )
+
+    def _supersede_kept(self, outcome: EndpointOutcome) -> None:
+        """Remove the run an earlier failed run kept beside the directory: the recording just written
+        supersedes it (docs/recording-safety.md), so a later ``accept`` cannot bring it back."""
+        from ..recording.write import remove_kept
+
+        kept = self.directory / KEPT_DIR
+        if kept.is_dir():
+            with contextlib.suppress(OSError):  # the recording is written; a kept run left is only noted
+                remove_kept(kept)
+            outcome.notes.append(f"removed {kept} (an earlier run kept there): superseded")
+
+    def _verdict(
+        self, outcome: EndpointOutcome, result: RecordResult, failed: str, *, replaces: bool, stopped: bool
+    ) -> _Verdict | None:
+        """Where the run's conversations go and which: into the directory, or beside it (``why``) when
+        the run had problems, a failed test's run, or upstream errors would replace recorded answers;
+        ``None`` when every conversation failed (nothing to write). Problems found here (upstream
+        errors) are added to ``outcome``."""
+        # a failed test's run goes beside the directory even when it holds no recording yet: a failed
+        # test must not silently become the recording (as vcrpy users expect)
+        failed_test = bool(failed) and not self.config.record_on_error
+        if outcome.problems and not self.config.record_on_error:
+            # a conversation stopped mid-turn is no recording to replay by default: the next
+            # --record once records again rather than replaying it
+            aside = replaces or failed_test or stopped
+            return self._failed_run(result, failed, aside=aside)
+        if self.endpoint.errored_conversations and replaces and not self.config.record_on_error:
+            # an upstream's transient trouble must not replace a good recording with its error answers
+            errored = self.endpoint.errored_conversations
+            first = next(iter(errored.values()))
+            outcome.problems.append(
+                f"{len(errored)} conversation(s) ended in an upstream error (first: {first})"
+            )
+            # the problem above quotes the upstream's words; the kept run's summary only says why
+            why = "its upstream errors would replace recorded answers"
+            return _Verdict(result, why, f"to write them, errors included: {self.config.accept_flag}")
+        if failed_test:
+            why = f"the test failed ({failed})"
+            return _Verdict(result, why, f"to write a failed test's run: {self.config.accept_flag}")
+        return _Verdict(result)
+
+    def _failed_run(self, result: RecordResult, failed: str, *, aside: bool) -> _Verdict | None:
+        """The verdict of a run with problems: its failed conversations (and their children) are left
+        out; the rest were answered and paid for, so they are written, beside the directory when
+        ``aside`` (a recording they would replace, a failed test's run, a conversation stopped
+        mid-turn); ``None`` when none is left."""
+        good = self._good_conversations(result.logs)
+        if not good:
+            return None
+        left_out = len(result.logs) - len(good)
+        kept = RecordResult(good, result.cwd)
+        if aside:
+            why = f"the test failed ({failed})" if failed else "the run had problems"
+            instead = f"to write every conversation, failed ones included: {self.config.accept_flag}"
+            return _Verdict(kept, why, instead, left_out)
+        written_note = (
+            f"the run had problems: {left_out} failed conversation(s) left out of the recording, "
+            f"its {len(good)} good one(s) written (as vcrpy writes a cassette when a test fails)"
+        )
+        return _Verdict(kept, left_out=left_out, written_note=written_note)
+
+    def _good_conversations(self, logs: Sequence[Any]) -> list[Any]:
+        """The logs of ``logs`` whose conversation did not fail, nor a parent of it."""
+        bad = set(self.endpoint.failed_conversations)
+        good = []
+        for log in logs:
+            if log.id in bad or log.header.get("parentSession") in bad:
+                bad.add(log.id)
+            else:
+                good.append(log)
+        return good
+
+    def _entries(self) -> dict[str, list[Any]]:
+        """The recorded entries of every conversation: the live calls', after, for a replayed call
+        (new_episodes, changed), its recorded entry, in order."""
+        entries = dict(self.endpoint.watched.entries)
+        if self.endpoint.replay is not None:
+            for key, index in self.endpoint.replay.bound.items():
+                served = self.endpoint.replay.scripts[index].entries[
+                    : self.endpoint.replay.cursors.get(key, 0)
+                ]
+                entries[key] = [*served, *entries.get(key, [])]
+        return entries
+
+    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
+        """One problem per recorded conversation whose last answer asked for tool calls that no later
+        request answered (:attr:`~.record.ConversationLog.unanswered`): the agent stopped mid-turn."""
+        assert self.endpoint.recorder is not None
+        out = []
+        for rank, log in enumerate(logs):
+            conv = self.endpoint.recorder.logs.get(log.id)
+            if conv is None or not conv.unanswered:
+                continue
+            names = ", ".join(conv.unanswered)
+            out.append(
+                f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
+                f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "
+                "fail? check its exit code and output); an agent that asks only this by design: accept the "
+                "kept run (below)"
+            )
+        return out
+
+    def _unknown_parents(self, logs: Sequence[Any]) -> dict[str, list[str]]:
+        """Log file -> the log files of its parent candidates, for each recorded conversation whose
+        parent could not be told (:attr:`~.conversations.Conversation.candidates`)."""
+        names = {log.id: log_name(rank) for rank, log in enumerate(logs)}
+        return {
+            names[conv.id]: [names[c] for c in conv.candidates if c in names]
+            for conv in self.endpoint.binder.conversations
+            if conv.candidates and conv.id in names
+        }
+
+    def _nothing_arrived(self) -> str:
+        """The note of a recording run no model request reached: the requests no route took, if any
+        came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
+        directory = self.config.directory
+        if not self.endpoint.unrouted_count:
+            return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
+        count, unrouted = self.endpoint.unrouted_count, self.endpoint.unrouted
+        more = count - len(unrouted)
+        return (
+            f"no model request arrived, {count} request(s) to paths the endpoint does not "
+            f"serve did ({', '.join(unrouted)}{f', and {more} more' if more > 0 else ''}; each was "
+            f"answered 404/405 naming what it serves): nothing recorded into {directory}"
+        )
+
+
+__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter"]

@@ -1,0 +1,271 @@
+"""The run of one test using ``dsh_endpoint``, ``dsh_mcp`` or both: what the two fixtures share, below
+both (``endpoint.fixture``, ``mcp.fixture``), so neither imports the other.
+
+* the ``@pytest.mark.dsh_recording`` marker: its one check (:func:`check_marker`), the recording
+  directory it names (:func:`recording_dir`), and how a report spells it (:func:`accept_unused`) and the
+  command that re-records the test (:func:`rerecord_command`);
+* the test's outcome as both fixtures read it: what it raised (:data:`FAILED`, :func:`test_failed`,
+  :func:`stopped_at`) and whether recorded calls it left unused fail it (:func:`unused_counts`);
+* one run of both: ``dsh_mcp``'s sessions written after the endpoint's conversations (:func:`join_run`,
+  the endpoint's run in :data:`RUN`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .errors import HarnessError
+from .loopback import normalize_origin, parse_mcp_option
+
+#: The marker naming a test's recording directory.
+MARKER = "dsh_recording"
+#: The marker's keywords, as its refusal lists them.
+_KEYWORDS = (
+    "allow_unused=True|False, record_on_error=True|False, mask=[REGEX, ...], mcp={NAME: URL}, "
+    "allow_origin=[ORIGIN, ...]"
+)
+
+
+class MarkerError(HarnessError):
+    """A ``dsh_recording`` marker the fixtures would misread (the endpoint's configuration code: the
+    marker configures the test's endpoint and MCP servers)."""
+
+    code = "ENDPOINT_CONFIG"
+
+
+def _args_problem(args: Sequence[Any]) -> str | None:
+    if len(args) > 1:
+        return f"takes one directory, got {len(args)} positional arguments"
+    if args and not isinstance(args[0], str | os.PathLike):
+        return f"the directory must be a string or a path, got {args[0]!r}"
+    return None
+
+
+def _origins_problem(origins: Any) -> str | None:
+    if not isinstance(origins, list | tuple) or not all(isinstance(o, str) for o in origins):
+        return (
+            "allow_origin must be a list of origins (strings such as 'http://localhost:5173'), "
+            f"got {origins!r}"
+        )
+    for origin in origins:
+        try:
+            normalize_origin(origin)
+        except HarnessError as exc:
+            return f"allow_origin: {exc.message}"
+    return None
+
+
+def _mask_problem(mask: Any) -> str | None:
+    if not isinstance(mask, list | tuple) or not all(isinstance(m, str) for m in mask):
+        return f"mask must be a list of regular expressions (strings), got {mask!r}"
+    return None
+
+
+def _flag_problem(name: str) -> Callable[[Any], str | None]:
+    def problem(value: Any) -> str | None:
+        return None if isinstance(value, bool) else f"{name} must be True or False, got {value!r}"
+
+    return problem
+
+
+def _mcp_problem(servers: Any) -> str | None:
+    if not isinstance(servers, dict) or not all(isinstance(u, str) for u in servers.values()):
+        return f"mcp must be a dict of server names to URLs, got {servers!r}"
+    try:
+        parse_mcp_option([f"{name}={url}" for name, url in servers.items()], option="mcp=")
+    except HarnessError as exc:
+        return exc.message
+    return None
+
+
+#: keyword -> why its value is refused (``None``: taken), in the order the check reports them
+_VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "allow_origin": _origins_problem,
+    "mcp": _mcp_problem,
+    "mask": _mask_problem,
+    "allow_unused": _flag_problem("allow_unused"),
+    "record_on_error": _flag_problem("record_on_error"),
+}
+
+
+def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
+    """Refuse a ``dsh_recording`` marker the fixtures would misread: more than one positional argument,
+    a directory that is not a string or path, a keyword other than ``allow_unused``, ``record_on_error``,
+    ``mask``, ``mcp`` and ``allow_origin``, an ``allow_unused`` or ``record_on_error`` that is not
+    ``True``/``False`` (``"no"`` would allow), a ``mask`` that is not a list (or tuple) of regex strings
+    (a bare string would be read letter by letter), an ``mcp`` that is not ``{NAME: URL}`` of server
+    names, or an ``allow_origin`` that is not a list of origins (``scheme://host[:port]``).
+
+    Raises:
+        MarkerError: ``ENDPOINT_CONFIG``, naming the marker, the test and what is wrong.
+    """
+    if marker is None:
+        return
+    problem = _args_problem(marker.args)
+    unknown = sorted(set(marker.kwargs) - set(_VALUE_CHECKS))
+    if problem is None and unknown:
+        problem = f"unknown keyword {unknown[0]!r} (it takes {_KEYWORDS})"
+    for key, check in _VALUE_CHECKS.items():
+        if problem is None and key in marker.kwargs:
+            problem = check(marker.kwargs[key])
+    if problem is not None:
+        raise MarkerError(f"@pytest.mark.{MARKER} of {nodeid}: {problem}")
+
+
+def checked_marker(request: pytest.FixtureRequest, fixture: str) -> pytest.Mark | None:
+    """The test's ``dsh_recording`` marker, checked (:func:`check_marker`): a bad one fails the setup
+    of ``fixture`` with its one-line error."""
+    marker: pytest.Mark | None = request.node.get_closest_marker(MARKER)
+    try:
+        check_marker(marker, request.node.nodeid)
+    except HarnessError as exc:
+        pytest.fail(f"{fixture}: error [{exc.code}]: {exc.message}", pytrace=False)
+    return marker
+
+
+def marker_masks(request: pytest.FixtureRequest, marker: pytest.Mark | None, fixture: str) -> Any:
+    """The run's masks (``options.run_masks``: ``--dsh-mask``, ini ``dsh_mask``, ``pytest_dsh_masks`` and
+    the marker's ``mask=``); a regex that does not compile fails the setup of ``fixture``."""
+    from .options import run_masks
+
+    mask = marker.kwargs.get("mask", ()) if marker is not None else ()
+    try:
+        return run_masks(request.config, request.node.ihook, mask, where=f"@pytest.mark.{MARKER}(mask=...)")
+    except HarnessError as exc:  # a marker's or a hook's regex that does not compile
+        pytest.fail(f"{fixture}: error [{exc.code}]: {exc.message}", pytrace=False)
+
+
+def recording_dir(request: pytest.FixtureRequest) -> Path:
+    """The test's recording directory: the marker's (relative to the test file's directory), else
+    ``<test file dir>/recordings/<module>/<test name>/``."""
+    base = Path(str(request.node.path)).parent
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is not None and marker.args:
+        path = Path(str(marker.args[0]))
+        return path if path.is_absolute() else base / path
+    module = Path(str(request.node.path)).stem
+    name = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", request.node.name)
+    return base / "recordings" / module / name
+
+
+def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = True) -> str:
+    """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
+    where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
+    report lines name it, shell-quoted. ``upstream``: whether the test calls a model (it uses
+    ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL``; a test using only ``dsh_mcp``
+    records without one.
+
+    Computed here rather than by ``Config.cwd_relative_nodeid``, whose argument changed from a string
+    to a node-id object in pytest 9.2.
+    """
+    path, sep, rest = nodeid.partition("::")
+    where = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
+    test = shlex.quote(where + sep + rest)
+    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if upstream else "")
+
+
+def accept_unused(marker: pytest.Mark | None) -> str:
+    """The marker that lets the test's recorded calls go unused, as the test would write it (its
+    recording directory kept)."""
+    args = [repr(a) for a in (marker.args[:1] if marker is not None else ())]
+    return f"@pytest.mark.{MARKER}({', '.join([*args, 'allow_unused=True'])})"
+
+
+#: The running endpoint of a test that uses ``dsh_endpoint`` (``item.stash``; an
+#: ``endpoint.fixture.EndpointRun``).
+RUN = pytest.StashKey[Any]()
+#: What the test using ``dsh_endpoint`` or ``dsh_mcp`` raised, as one line (:func:`test_failed`).
+FAILED = pytest.StashKey[str]()
+#: The test failed before its end: it raised, or it was failed with the endpoint's problems
+#: (:func:`unused_counts`).
+STOPPED = pytest.StashKey[bool]()
+
+
+def unused_counts(item: pytest.Item) -> bool:
+    """Whether recorded calls (and recorded MCP requests and sessions) the test left unused fail it: the
+    one rule of ``dsh_endpoint`` and ``dsh_mcp``. Only a test that ran to its end without failing is
+    failed for them: a test that raised, or that was failed with a request the endpoint refused, stopped
+    before it could make them, and its own failure stands alone (docs/endpoint.md)."""
+    return not item.stash.get(STOPPED, False)
+
+
+def join_run(item: pytest.Item, changed: bool, write: Callable[[bool | None], list[str]]) -> bool:
+    """Record the test's MCP sessions with its model conversations as one run: masks keep the recorded
+    bytes of both or of neither (docs/mcp.md, re-recording). ``dsh_mcp``'s teardown (which runs first)
+    says whether its sessions differ beyond the masks (``changed``: then the conversations are compared
+    without them) and hands its write over: ``write(masked)`` runs after the conversations are written,
+    with the masks only when no conversation was rewritten (``None``: the endpoint's run had problems,
+    nothing is written), and returns its notes. Returns ``False`` (nothing handed over) when the
+    endpoint of the test does not record."""
+    run = item.stash.get(RUN, None)
+    if run is None or run.thread.endpoint.recorder is None:
+        return False
+    if changed:
+        run.thread.endpoint.keep_by_masks = False
+    run.write_mcp = write
+    return True
+
+
+def test_failed(item: pytest.Item, raised: BaseException) -> None:
+    """Note (in ``item.stash[FAILED]``) that the test using ``dsh_endpoint`` or ``dsh_mcp`` failed with
+    ``raised`` (not for the endpoint's own problems: ``endpoint.fixture.call_report`` says those). Its
+    run is then not written into the recording directory unless ``record_on_error=True``: the endpoint
+    keeps it in ``.dsh-kept`` (``Endpoint.stop``), ``dsh_mcp`` writes nothing. A skip or an ``xfail()``
+    call is no failure."""
+    if isinstance(raised, pytest.skip.Exception | pytest.xfail.Exception):
+        return
+    item.stash[STOPPED] = True
+    name = type(raised).__qualname__
+    first = next(iter(str(raised).splitlines()), "")
+    first = first if len(first) <= 120 else first[:117] + "..."
+    item.stash[FAILED] = f"{name}: {first}" if first else name
+
+
+def stopped_at(raised: BaseException, problems: Sequence[str]) -> str:
+    """The report's line naming what the test raised: the client's error for one of ``problems``
+    (the SDK raising the endpoint's or the relay's own error answer: the report is its message), or
+    the first line of something else. In an exception group (an async SDK's task group), the error
+    of its own that holds one of ``problems`` is named."""
+    for leaf in [raised, *_leaves(raised)]:
+        text = str(leaf)
+        if any(p.splitlines()[0][:80] in text for p in problems if p):
+            name = f"{type(leaf).__module__.split('.')[0]}.{type(leaf).__qualname__}"
+            return f"(the test stopped at {name}: the client's error for the answer above)"
+    name = f"{type(raised).__module__.split('.')[0]}.{type(raised).__qualname__}"
+    text = str(raised)
+    first = next(iter(text.splitlines()), "")
+    first = first if len(first) <= 200 else first[:197] + "..."
+    return f"(the test stopped at {name}: {first})"
+
+
+def _leaves(raised: BaseException) -> list[BaseException]:
+    """The exceptions an exception group holds, at every depth (``[]`` for another exception)."""
+    if not isinstance(raised, BaseExceptionGroup):
+        return []
+    return [leaf for inner in raised.exceptions for leaf in [inner, *_leaves(inner)]]
+
+
+__all__ = [
+    "FAILED",
+    "MARKER",
+    "RUN",
+    "STOPPED",
+    "MarkerError",
+    "accept_unused",
+    "check_marker",
+    "checked_marker",
+    "join_run",
+    "marker_masks",
+    "recording_dir",
+    "rerecord_command",
+    "stopped_at",
+    "test_failed",
+    "unused_counts",
+]
