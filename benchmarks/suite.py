@@ -45,6 +45,10 @@ Diagnostic knobs (defaults measure the environment as it is):
 ``--quick``: a CI smoke run (12 scenarios, sizes 0 and 12, no capacity probe): proves the script works,
 its figures mean little.
 
+``--bundled K --against DIR``: only the serial replay of the bundled scenarios copied K times, this tree
+and the tree ``DIR`` (each its own scenarios and package) in interleaved rounds: the items' CPU per
+scenario of each and their ratio (goal <= 0.8x of 7e458d3's per item).
+
 ``--bundled K``: instead of the generated suite, the bundled scenarios (``scenarios/*/*``, nine) copied K
 times (``--bundled 330``: 2,970 scenarios), replayed with ``-n 0`` and ``-n W`` interleaved; prints the
 wall ratio (goal <= 0.6x), and per process (the serial one; the xdist controller and each worker) its CPU
@@ -528,6 +532,53 @@ def bundled_report(base: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def against_report(base: Path, args: argparse.Namespace) -> int:
+    """``--bundled K --against DIR``: the per-item CPU of a serial replay of the bundled scenarios, this
+    tree against the tree ``DIR`` (each replays its own ``scenarios/*/*`` copied K times, with its own
+    package), in interleaved rounds; the items' CPU of each run is the serial process's ``items`` split
+    (``_bench_cpusplit``: start-up and collection left out). Prints each tree's CPU per item, the ratio
+    per round and its median (goal <= 0.8x of 7e458d3's per item)."""
+    trees = {"this tree": REPO, "against": Path(args.against).resolve()}
+    roots: dict[str, Path] = {}
+    runners: dict[str, Runner] = {}
+    counts: dict[str, int] = {}
+    for name, tree in trees.items():
+        bundled = sorted(p.parent for p in (tree / "scenarios").glob("*/*/input.json"))
+        root = roots[name] = base / name.replace(" ", "-")
+        for k in range(args.bundled):
+            for path in bundled:
+                shutil.copytree(path, root / f"copy{k:04d}" / path.parent.name / path.name)
+        counts[name] = len(bundled) * args.bundled
+        runner = runners[name] = Runner(base, args)
+        paths = [str(tree), str(base / "plugins")]
+        runner.env["PYTHONPATH"] = os.pathsep.join(paths)
+        runner.env["DSH_BENCH_CPU_LOG"] = str(base / f"cpu-{root.name}.jsonl")
+    print(
+        f"serial replay of the bundled scenarios x {args.bundled}: this tree {counts['this tree']}, "
+        f"{trees['against']} {counts['against']} scenarios; {args.repeat} interleaved round(s)"
+    )
+    per_item: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(args.repeat):
+        for name, runner in runners.items():
+            log = Path(runner.env["DSH_BENCH_CPU_LOG"])
+            log.unlink(missing_ok=True)
+            wall, cpu = runner.run(roots[name], "-n", "0", "-p", "_bench_cpusplit")
+            split = next(s for s in map(json.loads, log.read_text().splitlines()) if s["who"] == "main")
+            per_item[name].append(split["run"] / counts[name])
+            print(
+                f"  {name}: {wall:.2f}s wall, {cpu:.2f}s cpu, items {split['run']:.2f}s cpu = "
+                f"{split['run'] / counts[name] * 1000:.2f} ms/item",
+                flush=True,
+            )
+    ratios = [a / b for a, b in zip(per_item["this tree"], per_item["against"], strict=True)]
+    med = statistics.median(ratios)
+    print(
+        f"  per-item CPU, this tree / {trees['against']}: {med:.2f}x ({_spread(ratios)}) "
+        f"(goal <= 0.8x of 7e458d3's: {'met' if med <= 0.8 else 'MISSED'})"
+    )
+    return 0
+
+
 def _spread(values: list[float]) -> str:
     return f"runs {' / '.join(f'{v:.2f}' for v in values)}" if len(values) > 1 else "1 run"
 
@@ -553,6 +604,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="K",
         help="instead: the bundled scenarios copied K times (330: 2,970), -n 0 vs -n W, cpu per process",
     )
+    ap.add_argument(
+        "--against",
+        default=None,
+        metavar="DIR",
+        help="with --bundled: per-item CPU of a serial replay, this tree against the tree DIR (e.g. 7e458d3)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.count = min(args.count, 12)
@@ -572,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp_ctx = tempfile.TemporaryDirectory(prefix="dsh-suite-", dir=os.environ.get("TMPDIR"))
         base = Path(tmp_ctx.name)
     try:
+        if args.bundled and args.against:
+            return against_report(base, args)
         return bundled_report(base, args) if args.bundled else _bench(base, args)
     finally:
         if tmp_ctx is not None:

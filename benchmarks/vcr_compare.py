@@ -14,8 +14,14 @@ than wall time on a loaded machine) are printed, then:
 * **CPU over the floor** of the ``--large`` run, dsh and vcrpy (goal: dsh within 0.5 s of vcrpy per
   300 tests, scaled to ``--large``).
 
-Usage: ``python benchmarks/vcr_compare.py [--small N] [--large N] [--distinct N] [--quick]``
-(``--quick``: 4 distinct, 6 and 18 tests, a smoke run; its ratios mean little).
+With ``--repeat N`` each size runs N rounds, the ways interleaved within a round, and the figures
+are the medians of the rounds' (the CPU over the floor taken within each round); with ``--against
+DIR`` a fourth way runs the dsh tests on the package of ``DIR`` (e.g. a checkout of main, a "before"
+tree) in the same rounds, and its CPU over the floor is printed beside this tree's.
+
+Usage: ``python benchmarks/vcr_compare.py [--small N] [--large N] [--distinct N] [--repeat N]
+[--against DIR] [--quick]`` (``--quick``: 4 distinct, 6 and 18 tests, a smoke run; its ratios mean
+little).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -124,6 +131,8 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=300)
     parser.add_argument("--distinct", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per size (medians printed)")
+    parser.add_argument("--against", help="a tree whose package runs the dsh tests as a fourth way")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -134,6 +143,7 @@ def main() -> None:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     base = {**os.environ, "PYTHONPATH": path, "OPENAI_API_KEY": "sk-bench-0123456789"}
     live = {**base, "OPENAI_BASE_URL": upstream.url}
+    against = {**base, "PYTHONPATH": str(Path(args.against).resolve())} if args.against else None
     try:
         rec = work / "rec"
         rec.mkdir()
@@ -150,29 +160,63 @@ def main() -> None:
                 recordings, cassettes = Path("recordings", "test_dsh"), Path("cassettes", "test_vcr")
                 shutil.copytree(rec / recordings / f"test_{i}", here / recordings / f"test_{j}")
                 shutil.copy(rec / cassettes / f"test_{i}.yaml", here / cassettes / f"test_{j}.yaml")
+            rounds: list[dict[str, tuple[int, float]]] = []
+            for _ in range(args.repeat):
+                got = {"dsh": run(pytest_argv("test_dsh.py"), here, base)}
+                if against is not None:
+                    got["dsh@against"] = run(pytest_argv("test_dsh.py"), here, against)
+                got["vcrpy"] = run(pytest_argv("test_vcr.py", "--record-mode=none", *NO_DSH), here, live)
+                got["floor"] = run(pytest_argv("test_vcr.py", "--disable-recording", *NO_DSH), here, live)
+                rounds.append(got)
+                for name, (rss, cpu) in got.items():
+                    print(f"{name:11} {count:4} tests: peak RSS {mib(rss):>12}, CPU {cpu:6.2f} s", flush=True)
             results[count] = {
-                "dsh": run(pytest_argv("test_dsh.py"), here, base),
-                "vcrpy": run(pytest_argv("test_vcr.py", "--record-mode=none", *NO_DSH), here, live),
-                "floor": run(pytest_argv("test_vcr.py", "--disable-recording", *NO_DSH), here, live),
+                name: (int(statistics.median(r[name][0] for r in rounds)), _over(rounds, name))
+                for name in rounds[0]
             }
-            for name, (rss, cpu) in results[count].items():
-                print(f"{name:6} {count:4} tests: peak RSS {mib(rss):>12}, CPU {cpu:6.2f} s")
     finally:
         upstream.stop()
         shutil.rmtree(work, ignore_errors=True)
     small, large = results[args.small], results[args.large]
-    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    for name in ("dsh", "vcrpy", "floor"):
+    print(
+        f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; medians of {args.repeat} round(s)"
+    )
+    for name in large:
         ratio = large[name][0] / small[name][0]
         goal = "  (goal <= 1.15x)" if name == "dsh" else ""
         print(f"memory, {args.large} vs {args.small} tests, {name}: {ratio:.2f}x{goal}")
-    over = {name: large[name][1] - large["floor"][1] for name in ("dsh", "vcrpy")}
+    over = {name: cpu for name, (_rss, cpu) in large.items()}
     allowed = 0.5 * args.large / 300
     print(
         f"CPU over the live floor, {args.large} tests: dsh {over['dsh']:+.2f} s, "
         f"vcrpy {over['vcrpy']:+.2f} s, dsh - vcrpy {over['dsh'] - over['vcrpy']:+.2f} s "
         f"(goal <= {allowed:.2f} s)"
     )
+    # the slope between the two sizes: what each more test costs, without a run's fixed start-up (the
+    # plugin's import and hooks, which the vcrpy and floor runs do not load)
+    slope = {
+        name: (large[name][1] - small[name][1]) * 300 / (args.large - args.small)
+        for name in large
+        if name != "floor"
+    }
+    print(
+        "CPU over the live floor per 300 more tests (the slope between the sizes): "
+        + ", ".join(f"{name} {value:+.2f} s" for name, value in slope.items())
+        + f"; dsh - vcrpy {slope['dsh'] - slope['vcrpy']:+.2f} s (goal <= 0.50 s)"
+    )
+    if "dsh@against" in over:
+        print(
+            f"CPU over the live floor, {args.large} tests, dsh on {args.against}: "
+            f"{over['dsh@against']:+.2f} s (dsh - vcrpy {over['dsh@against'] - over['vcrpy']:+.2f} s)"
+        )
+
+
+def _over(rounds: list[dict[str, tuple[int, float]]], name: str) -> float:
+    """The median over the rounds of ``name``'s CPU minus the same round's floor (the floor's own CPU
+    for the floor)."""
+    if name == "floor":
+        return statistics.median(r["floor"][1] for r in rounds)
+    return statistics.median(r[name][1] - r["floor"][1] for r in rounds)
 
 
 if __name__ == "__main__":

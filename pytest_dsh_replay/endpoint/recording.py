@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import HarnessError
 from ..layout import ENDPOINT_MANIFEST, INPUT_FILE, LOG_GLOB, is_log_name
@@ -57,9 +58,12 @@ def parent_notes(directory: Path) -> list[str]:
     return [parent_note(log, candidates) for log, candidates in unknown_parents(directory)]
 
 
-def check_recording(directory: Path, rerecord: str) -> Manifest | None:
+def check_recording(directory: Path, rerecord: str, pins: list[Any] | None = None) -> Manifest | None:
     """Refuse a recording ``dsh-replay validate`` flags, or whose manifest does not read (module doc);
     returns the manifest (``None``: the directory has none).
+
+    ``pins``: a list given is extended with the pins ``validate`` read, ``(log count, pins of each
+    log)``, so that loading the scripts need not read them again (``load_session_scripts(pins=...)``).
 
     Args:
         directory: the recording directory.
@@ -86,7 +90,8 @@ def check_recording(directory: Path, rerecord: str) -> Manifest | None:
             f"{directory}: session logs but no {ENDPOINT_MANIFEST}, so not a recording of the endpoint; "
             f"{what}, or re-record: {rerecord}"
         )
-    findings = validate_unit(directory).findings
+    report = validate_unit(directory)
+    findings = report.findings
     if findings:
         quoted = [str(f) for f in findings]
         more = len(quoted) - _QUOTED_FINDINGS
@@ -98,6 +103,8 @@ def check_recording(directory: Path, rerecord: str) -> Manifest | None:
             f"it is not served: fix the file(s), or re-record: {rerecord}"
         )
         raise EndpointRecordingError("\n".join(lines), findings[0].code, quoted)
+    if pins is not None and report.pins is not None:
+        pins.append(report.pins)
     return read_manifest(directory)
 
 

@@ -363,8 +363,11 @@ class Endpoint:
         rerecord = rerecord_command(config)
         # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
         # reported later as calls left unused: refused now, with validate's words
-        check_recording(config.directory, rerecord)
-        scripts = load_session_scripts(config.directory) if model_recorded else []
+        pins: list[Any] = []  # read once, by the check, for the scripts too
+        check_recording(config.directory, rerecord, pins)
+        scripts = (
+            load_session_scripts(config.directory, pins=pins[0] if pins else None) if model_recorded else []
+        )
         self.replay = ReplayModel(
             scripts,
             scenario=str(config.directory),

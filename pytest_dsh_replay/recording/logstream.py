@@ -14,6 +14,7 @@ the event's logical index in the whole log, as a whole-file parse gives it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -186,6 +187,22 @@ class LogStream:
                 del row  # a packed row's lists go with its span, not with this frame
         finally:
             self._file.close()
+
+    def whole(self, limit: int) -> bytes | None:
+        """The file's bytes from its start when it holds at most ``limit`` bytes, else ``None``; read
+        from the open file (the same file the lines come from), without moving the line reader.
+
+        Raises:
+            LogReadError: the file cannot be read.
+        """
+        fd = self._file.fileno()
+        try:
+            if os.fstat(fd).st_size > limit:
+                return None
+            data = os.pread(fd, limit + 1, 0)
+        except OSError as exc:
+            raise LogReadError(f"{self.where}: cannot read the session log: {exc.strerror or exc}") from None
+        return data if len(data) <= limit else None  # grown past the limit since the stat
 
     def close(self) -> None:
         """Close the file (also done when :meth:`items` / :meth:`events` is exhausted)."""

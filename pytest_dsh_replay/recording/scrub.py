@@ -223,6 +223,20 @@ class SecretCheck:
         # the screen of the last line fed: a packed row's members share their line, which is
         # screened once (screening it per member would cost members x line bytes)
         self._screened: tuple[int, bool] | None = None
+        # the whole log screened clean (screen_whole): no line of it is screened again
+        self._clean = False
+
+    def screen_whole(self, data: bytes) -> None:
+        """Screen a whole log's bytes at once; when they are clean, :meth:`feed` and :meth:`feed_span`
+        screen none of its lines (one search instead of one per line, the same findings).
+
+        No line the per-line screen would flag is missed: the lines are joined by raw newlines, which
+        no JSON escape spans (``\\`` takes any character but a newline), so the text with its escapes
+        resolved holds each line's resolved text, and a literal secret, a default pattern's needle
+        or a context-free pattern found in a line is found in the whole; with a pattern that looks
+        at context the screen says ``True`` and every line is screened as before.
+        """
+        self._clean = not self.scrubber.may_hold_secret_json(data.decode("utf-8", errors="replace"))
 
     def header(self, line_no: int, header: dict[str, Any]) -> None:
         """Check the header line."""
@@ -259,6 +273,8 @@ class SecretCheck:
 
     def _screen(self, line_no: int, raw: bytes) -> bool:
         """Whether line ``line_no`` may hold a secret; one screen per line (see :meth:`feed`)."""
+        if self._clean:
+            return False
         screened = self._screened
         if screened is not None and screened[0] == line_no:
             return screened[1]

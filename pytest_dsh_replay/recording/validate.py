@@ -75,12 +75,15 @@ class UnitReport(Struct):
         findings: every problem found, in file order.
         logs: number of log files read.
         events: number of logical events read (all logs).
+        pins: a scenario-like directory's request pins as replay reads them, ``(log count, pins of
+            each log)`` (:func:`~pytest_dsh_replay.replay.load_pins`), when they read; else ``None``.
     """
 
     path: Path
     findings: list[Finding] = field(default_factory=list)
     logs: int = 0
     events: int = 0
+    pins: tuple[int, list[Any]] | None = None
 
 
 def display(value: Any) -> str:
@@ -459,7 +462,8 @@ def validate_log_files(
     """
     scrubber = scrubber or default_scrubber()
     out = report.findings
-    heads = _read_headers(files)
+    # the headers serve duplicate ids and lineage, both between logs: a lone log's is read by its checks
+    heads = _read_headers(files) if len(files) > 1 else [None] * len(files)
     by_id = _ids(files, heads, out)
     want, parent_of = _seed_lineage(files, heads, by_id, out)
     checks: list[LogChecks | None] = []
@@ -572,6 +576,11 @@ def seq_findings(file: Path) -> list[Finding]:
     return [f for f in out if f.code in SEQ_CODES]
 
 
+#: A log of at most this many bytes is screened for secrets whole before its lines are read
+#: (:meth:`~.scrub.SecretCheck.screen_whole`); a larger one line by line, so that no copy of it is held.
+WHOLE_SCREEN_BYTES = 1 << 20
+
+
 def _check_one(
     file: Path, wanted: set[int], report: UnitReport, scrubber: SecretScrubber, reader: LogReader | None
 ) -> LogChecks | None:
@@ -590,6 +599,9 @@ def _check_one(
     report.logs += 1
     checks = LogChecks(str(file), out, wanted)
     secrets = SecretCheck(str(file), scrubber)
+    whole = stream.whole(WHOLE_SCREEN_BYTES)
+    if whole is not None:  # a small log: one secret screen of it, not one per line
+        secrets.screen_whole(whole)
     if stream.header is not None:
         secrets.header(stream.header_line, stream.header)
     if reader is not None:
@@ -722,8 +734,10 @@ def _session_number(path: Path) -> int:
     return int(number) if number is not None else 0
 
 
-def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
-    """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)."""
+def _scenario_files(directory: Path, report: UnitReport) -> list[Path]:
+    """The logs of a scenario-like directory, with inventory findings (input.json, numbering, sidecars)
+    and its pins (``report.pins``)."""
+    out = report.findings
     logs = sorted(
         (p for p in directory.glob(LOG_GLOB) if p.name == PRIMARY_FILE or _session_number(p)),
         key=_session_number,
@@ -739,7 +753,7 @@ def _scenario_files(directory: Path, out: list[Finding]) -> list[Path]:
                 "a failing item, not a scenario; add input.json (its steps) or move the logs",
             )
         )
-    _check_recorded_files(directory, out)
+    report.pins = _check_recorded_files(directory, out)
     # an MCP server's sessions beside the model's (docs/mcp.md), the endpoint's embedding calls
     return [*logs, *mcp_log_files(directory), *embeddings_log_files(directory)]
 
@@ -762,16 +776,19 @@ def _check_input(directory: Path, logs: list[Path], out: list[Finding]) -> None:
         )
 
 
-def _check_recorded_files(directory: Path, out: list[Finding]) -> None:
-    """The directory's fixture inventory, its request pins and its sidecars."""
+def _check_recorded_files(directory: Path, out: list[Finding]) -> tuple[int, list[Any]] | None:
+    """The directory's fixture inventory, its request pins and its sidecars; returns the pins as
+    :func:`_check_pins` read them."""
+    pins = None
     try:
         recorded = fixture_files(directory)
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
     else:
-        _check_pins(directory, max(1, len(recorded)), out)
+        pins = _check_pins(directory, max(1, len(recorded)), out)
     for sidecar in sorted(directory.glob(SIDECAR_GLOB)):
         _check_sidecar(sidecar, out)
+    return pins
 
 
 def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:
@@ -785,7 +802,7 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
-        files = _directory_files(path, report.findings)
+        files = _directory_files(path, report)
     elif path.name == INPUT_FILE:
         return validate_unit(path.parent, scrubber)  # the scenario it defines
     elif is_sidecar_name(path.name):
@@ -797,30 +814,32 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
     return report
 
 
-def _directory_files(path: Path, out: list[Finding]) -> list[Path]:
+def _directory_files(path: Path, report: UnitReport) -> list[Path]:
     """The logs a directory unit validates: a scenario-like directory's (with its inventory findings),
     else every ``*.jsonl`` file; an interrupted write reported first (the files may mix two
     recordings)."""
     from .write import write_findings
 
-    out.extend(Finding(code, message) for code, message in write_findings(path))
+    report.findings.extend(Finding(code, message) for code, message in write_findings(path))
     scenario_like = os.path.lexists(path / INPUT_FILE) or any(
         p.name == PRIMARY_FILE or _session_number(p) for p in path.glob(LOG_GLOB)
     )
     if scenario_like:
-        return _scenario_files(path, out)
+        return _scenario_files(path, report)
     # a recorder's file that is no regular file is read to say so (a FIFO, a link to a directory)
     return sorted(p for p in path.glob("*.jsonl") if p.is_file() or p.name == EMBEDDINGS_LOG)
 
 
-def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> None:
-    """The request pins of a scenario, read as replay reads them (bad JSON, not a file, an orphan)."""
+def _check_pins(directory: Path, log_count: int, out: list[Finding]) -> tuple[int, list[Any]] | None:
+    """The request pins of a scenario, read as replay reads them (bad JSON, not a file, an orphan):
+    ``(log_count, pins)``, or ``None`` with the finding."""
     from ..replay import load_pins
 
     try:
-        load_pins(directory, log_count)
+        return log_count, load_pins(directory, log_count)
     except HarnessError as exc:
         out.append(Finding(exc.code, str(exc)))
+        return None
 
 
 def _check_sidecar(path: Path, out: list[Finding]) -> None:

@@ -388,6 +388,7 @@ def load_session_scripts(
     allow_replace_override: bool = False,
     slice_seed: bool = True,
     parsed: ParsedLogs | None = None,
+    pins: tuple[int, list[Pins]] | None = None,
 ) -> list[SessionScript]:
     """Load every recorded session of a scenario as a script (replay.md §4, harness.md §1).
 
@@ -402,6 +403,8 @@ def load_session_scripts(
         allow_replace_override: the scenario config's ``"override": true``.
         slice_seed: see :func:`load_child_script`.
         parsed: logs the caller already parsed, by path (files not in it are read from disk).
+        pins: the scenario's pins the caller already read, ``(log count, pins of each log)``
+            (``validate``'s); read again when the log count is not the scenario's.
 
     Returns:
         ``[primary] + children`` sorted by ``(createdAt, recorded id)``.
@@ -420,9 +423,10 @@ def load_session_scripts(
         )
         for p in files
     ]
-    pins = load_pins(scenario_dir, len(files) + 1)
-    primary.pins = pins[0]
+    count = len(files) + 1
+    each = pins[1] if pins is not None and pins[0] == count else load_pins(scenario_dir, count)
+    primary.pins = each[0]
     for index, child in enumerate(children, 1):
-        child.pins = pins[index]
+        child.pins = each[index]
     children.sort(key=lambda s: (s.created_at, s.recorded_id))
     return [primary, *children]

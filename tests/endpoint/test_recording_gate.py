@@ -223,3 +223,26 @@ def test_the_fixture_reports_a_refused_recording_as_one_typed_error(
     ) in out
     assert "During handling" not in out
     assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()
+
+
+def test_a_replay_start_reads_each_pin_once(recording: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the start-up gate's ``validate`` read the recording's pins, then loading the scripts
+    read them all again (every ``dsh_endpoint`` test paid both). The gate's pins are now the scripts'
+    too, and a pin the gate refuses still refuses the start."""
+    from pytest_dsh_replay.replay import pins as pin_module
+
+    pin_files = sorted(recording.glob("*.expected.*"))
+    assert pin_files, "the recording has pins"
+    read: list[Path] = []
+    parse = pin_module._parse
+
+    def counted(path: Path, part: str) -> object:
+        read.append(path)
+        return parse(path, part)
+
+    monkeypatch.setattr(pin_module, "_parse", counted)
+    _start(recording)
+    assert sorted(read) == pin_files  # before: each twice
+    pin_files[0].write_text("{not json")
+    with pytest.raises(EndpointRecordingError, match=r"REPLAY_BAD_PIN|not valid JSON"):
+        _start(recording)
