@@ -207,6 +207,24 @@ def failed_answer(reason: Mapping[str, Any]) -> LlmError:
     return LlmError(what, str(reason.get("code") or "PROVIDER_ERROR"), 502)
 
 
+def text_of(blocks: Sequence[ContentBlock], *, where: str, endpoint: str) -> str:
+    """The text blocks of ``blocks`` joined with newlines, for a field of the live model's body that
+    takes text only (a system message, a tool result).
+
+    Raises:
+        LlmError: ``UNSUPPORTED_BLOCK``, a block of another type (names it, ``where`` and ``endpoint``:
+            ``"a chat-completions endpoint"``).
+    """
+    parts: list[str] = []
+    for block in blocks:
+        if block.get("type") != "text":
+            raise LlmError(
+                f"cannot send a {block.get('type')!r} block in {where} to {endpoint}", "UNSUPPORTED_BLOCK"
+            )
+        parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
 def fallback_call_id(messages: Sequence[Message], block_index: int) -> str:
     """The id of a provider tool call that came without one: ``call-<k>-<i>`` (module doc)."""
     k = sum(1 for m in messages if m.get("role") == "assistant")

@@ -6,7 +6,7 @@ shared with the whole answer the encoder builds)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from msgspec import Struct
@@ -22,6 +22,7 @@ from ..fields import (
     partial_for,
     preview,
     shaping_params,
+    text_of,
 )
 
 JsonDict = dict[str, Any]
@@ -53,17 +54,8 @@ SHAPING_FIELDS: tuple[str, ...] = (
 )
 
 
-def _text_of(blocks: list[ContentBlock], *, where: str) -> str:
-    """Join the text blocks of ``blocks`` with newlines; any other block type is an error."""
-    parts: list[str] = []
-    for block in blocks:
-        if block.get("type") != "text":
-            raise LlmError(
-                f"cannot send a {block.get('type')!r} block in {where} to a chat-completions endpoint",
-                "UNSUPPORTED_BLOCK",
-            )
-        parts.append(str(block.get("text", "")))
-    return "\n".join(parts)
+def _text_of(blocks: Sequence[ContentBlock], *, where: str) -> str:
+    return text_of(blocks, where=where, endpoint="a chat-completions endpoint")
 
 
 def _user_content(blocks: list[ContentBlock]) -> str | list[JsonDict]:

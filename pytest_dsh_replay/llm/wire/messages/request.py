@@ -20,6 +20,7 @@ from ..fields import (
     partial_for,
     preview,
     shaping_params,
+    text_of,
 )
 
 JsonDict = dict[str, Any]
@@ -78,15 +79,7 @@ _MAPPED_TYPES = frozenset({"text", "image", "thinking", "redacted_thinking", "to
 
 
 def _text_of(blocks: Sequence[ContentBlock], *, where: str) -> str:
-    parts: list[str] = []
-    for block in blocks:
-        if block.get("type") != "text":
-            raise LlmError(
-                f"cannot send a {block.get('type')!r} block in {where} to a messages endpoint",
-                "UNSUPPORTED_BLOCK",
-            )
-        parts.append(str(block.get("text", "")))
-    return "\n".join(parts)
+    return text_of(blocks, where=where, endpoint="a messages endpoint")
 
 
 def _cached(out: JsonDict, block: Mapping[str, Any]) -> JsonDict:
