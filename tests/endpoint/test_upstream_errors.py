@@ -4,6 +4,7 @@ is recorded as it happened (sidecars) and replayed as such."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,8 +151,12 @@ def test_an_unreachable_upstream_fails_a_rewrite_and_keeps_the_recording(tmp_pat
         up.stop()
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    with served(tmp_path, RecordMode.REWRITE, "http://127.0.0.1:1/v1") as ep, pytest.raises(openai.APIError):
-        _ask(ep.url, "hello")
+    # a port bound and never listened on refuses every connection, and nothing else can take it
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        unreachable = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+        with served(tmp_path, RecordMode.REWRITE, unreachable) as ep, pytest.raises(openai.APIError):
+            _ask(ep.url, "hello")
     assert ep.outcome is not None and not ep.outcome.ok
     assert "could not be reached" in ep.outcome.report()
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
