@@ -54,8 +54,9 @@ def interrupt_as_before(command: str | None) -> None:
 
 def release_signals() -> None:
     """At the end of a command's event loop (:data:`TAKES_SIGNALS`): its SIGINT/SIGTERM handlers
-    removed, SIGINT back to its default. Left to the loop's close, SIGINT would be Python's again, and
-    a SIGINT while the command prints its report would end in a ``KeyboardInterrupt`` traceback."""
+    removed, SIGINT back to its default, SIGTERM ignored while the report is written. Left to the
+    loop's close, SIGINT would be Python's again, and a SIGINT while the command prints its report would
+    end in a ``KeyboardInterrupt`` traceback."""
     import asyncio
 
     if not COMMAND_PROCESS:
@@ -64,6 +65,10 @@ def release_signals() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.remove_signal_handler(sig)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # the work is done (written) and only its report is left, bounded (:func:`last_words`): a SIGTERM
+    # now (a second one from coreutils' ``timeout``, a supervisor's) must not turn the run's exit status
+    # into 143 and lose the report
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def last_words(lines: Sequence[str], status: int) -> NoReturn:

@@ -21,6 +21,11 @@ from .common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _record_option, _warn
 from .group import main
 from .process import last_words, release_signals
 
+#: A signal repeated within this many seconds of the first is the same request, not a second one
+#: (``timeout`` from coreutils sends its signal to the process and then to its process group: two
+#: SIGTERMs a few microseconds apart, which must not stop a recording without writing it).
+SAME_SIGNAL_WINDOW = 0.2
+
 
 def _fail_on_harness_error_to_stderr(fn: Any) -> Any:
     """:func:`_fail_on_harness_error` for a command whose stdout is only its output (``serve``'s URL
@@ -197,8 +202,14 @@ def serve(
         stop, force = asyncio.Event(), asyncio.Event()
         received: list[str] = []
 
+        first_at: list[float] = []
+
         def on_signal(sig: signal.Signals) -> None:
+            now = loop.time()
+            if received and sig.name == received[0] and now - first_at[0] < SAME_SIGNAL_WINDOW:
+                return  # the same request twice: coreutils' timeout signals the process and its group
             received.append(sig.name)
+            first_at.append(now)
             if len(received) > 1:
                 force.set()
                 return
@@ -211,8 +222,8 @@ def serve(
                 )
             stop.set()
 
-        # in place before the URL is printed: a client may signal as soon as it reads it
         loop = asyncio.get_running_loop()
+        # in place before the URL is printed: a client may signal as soon as it reads it
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
         try:

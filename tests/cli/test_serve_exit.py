@@ -161,3 +161,29 @@ def test_an_error_at_stop_goes_to_stderr(tmp_path: Path) -> None:
             assert code == 0 or err.strip(), (mode, code)  # a failure says why, on stderr
     finally:
         upstream.stop()
+
+
+def test_a_signal_sent_twice_at_once_is_one_stop(tmp_path: Path) -> None:
+    """SIGTERM twice a few microseconds apart, as coreutils' ``timeout`` sends it (to the process, then
+    to its process group), or a few milliseconds apart: one stop, the recording written, the report on
+    stderr, exit 0; five gaps.
+
+    Regression: serve exited 143 with no report (10 of 10 tries, a new user's Node agent run under
+    ``timeout``): the second SIGTERM was taken as "stop at once" or killed it after its handlers were
+    released."""
+    upstream = FakeUpstream(lambda body: Answer(text="fine"))
+    upstream.start()
+    try:
+        for attempt in range(5):
+            directory = tmp_path / f"rec{attempt}"
+            proc, url = start_serve(directory, "--record", "once", "--upstream", upstream.url)
+            client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            proc.send_signal(signal.SIGTERM)
+            time.sleep((0.0, 0.005, 0.02, 0.05, 0.1)[attempt])  # the gap seen: 20 ms
+            code, _out, err = finish(proc, sig=signal.SIGTERM)
+            assert code == 0, (attempt, code, err)
+            assert "recorded 1 conversation(s)" in err, err
+            assert (directory / "session.jsonl").exists()
+    finally:
+        upstream.stop()
