@@ -40,6 +40,7 @@ __all__ = [
     "EMBEDDINGS_LOG",
     "ENDPOINT_MANIFEST",
     "INPUT_FILE",
+    "KEPT_DIR",
     "LOG_GLOB",
     "MCP_LOG_GLOB",
     "OVERRIDE_FILE",
@@ -93,6 +94,8 @@ SCRIPTED_FILE = "scripted.json"
 #: what marks a recording of the loopback endpoint (logs without ``input.json``: its client is an
 #: agent of the user's, not steps): not a scenario, so collection and ``validate`` do not ask for steps
 ENDPOINT_MANIFEST = "endpoint.json"
+#: where a run with problems keeps its recording beside one it would replace (``recording.kept``)
+KEPT_DIR = ".dsh-kept"
 #: the endpoint's embedding calls (``endpoint/embeddings.py``): not conversations, a log of their own
 EMBEDDINGS_LOG = "embeddings.jsonl"
 #: the primary session log (rank 0)

@@ -17,8 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..layout import mcp_log_files, mcp_log_match
-from ..recording.kept import KEPT_DIR
+from ..layout import KEPT_DIR, mcp_log_files, mcp_log_match
 
 #: how long a failed recording run waits at its end for a ``dsh-replay mcp`` relay of its directory
 #: that still records (its agent has just exited) before it moves the relay's session aside, in seconds
@@ -47,7 +46,7 @@ async def set_aside_relays(
     """Move the MCP sessions a separate ``dsh-replay mcp`` relay recorded into ``directory`` during this
     run (their files new or changed since ``before``) out of it: into ``kept`` (the run kept beside the
     directory, whose ``dsh-replay accept`` takes them with its conversations), else into a new
-    :data:`~..recording.kept.KEPT_DIR` of their own. A relay still recording (its agent has just exited:
+    :data:`~..layout.KEPT_DIR` of their own. A relay still recording (its agent has just exited:
     the relay writes within the ``mcp`` SDK's 4 s) is waited for up to :data:`RELAY_WAIT` seconds, under
     its own recording lock. ``own``: the servers the endpoint relays itself (``serve --mcp``), never
     touched. Returns the notes saying what was moved, or what is left and why (a relay still recording

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..errors import MAX_INPUT_NESTING, HarnessError, nesting_exceeds
-from ..layout import EMBEDDINGS_LOG
+from ..layout import EMBEDDINGS_LOG, KEPT_DIR
 from ..llm import LlmError
 from ..llm.wire.base import WireRequestError
 from ..recording.embeddings import (
@@ -143,9 +143,13 @@ class EmbeddingCalls:
     def _mismatch(self, route: str, checked: Mapping[str, Any]) -> str:
         """Why no recorded call serves ``checked``: the first difference from the nearest unserved
         recorded call of ``route``, or that none is left; with the command to re-record."""
+        from ..replay.mismatch import changed_command
         from ..replay.requests import Difference, first_difference
 
-        again = f"; if the change is intended, re-record: {self.rerecord}" if self.rerecord else ""
+        changed = changed_command(self.rerecord) if self.rerecord else None
+        again = (f"; to re-record only the calls that changed: {changed}" if changed else "") + (
+            f"; if the change is intended, re-record: {self.rerecord}" if self.rerecord else ""
+        )
         nearest = next(
             (i for i, c in enumerate(self.recorded) if not self.served[i] and c["route"] == route), None
         )
@@ -159,8 +163,8 @@ class EmbeddingCalls:
         if found is not None:  # the client's own path in its body: input[3], not .input[3]
             where = Difference("request", found[0].lstrip("."), found[1], found[2]).render()
         return (
-            f"embedding call ({route}) matches no recorded one; the nearest unserved, recorded call "
-            f"#{self.recorded[nearest].get('seq')}, differs: {where}{again}"
+            f"embedding call ({route}) matches no recorded one; the nearest unserved recorded call "
+            f"(seq {self.recorded[nearest].get('seq')} of {EMBEDDINGS_LOG}) differs: {where}{again}"
         )
 
     async def serve(self, wire: Any, body: Mapping[str, Any], upstream: Any) -> Served:
@@ -279,12 +283,19 @@ class EmbeddingCalls:
         recording, not paid again (its recorded usage), and what was sent upstream."""
         if not self.calls:
             return ""
-        what = "written" if any(p.name == EMBEDDINGS_LOG for p in written) else "kept (the same calls)"
+        logs = [p for p in written if p.name == EMBEDDINGS_LOG]
+        what = "kept (the same calls)"
+        if logs:  # into the directory, or with the run kept aside
+            what = (
+                f"written with the run kept in {logs[0].parent}"
+                if logs[0].parent.name == KEPT_DIR
+                else "written"
+            )
         note = f"{len(self.calls)} embedding call(s): {EMBEDDINGS_LOG} {what}"
         kept = sum(self.served)
         left = len(self.recorded) - kept
         if left and self.live:  # new_episodes, changed: the log is this run's calls
-            note += f"; {left} recorded call(s) no request of this run asked were left out of it"
+            note += f"; {left} recorded call(s) this run did not make were dropped from it"
         if kept and self.live:
             tokens = sum(
                 _input_tokens(c["response"]) for c, s in zip(self.recorded, self.served, strict=True) if s

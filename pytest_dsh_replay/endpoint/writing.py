@@ -5,7 +5,7 @@ At the end of a record plan the run's conversations are numbered by what each as
 (``first_request_keys``), then :meth:`RunWriter.write` says where they go (``_verdict``): into the
 directory with the one writer (``recording.write.write_fixtures``: the sidecars of their calls, their
 request pins, the manifest), or, for a run with problems, a failed test's run or upstream errors that
-would replace recorded answers, beside it in :data:`~..recording.kept.KEPT_DIR` for ``dsh-replay accept``
+would replace recorded answers, beside it in :data:`~..layout.KEPT_DIR` for ``dsh-replay accept``
 (docs/recording-safety.md), its failed conversations left out; a run not written moves aside what
 separate MCP relays recorded into the directory meanwhile (:mod:`.aside`).
 """
@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from msgspec import Struct, field
 
-from ..layout import ENDPOINT_MANIFEST, embeddings_log_files, log_name
-from ..recording.kept import KEPT_DIR, kept_note, kept_run
+from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name
+from ..recording.kept import kept_note, kept_run
 from ..recording.manifest import manifest_text
 from ..recording.plan import Plan
 from .aside import set_aside_relays

@@ -617,7 +617,7 @@ class McpRelay:
         goes to ``DIR/.dsh-kept`` instead (``recording.kept``: what ``dsh-replay accept`` takes), when that
         holds no other run's files, else it is dropped. Returns the note saying which. (The fixture's
         spool and the endpoint's sessions are not the relay's to keep: nothing of them is written.)"""
-        from ..recording.kept import KEPT_DIR
+        from ..layout import KEPT_DIR
 
         directory, name = self.config.directory, self.config.name
         path = directory / mcp_log_name(name, self.index)
@@ -1122,7 +1122,7 @@ class McpRelay:
         (:meth:`_keep_stage`) are superseded by the session just written: removed, with the directory.
         A kept run holding anything else (``serve``'s, with the sessions it set aside) is left whole: it
         is ``serve``'s to replace, or ``accept``'s to take."""
-        from ..recording.kept import KEPT_DIR
+        from ..layout import KEPT_DIR
 
         kept = self.config.directory / KEPT_DIR
         own, others = _kept_files(kept, self.config.name)

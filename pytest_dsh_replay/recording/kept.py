@@ -18,9 +18,7 @@ from typing import Any
 from msgspec import Struct
 
 from ..errors import HarnessError
-
-#: Where a run with problems keeps its conversations beside a recording they would replace.
-KEPT_DIR = ".dsh-kept"
+from ..layout import KEPT_DIR
 
 
 class KeptInvalidError(HarnessError):

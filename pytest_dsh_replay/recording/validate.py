@@ -861,12 +861,11 @@ def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None
     for path in paths:
         units = list(validation_units(path)) if path.exists() else [(path, "")]
         if not units:
+            from .write import kept_hint
+
             report = UnitReport(path)
-            report.findings.append(
-                Finding(
-                    "PATH_EMPTY", f"{path}: no scenario (input.json) or session log (*.jsonl) at or under it"
-                )
-            )
+            empty = f"{path}: no scenario (input.json) or session log (*.jsonl) at or under it"
+            report.findings.append(Finding("PATH_EMPTY", empty + kept_hint(path)))
             yield report
             continue
         for unit, problem in units:

@@ -669,7 +669,20 @@ def no_logs_error(directory: Path) -> HarnessError:
     left = write_findings(directory)
     if left:
         return HarnessError(left[0][1], left[0][0])
-    return HarnessError(f"{directory}: no session logs (*.jsonl) here", "PATH_EMPTY")
+    return HarnessError(f"{directory}: no session logs (*.jsonl) here{kept_hint(directory)}", "PATH_EMPTY")
+
+
+def kept_hint(directory: Path) -> str:
+    """What a report of ``directory`` holding no recording adds when it holds a run kept aside
+    (:data:`~pytest_dsh_replay.layout.KEPT_DIR`): how to take it; ``""`` when there is none."""
+    from ..layout import KEPT_DIR
+
+    if not (directory / KEPT_DIR).is_dir():
+        return ""
+    return (
+        f"; it holds a run kept aside in {directory / KEPT_DIR} (a failed test's, or one with problems): "
+        f"dsh-replay accept {directory} takes it as the recording"
+    )
 
 
 def recover_write(directory: Path) -> list[str]:
@@ -1186,7 +1199,7 @@ class LogStage:
 
     def keep(self, target: Path) -> None:
         """Put the staged log, whole, at ``target`` (a file of a directory on the same file system, which
-        holds no recording: a kept run, ``recording.kept.KEPT_DIR``) instead of swapping it in: the log
+        holds no recording: a kept run, ``layout.KEPT_DIR``) instead of swapping it in: the log
         the stage would replace stays as it is. Scrubbed and leak-checked as :meth:`commit` writes.
 
         Raises:

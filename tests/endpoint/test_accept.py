@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
+from pytest_dsh_replay.layout import KEPT_DIR
 from pytest_dsh_replay.modes import RecordMode
-from pytest_dsh_replay.recording.kept import KEPT_DIR, accept
+from pytest_dsh_replay.recording.kept import accept
 
 from .conftest import record_chat, served
 from .upstream import Answer, FakeUpstream

@@ -196,23 +196,30 @@ def test_a_failed_tests_embedding_calls_are_kept_and_accept_takes_them(
     tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
 ) -> None:
     """A failed test's run never becomes the recording silently: its embedding calls go to
-    ``.dsh-kept`` and ``dsh-replay accept`` takes them. Before: they were dropped."""
+    ``.dsh-kept`` with its conversations, the summary says so, ``validate`` of the directory names the
+    kept run, and ``dsh-replay accept`` takes them. Before: they were dropped."""
     from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
 
     config = EndpointConfig(tmp_path, record=RecordMode.ONCE, upstream=emb_upstream.url, api_key=UPSTREAM_KEY)
     thread = EndpointThread(config)
     thread_url = thread.start()
     client(thread_url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+    chat = [{"role": "user", "content": "hi"}]
+    client(thread_url).chat.completions.create(model="fake-1", messages=chat)
     outcome = thread.stop(failed="assert 1 == 2")
     assert not (tmp_path / "embeddings.jsonl").exists()
     kept = tmp_path / ".dsh-kept" / "embeddings.jsonl"
     assert len(read_calls(kept)) == 1
-    assert "1 embedding call(s)" in outcome.report() and "dsh-replay accept" in outcome.report()
+    assert "dsh-replay accept" in outcome.report()
+    # said where it went (before: "embeddings.jsonl written", beside "nothing was recorded into DIR")
+    assert "embeddings.jsonl written with the run kept in" in outcome.report(), outcome.report()
+    assert "dsh-replay accept" in CliRunner().invoke(main, ["validate", str(tmp_path)]).output
     taken = CliRunner().invoke(main, ["accept", str(tmp_path)])
     assert taken.exit_code == 0, taken.output
     assert len(read_calls(tmp_path / "embeddings.jsonl")) == 1
     with served(tmp_path) as ep:
         client(ep.url).embeddings.create(model=MODEL, input="paris", encoding_format="float")
+        client(ep.url).chat.completions.create(model="fake-1", messages=chat)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
@@ -248,7 +255,9 @@ def test_a_mismatch_names_the_re_record_command_and_new_episodes_says_what_was_n
     with (
         served(tmp_path) as ep,
         pytest.raises(
-            openai.BadRequestError, match=r"input.*re-record: dsh-replay serve .* --record rewrite"
+            openai.BadRequestError,
+            match=r"seq 0 of embeddings.jsonl\) differs: .*input.*--record changed .*"
+            r"re-record: .* --record rewrite",
         ),
     ):
         client(ep.url).embeddings.create(model=MODEL, input="tokyo", encoding_format="float")

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
-from pytest_dsh_replay.recording.kept import KEPT_DIR
+from pytest_dsh_replay.layout import KEPT_DIR
 
 from .upstream import Answer, FakeUpstream
 

@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 from pytest_dsh_replay.cli import main
 from pytest_dsh_replay.endpoint.server import EndpointConfigError
+from pytest_dsh_replay.layout import KEPT_DIR
 from pytest_dsh_replay.modes import RecordMode
-from pytest_dsh_replay.recording.kept import KEPT_DIR
 from pytest_dsh_replay.recording.write import RecordingLockedError as EndpointRecordingLockedError
 
 from .conftest import served
