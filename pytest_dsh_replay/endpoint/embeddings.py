@@ -62,9 +62,10 @@ def _transient(status: int) -> bool:
 
 
 class Served(NamedTuple):
-    """What one embedding call is answered: ``status``, ``body`` (the JSON bytes: the upstream's as it
-    sent them, or a recorded answer's), ``problem`` (why a live answer was not recorded, ``None``: it
-    was, or it was replayed) and ``headers`` (the upstream's retry headers)."""
+    """What one embedding call is answered: ``status``, ``body`` (the answer's JSON bytes, encoded as a
+    replay encodes the recorded answer, so a client gets the same bytes recording and replaying; an
+    answer too deep to encode again as it came), ``problem`` (why a live answer was not recorded,
+    ``None``: it was, or it was replayed) and ``headers`` (the upstream's retry headers)."""
 
     status: int
     body: bytes
@@ -204,10 +205,11 @@ class EmbeddingCalls:
         status, raw, answer, headers = await upstream.forward(wire, body)
         name = f"embedding call #{self.asked} ({wire.route})"
         deep = nesting_exceeds(answer, MAX_INPUT_NESTING - _CALL_DEPTH)
-        if not deep:  # a key the answer quotes is not passed on (the vectors are never scrubbed)
-            clean = scrubbed(answer, self.scrub)
-            if clean != answer:
-                answer, raw = clean, orjson.dumps(clean)
+        if not deep:
+            # sent as a replay sends it (the same bytes either way), a key it quotes scrubbed (the
+            # vectors never are); an answer nested too deep to encode again goes as it came
+            answer = scrubbed(answer, self.scrub)
+            raw = orjson.dumps(answer)
         problem = self._record(wire, body, checked, key, status, answer, deep)
         return Served(status, raw, None if problem is None else f"{name}: {problem}", headers)
 

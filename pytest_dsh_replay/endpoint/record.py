@@ -564,7 +564,10 @@ class UpstreamModel:
                             yield chunk
                 else:
                     event_data: list[str] = []
+                    first = True
                     async for raw in response.content:
+                        if first:  # the stream's first line: a BOM before it is no part of it (SSE §9.2.6)
+                            raw, first = raw.removeprefix(b"\xef\xbb\xbf"), False
                         try:
                             line = raw.decode("utf-8").rstrip("\r\n")
                         except UnicodeDecodeError as exc:

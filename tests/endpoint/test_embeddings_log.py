@@ -558,3 +558,20 @@ def test_a_replay_that_stopped_after_its_embedding_calls_says_they_reached_it(
     report = ep.outcome.report()
     assert "No model call reached the replay, though 1 embedding call(s) did" in report, report
     assert "pointed at this replay" not in report
+
+
+def test_a_client_gets_the_same_bytes_recording_and_replaying(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """Regression: recording passed the upstream's bytes on (``{"object": "list", ...}``) while a replay
+    sent the recorded answer encoded again (``{"object":"list",...}``): one client, two byte streams."""
+    import httpx
+
+    body = {"model": MODEL, "input": ["paris", "rome"], "encoding_format": "float"}
+    with served(tmp_path, RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        recording = httpx.post(f"{ep.url}/embeddings", json=body, timeout=10)
+    with served(tmp_path) as ep:
+        replaying = httpx.post(f"{ep.url}/embeddings", json=body, timeout=10)
+    assert recording.status_code == replaying.status_code == 200
+    assert recording.content == replaying.content
+    assert recording.headers["content-type"] == replaying.headers["content-type"]

@@ -255,3 +255,24 @@ def test_serve_with_a_wrong_upstream_path_exits_1_naming_the_url(tmp_path: Path)
     assert f"{base}/chat/completions answered HTTP 404" in err, err
     assert "recorded 1 conversation" not in out + err
     assert not list(tmp_path.glob("session*.jsonl"))
+
+
+def test_a_byte_order_mark_before_the_event_stream_is_not_part_of_it(
+    tmp_path: Path, loopback_httpserver: Any
+) -> None:
+    """An upstream event stream that begins with a UTF-8 BOM (the SSE spec lets one stand there and
+    has it ignored) keeps its first event. Regression: the first ``data:`` line was not read as one,
+    so the answer was recorded and served as an empty turn, with no problem said."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    deltas = [({"role": "assistant", "content": "bom"}, None), ({}, "stop")]
+    events = [{**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": f}]} for d, f in deltas]
+    body = "\ufeff" + "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    loopback_httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_data(
+        body.encode("utf-8"), content_type="text/event-stream"
+    )
+    upstream = f"http://127.0.0.1:{loopback_httpserver.port}/v1"
+    with served(tmp_path, RecordMode.ONCE, upstream, api_key="sk-up-123456") as ep:
+        assert _ask(ep.url, "hello") == "bom"
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    with served(tmp_path) as ep:
+        assert _ask(ep.url, "hello") == "bom"
