@@ -247,8 +247,8 @@ def test_the_fixture_serves_litellm_at_its_base_url(
 ) -> None:
     """Under ``dsh_endpoint``, ``api_base=dsh_endpoint.base_url`` (the ``/v1`` form of the route), or no
     ``api_base`` at all (LiteLLM reads ``GEMINI_API_BASE``, which the fixture sets): recorded with the key
-    in ``GEMINI_API_KEY``, replayed offline three times, red after a change. Regression: without
-    ``api_base`` LiteLLM went past the endpoint to the provider's own URL."""
+    in ``GEMINI_API_KEY``, replayed offline (three times and red after a change with ``api_base``).
+    Regression: without ``api_base`` LiteLLM went past the endpoint to the provider's own URL."""
     monkeypatch.setenv("GEMINI_API_KEY", UPSTREAM_KEY)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.delenv("GEMINI_API_BASE", raising=False)
@@ -267,8 +267,10 @@ def test_the_fixture_serves_litellm_at_its_base_url(
     assert gemini_upstream.keys == [UPSTREAM_KEY]
     gemini_upstream.stop()
     monkeypatch.delenv("GEMINI_API_KEY")
-    for _ in range(3):
+    for _ in range(3 if given_base else 1):  # the variable's case: where the calls go, not replay again
         pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    if not given_base:
+        return
     pytester.makepyfile(test_agent=source.replace("{prompt}", "plan a hike"))
     result = pytester.runpytest("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
