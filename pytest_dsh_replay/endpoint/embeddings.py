@@ -104,6 +104,8 @@ class EmbeddingCalls:
 
         self.directory = directory
         self.recorded = read_calls(directory / EMBEDDINGS_LOG) if recorded else []
+        #: whether :attr:`recorded` is the log as it is on disk (else it is read when the run is written)
+        self._read = recorded
         self.served = [False] * len(self.recorded)
         self.live = live
         self.masks = masks
@@ -134,9 +136,10 @@ class EmbeddingCalls:
         rest, vectors = vectors_apart(call["response"])
         return self._key(call["request"]) + self._key(rest) + orjson.dumps(vectors)
 
-    def match(self, route: str, checked: Mapping[str, Any]) -> tuple[int | None, str]:
-        """``(index, "")`` of the recorded call ``checked`` is served from, or ``(None, why)``."""
-        waiting = self._waiting.get((route, self._key(checked)))
+    def match(self, route: str, checked: Mapping[str, Any], key: bytes) -> tuple[int | None, str]:
+        """``(index, "")`` of the recorded call ``checked`` (its request key ``key``) is served from, or
+        ``(None, why)``."""
+        waiting = self._waiting.get((route, key))
         if waiting:
             return waiting.popleft(), ""
         return None, self._mismatch(route, checked)
@@ -192,7 +195,8 @@ class EmbeddingCalls:
         if found is not None:
             raise WireRequestError(f"{found[0]}: refused, nothing forwarded", found[1])
         checked = wire.checked(body)
-        index, why = self.match(wire.route, checked)
+        key = self._key(checked)
+        index, why = self.match(wire.route, checked, key)
         if index is not None:
             self.served[index] = True
             call = self.recorded[index]
@@ -201,7 +205,6 @@ class EmbeddingCalls:
         if not self.live:
             raise EmbeddingRefused(why)
         self.forwarded += 1
-        key = self._key(checked)
         status, raw, answer, headers = await upstream.forward(wire, body)
         name = f"embedding call #{self.asked} ({wire.route})"
         deep = nesting_exceeds(answer, MAX_INPUT_NESTING - _CALL_DEPTH)
@@ -273,7 +276,7 @@ class EmbeddingCalls:
         if not self.calls:
             return []
         previous_path = self.directory / EMBEDDINGS_LOG
-        previous = read_calls(previous_path)
+        previous = self.recorded if self._read else read_calls(previous_path)
         keys = [self._call_key(c) for c in self.calls]
         if previous and [self._call_key(c) for c in previous] == keys:
             return [(target / EMBEDDINGS_LOG, previous_path.read_bytes())]

@@ -111,3 +111,25 @@ def ask_messages(
     content = [block.model_dump(exclude_none=True) for block in answer.content]
     messages.append({"role": "assistant", "content": content})
     return answer, content
+
+
+@pytest.fixture
+def emb_upstream() -> Iterator[Any]:
+    """The fake OpenAI upstream serving embeddings beside chat (``embeddings_upstream``), running."""
+    from .embeddings_upstream import FakeEmbeddingsUpstream
+
+    up = FakeEmbeddingsUpstream()
+    up.start()
+    yield up
+    up.stop()
+
+
+@pytest.fixture
+def gemini_upstream() -> Iterator[Any]:
+    """The fake Gemini upstream (``gemini_upstream``), running."""
+    from .gemini_upstream import FakeGeminiUpstream
+
+    up = FakeGeminiUpstream()
+    up.start()
+    yield up
+    up.stop()

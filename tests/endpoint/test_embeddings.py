@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +30,6 @@ DOCUMENTS = [
     "The Colosseum is in Rome.",
     "Tokyo is known for sushi.",
 ]
-
-
-@pytest.fixture
-def emb_upstream() -> Iterator[FakeEmbeddingsUpstream]:
-    up = FakeEmbeddingsUpstream()
-    up.start()
-    yield up
-    up.stop()
 
 
 def record_then_replay(tmp_path: Path, upstream: FakeEmbeddingsUpstream, agent: Callable[[str], Any]) -> Any:

@@ -33,14 +33,6 @@ UPSTREAM_KEY = "sk-upstream-embeddings-0123456789"
 MODEL = "text-embedding-3-small"
 
 
-@pytest.fixture
-def emb_upstream() -> Iterator[FakeEmbeddingsUpstream]:
-    up = FakeEmbeddingsUpstream()
-    up.start()
-    yield up
-    up.stop()
-
-
 def client(url: str) -> Any:
     return openai.OpenAI(base_url=url, api_key="client-key", max_retries=0)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +30,6 @@ WEATHER = types.FunctionDeclaration(
     description="the weather of a city",
     parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}}},
 )
-
-
-@pytest.fixture
-def gemini_upstream() -> Iterator[FakeGeminiUpstream]:
-    up = FakeGeminiUpstream()
-    up.start()
-    yield up
-    up.stop()
 
 
 def client(url: str) -> Any:

@@ -77,14 +77,6 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     assert elsewhere == [], "LiteLLM reached beyond 127.0.0.1"
 
 
-@pytest.fixture
-def gemini_upstream() -> Iterator[FakeGeminiUpstream]:
-    up = FakeGeminiUpstream()
-    up.start()
-    yield up
-    up.stop()
-
-
 def api_base(url: str) -> str:
     """The endpoint's Gemini API root as LiteLLM's ``api_base`` takes it: with the API version (LiteLLM
     adds ``/models/{model}:{action}``)."""
