@@ -10,6 +10,13 @@ last byte:
   upstream sends it, scrubbed on its way (:class:`~..llm.secrets.StreamScrubber`: a secret split over
   two chunks is found whole), a replayed one is whole at once (one write). A client that stops reading
   mid-stream leaves the upstream's answer to be read to its end (it is paid for) and recorded whole;
+* **abandoned** (recording): a client gone before its answer was sent (a whole answer: before it is
+  written; a stream: before its first byte), as an SDK leaves a call that outlasted its timeout, to
+  retry it. Its conversation fails and its log is held (:meth:`~.record.ConversationLog.hold`), as
+  for a transient failure: the same request again (the SDK's retry) takes its place, and is recorded
+  alone; with no retry, the conversation is left out of the recording, a problem of the run. A retry
+  that comes while the abandoned attempt still waits for the upstream finds it in :class:`Attempts`,
+  abandons it then and ends its upstream call;
 * **failure** (:meth:`Answer.failed`): the status the client gets, the run's problem it is (an upstream
   refusing the credentials, a wrong upstream route, a defect), what becomes of the conversation (left
   out of the recording, or recorded as it happened until a retry is answered) and of its log (held for
@@ -18,6 +25,7 @@ last byte:
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +48,8 @@ from .record import (
 )
 
 CLIENT_GONE = "the client closed the connection before the answer ended"
+#: why an abandoned attempt's conversation failed (no retry of it came)
+ABANDONED = "the client closed the connection before its answer was sent, and no retry of the request came"
 #: the header of an error answer its SDK must raise at once, not retry
 NO_RETRY = {"x-should-retry": "false"}
 #: the headers of a streamed answer
@@ -83,15 +93,69 @@ class Answer:
         self.retry: list[Mapping[str, str]] = []
         #: the client stopped reading (it left after the first chunks)
         self.gone = False
+        #: the client left before its answer was sent (:meth:`abandon`)
+        self.abandoned = False
+        #: the call handed its conversation back (answered, failed or abandoned): ``_call_ended`` of
+        #: the endpoint leaves it alone (a retry may have bound it since)
+        self.ended = False
+        #: the handler's task (the upstream call :meth:`Attempts.take_over` ends runs in it)
+        self.task = asyncio.current_task()
+        #: the conversation's state once the request is bound: the key a retry finds it by
+        self.state = self.conv.hashes[-1] if self.conv.hashes else 0
+        #: recording: an answer not started yet is an attempt a retry can take the place of
+        self.attempts: Attempts | None = endpoint.attempts if self.live and log is not None else None
         # while recording, what the client is sent is scrubbed as it goes (a model may quote the key):
         # a secret split over two chunks is found whole, a chunk holding none is sent at once
         self.client = StreamScrubber(endpoint.scrubber) if self.live else None
 
     async def send(self, stream: Any) -> Any:
         """The client's response to the model's ``stream`` of chunks."""
-        if not self.fmt.wants_stream(self.body):
-            return await self._whole(stream)
-        return await self._stream(stream)
+        if self.attempts is not None:
+            self.attempts.add(self)
+            if (
+                self.binding.kind == "retry"
+                and self.endpoint.failed_conversations.get(self.conv.id) == ABANDONED
+            ):
+                del self.endpoint.failed_conversations[self.conv.id]  # the retry takes the attempt's place
+        try:
+            if not self.fmt.wants_stream(self.body):
+                return await self._whole(stream)
+            return await self._stream(stream)
+        finally:
+            self._answer_starts()
+
+    def _answer_starts(self) -> None:
+        """Its answer is on its way (or the call ended): no retry takes its place from now on."""
+        if self.attempts is not None:
+            self.attempts.discard(self)
+            self.attempts = None
+
+    # -- a client gone before its answer ---------------------------------------------------------
+
+    def client_left(self) -> bool:
+        """Whether the client of a recording's call closed its connection (a replay's never counts)."""
+        if not self.live or self.log is None:
+            return False
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
+
+    def abandon(self) -> None:
+        """The client left before its answer was sent (module doc, *abandoned*): the conversation fails
+        and its log is held, so that the same request again binds as this call's retry and replaces it;
+        the answer still to come is nobody's (:attr:`abandoned`: it feeds nothing)."""
+        self._answer_starts()
+        self.abandoned = self.ended = True
+        endpoint, conv = self.endpoint, self.conv
+        endpoint.failed_conversations[conv.id] = ABANDONED
+        if self.log is not None:
+            self.log.hold(ABANDONED, "ABORTED")
+        endpoint.binder.failed(conv)
+
+    def _left(self) -> Any:
+        """The response of a call whose client left before its answer: abandoned (nobody reads it)."""
+        if not self.abandoned:
+            self.abandon()
+        return error_response(self.fmt, ABANDONED, "ABORTED", 499)
 
     # -- the model's chunks ----------------------------------------------------------------------
 
@@ -108,6 +172,8 @@ class Answer:
         return self.client.feed(chunk) if chunk is not None else self.client.close()
 
     def _error(self, exc: BaseException) -> Any:
+        if self.abandoned or self.client_left():  # nobody to tell: the attempt's retry will be told
+            return self._left()
         return error_response(self.fmt, *self.failed(exc), *self.retry)
 
     async def _whole(self, stream: Any) -> Any:
@@ -116,8 +182,12 @@ class Answer:
         chunks: list[Any] = []
         try:
             async for chunk in stream:
+                if self.abandoned:  # a retry took its place: the rest is nobody's
+                    break
                 chunks += self._to_client(chunk)
                 self._took(chunk)
+            if self.abandoned or self.client_left():
+                return self._left()
             chunks += self._to_client(None)
             whole = self.fmt.encode_whole(
                 chunks, model=self.model_name, response_id=self.response_id, body=self.body
@@ -136,11 +206,17 @@ class Answer:
             first = None
         except Exception as exc:
             return self._error(exc)
+        if self.abandoned or self.client_left():
+            return self._left()
         encoder = self.fmt.stream_encoder(self.model_name, self.response_id, body=self.body)
         response = None
         if self.live:  # a live answer reaches the client chunk by chunk, as the upstream sends it
+            self._answer_starts()
             response = web.StreamResponse(headers=_STREAM_HEADERS)
-            await response.prepare(self.request)
+            try:
+                await response.prepare(self.request)
+            except ConnectionError:  # it left between the look above and the headers' write
+                return self._left()
         pending: list[bytes] = []
         try:
             await self._relay(stream, first, encoder, response, pending)
@@ -158,8 +234,13 @@ class Answer:
         pending += encoder.close()
         if response is None:  # a replayed answer is whole at once: one write, no chunked encoding
             return web.Response(body=b"".join(pending), headers=_STREAM_HEADERS)
-        await response.write(b"".join(pending))
-        await response.write_eof()
+        try:
+            await response.write(b"".join(pending))
+            await response.write_eof()
+        except ConnectionError:
+            # the client read what it wanted and left at the very end: the call stands as recorded,
+            # as for one that left earlier (``_relay``)
+            self.gone = True
         return response
 
     def _encoded(self, chunk: StreamChunk | None, encoder: Any) -> list[bytes]:
@@ -193,6 +274,7 @@ class Answer:
     def finished(self) -> None:
         """The model's answer ended: the conversation goes on with it (or, an error answer, failed)."""
         endpoint, conv, log, assembler = self.endpoint, self.conv, self.log, self.assembler
+        self.ended = True
         if assembler.finish_kind in ("error", "aborted"):
             if log is not None:
                 log.end_call(assembler, len(conv.messages))
@@ -204,8 +286,10 @@ class Answer:
             return
         content = answer_content(assembler)
         has_calls = any(b.get("type") == "tool-call" for b in content)
-        # answered: a failure before it was a retried call, not the conversation's end
-        endpoint.failed_conversations.pop(conv.id, None)
+        # answered: a failure before it was a retried call, not the conversation's end; an abandoned
+        # attempt is taken back only by its retry (``send``): another request leaves it the end
+        if endpoint.failed_conversations.get(conv.id) != ABANDONED:
+            endpoint.failed_conversations.pop(conv.id, None)
         endpoint.errored_conversations.pop(conv.id, None)
         if log is not None:
             log.end_call(assembler, len(conv.messages) + 1)
@@ -214,7 +298,10 @@ class Answer:
     def failed(self, exc: BaseException) -> tuple[str, str, int]:
         """``(message, code, status)`` of the client's error answer to ``exc``, which ended the call; the
         run is told (a problem, the conversation failed or errored) and the log ends (held for a retry of
-        a transient failure). A ``BaseException`` that is no ``Exception`` is raised again."""
+        a transient failure). A ``BaseException`` that is no ``Exception`` is raised again. An
+        abandoned call's failure is nobody's: nothing is told."""
+        if self.abandoned:
+            return ABANDONED, "ABORTED", 499
         message, code, status = self._status(exc)
         # an upstream's error may echo the key it was sent: what reaches the client is scrubbed
         message = self.endpoint.scrubber.scrub_fixed(message)
@@ -290,6 +377,7 @@ class Answer:
         """End the call's log and its conversation's turn after ``exc``."""
         from ..replay.errors import UnmatchedSessionError
 
+        self.ended = True
         log = self.log
         if log is not None and self.live and transient(exc):
             log.hold(message, code)  # a retry of the same request replaces it (record.py)
@@ -301,6 +389,39 @@ class Answer:
             self.endpoint.binder.discard(self.binding)
         else:
             self.endpoint.binder.failed(self.conv)
+
+
+class Attempts:
+    """A recording's calls whose answer has not started, by the state their request leaves their
+    conversation in (its last chain hash, :func:`~.conversations.prefix_hashes`): where the same
+    request again finds an attempt its client abandoned while it still waits for the upstream."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, list[Answer]] = {}
+
+    def add(self, answer: Answer) -> None:
+        """``answer`` waits for the model's answer."""
+        self._waiting.setdefault(answer.state, []).append(answer)
+
+    def discard(self, answer: Answer) -> None:
+        """``answer`` started (or ended): no retry takes its place."""
+        waiting = self._waiting.get(answer.state)
+        if waiting is not None and answer in waiting:
+            waiting.remove(answer)
+            if not waiting:
+                del self._waiting[answer.state]
+
+    def take_over(self, state: int, upstream: Any) -> int:
+        """A request arrived that leaves a conversation in ``state``: each waiting call of the same
+        request whose client left is abandoned (:meth:`Answer.abandon`: the request binds as its retry)
+        and its call to ``upstream`` (an :class:`~.record.UpstreamModel`, or ``None``) ended. Returns
+        how many were."""
+        left = [answer for answer in self._waiting.get(state, ()) if answer.client_left()]
+        for answer in left:
+            answer.abandon()
+            if upstream is not None and answer.task is not None:
+                upstream.drop(answer.task, ABANDONED)
+        return len(left)
 
 
 def error_response(
@@ -315,4 +436,4 @@ def error_response(
     return web.Response(body=body, status=status, content_type="application/json", headers=sent)
 
 
-__all__ = ["CLIENT_GONE", "NO_RETRY", "Answer", "error_response"]
+__all__ = ["ABANDONED", "CLIENT_GONE", "NO_RETRY", "Answer", "Attempts", "error_response"]

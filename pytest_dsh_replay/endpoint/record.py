@@ -470,7 +470,7 @@ class UpstreamModel:
     does not decode as its ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that
     is not UTF-8), ``CONNECTION`` when the upstream cannot be reached
     or cuts its answer off, ``CANCELLED`` (503) for a call
-    :meth:`cancel` ended.
+    :meth:`cancel` ended, ``ABORTED`` (499) for a call :meth:`drop` ended.
     """
 
     def __init__(
@@ -485,6 +485,8 @@ class UpstreamModel:
         #: the calls in flight: their task -> their upstream response once its headers came (``cancel``)
         self._calls: dict[Any, Any] = {}
         self._cancelled: str | None = None
+        #: the calls :meth:`drop` ended: their task -> why
+        self._dropped: dict[Any, str] = {}
 
     def cancel(self, reason: str) -> int:
         """End every call in flight now (a stopping ``serve`` whose grace ran out): each raises
@@ -496,6 +498,27 @@ class UpstreamModel:
             else:
                 task.cancel()  # still waiting for the upstream's headers
         return len(self._calls)
+
+    def drop(self, task: Any, reason: str) -> bool:
+        """End the call in flight in ``task`` now (an attempt its client abandoned, whose retry came):
+        it raises :class:`LlmError` ``ABORTED`` with ``reason`` (status 499). ``False``: ``task`` has no
+        call in flight."""
+        if task not in self._calls:
+            return False
+        self._dropped[task] = reason
+        response = self._calls[task]
+        if response is not None:
+            response.close()  # the read in progress raises at once
+        else:
+            task.cancel()  # still waiting for the upstream's headers
+        return True
+
+    def _ended_by_us(self, task: Any) -> LlmError | None:
+        """The error of a call :meth:`cancel` or :meth:`drop` ended, else ``None``."""
+        if self._cancelled is not None:
+            return LlmError(self._cancelled, "CANCELLED", 503)
+        dropped = self._dropped.pop(task, None)
+        return LlmError(dropped, "ABORTED", 499) if dropped is not None else None
 
     def key_for(self, fmt: WireFormat) -> str | None:
         """The key sent upstream with a call of ``fmt``."""
@@ -592,13 +615,16 @@ class UpstreamModel:
                         for chunk in translator.feed(payload):
                             yield chunk
         except asyncio.CancelledError:
-            if self._cancelled is None or task is None:
+            ours = self._ended_by_us(task) if task is not None else None
+            if ours is None or task is None:
                 raise
-            task.uncancel()  # our own cancel (``cancel``): the call ends as an error, the task goes on
-            raise LlmError(self._cancelled, "CANCELLED", 503) from None
+            # our own cancel (``cancel``, ``drop``): the call ends as an error, the task goes on
+            task.uncancel()
+            raise ours from None
         except aiohttp.ClientError as exc:
-            if self._cancelled is not None:
-                raise LlmError(self._cancelled, "CANCELLED", 503) from exc
+            ours = self._ended_by_us(task)
+            if ours is not None:
+                raise ours from exc
             raise _client_error(url, self._calls.get(task), content_type, exc) from exc
         except orjson.JSONDecodeError as exc:
             raise LlmError(
@@ -606,6 +632,7 @@ class UpstreamModel:
             ) from exc
         finally:
             self._calls.pop(task, None)
+            self._dropped.pop(task, None)
         if not events:
             raise LlmError(
                 f"upstream {url} answered {content_type or 'no Content-Type'} without a single event: "

@@ -67,7 +67,7 @@ from ..llm.wire.base import WireFormat, WireRequestError
 from ..llm.wire.registry import Format, path_param_problem
 from ..modes import RecordMode
 from ..recording.plan import Plan
-from .answer import CLIENT_GONE, NO_RETRY, Answer, error_response
+from .answer import CLIENT_GONE, NO_RETRY, Answer, Attempts, error_response
 from .aside import file_states
 from .config import (
     ACCEPT_UNUSED,
@@ -246,6 +246,8 @@ class Endpoint:
         #: live conversation id -> the upstream error its last call ended in (recorded as it happened;
         #: it keeps a rewrite from replacing a recording unless ``record_on_error``)
         self.errored_conversations: dict[str, str] = {}
+        #: a recording's calls whose answer has not started: where a retry finds the attempt it replaces
+        self.attempts = Attempts()
         self.calls = 0
         #: requests whose handler is running (read by ``serve`` when a signal asks it to stop)
         self.in_flight = 0
@@ -747,6 +749,9 @@ class Endpoint:
             parsed, hashes = self.prefixes.map(fmt, body)
             if self.recorder is not None:
                 _refuse_unanswered_calls(parsed)
+                # an attempt of the same request whose client left (an SDK's retry after its timeout):
+                # this request binds as its retry
+                self.attempts.take_over(hashes[-1], self.upstream)
             binding = self.binder.bind(parsed, request.headers, hashes=hashes)
         except (WireRequestError, BindingError) as exc:
             return self._problem(fmt, exc, 400)
@@ -756,10 +761,11 @@ class Endpoint:
         log = self._begin_log(binding)
         if self.upstream is not None:
             self.upstream.pending[conv.id] = (fmt, body)
+        answer = Answer(self, fmt, request, body, binding, log, call)
         try:
-            return await self._answer(fmt, request, body, binding, log, call)
+            return await self._answer(answer, call)
         finally:
-            self._call_ended(conv, log)
+            self._call_ended(conv, log, answer)
 
     async def _read_json(self, fmt: WireFormat, request: Any) -> tuple[Any, Any]:
         """``(body, None)``: a request's JSON body, read as every route reads it (``httpbody.read_body``:
@@ -824,13 +830,14 @@ class Endpoint:
                 attempts.pop()
         return log
 
-    def _call_ended(self, conv: Conversation, log: ConversationLog | None) -> None:
+    def _call_ended(self, conv: Conversation, log: ConversationLog | None, answer: Answer) -> None:
         """After a call's answer, whichever way it went: an exception that escaped (the client went
-        away) left the conversation busy with nothing answered."""
+        away) left the conversation busy with nothing answered. A call that handed its conversation
+        back (``answer.ended``) is left alone: a retry may have bound it since."""
         self._signals.pop(conv.id, None)
         if self.upstream is not None:
             self.upstream.pending.pop(conv.id, None)
-        if not conv.busy:
+        if answer.ended or not conv.busy:
             return
         if log is not None and log.in_call and log.held is None:
             log.fail(CLIENT_GONE, "ABORTED")
@@ -839,18 +846,10 @@ class Endpoint:
             self.problem(f"conversation #{conv.rank + 1}: {CLIENT_GONE}")
         self.binder.failed(conv)
 
-    async def _answer(
-        self,
-        fmt: WireFormat,
-        request: Any,
-        body: Mapping[str, Any],
-        binding: Binding,
-        log: ConversationLog | None,
-        call: ModelRequest,
-    ) -> Any:
+    async def _answer(self, answer: Answer, call: ModelRequest) -> Any:
         stream = self.model.stream(call).__aiter__()
         try:
-            return await Answer(self, fmt, request, body, binding, log, call).send(stream)
+            return await answer.send(stream)
         finally:  # a client gone mid-answer: the model's stream (an upstream response) is closed now
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
