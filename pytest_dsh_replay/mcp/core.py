@@ -31,7 +31,7 @@ class McpRelayError(HarnessError):
     """A problem of an MCP relay's run; ``code`` says which (docs/mcp.md lists them):
     ``MCP_CONFIG``, ``MCP_NOT_JSON``, ``MCP_UNKNOWN_ID``, ``MCP_SERVER_EXITED``, ``MCP_SERVER_TIMEOUT``,
     ``MCP_CALL_MISMATCH``, ``MCP_NOT_RECORDED``, ``MCP_NOT_CONSUMED``, ``MCP_BAD_LOG``,
-    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``, ``MCP_UNANSWERED``."""
+    ``MCP_SERVER_START``, ``MCP_INTERRUPTED``, ``MCP_UNANSWERED``, ``MCP_CLIENT_GONE``."""
 
     code = "MCP_RELAY"
 

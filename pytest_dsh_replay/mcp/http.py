@@ -10,7 +10,11 @@ sessions begin:
 * **record**: every POST is forwarded to ``URL`` with the client's MCP headers, and the answer (a JSON
   body, or an SSE stream read event by event) goes back as it comes, each message recorded; GET (the
   server's own stream) and DELETE are forwarded too. The endpoint's :meth:`~HttpRelays.close` writes
-  each server's sessions with the one stable writer.
+  each server's sessions with the one stable writer. A client that closes its connection is no fault of
+  the server's, and is told by the rule of model calls (docs/mcp.md): gone after its answer started (an
+  SSE stream's headers), the server's answer is read on and recorded whole; gone before, with a request
+  of its body owed an answer, it is a problem of the run (``MCP_CLIENT_GONE``): the session would hold
+  an answer its client never had.
 * **replay**: nothing is forwarded. ``initialize`` opens the next recorded session (a fresh
   ``Mcp-Session-Id``); a request's answer and what the server sent before it come back as one SSE stream
   (a lone answer as a JSON body); a notification or a client's answer gets 202; GET gets 405 (what the
@@ -39,8 +43,8 @@ from ..httpbody import (
 )
 from ..loopback import parse_mcp_option
 from ..modes import RecordMode
-from .core import RELAY_ERROR, McpConfig, McpHandOver, quote_json
-from .log import INVALID_REQUEST, answer_id, is_request, message_problem
+from .core import RELAY_ERROR, McpConfig, McpHandOver, describe, quote_json
+from .log import INVALID_REQUEST, answer_id, is_request, message_problem, request_key
 from .relay import McpRelay, sessions_unchanged, unused_sessions, write_sessions
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
@@ -332,11 +336,16 @@ class HttpRelays:
     ) -> Any:
         """The server's answer to the client: a JSON body (recorded), or its stream of server-sent
         events, passed on and recorded event by event. A server that breaks off: each request it had
-        not answered gets a JSON-RPC error, and the run a problem."""
+        not answered gets a JSON-RPC error, and the run a problem. A client that left (module doc):
+        the server's answer is recorded all the same, a problem when it left before the answer
+        started."""
         import aiohttp
         from aiohttp import web
 
         headers = _client_headers(relay, upstream.headers)
+        # the body's requests the server owes an answer (those the relay refused are answered already)
+        requests = [m for m in messages if isinstance(m, dict) and is_request(m)]
+        requests = [r for r in requests if _owed(relay, [r])]
         response: Any = None
         try:
             kind = upstream.headers.get("Content-Type", "")
@@ -344,11 +353,19 @@ class HttpRelays:
                 body = await upstream.read()
                 if body and kind.startswith("application/json"):
                     self._record_server(relay, body)
+                if _client_left(request):
+                    _left_before_answer(server, relay, requests)
                 return web.Response(body=body, status=upstream.status, headers=headers)
-            response = web.StreamResponse(status=upstream.status, headers=headers)
-            await response.prepare(request)
-            await self._pass_events(relay, upstream, response)
-            return response
+            if not _client_left(request):
+                response = web.StreamResponse(status=upstream.status, headers=headers)
+                try:
+                    await response.prepare(request)
+                except ConnectionError:  # it left between the look above and the headers' write
+                    response = None
+            if response is None:
+                _left_before_answer(server, relay, requests)
+            await self._pass_events(relay, upstream, response, requests)
+            return response if response is not None else web.Response(status=499)
         except (aiohttp.ClientError, TimeoutError) as exc:
             # the server went away mid-answer (it crashed, or closed the connection): a problem of the
             # run, and each request of this body it had not answered gets a JSON-RPC error (no client
@@ -359,18 +376,31 @@ class HttpRelays:
             )
             return await _broken_off(answers, response)
 
-    async def _pass_events(self, relay: McpRelay, upstream: Any, response: Any) -> None:
-        """Pass the server's event stream on line by line, recording each event's data as it ends."""
+    async def _pass_events(
+        self, relay: McpRelay, upstream: Any, response: Any, requests: list[dict[str, Any]]
+    ) -> None:
+        """Pass the server's event stream on line by line to ``response``, recording each event's data
+        as it ends. Once the client left (``response`` is ``None``, or a write to it fails), the stream
+        is read on and recorded only while the server owes an answer to one of ``requests`` (the
+        body's): a GET stream, or a body whose answers came, ends there."""
         event: list[bytes] = []
         async for line in upstream.content:
-            await response.write(line)
+            if response is not None:
+                try:
+                    await response.write(line)
+                except ConnectionError:
+                    response = None
             stripped = line.rstrip(b"\r\n")
             if stripped.startswith(b"data:"):
                 event.append(stripped[5:].removeprefix(b" "))
             elif not stripped and event:
                 self._record_server(relay, b"\n".join(event))
                 event = []
-        await response.write_eof()
+            if response is None and not _owed(relay, requests):
+                return
+        if response is not None:
+            with contextlib.suppress(ConnectionError):  # the client left at the very end
+                await response.write_eof()
 
     @staticmethod
     def _record_server(relay: McpRelay, body: bytes) -> None:
@@ -489,6 +519,31 @@ def _client_headers(relay: McpRelay, upstream: Mapping[str, str]) -> dict[str, s
         headers = {k: v for k, v in headers.items() if k.lower() != "mcp-session-id"}
         headers[SESSION_HEADER] = relay.client_sid
     return headers
+
+
+def _client_left(request: Any) -> bool:
+    """Whether the client closed its connection."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def _owed(relay: McpRelay, requests: list[dict[str, Any]]) -> bool:
+    """Whether the server still owes an answer to one of ``requests``."""
+    pending = relay.recording().pending
+    return any(request_key(r["id"]) in pending for r in requests)
+
+
+def _left_before_answer(server: _Server, relay: McpRelay, requests: list[dict[str, Any]]) -> None:
+    """The client left before the answer to ``requests`` (those of its body owed an answer) started:
+    a problem of the run when there are any (the session would hold an answer its client never had;
+    no fault of the server's)."""
+    if requests:
+        what = "; ".join(f"request id {quote_json(r['id'])} ({describe(r)})" for r in requests)
+        relay.problem(
+            f"the client closed the connection before the answer of the server {server.url} started: "
+            f"{what}; a session whose client never had an answer is no recording of it",
+            "MCP_CLIENT_GONE",
+        )
 
 
 async def _broken_off(answers: list[dict[str, Any]], response: Any) -> Any:

@@ -4,6 +4,7 @@ session id; the tools of ``server.py`` with the counter starting at the clock)."
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -27,6 +28,11 @@ class HttpServer:
         self.fail_call = 0
         #: the tools/call whose SSE answer is cut off before its JSON-RPC answer (a server crashing)
         self.cut_call = 0
+        #: the tools/call answered after ``slow_delay`` seconds: as an SSE stream whose headers come
+        #: first (``slow_sse``), or a JSON body
+        self.slow_call = 0
+        self.slow_delay = 0.0
+        self.slow_sse = False
         self.calls = 0
 
     async def _post(self, request: web.Request) -> web.Response:
@@ -43,6 +49,16 @@ class HttpServer:
                 request.transport.close()  # mid-body: the chunked stream never ends
                 return cut
         answers = self.tools.answer(message)
+        if message.get("method") == "tools/call" and self.calls == self.slow_call:
+            if not self.slow_sse:
+                await asyncio.sleep(self.slow_delay)
+                return web.json_response(answers[-1])
+            slow = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await slow.prepare(request)
+            await asyncio.sleep(self.slow_delay)
+            await slow.write(b"event: message\ndata: " + json.dumps(answers[-1]).encode() + b"\n\n")
+            await slow.write_eof()
+            return slow
         headers = {"Mcp-Session-Id": f"s-{uuid.uuid4().hex}"} if message.get("method") == "initialize" else {}
         if "id" not in message:
             return web.Response(status=202)
