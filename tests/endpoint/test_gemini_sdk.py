@@ -257,6 +257,31 @@ def test_the_fixture_gives_google_genai_one_key_variable(
     pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
+def test_a_replayed_answer_carries_the_upstreams_response_id(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    """google-genai reads the ``responseId`` and ``modelVersion`` the upstream sent (``up-resp-1``),
+    whole and streamed, recorded and replayed; no chunk carries an id of the endpoint's.
+
+    Regression: the endpoint served every answer with a ``responseId`` of its own (``dsh-...``), which
+    the upstream never sent and which changed at every replay."""
+
+    def agent(url: str) -> list[Any]:
+        c = client(url)
+        whole = c.models.generate_content(model=MODEL, contents="hello")
+        chunks = list(c.models.generate_content_stream(model=MODEL, contents="hello again"))
+        return [
+            (whole.response_id, whole.model_version),
+            sorted({str(ch.response_id) for ch in chunks}),
+            (chunks[-1].response_id, chunks[-1].model_version),
+        ]
+
+    recorded = record_then_replay(tmp_path, gemini_upstream, agent)
+    assert recorded[0] == ("up-resp-1", MODEL)
+    assert set(recorded[1]) <= {"up-resp-1", "None"}
+    assert recorded[2] == ("up-resp-1", MODEL)
+
+
 def test_a_chat_with_two_tool_rounds_stays_one_conversation(
     tmp_path: Path, gemini_upstream: FakeGeminiUpstream
 ) -> None:
