@@ -26,6 +26,7 @@ ini ``dsh_api_key_env`` for every format, before the dummies replace them."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,13 @@ ORIGIN_FLAG = (
 )
 #: What the test and its subprocesses get as the API key (the upstream key never leaves the endpoint).
 DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
+
+
+class DshEndpointWarning(UserWarning):
+    """What the test's endpoint says at its start (its ``start_notes``, the lines ``dsh-replay serve``
+    prints on stderr): a recording with no upstream key (``endpoint.config.unset_keys``), temporary
+    stores of killed recording runs. Filter it as any warning
+    (``-W ignore::pytest_dsh_replay.endpoint.fixture.DshEndpointWarning``)."""
 
 
 class EndpointHandle(Struct):
@@ -103,6 +111,8 @@ def endpoint_fixture(
         refused = None
     if refused is not None:  # outside the except: no "during handling of the above exception" chain
         pytest.fail(f"dsh_endpoint: error [{refused.code}]: {refused.message}", pytrace=False)
+    for note in thread.endpoint.start_notes:  # serve's start-up lines, in pytest's warnings summary
+        warnings.warn(DshEndpointWarning(f"dsh_endpoint: {note.removeprefix('warning: ')}"), stacklevel=2)
     run = EndpointRun(thread, directory, bool(request.config.getoption("update_snapshots", default=False)))
     request.node.stash[RUN] = run
     # each SDK's base-URL variable in its form (the Anthropic and Gemini SDKs append the version
@@ -307,6 +317,7 @@ __all__ = [
     "MARKER",
     "RUN",
     "STOPPED",
+    "DshEndpointWarning",
     "EndpointHandle",
     "EndpointRun",
     "accept_unused",
