@@ -54,6 +54,7 @@ from ..testrun import (
     unused_counts,
 )
 from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread, Mount
+from .writing import red_requests
 
 #: How a ``dsh_endpoint`` test allows a browser app's origin, as a refusal names it.
 ORIGIN_FLAG = (
@@ -290,25 +291,10 @@ def _endpoint_report(
 
 def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
     """The requests that differed from the recording, as the item's report (``--dsh-report`` shows
-    them side by side), with the command that re-records."""
-    replay = endpoint.replay
-    if replay is None:
-        return
-    from ..replay.errors import RequestMismatchError
-    from ..replay.model import rerecord_commands
-    from ..replay.requests import request_diffs
-
-    # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
-    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
-    mismatches = list({id(m): m for m in found}.values())
-    if not mismatches:
-        return
-
-    report = ItemReport(
-        diffs=[d for m in mismatches for d in request_diffs(m)],
-        commands=rerecord_commands(m.rerecord for m in mismatches if m.rerecord),
-    )
-    item.user_properties += report.properties()
+    them side by side), with the command that re-records (``writing.red_requests``)."""
+    diffs, commands = red_requests(endpoint.replay)
+    if diffs or commands:
+        item.user_properties += ItemReport(diffs=diffs, commands=commands).properties()
 
 
 __all__ = [

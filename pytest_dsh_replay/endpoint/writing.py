@@ -399,4 +399,22 @@ class RunWriter:
         )
 
 
-__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter"]
+def red_requests(replay: Any) -> tuple[list[Any], list[str]]:
+    """The requests of a replay (a :class:`~..replay.model.ReplayModel`, or ``None``) that did not match
+    their recording, as the reports show them side by side (``[RequestDiff]``, ``itemreport``), with
+    the commands that re-record them: its mismatches and the failures that are mismatches (a first
+    request that matched no recorded conversation), each once. The one rule of the ``dsh_endpoint``
+    item's report and ``serve --report``'s page; ``([], [])`` when every request matched."""
+    if replay is None:
+        return [], []
+    from ..replay.errors import RequestMismatchError
+    from ..replay.model import rerecord_commands
+    from ..replay.requests import request_diffs
+
+    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
+    mismatches = list({id(m): m for m in found}.values())
+    diffs = [d for m in mismatches for d in request_diffs(m)]
+    return diffs, rerecord_commands(m.rerecord for m in mismatches if m.rerecord)
+
+
+__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter", "red_requests"]
