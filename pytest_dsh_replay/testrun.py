@@ -18,12 +18,14 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from .errors import HarnessError
 from .loopback import normalize_origin, parse_mcp_option
+
+T = TypeVar("T")
 
 #: The marker naming a test's recording directory.
 MARKER = "dsh_recording"
@@ -120,14 +122,23 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise MarkerError(f"@pytest.mark.{MARKER} of {nodeid}: {problem}")
 
 
+def refused_setup(fixture: str, call: Callable[[], T]) -> T:
+    """``call()``'s value; a :class:`~pytest_dsh_replay.errors.HarnessError` it raises (bad input or
+    configuration) fails the setup of ``fixture`` with the error's one line, ``FIXTURE: error [CODE]:
+    message``: no traceback, and raised outside the ``except``, so no "During handling of the above
+    exception, another exception occurred" shows the message twice."""
+    try:
+        return call()
+    except HarnessError as exc:
+        refused = exc
+    pytest.fail(f"{fixture}: error [{refused.code}]: {refused.message}", pytrace=False)
+
+
 def checked_marker(request: pytest.FixtureRequest, fixture: str) -> pytest.Mark | None:
     """The test's ``dsh_recording`` marker, checked (:func:`check_marker`): a bad one fails the setup
-    of ``fixture`` with its one-line error."""
+    of ``fixture`` with its one-line error (:func:`refused_setup`)."""
     marker: pytest.Mark | None = request.node.get_closest_marker(MARKER)
-    try:
-        check_marker(marker, request.node.nodeid)
-    except HarnessError as exc:
-        pytest.fail(f"{fixture}: error [{exc.code}]: {exc.message}", pytrace=False)
+    refused_setup(fixture, lambda: check_marker(marker, request.node.nodeid))
     return marker
 
 
@@ -137,10 +148,8 @@ def marker_masks(request: pytest.FixtureRequest, marker: pytest.Mark | None, fix
     from .options import run_masks
 
     mask = marker.kwargs.get("mask", ()) if marker is not None else ()
-    try:
-        return run_masks(request.config, request.node.ihook, mask, where=f"@pytest.mark.{MARKER}(mask=...)")
-    except HarnessError as exc:  # a marker's or a hook's regex that does not compile
-        pytest.fail(f"{fixture}: error [{exc.code}]: {exc.message}", pytrace=False)
+    where = f"@pytest.mark.{MARKER}(mask=...)"
+    return refused_setup(fixture, lambda: run_masks(request.config, request.node.ihook, mask, where=where))
 
 
 def recording_dir(request: pytest.FixtureRequest) -> Path:
@@ -287,6 +296,7 @@ __all__ = [
     "join_run",
     "marker_masks",
     "recording_dir",
+    "refused_setup",
     "rerecord_command",
     "stopped_at",
     "test_failed",

@@ -181,10 +181,12 @@ def test_recording_without_an_upstream_is_a_one_line_setup_error(pytester: pytes
 def test_a_misread_marker_is_a_one_line_setup_error(
     pytester: pytest.Pytester, marker: str, says: str
 ) -> None:
-    """``@pytest.mark.dsh_recording`` arguments the fixture would misread are refused at setup.
+    """``@pytest.mark.dsh_recording`` arguments the fixture would misread are refused at setup, said once.
 
     Regression: ``allow_unused="no"`` (truthy) let recorded calls go unused, ``dsh_recording(5)`` became
-    the directory ``5``, and unknown keywords or extra arguments were ignored."""
+    the directory ``5``, and unknown keywords or extra arguments were ignored. Then (a new user's
+    ``masks=`` for ``mask=``): the error was printed twice, joined by "During handling of the above
+    exception, another exception occurred"."""
     pytester.makepyfile(
         test_agent=f"import pytest\n\n@pytest.mark.dsh_recording({marker})\n"
         "def test_agent(dsh_endpoint):\n    pass\n"
@@ -193,6 +195,8 @@ def test_a_misread_marker_is_a_one_line_setup_error(
     result.assert_outcomes(errors=1)
     head = "dsh_endpoint: error [ENDPOINT_CONFIG]: @pytest.mark.dsh_recording of test_agent.py::test_agent"
     assert f"{head}: {says}" in result.stdout.str(), result.stdout.str()
+    assert "During handling" not in result.stdout.str(), result.stdout.str()
+    assert result.stdout.str().count(says) == 1  # the short summary cuts its line before it
 
 
 @pytest.mark.usefixtures("summary_truncated")
