@@ -226,7 +226,8 @@ def test_the_fixture_warns_of_a_recording_with_no_upstream_key(
     result = pytester.runpytest(
         "-q", "-p", "no:cacheprovider", "--dsh-record=once", f"--dsh-upstream={upstream.url}"
     )
-    result.assert_outcomes(passed=1, warnings=1)
+    result.assert_outcomes(passed=1)  # (killed runs' stores on the machine: a warning too)
+    assert result.stdout.str().count("recording with no upstream key") == 1
     result.stdout.fnmatch_lines(
         [
             "*DshEndpointWarning: dsh_endpoint: recording with no upstream key: $OPENAI_API_KEY "
@@ -238,7 +239,10 @@ def test_the_fixture_warns_of_a_recording_with_no_upstream_key(
     result = pytester.runpytest(
         "-q", "-p", "no:cacheprovider", "--dsh-record=rewrite", f"--dsh-upstream={upstream.url}"
     )
-    result.assert_outcomes(passed=1, warnings=0)
+    result.assert_outcomes(passed=1)
+    assert "no upstream key" not in result.stdout.str()
     for env in key_variables():
         monkeypatch.delenv(env, raising=False)
-    pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1, warnings=0)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "DshEndpointWarning" not in result.stdout.str()  # a replay says nothing at its start
