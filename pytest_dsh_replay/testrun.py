@@ -169,8 +169,9 @@ def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = Tru
     """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
     where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
     report lines name it, shell-quoted. ``upstream``: whether the test calls a model (it uses
-    ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL``; a test using only ``dsh_mcp``
-    records without one.
+    ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL`` unless the ini's ``dsh_upstream``
+    gives it (the command then records from there, as pasted); a test using only ``dsh_mcp`` records
+    without one.
 
     Computed here rather than by ``Config.cwd_relative_nodeid``, whose argument changed from a string
     to a node-id object in pytest 9.2.
@@ -178,7 +179,8 @@ def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = Tru
     path, sep, rest = nodeid.partition("::")
     where = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
     test = shlex.quote(where + sep + rest)
-    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if upstream else "")
+    flag = upstream and not config.getini("dsh_upstream")
+    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if flag else "")
 
 
 def accept_unused(marker: pytest.Mark | None) -> str:

@@ -259,6 +259,30 @@ def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     result.assert_outcomes(passed=1)  # the re-recorded test replays green
 
 
+def test_the_rerecord_command_leaves_the_upstream_to_the_ini_that_gives_it(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """With ``dsh_upstream`` in the ini, a red replay's re-record command needs no ``--dsh-upstream``:
+    pasted as printed, it re-records from the ini's upstream.
+
+    Regression (a new user with ``dsh_upstream`` in pytest.ini): the command said ``--dsh-upstream URL``
+    all the same, a placeholder to fill in for nothing."""
+    pytester.makeini(f"[pytest]\ndsh_upstream = {upstream.url}\n")
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="hello", unused=["one"], own="fine"))
+    pytester.runpytest("-q", "--dsh-record=once").assert_outcomes(passed=3)
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="goodbye", unused=["one"], own="fine"))
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
+    result.assert_outcomes(failed=1)
+    command = next(
+        line.split("re-record the test: ", 1)[1]
+        for line in result.stdout.lines
+        if "re-record the test: " in line
+    )
+    assert command == "pytest test_agent.py::test_changed --dsh-record=rewrite"
+    pytester.runpytest("-q", "-p", "no:cacheprovider", *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed").assert_outcomes(passed=1)
+
+
 @pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
 def test_a_recording_run_says_in_the_summary_where_each_recording_went(
     pytester: pytest.Pytester, upstream: FakeUpstream, workers: list[str]
