@@ -28,14 +28,24 @@ from .config import has_any_recording, has_recording
 from .record import RecordResult, first_request_keys
 from .recording import parent_note
 
+
+def _no_request_causes() -> str:
+    """What usually keeps an agent's requests from a recording run (said when none arrived), naming the
+    base-URL variables the fixture sets (every format's, ``llm/wire/registry.py``)."""
+    from ..llm.wire.registry import sdk_environment
+
+    *names, last = sdk_environment("")
+    return (
+        "what usually causes it: the client was built before the endpoint started (at import, or in a "
+        "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+        f"set (the dsh_endpoint fixture sets {', '.join(names)} and {last}; else pass the endpoint's URL "
+        "to the client as its base URL); or a client-side cache answered (DSPy's default cache=True "
+        "answers a request it saw before from disk)"
+    )
+
+
 #: What usually keeps an agent's requests from a recording run (said when none arrived).
-NO_REQUEST_CAUSES = (
-    "what usually causes it: the client was built before the endpoint started (at import, or in a "
-    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
-    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
-    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
-    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
-)
+NO_REQUEST_CAUSES = _no_request_causes()
 
 
 class EndpointOutcome(Struct):
@@ -399,4 +409,22 @@ class RunWriter:
         )
 
 
-__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter"]
+def red_requests(replay: Any) -> tuple[list[Any], list[str]]:
+    """The requests of a replay (a :class:`~..replay.model.ReplayModel`, or ``None``) that did not match
+    their recording, as the reports show them side by side (``[RequestDiff]``, ``itemreport``), with
+    the commands that re-record them: its mismatches and the failures that are mismatches (a first
+    request that matched no recorded conversation), each once. The one rule of the ``dsh_endpoint``
+    item's report and ``serve --report``'s page; ``([], [])`` when every request matched."""
+    if replay is None:
+        return [], []
+    from ..replay.errors import RequestMismatchError
+    from ..replay.model import rerecord_commands
+    from ..replay.requests import request_diffs
+
+    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
+    mismatches = list({id(m): m for m in found}.values())
+    diffs = [d for m in mismatches for d in request_diffs(m)]
+    return diffs, rerecord_commands(m.rerecord for m in mismatches if m.rerecord)
+
+
+__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter", "red_requests"]

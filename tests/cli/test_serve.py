@@ -601,3 +601,37 @@ def test_a_half_sent_request_does_not_hold_serve_past_its_grace(
         kill(proc)
     assert code == 0, err
     assert "recorded 1 conversation(s)" in err, err
+
+
+def test_serve_writes_the_report_page_of_a_red_replay(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """``serve --report PATH`` writes the page ``pytest --dsh-report`` writes for a red ``dsh_endpoint``
+    test: the run as one failed item with the report serve printed, its red call recorded and sent side
+    by side in the client's terms, serve's re-record commands, and its recording whole with the call
+    marked ``differs``; a green replay's page says it passed."""
+    from report._payload import payload_of
+
+    record_chat(tmp_path / "rec", upstream.url, "hello")
+    page = tmp_path / "out" / "serve.html"
+    code, _out, err = _serve(tmp_path / "rec", "--report", str(page), prompt="goodbye")
+    assert code == 1, err
+    assert f"dsh-replay serve: wrote the report {page} (" in err
+    payload = payload_of(page.read_text())
+    (item,) = payload["items"]
+    assert (item["nodeid"], item["outcome"], item["kind"]) == (
+        f"dsh-replay serve {tmp_path / 'rec'}",
+        "failed",
+        "endpoint",
+    )
+    assert "request mismatch at call #1 of session.jsonl" in item["failure"]
+    (diff,) = item["diffs"]
+    assert (diff["path"], diff["recorded"], diff["sent"]) == ("messages[0].content", '"hello"', '"goodbye"')
+    assert any(f"dsh-replay serve {tmp_path / 'rec'} --record rewrite" in c for c in item["commands"])
+    (recording,) = payload["recordings"]
+    calls = [e["call"] for e in recording["sessions"][0]["transcript"] if e.get("call")]
+    assert [c["check"] for c in calls] == ["differs"]
+    assert payload["summary"]["failed"] == 1
+
+    code, _out, err = _serve(tmp_path / "rec", "--report", str(page), prompt="hello")
+    assert code == 0, err
+    (item,) = payload_of(page.read_text())["items"]
+    assert (item["outcome"], item["calls"]) == ("passed", 1)
