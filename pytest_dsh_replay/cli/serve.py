@@ -211,12 +211,8 @@ def serve(
 
     async def serving() -> Any:
         endpoint = Endpoint(config, accept_unused="--allow-unused", mounts=[mcp_routes])
-<<<<<<< HEAD
-        stop, force, writing = asyncio.Event(), asyncio.Event(), asyncio.Event()
-=======
         served.append(endpoint)
-        stop, force = asyncio.Event(), asyncio.Event()
->>>>>>> gemini
+        stop, force, writing = asyncio.Event(), asyncio.Event(), asyncio.Event()
         received: list[str] = []
 
         first_at: list[float] = []
