@@ -843,12 +843,15 @@ class Recorder:
         self.logs[conv.id] = log
         return log
 
-    async def finish(self, keys: Mapping[str, bytes] | None = None) -> RecordResult:
+    async def finish(
+        self, keys: Mapping[str, bytes] | None = None, pinned: Mapping[str, int] | None = None
+    ) -> RecordResult:
         """Flush every session, harvest the logs, close the backend.
 
         ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
-        :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order);
-        ``None``: in harvest order.
+        :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order),
+        ``pinned`` (conversation id -> the recorded log's index it replayed) first; ``None``: in
+        harvest order.
         """
         from ..recording.harvest import content_order, harvest_backend, harvest_jsonl
 
@@ -862,7 +865,7 @@ class Recorder:
                 logs = harvest_backend(self.storage)
         finally:
             self.storage.close()
-        return RecordResult(logs if keys is None else content_order(logs, keys), self.cwd)
+        return RecordResult(logs if keys is None else content_order(logs, keys, pinned), self.cwd)
 
     def cleanup(self) -> None:
         """Remove the temp directory (if the recorder made one)."""
@@ -875,6 +878,7 @@ class Recorder:
 
 
 __all__ = [
+    "FINAL_ANSWER_TOOLS",
     "RETRY_HEADERS",
     "TEMP_STORE_PREFIX",
     "ConversationLog",
@@ -882,7 +886,6 @@ __all__ = [
     "Recorder",
     "UpstreamError",
     "UpstreamModel",
-    "FINAL_ANSWER_TOOLS",
     "answer_content",
     "ends_a_run",
     "first_request_keys",
