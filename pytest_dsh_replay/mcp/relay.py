@@ -3,9 +3,10 @@ from :func:`~pytest_dsh_replay.recording.plan.plan_for` (docs/mcp.md).
 
 * **record** (``once`` without a recording of the session, ``rewrite``): the transport relays every
   message both ways; its recorder (:class:`~.recorder.McpRecorder`: ``from_client``, ``from_server``)
-  writes what passed (:class:`~.log.McpSessionLog`) and says what to forward. A server that answers a request nobody sent,
-  writes a line that is not JSON-RPC, exits with requests pending or does not answer in time is a
-  problem of the run: the client gets a JSON-RPC error in place of the answer, and nothing is written.
+  writes what passed (:class:`~.log.McpSessionLog`) and says what to forward. A server that answers a
+  request nobody sent, writes a line that is not JSON-RPC, exits with requests pending or does not
+  answer in time is a problem of the run: the client gets a JSON-RPC error in place of the answer, and
+  nothing is written.
 * **replay** (``none``, or ``once``/``new_episodes`` with the session recorded): the server is not
   started; :meth:`McpRelay.replay` answers each client message from the script through its replayer
   (:class:`~.replaying.McpReplayer`)
