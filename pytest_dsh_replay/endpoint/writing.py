@@ -105,8 +105,10 @@ class RunWriter:
         """Write the run (``failed``: what its test raised, as one line) and say so in ``outcome``."""
         endpoint = self.endpoint
         sources = self._request_sources()
-        # numbered by what each conversation asked first, not by when it arrived (stable files)
-        result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
+        # numbered by what each conversation asked first, not by when it arrived, the recorded ones a
+        # new_episodes or changed run replayed keeping their files (stable files)
+        pinned = dict(endpoint.replay.bound) if endpoint.replay is not None else None
+        result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks), pinned)
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
             return
@@ -246,7 +248,8 @@ class RunWriter:
             result.cwd,
             endpoint.scrubber,
             [*sidecar_files(where, sidecars), *pins],
-            base=current_fixtures(where),
+            # in the recording's spelling, a kept run too: accept then changes only what changed
+            base=current_fixtures(self.directory.resolve()),
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if endpoint.keep_by_masks else None),
             prune_owned=endpoint.plan.prunes_owned,
