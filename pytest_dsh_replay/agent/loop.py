@@ -159,14 +159,16 @@ class _ChunkReader:
         """
         if self._signal.aborted:
             raise StepAbortedError("model stream aborted")
-        pending_pull = self._stream.__anext__()
-        try:
-            awaited = pending_pull.send(None)
-        except StopIteration as done:
-            return done.value
-        except StopAsyncIteration:
-            return _END
-        pull: asyncio.Future[StreamChunk] = asyncio.ensure_future(_Resumed(pending_pull, awaited))
+        pending_pull: Any = self._stream.__anext__()
+        if hasattr(pending_pull, "send") and hasattr(pending_pull, "throw"):  # a coroutine, an asend
+            try:
+                awaited = pending_pull.send(None)
+            except StopIteration as done:
+                return done.value
+            except StopAsyncIteration:
+                return _END
+            pending_pull = _Resumed(pending_pull, awaited)
+        pull: asyncio.Future[StreamChunk] = asyncio.ensure_future(pending_pull)
         try:
             pending: set[asyncio.Future[Any]] = {pull, self._waiter}
             await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
