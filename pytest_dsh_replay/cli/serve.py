@@ -199,7 +199,7 @@ def serve(
 
     async def serving() -> Any:
         endpoint = Endpoint(config, accept_unused="--allow-unused", mounts=[mcp_routes])
-        stop, force = asyncio.Event(), asyncio.Event()
+        stop, force, writing = asyncio.Event(), asyncio.Event(), asyncio.Event()
         received: list[str] = []
 
         first_at: list[float] = []
@@ -208,11 +208,26 @@ def serve(
             now = loop.time()
             if received and sig.name == received[0] and now - first_at[0] < SAME_SIGNAL_WINDOW:
                 return  # the same request twice: coreutils' timeout signals the process and its group
+            if writing.is_set():
+                # the requests in flight are done with: what is left is the write, and stopping it
+                # would only lose the run (it ends by itself, bounded)
+                if len(received) == 1:
+                    click.echo(
+                        f"dsh-replay serve: {sig.name}: already stopping: the run is being written, then "
+                        "serve exits",
+                        err=True,
+                    )
+                received.append(sig.name)
+                return
             received.append(sig.name)
             first_at.append(now)
             if len(received) > 1:
                 force.set()
                 return
+            endpoint.stop_taking(
+                f"dsh-replay serve is stopping (it got {sig.name}): this request was not served nor sent "
+                "upstream"
+            )
             if endpoint.in_flight:
                 click.echo(
                     f"dsh-replay serve: {sig.name}: stopping once the {endpoint.in_flight} request(s) in "
@@ -240,24 +255,12 @@ def serve(
         deadline = loop.time() + grace
         while endpoint.in_flight and loop.time() < deadline and not force.is_set():
             await asyncio.sleep(0.02)
-        if endpoint.in_flight and not force.is_set():
-            cancelled = endpoint.cancel_upstream(
-                f"cancelled: dsh-replay serve got {received[0]} and the call outlasted the {grace:g} s grace "
-                "(--grace)"
-            )
-            if cancelled:
-                click.echo(
-                    f"dsh-replay serve: {received[0]}: cancelled {cancelled} upstream call(s) still running "
-                    f"after {grace:g} s; they are recorded as failed calls",
-                    err=True,
-                )
-        stopping = asyncio.ensure_future(endpoint.stop())
-        forced = asyncio.ensure_future(force.wait())
-        await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
-        if stopping.done():
-            forced.cancel()
-            return stopping.result()
-        # a second signal: the requests in flight are dropped and nothing is written
+        if not force.is_set() or not endpoint.in_flight:
+            # from here on the run is written whatever comes: a signal now is taken and dropped (a
+            # second one with nothing in flight has nothing to stop waiting for)
+            writing.set()
+            return await stopped(endpoint, received[0])
+        # a second signal while requests were in flight: they are dropped and nothing is written
         waiting, recording = endpoint.in_flight, endpoint.recorder is not None
         endpoint.abandon()
         click.echo(
@@ -268,6 +271,28 @@ def serve(
         )
         sys.stderr.flush()
         os._exit(EXIT_FINDINGS)  # the server's tasks are left as they are: that is what forcing means
+
+    async def stopped(endpoint: Endpoint, signalled: str) -> Any:
+        """The stop after the grace: the upstream calls still running cancelled (their conversations
+        left out: the answer is the stop's, not the provider's), the run written, its outcome."""
+        if endpoint.in_flight:
+            cancelled = endpoint.cancel_upstream(
+                f"cancelled: dsh-replay serve got {signalled} and the call outlasted the {grace:g} s grace "
+                "(--grace)"
+            )
+            if cancelled:
+                click.echo(
+                    f"dsh-replay serve: {signalled}: cancelled {cancelled} upstream call(s) still running "
+                    f"after {grace:g} s; their conversations are left out of the recording",
+                    err=True,
+                )
+        outcome = await endpoint.stop()
+        if endpoint.refused_closing:
+            outcome.notes.append(
+                f"{endpoint.refused_closing} request(s) that came after {signalled} were refused (HTTP 503): "
+                "not served, not sent upstream"
+            )
+        return outcome
 
     outcome = asyncio.run(run())
     if not outcome.ok:  # the report ends with the notes: each said once
