@@ -253,6 +253,9 @@ class Endpoint:
         #: does; the requests refused for it, counted (:meth:`stop_taking`)
         self.closing: str | None = None
         self.refused_closing = 0
+        #: the handlers reading a request's body (:meth:`_read_json`) and their requests, cancelled and
+        #: their connections closed by :meth:`stop`
+        self._reading: dict[asyncio.Task[Any], Any] = {}
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
@@ -475,12 +478,7 @@ class Endpoint:
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            logger=_HTTP_LOG,
-            auto_decompress=False,
-            shutdown_timeout=SHUTDOWN_PATIENCE,
+            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, auto_decompress=False
         )
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -520,7 +518,14 @@ class Endpoint:
         return outcome
 
     async def _close_server(self) -> None:
-        """Stop serving: the app's handlers let go, the replay model's callback into the endpoint too."""
+        """Stop serving: the bodies still arriving dropped, the app's handlers let go (the calls in
+        flight finish: a client that left a stream early has its answer read to its end), the replay
+        model's callback into the endpoint too."""
+        for reading, request in list(self._reading.items()):
+            reading.cancel()
+            # closed too: aiohttp would otherwise linger 10 s reading the rest of the body
+            if request.transport is not None:
+                request.transport.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -787,6 +792,11 @@ class Endpoint:
         size = request.content_length
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
             return None, self._too_large(fmt, size)
+        # a body still arriving when the endpoint stops is never a call: :meth:`_close_server` cancels
+        # its read (aiohttp's shutdown would wait 60 s for it, holding serve's exit and a test's teardown)
+        reading = asyncio.current_task()
+        if reading is not None:
+            self._reading[reading] = request
         try:
             raw = await read_body(request, self.line_limit)
         except UnreadableBody as exc:
@@ -799,6 +809,9 @@ class Endpoint:
             return None, self._error(fmt, error.message, error.code, 415, refusal)
         except BodyTooLarge as exc:
             return None, self._too_large(fmt, exc.size, decoded=True)
+        finally:
+            if reading is not None:
+                self._reading.pop(reading, None)
         if len(raw) + _LINE_MARGIN > self.line_limit:
             return None, self._too_large(fmt, len(raw))
         try:
@@ -958,12 +971,6 @@ def _parser_refusal(record: logging.LogRecord) -> Any:
 
 #: the endpoint's HTTP server's own log (aiohttp's request handler); unhandled, its records reach
 #: stderr through logging's last-resort handler, as aiohttp's would
-#: seconds :meth:`Endpoint.stop` lets the handlers still running finish before it cancels them: its
-#: caller waited for the requests in flight already (``serve``'s ``--grace``, the test's end), so what
-#: runs now is abandoned (a body never finished, an upstream call ``cancel_upstream`` ended); aiohttp's
-#: own 60 s held ``serve``'s exit, and a test's teardown, behind one half-sent request
-SHUTDOWN_PATIENCE = 1.0
-
 _HTTP_LOG = logging.getLogger("pytest_dsh_replay.endpoint.http")
 _HTTP_LOG.addFilter(_RefusedRequestLine())
 
