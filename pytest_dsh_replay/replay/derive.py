@@ -18,10 +18,14 @@ One :data:`ReplayEntry` per model call, in log order:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import Any, cast
 
 from ..errors import quote
-from .errors import ReplayDeriveError
+from ..llm.types import chunks_fit
+from ..session.types import chunk_event_problem
+from .errors import BadChunkEventError, ReplayDeriveError
 from .parse import Event, LogEvents, PackedRun, PackedSpan
 
 #: One scripted model call (also the sidecar element format, replay.md §3):
@@ -147,8 +151,13 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
 
     Raises:
         ReplayDeriveError: ``REPLAY_UNFINISHED_CALL`` (a group without ``finish``; names call
-            index, turn, step and first seq), ``REPLAY_BAD_CHUNK_EVENT`` (an ``assistant/chunk``
-            without ``data.turn/step/chunk``), ``REPLAY_BAD_COMPACTION``.
+            index, turn, step and first seq), ``REPLAY_BAD_COMPACTION``.
+        BadChunkEventError: ``REPLAY_BAD_CHUNK_EVENT``, the first ``assistant/chunk`` event whose
+            data breaks the rule of the fields replay reads
+            (:func:`~pytest_dsh_replay.session.types.chunk_event_problem`: an integer ``turn`` and
+            ``step``, a chunk of one of the seven types with its fields' types), before a call's
+            missing ``finish`` that event would otherwise look like; names file, seq and the field
+            (the loader adds the line).
     """
     script: list[ReplayEntry] = []
     cur: list[Any] = []
@@ -164,9 +173,11 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
             if type(event) is not PackedSpan:
                 raise
             # delta chunks only (never a finish): they extend the current call
+            if type(event.turn) is not int or type(event.step) is not int:
+                raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
             if cur:
                 if event.turn != turn or event.step != step:
-                    raise _unfinished(file, turn, step, first_seq, len(script)) from None
+                    raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
             else:
                 turn, step, first_seq = event.turn, event.step, event.seq0
             cur += event.run.chunks()
@@ -175,30 +186,69 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
             try:
                 data = event["data"]
                 chunk = data["chunk"]
+                t, s = data["turn"], data["step"]
+                # the call key's types (the rule's turn/step): a string turn is no other call
+                if type(t) is not int or type(s) is not int:
+                    raise TypeError
                 if cur:
-                    if data["turn"] != turn or data["step"] != step:
-                        raise _unfinished(file, turn, step, first_seq, len(script))
+                    if t != turn or s != step:
+                        raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
                 else:
-                    turn = data["turn"]
-                    step = data["step"]
-                    first_seq = event.get("seq")
+                    turn, step, first_seq = t, s, event.get("seq")
                 cur.append(chunk)
                 if chunk["type"] == "finish":
                     script.append({"kind": "chunks", "chunks": cur})
                     cur = []
-            except (KeyError, TypeError) as exc:
-                raise ReplayDeriveError(
-                    f"{_where(file)}: assistant/chunk at seq {quote(event.get('seq'))} lacks "
-                    f"data.turn/step/chunk or chunk.type ({type(exc).__name__}: {quote(exc.args[:1])}); "
-                    "fix the event or re-record",
-                    "REPLAY_BAD_CHUNK_EVENT",
-                ) from exc
+            except (KeyError, TypeError):
+                raise _bad_chunk_event(events, file) or _bad_at(event, file, events) from None
         elif kind == "compaction/summary":
             data = event.get("data")
             if isinstance(data, dict) and data.get("llmStreamCall") is True:
                 if cur:
-                    raise _unfinished(file, turn, step, first_seq, len(script))
+                    raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
                 script.append(_compaction_entry(event, file))
     if cur:
-        raise _unfinished(file, turn, step, first_seq, len(script))
+        raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
+    if script and not _chunks_fit(script):
+        bad = _bad_chunk_event(events, file)
+        if bad is not None:
+            raise bad
     return script
+
+
+_get_chunks = itemgetter("chunks")
+_get_type = itemgetter("type")
+
+
+def _chunks_fit(script: list[ReplayEntry]) -> bool:
+    """Whether every derived chunk has the fields of its type (``llm.types.chunks_fit``, C-level passes
+    over the whole script: a screen, the events are walked only when it fails)."""
+    chunks = list(chain.from_iterable(map(_get_chunks, script)))
+    return chunks_fit(chunks, list(map(_get_type, chunks)))
+
+
+def _bad_chunk_event(events: Sequence[Event], file: str | None) -> BadChunkEventError | None:
+    """The first ``assistant/chunk`` event of ``events`` that breaks the rule of the fields replay reads
+    (:func:`~pytest_dsh_replay.session.types.chunk_event_problem`), as its error; ``None``: none does.
+    Walks the events one by one: only once a check failed."""
+    for index, event in enumerate(events):
+        if type(event) is dict and event.get("type") == "assistant/chunk":
+            problem = chunk_event_problem(event.get("data"))
+            if problem is not None:
+                return BadChunkEventError(_where(file), index, event.get("seq"), problem)
+    return None
+
+
+def _bad_at(event: Event, file: str | None, events: Sequence[Event]) -> BadChunkEventError:
+    """The error of ``event``, which the derivation could not read (the rule names what it lacks)."""
+    index = next((i for i, e in enumerate(events) if e is event), 0)
+    problem = chunk_event_problem(event.get("data")) or "data.turn/step/chunk or chunk.type cannot be read"
+    return BadChunkEventError(_where(file), index, event.get("seq"), problem)
+
+
+def _unfinished_or_bad(
+    events: Sequence[Event], file: str | None, turn: Any, step: Any, first_seq: Any, call_index: int
+) -> ReplayDeriveError:
+    """The error of a call that ends without ``finish``, unless a chunk event breaks the rule first (a
+    string ``turn`` looks like another call: its type is what is wrong)."""
+    return _bad_chunk_event(events, file) or _unfinished(file, turn, step, first_seq, call_index)

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, compress, repeat
-from operator import attrgetter, itemgetter, not_
+from operator import attrgetter, is_, itemgetter, not_
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NewType, Union, cast
 
 import msgspec
@@ -38,7 +38,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from ..errors import max_line_bytes
 from ..llm.packed import PACKED_ROWS, PackedRow
 from ..session.codec import gc_paused
-from ..session.types import SURFACE_TYPES
+from ..session.types import SURFACE_TYPES, chunk_events_fit
 from .derive import DeferredCall, ReplayEntry, _compaction_entry, derive_replay_script, materialize
 from .errors import ReplayDeriveError
 from .parse import (
@@ -269,6 +269,8 @@ class _Calls:
     ) -> None:
         """Add consecutive items with their ``turn``/``step`` and chunk types (parallel lists);
         ``runs``: some items may be packed runs."""
+        if not _events_fit(items, turns, steps, ctypes, runs):
+            raise _Bail  # a field of another type: the reference path names it (REPLAY_BAD_CHUNK_EVENT)
         n = len(items)
         pos = 0
         index = ctypes.index
@@ -335,6 +337,22 @@ class _Calls:
         if self.cur:
             raise _Bail
         self.script.append(entry)
+
+
+def _events_fit(items: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any], runs: bool) -> bool:
+    """Whether the chunk items of a batch pass the rule of the fields replay reads
+    (:func:`~pytest_dsh_replay.session.types.chunk_events_fit`), a packed run by its integer index."""
+    if not runs:
+        return chunk_events_fit(turns, steps, items, ctypes)
+    is_chunk = list(map(is_, map(type, items), repeat(dict)))
+    packed = list(compress(items, map(not_, is_chunk)))
+    return set(map(type, map(_get_index_of, packed))) <= _INT_TYPE and chunk_events_fit(
+        turns, steps, list(compress(items, is_chunk)), list(compress(ctypes, is_chunk))
+    )
+
+
+_get_index_of = attrgetter("index")
+_INT_TYPE = {int}
 
 
 def _is_number(value: Any) -> bool:
