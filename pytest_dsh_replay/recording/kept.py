@@ -17,7 +17,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from ..errors import HarnessError
+from ..errors import HarnessError, entry_kind
 from ..layout import KEPT_DIR
 
 
@@ -157,7 +157,8 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
 
     Raises:
         NothingKeptError: ``NOTHING_KEPT``, there is no kept run in ``directory``.
-        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink, holds an entry accept
+        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink or no directory (a
+            regular file, a FIFO: named, never read), holds an entry accept
             does not take (a symlink, a directory, an unknown name), or ``validate`` finds a problem in
             the kept run (names the file and line); nothing is changed.
         KeptUnansweredError: ``KEPT_UNANSWERED`` (see above); nothing is changed.
@@ -185,7 +186,13 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
             "nothing was changed"
         )
     if not kept.is_dir():  # checked before the lock, which would make the directory
-        raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
+        found = entry_kind(kept)  # looked at, never opened: a FIFO would block a read
+        if found is None:
+            raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
+        raise KeptInvalidError(
+            f"{kept}: is {found}, not the directory a recording run keeps its run in; nothing was "
+            "changed (remove it: a recording run with problems writes its run there as a directory)"
+        )
     # the MCP sessions serve set aside with the run are taken with it, under their servers' locks too
     servers = sorted({m[0] for p in kept.iterdir() if (m := mcp_log_match(p.name)) is not None})
     lock = RecordingLock(directory, (MODEL_FILES, *map(mcp_files, servers)))
