@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
-from operator import itemgetter
+from operator import eq, itemgetter, not_
 from typing import Any, Literal, NotRequired, TypedDict
 
 JsonObject = dict[str, Any]
@@ -238,36 +238,65 @@ def chunk_problem(chunk: object) -> str | None:
 
 
 _ABSENT = object()
+_TOOL_DELTA = "tool-call-delta"
+#: the streamed text chunk types (most chunks of a log), whose fields are an integer ``index`` and a string
+#: ``text``; the streamed chunks are screened column by column by :func:`chunks_fit`
+TEXT_DELTAS = frozenset({"text-delta", "reasoning-delta"})
+_DELTAS = frozenset({*TEXT_DELTAS, _TOOL_DELTA})
+_OTHERS = CHUNK_TYPES - _DELTAS
+_INT_ONLY = {int}
+_STR_ONLY = {str}
+_get_index = itemgetter("index")
+_get_text = itemgetter("text")
+_get_id = itemgetter("id")
+_get_arguments = itemgetter("argumentsDelta")
 
 
 def chunks_fit(chunks: Sequence[Any], kinds: Sequence[Any]) -> bool:
     """Whether every chunk of ``chunks`` (chunk dicts, their types ``kinds`` beside them) passes
-    :func:`chunk_problem`, screened in C-level passes for the streamed deltas (the bulk of a log) and
-    one call of the rule per other chunk. ``False`` may also mean "not sure": the caller then finds the
-    chunk with :func:`chunk_problem` (it never says ``True`` for a chunk the rule refuses)."""
+    :func:`chunk_problem`: the streamed deltas (the bulk of a log) screened field by field in C-level
+    passes, each other chunk (a few a call) by the rule. ``False`` may also mean "not sure" (an extra key
+    of a field's name on another chunk type): the caller then finds the chunk with :func:`chunk_problem`;
+    it never says ``True`` for a chunk the rule refuses."""
     present = set(kinds)
     if not present <= CHUNK_TYPES:
         return False
-    for kind in present:
-        of_kind = chunks if len(present) == 1 else list(compress(chunks, map(kind.__eq__, kinds)))
-        if kind not in _DELTAS:
-            if any(map(chunk_problem, of_kind)):
-                return False
-            continue
-        for key, check, required in CHUNK_FIELDS[kind]:
-            try:
-                if required:
-                    found = set(map(type, map(itemgetter(key), of_kind)))
-                else:
-                    found = set(map(type, map(dict.get, of_kind, repeat(key), repeat(_ABSENT))))
-                    found.discard(object)
-            except (KeyError, TypeError):
-                return False
-            if found - {check}:
-                return False
+    deltas: Sequence[Any] = chunks
+    delta_kinds: Sequence[Any] = kinds
+    if not present <= _DELTAS:
+        is_other = list(map(_OTHERS.__contains__, kinds))
+        if any(map(chunk_problem, compress(chunks, is_other))):
+            return False
+        deltas = list(compress(chunks, map(not_, is_other)))
+        delta_kinds = list(compress(kinds, map(not_, is_other)))
+    if not deltas:
+        return True
+    texts, tools = deltas, ()
+    if _TOOL_DELTA in present:
+        texts = ()
+        if not present.isdisjoint(TEXT_DELTAS):
+            is_tool = list(map(eq, delta_kinds, repeat(_TOOL_DELTA)))
+            texts, tools = list(compress(deltas, map(not_, is_tool))), list(compress(deltas, is_tool))
+        else:
+            tools = deltas
+    try:
+        if set(map(type, map(_get_index, deltas))) != _INT_ONLY:
+            return False
+        if texts and set(map(type, map(_get_text, texts))) != _STR_ONLY:
+            return False
+        if tools and not _tool_deltas_fit(tools):
+            return False
+    except (KeyError, TypeError):
+        return False
     return True
 
 
-#: the streamed chunk types, screened column by column by :func:`chunks_fit` (all their fields are
-#: plain ``int``/``str``)
-_DELTAS = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
+def _tool_deltas_fit(tools: Sequence[Any]) -> bool:
+    """Tool-call deltas: a string ``id`` and ``argumentsDelta``, a string ``name`` where there is one."""
+    names = set(map(type, map(dict.get, tools, repeat("name"), repeat(_ABSENT))))
+    names.discard(object)
+    return (
+        set(map(type, map(_get_id, tools))) == _STR_ONLY
+        and set(map(type, map(_get_arguments, tools))) == _STR_ONLY
+        and names <= _STR_ONLY
+    )

@@ -18,12 +18,10 @@ One :data:`ReplayEntry` per model call, in log order:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
-from operator import itemgetter
 from typing import Any, cast
 
 from ..errors import quote
-from ..llm.types import chunks_fit
+from ..llm.types import CHUNK_FIELDS, TEXT_DELTAS, chunk_problem
 from ..session.types import chunk_event_problem
 from .errors import BadChunkEventError, ReplayDeriveError
 from .parse import Event, LogEvents, PackedRun, PackedSpan
@@ -82,6 +80,9 @@ def served_entry(call: ReplayEntry | DeferredCall, copy: Callable[[Any], Any]) -
         return cast(ReplayEntry, copy(call))
     return DeferredCall([i if type(i) is PackedRun else copy(i) for i in call.items]).entry()
 
+
+# derive checks the text deltas' fields inline (the bulk of a log, checked while at hand): the rule's own
+assert all(CHUNK_FIELDS[kind] == (("index", int, True), ("text", str, True)) for kind in TEXT_DELTAS)
 
 _OVERRIDE_HINT = (
     "the recorded stream raised, so this call cannot be derived; add replay.override.json "
@@ -166,6 +167,7 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
     first_seq: Any = None
     # a log with packed rows not yet read as events: its spans, unexpanded (no event dicts)
     items: Iterable[Any] = events.items if type(events) is LogEvents and not events.expanded else events
+    text_deltas, integer, string = TEXT_DELTAS, int, str  # locals: read once per chunk below
     for event in items:
         try:
             kind = event["type"]
@@ -173,7 +175,7 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
             if type(event) is not PackedSpan:
                 raise
             # delta chunks only (never a finish): they extend the current call
-            if type(event.turn) is not int or type(event.step) is not int:
+            if type(event.turn) is not int or type(event.step) is not int or type(event.run.index) is not int:
                 raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
             if cur:
                 if event.turn != turn or event.step != step:
@@ -188,7 +190,7 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
                 chunk = data["chunk"]
                 t, s = data["turn"], data["step"]
                 # the call key's types (the rule's turn/step): a string turn is no other call
-                if type(t) is not int or type(s) is not int:
+                if t.__class__ is not integer or s.__class__ is not integer:
                     raise TypeError
                 if cur:
                     if t != turn or s != step:
@@ -196,11 +198,17 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
                 else:
                     turn, step, first_seq = t, s, event.get("seq")
                 cur.append(chunk)
-                if chunk["type"] == "finish":
+                chunk_type = chunk["type"]
+                if chunk_type in text_deltas:  # the bulk of a log: the rule's two fields, inline
+                    if chunk["index"].__class__ is not integer or chunk["text"].__class__ is not string:
+                        raise TypeError
+                elif chunk_problem(chunk) is not None:
+                    raise TypeError
+                if chunk_type == "finish":
                     script.append({"kind": "chunks", "chunks": cur})
                     cur = []
             except (KeyError, TypeError):
-                raise _bad_chunk_event(events, file) or _bad_at(event, file, events) from None
+                raise _bad_at(event, file, events) from None
         elif kind == "compaction/summary":
             data = event.get("data")
             if isinstance(data, dict) and data.get("llmStreamCall") is True:
@@ -209,22 +217,7 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
                 script.append(_compaction_entry(event, file))
     if cur:
         raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
-    if script and not _chunks_fit(script):
-        bad = _bad_chunk_event(events, file)
-        if bad is not None:
-            raise bad
     return script
-
-
-_get_chunks = itemgetter("chunks")
-_get_type = itemgetter("type")
-
-
-def _chunks_fit(script: list[ReplayEntry]) -> bool:
-    """Whether every derived chunk has the fields of its type (``llm.types.chunks_fit``, C-level passes
-    over the whole script: a screen, the events are walked only when it fails)."""
-    chunks = list(chain.from_iterable(map(_get_chunks, script)))
-    return chunks_fit(chunks, list(map(_get_type, chunks)))
 
 
 def _bad_chunk_event(events: Sequence[Event], file: str | None) -> BadChunkEventError | None:
