@@ -271,7 +271,8 @@ def chunks_fit(chunks: Sequence[Any], kinds: Sequence[Any]) -> bool:
         delta_kinds = list(compress(kinds, map(not_, is_other)))
     if not deltas:
         return True
-    texts, tools = deltas, ()
+    texts: Sequence[Any] = deltas
+    tools: Sequence[Any] = ()
     if _TOOL_DELTA in present:
         texts = ()
         if not present.isdisjoint(TEXT_DELTAS):
