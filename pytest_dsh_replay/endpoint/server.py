@@ -672,6 +672,8 @@ class Endpoint:
                 if problem is not None:
                     return self._problem(wire, WireRequestError(problem, "$path"), 400)
                 return await serve(wire, request)
+            except Exception as exc:  # a defect outside a call's answer: typed, said once, the run failed
+                return self._defect(fmt, request, exc)
             finally:
                 self.in_flight -= 1
 
@@ -756,6 +758,28 @@ class Endpoint:
             ),
             413,
         )
+
+    def _defect(self, fmt: Format, request: Any, exc: Exception) -> Any:
+        """The answer to an exception no part of the route expected (a defect of ours): the format's JSON
+        error (``ENDPOINT_ERROR``, 500) naming it and where it was raised, one problem of the run (its
+        report says it once, on stderr under serve), never aiohttp's bare 500 and traceback."""
+        from ..recording.kept import DEFECT_CODE
+        from .answer import raised_at
+
+        message = (
+            f"endpoint error: {type(exc).__name__}: {exc} (raised at {raised_at(exc)}, serving "
+            f"{request.method} {request.path}); a defect of dsh-replay: the run failed, and a run it kept is "
+            "not accepted"
+        )
+        self.problem(message)
+        try:
+            wire = fmt.bind(request.match_info, request.path)
+        except Exception:  # the route's own binding raised: the common error shape then
+            from aiohttp import web
+
+            body = {"error": {"message": message, "type": "server_error", "code": DEFECT_CODE}}
+            return web.json_response(body, status=500, headers=NO_RETRY)
+        return self._error(wire, message, DEFECT_CODE, 500)
 
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
@@ -879,9 +903,13 @@ class Endpoint:
         log: ConversationLog | None,
         call: ModelRequest,
     ) -> Any:
-        stream = self.model.stream(call).__aiter__()
+        answer = Answer(self, fmt, request, body, binding, log, call)
         try:
-            return await Answer(self, fmt, request, body, binding, log, call).send(stream)
+            stream = self.model.stream(call).__aiter__()
+        except Exception as exc:  # raised before a stream: answered like a failed stream, never aiohttp's 500
+            return answer.error(exc)
+        try:
+            return await answer.send(stream)
         finally:  # a client gone mid-answer: the model's stream (an upstream response) is closed now
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
