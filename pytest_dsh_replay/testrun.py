@@ -17,12 +17,14 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from .errors import HarnessError
 from .loopback import normalize_origin, parse_mcp_option
+
+T = TypeVar("T")
 
 #: The marker naming a test's recording directory.
 MARKER = "dsh_recording"
@@ -119,14 +121,23 @@ def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
         raise MarkerError(f"@pytest.mark.{MARKER} of {nodeid}: {problem}")
 
 
+def refused_setup(fixture: str, call: Callable[[], T]) -> T:
+    """``call()``'s value; a :class:`~pytest_dsh_replay.errors.HarnessError` it raises (bad input or
+    configuration) fails the setup of ``fixture`` with the error's one line, ``FIXTURE: error [CODE]:
+    message``: no traceback, and raised outside the ``except``, so no "During handling of the above
+    exception, another exception occurred" shows the message twice."""
+    try:
+        return call()
+    except HarnessError as exc:
+        refused = exc
+    pytest.fail(f"{fixture}: error [{refused.code}]: {refused.message}", pytrace=False)
+
+
 def checked_marker(request: pytest.FixtureRequest, fixture: str) -> pytest.Mark | None:
     """The test's ``dsh_recording`` marker, checked (:func:`check_marker`): a bad one fails the setup
-    of ``fixture`` with its one-line error."""
+    of ``fixture`` with its one-line error (:func:`refused_setup`)."""
     marker: pytest.Mark | None = request.node.get_closest_marker(MARKER)
-    try:
-        check_marker(marker, request.node.nodeid)
-    except HarnessError as exc:
-        pytest.fail(f"{fixture}: error [{exc.code}]: {exc.message}", pytrace=False)
+    refused_setup(fixture, lambda: check_marker(marker, request.node.nodeid))
     return marker
 
 
@@ -136,10 +147,8 @@ def marker_masks(request: pytest.FixtureRequest, marker: pytest.Mark | None, fix
     from .options import run_masks
 
     mask = marker.kwargs.get("mask", ()) if marker is not None else ()
-    try:
-        return run_masks(request.config, request.node.ihook, mask, where=f"@pytest.mark.{MARKER}(mask=...)")
-    except HarnessError as exc:  # a marker's or a hook's regex that does not compile
-        pytest.fail(f"{fixture}: error [{exc.code}]: {exc.message}", pytrace=False)
+    where = f"@pytest.mark.{MARKER}(mask=...)"
+    return refused_setup(fixture, lambda: run_masks(request.config, request.node.ihook, mask, where=where))
 
 
 def recording_dir(request: pytest.FixtureRequest) -> Path:
@@ -159,8 +168,9 @@ def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = Tru
     """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
     where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
     report lines name it, shell-quoted. ``upstream``: whether the test calls a model (it uses
-    ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL``; a test using only ``dsh_mcp``
-    records without one.
+    ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL`` unless the ini's ``dsh_upstream``
+    gives it (the command then records from there, as pasted); a test using only ``dsh_mcp`` records
+    without one.
 
     Computed here rather than by ``Config.cwd_relative_nodeid``, whose argument changed from a string
     to a node-id object in pytest 9.2.
@@ -168,7 +178,8 @@ def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = Tru
     path, sep, rest = nodeid.partition("::")
     where = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
     test = shlex.quote(where + sep + rest)
-    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if upstream else "")
+    flag = upstream and not config.getini("dsh_upstream")
+    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if flag else "")
 
 
 def accept_unused(marker: pytest.Mark | None) -> str:
@@ -264,6 +275,7 @@ __all__ = [
     "join_run",
     "marker_masks",
     "recording_dir",
+    "refused_setup",
     "rerecord_command",
     "stopped_at",
     "test_failed",

@@ -60,7 +60,7 @@ def mcp(
     """
     import asyncio
 
-    from ..mcp.relay import McpConfig, McpOutcome
+    from ..mcp.core import McpConfig, McpOutcome
     from ..mcp.stdio import run
     from ..session.masks import Masks
 

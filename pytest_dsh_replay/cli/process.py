@@ -53,22 +53,31 @@ def interrupt_as_before(command: str | None) -> None:
 
 
 def release_signals() -> None:
-    """At the end of a command's event loop (:data:`TAKES_SIGNALS`): its SIGINT/SIGTERM handlers
-    removed, SIGINT back to its default, SIGTERM ignored while the report is written. Left to the
-    loop's close, SIGINT would be Python's again, and a SIGINT while the command prints its report would
-    end in a ``KeyboardInterrupt`` traceback."""
+    """At the end of a command's event loop (:data:`TAKES_SIGNALS`): its SIGINT handler removed (SIGINT
+    back to its default) and SIGTERM kept from ending the process while the report is written (a
+    second one from coreutils' ``timeout``, a supervisor's, must not turn the run's exit status into 143
+    and lose the report: the work is done and only its bounded report is left, :func:`last_words`).
+    Left to the loop's close, SIGINT would be Python's again, and a SIGINT while the command prints its
+    report would end in a ``KeyboardInterrupt`` traceback.
+
+    The loop never hands SIGTERM back through its default: removing its handler would put SIG_DFL in
+    place before anything could ignore it, and a SIGTERM landing in that moment (a descheduled process
+    makes it milliseconds) ends the process. So the handler's callback becomes a no-op (replaced in
+    place), this thread blocks SIGTERM (the loop's close restores the default while the executor's
+    threads are gone), and :func:`last_words` ignores it, discarding one left pending."""
     import asyncio
 
     if not COMMAND_PROCESS:
         return
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.remove_signal_handler(sig)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    loop.add_signal_handler(signal.SIGTERM, _no_op)
+    loop.remove_signal_handler(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    # the work is done (written) and only its report is left, bounded (:func:`last_words`): a SIGTERM
-    # now (a second one from coreutils' ``timeout``, a supervisor's) must not turn the run's exit status
-    # into 143 and lose the report
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _no_op() -> None:
+    """A signal taken and dropped (:func:`release_signals`)."""
 
 
 def last_words(lines: Sequence[str], status: int) -> NoReturn:
@@ -90,6 +99,7 @@ def last_words(lines: Sequence[str], status: int) -> NoReturn:
     if not COMMAND_PROCESS:
         click.echo(text, err=True, nl=False)
         sys.exit(status)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # blocked since :func:`release_signals`
     sys.stdout.flush()
     sys.stderr.flush()
     data = memoryview(text.encode())

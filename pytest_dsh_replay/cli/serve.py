@@ -166,7 +166,7 @@ def serve(
     if upstream and not record_mode.records:
         _warn(
             f"--upstream {upstream} has no effect without --record: serve replays the recording and never "
-            "calls the upstream; add --record once, new_episodes or rewrite to record"
+            "calls the upstream; add --record once, new_episodes, changed or rewrite to record"
         )
     config = EndpointConfig(
         directory,

@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 from msgspec import Struct, field
 
-from ..errors import HarnessError
 from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
 from ..llm.wire.registry import key_variables, sdk_environment
 from ..modes import Backend, RecordMode
@@ -47,6 +46,7 @@ from ..testrun import (
     join_run,
     marker_masks,
     recording_dir,
+    refused_setup,
     rerecord_command,
     stopped_at,
     test_failed,
@@ -69,7 +69,8 @@ class EndpointHandle(Struct):
         base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``; without ``/v1`` in
             ``ANTHROPIC_BASE_URL``).
         directory: the test's recording directory.
-        plan: ``replay``, ``record`` or ``episodes``.
+        plan: ``replay``, ``record``, ``episodes`` or ``changed`` (the label of
+            :class:`~pytest_dsh_replay.recording.plan.Plan`).
         endpoint: the running :class:`~.server.Endpoint` (its ``binder`` holds the conversations).
     """
 
@@ -95,14 +96,7 @@ def endpoint_fixture(
     request.node.user_properties += recording_properties(directory)  # the report's link to it
     endpoint_config = _endpoint_config(request, marker, masks, directory)
     thread = EndpointThread(endpoint_config, accept_unused=accept_unused(marker), mounts=mounts)
-    try:
-        url = thread.start()
-    except HarnessError as exc:  # bad input or configuration: its message, not the fixture's traceback
-        refused: HarnessError | None = exc
-    else:
-        refused = None
-    if refused is not None:  # outside the except: no "during handling of the above exception" chain
-        pytest.fail(f"dsh_endpoint: error [{refused.code}]: {refused.message}", pytrace=False)
+    url = refused_setup("dsh_endpoint", thread.start)
     run = EndpointRun(thread, directory, bool(request.config.getoption("update_snapshots", default=False)))
     request.node.stash[RUN] = run
     # each SDK's base-URL variable in its form (the Anthropic and Gemini SDKs append the version

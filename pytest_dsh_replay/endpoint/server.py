@@ -348,6 +348,7 @@ class Endpoint:
             EndpointRecordingError, EndpointManifestError: a recording ``validate`` flags.
         """
         from ..recording.scrub import request_scrub
+        from ..recording.write import kept_hint
         from ..replay import ReplayModel, load_session_scripts
 
         config = self.config
@@ -359,6 +360,7 @@ class Endpoint:
             raise EndpointConfigError(
                 f"{config.directory}: no recording (session.jsonl) to replay; record it first with "
                 f"{config.record_flag}=once and an upstream ({config.upstream_flag})"
+                + kept_hint(config.directory)
             )
         rerecord = rerecord_command(config)
         # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or

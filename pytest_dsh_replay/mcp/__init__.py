@@ -9,8 +9,9 @@ scrubber; :mod:`.fixture` is the ``dsh_mcp`` pytest fixture's body. Needs no MCP
 
 from __future__ import annotations
 
+from .core import McpConfig, McpOutcome, McpRelayError
 from .log import McpFormatError, McpScript, McpSessionLog, session_script
-from .relay import McpConfig, McpOutcome, McpRelay, McpRelayError, write_sessions
+from .relay import McpRelay, write_sessions
 
 __all__ = [
     "McpConfig",

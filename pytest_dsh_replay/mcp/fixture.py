@@ -205,7 +205,7 @@ def _stop_relays(run_dir: Path, names: Sequence[str]) -> list[str]:
 def _outcomes(servers: McpServers, unused: bool, problems: list[str]) -> set[str]:
     """Read each relay's outcome: its problems go into ``problems`` (``MCP_NOT_CONSUMED`` ones only when
     ``unused``), its diffs into ``servers.diffs``. Returns the names of the servers that recorded."""
-    from .relay import McpOutcome
+    from .core import McpOutcome
 
     run_dir = servers.run_dir
     outcomes: dict[tuple[str, int], McpOutcome] = {}
@@ -338,7 +338,7 @@ def served_so_far(item: pytest.Item) -> list[str]:
     not match, ...; each relay writes them as they come, before its client gets the error answer), for
     the test's own failure (``endpoint.fixture.call_report``, the one rule of both fixtures): marked
     as said, so teardown does not repeat them; their side-by-side diffs go into the item's report."""
-    from .relay import McpOutcome
+    from .core import McpOutcome
 
     servers = item.stash.get(SERVERS, None)
     if servers is None:

@@ -39,17 +39,9 @@ from ..httpbody import (
 )
 from ..loopback import parse_mcp_option
 from ..modes import RecordMode
+from .core import RELAY_ERROR, McpConfig, McpHandOver, quote_json
 from .log import INVALID_REQUEST, answer_id, is_request, message_problem
-from .relay import (
-    RELAY_ERROR,
-    McpConfig,
-    McpHandOver,
-    McpRelay,
-    quote_json,
-    sessions_unchanged,
-    unused_sessions,
-    write_sessions,
-)
+from .relay import McpRelay, sessions_unchanged, unused_sessions, write_sessions
 
 #: the client headers an MCP server reads, forwarded while recording (lower case)
 FORWARDED = (
@@ -321,7 +313,7 @@ class HttpRelays:
         if refused:
             return _json_response(refused[0] if len(messages) == 1 else refused, 400)
         for message in messages:
-            relay.from_client(message)
+            relay.recording().from_client(message)
         data = orjson.dumps(messages[0] if len(messages) == 1 else messages) if method == "POST" else None
         headers = _upstream_headers(request.headers, relay)
         try:
@@ -361,7 +353,7 @@ class HttpRelays:
             # the server went away mid-answer (it crashed, or closed the connection): a problem of the
             # run, and each request of this body it had not answered gets a JSON-RPC error (no client
             # waits for ever)
-            answers = relay.broke_off(
+            answers = relay.recording().broke_off(
                 [m for m in messages if isinstance(m, dict) and is_request(m)],
                 f"the server {server.url} broke off its answer ({exc or type(exc).__name__})",
             )
@@ -388,7 +380,7 @@ class HttpRelays:
             relay.problem(f"the server sent a body that is not JSON ({exc})", "MCP_NOT_JSON")
             return
         for message in value if isinstance(value, list) else [value]:
-            relay.from_server(message)
+            relay.recording().from_server(message)
 
     async def close(self, *, write: bool = True, defer: bool = False) -> tuple[list[str], list[str]]:
         """End every session: the unused checks, each recorded server's sessions written (nothing when
@@ -418,7 +410,7 @@ class HttpRelays:
             outcome = relay.finish("the endpoint stopped")
             problems += outcome.problems
             if relay.records:
-                recorded.setdefault(server.name, []).append(relay.session_log())
+                recorded.setdefault(server.name, []).append(relay.recording().session_log())
         if server.name not in recorded and not self.allow_unused:
             problems += unused_sessions(
                 self.directory, server.name, len(server.relays), self.rerecord or "", self.accept_unused

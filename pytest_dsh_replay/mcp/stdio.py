@@ -32,8 +32,9 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError
+from .core import McpConfig, McpHandOver, McpOutcome, McpRelayError, quote_json
 from .log import is_request, is_response, request_key
-from .relay import McpConfig, McpHandOver, McpOutcome, McpRelay, McpRelayError, quote_json
+from .relay import McpRelay
 
 #: seconds a server has to exit once its stdin is closed (inside the ``mcp`` SDK's 2 s)
 GRACE = 1.0
@@ -299,10 +300,10 @@ async def run(config: McpConfig) -> McpOutcome:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if signalled and relay.records:  # a client still waiting gets an answer, recorded as sent
-            out.send(relay.interrupted(signalled[0]))
+            out.send(relay.recording().interrupted(signalled[0]))
         if child is not None:
             if not signalled:  # an exit status seen before the relay stops the server is the server's own
-                relay.server_failed(child.returncode)
+                relay.recording().server_failed(child.returncode)
             await _stop_child(child)
     outcome = relay.finish(why[0] if why else "the session ended")
     # the recording is written: what is left is the client's to take (a client stopping the relay
@@ -349,7 +350,7 @@ async def _client_to_server(
         if refused is not None:  # answered as its replay answers it: never forwarded
             out.send([refused])
             continue
-        relay.from_client(message)
+        relay.recording().from_client(message)
         try:
             child.stdin.write(line if line.endswith(b"\n") else line + b"\n")
             await child.stdin.drain()
@@ -385,21 +386,21 @@ async def _server_to_client(
         if problem is not None:
             relay.problem(f"the server wrote {problem}; it was forwarded, not recorded", "MCP_NOT_JSON")
             out.line(line)
-        elif relay.from_server(message):
+        elif relay.recording().from_server(message):
             out.line(line)
         await out.drain()  # a client reading slowly holds the server back, as the pipe would
     try:
         returncode = await asyncio.wait_for(child.wait(), GRACE)
     except TimeoutError:
         returncode = None
-    out.send(relay.server_gone(returncode))
+    out.send(relay.recording().server_gone(returncode))
     end("the client closed stdin" if relay.client_closed else f"the server exited (code {returncode})")
 
 
 async def _watchdog(relay: McpRelay, timeout: float, out: _Stdout) -> None:
     while True:
         await asyncio.sleep(min(0.1, timeout / 4))
-        out.send(relay.overdue())
+        out.send(relay.recording().overdue())
 
 
 async def _replay(

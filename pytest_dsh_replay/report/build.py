@@ -244,8 +244,11 @@ class _Transcript:
 
     def _assistant_message(self, seq: int, d: dict[str, Any]) -> None:
         """A model call's answer: one entry with the stream that led to it (its first seq, chunks,
-        finish and usage when the message has none)."""
+        finish and usage when the message has none). A message no stream led to is no call of the
+        session (a call is its chunks, replay.md §3: the replay script has none for it): the history a
+        client gave in its first request, before ``session/end-seed``; its entry carries no call."""
         stream, self.stream = self.stream, None
+        given = stream is None and not (self.seed_length > 0 and self.index <= self.seed_length)
         streamed = stream or _Stream(seq)
         content = d.get("content")
         blocks = content if isinstance(content, list) else []
@@ -258,7 +261,7 @@ class _Transcript:
                 text=_cut(_blocks_text(blocks)),
                 reasoning=_cut(reasoning),
                 calls=[_tool_call(b, "id") for b in parts if b.get("type") == "tool-call"],
-                call=self._call(d.get("usage", streamed.usage), streamed.finish),
+                call=None if given else self._call(d.get("usage", streamed.usage), streamed.finish),
                 chunks=streamed.chunks,
             )
         )

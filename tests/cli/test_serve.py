@@ -109,7 +109,7 @@ def test_serve_warns_of_an_upstream_without_a_record_mode(tmp_path: Path, upstre
     assert code == 0, err
     assert err.splitlines()[0] == (
         f"warning: --upstream {upstream.url} has no effect without --record: serve replays the recording "
-        "and never calls the upstream; add --record once, new_episodes or rewrite to record"
+        "and never calls the upstream; add --record once, new_episodes, changed or rewrite to record"
     )
     assert len(upstream.requests) == 1  # the recording's call only
 
@@ -123,6 +123,19 @@ def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(main, ["serve", str(tmp_path)])
     assert result.exit_code == 2
     assert "no recording" in result.output
+
+
+def test_a_replay_of_a_directory_holding_only_a_kept_run_names_accept(tmp_path: Path) -> None:
+    """A directory whose one run was kept aside (``.dsh-kept``: a failed test's, or one with problems)
+    has no recording to replay: the refusal says how to take the kept run, as ``validate`` does.
+
+    Regression (a new user's smolagents run): it said only "record it first"."""
+    (tmp_path / ".dsh-kept").mkdir()
+    (tmp_path / ".dsh-kept" / "session.jsonl").write_text("{}\n")
+    result = CliRunner().invoke(main, ["serve", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "no recording" in result.output
+    assert f"dsh-replay accept {tmp_path} takes it as the recording" in result.output
 
 
 def test_serve_names_its_own_flags_in_usage_errors(tmp_path: Path) -> None:

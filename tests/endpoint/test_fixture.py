@@ -181,10 +181,12 @@ def test_recording_without_an_upstream_is_a_one_line_setup_error(pytester: pytes
 def test_a_misread_marker_is_a_one_line_setup_error(
     pytester: pytest.Pytester, marker: str, says: str
 ) -> None:
-    """``@pytest.mark.dsh_recording`` arguments the fixture would misread are refused at setup.
+    """``@pytest.mark.dsh_recording`` arguments the fixture would misread are refused at setup, said once.
 
     Regression: ``allow_unused="no"`` (truthy) let recorded calls go unused, ``dsh_recording(5)`` became
-    the directory ``5``, and unknown keywords or extra arguments were ignored."""
+    the directory ``5``, and unknown keywords or extra arguments were ignored. Then (a new user's
+    ``masks=`` for ``mask=``): the error was printed twice, joined by "During handling of the above
+    exception, another exception occurred"."""
     pytester.makepyfile(
         test_agent=f"import pytest\n\n@pytest.mark.dsh_recording({marker})\n"
         "def test_agent(dsh_endpoint):\n    pass\n"
@@ -193,6 +195,8 @@ def test_a_misread_marker_is_a_one_line_setup_error(
     result.assert_outcomes(errors=1)
     head = "dsh_endpoint: error [ENDPOINT_CONFIG]: @pytest.mark.dsh_recording of test_agent.py::test_agent"
     assert f"{head}: {says}" in result.stdout.str(), result.stdout.str()
+    assert "During handling" not in result.stdout.str(), result.stdout.str()
+    assert result.stdout.str().count(says) == 1  # the short summary cuts its line before it
 
 
 @pytest.mark.usefixtures("summary_truncated")
@@ -253,6 +257,30 @@ def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     pytester.runpytest("-q", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
     result.assert_outcomes(passed=1)  # the re-recorded test replays green
+
+
+def test_the_rerecord_command_leaves_the_upstream_to_the_ini_that_gives_it(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """With ``dsh_upstream`` in the ini, a red replay's re-record command needs no ``--dsh-upstream``:
+    pasted as printed, it re-records from the ini's upstream.
+
+    Regression (a new user with ``dsh_upstream`` in pytest.ini): the command said ``--dsh-upstream URL``
+    all the same, a placeholder to fill in for nothing."""
+    pytester.makeini(f"[pytest]\ndsh_upstream = {upstream.url}\n")
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="hello", unused=["one"], own="fine"))
+    pytester.runpytest("-q", "--dsh-record=once").assert_outcomes(passed=3)
+    pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="goodbye", unused=["one"], own="fine"))
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
+    result.assert_outcomes(failed=1)
+    command = next(
+        line.split("re-record the test: ", 1)[1]
+        for line in result.stdout.lines
+        if "re-record the test: " in line
+    )
+    assert command == "pytest test_agent.py::test_changed --dsh-record=rewrite"
+    pytester.runpytest("-q", "-p", "no:cacheprovider", *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed").assert_outcomes(passed=1)
 
 
 @pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
