@@ -48,6 +48,9 @@ its figures mean little.
 ``--bundled K --against DIR``: only the serial replay of the bundled scenarios copied K times, this tree
 and the tree ``DIR`` (each its own scenarios and package) in interleaved rounds: the items' CPU per
 scenario of each and their ratio (goal <= 0.8x of 7e458d3's per item).
+Then, in the same number of rounds, each tree's ``check_item`` alone, warm, in a child process of its own
+(no pytest, the first check of each scenario untimed): the per-item work without pytest's share and
+without the first item's imports, whose noise the pytest figure carries.
 
 ``--bundled K``: instead of the generated suite, the bundled scenarios (``scenarios/*/*``, nine) copied K
 times (``--bundled 330``: 2,970 scenarios), replayed with ``-n 0`` and ``-n W`` interleaved; prints the
@@ -579,7 +582,57 @@ def against_report(base: Path, args: argparse.Namespace) -> int:
         f"  per-item CPU, this tree / {trees['against']}: {med:.2f}x ({_spread(ratios)}) "
         f"(goal <= 0.8x of 7e458d3's: {'met' if med <= 0.8 else 'MISSED'})"
     )
+    warm: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(args.repeat):
+        for name, tree in trees.items():
+            env = {**runners[name].env, "PYTHONPATH": str(tree)}
+            out = subprocess.run(
+                [sys.executable, "-c", _WARM_CHECK, str(tree)],
+                cwd=base,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if out.returncode:
+                raise SystemExit(
+                    f"in-process check of {tree} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}"
+                )
+            warm[name].append(float(out.stdout.split()[-1]))
+    warm_ratios = [a / b for a, b in zip(warm["this tree"], warm["against"], strict=True)]
+    print(
+        f"  warm check_item alone (in one process, imports paid, no pytest; min of 3 passes): this tree "
+        f"{min(warm['this tree']) * 1000:.2f} ms, {trees['against']} {min(warm['against']) * 1000:.2f} ms: "
+        f"{statistics.median(warm_ratios):.2f}x ({_spread(warm_ratios)})"
+    )
     return 0
+
+
+#: A child's warm per-scenario CPU of ``check_item`` over the tree's own bundled scenarios (argv[1]): each
+#: scenario checked once first (imports, caches), then the minimum of 3 passes of 4 rounds each.
+_WARM_CHECK = """
+import sys, time
+from pathlib import Path
+tree = Path(sys.argv[1])
+import pytest_dsh_replay
+assert Path(pytest_dsh_replay.__file__).is_relative_to(tree), pytest_dsh_replay.__file__
+from pytest_dsh_replay.llm.secrets import run_scrubber
+from pytest_dsh_replay.scenario import CheckOptions
+from pytest_dsh_replay.scenario.item import check_item
+paths = sorted(p.parent for p in (tree / "scenarios").glob("*/*/input.json"))
+scrubber = run_scrubber()
+options = lambda scenario: CheckOptions(scrubber=scrubber)
+for path in paths:
+    result = check_item(path, options)
+    assert result.failure is None and result.skipped is None, (path, result.failure)
+best = float("inf")
+for _ in range(3):
+    start = time.process_time()
+    for _ in range(4):
+        for path in paths:
+            check_item(path, options)
+    best = min(best, (time.process_time() - start) / (4 * len(paths)))
+print(best)
+"""
 
 
 def _spread(values: list[float]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -233,7 +234,7 @@ def test_failed(item: pytest.Item, raised: BaseException) -> None:
     if isinstance(raised, pytest.skip.Exception | pytest.xfail.Exception):
         return
     item.stash[STOPPED] = True
-    name = type(raised).__qualname__
+    name = exception_name(type(raised))
     first = next(iter(str(raised).splitlines()), "")
     first = first if len(first) <= 120 else first[:117] + "..."
     item.stash[FAILED] = f"{name}: {first}" if first else name
@@ -247,13 +248,34 @@ def stopped_at(raised: BaseException, problems: Sequence[str]) -> str:
     for leaf in [raised, *_leaves(raised)]:
         text = str(leaf)
         if any(p.splitlines()[0][:80] in text for p in problems if p):
-            name = f"{type(leaf).__module__.split('.')[0]}.{type(leaf).__qualname__}"
-            return f"(the test stopped at {name}: the client's error for the answer above)"
-    name = f"{type(raised).__module__.split('.')[0]}.{type(raised).__qualname__}"
+            return (
+                f"(the test stopped at {exception_name(type(leaf))}: the client's error for the answer above)"
+            )
+    name = exception_name(type(raised))
     text = str(raised)
     first = next(iter(text.splitlines()), "")
     first = first if len(first) <= 200 else first[:197] + "..."
     return f"(the test stopped at {name}: {first})"
+
+
+def exception_name(kind: type[BaseException]) -> str:
+    """The name a report gives an exception class: as the user imports it, the shortest of its module's
+    packages that holds it under its name (``openai.BadRequestError``, ``google.genai.errors.ClientError``,
+    ``aiohttp.ClientResponseError`` though defined in ``aiohttp.client_exceptions``), else its module's
+    whole path; a builtin by its name alone (``ValueError``). Only modules already imported are looked
+    in, through their ``__dict__`` (no lazy export is triggered)."""
+    module, name = kind.__module__, kind.__qualname__
+    if module == "builtins":
+        return name
+    parts = module.split(".")
+    for end in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:end])
+        found: object = sys.modules.get(prefix)
+        for attr in name.split("."):
+            found = vars(found).get(attr) if hasattr(found, "__dict__") else None
+        if found is kind:
+            return f"{prefix}.{name}"
+    return f"{module}.{name}"
 
 
 def _leaves(raised: BaseException) -> list[BaseException]:
@@ -272,6 +294,7 @@ __all__ = [
     "accept_unused",
     "check_marker",
     "checked_marker",
+    "exception_name",
     "join_run",
     "marker_masks",
     "recording_dir",

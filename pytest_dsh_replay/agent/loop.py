@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import Struct
@@ -115,6 +115,33 @@ def error_reason(exc: BaseException, step: int) -> dict[str, Any]:
     return reason
 
 
+class _Resumed:
+    """An awaitable finishing a coroutine-like object (``send``/``throw``) that was already advanced to its
+    first wait, ``awaited`` being what it waits on: what a task needs to go on driving it (as ``yield
+    from`` would, had it started it)."""
+
+    def __init__(self, pending: Any, awaited: Any) -> None:
+        self._pending = pending
+        self._awaited = awaited
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        pending, awaited = self._pending, self._awaited
+        self._pending = self._awaited = None
+        while True:
+            try:
+                sent = yield awaited
+            except BaseException as exc:  # a cancellation (or any error thrown in): passed on to it
+                try:
+                    awaited = pending.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                awaited = pending.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
 class _ChunkReader:
     """Pulls chunks from a model stream, racing each pull against the step's signal."""
 
@@ -124,10 +151,24 @@ class _ChunkReader:
         self._waiter: asyncio.Future[str] = asyncio.ensure_future(signal.wait())
 
     async def next(self) -> Any:
-        """The next chunk, or ``_END``; raises the stream's error or :class:`StepAbortedError`."""
+        """The next chunk, or ``_END``; raises the stream's error or :class:`StepAbortedError`.
+
+        A pull that completes without waiting (a replayed or scripted chunk already in memory) is
+        returned as it is: there is nothing to race, and a task and a wait per chunk were most of a
+        replayed stream's cost. A pull that waits is finished in a task raced against the signal.
+        """
         if self._signal.aborted:
             raise StepAbortedError("model stream aborted")
-        pull: asyncio.Future[StreamChunk] = asyncio.ensure_future(self._stream.__anext__())
+        pending_pull: Any = self._stream.__anext__()
+        if hasattr(pending_pull, "send") and hasattr(pending_pull, "throw"):  # a coroutine, an asend
+            try:
+                awaited = pending_pull.send(None)
+            except StopIteration as done:
+                return done.value
+            except StopAsyncIteration:
+                return _END
+            pending_pull = _Resumed(pending_pull, awaited)
+        pull: asyncio.Future[StreamChunk] = asyncio.ensure_future(pending_pull)
         try:
             pending: set[asyncio.Future[Any]] = {pull, self._waiter}
             await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)

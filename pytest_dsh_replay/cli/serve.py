@@ -126,6 +126,14 @@ _KEY_VARIABLES = _key_variables()
     help="a streamable HTTP MCP server recorded and replayed under /mcp/NAME (URL: the real server, "
     "used when recording; repeatable)",
 )
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="when serve stops, write the run's HTML report to PATH (the page of pytest --dsh-report: a red "
+    "call recorded and sent side by side, the recording's transcripts)",
+)
 @_fail_on_harness_error_to_stderr
 def serve(
     directory: Path,
@@ -141,6 +149,7 @@ def serve(
     grace: float,
     record_on_error: bool,
     mcp_servers: tuple[str, ...],
+    report_path: Path | None,
 ) -> None:
     """Serve the recording DIRECTORY as an OpenAI-compatible endpoint on 127.0.0.1 (any agent, any language).
 
@@ -154,6 +163,7 @@ def serve(
     DIRECTORY/.dsh-kept), 1 when not (the report on stderr), 2 on a usage error or a recording it
     refuses. The upstream key is read from serve's own environment (a recording with none warns at
     start-up). A second signal while it waits stops at once: exit 1, nothing written, said on stderr.
+    With --report PATH the run's HTML report is written when it stops (docs/report.md).
     """
     import asyncio
 
@@ -197,9 +207,12 @@ def serve(
         finally:
             release_signals()
 
+    served: list[Any] = []  # the endpoint, for the report once it stopped
+
     async def serving() -> Any:
         endpoint = Endpoint(config, accept_unused="--allow-unused", mounts=[mcp_routes])
-        stop, force = asyncio.Event(), asyncio.Event()
+        served.append(endpoint)
+        stop, force, writing = asyncio.Event(), asyncio.Event(), asyncio.Event()
         received: list[str] = []
 
         first_at: list[float] = []
@@ -208,11 +221,26 @@ def serve(
             now = loop.time()
             if received and sig.name == received[0] and now - first_at[0] < SAME_SIGNAL_WINDOW:
                 return  # the same request twice: coreutils' timeout signals the process and its group
+            if writing.is_set():
+                # the requests in flight are done with: what is left is the write, and stopping it
+                # would only lose the run (it ends by itself, bounded)
+                if len(received) == 1:
+                    click.echo(
+                        f"dsh-replay serve: {sig.name}: already stopping: the run is being written, then "
+                        "serve exits",
+                        err=True,
+                    )
+                received.append(sig.name)
+                return
             received.append(sig.name)
             first_at.append(now)
             if len(received) > 1:
                 force.set()
                 return
+            endpoint.stop_taking(
+                f"dsh-replay serve is stopping (it got {sig.name}): this request was not served nor sent "
+                "upstream"
+            )
             if endpoint.in_flight:
                 click.echo(
                     f"dsh-replay serve: {sig.name}: stopping once the {endpoint.in_flight} request(s) in "
@@ -240,24 +268,12 @@ def serve(
         deadline = loop.time() + grace
         while endpoint.in_flight and loop.time() < deadline and not force.is_set():
             await asyncio.sleep(0.02)
-        if endpoint.in_flight and not force.is_set():
-            cancelled = endpoint.cancel_upstream(
-                f"cancelled: dsh-replay serve got {received[0]} and the call outlasted the {grace:g} s grace "
-                "(--grace)"
-            )
-            if cancelled:
-                click.echo(
-                    f"dsh-replay serve: {received[0]}: cancelled {cancelled} upstream call(s) still running "
-                    f"after {grace:g} s; they are recorded as failed calls",
-                    err=True,
-                )
-        stopping = asyncio.ensure_future(endpoint.stop())
-        forced = asyncio.ensure_future(force.wait())
-        await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
-        if stopping.done():
-            forced.cancel()
-            return stopping.result()
-        # a second signal: the requests in flight are dropped and nothing is written
+        if not force.is_set() or not endpoint.in_flight:
+            # from here on the run is written whatever comes: a signal now is taken and dropped (a
+            # second one with nothing in flight has nothing to stop waiting for)
+            writing.set()
+            return await stopped(endpoint, received[0])
+        # a second signal while requests were in flight: they are dropped and nothing is written
         waiting, recording = endpoint.in_flight, endpoint.recorder is not None
         endpoint.abandon()
         click.echo(
@@ -269,7 +285,66 @@ def serve(
         sys.stderr.flush()
         os._exit(EXIT_FINDINGS)  # the server's tasks are left as they are: that is what forcing means
 
+    async def stopped(endpoint: Endpoint, signalled: str) -> Any:
+        """The stop after the grace: the upstream calls still running cancelled (their conversations
+        left out: the answer is the stop's, not the provider's), the run written, its outcome."""
+        if endpoint.in_flight:
+            cancelled = endpoint.cancel_upstream(
+                f"cancelled: dsh-replay serve got {signalled} and the call outlasted the {grace:g} s grace "
+                "(--grace)"
+            )
+            if cancelled:
+                click.echo(
+                    f"dsh-replay serve: {signalled}: cancelled {cancelled} upstream call(s) still running "
+                    f"after {grace:g} s; their conversations are left out of the recording",
+                    err=True,
+                )
+        outcome = await endpoint.stop()
+        if endpoint.refused_closing:
+            outcome.notes.append(
+                f"{endpoint.refused_closing} request(s) that came after {signalled} were refused (HTTP 503): "
+                "not served, not sent upstream"
+            )
+        return outcome
+
     outcome = asyncio.run(run())
+    page, unwritten = [], False
+    if report_path is not None:
+        said, unwritten = _write_report(report_path, directory, served[0], outcome)
+        page.append(said)
     if not outcome.ok:  # the report ends with the notes: each said once
-        last_words([outcome.report()], EXIT_FINDINGS)
-    last_words(outcome.notes, EXIT_OK)
+        last_words([outcome.report(), *page], EXIT_FINDINGS)
+    # a report asked for and not written fails the run it was to show
+    last_words([*outcome.notes, *page], EXIT_FINDINGS if unwritten else EXIT_OK)
+
+
+def _write_report(path: Path, directory: Path, endpoint: Any, outcome: Any) -> tuple[str, bool]:
+    """Write the HTML report of serve's run to ``path`` (``report.run.write_run_page``: the page of
+    ``pytest --dsh-report``, the run as one item): ``(what to say, whether it could not be written)``."""
+    from ..endpoint.writing import red_requests
+    from ..itemreport import ItemReport
+    from ..report.payload import Item
+    from ..report.run import write_run_page
+
+    diffs, commands = red_requests(endpoint.replay)
+    props = ItemReport(
+        written=[str(p) for p in outcome.written],
+        removed=[str(p) for p in outcome.removed],
+        diffs=diffs,
+        commands=commands,
+        served=endpoint.recorded_calls_served(),
+        rerecorded=outcome.rerecorded,
+    )
+    status = "passed" if outcome.ok else "failed"
+    item = Item(f"dsh-replay serve {directory}", status, "endpoint", path=str(directory))
+    item.failure = "" if outcome.ok else outcome.report()
+    try:
+        size = write_run_page(
+            path, item, props, endpoint.scrubber.scrub_fixed, title=f"dsh-replay serve report: {directory}"
+        )
+    except OSError as exc:
+        return (
+            f"dsh-replay serve: error: --report {path}: cannot write the report: {exc.strerror or exc}",
+            True,
+        )
+    return f"dsh-replay serve: wrote the report {path} ({size:,} bytes)", False

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from ..errors import HarnessError, quote
 from ..layout import (
+    EMBEDDINGS_LOG,
     OVERRIDE_FILE,
     PRIMARY_FILE,
     is_log_name,
@@ -99,10 +100,11 @@ class _TurnSummary:
         t, d = e.get("type"), e.get("data")
         d = d if isinstance(d, dict) else {}
         self._given_history(i, t, d)
-        if t == "embeddings/call":  # the endpoint's embedding calls: one line each
+        if t == "embeddings/call":  # the endpoint's embedding calls: one line each, numbered as turns
             from ..recording.embeddings import call_summary
 
-            self.lines.append(call_summary(d, e.get("seq")))
+            self.call += 1
+            self.lines.append(call_summary(d, e.get("seq"), self.call))
         elif t == "turn/start":
             self.turn = self._new_turn(e, d)
         elif self.turn is not None:
@@ -251,6 +253,11 @@ class _Shown(Struct):
     call_ids: set[str] = set()
 
     @property
+    def calls_only(self) -> bool:
+        """The embeddings log: the endpoint's embedding calls, no session (its header is a formality)."""
+        return self.file.name == EMBEDDINGS_LOG
+
+    @property
     def id(self) -> str:
         value = self.header.get("id")
         return value if isinstance(value, str) else ""
@@ -388,6 +395,9 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from ..recording.harvest import harvest_key
 
+    # the embeddings log is no session: its calls are shown last, beside the sessions' tree
+    calls = [log for log in logs if log.calls_only]
+    logs = [log for log in logs if not log.calls_only]
     if path.is_dir() and not os.path.lexists(path / PRIMARY_FILE):
         logs.sort(key=lambda log: harvest_key(log.header))
     by_id = {log.id: log for log in logs}
@@ -398,6 +408,8 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
         children.setdefault(key, []).append(log)
 
     def label(log: _Shown) -> str:
+        if log.calls_only:
+            return f"[bold]{escape(log.file.name)}[/bold]: {log.turns.count} embedding call(s)"
         seed = f", fork boundary: seedLength {log.seed_length}" if log.seed_length else ""
         role = log.role()
         if log.given:
@@ -435,8 +447,10 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
     wide.print(escape(str(path)))
     tops = children.get(None, [])
     for i, log in enumerate(tops):
-        add(log, "", i == len(tops) - 1)
+        add(log, "", i == len(tops) - 1 and not calls)
     rest = [log for log in logs if id(log) not in seen]  # members of a lineage cycle have no root
     for i, log in enumerate(rest):
         if id(log) not in seen:
-            add(log, "", i == len(rest) - 1)
+            add(log, "", i == len(rest) - 1 and not calls)
+    for i, log in enumerate(calls):
+        add(log, "", i == len(calls) - 1)

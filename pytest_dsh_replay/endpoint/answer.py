@@ -271,11 +271,12 @@ class Answer:
 
     def _mark_conversation(self, exc: BaseException, message: str) -> None:
         """A recording's conversation after the failure: left out (no answer of the agent's model, or
-        one that cannot be read whole; the client gone), or recorded as it happened until a retry of
-        it is answered (an upstream error)."""
+        one that cannot be read whole; the client gone; the call cancelled by the endpoint's stop,
+        an answer no provider gave), or recorded as it happened until a retry of it is answered (an
+        upstream error)."""
         endpoint, conv = self.endpoint, self.conv
         no_answer = isinstance(exc, LlmError) and (
-            exc.code == "AUTH"
+            exc.code in ("AUTH", "CANCELLED")  # cancelled: the endpoint's stop, not the provider's answer
             or (isinstance(exc, UpstreamError) and exc.status in NOT_THE_CLIENTS)
             or (exc.code == "CONNECTION" and not self.received)
         )

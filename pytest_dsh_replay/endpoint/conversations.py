@@ -12,10 +12,17 @@ conversation a request belongs to from that history. The rules, in order (store-
    retries C's failed last call, or, when that call was answered, continues C: the answer sent back
    unchanged as the last message lets the model go on (Anthropic's ``pause_turn``, a long server-tool
    turn; an assistant prefill).
-3. **Fork child** of C when the request shares with C a prefix that ends at a completed exchange (a
+3. **Continued by the client** (its answer re-spelled): when the request begins with the whole request
+   of C's last call (its messages, the same system prompt) and then, where C's answer stands, an
+   assistant message that is not that answer (smolagents' ``ToolCallingAgent`` sends the model's tool
+   calls back as a text ``Calling tools: [...]`` and their results as user messages): C went on, as the
+   client spells it. The request starts a new conversation, a child of C seeded with the history as
+   sent (:attr:`Binding.respelled`), so each call is checked exactly as sent; C's open tool calls go
+   on in it (not a crash, not a sub-agent). Found by C's last request's hash: one lookup per message.
+4. **Fork child** of C when the request shares with C a prefix that ends at a completed exchange (a
    ``turn/end``: an answer without tool calls) and then diverges: the child's seed is C's events through
    that ``turn/end`` (``seedLength``, store-and-fork.md §6).
-4. Anything else is a **new conversation**: a **spawn child** of a conversation whose tool call is open
+5. Anything else is a **new conversation**: a **spawn child** of a conversation whose tool call is open
    at that moment (it answered with tool calls whose results have not come back), told by the call's id
    in the request's history (a handoff), else by the call's argument text in its first user message,
    else by being the only one (:func:`_infer_parent`); else a **new root**.
@@ -52,7 +59,7 @@ CONVERSATION_HEADER = "X-Dsh-Conversation"
 #: The header naming the parent of a new conversation.
 PARENT_HEADER = "X-Dsh-Parent"
 
-Kind = Literal["continue", "retry", "fork", "spawn", "root"]
+Kind = Literal["continue", "retry", "respelled", "fork", "spawn", "root"]
 
 
 class BindingError(HarnessError):
@@ -108,7 +115,8 @@ class Conversation(Struct, eq=False):
         id: the live session id (the ``sessionId`` of its model calls; the log's header id).
         rank: creation order (0 first).
         parent: the parent conversation's id, or ``None`` for a root.
-        kind: how it was created: ``root``, ``spawn`` or ``fork``.
+        kind: how it was created: ``root``, ``spawn``, ``fork`` or ``continued`` (rule 3: a client's
+            re-spelled continuation of its parent).
         seed_messages: for a fork child, how many messages it inherited.
         messages: its history: every request message and every answer served, in order.
         open_calls: tool-call ids of the last answer whose results have not come back.
@@ -116,7 +124,10 @@ class Conversation(Struct, eq=False):
         failed: its last call failed (a request equal to its history retries it).
         name: the ``X-Dsh-Conversation`` name, if any.
         candidates: the ids of the conversations whose tool calls were open when this root started,
-            when there were two or more (its parent, if it has one, could not be told: rule 4).
+            when there were two or more (its parent, if it has one, could not be told: rule 5).
+        request_state: the chain hash of its last call's request messages (rule 3's key), ``None``
+            before its first answer and once a client's re-spelled continuation took it.
+        request_length: how many messages that request had.
     """
 
     id: str
@@ -133,6 +144,8 @@ class Conversation(Struct, eq=False):
     failed: bool = False
     name: str | None = None
     candidates: tuple[str, ...] = ()
+    request_state: int | None = None
+    request_length: int = 0
 
 
 class Binding(Struct):
@@ -140,10 +153,12 @@ class Binding(Struct):
 
     Attributes:
         conversation: the conversation (created already for ``fork``/``spawn``/``root``).
-        kind: ``continue``, ``retry``, ``fork``, ``spawn`` or ``root``.
+        kind: ``continue``, ``retry``, ``respelled``, ``fork``, ``spawn`` or ``root``.
         inherited: how many of the request's messages the conversation already had.
         delta: the request's new messages (``messages[inherited:]``).
         fork_source: for a fork, the source conversation and the message count of the shared turn end.
+        respelled: for ``respelled`` (rule 3), the conversation the client went on with and the index
+            of the request's message that re-spells its last answer.
     """
 
     conversation: Conversation
@@ -151,6 +166,7 @@ class Binding(Struct):
     inherited: int
     delta: list[Message]
     fork_source: tuple[Conversation, int] | None = None
+    respelled: tuple[Conversation, int] | None = None
 
 
 def prefix_hashes(
@@ -179,6 +195,8 @@ class Binder:
         self.conversations: list[Conversation] = []
         self._by_state: dict[int, list[Conversation]] = {}
         self._by_boundary: dict[int, list[tuple[Conversation, int]]] = {}
+        #: a conversation's last request state -> the conversations (rule 3)
+        self._by_request: dict[int, list[Conversation]] = {}
         self._by_name: dict[str, Conversation] = {}
         self._by_id: dict[str, Conversation] = {}
         #: conversations whose last answer has tool calls whose results have not come back (spawn parents)
@@ -292,6 +310,15 @@ class Binder:
             found = self._find_continuation(hashes, messages, parent)
             if found is not None:
                 return found
+        respelled = self._find_respelled(hashes, messages, parent)
+        if respelled is not None:
+            source, at = respelled
+            self._forget_request(source)
+            self._set_open(source, ())  # its calls went on in the child, as the client spells them
+            conv = self._create(request, "continued", source, 0, name)
+            self._extend(conv, messages)
+            conv.busy = True
+            return Binding(conv, "respelled", 0, messages, respelled=respelled)
         fork = self._find_fork(hashes, messages, parent)
         if fork is not None:
             source, at = fork
@@ -335,6 +362,33 @@ class Binder:
                 return self._continue(conv, messages, n)
         return None
 
+    def _find_respelled(
+        self, hashes: list[int], messages: list[Message], parent: Conversation | None
+    ) -> tuple[Conversation, int] | None:
+        """Rule 3: the conversation whose last call's request the request begins with, followed by an
+        assistant message where that call's answer stands (re-spelled: an equal one continued it)."""
+        for n in range(len(messages) - 1, 0, -1):
+            if messages[n].get("role") != "assistant":
+                continue
+            for conv in self._by_request.get(hashes[n], ()):
+                if conv.busy or conv.request_length != n or conv.name is not None:
+                    continue
+                if parent is not None and conv is not parent:
+                    continue
+                if len(conv.hashes) > n + 1 and conv.hashes[n + 1] == hashes[n + 1]:
+                    continue  # its answer as served: a continuation or a fork, not a re-spelling
+                return conv, n
+        return None
+
+    def _forget_request(self, conv: Conversation) -> None:
+        if conv.request_state is not None:
+            peers = self._by_request.get(conv.request_state, [])
+            if conv in peers:
+                peers.remove(conv)
+            if not peers:
+                self._by_request.pop(conv.request_state, None)
+            conv.request_state = None
+
     def _find_fork(
         self, hashes: list[int], messages: list[Message], parent: Conversation | None
     ) -> tuple[Conversation, int] | None:
@@ -348,6 +402,9 @@ class Binder:
 
     def answered(self, conv: Conversation, answer: Message, *, turn_ended: bool) -> None:
         """The call of ``conv`` was answered with ``answer``; ``turn_ended``: it has no tool calls."""
+        self._forget_request(conv)
+        conv.request_state, conv.request_length = conv.hashes[-1], len(conv.messages)
+        self._by_request.setdefault(conv.request_state, []).append(conv)
         self._extend(conv, [answer])
         self._set_open(
             conv, tuple(str(b.get("id")) for b in answer.get("content", []) if b.get("type") == "tool-call")
@@ -374,6 +431,12 @@ class Binder:
         if binding.kind in ("continue", "retry") or self._by_id.get(conv.id) is not conv:
             self.failed(conv)
             return
+        if binding.respelled is not None:  # the conversation it went on from is as it was
+            source = binding.respelled[0]
+            source.request_state, source.request_length = source.hashes[-2], len(source.messages) - 1
+            self._by_request.setdefault(source.request_state, []).append(source)
+            last = source.messages[-1].get("content", [])
+            self._set_open(source, tuple(str(b.get("id")) for b in last if b.get("type") == "tool-call"))
         if self.conversations[-1] is conv:  # the common case: nothing was created meanwhile
             self.conversations.pop()
         else:
@@ -389,6 +452,7 @@ class Binder:
             if (conv, at) in peers:
                 peers.remove((conv, at))
         self._unindex(conv)
+        self._forget_request(conv)
         conv.busy = False
 
     def results_arrived(self, conv: Conversation, delta: Sequence[Message]) -> None:
@@ -412,7 +476,7 @@ class Binder:
 def _infer_parent(
     open_: Sequence[Conversation], system: str, messages: Sequence[Message]
 ) -> tuple[Conversation | None, tuple[str, ...], set[str]]:
-    """The parent of a new conversation (rule 4) among ``open_``, the conversations whose tool calls are
+    """The parent of a new conversation (rule 5) among ``open_``, the conversations whose tool calls are
     open and that have no call in flight: ``(parent or None, candidates when it could not be told, the
     parent's call ids whose results the child's history holds)``.
 

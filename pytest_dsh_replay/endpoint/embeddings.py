@@ -265,10 +265,14 @@ class EmbeddingCalls:
 
     def unused(self) -> list[str]:
         """The problem of the recorded calls no request was served from (``[]``: none)."""
-        left = [c for c, served in zip(self.recorded, self.served, strict=True) if not served]
+        left = [
+            (n, c)
+            for n, (c, served) in enumerate(zip(self.recorded, self.served, strict=True), 1)
+            if not served
+        ]
         if not left:
             return []
-        listed = "; ".join(call_summary(c, c.get("seq")) for c in left[:5]) + (
+        listed = "; ".join(call_summary(c, c.get("seq"), n) for n, c in left[:5]) + (
             " ..." if len(left) > 5 else ""
         )
         return [f"{len(left)} recorded embedding call(s) left unused: {listed}"]

@@ -4,28 +4,29 @@ The fixture starts an endpoint for the test, points the SDKs of every registered
 subprocess the test starts) at it with their base-URL variables in their forms
 (``llm/wire/registry.py``: ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` ``http://127.0.0.1:PORT/v1``;
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL`` the same without ``/v1``)
-and a dummy key in each key variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``,
-``GOOGLE_API_KEY``), and fails the test with the endpoint's report, once: the test's call phase reports
-a problem of the traffic (a request that did not match, in place of the SDK's error for the endpoint's
-400) or a recorded call left unused (:func:`call_report`, run by ``own_agent``'s ``pytest_runtest_call``
-wrapper), and the teardown only what came up after it (a recording that cannot be written). An endpoint
-that cannot start (no upstream to record from, a recording ``validate`` flags) is the setup's one-line
-error. A recording that went well says where it went in the run's summary (its notes, as
-``user_properties`` of the teardown report). The recording directory is ``<test file
-dir>/recordings/<module>/<test name>/`` unless ``@pytest.mark.dsh_recording("DIR")`` names one (relative
-to the test file's directory); the marker's ``allow_unused=True`` lets recorded calls go unused, its
-``mask=[REGEX, ...]`` masks volatile values in the request check (with ``--dsh-mask``, ini ``dsh_mask``
-and ``pytest_dsh_masks``), its ``mcp={NAME: URL}`` records and replays streamable HTTP MCP servers under
-``/mcp/NAME`` (``EndpointHandle.mcp_url``; docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves
-requests of a browser app from those origins (with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``;
-docs/ endpoint-safety.md). Options: ``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``),
-``--dsh-backend``, ``--dsh-match-on``, ``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each
-format is read from its provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
-``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), or from ini ``dsh_api_key_env`` for every format, before the
-dummies replace them."""
+and a dummy key in one key variable per API (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+``GEMINI_API_KEY``; ``GOOGLE_API_KEY`` removed: ``registry.client_key_variables``), and fails the test
+with the endpoint's report, once: the test's call phase reports a problem of the traffic (a request that
+did not match, in place of the SDK's error for the endpoint's 400) or a recorded call left unused
+(:func:`call_report`, run by ``own_agent``'s ``pytest_runtest_call`` wrapper), and the teardown only
+what came up after it (a recording that cannot be written). An endpoint that cannot start (no upstream
+to record from, a recording ``validate`` flags) is the setup's one-line error. A recording that went
+well says where it went in the run's summary (its notes, as ``user_properties`` of the teardown report).
+The recording directory is ``<test file dir>/recordings/<module>/<test name>/`` unless
+``@pytest.mark.dsh_recording("DIR")`` names one (relative to the test file's directory); the marker's
+``allow_unused=True`` lets recorded calls go unused, its ``mask=[REGEX, ...]`` masks volatile values in
+the request check (with ``--dsh-mask``, ini ``dsh_mask`` and ``pytest_dsh_masks``), its ``mcp={NAME:
+URL}`` records and replays streamable HTTP MCP servers under ``/mcp/NAME`` (``EndpointHandle.mcp_url``;
+docs/mcp.md), its ``allow_origin=[ORIGIN, ...]`` serves requests of a browser app from those origins
+(with ``--dsh-allow-origin`` and ini ``dsh_allow_origin``; docs/ endpoint-safety.md). Options:
+``--dsh-record``, ``--dsh-upstream URL`` (ini ``dsh_upstream``), ``--dsh-backend``, ``--dsh-match-on``,
+``--dsh-mask``, ``--dsh-allow-origin``; the upstream key of each format is read from its provider's
+variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), or from
+ini ``dsh_api_key_env`` for every format, before the dummies replace them."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ import pytest
 from msgspec import Struct, field
 
 from ..itemreport import ItemReport, endpoint_note_properties, recording_properties
-from ..llm.wire.registry import key_variables, sdk_environment
+from ..llm.wire.registry import client_key_variables, sdk_environment
 from ..modes import Backend, RecordMode
 from ..testrun import (
     FAILED,
@@ -53,6 +54,7 @@ from ..testrun import (
     unused_counts,
 )
 from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread, Mount
+from .writing import red_requests
 
 #: How a ``dsh_endpoint`` test allows a browser app's origin, as a refusal names it.
 ORIGIN_FLAG = (
@@ -60,6 +62,13 @@ ORIGIN_FLAG = (
 )
 #: What the test and its subprocesses get as the API key (the upstream key never leaves the endpoint).
 DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
+
+
+class DshEndpointWarning(UserWarning):
+    """What the test's endpoint says at its start (its ``start_notes``, the lines ``dsh-replay serve``
+    prints on stderr): a recording with no upstream key (``endpoint.config.unset_keys``), temporary
+    stores of killed recording runs. Filter it as any warning
+    (``-W ignore::pytest_dsh_replay.endpoint.fixture.DshEndpointWarning``)."""
 
 
 class EndpointHandle(Struct):
@@ -97,14 +106,20 @@ def endpoint_fixture(
     endpoint_config = _endpoint_config(request, marker, masks, directory)
     thread = EndpointThread(endpoint_config, accept_unused=accept_unused(marker), mounts=mounts)
     url = refused_setup("dsh_endpoint", thread.start)
+    for note in thread.endpoint.start_notes:  # serve's start-up lines, in pytest's warnings summary
+        warnings.warn(DshEndpointWarning(f"dsh_endpoint: {note.removeprefix('warning: ')}"), stacklevel=2)
     run = EndpointRun(thread, directory, bool(request.config.getoption("update_snapshots", default=False)))
     request.node.stash[RUN] = run
     # each SDK's base-URL variable in its form (the Anthropic and Gemini SDKs append the version
-    # themselves), and a dummy key in every key variable: the agent's key is never forwarded
+    # themselves), and a dummy key in one key variable per API, the others removed: the agent's key is
+    # never forwarded
     for env, value in sdk_environment(url.removesuffix("/v1")).items():
         monkeypatch.setenv(env, value)
-    for env in key_variables():
+    given, removed = client_key_variables()
+    for env in given:
         monkeypatch.setenv(env, DUMMY_KEY)
+    for env in removed:
+        monkeypatch.delenv(env, raising=False)
     try:
         yield EndpointHandle(url, directory, thread.endpoint.plan.label, thread.endpoint)
     finally:
@@ -270,25 +285,10 @@ def _endpoint_report(
 
 def _report_diffs(item: pytest.Item, endpoint: Any) -> None:
     """The requests that differed from the recording, as the item's report (``--dsh-report`` shows
-    them side by side), with the command that re-records."""
-    replay = endpoint.replay
-    if replay is None:
-        return
-    from ..replay.errors import RequestMismatchError
-    from ..replay.model import rerecord_commands
-    from ..replay.requests import request_diffs
-
-    # a first request that matched no recorded conversation is a failure, not a (bound) mismatch
-    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
-    mismatches = list({id(m): m for m in found}.values())
-    if not mismatches:
-        return
-
-    report = ItemReport(
-        diffs=[d for m in mismatches for d in request_diffs(m)],
-        commands=rerecord_commands(m.rerecord for m in mismatches if m.rerecord),
-    )
-    item.user_properties += report.properties()
+    them side by side), with the command that re-records (``writing.red_requests``)."""
+    diffs, commands = red_requests(endpoint.replay)
+    if diffs or commands:
+        item.user_properties += ItemReport(diffs=diffs, commands=commands).properties()
 
 
 __all__ = [
@@ -297,6 +297,7 @@ __all__ = [
     "MARKER",
     "RUN",
     "STOPPED",
+    "DshEndpointWarning",
     "EndpointHandle",
     "EndpointRun",
     "accept_unused",

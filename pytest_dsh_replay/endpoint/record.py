@@ -212,6 +212,23 @@ class ConversationLog(Struct):
         if call_id in self.call_seqs:
             self.handed[call_id] = (block, child)
 
+    def continued_in(self, reply: Sequence[Message], child: str) -> None:
+        """The client went on with this conversation in ``child``, its last answer re-spelled
+        (conversations.py rule 3); ``reply``: the messages it sent after that answer. This log's open
+        tool calls get their results from them (a ``tool-result`` block of the call's id, else the
+        reply's text, as the client sent the results: smolagents' ``Observation: ...``), written as a
+        handoff's (:meth:`close`): the turn goes on in the child, it was not abandoned."""
+        results = {
+            str(b.get("toolCallId")): b
+            for m in reply
+            for b in m.get("content", [])
+            if b.get("type") == "tool-result"
+        }
+        text = [b for m in reply for b in m.get("content", []) if b.get("type") == "text"]
+        for call_id in self.call_seqs:
+            block = results.get(call_id) or {"toolCallId": call_id, "content": text, "isError": False}
+            self.handed[call_id] = (block, child)
+
     def _user_message(self, blocks: list[Any]) -> None:
         if self.step_open:
             self._end_step()
@@ -284,8 +301,9 @@ class ConversationLog(Struct):
             if e["type"] == "tool/call" and isinstance(e.get("data"), dict)
         }
         for event in interrupted_turn_closers(self.session.events):
-            if event["type"] == "tool/result":
-                self.unanswered.append(names.get(str(event["data"].get("callId")), "") or "?")
+            name = names.get(str(event["data"].get("callId")), "") if event["type"] == "tool/result" else ""
+            if event["type"] == "tool/result" and not ends_a_run(name):
+                self.unanswered.append(name or "?")
             self._append(
                 event["type"],
                 event["data"],
@@ -303,6 +321,17 @@ class ConversationLog(Struct):
         self._end_turn(reason, None)
         self.call_seqs.clear()
         self.handed.clear()
+
+
+#: Tools agent frameworks end a run with: the client runs the call and stops, never sending its result
+#: (smolagents' ``final_answer``, pydantic-ai's output tool ``final_result``, ``final_result_<type>``).
+FINAL_ANSWER_TOOLS = ("final_answer", "final_result")
+
+
+def ends_a_run(name: str) -> bool:
+    """Whether a tool call named ``name`` is a framework's final answer (:data:`FINAL_ANSWER_TOOLS`):
+    left unanswered, the agent stopped by design, not mid-turn."""
+    return name in FINAL_ANSWER_TOOLS or name.startswith("final_result_")
 
 
 def history_length(messages: Sequence[Message]) -> int:
@@ -803,18 +832,26 @@ class Recorder:
                 session = self.store.create(conv.id, meta=cast(Any, meta) or None)
                 log = ConversationLog(session)
             parent_log = self.logs.get(conv.parent) if conv.parent is not None else None
-            if parent_log is not None:
+            if parent_log is not None and binding.respelled is not None:
+                at = binding.respelled[1] + 1
+                reply = binding.delta[at:]
+                end = next((i for i, m in enumerate(reply) if m.get("role") == "assistant"), len(reply))
+                parent_log.continued_in(reply[:end], conv.id)
+            elif parent_log is not None:
                 for block in handoff_results(history):
                     parent_log.handed_off(block, conv.id)
         self.logs[conv.id] = log
         return log
 
-    async def finish(self, keys: Mapping[str, bytes] | None = None) -> RecordResult:
+    async def finish(
+        self, keys: Mapping[str, bytes] | None = None, pinned: Mapping[str, int] | None = None
+    ) -> RecordResult:
         """Flush every session, harvest the logs, close the backend.
 
         ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
-        :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order);
-        ``None``: in harvest order.
+        :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order),
+        ``pinned`` (conversation id -> the recorded log's index it replayed) first; ``None``: in
+        harvest order.
         """
         from ..recording.harvest import content_order, harvest_backend, harvest_jsonl
 
@@ -828,7 +865,7 @@ class Recorder:
                 logs = harvest_backend(self.storage)
         finally:
             self.storage.close()
-        return RecordResult(logs if keys is None else content_order(logs, keys), self.cwd)
+        return RecordResult(logs if keys is None else content_order(logs, keys, pinned), self.cwd)
 
     def cleanup(self) -> None:
         """Remove the temp directory (if the recorder made one)."""
@@ -841,6 +878,7 @@ class Recorder:
 
 
 __all__ = [
+    "FINAL_ANSWER_TOOLS",
     "RETRY_HEADERS",
     "TEMP_STORE_PREFIX",
     "ConversationLog",
@@ -849,6 +887,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamModel",
     "answer_content",
+    "ends_a_run",
     "first_request_keys",
     "handoff_results",
     "history_length",

@@ -249,6 +249,10 @@ class Endpoint:
         self.calls = 0
         #: requests whose handler is running (read by ``serve`` when a signal asks it to stop)
         self.in_flight = 0
+        #: why the endpoint takes no new request (``serve`` stopping: a signal came), ``None`` while it
+        #: does; the requests refused for it, counted (:meth:`stop_taking`)
+        self.closing: str | None = None
+        self.refused_closing = 0
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
@@ -472,7 +476,12 @@ class Endpoint:
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, auto_decompress=False
+            app,
+            access_log=None,
+            handle_signals=False,
+            logger=_HTTP_LOG,
+            auto_decompress=False,
+            shutdown_timeout=SHUTDOWN_PATIENCE,
         )
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -652,6 +661,9 @@ class Endpoint:
             try:
                 # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
                 wire = fmt.bind(request.match_info, request.path)  # its error shape too (Gemini's)
+                if self.closing is not None:
+                    self.refused_closing += 1
+                    return self._error(wire, self.closing, "STOPPING", 503)
                 problem = path_param_problem(request.match_info)
                 if problem is not None:
                     return self._problem(wire, WireRequestError(problem, "$path"), 400)
@@ -699,6 +711,12 @@ class Endpoint:
         if self.embedding_upstream is not None:
             cancelled += self.embedding_upstream.cancel(reason)
         return cancelled
+
+    def stop_taking(self, why: str) -> None:
+        """Take no new request from now on (``serve`` got a signal): each is answered HTTP 503 in its
+        API's error shape with ``why`` (code ``STOPPING``), never sent upstream; the requests in flight
+        go on. A request after the stop signal would be paid for and then cut off by the stop."""
+        self.closing = why
 
     def abandon(self) -> None:
         """Give up the run without :meth:`stop` (a forced exit): nothing is written, the recorder's
@@ -943,6 +961,12 @@ def _parser_refusal(record: logging.LogRecord) -> Any:
 
 #: the endpoint's HTTP server's own log (aiohttp's request handler); unhandled, its records reach
 #: stderr through logging's last-resort handler, as aiohttp's would
+#: seconds :meth:`Endpoint.stop` lets the handlers still running finish before it cancels them: its
+#: caller waited for the requests in flight already (``serve``'s ``--grace``, the test's end), so what
+#: runs now is abandoned (a body never finished, an upstream call ``cancel_upstream`` ended); aiohttp's
+#: own 60 s held ``serve``'s exit, and a test's teardown, behind one half-sent request
+SHUTDOWN_PATIENCE = 1.0
+
 _HTTP_LOG = logging.getLogger("pytest_dsh_replay.endpoint.http")
 _HTTP_LOG.addFilter(_RefusedRequestLine())
 

@@ -28,14 +28,24 @@ from .config import has_any_recording, has_recording
 from .record import RecordResult, first_request_keys
 from .recording import parent_note
 
+
+def _no_request_causes() -> str:
+    """What usually keeps an agent's requests from a recording run (said when none arrived), naming the
+    base-URL variables the fixture sets (every format's, ``llm/wire/registry.py``)."""
+    from ..llm.wire.registry import sdk_environment
+
+    *names, last = sdk_environment("")
+    return (
+        "what usually causes it: the client was built before the endpoint started (at import, or in a "
+        "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
+        f"set (the dsh_endpoint fixture sets {', '.join(names)} and {last}; else pass the endpoint's URL "
+        "to the client as its base URL); or a client-side cache answered (DSPy's default cache=True "
+        "answers a request it saw before from disk)"
+    )
+
+
 #: What usually keeps an agent's requests from a recording run (said when none arrived).
-NO_REQUEST_CAUSES = (
-    "what usually causes it: the client was built before the endpoint started (at import, or in a "
-    "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
-    "set (the dsh_endpoint fixture sets OPENAI_BASE_URL, OPENAI_API_BASE, ANTHROPIC_BASE_URL and "
-    "ANTHROPIC_API_BASE; else pass the endpoint's URL to the client as its base URL); or a client-side "
-    "cache answered (DSPy's default cache=True answers a request it saw before from disk)"
-)
+NO_REQUEST_CAUSES = _no_request_causes()
 
 
 class EndpointOutcome(Struct):
@@ -95,8 +105,10 @@ class RunWriter:
         """Write the run (``failed``: what its test raised, as one line) and say so in ``outcome``."""
         endpoint = self.endpoint
         sources = self._request_sources()
-        # numbered by what each conversation asked first, not by when it arrived (stable files)
-        result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks))
+        # numbered by what each conversation asked first, not by when it arrived, the recorded ones a
+        # new_episodes or changed run replayed keeping their files (stable files)
+        pinned = dict(endpoint.replay.bound) if endpoint.replay is not None else None
+        result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks), pinned)
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
             return
@@ -236,7 +248,8 @@ class RunWriter:
             result.cwd,
             endpoint.scrubber,
             [*sidecar_files(where, sidecars), *pins],
-            base=current_fixtures(where),
+            # in the recording's spelling, a kept run too: accept then changes only what changed
+            base=current_fixtures(self.directory.resolve()),
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if endpoint.keep_by_masks else None),
             prune_owned=endpoint.plan.prunes_owned,
@@ -369,8 +382,12 @@ class RunWriter:
             out.append(
                 f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
                 f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "
-                "fail? check its exit code and output); an agent that asks only this by design: accept the "
-                "kept run (below)"
+                "fail? check its exit code and output); "
+                + (
+                    "written all the same (record on error), the run fails"
+                    if self.config.record_on_error
+                    else "an agent that asks only this by design: accept the kept run (below)"
+                )
             )
         return out
 
@@ -399,4 +416,22 @@ class RunWriter:
         )
 
 
-__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter"]
+def red_requests(replay: Any) -> tuple[list[Any], list[str]]:
+    """The requests of a replay (a :class:`~..replay.model.ReplayModel`, or ``None``) that did not match
+    their recording, as the reports show them side by side (``[RequestDiff]``, ``itemreport``), with
+    the commands that re-record them: its mismatches and the failures that are mismatches (a first
+    request that matched no recorded conversation), each once. The one rule of the ``dsh_endpoint``
+    item's report and ``serve --report``'s page; ``([], [])`` when every request matched."""
+    if replay is None:
+        return [], []
+    from ..replay.errors import RequestMismatchError
+    from ..replay.model import rerecord_commands
+    from ..replay.requests import request_diffs
+
+    found = [*replay.mismatches, *(e for e in replay.failures if isinstance(e, RequestMismatchError))]
+    mismatches = list({id(m): m for m in found}.values())
+    diffs = [d for m in mismatches for d in request_diffs(m)]
+    return diffs, rerecord_commands(m.rerecord for m in mismatches if m.rerecord)
+
+
+__all__ = ["NO_REQUEST_CAUSES", "EndpointOutcome", "RunWriter", "red_requests"]

@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 from pytest_dsh_replay.errors import quote
 
 from .errors import InvalidSessionIdError
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+#: an id of :data:`_SAFE` characters only (a UUID, a name) is its own encoding: no per-unit loop
+_ALL_SAFE = re.compile(r"[A-Za-z0-9._-]+")
 
 NO_CWD_BUCKET = "_no-cwd"
 """Bucket directory of sessions without a ``cwd``."""
@@ -79,6 +82,8 @@ def encode_segment(id: str) -> str:
         return "~002E"
     if id == "..":
         return "~002E~002E"
+    if _ALL_SAFE.fullmatch(id):
+        return id
     # surrogatepass keeps lone surrogates (valid in JS strings) as their own code unit.
     raw = id.encode("utf-16-be", "surrogatepass")
     out: list[str] = []

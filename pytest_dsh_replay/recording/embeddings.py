@@ -114,19 +114,21 @@ def event_problem(event: Mapping[str, Any] | None) -> str | None:
     return None if problem is None else f"{CALL} #{event.get('seq')}: {problem}"
 
 
-def call_summary(data: Any, seq: Any) -> str:
-    """One line saying the recorded call ``data`` at ``seq`` (``show``): its route, model, inputs and
-    vectors, or what is wrong with it when :func:`call_problem` refuses it."""
+def call_summary(data: Any, seq: Any, number: int) -> str:
+    """One line saying the recorded call ``data``, the log's ``number``-th (from 1) at ``seq`` (``show``,
+    as a session's turns: ``call #1 (seq 0): ...``): its route, model, inputs and vectors, and status,
+    or what is wrong with it when :func:`call_problem` refuses it."""
+    where = f"call #{number} (seq {seq})"
     problem = call_problem(data)
     if problem is not None:
-        return f"#{seq}: not a recorded embedding call: {problem}"
+        return f"{where}: not a recorded embedding call: {problem}"
     request, response = data["request"], data["response"]
     value = request.get("input", request.get("requests", request.get("content")))
     inputs = len(value) if isinstance(value, list) else 1
     vectors = response.get("data", response.get("embeddings"))
     count = len(vectors) if isinstance(vectors, list) else 1
     said = f"{data['route']} {data.get('model', '')}: {inputs} input(s), {count} vector(s)"
-    return f"#{seq} {said}, HTTP {data['status']}"
+    return f"{where}: {said}, HTTP {data['status']}"
 
 
 def scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:

@@ -31,28 +31,36 @@ def harvest_order(logs: Iterable[SessionLog]) -> list[SessionLog]:
     return sorted(logs, key=lambda log: harvest_key(log.header))
 
 
-def content_order(logs: Sequence[SessionLog], keys: Mapping[str, bytes]) -> list[SessionLog]:
+def content_order(
+    logs: Sequence[SessionLog], keys: Mapping[str, bytes], pinned: Mapping[str, int] | None = None
+) -> list[SessionLog]:
     """The harvest order of sessions created in arrival order: by content, parents before children.
 
     Args:
         logs: the run's logs (any order).
         keys: session id -> its content key (the endpoint: the JSON of its first request); a session
             without one sorts first among its equals (``b""``).
+        pinned: session id -> the index of the recorded log it replayed (a ``new_episodes`` or
+            ``changed`` run): those come first, in their recorded order, so a run that only adds
+            conversations keeps every recorded log's file (stable re-record).
 
     Returns:
-        The logs in order: sessions without a parent first; a child never before its parent; among the
-        sessions that may come next, by ``(has a parent, key, createdAt, id)``. So the same traffic
-        recorded again in another arrival order gets the same numbers (``createdAt`` only orders
-        sessions whose first requests are identical), and ``session.jsonl`` is a parentless session as
-        in :func:`harvest_order`.
+        The logs in order: the pinned ones first by recorded index; then sessions without a parent; a
+        child never before its parent; among the sessions that may come next, by ``(has a parent, key,
+        createdAt, id)``. So the same traffic recorded again in another arrival order gets the same
+        numbers (``createdAt`` only orders sessions whose first requests are identical), and
+        ``session.jsonl`` is a parentless session as in :func:`harvest_order`.
     """
+    pinned = pinned or {}
     ids = {log.id for log in logs}
     children: dict[str, list[int]] = {}
-    heap: list[tuple[tuple[bool, bytes, int, str], int]] = []
+    heap: list[tuple[tuple[int, bool, bytes, int, str], int]] = []
 
-    def entry(i: int) -> tuple[tuple[bool, bytes, int, str], int]:
+    def entry(i: int) -> tuple[tuple[int, bool, bytes, int, str], int]:
         has_parent, created, sid = harvest_key(logs[i].header)
-        return (has_parent, keys.get(logs[i].id, b""), created, sid), i
+        place = pinned.get(logs[i].id, -1)
+        first = place if place >= 0 else len(logs) + len(pinned)  # the recorded ones before the new
+        return (first, has_parent, keys.get(logs[i].id, b""), created, sid), i
 
     for i, log in enumerate(logs):
         parent = log.header.get("parentSession")

@@ -23,7 +23,7 @@ from .build import read_recording, report_payload
 from .html import write_report
 from .payload import Call, Item, Recording, SessionView
 
-__all__ = ["RunReport", "mark_calls"]
+__all__ = ["RunReport", "mark_calls", "write_run_page"]
 
 #: the longest failure report kept of one item (characters)
 MAX_FAILURE = 20_000
@@ -117,16 +117,7 @@ class RunReport:
         return bool(item.outcome == "failed" or wrote)
 
     def _fill(self, item: Item, props: ItemReport) -> None:
-        """What the item's last report said, on the item (paths and the request diffs redacted)."""
-        item.written = [self.redact(p) for p in props.written]
-        item.removed = [self.redact(p) for p in props.removed]
-        item.write = props.write or ""
-        item.calls = props.replayed.calls if props.replayed is not None else props.served
-        item.diffs = [
-            replace(d, call=self.redact(d.call), recorded=self.redact(d.recorded), sent=self.redact(d.sent))
-            for d in props.diffs
-        ]
-        item.commands = props.commands
+        _fill(item, props, self.redact)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """One line: where the page went, its size and what it holds."""
@@ -140,6 +131,40 @@ class RunReport:
             f"dsh-replay report: {self.redact(str(self.path))} ({self.size:,} bytes): {len(self.items)} "
             f"item(s), {failed} failed"
         )
+
+
+def _fill(item: Item, props: ItemReport, redact: Callable[[str], str]) -> None:
+    """What the item's last report said, on the item (paths and the request diffs redacted)."""
+    item.written = [redact(p) for p in props.written]
+    item.removed = [redact(p) for p in props.removed]
+    item.write = props.write or ""
+    item.calls = props.replayed.calls if props.replayed is not None else props.served
+    item.diffs = [
+        replace(d, call=redact(d.call), recorded=redact(d.recorded), sent=redact(d.sent)) for d in props.diffs
+    ]
+    item.commands = props.commands
+
+
+def write_run_page(
+    path: Path, item: Item, props: ItemReport, redact: Callable[[str], str], *, title: str
+) -> int:
+    """Write the page of one run made outside pytest (``dsh-replay serve --report``) to ``path``, as
+    :class:`RunReport` writes a pytest run's item: ``item`` (its name, outcome, kind, recording
+    directory, failure report) with what ``props`` says of the run (as a ``dsh_endpoint`` test's
+    report carries it), its recording read whole and its calls marked (:func:`mark_calls`), every
+    text but the recording's path through ``redact``. Returns the page's size in bytes.
+
+    Raises:
+        OSError: the page cannot be written.
+    """
+    item.nodeid, item.failure = redact(item.nodeid), redact(item.failure)
+    _fill(item, props, redact)
+    recordings = _Recordings()
+    item.recording = recordings.index(item.path, redact(item.path))
+    if item.recording >= 0:
+        mark_calls(recordings.read[item.recording].sessions, item, props.rerecorded)
+    payload = report_payload(title, recordings.read, [item], run=True)
+    return write_report(payload, path, redact)
 
 
 class _Recordings:

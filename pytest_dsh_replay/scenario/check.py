@@ -91,7 +91,7 @@ class CheckOptions(Struct):
         refresh_command: the command shown in reports to refresh just this scenario.
         record: the :class:`~..modes.RecordMode` (harness.md §4; a value string is converted).
         live_model: builds ``(model, secrets)`` for a scenario in record modes; never called in ``none``.
-        event_hook: ``pytest_dsh_normalize_event`` dispatcher.
+        event_hook: ``pytest_dsh_normalize_event`` dispatcher; ``None`` when no implementation is installed.
         setup_hook: ``pytest_dsh_scenario_setup`` dispatcher.
         register_tools: ``pytest_dsh_register_tools`` dispatcher.
         scrubber: THE secret set of the run (``llm.secrets.run_scrubber``), used by every

@@ -88,17 +88,62 @@ def cwd_aliases(cwd: str | None) -> list[str]:
     return sorted((n for n in names if n and n != "/"), key=len, reverse=True)
 
 
-def _cwd_pattern(cwd: str | None) -> re.Pattern[str] | None:
+def _path_glued(char: str) -> bool:
+    """Whether ``char`` continues a path name (``[\\w.\\-]``, as ``re`` reads ``\\w`` in a str pattern)."""
+    return char.isalnum() or char in "_.-"
+
+
+class _CwdPattern:
+    """Finds the cwd's aliases as whole paths: not glued to a preceding path character (``[\\w.\\-/]``),
+    followed by the end, a ``/`` or a character that is no path character (``[\\w.\\-]``).
+
+    What the pattern ``(?<![\\w.\\-/])(?:ALIAS|...)(?![\\w.\\-])`` finds (the aliases longest first, so the
+    longest at the leftmost place), without compiling one: a run's cwd is a fresh temporary directory,
+    so a compiled pattern cost every scenario and every test 0.1-0.2 ms, most of a tokenizer's making.
+    The aliases are found by C-level substring searches; only their boundaries are checked here.
+    """
+
+    __slots__ = ("_aliases",)
+
+    def __init__(self, aliases: tuple[str, ...]) -> None:
+        self._aliases = aliases  # longest first (cwd_aliases)
+
+    def _next(self, text: str, pos: int) -> tuple[int, str] | None:
+        """The leftmost whole-path alias at or after ``pos``: ``(start, alias)``, ``None``: none."""
+        best: tuple[int, str] | None = None
+        for alias in self._aliases:
+            at = text.find(alias, pos)
+            while at != -1 and (best is None or at < best[0]):
+                end = at + len(alias)
+                if (at == 0 or not (_path_glued(text[at - 1]) or text[at - 1] == "/")) and (
+                    end == len(text) or not _path_glued(text[end])
+                ):
+                    best = (at, alias)  # an equally placed later alias is shorter: the first wins
+                    break
+                at = text.find(alias, at + 1)
+        return best
+
+    def sub(self, replacement: str, text: str) -> str:
+        """``text`` with every whole-path alias replaced by ``replacement`` (taken literally)."""
+        if not any(alias in text for alias in self._aliases):
+            return text
+        parts: list[str] = []
+        pos = 0
+        found = self._next(text, 0)
+        while found is not None:
+            at, alias = found
+            parts += (text[pos:at], replacement)
+            pos = at + len(alias)
+            found = self._next(text, pos)
+        if not parts:
+            return text
+        parts.append(text[pos:])
+        return "".join(parts)
+
+
+def _cwd_pattern(cwd: str | None) -> _CwdPattern | None:
     aliases = cwd_aliases(cwd) if cwd != CWD_TOKEN else []
-    return _compiled_cwd(tuple(aliases)) if aliases else None
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled_cwd(aliases: tuple[str, ...]) -> re.Pattern[str]:
-    # (cached by the aliases, not the cwd: they depend on the file system when they are computed)
-    alt = "|".join(re.escape(a) for a in aliases)
-    # path boundary: not glued to a preceding path character, followed by end, "/" or a non-path char
-    return re.compile(rf"(?<![\w.\-/])(?:{alt})(?![\w.\-])")
+    return _CwdPattern(tuple(aliases)) if aliases else None
 
 
 #: A whole-token UUID: when every known session id is a UUID, this one pattern finds them all (a match
@@ -365,7 +410,7 @@ class Tokenizer:
         if cwd == CWD_TOKEN and self._cwd_re is not None and "{{" in text:
             text = _CWD_SPELLING.sub(_one_more_bang, text)  # the file's spelling: see tokenize_cwd
         if self._cwd_re is not None and "/" in text:
-            text = self._cwd_re.sub(lambda _m: cwd, text)
+            text = self._cwd_re.sub(cwd, text)
         if self._ids_re is not None:
             known = self._known
             text = self._ids_re.sub(

@@ -801,3 +801,51 @@ def test_max_tokens_is_sticky_across_later_steps() -> None:
     events = run(drive(rt, "x", holder=holder))
     assert [d["step"] for t, d in shape(events) if t == "step/end"] == [1, 2]
     assert events[-1]["data"]["reason"] == {"kind": "max-tokens"}  # step 2 stopped normally
+
+
+class _WaitingModel(ChunkListModel):
+    """Every chunk after a real wait of the stream (``asyncio.sleep(0)``): a pull that does not complete
+    at once."""
+
+    async def _play(self, chunks: list[dict[str, Any]]) -> Any:
+        for chunk in chunks:
+            await asyncio.sleep(0)
+            yield chunk
+
+
+def _chunks_and_tasks(model: Any) -> tuple[list[dict[str, Any]], int]:
+    """The step's logged chunks and the tasks created while the agent ran its one turn."""
+    tasks = 0
+
+    async def go() -> list[dict[str, Any]]:
+        nonlocal tasks
+        loop = asyncio.get_running_loop()
+
+        def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+            nonlocal tasks
+            tasks += 1
+            return asyncio.Task(coro, loop=loop, **kwargs)
+
+        rt, _ = make_runtime(model, tools=ToolRegistry())
+        agent = rt.create_agent("s")
+        loop.set_task_factory(counting)
+        agent.send("x")
+        await agent.when_idle()
+        loop.set_task_factory(None)
+        await rt.dispose()
+        return [e["data"]["chunk"] for e in agent.session.events if e["type"] == "assistant/chunk"]
+
+    return run(go()), tasks
+
+
+def test_a_stream_read_without_waiting_costs_no_task_per_chunk() -> None:
+    """A replayed stream's chunks are in memory: each pull completes at once and is taken as it is (a
+    task and a wait per chunk were most of a replayed item's cost); a stream that waits between chunks
+    is read through a task per pull (raced against the step's signal) and logs the same chunks."""
+    chunks = text_chunks(["a", "b", "c", "d", "e", "f", "g", "h"])
+    at_once, at_once_tasks = _chunks_and_tasks(ChunkListModel([[chunks]]))
+    waiting, waiting_tasks = _chunks_and_tasks(_WaitingModel([[chunks]]))
+    assert at_once == waiting == chunks
+    assert waiting_tasks - at_once_tasks >= len(chunks)
+    _, few_tasks = _chunks_and_tasks(ChunkListModel([[text_chunks(["a"])]]))
+    assert few_tasks == at_once_tasks  # no task grows with the number of chunks

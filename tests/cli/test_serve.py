@@ -244,10 +244,12 @@ class _Stderr:
         return "".join(self.seen)
 
 
-def _held_request(tmp_path: Path, hold: threading.Event) -> tuple[subprocess.Popen[str], Any, Any, _Stderr]:
-    """``serve --record once`` from an upstream that holds its answer until ``hold`` is set; returns
-    the process, the client's future answer, the upstream and the stderr reader once the request is in
-    flight (the upstream has it)."""
+def _held_request(
+    tmp_path: Path, hold: threading.Event, *args: str
+) -> tuple[subprocess.Popen[str], Any, Any, _Stderr, str]:
+    """``serve --record once`` (and ``args``) from an upstream that holds its answer until ``hold`` is
+    set; returns the process, the client's future answer, the upstream, the stderr reader and serve's
+    URL once the request is in flight (the upstream has it)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from endpoint.upstream import Answer
@@ -255,7 +257,7 @@ def _held_request(tmp_path: Path, hold: threading.Event) -> tuple[subprocess.Pop
     arrived = threading.Event()
     slow = FakeUpstream(lambda body: Answer(text="late answer", arrived=arrived, hold=hold))
     slow.start()
-    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", slow.url)
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", slow.url, *args)
     assert proc.stderr is not None
     client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=60)
     pool = ThreadPoolExecutor(1)
@@ -264,14 +266,14 @@ def _held_request(tmp_path: Path, hold: threading.Event) -> tuple[subprocess.Pop
     )
     pool.shutdown(wait=False)
     assert arrived.wait(30), "the request never reached the upstream"
-    return proc, answer, slow, _Stderr(proc.stderr)
+    return proc, answer, slow, _Stderr(proc.stderr), url
 
 
 def test_a_signal_waits_for_the_request_in_flight_and_records_it(tmp_path: Path) -> None:
     """SIGTERM while a request is held by a slow upstream: serve says it waits, the client gets its
     answer, the conversation is recorded and serve exits 0."""
     hold = threading.Event()
-    proc, answer, slow, stderr = _held_request(tmp_path, hold)
+    proc, answer, slow, stderr, _url = _held_request(tmp_path, hold)
     try:
         proc.send_signal(signal.SIGTERM)
         said = stderr.wait_for("in flight")
@@ -295,7 +297,7 @@ def test_a_second_signal_stops_serve_at_once(tmp_path: Path) -> None:
     Regression: the second signal was ignored; serve went on waiting for the request (up to
     aiohttp's 60 s shutdown timeout, or the upstream's 600 s)."""
     hold = threading.Event()
-    proc, answer, slow, stderr = _held_request(tmp_path, hold)
+    proc, answer, slow, stderr, _url = _held_request(tmp_path, hold)
     try:
         proc.send_signal(signal.SIGTERM)
         # the second signal only once serve has taken the first: two pending signals are delivered
@@ -413,6 +415,31 @@ def test_a_conversation_stopped_mid_turn_fails_serve_and_is_kept(
     assert (directory / "session.jsonl").is_file()
 
 
+def test_a_conversation_stopped_mid_turn_under_record_on_error_is_written_and_said_so(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """``--record-on-error``: the conversation that stopped mid-turn is still a problem (exit 1), and
+    the run is written into the directory; the problem says so instead of pointing at a kept run.
+
+    Regression (a new user's smolagents run): each problem line said "accept the kept run (below)"
+    where nothing was kept."""
+    directory = tmp_path / "rec"
+    proc, url = start_serve(directory, "--record", "once", "--record-on-error", "--upstream", upstream.url)
+    try:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        answer = client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "list the files"}]
+        )
+        assert answer.choices[0].message.tool_calls
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 1, err
+    assert "stopped mid-turn" in err and "written all the same (record on error), the run fails" in err
+    assert "kept run" not in err
+    assert (directory / "session.jsonl").is_file()
+    assert not (directory / ".dsh-kept").exists()
+
+
 def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(tmp_path: Path) -> None:
     """A recording started with no key variable set warns at start-up that every call goes upstream
     without one, naming serve's environment; the upstream's 401 says the key belongs there.
@@ -483,3 +510,153 @@ def test_serve_reports_give_serve_spellings(tmp_path: Path, upstream: FakeUpstre
     assert f"dsh-replay serve {tmp_path} --record rewrite" in err, err
     assert "--match-on" not in err, err
     assert "--dsh-match-on" not in err and "--dsh-mask" not in err
+
+
+def test_a_request_after_the_stop_signal_is_refused_and_not_sent_upstream(tmp_path: Path) -> None:
+    """Once serve got its stop signal, a new request is answered 503 in its API's shape and never
+    reaches the upstream; the request in flight is answered and recorded, and the report counts the
+    refused one.
+
+    Regression (a breaker's run): requests that came during the grace were sent upstream (paid) while
+    serve was stopping."""
+    hold = threading.Event()
+    proc, answer, slow, stderr, url = _held_request(tmp_path, hold)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        stderr.wait_for("in flight")
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=30)
+        with pytest.raises(openai.InternalServerError) as refused:
+            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "more"}])
+        assert refused.value.status_code == 503
+        assert "dsh-replay serve is stopping (it got SIGTERM)" in str(refused.value)
+        hold.set()
+        assert answer.result(timeout=30).choices[0].message.content == "late answer"
+        assert proc.wait(timeout=30) == 0, stderr.rest()
+        assert "1 request(s) that came after SIGTERM were refused (HTTP 503)" in stderr.rest()
+    finally:
+        hold.set()
+        kill(proc)
+        slow.stop()
+    assert len(slow.requests) == 1
+
+
+def test_a_call_cancelled_after_the_grace_is_left_out_of_the_recording(tmp_path: Path) -> None:
+    """A call still running when the grace runs out is cancelled by serve: its conversation is left
+    out (the answer would be serve's own error, not the provider's), the run fails, nothing is written.
+
+    Regression (a breaker's run): under ``--record once`` the cancellation was recorded as the call's
+    answer, serve exited 0, and every replay served the cancellation."""
+    hold = threading.Event()
+    proc, answer, slow, stderr, _url = _held_request(tmp_path, hold, "--grace", "0.5")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        rest = stderr.rest()
+        assert code == 1, rest
+        assert "cancelled 1 upstream call(s) still running after 0.5 s" in rest
+        assert "its last call failed: cancelled: dsh-replay serve got SIGTERM" in rest
+        with pytest.raises(openai.InternalServerError):
+            answer.result(timeout=30)
+    finally:
+        hold.set()
+        kill(proc)
+        slow.stop()
+    assert not (tmp_path / "session.jsonl").exists()
+
+
+def test_a_second_signal_with_nothing_in_flight_still_writes_the_run(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """SIGTERM and then SIGINT with no request in flight: nothing to stop waiting for, so the run is
+    written all the same (exit 0), and a signal during the write is said and dropped.
+
+    Regression (a breaker's run): a second signal while serve wrote 30 answered conversations ended it
+    with "nothing written", the paid answers lost with the temporary store."""
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", upstream.url)
+    try:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=30)
+        for n in range(12):
+            client.chat.completions.create(
+                model="fake-1", messages=[{"role": "user", "content": f"task {n}"}]
+            )
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)  # another signal: not the same one sent twice
+        code, _out, err = finish(proc)
+    finally:
+        kill(proc)
+    assert code == 0, err
+    assert "recorded 12 conversation(s)" in err, err
+    assert "nothing written" not in err
+    assert len(list(tmp_path.glob("session*.jsonl"))) == 12
+
+
+def test_a_half_sent_request_does_not_hold_serve_past_its_grace(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A client that sent its headers and half its body and then waits: after the grace, serve stops
+    anyway and writes the run (the half request was never a call).
+
+    Regression (a breaker's run): serve waited for the body for aiohttp's 60 s shutdown timeout, past
+    any --grace; a dsh_endpoint test's teardown hung the same way."""
+    import socket
+    import time
+
+    proc, url = start_serve(tmp_path, "--record", "once", "--upstream", upstream.url, "--grace", "0.5")
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    half = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=30)
+        client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hello"}])
+        half.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"model":'
+        )
+        time.sleep(0.5)  # the handler is reading the body
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve waited for the half-sent body past its grace")
+        err = proc.stderr.read() if proc.stderr is not None else ""
+        took = time.monotonic() - started
+        assert took < 6, f"serve took {took:.1f} s to stop (its grace: 0.5 s)"
+    finally:
+        half.close()
+        kill(proc)
+    assert code == 0, err
+    assert "recorded 1 conversation(s)" in err, err
+
+
+def test_serve_writes_the_report_page_of_a_red_replay(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """``serve --report PATH`` writes the page ``pytest --dsh-report`` writes for a red ``dsh_endpoint``
+    test: the run as one failed item with the report serve printed, its red call recorded and sent side
+    by side in the client's terms, serve's re-record commands, and its recording whole with the call
+    marked ``differs``; a green replay's page says it passed."""
+    from report._payload import payload_of
+
+    record_chat(tmp_path / "rec", upstream.url, "hello")
+    page = tmp_path / "out" / "serve.html"
+    code, _out, err = _serve(tmp_path / "rec", "--report", str(page), prompt="goodbye")
+    assert code == 1, err
+    assert f"dsh-replay serve: wrote the report {page} (" in err
+    payload = payload_of(page.read_text())
+    (item,) = payload["items"]
+    assert (item["nodeid"], item["outcome"], item["kind"]) == (
+        f"dsh-replay serve {tmp_path / 'rec'}",
+        "failed",
+        "endpoint",
+    )
+    assert "request mismatch at call #1 of session.jsonl" in item["failure"]
+    (diff,) = item["diffs"]
+    assert (diff["path"], diff["recorded"], diff["sent"]) == ("messages[0].content", '"hello"', '"goodbye"')
+    assert any(f"dsh-replay serve {tmp_path / 'rec'} --record rewrite" in c for c in item["commands"])
+    (recording,) = payload["recordings"]
+    calls = [e["call"] for e in recording["sessions"][0]["transcript"] if e.get("call")]
+    assert [c["check"] for c in calls] == ["differs"]
+    assert payload["summary"]["failed"] == 1
+
+    code, _out, err = _serve(tmp_path / "rec", "--report", str(page), prompt="hello")
+    assert code == 0, err
+    (item,) = payload_of(page.read_text())["items"]
+    assert (item["outcome"], item["calls"]) == ("passed", 1)

@@ -273,3 +273,39 @@ def test_a_kept_run_holding_what_accept_does_not_take_is_refused(tmp_path: Path,
     assert result.exit_code == 2 and "[KEPT_INVALID]" in result.output, result.output
     assert f"holds {named}, which accept does not take" in result.output, result.output
     assert _files(directory) == good and _files(kept) == before
+
+
+def test_accept_of_a_kept_changed_run_leaves_the_kept_unchanged_conversations_byte_for_byte(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A ``--record changed`` run kept beside the recording (a re-recorded conversation stopped
+    mid-turn) writes its unchanged conversations in the recording's spelling: ``accept`` changes only
+    the re-recorded one's files, the "kept (unchanged)" logs keep their bytes.
+
+    Regression (a new user's ``serve --record changed`` then ``accept``): all 3 logs were rewritten
+    (new session ids and times) although the summary said 2 were kept unchanged."""
+    directory = tmp_path / "rec"
+    with served(directory, RecordMode.ONCE, upstream.url) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        for prompt in ("say alpha", "say beta"):
+            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": prompt}])
+        client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "say gamma"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    before = {p.name: p.read_bytes() for p in directory.glob("session*.jsonl")}
+    assert len(before) == 3
+    with served(directory, RecordMode.CHANGED, upstream.url, stopped_is_problem=True) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        for prompt in ("say alpha", "say beta"):
+            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": prompt}])
+        # gamma now asks for a tool, and the agent stops there: the run is kept
+        client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "gamma's files"}]
+        )
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert "stopped mid-turn" in ep.outcome.report()
+    assert (directory / KEPT_DIR).is_dir()
+    written, _removed, _held = accept(directory)
+    changed = sorted(p.name for p in written if p.name.startswith("session"))
+    assert len(changed) == 1, changed
+    after = {p.name: p.read_bytes() for p in directory.glob("session*.jsonl")}
+    assert sum(after[name] == data for name, data in before.items() if name in after) == 2

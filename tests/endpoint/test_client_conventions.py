@@ -48,12 +48,14 @@ def test_agent(dsh_endpoint):
 def test_a_recording_run_that_saw_no_request_says_what_usually_causes_it(
     pytester: pytest.Pytester, upstream: FakeUpstream
 ) -> None:
-    """Regression: the summary said only "no request arrived", leaving the user to guess why."""
+    """Regression: the summary said only "no request arrived", leaving the user to guess why; later it
+    named the fixture's base-URL variables but Gemini's (``GOOGLE_GEMINI_BASE_URL``, ``GEMINI_API_BASE``)."""
     pytester.makepyfile(test_agent=SILENT_TEST)
     result = pytester.runpytest(
         "-q", "-p", "no:cacheprovider", f"--dsh-upstream={upstream.url}", "--dsh-record=once"
     )
     text = result.stdout.str()
     assert "no request arrived" in text, text
-    for cause in ("built before the endpoint started", "OPENAI_API_BASE", "cache=True"):
+    causes = ("built before the endpoint started", "OPENAI_API_BASE", "GOOGLE_GEMINI_BASE_URL", "cache=True")
+    for cause in (*causes, "GEMINI_API_BASE"):
         assert cause in text, text

@@ -263,3 +263,41 @@ def test_an_echo_without_the_answers_provider_fields_still_continues() -> None:
     binder.answered(first.conversation, answer, turn_ended=True)
     second = binder.bind(req(user("hi"), said("hello"), user("more")))
     assert second.kind == "continue" and second.conversation is first.conversation
+
+
+def test_a_request_re_spelling_the_last_answer_continues_that_conversation_as_its_child() -> None:
+    """Rule 3: a request holding a conversation's whole last request, then its answer re-spelled (tool
+    calls as text, results as user messages: smolagents), is that conversation continued by the
+    client: a child of it, its open calls closed; the same request again retries the child; another
+    conversation with the same task is told apart by its own last request; a discarded one restores
+    the source. Regression: such a request became a spawn child found by argument text (or a root
+    whose parent could not be told when two runs had calls open)."""
+    binder = Binder()
+    a = binder.bind(req(user("task Rome")))
+    binder.answered(a.conversation, calls("c1"), turn_ended=False)
+    b = binder.bind(req(user("task Rome")))  # another run of the same task
+    binder.answered(b.conversation, calls("c2"), turn_ended=False)
+    respelled = req(user("task Rome"), said("Calling tools: c1"), user("Observation: sunny"))
+    child = binder.bind(respelled)
+    assert child.kind == "respelled" and child.respelled is not None
+    source = child.respelled[0]
+    assert source is a.conversation and child.conversation.parent == source.id and source.open_calls == ()
+    assert child.conversation.kind == "continued" and child.respelled[1] == 1
+    binder.failed(child.conversation)
+    assert binder.bind(respelled).kind == "retry"  # the same request again: the child's call retried
+    binder.answered(child.conversation, calls("c3"), turn_ended=False)
+    other = binder.bind(req(user("task Rome"), said("Calling tools: c2"), user("Observation: sunny")))
+    assert other.kind == "respelled" and other.conversation.parent == b.conversation.id
+    binder.discard(other)
+    assert other.respelled is not None and other.respelled[0].open_calls == ("c2",)
+    again = binder.bind(req(user("task Rome"), said("Calling tools: c2"), user("Observation: sunny")))
+    assert again.kind == "respelled" and again.respelled == other.respelled
+
+
+def test_a_request_sending_the_answer_as_served_is_no_re_spelling() -> None:
+    """The answer sent back as served continues the conversation (rule 2), also when it is named."""
+    binder = Binder()
+    a = binder.bind(req(user("one")))
+    binder.answered(a.conversation, calls("c1"), turn_ended=False)
+    on = binder.bind(req(user("one"), calls("c1"), user("more")))
+    assert on.kind == "continue" and on.conversation is a.conversation

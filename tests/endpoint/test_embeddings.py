@@ -203,7 +203,6 @@ def test_show_validate_diff_and_the_report_read_the_embeddings_log(
     shown = runner.invoke(main, ["show", str(tmp_path / "a")])
     assert shown.exit_code == 0, shown.output
     assert "embeddings.jsonl" in shown.output
-    assert "#0 /v1/embeddings text-embedding-3-small: 3 input(s), 3 vector(s), HTTP 200" in shown.output
     valid = runner.invoke(main, ["validate", str(tmp_path / "a")])
     assert valid.exit_code == 0 and "2 log(s)" in valid.output, valid.output
     (tmp_path / "b").mkdir()
@@ -221,6 +220,43 @@ def test_show_validate_diff_and_the_report_read_the_embeddings_log(
     made = runner.invoke(main, ["report", str(tmp_path / "a"), "-o", str(page)])
     assert made.exit_code == 0, made.output
     assert "embedding calls" in page.read_text()
+
+
+def test_show_presents_the_embeddings_log_as_its_calls(
+    tmp_path: Path, emb_upstream: FakeEmbeddingsUpstream
+) -> None:
+    """``show`` of a recording with embedding calls: the sessions' tree, then the embeddings log as what
+    it is, its calls numbered as a session's turns are (route, model, inputs, vectors, status), never a
+    session of its own; an embeddings-only recording alike.
+
+    Regression: the log was a tree node like a session's, ``embeddings.jsonl parent
+    dsh-replay-embeddings (2 events)``, its header's id for a session id and its calls for events."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+
+    with served(tmp_path / "a", RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        retrieval_agent(ep.url)
+    with served(tmp_path / "b", RecordMode.ONCE, emb_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        sdk_calls(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    shown = CliRunner().invoke(main, ["show", str(tmp_path / "a")])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert "dsh-replay-embeddings" not in shown.output
+    assert lines[-3:] == [
+        "└── embeddings.jsonl: 2 embedding call(s)",
+        "    ├── call #1 (seq 0): /v1/embeddings text-embedding-3-small: 3 input(s), 3 vector(s), HTTP 200",
+        "    └── call #2 (seq 1): /v1/embeddings text-embedding-3-small: 1 input(s), 1 vector(s), HTTP 200",
+    ]
+    assert lines[1].startswith("├── session.jsonl parent ")
+    only = CliRunner().invoke(main, ["show", str(tmp_path / "b")])
+    assert only.exit_code == 0, only.output
+    calls = read_calls(tmp_path / "b" / "embeddings.jsonl")
+    assert only.output.splitlines()[:2] == [
+        str(tmp_path / "b"),
+        f"└── embeddings.jsonl: {len(calls)} embedding call(s)",
+    ]
 
 
 def test_an_upstream_refusal_reaches_the_client_and_is_not_recorded(

@@ -101,7 +101,7 @@ def test_validate_show_and_replay_read_a_damaged_call_alike(
     assert result.exit_code != 0 and said in result.output, result.output
     shown = CliRunner().invoke(main, ["show", str(tmp_path)])
     assert shown.exit_code == 1 and isinstance(shown.exception, SystemExit), shown.output  # its findings
-    assert "#0: not a recorded embedding call: " + said in shown.output
+    assert "call #1 (seq 0): not a recorded embedding call: " + said in shown.output
     with pytest.raises(HarnessError, match=r"embeddings\.jsonl:2: "):
         read_calls(log)
 

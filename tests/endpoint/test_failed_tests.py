@@ -117,8 +117,8 @@ def test_a_run_whose_only_call_failed_upstream_is_kept_without_offering_accept(
     out = result.stdout.str()
     result.stdout.fnmatch_lines(
         [
-            f"*nothing was recorded into {directory}, the test failed (BadRequestError: *). This run is "
-            f"kept in {directory / KEPT_DIR} (* file(s)): 1 conversation(s): 0 with every call answered, "
+            f"*nothing was recorded into {directory}, the test failed (openai.BadRequestError: *). This run "
+            f"is kept in {directory / KEPT_DIR} (* file(s)): 1 conversation(s): 0 with every call answered, "
             "1 failed call(s) in the other 1; nothing in it is worth accepting (no conversation had an "
             "answer to every call): fix what failed and record again;*"
         ]
@@ -136,3 +136,48 @@ def test_a_run_whose_only_call_failed_upstream_is_kept_without_offering_accept(
         good.stop()
     again.assert_outcomes(passed=1)
     assert (directory / "session.jsonl").is_file() and not (directory / KEPT_DIR).exists()
+
+
+class _Outer:
+    class NestedError(Exception):
+        """A class nested in another: its qualified name is dotted."""
+
+
+def _sdk_errors() -> list[tuple[BaseException, str]]:
+    """Each installed SDK's error as it raises it, with the name the user imports it by."""
+    import httpx
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1")
+    response = httpx.Response(400, request=request, json={"error": {"message": "bad"}})
+    out: list[tuple[BaseException, str]] = []
+    openai = pytest.importorskip("openai")
+    out.append((openai.BadRequestError("bad", response=response, body=None), "openai.BadRequestError"))
+    anthropic = pytest.importorskip("anthropic")
+    out.append((anthropic.BadRequestError("bad", response=response, body=None), "anthropic.BadRequestError"))
+    errors = pytest.importorskip("google.genai.errors")
+    out.append((errors.ClientError(400, {"error": {"message": "bad"}}), "google.genai.errors.ClientError"))
+    out.append((httpx.HTTPStatusError("bad", request=request, response=response), "httpx.HTTPStatusError"))
+    return out
+
+
+def test_a_report_names_the_clients_error_as_it_is_imported() -> None:
+    """The report's "the test stopped at NAME" and "the test failed (NAME: ...)" name the client's error
+    class by the module path the user imports it from: a builtin by its name, an SDK's error from its
+    package (``openai.BadRequestError``, though openai defines it in ``openai._exceptions``), a nested
+    class by its dotted name.
+
+    Regression: the module path was cut to its first component, so google-genai's
+    ``google.genai.errors.ClientError`` read ``google.ClientError``, which nobody can import."""
+    from pytest_dsh_replay.testrun import exception_name, stopped_at
+
+    cases = [
+        *_sdk_errors(),
+        (ValueError("bad"), "ValueError"),
+        (_Outer.NestedError("bad"), f"{__name__}._Outer.NestedError"),
+    ]
+    for raised, name in cases:
+        assert exception_name(type(raised)) == name
+        assert (
+            stopped_at(raised, ["bad"])
+            == f"(the test stopped at {name}: the client's error for the answer above)"
+        )

@@ -224,6 +224,64 @@ def test_the_fixture_points_google_genai_at_the_endpoint(
     assert "contents[0].parts[0]" in result.stdout.str()
 
 
+KEY_WARNING_TEST = """
+import logging
+
+from google import genai
+
+def test_gemini_agent(dsh_endpoint, caplog):
+    with caplog.at_level(logging.WARNING):
+        client = genai.Client()
+        reply = client.models.generate_content(model="gemini-2.5-flash", contents="hello")
+    assert reply.text == "You said: hello"
+    assert client._api_client.api_key == "dsh-replay-endpoint-dummy-key"
+    assert [r.getMessage() for r in caplog.records if "API_KEY" in r.getMessage()] == []
+"""
+
+
+def test_the_fixture_gives_google_genai_one_key_variable(
+    pytester: pytest.Pytester, gemini_upstream: FakeGeminiUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the fixture set a dummy in both ``GEMINI_API_KEY`` and ``GOOGLE_API_KEY``, so
+    ``genai.Client()`` warned "Both GOOGLE_API_KEY and GEMINI_API_KEY are set" in every test. The test
+    sees the dummy in ``GEMINI_API_KEY`` alone (the variable google-genai and LiteLLM both read), even
+    where the user's environment holds a ``GOOGLE_API_KEY``, which is recorded with and never shown."""
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", UPSTREAM_KEY)
+    pytester.makepyfile(test_agent=KEY_WARNING_TEST)
+    result = pytester.runpytest("-q", "--dsh-record=once", f"--dsh-upstream={gemini_upstream.url}")
+    result.assert_outcomes(passed=1)
+    assert set(gemini_upstream.keys) == {UPSTREAM_KEY}
+    gemini_upstream.stop()
+    monkeypatch.delenv("GOOGLE_API_KEY")
+    pytester.runpytest("-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_replayed_answer_carries_the_upstreams_response_id(
+    tmp_path: Path, gemini_upstream: FakeGeminiUpstream
+) -> None:
+    """google-genai reads the ``responseId`` and ``modelVersion`` the upstream sent (``up-resp-1``),
+    whole and streamed, recorded and replayed; no chunk carries an id of the endpoint's.
+
+    Regression: the endpoint served every answer with a ``responseId`` of its own (``dsh-...``), which
+    the upstream never sent and which changed at every replay."""
+
+    def agent(url: str) -> list[Any]:
+        c = client(url)
+        whole = c.models.generate_content(model=MODEL, contents="hello")
+        chunks = list(c.models.generate_content_stream(model=MODEL, contents="hello again"))
+        return [
+            (whole.response_id, whole.model_version),
+            sorted({str(ch.response_id) for ch in chunks}),
+            (chunks[-1].response_id, chunks[-1].model_version),
+        ]
+
+    recorded = record_then_replay(tmp_path, gemini_upstream, agent)
+    assert recorded[0] == ("up-resp-1", MODEL)
+    assert set(recorded[1]) <= {"up-resp-1", "None"}
+    assert recorded[2] == ("up-resp-1", MODEL)
+
+
 def test_a_chat_with_two_tool_rounds_stays_one_conversation(
     tmp_path: Path, gemini_upstream: FakeGeminiUpstream
 ) -> None:

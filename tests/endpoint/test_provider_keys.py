@@ -197,3 +197,52 @@ def test_replay_works_whatever_placeholder_key_is_set(
         )
     assert answer.choices[0].message.content == "you said: hi"
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+OPENAI_TEST = """
+import openai
+
+def test_agent(dsh_endpoint):
+    answer = openai.OpenAI(max_retries=0).chat.completions.create(
+        model="fake-1", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert answer.choices[0].message.content == "you said: hi"
+"""
+
+
+def test_the_fixture_warns_of_a_recording_with_no_upstream_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, upstream: FakeUpstream
+) -> None:
+    """Recording under ``dsh_endpoint`` with none of the key variables set says so at the test's start,
+    as ``serve --record`` does (``endpoint.config.unset_keys``, one rule), in pytest's warnings summary:
+    a local provider takes the call, a hosted one answers 401. A key set, or a replay, warns of nothing.
+
+    Regression: the fixture said nothing until the provider's 401."""
+    from pytest_dsh_replay.llm.wire.registry import key_variables
+
+    for env in key_variables():
+        monkeypatch.delenv(env, raising=False)
+    pytester.makepyfile(test_agent=OPENAI_TEST)
+    result = pytester.runpytest(
+        "-q", "-p", "no:cacheprovider", "--dsh-record=once", f"--dsh-upstream={upstream.url}"
+    )
+    result.assert_outcomes(passed=1)  # (killed runs' stores on the machine: a warning too)
+    assert result.stdout.str().count("recording with no upstream key") == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*DshEndpointWarning: dsh_endpoint: recording with no upstream key: $OPENAI_API_KEY "
+            "(/v1/chat/completions, /v1/responses, /v1/embeddings); $ANTHROPIC_API_KEY (/v1/messages); "
+            "$GEMINI_API_KEY (*) not set in the test process's environment*"
+        ]
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    result = pytester.runpytest(
+        "-q", "-p", "no:cacheprovider", "--dsh-record=rewrite", f"--dsh-upstream={upstream.url}"
+    )
+    result.assert_outcomes(passed=1)
+    assert "no upstream key" not in result.stdout.str()
+    for env in key_variables():
+        monkeypatch.delenv(env, raising=False)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "DshEndpointWarning" not in result.stdout.str()  # a replay says nothing at its start

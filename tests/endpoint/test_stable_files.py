@@ -134,3 +134,27 @@ def test_a_masked_volatile_tool_result_re_records_to_no_changed_file(
     record(RecordMode.ONCE, masks=masks)
     assert record(RecordMode.REWRITE, masks=masks).written == []
     assert [p.name for p in record(RecordMode.REWRITE).written] == ["session.jsonl"]
+
+
+def test_new_episodes_adding_a_conversation_keeps_the_recorded_logs_files(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A ``new_episodes`` run that adds a conversation whose first request sorts before the recorded
+    one's keeps the recorded log in its file, byte for byte, and writes the new one after it.
+
+    Regression (a new user's two plain conversations): the recorded ``session.jsonl`` moved to
+    ``session.1.jsonl`` and the new conversation took ``session.jsonl`` (and the recorded session id)."""
+    directory = tmp_path / "rec"
+    with served(directory, RecordMode.ONCE, upstream.url) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "Plan Rome"}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    recorded = (directory / "session.jsonl").read_bytes()
+    with served(directory, RecordMode.NEW_EPISODES, upstream.url) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        for prompt in ("Plan Rome", "Plan Paris"):  # "Plan Paris" sorts first by content
+            client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": prompt}])
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert (directory / "session.jsonl").read_bytes() == recorded
+    assert b"Plan Paris" in (directory / "session.1.jsonl").read_bytes()
+    assert directory / "session.jsonl" not in ep.outcome.written

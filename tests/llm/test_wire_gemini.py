@@ -235,3 +235,32 @@ def test_a_field_sent_in_both_spellings_is_refused_naming_it(body: dict[str, Any
     with pytest.raises(WireRequestError, match="sent twice") as raised:
         gemini.request_from_body(body, "m")
     assert raised.value.field == field
+
+
+def _served(chunks: list[Any]) -> list[dict[str, Any]]:
+    """The events a stream encoder sends of ``chunks``, read back as JSON."""
+    encoder = gemini.stream_encoder("request-model", "dsh-invented-id")
+    sent = b"".join([e for c in chunks for e in encoder.feed(c)] + encoder.close())
+    return [json.loads(line[len(b"data: ") :]) for line in sent.split(b"\r\n\r\n") if line]
+
+
+def test_an_answer_is_served_with_the_recorded_response_id_or_none() -> None:
+    """The response's ``responseId`` and ``modelVersion`` are served as recorded, whole or streamed, and
+    left out when the recording has none: never the endpoint's own id or the request's model.
+
+    Regression: every answer carried a ``responseId`` of the endpoint's (``dsh-...``) the upstream never
+    sent, and a ``modelVersion`` of the request's model where the recording had none."""
+    with_id = [*EVENTS[:-1], {**EVENTS[-1], "responseId": "up-resp-7"}]
+    chunks = translated(with_id)
+    whole = gemini.encode_whole(chunks, model="request-model", response_id="dsh-invented-id")
+    assert (whole["responseId"], whole["modelVersion"]) == ("up-resp-7", "gemini-2.5-flash")
+    events = _served(chunks)
+    assert (events[-1]["responseId"], events[-1]["modelVersion"]) == ("up-resp-7", "gemini-2.5-flash")
+    assert {e.get("responseId") for e in events} <= {"up-resp-7", None}
+    assert {e.get("modelVersion") for e in events} <= {"gemini-2.5-flash", None}
+
+    without = [*EVENTS[:-1], {k: v for k, v in EVENTS[-1].items() if k != "modelVersion"}]
+    chunks = translated(without)
+    whole = gemini.encode_whole(chunks, model="request-model", response_id="dsh-invented-id")
+    assert "responseId" not in whole and "modelVersion" not in whole
+    assert all("responseId" not in e and "modelVersion" not in e for e in _served(chunks))

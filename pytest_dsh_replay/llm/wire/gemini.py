@@ -28,8 +28,9 @@ protobuf JSON spelling, as the API reads them: lowerCamelCase or the field's own
 **Answer** (:class:`GeminiEventTranslator`): candidate 0's parts become blocks (text and thought text
 stream as deltas, a ``functionCall`` is one whole tool call, any other part a ``provider-block``); the
 response-level fields (``finishReason`` whatever its value, ``safetyRatings``, ``citationMetadata``,
-``groundingMetadata``, ``usageMetadata``, ``modelVersion``, ``promptFeedback``) are kept in the
-``chunkFields.gemini`` of a ``provider-fields`` block and served back as sent. ``finishReason``
+``groundingMetadata``, ``usageMetadata``, ``modelVersion``, ``promptFeedback``, ``responseId``) are
+kept in the ``chunkFields.gemini`` of a ``provider-fields`` block and served back as sent; a field the
+recording lacks is not made up (no ``responseId`` or ``modelVersion`` of the endpoint's). ``finishReason``
 ``STOP`` is ``stop`` (``tool-calls`` when the answer holds calls), ``MAX_TOKENS`` ``max-tokens``, any
 other value (``SAFETY``, ``RECITATION``, ...) ``stop``: the client reads the value itself. Usage:
 ``promptTokenCount`` less ``cachedContentTokenCount`` -> ``inputTokens``, ``candidatesTokenCount`` ->
@@ -75,7 +76,10 @@ WIRE = "gemini"
 #: The body fields that shape the answer, compared as the request's ``params``.
 SHAPING_FIELDS: tuple[str, ...] = ("generationConfig", "toolConfig", "safetySettings", "cachedContent")
 #: The response-level fields of an answer kept as sent (``chunkFields.gemini``) and served back.
-_RESPONSE_FIELDS = ("usageMetadata", "modelVersion", "promptFeedback")
+_RESPONSE_FIELDS = ("usageMetadata", "modelVersion", "promptFeedback", "responseId")
+#: The response's identity: served as recorded, and not at all when the recording has none (never the
+#: endpoint's own id or the request's model: a replay serves what the upstream sent, :func:`_identity`).
+_IDENTITY_FIELDS = ("modelVersion", "responseId")
 _CANDIDATE_FIELDS = (
     "finishReason",
     "finishMessage",
@@ -605,22 +609,28 @@ def _usage_metadata(usage: Mapping[str, Any] | None) -> JsonDict:
     return out
 
 
-def _tail(
-    fields: Mapping[str, Any], usage: Mapping[str, Any] | None, model: str, response_id: str
-) -> JsonDict:
+def _identity(fields: Mapping[str, Any]) -> JsonDict:
+    """The response's ``modelVersion`` and ``responseId`` of the recorded ``fields``, each only when
+    recorded (:data:`_IDENTITY_FIELDS`)."""
+    return {key: fields[key] for key in _IDENTITY_FIELDS if key in fields}
+
+
+def _tail(fields: Mapping[str, Any], usage: Mapping[str, Any] | None) -> JsonDict:
     out: JsonDict = {"usageMetadata": fields.get("usageMetadata") or _usage_metadata(usage)}
-    out["modelVersion"] = fields.get("modelVersion", model)
     if "promptFeedback" in fields:
         out["promptFeedback"] = fields["promptFeedback"]
-    out["responseId"] = response_id
-    return out
+    return {**out, **_identity(fields)}
 
 
 class GeminiStreamEncoder:
     """Our chunks as ``streamGenerateContent?alt=sse`` events: each text delta an event of one text
     part, each tool call (and kept part) one event when its block ends, a text block's own fields
     (``thoughtSignature``) an empty text part carrying them at its end, and the last event the
-    candidate's ``finishReason`` and response fields as recorded."""
+    candidate's ``finishReason`` and response fields as recorded. The response's identity
+    (``modelVersion``, ``responseId``) is the recorded one (:func:`_identity`), known at the answer's
+    end where the recording keeps it: the events before carry it once known, so before the last event
+    none (the API repeats it in every event; a live stream cannot know it before it ends). ``model``
+    and ``response_id`` (the endpoint's) are never served."""
 
     def __init__(self, model: str, response_id: str) -> None:
         self.model = model
@@ -631,11 +641,7 @@ class GeminiStreamEncoder:
 
     def _event(self, candidate: JsonDict | None, *, final: bool = False) -> bytes:
         data: JsonDict = {"candidates": [candidate]} if candidate is not None else {}
-        if final:
-            data.update(_tail(self._fields, self._usage, self.model, self.response_id))
-        else:
-            data["modelVersion"] = self._fields.get("modelVersion", self.model)
-            data["responseId"] = self.response_id
+        data.update(_tail(self._fields, self._usage) if final else _identity(self._fields))
         return b"data: " + orjson.dumps(data) + b"\r\n\r\n"
 
     def feed(self, chunk: StreamChunk) -> list[bytes]:
@@ -685,7 +691,8 @@ def stream_encoder(
 def encode_whole(
     chunks: list[StreamChunk], *, model: str, response_id: str, body: Mapping[str, Any] | None = None
 ) -> JsonDict:
-    """Our chunks as one ``GenerateContentResponse`` (the ``generateContent`` answer).
+    """Our chunks as one ``GenerateContentResponse`` (the ``generateContent`` answer), its identity the
+    recorded one or none (``model`` and ``response_id``, the endpoint's, are not served).
 
     Raises:
         LlmError: status 502 when the answer ended in an error.
@@ -711,7 +718,7 @@ def encode_whole(
             )
     # an answer without parts (a blocked one) has no content, as the API sends it
     candidate = _candidate(parts or None, fields, final=True)
-    return {"candidates": [candidate], **_tail(fields, usage, model, response_id)}
+    return {"candidates": [candidate], **_tail(fields, usage)}
 
 
 def error_body(message: str, code: str, status: int | None) -> JsonDict:

@@ -227,4 +227,31 @@ def key_variables() -> list[str]:
     return out
 
 
-__all__ = ["BY_KEY", "FORMATS", "Format", "key_variables", "path_param_problem", "sdk_environment"]
+def client_key_variables() -> tuple[list[str], list[str]]:
+    """The key variables a client pointed at the endpoint is given a (dummy) key in, and those taken
+    from it: each format's first variable, its others removed, each variable once (a variable one format
+    sets is never removed). One variable per API, because an SDK reading two warns when both are set
+    (google-genai: "Both GOOGLE_API_KEY and GEMINI_API_KEY are set"), and a key left in the other would
+    be the user's own, which the client must not hold: ``GEMINI_API_KEY`` is read by google-genai,
+    LiteLLM's ``gemini/`` provider and pydantic-ai alike.
+
+    Returns:
+        ``(given, removed)``: ``["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]``,
+        ``["GOOGLE_API_KEY"]``.
+    """
+    given: list[str] = []
+    for fmt in FORMATS:
+        if fmt.key_envs[0] not in given:
+            given.append(fmt.key_envs[0])
+    return given, [env for env in key_variables() if env not in given]
+
+
+__all__ = [
+    "BY_KEY",
+    "FORMATS",
+    "Format",
+    "client_key_variables",
+    "key_variables",
+    "path_param_problem",
+    "sdk_environment",
+]
