@@ -258,7 +258,10 @@ def chunks_fit(chunks: Sequence[Any], kinds: Sequence[Any]) -> bool:
     passes, each other chunk (a few a call) by the rule. ``False`` may also mean "not sure" (an extra key
     of a field's name on another chunk type): the caller then finds the chunk with :func:`chunk_problem`;
     it never says ``True`` for a chunk the rule refuses."""
-    present = set(kinds)
+    try:
+        present = set(kinds)
+    except TypeError:  # a type that is no string (a list, an object): the rule names it
+        return False
     if not present <= CHUNK_TYPES:
         return False
     deltas: Sequence[Any] = chunks

@@ -50,6 +50,14 @@ DAMAGES: dict[str, tuple[str, Callable[[dict[str, Any]], None], str]] = {
     "chunk null": ("text-delta", _set("chunk", value=None), "data.chunk must be an object, got null"),
     "turn a string": ("text-delta", _set("turn", value="1"), "data.turn must be an integer, got '1'"),
     "step a float": ("block-start", _set("step", value=1.5), "data.step must be an integer, got 1.5"),
+    # regression (the CLI fuzz, seed 14 case 72): the fast scan's screen built a set of the chunk types
+    # and raised TypeError on a list, so derive crashed instead of naming the event
+    "chunk type a list": (
+        "text-delta",
+        _set("chunk", "type", value=["text-delta"]),
+        "data.chunk.type must be one of block-end, block-start, finish, reasoning-delta, text-delta, "
+        'tool-call-delta, usage, got ["text-delta"]',
+    ),
     "finish reason null": (
         "finish",
         _set("chunk", "reason", value=None),
