@@ -16,6 +16,11 @@ A live session's first call binds it to the free script whose first request matc
 check reports the mismatch, unless ``bind_unmatched=False`` (the endpoint, whose clients may send any
 request at any time): then the call fails with :class:`UnmatchedSessionError`, binds nothing and does
 not stop later calls, so a correct request after it still gets the recorded session.
+A later request that does not match its script's next call but matches the same call of a **twin**
+script (the same recorded requests and answers for every call served so far: two sub-agents given the
+same task, told apart only by their tool results) swaps: the session takes the twin, the session bound
+to the twin takes its script (:meth:`ReplayModel._twin`, docs/conversations.md "Twins"); only then is it
+a mismatch. The search runs on a mismatch only.
 
 Serving failures ("unrecorded session", "script exhausted", placeholder without a match,
 unknown entry kind, request mismatch) are :class:`ReplayServeError` raised when the returned stream
@@ -190,7 +195,8 @@ class ReplayModel:
             user runs ``dsh-replay serve``); ``None``: every spelling, pytest's first.
 
     Attributes:
-        bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
+        bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts`` (two twins' swap,
+            :meth:`_twin`, exchanges theirs).
         cursors: live session id -> number of calls made so far.
         failures: every :class:`ReplayServeError` produced, in call order.
         parked: set when a ``hang`` entry has delivered ALL its prefix chunks (the consumer

@@ -33,7 +33,9 @@ class Twin:
         self.messages: list[Any] = [{"role": "user", "content": "look up the opening hours"}]
 
     def ask(self) -> None:
-        message = self.client.chat.completions.create(model="fake-1", messages=self.messages).choices[0].message
+        message = (
+            self.client.chat.completions.create(model="fake-1", messages=self.messages).choices[0].message
+        )
         call = message.tool_calls[0] if message.tool_calls else None
         assert call is not None, message
         self.messages.append(message.model_dump(exclude_none=True))
@@ -77,3 +79,21 @@ def test_twin_conversations_replay_in_any_order(tmp_path: Path, order: str) -> N
     with served(tmp_path) as ep:
         assert _run(ep.url, order) == recorded
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_twin_conversations_keep_their_recording_under_record_changed(tmp_path: Path) -> None:
+    """``--dsh-record=changed`` asks the same check before serving: twins that arrive in another order
+    are kept, nothing goes to the upstream again."""
+    upstream = FakeUpstream(_rule)
+    upstream.start()
+    try:
+        with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+            recorded = _run(ep.url, "abAB")
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        paid = len(upstream.requests)
+        with served(tmp_path, RecordMode.CHANGED, upstream.url) as ep:
+            assert _run(ep.url, "bBaA") == recorded
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        assert len(upstream.requests) == paid
+    finally:
+        upstream.stop()
