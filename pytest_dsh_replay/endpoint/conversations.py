@@ -36,11 +36,16 @@ they parse). A recording numbers its conversations by what each asked first, not
 traffic in another arrival order writes the same files; creation order (:attr:`Conversation.rank`) only
 breaks ties between identical first requests when a replay binds.
 
-What the rules cannot tell apart: two conversations with the same system prompt and the same history
-(e.g. two children started with the same prompt) are interchangeable; a child started while two or more
-conversations have open tool calls, that neither holds one of their calls nor its argument text, is a
-root (name its parent with ``X-Dsh-Parent``); a conversation that
-drops or rewrites earlier messages (client-side compaction) becomes a new conversation.
+Two conversations with the same system prompt and the same history so far (two children given the same
+task, answered the same: twins) are one to these rules: a request continuing that history continues the
+first one that is free, whichever twin sent it. Replaying, the replay model sorts them out: a twin's
+request that does not match its recorded session's next call but matches its twin's swaps the two
+recorded sessions (``replay.model.ReplayModel._twin``, docs/conversations.md "Twins").
+
+What the rules cannot tell apart: a child started while two or more conversations have open tool
+calls, that neither holds one of their calls nor its argument text, is a root (name its parent with
+``X-Dsh-Parent``); a conversation that drops or rewrites earlier messages (client-side compaction)
+becomes a new conversation.
 """
 
 from __future__ import annotations

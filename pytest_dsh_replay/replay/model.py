@@ -16,6 +16,11 @@ A live session's first call binds it to the free script whose first request matc
 check reports the mismatch, unless ``bind_unmatched=False`` (the endpoint, whose clients may send any
 request at any time): then the call fails with :class:`UnmatchedSessionError`, binds nothing and does
 not stop later calls, so a correct request after it still gets the recorded session.
+A later request that does not match its script's next call but matches the same call of a **twin**
+script (the same recorded requests and answers for every call served so far: two sub-agents given the
+same task, told apart only by their tool results) swaps: the session takes the twin, the session bound
+to the twin takes its script (:meth:`ReplayModel._twin`, docs/conversations.md "Twins"); only then is it
+a mismatch. The search runs on a mismatch only.
 
 Serving failures ("unrecorded session", "script exhausted", placeholder without a match,
 unknown entry kind, request mismatch) are :class:`ReplayServeError` raised when the returned stream
@@ -116,10 +121,11 @@ def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[boo
 
 _DIRECT_BINDING_MAX = 16
 """A recording of at most this many scripts binds a first call by comparing it with each free script
-(:func:`~.requests.request_matches`, lazy: most differ before any tokenizing or scrubbing) unless its
-index of first requests was built already (:meth:`ReplayModel.index_first_requests`, the endpoint's
-start-up): keying one live request (secret scrubbing and tokenizing of every part) costs more than
-that many comparisons. Either way the same scripts are candidates (the index only proposes them)."""
+(:func:`~.requests.request_matches`, lazy: most differ before any tokenizing or scrubbing) and builds
+no index of first requests (:meth:`ReplayModel.index_first_requests`): keying one live request (secret
+scrubbing and tokenizing of every part) costs more than that many comparisons, and keying every
+script's first request at start-up more again. Either way the same scripts are candidates (the index
+only proposes them)."""
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -190,7 +196,8 @@ class ReplayModel:
             user runs ``dsh-replay serve``); ``None``: every spelling, pytest's first.
 
     Attributes:
-        bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts``.
+        bound: live session id (``"<anonymous>"`` for none) -> index into ``scripts`` (two twins' swap,
+            :meth:`_twin`, exchanges theirs).
         cursors: live session id -> number of calls made so far.
         failures: every :class:`ReplayServeError` produced, in call order.
         parked: set when a ``hang`` entry has delivered ALL its prefix chunks (the consumer
@@ -254,6 +261,9 @@ class ReplayModel:
         self._with_calls: int | None = None
         self._bound_calls = 0
         self._first_index: dict[tuple[str, ...], dict[bytes, list[int]]] | None = None
+        self._holders: dict[int, str] = {}  # script index -> the live session bound to it
+        #: script index -> the scripts with the same first request and answer (built at the first mismatch)
+        self._alike: dict[int, tuple[int, ...]] | None = None
 
     # -- the request check's settings (its own state: :class:`RequestCheck`) ----------------
 
@@ -361,7 +371,7 @@ class ReplayModel:
         matches = None
         indexed = None
         if request is not None and not self.check.off:
-            if self._first_index is not None or len(self.scripts) > _DIRECT_BINDING_MAX:
+            if len(self.scripts) > _DIRECT_BINDING_MAX:
                 indexed = self._indexed(key, request)
             if indexed is None:  # compared one by one: a small recording (keying the live request costs
                 # more than a few lazy comparisons) or not JSON values (the comparison names the problem)
@@ -396,8 +406,9 @@ class ReplayModel:
         call finds the scripts it matches in O(1) instead of comparing it with every free script (an
         endpoint serving thousands of recorded conversations calls this at start-up; otherwise the first
         binding builds it). The index only proposes candidates: each is still checked by
-        :func:`request_matches`."""
-        if self._first_index is not None:
+        :func:`request_matches`. A recording of at most :data:`_DIRECT_BINDING_MAX` scripts is not
+        indexed (its first calls are compared with each free script)."""
+        if self._first_index is not None or len(self.scripts) <= _DIRECT_BINDING_MAX:
             return
         index: dict[tuple[str, ...], dict[bytes, list[int]]] = {}
         for i, script in enumerate(self.scripts):
@@ -431,11 +442,92 @@ class ReplayModel:
 
     def _bind(self, key: str, index: int) -> None:
         self.bound[key] = index
+        self._holders[index] = key
         self._taken.add(index)
         if self.scripts[index].calls:
             self._bound_calls += 1
         while self._first_free in self._taken:
             self._first_free += 1
+
+    # -- twins: recorded sessions interchangeable so far --------------------------------------
+
+    def _twin(self, key: str, index: int, call: int, request: ModelRequest) -> int | None:
+        """The script live session ``key`` should have been bound to, when ``request`` (its call ``call``)
+        does not match script ``index``'s call but matches the same call of a twin, or ``None``.
+
+        Twins: two live sessions whose first requests are equal get the first script that matches, by
+        rank; when the recording has two sessions that asked and were answered the same (two sub-agents
+        given the same task), the binding is a guess, told only by a later request (their tool results
+        differ). A twin of script ``index`` is a script ``j`` that has the same recorded requests and the
+        same recorded answers for every call before ``call`` (what ``key`` was served equally by either),
+        whose holder (the live session bound to it, if any) was served no further than ``call`` calls,
+        and whose call ``call`` matches ``request``; the first such script in creation order. Only asked
+        on a mismatch: the candidates are the scripts of ``index``'s group (the same first request and
+        answer, :meth:`_alike_scripts`), each compared call by call.
+
+        Raises:
+            RequestShapeError: a differing part of the request is not JSON values.
+        """
+        if call == 0:
+            return None  # a first call is bound by its request (:meth:`script_for`) already
+        for j in self._alike_scripts(index):
+            if j == index or len(self.scripts[j].calls) <= call:
+                continue
+            holder = self._holders.get(j)
+            if holder is not None and self.cursors.get(holder, 0) > call:
+                continue  # it was served call ``call`` of its own: its history is its own from there
+            if not all(self._same_call(index, j, c) for c in range(1, call)):
+                continue
+            if not self.check.differences(j, call, key, request):
+                return j
+        return None
+
+    def _swap(self, key: str, index: int, twin: int) -> None:
+        """Live session ``key`` takes script ``twin`` (:meth:`_twin`); the live session bound to ``twin``,
+        if any, takes ``index``, whose calls so far it was served equally (the same answers)."""
+        holder = self._holders.get(twin)
+        self.bound[key] = twin
+        self._holders[twin] = key
+        if holder is not None:
+            self.bound[holder] = index
+            self._holders[index] = holder
+            return
+        del self._holders[index]  # ``twin`` was free: ``index`` is now (the scripts' sizes are alike)
+        self._taken.discard(index)
+        self._taken.add(twin)
+        self._first_free = min(self._first_free, index)
+        while self._first_free in self._taken:
+            self._first_free += 1
+
+    def _same_call(self, a: int, b: int, call: int) -> bool:
+        """Scripts ``a`` and ``b`` recorded the same request (every checked part, as recorded) and the
+        same answer (the entry served) for call ``call``."""
+        if self.check.recorded_parts(a, call) != self.check.recorded_parts(b, call):
+            return False
+        same = functools.partial(served_entry, copy=lambda value: value)
+        return bool(same(self.scripts[a].calls[call]) == same(self.scripts[b].calls[call]))
+
+    def _alike_scripts(self, index: int) -> tuple[int, ...]:
+        """The scripts (``index`` included) whose first call has the same recorded request and answer as
+        script ``index``'s, in creation order; grouped once for all scripts, at the first call to it."""
+        if self._alike is None:
+            groups: dict[bytes, list[int]] = {}
+            alike: dict[int, tuple[int, ...]] = {}
+            for i, script in enumerate(self.scripts):
+                if not script.calls:
+                    continue
+                first = served_entry(script.calls[0], lambda value: value)
+                try:
+                    key = orjson.dumps([self.check.recorded_parts(i, 0), first], option=orjson.OPT_SORT_KEYS)
+                except orjson.JSONEncodeError:
+                    alike[i] = (i,)  # not JSON: alike to no other
+                    continue
+                groups.setdefault(key, []).append(i)
+            for members in groups.values():
+                for i in members:
+                    alike[i] = tuple(members)
+            self._alike = alike
+        return self._alike.get(index, (index,))
 
     def next_differences(self, key: str, request: ModelRequest) -> list[Difference] | None:
         """How ``request`` differs from the next recorded call of the bound live session ``key`` (``[]``:
@@ -451,7 +543,10 @@ class ReplayModel:
         call = self.cursors.get(key, 0)
         if call >= len(self.scripts[index].calls):
             return None
-        return self.check.differences(index, call, key, request)
+        diffs = self.check.differences(index, call, key, request)
+        if diffs and self._twin(key, index, call, request) is not None:
+            return []  # :meth:`stream` swaps it to its twin and serves that one (:meth:`_twin`)
+        return diffs
 
     def first_differences(self, key: str, request: ModelRequest) -> tuple[int | None, list[Difference]]:
         """For an unbound live session ``key`` whose first ``request`` matches no free script: the free
@@ -519,7 +614,8 @@ class ReplayModel:
         refused = self._not_served(key, index, call, request)
         if refused is not None:
             return self._raise(refused)
-        return self._play(request, key, index, call, request.get("signal"))
+        # ``_not_served`` may have swapped the session to a twin script (:meth:`_twin`)
+        return self._play(request, key, self.bound[key], call, request.get("signal"))
 
     def _bind_first_call(self, key: str, request: ModelRequest) -> ReplayServeError | None:
         """Bind the unbound live session ``key`` by its first ``request`` (its cursor at 0), or the error
@@ -576,6 +672,10 @@ class ReplayModel:
             self.failures.append(exc)
             return exc
         if not diffs:
+            return None
+        twin = self._twin(key, index, call, request)
+        if twin is not None:
+            self._swap(key, index, twin)
             return None
         mismatch = self._report().error(index, call, key, diffs, request)
         self.mismatches.append(mismatch)
