@@ -166,4 +166,6 @@ def test_an_abandoned_attempt_no_retry_replaces_fails_the_run_and_is_left_out(
     assert "1 failed conversation(s) left out" in ep.outcome.report(), ep.outcome.report()
     assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]
     assert "ok: quick" in (tmp_path / "session.jsonl").read_text()
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    # the endpoint's own log (the fake upstream's server may log its write to the call the endpoint ended)
+    endpoint_errors = [r for r in caplog.records if r.name.startswith("pytest_dsh_replay")]
+    assert not [r for r in endpoint_errors if r.levelno >= logging.ERROR], caplog.text
