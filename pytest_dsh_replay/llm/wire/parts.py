@@ -180,6 +180,17 @@ class AnswerParts:
         self.guard()
         self._fields.update(fields)
 
+    def identity(self, fields: Mapping[str, Any]) -> list[StreamChunk]:
+        """The upstream's identity of the answer (``fields.py``: its id, time, model), as sent: a
+        ``provider-fields`` block of its own, started and ended at once (``chunkFields``), so an encoder
+        knows it before the answer's first part; nothing when ``fields`` is empty."""
+        self.guard()
+        if not fields:
+            return []
+        building, start = self.open(PROVIDER_FIELDS_BLOCK, Building)
+        kept: ContentBlock = {"type": PROVIDER_FIELDS_BLOCK, CHUNK_FIELDS: {self.wire: dict(fields)}}
+        return [*start, self.end(building.index, kept)]
+
     def finish(self, usage: TokenUsage, reason: FinishReason) -> list[StreamChunk]:
         """The answer's end (module doc): the open block's end, the ``provider-fields`` block when any
         field was kept, ``usage``, ``finish``.
