@@ -17,6 +17,7 @@ from llm.anthropic_helpers import MESSAGES_PATH, text_body
 from pytest_httpserver import HTTPServer
 
 from .conftest import record_then_replay
+from .responses_upstream import FakeResponsesUpstream
 from .upstream import Answer, FakeUpstream
 
 ASKED = "gpt-4o"
@@ -46,6 +47,34 @@ def test_a_chat_answer_is_served_with_the_upstreams_id_time_and_model(
     finally:
         upstream.stop()
     assert seen == [("up-1", 1, ANSWERED)]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_responses_answer_is_served_with_the_upstreams_id_time_and_model(
+    tmp_path: Path, stream: bool
+) -> None:
+    upstream = FakeResponsesUpstream(lambda body: Answer(text="hello there", model=ANSWERED))
+    upstream.start()
+
+    def agent(url: str) -> list[Any]:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        if not stream:
+            whole = client.responses.create(model=ASKED, input="hi")
+            return [(whole.id, whole.created_at, whole.model, whole.output_text)]
+        events = list(client.responses.create(model=ASKED, input="hi", stream=True))
+        named = [e.response for e in events if e.type in ("response.created", "response.completed")]
+        indices = {e.output_index for e in events if hasattr(e, "output_index")}
+        return [(r.id, r.created_at, r.model, r.output_text) for r in named[-1:]] + [
+            (r.id, r.created_at, r.model) for r in named[:1]
+        ] + [sorted(indices)]
+
+    try:
+        seen = record_then_replay(tmp_path, upstream, agent, "sk-up-123456")
+    finally:
+        upstream.stop()
+    assert seen[0] == ("resp_up1", 1700000000, ANSWERED, "hello there")
+    if stream:  # response.created names it too; the one output item is output 0
+        assert seen[1:] == [("resp_up1", 1700000000, ANSWERED), [0]]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])

@@ -87,6 +87,7 @@ __all__ = [
     "failed_answer",
     "fallback_call_id",
     "identity",
+    "is_fields_block",
     "merge_partial",
     "merge_streamed",
     "partial_for",
@@ -169,6 +170,16 @@ def identity(block: Mapping[str, Any], wire: str, keys: Sequence[str]) -> dict[s
         return {}
     kept = partial_for(block, wire, CHUNK_FIELDS)
     return {key: kept[key] for key in keys if key in kept}
+
+
+def is_fields_block(chunk: Mapping[str, Any]) -> bool:
+    """Whether ``chunk`` starts or ends a ``provider-fields`` block: a chunk an encoder sends nothing
+    for, so what it sends first waits for the chunk after it (an answer's identity comes first)."""
+    kind = chunk.get("type")
+    if kind == "block-start":
+        return chunk.get("blockType") == PROVIDER_FIELDS_BLOCK
+    block = chunk.get("block")
+    return kind == "block-end" and isinstance(block, Mapping) and block.get("type") == PROVIDER_FIELDS_BLOCK
 
 
 def shaping_params(body: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from ..fields import (
     PROVIDER_FIELDS_BLOCK,
     failed_answer,
     identity,
+    is_fields_block,
     merge_partial,
     partial_for,
     unsent,
@@ -56,15 +57,6 @@ def _usage_extra(block: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     usage = partial_for(block, WIRE, CHUNK_FIELDS).get("usage")
     return usage if isinstance(usage, Mapping) else None
-
-
-def _is_fields_block(chunk: Mapping[str, Any]) -> bool:
-    """Whether ``chunk`` starts or ends a ``provider-fields`` block."""
-    kind = chunk.get("type")
-    if kind == "block-start":
-        return chunk.get("blockType") == PROVIDER_FIELDS_BLOCK
-    block = chunk.get("block")
-    return kind == "block-end" and isinstance(block, Mapping) and block.get("type") == PROVIDER_FIELDS_BLOCK
 
 
 def _wire_block(block: Mapping[str, Any]) -> JsonDict | None:
@@ -169,7 +161,7 @@ class MessagesStreamEncoder:
         kind = c.get("type")
         # a provider-fields block sends nothing, so the head waits for what follows: the answer's
         # identity, when recorded, is such a block before the answer's parts (fields.identity)
-        out = [] if _is_fields_block(c) else self._head()
+        out = [] if is_fields_block(c) else self._head()
         if kind == "block-start":
             self._kinds[c["index"]] = str(c.get("blockType"))
         elif kind == "text-delta":
