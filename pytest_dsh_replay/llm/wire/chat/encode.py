@@ -16,6 +16,7 @@ from ..fields import (
     fallback_call_id,
     merge_partial,
     identity,
+    is_fields_block,
     partial_for,
     unsent,
 )
@@ -294,10 +295,13 @@ def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
 
 
 def _recorded_identity(chunks: list[StreamChunk]) -> JsonDict:
-    """The upstream's recorded identity of an answer's chunks (``fields.identity``; empty: none)."""
+    """The upstream's recorded identity of an answer's chunks (``fields.identity``; empty: none). Its
+    block ends before the answer's parts: only the leading ``provider-fields`` chunks are read."""
     for chunk in chunks:
         c = cast(Mapping[str, Any], chunk)
-        if c.get("type") == "block-end" and isinstance(c.get("block"), Mapping):
+        if not is_fields_block(c):
+            return {}
+        if c.get("type") == "block-end":
             recorded = identity(c["block"], WIRE, IDENTITY)
             if recorded:
                 return recorded

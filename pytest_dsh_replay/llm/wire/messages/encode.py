@@ -161,7 +161,7 @@ class MessagesStreamEncoder:
         kind = c.get("type")
         # a provider-fields block sends nothing, so the head waits for what follows: the answer's
         # identity, when recorded, is such a block before the answer's parts (fields.identity)
-        out = [] if is_fields_block(c) else self._head()
+        out = [] if self._started or is_fields_block(c) else self._head()
         if kind == "block-start":
             self._kinds[c["index"]] = str(c.get("blockType"))
         elif kind == "text-delta":
