@@ -25,9 +25,7 @@ ANSWERED = "gpt-4o-2024-08-06"
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-def test_a_chat_answer_is_served_with_the_upstreams_id_time_and_model(
-    tmp_path: Path, stream: bool
-) -> None:
+def test_a_chat_answer_is_served_with_the_upstreams_id_time_and_model(tmp_path: Path, stream: bool) -> None:
     upstream = FakeUpstream(lambda body: Answer(text="hello there", model=ANSWERED))
     upstream.start()
 
@@ -64,9 +62,11 @@ def test_a_responses_answer_is_served_with_the_upstreams_id_time_and_model(
         events = list(client.responses.create(model=ASKED, input="hi", stream=True))
         named = [e.response for e in events if e.type in ("response.created", "response.completed")]
         indices = {e.output_index for e in events if hasattr(e, "output_index")}
-        return [(r.id, r.created_at, r.model, r.output_text) for r in named[-1:]] + [
-            (r.id, r.created_at, r.model) for r in named[:1]
-        ] + [sorted(indices)]
+        return (
+            [(r.id, r.created_at, r.model, r.output_text) for r in named[-1:]]
+            + [(r.id, r.created_at, r.model) for r in named[:1]]
+            + [sorted(indices)]
+        )
 
     try:
         seen = record_then_replay(tmp_path, upstream, agent, "sk-up-123456")
@@ -78,9 +78,7 @@ def test_a_responses_answer_is_served_with_the_upstreams_id_time_and_model(
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-def test_a_messages_answer_is_served_with_the_upstreams_id_and_model(
-    tmp_path: Path, stream: bool
-) -> None:
+def test_a_messages_answer_is_served_with_the_upstreams_id_and_model(tmp_path: Path, stream: bool) -> None:
     anthropic = pytest.importorskip("anthropic")
     upstream = HTTPServer(host="127.0.0.1", port=0)
     upstream.start()

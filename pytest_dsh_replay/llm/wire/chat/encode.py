@@ -14,9 +14,9 @@ from ..fields import (
     PROVIDER_FIELDS_BLOCK,
     failed_answer,
     fallback_call_id,
-    merge_partial,
     identity,
     is_fields_block,
+    merge_partial,
     partial_for,
     unsent,
 )
@@ -241,9 +241,7 @@ class ChatStreamEncoder:
         self._closed = True
         out: list[bytes] = []
         if self.include_usage and self._usage is not None:
-            out.append(
-                _sse({**self._envelope(), "choices": [], "usage": usage_payload(self._usage)})
-            )
+            out.append(_sse({**self._envelope(), "choices": [], "usage": usage_payload(self._usage)}))
         out.append(b"data: [DONE]\n\n")
         return out
 

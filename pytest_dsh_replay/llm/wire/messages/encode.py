@@ -114,8 +114,9 @@ class MessagesStreamEncoder:
     :meth:`feed` returns the SSE frames (``event: X\\ndata: {...}\\n\\n`` as bytes) a chunk produces;
     :meth:`error` the frames of an error after the answer started, :meth:`close` the closing ones.
     ``message_start`` names the upstream's recorded ``id`` and ``model`` (``fields.identity``), else
-    ``response_id`` and ``model``. A block's ``content_block_start`` is sent at its first delta or its end (a tool call's id and name
-    come with its first delta; arguments its deltas did not carry are sent at its end); a reasoning
+    ``response_id`` and ``model``. A block's ``content_block_start`` is sent at its first delta or its
+    end (a tool call's id and name come with its first delta; arguments its deltas did not carry are
+    sent at its end); a reasoning
     block's signature as a ``signature_delta`` before its ``content_block_stop``; ``provider-fields``
     blocks are not sent. A ``finish`` of kind ``error`` becomes an ``error`` event; a stream closed
     before any ``finish`` ends with an ``error`` event too.
