@@ -382,8 +382,12 @@ class RunWriter:
             out.append(
                 f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
                 f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "
-                "fail? check its exit code and output); an agent that asks only this by design: accept the "
-                "kept run (below)"
+                "fail? check its exit code and output); "
+                + (
+                    "written all the same (record on error), the run fails"
+                    if self.config.record_on_error
+                    else "an agent that asks only this by design: accept the kept run (below)"
+                )
             )
         return out
 

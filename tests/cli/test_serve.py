@@ -415,6 +415,31 @@ def test_a_conversation_stopped_mid_turn_fails_serve_and_is_kept(
     assert (directory / "session.jsonl").is_file()
 
 
+def test_a_conversation_stopped_mid_turn_under_record_on_error_is_written_and_said_so(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """``--record-on-error``: the conversation that stopped mid-turn is still a problem (exit 1), and
+    the run is written into the directory; the problem says so instead of pointing at a kept run.
+
+    Regression (a new user's smolagents run): each problem line said "accept the kept run (below)"
+    where nothing was kept."""
+    directory = tmp_path / "rec"
+    proc, url = start_serve(directory, "--record", "once", "--record-on-error", "--upstream", upstream.url)
+    try:
+        client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+        answer = client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "list the files"}]
+        )
+        assert answer.choices[0].message.tool_calls
+    finally:
+        code, _out, err = finish(proc, 60, signal.SIGTERM)
+    assert code == 1, err
+    assert "stopped mid-turn" in err and "written all the same (record on error), the run fails" in err
+    assert "kept run" not in err
+    assert (directory / "session.jsonl").is_file()
+    assert not (directory / ".dsh-kept").exists()
+
+
 def test_serve_warns_of_a_recording_with_no_key_and_says_where_the_key_belongs(tmp_path: Path) -> None:
     """A recording started with no key variable set warns at start-up that every call goes upstream
     without one, naming serve's environment; the upstream's 401 says the key belongs there.
