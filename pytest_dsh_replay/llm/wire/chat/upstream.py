@@ -285,7 +285,7 @@ class ChatChunkTranslator:
         chunk_fields = _unknown(chunk, _CHUNK_KEYS)
         out: list[StreamChunk] = []
         if self._identity and self._chunks_seen == 1:  # repeated in every chunk: the first's
-            out += self._parts.identity({k: chunk[k] for k in IDENTITY if chunk.get(k) is not None})
+            self._parts.identity({k: chunk[k] for k in IDENTITY if chunk.get(k) is not None})
         for choice in choices or []:
             out += self._choice(choice, chunk_fields)
         out += self._keep(chunk_fields, chunk_level=True)

@@ -240,7 +240,7 @@ class MessagesEventTranslator:
         extra = {k: v for k, v in message.items() if k not in _MESSAGE_KEYS and v is not None}
         out: list[StreamChunk] = []
         if self._identity:
-            out += self._parts.identity({k: message[k] for k in IDENTITY if message.get(k) is not None})
+            self._parts.identity({k: message[k] for k in IDENTITY if message.get(k) is not None})
         if not extra:
             return out
         self._extra, opened = self._open(PROVIDER_FIELDS_BLOCK)

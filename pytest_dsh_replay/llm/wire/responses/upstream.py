@@ -335,7 +335,8 @@ class ResponsesEventTranslator:
         if not self._identity:
             return []
         self._identity = False
-        return self._parts.identity({k: response[k] for k in IDENTITY if response.get(k) is not None})
+        self._parts.identity({k: response[k] for k in IDENTITY if response.get(k) is not None})
+        return []
 
     def _on_text(self, event: Mapping[str, Any]) -> list[StreamChunk]:
         key = ("text", _index(event), _index(event, "content_index"))
