@@ -4,10 +4,11 @@ A 3-call recording (recorded once here through the endpoint from the fake upstre
 ``benchmarks/endpoint.py``) is replayed ``--cycles`` times by an in-process ``EndpointThread``: start
 (the start-up gate ``check_recording``, ``load_session_scripts``, the run's scrubber), the three calls,
 stop. Printed: the process CPU (user + sys, so the machine's load does not inflate it as it does wall
-time) per cycle. With ``--against DIR`` the same cycles run in alternating rounds in subprocesses
-importing the package from ``DIR`` (e.g. a checkout of main) and from this tree, and the ratio of the
-CPU per cycle (this tree / ``DIR``) is printed. Goal: the per-test CPU over the live floor within
-0.5 s of vcrpy's per 300 tests (``benchmarks/vcr_compare.py``).
+time) per cycle, and the CPU of the endpoint's own loop thread per cycle (``endpoint thread``: start,
+serving, stop, without the client's share). With ``--against DIR`` the same cycles run in alternating
+rounds in subprocesses importing the package from ``DIR`` (e.g. a checkout of main) and from this tree,
+and the ratio of the CPU per cycle (this tree / ``DIR``) is printed. Goal: the per-test CPU over the
+live floor within 0.5 s of vcrpy's per 300 tests (``benchmarks/vcr_compare.py``).
 
 Usage: ``python benchmarks/endpoint_startup.py [--cycles N] [--against DIR] [--rounds N] [--profile]``
 """
@@ -22,6 +23,8 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 if "--directory" not in sys.argv:  # a child imports the package of its PYTHONPATH (the tree measured)
@@ -43,16 +46,34 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def cycles(directory: Path, n: int, chunks: int) -> float:
-    """CPU seconds per start + ``CALLS`` replayed calls + stop of the endpoint on ``directory``."""
+def _timed(thread: EndpointThread, spent: list[float]) -> None:
+    """Run ``thread``'s loop in a thread that adds its CPU time to ``spent[0]`` when it ends."""
+    loop = thread._loop
+
+    def run() -> None:
+        start = time.thread_time()
+        try:
+            loop.run_forever()
+        finally:
+            spent[0] += time.thread_time() - start
+
+    thread._thread = threading.Thread(target=run, name="dsh-endpoint", daemon=True)
+
+
+def cycles(directory: Path, n: int, chunks: int) -> tuple[float, float]:
+    """``(process, endpoint thread)`` CPU seconds per start + ``CALLS`` replayed calls + stop of the
+    endpoint on ``directory``."""
 
     async def go(url: str) -> None:
         async with aiohttp.ClientSession() as session:
             for i in range(CALLS):
                 await _post(session, url, _turns(i, chunks))
 
+    spent = [0.0]
+
     def one() -> None:
         thread = EndpointThread(EndpointConfig(directory))
+        _timed(thread, spent)
         url = thread.start()
         try:
             asyncio.run(go(url))
@@ -61,10 +82,10 @@ def cycles(directory: Path, n: int, chunks: int) -> float:
         assert outcome.ok, outcome.report()
 
     one()  # warm-up: imports, first-use caches
-    start = _cpu()
+    start, spent[0] = _cpu(), 0.0
     for _ in range(n):
         one()
-    return (_cpu() - start) / n
+    return (_cpu() - start) / n, spent[0] / n
 
 
 def phases(directory: Path, n: int) -> dict[str, float]:
@@ -92,7 +113,8 @@ def phases(directory: Path, n: int) -> dict[str, float]:
 
 def _child(args: argparse.Namespace) -> None:
     directory = Path(args.directory)
-    got = {"cycle": cycles(directory, args.cycles, args.chunks), **phases(directory, args.cycles * 3)}
+    cycle, thread = cycles(directory, args.cycles, args.chunks)
+    got = {"cycle": cycle, "endpoint thread": thread, **phases(directory, args.cycles * 3)}
     print(json.dumps({"package": pytest_dsh_replay.__file__, **got}))
 
 
@@ -123,8 +145,11 @@ def main() -> None:
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
             return
         if not args.against:
-            per = cycles(directory, args.cycles, args.chunks)
-            print(f"CPU per endpoint start + {CALLS} calls + stop: {per * 1e3:.2f} ms")
+            per, thread = cycles(directory, args.cycles, args.chunks)
+            print(
+                f"CPU per endpoint start + {CALLS} calls + stop: {per * 1e3:.2f} ms "
+                f"(the endpoint's thread: {thread * 1e3:.2f} ms)"
+            )
             return
         here = str(Path(__file__).resolve().parent.parent)
         trees = {"baseline": str(Path(args.against).resolve()), "this tree": here}

@@ -223,6 +223,19 @@ def _file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
+def entry_kind(path: str | os.PathLike[str]) -> str | None:
+    """What is at ``path`` (a final symbolic link not followed, nothing opened: a FIFO is not waited
+    on): ``"a regular file"``, ``"a directory"``, ``"a FIFO (named pipe)"``, ``"a symbolic link"``,
+    ...; ``None`` when nothing is there (or it cannot be looked at)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return _file_kind(mode) or "a regular file"
+
+
 #: ``O_NONBLOCK`` where it exists: opening a FIFO for reading must not wait for a writer.
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)

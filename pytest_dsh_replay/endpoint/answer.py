@@ -29,6 +29,7 @@ from ..errors import HarnessError
 from ..llm import LlmError, ModelRequest, StreamChunk
 from ..llm.secrets import StreamScrubber
 from ..llm.wire.base import WireFormat
+from ..recording.kept import DEFECT_CODE
 from .conversations import Binding
 from .record import (
     NOT_THE_CLIENTS,
@@ -107,7 +108,9 @@ class Answer:
             return [chunk] if chunk is not None else []
         return self.client.feed(chunk) if chunk is not None else self.client.close()
 
-    def _error(self, exc: BaseException) -> Any:
+    def error(self, exc: BaseException) -> Any:
+        """The client's error response to ``exc``, which ended the call (:meth:`failed`), in its API's
+        error shape."""
         return error_response(self.fmt, *self.failed(exc), *self.retry)
 
     async def _whole(self, stream: Any) -> Any:
@@ -123,7 +126,7 @@ class Answer:
                 chunks, model=self.model_name, response_id=self.response_id, body=self.body
             )
         except Exception as exc:
-            return self._error(exc)
+            return self.error(exc)
         self.finished()
         return web.json_response(whole, dumps=lambda v: orjson.dumps(v).decode())
 
@@ -135,7 +138,7 @@ class Answer:
         except StopAsyncIteration:
             first = None
         except Exception as exc:
-            return self._error(exc)
+            return self.error(exc)
         encoder = self.fmt.stream_encoder(self.model_name, self.response_id, body=self.body)
         response = None
         if self.live:  # a live answer reaches the client chunk by chunk, as the upstream sends it
@@ -234,9 +237,13 @@ class Answer:
             endpoint.problem(f"conversation #{self.conv.rank + 1}: {CLIENT_GONE}")
             return CLIENT_GONE, "ABORTED", 499
         if isinstance(exc, Exception):  # a defect of ours: a JSON error for the client, a failed run
-            message = f"endpoint error: {type(exc).__name__}: {exc}"
+            message = (
+                f"endpoint error: {type(exc).__name__}: {exc} (raised at {raised_at(exc)}, serving a call of "
+                f"conversation #{self.conv.rank + 1}); a defect of dsh-replay: the run failed, and a run it "
+                "kept is not accepted"
+            )
             endpoint.problems.append(message)
-            return message, "ENDPOINT_ERROR", 500
+            return message, DEFECT_CODE, 500
         raise exc
 
     def _upstream_problem(self, exc: BaseException, message: str, status: int) -> None:
@@ -304,6 +311,21 @@ class Answer:
             self.endpoint.binder.failed(self.conv)
 
 
+def raised_at(exc: BaseException) -> str:
+    """``recording/models.py:486 in _usage``: where ``exc`` was raised (its innermost frame), the path
+    from the package's directory when it is the package's."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "an unknown place"
+    last = frames[-1]
+    path = last.filename.replace("\\", "/")
+    mark = "/pytest_dsh_replay/"
+    where = path.split(mark, 1)[1] if mark in path else path
+    return f"{where}:{last.lineno} in {last.name}"
+
+
 def error_response(
     fmt: WireFormat, message: str, code: str, status: int, headers: Mapping[str, str] | None = None
 ) -> Any:
@@ -316,4 +338,4 @@ def error_response(
     return web.Response(body=body, status=status, content_type="application/json", headers=sent)
 
 
-__all__ = ["CLIENT_GONE", "NO_RETRY", "Answer", "error_response"]
+__all__ = ["CLIENT_GONE", "NO_RETRY", "Answer", "error_response", "raised_at"]

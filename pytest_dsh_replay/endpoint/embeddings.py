@@ -100,8 +100,6 @@ class EmbeddingCalls:
         scrub: Any = None,
         rerecord: str = "",
     ) -> None:
-        from ..session.tokens import Tokenizer
-
         self.directory = directory
         self.recorded = read_calls(directory / EMBEDDINGS_LOG) if recorded else []
         #: whether :attr:`recorded` is the log as it is on disk (else it is read when the run is written)
@@ -114,7 +112,8 @@ class EmbeddingCalls:
         self.forwarded = 0
         #: calls asked of the endpoint so far (a problem names its call by this number)
         self.asked = 0
-        self._tokens = Tokenizer([], cwd, masks=masks)
+        self._cwd = cwd
+        self._tokenizer: Any = None  # made at the first key (most endpoints serve no embedding call)
         self.scrub = scrub if scrub is not None else (lambda text: text)
         self.rerecord = rerecord
         #: (route, request key) -> the unserved recorded calls of that request, in order: a call is
@@ -125,6 +124,15 @@ class EmbeddingCalls:
         #: the request key -> the problem of its last transient upstream failure (a 429, a 5xx), which
         #: a client's retry that is answered takes back, as a model call's retried failure is dropped
         self._transient: dict[bytes, str] = {}
+
+    @property
+    def _tokens(self) -> Any:
+        """The tokenizing context of requests' keys (the run's cwd, no session ids)."""
+        if self._tokenizer is None:
+            from ..session.tokens import Tokenizer
+
+            self._tokenizer = Tokenizer([], self._cwd, masks=self.masks)
+        return self._tokenizer
 
     def _key(self, value: Any) -> bytes:
         value = scrubbed(value, self.scrub)

@@ -12,7 +12,8 @@ cached ones up to that item plus those of the items after it. Anything else (no 
 error, a cut the format does not allow) is mapped whole, as without the cache, so errors name the
 body's own fields. The result is the same request and
 the same hashes as :func:`map_whole` (``tests/endpoint/test_prefixes.py`` checks that on generated
-histories of every format).
+histories of every format). A body of at most :data:`SHORT_ITEMS` items is mapped whole and not kept:
+looking it up and keeping it costs more than mapping it (a conversation's first calls, most tests').
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from ..llm import Message, ModelRequest
 from ..llm.wire.base import WireFormat
 from ..replay.requests import same_json
 from .conversations import prefix_hashes
+
+#: the most items a body mapped whole without the cache has (module doc); a conversation's entry is kept
+#: from its first longer body on, so a long one still pays once for each item
+SHORT_ITEMS = 8
 
 
 class _Entry(Struct):
@@ -76,7 +81,7 @@ class PrefixCache:
         """
         raw = body.get(fmt.ITEMS_FIELD) if isinstance(body, Mapping) else None
         if isinstance(raw, list):
-            found = self._extend(fmt, body, raw)
+            found = self._extend(fmt, body, raw) if len(raw) > SHORT_ITEMS else None
             if found is not None:
                 return found
             self.items_mapped += len(raw)
@@ -140,9 +145,13 @@ class PrefixCache:
         request: ModelRequest,
         hashes: list[int],
     ) -> None:
-        """Keep ``body``'s mapping as ``conversation``'s latest (replacing its earlier one)."""
+        """Keep ``body``'s mapping as ``conversation``'s latest (replacing its earlier one); a body of at
+        most :data:`SHORT_ITEMS` items is not kept (:meth:`map` maps it whole)."""
         raw = body.get(fmt.ITEMS_FIELD) if isinstance(body, Mapping) else None
         if not isinstance(raw, list) or not raw:
+            return
+        if len(raw) <= SHORT_ITEMS:
+            self._forget(fmt, conversation)
             return
         cut = next((i for i in range(len(raw) - 1, -1, -1) if fmt.fresh_item(raw[i])), -1)
         before_cut = 0
@@ -157,15 +166,19 @@ class PrefixCache:
                 cut = -1
             else:
                 before_cut = len(request.get("messages", [])) - len(after)
-        old = self._by_key.pop((fmt.PATH, conversation), None)
-        if old is not None:
-            _drop(self._by_length, (fmt.PATH, len(old.raw)), old)
-            _drop(self._by_last, old.last, old)
+        self._forget(fmt, conversation)
         last = (fmt.PATH, len(raw), _item_key(raw[-1]))
         entry = _Entry(list(raw), _rest(fmt, body), request, hashes, cut, before_cut, last)
         self._by_key[(fmt.PATH, conversation)] = entry
         self._by_length.setdefault((fmt.PATH, len(raw)), []).append(entry)
         self._by_last.setdefault(last, []).append(entry)
+
+    def _forget(self, fmt: WireFormat, conversation: str) -> None:
+        """Drop ``conversation``'s entry, if it has one."""
+        old = self._by_key.pop((fmt.PATH, conversation), None)
+        if old is not None:
+            _drop(self._by_length, (fmt.PATH, len(old.raw)), old)
+            _drop(self._by_last, old.last, old)
 
 
 def _drop(index: dict[Any, list[_Entry]], key: Any, entry: _Entry) -> None:

@@ -81,7 +81,7 @@ from .config import (
     unset_keys,
     upstream_keys,
 )
-from .conversations import Binder, Binding, BindingError, Conversation
+from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, error_body
 from .guard import Guard
 from .guard import middleware as guard_middleware
@@ -253,6 +253,9 @@ class Endpoint:
         #: does; the requests refused for it, counted (:meth:`stop_taking`)
         self.closing: str | None = None
         self.refused_closing = 0
+        #: the handlers reading a request's body (:meth:`_read_json`) and their requests, cancelled and
+        #: their connections closed by :meth:`stop`
+        self._reading: dict[asyncio.Task[Any], Any] = {}
         self.models_seen: list[str] = []
         self.formats_seen: set[str] = set()
         #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
@@ -398,7 +401,8 @@ class Endpoint:
         # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
         self.replay.on_parked = self._parked
         # the first call of each conversation finds its recorded one by an index built here, before
-        # the URL is printed, not by comparing it with every free recorded conversation
+        # the URL is printed, not by comparing it with every free recorded conversation (a recording
+        # of a few conversations has none: comparing with each costs less than keying the request)
         self.replay.index_first_requests()
 
     def _wire_embeddings(self) -> None:
@@ -475,12 +479,7 @@ class Endpoint:
         # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
         # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
         self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            logger=_HTTP_LOG,
-            auto_decompress=False,
-            shutdown_timeout=SHUTDOWN_PATIENCE,
+            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, auto_decompress=False
         )
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -520,7 +519,14 @@ class Endpoint:
         return outcome
 
     async def _close_server(self) -> None:
-        """Stop serving: the app's handlers let go, the replay model's callback into the endpoint too."""
+        """Stop serving: the bodies still arriving dropped, the app's handlers let go (the calls in
+        flight finish: a client that left a stream early has its answer read to its end), the replay
+        model's callback into the endpoint too."""
+        for reading, request in list(self._reading.items()):
+            reading.cancel()
+            # closed too: aiohttp would otherwise linger 10 s reading the rest of the body
+            if request.transport is not None:
+                request.transport.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -667,6 +673,8 @@ class Endpoint:
                 if problem is not None:
                     return self._problem(wire, WireRequestError(problem, "$path"), 400)
                 return await serve(wire, request)
+            except Exception as exc:  # a defect outside a call's answer: typed, said once, the run failed
+                return self._defect(fmt, request, exc)
             finally:
                 self.in_flight -= 1
 
@@ -752,6 +760,28 @@ class Endpoint:
             413,
         )
 
+    def _defect(self, fmt: Format, request: Any, exc: Exception) -> Any:
+        """The answer to an exception no part of the route expected (a defect of ours): the format's JSON
+        error (``ENDPOINT_ERROR``, 500) naming it and where it was raised, one problem of the run (its
+        report says it once, on stderr under serve), never aiohttp's bare 500 and traceback."""
+        from ..recording.kept import DEFECT_CODE
+        from .answer import raised_at
+
+        message = (
+            f"endpoint error: {type(exc).__name__}: {exc} (raised at {raised_at(exc)}, serving "
+            f"{request.method} {request.path}); a defect of dsh-replay: the run failed, and a run it kept is "
+            "not accepted"
+        )
+        self.problem(message)
+        try:
+            wire = fmt.bind(request.match_info, request.path)
+        except Exception:  # the route's own binding raised: the common error shape then
+            from aiohttp import web
+
+            body = {"error": {"message": message, "type": "server_error", "code": DEFECT_CODE}}
+            return web.json_response(body, status=500, headers=NO_RETRY)
+        return self._error(wire, message, DEFECT_CODE, 500)
+
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
         return self._error(fmt, exc.message, exc.code, status)
@@ -765,7 +795,7 @@ class Endpoint:
             parsed, hashes = self.prefixes.map(fmt, body)
             if self.recorder is not None:
                 _refuse_unanswered_calls(parsed)
-            binding = self.binder.bind(parsed, request.headers, hashes=hashes)
+            binding = self.binder.bind(parsed, _binding_headers(request.headers), hashes=hashes)
         except (WireRequestError, BindingError) as exc:
             return self._problem(fmt, exc, 400)
         conv = binding.conversation
@@ -787,6 +817,11 @@ class Endpoint:
         size = request.content_length
         if size is not None and size + _LINE_MARGIN > self.line_limit:  # refused before it is read
             return None, self._too_large(fmt, size)
+        # a body still arriving when the endpoint stops is never a call: :meth:`_close_server` cancels
+        # its read (aiohttp's shutdown would wait 60 s for it, holding serve's exit and a test's teardown)
+        reading = asyncio.current_task()
+        if reading is not None:
+            self._reading[reading] = request
         try:
             raw = await read_body(request, self.line_limit)
         except UnreadableBody as exc:
@@ -799,13 +834,18 @@ class Endpoint:
             return None, self._error(fmt, error.message, error.code, 415, refusal)
         except BodyTooLarge as exc:
             return None, self._too_large(fmt, exc.size, decoded=True)
+        finally:
+            if reading is not None:
+                self._reading.pop(reading, None)
         if len(raw) + _LINE_MARGIN > self.line_limit:
             return None, self._too_large(fmt, len(raw))
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             return None, self._problem(fmt, WireRequestError(f"not JSON ({exc})", "$"), 400)
-        if nesting_exceeds(body):  # every layer after this one (mapping, keys, scrubbing, the log) recurses
+        # every layer after this one (mapping, keys, scrubbing, the log) recurses; a body with no more
+        # opening brackets than the limit cannot nest deeper (most bodies: a count in C, no walk)
+        if raw.count(b"[") + raw.count(b"{") > MAX_INPUT_NESTING and nesting_exceeds(body):
             too_deep = (
                 f"nested deeper than {MAX_INPUT_NESTING} levels: no recording holds such a request, "
                 "so it was refused and nothing was forwarded"
@@ -866,9 +906,13 @@ class Endpoint:
         log: ConversationLog | None,
         call: ModelRequest,
     ) -> Any:
-        stream = self.model.stream(call).__aiter__()
+        answer = Answer(self, fmt, request, body, binding, log, call)
         try:
-            return await Answer(self, fmt, request, body, binding, log, call).send(stream)
+            stream = self.model.stream(call).__aiter__()
+        except Exception as exc:  # raised before a stream: answered like a failed stream, never aiohttp's 500
+            return answer.error(exc)
+        try:
+            return await answer.send(stream)
         finally:  # a client gone mid-answer: the model's stream (an upstream response) is closed now
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
@@ -958,12 +1002,6 @@ def _parser_refusal(record: logging.LogRecord) -> Any:
 
 #: the endpoint's HTTP server's own log (aiohttp's request handler); unhandled, its records reach
 #: stderr through logging's last-resort handler, as aiohttp's would
-#: seconds :meth:`Endpoint.stop` lets the handlers still running finish before it cancels them: its
-#: caller waited for the requests in flight already (``serve``'s ``--grace``, the test's end), so what
-#: runs now is abandoned (a body never finished, an upstream call ``cancel_upstream`` ended); aiohttp's
-#: own 60 s held ``serve``'s exit, and a test's teardown, behind one half-sent request
-SHUTDOWN_PATIENCE = 1.0
-
 _HTTP_LOG = logging.getLogger("pytest_dsh_replay.endpoint.http")
 _HTTP_LOG.addFilter(_RefusedRequestLine())
 
@@ -1024,6 +1062,16 @@ __all__ = [
     "route_error",
     "served_routes",
 ]
+
+
+def _binding_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a request binding reads (``X-Dsh-Conversation``, ``X-Dsh-Parent``): aiohttp's are
+    case-insensitive, so each is one lookup, not a scan of every header."""
+    return {
+        name: value
+        for name in (CONVERSATION_HEADER, PARENT_HEADER)
+        if (value := headers.get(name)) is not None
+    }
 
 
 def _refuse_unanswered_calls(parsed: Mapping[str, Any]) -> None:

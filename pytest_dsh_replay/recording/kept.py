@@ -17,7 +17,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from ..errors import HarnessError
+from ..errors import HarnessError, entry_kind
 from ..layout import KEPT_DIR
 
 
@@ -36,6 +36,50 @@ class KeptUnansweredError(HarnessError):
     how to take it anyway)."""
 
     code = "KEPT_UNANSWERED"
+
+
+class KeptDropsError(HarnessError):
+    """``dsh-replay accept`` of a kept run holding fewer conversations than the recording it would
+    replace (a conversation the run left out: failed, or its client gone): taking it would delete
+    committed conversations, so it is refused unless asked (``--allow-fewer``: the user says they are
+    meant to go, as a rewrite of an agent that no longer has them). Nothing is changed."""
+
+    code = "KEPT_DROPS"
+
+
+class KeptDefectError(HarnessError):
+    """``dsh-replay accept`` of a kept run during which a call failed inside dsh-replay
+    (:data:`DEFECT_CODE`: an exception serving the call, not the model's or the client's doing): what the
+    run kept of that conversation is not what the recording holds of it (the call it could not serve,
+    and what followed, are missing), so taking it would lose recorded answers. Never taken; the message
+    names the log, the line and what failed. Nothing is changed."""
+
+    code = "KEPT_DEFECT"
+
+
+#: The code of a call that failed inside dsh-replay while it was served (the endpoint's answer to an
+#: unexpected exception): a recording run that had one fails, and ``accept`` never takes what it kept.
+DEFECT_CODE = "ENDPOINT_ERROR"
+
+
+def defect_calls(directory: Path) -> list[str]:
+    """Where the logs of the recording in ``directory`` record a call that failed by
+    :data:`DEFECT_CODE` (its turn's end, or a recorded call's error in a sidecar), as
+    ``session.jsonl:6: MESSAGE``; ``[]`` when none did."""
+    from ..layout import LOG_GLOB
+    from .logstream import LogStream
+
+    out: list[str] = []
+    for log in sorted(directory.glob(LOG_GLOB)):
+        stream = LogStream(log, on_error=lambda _exc: None)  # a damaged log: validate reports it
+        for line_no, _raw, event in stream.items():
+            if type(event) is not dict or event.get("type") != "turn/end":
+                continue
+            data = event.get("data")
+            reason = data.get("reason") if type(data) is dict else None
+            if type(reason) is dict and reason.get("code") == DEFECT_CODE:
+                out.append(f"{log.name}:{line_no}: {reason.get('message', DEFECT_CODE)}")
+    return out
 
 
 def failed_call(entry: Mapping[str, Any]) -> bool:
@@ -126,7 +170,13 @@ def kept_note(
     if left_out:
         holds += f" ({left_out} failed conversation(s) left out)"
     removed = f"{kept} is removed when a recording is next written into {directory}"
-    if not held.worth_accepting():
+    defects = defect_calls(kept)
+    if defects:
+        advice = (
+            f"it is not to be accepted: a call failed inside dsh-replay ({defects[0]}), so what it kept of "
+            f"that conversation is not what was recorded (accept refuses it, KEPT_DEFECT). {removed}"
+        )
+    elif not held.worth_accepting():
         advice = (
             "nothing in it is worth accepting (no conversation had an answer to every call): fix what "
             f"failed and record again; {instead}. {removed}"
@@ -138,7 +188,20 @@ def kept_note(
     return f"{where}, {why}. This run is kept in {kept} ({files} file(s)): {holds}; {advice}"
 
 
-def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Path], list[Path], KeptRun]:
+def _committed(directory: Path) -> int:
+    """How many conversations (session logs) ``directory``'s recording holds (0: none, or an inventory
+    that does not read: validate reports that)."""
+    from .inventory import fixture_files
+
+    try:
+        return len(fixture_files(directory))
+    except HarnessError:
+        return 0
+
+
+def accept(
+    directory: Path, *, allow_unanswered: bool = False, allow_fewer: bool = False
+) -> tuple[list[Path], list[Path], KeptRun]:
     """Take the run kept in ``directory/.dsh-kept`` as ``directory``'s recording, whole: its
     conversations with every call answered and those with failed calls, each call as it was recorded
     (a failed one replays as the same error), and the MCP session logs ``serve`` set aside with the run,
@@ -149,7 +212,8 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
     end of the swap, so a recorder of the directory's conversations (``serve --record``, a
     ``dsh_endpoint`` test) never interleaves with it. A kept run in which no conversation had every
     call answered is refused unless ``allow_unanswered``: a recording that paid answers made must not be lost
-    to a run of upstream errors without the user asking for it.
+    to a run of upstream errors without the user asking for it; nor committed conversations to a run that
+    left them out (``allow_fewer``: the user says they are meant to go).
 
     Returns:
         ``(written, removed, held)``: the files changed and removed in ``directory``, and what the
@@ -157,10 +221,15 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
 
     Raises:
         NothingKeptError: ``NOTHING_KEPT``, there is no kept run in ``directory``.
-        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink, holds an entry accept
+        KeptInvalidError: ``KEPT_INVALID``, ``directory/.dsh-kept`` is a symlink or no directory (a
+            regular file, a FIFO: named, never read), holds an entry accept
             does not take (a symlink, a directory, an unknown name), or ``validate`` finds a problem in
             the kept run (names the file and line); nothing is changed.
         KeptUnansweredError: ``KEPT_UNANSWERED`` (see above); nothing is changed.
+        KeptDropsError: ``KEPT_DROPS``, the kept run holds fewer conversations than the recording it
+            replaces, unless ``allow_fewer``; nothing is changed.
+        KeptDefectError: ``KEPT_DEFECT``, a call of the run failed inside dsh-replay
+            (:func:`defect_calls`); never taken, nothing is changed.
         RecordingLockedError: ``ENDPOINT_RECORDING_LOCKED``, a recorder records the directory's
             conversations now; nothing is changed.
         FixtureWriteError: a file cannot be staged, replaced or removed (the old set stays).
@@ -185,7 +254,13 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
             "nothing was changed"
         )
     if not kept.is_dir():  # checked before the lock, which would make the directory
-        raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
+        found = entry_kind(kept)  # looked at, never opened: a FIFO would block a read
+        if found is None:
+            raise NothingKeptError(f"{kept}: no kept recording to accept (there is no such directory)")
+        raise KeptInvalidError(
+            f"{kept}: is {found}, not the directory a recording run keeps its run in; nothing was "
+            "changed (remove it: a recording run with problems writes its run there as a directory)"
+        )
     # the MCP sessions serve set aside with the run are taken with it, under their servers' locks too
     servers = sorted({m[0] for p in kept.iterdir() if (m := mcp_log_match(p.name)) is not None})
     lock = RecordingLock(directory, (MODEL_FILES, *map(mcp_files, servers)))
@@ -211,6 +286,15 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
                 f"{listed}{more}; "
                 f"nothing was changed (record again; dsh-replay validate {kept} lists them)"
             )
+        defects = defect_calls(kept)
+        if defects:
+            raise KeptDefectError(
+                f"{kept}: the run that kept it failed inside dsh-replay ({defects[0]}"
+                + (f"; and {len(defects) - 1} more" if len(defects) > 1 else "")
+                + "): a call it could not serve is missing from what it kept, so accepting it would lose "
+                f"recorded answers; nothing was changed, {directory} keeps its recording (record again "
+                f"once it is fixed, or remove {kept})"
+            )
         held = kept_run(kept)
         if not held.worth_accepting() and not allow_unanswered:
             would = (
@@ -222,6 +306,16 @@ def accept(directory: Path, *, allow_unanswered: bool = False) -> tuple[list[Pat
                 f"{kept}: nothing in the kept run was answered ({held.holds()}): accepted, the recording "
                 f"of {directory} would be {would}; fix what failed and record again, or take it anyway: "
                 f"dsh-replay accept --allow-unanswered {directory}"
+            )
+        committed = _committed(directory)
+        if held.conversations < committed and not allow_fewer:
+            gone = committed - held.conversations
+            raise KeptDropsError(
+                f"{kept}: the kept run holds {held.conversations} conversation(s), the recording of "
+                f"{directory} {committed}: accepted, {gone} committed conversation(s) would be deleted, and "
+                "the kept run does not say they are meant to go (a conversation that failed or whose "
+                "client went away is left out of a kept run); nothing was changed: record again, or "
+                f"take it anyway if they are meant to go: dsh-replay accept --allow-fewer {directory}"
             )
         written, removed = accept_kept(directory, kept)
     finally:

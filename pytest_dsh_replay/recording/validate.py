@@ -11,6 +11,8 @@ Each finding names the file, the line, the seq and what is wrong, with a stable 
 * lineage (``parentSession`` names a log of the set) and ``seedLength`` within bounds and equal to
   the parent's prefix (compared by digest, events.md §8);
 * surface replace validity (``surfaceOp`` folded as events.md §5 says);
+* the fields replay reads of each ``assistant/chunk`` (``REPLAY_BAD_CHUNK_EVENT``, the error replay's
+  loading raises: :func:`~pytest_dsh_replay.session.types.chunk_event_problem`);
 * no secret in any string value or in the joined deltas of any block (harness.md §4,
   :class:`~pytest_dsh_replay.recording.scrub.SecretCheck`, streaming too).
 
@@ -47,9 +49,11 @@ from ..layout import (
 )
 from ..llm.secrets import SecretScrubber
 from ..modes import RecordMode
+from ..replay.errors import BadChunkEventError
 from ..replay.parse import PackedSpan
 from ..session import SURFACE_TYPES
 from ..session.header import HeaderProblem, header_problems
+from ..session.types import chunk_event_problem
 from .embeddings import EmbeddingsLogError, event_problem
 from .inventory import fixture_files
 from .logstream import Event, LogStream
@@ -224,10 +228,20 @@ class LogChecks:
         elif t == "assistant/chunk":
             if self.open_turn is None:
                 self._outside_turn(_At(self.where, line_no, seq, t))
+            self._chunk(line_no, seq, d)
         elif t in _STRUCTURE:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
         if "surfaceOp" in e or t in SURFACE_TYPES:
             self._surface(_At(self.where, line_no, seq, t), t, e.get("surfaceOp"), i, "surfaceOp" in e)
+
+    def _chunk(self, line_no: int, seq: Any, data: dict[str, Any]) -> None:
+        """The fields replay reads of a chunk event, reported as replay refuses them (one rule:
+        :func:`~pytest_dsh_replay.session.types.chunk_event_problem`, one wording:
+        :class:`~pytest_dsh_replay.replay.errors.BadChunkEventError`)."""
+        problem = chunk_event_problem(data)
+        if problem is not None:
+            bad = BadChunkEventError(self.where, self.count - 1, seq, problem, line_no)
+            self._add(bad.code, bad.message)
 
     def _digest(self, raw: bytes, e: Event) -> None:
         """Add an event within the wanted seed lengths to the lineage digest, kept at each one."""
@@ -246,6 +260,8 @@ class LogChecks:
             return
         self.count = i + n
         seq = span.seq0
+        if type(span.turn) is not int or type(span.step) is not int or type(span.run.index) is not int:
+            self._chunk(line_no, seq, next(span.iter_events())["data"])  # the members share them
         if seq == self.expected:
             self.expected = seq + 1
         else:

@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from ..errors import quote
-from .errors import ReplayDeriveError
+from ..llm.types import CHUNK_FIELDS, TEXT_DELTAS, chunk_problem
+from ..session.types import chunk_event_problem
+from .errors import BadChunkEventError, ReplayDeriveError
 from .parse import Event, LogEvents, PackedRun, PackedSpan
 
 #: One scripted model call (also the sidecar element format, replay.md §3):
@@ -78,6 +80,9 @@ def served_entry(call: ReplayEntry | DeferredCall, copy: Callable[[Any], Any]) -
         return cast(ReplayEntry, copy(call))
     return DeferredCall([i if type(i) is PackedRun else copy(i) for i in call.items]).entry()
 
+
+# derive checks the text deltas' fields inline (the bulk of a log, checked while at hand): the rule's own
+assert all(CHUNK_FIELDS[kind] == (("index", int, True), ("text", str, True)) for kind in TEXT_DELTAS)
 
 _OVERRIDE_HINT = (
     "the recorded stream raised, so this call cannot be derived; add replay.override.json "
@@ -147,8 +152,13 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
 
     Raises:
         ReplayDeriveError: ``REPLAY_UNFINISHED_CALL`` (a group without ``finish``; names call
-            index, turn, step and first seq), ``REPLAY_BAD_CHUNK_EVENT`` (an ``assistant/chunk``
-            without ``data.turn/step/chunk``), ``REPLAY_BAD_COMPACTION``.
+            index, turn, step and first seq), ``REPLAY_BAD_COMPACTION``.
+        BadChunkEventError: ``REPLAY_BAD_CHUNK_EVENT``, the first ``assistant/chunk`` event whose
+            data breaks the rule of the fields replay reads
+            (:func:`~pytest_dsh_replay.session.types.chunk_event_problem`: an integer ``turn`` and
+            ``step``, a chunk of one of the seven types with its fields' types), before a call's
+            missing ``finish`` that event would otherwise look like; names file, seq and the field
+            (the loader adds the line).
     """
     script: list[ReplayEntry] = []
     cur: list[Any] = []
@@ -157,6 +167,7 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
     first_seq: Any = None
     # a log with packed rows not yet read as events: its spans, unexpanded (no event dicts)
     items: Iterable[Any] = events.items if type(events) is LogEvents and not events.expanded else events
+    text_deltas, integer, string = TEXT_DELTAS, int, str  # locals: read once per chunk below
     for event in items:
         try:
             kind = event["type"]
@@ -164,9 +175,11 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
             if type(event) is not PackedSpan:
                 raise
             # delta chunks only (never a finish): they extend the current call
+            if type(event.turn) is not int or type(event.step) is not int or type(event.run.index) is not int:
+                raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
             if cur:
                 if event.turn != turn or event.step != step:
-                    raise _unfinished(file, turn, step, first_seq, len(script)) from None
+                    raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
             else:
                 turn, step, first_seq = event.turn, event.step, event.seq0
             cur += event.run.chunks()
@@ -175,30 +188,60 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
             try:
                 data = event["data"]
                 chunk = data["chunk"]
+                t, s = data["turn"], data["step"]
+                # the call key's types (the rule's turn/step): a string turn is no other call
+                if t.__class__ is not integer or s.__class__ is not integer:
+                    raise TypeError
                 if cur:
-                    if data["turn"] != turn or data["step"] != step:
-                        raise _unfinished(file, turn, step, first_seq, len(script))
+                    if t != turn or s != step:
+                        raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
                 else:
-                    turn = data["turn"]
-                    step = data["step"]
-                    first_seq = event.get("seq")
+                    turn, step, first_seq = t, s, event.get("seq")
                 cur.append(chunk)
-                if chunk["type"] == "finish":
+                chunk_type = chunk["type"]
+                if chunk_type in text_deltas:  # the bulk of a log: the rule's two fields, inline
+                    if chunk["index"].__class__ is not integer or chunk["text"].__class__ is not string:
+                        raise TypeError
+                elif chunk_problem(chunk) is not None:
+                    raise TypeError
+                if chunk_type == "finish":
                     script.append({"kind": "chunks", "chunks": cur})
                     cur = []
-            except (KeyError, TypeError) as exc:
-                raise ReplayDeriveError(
-                    f"{_where(file)}: assistant/chunk at seq {quote(event.get('seq'))} lacks "
-                    f"data.turn/step/chunk or chunk.type ({type(exc).__name__}: {quote(exc.args[:1])}); "
-                    "fix the event or re-record",
-                    "REPLAY_BAD_CHUNK_EVENT",
-                ) from exc
+            except (KeyError, TypeError):
+                raise _bad_at(event, file, events) from None
         elif kind == "compaction/summary":
             data = event.get("data")
             if isinstance(data, dict) and data.get("llmStreamCall") is True:
                 if cur:
-                    raise _unfinished(file, turn, step, first_seq, len(script))
+                    raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
                 script.append(_compaction_entry(event, file))
     if cur:
-        raise _unfinished(file, turn, step, first_seq, len(script))
+        raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script))
     return script
+
+
+def _bad_chunk_event(events: Sequence[Event], file: str | None) -> BadChunkEventError | None:
+    """The first ``assistant/chunk`` event of ``events`` that breaks the rule of the fields replay reads
+    (:func:`~pytest_dsh_replay.session.types.chunk_event_problem`), as its error; ``None``: none does.
+    Walks the events one by one: only once a check failed."""
+    for index, event in enumerate(events):
+        if type(event) is dict and event.get("type") == "assistant/chunk":
+            problem = chunk_event_problem(event.get("data"))
+            if problem is not None:
+                return BadChunkEventError(_where(file), index, event.get("seq"), problem)
+    return None
+
+
+def _bad_at(event: Event, file: str | None, events: Sequence[Event]) -> BadChunkEventError:
+    """The error of ``event``, which the derivation could not read (the rule names what it lacks)."""
+    index = next((i for i, e in enumerate(events) if e is event), 0)
+    problem = chunk_event_problem(event.get("data")) or "data.turn/step/chunk or chunk.type cannot be read"
+    return BadChunkEventError(_where(file), index, event.get("seq"), problem)
+
+
+def _unfinished_or_bad(
+    events: Sequence[Event], file: str | None, turn: Any, step: Any, first_seq: Any, call_index: int
+) -> ReplayDeriveError:
+    """The error of a call that ends without ``finish``, unless a chunk event breaks the rule first (a
+    string ``turn`` looks like another call: its type is what is wrong)."""
+    return _bad_chunk_event(events, file) or _unfinished(file, turn, step, first_seq, call_index)

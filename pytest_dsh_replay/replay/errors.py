@@ -8,8 +8,8 @@ Classes and codes:
 
 * :class:`ReplayParseError`: ``REPLAY_MISSING_HEADER``, ``REPLAY_BAD_HEADER``,
   ``REPLAY_MALFORMED_LINE``, ``REPLAY_BAD_ROW``, ``REPLAY_BAD_PACKED_ROW``.
-* :class:`ReplayDeriveError`: ``REPLAY_UNFINISHED_CALL``, ``REPLAY_BAD_CHUNK_EVENT``,
-  ``REPLAY_BAD_COMPACTION``.
+* :class:`ReplayDeriveError`: ``REPLAY_UNFINISHED_CALL``, ``REPLAY_BAD_COMPACTION``;
+  :class:`BadChunkEventError` (a :class:`ReplayDeriveError`): ``REPLAY_BAD_CHUNK_EVENT``.
 * :class:`ReplayLoadError`: ``REPLAY_FIXTURE_MISSING``, ``REPLAY_CHILD_GAP``,
   ``REPLAY_BAD_SEED_LENGTH``, ``REPLAY_OVERRIDE_GUARD``.
 * :class:`OverrideError`: ``REPLAY_BAD_OVERRIDE``, ``REPLAY_PATCH_AT``.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import HarnessError
+from ..errors import HarnessError, quote
 
 
 class ReplayError(HarnessError):
@@ -47,6 +47,32 @@ class ReplayDeriveError(ReplayError):
     """A replay script cannot be derived from parsed events (names file, seq, turn/step)."""
 
     code = "REPLAY_UNFINISHED_CALL"
+
+
+class BadChunkEventError(ReplayDeriveError):
+    """An ``assistant/chunk`` event whose data replay cannot serve (the rule:
+    :func:`~pytest_dsh_replay.session.types.chunk_event_problem`).
+
+    The message reads as ``dsh-replay validate`` reports it: ``FILE:LINE: seq S (assistant/chunk):
+    PROBLEM; fix the event or re-record``; the deriving code knows no line (``FILE: seq S ...``) and the
+    loader, which read the file, names it (:meth:`at_line`). ``index``: the event's position in the
+    events derived; ``seq``, ``problem``: what the message says.
+    """
+
+    code = "REPLAY_BAD_CHUNK_EVENT"
+
+    def __init__(self, file: str, index: int, seq: Any, problem: str, line: int | None = None) -> None:
+        where = file if line is None else f"{file}:{line}"
+        super().__init__(
+            f"{where}: seq {quote(seq) if type(seq) is not int else seq} (assistant/chunk): {problem}; "
+            "fix the event or re-record"
+        )
+        self.file, self.index, self.seq, self.problem, self.line = file, index, seq, problem, line
+
+    def at_line(self, line: int, shift: int = 0) -> BadChunkEventError:
+        """The same error naming the file's ``line`` (``shift``: added to :attr:`index`, the start of
+        the events derived in the whole log)."""
+        return BadChunkEventError(self.file, self.index + shift, self.seq, self.problem, line)
 
 
 class ReplayLoadError(ReplayError):

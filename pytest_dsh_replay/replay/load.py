@@ -19,8 +19,8 @@ from ..layout import OVERRIDE_FILE, PRIMARY_FILE, child_rank, log_name, sidecar_
 from ..llm.packed import PACKED_TYPES
 from ..session.codec import gc_paused
 from .derive import DeferredCall, ReplayEntry, derive_replay_script, materialize
-from .errors import ReplayDeriveError, ReplayLoadError
-from .parse import Event, parse_session_header, parse_session_log
+from .errors import BadChunkEventError, ReplayDeriveError, ReplayLoadError
+from .parse import Event, event_line, parse_session_header, parse_session_log
 from .pins import Pins, load_pins
 from .requests import CallPoints, ExpectedRequest, call_points, call_points_indexed
 
@@ -157,8 +157,16 @@ class _Own(Struct):
             except ReplayDeriveError as exc:
                 self.derived_ = exc
         if isinstance(self.derived_, ReplayDeriveError):
-            raise self.derived_
+            raise self.located(self.derived_)
         return list(self.derived_)
+
+    def located(self, exc: ReplayDeriveError) -> ReplayDeriveError:
+        """``exc`` naming its event's file line when it names an event (:class:`BadChunkEventError`)."""
+        if type(exc) is not BadChunkEventError or exc.line is not None:
+            return exc
+        data = self.data if self.data is not None else read_regular_file(self.path, "session log")
+        line = event_line(data, self.start + exc.index)
+        return exc if line is None else exc.at_line(line, self.start)
 
     def derived(self) -> list[ReplayEntry]:
         """The derived script of the own events as plain entries (raises its ReplayDeriveError)."""
@@ -240,7 +248,11 @@ def _script(
         )
     assert override.entries is not None
     entries = list(override.entries)
-    if not allow_replace_override and not _unfinished(own.events(), path):
+    try:
+        unfinished = allow_replace_override or _unfinished(own.events(), path)
+    except ReplayDeriveError as exc:
+        raise own.located(exc) from None
+    if not unfinished:
         derived = own.derived()
         if derived and entries[: len(derived)] != derived:
             changed = next(

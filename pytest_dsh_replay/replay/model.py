@@ -116,10 +116,11 @@ def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[boo
 
 _DIRECT_BINDING_MAX = 16
 """A recording of at most this many scripts binds a first call by comparing it with each free script
-(:func:`~.requests.request_matches`, lazy: most differ before any tokenizing or scrubbing) unless its
-index of first requests was built already (:meth:`ReplayModel.index_first_requests`, the endpoint's
-start-up): keying one live request (secret scrubbing and tokenizing of every part) costs more than
-that many comparisons. Either way the same scripts are candidates (the index only proposes them)."""
+(:func:`~.requests.request_matches`, lazy: most differ before any tokenizing or scrubbing) and builds
+no index of first requests (:meth:`ReplayModel.index_first_requests`): keying one live request (secret
+scrubbing and tokenizing of every part) costs more than that many comparisons, and keying every
+script's first request at start-up more again. Either way the same scripts are candidates (the index
+only proposes them)."""
 
 
 def _canonical(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -361,7 +362,7 @@ class ReplayModel:
         matches = None
         indexed = None
         if request is not None and not self.check.off:
-            if self._first_index is not None or len(self.scripts) > _DIRECT_BINDING_MAX:
+            if len(self.scripts) > _DIRECT_BINDING_MAX:
                 indexed = self._indexed(key, request)
             if indexed is None:  # compared one by one: a small recording (keying the live request costs
                 # more than a few lazy comparisons) or not JSON values (the comparison names the problem)
@@ -396,8 +397,9 @@ class ReplayModel:
         call finds the scripts it matches in O(1) instead of comparing it with every free script (an
         endpoint serving thousands of recorded conversations calls this at start-up; otherwise the first
         binding builds it). The index only proposes candidates: each is still checked by
-        :func:`request_matches`."""
-        if self._first_index is not None:
+        :func:`request_matches`. A recording of at most :data:`_DIRECT_BINDING_MAX` scripts is not
+        indexed (its first calls are compared with each free script)."""
+        if self._first_index is not None or len(self.scripts) <= _DIRECT_BINDING_MAX:
             return
         index: dict[tuple[str, ...], dict[bytes, list[int]]] = {}
         for i, script in enumerate(self.scripts):

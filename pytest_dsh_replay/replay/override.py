@@ -17,7 +17,8 @@ Entry key sets (exact; ``?`` = optional):
 | ``hang`` | ``kind, chunks?, readyFile?`` (our addition: own prefix ``chunks``) |
 
 Every chunk is an object whose ``type`` is one of the seven :data:`~pytest_dsh_replay.llm.CHUNK_TYPES`
-and carries that type's required keys; ``{{fromRequest:...}}`` placeholders must be well formed.
+and carries that type's fields of their types (:func:`~pytest_dsh_replay.llm.types.chunk_problem`, the
+session logs' rule too); ``{{fromRequest:...}}`` placeholders must be well formed.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import orjson
 from msgspec import Struct
 
 from ..errors import MAX_INPUT_NESTING, nesting_exceeds, quote, read_regular_file
-from ..llm import CHUNK_TYPES
+from ..llm.types import chunk_problem
 from .derive import ReplayEntry
 from .errors import OverrideError
 from .placeholder import PlaceholderSyntaxError, check_placeholders
@@ -40,16 +41,6 @@ _ENTRY_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status"})),
     "hang": (frozenset({"kind"}), frozenset({"chunks", "readyFile"})),
 }
-_CHUNK_REQUIRED: dict[str, frozenset[str]] = {
-    "block-start": frozenset({"index", "blockType"}),
-    "text-delta": frozenset({"index", "text"}),
-    "reasoning-delta": frozenset({"index", "text"}),
-    "tool-call-delta": frozenset({"index", "id", "argumentsDelta"}),
-    "block-end": frozenset({"index", "block"}),
-    "usage": frozenset({"usage"}),
-    "finish": frozenset({"reason"}),
-}
-assert set(_CHUNK_REQUIRED) == set(CHUNK_TYPES)
 
 
 class Override(Struct, frozen=True):
@@ -141,20 +132,16 @@ def _keys_problem(entry: dict[str, Any], kind: str) -> str | None:
 
 
 def _chunks_problem(entry: dict[str, Any]) -> str | None:
-    """An entry's ``chunks``: a list of chunk objects, each of a known type with its keys."""
+    """An entry's ``chunks``: a list of chunk objects, each of a known type with its fields."""
     if "chunks" not in entry:
         return None
     chunks = entry["chunks"]
     if not isinstance(chunks, list):
         return "'chunks' must be a list of chunk objects"
     for j, chunk in enumerate(chunks):
-        ctype = chunk.get("type") if isinstance(chunk, dict) else None
-        if type(ctype) is not str or ctype not in CHUNK_TYPES:
-            got = ctype if isinstance(chunk, dict) else chunk
-            return f"chunks[{j}]: type must be one of {sorted(CHUNK_TYPES)}, got {quote(got)}"
-        missing = _CHUNK_REQUIRED[chunk["type"]] - set(chunk)
-        if missing:
-            return f"chunks[{j}]: a {chunk['type']!r} chunk needs {sorted(missing)}"
+        problem = chunk_problem(chunk)  # the one rule of a recorded chunk, the logs' too
+        if problem is not None:
+            return f"chunks[{j}]: {problem}"
     return None
 
 

@@ -886,3 +886,33 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
                 raise
         known = line_nos
         return _general_rows(rows, lambda i: known[i], file)
+
+
+def event_line(data: bytes, index: int) -> int | None:
+    """The 1-based file line holding logical event ``index`` of a log's bytes (a packed row holds as
+    many events as members; blank lines hold none), ``None`` past the log's events or where a line does
+    not parse. For an error naming an event of the parsed events: it reads the log again, every line
+    parsed, so it is called only once something failed."""
+    try:
+        _header, line_no, end = _read_header_at(data, None)
+    except ReplayParseError:
+        return None
+    logical = 0
+    for offset, line in enumerate(data[end + 1 :].split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            row = _loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        logical += _members_of(row) if _packed_typed(row) else 1
+        if logical > index:
+            return line_no + 1 + offset
+    return None
+
+
+def _members_of(row: dict[str, Any]) -> int:
+    """How many logical events a packed row stands for (its members; 1 when it has no member list)."""
+    data = row.get("data")
+    members = data.get(PACKED_ROWS[row["type"]].members) if type(data) is dict else None
+    return len(members) if type(members) is list and members else 1

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, compress, repeat
-from operator import attrgetter, itemgetter, not_
+from operator import attrgetter, is_, itemgetter, not_
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NewType, Union, cast
 
 import msgspec
@@ -37,6 +37,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..errors import max_line_bytes
 from ..llm.packed import PACKED_ROWS, PackedRow
+from ..llm.types import chunks_fit
 from ..session.codec import gc_paused
 from ..session.types import SURFACE_TYPES
 from .derive import DeferredCall, ReplayEntry, _compaction_entry, derive_replay_script, materialize
@@ -99,8 +100,12 @@ class _Row(Struct, forbid_unknown_fields=True, gc=False):
 
 
 class _ChunkData(Struct, forbid_unknown_fields=True, gc=False):
-    turn: _Json
-    step: _Json
+    """An ``assistant/chunk``'s data; its ``turn`` and ``step`` typed as the rule of the fields replay reads
+    has them (``session.types.chunk_event_problem``): the decode checks them, a line it refuses is read
+    again by orjson (:func:`_fallback_chunk_row`, which bails on them)."""
+
+    turn: _Int
+    step: _Int
     chunk: dict[str, _Json]
 
 
@@ -113,21 +118,18 @@ class _ChunkRow(Struct, forbid_unknown_fields=True, gc=False):
     time: Union[_Int, UnsetType] = UNSET  # noqa: UP007
 
 
-_Number = Union[_Int, float]  # noqa: UP007
-
-
 class _TextsData(Struct, forbid_unknown_fields=True, gc=False):
-    turn: _Number
-    step: _Number
-    index: _Number
+    turn: _Int
+    step: _Int
+    index: _Int
     dt: list[_Int]
     texts: list[str]
 
 
 class _ArgsData(Struct, forbid_unknown_fields=True, gc=False):
-    turn: _Number
-    step: _Number
-    index: _Number
+    turn: _Int
+    step: _Int
+    index: _Int
     id: str
     dt: list[_Int]
     args: list[str]
@@ -221,6 +223,8 @@ def _fallback_chunk_row(line: bytes) -> _ChunkRow:
     data = row.get("data")
     if type(data) is not dict or "turn" not in data or "step" not in data or "chunk" not in data:
         raise _Bail
+    if type(data["turn"]) is not int or type(data["step"]) is not int:
+        raise _Bail  # a call key of another type: the reference path names it
     return _ChunkRow(
         type="assistant/chunk", data=_ChunkData(turn=data["turn"], step=data["step"], chunk=data["chunk"])
     )
@@ -269,6 +273,8 @@ class _Calls:
     ) -> None:
         """Add consecutive items with their ``turn``/``step`` and chunk types (parallel lists);
         ``runs``: some items may be packed runs."""
+        if not _events_fit(items, turns, steps, ctypes, runs):
+            raise _Bail  # a field of another type: the reference path names it (REPLAY_BAD_CHUNK_EVENT)
         n = len(items)
         pos = 0
         index = ctypes.index
@@ -337,8 +343,23 @@ class _Calls:
         self.script.append(entry)
 
 
-def _is_number(value: Any) -> bool:
-    return type(value) is int or type(value) is float
+def _events_fit(items: list[Any], turns: list[Any], steps: list[Any], ctypes: list[Any], runs: bool) -> bool:
+    """Whether the chunk items of a batch pass the rule of the fields replay reads
+    (:func:`~pytest_dsh_replay.session.types.chunk_event_problem`): each chunk by
+    :func:`~pytest_dsh_replay.llm.types.chunks_fit`, a packed run by its integer index (the parse checked
+    its other fields); ``turn``/``step`` were typed by the decode, or checked where a row was read
+    again (the packed rows' by :func:`_packed_members`)."""
+    if not runs:
+        return chunks_fit(items, ctypes)
+    is_chunk = list(map(is_, map(type, items), repeat(dict)))
+    packed = list(compress(items, map(not_, is_chunk)))
+    return set(map(type, map(_get_index_of, packed))) <= _INT_TYPE and chunks_fit(
+        list(compress(items, is_chunk)), list(compress(ctypes, is_chunk))
+    )
+
+
+_get_index_of = attrgetter("index")
+_INT_TYPE = {int}
 
 
 def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
@@ -353,7 +374,9 @@ def _packed_members(row: _Row, logical: int) -> tuple[Any, PackedRun]:
     if type(data) is not dict or not _packed_keys_ok(data, spec):
         raise _Bail
     turn, step, index = data["turn"], data["step"], data["index"]
-    if not (_is_number(turn) and _is_number(step) and _is_number(index)):
+    # integers, as the chunk events they stand for have them (the parse takes numbers: a float is named
+    # by the derivation, ``REPLAY_BAD_CHUNK_EVENT``)
+    if not (type(turn) is int and type(step) is int and type(index) is int):
         raise _Bail
     members = data[spec.members]
     dt = data["dt"]
@@ -515,7 +538,10 @@ def _general_chunk(data: Any) -> tuple[Any, Any, Any, Any]:
     not those."""
     try:
         chunk = data["chunk"]
-        return chunk, data["turn"], data["step"], chunk["type"]
+        turn, step = data["turn"], data["step"]
+        if type(turn) is not int or type(step) is not int:
+            raise _Bail  # a call key of another type: the reference path names it
+        return chunk, turn, step, chunk["type"]
     except (KeyError, TypeError):
         raise _Bail from None
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any, Literal, NotRequired, TypedDict
 
+from ..llm.types import chunk_problem, chunks_fit, value_text
+
 #: On-disk format version (events.md §2). Any other value is rejected on load.
 SESSION_FORMAT_VERSION = 0
 
@@ -118,3 +120,39 @@ def is_surface_eligible_type(type: str) -> bool:
 def now_ms() -> int:
     """Wall-clock epoch milliseconds (``Date.now()``), an ``int``."""
     return time.time_ns() // 1_000_000
+
+
+#: The event type whose data replay serves (events.md §4): ``{turn:int, step:int, chunk:StreamChunk}``.
+CHUNK_EVENT_TYPE = "assistant/chunk"
+
+
+def chunk_event_problem(data: object) -> str | None:
+    """What is wrong with the ``data`` of an ``assistant/chunk`` event for replay, which groups the calls
+    by ``turn``/``step`` and serves each ``chunk`` as it is: ``data.turn must be an integer, got '1'``,
+    ``data.chunk.usage.inputTokens must be an integer, got 'one'``; ``None`` when nothing is.
+
+    The one rule of the types of the event fields replay reads (events.md §3-§4; a chunk's own fields:
+    :func:`~pytest_dsh_replay.llm.types.chunk_problem`): ``dsh-replay validate`` reports it, replay's
+    loading refuses a log that breaks it (``REPLAY_BAD_CHUNK_EVENT``), both naming file, line and seq.
+    """
+    if type(data) is not dict:
+        return f'"data" must be an object, got {type(data).__name__}'
+    for key in ("turn", "step"):
+        if key not in data:
+            return f"data.{key} is missing (an integer)"
+        if type(data[key]) is not int:
+            return f"data.{key} must be an integer, got {value_text(data[key])}"
+    if "chunk" not in data:
+        return "data.chunk is missing (a chunk object)"
+    problem = chunk_problem(data["chunk"])
+    return None if problem is None else f"data.{problem}"
+
+
+def chunk_events_fit(turns: list[Any], steps: list[Any], chunks: list[Any], kinds: list[Any]) -> bool:
+    """Whether the ``assistant/chunk`` events of these columns (each event's ``turn``, ``step``, chunk
+    and chunk type, in parallel) all pass :func:`chunk_event_problem`, in C-level passes: the screen of
+    the loading hot path. ``False`` may also mean "not sure" (the caller asks the rule per event)."""
+    return set(map(type, turns)) <= _INT and set(map(type, steps)) <= _INT and chunks_fit(chunks, kinds)
+
+
+_INT = {int}

@@ -608,8 +608,8 @@ def test_a_half_sent_request_does_not_hold_serve_past_its_grace(
         client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0, timeout=30)
         client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "hello"}])
         half.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b'Content-Length: 100\r\n\r\n{"model":'
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"model":' % port
         )
         time.sleep(0.5)  # the handler is reading the body
         started = time.monotonic()

@@ -96,11 +96,19 @@ def test_show_and_derive_with_data_and_reason_of_wrong_types(tmp_path: Path) -> 
     )
     shown = cli("show", log)  # before: AttributeError 'list' object has no attribute 'get'
     assert shown.exit_code == 1, shown.output  # the tree, then what validate finds: data not objects
-    assert [line.split("]")[0] for line in findings(shown)] == ["finding [LOG_BAD_EVENT"] * 3
+    # and the chunks' fields of other types, as replay refuses them (session.types.chunk_event_problem)
+    assert [line.split("]")[0].split("[")[1] for line in findings(shown)] == [
+        "LOG_BAD_EVENT",
+        *["REPLAY_BAD_CHUNK_EVENT"] * 3,
+        *["LOG_BAD_EVENT"] * 2,
+    ]
     assert "turn 1 (seq 0-7): 1 step(s), 1 model call(s), tools: None -> 'completed'" in _out(shown)
     derived = cli("derive", log)  # before: AttributeError on the finish reason
-    assert derived.exit_code == 0, derived.output
-    assert "call #1: chunks: 3 chunks, finish ['stop']" in _out(derived)
+    assert derived.exit_code == 2, derived.output  # a log replay refuses: its first bad chunk named
+    assert (
+        "[REPLAY_BAD_CHUNK_EVENT]: " + f"{log}:4: seq 2 (assistant/chunk): data.chunk.block must be"
+        in _out(derived)
+    )
 
 
 def test_show_counts_a_child_call_of_its_own_sidecar(spawn: Path) -> None:

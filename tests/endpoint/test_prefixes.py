@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_dsh_replay.endpoint import conversations
+from pytest_dsh_replay.endpoint import conversations, prefixes
 from pytest_dsh_replay.endpoint.prefixes import PrefixCache, map_whole
 from pytest_dsh_replay.llm.wire import chat, messages, responses
 from pytest_dsh_replay.llm.wire.base import WireRequestError
@@ -151,10 +152,18 @@ def _outcome(fn: Any, *args: Any) -> Any:
         return ("error", exc.field, exc.message)
 
 
+@pytest.mark.parametrize("short", [0, prefixes.SHORT_ITEMS])  # 0: every body through the cache
 @pytest.mark.parametrize("name", sorted(FORMATS))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), steps=STEPS)
-def test_a_cached_prefix_maps_as_the_whole_body(name: str, data: st.DataObject, steps: Any) -> None:
+def test_a_cached_prefix_maps_as_the_whole_body(
+    name: str, short: int, data: st.DataObject, steps: Any
+) -> None:
+    with patch.object(prefixes, "SHORT_ITEMS", short):
+        _maps_as_whole(name, data, steps)
+
+
+def _maps_as_whole(name: str, data: st.DataObject, steps: Any) -> None:
     fmt, items, rest = FORMATS[name]
     cache = PrefixCache()
     histories: list[list[Any]] = [[] for _ in range(4)]

@@ -217,7 +217,12 @@ def test_patches_cannot_rescue_an_unfinished_call(tmp_path: Path, write_log: Cal
         ([{"kind": "throw", "chunks": [], "message": "m", "code": ""}], "non-empty string 'code'"),
         ([{"kind": "throw", "message": "m", "code": "X", "status": "401"}], "status"),
         ([{"kind": "chunks", "chunks": [{"type": "text"}]}], "type must be one of"),
-        ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0}]}], "needs ['text']"),
+        ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0}]}], "needs chunk.text"),
+        # the types of a chunk's fields: the session logs' rule (llm.types.chunk_problem)
+        (
+            [{"kind": "chunks", "chunks": [{"type": "text-delta", "index": "zero", "text": ""}]}],
+            "chunks[0]: chunk.index must be an integer, got 'zero'",
+        ),
         ([{"kind": "chunks", "chunks": "x"}], "'chunks' must be a list"),
         ([{"kind": "hang", "readyFile": ""}], "readyFile"),
         (
