@@ -145,28 +145,27 @@ FINISH_FIELDS: tuple[tuple[str, bool], ...] = (
 )
 
 
-def _usage_problem(usage: object) -> str | None:
-    if type(usage) is not dict:
-        return f"must be an object (TokenUsage), got {value_text(usage)}"
-    for key, required in USAGE_FIELDS:
-        if key in usage:
-            if type(usage[key]) is not int:
-                return f".{key} must be an integer, got {value_text(usage[key])}"
+def _typed_fields(value: object, fields: tuple[tuple[str, bool], ...], kind: type, shape: str) -> str | None:
+    """What is wrong with an object whose ``fields`` (``(key, required)``) are all of type ``kind``
+    (``shape``: what it must be, said when it is no object); ``None``: nothing."""
+    if type(value) is not dict:
+        return f"must be {shape}, got {value_text(value)}"
+    name = _TYPE_NAMES[kind]
+    for key, required in fields:
+        if key in value:
+            if type(value[key]) is not kind:
+                return f".{key} must be {name}, got {value_text(value[key])}"
         elif required:
-            return f".{key} is missing (an integer)"
+            return f".{key} is missing ({name})"
     return None
+
+
+def _usage_problem(usage: object) -> str | None:
+    return _typed_fields(usage, USAGE_FIELDS, int, "an object (TokenUsage)")
 
 
 def _reason_problem(reason: object) -> str | None:
-    if type(reason) is not dict:
-        return f"must be an object with a string kind (FinishReason), got {value_text(reason)}"
-    for key, required in FINISH_FIELDS:
-        if key in reason:
-            if type(reason[key]) is not str:
-                return f".{key} must be a string, got {value_text(reason[key])}"
-        elif required:
-            return f".{key} is missing (a string)"
-    return None
+    return _typed_fields(reason, FINISH_FIELDS, str, "an object with a string kind (FinishReason)")
 
 
 def _block_problem(block: object) -> str | None:

@@ -167,7 +167,7 @@ class FakeResponsesUpstream(LoopbackUpstream):
             "object": "response",
             "created_at": 1700000000,
             "status": "in_progress",
-            "model": body.get("model", "m"),
+            "model": answer.model or body.get("model", "m"),
             "output": [],
             "parallel_tool_calls": True,
             "tool_choice": "auto",

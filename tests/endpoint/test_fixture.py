@@ -230,6 +230,12 @@ def test_a_refused_recording_is_reported_once_and_says_nothing_was_written(
     assert not (pytester.path / "recordings").exists()
 
 
+def _rerecord_command(result: pytest.RunResult) -> str:
+    """The command a red test's report gives to re-record it (``re-record the test: ...``)."""
+    said = "re-record the test: "
+    return next(line.split(said, 1)[1] for line in result.stdout.lines if said in line)
+
+
 def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     pytester: pytest.Pytester, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -247,11 +253,7 @@ def test_the_rerecord_command_works_from_the_directory_pytest_was_run_in(
     monkeypatch.chdir(sub)
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
     result.assert_outcomes(failed=1)
-    command = next(
-        line.split("re-record the test: ", 1)[1]
-        for line in result.stdout.lines
-        if "re-record the test: " in line
-    )
+    command = _rerecord_command(result)
     assert command == "pytest test_agent.py::test_changed --dsh-record=rewrite --dsh-upstream URL"
     args = shlex.split(command.replace("URL", upstream.url))[1:]
     pytester.runpytest("-q", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
@@ -273,11 +275,7 @@ def test_the_rerecord_command_leaves_the_upstream_to_the_ini_that_gives_it(
     pytester.makepyfile(test_agent=REPORTED_ONCE.format(changed="goodbye", unused=["one"], own="fine"))
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed")
     result.assert_outcomes(failed=1)
-    command = next(
-        line.split("re-record the test: ", 1)[1]
-        for line in result.stdout.lines
-        if "re-record the test: " in line
-    )
+    command = _rerecord_command(result)
     assert command == "pytest test_agent.py::test_changed --dsh-record=rewrite"
     pytester.runpytest("-q", "-p", "no:cacheprovider", *shlex.split(command)[1:]).assert_outcomes(passed=1)
     pytester.runpytest("-q", "-p", "no:cacheprovider", "-k", "test_changed").assert_outcomes(passed=1)

@@ -60,17 +60,20 @@ def _start(directory: Path) -> None:
 
 
 def test_a_recording_with_a_seq_gap_is_refused_with_the_validate_finding(recording: Path) -> None:
-    """Regression: a session log with an event missing (line 15: the second ``turn/start``) was
+    """Regression: a session log with an event missing (the second ``turn/start``) was
     served; the client got answers from a log out of balance and the run ended with the recording's
     calls reported as never used."""
-    drop_line(recording / "session.jsonl", 15)
+    log = recording / "session.jsonl"
+    turns = [n for n, line in enumerate(log.read_text().splitlines(), 1) if '"turn/start"' in line]
+    line = turns[1]  # the second turn/start (line 1: the header, line n: seq n - 2)
+    drop_line(log, line)
     with pytest.raises(EndpointRecordingError) as raised:
         _start(recording)
     assert raised.value.code == "LOG_SEQ_GAP"
     first = str(raised.value).splitlines()[0]
     assert first == (
-        f"{recording / 'session.jsonl'}:15: 1 event missing before seq 14 "
-        "(seqs must be contiguous from 0; expected 13)"
+        f"{log}:{line}: 1 event missing before seq {line - 1} "
+        f"(seqs must be contiguous from 0; expected {line - 2})"
     )
     assert "[LOG_TURN]" in str(raised.value)  # every finding validate prints, in its words
     assert f"dsh-replay validate {recording}" in str(raised.value)

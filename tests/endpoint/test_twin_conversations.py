@@ -61,6 +61,14 @@ def _run(url: str, order: str) -> list[str]:
     return [answers["a"], answers["b"]]
 
 
+def _record(tmp_path: Path, upstream: FakeUpstream) -> list[str]:
+    """The twins recorded in the order ``abAB`` into ``tmp_path``; their answers."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        recorded = _run(ep.url, "abAB")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    return recorded
+
+
 @pytest.mark.parametrize("order", ["abAB", "abBA", "baAB", "baBA", "aAbB", "bBaA"])
 def test_twin_conversations_replay_in_any_order(tmp_path: Path, order: str) -> None:
     """Regression: the twins' first requests bound them to the recordings by arrival, and a twin bound to
@@ -69,9 +77,7 @@ def test_twin_conversations_replay_in_any_order(tmp_path: Path, order: str) -> N
     upstream = FakeUpstream(_rule)
     upstream.start()
     try:
-        with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
-            recorded = _run(ep.url, "abAB")
-        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        recorded = _record(tmp_path, upstream)
     finally:
         upstream.stop()
     assert recorded == ["found result of twin 0", "found result of twin 1"]
@@ -87,9 +93,7 @@ def test_twin_conversations_keep_their_recording_under_record_changed(tmp_path: 
     upstream = FakeUpstream(_rule)
     upstream.start()
     try:
-        with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
-            recorded = _run(ep.url, "abAB")
-        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        recorded = _record(tmp_path, upstream)
         paid = len(upstream.requests)
         with served(tmp_path, RecordMode.CHANGED, upstream.url) as ep:
             assert _run(ep.url, "bBaA") == recorded

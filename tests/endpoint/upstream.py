@@ -33,6 +33,7 @@ class Answer:
     hold: threading.Event | None = None  # the answer waits for it (at most 30 s) before it starts
     headers: dict[str, str] = field(default_factory=dict)  # sent with an error answer (Retry-After...)
     delay: float = 0.0  # seconds between two streamed chunks (a slow stream)
+    model: str = ""  # the model name the upstream answers with (default: the request's)
 
 
 def _chunks(answer: Answer) -> list[dict[str, Any]]:
@@ -128,7 +129,7 @@ class FakeUpstream(LoopbackUpstream):
             "id": "up-1",
             "object": "chat.completion.chunk",
             "created": 1,
-            "model": body.get("model", "m"),
+            "model": answer.model or body.get("model", "m"),
         }
         finish = "tool_calls" if answer.tool_calls else "stop"
         deltas = _chunks(answer)

@@ -356,4 +356,5 @@ def test_the_endpoints_upstream_translator_numbers_id_less_calls_by_the_forwarde
     translator.feed(calls({"index": 0, "function": fn("{}", "bash")}))
     translator.feed(chunk({}, "tool_calls"))
     (end,) = [c for c in translator.finish() if c["type"] == "block-end"]
-    assert end["block"]["id"] == "call-1-0"
+    # block 0 is the answer's identity (fields.identity), ended at the first chunk
+    assert end["block"]["id"] == "call-1-1"

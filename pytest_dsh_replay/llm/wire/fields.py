@@ -28,6 +28,17 @@ like any block, served back and written into a request verbatim by the format th
 out by another format. Response-level data with no word of ours that is never sent back (the usage's
 ``server_tool_use`` counts) goes into the ``provider-fields`` block's ``chunkFields`` (``usage`` key).
 
+**The answer's identity** (:func:`identity`): the upstream's own id, time and model name of an answer
+(Chat Completions' ``id``, ``created``, ``model``, ``system_fingerprint``, ``service_tier``; the
+Responses object's ``id``, ``created_at``, ``model``; a Messages ``id`` and ``model``; Gemini's
+``responseId`` and ``modelVersion``) are kept as sent in ``chunkFields`` and served back exactly, so a
+client reads in replay what it read live (a cost tracker prices the model the upstream named). A key
+the recording lacks is not made up: the format serves its own value as before (Chat Completions,
+Responses, Messages: the endpoint's id, the current time, the request's model) or none (Gemini). The
+three formats that name the answer in their first event keep it in a ``provider-fields`` block of its
+own that ends before the answer's first part (:meth:`~.parts.AnswerParts.identity`), so a stream
+carries it from its first event, live and replayed alike.
+
 Streamed providers send a field in pieces or repeat it in every chunk: :func:`merge_streamed` folds
 successive values (a repeat of the held value is kept once; objects merge key by key; a different
 string is appended, as streamed text is; list items with the same ``index`` merge, others are
@@ -75,6 +86,8 @@ __all__ = [
     "client_path",
     "failed_answer",
     "fallback_call_id",
+    "identity",
+    "is_fields_block",
     "merge_partial",
     "merge_streamed",
     "partial_for",
@@ -147,6 +160,26 @@ def partial_for(block: Mapping[str, Any], wire: str, key: str = PROVIDER_FIELDS)
         if isinstance(partial, Mapping):
             return partial
     return {}
+
+
+def identity(block: Mapping[str, Any], wire: str, keys: Sequence[str]) -> dict[str, Any]:
+    """The recorded identity of an answer (module doc) on a ``provider-fields`` ``block``: the ``keys``
+    of its ``chunkFields`` for ``wire`` that were recorded, in ``keys`` order (empty for another block
+    and for a recording without them)."""
+    if block.get("type") != PROVIDER_FIELDS_BLOCK:
+        return {}
+    kept = partial_for(block, wire, CHUNK_FIELDS)
+    return {key: kept[key] for key in keys if key in kept}
+
+
+def is_fields_block(chunk: Mapping[str, Any]) -> bool:
+    """Whether ``chunk`` starts or ends a ``provider-fields`` block: a chunk an encoder sends nothing
+    for, so what it sends first waits for the chunk after it (an answer's identity comes first)."""
+    kind = chunk.get("type")
+    if kind == "block-start":
+        return chunk.get("blockType") == PROVIDER_FIELDS_BLOCK
+    block = chunk.get("block")
+    return kind == "block-end" and isinstance(block, Mapping) and block.get("type") == PROVIDER_FIELDS_BLOCK
 
 
 def shaping_params(body: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ class AnswerParts:
         self._next = 0
         self._open: Building | None = None
         self._fields: dict[str, Any] = {}
+        self._identity: dict[str, Any] | None = None
         self._done = False
 
     @property
@@ -84,9 +85,10 @@ class AnswerParts:
     def open(self, kind: str, make: Callable[[int, str], B]) -> tuple[B, list[StreamChunk]]:
         """A new block of ``kind``, made by ``make(index, kind)`` (:class:`Building` or a format's
         subclass of it), and its ``block-start``."""
+        out = self._identified()
         block = make(self._next, kind)
         self._next += 1
-        return block, [{"type": "block-start", "index": block.index, "blockType": kind}]
+        return block, [*out, {"type": "block-start", "index": block.index, "blockType": kind}]
 
     @staticmethod
     def piece(block: Building, text: str) -> list[StreamChunk]:
@@ -125,10 +127,12 @@ class AnswerParts:
             raise LlmError("the answer finished twice", "BAD_RESPONSE")
         self._done = True
 
-    @staticmethod
-    def close(usage: TokenUsage | None, reason: FinishReason) -> list[StreamChunk]:
-        """The answer's tail: ``usage`` (when reported), ``finish``."""
-        tail: list[StreamChunk] = [] if usage is None else [{"type": "usage", "usage": usage}]
+    def close(self, usage: TokenUsage | None, reason: FinishReason) -> list[StreamChunk]:
+        """The answer's tail: the identity block when no block came (:meth:`identity`), ``usage`` (when
+        reported), ``finish``."""
+        tail = self._identified()
+        if usage is not None:
+            tail.append({"type": "usage", "usage": usage})
         tail.append({"type": "finish", "reason": reason})
         return tail
 
@@ -179,6 +183,29 @@ class AnswerParts:
         ``provider-fields`` block's ``chunkFields``; a later value of a key replaces the earlier."""
         self.guard()
         self._fields.update(fields)
+
+    def identity(self, fields: Mapping[str, Any]) -> None:
+        """The upstream's identity of the answer (``fields.py``: its id, time, model), as sent (the
+        first one given is kept; an empty one is none): a ``provider-fields`` block of its own, started
+        and ended just before the answer's first block (or its tail), so an encoder knows it before
+        the answer's first part, and it reaches the client with that part, not before it."""
+        self.guard()
+        if fields and self._identity is None:
+            self._identity = dict(fields)
+
+    def _identified(self) -> list[StreamChunk]:
+        """The held identity's block, once (none when there is none or it was sent)."""
+        held = self._identity
+        if not held:
+            return []
+        self._identity = {}  # sent: a later identity is not kept
+        index = self._next
+        self._next += 1
+        kept: ContentBlock = {"type": PROVIDER_FIELDS_BLOCK, CHUNK_FIELDS: {self.wire: held}}
+        return [
+            {"type": "block-start", "index": index, "blockType": PROVIDER_FIELDS_BLOCK},
+            self.end(index, kept),
+        ]
 
     def finish(self, usage: TokenUsage, reason: FinishReason) -> list[StreamChunk]:
         """The answer's end (module doc): the open block's end, the ``provider-fields`` block when any

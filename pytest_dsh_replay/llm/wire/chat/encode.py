@@ -14,12 +14,14 @@ from ..fields import (
     PROVIDER_FIELDS_BLOCK,
     failed_answer,
     fallback_call_id,
+    identity,
+    is_fields_block,
     merge_partial,
     partial_for,
     unsent,
 )
 from .request import WIRE, assistant_parts
-from .upstream import ChatBlock
+from .upstream import IDENTITY, ChatBlock
 
 JsonDict = dict[str, Any]
 
@@ -79,6 +81,9 @@ def _sse(payload: Mapping[str, Any]) -> bytes:
 class ChatStreamEncoder:
     """Our chunks of one answer as Chat Completions SSE ``chat.completion.chunk`` s, incrementally.
 
+    * every chunk carries the answer's ``id``, ``created`` and ``model`` (and ``service_tier``,
+      ``system_fingerprint``): the upstream's as recorded (``fields.identity``, a ``provider-fields``
+      block before the answer's parts), else the endpoint's ``response_id``, now and ``model``;
     * the first chunk carries ``delta.role = "assistant"``;
     * ``text-delta`` -> ``delta.content``, ``reasoning-delta`` -> ``delta.reasoning_content``;
     * ``tool-call-delta`` -> ``delta.tool_calls[0]`` with the call's ordinal ``index``; its ``id``,
@@ -110,20 +115,28 @@ class ChatStreamEncoder:
         self._usage: Mapping[str, Any] | None = None
         self._closed = False
         self._head: bytes | None = None
+        #: the served chunks' ``service_tier``/``system_fingerprint``, when recorded
+        self._named: JsonDict = {}
+
+    def _envelope(self) -> JsonDict:
+        """The keys naming the answer in every chunk: the recorded identity, else the endpoint's."""
+        head: JsonDict = {"id": self.response_id, "object": "chat.completion.chunk"}
+        return {**head, "created": self.created, "model": self.model, **self._named}
+
+    def _named_by(self, recorded: Mapping[str, Any]) -> None:
+        """Serve the upstream's recorded identity (``fields.identity``) from now on."""
+        self.response_id = recorded.get("id", self.response_id)
+        self.created = recorded.get("created", self.created)
+        self.model = recorded.get("model", self.model)
+        self._named = {k: v for k, v in recorded.items() if k not in ("id", "created", "model")}
+        self._head = None
 
     def _chunk(self, delta: JsonDict, finish: str | None = None) -> bytes:
         if not self._role_sent:
             delta = {"role": "assistant", **delta}
             self._role_sent = True
         if self._head is None:  # the envelope around every delta, serialized once per answer
-            envelope = orjson.dumps(
-                {
-                    "id": self.response_id,
-                    "object": "chat.completion.chunk",
-                    "created": self.created,
-                    "model": self.model,
-                }
-            )
+            envelope = orjson.dumps(self._envelope())
             self._head = b"data: " + envelope[:-1] + b',"choices":[{"index":0,"delta":'
         tail = (
             b',"finish_reason":null}]}\n\n'
@@ -179,6 +192,9 @@ class ChatStreamEncoder:
         if kind == "tool-call":
             return self._call_end(index, block)
         if kind == PROVIDER_FIELDS_BLOCK:  # the message's own fields, for the client to echo back
+            recorded = identity(block, WIRE, IDENTITY)
+            if recorded:
+                self._named_by(recorded)
             partial = partial_for(block, WIRE)
             return [self._chunk(dict(partial))] if partial else []
         if kind in ("text", "reasoning"):
@@ -225,18 +241,7 @@ class ChatStreamEncoder:
         self._closed = True
         out: list[bytes] = []
         if self.include_usage and self._usage is not None:
-            out.append(
-                _sse(
-                    {
-                        "id": self.response_id,
-                        "object": "chat.completion.chunk",
-                        "created": self.created,
-                        "model": self.model,
-                        "choices": [],
-                        "usage": usage_payload(self._usage),
-                    }
-                )
-            )
+            out.append(_sse({**self._envelope(), "choices": [], "usage": usage_payload(self._usage)}))
         out.append(b"data: [DONE]\n\n")
         return out
 
@@ -287,6 +292,20 @@ def assembled_blocks(chunks: list[StreamChunk]) -> list[ContentBlock]:
     return [ended[i] if i in ended else blocks[i].closed(f"call-{i}") for i in sorted(blocks)]
 
 
+def _recorded_identity(chunks: list[StreamChunk]) -> JsonDict:
+    """The upstream's recorded identity of an answer's chunks (``fields.identity``; empty: none). Its
+    block ends before the answer's parts: only the leading ``provider-fields`` chunks are read."""
+    for chunk in chunks:
+        c = cast(Mapping[str, Any], chunk)
+        if not is_fields_block(c):
+            return {}
+        if c.get("type") == "block-end":
+            recorded = identity(c["block"], WIRE, IDENTITY)
+            if recorded:
+                return recorded
+    return {}
+
+
 def _answer_end(chunks: list[StreamChunk]) -> tuple[str, Mapping[str, Any] | None]:
     """The ``finish_reason`` (``stop`` when none came) and the usage of an answer's chunks.
 
@@ -328,11 +347,13 @@ def encode_whole(
         message["tool_calls"] = said.calls
     if said.provider:  # the provider's own message fields, as it sent them (fields.py)
         message = merge_partial(message, said.provider)
+    recorded = _recorded_identity(chunks)
     out: JsonDict = {
-        "id": response_id,
+        "id": recorded.pop("id", response_id),
         "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
+        "created": recorded.pop("created") if "created" in recorded else int(time.time()),
+        "model": recorded.pop("model", model),
+        **recorded,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
     }
     if usage is not None:

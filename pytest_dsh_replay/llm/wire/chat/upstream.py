@@ -95,6 +95,9 @@ _CHUNK_KEYS = frozenset(
 )
 
 
+#: The chunk keys naming the answer (``fields.identity``): kept as the first chunk sent them.
+IDENTITY = ("id", "created", "model", "service_tier", "system_fingerprint")
+
 _CHOICE_KEYS = frozenset({"index", "delta", "finish_reason", "logprobs"})
 
 
@@ -189,6 +192,9 @@ class ChatChunkTranslator:
         messages: the request's messages; only their count of assistant messages is used, for the
             ids of calls the provider sent without one (``fields.fallback_call_id``: unique within
             the session, the same when the same stream is recorded again).
+        identity: keep the answer's identity (the first chunk's :data:`IDENTITY` keys) in a
+            ``provider-fields`` block before its parts (``fields.identity``), for the endpoint to
+            serve back; the in-process model, which serves no client, keeps none.
 
     Tool calls: a delta belongs to the call with its ``index``, unless it carries an ``id`` that
     differs from the call open at that index: then it starts a new call (providers that number every
@@ -209,8 +215,9 @@ class ChatChunkTranslator:
     appear.
     """
 
-    def __init__(self, *, messages: Sequence[Message] = ()) -> None:
+    def __init__(self, *, messages: Sequence[Message] = (), identity: bool = False) -> None:
         self._messages = messages
+        self._identity = identity
         self._parts = AnswerParts(WIRE)
         self._blocks: list[ChatBlock] = []
         self._streams: dict[str, ChatBlock] = {}  # "reasoning", "text", "provider-fields": its one block
@@ -277,6 +284,8 @@ class ChatChunkTranslator:
             raise LlmError(f"stream chunk has non-list choices: {preview(chunk)}", "BAD_RESPONSE")
         chunk_fields = _unknown(chunk, _CHUNK_KEYS)
         out: list[StreamChunk] = []
+        if self._identity and self._chunks_seen == 1:  # repeated in every chunk: the first's
+            self._parts.identity({k: chunk[k] for k in IDENTITY if chunk.get(k) is not None})
         for choice in choices or []:
             out += self._choice(choice, chunk_fields)
         out += self._keep(chunk_fields, chunk_level=True)
@@ -432,7 +441,7 @@ class ChatChunkTranslator:
                 state.block.text, state.block.fields = state.text, state.fields
         closed = [block.closed(fallback_call_id(self._messages, block.index)) for block in self._blocks]
         check_tool_calls(closed, where="the chat-completions response")
-        out += [self._parts.end(i, block) for i, block in enumerate(closed)]
+        out += [self._parts.end(b.index, block) for b, block in zip(self._blocks, closed, strict=True)]
         return out + self._parts.close(self._usage, map_finish_reason(self._finish_reason))
 
 
@@ -574,7 +583,7 @@ def upstream_translator(body: Mapping[str, Any] | None = None) -> ChatChunkTrans
     ids of calls the upstream sends without one (``fields.fallback_call_id``)."""
     raw = (body or {}).get("messages")
     history = [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
-    return ChatChunkTranslator(messages=cast(list[Message], history))
+    return ChatChunkTranslator(messages=cast(list[Message], history), identity=True)
 
 
 def whole_answer_events(answer: object) -> list[JsonDict]:

@@ -13,12 +13,14 @@ from ..fields import (
     PROVIDER_BLOCK,
     PROVIDER_FIELDS_BLOCK,
     failed_answer,
+    identity,
+    is_fields_block,
     merge_partial,
     partial_for,
     unsent,
 )
 from .request import WIRE
-from .upstream import ERROR_TYPES, STOP_BACK
+from .upstream import ERROR_TYPES, IDENTITY, STOP_BACK
 
 JsonDict = dict[str, Any]
 
@@ -111,8 +113,10 @@ class MessagesStreamEncoder:
 
     :meth:`feed` returns the SSE frames (``event: X\\ndata: {...}\\n\\n`` as bytes) a chunk produces;
     :meth:`error` the frames of an error after the answer started, :meth:`close` the closing ones.
-    A block's ``content_block_start`` is sent at its first delta or its end (a tool call's id and name
-    come with its first delta; arguments its deltas did not carry are sent at its end); a reasoning
+    ``message_start`` names the upstream's recorded ``id`` and ``model`` (``fields.identity``), else
+    ``response_id`` and ``model``. A block's ``content_block_start`` is sent at its first delta or its
+    end (a tool call's id and name come with its first delta; arguments its deltas did not carry are
+    sent at its end); a reasoning
     block's signature as a ``signature_delta`` before its ``content_block_stop``; ``provider-fields``
     blocks are not sent. A ``finish`` of kind ``error`` becomes an ``error`` event; a stream closed
     before any ``finish`` ends with an ``error`` event too.
@@ -155,8 +159,10 @@ class MessagesStreamEncoder:
     def feed(self, chunk: StreamChunk) -> list[bytes]:
         """The SSE frames for one chunk (see the class doc)."""
         c = cast(Mapping[str, Any], chunk)
-        out = self._head()
         kind = c.get("type")
+        # a provider-fields block sends nothing, so the head waits for what follows: the answer's
+        # identity, when recorded, is such a block before the answer's parts (fields.identity)
+        out = [] if self._started or is_fields_block(c) else self._head()
         if kind == "block-start":
             self._kinds[c["index"]] = str(c.get("blockType"))
         elif kind == "text-delta":
@@ -183,6 +189,8 @@ class MessagesStreamEncoder:
 
     def _end(self, index: int, block: Mapping[str, Any]) -> list[bytes]:
         self._usage_extra = _usage_extra(block) or self._usage_extra
+        recorded = identity(block, WIRE, IDENTITY)
+        self._id, self._model = recorded.get("id", self._id), recorded.get("model", self._model)
         wire_block = _wire_block(block)
         if wire_block is None:
             return []
@@ -281,6 +289,7 @@ def encode_whole(
         if c.get("type") == "block-end":
             ended = c.get("block") or {}
             usage_extra = _usage_extra(ended) or usage_extra
+            message.update(identity(ended, WIRE, IDENTITY))
             block = _wire_block(ended)
             if block is not None:
                 message["content"].append(block)

@@ -28,6 +28,9 @@ from .request import BLOCK_KEYS, WIRE
 JsonDict = dict[str, Any]
 
 
+#: The message keys naming the answer (``fields.identity``): kept as ``message_start`` sent them
+#: when the translator keeps them (the endpoint's: ``identity``).
+IDENTITY = ("id", "model")
 _MESSAGE_KEYS = frozenset(
     {"id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage", "stop_details"}
 )
@@ -188,8 +191,9 @@ class MessagesEventTranslator:
         MalformedCallError: a tool call with arguments that are not JSON or without a name.
     """
 
-    def __init__(self, *, where: str = "the messages endpoint") -> None:
+    def __init__(self, *, where: str = "the messages endpoint", identity: bool = False) -> None:
         self._where = where
+        self._identity = identity
         self._parts = AnswerParts(WIRE)
         self._blocks: list[_Block] = []
         self._by_index: dict[int, _Block] = {}
@@ -234,11 +238,14 @@ class MessagesEventTranslator:
         if isinstance(usage, Mapping):
             self._usage.update({k: v for k, v in usage.items() if v is not None})
         extra = {k: v for k, v in message.items() if k not in _MESSAGE_KEYS and v is not None}
+        out: list[StreamChunk] = []
+        if self._identity:
+            self._parts.identity({k: message[k] for k in IDENTITY if message.get(k) is not None})
         if not extra:
-            return []
-        self._extra, out = self._open(PROVIDER_FIELDS_BLOCK)
+            return out
+        self._extra, opened = self._open(PROVIDER_FIELDS_BLOCK)
         self._extra.fields = extra
-        return out
+        return out + opened
 
     def _message_delta(self, event: Mapping[str, Any]) -> list[StreamChunk]:
         delta = event.get("delta") or {}
@@ -506,7 +513,7 @@ def whole_answer_events(answer: object) -> list[JsonDict]:
 def upstream_translator(body: Mapping[str, Any] | None = None) -> MessagesEventTranslator:
     """The translator of an upstream's streamed events (``body``, the forwarded request, is not needed:
     every ``tool_use`` has an id)."""
-    return MessagesEventTranslator(where="the upstream messages endpoint")
+    return MessagesEventTranslator(where="the upstream messages endpoint", identity=True)
 
 
 def upstream_body(body: Mapping[str, Any]) -> JsonDict:

@@ -16,9 +16,12 @@ from ...types import FinishReason, StreamChunk, TokenUsage
 from ..fields import (
     PROVIDER_BLOCK,
     PROVIDER_FIELDS_BLOCK,
+    identity,
+    is_fields_block,
     partial_for,
 )
 from .request import WIRE
+from .upstream import IDENTITY
 
 JsonDict = dict[str, Any]
 
@@ -115,7 +118,9 @@ class ResponsesStreamEncoder:
 
     :meth:`feed` returns the events one chunk produces, each a complete SSE event
     (``event: <type>\\ndata: <json>\\n\\n`` as bytes, ``sequence_number`` counting from 0):
-    ``response.created`` and ``response.in_progress`` before the first; a text block -> a ``message``
+    ``response.created`` and ``response.in_progress`` before the first (the response's ``id``,
+    ``created_at`` and ``model`` the upstream's as recorded, ``fields.identity``, else ``response_id``,
+    ``created_at`` and ``model``); a text block -> a ``message``
     item (``output_item.added``, ``content_part.added``, ``output_text.delta`` ..., at its
     ``block-end`` ``output_text.done``, ``content_part.done``, ``output_item.done``); a reasoning block
     -> a ``reasoning`` item with one summary part (``reasoning_summary_part.added``,
@@ -149,6 +154,7 @@ class ResponsesStreamEncoder:
         self._suffix = response_id.removeprefix("resp_")
         self._items: dict[int, _Item] = {}
         self._skipped: set[int] = set()  # another format's provider blocks: no item of this API
+        self._shift = 0  # identity blocks before the items: no output index of their own
         self._sequence = 0
         self._started = False
         self._ended = False
@@ -356,7 +362,9 @@ class ResponsesStreamEncoder:
             raise self._bad(f"{data.get('type')} chunk after the stream was closed")
         if self._finish is not None:
             raise self._bad(f"{data.get('type')} chunk after the finish chunk")
-        out = [] if self._started else self._start()
+        # a provider-fields block sends nothing: the answer's identity, when recorded, is one before
+        # its parts, so response.created waits for it (fields.identity)
+        out = [] if self._started or is_fields_block(data) else self._start()
         kind: Any = data.get("type")
         try:
             handler = _ON_CHUNK[kind]
@@ -376,7 +384,8 @@ class ResponsesStreamEncoder:
                 f"block {index}: a {block_type!r} block has no Responses output item "
                 "(text, reasoning, tool-call)"
             )
-        item = _Item(index, str(block_type), f"{_ITEM_PREFIX[str(block_type)]}_{self._suffix}_{index}")
+        at = index - self._shift
+        item = _Item(at, str(block_type), f"{_ITEM_PREFIX[str(block_type)]}_{self._suffix}_{at}")
         self._items[index] = item
         return [] if item.kind == "tool-call" else self._add(item)  # a call is added once a delta names it
 
@@ -405,6 +414,10 @@ class ResponsesStreamEncoder:
 
     def _on_end(self, data: Mapping[str, Any]) -> list[bytes]:
         if data.get("index") in self._skipped:
+            block = data.get("block")
+            recorded = identity(block, WIRE, IDENTITY) if isinstance(block, Mapping) else {}
+            if recorded and not self._started:
+                self._named_by(recorded)
             return []
         return self._end(self._get(data), data.get("block"))
 
@@ -421,6 +434,14 @@ class ResponsesStreamEncoder:
             raise self._bad("finish chunk without a reason object")
         self._finish = cast(FinishReason, dict(reason))
         return []
+
+    def _named_by(self, recorded: Mapping[str, Any]) -> None:
+        """Serve the upstream's recorded identity (``fields.identity``): its block is no output item."""
+        self._shift += 1
+        self.response_id = recorded.get("id", self.response_id)
+        self._suffix = self.response_id.removeprefix("resp_")
+        self.created_at = recorded.get("created_at", self.created_at)
+        self.model = recorded.get("model", self.model)
 
     def close(self) -> list[bytes]:
         """The terminal event (``response.completed``/``.incomplete``/``.failed``) with the whole

@@ -24,6 +24,11 @@ from .request import REASONING_PART_SEPARATOR, WIRE, reasoning_block, reasoning_
 JsonDict = dict[str, Any]
 
 
+#: The response object's keys naming the answer (``fields.identity``): kept as the first response
+#: object sent them (``response.created``, or the whole answer) when the translator keeps them.
+IDENTITY = ("id", "created_at", "model")
+
+
 def map_usage(payload: Mapping[str, Any]) -> TokenUsage:
     """Our disjoint TokenUsage from a Responses ``usage`` object (events.md §3).
 
@@ -139,6 +144,8 @@ class ResponsesEventTranslator:
     ``response.in_progress``, ...) are ignored, and so is everything after the terminal event;
     ``response.output_text.annotation.added`` adds its annotation to the text block (kept as its
     provider field, see :func:`.request.text_block`; a done part's ``annotations`` are the whole list).
+    With ``identity`` (the endpoint's translator), the first response object's :data:`IDENTITY` keys
+    are kept in a ``provider-fields`` block before the answer's parts (``fields.identity``).
 
     Raises (from :meth:`feed`/:meth:`finish`):
         LlmError: ``PROVIDER_ERROR`` on the stream's ``error`` event (its message and code quoted);
@@ -146,8 +153,9 @@ class ResponsesEventTranslator:
             ``CONNECTION`` from :meth:`finish` when events came but no terminal one (cut off).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, identity: bool = False) -> None:
         self._parts = AnswerParts(WIRE)
+        self._identity = identity
         self._blocks: list[_Open] = []
         self._by_key: dict[Key, _Open] = {}
         self._done_items: set[int] = set()
@@ -319,6 +327,15 @@ class ResponsesEventTranslator:
         response = event.get("response")
         if isinstance(response, Mapping):
             self._meta(response)
+            return self._identified(response)
+        return []
+
+    def _identified(self, response: Mapping[str, Any]) -> list[StreamChunk]:
+        """The answer's identity block (``fields.identity``), once: from the first response object."""
+        if not self._identity:
+            return []
+        self._identity = False
+        self._parts.identity({k: response[k] for k in IDENTITY if response.get(k) is not None})
         return []
 
     def _on_text(self, event: Mapping[str, Any]) -> list[StreamChunk]:
@@ -376,7 +393,7 @@ class ResponsesEventTranslator:
 
     def _terminal(self, response: Mapping[str, Any]) -> list[StreamChunk]:
         self._meta(response)
-        out: list[StreamChunk] = []
+        out = self._identified(response)
         output = response.get("output")
         if output is not None:
             if not isinstance(output, list):
@@ -460,7 +477,7 @@ def _delta(event: Mapping[str, Any]) -> str:
 def upstream_translator(body: Mapping[str, Any] | None = None) -> ResponsesEventTranslator:
     """The translator of an upstream's streamed Responses events (``body`` is not needed: every
     function call has a ``call_id``)."""
-    return ResponsesEventTranslator()
+    return ResponsesEventTranslator(identity=True)
 
 
 def whole_answer_events(answer: object) -> list[object]:
