@@ -469,6 +469,56 @@ class UnreadableAnswer(LlmError):
         super().__init__(message, "BAD_RESPONSE", 502)
 
 
+async def _whole_answer(response: Any, url: str, content_type: str) -> Any:
+    """The JSON answer of an upstream that answered whole (``application/json``), checked for an error
+    object (:func:`_raise_error_payload`).
+
+    Raises:
+        LlmError: ``BAD_RESPONSE`` for a body that is not JSON; the error object's own.
+    """
+    data = await response.read()
+    try:
+        answer = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise LlmError(
+            f"upstream {url} answered {content_type} that is not JSON: {exc}", "BAD_RESPONSE"
+        ) from exc
+    _raise_error_payload(answer)
+    return answer
+
+
+async def _event_texts(lines: AsyncIterator[bytes], url: str) -> AsyncIterator[str]:
+    """The ``data`` of each event of an upstream's event stream (its ``data:`` lines joined, SSE §9.2.6),
+    in order; ``event:``/``id:`` lines, comments and blank lines without data skipped, a BOM before the
+    first line dropped.
+
+    Raises:
+        UnreadableAnswer: a line that is not UTF-8 (its byte's value and place named, never the line).
+    """
+    event_data: list[str] = []
+    first, events = True, 0
+    async for raw in lines:
+        if first:  # the stream's first line: a BOM before it is no part of it
+            raw, first = raw.removeprefix(b"\xef\xbb\xbf"), False
+        try:
+            line = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            # the byte's value and place only: the line may hold anything
+            raise UnreadableAnswer(
+                f"upstream {url} sent a line of its event stream that is not UTF-8 (byte "
+                f"0x{raw[exc.start]:02x} at offset {exc.start} of the line, after {events} "
+                "event(s)): its answer cannot be read, so it is not recorded"
+            ) from None
+        if line.startswith("data:"):
+            event_data.append(line[5:].removeprefix(" "))
+            continue
+        if line or not event_data:
+            continue  # event:, id:, comments; a blank line without data
+        text, event_data = "\n".join(event_data), []
+        events += 1
+        yield text
+
+
 def transient(exc: BaseException) -> bool:
     """Whether a failed upstream call is one a client retries: a 408, 409, 429 or 5xx answer, a
     connection refused or cut, an error event in the stream (the SDKs' rule for statuses)."""
@@ -602,39 +652,12 @@ class UpstreamModel:
                 if _is_json(content_type):
                     # an upstream that ignores ``stream: true`` and answers whole: recorded as the
                     # chunks a stream of that answer gives (the format's ``whole_answer_events``)
-                    data = await response.read()
-                    try:
-                        answer = orjson.loads(data)
-                    except orjson.JSONDecodeError as exc:
-                        raise LlmError(
-                            f"upstream {url} answered {content_type} that is not JSON: {exc}", "BAD_RESPONSE"
-                        ) from exc
-                    _raise_error_payload(answer)
                     events = 1
-                    for event in fmt.whole_answer_events(answer):
+                    for event in fmt.whole_answer_events(await _whole_answer(response, url, content_type)):
                         for chunk in translator.feed(event):
                             yield chunk
                 else:
-                    event_data: list[str] = []
-                    first = True
-                    async for raw in response.content:
-                        if first:  # the stream's first line: a BOM before it is no part of it (SSE §9.2.6)
-                            raw, first = raw.removeprefix(b"\xef\xbb\xbf"), False
-                        try:
-                            line = raw.decode("utf-8").rstrip("\r\n")
-                        except UnicodeDecodeError as exc:
-                            # the byte's value and place only: the line may hold anything
-                            raise UnreadableAnswer(
-                                f"upstream {url} sent a line of its event stream that is not UTF-8 (byte "
-                                f"0x{raw[exc.start]:02x} at offset {exc.start} of the line, after {events} "
-                                "event(s)): its answer cannot be read, so it is not recorded"
-                            ) from None
-                        if line.startswith("data:"):
-                            event_data.append(line[5:].removeprefix(" "))
-                            continue
-                        if line or not event_data:
-                            continue  # event:, id:, comments; a blank line without data
-                        text, event_data = "\n".join(event_data), []
+                    async for text in _event_texts(response.content, url):
                         if text.strip() == "[DONE]":
                             done = True
                             break
