@@ -405,6 +405,10 @@ class RunWriter:
         """The note of a recording run no model request reached: the requests no route took, if any
         came (a client on an API the endpoint does not serve, a base URL with a path too many)."""
         directory = self.config.directory
+        if not self.endpoint.unrouted_count and any(guest.recorded for guest in self.endpoint.guests):
+            # the MCP servers' traffic is recorded on its own (said after this): no model request is
+            # no mistake of the client's base URL then
+            return f"no model request arrived: no conversation recorded into {directory}"
         if not self.endpoint.unrouted_count:
             return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
         count, unrouted = self.endpoint.unrouted_count, self.endpoint.unrouted
