@@ -84,6 +84,16 @@ def _replays(directory: Path, prompt: str, stream: bool) -> None:
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
+def _recorded_as_one_call(tmp_path: Path, ep: Any, stream: bool) -> None:
+    """The run passed with one conversation, the retry's answer in it and nothing of the abandoned
+    attempt, and it replays."""
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]
+    log = (tmp_path / "session.jsonl").read_text()
+    assert "ok: hi" in log and "late: hi" not in log and ABANDONED not in log
+    _replays(tmp_path, "hi", stream)
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_an_sdk_retry_while_the_abandoned_attempt_still_waits_takes_its_place(
     tmp_path: Path, stream: bool
@@ -101,12 +111,8 @@ def test_an_sdk_retry_while_the_abandoned_attempt_still_waits_takes_its_place(
     finally:
         release.set()
         up.stop()
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert [r["messages"][-1]["content"] for r in up.requests] == ["hi", "hi"]
-    assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]
-    log = (tmp_path / "session.jsonl").read_text()
-    assert "ok: hi" in log and "late: hi" not in log and ABANDONED not in log
-    _replays(tmp_path, "hi", stream)
+    _recorded_as_one_call(tmp_path, ep, stream)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -134,11 +140,7 @@ def test_an_sdk_retry_after_the_abandoned_attempts_answer_came_takes_its_place(
         release.set()
         up.stop()
     assert len(attempts) == 2
-    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    assert sorted(p.name for p in tmp_path.glob("session*.jsonl")) == ["session.jsonl"]
-    log = (tmp_path / "session.jsonl").read_text()
-    assert "ok: hi" in log and "late: hi" not in log and ABANDONED not in log
-    _replays(tmp_path, "hi", stream)
+    _recorded_as_one_call(tmp_path, ep, stream)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointOutcome, EndpointThread
 from pytest_dsh_replay.mcp.http import mcp_routes
@@ -61,14 +60,6 @@ def _serve(directory: Path, mode: RecordMode, server_url: str, *, leave: bool, t
     finally:
         outcome = thread.stop()
     return answers, outcome
-
-
-@pytest.fixture
-def server() -> Any:
-    server = HttpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_a_client_that_leaves_a_stream_after_its_headers_leaves_the_answer_recorded_whole(

@@ -4,22 +4,11 @@ conversation was recorded, and nothing of a client pointed at the wrong base URL
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from pytest_dsh_replay.modes import RecordMode
 
 from .http_server import HttpServer
 from .test_http_client_gone import _serve
-
-
-@pytest.fixture
-def server() -> Any:
-    server = HttpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_a_run_of_mcp_calls_alone_is_not_told_no_request_arrived(tmp_path: Path, server: HttpServer) -> None:
