@@ -206,6 +206,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     return (yield)
 
 
+@pytest.fixture(autouse=True)
+def _pytest_runs_as_outside_ci(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest a test runs (``pytester``, in-process or not) sees no ``CI`` or ``BUILD_NUMBER``: with
+    either set, pytest prints a failure's whole message in the short test summary instead of its first
+    line cut to the terminal, so a test counting a report's lines would pass here and fail in CI."""
+    if "pytester" in request.fixturenames:
+        monkeypatch.delenv("CI", raising=False)
+        monkeypatch.delenv("BUILD_NUMBER", raising=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _subprocess_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """``TMPDIR`` of every process a test starts: a directory under pytest's own base temp (one per

@@ -108,15 +108,6 @@ def test_own_error(dsh_endpoint):
 """
 
 
-@pytest.fixture
-def summary_truncated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest prints a failure's whole message in the short test summary when it runs in CI (``CI`` or
-    ``BUILD_NUMBER`` set) and its first line elsewhere: counting a report's lines needs the latter."""
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("BUILD_NUMBER", raising=False)
-
-
-@pytest.mark.usefixtures("summary_truncated")
 def test_a_replay_problem_fails_the_test_once(pytester: pytest.Pytester, upstream: FakeUpstream) -> None:
     """A changed prompt fails the test with the endpoint's report (not the SDK's traceback) and no
     teardown error; recorded calls left unused fail the test itself, the report ending with the
@@ -199,7 +190,6 @@ def test_a_misread_marker_is_a_one_line_setup_error(
     assert result.stdout.str().count(says) == 1  # the short summary cuts its line before it
 
 
-@pytest.mark.usefixtures("summary_truncated")
 def test_a_refused_recording_is_reported_once_and_says_nothing_was_written(
     pytester: pytest.Pytester,
 ) -> None:
