@@ -17,7 +17,8 @@ gets its own fields back; another wire format ignores it. Where it sits:
   (events.md §3: unknown blocks pass through untouched), so the block is logged, derived into the
   history and compared by the request check like any other part. Chunk-level fields (a stream
   chunk's or choice's unknown keys, e.g. OpenRouter's ``provider``) are response metadata, never sent
-  back: they are kept in the same block under ``chunkFields`` (same shape).
+  back: they are kept in the same block under ``chunkFields`` (same shape), which the request check
+  leaves out (``replay.requests.compared_message``: no client's history holds them).
 
 A whole content block our vocabulary has no word for (Anthropic's server tools: ``server_tool_use``,
 ``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
