@@ -278,7 +278,9 @@ class Endpoint:
 
     async def _route_errors(self, request: Any, handler: Any) -> Any:
         """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not
-        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it."""
+        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it. An
+        exception no route expected, on any route (a model call's, ``/v1/models``, a guest's such as
+        the MCP relays), is :meth:`_defect`'s typed JSON error, never aiohttp's bare 500."""
         from aiohttp import web
 
         try:
@@ -289,6 +291,10 @@ class Endpoint:
         except web.HTTPNotFound:
             body, status = route_error(request.method, request.path)
             headers = dict(NO_RETRY)
+        except web.HTTPException:
+            raise  # aiohttp's own answers (it sends them as they are)
+        except Exception as exc:  # a defect of a route: typed, logged, said once, the run failed
+            return self._defect(request, exc)
         self.unrouted_count += 1
         if len(self.unrouted) < 3:
             self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
@@ -675,9 +681,7 @@ class Endpoint:
                 if problem is not None:
                     return self._problem(wire, WireRequestError(problem, "$path"), 400)
                 return await serve(wire, request)
-            except Exception as exc:  # a defect outside a call's answer: typed, said once, the run failed
-                return self._defect(fmt, request, exc)
-            finally:
+            finally:  # a defect outside a call's answer goes on to _route_errors (_defect)
                 self.in_flight -= 1
 
         return handle
@@ -762,10 +766,14 @@ class Endpoint:
             413,
         )
 
-    def _defect(self, fmt: Format, request: Any, exc: Exception) -> Any:
-        """The answer to an exception no part of the route expected (a defect of ours): the format's JSON
-        error (``ENDPOINT_ERROR``, 500) naming it and where it was raised, one problem of the run (its
-        report says it once, on stderr under serve), never aiohttp's bare 500 and traceback."""
+    def _defect(self, request: Any, exc: Exception) -> Any:
+        """The answer to an exception no part of a route expected (a defect of ours), whatever the
+        route: the JSON error of the path's API (``formats.error_body``: the model format's, OpenAI's
+        for ``/v1/models``, a JSON-RPC error under ``/mcp/``; ``ENDPOINT_ERROR``, 500) naming it and
+        where it was raised, logged with its traceback, one problem of the run (its report says it
+        once, on stderr under serve), never aiohttp's bare text/plain 500."""
+        from aiohttp import web
+
         from ..recording.kept import DEFECT_CODE
         from .answer import raised_at
 
@@ -774,15 +782,15 @@ class Endpoint:
             f"{request.method} {request.path}); a defect of dsh-replay: the run failed, and a run it kept is "
             "not accepted"
         )
+        _HTTP_LOG.error("%s", message, exc_info=exc)
         self.problem(message)
         try:
-            wire = fmt.bind(request.match_info, request.path)
-        except Exception:  # the route's own binding raised: the common error shape then
-            from aiohttp import web
-
+            body = error_body(request.path, message, DEFECT_CODE, 500)
+        except Exception:  # the path's format could not be bound: the common error shape then
             body = {"error": {"message": message, "type": "server_error", "code": DEFECT_CODE}}
-            return web.json_response(body, status=500, headers=NO_RETRY)
-        return self._error(wire, message, DEFECT_CODE, 500)
+        return web.Response(
+            body=orjson.dumps(body), status=500, content_type="application/json", headers=NO_RETRY
+        )
 
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
