@@ -24,7 +24,7 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
     """Complete or clean up a write of DIRECTORY's recording that a kill interrupted.
 
     A write that had committed (its journal, .dsh-write.json, is there) is completed to the new set;
-    temp files (.tmp, .bak) are removed. Prints what it did on stderr; exit 0 (also when there was
+    temp files (.tmp, .bak) are removed. Prints what it did on stdout; exit 0 (also when there was
     nothing to do), 2 when the directory cannot be recovered (the reason).
     """
     from ..endpoint.record import remove_temp_stores, stale_temp_stores
@@ -34,8 +34,8 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
         raise click.UsageError("give a DIRECTORY, or --temp-stores")
     if temp_stores:
         removed = remove_temp_stores(stale_temp_stores())
-        click.echo(f"removed {len(removed)} temporary store(s) of killed recording runs", err=True)
+        click.echo(f"removed {len(removed)} temporary store(s) of killed recording runs")
     for directory in directories:
         done = recover_write(directory)
         for line in done or ["nothing to recover"]:
-            click.echo(f"{directory}: {line}", err=True)
+            click.echo(f"{directory}: {line}")
