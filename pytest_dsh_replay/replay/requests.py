@@ -482,27 +482,33 @@ def compared_message(message: Any) -> Any:
     ``chunkFields`` (the answer's identity the endpoint records and serves, ``llm.wire.fields``: the
     endpoint's history holds it, a client's own body never does); ``None`` when it has no counterpart
     in a log's derived messages (an assistant message left with empty ``content``, events.md §6). The
-    message itself when nothing is left out (no copy: the common case costs one look at each block).
+    message itself when nothing is left out (no copy: a user message costs one look, an answer one look
+    at each of its blocks).
 
     A recorded path of a difference counts the blocks compared: an assistant message's first block is
     the one after its identity block."""
-    if type(message) is not dict:
-        return message  # not a message: the comparison names it (RequestShapeError, a difference)
+    if type(message) is not dict or message.get("role") != "assistant":
+        return message  # only answers hold either (not a message: the comparison names it)
     content = message.get("content")
-    if type(content) is list and any(_unsent(b) for b in content):
-        message = {**message, "content": _sent_back(content)}
-    if message.get("role") == "assistant" and not message.get("content"):
-        return None
-    return message
+    if type(content) is list:
+        for block in content:
+            if _unsent(block):
+                message = {**message, "content": _sent_back(content)}
+                break
+    return message if message.get("content") else None
 
 
 def compared_messages(messages: list[Any]) -> list[Any]:
     """:func:`compared_message` of each of ``messages``, those without a counterpart left out (the list
     itself when nothing changes)."""
-    compared = [compared_message(m) for m in messages]
-    if all(a is b for a, b in zip(compared, messages, strict=True)):
-        return messages
-    return [m for m in compared if m is not None]
+    out: list[Any] | None = None
+    for i, message in enumerate(messages):
+        compared = compared_message(message)
+        if compared is not message and out is None:
+            out = messages[:i]
+        if out is not None and compared is not None:
+            out.append(compared)
+    return messages if out is None else out
 
 
 def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
