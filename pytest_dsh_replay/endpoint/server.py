@@ -795,6 +795,7 @@ class Endpoint:
             return refusal
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
+            fmt.wants_stream(body)  # a stream flag of another type is refused here, before binding
             if self.recorder is not None:
                 _refuse_unanswered_calls(parsed)
                 # an attempt of the same request whose client left (an SDK's retry after its timeout):
