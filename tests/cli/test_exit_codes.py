@@ -31,6 +31,19 @@ def test_usage_errors_exit_2_for_every_command(tmp_path: Path) -> None:
     assert cli("derive", tmp_path / "missing").exit_code == 2
 
 
+def test_recover_of_a_directory_that_is_not_there_is_path_missing(tmp_path: Path) -> None:
+    """``recover`` names a missing DIRECTORY as every command names a missing path, exit 2, and goes on
+    with the others it was given.
+
+    Regression: ``recover recordigs/trip`` (a typo) said "nothing to recover" and exited 0."""
+    (tmp_path / "rec").mkdir()
+    result = cli("recover", tmp_path / "missing", tmp_path / "rec")
+    assert result.exit_code == 2, result.output
+    assert f"error [PATH_MISSING]: {tmp_path / 'missing'}: no such file or directory" in result.output
+    assert f"{tmp_path / 'rec'}: nothing to recover" in result.output
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.slow  # `record` runs pytest in process
 def test_record_with_nothing_to_record_exits_2(tmp_path: Path) -> None:
     """pytest's 'no tests collected' (5) is the command's usage error: PATH holds no scenario."""
