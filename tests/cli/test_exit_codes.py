@@ -82,3 +82,17 @@ def test_derive_and_validate_describe_a_malformed_line_the_same_way(tmp_path: Pa
         assert f"finding [REPLAY_MALFORMED_LINE] {message}" in validated.output.splitlines()
         diffed = cli("diff", log, log)  # the harvest reader words it the same way too
         assert message in diffed.output
+
+
+def test_report_names_an_unreadable_log_in_the_typed_style(tmp_path: Path) -> None:
+    """``report`` prints a log it cannot read as ``show`` and ``derive`` do (docs/cli.md: ``error
+    [CODE]: file:line: ...``), the file named once.
+
+    Regression: it printed ``error: DIR/session.jsonl: [REPLAY_MALFORMED_LINE] DIR/session.jsonl:5: ...``."""
+    log = _log_with(tmp_path, lambda rows: [*rows[:4], b"{not json", *rows[5:]])
+    shown = cli("show", log.parent)
+    error = next(line for line in shown.output.splitlines() if line.startswith("error "))
+    assert error.startswith("error [REPLAY_MALFORMED_LINE]: "), error
+    reported = cli("report", log.parent, "-o", tmp_path / "r.html")
+    assert reported.exit_code == 2, reported.output
+    assert error in reported.output.splitlines(), reported.output
