@@ -333,9 +333,19 @@ class LogChecks:
             add("LOG_TOOL_PAIRING", f"{at}: tool call {quote(call_id)} never got a tool/result")
         self.open_turn, self.open_step, self.pending = None, None, {}
 
+    def _step_turn(self, at: _At, d: dict[str, Any]) -> None:
+        """A step event names the open turn (events.md §4: ``turn:int``)."""
+        turn, open_turn = d.get("turn"), self.open_turn
+        if type(open_turn) is int and (type(turn) is not int or turn != open_turn):
+            self._add(
+                "LOG_STEP",
+                f"{at}: step {display(d.get('step'))} names turn {quote(turn)} but turn {open_turn} is open",
+            )
+
     def _step_start(self, at: _At, d: dict[str, Any], seq: int) -> None:
         if self.open_turn is None:
             self._outside_turn(at)
+        self._step_turn(at, d)
         if self.open_step is not None:
             self._add(
                 "LOG_STEP",
@@ -344,6 +354,7 @@ class LogChecks:
         self.open_step = d.get("step")
 
     def _step_end(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        self._step_turn(at, d)
         if self.open_step is None or d.get("step") != self.open_step:
             self._add(
                 "LOG_STEP",

@@ -118,6 +118,29 @@ def test_validate_one_duplicated_line_is_one_finding(spawn: Path) -> None:
     assert len(findings(result)) == 1 and "repeats or goes back" in out(result)
 
 
+@pytest.mark.parametrize("kind", ["step/start", "step/end"])
+@pytest.mark.parametrize("turn", [None, 0, 2, "1"])
+def test_validate_a_step_of_another_turn_than_the_open_one_is_a_finding(
+    spawn: Path, kind: str, turn: Any
+) -> None:
+    """A step event names its turn (events.md §4: ``turn:int``), the one open.
+
+    Regression: ``{"type":"step/start","data":{"turn":null,"step":1}}`` (or turn 0, 2, ``"1"``, in a
+    log whose turn 1 is open) was clean, and the endpoint replayed the recording."""
+    log = spawn / "session.jsonl"
+    rows = read_rows(log)
+    i = next(k for k, r in enumerate(rows) if r.get("type") == kind)
+    rows[i]["data"]["turn"] = turn
+    write_rows(log, rows)
+    result = cli("validate", spawn)
+    assert result.exit_code == 1, out(result)
+    step, seq = rows[i]["data"]["step"], rows[i]["seq"]
+    assert findings(result) == [
+        f"finding [LOG_STEP] {log}:{i + 1}: seq {seq} ({kind}): step {step} names turn {turn!r} but turn 1 "
+        "is open"
+    ]
+
+
 @pytest.mark.parametrize("call_id", [["a", "b"], {"x": 1}, 7, None])
 def test_validate_non_string_call_id_is_a_finding(tmp_path: Path, call_id: Any) -> None:
     src = BUNDLED / "mixed" / "crash-resume" / "session.jsonl"
