@@ -241,10 +241,16 @@ def test_validate_walk_survives_a_symlink_loop(tmp_path: Path, spawn: Path) -> N
     assert out(result).count(f"ok {spawn}:") == 1
 
 
-def test_validate_bad_line_limit_setting_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MAX_LINE_BYTES_ENV, "lots")
+@pytest.mark.parametrize("value", ["lots", "0", "9" * 23])
+def test_validate_bad_line_limit_setting_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Regression: a limit past what a read takes (23 nines) raised OverflowError ("cannot fit 'int'
+    into an index-sized integer") with a traceback."""
+    monkeypatch.setenv(MAX_LINE_BYTES_ENV, value)
     result = cli("validate", BUNDLED_DIRS[0])
-    assert result.exit_code == 2 and "[CONFIG]" in out(result)
+    assert result.exit_code == 2 and "[CONFIG]" in out(result), out(result)
+    assert "must be a positive integer of bytes" in out(result)
 
 
 def test_validate_of_input_json_or_a_sidecar_file(spawn: Path) -> None:
