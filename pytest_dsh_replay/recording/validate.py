@@ -46,6 +46,7 @@ from ..layout import (
     is_sidecar_name,
     loose_log_number,
     mcp_log_files,
+    named_unit,
 )
 from ..llm.secrets import SecretScrubber
 from ..modes import RecordMode
@@ -727,6 +728,7 @@ def validation_units(path: Path) -> Iterator[tuple[Path, str]]:
     (``DirKind.INTERRUPTED``; a live recording's stage is no leftover): its unit reports it and names
     ``dsh-replay recover``.
     """
+    path = named_unit(path)
     if not path.is_dir():
         yield path, ""
         return
@@ -830,8 +832,8 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         return report
     if path.is_dir():
         files = _directory_files(path, report)
-    elif path.name == INPUT_FILE:
-        return validate_unit(path.parent, scrubber)  # the scenario it defines
+    elif named_unit(path) != path:
+        return validate_unit(named_unit(path), scrubber)  # the scenario it defines
     elif is_sidecar_name(path.name):
         _check_sidecar(path, report.findings)
         return report

@@ -253,6 +253,20 @@ def test_validate_bad_line_limit_setting_is_a_usage_error(
     assert "must be a positive integer of bytes" in out(result)
 
 
+def test_every_command_takes_input_json_for_the_scenario_it_defines(spawn: Path, tmp_path: Path) -> None:
+    """``show``, ``derive``, ``diff`` and ``report`` of a scenario's ``input.json`` work on the scenario,
+    as ``validate`` and ``pytest --dsh-scenario`` do.
+
+    Regression: they read it as a session log and said ``input.json:1: malformed JSON in the session
+    header ...; fix or re-record the fixture`` (exit 2)."""
+    named = spawn / "input.json"
+    for command in (["show"], ["derive"], ["diff", str(spawn)], ["report", "-o", str(tmp_path / "r.html")]):
+        by_file, by_dir = cli(*command, named), cli(*command, spawn)
+        assert by_file.exit_code == by_dir.exit_code == 0, (command, out(by_file))
+        if command[0] != "report":  # its last line names the paths given
+            assert out(by_file) == out(by_dir), command
+
+
 def test_validate_of_input_json_or_a_sidecar_file(spawn: Path) -> None:
     (spawn / "session.2.jsonl").unlink()
     result = cli("validate", spawn / "input.json")  # the scenario it defines, not a log
