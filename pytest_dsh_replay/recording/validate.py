@@ -181,6 +181,7 @@ class LogChecks:
         self.surface = array("q")
         self.last_turn = 0
         self._outside: tuple[_At, Any, int] | None = None  # a run of events outside any turn
+        self._misplaced: tuple[int, int, int, Any] | None = None  # the last chunk place reported
 
     def _outside_turn(self, at: _At) -> None:
         """A step or chunk outside a turn: one finding per run of them (a lost ``turn/start``
@@ -230,6 +231,9 @@ class LogChecks:
             if self.open_turn is None:
                 self._outside_turn(_At(self.where, line_no, seq, t))
             self._chunk(line_no, seq, d)
+            turn, step = d.get("turn"), d.get("step")
+            if type(turn) is int and type(step) is int:  # else _chunk said so
+                self._chunk_place(line_no, seq, turn, step)
         elif t in _STRUCTURE:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
         if "surfaceOp" in e or t in SURFACE_TYPES:
@@ -243,6 +247,23 @@ class LogChecks:
         if problem is not None:
             bad = BadChunkEventError(self.where, self.count - 1, seq, problem, line_no)
             self._add(bad.code, bad.message)
+
+    def _chunk_place(self, line_no: int, seq: Any, turn: int, step: int) -> None:
+        """A chunk names the open turn and step (replay's derive cuts the call at a chunk of another,
+        and says its stream raised); one finding per run of chunks naming the same other place."""
+        open_turn, open_step = self.open_turn, self.open_step
+        if type(open_turn) is not int or (turn == open_turn and (open_step is None or step == open_step)):
+            self._misplaced = None
+            return
+        place = (turn, step, open_turn, open_step)
+        if place != self._misplaced:
+            self._misplaced = place
+            at = _At(self.where, line_no, seq, _CHUNK)
+            self._add(
+                "LOG_STEP",
+                f"{at}: the chunk names turn {turn}, step {step} but turn {open_turn}, step "
+                f"{display(open_step)} is open",
+            )
 
     def _digest(self, raw: bytes, e: Event) -> None:
         """Add an event within the wanted seed lengths to the lineage digest, kept at each one."""
@@ -263,6 +284,8 @@ class LogChecks:
         seq = span.seq0
         if type(span.turn) is not int or type(span.step) is not int or type(span.run.index) is not int:
             self._chunk(line_no, seq, next(span.iter_events())["data"])  # the members share them
+        if type(span.turn) is int and type(span.step) is int:
+            self._chunk_place(line_no, seq, span.turn, span.step)
         if seq == self.expected:
             self.expected = seq + 1
         else:

@@ -253,6 +253,30 @@ def test_validate_bad_line_limit_setting_is_a_usage_error(
     assert "must be a positive integer of bytes" in out(result)
 
 
+@pytest.mark.parametrize(("field", "value"), [("step", -1), ("step", 2), ("turn", 0)])
+def test_validate_a_chunk_of_another_step_than_the_open_one_is_a_finding(
+    spawn: Path, field: str, value: int
+) -> None:
+    """A chunk names the open turn and step; a run of chunks naming the same other place is one finding.
+
+    Regression: one chunk of step ``-1`` inside step 1 was clean, and the replay then said model call #1
+    "has no terminal 'finish' chunk: the recorded stream raised" (derive cut the call there)."""
+    log = spawn / "session.jsonl"
+    rows = read_rows(log)
+    chunks = [k for k, r in enumerate(rows) if r.get("type") == "assistant/chunk"]
+    for i in chunks[1:3]:  # two in a row: one finding
+        rows[i]["data"][field] = value
+    write_rows(log, rows)
+    result = cli("validate", spawn)
+    assert result.exit_code == 1, out(result)
+    i = chunks[1]
+    turn, step = (value, 1) if field == "turn" else (1, value)
+    assert findings(result) == [
+        f"finding [LOG_STEP] {log}:{i + 1}: seq {rows[i]['seq']} (assistant/chunk): the chunk names turn "
+        f"{turn}, step {step} but turn 1, step 1 is open"
+    ]
+
+
 def test_every_command_takes_input_json_for_the_scenario_it_defines(spawn: Path, tmp_path: Path) -> None:
     """``show``, ``derive``, ``diff`` and ``report`` of a scenario's ``input.json`` work on the scenario,
     as ``validate`` and ``pytest --dsh-scenario`` do.
