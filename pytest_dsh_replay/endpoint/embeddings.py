@@ -364,7 +364,7 @@ class EmbeddingUpstream:
         self.timeout = timeout
         self._session: Any = None
         #: the calls in flight, each with the reason it was cancelled (``""``: not cancelled)
-        self._in_flight: dict[asyncio.Future[tuple[int, bytes, dict[str, str]]], str] = {}
+        self._in_flight: dict[asyncio.Future[tuple[int, bytes, dict[str, str], str]], str] = {}
 
     async def forward(self, wire: Any, body: Mapping[str, Any]) -> UpstreamAnswer:
         """The upstream's answer (:class:`UpstreamAnswer`), whatever its status and body: one that is no
