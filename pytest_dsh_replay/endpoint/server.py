@@ -711,10 +711,10 @@ class Endpoint:
             return self._error(wire, message, exc.code, exc.status or 502)
         if served.problem is not None:
             self.problem(self.scrubber.scrub_fixed(served.problem))
-        # the answer as the upstream sent it, with its retry headers
-        return web.Response(
-            body=served.body, status=served.status, content_type="application/json", headers=served.headers
-        )
+        # the answer as the upstream sent it, with its retry headers (and its content type: the body of
+        # one that is no JSON is passed on as it came)
+        headers = {**served.headers, "Content-Type": served.content_type}
+        return web.Response(body=served.body, status=served.status, headers=headers)
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
@@ -803,6 +803,7 @@ class Endpoint:
             return refusal
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
+            fmt.wants_stream(body)  # a stream flag of another type is refused here, before binding
             if self.recorder is not None:
                 _refuse_unanswered_calls(parsed)
                 # an attempt of the same request whose client left (an SDK's retry after its timeout):

@@ -77,6 +77,7 @@ from typing import Any
 
 from ..errors import LlmError, MalformedCallError
 from ..types import ContentBlock, Message
+from .base import WireRequestError
 
 __all__ = [
     "CHUNK_FIELDS",
@@ -94,6 +95,7 @@ __all__ = [
     "partial_for",
     "preview",
     "shaping_params",
+    "stream_flag",
     "unsent",
     "whole_int",
 ]
@@ -106,6 +108,23 @@ CHUNK_FIELDS = "chunkFields"
 PROVIDER_FIELDS_BLOCK = "provider-fields"
 #: The block type holding a whole provider content block we have no word for (module doc).
 PROVIDER_BLOCK = "provider-block"
+
+
+def stream_flag(body: Mapping[str, Any]) -> bool:
+    """Whether a client's body asks for a streamed answer: its ``stream`` (absent or ``null``: no), the
+    one rule of every format that has the field (Chat Completions, Messages, Responses). The endpoint
+    asks it when the body is read, so a body it refuses is refused before anything is bound or forwarded.
+
+    Raises:
+        WireRequestError: ``stream`` is present and no boolean (``"true"``, ``1``): the providers refuse
+            it, and taking it for no stream would answer (and record) a call they never answer.
+    """
+    value = body.get("stream")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise WireRequestError(f"must be a boolean, got {preview(value)}", "stream")
+    return value
 
 
 def merge_streamed(held: Any, value: Any) -> Any:
