@@ -219,6 +219,28 @@ def copy_checked_json(value: Any, root: str = "data") -> Any:
         return copy_json_value(value, root)
 
 
+#: the same for values parsed from JSON: any 64-bit integer is carried (a recording may hold one)
+_PARSED_ROUND_TRIP = _ROUND_TRIP & ~orjson.OPT_STRICT_INTEGER
+
+
+def copy_parsed_json(value: Any) -> Any:
+    """A deep copy of ``value``, a value a JSON parser made (a recorded call's entry): equal to
+    ``map_strings(value, lambda s: s)``, made by an ``orjson`` round trip; what the round trip refuses
+    (a lone surrogate, nesting past 255 levels, an integer past 64 bits) is copied by that walk.
+
+    Only for parsed values: the round trip would turn a tuple into a list, NaN into ``null`` and an
+    enum or a UUID into its value, none of which a JSON parser returns. Never raises for them.
+    """
+    try:
+        return orjson.loads(_dumps(value, option=_PARSED_ROUND_TRIP))
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return map_strings(value, _same_string)
+
+
+def _same_string(text: str) -> str:
+    return text
+
+
 # --------------------------------------------------------------------------------------------
 # Serialization
 

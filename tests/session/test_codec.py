@@ -321,6 +321,37 @@ def test_the_checked_copy_of_an_unsafe_integer_raises_the_exact_copys_error() ->
         codec.copy_checked_json({"n": MAX_SAFE_INTEGER + 1}, "event")
 
 
+_parsed = st.recursive(
+    _scalars | st.integers(min_value=-(2**70), max_value=2**70),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(_parsed)
+def test_the_parsed_copy_is_the_walks_copy(value: Any) -> None:
+    copy = codec.copy_parsed_json(value)
+    assert _identical(copy, codec.map_strings(value, lambda text: text)) and _identical(copy, value)
+    if isinstance(value, (dict, list)) and value:
+        assert copy is not value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "lone \ud800 surrogate"},
+        {"usage": {"tokens": 2**63 - 1, "past": 2**64, "neg": -(2**63)}},
+        {"deep": json.loads("[" * 300 + "]" * 300)},
+    ],
+    ids=["lone-surrogate", "wide-integers", "deep"],
+)
+def test_the_parsed_copy_of_what_orjson_refuses_is_the_walks_copy(value: Any) -> None:
+    copy = codec.copy_parsed_json(value)
+    assert _identical(copy, codec.map_strings(value, lambda text: text)) and _identical(copy, value)
+
+
 # --------------------------------------------------------------------------- fast path == slow path
 
 
