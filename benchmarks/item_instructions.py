@@ -52,7 +52,8 @@ def instructions(tree: Path, rounds: int) -> tuple[int, int]:
     """(instructions of the child, scenarios per round) for ``tree`` and ``rounds``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", _CHILD]
-    proc = subprocess.run([*cmd, str(tree), str(rounds)], env=env, capture_output=True, text=True)
+    # cwd: the tree itself (``-c`` puts the cwd first on sys.path, which would import another checkout)
+    proc = subprocess.run([*cmd, str(tree), str(rounds)], cwd=tree, env=env, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode or found is None:
         raise SystemExit(f"callgrind of {tree} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
