@@ -271,6 +271,45 @@ def test_matching_requests_are_served_and_recorded_per_session() -> None:
     assert "signal" not in model.requests["s"][0]
 
 
+def test_a_first_call_bound_by_its_request_is_compared_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding by request compares the first call with the free scripts' first requests; the request check
+    of that call then takes the bound script's answer, and later calls are compared each once."""
+    seen: list[tuple[str, int]] = []
+    real = request_differences
+
+    def counting(recorded: Any, req: Any, sides: Any) -> Any:
+        seen.append((req["sessionId"], len(req["messages"])))
+        return real(recorded, req, sides)
+
+    from pytest_dsh_replay.replay import requestcheck
+    from pytest_dsh_replay.replay import requests as requests_module
+
+    monkeypatch.setattr(requests_module, "request_differences", counting)  # binding (request_matches)
+    monkeypatch.setattr(requestcheck, "request_differences", counting)  # the request check of a call
+    model = ReplayModel([recorded_script("hello", "again"), recorded_script("bye")])
+
+    async def go() -> None:
+        await drain(model, request("b", msg("user", "bye")))
+        await drain(model, request("s", msg("user", "hello")))
+        await drain(
+            model, request("s", msg("user", "hello"), msg("assistant", "answer 0"), msg("user", "again"))
+        )
+
+    asyncio.run(go())
+    model.assert_consumed()
+    assert model.bound == {"b": 1, "s": 0}
+    # b's first call against both free scripts, s's against the one left, s's second call: no first call
+    # compared again with the script it was bound to by that comparison
+    assert seen == [("b", 1), ("b", 1), ("s", 1), ("s", 3)]
+
+
+def test_a_first_call_bound_by_order_is_still_checked() -> None:
+    """A first call that matches no free script is bound by order and checked: its mismatch is reported."""
+    model = ReplayModel([recorded_script("hello")])
+    with pytest.raises(RequestMismatchError, match="recorded 'hello' != sent 'bye'"):
+        asyncio.run(drain(model, request("s", msg("user", "bye"))))
+
+
 def test_non_strict_serves_and_only_notes_the_mismatch() -> None:
     model = ReplayModel([recorded_script("hello")], strict=False)
     out = asyncio.run(drain(model, request("s", msg("user", "bye"))))
