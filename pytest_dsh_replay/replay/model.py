@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 import orjson
 
 from ..errors import quote
+from ..layout import sidecar_name_for
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
@@ -647,7 +648,7 @@ class ReplayModel:
             f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
             f"sessions than the recording has logs; record them with {self.episodes} (records the "
             "sessions the recording lacks, keeps the recorded ones)"
-            + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
+            + (f", add session.{ordinal - 1}.jsonl" if self._edits_files() else "")
             + ", or "
             + self._rerecord(),
             "REPLAY_UNRECORDED_SESSION",
@@ -684,14 +685,25 @@ class ReplayModel:
         self.failures.append(mismatch)
         return mismatch
 
+    def _edits_files(self) -> bool:
+        """Whether the advice may name a scenario's hand-edited files (its logs, its override sidecars,
+        docs/scenarios.md): a scenario item's; an endpoint recording is only ever re-recorded."""
+        return self.subject == "the scenario"
+
     def _exhausted(self, key: str, index: int, call: int) -> ReplayServeError:
         recorded = len(self.scripts[index].calls)
+        file = self.scripts[index].file
+        patch = ""
+        if self._edits_files():
+            sidecar = file.parent / sidecar_name_for(file.name)
+            patch = f", append a call with a patch in {sidecar} " + (
+                '{"patches":[{"at":' + str(recorded) + ',"entry":{...}}]}'
+            )
         return self._fail(
             f"replay: script exhausted at call #{call + 1} of {recorded} for live session {key!r} "
-            f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
+            f"({self._script_name(index)}, {file}) in {self._scenario_name()}: "
             f"the agent made more model calls than were recorded; record them with {self.episodes} "
-            "(appends the new calls, keeps the recorded ones), append a call "
-            'with a patch {"patches":[{"at":' + str(recorded) + ',"entry":{...}}]}, or ' + self._rerecord(),
+            f"(appends the new calls, keeps the recorded ones){patch}, or " + self._rerecord(),
             "REPLAY_SCRIPT_EXHAUSTED",
         )
 
