@@ -117,10 +117,14 @@ def _where(script: SessionScript, index: int, call: int) -> str:
     return f"call #{call + 1} of {script.file.name} ({role}, recorded session #{index + 1})"
 
 
-def _unmatched_choice(free: int, guess: bool) -> str:
-    """Which free script an unmatched first request is compared with, as the report says it."""
+def _unmatched_choice(free: int, guess: bool, parts: tuple[str, ...]) -> str:
+    """Which free script an unmatched first request is compared with, as the report says it: one it
+    differs from only in pinned ``parts`` comes first (``ReplayModel._differing_in_pins``), else the
+    nearest."""
     if free == 1:
         return "the only one still unused"
+    if parts and all(part in PIN_PARTS for part in parts):
+        return f"of the {free} still unused, the one it differs from only in pinned parts"
     if guess:
         return f"a guess among the {free} still unused, none nearer than the others"
     return f"the nearest of the {free} still unused by tools, system prompt and shared prefix"
@@ -208,7 +212,7 @@ class MismatchReport:
             return (
                 "the first request of this session matches no recorded session still unused in this run, so "
                 "nothing was served and no recorded session was used; it differs from this one "
-                f"({_unmatched_choice(free, guess)}) in " + ", ".join(parts)
+                f"({_unmatched_choice(free, guess, parts)}) in " + ", ".join(parts)
             )
         served = (
             "nothing was served for this call"

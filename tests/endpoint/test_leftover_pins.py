@@ -53,6 +53,6 @@ def test_a_leftover_pin_of_one_log_is_named_by_the_replays_report(tmp_path: Path
     assert own[0].name == "system-prompt.1.expected.md"  # "plan" sorts after "convert"
     log = "session.1.jsonl"
     assert f"request mismatch at call #1 of {log}" in report, report
-    assert "a guess among" not in report
+    assert "(of the 2 still unused, the one it differs from only in pinned parts) in system" in report
     assert f"{own[0].name} pins the system prompt of {log} alone" in report, report
     assert f"delete {own[0]}" in report
