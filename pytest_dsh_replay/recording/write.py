@@ -207,11 +207,13 @@ class _LogLines:
         self.composer = composer
         self.i = i
         self.f = f = composer.fixture_of(i)
-        self.fixture = composer.base.logs[f] if f is not None else None
-        self.raw = _raw_lines(composer.base.data[f], self.fixture) if f is not None else None
-        if self.fixture is not None and self.raw is None and composer.strict_layout:
+        self.fixture = fixture = composer.base.logs[f] if f is not None else None
+        self.raw = (
+            _raw_lines(composer.base.data[f], fixture) if f is not None and fixture is not None else None
+        )
+        if f is not None and self.raw is None and composer.strict_layout:
             raise ForeignRecordingError(
-                f"{composer.base.paths[f or 0]}: stored in the newer layout (packed or projected rows, "
+                f"{composer.base.paths[f]}: stored in the newer layout (packed or projected rows, "
                 "head-format.md §1-2); our writer would rewrite every row in the baseline layout, so "
                 "--snapshot-update refuses to rewrite it and leaves it untouched"
             )
@@ -219,7 +221,11 @@ class _LogLines:
 
     def header(self) -> bytes:
         composer, fixture, run = self.composer, self.fixture, self.composer.run[self.i]
-        if self.f is not None and composer.fx_norm[self.f][0] == composer.run_norm[self.i][0]:
+        if (
+            fixture is not None
+            and self.f is not None
+            and composer.fx_norm[self.f][0] == composer.run_norm[self.i][0]
+        ):
             return self.raw[0] if self.raw is not None else _dumps(header_record(fixture.header))
         header = composer.respell(header_record(run.header))
         if "createdAt" in header:
