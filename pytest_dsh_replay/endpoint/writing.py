@@ -245,14 +245,16 @@ class RunWriter:
         # the run's embedding calls go where its conversations go, in the same swap
         embeddings = endpoint.embeddings.log_file(where, endpoint.scrubber.scrub)
         stale = [] if embeddings or not endpoint.plan.prunes_owned else embeddings_log_files(where)
+        # in the recording's spelling, a kept run too: accept then changes only what changed
+        base = current_fixtures(self.directory.resolve())
         outcome.written, outcome.removed = write_fixtures(
             where,
             result.logs,
             result.cwd,
             endpoint.scrubber,
             [*sidecar_files(where, sidecars), *pins],
-            # in the recording's spelling, a kept run too: accept then changes only what changed
-            base=current_fixtures(self.directory.resolve()),
+            base=base,
+            paired=self._paired(result.logs, base.paths),
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if endpoint.keep_by_masks else None),
             prune_owned=endpoint.plan.prunes_owned,
@@ -261,6 +263,18 @@ class RunWriter:
         )
         if endpoint.embeddings.calls:
             outcome.notes.append(endpoint.embeddings.note(outcome.written))
+
+    def _paired(self, logs: Sequence[Any], recorded: Sequence[Path]) -> list[int | None] | None:
+        """Each conversation's recorded log (its index in ``recorded``, the recording's logs), ``None``
+        for a new one, when the run replayed the recording (``new_episodes``, ``changed``): the writer
+        keeps a conversation's header (id, ``createdAt``) with it, whichever file it lands in; ``None``
+        (the logs at the same place) for a run that replayed nothing."""
+        replay = self.endpoint.replay
+        if replay is None:
+            return None
+        where = {path.name: i for i, path in enumerate(recorded)}
+        files = {sid: replay.scripts[index].file.name for sid, index in replay.bound.items()}
+        return [where.get(files.get(log.id, "")) for log in logs]
 
     def _changes(self, outcome: EndpointOutcome, result: RecordResult) -> list[str]:
         """``--record changed``: what each conversation kept and re-recorded

@@ -41,13 +41,15 @@ def content_order(
         keys: session id -> its content key (the endpoint: the JSON of its first request); a session
             without one sorts first among its equals (``b""``).
         pinned: session id -> the index of the recorded log it replayed (a ``new_episodes`` or
-            ``changed`` run): those come first, in their recorded order, so a run that only adds
-            conversations keeps every recorded log's file (stable re-record).
+            ``changed`` run): each keeps that index, so a run that only adds conversations keeps every
+            recorded log's file (stable re-record).
 
     Returns:
-        The logs in order: the pinned ones first by recorded index; then sessions without a parent; a
-        child never before its parent; among the sessions that may come next, by ``(has a parent, key,
-        createdAt, id)``. So the same traffic recorded again in another arrival order gets the same
+        The logs in order: the pinned ones at their recorded index; the others, ordered as below, in
+        the indexes no pinned log holds (those of recorded logs the run no longer has first, then the
+        ones after), a child never before its parent; when fewer came than such freed indexes, the logs
+        after them close the gap. Among the sessions that may come next, by ``(has a parent, key,
+        createdAt, id)``: the same traffic recorded again in another arrival order gets the same
         numbers (``createdAt`` only orders sessions whose first requests are identical), and
         ``session.jsonl`` is a parentless session as in :func:`harvest_order`.
     """
@@ -78,7 +80,31 @@ def content_order(
     if len(out) < len(logs):  # a parent cycle (no valid log has one): the rest in harvest order
         placed = {id(log) for log in out}
         out += harvest_order(log for log in logs if id(log) not in placed)
-    return out
+    return _in_recorded_places(out, pinned) if pinned else out
+
+
+def _in_recorded_places(ordered: Sequence[SessionLog], pinned: Mapping[str, int]) -> list[SessionLog]:
+    """``ordered`` (the pinned logs first by recorded index, then the others) with each pinned log at
+    its recorded index and the others in the free indexes, lowest first, a log never before its parent
+    (:func:`content_order`)."""
+    slots: dict[int, SessionLog] = {}
+    for log in ordered:
+        place = pinned.get(log.id, -1)
+        if place >= 0 and place not in slots:
+            slots[place] = log
+    where = {log.id: place for place, log in slots.items()}
+    free = 0
+    for log in ordered:
+        if where.get(log.id, -1) >= 0 and slots.get(where[log.id]) is log:
+            continue
+        parent = log.header.get("parentSession")
+        after = where.get(parent, -1) + 1 if isinstance(parent, str) else 0
+        free = max(free, after)
+        while free in slots:
+            free += 1
+        slots[free] = log
+        where[log.id] = free
+    return [slots[place] for place in sorted(slots)]
 
 
 #: The code of a log that is not a regular file (a FIFO, a device, a directory, a dangling link).

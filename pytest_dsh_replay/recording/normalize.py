@@ -289,10 +289,13 @@ class Normalization(Struct, frozen=True):
 NO_RULES = Normalization()
 
 
-def context_for(logs: Sequence[SessionLog], rules: Normalization = NO_RULES) -> NormalizeContext:
-    """The context of one side: ids of ``logs`` in order, cwd of the first log's header."""
+def context_for(
+    logs: Sequence[SessionLog], rules: Normalization = NO_RULES, ids: Sequence[str] | None = None
+) -> NormalizeContext:
+    """The context of one side: ids of ``logs`` in order (or ``ids``: the order a writer compares them
+    in), cwd of the first log's header that has one."""
     cwd = next((log.header.get("cwd") for log in logs if isinstance(log.header.get("cwd"), str)), None)
-    return rules.context([log.id for log in logs], cwd)
+    return rules.context([log.id for log in logs] if ids is None else list(ids), cwd)
 
 
 def normalize_logs(logs: Sequence[SessionLog], rules: Normalization = NO_RULES) -> list[list[str]]:

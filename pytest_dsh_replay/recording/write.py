@@ -95,17 +95,25 @@ class _Composer:
         base: Fixtures,
         norm: Normalization,
         strict_layout: bool,
+        paired: Sequence[int | None] | None = None,
     ) -> None:
         self.run = list(run)
         self.base = base
         self.strict_layout = strict_layout
+        #: run log i -> the index of its fixture in ``base`` (``None``: a new log); by default the
+        #: fixture at the same place
+        self.fx_at: list[int | None] = (
+            list(paired)
+            if paired is not None
+            else [i if i < len(base.logs) else None for i in range(len(run))]
+        )
         # masks decide only whether a whole log is unchanged (then it keeps all its old bytes); an event
         # is kept on its own only when it is equal without them: a masked value split over streamed
         # pieces escapes the mask, so a per-event masked rule would keep the old answer's whole events
         # beside the new answer's pieces, and the log would tell two runs (docs/masks.md)
         keep = replace(norm, masks=None)
         self.run_ctx = keep.context([log.id for log in run], run_cwd)
-        self.fx_ctx = context_for(base.logs, keep)
+        self.fx_ctx = context_for(base.logs, keep, self._fx_ids())
         self.run_norm = [normalized_events(log, self.run_ctx) for log in self.run]
         self.fx_norm = [normalized_events(log, self.fx_ctx) for log in base.logs]
         #: the run's masked context (its tokens assigned in event order: :class:`LogStage` goes on with it)
@@ -116,17 +124,33 @@ class _Composer:
         self.cwd = next(
             (log.header["cwd"] for log in base.logs if isinstance(log.header.get("cwd"), str)), CWD_TOKEN
         )
-        self.ids = {r.id: f.id for r, f in zip(self.run, base.logs, strict=False) if r.id and f.id}
+        self.ids = {r.id: f.id for r, f in self._pairs() if r.id and f.id}
         self._by_token = {token: value for value, token in self.fx_ctx.uuid_tokens.items()}
         self.uuids: dict[str, str] = {}
         self.learn_uuids()
-        self.delta = _created_delta(self.run, base.logs)
+        self.delta = _created_delta(*zip(*self._pairs(), strict=True)) if self._pairs() else 0
+
+    def _pairs(self) -> list[tuple[SessionLog, SessionLog]]:
+        """Each run log with its fixture, in run order (the new logs left out)."""
+        return [(r, self.base.logs[f]) for r, f in zip(self.run, self.fx_at, strict=True) if f is not None]
+
+    def _fx_ids(self) -> list[str]:
+        """The fixture ids in run order (a new log's place holds a value no id has), then the ids of the
+        fixtures no run log has: a log compared with its own fixture gets its session id's token."""
+        taken = {f for f in self.fx_at if f is not None}
+        ids = [self.base.logs[f].id if f is not None else f"\0new {i}" for i, f in enumerate(self.fx_at)]
+        return ids + [log.id for f, log in enumerate(self.base.logs) if f not in taken]
+
+    def fixture_of(self, i: int) -> int | None:
+        """The index in ``base`` of run log ``i``'s fixture (``None``: a new log)."""
+        return self.fx_at[i] if i < len(self.fx_at) else None
 
     def _compare_masked(self, norm: Normalization, run_cwd: str) -> None:
         """Whole logs compared with the masks: both sides normalized again with them."""
         masked = self.run_masked = norm.context([log.id for log in self.run], run_cwd)
         self.run_same = [normalized_events(log, masked) for log in self.run]
-        self.fx_same = [normalized_events(log, context_for(self.base.logs, norm)) for log in self.base.logs]
+        fx = context_for(self.base.logs, norm, self._fx_ids())
+        self.fx_same = [normalized_events(log, fx) for log in self.base.logs]
 
     def learn_uuids(self) -> None:
         """Map the run's UUIDs tokenized so far to the fixture's UUIDs of the same token."""
@@ -143,9 +167,10 @@ class _Composer:
         )
 
     def unchanged(self, i: int) -> bool:
-        if i >= len(self.base.logs):
+        f = self.fixture_of(i)
+        if f is None:
             return False
-        (fx_header, fx_lines), (run_header, run_lines) = self.fx_same[i], self.run_same[i]
+        (fx_header, fx_lines), (run_header, run_lines) = self.fx_same[f], self.run_same[i]
         return fx_header == run_header and [line for _, line in fx_lines] == [line for _, line in run_lines]
 
     def render(self, i: int) -> bytes:
@@ -153,8 +178,10 @@ class _Composer:
         lines = _LogLines(self, i)
         out = [lines.header()]
         pairs: dict[int, tuple[int, bool]] = {}
-        if lines.fixture is not None:
-            for (fi, fx_line), (ri, run_line) in zip(self.fx_norm[i][1], self.run_norm[i][1], strict=False):
+        if lines.f is not None:
+            for (fi, fx_line), (ri, run_line) in zip(
+                self.fx_norm[lines.f][1], self.run_norm[i][1], strict=False
+            ):
                 pairs[ri] = (fi, fx_line == run_line)
         out += [lines.event(event, pairs.get(ri)) for ri, event in enumerate(self.run[i].events)]
         return b"\n".join(out) + b"\n"
@@ -179,11 +206,14 @@ class _LogLines:
     def __init__(self, composer: _Composer, i: int) -> None:
         self.composer = composer
         self.i = i
-        self.fixture = composer.base.logs[i] if i < len(composer.base.logs) else None
-        self.raw = _raw_lines(composer.base.data[i], self.fixture) if self.fixture is not None else None
-        if self.fixture is not None and self.raw is None and composer.strict_layout:
+        self.f = f = composer.fixture_of(i)
+        self.fixture = fixture = composer.base.logs[f] if f is not None else None
+        self.raw = (
+            _raw_lines(composer.base.data[f], fixture) if f is not None and fixture is not None else None
+        )
+        if f is not None and self.raw is None and composer.strict_layout:
             raise ForeignRecordingError(
-                f"{composer.base.paths[i]}: stored in the newer layout (packed or projected rows, "
+                f"{composer.base.paths[f]}: stored in the newer layout (packed or projected rows, "
                 "head-format.md §1-2); our writer would rewrite every row in the baseline layout, so "
                 "--snapshot-update refuses to rewrite it and leaves it untouched"
             )
@@ -191,7 +221,11 @@ class _LogLines:
 
     def header(self) -> bytes:
         composer, fixture, run = self.composer, self.fixture, self.composer.run[self.i]
-        if fixture is not None and composer.fx_norm[self.i][0] == composer.run_norm[self.i][0]:
+        if (
+            fixture is not None
+            and self.f is not None
+            and composer.fx_norm[self.f][0] == composer.run_norm[self.i][0]
+        ):
             return self.raw[0] if self.raw is not None else _dumps(header_record(fixture.header))
         header = composer.respell(header_record(run.header))
         if "createdAt" in header:
@@ -887,6 +921,7 @@ def write_fixtures(
     log_paths: Sequence[Path] | None = None,
     remove: Sequence[Path] = (),
     beside: Sequence[tuple[Path, bytes]] = (),
+    paired: Sequence[int | None] | None = None,
 ) -> tuple[list[Path], list[Path]]:
     """Write a run's logs (and ``extra`` ``(path, text)`` files) into a recording directory, stably.
 
@@ -911,6 +946,10 @@ def write_fixtures(
         beside: ``(path, bytes)`` of files recorded beside the logs that are no session's (the endpoint's
             ``embeddings.jsonl``), written as given in the same swap: their owner scrubbed them (a
             vector is never scrubbed, ``recording.embeddings.scrubbed``).
+        paired: log i -> the index in ``base`` of the recorded log it is (``None``: a new one): its
+            header (id, ``createdAt``) and spelling come from that log, never from another
+            conversation's (an endpoint run whose conversations changed places). Default: the log
+            at the same index.
 
     The set is replaced all or nothing (:class:`_Swap`): every file staged beside its target first,
     then swapped in, stale owned files removed last; on any failure every old file is put back and
@@ -931,7 +970,7 @@ def write_fixtures(
     scrubber = scrubber or secret_scrubber([])
     if _recovered(directory) or base is None:  # read again after a recovered swap replaced it
         base = current_fixtures(directory, None if log_paths is None else (inventory or ()))
-    composer = _Composer(logs, cwd, base, normalization, strict_layout)
+    composer = _Composer(logs, cwd, base, normalization, strict_layout, paired)
     rendered = _rendered(composer, _log_paths(directory, len(logs), log_paths), extra, scrubber)
     produced = {path for path, _data in rendered}
     changed = _changed(rendered)
@@ -988,7 +1027,12 @@ def _rendered(
     the ``extra`` files (sidecars, pins)."""
     base = composer.base
     rendered = [
-        (path, _scrub_lines(base.data[i] if composer.unchanged(i) else composer.render(i), scrubber))
+        (
+            path,
+            _scrub_lines(
+                base.data[composer.fx_at[i] or 0] if composer.unchanged(i) else composer.render(i), scrubber
+            ),
+        )
         for i, path in enumerate(paths)
     ]
     return rendered + [(path, scrub_json_text(text, scrubber).encode("utf-8")) for path, text in extra]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from ..layout import PIN_KINDS
+from ..layout import PIN_KINDS, pin_match
 from ..llm import ModelRequest
 from .errors import RequestMismatchError, UnmatchedSessionError
 from .load import SessionScript
@@ -117,10 +117,14 @@ def _where(script: SessionScript, index: int, call: int) -> str:
     return f"call #{call + 1} of {script.file.name} ({role}, recorded session #{index + 1})"
 
 
-def _unmatched_choice(free: int, guess: bool) -> str:
-    """Which free script an unmatched first request is compared with, as the report says it."""
+def _unmatched_choice(free: int, guess: bool, parts: tuple[str, ...]) -> str:
+    """Which free script an unmatched first request is compared with, as the report says it: one it
+    differs from only in pinned ``parts`` comes first (``ReplayModel._differing_in_pins``), else the
+    nearest."""
     if free == 1:
         return "the only one still unused"
+    if parts and all(part in PIN_PARTS for part in parts):
+        return f"of the {free} still unused, the one it differs from only in pinned parts"
     if guess:
         return f"a guess among the {free} still unused, none nearer than the others"
     return f"the nearest of the {free} still unused by tools, system prompt and shared prefix"
@@ -179,6 +183,7 @@ class MismatchReport:
             f"replay: request mismatch at {where} for live session {key!r} in {self.advice.scenario}: "
             + self._what(parts, free, guess),
             *(f"  {d.render(client)}" for d, client in zip(diffs, client_paths, strict=True)),
+            *self._own_pin_lines(index, parts),
             *self._mask_hint(index, call, key, diffs, request),
             "  checked: " + ", ".join(checked_text),
             *self._unchecked_lines(index, request),
@@ -207,7 +212,7 @@ class MismatchReport:
             return (
                 "the first request of this session matches no recorded session still unused in this run, so "
                 "nothing was served and no recorded session was used; it differs from this one "
-                f"({_unmatched_choice(free, guess)}) in " + ", ".join(parts)
+                f"({_unmatched_choice(free, guess, parts)}) in " + ", ".join(parts)
             )
         served = (
             "nothing was served for this call"
@@ -221,6 +226,22 @@ class MismatchReport:
             f"  not checked: {p} ({_PIN_LABELS[p]}; the recording has no {pin_name(p)}: recorded before "
             "they were checked, or its requests carried none)"
             for p in self.check.unchecked_parts(index, request)
+        ]
+
+    def _own_pin_lines(self, index: int, parts: tuple[str, ...]) -> list[str]:
+        """When only pinned parts differ and a pin of script ``index``'s own log holds one of them
+        (``<stem>.<n>.expected.<ext>``, not the primary's it would otherwise share): the line naming that
+        file, which may be a leftover of another run (a ``changed`` run's pins kept after its logs were
+        checked out again)."""
+        if not parts or any(part not in PIN_PARTS for part in parts):
+            return []
+        script = self.check.scripts[index]
+        own = [(part, script.pins.files[part]) for part in parts if part in script.pins.files]
+        return [
+            f"  {file.name} pins the {_PIN_LABELS.get(part, part)} of {script.file.name} alone; if no run "
+            f"of this recording sent it (a pin another run left beside these logs), delete {file}"
+            for part, file in own
+            if (found := pin_match(file.name)) is not None and found[1] > 0
         ]
 
     def _pin_refresh_lines(self, parts: tuple[str, ...]) -> list[str]:

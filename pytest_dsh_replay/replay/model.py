@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 import orjson
 
 from ..errors import quote
+from ..layout import PIN_PARTS, sidecar_name_for
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
 from ..llm.signal import CancelSignal
@@ -659,7 +660,7 @@ class ReplayModel:
             f"(live session {key!r}) in {self._scenario_name()}: the run started more model-calling "
             f"sessions than the recording has logs; record them with {self.episodes} (records the "
             "sessions the recording lacks, keeps the recorded ones)"
-            + (f", add session.{ordinal - 1}.jsonl" if self.subject == "the scenario" else "")
+            + (f", add session.{ordinal - 1}.jsonl" if self._edits_files() else "")
             + ", or "
             + self._rerecord(),
             "REPLAY_UNRECORDED_SESSION",
@@ -698,14 +699,25 @@ class ReplayModel:
         self.failures.append(mismatch)
         return mismatch
 
+    def _edits_files(self) -> bool:
+        """Whether the advice may name a scenario's hand-edited files (its logs, its override sidecars,
+        docs/scenarios.md): a scenario item's; an endpoint recording is only ever re-recorded."""
+        return self.subject == "the scenario"
+
     def _exhausted(self, key: str, index: int, call: int) -> ReplayServeError:
         recorded = len(self.scripts[index].calls)
+        file = self.scripts[index].file
+        patch = ""
+        if self._edits_files():
+            sidecar = file.parent / sidecar_name_for(file.name)
+            patch = f", append a call with a patch in {sidecar} " + (
+                '{"patches":[{"at":' + str(recorded) + ',"entry":{...}}]}'
+            )
         return self._fail(
             f"replay: script exhausted at call #{call + 1} of {recorded} for live session {key!r} "
-            f"({self._script_name(index)}, {self.scripts[index].file}) in {self._scenario_name()}: "
+            f"({self._script_name(index)}, {file}) in {self._scenario_name()}: "
             f"the agent made more model calls than were recorded; record them with {self.episodes} "
-            "(appends the new calls, keeps the recorded ones), append a call "
-            'with a patch {"patches":[{"at":' + str(recorded) + ',"entry":{...}}]}, or ' + self._rerecord(),
+            f"(appends the new calls, keeps the recorded ones){patch}, or " + self._rerecord(),
             "REPLAY_SCRIPT_EXHAUSTED",
         )
 
@@ -717,9 +729,13 @@ class ReplayModel:
         index, free = self._by_order(key)
         if index is None:
             return None
-        index, guess = self._nearest(index, request)
         try:
-            diffs = self.check.differences(index, 0, key, request)
+            found = self._differing_in_pins(index, key, request)
+            if found is not None:
+                (index, diffs), guess = found, False
+            else:
+                index, guess = self._nearest(index, request)
+                diffs = self.check.differences(index, 0, key, request)
         except RequestShapeError as exc:
             self.failures.append(exc)
             return exc
@@ -749,6 +765,30 @@ class ReplayModel:
         """The free scripts with calls, in creation order."""
         return (i for i in range(self._first_free, len(self.scripts)) if self._is_free_caller(i))
 
+    def _candidates(self, by_order: int) -> list[int]:
+        """The free scripts an unmatched first request is compared with: ``by_order``, then the others in
+        creation order, at most :data:`_NEAREST_LIMIT` (an unmatched request costs the same in a recording
+        of thousands of conversations)."""
+        others = (i for i in self._free_callers() if i != by_order)
+        return [by_order, *itertools.islice(others, _NEAREST_LIMIT - 1)]
+
+    def _differing_in_pins(
+        self, by_order: int, key: str, request: ModelRequest
+    ) -> tuple[int, list[Difference]] | None:
+        """The first free script (of :meth:`_candidates`) that ``request`` differs from only in pinned
+        parts (a system prompt, tools, model or parameters pinned by a file), and those differences; the
+        report names the pin file (a leftover ``*.<n>.expected.*`` of another run) instead of comparing
+        messages with a guess.
+
+        Raises:
+            RequestShapeError: a differing part of the request is not JSON values.
+        """
+        for index in self._candidates(by_order):
+            diffs = self.check.differences(index, 0, key, request)
+            if diffs and all(d.part in PIN_PARTS for d in diffs):
+                return index, diffs
+        return None
+
     def _nearest(self, by_order: int, request: ModelRequest) -> tuple[int, bool]:
         """The free script whose first recorded request is nearest to ``request`` (the one a mismatch
         report compares with), and whether that choice is a guess (no candidate is nearer than another).
@@ -759,8 +799,7 @@ class ReplayModel:
         ``by_order``, then in creation order), so an unmatched request costs the same in a recording of
         thousands of conversations; only a refused request pays for it.
         """
-        others = (i for i in self._free_callers() if i != by_order)
-        candidates = [by_order, *itertools.islice(others, _NEAREST_LIMIT - 1)]
+        candidates = self._candidates(by_order)
         if len(candidates) == 1:
             return by_order, False
         sent = sent_parts(request)

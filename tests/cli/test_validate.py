@@ -77,6 +77,18 @@ def test_validate_bad_sidecar_is_a_finding(spawn: Path) -> None:
     assert "[REPLAY_BAD_OVERRIDE]" in out(result) and "replay.override.json" in out(result)
 
 
+def test_validate_a_pin_of_a_log_that_does_not_exist_is_a_finding_naming_it(spawn: Path) -> None:
+    """What ``git checkout`` of the logs leaves of a ``changed`` run that added a log: its untracked pin."""
+    logs = sorted(spawn.glob("session*.jsonl"))
+    pin = spawn / f"system-prompt.{len(logs)}.expected.md"
+    pin.write_text("You extract answers.\n")
+    result = cli("validate", spawn)
+    assert result.exit_code == 1
+    assert f"[REPLAY_BAD_PIN] {pin}: pins child log session.{len(logs)}.jsonl, which does not exist" in out(
+        result
+    )
+
+
 # ------------------------------------------------------------------------------ validate: findings
 
 

@@ -130,6 +130,34 @@ def test_script_exhausted() -> None:
     assert model.failures == [info.value]
 
 
+def test_an_exhausted_script_of_a_scenario_names_its_sidecar_for_a_patch() -> None:
+    model = ReplayModel([script("p", call("a"), primary=True)], scenario="text")
+    run(collect(model.stream(req("A"))))
+    with pytest.raises(ReplayServeError) as info:
+        run(collect(model.stream(req("A"))))
+    assert 'a patch in /sc/replay.override.json {"patches":[{"at":1,' in info.value.message
+
+
+def test_an_exhausted_script_of_an_endpoint_test_gives_its_re_record_commands_not_a_sidecar_patch() -> None:
+    """Origin: an endpoint test's exhausted script advised the scenario sidecar patch (docs/scenarios.md),
+    which does not apply to an endpoint recording and named no file."""
+    rerecord = "pytest t.py::test_x --dsh-record=rewrite --dsh-upstream URL"
+    model = ReplayModel(
+        [script("p", call("a"), primary=True)],
+        scenario="text",
+        subject="the test",
+        rerecord=rerecord,
+        episodes="pytest t.py::test_x --dsh-record=new_episodes --dsh-upstream URL",
+    )
+    run(collect(model.stream(req("A"))))
+    with pytest.raises(ReplayServeError) as info:
+        run(collect(model.stream(req("A"))))
+    message = info.value.message
+    assert "patches" not in message and "replay.override" not in message
+    assert "record them with pytest t.py::test_x --dsh-record=new_episodes" in message
+    assert message.endswith(f"re-record the test: {rerecord}")
+
+
 def test_chunks_are_copies_in_order() -> None:
     entry = call("x")
     model = ReplayModel([script("p", entry, entry, primary=True)])
