@@ -19,6 +19,7 @@ another endpoint's recording.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import socket
@@ -41,6 +42,8 @@ MODELS_PATH = "/v1/models"
 RETIRED_PORTS = 4
 #: Seconds a stopping endpoint waits for the requests in flight on its port (aiohttp's own default).
 SHUTDOWN_TIMEOUT = 60.0
+#: Seconds the process's server waits for requests still running when the interpreter exits.
+EXIT_TIMEOUT = 5.0
 
 
 Handler = Callable[[Any], Awaitable[Any]]
@@ -271,13 +274,29 @@ def _stopped(request: Any, port: int | None, what: str | None) -> Any:
 
 
 class SharedServer:
-    """The process's :class:`LoopbackServer` on its event loop in a daemon thread (:func:`shared_server`)."""
+    """The process's :class:`LoopbackServer` on its event loop in a daemon thread (:func:`shared_server`),
+    closed when the interpreter exits (:meth:`close`)."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.server = LoopbackServer()
         self.thread = threading.Thread(target=self.loop.run_forever, name="dsh-endpoint", daemon=True)
         self.thread.start()
+
+    def close(self, timeout: float = EXIT_TIMEOUT) -> None:
+        """Close the server's ports and stop its loop: its sockets and loop closed, not left to the
+        interpreter's end (a request still running after ``timeout`` seconds is dropped)."""
+        if not self.thread.is_alive():
+            return
+        closing = asyncio.run_coroutine_threadsafe(self.server.close(), self.loop)
+        try:
+            closing.result(timeout)
+        except Exception:  # at exit: what is left of the server goes with the process
+            closing.cancel()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+        if not self.thread.is_alive():
+            self.loop.close()
 
 
 _shared: SharedServer | None = None
@@ -290,6 +309,7 @@ def shared_server() -> SharedServer:
     with _shared_lock:
         if _shared is None:
             _shared = SharedServer()
+            atexit.register(_shared.close)
         return _shared
 
 
