@@ -132,7 +132,8 @@ class Guard:
 
 
 def local_port(request: Any) -> int | None:
-    """The local port a request's connection came in on (``None``: its connection is gone)."""
+    """The local port a request (or a connection: aiohttp's request handler, whose ``transport`` it
+    reads too) came in on (``None``: its connection is gone)."""
     transport = request.transport
     sockname = transport.get_extra_info("sockname") if transport is not None else None
     return sockname[1] if isinstance(sockname, tuple) and len(sockname) >= 2 else None

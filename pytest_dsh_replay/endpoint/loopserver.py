@@ -218,7 +218,7 @@ class LoopbackServer:
         await asyncio.sleep(0)
         del self._bound[port]
         alive = self._runner.server.connections
-        connections = [c for c in alive if (_port_of(c) or self._ports.get(c)) == port]
+        connections = [c for c in alive if (local_port(c) or self._ports.get(c)) == port]
         for gone in [c for c, p in self._ports.items() if p == port or c not in alive]:
             del self._ports[gone]
         for connection in connections:
@@ -243,12 +243,6 @@ class LoopbackServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-
-def _port_of(connection: Any) -> int | None:
-    transport = connection.transport
-    sockname = transport.get_extra_info("sockname") if transport is not None else None
-    return sockname[1] if isinstance(sockname, tuple) and len(sockname) >= 2 else None
 
 
 def _call_route(fmt: Any, endpoint_of: Callable[[Any], Any]) -> Handler:
