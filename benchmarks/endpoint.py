@@ -113,10 +113,9 @@ class Upstream:
         deltas, finish = self._deltas(body)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        # no id, created or model: nothing of the answer's identity is recorded (a local server's
-        # stream), so the in-process baseline, which checks the client's bodies as they are, matches
-        # the recording; served, the endpoint maps a history holding an identity block itself
-        base = {"object": "chat.completion.chunk"}
+        # the answer's identity as a real provider sends it (recorded and served back; the request
+        # check leaves it out, so the in-process baseline fed the client's bodies matches too)
+        base = {"id": "chatcmpl-u", "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
         out = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
         out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         await response.write(b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in out))

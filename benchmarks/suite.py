@@ -496,7 +496,7 @@ def bundled_report(base: Path, args: argparse.Namespace) -> int:
         for path in bundled:
             shutil.copytree(path, root / f"copy{k:04d}" / path.parent.name / path.name)
     n = len(bundled) * args.bundled
-    print(f"{n} scenarios: the bundled {len(bundled)} x {args.bundled}; knobs: plugins={args.plugins}")
+    print(f"{n} scenarios: the bundled {len(bundled)} x {args.bundled}; {_plugins_said(args.plugins)}")
     cpu_log = base / "cpu.jsonl"
     runner.env["DSH_BENCH_CPU_LOG"] = str(cpu_log)
     splits: dict[str, list[list[dict[str, Any]]]] = {"serial": [], "parallel": []}
@@ -561,7 +561,8 @@ def against_report(base: Path, args: argparse.Namespace) -> int:
         runner.env["DSH_BENCH_CPU_LOG"] = str(base / f"cpu-{root.name}.jsonl")
     print(
         f"serial replay of the bundled scenarios x {args.bundled}: this tree {counts['this tree']}, "
-        f"{trees['against']} {counts['against']} scenarios; {args.repeat} interleaved round(s)"
+        f"{trees['against']} {counts['against']} scenarios; {args.repeat} interleaved round(s); "
+        f"{_plugins_said(args.plugins)}"
     )
     per_item: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(args.repeat):
@@ -633,6 +634,16 @@ for _ in range(3):
     best = min(best, (time.process_time() - start) / (4 * len(paths)))
 print(best)
 """
+
+
+def _plugins_said(plugins: str) -> str:
+    """What the runs load, said plainly: ``harness`` measures this plugin without the environment's others."""
+    if plugins == "harness":
+        return (
+            "plugins=harness: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, only dsh_replay, xdist and syrupy load "
+            "(every other installed pytest plugin's autoload disabled: not a default pytest run)"
+        )
+    return "plugins=all: every installed pytest plugin loads, as in a default pytest run"
 
 
 def _spread(values: list[float]) -> str:
@@ -708,7 +719,7 @@ def _bench(base: Path, args: argparse.Namespace) -> int:
     kinds = {k: sum(1 for p in paths if p.parent.name == k) for k in KINDS}
     print(f"generated {len(paths)} scenarios in {suite}: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
     knobs = [f"TMPDIR={args.tmpdir}" if args.tmpdir else "", "no-fsync" if args.no_fsync else ""]
-    knobs += [f"plugins={args.plugins}", "bytecode cached" if args.bytecode else "bytecode env as set"]
+    knobs += [_plugins_said(args.plugins), "bytecode cached" if args.bytecode else "bytecode env as set"]
     print("knobs: " + ", ".join(k for k in knobs if k))
 
     record = ("--dsh-record=once", "--dsh-model", "scripted")

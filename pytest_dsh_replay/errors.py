@@ -78,11 +78,17 @@ class LineTooLongError(HarnessError):
         self.where, self.size, self.limit = where, size, limit
 
 
+#: The largest line limit taken (2**53 bytes, 8 PiB: far past any file, and an integer every read
+#: and every float computation with it takes).
+MAX_LINE_LIMIT = 2**53
+
+
 def max_line_bytes() -> int:
     """The per-line size limit in bytes: ``$DSH_REPLAY_MAX_LINE_BYTES`` if set, else 64 MiB.
 
     Raises:
-        HarnessError: (code ``CONFIG``) the variable is set but not a positive integer.
+        HarnessError: (code ``CONFIG``) the variable is set but not a positive integer, or one past
+            :data:`MAX_LINE_LIMIT` (no read takes it).
     """
     raw = os.environ.get(MAX_LINE_BYTES_ENV)
     if raw is None or raw == "":
@@ -91,8 +97,12 @@ def max_line_bytes() -> int:
         value = int(raw)
     except ValueError:
         value = 0
-    if value <= 0:
-        raise HarnessError(f"{MAX_LINE_BYTES_ENV}={raw[:40]!r} must be a positive integer of bytes", "CONFIG")
+    if not 0 < value <= MAX_LINE_LIMIT:
+        raise HarnessError(
+            f"{MAX_LINE_BYTES_ENV}={raw[:40]!r} must be a positive integer of bytes, at most "
+            f"{MAX_LINE_LIMIT}",
+            "CONFIG",
+        )
     return value
 
 

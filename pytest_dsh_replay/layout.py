@@ -77,6 +77,7 @@ __all__ = [
     "mcp_log_match",
     "mcp_log_name",
     "mcp_name_problem",
+    "named_unit",
     "owned_rank",
     "pin_kind",
     "pin_match",
@@ -124,6 +125,12 @@ _OWNED = re.compile(
 
 
 # -- session logs ----------------------------------------------------------------------------------
+
+
+def named_unit(path: Path) -> Path:
+    """What a path given to a command names: a scenario's ``input.json`` names the scenario it defines
+    (its directory), as ``pytest --dsh-scenario`` takes it; any other path itself."""
+    return path.parent if path.name == INPUT_FILE and not path.is_dir() else path
 
 
 def log_name(rank: int) -> str:

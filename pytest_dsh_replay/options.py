@@ -204,6 +204,24 @@ def record_mode(config: pytest.Config) -> RecordMode:
     return RecordMode(config.getoption("dsh_record"))
 
 
+def backend_option(config: pytest.Config) -> str | None:
+    """``--dsh-backend`` (or ini ``dsh_backend``): ``jsonl``, ``sqlite`` or ``both``; ``None`` when
+    neither is set (the scenario's own ``backend``, else JSONL).
+
+    Raises:
+        pytest.UsageError: an ini value that is none of those (the option's choices are checked by
+            argparse).
+    """
+    value = config.getoption("dsh_backend") or str(config.getini("dsh_backend")).strip()
+    if not value:
+        return None
+    if value not in Backend.choices():
+        raise pytest.UsageError(
+            f"ini dsh_backend: {value!r} is no backend: use {', '.join(Backend.choices()[:-1])} or both"
+        )
+    return str(value)
+
+
 def check_model_spec(config: pytest.Config) -> None:
     """Reject a malformed ``--dsh-model`` before any scenario runs (a usage error, not N test failures)."""
     spec = config.getoption("dsh_model") or config.getini("dsh_model")

@@ -42,7 +42,15 @@ from .layout import (
     log_rank,
     skips_dir,
 )
-from .options import add_options, check_model_spec, record_mode, run_masks, run_scrubber, warn_inert_options
+from .options import (
+    add_options,
+    backend_option,
+    check_model_spec,
+    record_mode,
+    run_masks,
+    run_scrubber,
+    warn_inert_options,
+)
 from .options import match_on as match_on_option
 from .own_agent import (
     StoreHandle,
@@ -139,6 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state.roots.extend(r.resolve() for r in configured)
     scenario_args = _named_scenarios(config, state)
     check_model_spec(config)
+    backend_option(config)  # an ini value that is no backend: a usage error now, not one per item
     match_on_option(config)  # a usage error now, not one per item
     run_masks(config)  # a --dsh-mask / dsh_mask regex that does not compile: a usage error now
     if config.getoption("dsh_report"):  # the report's machinery is imported only when asked for
@@ -545,7 +554,7 @@ class ScenarioItem(pytest.Item):
         # the item's own hook proxy: a conftest's hooks apply at or under its directory (plugins and
         # the root conftest to all), as pytest scopes its own hooks
         hook = self.ihook
-        backend = config.getoption("dsh_backend") or config.getini("dsh_backend") or None
+        backend = backend_option(config)
 
         def event_hook(event: dict[str, Any], context: Any) -> dict[str, Any] | None:
             result = hook.pytest_dsh_normalize_event(event=event, context=context)

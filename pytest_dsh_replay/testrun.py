@@ -48,6 +48,11 @@ def _args_problem(args: Sequence[Any]) -> str | None:
         return f"takes one directory, got {len(args)} positional arguments"
     if args and not isinstance(args[0], str | os.PathLike):
         return f"the directory must be a string or a path, got {args[0]!r}"
+    if args and not str(args[0]):
+        # Path("") is ".": the recording would be written among the test files
+        return "the directory must not be empty (write '.' for the test file's own directory)"
+    if args and "\0" in str(args[0]):
+        return f"the directory must not hold a NUL byte, got {str(args[0])!r}"
     return None
 
 
@@ -100,11 +105,12 @@ _VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
 
 def check_marker(marker: pytest.Mark | None, nodeid: str) -> None:
     """Refuse a ``dsh_recording`` marker the fixtures would misread: more than one positional argument,
-    a directory that is not a string or path, a keyword other than ``allow_unused``, ``record_on_error``,
-    ``mask``, ``mcp`` and ``allow_origin``, an ``allow_unused`` or ``record_on_error`` that is not
-    ``True``/``False`` (``"no"`` would allow), a ``mask`` that is not a list (or tuple) of regex strings
-    (a bare string would be read letter by letter), an ``mcp`` that is not ``{NAME: URL}`` of server
-    names, or an ``allow_origin`` that is not a list of origins (``scheme://host[:port]``).
+    a directory that is not a string or path, is empty or holds a NUL byte, a keyword other than
+    ``allow_unused``, ``record_on_error``, ``mask``, ``mcp`` and ``allow_origin``, an ``allow_unused``
+    or ``record_on_error`` that is not ``True``/``False`` (``"no"`` would allow), a ``mask`` that is not
+    a list (or tuple) of regex strings (a bare string would be read letter by letter), an ``mcp`` that
+    is not ``{NAME: URL}`` of server names, or an ``allow_origin`` that is not a list of origins
+    (``scheme://host[:port]``).
 
     Raises:
         MarkerError: ``ENDPOINT_CONFIG``, naming the marker, the test and what is wrong.

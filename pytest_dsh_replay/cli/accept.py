@@ -32,8 +32,9 @@ def accept(directory: Path, allow_unanswered: bool, allow_fewer: bool) -> None:
     a client gone, a test that failed) or whose conversations ended in upstream errors keeps its
     conversations in DIRECTORY/.dsh-kept instead of writing them over a recording. This takes the kept
     run whole (a conversation with a failed call included, replayed as that error), swapped in all or
-    nothing, and removes the kept copy; it says what it took. A kept run in which no conversation had
-    every call answered is refused (KEPT_UNANSWERED) unless --allow-unanswered; one holding fewer
+    nothing, and removes the kept copy; it says what it took (on stdout). A kept run in which no
+    conversation had every call answered is refused (KEPT_UNANSWERED) unless --allow-unanswered; one
+    holding fewer
     conversations than the recording (committed ones would be deleted) is refused (KEPT_DROPS) unless
     --allow-fewer; one whose run failed inside dsh-replay is never taken (KEPT_DEFECT); a symlinked kept
     run, one that is no directory, or one dsh-replay validate reports, is refused (KEPT_INVALID).
@@ -48,6 +49,5 @@ def accept(directory: Path, allow_unanswered: bool, allow_fewer: bool) -> None:
     failed = f"; its {held.failed_calls} failed call(s) replay as their errors" if held.failed_calls else ""
     click.echo(
         f"{directory}: accepted the kept recording, {held.holds()}{failed} ({len(written)} file(s) changed, "
-        f"{len(removed)} removed)",
-        err=True,
+        f"{len(removed)} removed)"
     )

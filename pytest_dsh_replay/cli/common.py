@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import HarnessError
-from ..layout import embeddings_log_files, mcp_log_files
+from ..layout import embeddings_log_files, mcp_log_files, named_unit
 from ..modes import RecordMode
 
 # soft_wrap: long lines stay whole (greppable in CI logs) instead of being wrapped at 80 columns
@@ -42,6 +42,7 @@ def _log_files(path: Path) -> list[Path]:
     """
     from ..recording.inventory import fixture_files
 
+    path = named_unit(path)  # a scenario's input.json: the scenario
     if path.is_dir():
         recorded = list(fixture_files(path))
         # an MCP server's sessions beside the model's (docs/mcp.md); alone, the glob finds them

@@ -12,6 +12,7 @@ import orjson
 from rich.markup import escape
 
 from ..errors import HarnessError, quote
+from ..layout import named_unit
 from ..recording.validate import display as _name
 from . import common
 from .common import EXIT_FINDINGS, _existing, _fail_on_harness_error, _print_findings
@@ -32,7 +33,7 @@ def derive(path: Path, as_json: bool) -> None:
     from ..recording.validate import seq_findings
     from ..replay import load_child_script, load_session_scripts
 
-    _existing(path)
+    path = named_unit(_existing(path))  # a scenario's input.json: the scenario
     if path.is_dir():
         loaded = load_session_scripts(path)
         files = [s.file for s in loaded]

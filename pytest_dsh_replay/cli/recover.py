@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from .common import _fail_on_harness_error
+from ..errors import HarnessError
+from .common import EXIT_USAGE, _existing, _fail_on_harness_error, _print_error
 from .group import main
 
 
@@ -24,8 +26,8 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
     """Complete or clean up a write of DIRECTORY's recording that a kill interrupted.
 
     A write that had committed (its journal, .dsh-write.json, is there) is completed to the new set;
-    temp files (.tmp, .bak) are removed. Prints what it did on stderr; exit 0 (also when there was
-    nothing to do), 2 when the directory cannot be recovered (the reason).
+    temp files (.tmp, .bak) are removed. Prints what it did on stdout; exit 0 (also when there was
+    nothing to do), 2 when a directory is not there or cannot be recovered (the reason).
     """
     from ..endpoint.record import remove_temp_stores, stale_temp_stores
     from ..recording.write import recover_write
@@ -34,8 +36,17 @@ def recover(directories: Sequence[Path], temp_stores: bool) -> None:
         raise click.UsageError("give a DIRECTORY, or --temp-stores")
     if temp_stores:
         removed = remove_temp_stores(stale_temp_stores())
-        click.echo(f"removed {len(removed)} temporary store(s) of killed recording runs", err=True)
+        click.echo(f"removed {len(removed)} temporary store(s) of killed recording runs")
+    missing = False
     for directory in directories:
+        try:
+            _existing(directory)  # a typo is named, not "nothing to recover"
+        except HarnessError as exc:
+            _print_error(exc)
+            missing = True
+            continue
         done = recover_write(directory)
         for line in done or ["nothing to recover"]:
-            click.echo(f"{directory}: {line}", err=True)
+            click.echo(f"{directory}: {line}")
+    if missing:
+        sys.exit(EXIT_USAGE)

@@ -67,8 +67,9 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
                 errors = [s.error for s in recording.sessions]
                 recording.findings = [str(f) for f in found if str(f) not in errors]
             recordings.append(recording)
+    # each as the page says it, "[CODE] file:line: ...", the file named in it already
     problems = [r.error for r in recordings if r.error] + [
-        f"{r.path}/{s.file}: {s.error}" for r in recordings for s in r.sessions if s.error
+        s.error for r in recordings for s in r.sessions if s.error
     ]
     scrubber = _cli_scrubber()  # what every command's output goes through
     payload = report_payload(title or "dsh-replay report: " + " ".join(map(str, paths)), recordings)
@@ -78,8 +79,9 @@ def report(paths: tuple[Path, ...], output: Path, title: str | None) -> None:
         raise HarnessError(
             f"-o {output}: cannot write the report: {exc.strerror or exc}", "PATH_UNWRITABLE"
         ) from None
-    for problem in problems:
-        common.console.print(f"[red]error[/red]: {escape(problem)}")
+    for problem in problems:  # in the typed style of every command (docs/cli.md: error [CODE]: ...)
+        code, _, said = problem.removeprefix("[").partition("] ")
+        common.console.print(f"[red]error[/red] [{escape(code)}]: {escape(said)}")
     for recording in recordings:
         for finding in recording.findings:
             common.console.print(f"[red]finding[/red] {escape(finding)}")

@@ -394,6 +394,10 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
 
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from ..recording.harvest import harvest_key
+    from ..recording.manifest import continued_logs
+
+    # the conversations the client itself continued: the endpoint's manifest names them (no header does)
+    continued = continued_logs(path if path.is_dir() else path.parent)
 
     # the embeddings log is no session: its calls are shown last, beside the sessions' tree
     calls = [log for log in logs if log.calls_only]
@@ -415,7 +419,10 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
         if log.given:
             parent = by_id.get(log.header.get("parentSession"))  # type: ignore[arg-type]
             handed = [f"{name} {cid}" for cid, name in log.given_results if parent and cid in parent.call_ids]
-            if handed:
+            if log.file.name in continued and "parentSession" in log.header:
+                role = "continued child"  # its history holds its parent's calls too: no handoff
+                seed += f", history given: {log.given} events, continued by the client from its parent"
+            elif handed:
                 role = "handoff child"
                 seed += f", history given: {log.given} events, handed over by {', '.join(handed)}"
             else:

@@ -64,13 +64,28 @@ def _transient(status: int) -> bool:
 class Served(NamedTuple):
     """What one embedding call is answered: ``status``, ``body`` (the answer's JSON bytes, encoded as a
     replay encodes the recorded answer, so a client gets the same bytes recording and replaying; an
-    answer too deep to encode again as it came), ``problem`` (why a live answer was not recorded,
-    ``None``: it was, or it was replayed) and ``headers`` (the upstream's retry headers)."""
+    answer too deep to encode again, or no JSON at all, as it came), ``problem`` (why a live answer was
+    not recorded, ``None``: it was, or it was replayed), ``headers`` (the upstream's retry headers) and
+    ``content_type`` (the upstream's own for an answer that is no JSON)."""
 
     status: int
     body: bytes
     problem: str | None = None
     headers: Mapping[str, str] = {}
+    content_type: str = "application/json"
+
+
+class UpstreamAnswer(NamedTuple):
+    """An upstream's answer to one embedding call: ``status``, ``raw`` (the body as sent), ``answer``
+    (its JSON; when ``is_json`` is false, the body as text, undecodable bytes replaced), ``headers``
+    (its retry headers: the client's SDK retries by them) and ``content_type``."""
+
+    status: int
+    raw: bytes
+    answer: Any
+    headers: dict[str, str]
+    content_type: str
+    is_json: bool = True
 
 
 class EmbeddingRefused(HarnessError):
@@ -189,8 +204,7 @@ class EmbeddingCalls:
             WireRequestError: the body is not of the API's types (``llm.wire.embeddings.request_problem``),
                 or nested too deep for its line of the log.
             EmbeddingRefused: no recorded call matches and the plan forwards nothing.
-            LlmError: the upstream could not be reached or answered no JSON
-                (:meth:`EmbeddingUpstream.forward`).
+            LlmError: the upstream could not be reached (:meth:`EmbeddingUpstream.forward`).
         """
         self.asked += 1
         found = wire.problem(body)
@@ -213,8 +227,16 @@ class EmbeddingCalls:
         if not self.live:
             raise EmbeddingRefused(why)
         self.forwarded += 1
-        status, raw, answer, headers = await upstream.forward(wire, body)
+        got = await upstream.forward(wire, body)
+        status, raw, answer = got.status, got.raw, got.answer
         name = f"embedding call #{self.asked} ({wire.route})"
+        if not got.is_json:
+            # no JSON (a gateway's page, an empty 503): nothing of ours to encode, so it goes as it came,
+            # a key it quotes scrubbed, and is never recorded (a recorded call holds a JSON answer)
+            raw = self.scrub(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+            problem = self._record(wire, body, checked, key, status, answer or "(an empty body)", False)
+            said = None if problem is None else f"{name}: {problem}"
+            return Served(status, raw, said, got.headers, got.content_type)
         deep = nesting_exceeds(answer, MAX_INPUT_NESTING - _CALL_DEPTH)
         if not deep:
             # sent as a replay sends it (the same bytes either way), a key it quotes scrubbed (the
@@ -222,7 +244,7 @@ class EmbeddingCalls:
             answer = scrubbed(answer, self.scrub)
             raw = orjson.dumps(answer)
         problem = self._record(wire, body, checked, key, status, answer, deep)
-        return Served(status, raw, None if problem is None else f"{name}: {problem}", headers)
+        return Served(status, raw, None if problem is None else f"{name}: {problem}", got.headers)
 
     def _record(
         self,
@@ -342,22 +364,22 @@ class EmbeddingUpstream:
         self.timeout = timeout
         self._session: Any = None
         #: the calls in flight, each with the reason it was cancelled (``""``: not cancelled)
-        self._in_flight: dict[asyncio.Future[tuple[int, bytes, dict[str, str]]], str] = {}
+        self._in_flight: dict[asyncio.Future[tuple[int, bytes, dict[str, str], str]], str] = {}
 
-    async def forward(self, wire: Any, body: Mapping[str, Any]) -> tuple[int, bytes, Any, dict[str, str]]:
-        """``(status, body as sent, its JSON, retry headers)`` of the upstream (its ``Retry-After``,
-        ``retry-after-ms``, ``x-should-retry``: the client's SDK retries by them).
+    async def forward(self, wire: Any, body: Mapping[str, Any]) -> UpstreamAnswer:
+        """The upstream's answer (:class:`UpstreamAnswer`), whatever its status and body: one that is no
+        JSON is the upstream's word too, passed on as sent.
 
         Raises:
-            LlmError: ``CONNECTION`` (unreachable, cut off, timed out), ``BAD_RESPONSE`` (an answer that
-                is not JSON), ``CANCELLED`` (:meth:`cancel`: a stop whose grace ran out).
+            LlmError: ``CONNECTION`` (unreachable, cut off, timed out), ``CANCELLED`` (:meth:`cancel`: a
+                stop whose grace ran out).
         """
         url = format_url(self.base_url, wire.upstream_path)
         headers = {"Content-Type": "application/json", **wire.upstream_headers(self.keys.get(wire.PATH))}
         call = asyncio.ensure_future(self._post(url, orjson.dumps(dict(body)), headers))
         self._in_flight[call] = ""
         try:
-            status, data, retry = await asyncio.shield(call)
+            status, data, retry, content_type = await asyncio.shield(call)
         except asyncio.CancelledError:
             reason = self._in_flight.get(call, "")
             current = asyncio.current_task()
@@ -368,15 +390,14 @@ class EmbeddingUpstream:
         finally:
             self._in_flight.pop(call, None)
         try:
-            return status, data, orjson.loads(data), retry
-        except orjson.JSONDecodeError as exc:
-            raise LlmError(
-                f"upstream {url} answered HTTP {status} that is not JSON: {exc}", "BAD_RESPONSE", 502
-            ) from exc
+            return UpstreamAnswer(status, data, orjson.loads(data), retry, content_type)
+        except orjson.JSONDecodeError:
+            text = data.decode("utf-8", "replace")
+            return UpstreamAnswer(status, data, text, retry, content_type, is_json=False)
 
     async def _post(
         self, url: str, data: bytes, headers: Mapping[str, str]
-    ) -> tuple[int, bytes, dict[str, str]]:
+    ) -> tuple[int, bytes, dict[str, str], str]:
         import aiohttp
 
         from .record import RETRY_HEADERS
@@ -386,7 +407,8 @@ class EmbeddingUpstream:
         try:
             async with self._session.post(url, data=data, headers=headers) as response:
                 retry = {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None}
-                return response.status, await response.read(), retry
+                content_type = response.headers.get("Content-Type", "application/octet-stream")
+                return response.status, await response.read(), retry, content_type
         except (aiohttp.ClientError, TimeoutError) as exc:
             said = str(exc) or type(exc).__name__
             raise LlmError(f"upstream {url} could not be reached: {said}", "CONNECTION", 502) from exc

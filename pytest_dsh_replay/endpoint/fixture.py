@@ -138,11 +138,11 @@ def _endpoint_config(
     request: pytest.FixtureRequest, marker: pytest.Mark | None, masks: Any, directory: Path
 ) -> EndpointConfig:
     """The test's endpoint as its options, ini values and marker configure it (module doc)."""
-    from ..options import match_on
+    from ..options import backend_option, match_on
 
     config = request.config
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
-    backend_name = config.getoption("dsh_backend") or config.getini("dsh_backend") or Backend.JSONL
+    backend_name = backend_option(config)
     return EndpointConfig(
         directory,
         record=RecordMode(config.getoption("dsh_record")),

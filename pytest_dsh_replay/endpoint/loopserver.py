@@ -70,6 +70,11 @@ class Served(Protocol):
         """The answer to a request no route takes (``allowed``: the path's methods, empty: no path)."""
         ...
 
+    def defect(self, request: Any, exc: Exception) -> Any:
+        """The answer to an exception no part of a route expected (``ENDPOINT_ERROR``, 500, typed JSON
+        in the path's API shape, logged with its traceback, a problem of the run)."""
+        ...
+
 
 class _RefusedRequestLine(logging.Filter):
     """aiohttp's log of a request its HTTP parser refused (two ``Host`` headers, a duplicate
@@ -152,6 +157,10 @@ class LoopbackServer:
                 return endpoint.refuse_unrouted(request, sorted(exc.allowed_methods))
             except web.HTTPNotFound:
                 return endpoint.refuse_unrouted(request, [])
+            except web.HTTPException:
+                raise  # aiohttp's own answers (it sends them as they are)
+            except Exception as exc:  # a defect of any route (a call's, the models', a guest's): one answer
+                return endpoint.defect(request, exc)
 
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[dispatch])
         for fmt in FORMATS.values():

@@ -81,7 +81,7 @@ from .config import (
 from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, error_body
 from .guard import Guard
-from .loopserver import MODELS_PATH, LoopbackServer, shared_server
+from .loopserver import HTTP_LOG, MODELS_PATH, LoopbackServer, shared_server
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -668,9 +668,7 @@ class Endpoint:
             if fmt.kind == "embeddings":
                 return await self._serve_embeddings(wire, request)
             return await self._serve(wire, request)
-        except Exception as exc:  # a defect outside a call's answer: typed, said once, the run failed
-            return self._defect(fmt, request, exc)
-        finally:
+        finally:  # a defect outside a call's answer goes on to the server's dispatch (:meth:`defect`)
             self.in_flight -= 1
 
     async def mcp(self, request: Any) -> Any:
@@ -711,10 +709,10 @@ class Endpoint:
             return self._error(wire, message, exc.code, exc.status or 502)
         if served.problem is not None:
             self.problem(self.scrubber.scrub_fixed(served.problem))
-        # the answer as the upstream sent it, with its retry headers
-        return web.Response(
-            body=served.body, status=served.status, content_type="application/json", headers=served.headers
-        )
+        # the answer as the upstream sent it, with its retry headers (and its content type: the body of
+        # one that is no JSON is passed on as it came)
+        headers = {**served.headers, "Content-Type": served.content_type}
+        return web.Response(body=served.body, status=served.status, headers=headers)
 
     def cancel_upstream(self, reason: str) -> int:
         """End the upstream calls in flight now (a stop whose grace ran out): each fails with
@@ -766,10 +764,16 @@ class Endpoint:
             413,
         )
 
-    def _defect(self, fmt: Format, request: Any, exc: Exception) -> Any:
-        """The answer to an exception no part of the route expected (a defect of ours): the format's JSON
-        error (``ENDPOINT_ERROR``, 500) naming it and where it was raised, one problem of the run (its
-        report says it once, on stderr under serve), never aiohttp's bare 500 and traceback."""
+    def defect(self, request: Any, exc: Exception) -> Any:
+        """The answer to an exception no part of a route expected (a defect of ours), whatever the
+        route (the server's dispatch calls it for every route of this endpoint's port: a model call's,
+        ``/v1/models``, a guest's such as the MCP relays): the JSON error of the path's API
+        (``formats.error_body``: the model format's, OpenAI's for ``/v1/models``, a JSON-RPC error
+        under ``/mcp/``; ``ENDPOINT_ERROR``, 500) naming it and where it was raised, logged with its
+        traceback, one problem of the run (its report says it once, on stderr under serve), never
+        aiohttp's bare text/plain 500."""
+        from aiohttp import web
+
         from ..recording.kept import DEFECT_CODE
         from .answer import raised_at
 
@@ -778,15 +782,15 @@ class Endpoint:
             f"{request.method} {request.path}); a defect of dsh-replay: the run failed, and a run it kept is "
             "not accepted"
         )
+        HTTP_LOG.error("%s", message, exc_info=exc)
         self.problem(message)
         try:
-            wire = fmt.bind(request.match_info, request.path)
-        except Exception:  # the route's own binding raised: the common error shape then
-            from aiohttp import web
-
+            body = error_body(request.path, message, DEFECT_CODE, 500)
+        except Exception:  # the path's format could not be bound: the common error shape then
             body = {"error": {"message": message, "type": "server_error", "code": DEFECT_CODE}}
-            return web.json_response(body, status=500, headers=NO_RETRY)
-        return self._error(wire, message, DEFECT_CODE, 500)
+        return web.Response(
+            body=orjson.dumps(body), status=500, content_type="application/json", headers=NO_RETRY
+        )
 
     def _problem(self, fmt: WireFormat, exc: HarnessError, status: int) -> Any:
         self.problems.append(exc.message)
@@ -799,6 +803,7 @@ class Endpoint:
             return refusal
         try:
             parsed, hashes = self.prefixes.map(fmt, body)
+            fmt.wants_stream(body)  # a stream flag of another type is refused here, before binding
             if self.recorder is not None:
                 _refuse_unanswered_calls(parsed)
                 # an attempt of the same request whose client left (an SDK's retry after its timeout):

@@ -238,7 +238,10 @@ class RunWriter:
         outcome.notes += pin_notes
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
-        pins.append((target / ENDPOINT_MANIFEST, manifest_text(endpoint.formats_seen, unknown_parents)))
+        continued = self._continued(result.logs)
+        pins.append(
+            (target / ENDPOINT_MANIFEST, manifest_text(endpoint.formats_seen, unknown_parents, continued))
+        )
         # the run's embedding calls go where its conversations go, in the same swap
         embeddings = endpoint.embeddings.log_file(where, endpoint.scrubber.scrub)
         stale = [] if embeddings or not endpoint.plan.prunes_owned else embeddings_log_files(where)
@@ -400,6 +403,16 @@ class RunWriter:
             for conv in self.endpoint.binder.conversations
             if conv.candidates and conv.id in names
         }
+
+    def _continued(self, logs: Sequence[Any]) -> list[str]:
+        """The log files of the recorded conversations the client itself continued (conversations.py
+        rule 3: :attr:`~.conversations.Conversation.kind` ``continued``)."""
+        recorded = {log.id: log_name(rank) for rank, log in enumerate(logs)}
+        return [
+            recorded[conv.id]
+            for conv in self.endpoint.binder.conversations
+            if conv.kind == "continued" and conv.id in recorded
+        ]
 
     def _nothing_arrived(self) -> str:
         """The note of a recording run no model request reached: the requests no route took, if any

@@ -285,6 +285,11 @@ class McpRecorder:
             f"MCP server {name!r} is next recorded into {directory}"
         )
 
+    def abandon(self) -> None:
+        """The session never ran (its server did not start): its stage or spool is removed, nothing of
+        it written."""
+        self._drop_stage()
+
     def _drop_stage(self) -> None:
         if self.stage is not None:
             self.stage.discard()

@@ -304,7 +304,10 @@ class McpRelay:
 
     def refused(self, exc: HarnessError) -> None:
         """:meth:`start` raised ``exc`` after the session was claimed: its outcome says so (the fixture
-        reads it instead of waiting for a relay that is gone)."""
+        reads it instead of waiting for a relay that is gone). Nothing of the session stays in the
+        directory (its stage, which ``validate`` would take for an interrupted write)."""
+        if self.recorder is not None:
+            self.recorder.abandon()
         self.unlock()
         if self.claimed:
             self._leave(McpOutcome(self.config.name, self.plan.label, self.index, [f"[{exc.code}] {exc}"]))

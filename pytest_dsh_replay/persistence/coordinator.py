@@ -19,7 +19,8 @@ from typing import Protocol
 from msgspec import Struct, field
 
 from pytest_dsh_replay.errors import quote
-from pytest_dsh_replay.session import Event, Session, SessionHeader, SessionStore, copy_json_value
+from pytest_dsh_replay.session import Event, Session, SessionHeader, SessionStore
+from pytest_dsh_replay.session.codec import copy_checked_json
 
 from ._base import TrackedState, seed_covers
 from .errors import PersistenceAggregateError, SessionCollisionError
@@ -124,8 +125,9 @@ class WriteCoordinator:
             self._start(session, live)
 
     def on_session_event(self, session: Session, event: Event) -> None:
-        """``session/event``: buffer a deep copy of ``event``."""
-        self._live.setdefault(session, _Live()).buffer.append(copy_json_value(event, "event"))
+        """``session/event``: buffer a deep copy of ``event`` (the store's: checked by the session's
+        append, so :func:`~pytest_dsh_replay.session.codec.copy_checked_json` copies it)."""
+        self._live.setdefault(session, _Live()).buffer.append(copy_checked_json(event, "event"))
 
     async def on_session_flush(self, session: Session) -> None:
         """``session/flush``: write the buffered events not yet stored; keep them on failure.

@@ -65,6 +65,17 @@ def held_by_another(path: os.PathLike[str] | str) -> bool:
         os.close(fd)
 
 
+def _open_lock_file(path: Path) -> int:
+    """Open (create) the lock file ``path``, creating its directory (0700) when it is missing: the
+    directory is made once per store, the file opened once per session, so the open is tried first."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        return os.open(path, flags, 0o600)
+
+
 class WriterLock:
     """An exclusive, non-blocking lock on ``path`` held by this object until :meth:`release`.
 
@@ -77,8 +88,7 @@ class WriterLock:
         self.path = path
         self.session_id = session_id
         try:
-            path.parent.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = _open_lock_file(path)
         except OSError as exc:
             raise PersistenceError(
                 f"cannot open writer lock {path} for session {quote(session_id)}: {exc}", "PERSISTENCE_IO"

@@ -11,7 +11,10 @@ Shape, version :data:`MANIFEST_VERSION`::
 ``version`` absent is version 1 (the manifests written before it was added); ``formats`` are the paths
 of the wire formats the recording was made through, each a conversation format of the registry
 (:data:`CONVERSATION_FORMATS`). ``unknownParents`` (optional) lists the conversations whose parent could
-not be told (:func:`unknown_parents`; no finding). Other keys are ignored.
+not be told (:func:`unknown_parents`; no finding); ``continuedByClient`` (optional) the log files of the
+conversations the client itself continued, a child seeded with the history as it sent it
+(``endpoint/conversations.py`` rule 3, :func:`continued_logs`: what ``dsh-replay show`` labels them).
+Other keys are ignored.
 """
 
 from __future__ import annotations
@@ -53,12 +56,17 @@ class Manifest(Struct, frozen=True):
     formats: tuple[str, ...]
 
 
-def manifest_text(formats: Iterable[str], unknown_parents: Mapping[str, Sequence[str]] | None = None) -> str:
+def manifest_text(
+    formats: Iterable[str],
+    unknown_parents: Mapping[str, Sequence[str]] | None = None,
+    continued: Iterable[str] = (),
+) -> str:
     """The manifest of a recording made through ``formats`` (paths), as the writer stores it.
 
     ``unknown_parents``: log file -> the log files of the conversations whose tool calls were open
     when it started (two or more: its parent could not be told), stored as ``unknownParents``
-    (``[{"log", "candidates"}]``) and said by :func:`parent_notes`.
+    (``[{"log", "candidates"}]``) and said by :func:`parent_notes`. ``continued``: the log files of
+    the conversations the client continued (module doc), stored sorted as ``continuedByClient``.
     """
     body: dict[str, Any] = {
         "version": MANIFEST_VERSION,
@@ -69,6 +77,9 @@ def manifest_text(formats: Iterable[str], unknown_parents: Mapping[str, Sequence
         body["unknownParents"] = [
             {"log": log, "candidates": list(candidates)} for log, candidates in unknown_parents.items()
         ]
+    continued_by_client = sorted(set(continued), key=lambda log: (len(log), log))
+    if continued_by_client:
+        body["continuedByClient"] = continued_by_client
     return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -91,6 +102,19 @@ def unknown_parents(directory: Path) -> list[tuple[str, list[str]]]:
         if isinstance(log, str) and names:
             out.append((log, names))
     return out
+
+
+def continued_logs(directory: Path) -> frozenset[str]:
+    """The log files of the recording's manifest the client continued (``continuedByClient``, module
+    doc); empty without a manifest, with one that does not read (validate reports that as a finding) or
+    one written before the key was."""
+    path = directory / ENDPOINT_MANIFEST
+    try:
+        value = orjson.loads(read_regular_file(path, "endpoint manifest", whole_limit=True))
+    except (OSError, HarnessError, orjson.JSONDecodeError):
+        return frozenset()
+    logs = value.get("continuedByClient") if isinstance(value, dict) else None
+    return frozenset(log for log in logs if isinstance(log, str)) if isinstance(logs, list) else frozenset()
 
 
 def read_manifest(directory: Path) -> Manifest | None:
@@ -161,6 +185,7 @@ __all__ = [
     "MANIFEST_VERSION",
     "EndpointManifestError",
     "Manifest",
+    "continued_logs",
     "manifest_findings",
     "manifest_text",
     "read_manifest",

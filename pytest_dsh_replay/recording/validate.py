@@ -46,6 +46,7 @@ from ..layout import (
     is_sidecar_name,
     loose_log_number,
     mcp_log_files,
+    named_unit,
 )
 from ..llm.secrets import SecretScrubber
 from ..modes import RecordMode
@@ -180,6 +181,7 @@ class LogChecks:
         self.surface = array("q")
         self.last_turn = 0
         self._outside: tuple[_At, Any, int] | None = None  # a run of events outside any turn
+        self._misplaced: tuple[int, int, int, Any] | None = None  # the last chunk place reported
 
     def _outside_turn(self, at: _At) -> None:
         """A step or chunk outside a turn: one finding per run of them (a lost ``turn/start``
@@ -229,6 +231,9 @@ class LogChecks:
             if self.open_turn is None:
                 self._outside_turn(_At(self.where, line_no, seq, t))
             self._chunk(line_no, seq, d)
+            turn, step = d.get("turn"), d.get("step")
+            if type(turn) is int and type(step) is int:  # else _chunk said so
+                self._chunk_place(line_no, seq, turn, step)
         elif t in _STRUCTURE:
             self._structure(_At(self.where, line_no, seq, t), t, d, seq if type(seq) is int else i)
         if "surfaceOp" in e or t in SURFACE_TYPES:
@@ -242,6 +247,23 @@ class LogChecks:
         if problem is not None:
             bad = BadChunkEventError(self.where, self.count - 1, seq, problem, line_no)
             self._add(bad.code, bad.message)
+
+    def _chunk_place(self, line_no: int, seq: Any, turn: int, step: int) -> None:
+        """A chunk names the open turn and step (replay's derive cuts the call at a chunk of another,
+        and says its stream raised); one finding per run of chunks naming the same other place."""
+        open_turn, open_step = self.open_turn, self.open_step
+        if type(open_turn) is not int or (turn == open_turn and (open_step is None or step == open_step)):
+            self._misplaced = None
+            return
+        place = (turn, step, open_turn, open_step)
+        if place != self._misplaced:
+            self._misplaced = place
+            at = _At(self.where, line_no, seq, _CHUNK)
+            self._add(
+                "LOG_STEP",
+                f"{at}: the chunk names turn {turn}, step {step} but turn {open_turn}, step "
+                f"{display(open_step)} is open",
+            )
 
     def _digest(self, raw: bytes, e: Event) -> None:
         """Add an event within the wanted seed lengths to the lineage digest, kept at each one."""
@@ -262,6 +284,8 @@ class LogChecks:
         seq = span.seq0
         if type(span.turn) is not int or type(span.step) is not int or type(span.run.index) is not int:
             self._chunk(line_no, seq, next(span.iter_events())["data"])  # the members share them
+        if type(span.turn) is int and type(span.step) is int:
+            self._chunk_place(line_no, seq, span.turn, span.step)
         if seq == self.expected:
             self.expected = seq + 1
         else:
@@ -333,9 +357,19 @@ class LogChecks:
             add("LOG_TOOL_PAIRING", f"{at}: tool call {quote(call_id)} never got a tool/result")
         self.open_turn, self.open_step, self.pending = None, None, {}
 
+    def _step_turn(self, at: _At, d: dict[str, Any]) -> None:
+        """A step event names the open turn (events.md §4: ``turn:int``)."""
+        turn, open_turn = d.get("turn"), self.open_turn
+        if type(open_turn) is int and (type(turn) is not int or turn != open_turn):
+            self._add(
+                "LOG_STEP",
+                f"{at}: step {display(d.get('step'))} names turn {quote(turn)} but turn {open_turn} is open",
+            )
+
     def _step_start(self, at: _At, d: dict[str, Any], seq: int) -> None:
         if self.open_turn is None:
             self._outside_turn(at)
+        self._step_turn(at, d)
         if self.open_step is not None:
             self._add(
                 "LOG_STEP",
@@ -344,6 +378,7 @@ class LogChecks:
         self.open_step = d.get("step")
 
     def _step_end(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        self._step_turn(at, d)
         if self.open_step is None or d.get("step") != self.open_step:
             self._add(
                 "LOG_STEP",
@@ -716,6 +751,7 @@ def validation_units(path: Path) -> Iterator[tuple[Path, str]]:
     (``DirKind.INTERRUPTED``; a live recording's stage is no leftover): its unit reports it and names
     ``dsh-replay recover``.
     """
+    path = named_unit(path)
     if not path.is_dir():
         yield path, ""
         return
@@ -819,8 +855,8 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
         return report
     if path.is_dir():
         files = _directory_files(path, report)
-    elif path.name == INPUT_FILE:
-        return validate_unit(path.parent, scrubber)  # the scenario it defines
+    elif named_unit(path) != path:
+        return validate_unit(named_unit(path), scrubber)  # the scenario it defines
     elif is_sidecar_name(path.name):
         _check_sidecar(path, report.findings)
         return report

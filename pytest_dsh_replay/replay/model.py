@@ -261,6 +261,11 @@ class ReplayModel:
         self._with_calls: int | None = None
         self._bound_calls = 0
         self._first_index: dict[tuple[str, ...], dict[bytes, list[int]]] | None = None
+        #: while a first call binds: script index -> whether its first request matched (``_binds_to``)
+        self._first_answers: dict[int, bool] | None = None
+        #: ``(live session, script)`` bound because the script's first request matched the session's first
+        #: call: the request check of that call (``_not_served``) has its answer already
+        self._matched_first: tuple[str, int] | None = None
         self._holders: dict[int, str] = {}  # script index -> the live session bound to it
         #: script index -> the scripts with the same first request and answer (built at the first mismatch)
         self._alike: dict[int, tuple[int, ...]] | None = None
@@ -387,7 +392,10 @@ class ReplayModel:
         if not script.calls:
             return False  # a session that never called the model cannot be this caller
         self.compared += 1
-        return self._matches_first_call(index, key, request)
+        matched = self._matches_first_call(index, key, request)
+        if self._first_answers is not None:
+            self._first_answers[index] = matched
+        return matched
 
     def _matches_first_call(self, index: int, key: str, request: ModelRequest) -> bool:
         """Whether ``request``, the first call of live session ``key``, matches script ``index``'s first
@@ -621,6 +629,7 @@ class ReplayModel:
         """Bind the unbound live session ``key`` by its first ``request`` (its cursor at 0), or the error
         refusing it: a request not made of JSON values, one matching no free script
         (``bind_unmatched=False``), a session the recording lacks."""
+        self._first_answers = {}
         try:
             target = (
                 None
@@ -630,6 +639,8 @@ class ReplayModel:
         except RequestShapeError as exc:
             self.failures.append(exc)
             return exc
+        finally:
+            answers, self._first_answers = self._first_answers, None
         if target is None and not self.bind_unmatched and key not in self._unrecorded:
             unmatched = self._unmatched(key, request)
             if unmatched is not None:
@@ -638,6 +649,7 @@ class ReplayModel:
             return self._unrecorded_session(key)
         self._bind(key, target)
         self.cursors[key] = 0
+        self._matched_first = (key, target) if answers.get(target) else None
         return None
 
     def _unrecorded_session(self, key: str) -> ReplayServeError:
@@ -657,6 +669,7 @@ class ReplayModel:
         """Why call ``call`` of script ``index`` is not served to live session ``key``, or ``None``: the
         script is exhausted, an earlier request did not match (strict), or this one does not (strict; a
         lenient model serves it and notes the mismatch)."""
+        matched, self._matched_first = self._matched_first == (key, index) and call == 0, None
         entries = self.scripts[index].calls
         if call >= len(entries):
             return self._exhausted(key, index, call)
@@ -667,7 +680,8 @@ class ReplayModel:
                 "REPLAY_AFTER_MISMATCH",
             )
         try:
-            diffs = self.check.differences(index, call, key, request)
+            # a first call bound by its request matched this script's first request: no difference
+            diffs = [] if matched else self.check.differences(index, call, key, request)
         except RequestShapeError as exc:
             self.failures.append(exc)
             return exc

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..errors import quote
-from ..session.codec import iter_strings, map_strings
+from ..session.codec import copy_parsed_json, iter_strings, map_strings
 
 TOKEN = "{{fromRequest:"
 
@@ -112,7 +112,10 @@ def resolve_string(text: str, request: str) -> str:
 
 
 def resolve_copy(value: Any, request: str | None) -> Any:
-    """Deep-copy ``value`` (dicts keep key order), resolving placeholders when ``request`` is given."""
+    """Deep-copy ``value`` (dicts keep key order), resolving placeholders when ``request`` is given.
+
+    ``value`` is a recorded or authored entry, parsed from JSON (``copy_parsed_json`` copies it).
+    """
     if request is None:
-        return map_strings(value, lambda text: text)
+        return copy_parsed_json(value)
     return map_strings(value, lambda text: resolve_string(text, request) if TOKEN in text else text)

@@ -11,7 +11,8 @@ retry inside one step is a second call that expects the same request again) and 
 (the call points of a bare-array sidecar, whose calls the log cannot show). A snapshot is an
 :class:`ExpectedRequest`: a length into a history list shared by all snapshots of the log (a surface
 ``replace`` starts a new list), so the pass is linear in the log and a snapshot costs O(1). For a fork
-child the history includes the inherited seed.
+child the history includes the inherited seed. Each message is kept as the check compares it
+(:func:`compared_message`, the live side's one rule too): what no client sends back is left out.
 
 **Comparison.** :func:`request_differences` compares the parts named in ``parts`` (``messages``,
 ``system``, ``tools``, ``model``; the last three come from the pins, :mod:`.pins`). A part equal as it
@@ -35,6 +36,7 @@ from ..errors import HarnessError, quote
 from ..itemreport import MAX_VALUE, RequestDiff
 from ..layout import PIN_KINDS, PIN_PARTS
 from ..llm import Message
+from ..llm.wire.fields import CHUNK_FIELDS, PROVIDER_FIELDS_BLOCK
 from ..session.codec import first_change, json_value_problem, text_digest
 from ..session.session import event_message
 from ..session.tokens import Tokenizer
@@ -81,7 +83,8 @@ def parse_match_on(values: Iterable[str], *, option: str = "--dsh-match-on") -> 
 
 
 class ExpectedRequest(Struct, frozen=True):
-    """The recorded request of one call: the derived history at the call (events.md §6).
+    """The recorded request of one call: the derived history at the call (events.md §6), each message
+    as the check compares it (:func:`compared_message`).
 
     Attributes:
         history: the log's history list (shared by the log's snapshots; never mutate it).
@@ -199,6 +202,8 @@ class _CallPointFold:
             self.broken = True
             return
         message = event_message(cast(SessionEvent, event), copy=False)
+        if message is not None:
+            message = compared_message(message)  # the history as the check compares it
         self.message_of[seq] = message
         if op == "append":
             self.order.append(seq)
@@ -447,19 +452,72 @@ class Sides(Struct):
 def derivable(message: Any) -> bool:
     """Whether a live message has a counterpart in a log's derived messages: an assistant message with
     empty ``content`` has none (events.md §6: its ``assistant/message`` is skipped), so a model's empty
-    answer, or an empty assistant turn in a seeded history, sent back by the client is not compared."""
-    return not (
-        isinstance(message, Mapping) and message.get("role") == "assistant" and not message.get("content")
-    )
+    answer, or an empty assistant turn in a seeded history, sent back by the client is not compared.
+    A message :func:`compared_message` leaves nothing of has none either."""
+    return compared_message(message) is not None
+
+
+def _unsent(block: Any) -> bool:
+    """Whether ``block`` holds what no client sends back: a ``provider-fields`` block's ``chunkFields``
+    (response metadata, ``llm.wire.fields``: the answer's identity, a chunk's own keys)."""
+    return type(block) is dict and block.get("type") == PROVIDER_FIELDS_BLOCK and CHUNK_FIELDS in block
+
+
+def _sent_back(content: list[Any]) -> list[Any]:
+    """``content`` without its blocks' ``chunkFields``, a ``provider-fields`` block left with nothing
+    else dropped (the identity block before an answer's parts)."""
+    out = []
+    for block in content:
+        if _unsent(block):
+            block = {k: v for k, v in block.items() if k != CHUNK_FIELDS}
+            if len(block) == 1:  # its type alone
+                continue
+        out.append(block)
+    return out
+
+
+def compared_message(message: Any) -> Any:
+    """What the request check compares of one message, the recorded side and the live side alike (the
+    one rule): the message without what no client sends back, a ``provider-fields`` block's
+    ``chunkFields`` (the answer's identity the endpoint records and serves, ``llm.wire.fields``: the
+    endpoint's history holds it, a client's own body never does); ``None`` when it has no counterpart
+    in a log's derived messages (an assistant message left with empty ``content``, events.md §6). The
+    message itself when nothing is left out (no copy: a user message costs one look, an answer one look
+    at each of its blocks).
+
+    A recorded path of a difference counts the blocks compared: an assistant message's first block is
+    the one after its identity block."""
+    if type(message) is not dict or message.get("role") != "assistant":
+        return message  # only answers hold either (not a message: the comparison names it)
+    content = message.get("content")
+    if type(content) is list:
+        for block in content:
+            if _unsent(block):
+                message = {**message, "content": _sent_back(content)}
+                break
+    return message if message.get("content") else None
+
+
+def compared_messages(messages: list[Any]) -> list[Any]:
+    """:func:`compared_message` of each of ``messages``, those without a counterpart left out (the list
+    itself when nothing changes)."""
+    out: list[Any] | None = None
+    for i, message in enumerate(messages):
+        compared = compared_message(message)
+        if compared is not message and out is None:
+            out = messages[:i]
+        if out is not None and compared is not None:
+            out.append(compared)
+    return messages if out is None else out
 
 
 def sent_parts(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The comparable parts of a live request: ``messages`` (those :func:`derivable`) and every pin
-    kind's part (an absent part: its kind's ``absent`` value, ``system`` ``""``, ``tools`` ``[]``,
-    ``model`` ``""``)."""
+    """The comparable parts of a live request: ``messages`` (each as :func:`compared_message` compares
+    it) and every pin kind's part (an absent part: its kind's ``absent`` value, ``system`` ``""``,
+    ``tools`` ``[]``, ``model`` ``""``)."""
     messages = request.get("messages", [])
-    if isinstance(messages, list) and not all(derivable(m) for m in messages):
-        messages = [m for m in messages if derivable(m)]
+    if isinstance(messages, list):
+        messages = compared_messages(messages)
     parts = {"messages": messages}
     for kind in PIN_KINDS:
         parts[kind.part] = request[kind.part] if kind.part in request else kind.absent()
@@ -606,6 +664,8 @@ __all__ = [
     "Sides",
     "call_points",
     "call_points_indexed",
+    "compared_message",
+    "compared_messages",
     "derivable",
     "first_difference",
     "header_role",

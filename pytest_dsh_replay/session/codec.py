@@ -193,6 +193,54 @@ def copy_json_value(value: Any, root: str = "data") -> Any:
         raise JsonValueError(f"{root}: nesting too deep") from None
 
 
+#: what the round trip of :func:`copy_checked_json` refuses instead of converting: integers past 53 bits,
+#: subclasses, dataclasses and dates (the exact copy then decides)
+_ROUND_TRIP = (
+    orjson.OPT_STRICT_INTEGER
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+
+
+def copy_checked_json(value: Any, root: str = "data") -> Any:
+    """A deep copy of ``value``, a JSON value already checked (events.md §7): a session's event, which
+    :meth:`~.session.Session.append` checked and copied. Equal to :func:`copy_json_value`'s copy, made
+    by an ``orjson`` round trip, about twice as fast as the walk.
+
+    Only for checked values: the round trip carries a float exactly, but would turn what the check
+    refuses into JSON (a tuple into a list, NaN into ``null``, an enum or a UUID into its value). What the
+    round trip refuses (a lone surrogate, nesting past orjson's 255 levels, an integer past 53 bits) is
+    copied by :func:`copy_json_value`, which raises :class:`JsonValueError` as it always does.
+    """
+    try:
+        return orjson.loads(_dumps(value, option=_ROUND_TRIP))
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return copy_json_value(value, root)
+
+
+#: the same for values parsed from JSON: any 64-bit integer is carried (a recording may hold one)
+_PARSED_ROUND_TRIP = _ROUND_TRIP & ~orjson.OPT_STRICT_INTEGER
+
+
+def copy_parsed_json(value: Any) -> Any:
+    """A deep copy of ``value``, a value a JSON parser made (a recorded call's entry): equal to
+    ``map_strings(value, lambda s: s)``, made by an ``orjson`` round trip; what the round trip refuses
+    (a lone surrogate, nesting past 255 levels, an integer past 64 bits) is copied by that walk.
+
+    Only for parsed values: the round trip would turn a tuple into a list, NaN into ``null`` and an
+    enum or a UUID into its value, none of which a JSON parser returns. Never raises for them.
+    """
+    try:
+        return orjson.loads(_dumps(value, option=_PARSED_ROUND_TRIP))
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return map_strings(value, _same_string)
+
+
+def _same_string(text: str) -> str:
+    return text
+
+
 # --------------------------------------------------------------------------------------------
 # Serialization
 

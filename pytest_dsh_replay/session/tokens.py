@@ -9,7 +9,8 @@ per-call request check (``replay.requests``). Each side is tokenized with ITS OW
   with ``ids_by_appearance``, the order of first appearance in the tokenized values;
 * any other UUID (case-insensitive) -> ``{{uuid:N}}`` by first appearance;
 * with masks (:class:`~.masks.Masks`: ``--dsh-mask`` and the like), what a mask matches ->
-  ``{{mask:N}}``, applied first (a mask is written against the values as they are).
+  ``{{mask:N}}``, applied last: the ids are numbered first, so a mask that could match inside one
+  (a 12-digit number and a UUID's last group) sees its token and never takes part of it.
 
 First of all, text that spells a token (``{{uuid:1}}``, ``{{mask:1}}``, ``{{cwd}}``, any ``{{name...}}``)
 is escaped with one more ``!`` (:func:`escape_token_spellings`), so that it is never equal to the token
@@ -370,20 +371,21 @@ class Tokenizer:
         return token
 
     def scrub(self, text: str) -> str:
-        """Tokenize masks, cwd, session ids and other UUIDs in one string value, after escaping the
-        token spellings it holds (:func:`escape_token_spellings`: a literal ``{{uuid:1}}`` is not the
-        token a UUID becomes)."""
+        """Tokenize cwd, session ids and other UUIDs in one string value, then its masks, after escaping
+        the token spellings it holds (:func:`escape_token_spellings`: a literal ``{{uuid:1}}`` is not
+        the token a UUID becomes). The ids are numbered before any mask applies, so a mask never takes
+        part of one (a 12-digit number mask and a UUID's last group of 12 digits): it sees their tokens."""
         text = escape_token_spellings(text, self._keep)
+        # most values (text deltas, types, names) hold no "-" nor "/": no cwd, id or UUID to replace
+        if not (self._dash_ids and "-" not in text and "/" not in text):
+            if self._cwd_re is not None and "/" in text:
+                text = self._cwd_re.sub(CWD_TOKEN, text)
+            if self._ids_re is not None and self._may_hold_id(text):
+                text = self._ids_re.sub(self._id_token, text)
+            if "-" in text:
+                text = UUID_RE.sub(self._uuid_token, text)
         if self.masks is not None:
             text = self.masks.apply(text)
-        if self._dash_ids and "-" not in text and "/" not in text:
-            return text  # most values (text deltas, types, names): nothing to replace
-        if self._cwd_re is not None and "/" in text:
-            text = self._cwd_re.sub(CWD_TOKEN, text)
-        if self._ids_re is not None and self._may_hold_id(text):
-            text = self._ids_re.sub(self._id_token, text)
-        if "-" in text:
-            text = UUID_RE.sub(self._uuid_token, text)
         return text
 
     def _may_hold_id(self, text: str) -> bool:

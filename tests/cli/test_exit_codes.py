@@ -31,6 +31,19 @@ def test_usage_errors_exit_2_for_every_command(tmp_path: Path) -> None:
     assert cli("derive", tmp_path / "missing").exit_code == 2
 
 
+def test_recover_of_a_directory_that_is_not_there_is_path_missing(tmp_path: Path) -> None:
+    """``recover`` names a missing DIRECTORY as every command names a missing path, exit 2, and goes on
+    with the others it was given.
+
+    Regression: ``recover recordigs/trip`` (a typo) said "nothing to recover" and exited 0."""
+    (tmp_path / "rec").mkdir()
+    result = cli("recover", tmp_path / "missing", tmp_path / "rec")
+    assert result.exit_code == 2, result.output
+    assert f"error [PATH_MISSING]: {tmp_path / 'missing'}: no such file or directory" in result.output
+    assert f"{tmp_path / 'rec'}: nothing to recover" in result.output
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.slow  # `record` runs pytest in process
 def test_record_with_nothing_to_record_exits_2(tmp_path: Path) -> None:
     """pytest's 'no tests collected' (5) is the command's usage error: PATH holds no scenario."""
@@ -69,3 +82,17 @@ def test_derive_and_validate_describe_a_malformed_line_the_same_way(tmp_path: Pa
         assert f"finding [REPLAY_MALFORMED_LINE] {message}" in validated.output.splitlines()
         diffed = cli("diff", log, log)  # the harvest reader words it the same way too
         assert message in diffed.output
+
+
+def test_report_names_an_unreadable_log_in_the_typed_style(tmp_path: Path) -> None:
+    """``report`` prints a log it cannot read as ``show`` and ``derive`` do (docs/cli.md: ``error
+    [CODE]: file:line: ...``), the file named once.
+
+    Regression: it printed ``error: DIR/session.jsonl: [REPLAY_MALFORMED_LINE] DIR/session.jsonl:5: ...``."""
+    log = _log_with(tmp_path, lambda rows: [*rows[:4], b"{not json", *rows[5:]])
+    shown = cli("show", log.parent)
+    error = next(line for line in shown.output.splitlines() if line.startswith("error "))
+    assert error.startswith("error [REPLAY_MALFORMED_LINE]: "), error
+    reported = cli("report", log.parent, "-o", tmp_path / "r.html")
+    assert reported.exit_code == 2, reported.output
+    assert error in reported.output.splitlines(), reported.output

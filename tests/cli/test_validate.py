@@ -118,6 +118,29 @@ def test_validate_one_duplicated_line_is_one_finding(spawn: Path) -> None:
     assert len(findings(result)) == 1 and "repeats or goes back" in out(result)
 
 
+@pytest.mark.parametrize("kind", ["step/start", "step/end"])
+@pytest.mark.parametrize("turn", [None, 0, 2, "1"])
+def test_validate_a_step_of_another_turn_than_the_open_one_is_a_finding(
+    spawn: Path, kind: str, turn: Any
+) -> None:
+    """A step event names its turn (events.md §4: ``turn:int``), the one open.
+
+    Regression: ``{"type":"step/start","data":{"turn":null,"step":1}}`` (or turn 0, 2, ``"1"``, in a
+    log whose turn 1 is open) was clean, and the endpoint replayed the recording."""
+    log = spawn / "session.jsonl"
+    rows = read_rows(log)
+    i = next(k for k, r in enumerate(rows) if r.get("type") == kind)
+    rows[i]["data"]["turn"] = turn
+    write_rows(log, rows)
+    result = cli("validate", spawn)
+    assert result.exit_code == 1, out(result)
+    step, seq = rows[i]["data"]["step"], rows[i]["seq"]
+    assert findings(result) == [
+        f"finding [LOG_STEP] {log}:{i + 1}: seq {seq} ({kind}): step {step} names turn {turn!r} but turn 1 "
+        "is open"
+    ]
+
+
 @pytest.mark.parametrize("call_id", [["a", "b"], {"x": 1}, 7, None])
 def test_validate_non_string_call_id_is_a_finding(tmp_path: Path, call_id: Any) -> None:
     src = BUNDLED / "mixed" / "crash-resume" / "session.jsonl"
@@ -218,10 +241,54 @@ def test_validate_walk_survives_a_symlink_loop(tmp_path: Path, spawn: Path) -> N
     assert out(result).count(f"ok {spawn}:") == 1
 
 
-def test_validate_bad_line_limit_setting_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MAX_LINE_BYTES_ENV, "lots")
+@pytest.mark.parametrize("value", ["lots", "0", "9" * 23])
+def test_validate_bad_line_limit_setting_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Regression: a limit past what a read takes (23 nines) raised OverflowError ("cannot fit 'int'
+    into an index-sized integer") with a traceback."""
+    monkeypatch.setenv(MAX_LINE_BYTES_ENV, value)
     result = cli("validate", BUNDLED_DIRS[0])
-    assert result.exit_code == 2 and "[CONFIG]" in out(result)
+    assert result.exit_code == 2 and "[CONFIG]" in out(result), out(result)
+    assert "must be a positive integer of bytes" in out(result)
+
+
+@pytest.mark.parametrize(("field", "value"), [("step", -1), ("step", 2), ("turn", 0)])
+def test_validate_a_chunk_of_another_step_than_the_open_one_is_a_finding(
+    spawn: Path, field: str, value: int
+) -> None:
+    """A chunk names the open turn and step; a run of chunks naming the same other place is one finding.
+
+    Regression: one chunk of step ``-1`` inside step 1 was clean, and the replay then said model call #1
+    "has no terminal 'finish' chunk: the recorded stream raised" (derive cut the call there)."""
+    log = spawn / "session.jsonl"
+    rows = read_rows(log)
+    chunks = [k for k, r in enumerate(rows) if r.get("type") == "assistant/chunk"]
+    for i in chunks[1:3]:  # two in a row: one finding
+        rows[i]["data"][field] = value
+    write_rows(log, rows)
+    result = cli("validate", spawn)
+    assert result.exit_code == 1, out(result)
+    i = chunks[1]
+    turn, step = (value, 1) if field == "turn" else (1, value)
+    assert findings(result) == [
+        f"finding [LOG_STEP] {log}:{i + 1}: seq {rows[i]['seq']} (assistant/chunk): the chunk names turn "
+        f"{turn}, step {step} but turn 1, step 1 is open"
+    ]
+
+
+def test_every_command_takes_input_json_for_the_scenario_it_defines(spawn: Path, tmp_path: Path) -> None:
+    """``show``, ``derive``, ``diff`` and ``report`` of a scenario's ``input.json`` work on the scenario,
+    as ``validate`` and ``pytest --dsh-scenario`` do.
+
+    Regression: they read it as a session log and said ``input.json:1: malformed JSON in the session
+    header ...; fix or re-record the fixture`` (exit 2)."""
+    named = spawn / "input.json"
+    for command in (["show"], ["derive"], ["diff", str(spawn)], ["report", "-o", str(tmp_path / "r.html")]):
+        by_file, by_dir = cli(*command, named), cli(*command, spawn)
+        assert by_file.exit_code == by_dir.exit_code == 0, (command, out(by_file))
+        if command[0] != "report":  # its last line names the paths given
+            assert out(by_file) == out(by_dir), command
 
 
 def test_validate_of_input_json_or_a_sidecar_file(spawn: Path) -> None:

@@ -264,6 +264,14 @@ def test_a_mismatch_names_the_re_record_command_and_new_episodes_says_what_was_n
     assert "1 sent upstream" in ep.outcome.report()
 
 
+#: model -> (status, body, content type) of an odd upstream answer that is no JSON
+NOT_JSON: dict[str, tuple[int, bytes, str]] = {
+    "html400": (400, b"<html><body>400 Bad Request \xe2\x80\x94 nginx</body></html>", "text/html"),
+    "empty503": (503, b"", "text/plain"),
+    "text200": (200, b"not json \xff", "application/json"),
+}
+
+
 class OddEmbeddingsUpstream(FakeEmbeddingsUpstream):
     """The fake embeddings upstream, answering oddly by the model asked: ``deep-N`` a vector list
     nested N levels, ``flaky`` a 429 (with ``Retry-After: 0``) on every other call, ``novectors`` a 200
@@ -306,6 +314,9 @@ class OddEmbeddingsUpstream(FakeEmbeddingsUpstream):
             return web.json_response({"error": {"message": "quota exceeded"}})
         if model == "short":
             return web.json_response({"object": "list", "data": [{"embedding": [0.1]}]})
+        if model in NOT_JSON:  # a gateway's page, a body that is no JSON
+            status, text, content_type = NOT_JSON[model]
+            return web.Response(status=status, body=text, content_type=content_type)
         if model == "slow":
             for _ in range(300):  # 30 s at most, less when the fake is stopped
                 if self.stopping.is_set():
@@ -392,6 +403,35 @@ def test_an_answer_without_the_vectors_asked_is_passed_on_and_not_recorded(
     assert answer.status_code == 200
     assert ep.outcome is not None and not ep.outcome.ok
     assert said in ep.outcome.report(), ep.outcome.report()
+    assert not (tmp_path / "embeddings.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("html400", "upstream answered HTTP 400: <html><body>400 Bad Request \u2014 nginx</body></html>"),
+        ("empty503", "upstream answered HTTP 503: (an empty body)"),
+        ("text200", "response must be a JSON object (the API's answer), got 'not json \ufffd'"),
+    ],
+)
+def test_an_answer_that_is_no_json_is_passed_on_as_sent_and_not_recorded(
+    tmp_path: Path, odd_upstream: OddEmbeddingsUpstream, model: str, said: str
+) -> None:
+    """The upstream's status, body and content type reach the client as sent (an SDK reads a 400 as a
+    refusal and retries a 503 by its own rule), the call is not recorded and the run says why.
+
+    Regression: the client got an invented 502 ``BAD_RESPONSE`` ("answered HTTP 400 that is not JSON"),
+    which an SDK retries, for a refusal it would have raised at once."""
+    import httpx
+
+    status, body, content_type = NOT_JSON[model]
+    with served(tmp_path, RecordMode.ONCE, odd_upstream.url, api_key=UPSTREAM_KEY) as ep:
+        answer = httpx.post(f"{ep.url}/embeddings", json={"model": model, "input": "a"}, timeout=10)
+    assert (answer.status_code, answer.content) == (status, body)
+    assert answer.headers["Content-Type"].startswith(content_type), answer.headers
+    assert ep.outcome is not None and not ep.outcome.ok
+    assert said in ep.outcome.report(), ep.outcome.report()
+    assert "BAD_RESPONSE" not in ep.outcome.report(), ep.outcome.report()
     assert not (tmp_path / "embeddings.jsonl").exists()
 
 

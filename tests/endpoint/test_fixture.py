@@ -167,6 +167,8 @@ def test_recording_without_an_upstream_is_a_one_line_setup_error(pytester: pytes
         ("5", "the directory must be a string or a path, got 5"),
         ("'recs', 'more'", "takes one directory, got 2 positional arguments"),
         ("bogus=1", "unknown keyword 'bogus'"),
+        ("''", "the directory must not be empty (write '.' for the test file's own directory)"),
+        ("'rec\\x00x'", "the directory must not hold a NUL byte, got 'rec\\x00x'"),
     ],
 )
 def test_a_misread_marker_is_a_one_line_setup_error(
@@ -177,7 +179,9 @@ def test_a_misread_marker_is_a_one_line_setup_error(
     Regression: ``allow_unused="no"`` (truthy) let recorded calls go unused, ``dsh_recording(5)`` became
     the directory ``5``, and unknown keywords or extra arguments were ignored. Then (a new user's
     ``masks=`` for ``mask=``): the error was printed twice, joined by "During handling of the above
-    exception, another exception occurred"."""
+    exception, another exception occurred". Then: a directory holding a NUL byte raised ValueError
+    ("embedded null byte") with a traceback when recording, and an empty one ("", a variable left
+    unset) recorded into the test file's own directory."""
     pytester.makepyfile(
         test_agent=f"import pytest\n\n@pytest.mark.dsh_recording({marker})\n"
         "def test_agent(dsh_endpoint):\n    pass\n"

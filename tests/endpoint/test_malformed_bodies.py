@@ -73,6 +73,8 @@ FIELDS: dict[str, tuple[str, str]] = {
         f'"function": {{"name": "t", "parameters": {NESTED}}}}}]',
     ),
     "deep-param": (USER, f'"metadata": {NESTED}, "tool_choice": {NESTED}'),
+    "stream-string": (USER, '"stream": "true"'),
+    "stream-number": (USER, '"stream": 1'),
     "deep-message-field": (f'[{{"role": "user", "content": "hi", "extra": {NESTED}}}]', ""),
     # as deep as a request may be (errors.MAX_INPUT_NESTING): mapped, keyed and refused by the request
     # check (it is not the recorded request), no layer it reaches recursing too deep
@@ -171,7 +173,11 @@ def test_a_malformed_body_is_a_typed_400_and_serve_stays_up(
     """Regression: a value nested past ~1000 levels inside a field the formats pass on (a message's
     extra key, ``tool_choice``, a content list) was a plain-text 500 (a RecursionError in mapping,
     keying or scrubbing), and ``/v1/messages`` took a ``model`` or ``tools`` of a wrong type (turned
-    into strings or dropped) to the request check instead of naming the field."""
+    into strings or dropped) to the request check instead of naming the field.
+
+    Regression: a ``stream`` that is no boolean (``"true"``, ``1``) was a 500 "a defect of dsh-replay"
+    on ``/v1/responses`` (its check ran only when the answer was sent), and on the other two routes was
+    taken as no stream and answered (recorded, when recording) though the provider refuses it."""
     status, payload = replaying.post(route, _bodies(route)[name])
     assert status == 400, (status, payload)
     message = _error_message(route, payload)
@@ -179,6 +185,8 @@ def test_a_malformed_body_is_a_typed_400_and_serve_stays_up(
         assert message.startswith("replay: request mismatch at call #1"), message
     else:
         assert message.startswith("request body: "), message
+    if name.startswith("stream-"):
+        assert message.startswith("request body: stream: must be a boolean, got "), message
     assert replaying.proc.poll() is None
     assert _snapshot(replaying.directory) == replaying.recorded
 

@@ -154,3 +154,34 @@ def test_two_runs_sending_tool_calls_back_as_text_are_two_chains(tmp_path: Path)
         ]
         assert task == parent_task  # a call continues its own run
     assert sum("parentSession" not in log[0] for log in logs) == 2
+
+
+def test_show_labels_a_conversation_the_client_continued_a_continued_child(tmp_path: Path) -> None:
+    """``dsh-replay show`` names each call of a re-spelled run as what it is: a child the client
+    continued (rule 3, seeded with the history as sent), not a sub-agent's spawn child nor a handoff.
+
+    Regression: its two children were shown ``spawn child``, as a sub-agent the parent's tool call
+    started (the endpoint's recording said nothing of how they came)."""
+    from tests._input_helpers import cli
+
+    upstream = FakeUpstream(_model)
+    upstream.start()
+    directory = tmp_path / "rec"
+    try:
+        with served(directory, RecordMode.ONCE, upstream.url, stopped_is_problem=True) as ep:
+            smolagents_run(openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0), "Rome?")
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    finally:
+        upstream.stop()
+    assert json.loads((directory / "endpoint.json").read_text())["continuedByClient"] == [
+        "session.1.jsonl",
+        "session.2.jsonl",
+    ]
+    result = cli("show", directory)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if ".jsonl" in line]
+    assert "session.jsonl parent" in lines[0]
+    for line in lines[1:]:
+        assert "continued child" in line and "continued by the client" in line, line
+    assert len(lines) == 3
+    assert "spawn child" not in result.output and "handoff" not in result.output

@@ -149,3 +149,63 @@ def test_a_crash_before_the_call_is_answered_is_a_typed_error_too(
     assert error["code"] == "ENDPOINT_ERROR" and "KeyError: 'a defect' (raised at " in error["message"]
     assert "serving POST /v1/chat/completions" in error["message"]
     assert ep.outcome is not None and ep.outcome.problems.count(error["message"]) == 1
+
+
+def _crash(*_args: Any, **_kw: Any) -> Any:
+    raise KeyError("a defect")
+
+
+@pytest.mark.parametrize("route", ["models", "mcp"])
+def test_a_defect_in_the_models_route_or_an_mcp_relay_is_a_typed_json_error_logged_with_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, route: str
+) -> None:
+    """Every route's unexpected exception, not only a model call's, is one typed JSON error in the
+    path's API shape (``GET /v1/models``: OpenAI's; ``/mcp/NAME``: a JSON-RPC error), one problem of
+    the run, and logged with its traceback.
+
+    Regression: those routes answered aiohttp's bare ``500 Internal Server Error`` (text/plain), which
+    an SDK reports without the endpoint's words, and the run's outcome did not say it."""
+    import httpx
+
+    from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+    from pytest_dsh_replay.endpoint.server import Endpoint
+    from pytest_dsh_replay.mcp.http import HttpRelays, mcp_routes
+
+    if route == "models":
+        monkeypatch.setattr(Endpoint, "models", _crash)
+    else:
+        monkeypatch.setattr(HttpRelays, "_serve", _crash)
+    caplog.set_level("ERROR")
+    config = EndpointConfig(
+        tmp_path / "rec",
+        RecordMode.ONCE,
+        upstream="http://127.0.0.1:9/v1",
+        mcp={"calc": "http://127.0.0.1:9/mcp"},
+    )
+    thread = EndpointThread(config, mounts=[mcp_routes])
+    url = thread.start()
+    try:
+        if route == "models":
+            answer = httpx.get(url + "/models")
+        else:
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            answer = httpx.post(url.removesuffix("/v1") + "/mcp/calc", json=ping)
+    finally:
+        outcome = thread.stop()
+    assert answer.status_code == 500, answer.text
+    assert answer.headers["content-type"].startswith("application/json"), answer.text
+    body = answer.json()
+    if route == "models":
+        error = body["error"]
+        message = error["message"]
+        assert error["code"] == "ENDPOINT_ERROR"
+    else:
+        assert body["jsonrpc"] == "2.0" and body["error"]["data"] == {"code": "ENDPOINT_ERROR", "status": 500}
+        message = body["error"]["message"].removeprefix("[ENDPOINT_ERROR] ")
+    assert "KeyError: 'a defect' (raised at " in message
+    path = "GET /v1/models" if route == "models" else "POST /mcp/calc"
+    assert f"serving {path}" in message
+    assert outcome.problems.count(message) == 1, outcome.problems
+    logged = [r for r in caplog.records if r.name.startswith("pytest_dsh_replay") and r.exc_info]
+    assert [r.getMessage() for r in logged] == [message]
+    assert logged[0].exc_info is not None and isinstance(logged[0].exc_info[1], KeyError)

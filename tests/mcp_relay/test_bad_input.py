@@ -208,6 +208,30 @@ def test_a_session_in_which_no_message_passed_is_not_written(tmp_path: Path, how
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.quiet.jsonl"]
 
 
+@pytest.mark.parametrize("mode", ["once", "rewrite"])
+def test_a_server_that_cannot_start_leaves_the_directory_as_it_was(tmp_path: Path, mode: str) -> None:
+    """A server command that does not start (``MCP_SERVER_START``, exit 2) records nothing and leaves
+    nothing: the directory validates as before.
+
+    Regression: its session's stage (``.mcp.NAME.jsonl.RANDOM.tmp``) stayed in the directory, which
+    ``validate`` then reported as an interrupted write (``FIXTURE_WRITE_INCOMPLETE``)."""
+    from click.testing import CliRunner
+
+    from pytest_dsh_replay.cli import main
+
+    directory = tmp_path / "rec"
+    directory.mkdir()
+    client = LineClient(
+        relay_argv(directory, "--name", "fs", "--record", mode, server=[str(tmp_path / "nope")])
+    )
+    client.send(INIT)
+    status, stderr = client.close()
+    assert status == 2 and "error [MCP_SERVER_START]: cannot start the server" in stderr, stderr
+    assert sorted(p.name for p in directory.iterdir()) == []
+    validated = CliRunner().invoke(main, ["validate", str(directory)], catch_exceptions=False)
+    assert "FIXTURE_WRITE_INCOMPLETE" not in validated.output, validated.output
+
+
 def test_validate_of_a_parent_finds_a_nested_first_recording_killed(tmp_path: Path) -> None:
     """``validate PARENT`` reports a directory under it that holds only a killed first recording's stage
     (``FIXTURE_WRITE_INCOMPLETE`` naming ``recover`` for that directory) beside the recordings it

@@ -405,6 +405,19 @@ def test_bad_model_spec_is_a_usage_error(pytester: pytest.Pytester, bundled_copy
     result.stderr.fnmatch_lines(["*--dsh-model 'bogus': expected 'scripted'*"])
 
 
+@pytest.mark.parametrize("value", ["bogus", "JSONL"])
+def test_a_backend_ini_value_that_is_no_backend_is_a_usage_error(
+    pytester: pytest.Pytester, bundled_copy: Path, value: str
+) -> None:
+    """Regression: ini ``dsh_backend = bogus`` failed every scenario item with ``ValueError: 'bogus' is
+    not a valid Backend`` and its traceback, and a ``dsh_endpoint`` test silently used JSONL."""
+    pytester.makeini(f"[pytest]\ndsh_backend = {value}\n")
+    result = run(pytester, "--dsh-scenario", str(bundled_copy / "spawn" / "one-child"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"*ini dsh_backend: {value!r} is no backend: use jsonl, sqlite or both*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_guard_summary_survives_xdist(pytester: pytest.Pytester, bundled_copy: Path) -> None:
     pytest.importorskip("xdist")
     result = run(pytester, "--dsh-scenario", str(bundled_copy), "--dsh-check-guards", "-n", "2")

@@ -130,6 +130,35 @@ def test_a_surface_replace_is_folded_and_an_impossible_one_stops_the_check() -> 
     assert call_points(bad).calls == [None]  # the agent would fail to derive too: nothing to check against
 
 
+def test_the_answers_identity_and_chunk_fields_are_left_out_of_both_sides() -> None:
+    """What no client sends back (a ``provider-fields`` block's ``chunkFields``: the answer's identity,
+    a chunk's own keys) is compared on neither side: the recorded history and a live request without
+    it match, and a live request holding it (the endpoint's own history) matches too. A message's own
+    provider fields stay compared."""
+    from pytest_dsh_replay.replay.requests import Sides
+    from pytest_dsh_replay.session.tokens import Tokenizer
+
+    sides = Sides(Tokenizer([], None, ids_by_appearance=True), Tokenizer([], None))
+    identity = {"type": "provider-fields", "chunkFields": {"chat": {"id": "up-1", "model": "m-2024"}}}
+    kept = {"type": "provider-fields", "providerFields": {"chat": {"refusal": "no"}}, "chunkFields": {}}
+    content = [identity, kept, {"type": "text", "text": "b"}]
+    answer = {**assistant(1, "b"), "data": {"turn": 1, "step": 1, "content": content}}
+    events = [user(0, "a"), answer, user(2, "c"), *chunks(3, "d")]
+    (point,) = call_points(events).calls
+    assert point is not None
+    own = {"type": "provider-fields", "providerFields": {"chat": {"refusal": "no"}}}
+    said = [own, {"type": "text", "text": "b"}]
+    client = [msg("user", "a"), {"role": "assistant", "content": said}, msg("user", "c")]
+    assert point.messages == client
+    recorded = {"messages": point.messages}
+    assert request_differences(recorded, request("s", *client), sides) == []
+    served = [msg("user", "a"), {"role": "assistant", "content": content}, msg("user", "c")]
+    assert request_differences(recorded, request("s", *served), sides) == []
+    changed = [msg("user", "a"), msg("assistant", "b"), msg("user", "c")]
+    (diff,) = request_differences(recorded, request("s", *changed), sides)
+    assert diff.path == "messages[1].content[0].type"
+
+
 def test_bare_array_sidecar_calls_expect_the_requests_of_the_log_steps(tmp_path: Path) -> None:
     step = {"type": "step/start", "seq": 1, "time": 0, "data": {"turn": 1, "step": 1}}
     (tmp_path / "session.jsonl").write_text(log_text(HEADER, [user(0, "please"), step]))
@@ -240,6 +269,45 @@ def test_matching_requests_are_served_and_recorded_per_session() -> None:
     model.assert_consumed()
     assert [len(r["messages"]) for r in model.requests["s"]] == [1, 3]
     assert "signal" not in model.requests["s"][0]
+
+
+def test_a_first_call_bound_by_its_request_is_compared_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding by request compares the first call with the free scripts' first requests; the request check
+    of that call then takes the bound script's answer, and later calls are compared each once."""
+    seen: list[tuple[str, int]] = []
+    real = request_differences
+
+    def counting(recorded: Any, req: Any, sides: Any) -> Any:
+        seen.append((req["sessionId"], len(req["messages"])))
+        return real(recorded, req, sides)
+
+    from pytest_dsh_replay.replay import requestcheck
+    from pytest_dsh_replay.replay import requests as requests_module
+
+    monkeypatch.setattr(requests_module, "request_differences", counting)  # binding (request_matches)
+    monkeypatch.setattr(requestcheck, "request_differences", counting)  # the request check of a call
+    model = ReplayModel([recorded_script("hello", "again"), recorded_script("bye")])
+
+    async def go() -> None:
+        await drain(model, request("b", msg("user", "bye")))
+        await drain(model, request("s", msg("user", "hello")))
+        await drain(
+            model, request("s", msg("user", "hello"), msg("assistant", "answer 0"), msg("user", "again"))
+        )
+
+    asyncio.run(go())
+    model.assert_consumed()
+    assert model.bound == {"b": 1, "s": 0}
+    # b's first call against both free scripts, s's against the one left, s's second call: no first call
+    # compared again with the script it was bound to by that comparison
+    assert seen == [("b", 1), ("b", 1), ("s", 1), ("s", 3)]
+
+
+def test_a_first_call_bound_by_order_is_still_checked() -> None:
+    """A first call that matches no free script is bound by order and checked: its mismatch is reported."""
+    model = ReplayModel([recorded_script("hello")])
+    with pytest.raises(RequestMismatchError, match="recorded 'hello' != sent 'bye'"):
+        asyncio.run(drain(model, request("s", msg("user", "bye"))))
 
 
 def test_non_strict_serves_and_only_notes_the_mismatch() -> None:

@@ -281,6 +281,77 @@ def test_copy_equals_and_is_independent(value: Any) -> None:
         assert copy is not value
 
 
+def _identical(a: Any, b: Any) -> bool:
+    """Equal, with the same types, dict key order and float bits (-0.0 is not 0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    return bool(a == b)
+
+
+@given(json_values)
+def test_the_checked_copy_is_the_exact_copy(value: Any) -> None:
+    copy = codec.copy_checked_json(value)
+    assert _identical(copy, copy_json_value(value)) and _identical(copy, value)
+    if isinstance(value, (dict, list)) and value:
+        assert copy is not value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "lone \ud800 surrogate"},  # orjson refuses it: the exact copy takes it
+        {"x": [0.1, -0.0, 1e300, 5e-324, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER, True, None]},
+        {"deep": json.loads("[" * 300 + "]" * 300)},  # past orjson's 255 levels
+    ],
+    ids=["lone-surrogate", "edge-numbers", "deep"],
+)
+def test_the_checked_copy_of_what_orjson_refuses_or_bounds_is_the_exact_copy(value: Any) -> None:
+    copy = codec.copy_checked_json(value)
+    assert _identical(copy, copy_json_value(value)) and _identical(copy, value)
+
+
+def test_the_checked_copy_of_an_unsafe_integer_raises_the_exact_copys_error() -> None:
+    with pytest.raises(JsonValueError, match=r"event\.n: integer"):
+        codec.copy_checked_json({"n": MAX_SAFE_INTEGER + 1}, "event")
+
+
+_parsed = st.recursive(
+    _scalars | st.integers(min_value=-(2**70), max_value=2**70),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(_parsed)
+def test_the_parsed_copy_is_the_walks_copy(value: Any) -> None:
+    copy = codec.copy_parsed_json(value)
+    assert _identical(copy, codec.map_strings(value, lambda text: text)) and _identical(copy, value)
+    if isinstance(value, (dict, list)) and value:
+        assert copy is not value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "lone \ud800 surrogate"},
+        {"usage": {"tokens": 2**63 - 1, "past": 2**64, "neg": -(2**63)}},
+        {"deep": json.loads("[" * 300 + "]" * 300)},
+    ],
+    ids=["lone-surrogate", "wide-integers", "deep"],
+)
+def test_the_parsed_copy_of_what_orjson_refuses_is_the_walks_copy(value: Any) -> None:
+    copy = codec.copy_parsed_json(value)
+    assert _identical(copy, codec.map_strings(value, lambda text: text)) and _identical(copy, value)
+
+
 # --------------------------------------------------------------------------- fast path == slow path
 
 

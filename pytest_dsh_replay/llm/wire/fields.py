@@ -17,7 +17,8 @@ gets its own fields back; another wire format ignores it. Where it sits:
   (events.md §3: unknown blocks pass through untouched), so the block is logged, derived into the
   history and compared by the request check like any other part. Chunk-level fields (a stream
   chunk's or choice's unknown keys, e.g. OpenRouter's ``provider``) are response metadata, never sent
-  back: they are kept in the same block under ``chunkFields`` (same shape).
+  back: they are kept in the same block under ``chunkFields`` (same shape), which the request check
+  leaves out (``replay.requests.compared_message``: no client's history holds them).
 
 A whole content block our vocabulary has no word for (Anthropic's server tools: ``server_tool_use``,
 ``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
@@ -76,6 +77,7 @@ from typing import Any
 
 from ..errors import LlmError, MalformedCallError
 from ..types import ContentBlock, Message
+from .base import WireRequestError
 
 __all__ = [
     "CHUNK_FIELDS",
@@ -93,6 +95,7 @@ __all__ = [
     "partial_for",
     "preview",
     "shaping_params",
+    "stream_flag",
     "unsent",
     "whole_int",
 ]
@@ -105,6 +108,23 @@ CHUNK_FIELDS = "chunkFields"
 PROVIDER_FIELDS_BLOCK = "provider-fields"
 #: The block type holding a whole provider content block we have no word for (module doc).
 PROVIDER_BLOCK = "provider-block"
+
+
+def stream_flag(body: Mapping[str, Any]) -> bool:
+    """Whether a client's body asks for a streamed answer: its ``stream`` (absent or ``null``: no), the
+    one rule of every format that has the field (Chat Completions, Messages, Responses). The endpoint
+    asks it when the body is read, so a body it refuses is refused before anything is bound or forwarded.
+
+    Raises:
+        WireRequestError: ``stream`` is present and no boolean (``"true"``, ``1``): the providers refuse
+            it, and taking it for no stream would answer (and record) a call they never answer.
+    """
+    value = body.get("stream")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise WireRequestError(f"must be a boolean, got {preview(value)}", "stream")
+    return value
 
 
 def merge_streamed(held: Any, value: Any) -> Any:

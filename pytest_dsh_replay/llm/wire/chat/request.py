@@ -22,6 +22,7 @@ from ..fields import (
     partial_for,
     preview,
     shaping_params,
+    stream_flag,
     text_of,
 )
 
@@ -425,5 +426,9 @@ def _tools_from_body(raw: object) -> list[ToolSpec]:
 
 
 def wants_stream(body: Mapping[str, Any]) -> bool:
-    """``stream: true`` in the body."""
-    return body.get("stream") is True
+    """Whether the body asks for a streamed answer (``fields.stream_flag``, the formats' one rule).
+
+    Raises:
+        WireRequestError: ``stream`` is present and no boolean.
+    """
+    return stream_flag(body)

@@ -20,6 +20,7 @@ from ..fields import (
     partial_for,
     preview,
     shaping_params,
+    stream_flag,
     text_of,
 )
 
@@ -271,8 +272,12 @@ def build_body(request: ModelRequest, *, model: str, max_tokens: int, stream: bo
 
 
 def wants_stream(body: Mapping[str, Any]) -> bool:
-    """Whether a client's request body asks for a streamed answer (``"stream": true``)."""
-    return body.get("stream") is True
+    """Whether the body asks for a streamed answer (``fields.stream_flag``, the formats' one rule).
+
+    Raises:
+        WireRequestError: ``stream`` is present and no boolean.
+    """
+    return stream_flag(body)
 
 
 def _body_text(value: Any, where: str) -> list[ContentBlock]:

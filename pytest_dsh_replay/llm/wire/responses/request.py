@@ -15,6 +15,7 @@ from ..fields import (
     PROVIDER_FIELDS,
     preview,
     shaping_params,
+    stream_flag,
 )
 
 JsonDict = dict[str, Any]
@@ -415,14 +416,9 @@ def request_from_body(
 
 
 def wants_stream(body: Mapping[str, Any]) -> bool:
-    """Whether the request asks for an SSE stream (``stream: true``; absent or ``null``: no).
+    """Whether the body asks for a streamed answer (``fields.stream_flag``, the formats' one rule).
 
     Raises:
-        WireRequestError: ``stream`` is present and not a boolean.
+        WireRequestError: ``stream`` is present and no boolean.
     """
-    value = body.get("stream")
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise WireRequestError(f"must be a boolean, got {preview(value)}", "stream")
-    return value
+    return stream_flag(body)
