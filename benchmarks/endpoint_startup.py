@@ -4,8 +4,9 @@ A 3-call recording (recorded once here through the endpoint from the fake upstre
 ``benchmarks/endpoint.py``) is replayed ``--cycles`` times by an in-process ``EndpointThread``: start
 (the start-up gate ``check_recording``, ``load_session_scripts``, the run's scrubber), the three calls,
 stop. Printed: the process CPU (user + sys, so the machine's load does not inflate it as it does wall
-time) per cycle, and the CPU of the endpoint's own loop thread per cycle (``endpoint thread``: start,
-serving, stop, without the client's share). With ``--against DIR`` the same cycles run in alternating
+time) per cycle, and the CPU of the endpoint's loop thread per cycle (``endpoint thread``: start,
+serving, stop, without the client's share; the process's one server thread, or in an older tree each
+endpoint's own). With ``--against DIR`` the same cycles run in alternating
 rounds in subprocesses importing the package from ``DIR`` (e.g. a checkout of main) and from this tree,
 and the ratio of the CPU per cycle (this tree / ``DIR``) is printed. Goal: the per-test CPU over the
 live floor within 0.5 s of vcrpy's per 300 tests (``benchmarks/vcr_compare.py``).
@@ -47,7 +48,8 @@ def _cpu() -> float:
 
 
 def _timed(thread: EndpointThread, spent: list[float]) -> None:
-    """Run ``thread``'s loop in a thread that adds its CPU time to ``spent[0]`` when it ends."""
+    """Run ``thread``'s loop in a thread that adds its CPU time to ``spent[0]`` when it ends (a tree
+    whose ``EndpointThread`` runs a loop thread of its own: ``--against`` an older one)."""
     loop = thread._loop
 
     def run() -> None:
@@ -70,10 +72,14 @@ def cycles(directory: Path, n: int, chunks: int) -> tuple[float, float]:
                 await _post(session, url, _turns(i, chunks))
 
     spent = [0.0]
+    shared: list[threading.Thread] = []  # the process's one server thread, when the tree has one
 
     def one() -> None:
         thread = EndpointThread(EndpointConfig(directory))
-        _timed(thread, spent)
+        if hasattr(thread, "_shared"):  # every endpoint on the process's one server thread
+            shared[:] = [thread._shared.thread]
+        else:
+            _timed(thread, spent)
         url = thread.start()
         try:
             asyncio.run(go(url))
@@ -81,10 +87,14 @@ def cycles(directory: Path, n: int, chunks: int) -> tuple[float, float]:
             outcome = thread.stop()
         assert outcome.ok, outcome.report()
 
-    one()  # warm-up: imports, first-use caches
+    one()  # warm-up: imports, first-use caches, the server's start
+    clock = time.pthread_getcpuclockid(shared[0].ident) if shared else None  # type: ignore[arg-type]
     start, spent[0] = _cpu(), 0.0
+    before = time.clock_gettime(clock) if clock is not None else 0.0
     for _ in range(n):
         one()
+    if clock is not None:
+        spent[0] = time.clock_gettime(clock) - before
     return (_cpu() - start) / n, spent[0] / n
 
 

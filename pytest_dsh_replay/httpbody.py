@@ -147,6 +147,9 @@ async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
 
 #: the paths of the relayed MCP servers (``/mcp/NAME``, docs/mcp.md): their refusals are JSON-RPC errors
 MCP_PATH = "/mcp"
+#: the route of every request under :data:`MCP_PATH` the loopback server takes (the MCP servers' own
+#: ``/mcp/NAME`` and any other path there; ``match_info["name"]``: the rest of the path)
+MCP_ROUTE = MCP_PATH + "/{name:.*}"
 #: the JSON-RPC error code of the endpoint's own refusals on an MCP path (JSON-RPC 2.0 §5.1)
 MCP_REFUSAL = -32600
 
@@ -180,6 +183,7 @@ __all__ = [
     "MAX_GZIP_MEMBERS",
     "MCP_PATH",
     "MCP_REFUSAL",
+    "MCP_ROUTE",
     "BodyTooLarge",
     "UnreadableBody",
     "UnsupportedEncoding",

@@ -4,7 +4,7 @@ The endpoint listens on loopback, but a browser runs any page's script on the sa
 can POST to ``http://127.0.0.1:PORT/v1/chat/completions`` (a cross-site ``text/plain`` POST needs no
 preflight), and through DNS rebinding (``attacker.example`` re-resolved to 127.0.0.1) it can even read
 the answers. A recording endpoint forwards with the user's real key, so both are refused here, in
-one aiohttp middleware that runs first on every route, before any body is read:
+one check that the server's dispatch runs first on every request, before any body is read:
 
 * a request with an ``Origin`` header (browsers send it on every cross-origin POST, ``null`` from a
   sandboxed frame or a file, which is never allowed: :data:`OPAQUE_ORIGIN`) that is not one of the
@@ -42,7 +42,7 @@ LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class Guard:
-    """The middleware's rule (module doc) for an endpoint listening on ``host``.
+    """The rule (module doc) for an endpoint listening on ``host``.
 
     Args:
         host: the address the endpoint listens on (``127.0.0.1``).
@@ -131,27 +131,39 @@ class Guard:
         return name.lower() in self.names and given == port
 
 
-def middleware(guard: Guard) -> Any:
-    """The aiohttp middleware applying ``guard`` to every request (first in the app's middlewares)."""
+def local_port(request: Any) -> int | None:
+    """The local port a request (or a connection: aiohttp's request handler, whose ``transport`` it
+    reads too) came in on (``None``: its connection is gone)."""
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    return sockname[1] if isinstance(sockname, tuple) and len(sockname) >= 2 else None
+
+
+def refused(guard: Guard, request: Any, port: int | None) -> Any:
+    """The answer refusing ``request``, arrived on local ``port``, by ``guard``'s rule (module doc): an
+    HTTP 403 in the path's API shape, the connection closed after it; ``None``: it is served. The
+    server's dispatch applies it first, before any route (``loopserver.LoopbackServer``)."""
+    refusal = guard.refusal(request.headers, port)
+    if refusal is None:
+        return None
     from aiohttp import web
 
-    @web.middleware
-    async def guarded(request: Any, handler: Any) -> Any:
-        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
-        port = sockname[1] if isinstance(sockname, tuple) and len(sockname) >= 2 else None
-        refused = guard.refusal(request.headers, port)
-        if refused is None:
-            return await handler(request)
-        code, message = refused
-        body = orjson.dumps(error_body(request.path, message, code, 403))
-        return web.Response(
-            body=body,
-            status=403,
-            content_type="application/json",
-            headers={"x-should-retry": "false", "Connection": "close"},
-        )
-
-    return guarded
+    code, message = refusal
+    body = orjson.dumps(error_body(request.path, message, code, 403))
+    return web.Response(
+        body=body,
+        status=403,
+        content_type="application/json",
+        headers={"x-should-retry": "false", "Connection": "close"},
+    )
 
 
-__all__ = ["LOOPBACK_NAMES", "OPAQUE_ORIGIN", "Guard", "OriginError", "middleware", "normalize_origin"]
+__all__ = [
+    "LOOPBACK_NAMES",
+    "OPAQUE_ORIGIN",
+    "Guard",
+    "OriginError",
+    "local_port",
+    "normalize_origin",
+    "refused",
+]

@@ -28,10 +28,7 @@ also brings the HTTP client the recorder forwards with, so it is the one server 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import socket
-import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -49,7 +46,7 @@ from ..errors import (
 )
 from ..httpbody import (
     ACCEPTED_ENCODINGS,
-    MAX_BODY_BYTES,
+    MCP_ROUTE,
     BodyTooLarge,
     UnreadableBody,
     UnsupportedEncoding,
@@ -84,7 +81,7 @@ from .config import (
 from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, error_body
 from .guard import Guard
-from .guard import middleware as guard_middleware
+from .loopserver import HTTP_LOG, MODELS_PATH, LoopbackServer, shared_server
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -99,9 +96,6 @@ from .writing import EndpointOutcome, RunWriter
 
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
-
-#: The models listing (the recorded model names); with :data:`FORMATS`, everything the endpoint serves.
-MODELS_PATH = "/v1/models"
 
 
 def served_routes() -> list[str]:
@@ -174,8 +168,10 @@ class Guest(Protocol):
         """What :meth:`close` kept for :meth:`write_recorded` (empty: nothing to write)."""
         ...
 
-    def add_routes(self, app: Any, route: Callable[..., Any]) -> None:
-        """Add the guest's routes to the app, each handler given through ``route`` (``RouteTable.route``)."""
+    def add_routes(self, add: Callable[[str, str, Handler], None]) -> None:
+        """Declare the guest's routes, each by ``add(method, path, handler)``: ``path`` a path under
+        ``/mcp/`` taken exactly, or :data:`~..httpbody.MCP_ROUTE` (method ``*``) for every other
+        request under ``/mcp/`` (``match_info["name"]``: the rest of its path)."""
 
     async def close(self, *, write: bool = True, defer: bool = False) -> tuple[list[str], list[str]]:
         """End the guest's traffic: ``(problems, notes)``; ``write``: what it recorded may be written;
@@ -190,6 +186,9 @@ class Guest(Protocol):
         """Write what :meth:`close` kept (compared with the masks when ``masked``); the notes."""
         ...
 
+
+#: an aiohttp handler: request -> response
+Handler = Callable[[Any], Awaitable[Any]]
 
 #: what a composer gives the endpoint to mount a guest: called with the started endpoint (its
 #: ``config``, ``cwd``, ``scrubber``, ``accept_unused``) before it listens; ``None``: nothing to serve
@@ -263,11 +262,15 @@ class Endpoint:
         #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
         self.unrouted: list[str] = []
         self.unrouted_count = 0
-        self._runner: Any = None
-        #: the app's handlers (:meth:`_listen`), emptied by :meth:`stop`
-        self._routes = RouteTable()
-        #: the guests mounted (:class:`Guest`), closed by :meth:`stop`
+        #: the server it listens with (:meth:`start`) and its port there; whether the server is its own
+        self._server: LoopbackServer | None = None
+        self._own_server = False
+        self.port = 0
+        self.guard: Any = None
+        #: the guests mounted (:class:`Guest`), closed by :meth:`stop`, and their routes
         self.guests: list[Guest] = []
+        self._guest_routes: dict[tuple[str, str], Handler] = {}
+        self._guest_other: Handler | None = None
         self.base_url = ""
         #: MCP log name -> its file's state when a recording run started (:meth:`_set_aside_mcp`)
         self.mcp_before: dict[str, tuple[int, int, int]] = {}
@@ -276,25 +279,14 @@ class Endpoint:
 
     # -- requests no route takes -----------------------------------------------------------------
 
-    async def _route_errors(self, request: Any, handler: Any) -> Any:
-        """A request no route takes gets the JSON error its SDK parses (:func:`route_error`), not
-        aiohttp's plain-text 404/405; it is counted, so a run that recorded nothing names it. An
-        exception no route expected, on any route (a model call's, ``/v1/models``, a guest's such as
-        the MCP relays), is :meth:`_defect`'s typed JSON error, never aiohttp's bare 500."""
+    def refuse_unrouted(self, request: Any, allowed: list[str]) -> Any:
+        """A request no route takes (``allowed``: the methods of its path; empty: no such path) gets the
+        JSON error its SDK parses (:func:`route_error`), not aiohttp's plain-text 404/405; it is
+        counted, so a run that recorded nothing names it."""
         from aiohttp import web
 
-        try:
-            return await handler(request)
-        except web.HTTPMethodNotAllowed as exc:
-            body, status = route_error(request.method, request.path, sorted(exc.allowed_methods))
-            headers = {**NO_RETRY, "Allow": ", ".join(sorted(exc.allowed_methods))}
-        except web.HTTPNotFound:
-            body, status = route_error(request.method, request.path)
-            headers = dict(NO_RETRY)
-        except web.HTTPException:
-            raise  # aiohttp's own answers (it sends them as they are)
-        except Exception as exc:  # a defect of a route: typed, logged, said once, the run failed
-            return self._defect(request, exc)
+        body, status = route_error(request.method, request.path, allowed)
+        headers = {**NO_RETRY, "Allow": ", ".join(allowed)} if allowed else dict(NO_RETRY)
         self.unrouted_count += 1
         if len(self.unrouted) < 3:
             self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
@@ -449,31 +441,23 @@ class Endpoint:
         conv = self.binder.by_id(conversation_id)
         return conv.parent if conv is not None else None
 
-    async def start(self) -> str:
-        """Load the recording, open the server on ``host:port``; returns the base URL (``.../v1``)."""
+    async def start(self, server: LoopbackServer | None = None) -> str:
+        """Load the recording, listen on ``host:port`` with ``server`` (``None``: a server of its own,
+        closed at :meth:`stop`); returns the base URL (``.../v1``).
 
-        guard = Guard(self.config.host, self.config.allow_origins, origin_flag=self.config.origin_flag)
+        Raises:
+            OSError: the port is taken or not ours to bind.
+        """
+        self.guard = Guard(self.config.host, self.config.allow_origins, origin_flag=self.config.origin_flag)
         self.line_limit = max_line_bytes()
         try:
             self._build()
-            return await self._listen(guard)
+            return await self._listen(server)
         except BaseException:  # nothing will stop this endpoint: its lock and store go now
             self.abandon()
             raise
 
-    async def _listen(self, guard: Guard) -> str:
-        from aiohttp import web
-
-        # the guard first: a request it refuses reaches no route and no body is read
-        # a plain function: aiohttp marks a middleware by setting an attribute, which a bound method refuses
-        routes = self._routes = RouteTable()
-        middlewares = [guard_middleware(guard), web.middleware(routes.route(self._route_errors))]
-        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
-        for fmt in FORMATS.values():
-            handle = routes.route(self._handler(fmt))
-            for route in fmt.routes:
-                app.router.add_post(route, handle)
-        app.router.add_get(MODELS_PATH, routes.route(self._models))
+    async def _listen(self, server: LoopbackServer | None) -> str:
         self.guests = [guest for mount in self.mounts if (guest := mount(self)) is not None]
         if self.config.mcp and not self.guests:
             raise EndpointConfigError(
@@ -482,22 +466,24 @@ class Endpoint:
                 "mounts=[pytest_dsh_replay.mcp.http.mcp_routes]))"
             )
         for guest in self.guests:  # streamable HTTP MCP servers under /mcp/NAME (docs/mcp.md)
-            guest.add_routes(app, routes.route)
-        # bodies are read as sent: httpbody.read_body decodes them, so a coding it does not take is
-        # refused in the path's API shape (aiohttp's parser answers br or zstd without their libraries
-        # with a plain-text 400 before any route, and passes a name it does not know on undecoded)
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, auto_decompress=False
-        )
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.config.host, self.config.port))
-        site = web.SockSite(self._runner, sock)
-        await site.start()
-        port = sock.getsockname()[1]
-        self.base_url = f"http://{self.config.host}:{port}/v1"
+            guest.add_routes(self._add_guest_route)
+        self._own_server = server is None
+        self._server = LoopbackServer() if server is None else server
+        try:
+            self.port = await self._server.bind(self, self.config.host, self.config.port)
+        except BaseException:
+            if self._own_server:
+                await self._server.close()
+            self._server = None
+            raise
+        self.base_url = f"http://{self.config.host}:{self.port}/v1"
         return self.base_url
+
+    def _add_guest_route(self, method: str, path: str, handler: Handler) -> None:
+        if path == MCP_ROUTE:
+            self._guest_other = self._guest_other or handler
+        else:
+            self._guest_routes.setdefault((method, path), handler)
 
     async def stop(self, failed: str = "") -> EndpointOutcome:
         """Close the server, write the recording (record plans), and say how the run went.
@@ -535,11 +521,12 @@ class Endpoint:
             # closed too: aiohttp would otherwise linger 10 s reading the rest of the body
             if request.transport is not None:
                 request.transport.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-            self._routes.clear()
-            _release_app_cache()
+        server, self._server = self._server, None
+        if server is not None:
+            if self._own_server:
+                await server.close()
+            else:
+                await server.unbind(self.port, f"the endpoint of {self.config.directory}")
         if self.replay is not None:  # its callback into the endpoint: the two would be a cycle
             self.replay.on_parked = None
 
@@ -651,7 +638,8 @@ class Endpoint:
 
     # -- serving ---------------------------------------------------------------------------------
 
-    async def _models(self, request: Any) -> Any:
+    async def models(self, request: Any) -> Any:
+        """``GET /v1/models``: the recorded model names, then those the run's requests named."""
         from aiohttp import web
 
         names: list[str] = []
@@ -665,26 +653,36 @@ class Endpoint:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "dsh-replay"} for n in names]
         return web.json_response({"object": "list", "data": data})
 
-    def _handler(self, fmt: Format) -> Any:
-        """The route handler of ``fmt``: a model call (a conversation's), or an embedding call."""
-        serve = self._serve_embeddings if fmt.kind == "embeddings" else self._serve
+    async def serve_call(self, fmt: Format, request: Any) -> Any:
+        """A request on a route of ``fmt``: a model call (a conversation's), or an embedding call."""
+        self.in_flight += 1
+        try:
+            # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
+            wire = fmt.bind(request.match_info, request.path)  # its error shape too (Gemini's)
+            if self.closing is not None:
+                self.refused_closing += 1
+                return self._error(wire, self.closing, "STOPPING", 503)
+            problem = path_param_problem(request.match_info)
+            if problem is not None:
+                return self._problem(wire, WireRequestError(problem, "$path"), 400)
+            if fmt.kind == "embeddings":
+                return await self._serve_embeddings(wire, request)
+            return await self._serve(wire, request)
+        finally:  # a defect outside a call's answer goes on to the server's dispatch (:meth:`defect`)
+            self.in_flight -= 1
 
-        async def handle(request: Any) -> Any:
-            self.in_flight += 1
-            try:
-                # a route with path parameters (Gemini's ``{model}``) binds them to the request's wire object
-                wire = fmt.bind(request.match_info, request.path)  # its error shape too (Gemini's)
-                if self.closing is not None:
-                    self.refused_closing += 1
-                    return self._error(wire, self.closing, "STOPPING", 503)
-                problem = path_param_problem(request.match_info)
-                if problem is not None:
-                    return self._problem(wire, WireRequestError(problem, "$path"), 400)
-                return await serve(wire, request)
-            finally:  # a defect outside a call's answer goes on to _route_errors (_defect)
-                self.in_flight -= 1
+    async def mcp(self, request: Any) -> Any:
+        """A request under ``/mcp/``: the guests' route for it (docs/mcp.md).
 
-        return handle
+        Raises:
+            web.HTTPNotFound: no guest serves ``/mcp/`` (answered as any unknown path is).
+        """
+        handler = self._guest_routes.get((request.method, request.path)) or self._guest_other
+        if handler is None:
+            from aiohttp import web
+
+            raise web.HTTPNotFound()
+        return await handler(request)
 
     async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
         """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served
@@ -766,12 +764,14 @@ class Endpoint:
             413,
         )
 
-    def _defect(self, request: Any, exc: Exception) -> Any:
+    def defect(self, request: Any, exc: Exception) -> Any:
         """The answer to an exception no part of a route expected (a defect of ours), whatever the
-        route: the JSON error of the path's API (``formats.error_body``: the model format's, OpenAI's
-        for ``/v1/models``, a JSON-RPC error under ``/mcp/``; ``ENDPOINT_ERROR``, 500) naming it and
-        where it was raised, logged with its traceback, one problem of the run (its report says it
-        once, on stderr under serve), never aiohttp's bare text/plain 500."""
+        route (the server's dispatch calls it for every route of this endpoint's port: a model call's,
+        ``/v1/models``, a guest's such as the MCP relays): the JSON error of the path's API
+        (``formats.error_body``: the model format's, OpenAI's for ``/v1/models``, a JSON-RPC error
+        under ``/mcp/``; ``ENDPOINT_ERROR``, 500) naming it and where it was raised, logged with its
+        traceback, one problem of the run (its report says it once, on stderr under serve), never
+        aiohttp's bare text/plain 500."""
         from aiohttp import web
 
         from ..recording.kept import DEFECT_CODE
@@ -782,7 +782,7 @@ class Endpoint:
             f"{request.method} {request.path}); a defect of dsh-replay: the run failed, and a run it kept is "
             "not accepted"
         )
-        _HTTP_LOG.error("%s", message, exc_info=exc)
+        HTTP_LOG.error("%s", message, exc_info=exc)
         self.problem(message)
         try:
             body = error_body(request.path, message, DEFECT_CODE, 500)
@@ -926,97 +926,12 @@ class Endpoint:
                 await aclose()
 
 
-class RouteTable:
-    """The handlers of an endpoint's aiohttp app, which its routes reach through this table.
-
-    An ``aiohttp.web.Application`` is in a reference cycle with its own signals (each
-    ``aiosignal.Signal`` names its owner), so a stopped app is freed only by the cyclic collector, whose
-    full collections are rare: until then everything its routes hold stays alive. A route of the table
-    holds only the table's dict, which :meth:`clear` empties when the endpoint stops, so the endpoint
-    (its recording, scripts, conversations, MCP relays) goes by reference counting as soon as its test
-    lets go of it and only the app's own small graph waits for the collector
-    (``tests/endpoint/test_memory.py``).
-    """
-
-    def __init__(self) -> None:
-        self._handlers: dict[int, Callable[..., Awaitable[Any]]] = {}
-
-    def route(self, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        """The app's function for ``handler`` (an aiohttp handler, request -> response, or a
-        middleware, request and handler -> response): a plain function, which ``web.middleware`` marks."""
-        handlers = self._handlers
-        key = len(handlers)
-        handlers[key] = handler
-
-        async def call(*args: Any, **kwargs: Any) -> Any:  # aiohttp gives a middleware handler=
-            return await handlers[key](*args, **kwargs)
-
-        return call
-
-    def clear(self) -> None:
-        """Let go of every handler (the app serves no more requests)."""
-        self._handlers.clear()
-
-
-def _release_app_cache() -> None:
-    """Drop aiohttp's process-wide cache of middleware chains, which a stopped endpoint's app is in.
-
-    aiohttp (3.9 and later) caches the chain it builds for a route by ``(handler, apps)`` in a
-    module-level ``lru_cache`` of 1,024 entries; each entry keeps the app and, through the route's
-    handler, its whole :class:`Endpoint` (recording, scripts, conversations) alive. A run of many
-    ``dsh_endpoint`` tests would then hold every test's endpoint until the cache fills: memory growing
-    with the number of tests, not with the largest recording (``tests/endpoint/test_memory.py``).
-    Clearing it costs the apps still serving one rebuilt chain per route (a ``functools.partial`` per
-    middleware). An aiohttp without that cache has nothing to drop.
-    """
-    from aiohttp import web_app
-
-    cache = getattr(web_app, "_cached_build_middleware", None)
-    if cache is not None and hasattr(cache, "cache_clear"):
-        cache.cache_clear()
-
-
-class _RefusedRequestLine(logging.Filter):
-    """aiohttp's log of a request its HTTP parser refused (two ``Host`` headers, a duplicate
-    ``Content-Length``, broken chunked framing, also in a body drained after a refusal): the client
-    already has its 4xx, so the log is one
-    line naming the peer and the reason, not a traceback among serve's report. Anything else the server
-    logs keeps its traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = _parser_refusal(record)
-        if exc is not None:
-            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
-            record.msg = "dsh-replay endpoint: refused a malformed HTTP request from %s (%s %s)"
-            record.args = (peer, exc.code, exc.message.splitlines()[0] if exc.message else type(exc).__name__)
-            record.exc_info = record.exc_text = None
-        return True
-
-
-def _parser_refusal(record: logging.LogRecord) -> Any:
-    """The HTTP parser's 4xx refusal a log record is of (its exception, or the cause of a payload
-    error), else ``None``."""
-    from aiohttp.http_exceptions import HttpProcessingError
-
-    exc = record.exc_info[1] if record.exc_info else None
-    # a body aiohttp drains after the answer (a refused or unrouted request never read it) is
-    # malformed: the payload error carries the parser's refusal as its cause
-    exc = exc.__cause__ if exc is not None and not isinstance(exc, HttpProcessingError) else exc
-    if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 500) < 500:
-        return exc
-    return None
-
-
-#: the endpoint's HTTP server's own log (aiohttp's request handler); unhandled, its records reach
-#: stderr through logging's last-resort handler, as aiohttp's would
-_HTTP_LOG = logging.getLogger("pytest_dsh_replay.endpoint.http")
-_HTTP_LOG.addFilter(_RefusedRequestLine())
-
-
 class EndpointThread:
-    """An :class:`Endpoint` on its own event loop in a daemon thread (for synchronous tests and tools).
+    """An :class:`Endpoint` for synchronous tests and tools: it runs on the process's one server
+    (:func:`~.loopserver.shared_server`: one event loop in one daemon thread, one aiohttp app), on a
+    port of its own; several may run at once.
 
-    ``start()`` returns the base URL once the server listens; ``stop()`` returns the outcome;
+    ``start()`` returns the base URL once the endpoint listens; ``stop()`` returns the outcome;
     ``accept_unused`` and ``mounts`` as :class:`Endpoint` takes them.
     """
 
@@ -1024,19 +939,12 @@ class EndpointThread:
         self, config: EndpointConfig, *, accept_unused: str = ACCEPT_UNUSED, mounts: Sequence[Mount] = ()
     ) -> None:
         self.endpoint = Endpoint(config, accept_unused=accept_unused, mounts=mounts)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="dsh-endpoint", daemon=True)
+        self._shared = shared_server()
+        self._loop = self._shared.loop
 
     def start(self) -> str:
-        """Start the loop thread and the endpoint; on failure the thread is stopped and the error raised."""
-        self._thread.start()
-        try:
-            return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result()
-        except BaseException:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop.close()
-            raise
+        """Start the endpoint on the process's server; its error raised when it cannot start."""
+        return asyncio.run_coroutine_threadsafe(self.endpoint.start(self._shared.server), self._loop).result()
 
     def problems_so_far(self, timeout: float = 60.0) -> tuple[list[str], list[str]]:
         """:meth:`Endpoint.problems_so_far`, read on the endpoint's loop."""
@@ -1047,14 +955,9 @@ class EndpointThread:
         return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout)
 
     def stop(self, timeout: float = 60.0, *, failed: str = "") -> EndpointOutcome:
-        """Stop the endpoint (writing a recording) and the thread; returns the outcome. ``failed``: as
+        """Stop the endpoint (writing a recording); returns the outcome. ``failed``: as
         :meth:`Endpoint.stop`."""
-        try:
-            return asyncio.run_coroutine_threadsafe(self.endpoint.stop(failed), self._loop).result(timeout)
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout)
-            self._loop.close()
+        return asyncio.run_coroutine_threadsafe(self.endpoint.stop(failed), self._loop).result(timeout)
 
 
 __all__ = [

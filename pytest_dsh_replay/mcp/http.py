@@ -34,6 +34,7 @@ import orjson
 from ..errors import HarnessError
 from ..httpbody import (
     ACCEPTED_ENCODINGS,
+    MCP_ROUTE,
     BodyTooLarge,
     UnreadableBody,
     UnsupportedEncoding,
@@ -111,14 +112,13 @@ class HttpRelays:
         #: server name -> the recorded sessions :meth:`close` kept for :meth:`write_recorded`
         self.recorded: dict[str, list[Any]] = {}
 
-    def add_routes(self, app: Any, route: Callable[[Any], Any] = lambda handler: handler) -> None:
-        """``/mcp/NAME`` for every server: POST, GET, DELETE; any other ``/mcp/NAME``: a JSON-RPC 404.
-        ``route``: what the app is given for each handler (the endpoint's ``RouteTable.route``, so a
-        stopped app holds none of the relays)."""
+    def add_routes(self, add: Callable[[str, str, Any], None]) -> None:
+        """``/mcp/NAME`` for every server: POST, GET, DELETE; any other request under ``/mcp/``: a
+        JSON-RPC 404 or 405 (``endpoint.server.Guest.add_routes``: ``add(method, path, handler)``)."""
         for server in self.servers.values():
             for method in ROUTE_METHODS:
-                app.router.add_route(method, f"/mcp/{server.name}", route(self._handler(server, method)))
-        app.router.add_route("*", "/mcp/{name:.*}", route(self._unknown))  # after the servers' own routes
+                add(method, f"/mcp/{server.name}", self._handler(server, method))
+        add("*", MCP_ROUTE, self._unknown)
 
     async def _unknown(self, request: Any) -> Any:
         """A request under ``/mcp/`` no server route takes: 405 for another method of a server's path,

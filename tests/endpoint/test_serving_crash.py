@@ -172,7 +172,7 @@ def test_a_defect_in_the_models_route_or_an_mcp_relay_is_a_typed_json_error_logg
     from pytest_dsh_replay.mcp.http import HttpRelays, mcp_routes
 
     if route == "models":
-        monkeypatch.setattr(Endpoint, "_models", _crash)
+        monkeypatch.setattr(Endpoint, "models", _crash)
     else:
         monkeypatch.setattr(HttpRelays, "_serve", _crash)
     caplog.set_level("ERROR")

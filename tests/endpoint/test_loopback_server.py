@@ -1,0 +1,99 @@
+"""The process's one loopback server (``endpoint/loopserver.py``): every ``EndpointThread`` of a process
+listens with one server, on one event loop thread, each on a port of its own; a request on the port
+of an endpoint that stopped is refused in the path's API shape, naming that endpoint, and is never
+served from another endpoint's recording."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
+from pytest_dsh_replay.endpoint.loopserver import RETIRED_PORTS
+
+from .conftest import record_chat, served
+from .upstream import FakeUpstream
+
+
+@pytest.fixture
+def two_recordings(tmp_path: Path, upstream: FakeUpstream) -> tuple[Path, Path]:
+    first, second = tmp_path / "first", tmp_path / "second"
+    record_chat(first, upstream.url, "one")
+    record_chat(second, upstream.url, "two")
+    upstream.stop()
+    return first, second
+
+
+def _ask(url: str, prompt: str) -> str:
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    answer = client.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": prompt}])
+    return str(answer.choices[0].message.content)
+
+
+def _post(url: str, prompt: str) -> tuple[int, dict[str, Any]]:
+    body = {"model": "fake-1", "messages": [{"role": "user", "content": prompt}]}
+    request = urllib.request.Request(
+        url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_two_endpoints_at_once_each_serve_their_own_recording_on_one_server_thread(
+    two_recordings: tuple[Path, Path],
+) -> None:
+    first, second = two_recordings
+    with served(first) as one, served(second) as two:
+        assert one.url != two.url
+        assert _ask(two.url, "two") == "you said: two"
+        assert _ask(one.url, "one") == "you said: one"
+        assert [t.name for t in threading.enumerate()].count("dsh-endpoint") == 1
+    assert one.outcome is not None and one.outcome.ok, one.outcome.report()
+    assert two.outcome is not None and two.outcome.ok, two.outcome.report()
+
+
+def test_a_request_after_its_endpoint_stopped_is_refused_not_served_by_the_next_one(
+    two_recordings: tuple[Path, Path],
+) -> None:
+    """A test's leftover thread calling after the test's teardown gets an error naming the endpoint
+    that stopped; the next test's endpoint, running meanwhile, does not serve it (its recorded call is
+    still unused)."""
+    first, second = two_recordings
+    with served(first) as one:
+        assert _ask(one.url, "one") == "you said: one"
+    thread = EndpointThread(EndpointConfig(second))
+    thread.start()
+    try:
+        status, body = _post(one.url, "two")
+    finally:
+        outcome = thread.stop()
+    assert status == 503
+    assert body["error"]["code"] == "ENDPOINT_STOPPED"
+    message = body["error"]["message"]
+    assert f"the endpoint of {first} stopped" in message
+    assert "a request after its stop is not served" in message
+    # the second endpoint took no call: its recorded one is left unused
+    assert outcome.calls == 0 and "recorded calls not consumed" in outcome.report()
+
+
+def test_only_the_latest_stopped_ports_stay_open(two_recordings: tuple[Path, Path]) -> None:
+    """A stopped endpoint's port answers ``ENDPOINT_STOPPED`` while it is one of the last
+    ``RETIRED_PORTS``; then it is closed, so a run of many tests holds a bounded number of sockets."""
+    first, _second = two_recordings
+    urls = []
+    for _ in range(RETIRED_PORTS + 1):
+        with served(first, allow_unused=True) as ep:
+            urls.append(ep.url)
+    assert _post(urls[-1], "one")[0] == 503
+    with pytest.raises(urllib.error.URLError):  # connection refused: nobody listens there any more
+        _post(urls[0], "one")
