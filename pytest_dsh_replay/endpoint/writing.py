@@ -23,6 +23,7 @@ from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name
 from ..recording.kept import kept_note, kept_run
 from ..recording.manifest import manifest_text
 from ..recording.plan import Plan
+from ..replay.model import CLIENT_CACHE_CAUSE
 from .aside import set_aside_relays
 from .config import has_any_recording, has_recording
 from .record import RecordResult, first_request_keys
@@ -39,8 +40,7 @@ def _no_request_causes() -> str:
         "what usually causes it: the client was built before the endpoint started (at import, or in a "
         "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
         f"set (the dsh_endpoint fixture sets {', '.join(names)} and {last}; else pass the endpoint's URL "
-        "to the client as its base URL); or a client-side cache answered (DSPy's default cache=True "
-        "answers a request it saw before from disk)"
+        f"to the client as its base URL); or {CLIENT_CACHE_CAUSE}"
     )
 
 
@@ -59,6 +59,8 @@ class EndpointOutcome(Struct):
     calls: int = 0
     #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
     rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    #: a recording run no request reached: the note saying so (also in ``notes``), "" otherwise
+    no_request: str = ""
 
     @property
     def ok(self) -> bool:
@@ -157,7 +159,8 @@ class RunWriter:
             outcome.notes.append(self.endpoint.nothing_written())
             outcome.notes += await self.set_aside(None)
         else:
-            outcome.notes.append(self._nothing_arrived())
+            outcome.no_request = self._nothing_arrived()
+            outcome.notes.append(outcome.no_request)
 
     async def set_aside(self, kept: Path | None) -> list[str]:
         """The MCP sessions separate relays recorded into the directory during this run, set aside
