@@ -141,6 +141,8 @@ class RunWriter:
             outcome.notes += [*changes, *aside]
             return
         outcome.notes += [self._recorded_note(outcome, len(verdict.result.logs)), *changes]
+        if not self.config.stopped_is_problem:
+            outcome.notes += self._written_interrupted(verdict.result.logs)
         if verdict.written_note:
             outcome.notes.append(verdict.written_note)
         self._supersede_kept(outcome)
@@ -375,16 +377,34 @@ class RunWriter:
                 entries[key] = [*served, *entries.get(key, [])]
         return entries
 
-    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
-        """One problem per recorded conversation whose last answer asked for tool calls that no later
-        request answered (:attr:`~.record.ConversationLog.unanswered`): the agent stopped mid-turn."""
+    def _unanswered(self, logs: Sequence[Any]) -> list[tuple[int, str]]:
+        """``(rank, tool call names)`` of each recorded conversation whose last answer asked for tool
+        calls that no later request answered (:attr:`~.record.ConversationLog.unanswered`): the agent
+        stopped mid-turn."""
         assert self.endpoint.recorder is not None
         out = []
         for rank, log in enumerate(logs):
             conv = self.endpoint.recorder.logs.get(log.id)
-            if conv is None or not conv.unanswered:
-                continue
-            names = ", ".join(conv.unanswered)
+            if conv is not None and conv.unanswered:
+                out.append((rank, ", ".join(conv.unanswered)))
+        return out
+
+    def _written_interrupted(self, logs: Sequence[Any]) -> list[str]:
+        """The notes of a run written with conversations that stopped mid-turn (``stopped_is_problem``
+        off: the fixture, whose test's outcome says whether the agent stopped by design): each is
+        written with its turn ``interrupted``, and a replay stops there too."""
+        return [
+            f"conversation #{rank + 1} ({log_name(rank)}) written interrupted (stopped mid-turn): its last "
+            f"answer asked for tool call(s) {names} and no request sent their result(s); written as it is "
+            "(the test's outcome says whether the agent stopped by design): the recording ends there, and "
+            "a test replaying more of it no longer can"
+            for rank, names in self._unanswered(logs)
+        ]
+
+    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
+        """One problem per recorded conversation that stopped mid-turn (:meth:`_unanswered`)."""
+        out = []
+        for rank, names in self._unanswered(logs):
             out.append(
                 f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
                 f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "
