@@ -29,6 +29,10 @@ __all__ = [
     "warn_inert_options",
 ]
 
+#: every record mode, as the inert-option warnings offer them ("--dsh-record=once, ... or changed")
+*_EARLIER_MODES, _LAST_MODE = (m.value for m in RecordMode if m.records)
+_RECORDING_MODES = f"--dsh-record={', '.join(_EARLIER_MODES)} or {_LAST_MODE}"
+
 
 def add_options(parser: pytest.Parser) -> None:
     """Declare the ``--dsh-*`` options and ``dsh_*`` ini values."""
@@ -158,7 +162,7 @@ def warn_inert_options(config: pytest.Config) -> None:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
                 f"--dsh-model {config.getoption('dsh_model')} has no effect without a record mode: replay "
-                "never calls a live model; add --dsh-record=once, new_episodes or rewrite to record"
+                f"never calls a live model; add {_RECORDING_MODES} to record"
             ),
             stacklevel=2,
         )
@@ -166,8 +170,7 @@ def warn_inert_options(config: pytest.Config) -> None:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
                 f"--dsh-upstream {config.getoption('dsh_upstream')} has no effect without a record mode: the "
-                "dsh_endpoint fixture replays and never calls the upstream; add --dsh-record=once, "
-                "new_episodes or rewrite to record"
+                f"dsh_endpoint fixture replays and never calls the upstream; add {_RECORDING_MODES} to record"
             ),
             stacklevel=2,
         )

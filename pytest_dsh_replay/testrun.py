@@ -161,32 +161,74 @@ def marker_masks(request: pytest.FixtureRequest, marker: pytest.Mark | None, fix
 def recording_dir(request: pytest.FixtureRequest) -> Path:
     """The test's recording directory: the marker's (relative to the test file's directory), else
     ``<test file dir>/recordings/<module>/<test name>/``."""
-    base = Path(str(request.node.path)).parent
-    marker = request.node.get_closest_marker(MARKER)
+    return _item_recording_dir(request.node)
+
+
+def _item_recording_dir(item: pytest.Item) -> Path:
+    """:func:`recording_dir` of ``item``."""
+    base = Path(str(item.path)).parent
+    marker = item.get_closest_marker(MARKER)
     if marker is not None and marker.args:
         path = Path(str(marker.args[0]))
         return path if path.is_absolute() else base / path
-    module = Path(str(request.node.path)).stem
-    name = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", request.node.name)
+    module = Path(str(item.path)).stem
+    name = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", item.name)
     return base / "recordings" / module / name
 
 
-def rerecord_command(config: pytest.Config, nodeid: str, *, upstream: bool = True) -> str:
+def sharing_tests(item: pytest.Item) -> list[str]:
+    """The node ids of the other collected tests whose recording directory is ``item``'s (two tests
+    given one ``@pytest.mark.dsh_recording`` directory), among those using :data:`_RECORDING_FIXTURES`;
+    in collection order. A re-record of one of them replaces the recording the others replay."""
+    by_dir = item.session.stash.get(_BY_DIR, None)
+    if by_dir is None or by_dir[0] != len(item.session.items):  # once per run: a test per fixture setup
+        tests: dict[Path, list[str]] = {}
+        for other in item.session.items:
+            if any(name in getattr(other, "fixturenames", ()) for name in _RECORDING_FIXTURES):
+                tests.setdefault(_item_recording_dir(other), []).append(other.nodeid)
+        by_dir = (len(item.session.items), tests)
+        item.session.stash[_BY_DIR] = by_dir
+    return [nodeid for nodeid in by_dir[1].get(_item_recording_dir(item), []) if nodeid != item.nodeid]
+
+
+#: the fixtures that record into the test's recording directory
+_RECORDING_FIXTURES = ("dsh_endpoint", "dsh_mcp")
+#: the collected tests using a recording fixture, by recording directory (:func:`sharing_tests`), with
+#: the count of collected items they were listed from
+_BY_DIR = pytest.StashKey[tuple[int, dict[Path, list[str]]]]()
+
+
+def rerecord_command(
+    config: pytest.Config, nodeid: str, *, upstream: bool = True, sharing: Sequence[str] = ()
+) -> str:
     """The command that re-records the test ``nodeid`` (a node id, relative to the rootdir), to be run
     where pytest was invoked: the test's path relative to the invocation directory, as pytest's own
     report lines name it, shell-quoted. ``upstream``: whether the test calls a model (it uses
     ``dsh_endpoint``), so that a rewrite needs ``--dsh-upstream URL`` unless the ini's ``dsh_upstream``
     gives it (the command then records from there, as pasted); a test using only ``dsh_mcp`` records
-    without one.
+    without one. ``sharing``: the other tests of the same recording directory (:func:`sharing_tests`),
+    re-recorded in the same command (and said so): a re-record of the test alone would replace the
+    recording they replay.
 
     Computed here rather than by ``Config.cwd_relative_nodeid``, whose argument changed from a string
     to a node-id object in pytest 9.2.
     """
-    path, sep, rest = nodeid.partition("::")
-    where = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
-    test = shlex.quote(where + sep + rest)
+
+    def where(test: str) -> str:
+        path, sep, rest = test.partition("::")
+        relative = os.path.relpath(config.rootpath / path, config.invocation_params.dir) if path else path
+        return shlex.quote(relative + sep + rest)
+
     flag = upstream and not config.getini("dsh_upstream")
-    return f"pytest {test} --dsh-record=rewrite" + (" --dsh-upstream URL" if flag else "")
+    tests = " ".join(where(test) for test in (nodeid, *sharing))
+    command = f"pytest {tests} --dsh-record=rewrite" + (" --dsh-upstream URL" if flag else "")
+    if sharing:
+        command += (
+            f" (the recording directory is also {', '.join(where(test) for test in sharing)}'s: the "
+            "tests are re-recorded together, each rewriting it in turn; the last one run writes what "
+            "they all replay)"
+        )
+    return command
 
 
 def accept_unused(marker: pytest.Mark | None) -> str:
@@ -306,6 +348,7 @@ __all__ = [
     "recording_dir",
     "refused_setup",
     "rerecord_command",
+    "sharing_tests",
     "stopped_at",
     "test_failed",
     "unused_counts",

@@ -327,19 +327,21 @@ class _ShowReader:
 
 
 @main.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @_fail_on_harness_error
-def show(path: Path) -> None:
-    """Show the session tree of a scenario directory or log: lineage, fork boundaries, turns, calls, tools.
+def show(paths: tuple[Path, ...]) -> None:
+    """Show the session tree of each scenario directory or log: lineage, fork boundaries, turns, calls, tools.
 
-    A folder of scenarios (as ``validate`` takes) shows one tree per scenario at or under it, every
-    one whatever an earlier one held. Logs are streamed (memory bounded by the largest line). Below
+    Several PATHs (as ``validate`` and ``report`` take) and a folder of scenarios show one tree per
+    scenario at or under each, every one whatever an earlier one held (a missing PATH is a usage error
+    before any is shown: ``PATH_MISSING``). Logs are streamed (memory bounded by the largest line). Below
     each tree, what ``validate`` finds in its logs (a seq gap, a turn closed twice, ...), one
     ``finding [CODE] message`` line each. Exit 1 when there is any (every tree shown); 2 on unreadable
     input (after the other trees were shown).
     """
-    _existing(path)
-    units = _show_units(path)
+    for path in paths:
+        _existing(path)
+    units = [unit for path in paths for unit in _show_units(path)]
     failed = damaged = False
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         for unit, problem in units:

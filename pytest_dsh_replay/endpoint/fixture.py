@@ -49,6 +49,7 @@ from ..testrun import (
     recording_dir,
     refused_setup,
     rerecord_command,
+    sharing_tests,
     stopped_at,
     test_failed,
     unused_counts,
@@ -67,7 +68,8 @@ DUMMY_KEY = "dsh-replay-endpoint-dummy-key"
 class DshEndpointWarning(UserWarning):
     """What the test's endpoint says at its start (its ``start_notes``, the lines ``dsh-replay serve``
     prints on stderr): a recording with no upstream key (``endpoint.config.unset_keys``), temporary
-    stores of killed recording runs. Filter it as any warning
+    stores of killed recording runs; and at its end, a recording run no request reached (nothing
+    written, so the next replay cannot run: :func:`_report_run`). Filter it as any warning
     (``-W ignore::pytest_dsh_replay.endpoint.fixture.DshEndpointWarning``)."""
 
 
@@ -161,7 +163,7 @@ def _endpoint_config(
             *options.get("allow_origin", ()),
         ),
         origin_flag=ORIGIN_FLAG,
-        rerecord=rerecord_command(config, request.node.nodeid),
+        rerecord=rerecord_command(config, request.node.nodeid, sharing=sharing_tests(request.node)),
         subject="the test",
         cwd=str(config.rootpath),
         upstream_flag="--dsh-upstream URL or ini dsh_upstream",
@@ -184,6 +186,11 @@ def _report_run(item: pytest.Item, run: EndpointRun, outcome: EndpointOutcome) -
         # it reads written files from the call phase's report, and this is the teardown's)
         wrote = ItemReport(written=list(map(str, outcome.written)), removed=list(map(str, outcome.removed)))
         item.user_properties += wrote.properties()
+    if outcome.no_request:
+        # a warning, not the test's failure: as vcrpy's record mode "once" with no request, the test's
+        # outcome is its own (a test may pass for reasons of its own), but a recording run that wrote
+        # nothing leaves a test its next replay cannot run, so pytest's warnings summary says why
+        warnings.warn(DshEndpointWarning(f"dsh_endpoint: {outcome.no_request}"), stacklevel=2)
     fresh = [p for p in outcome.problems if p not in run.reported]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh

@@ -23,6 +23,7 @@ from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name
 from ..recording.kept import kept_note, kept_run
 from ..recording.manifest import manifest_text
 from ..recording.plan import Plan
+from ..replay.model import CLIENT_CACHE_CAUSE
 from .aside import set_aside_relays
 from .config import has_any_recording, has_recording
 from .record import RecordResult, first_request_keys
@@ -39,8 +40,7 @@ def _no_request_causes() -> str:
         "what usually causes it: the client was built before the endpoint started (at import, or in a "
         "fixture that runs first) and kept the base URL of then; it reads a base-URL variable that is not "
         f"set (the dsh_endpoint fixture sets {', '.join(names)} and {last}; else pass the endpoint's URL "
-        "to the client as its base URL); or a client-side cache answered (DSPy's default cache=True "
-        "answers a request it saw before from disk)"
+        f"to the client as its base URL); or {CLIENT_CACHE_CAUSE}"
     )
 
 
@@ -59,6 +59,8 @@ class EndpointOutcome(Struct):
     calls: int = 0
     #: ``changed``: ``(log file, first re-recorded call)`` of each re-recorded conversation
     rerecorded: list[tuple[str, int]] = field(default_factory=list)
+    #: a recording run no request reached: the note saying so (also in ``notes``), "" otherwise
+    no_request: str = ""
 
     @property
     def ok(self) -> bool:
@@ -139,6 +141,8 @@ class RunWriter:
             outcome.notes += [*changes, *aside]
             return
         outcome.notes += [self._recorded_note(outcome, len(verdict.result.logs)), *changes]
+        if not self.config.stopped_is_problem:
+            outcome.notes += self._written_interrupted(verdict.result.logs)
         if verdict.written_note:
             outcome.notes.append(verdict.written_note)
         self._supersede_kept(outcome)
@@ -157,7 +161,8 @@ class RunWriter:
             outcome.notes.append(self.endpoint.nothing_written())
             outcome.notes += await self.set_aside(None)
         else:
-            outcome.notes.append(self._nothing_arrived())
+            outcome.no_request = self._nothing_arrived()
+            outcome.notes.append(outcome.no_request)
 
     async def set_aside(self, kept: Path | None) -> list[str]:
         """The MCP sessions separate relays recorded into the directory during this run, set aside
@@ -386,16 +391,34 @@ class RunWriter:
                 entries[key] = [*served, *entries.get(key, [])]
         return entries
 
-    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
-        """One problem per recorded conversation whose last answer asked for tool calls that no later
-        request answered (:attr:`~.record.ConversationLog.unanswered`): the agent stopped mid-turn."""
+    def _unanswered(self, logs: Sequence[Any]) -> list[tuple[int, str]]:
+        """``(rank, tool call names)`` of each recorded conversation whose last answer asked for tool
+        calls that no later request answered (:attr:`~.record.ConversationLog.unanswered`): the agent
+        stopped mid-turn."""
         assert self.endpoint.recorder is not None
         out = []
         for rank, log in enumerate(logs):
             conv = self.endpoint.recorder.logs.get(log.id)
-            if conv is None or not conv.unanswered:
-                continue
-            names = ", ".join(conv.unanswered)
+            if conv is not None and conv.unanswered:
+                out.append((rank, ", ".join(conv.unanswered)))
+        return out
+
+    def _written_interrupted(self, logs: Sequence[Any]) -> list[str]:
+        """The notes of a run written with conversations that stopped mid-turn (``stopped_is_problem``
+        off: the fixture, whose test's outcome says whether the agent stopped by design): each is
+        written with its turn ``interrupted``, and a replay stops there too."""
+        return [
+            f"conversation #{rank + 1} ({log_name(rank)}) written interrupted (stopped mid-turn): its last "
+            f"answer asked for tool call(s) {names} and no request sent their result(s); written as it is "
+            "(the test's outcome says whether the agent stopped by design): the recording ends there, and "
+            "a test replaying more of it no longer can"
+            for rank, names in self._unanswered(logs)
+        ]
+
+    def _stopped_mid_turn(self, logs: Sequence[Any]) -> list[str]:
+        """One problem per recorded conversation that stopped mid-turn (:meth:`_unanswered`)."""
+        out = []
+        for rank, names in self._unanswered(logs):
             out.append(
                 f"conversation #{rank + 1} ({log_name(rank)}) stopped mid-turn: its last answer asked for "
                 f"tool call(s) {names} and no request sent their result(s) (the agent stopped there: did it "

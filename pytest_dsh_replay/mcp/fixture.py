@@ -42,6 +42,7 @@ from ..testrun import (
     marker_masks,
     recording_dir,
     rerecord_command,
+    sharing_tests,
     unused_counts,
 )
 
@@ -389,7 +390,9 @@ def mcp_fixture(request: pytest.FixtureRequest) -> Iterator[McpServers]:
     masks = marker_masks(request, marker, "dsh_mcp")
     patterns = [m.pattern for m in (masks.masks if masks else ()) if m.when is None]
     # the model's upstream too when the test also records its model calls (a rewrite without it fails)
-    rerecord = rerecord_command(config, request.node.nodeid, upstream=with_endpoint)
+    rerecord = rerecord_command(
+        config, request.node.nodeid, upstream=with_endpoint, sharing=sharing_tests(request.node)
+    )
     directory = recording_dir(request)
     if not with_endpoint:  # the report's link to it (the endpoint's, else)
         request.node.user_properties += recording_properties(directory)

@@ -82,6 +82,14 @@ DEFAULT_HANG_PREFIX: tuple[dict[str, Any], ...] = (
     {"type": "text-delta", "index": 0, "text": "partial"},
 )
 
+#: The client-side caches that answer a request they saw before without sending it (so a replay, or a
+#: recording run, sees none): said where a run got no model call, one home for its wording.
+CLIENT_CACHE_CAUSE = (
+    "a client-side cache answered without calling (DSPy's default dspy.LM(..., cache=True), LangChain's "
+    "set_llm_cache, LiteLLM's litellm.cache): turn it off in the test (dspy.LM(..., cache=False), "
+    "set_llm_cache(None)) or clear it"
+)
+
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
 
@@ -950,7 +958,8 @@ class ReplayModel:
                     if other_calls
                     else ". No model call reached the replay: the agent never asked for one. If it stopped "
                     "with an error before its first call (a crash, missing credentials: see its own output), "
-                    "fix that error first; else check that it is pointed at this replay (its base URL)"
+                    "fix that error first; else check that it is pointed at this replay (its base URL) "
+                    f"and that no {CLIENT_CACHE_CAUSE}"
                 ),
                 "REPLAY_NOT_CONSUMED",
             )
@@ -967,6 +976,7 @@ class ReplayModel:
 
 
 __all__ = [
+    "CLIENT_CACHE_CAUSE",
     "DEFAULT_HANG_PREFIX",
     "NORMALIZATIONS",
     "ReplayModel",

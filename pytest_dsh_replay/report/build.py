@@ -31,6 +31,7 @@ from ..layout import (
     mcp_log_files,
     mcp_log_match,
 )
+from ..llm.wire.fields import PROVIDER_FIELDS_BLOCK
 from .payload import Call, Entry, Item, Link, Recording, Report, SessionView, Summary, ToolCall
 
 __all__ = [
@@ -56,7 +57,9 @@ def _cut(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def _blocks_text(content: Any) -> str:
-    """The text of a content block list: text blocks joined, other blocks as their JSON."""
+    """The text of a content block list: text blocks joined, other blocks as their JSON. An answer's
+    ``provider-fields`` block (its identity: the provider's id, created, model; docs/providers.md) is
+    no text of the message: it is left out, as the report leaves out every provider field."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -67,6 +70,8 @@ def _blocks_text(content: Any) -> str:
             parts.append(block["text"])
         elif isinstance(block, dict) and block.get("type") in ("reasoning", "tool-call"):
             continue  # shown apart (folded reasoning, tool calls)
+        elif isinstance(block, dict) and block.get("type") == PROVIDER_FIELDS_BLOCK:
+            continue
         else:
             parts.append(_json(block))
     return "\n".join(parts)

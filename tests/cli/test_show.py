@@ -26,6 +26,18 @@ def test_show_of_a_folder_prints_one_tree_per_scenario() -> None:
     assert sum("spawn child" in line for line in lines) == 3  # one child, then two
 
 
+def test_show_of_several_paths_prints_the_tree_of_each() -> None:
+    """``show`` takes several PATHs, as ``validate`` and ``report`` do. Regression: it took one ("Got
+    unexpected extra argument")."""
+    one, two = BUNDLED / "spawn" / "one-child", BUNDLED / "spawn" / "two-children"
+    result = cli("show", one, two)
+    assert result.exit_code == 0, result.output
+    roots = [line for line in result.output.splitlines() if not line.startswith((" ", "│", "├", "└"))]
+    assert roots == [str(one), str(two)]
+    missing = cli("show", one, BUNDLED / "no-such-scenario")
+    assert missing.exit_code == 2 and "PATH_MISSING" in missing.output
+
+
 def test_show_of_a_folder_goes_on_after_an_unreadable_scenario(tmp_path: Path) -> None:
     shutil.copytree(BUNDLED / "spawn", tmp_path / "spawn")
     (tmp_path / "spawn" / "one-child" / "session.jsonl").write_bytes(b'{"type":"session"\n')

@@ -101,9 +101,11 @@ def test_agent_with_model_and_mcp_replays_hermetically(pytester: pytest.Pytester
     result.assert_outcomes(passed=1, failed=1, errors=1)
     assert (pytester.path / "final.txt").read_text() == final
     result.stdout.fnmatch_lines(["*[[]MCP_CALL_MISMATCH[]]*tools/call.arguments.a: recorded 1 != sent 7*"])
-    # the printed re-record command is one that works for this test: its model calls need the upstream
+    # the printed re-record command is one that works for this test: its model calls need the upstream,
+    # and the test sharing its recording directory is re-recorded with it
     assert re.search(
-        r"re-record it \(pytest \S+::test_agent_changed --dsh-record=rewrite --dsh-upstream URL\)",
+        r"re-record it \(pytest \S+::test_agent_changed \S+::test_agent "
+        r"--dsh-record=rewrite --dsh-upstream URL ",
         result.stdout.str(),
     ), result.stdout.str()
 

@@ -104,13 +104,18 @@ def test_inert_options_warn(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*--dsh-ignore-event nosuch/type: no such event type*session/end-seed*"])
     result = run(pytester, "--dsh-scenario", scenario, "--dsh-model", "scripted")
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines(["*--dsh-model scripted has no effect without a record mode*"])
+    result.stdout.fnmatch_lines(
+        ["*--dsh-model scripted has no effect without a record mode*or changed to record*"]
+    )
     # an upstream without a record mode, an accept flag without an update: each names its way out
-    # (regression: both were silently ignored)
+    # (regression: both were silently ignored; then the record modes offered left out changed)
     result = run(pytester, "--dsh-scenario", scenario, "--dsh-upstream", "http://127.0.0.1:1/v1")
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(
-        ["*--dsh-upstream http://127.0.0.1:1/v1 has no effect without a record mode*--dsh-record=once*"]
+        [
+            "*--dsh-upstream http://127.0.0.1:1/v1 has no effect without a record mode*"
+            "--dsh-record=once, new_episodes, rewrite or changed to record*"
+        ]
     )
     result = run(pytester, "--dsh-scenario", scenario, "--dsh-accept-changed-requests")
     result.assert_outcomes(passed=1, warnings=1)

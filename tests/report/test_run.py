@@ -263,3 +263,24 @@ def test_a_recording_run_shows_what_it_recorded_and_a_green_run_its_trees(
     assert item["recording"] == 0 and item["outcome"] == "passed"
     (session,) = recording["sessions"]
     assert session["calls"] == 1 and session["omitted"] and not session.get("transcript")
+
+
+def test_an_answers_identity_block_is_no_text_of_its_message(
+    pytester: pytest.Pytester, upstream: FakeUpstream
+) -> None:
+    """An answer's identity (the upstream's ``id``/``created``/``model``, kept in a ``provider-fields``
+    block of the recorded message) is not the message's text. Regression: the page printed the block's
+    raw JSON (``{"type":"provider-fields",...}``) above every assistant message of a LlamaIndex and a
+    DSPy recording."""
+    pytester.makepyfile(test_agent=ENDPOINT_TEST.format(prompt="hi there"))
+    pytester.runpytest("--dsh-record=once", f"--dsh-upstream={upstream.url}", "-q").assert_outcomes(passed=1)
+    logs = list((pytester.path / "recordings").rglob("session*.jsonl"))
+    assert any(b'"provider-fields"' in log.read_bytes() for log in logs)  # the shape this is about
+    out = pytester.path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(pytester.path / "recordings"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    (recording,) = payload_of(out.read_text())["recordings"]
+    (session,) = recording["sessions"]
+    answers = [entry for entry in session["transcript"] if entry["kind"] == "assistant"]
+    assert answers and all("provider-fields" not in entry.get("text", "") for entry in answers), answers
+    assert "up-1" not in out.read_text()
