@@ -196,3 +196,43 @@ def test_a_recorded_failure_without_the_answer_replays_as_before(
     exc = _replayed(tmp_path, _chat(False))
     assert isinstance(exc, openai.BadRequestError)
     assert exc.code == "HTTP_400" and "maximum context length" in exc.message
+
+
+def test_a_gemini_error_answer_keeps_its_status_recorded_and_replayed(
+    tmp_path: Path, loopback_httpserver: HTTPServer
+) -> None:
+    """google-genai's ``ClientError`` carries Gemini's own ``status`` (``INVALID_ARGUMENT``) and error
+    body, recording and replaying."""
+    import re
+
+    genai = pytest.importorskip("google.genai")
+    types = pytest.importorskip("google.genai.types")
+    errors = pytest.importorskip("google.genai.errors")
+    body = {
+        "error": {
+            "code": 400,
+            "message": "The input token count (1048577) exceeds the maximum number of tokens allowed.",
+            "status": "INVALID_ARGUMENT",
+        }
+    }
+    loopback_httpserver.expect_request(re.compile(r"/v1(beta)?/models/.*"), method="POST").respond_with_json(
+        body, status=400
+    )
+
+    def ask(url: str) -> None:
+        options = types.HttpOptions(
+            base_url=url.removesuffix("/v1"), retry_options=types.HttpRetryOptions(attempts=1)
+        )
+        client = genai.Client(api_key="dummy", http_options=options)
+        client.models.generate_content(model="gemini-2.5-flash", contents="a very long prompt")
+
+    base = f"http://127.0.0.1:{loopback_httpserver.port}"
+    with served(tmp_path, RecordMode.ONCE, base, api_key=KEY) as ep, pytest.raises(Exception) as raised:
+        ask(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    loopback_httpserver.stop()
+    replayed = _replayed(tmp_path, ask)
+    for exc in (raised.value, replayed):
+        assert isinstance(exc, errors.ClientError), exc
+        assert (exc.code, exc.status) == (400, "INVALID_ARGUMENT")
+        assert exc.details == body
