@@ -35,6 +35,7 @@ import orjson
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
 from ..llm import LlmError, ModelRequest, StreamChunk
+from ..llm.errors import ErrorAnswer
 from ..llm.secrets import StreamScrubber
 from ..llm.wire.base import WireFormat
 from ..recording.kept import DEFECT_CODE
@@ -177,7 +178,11 @@ class Answer:
         error shape; a client that left before it gets none (:meth:`abandon`)."""
         if self.abandoned or self.client_left():  # nobody to tell: the attempt's retry will be told
             return self._left()
-        return error_response(self.fmt, *self.failed(exc), *self.retry)
+        failure = self.failed(exc)
+        if isinstance(exc, ErrorAnswer) and exc.status not in NOT_THE_CLIENTS:
+            # the provider's word on the client's request (its code, type, param): passed on as said
+            return answer_response(exc, self.endpoint.scrubber, *self.retry)
+        return error_response(self.fmt, *failure, *self.retry)
 
     async def _whole(self, stream: Any) -> Any:
         from aiohttp import web
@@ -447,6 +452,21 @@ def raised_at(exc: BaseException) -> str:
     return f"{where}:{last.lineno} in {last.name}"
 
 
+def answer_response(exc: ErrorAnswer, scrubber: Any, headers: Mapping[str, str] | None = None) -> Any:
+    """A provider's error answer (``exc``, recorded or live) as the client's response: its status, body
+    and content type as it sent them, a secret the body quotes scrubbed with ``scrubber`` (the run's
+    :class:`~..llm.secrets.SecretScrubber`: as everything a client is sent); ``headers`` as for
+    :func:`error_response`."""
+    from aiohttp import web
+
+    text = exc.body.decode("utf-8", "surrogateescape")
+    body = scrubber.scrub_fixed(text).encode("utf-8", "surrogateescape")
+    sent = dict(headers) if headers is not None else dict(NO_RETRY)
+    if exc.content_type:
+        sent["Content-Type"] = exc.content_type
+    return web.Response(body=body, status=exc.status or 502, headers=sent)
+
+
 def error_response(
     fmt: WireFormat, message: str, code: str, status: int, headers: Mapping[str, str] | None = None
 ) -> Any:
@@ -459,4 +479,13 @@ def error_response(
     return web.Response(body=body, status=status, content_type="application/json", headers=sent)
 
 
-__all__ = ["ABANDONED", "CLIENT_GONE", "NO_RETRY", "Answer", "Attempts", "error_response", "raised_at"]
+__all__ = [
+    "ABANDONED",
+    "CLIENT_GONE",
+    "NO_RETRY",
+    "Answer",
+    "Attempts",
+    "answer_response",
+    "error_response",
+    "raised_at",
+]

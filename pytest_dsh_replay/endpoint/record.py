@@ -29,6 +29,7 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
+from ..llm.errors import ErrorAnswer
 from ..llm.wire.base import WireFormat
 from ..llm.wire.registry import BY_KEY
 from ..modes import Backend
@@ -441,14 +442,21 @@ def _raise_error_payload(payload: object) -> None:
 RETRY_HEADERS = ("Retry-After", "retry-after-ms", "x-should-retry")
 
 
-class UpstreamError(LlmError):
-    """An upstream's HTTP error answer; ``retry_headers``: those of :data:`RETRY_HEADERS` it sent;
-    ``url``: the full URL the call went to."""
+class UpstreamError(ErrorAnswer):
+    """An upstream's HTTP error answer (``body`` and ``content_type`` as it sent them); ``retry_headers``:
+    those of :data:`RETRY_HEADERS` it sent; ``url``: the full URL the call went to."""
 
     def __init__(
-        self, message: str, code: str, status: int, retry_headers: dict[str, str], url: str = ""
+        self,
+        message: str,
+        code: str,
+        status: int,
+        retry_headers: dict[str, str],
+        url: str = "",
+        body: bytes = b"",
+        content_type: str = "",
     ) -> None:
-        super().__init__(message, code, status)
+        super().__init__(message, code, status, body, content_type)
         self.retry_headers = retry_headers
         self.url = url
 
@@ -542,14 +550,14 @@ class UpstreamModel:
     variable); sent as the format object says (:meth:`~..llm.wire.registry.Format.upstream_headers`:
     ``x-api-key``, ``x-goog-api-key``, or a Bearer token), to its ``upstream_path`` under the base URL.
 
-    Raises (from the stream): :class:`LlmError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
-    status) for an HTTP error answer, ``PROVIDER_ERROR`` for an error event mid-stream (or an error
-    object answered with 200), ``BAD_RESPONSE`` for an answer with no event that is not JSON either
-    (the message says what the upstream must answer), that is not the format's answer, or whose body
-    does not decode as its ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that
-    is not UTF-8), ``CONNECTION`` when the upstream cannot be reached
-    or cuts its answer off, ``CANCELLED`` (503) for a call
-    :meth:`cancel` ended, ``ABORTED`` (499) for a call :meth:`drop` ended.
+    Raises (from the stream): :class:`UpstreamError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
+    status, the answer's body and content type as sent) for an HTTP error answer, ``PROVIDER_ERROR``
+    for an error event mid-stream (or an error object answered with 200), ``BAD_RESPONSE`` for an
+    answer with no event that is not JSON either (the message says what the upstream must answer),
+    that is not the format's answer, or whose body does not decode as its ``Content-Encoding`` says
+    (:class:`UnreadableAnswer` for a stream line that is not UTF-8), ``CONNECTION`` when the upstream
+    cannot be reached or cuts its answer off, ``CANCELLED`` (503) for a call :meth:`cancel` ended,
+    ``ABORTED`` (499) for a call :meth:`drop` ended.
     """
 
     def __init__(
@@ -648,6 +656,8 @@ class UpstreamModel:
                         response.status,
                         {k: v for k in RETRY_HEADERS if (v := response.headers.get(k)) is not None},
                         url,
+                        data,
+                        content_type,
                     )
                 if _is_json(content_type):
                     # an upstream that ignores ``stream: true`` and answers whole: recorded as the

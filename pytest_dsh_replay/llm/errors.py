@@ -19,6 +19,18 @@ class LlmError(HarnessError):
         self.status = status
 
 
+class ErrorAnswer(LlmError):
+    """A model call a provider answered with an HTTP error: its ``status``, ``body`` (the bytes it
+    sent, or as recorded) and ``content_type`` (``""``: it sent none). The endpoint serves an answer
+    the client's request caused to its client as it is (docs/endpoint.md), recording and replaying;
+    ``message`` and ``code`` are the run's own words for it (its log, its problems)."""
+
+    def __init__(self, message: str, code: str, status: int, body: bytes, content_type: str) -> None:
+        super().__init__(message, code, status)
+        self.body = body
+        self.content_type = content_type
+
+
 class MalformedCallError(LlmError):
     """A response the recorder must not write: a tool call whose arguments are not the JSON its tool
     receives, or a call lost in translation (code ``MALFORMED_TOOL_CALL``). A recording that meets one

@@ -20,7 +20,7 @@ from msgspec import Struct
 
 from ..layout import SCRIPTED_FILE, sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
-from ..llm.errors import MalformedCallError
+from ..llm.errors import ErrorAnswer, MalformedCallError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import SecretScrubber, run_scrubber
 from .errors import ScenarioError
@@ -324,6 +324,12 @@ class WatchedModel:
             entry["code"] = exc.code
             if exc.status is not None:
                 entry["status"] = exc.status
+            if isinstance(exc, ErrorAnswer):
+                # the provider's answer as it sent it, which a replay serves again (replay/override.py)
+                entry["answer"] = {
+                    "body": exc.body.decode("utf-8", "replace"),
+                    "contentType": exc.content_type,
+                }
         elif entry["chunks"] and entry["chunks"][-1].get("type") == "finish":
             pass  # closed after its finish chunk: a complete call
         else:  # a cancel: the stream was parked/aborted after the chunks it had delivered

@@ -53,6 +53,7 @@ from ..errors import quote
 from ..layout import PIN_PARTS, sidecar_name_for
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
+from ..llm.errors import ErrorAnswer
 from ..llm.signal import CancelSignal
 from ..session.codec import first_change
 from ..session.tokens import Tokenizer
@@ -105,6 +106,17 @@ def _entry_chunks(entry: ReplayEntry) -> list[Any]:
 
 #: free scripts a refused first request is compared with to find the nearest (a report, not a match)
 _NEAREST_LIMIT = 256
+
+
+def thrown(entry: ReplayEntry) -> LlmError:
+    """The error a ``throw`` entry raises (replay.md §5): ``LlmError(message, code, status)``, an
+    :class:`~..llm.errors.ErrorAnswer` when it holds the provider's ``answer`` (replay/override.py)."""
+    message, code, status = str(entry["message"]), str(entry["code"]), entry.get("status")
+    answer = entry.get("answer")
+    if isinstance(answer, Mapping) and isinstance(status, int):
+        body = str(answer.get("body", "")).encode("utf-8")
+        return ErrorAnswer(message, code, status, body, str(answer.get("contentType", "")))
+    return LlmError(message, code, status)
 
 
 def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[bool, bool, int, int]:
@@ -871,7 +883,7 @@ class ReplayModel:
         if kind == "chunks":
             return
         if kind == "throw":
-            raise LlmError(str(resolved["message"]), str(resolved["code"]), resolved.get("status"))
+            raise thrown(resolved)
         # hang: all prefix chunks were consumed (we are resumed after the last yield).
         await self._hang(resolved, key, call, signal)
 

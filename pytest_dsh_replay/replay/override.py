@@ -13,8 +13,13 @@ Entry key sets (exact; ``?`` = optional):
 | kind | keys |
 |---|---|
 | ``chunks`` | ``kind, chunks`` |
-| ``throw`` | ``kind, message, code, chunks?, status?`` (non-empty ``message``/``code``; int ``status``) |
+| ``throw`` | ``kind, message, code, chunks?, status?, answer?`` (their rules below) |
 | ``hang`` | ``kind, chunks?, readyFile?`` (our addition: own prefix ``chunks``) |
+
+A ``throw``'s ``message`` and ``code`` are non-empty strings, its ``status`` an integer; its ``answer``
+is our addition (the spec's entries are not validated at load, replay.md §3): the provider's
+HTTP error answer the call got, ``{"body": str, "contentType": str}`` with the entry's ``status``, which
+the endpoint serves its client as recorded (:class:`~pytest_dsh_replay.llm.errors.ErrorAnswer`).
 
 Every chunk is an object whose ``type`` is one of the seven :data:`~pytest_dsh_replay.llm.CHUNK_TYPES`
 and carries that type's fields of their types (:func:`~pytest_dsh_replay.llm.types.chunk_problem`, the
@@ -38,7 +43,7 @@ from .placeholder import PlaceholderSyntaxError, check_placeholders
 
 _ENTRY_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "chunks": (frozenset({"kind", "chunks"}), frozenset()),
-    "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status"})),
+    "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status", "answer"})),
     "hang": (frozenset({"kind"}), frozenset({"chunks", "readyFile"})),
 }
 
@@ -151,6 +156,16 @@ def _throw_problem(entry: dict[str, Any]) -> str | None:
             return f"a 'throw' entry needs a non-empty string {key!r}, got {quote(entry[key])}"
     if "status" in entry and type(entry["status"]) is not int:
         return f"'status' must be an integer HTTP status, got {quote(entry['status'])}"
+    if "answer" in entry:
+        answer = entry["answer"]
+        if (
+            not isinstance(answer, dict)
+            or set(answer) != {"body", "contentType"}
+            or not all(isinstance(v, str) for v in answer.values())
+        ):
+            return f'\'answer\' must be {{"body": str, "contentType": str}}, got {quote(answer)}'
+        if "status" not in entry:
+            return "a 'throw' entry with an 'answer' needs the answer's integer 'status'"
     return None
 
 

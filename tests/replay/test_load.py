@@ -216,6 +216,15 @@ def test_patches_cannot_rescue_an_unfinished_call(tmp_path: Path, write_log: Cal
         ([{"kind": "throw", "chunks": [], "message": "", "code": "X"}], "non-empty string 'message'"),
         ([{"kind": "throw", "chunks": [], "message": "m", "code": ""}], "non-empty string 'code'"),
         ([{"kind": "throw", "message": "m", "code": "X", "status": "401"}], "status"),
+        # the provider's answer a throw keeps: its body and content type as text, with its status
+        (
+            [{"kind": "throw", "message": "m", "code": "X", "status": 400, "answer": {"body": "{}"}}],
+            "'answer' must be",
+        ),
+        (
+            [{"kind": "throw", "message": "m", "code": "X", "answer": {"body": "", "contentType": ""}}],
+            "needs the answer's integer 'status'",
+        ),
         ([{"kind": "chunks", "chunks": [{"type": "text"}]}], "type must be one of"),
         ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0}]}], "needs chunk.text"),
         # the types of a chunk's fields: the session logs' rule (llm.types.chunk_problem)
