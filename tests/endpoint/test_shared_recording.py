@@ -20,7 +20,7 @@ def ask(messages):
 """
 
 FULL = """
-from agent import ask
+from weather_agent import ask
 import pytest
 
 @pytest.mark.dsh_recording("recordings/shared")
@@ -34,7 +34,7 @@ def test_full(dsh_endpoint):
 """
 
 EARLY = """
-from agent import ask
+from weather_agent import ask
 import pytest
 
 @pytest.mark.dsh_recording("recordings/shared")
@@ -49,7 +49,7 @@ def test_the_re_record_advice_names_the_other_tests_of_a_shared_recording_direct
 ) -> None:
     """Regression (a LlamaIndex user's two tests, one stopping early by design): the red test's advice
     re-recorded it alone, which replaced the recording the other test replays with one call."""
-    pytester.makepyfile(agent=AGENT, test_full=FULL, test_early=EARLY)
+    pytester.makepyfile(weather_agent=AGENT, test_full=FULL, test_early=EARLY)
     args = ["-q", "-p", "no:cacheprovider"]
     pytester.runpytest(
         *args, "test_full.py", f"--dsh-upstream={upstream.url}", "--dsh-record=once"
@@ -68,7 +68,7 @@ def test_a_recording_run_that_stopped_mid_turn_says_it_wrote_the_conversation_in
     test's outcome says whether the agent stopped by design; docs/endpoint.md), and says so in the
     run's summary. Regression: it was written ``interrupted`` with no word, silently replacing a
     longer recording another test replayed."""
-    pytester.makepyfile(agent=AGENT, test_early=EARLY)
+    pytester.makepyfile(weather_agent=AGENT, test_early=EARLY)
     result = pytester.runpytest(
         "-q", "-p", "no:cacheprovider", f"--dsh-upstream={upstream.url}", "--dsh-record=rewrite"
     )
