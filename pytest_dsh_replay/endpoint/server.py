@@ -431,7 +431,7 @@ class Endpoint:
         if self.plan is Plan.REPLAY:
             return self.replay
         if self.plan is Plan.EPISODES:
-            return EpisodeModel(self.replay, self.watched)
+            return EpisodeModel(self.replay, self.watched, by_request=True)
         if self.plan is Plan.CHANGED:
             return ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
         return self.watched

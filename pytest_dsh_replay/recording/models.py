@@ -372,11 +372,17 @@ class EpisodeModel:
     A call is served by ``replay`` while the calling session's script has entries left (binding new
     sessions to unbound scripts in the usual order); calls past a session's script, and sessions beyond
     the recorded ones, go to ``live``. ``live_calls`` counts what the live model served.
+
+    ``by_request``: a new session whose first request matches no free script goes to ``live`` even
+    while scripts are free (the endpoint: a conversation is known by what it asks, and concurrent ones
+    arrive in any order). Without it (the bundled agent, whose sessions are known by creation rank) the
+    session takes the free script of its rank and a changed first request is that script's mismatch.
     """
 
-    def __init__(self, replay: Any, live: Model) -> None:
+    def __init__(self, replay: Any, live: Model, *, by_request: bool = False) -> None:
         self.replay = replay
         self.live = live
+        self.by_request = by_request
         self.live_sessions: set[str] = set()
         self.live_calls = 0
 
@@ -391,7 +397,7 @@ class EpisodeModel:
         if key in self.live_sessions:
             use_live = True
         elif index is None:
-            use_live = self.replay.script_for(key, request) is None
+            use_live = self.replay.script_for(key, request, fallback=not self.by_request) is None
             if use_live:
                 self.live_sessions.add(key)
         else:

@@ -71,6 +71,30 @@ def test_new_episodes_replays_what_is_recorded_and_records_the_rest(
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
 
 
+@pytest.mark.parametrize(
+    "order", [("alpha", "gamma", "beta"), ("gamma", "alpha", "beta"), ("alpha", "beta", "gamma")]
+)
+def test_new_episodes_records_a_new_conversation_whatever_is_still_unused(
+    tmp_path: Path, upstream: FakeUpstream, order: tuple[str, ...]
+) -> None:
+    """A new conversation is a new episode whenever it arrives.
+
+    Regression (a breaker's parallel agents): a first request that matched no recorded conversation was
+    bound to one still unused by creation order and refused as its mismatch (a 400, never sent upstream),
+    so ``new_episodes`` failed when a new conversation arrived before a recorded one was asked again."""
+    with served(tmp_path, RecordMode.ONCE, upstream.url) as ep:
+        recorded = {text: _chat(ep.url, _u(text)) for text in ("alpha", "beta")}
+    with served(tmp_path, RecordMode.NEW_EPISODES, upstream.url) as ep:
+        answers = {text: _chat(ep.url, _u(text)) for text in order}
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert [r["messages"][-1]["content"] for r in upstream.requests] == ["alpha", "beta", "gamma"]
+    assert {k: answers[k] for k in recorded} == recorded
+    upstream.stop()
+    with served(tmp_path) as ep:
+        assert {text: _chat(ep.url, _u(text)) for text in reversed(order)} == answers
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
 def test_sqlite_backend_records_the_same_directory(tmp_path: Path, upstream: FakeUpstream) -> None:
     jsonl, sqlite = tmp_path / "jsonl", tmp_path / "sqlite"
     for directory, backend in ((jsonl, Backend.JSONL), (sqlite, Backend.SQLITE)):
