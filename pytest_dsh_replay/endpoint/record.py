@@ -63,6 +63,9 @@ class ConversationLog(Struct):
     #: the names of the tool calls :meth:`close` found unanswered (the last answer asked for them and no
     #: request sent their results: the agent stopped mid-turn, or asked only this)
     unanswered: list[str] = field(default_factory=list)
+    #: the tool the last request forced (:func:`forced_tool` of its ``params``), else ``None``: left
+    #: unanswered, its call is the run's final answer (:func:`ends_a_run`)
+    forced: str | None = None
     #: how many of the first request's messages the seed holds (:meth:`seeded`): the first
     #: :meth:`begin_call` writes only the rest
     seed_messages: int = 0
@@ -91,10 +94,13 @@ class ConversationLog(Struct):
         if messages is not None:
             self.turn_ends[messages] = (int(event["seq"]), self.turn)
 
-    def begin_call(self, delta: Sequence[Message]) -> bool:
+    def begin_call(self, delta: Sequence[Message], params: Mapping[str, Any] | None = None) -> bool:
         """A request's new messages and its model call begin; written when the call ends
         (:meth:`end_call`, :meth:`fail`), or dropped with a :meth:`hold` that a retry replaces.
-        Returns ``True`` when this call is a retry that replaces a held failed attempt."""
+        ``params``: the request's answer-shaping fields (``ModelRequest["params"]``), whose forced tool
+        (:func:`forced_tool`) :meth:`close` needs. Returns ``True`` when this call is a retry that
+        replaces a held failed attempt."""
+        self.forced = forced_tool(params or {})
         retry = False
         if self.held is not None:
             if delta:  # the client went on without retrying: the failed call is part of the history
@@ -303,7 +309,7 @@ class ConversationLog(Struct):
         }
         for event in interrupted_turn_closers(self.session.events):
             name = names.get(str(event["data"].get("callId")), "") if event["type"] == "tool/result" else ""
-            if event["type"] == "tool/result" and not ends_a_run(name):
+            if event["type"] == "tool/result" and not ends_a_run(name, self.forced):
                 self.unanswered.append(name or "?")
             self._append(
                 event["type"],
@@ -329,10 +335,56 @@ class ConversationLog(Struct):
 FINAL_ANSWER_TOOLS = ("final_answer", "final_result")
 
 
-def ends_a_run(name: str) -> bool:
-    """Whether a tool call named ``name`` is a framework's final answer (:data:`FINAL_ANSWER_TOOLS`):
-    left unanswered, the agent stopped by design, not mid-turn."""
-    return name in FINAL_ANSWER_TOOLS or name.startswith("final_result_")
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``, in
+    its wire format's names) force the model to call, else ``None`` (``auto``, ``required``/``any``,
+    a choice among several). Structured output through a tool (instructor, LangChain's
+    ``with_structured_output``) forces it and takes the call's arguments as the result:
+
+    * OpenAI Chat Completions: ``tool_choice`` ``{"type": "function", "function": {"name": N}}``;
+    * OpenAI Responses: ``tool_choice`` ``{"type": "function", "name": N}``;
+    * Anthropic Messages: ``tool_choice`` ``{"type": "tool", "name": N}``;
+    * Gemini: ``toolConfig.functionCallingConfig`` with ``mode`` ``ANY`` and exactly one name in
+      ``allowedFunctionNames`` (either protobuf spelling).
+    """
+    choice = params.get("tool_choice")
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        function = choice.get("function")
+        if kind == "function" and isinstance(function, Mapping):
+            name = function.get("name")
+        elif kind in ("function", "tool"):
+            name = choice.get("name")
+        else:
+            name = None
+        return name if isinstance(name, str) and name else None
+    # the format maps the body's top-level names only: the config's own are in either protobuf spelling
+    config = params.get("toolConfig")
+    calling = _either(config, "functionCallingConfig", "function_calling_config")
+    if isinstance(calling, Mapping) and str(calling.get("mode", "")).upper() == "ANY":
+        names = _either(calling, "allowedFunctionNames", "allowed_function_names")
+        if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) and names[0]:
+            return names[0]
+    return None
+
+
+def _either(value: Any, camel: str, snake: str) -> Any:
+    """``value``'s field ``camel`` (lowerCamelCase) or ``snake`` (its snake_case), else ``None``."""
+    if not isinstance(value, Mapping):
+        return None
+    return value.get(camel, value.get(snake))
+
+
+def ends_a_run(name: str, forced: str | None = None) -> bool:
+    """Whether a tool call named ``name`` left unanswered is the run's final answer: the agent
+    stopped by design, not mid-turn. So are a framework's final-answer tool (:data:`FINAL_ANSWER_TOOLS`)
+    and ``forced``, the tool the request that got the call forced (:func:`forced_tool`): its client
+    takes the call's arguments as the result and stops."""
+    return (
+        name in FINAL_ANSWER_TOOLS
+        or name.startswith("final_result_")
+        or (forced is not None and name == forced)
+    )
 
 
 def history_length(messages: Sequence[Message]) -> int:
@@ -949,6 +1001,7 @@ __all__ = [
     "answer_content",
     "ends_a_run",
     "first_request_keys",
+    "forced_tool",
     "handoff_results",
     "history_length",
     "remove_temp_stores",
