@@ -133,3 +133,15 @@ def gemini_upstream() -> Iterator[Any]:
     up.start()
     yield up
     up.stop()
+
+
+@pytest.fixture
+def echo() -> Iterator[Any]:
+    """A fake upstream (``upstream.FakeUpstream``) answering each question with its own text
+    (``answer to QUESTION``), running."""
+    from .upstream import Answer, FakeUpstream
+
+    up = FakeUpstream(lambda body: Answer(text="answer to " + body["messages"][-1]["content"]))
+    up.start()
+    yield up
+    up.stop()

@@ -5,26 +5,15 @@ no longer has (docs/conversations.md, "Files and replay")."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
-import pytest
 
 from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
-from .upstream import Answer, FakeUpstream
-
-
-@pytest.fixture
-def echo() -> Iterator[FakeUpstream]:
-    """A fake upstream answering each question with its own text."""
-    up = FakeUpstream(lambda body: Answer(text="answer to " + body["messages"][-1]["content"]))
-    up.start()
-    yield up
-    up.stop()
+from .upstream import FakeUpstream
 
 
 def _ask(url: str, *questions: str) -> None:

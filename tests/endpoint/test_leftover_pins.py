@@ -4,7 +4,6 @@ messages it matches and names the pin file, not a messages difference from a gue
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -13,18 +12,10 @@ import pytest
 from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import served
-from .upstream import Answer, FakeUpstream
+from .upstream import FakeUpstream
 
 #: (system prompt, question) of each conversation
 CONVERSATIONS = (("You plan trips.", "plan a weekend"), ("You convert money.", "convert 100 EUR"))
-
-
-@pytest.fixture
-def echo() -> Iterator[FakeUpstream]:
-    up = FakeUpstream(lambda body: Answer(text="answer to " + body["messages"][-1]["content"]))
-    up.start()
-    yield up
-    up.stop()
 
 
 def _ask(url: str, order: int = 1) -> None:
