@@ -31,6 +31,7 @@ from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
 from ..llm.errors import ErrorAnswer
 from ..llm.wire.base import WireFormat
+from ..llm.wire.fields import preview
 from ..llm.wire.registry import BY_KEY
 from ..modes import Backend
 from ..persistence import JsonlPersistence, SqlitePersistence, WriteCoordinator
@@ -480,14 +481,28 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+class StreamErrorEvent(LlmError):
+    """An error the upstream sent as a JSON event of its stream (or a whole answer with status 200):
+    ``message`` the provider's as sent, ``code`` its error type as sent (Anthropic's ``error.type``,
+    ``overloaded_error``; OpenAI's ``error.code``, else ``error.type``), else ``PROVIDER_ERROR``. The
+    client is served the same type and message (the format's encoder), recording and replaying; a
+    client retries it (:func:`transient`)."""
+
+
 def _raise_error_payload(payload: object) -> None:
     """Raise the error an upstream sent as a JSON event or answer (``{"error": ...}`` without
-    ``choices``) with status 200: :class:`LlmError` ``PROVIDER_ERROR`` quoting its message. A null
-    ``error`` is none (a whole Responses ``response`` object carries ``"error": null``)."""
+    ``choices``) with status 200: :class:`StreamErrorEvent`. A null ``error`` is none (a whole
+    Responses ``response`` object carries ``"error": null``)."""
     if isinstance(payload, dict) and payload.get("error") is not None and "choices" not in payload:
         error = payload["error"]
-        message = error.get("message") if isinstance(error, dict) else str(error)
-        raise LlmError(f"upstream stream error: {message}", "PROVIDER_ERROR")
+        if not isinstance(error, dict):
+            raise StreamErrorEvent(str(error), "PROVIDER_ERROR")
+        message = error.get("message")
+        kind = next(
+            (k for k in (error.get("code"), error.get("type")) if isinstance(k, str) and k),
+            "PROVIDER_ERROR",
+        )
+        raise StreamErrorEvent(message if isinstance(message, str) else preview(error), kind)
 
 
 #: The headers of an upstream's error answer the client's SDK reads to decide on and time its retry.
@@ -584,7 +599,7 @@ def transient(exc: BaseException) -> bool:
     connection refused or cut, an error event in the stream (the SDKs' rule for statuses)."""
     if not isinstance(exc, LlmError) or exc.code == "CANCELLED":
         return False
-    if exc.code in ("CONNECTION", "PROVIDER_ERROR"):
+    if isinstance(exc, StreamErrorEvent) or exc.code in ("CONNECTION", "PROVIDER_ERROR"):
         return True
     return exc.status is not None and (exc.status in (408, 409, 429) or exc.status >= 500)
 
@@ -603,13 +618,13 @@ class UpstreamModel:
     ``x-api-key``, ``x-goog-api-key``, or a Bearer token), to its ``upstream_path`` under the base URL.
 
     Raises (from the stream): :class:`UpstreamError` ``AUTH``/``RATE_LIMIT``/``HTTP_<status>`` (with the
-    status, the answer's body and content type as sent) for an HTTP error answer, ``PROVIDER_ERROR``
-    for an error event mid-stream (or an error object answered with 200), ``BAD_RESPONSE`` for an
-    answer with no event that is not JSON either (the message says what the upstream must answer),
-    that is not the format's answer, or whose body does not decode as its ``Content-Encoding`` says
-    (:class:`UnreadableAnswer` for a stream line that is not UTF-8), ``CONNECTION`` when the upstream
-    cannot be reached or cuts its answer off, ``CANCELLED`` (503) for a call :meth:`cancel` ended,
-    ``ABORTED`` (499) for a call :meth:`drop` ended.
+    status, the answer's body and content type as sent) for an HTTP error answer,
+    :class:`StreamErrorEvent` for an error event mid-stream (or an error object answered with 200),
+    ``BAD_RESPONSE`` for an answer with no event that is not JSON either (the message says what the
+    upstream must answer), that is not the format's answer, or whose body does not decode as its
+    ``Content-Encoding`` says (:class:`UnreadableAnswer` for a stream line that is not UTF-8),
+    ``CONNECTION`` when the upstream cannot be reached or cuts its answer off, ``CANCELLED`` (503) for a
+    call :meth:`cancel` ended, ``ABORTED`` (499) for a call :meth:`drop` ended.
     """
 
     def __init__(

@@ -307,8 +307,9 @@ def encode_whole(
 def error_body(message: str, code: str, status: int | None) -> JsonDict:
     """The API's error body for ``(message, code, status)``: ``{"type":"error","error":{"type","message"}}``
     (the ``error.type`` of ``code``, else of ``status``, else ``invalid_request_error`` for another 4xx
-    status, as the API documents it, and ``api_error`` for the rest)."""
-    kind = next((k for k, (c, _) in ERROR_TYPES.items() if c == code), None)
+    status, as the API documents it, and ``api_error`` for the rest). A ``code`` in the provider's own
+    spelling (lowercase, ``overloaded_error``: an upstream's error event as recorded) is the type as sent."""
+    kind = code if code.islower() else next((k for k, (c, _) in ERROR_TYPES.items() if c == code), None)
     if kind is None:
         other = "invalid_request_error" if status is not None and 400 <= status < 500 else "api_error"
         kind = next((k for k, (_, s) in ERROR_TYPES.items() if s == status), other)
