@@ -168,6 +168,7 @@ def serve(
     import asyncio
 
     from ..endpoint import Endpoint, EndpointConfig, EndpointConfigError
+    from ..endpoint.config import ListenError
     from ..mcp.http import mcp_routes, parse_mcp_option
     from ..replay.requests import parse_match_on
     from ..session.masks import Masks
@@ -256,10 +257,8 @@ def serve(
             loop.add_signal_handler(sig, on_signal, sig)
         try:
             url = await endpoint.start()
-        except OSError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
-            raise EndpointConfigError(
-                f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
-            ) from None
+        except ListenError as exc:  # the port is taken, or not ours to bind: a usage error, not a crash
+            raise EndpointConfigError(f"--port {port}: {exc.message}") from None
         click.echo(url)
         sys.stdout.flush()
         for note in endpoint.start_notes:

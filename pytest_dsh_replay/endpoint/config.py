@@ -26,6 +26,16 @@ class EndpointConfigError(HarnessError):
     code = "ENDPOINT_CONFIG"
 
 
+class ListenError(EndpointConfigError):
+    """The endpoint cannot listen where it is told: the port is taken, no port is free, or the address
+    is not ours (the system's reason). ``host``, ``port``: where (``0``: any free port)."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        where = f"{host}:{port}" if port else f"{host} (on any free port)"
+        super().__init__(f"cannot listen on {where}: {reason}")
+        self.host, self.port = host, port
+
+
 class EndpointConfig(Struct):
     """How an endpoint serves.
 
@@ -177,6 +187,7 @@ __all__ = [
     "ACCEPT_UNUSED",
     "EndpointConfig",
     "EndpointConfigError",
+    "ListenError",
     "check_directory",
     "has_any_recording",
     "has_recording",

@@ -70,6 +70,7 @@ from .config import (
     ACCEPT_UNUSED,
     EndpointConfig,
     EndpointConfigError,
+    ListenError,
     check_directory,
     has_any_recording,
     has_recording,
@@ -446,7 +447,7 @@ class Endpoint:
         closed at :meth:`stop`); returns the base URL (``.../v1``).
 
         Raises:
-            OSError: the port is taken or not ours to bind.
+            ListenError: the port is taken, none is free, or the address is not ours to bind.
         """
         self.guard = Guard(self.config.host, self.config.allow_origins, origin_flag=self.config.origin_flag)
         self.line_limit = max_line_bytes()
@@ -471,10 +472,12 @@ class Endpoint:
         self._server = LoopbackServer() if server is None else server
         try:
             self.port = await self._server.bind(self, self.config.host, self.config.port)
-        except BaseException:
+        except BaseException as exc:
             if self._own_server:
                 await self._server.close()
             self._server = None
+            if isinstance(exc, OSError):  # the system's reason, typed: a setup error, not a traceback
+                raise ListenError(self.config.host, self.config.port, exc.strerror or str(exc)) from None
             raise
         self.base_url = f"http://{self.config.host}:{self.port}/v1"
         return self.base_url

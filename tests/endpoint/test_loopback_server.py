@@ -6,6 +6,7 @@ served from another endpoint's recording."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -17,6 +18,7 @@ import pytest
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
 from pytest_dsh_replay.endpoint.loopserver import RETIRED_PORTS
+from pytest_dsh_replay.modes import RecordMode
 
 from .conftest import record_chat, served
 from .upstream import FakeUpstream
@@ -97,3 +99,23 @@ def test_only_the_latest_stopped_ports_stay_open(two_recordings: tuple[Path, Pat
     assert _post(urls[-1], "one")[0] == 503
     with pytest.raises(urllib.error.URLError):  # connection refused: nobody listens there any more
         _post(urls[0], "one")
+
+
+def test_a_port_it_cannot_listen_on_is_a_typed_setup_error(tmp_path: Path) -> None:
+    """An endpoint that cannot listen (the port taken; in a long run, no free port left) raises the typed
+    :class:`ListenError` naming where and the system's reason, its port left unbound.
+
+    Regression (a breaker, ephemeral ports narrowed to ten): the fixture's setup failed with the
+    system's ``OSError: [Errno 98] Address already in use`` and its traceback through the server."""
+    from pytest_dsh_replay.endpoint.config import ListenError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        thread = EndpointThread(
+            EndpointConfig(tmp_path, record=RecordMode.ONCE, upstream="http://127.0.0.1:9/v1", port=port)
+        )
+        with pytest.raises(ListenError, match=rf"^cannot listen on 127\.0\.0\.1:{port}: ") as raised:
+            thread.start()
+        assert raised.value.code == "ENDPOINT_CONFIG"
