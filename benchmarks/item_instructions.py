@@ -23,29 +23,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+from suite import WARM_ITEMS  # this script's directory is first on sys.path
+
 REPO = Path(__file__).resolve().parent.parent
 
 #: the child: argv[1] the tree, argv[2] the rounds after the warm-up pass
-_CHILD = """
+_CHILD = (
+    """
 import sys
 from pathlib import Path
 tree = Path(sys.argv[1])
-import pytest_dsh_replay
-assert Path(pytest_dsh_replay.__file__).is_relative_to(tree), pytest_dsh_replay.__file__
-from pytest_dsh_replay.llm.secrets import run_scrubber
-from pytest_dsh_replay.scenario import CheckOptions
-from pytest_dsh_replay.scenario.item import check_item
-paths = sorted(p.parent for p in (tree / "scenarios").glob("*/*/input.json"))
-scrubber = run_scrubber()
-options = lambda scenario: CheckOptions(scrubber=scrubber)
-for path in paths:
-    result = check_item(path, options)
-    assert result.failure is None and result.skipped is None, (path, result.failure)
-for _ in range(int(sys.argv[2])):
+"""
+    + WARM_ITEMS
+    + """for _ in range(int(sys.argv[2])):
     for path in paths:
         check_item(path, options)
 print(len(paths))
 """
+)
 
 
 def instructions(tree: Path, rounds: int) -> tuple[int, int]:

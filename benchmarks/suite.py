@@ -608,12 +608,10 @@ def against_report(base: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-#: A child's warm per-scenario CPU of ``check_item`` over the tree's own bundled scenarios (argv[1]): each
-#: scenario checked once first (imports, caches), then the minimum of 3 passes of 4 rounds each.
-_WARM_CHECK = """
-import sys, time
-from pathlib import Path
-tree = Path(sys.argv[1])
+#: A child's start over a tree's own bundled scenarios (``tree``: a ``Path``, set before it): the package
+#: imported from that tree, ``paths``, ``options``, and each scenario checked once (imports, caches), so
+#: what follows measures warm items (this script and ``item_instructions.py``).
+WARM_ITEMS = """
 import pytest_dsh_replay
 assert Path(pytest_dsh_replay.__file__).is_relative_to(tree), pytest_dsh_replay.__file__
 from pytest_dsh_replay.llm.secrets import run_scrubber
@@ -625,7 +623,18 @@ options = lambda scenario: CheckOptions(scrubber=scrubber)
 for path in paths:
     result = check_item(path, options)
     assert result.failure is None and result.skipped is None, (path, result.failure)
-best = float("inf")
+"""
+
+#: A child's warm per-scenario CPU of ``check_item`` over the tree's own bundled scenarios (argv[1]): each
+#: scenario checked once first (:data:`WARM_ITEMS`), then the minimum of 3 passes of 4 rounds each.
+_WARM_CHECK = (
+    """
+import sys, time
+from pathlib import Path
+tree = Path(sys.argv[1])
+"""
+    + WARM_ITEMS
+    + """best = float("inf")
 for _ in range(3):
     start = time.process_time()
     for _ in range(4):
@@ -634,6 +643,7 @@ for _ in range(3):
     best = min(best, (time.process_time() - start) / (4 * len(paths)))
 print(best)
 """
+)
 
 
 def _plugins_said(plugins: str) -> str:
