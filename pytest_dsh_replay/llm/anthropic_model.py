@@ -12,12 +12,11 @@ error messages never contain the API key.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 from .errors import LlmError
-from .live import Redactor, SdkCall
+from .live import LiveModel, Redactor, SdkCall
 from .model import ModelRequest
 from .signal import CancelSignal
 from .types import StreamChunk
@@ -30,7 +29,7 @@ __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel"]
 DEFAULT_MAX_TOKENS = 4096
 
 
-class AnthropicModel:
+class AnthropicModel(LiveModel):
     """A :class:`~pytest_dsh_replay.llm.model.Model` backed by the Anthropic Messages API.
 
     Args:
@@ -49,6 +48,8 @@ class AnthropicModel:
     Nothing touches the network or the environment until a stream is iterated.
     """
 
+    PROVIDER = "the Anthropic API"
+
     def __init__(
         self,
         *,
@@ -62,42 +63,17 @@ class AnthropicModel:
         stream: bool = True,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self._api_key = api_key
-        self.timeout = timeout
-        self.max_retries = max_retries
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            extra_body=extra_body,
+        )
         self.max_tokens = max_tokens
         self.streaming = stream
-        self.extra_body = dict(extra_body) if extra_body else None
-
-    def __repr__(self) -> str:  # never shows the key
-        return (
-            f"AnthropicModel(model={self.model!r}, base_url={self.base_url!r}, "
-            f"api_key_env={self.api_key_env!r})"
-        )
-
-    @property
-    def _where(self) -> str:
-        return self.base_url or "the Anthropic API"
-
-    def resolve_api_key(self) -> str:
-        """Return the API key (explicit, else from ``api_key_env``).
-
-        Raises:
-            LlmError: code ``AUTH`` when the key is unset or empty, naming the variable.
-        """
-        if self._api_key:
-            return self._api_key
-        key = os.environ.get(self.api_key_env, "").strip()
-        if not key:
-            raise LlmError(
-                f"no API key: environment variable {self.api_key_env} is unset or empty "
-                f"(set {self.api_key_env} to record against {self._where})",
-                "AUTH",
-            )
-        return key
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``messages.create`` (the body of :func:`.wire.messages.build_body`)."""
@@ -126,11 +102,11 @@ class AnthropicModel:
         try:
             answer = await call(client.messages.create(**params))
             if not self.streaming:
-                for chunk in translate_message(answer.to_dict(), where=self._where):
+                for chunk in translate_message(answer.to_dict(), where=self.where):
                     yield chunk
                 return
             sdk_stream = answer
-            translator = MessagesEventTranslator(where=self._where)
+            translator = MessagesEventTranslator(where=self.where)
             async for data in call.items(sdk_stream, anthropic.BaseModel):
                 for chunk in translator.feed(data):
                     yield chunk
@@ -142,7 +118,7 @@ class AnthropicModel:
     def _map_error(self, exc: BaseException, redactor: Redactor) -> LlmError:
         import anthropic
 
-        where = self._where
+        where = self.where
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
             if status < 400:  # an ``error`` event inside a 200 stream: its body names the error
@@ -155,18 +131,9 @@ class AnthropicModel:
                 return LlmError(redactor.clean(mapped.message), "RATE_LIMIT", status)
             code = mapped.code if mapped.code in ("OVERLOADED",) else f"HTTP_{status}"
             return LlmError(redactor.clean(mapped.message), code, status)
-        if isinstance(exc, anthropic.APITimeoutError):
-            return LlmError(f"request to {where} timed out after {self.timeout}s", "TIMEOUT")
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__
-            reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-            return LlmError(redactor.clean(f"connection to {where} failed: {reason}"), "CONNECTION")
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return LlmError(
-                redactor.clean(f"{where} sent an invalid response: {exc.message}"), "BAD_RESPONSE"
-            )
+        known = self.transport_error(exc, anthropic, redactor)
+        if known is not None:
+            return known
         if isinstance(exc, ValueError):  # the SDK's JSON decoding of an event
             return LlmError(redactor.clean(f"{where} sent an event that is not JSON: {exc}"), "BAD_RESPONSE")
-        return LlmError(
-            redactor.clean(f"model call to {where} failed: {type(exc).__name__}: {exc}"), "PROVIDER_ERROR"
-        )
+        return self.unexpected_error(exc, redactor)

@@ -12,13 +12,12 @@ Failures raise :class:`~pytest_dsh_replay.llm.errors.LlmError` (codes ``AUTH``,
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from .errors import LlmError
+from .live import LiveModel, SdkCall
 from .live import Redactor as _Redactor
-from .live import SdkCall
 from .model import ModelRequest
 from .signal import CancelSignal
 from .types import StreamChunk
@@ -46,7 +45,7 @@ JsonDict = dict[str, Any]
 # --------------------------------------------------------------------------- the model
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(LiveModel):
     """A :class:`~pytest_dsh_replay.llm.model.Model` backed by an OpenAI-compatible endpoint.
 
     Args:
@@ -66,6 +65,8 @@ class OpenAIChatModel:
     :class:`~pytest_dsh_replay.llm.errors.MalformedCallError` after the chunks before it.
     """
 
+    PROVIDER = "the OpenAI API"
+
     def __init__(
         self,
         *,
@@ -78,40 +79,16 @@ class OpenAIChatModel:
         extra_body: dict[str, Any] | None = None,
         send_reasoning: bool = True,
     ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self._api_key = api_key
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.extra_body = dict(extra_body) if extra_body else None
-        self.send_reasoning = send_reasoning
-
-    def __repr__(self) -> str:  # never shows the key
-        return (
-            f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, "
-            f"api_key_env={self.api_key_env!r})"
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            extra_body=extra_body,
         )
-
-    def _key_source(self) -> str:
-        return "the configured api_key" if self._api_key else f"${self.api_key_env}"
-
-    def resolve_api_key(self) -> str:
-        """Return the API key (explicit, else from ``api_key_env``).
-
-        Raises:
-            LlmError: code ``AUTH`` when the key is unset or empty, naming the variable.
-        """
-        if self._api_key:
-            return self._api_key
-        key = os.environ.get(self.api_key_env, "")
-        if not key.strip():
-            raise LlmError(
-                f"no API key: environment variable {self.api_key_env} is unset or empty "
-                f"(set {self.api_key_env} to record against {self.base_url or 'the OpenAI API'})",
-                "AUTH",
-            )
-        return key.strip()
+        self.send_reasoning = send_reasoning
 
     def build_params(self, request: ModelRequest) -> JsonDict:
         """The keyword arguments for ``chat.completions.create`` (without transport options)."""
@@ -161,7 +138,7 @@ class OpenAIChatModel:
     def _map_error(self, exc: BaseException, redactor: _Redactor) -> LlmError:
         import openai
 
-        where = self.base_url or "the OpenAI API"
+        where = self.where
         if isinstance(exc, json.JSONDecodeError):
             return LlmError(
                 redactor.clean(
@@ -174,7 +151,7 @@ class OpenAIChatModel:
             detail = redactor.clean(_error_detail(exc))
             if isinstance(exc, openai.AuthenticationError):
                 return LlmError(
-                    f"{where} rejected the API key from {self._key_source()} (HTTP {status}): {detail}",
+                    f"{where} rejected the API key from {self.key_source()} (HTTP {status}): {detail}",
                     "AUTH",
                     status,
                 )
@@ -184,23 +161,14 @@ class OpenAIChatModel:
                 )
             code = f"HTTP_{status}" if isinstance(status, int) and status > 0 else "HTTP"
             return LlmError(f"{where} answered HTTP {status}: {detail}", code, status)
-        if isinstance(exc, openai.APITimeoutError):
-            return LlmError(f"request to {where} timed out after {self.timeout}s", "TIMEOUT")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-            return LlmError(redactor.clean(f"connection to {where} failed: {reason}"), "CONNECTION")
-        if isinstance(exc, openai.APIResponseValidationError):
-            return LlmError(
-                redactor.clean(f"{where} sent an invalid response: {exc.message}"), "BAD_RESPONSE"
-            )
+        known = self.transport_error(exc, openai, redactor)
+        if known is not None:
+            return known
         if isinstance(exc, openai.APIError):
             return LlmError(
                 redactor.clean(f"{where} reported an error mid-stream: {exc.message}"), "PROVIDER_ERROR"
             )
-        return LlmError(
-            redactor.clean(f"model call to {where} failed: {type(exc).__name__}: {exc}"), "PROVIDER_ERROR"
-        )
+        return self.unexpected_error(exc, redactor)
 
 
 def _error_detail(exc: Any) -> str:
