@@ -492,7 +492,14 @@ class StreamErrorEvent(LlmError):
 def _raise_error_payload(payload: object) -> None:
     """Raise the error an upstream sent as a JSON event or answer (``{"error": ...}`` without
     ``choices``) with status 200: :class:`StreamErrorEvent`. A null ``error`` is none (a whole
-    Responses ``response`` object carries ``"error": null``)."""
+    Responses ``response`` object carries ``"error": null``). The Responses API's ``error`` event
+    holds its ``code`` and ``message`` beside its ``type``: the same, as sent."""
+    if isinstance(payload, dict) and payload.get("type") == "error" and "error" not in payload:
+        message, code = payload.get("message"), payload.get("code")
+        raise StreamErrorEvent(
+            message if isinstance(message, str) else preview(payload),
+            code if isinstance(code, str) and code else "PROVIDER_ERROR",
+        )
     if isinstance(payload, dict) and payload.get("error") is not None and "choices" not in payload:
         error = payload["error"]
         if not isinstance(error, dict):
