@@ -326,10 +326,7 @@ class WatchedModel:
                 entry["status"] = exc.status
             if isinstance(exc, ErrorAnswer):
                 # the provider's answer as it sent it, which a replay serves again (replay/override.py)
-                entry["answer"] = {
-                    "body": exc.body.decode("utf-8", "replace"),
-                    "contentType": exc.content_type,
-                }
+                entry["answer"] = answer_entry(exc.body, exc.content_type)
         elif entry["chunks"] and entry["chunks"][-1].get("type") == "finish":
             pass  # closed after its finish chunk: a complete call
         else:  # a cancel: the stream was parked/aborted after the chunks it had delivered
@@ -347,6 +344,19 @@ class WatchedModel:
             if self._counts(exc, bool(entry["chunks"])):
                 self._fail(exc)
             raise
+
+
+def answer_entry(body: bytes, content_type: str) -> dict[str, str]:
+    """A provider's HTTP error answer as a ``throw`` entry's ``answer`` (replay/override.py): its body as
+    text when it is UTF-8, else base64 with ``"bodyEncoding": "base64"``, so a replay serves the bytes
+    it sent (``replay.model.thrown``)."""
+    import base64
+
+    try:
+        return {"body": body.decode("utf-8"), "contentType": content_type}
+    except UnicodeDecodeError:
+        text = base64.b64encode(body).decode("ascii")
+        return {"body": text, "contentType": content_type, "bodyEncoding": "base64"}
 
 
 __all__: list[str] = [

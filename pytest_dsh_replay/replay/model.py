@@ -32,6 +32,7 @@ swallowed them into an ``error`` turn end.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import itertools
 from collections.abc import (
@@ -114,7 +115,9 @@ def thrown(entry: ReplayEntry) -> LlmError:
     message, code, status = str(entry["message"]), str(entry["code"]), entry.get("status")
     answer = entry.get("answer")
     if isinstance(answer, Mapping) and isinstance(status, int):
-        body = str(answer.get("body", "")).encode("utf-8")
+        text = str(answer.get("body", ""))
+        # a body that was not UTF-8 is kept in base64 (recording.models.answer_entry)
+        body = base64.b64decode(text) if answer.get("bodyEncoding") == "base64" else text.encode("utf-8")
         return ErrorAnswer(message, code, status, body, str(answer.get("contentType", "")))
     return LlmError(message, code, status)
 

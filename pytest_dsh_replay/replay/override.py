@@ -18,7 +18,8 @@ Entry key sets (exact; ``?`` = optional):
 
 A ``throw``'s ``message`` and ``code`` are non-empty strings, its ``status`` an integer; its ``answer``
 is our addition (the spec's entries are not validated at load, replay.md §3): the provider's
-HTTP error answer the call got, ``{"body": str, "contentType": str}`` with the entry's ``status``, which
+HTTP error answer the call got, ``{"body": str, "contentType": str}`` with the entry's ``status``
+(``"bodyEncoding": "base64"`` beside them: ``body`` is the base64 of bytes that were not UTF-8), which
 the endpoint serves its client as recorded (:class:`~pytest_dsh_replay.llm.errors.ErrorAnswer`).
 
 Every chunk is an object whose ``type`` is one of the seven :data:`~pytest_dsh_replay.llm.CHUNK_TYPES`
@@ -160,13 +161,30 @@ def _throw_problem(entry: dict[str, Any]) -> str | None:
         answer = entry["answer"]
         if (
             not isinstance(answer, dict)
-            or set(answer) != {"body", "contentType"}
+            or set(answer) - {"bodyEncoding"} != {"body", "contentType"}
             or not all(isinstance(v, str) for v in answer.values())
+            or answer.get("bodyEncoding", "base64") != "base64"
         ):
-            return f'\'answer\' must be {{"body": str, "contentType": str}}, got {quote(answer)}'
+            return (
+                f'\'answer\' must be {{"body": str, "contentType": str}} (with "bodyEncoding": "base64" '
+                f"when body is base64), got {quote(answer)}"
+            )
+        if answer.get("bodyEncoding") == "base64" and not _is_base64(answer["body"]):
+            return f"'answer' says its body is base64, but it is not: {quote(answer['body'])}"
         if "status" not in entry:
             return "a 'throw' entry with an 'answer' needs the answer's integer 'status'"
     return None
+
+
+def _is_base64(text: str) -> bool:
+    import base64
+    import binascii
+
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 def _hang_problem(entry: dict[str, Any]) -> str | None:
