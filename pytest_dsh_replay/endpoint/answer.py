@@ -424,6 +424,12 @@ class Attempts:
             if not waiting:
                 del self._waiting[answer.state]
 
+    def left(self, upstream: Any) -> int:
+        """At the endpoint's stop: every waiting call whose client left is abandoned now and its call to
+        ``upstream`` ended (nobody is left to answer, and no retry can come: an upstream that stalls
+        must not hold the stop). Returns how many were."""
+        return sum(self.take_over(state, upstream) for state in list(self._waiting))
+
     def take_over(self, state: int, upstream: Any) -> int:
         """A request arrived that leaves a conversation in ``state``: each waiting call of the same
         request whose client left is abandoned (:meth:`Answer.abandon`: the request binds as its retry)

@@ -55,6 +55,7 @@ from ..testrun import (
     test_failed,
     unused_counts,
 )
+from .answer import ABANDONED, CLIENT_GONE
 from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread, Mount
 from .writing import red_requests
 
@@ -194,6 +195,10 @@ def _report_run(item: pytest.Item, run: EndpointRun, outcome: EndpointOutcome) -
         # nothing leaves a test its next replay cannot run, so pytest's warnings summary says why
         warnings.warn(DshEndpointWarning(f"dsh_endpoint: {outcome.no_request}"), stacklevel=2)
     fresh = [p for p in outcome.problems if p not in run.reported]
+    if item.stash.get(FAILED, ""):
+        # a call whose client left because the test raised (an SDK's timeout, an exception mid-stream)
+        # is the test's failure, already reported: its own error stands alone, as for unused calls
+        fresh = [p for p in fresh if not p.endswith((ABANDONED, CLIENT_GONE))]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh
         pytest.fail(run.report(outcome), pytrace=False)

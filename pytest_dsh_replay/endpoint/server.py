@@ -546,6 +546,7 @@ class Endpoint:
             # closed too: aiohttp would otherwise linger 10 s reading the rest of the body
             if request.transport is not None:
                 request.transport.close()
+        self.attempts.left(self.upstream)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         while self.in_flight and loop.time() < deadline:  # bounded by the grace
