@@ -29,7 +29,7 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
-from ..llm.errors import ErrorAnswer
+from ..llm.errors import ErrorAnswer, StreamError
 from ..llm.wire.base import WireFormat
 from ..llm.wire.fields import preview
 from ..llm.wire.registry import BY_KEY
@@ -481,7 +481,7 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-class StreamErrorEvent(LlmError):
+class StreamErrorEvent(StreamError):
     """An error the upstream sent as a JSON event of its stream (or a whole answer with status 200):
     ``message`` the provider's as sent, ``code`` its error type as sent (Anthropic's ``error.type``,
     ``overloaded_error``; OpenAI's ``error.code``, else ``error.type``), else ``PROVIDER_ERROR``. The

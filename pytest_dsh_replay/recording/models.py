@@ -20,7 +20,7 @@ from msgspec import Struct
 
 from ..layout import SCRIPTED_FILE, sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
-from ..llm.errors import ErrorAnswer, MalformedCallError
+from ..llm.errors import ErrorAnswer, MalformedCallError, StreamError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import SecretScrubber, run_scrubber
 from .errors import ScenarioError
@@ -324,6 +324,8 @@ class WatchedModel:
             entry["code"] = exc.code
             if exc.status is not None:
                 entry["status"] = exc.status
+            if isinstance(exc, StreamError):  # served again inside a stream (replay.model.thrown)
+                entry["inStream"] = True
             if isinstance(exc, ErrorAnswer):
                 # the provider's answer as it sent it, which a replay serves again (replay/override.py)
                 entry["answer"] = answer_entry(exc.body, exc.content_type)

@@ -198,3 +198,31 @@ def test_a_responses_midstream_error_event_keeps_its_code_and_message_recorded_a
     for event in (recorded, replayed):
         assert event.type == "error", event
         assert (event.code, event.message) == ("server_error", error["message"])
+
+
+def test_an_error_event_before_the_answer_starts_is_passed_through_in_a_stream(
+    tmp_path: Path, loopback_httpserver: HTTPServer
+) -> None:
+    """Anthropic's ``event: error`` as the stream's first event (``overloaded_error``) reaches the
+    anthropic SDK inside a 200 stream with the provider's body, recording and in the offline replay.
+
+    Regression: an error event before any part of the answer became the endpoint's HTTP 502."""
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    loopback_httpserver.expect_request("/v1/messages", method="POST").respond_with_data(
+        _sse("error", json.dumps(body)), content_type="text/event-stream"
+    )
+
+    def ask(url: str) -> None:
+        client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
+        with client.messages.stream(
+            model="claude-test", max_tokens=16, messages=[{"role": "user", "content": "hello"}]
+        ) as events:
+            events.get_final_message()
+
+    recorded = _recorded(tmp_path, loopback_httpserver, ask)
+    loopback_httpserver.stop()
+    replayed = _replayed(tmp_path, ask)
+    for exc in (recorded, replayed):
+        assert isinstance(exc, anthropic.APIStatusError), exc
+        assert exc.response.status_code == 200, exc.response.status_code
+        assert exc.body == body

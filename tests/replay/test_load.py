@@ -225,6 +225,11 @@ def test_patches_cannot_rescue_an_unfinished_call(tmp_path: Path, write_log: Cal
             [{"kind": "throw", "message": "m", "code": "X", "answer": {"body": "", "contentType": ""}}],
             "needs the answer's integer 'status'",
         ),
+        # an error that came inside the provider's stream
+        (
+            [{"kind": "throw", "message": "m", "code": "X", "inStream": "yes"}],
+            "'inStream' must be true",
+        ),
         # a body that was not UTF-8 is kept in base64, said by ``bodyEncoding``
         (
             [
