@@ -361,12 +361,15 @@ def _not_ours(request: Any, port: int, what: str | None) -> Any:
     from aiohttp import web
 
     found = PREFIX_PATTERN.match(request.path)
-    carried = f"its path prefix {found.group()}" if found is not None else "no endpoint path prefix"
+    carried = (
+        f"its path prefix {found.group()} is no endpoint's on this port"
+        if found is not None
+        else "it has no endpoint path prefix"
+    )
     message = (
-        f"dsh-replay endpoint: {request.method} {request.path} on port {port}: the request carries "
-        f"{carried}, which is no endpoint's listening here; it is not served (a client built with the URL "
-        "of another test's endpoint, or with a URL put together by hand? use the fixture's base_url or "
-        "the SDK variables it sets: http://127.0.0.1:PORT/dsh-.../v1)"
+        f"dsh-replay endpoint: {request.method} {request.path} on port {port}: {carried}, so it is not "
+        "served (a client built with the URL of another test's endpoint, or with a URL put together by "
+        "hand? use the fixture's base_url or the SDK variables it sets: http://127.0.0.1:PORT/dsh-.../v1)"
     )
     path = _api_path(request)
     body = orjson.dumps(error_body(path, message, "ENDPOINT_UNKNOWN", 404))
