@@ -35,7 +35,7 @@ import orjson
 from ..agent.assembler import BlockAssembler
 from ..errors import HarnessError
 from ..llm import LlmError, ModelRequest, StreamChunk
-from ..llm.errors import ErrorAnswer
+from ..llm.errors import ErrorAnswer, StreamError
 from ..llm.secrets import StreamScrubber
 from ..llm.wire.base import WireFormat
 from ..recording.kept import DEFECT_CODE
@@ -208,10 +208,15 @@ class Answer:
     async def _stream(self, stream: Any) -> Any:
         from aiohttp import web
 
+        early: StreamError | None = None
         try:
             first = await stream.__anext__()
         except StopAsyncIteration:
             first = None
+        except StreamError as exc:
+            # the provider's error event before any part of its answer: a stream holding that event,
+            # as the provider sent one (never an HTTP error of ours)
+            first, early = None, exc
         except Exception as exc:
             return self.error(exc)
         if self.abandoned or self.client_left():
@@ -227,6 +232,8 @@ class Answer:
                 return self._left()
         pending: list[bytes] = []
         try:
+            if early is not None:
+                raise early
             await self._relay(stream, first, encoder, response, pending)
         except Exception as exc:
             message, code, _status = self.failed(exc)
@@ -423,6 +430,12 @@ class Attempts:
             waiting.remove(answer)
             if not waiting:
                 del self._waiting[answer.state]
+
+    def left(self, upstream: Any) -> int:
+        """At the endpoint's stop: every waiting call whose client left is abandoned now and its call to
+        ``upstream`` ended (nobody is left to answer, and no retry can come: an upstream that stalls
+        must not hold the stop). Returns how many were."""
+        return sum(self.take_over(state, upstream) for state in list(self._waiting))
 
     def take_over(self, state: int, upstream: Any) -> int:
         """A request arrived that leaves a conversation in ``state``: each waiting call of the same

@@ -2,7 +2,8 @@
 
 The fixture starts an endpoint for the test, points the SDKs of every registered format (and any
 subprocess the test starts) at it with their base-URL variables in their forms
-(``llm/wire/registry.py``: ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` ``http://127.0.0.1:PORT/v1``;
+(``llm/wire/registry.py``: ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` ``http://127.0.0.1:PORT/dsh-TOKEN/v1``,
+``/dsh-TOKEN`` the endpoint's path prefix (``loopserver``);
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL`` the same without ``/v1``)
 and a dummy key in one key variable per API (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
 ``GEMINI_API_KEY``; ``GOOGLE_API_KEY`` removed: ``registry.client_key_variables``), and fails the test
@@ -54,6 +55,7 @@ from ..testrun import (
     test_failed,
     unused_counts,
 )
+from .answer import ABANDONED, CLIENT_GONE
 from .server import Endpoint, EndpointConfig, EndpointOutcome, EndpointThread, Mount
 from .writing import red_requests
 
@@ -77,7 +79,8 @@ class EndpointHandle(Struct):
     """What the ``dsh_endpoint`` fixture yields.
 
     Attributes:
-        base_url: ``http://127.0.0.1:PORT/v1`` (also in ``OPENAI_BASE_URL``; without ``/v1`` in
+        base_url: ``http://127.0.0.1:PORT/dsh-TOKEN/v1`` (the endpoint's path prefix: ``loopserver``;
+            also in ``OPENAI_BASE_URL``; without ``/v1`` in
             ``ANTHROPIC_BASE_URL``).
         directory: the test's recording directory.
         plan: ``replay``, ``record``, ``episodes`` or ``changed`` (the label of
@@ -192,6 +195,10 @@ def _report_run(item: pytest.Item, run: EndpointRun, outcome: EndpointOutcome) -
         # nothing leaves a test its next replay cannot run, so pytest's warnings summary says why
         warnings.warn(DshEndpointWarning(f"dsh_endpoint: {outcome.no_request}"), stacklevel=2)
     fresh = [p for p in outcome.problems if p not in run.reported]
+    if item.stash.get(FAILED, ""):
+        # a call whose client left because the test raised (an SDK's timeout, an exception mid-stream)
+        # is the test's failure, already reported: its own error stands alone, as for unused calls
+        fresh = [p for p in fresh if not p.endswith((ABANDONED, CLIENT_GONE))]
     if fresh:  # what the test's own report did not say: problems that came up at the end
         outcome.problems = fresh
         pytest.fail(run.report(outcome), pytrace=False)

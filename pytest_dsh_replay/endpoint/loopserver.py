@@ -12,8 +12,18 @@ holds is reached through that binding, which :meth:`LoopbackServer.unbind` drops
 goes by reference counting (``tests/endpoint/test_memory.py``). A request on the port of an endpoint
 that stopped (a thread or a process its test left running, calling after the test's teardown) is
 refused with HTTP 503 naming that endpoint (``ENDPOINT_STOPPED``) while its port is one of the last
-:data:`RETIRED_PORTS` the server retired, and finds no listener after that: it is never served from
-another endpoint's recording.
+:data:`RETIRED_PORTS` the server retired, and finds no listener after that.
+
+The system may hand a later endpoint a port an earlier one listened on (in a long run, or in another
+xdist worker's server), so the port alone cannot tell endpoints apart: each endpoint of the shared
+server has a path prefix of its own (:func:`new_prefix`, ``/dsh-`` and 16 random hex digits) before
+its routes, part of the base URL it hands out (``http://127.0.0.1:PORT/dsh-.../v1``). A request on a
+bound port whose path does not begin with that endpoint's prefix is never served: it is refused
+``ENDPOINT_STOPPED`` (503) naming the stopped endpoint whose prefix it carries, or
+``ENDPOINT_UNKNOWN`` (404) when the prefix is none this server handed out, both in the path's API
+shape. The endpoint then sees the request without its prefix (its routes, error shapes and reports
+are the API's paths). ``dsh-replay serve`` listens with a server of its own for one endpoint, so its
+base URL has no prefix (a URL users write into their agents' settings stays the same between runs).
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ import asyncio
 import atexit
 import logging
 import os
+import re
+import secrets
 import socket
 import threading
 from collections import OrderedDict
@@ -40,6 +52,11 @@ MODELS_PATH = "/v1/models"
 #: How many stopped endpoints' ports stay open answering ``ENDPOINT_STOPPED`` (the latest ones: a
 #: test's leftover thread calls soon after its teardown); an older port is closed.
 RETIRED_PORTS = 4
+#: How many stopped endpoints' path prefixes the server remembers to name them in a late request's
+#: ``ENDPOINT_STOPPED`` (about 100 bytes each; an older one is refused as unknown, never served).
+STOPPED_PREFIXES = 4096
+#: An endpoint's path prefix: the first segment of each of its paths (:func:`new_prefix`).
+PREFIX_PATTERN = re.compile(r"/dsh-[0-9a-f]{16}(?=/|$)")
 #: Seconds a stopping endpoint waits for the requests in flight on its port (aiohttp's own default).
 SHUTDOWN_TIMEOUT = 60.0
 #: Seconds the process's server waits for requests still running when the interpreter exits.
@@ -124,6 +141,12 @@ class LoopbackServer:
         self._sites: dict[int, Any] = {}
         #: port -> what stopped there, for its ``ENDPOINT_STOPPED`` answer (oldest first)
         self._retired: OrderedDict[int, str] = OrderedDict()
+        #: port -> its listening socket (closed in a forked child: :func:`_forget_shared`)
+        self._socks: dict[int, socket.socket] = {}
+        #: port -> its endpoint's path prefix (``""``: none, ``serve``'s)
+        self._prefixes: dict[int, str] = {}
+        #: path prefix -> what stopped with it (oldest first; :data:`STOPPED_PREFIXES` at most)
+        self._stopped: OrderedDict[str, str] = OrderedDict()
         #: connection (aiohttp's request handler) -> the port it came in on, noted at each request: a
         #: connection whose client left has no transport to ask, and its request may still be running
         self._ports: dict[Any, int] = {}
@@ -135,6 +158,7 @@ class LoopbackServer:
         from aiohttp import web
 
         bound, retired, ports = self._bound, self._retired, self._ports
+        prefixes, stopped = self._prefixes, self._stopped
 
         def endpoint_of(request: Any) -> Any:  # the dispatch found it: its port is bound
             return bound[local_port(request)]  # type: ignore[index]
@@ -145,7 +169,14 @@ class LoopbackServer:
             port = local_port(request)
             endpoint = bound.get(port) if port is not None else None
             if port is None or endpoint is None:
-                return _stopped(request, port, retired.get(port) if port is not None else None)
+                return _stopped(request, port, _named(request, stopped) or retired.get(port or 0))
+            prefix = prefixes[port]
+            if prefix:
+                raw = request.rel_url.raw_path
+                if not raw.startswith(prefix) or raw[len(prefix) : len(prefix) + 1] not in ("", "/"):
+                    return _not_ours(request, port, _named(request, stopped))
+                request = await _unprefixed(request, len(prefix))
+                handler = request.match_info.handler
             # the endpoint's guard first: a request it refuses reaches no route and no body is read
             refusal = refused(endpoint.guard, request, port)
             if refusal is not None:
@@ -191,8 +222,9 @@ class LoopbackServer:
         self._runner = runner
         return runner
 
-    async def bind(self, endpoint: Served, host: str, port: int) -> int:
-        """Listen on ``host:port`` (``0``: a free port) for ``endpoint``; returns the port.
+    async def bind(self, endpoint: Served, host: str, port: int, prefix: str = "") -> int:
+        """Listen on ``host:port`` (``0``: a free port) for ``endpoint``, serving the paths under
+        ``prefix`` (:func:`new_prefix`; ``""``: every path, a server of one endpoint); returns the port.
 
         Raises:
             OSError: the port is taken or not ours to bind.
@@ -212,11 +244,13 @@ class LoopbackServer:
         port = sock.getsockname()[1]
         self._bound[port] = endpoint
         self._sites[port] = site
+        self._socks[port] = sock
+        self._prefixes[port] = prefix
         return int(port)
 
-    async def unbind(self, port: int, stopped: str) -> None:
-        """Stop serving ``port``'s endpoint: the requests in flight on it finish (up to
-        :data:`SHUTDOWN_TIMEOUT`), its connections close, and the port answers ``ENDPOINT_STOPPED``
+    async def unbind(self, port: int, stopped: str, timeout: float = SHUTDOWN_TIMEOUT) -> None:
+        """Stop serving ``port``'s endpoint: the requests in flight on it finish (up to ``timeout``
+        seconds, then they are cancelled), its connections close, and the port answers ``ENDPOINT_STOPPED``
         naming ``stopped`` (what stopped: "the endpoint of DIR") until it is one of more than
         :data:`RETIRED_PORTS` retired ports, then it is closed."""
         if port not in self._bound:
@@ -226,13 +260,18 @@ class LoopbackServer:
         # its answer read to its end)
         await asyncio.sleep(0)
         del self._bound[port]
+        prefix = self._prefixes.pop(port, "")
+        if prefix:
+            self._stopped[prefix] = stopped
+            while len(self._stopped) > STOPPED_PREFIXES:
+                self._stopped.popitem(last=False)
         alive = self._runner.server.connections
         connections = [c for c in alive if (local_port(c) or self._ports.get(c)) == port]
         for gone in [c for c, p in self._ports.items() if p == port or c not in alive]:
             del self._ports[gone]
         for connection in connections:
             connection.close()
-        await asyncio.gather(*(c.shutdown(SHUTDOWN_TIMEOUT) for c in connections))
+        await asyncio.gather(*(c.shutdown(timeout) for c in connections))
         self._retired[port] = stopped
         while len(self._retired) > RETIRED_PORTS:
             await self._close_retired(next(iter(self._retired)))
@@ -241,12 +280,31 @@ class LoopbackServer:
         if self._retired.pop(port, None) is None:
             return
         site = self._sites.pop(port, None)
+        self._socks.pop(port, None)
         if site is not None:
             await site.stop()
+
+    def drop_inherited(self) -> None:
+        """In a forked child (its loop thread is not there, nothing serves): close the child's copies of
+        the server's listening sockets and connections. Kept open, they would hold a port the parent
+        closed listening (the system completes a connection nobody accepts: a late call waits for its
+        client's timeout instead of being refused) and a connection the parent closed open (its
+        client's next request on it waits alike), while the child lives. Only the child's descriptors
+        are closed: the parent's sockets and its event loop's registrations are untouched."""
+        connections = self._runner.server.connections if self._runner is not None else []
+        # asyncio keeps a connection's socket object in its transport alone (``_sock``: no public
+        # reference); closing it there marks it closed, so nothing in the child closes the descriptor
+        # number again once the system has reused it
+        inherited = [getattr(c.transport, "_sock", None) for c in connections if c.transport is not None]
+        for sock in [*self._socks.values(), *inherited]:
+            if isinstance(sock, socket.socket):
+                sock.close()
 
     async def close(self) -> None:
         """Stop serving everything and close every port (a server of its own: ``serve``'s)."""
         self._bound.clear()
+        self._socks.clear()
+        self._prefixes.clear()
         self._retired.clear()
         self._sites.clear()
         if self._runner is not None:
@@ -261,6 +319,65 @@ def _call_route(fmt: Any, endpoint_of: Callable[[Any], Any]) -> Handler:
     return call
 
 
+def new_prefix() -> str:
+    """A new endpoint's path prefix (module doc): ``/dsh-`` and 16 random hex digits (64 bits: no two
+    endpoints of any process on the machine share one)."""
+    return f"/dsh-{secrets.token_hex(8)}"
+
+
+def _named(request: Any, stopped: OrderedDict[str, str]) -> str | None:
+    """What stopped with the path prefix ``request`` carries (``None``: none, or not one we know)."""
+    found = PREFIX_PATTERN.match(request.rel_url.raw_path)
+    return stopped.get(found.group()) if found is not None else None
+
+
+def _api_path(request: Any) -> str:
+    """The request's path without an endpoint prefix: the API path its error shape follows."""
+    found = PREFIX_PATTERN.match(request.path)
+    return request.path[found.end() :] or "/" if found is not None else request.path
+
+
+async def _unprefixed(request: Any, length: int) -> Any:
+    """``request`` with its path's first ``length`` characters (its endpoint's prefix) taken away,
+    routed again: the route its API path takes (aiohttp routes a request before any middleware runs)."""
+    from yarl import URL
+
+    rel = URL(request.rel_url.raw_path_qs[length:] or "/", encoded=True)
+    clone = request.clone(rel_url=rel)
+    match = await request.app.router.resolve(clone)
+    match.add_app(request.app)
+    match.freeze()
+    # aiohttp has no public setter: its own ``Application._handle`` sets the attribute just so
+    clone._match_info = match
+    return clone
+
+
+def _not_ours(request: Any, port: int, what: str | None) -> Any:
+    """The answer to a request on a bound port without that endpoint's path prefix: 503
+    ``ENDPOINT_STOPPED`` naming ``what`` stopped with the prefix it carries, else 404
+    ``ENDPOINT_UNKNOWN``; never served (module doc)."""
+    if what is not None:
+        return _stopped(request, port, what)
+    from aiohttp import web
+
+    found = PREFIX_PATTERN.match(request.path)
+    carried = (
+        f"its path prefix {found.group()} is no endpoint's on this port"
+        if found is not None
+        else "it has no endpoint path prefix"
+    )
+    message = (
+        f"dsh-replay endpoint: {request.method} {request.path} on port {port}: {carried}, so it is not "
+        "served (a client built with the URL of another test's endpoint, or with a URL put together by "
+        "hand? use the fixture's base_url or the SDK variables it sets: http://127.0.0.1:PORT/dsh-.../v1)"
+    )
+    path = _api_path(request)
+    body = orjson.dumps(error_body(path, message, "ENDPOINT_UNKNOWN", 404))
+    response = web.Response(body=body, status=404, content_type="application/json", headers=NO_RETRY)
+    response.force_close()
+    return response
+
+
 def _stopped(request: Any, port: int | None, what: str | None) -> Any:
     """The answer on a port whose endpoint stopped: HTTP 503 in the path's API shape, never retried."""
     from aiohttp import web
@@ -270,7 +387,7 @@ def _stopped(request: Any, port: int | None, what: str | None) -> Any:
         f"dsh-replay endpoint: {request.method} {request.path} on port {port}: {stopped}; a request after "
         "its stop is not served (a thread or a process its test left running after the test ended?)"
     )
-    body = orjson.dumps(error_body(request.path, message, "ENDPOINT_STOPPED", 503))
+    body = orjson.dumps(error_body(_api_path(request), message, "ENDPOINT_STOPPED", 503))
     response = web.Response(body=body, status=503, content_type="application/json", headers=NO_RETRY)
     response.force_close()
     return response
@@ -317,8 +434,11 @@ def shared_server() -> SharedServer:
 
 
 def _forget_shared() -> None:
-    """In a forked child: the parent's loop thread is not there, so its server is not the child's."""
+    """In a forked child: the parent's loop thread is not there, so its server is not the child's, and
+    the child's copies of its sockets are closed (:meth:`LoopbackServer.drop_inherited`)."""
     global _shared, _shared_lock
+    if _shared is not None:
+        _shared.server.drop_inherited()
     _shared = None
     _shared_lock = threading.Lock()
 
@@ -330,9 +450,12 @@ __all__ = [
     "HTTP_LOG",
     "MCP_ROUTE",
     "MODELS_PATH",
+    "PREFIX_PATTERN",
     "RETIRED_PORTS",
+    "STOPPED_PREFIXES",
     "LoopbackServer",
     "Served",
     "SharedServer",
+    "new_prefix",
     "shared_server",
 ]

@@ -29,7 +29,7 @@ from msgspec import Struct, field
 
 from ..agent.assembler import BlockAssembler
 from ..llm import LlmError, Message, ModelRequest, StreamChunk
-from ..llm.errors import ErrorAnswer
+from ..llm.errors import ErrorAnswer, StreamError
 from ..llm.wire.base import WireFormat
 from ..llm.wire.fields import preview
 from ..llm.wire.registry import BY_KEY
@@ -481,7 +481,7 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-class StreamErrorEvent(LlmError):
+class StreamErrorEvent(StreamError):
     """An error the upstream sent as a JSON event of its stream (or a whole answer with status 200):
     ``message`` the provider's as sent, ``code`` its error type as sent (Anthropic's ``error.type``,
     ``overloaded_error``; OpenAI's ``error.code``, else ``error.type``), else ``PROVIDER_ERROR``. The
@@ -492,7 +492,14 @@ class StreamErrorEvent(LlmError):
 def _raise_error_payload(payload: object) -> None:
     """Raise the error an upstream sent as a JSON event or answer (``{"error": ...}`` without
     ``choices``) with status 200: :class:`StreamErrorEvent`. A null ``error`` is none (a whole
-    Responses ``response`` object carries ``"error": null``)."""
+    Responses ``response`` object carries ``"error": null``). The Responses API's ``error`` event
+    holds its ``code`` and ``message`` beside its ``type``: the same, as sent."""
+    if isinstance(payload, dict) and payload.get("type") == "error" and "error" not in payload:
+        message, code = payload.get("message"), payload.get("code")
+        raise StreamErrorEvent(
+            message if isinstance(message, str) else preview(payload),
+            code if isinstance(code, str) and code else "PROVIDER_ERROR",
+        )
     if isinstance(payload, dict) and payload.get("error") is not None and "choices" not in payload:
         error = payload["error"]
         if not isinstance(error, dict):

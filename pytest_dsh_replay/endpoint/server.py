@@ -82,7 +82,7 @@ from .config import (
 from .conversations import CONVERSATION_HEADER, PARENT_HEADER, Binder, Binding, BindingError, Conversation
 from .formats import FORMATS, error_body
 from .guard import Guard
-from .loopserver import HTTP_LOG, MODELS_PATH, LoopbackServer, shared_server
+from .loopserver import HTTP_LOG, MODELS_PATH, SHUTDOWN_TIMEOUT, LoopbackServer, new_prefix, shared_server
 from .prefixes import PrefixCache
 from .record import (
     ConversationLog,
@@ -97,6 +97,17 @@ from .writing import EndpointOutcome, RunWriter
 
 #: What a log line holds beside a request's messages (the event's envelope), in bytes.
 _LINE_MARGIN = 4096
+#: Seconds :meth:`EndpointThread.stop` waits, after the calls' grace, for the run to be written.
+WRITE_TIMEOUT = 120.0
+#: Seconds the loop between two looks at the calls still in flight of a stopping endpoint sleeps.
+_POLL = 0.02
+
+
+class EndpointStopError(HarnessError):
+    """The stop of an endpoint did not end in time (its run not written in :data:`WRITE_TIMEOUT`
+    seconds after the calls' grace): code ``ENDPOINT_STOP_TIMEOUT``, naming the endpoint."""
+
+    code = "ENDPOINT_STOP_TIMEOUT"
 
 
 def served_routes() -> list[str]:
@@ -263,6 +274,8 @@ class Endpoint:
         #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
         self.unrouted: list[str] = []
         self.unrouted_count = 0
+        #: the calls :meth:`stop` cut off (still in flight when its grace ran out), one line each
+        self.cut_off: list[str] = []
         #: the server it listens with (:meth:`start`) and its port there; whether the server is its own
         self._server: LoopbackServer | None = None
         self._own_server = False
@@ -444,7 +457,9 @@ class Endpoint:
 
     async def start(self, server: LoopbackServer | None = None) -> str:
         """Load the recording, listen on ``host:port`` with ``server`` (``None``: a server of its own,
-        closed at :meth:`stop`); returns the base URL (``.../v1``).
+        closed at :meth:`stop`); returns the base URL: ``http://HOST:PORT/v1`` on a server of its own,
+        ``http://HOST:PORT/dsh-<16 hex>/v1`` on a shared one (``loopserver``: the prefix tells it from
+        an endpoint that listened on the same port before).
 
         Raises:
             ListenError: the port is taken, none is free, or the address is not ours to bind.
@@ -470,8 +485,11 @@ class Endpoint:
             guest.add_routes(self._add_guest_route)
         self._own_server = server is None
         self._server = LoopbackServer() if server is None else server
+        # on a server of many endpoints, a path prefix of its own tells this one from an earlier one
+        # whose port the system handed out again (loopserver's module doc)
+        prefix = "" if self._own_server else new_prefix()
         try:
-            self.port = await self._server.bind(self, self.config.host, self.config.port)
+            self.port = await self._server.bind(self, self.config.host, self.config.port, prefix)
         except BaseException as exc:
             if self._own_server:
                 await self._server.close()
@@ -479,7 +497,7 @@ class Endpoint:
             if isinstance(exc, OSError):  # the system's reason, typed: a setup error, not a traceback
                 raise ListenError(self.config.host, self.config.port, exc.strerror or str(exc)) from None
             raise
-        self.base_url = f"http://{self.config.host}:{self.port}/v1"
+        self.base_url = f"http://{self.config.host}:{self.port}{prefix}/v1"
         return self.base_url
 
     def _add_guest_route(self, method: str, path: str, handler: Handler) -> None:
@@ -488,14 +506,18 @@ class Endpoint:
         else:
             self._guest_routes.setdefault((method, path), handler)
 
-    async def stop(self, failed: str = "") -> EndpointOutcome:
+    async def stop(self, failed: str = "", grace: float = SHUTDOWN_TIMEOUT) -> EndpointOutcome:
         """Close the server, write the recording (record plans), and say how the run went.
 
         ``failed``: what the test using the endpoint raised, as one line (``""``: it passed). A failed
         test's run is not its recording: unless ``record_on_error``, nothing is written into the
         directory, the run's conversations are kept in ``DIR/.dsh-kept`` for ``dsh-replay accept``
-        (docs/recording-safety.md), and the MCP servers' sessions are not written."""
-        await self._close_server()
+        (docs/recording-safety.md), and the MCP servers' sessions are not written.
+
+        ``grace``: seconds the calls in flight get to end; a call still running then is cut off
+        (:meth:`_cut_off`: a problem naming its conversation, its conversation left out, the run
+        kept beside the directory as a run with problems is)."""
+        await self._close_server(grace)
         outcome = EndpointOutcome(self.plan.label, list(self.problems), calls=self.calls)
         if self.embeddings is not None:  # transient upstream refusals no retry of the client took back
             outcome.problems += [self.scrubber.scrub_fixed(p) for p in self.embeddings.problems()]
@@ -515,23 +537,51 @@ class Endpoint:
                 self._unlock()
         return outcome
 
-    async def _close_server(self) -> None:
+    async def _close_server(self, grace: float = SHUTDOWN_TIMEOUT) -> None:
         """Stop serving: the bodies still arriving dropped, the app's handlers let go (the calls in
-        flight finish: a client that left a stream early has its answer read to its end), the replay
-        model's callback into the endpoint too."""
+        flight finish within ``grace`` seconds, or are cut off: a client that left a stream early has
+        its answer read to its end), the replay model's callback into the endpoint too."""
         for reading, request in list(self._reading.items()):
             reading.cancel()
             # closed too: aiohttp would otherwise linger 10 s reading the rest of the body
             if request.transport is not None:
                 request.transport.close()
+        self.attempts.left(self.upstream)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self.in_flight and loop.time() < deadline:  # bounded by the grace
+            await asyncio.sleep(_POLL)
+        if self.in_flight:
+            self._cut_off(grace)
         server, self._server = self._server, None
         if server is not None:
             if self._own_server:
                 await server.close()
             else:
-                await server.unbind(self.port, f"the endpoint of {self.config.directory}")
+                # what is still running after the grace (a guest's request, a replayed stream whose
+                # client reads slowly) is cancelled by the server after a second more at most
+                wait = max(deadline - loop.time(), 1.0)
+                await server.unbind(self.port, f"the endpoint of {self.config.directory}", wait)
         if self.replay is not None:  # its callback into the endpoint: the two would be a cycle
             self.replay.on_parked = None
+
+    def _cut_off(self, grace: float) -> None:
+        """The calls still in flight ``grace`` seconds after the stop began (a thread or a process the
+        test left streaming): one problem naming the endpoint and their conversations; their upstream
+        calls are cancelled (``CANCELLED``: each conversation left out of the recording, as a stopping
+        ``serve`` leaves out the calls that outlasted its grace), and the run goes beside the directory
+        (:attr:`cut_off`, ``writing.RunWriter``), never written as if whole."""
+        busy = [c for c in self.binder.conversations if c.busy]
+        which = ", ".join(f"#{c.rank + 1}" for c in busy) or "(none bound yet)"
+        message = (
+            f"the endpoint of {self.config.directory}: {self.in_flight} call(s) still in flight {grace:g} s "
+            f"after {self.config.subject} ended (conversation(s) {which}): cut off at the endpoint's stop; "
+            "a thread or a process the test started was still calling the model (join it before the "
+            "test ends)"
+        )
+        self.cut_off.append(message)
+        self.problem(message)
+        self.cancel_upstream(message)
 
     async def _close_guests(self, outcome: EndpointOutcome, failed: str) -> None:
         """Close every guest, its problems and notes into ``outcome``: what it recorded is kept for
@@ -958,10 +1008,27 @@ class EndpointThread:
 
         return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout)
 
-    def stop(self, timeout: float = 60.0, *, failed: str = "") -> EndpointOutcome:
-        """Stop the endpoint (writing a recording); returns the outcome. ``failed``: as
-        :meth:`Endpoint.stop`."""
-        return asyncio.run_coroutine_threadsafe(self.endpoint.stop(failed), self._loop).result(timeout)
+    def stop(self, timeout: float = SHUTDOWN_TIMEOUT, *, failed: str = "") -> EndpointOutcome:
+        """Stop the endpoint (writing a recording); returns the outcome. ``timeout``: the calls in
+        flight's grace (:meth:`Endpoint.stop`: a call still running then is cut off, a problem of the
+        run); ``failed``: as :meth:`Endpoint.stop`.
+
+        Raises:
+            EndpointStopError: the run was not written :data:`WRITE_TIMEOUT` seconds after the grace
+                (its stop is cancelled: nothing more is written).
+        """
+        import concurrent.futures
+
+        stopping = asyncio.run_coroutine_threadsafe(self.endpoint.stop(failed, timeout), self._loop)
+        try:
+            return stopping.result(timeout + WRITE_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            stopping.cancel()
+            raise EndpointStopError(
+                f"the endpoint of {self.endpoint.config.directory} did not stop "
+                f"{timeout + WRITE_TIMEOUT:g} s "
+                f"after {self.endpoint.config.subject} ended: its stop was cancelled and its run not written"
+            ) from None
 
 
 __all__ = [
@@ -969,6 +1036,7 @@ __all__ = [
     "EndpointConfig",
     "EndpointConfigError",
     "EndpointOutcome",
+    "EndpointStopError",
     "EndpointThread",
     "Guest",
     "Mount",

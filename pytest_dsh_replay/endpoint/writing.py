@@ -331,7 +331,8 @@ class RunWriter:
         if outcome.problems and not self.config.record_on_error:
             # a conversation stopped mid-turn is no recording to replay by default: the next
             # --record once records again rather than replaying it
-            aside = replaces or failed_test or stopped
+            # a call cut off at the stop leaves a run the test did not end with: never the recording
+            aside = replaces or failed_test or stopped or bool(self.endpoint.cut_off)
             return self._failed_run(result, failed, aside=aside)
         if self.endpoint.errored_conversations and replaces and not self.config.record_on_error:
             # an upstream's transient trouble must not replace a good recording with its error answers

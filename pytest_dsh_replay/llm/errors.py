@@ -31,6 +31,14 @@ class ErrorAnswer(LlmError):
         self.content_type = content_type
 
 
+class StreamError(LlmError):
+    """An error a provider sent inside its answer (HTTP 200): an ``error`` event of its stream, or an
+    error object answered whole; ``message`` and ``code`` its own as sent. The endpoint serves it to a
+    client that asked for a stream as the stream's error event, even when it came before any part of
+    the answer; a recording keeps it as a ``throw`` entry with ``"inStream": true``
+    (replay/override.py), which a replay raises as this class again."""
+
+
 class MalformedCallError(LlmError):
     """A response the recorder must not write: a tool call whose arguments are not the JSON its tool
     receives, or a call lost in translation (code ``MALFORMED_TOOL_CALL``). A recording that meets one

@@ -20,7 +20,7 @@ from msgspec import Struct
 
 from ..layout import SCRIPTED_FILE, sidecar_name
 from ..llm import LlmError, Model, ModelRequest, Pausable, RunAware, RunContext, StreamChunk
-from ..llm.errors import ErrorAnswer, MalformedCallError
+from ..llm.errors import ErrorAnswer, MalformedCallError, StreamError
 from ..llm.scripted import RESPONSE_KEYS, TOOL_CALL_KEYS, ScriptedModel, load_json_file, response_problem
 from ..llm.secrets import SecretScrubber, run_scrubber
 from .errors import ScenarioError
@@ -324,12 +324,11 @@ class WatchedModel:
             entry["code"] = exc.code
             if exc.status is not None:
                 entry["status"] = exc.status
+            if isinstance(exc, StreamError):  # served again inside a stream (replay.model.thrown)
+                entry["inStream"] = True
             if isinstance(exc, ErrorAnswer):
                 # the provider's answer as it sent it, which a replay serves again (replay/override.py)
-                entry["answer"] = {
-                    "body": exc.body.decode("utf-8", "replace"),
-                    "contentType": exc.content_type,
-                }
+                entry["answer"] = answer_entry(exc.body, exc.content_type)
         elif entry["chunks"] and entry["chunks"][-1].get("type") == "finish":
             pass  # closed after its finish chunk: a complete call
         else:  # a cancel: the stream was parked/aborted after the chunks it had delivered
@@ -347,6 +346,19 @@ class WatchedModel:
             if self._counts(exc, bool(entry["chunks"])):
                 self._fail(exc)
             raise
+
+
+def answer_entry(body: bytes, content_type: str) -> dict[str, str]:
+    """A provider's HTTP error answer as a ``throw`` entry's ``answer`` (replay/override.py): its body as
+    text when it is UTF-8, else base64 with ``"bodyEncoding": "base64"``, so a replay serves the bytes
+    it sent (``replay.model.thrown``)."""
+    import base64
+
+    try:
+        return {"body": body.decode("utf-8"), "contentType": content_type}
+    except UnicodeDecodeError:
+        text = base64.b64encode(body).decode("ascii")
+        return {"body": text, "contentType": content_type, "bodyEncoding": "base64"}
 
 
 __all__: list[str] = [

@@ -32,6 +32,7 @@ swallowed them into an ``error`` turn end.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import itertools
 from collections.abc import (
@@ -53,7 +54,7 @@ from ..errors import quote
 from ..layout import PIN_PARTS, sidecar_name_for
 from ..llm import LlmError, ModelRequest, RunContext, StreamChunk
 from ..llm.binding import BindOrder, pick_script
-from ..llm.errors import ErrorAnswer
+from ..llm.errors import ErrorAnswer, StreamError
 from ..llm.signal import CancelSignal
 from ..session.codec import first_change
 from ..session.tokens import Tokenizer
@@ -110,12 +111,18 @@ _NEAREST_LIMIT = 256
 
 def thrown(entry: ReplayEntry) -> LlmError:
     """The error a ``throw`` entry raises (replay.md §5): ``LlmError(message, code, status)``, an
-    :class:`~..llm.errors.ErrorAnswer` when it holds the provider's ``answer`` (replay/override.py)."""
+    :class:`~..llm.errors.ErrorAnswer` when it holds the provider's ``answer``, a
+    :class:`~..llm.errors.StreamError` when it came inside the provider's stream (``inStream``;
+    replay/override.py)."""
     message, code, status = str(entry["message"]), str(entry["code"]), entry.get("status")
     answer = entry.get("answer")
     if isinstance(answer, Mapping) and isinstance(status, int):
-        body = str(answer.get("body", "")).encode("utf-8")
+        text = str(answer.get("body", ""))
+        # a body that was not UTF-8 is kept in base64 (recording.models.answer_entry)
+        body = base64.b64decode(text) if answer.get("bodyEncoding") == "base64" else text.encode("utf-8")
         return ErrorAnswer(message, code, status, body, str(answer.get("contentType", "")))
+    if entry.get("inStream") is True:
+        return StreamError(message, code, status)
     return LlmError(message, code, status)
 
 

@@ -13,13 +13,16 @@ Entry key sets (exact; ``?`` = optional):
 | kind | keys |
 |---|---|
 | ``chunks`` | ``kind, chunks`` |
-| ``throw`` | ``kind, message, code, chunks?, status?, answer?`` (their rules below) |
+| ``throw`` | ``kind, message, code, chunks?, status?, answer?, inStream?`` (their rules below) |
 | ``hang`` | ``kind, chunks?, readyFile?`` (our addition: own prefix ``chunks``) |
 
 A ``throw``'s ``message`` and ``code`` are non-empty strings, its ``status`` an integer; its ``answer``
 is our addition (the spec's entries are not validated at load, replay.md §3): the provider's
-HTTP error answer the call got, ``{"body": str, "contentType": str}`` with the entry's ``status``, which
-the endpoint serves its client as recorded (:class:`~pytest_dsh_replay.llm.errors.ErrorAnswer`).
+HTTP error answer the call got, ``{"body": str, "contentType": str}`` with the entry's ``status``
+(``"bodyEncoding": "base64"`` beside them: ``body`` is the base64 of bytes that were not UTF-8), which
+the endpoint serves its client as recorded (:class:`~pytest_dsh_replay.llm.errors.ErrorAnswer`);
+``inStream`` (our addition too, ``true`` only): the error came inside the provider's 200 stream, and
+is served inside a stream again (:class:`~pytest_dsh_replay.llm.errors.StreamError`).
 
 Every chunk is an object whose ``type`` is one of the seven :data:`~pytest_dsh_replay.llm.CHUNK_TYPES`
 and carries that type's fields of their types (:func:`~pytest_dsh_replay.llm.types.chunk_problem`, the
@@ -43,7 +46,7 @@ from .placeholder import PlaceholderSyntaxError, check_placeholders
 
 _ENTRY_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "chunks": (frozenset({"kind", "chunks"}), frozenset()),
-    "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status", "answer"})),
+    "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status", "answer", "inStream"})),
     "hang": (frozenset({"kind"}), frozenset({"chunks", "readyFile"})),
 }
 
@@ -156,17 +159,37 @@ def _throw_problem(entry: dict[str, Any]) -> str | None:
             return f"a 'throw' entry needs a non-empty string {key!r}, got {quote(entry[key])}"
     if "status" in entry and type(entry["status"]) is not int:
         return f"'status' must be an integer HTTP status, got {quote(entry['status'])}"
+    if "inStream" in entry and entry["inStream"] is not True:
+        got = quote(entry["inStream"])
+        return f"'inStream' must be true (the error came inside the provider's stream), got {got}"
     if "answer" in entry:
         answer = entry["answer"]
         if (
             not isinstance(answer, dict)
-            or set(answer) != {"body", "contentType"}
+            or set(answer) - {"bodyEncoding"} != {"body", "contentType"}
             or not all(isinstance(v, str) for v in answer.values())
+            or answer.get("bodyEncoding", "base64") != "base64"
         ):
-            return f'\'answer\' must be {{"body": str, "contentType": str}}, got {quote(answer)}'
+            return (
+                f'\'answer\' must be {{"body": str, "contentType": str}} (with "bodyEncoding": "base64" '
+                f"when body is base64), got {quote(answer)}"
+            )
+        if answer.get("bodyEncoding") == "base64" and not _is_base64(answer["body"]):
+            return f"'answer' says its body is base64, but it is not: {quote(answer['body'])}"
         if "status" not in entry:
             return "a 'throw' entry with an 'answer' needs the answer's integer 'status'"
     return None
+
+
+def _is_base64(text: str) -> bool:
+    import base64
+    import binascii
+
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 def _hang_problem(entry: dict[str, Any]) -> str | None:

@@ -5,6 +5,7 @@ served from another endpoint's recording."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -119,3 +120,97 @@ def test_a_port_it_cannot_listen_on_is_a_typed_setup_error(tmp_path: Path) -> No
         with pytest.raises(ListenError, match=rf"^cannot listen on 127\.0\.0\.1:{port}: ") as raised:
             thread.start()
         assert raised.value.code == "ENDPOINT_CONFIG"
+
+
+def test_a_late_call_on_a_port_handed_out_again_is_refused_naming_the_stopped_endpoint(
+    two_recordings: tuple[Path, Path],
+) -> None:
+    """The system may hand a later endpoint the port of one that stopped (its port closed, past the last
+    ``RETIRED_PORTS``): a call with the stopped endpoint's base URL reaches the new one's port, and is
+    refused naming the stopped endpoint, not served from the new one's recording.
+
+    Regression (a breaker, ephemeral ports narrowed): the later test's endpoint served the leftover
+    thread's call, and that test failed naming an unrecorded conversation."""
+    first, second = two_recordings
+    with served(first) as one:
+        assert _ask(one.url, "one") == "you said: one"
+    port = int(one.url.split(":")[2].split("/")[0])
+    for _ in range(RETIRED_PORTS):  # the first port is closed: free for the system to hand out again
+        with served(first, allow_unused=True):
+            pass
+    with served(second, port=port) as two:  # as the system would, given port 0
+        status, body = _post(one.url, "two")
+        assert _ask(two.url, "two") == "you said: two"
+    assert status == 503, body
+    assert body["error"]["code"] == "ENDPOINT_STOPPED"
+    assert f"the endpoint of {first} stopped" in body["error"]["message"]
+    assert two.outcome is not None and two.outcome.ok, two.outcome.report()
+
+
+def test_a_request_without_the_endpoints_path_prefix_is_refused_in_its_api_shape(
+    two_recordings: tuple[Path, Path],
+) -> None:
+    """A shared server's endpoint serves the paths under its base URL's prefix alone: a request on its
+    port without it (a URL put together by hand, another process's endpoint's) is a typed 404 the
+    client's SDK raises, never served."""
+    import anthropic
+
+    first, _second = two_recordings
+    with served(first, allow_unused=True) as one:
+        root = one.url.removesuffix("/v1")
+        prefix = root.rsplit("/", 1)[1]
+        assert prefix.startswith("dsh-") and len(prefix) == 20
+        bare = root.removesuffix("/" + prefix)
+        client = anthropic.Anthropic(base_url=bare, api_key="dummy", max_retries=0)
+        with pytest.raises(anthropic.NotFoundError) as raised:
+            client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "one"}])
+        status, body = _post(bare + "/dsh-0123456789abcdef/v1", "one")
+    assert raised.value.body["type"] == "error"  # type: ignore[index]  # Anthropic's error shape
+    assert "no endpoint path prefix" in str(raised.value)
+    assert status == 404 and body["error"]["code"] == "ENDPOINT_UNKNOWN"
+    assert "/dsh-0123456789abcdef" in body["error"]["message"]
+    assert one.outcome is not None and one.outcome.ok, one.outcome.report()
+
+
+def _wait_for_line(conn: Any) -> None:
+    """A forked child's body: it lives until the parent sends a line (or goes away)."""
+    with contextlib.suppress(EOFError):
+        conn.recv()
+
+
+def test_a_forked_child_keeps_no_stopped_endpoints_port_or_connection_open(
+    two_recordings: tuple[Path, Path],
+) -> None:
+    """A test that forks (``multiprocessing``'s ``fork`` start method) leaves its children none of the
+    server's sockets: once the parent closed a stopped endpoint's port, a late call there is refused at
+    once, and a client's kept-alive connection to it is closed, while the child lives.
+
+    Regression (a breaker): the child's copy of the listening socket kept the port listening with
+    nobody accepting, so a late call waited for its client's timeout."""
+    import multiprocessing
+
+    import httpx
+
+    first, _second = two_recordings
+    fork = multiprocessing.get_context("fork")
+    parent_end, child_end = fork.Pipe()
+    with served(first) as one:
+        client = httpx.Client(timeout=10)
+        body = {"model": "fake-1", "messages": [{"role": "user", "content": "one"}]}
+        assert client.post(one.url + "/chat/completions", json=body).status_code == 200  # kept alive
+        child = fork.Process(target=_wait_for_line, args=(child_end,))
+        child.start()
+    try:
+        # the connection the stop closed: the client finds it closed and asks on a new one
+        late = client.post(one.url + "/chat/completions", json=body)
+        assert late.status_code == 503 and late.json()["error"]["code"] == "ENDPOINT_STOPPED"
+        for _ in range(RETIRED_PORTS):  # the first port closed
+            with served(first, allow_unused=True):
+                pass
+        with pytest.raises(httpx.ConnectError):  # refused, not waiting for the 10 s timeout
+            httpx.post(one.url + "/chat/completions", json=body, timeout=10)
+    finally:
+        parent_end.send("done")
+        child.join(30)
+        client.close()
+    assert child.exitcode == 0

@@ -49,10 +49,11 @@ def _ask(prompt: str) -> bytes:
 
 def _cut_off(url: str, prompt: str) -> None:
     """A client that reads the first bytes of a streamed answer and closes its connection."""
-    host, port = url.split("//")[1].split("/")[0].split(":")
+    where, _slash, path = url.split("//")[1].partition("/")
+    host, port = where.split(":")
     body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": prompt}]})
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        head = f"POST /{path}/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
         head += "Content-Type: application/json\r\n"
         sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n{body}".encode())
         sock.recv(64)

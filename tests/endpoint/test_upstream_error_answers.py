@@ -236,3 +236,31 @@ def test_a_gemini_error_answer_keeps_its_status_recorded_and_replayed(
         assert isinstance(exc, errors.ClientError), exc
         assert (exc.code, exc.status) == (400, "INVALID_ARGUMENT")
         assert exc.details == body
+
+
+def test_an_error_answer_that_is_not_utf8_is_served_byte_for_byte_recorded_and_replayed(
+    tmp_path: Path, loopback_httpserver: HTTPServer
+) -> None:
+    """An upstream error body in another charset (a Latin-1 page of a gateway) reaches the client as the
+    bytes it sent, recording and in the offline replay: the recording keeps it in base64.
+
+    Regression: the recording stored it decoded with replacement characters, so a replay served
+    ``\\ufffd`` where the upstream had sent ``\\xe9``."""
+    import httpx
+
+    body = "requ\xeate refus\xe9e: trop longue".encode("latin-1")
+    kind = "text/plain; charset=iso-8859-1"
+    loopback_httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_data(
+        body, status=400, content_type=kind
+    )
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    base = f"http://127.0.0.1:{loopback_httpserver.port}/v1"
+    with served(tmp_path, RecordMode.ONCE, base, api_key=KEY) as ep:
+        recorded = httpx.post(ep.url + "/chat/completions", json=request, timeout=30)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    loopback_httpserver.stop()
+    with served(tmp_path) as ep:
+        replayed = httpx.post(ep.url + "/chat/completions", json=request, timeout=30)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    for answer in (recorded, replayed):
+        assert (answer.status_code, answer.content, answer.headers["content-type"]) == (400, body, kind)

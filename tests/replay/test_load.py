@@ -225,6 +225,36 @@ def test_patches_cannot_rescue_an_unfinished_call(tmp_path: Path, write_log: Cal
             [{"kind": "throw", "message": "m", "code": "X", "answer": {"body": "", "contentType": ""}}],
             "needs the answer's integer 'status'",
         ),
+        # an error that came inside the provider's stream
+        (
+            [{"kind": "throw", "message": "m", "code": "X", "inStream": "yes"}],
+            "'inStream' must be true",
+        ),
+        # a body that was not UTF-8 is kept in base64, said by ``bodyEncoding``
+        (
+            [
+                {
+                    "kind": "throw",
+                    "message": "m",
+                    "code": "X",
+                    "status": 400,
+                    "answer": {"body": "not base64!", "contentType": "", "bodyEncoding": "base64"},
+                }
+            ],
+            "says its body is base64, but it is not",
+        ),
+        (
+            [
+                {
+                    "kind": "throw",
+                    "message": "m",
+                    "code": "X",
+                    "status": 400,
+                    "answer": {"body": "", "contentType": "", "bodyEncoding": "hex"},
+                }
+            ],
+            "'answer' must be",
+        ),
         ([{"kind": "chunks", "chunks": [{"type": "text"}]}], "type must be one of"),
         ([{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0}]}], "needs chunk.text"),
         # the types of a chunk's fields: the session logs' rule (llm.types.chunk_problem)

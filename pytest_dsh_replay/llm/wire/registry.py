@@ -13,7 +13,8 @@ prefix cache and the recording's manifest ask it instead of branching on format 
   named (``x-api-key``, ``x-goog-api-key``); the module's ``upstream_headers(key)`` adds what else the
   API needs (Anthropic's ``anthropic-version``);
 * ``base_urls``: each client's base-URL variable and the suffix its value has after the endpoint's
-  ``http://127.0.0.1:PORT`` (``OPENAI_BASE_URL``, and ``OPENAI_API_BASE`` that LlamaIndex's ``OpenAI``
+  root (``http://127.0.0.1:PORT``, with its path prefix on the shared server) (``OPENAI_BASE_URL``,
+  and ``OPENAI_API_BASE`` that LlamaIndex's ``OpenAI``
   LLM, LangChain's older ``ChatOpenAI`` and LiteLLM read: ``/v1``; LiteLLM's Anthropic provider reads
   ``ANTHROPIC_API_BASE``; ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_BASE`` and ``GOOGLE_GEMINI_BASE_URL``:
   none, the SDK appends the version itself);
@@ -210,8 +211,8 @@ BY_KEY: dict[str, Format] = {f.key: f for f in FORMATS}
 
 
 def sdk_environment(url: str) -> dict[str, str]:
-    """The SDK base-URL variables pointing at an endpoint whose root is ``url`` (``http://HOST:PORT``,
-    no path): each format's ``base_urls`` with its suffix, every variable once."""
+    """The SDK base-URL variables pointing at an endpoint whose root is ``url`` (``http://HOST:PORT`` and
+    the endpoint's path prefix, if any): each format's ``base_urls`` with its suffix, every variable once."""
     out: dict[str, str] = {}
     for fmt in FORMATS:
         for env, suffix in fmt.base_urls:
