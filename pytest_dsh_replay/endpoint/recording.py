@@ -9,6 +9,7 @@ could not be told, in the endpoint's words (its headers).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,12 +59,54 @@ def parent_notes(directory: Path) -> list[str]:
     return [parent_note(log, candidates) for log, candidates in unknown_parents(directory)]
 
 
-def check_recording(directory: Path, rerecord: str, pins: list[Any] | None = None) -> Manifest | None:
+#: A session log of at most this many bytes is handed to the loader as the gate parsed it (every event
+#: held at once, as the loader's parse of a small log holds them); a larger one the loader reads again,
+#: holding less of it at a time.
+PARSED_LOG_BYTES = 1 << 20
+
+
+class _ParsedLog:
+    """A reader of ``validate`` (:class:`~..recording.validate.LogReader`) keeping a session log's
+    header and events as the gate's checks parsed them. Kept only when every line read as an event
+    row (``seq`` and ``time`` its own, as the replay parser returns such a row, the same dict): a
+    packed row, a lost line or any error, and the loader reads the log itself."""
+
+    __slots__ = ("events", "head", "ok")
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] | None = None
+        self.events: list[dict[str, Any]] = []
+        self.ok = True
+
+    def error(self, exc: Exception) -> None:
+        self.ok = False
+
+    def header(self, header: dict[str, Any] | None) -> None:
+        self.head = header
+        self.ok = self.ok and header is not None
+
+    def item(self, line_no: int, raw: bytes, item: Any) -> None:
+        if self.ok and type(item) is dict:
+            self.events.append(item)
+        else:
+            self.ok = False
+            self.events = []
+
+
+def check_recording(
+    directory: Path,
+    rerecord: str,
+    pins: list[Any] | None = None,
+    parsed: dict[Path, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None,
+) -> Manifest | None:
     """Refuse a recording ``dsh-replay validate`` flags, or whose manifest does not read (module doc);
     returns the manifest (``None``: the directory has none).
 
     ``pins``: a list given is extended with the pins ``validate`` read, ``(log count, pins of each
     log)``, so that loading the scripts need not read them again (``load_session_scripts(pins=...)``).
+    ``parsed``: a dict given gets ``path -> (header, events)`` of each session log of at most
+    :data:`PARSED_LOG_BYTES` whose rows ``validate`` parsed as they are
+    (``load_session_scripts(parsed=...)``: the log is read and parsed once).
 
     Args:
         directory: the recording directory.
@@ -90,7 +133,19 @@ def check_recording(directory: Path, rerecord: str, pins: list[Any] | None = Non
             f"{directory}: session logs but no {ENDPOINT_MANIFEST}, so not a recording of the endpoint; "
             f"{what}, or re-record: {rerecord}"
         )
-    report = validate_unit(directory)
+    readers: dict[Path, _ParsedLog] = {}
+
+    def observe(file: Path) -> _ParsedLog | None:
+        try:
+            small = os.stat(file).st_size <= PARSED_LOG_BYTES
+        except OSError:  # validate says what is wrong with it
+            return None
+        if not small or not is_log_name(file.name):
+            return None
+        reader = readers[file] = _ParsedLog()
+        return reader
+
+    report = validate_unit(directory, observe=observe if parsed is not None else None)
     findings = report.findings
     if findings:
         quoted = [str(f) for f in findings]
@@ -105,6 +160,10 @@ def check_recording(directory: Path, rerecord: str, pins: list[Any] | None = Non
         raise EndpointRecordingError("\n".join(lines), findings[0].code, quoted)
     if pins is not None and report.pins is not None:
         pins.append(report.pins)
+    if parsed is not None:
+        parsed.update(
+            (file, (r.head, r.events)) for file, r in readers.items() if r.ok and r.head is not None
+        )
     return read_manifest(directory)
 
 

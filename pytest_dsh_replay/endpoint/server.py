@@ -386,11 +386,16 @@ class Endpoint:
         rerecord = rerecord_command(config)
         # a recording validate flags (a seq gap, a turn out of balance) would be served wrong, or
         # reported later as calls left unused: refused now, with validate's words
-        pins: list[Any] = []  # read once, by the check, for the scripts too
-        check_recording(config.directory, rerecord, pins)
+        # the pins and the small logs read and parsed once, by the check, for the scripts too
+        pins: list[Any] = []
+        parsed: dict[Path, Any] = {}
+        check_recording(config.directory, rerecord, pins, parsed)
         scripts = (
-            load_session_scripts(config.directory, pins=pins[0] if pins else None) if model_recorded else []
+            load_session_scripts(config.directory, pins=pins[0] if pins else None, parsed=parsed)
+            if model_recorded
+            else []
         )
+        del parsed  # the scripts hold what they keep of it
         self.replay = ReplayModel(
             scripts,
             scenario=str(config.directory),

@@ -843,11 +843,16 @@ def _check_recorded_files(directory: Path, out: list[Finding]) -> tuple[int, lis
     return pins
 
 
-def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitReport:
+def validate_unit(
+    path: Path,
+    scrubber: SecretScrubber | None = None,
+    observe: Callable[[Path], LogReader | None] | None = None,
+) -> UnitReport:
     """Validate one unit (see :func:`validation_units`): inventory, then every log streamed.
 
     Never raises for bad input: unreadable files, malformed lines and inventory problems are
-    findings (each with the code of the typed error that describes it).
+    findings (each with the code of the typed error that describes it). ``observe``: as
+    :func:`validate_log_files` takes it (a reader of each log as the checks read it).
     """
     report = UnitReport(path)
     if not path.exists():
@@ -856,13 +861,13 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
     if path.is_dir():
         files = _directory_files(path, report)
     elif named_unit(path) != path:
-        return validate_unit(named_unit(path), scrubber)  # the scenario it defines
+        return validate_unit(named_unit(path), scrubber, observe)  # the scenario it defines
     elif is_sidecar_name(path.name):
         _check_sidecar(path, report.findings)
         return report
     else:
         files = [path]
-    validate_log_files(files, report, scrubber)
+    validate_log_files(files, report, scrubber, observe)
     return report
 
 

@@ -249,3 +249,77 @@ def test_a_replay_start_reads_each_pin_once(recording: Path, monkeypatch: pytest
     pin_files[0].write_text("{not json")
     with pytest.raises(EndpointRecordingError, match=r"REPLAY_BAD_PIN|not valid JSON"):
         _start(recording)
+
+
+def test_a_replay_start_reads_each_log_once(recording: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the start-up gate's ``validate`` read and parsed the session log, then loading the
+    scripts read and parsed it again (every ``dsh_endpoint`` test paid both). A small log's events are
+    now handed from the gate to the loader; the replay serves from them as before."""
+    from pytest_dsh_replay.replay import load as load_module
+
+    read: list[Path] = []
+    read_file = load_module.read_regular_file
+
+    def counted(path: Path, *args: object, **kwargs: object) -> object:
+        read.append(Path(path))
+        return read_file(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(load_module, "read_regular_file", counted)
+    with served(recording) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        answer = client.chat.completions.create(
+            model="fake-1", messages=[{"role": "user", "content": "hello"}]
+        )
+        assert answer.choices[0].message.content == "you said: hello"
+        history = [
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "you said: hello"},
+            {"role": "user", "content": "again"},
+        ]
+        client.chat.completions.create(model="fake-1", messages=history)  # type: ignore[arg-type]
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert read == []  # before: the loader read session.jsonl once more
+
+
+def _projected(log: Path) -> None:
+    """``log`` in the head layout's projected rows: every event row without its ``seq`` and ``time``."""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines[1:]]
+    for row in rows:
+        del row["seq"], row["time"]
+    log.write_text("\n".join([lines[0], *map(json.dumps, rows)]) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("layout", ["as recorded", "projected"])
+def test_the_gate_hands_the_loader_the_events_the_replay_parser_reads(recording: Path, layout: str) -> None:
+    """What the start-up gate hands the loader of a log is what the replay parser makes of it (header
+    and events, equal), in both layouts of plain rows."""
+    from pytest_dsh_replay.endpoint.recording import check_recording
+    from pytest_dsh_replay.replay.parse import parse_session_header, parse_session_log
+
+    log = recording / "session.jsonl"
+    if layout == "projected":
+        _projected(log)
+    parsed: dict[Path, tuple[dict[str, object], list[dict[str, object]]]] = {}
+    check_recording(recording, "re-record", [], parsed)
+    data = log.read_bytes()
+    assert parsed == {
+        log: (parse_session_header(data, file=str(log)), parse_session_log(data, file=str(log)))
+    }
+
+
+def test_a_log_with_packed_rows_is_left_to_the_loader(tmp_path: Path, conformance_head: Path) -> None:
+    """A log holding packed rows (head-format.md §2) is not handed over: the loader reads it (its spans
+    unexpanded) as before."""
+    import shutil
+
+    from pytest_dsh_replay.endpoint.recording import check_recording
+    from pytest_dsh_replay.recording.manifest import manifest_text
+
+    directory = tmp_path / "packed"
+    shutil.copytree(conformance_head / "packed-chunks", directory)
+    (directory / "input.json").unlink()
+    (directory / "endpoint.json").write_text(manifest_text(["/v1/chat/completions"]))
+    parsed: dict[Path, tuple[dict[str, object], list[dict[str, object]]]] = {}
+    check_recording(directory, "re-record", [], parsed)
+    assert parsed == {}
