@@ -850,7 +850,7 @@ def validate_unit(path: Path, scrubber: SecretScrubber | None = None) -> UnitRep
     findings (each with the code of the typed error that describes it).
     """
     report = UnitReport(path)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link loop is there: its reader says what it is
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():
