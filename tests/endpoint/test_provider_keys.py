@@ -125,11 +125,15 @@ def test_the_base_url_rule(base: str, path: str, url: str) -> None:
         ("127.0.0.1:8080/v1", "give an http(s) base URL"),
         ("http://127.0.0.1:1/v1?key=abc", "no query or fragment"),
         ("http://127.0.0.1:port/v1", "not a URL"),
+        ("http://a b/v1", "not a URL: ' ' at character 9"),
+        ("http://127.0.0.1:1/v 1", "not a URL: ' ' at character 21"),
+        ("http://a<b>/v1", "not a URL: its host 'a<b>' is no host name or IP address"),
     ],
 )
 def test_an_upstream_that_cannot_be_used_is_refused_at_start(tmp_path: Path, bad: str, says: str) -> None:
     """Regression: ``--upstream http://user:pass@host/v1`` was accepted, and every call was then an
-    untyped 500 (``Cannot combine AUTHORIZATION header``)."""
+    untyped 500 (``Cannot combine AUTHORIZATION header``); ``http://a b/v1`` too, its first call a 502
+    naming host ``a b``."""
     from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
 
     with pytest.raises(UpstreamUrlError, match=re.escape(says)) as raised:
