@@ -84,6 +84,7 @@ __all__ = [
     "PROVIDER_BLOCK",
     "PROVIDER_FIELDS",
     "PROVIDER_FIELDS_BLOCK",
+    "boolean_flag",
     "check_tool_calls",
     "client_path",
     "failed_answer",
@@ -110,21 +111,31 @@ PROVIDER_FIELDS_BLOCK = "provider-fields"
 PROVIDER_BLOCK = "provider-block"
 
 
-def stream_flag(body: Mapping[str, Any]) -> bool:
-    """Whether a client's body asks for a streamed answer: its ``stream`` (absent or ``null``: no), the
-    one rule of every format that has the field (Chat Completions, Messages, Responses). The endpoint
-    asks it when the body is read, so a body it refuses is refused before anything is bound or forwarded.
+def boolean_flag(body: Mapping[str, Any], key: str) -> bool | None:
+    """A client's boolean flag ``body[key]`` (``stream``, Responses' and Chat Completions' ``store``):
+    ``None`` when absent or ``null``. The one rule of every such flag of every format.
 
     Raises:
-        WireRequestError: ``stream`` is present and no boolean (``"true"``, ``1``): the providers refuse
-            it, and taking it for no stream would answer (and record) a call they never answer.
+        WireRequestError: the flag is present and no boolean (``"true"``, ``"yes"``, ``1``): the
+            providers refuse it (a 400 naming the field), so answering (and recording) it would be
+            a call they never answer.
     """
-    value = body.get("stream")
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise WireRequestError(f"must be a boolean, got {preview(value)}", "stream")
-    return value
+    value = body.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise WireRequestError(f"must be a boolean, got {preview(value)}", key)
+
+
+def stream_flag(body: Mapping[str, Any]) -> bool:
+    """Whether a client's body asks for a streamed answer: its ``stream`` (absent or ``null``: no,
+    :func:`boolean_flag`), the one rule of every format that has the field (Chat Completions,
+    Messages, Responses). The endpoint asks it when the body is read, so a body it refuses is refused
+    before anything is bound or forwarded.
+
+    Raises:
+        WireRequestError: ``stream`` is present and no boolean.
+    """
+    return boolean_flag(body, "stream") is True
 
 
 def merge_streamed(held: Any, value: Any) -> Any:

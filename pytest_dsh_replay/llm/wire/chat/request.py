@@ -18,6 +18,7 @@ from ..base import WireRequestError
 from ..fields import (
     PROVIDER_BLOCK,
     PROVIDER_FIELDS_BLOCK,
+    boolean_flag,
     merge_partial,
     partial_for,
     preview,
@@ -365,14 +366,18 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent;
     * the answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
 
+    ``store`` is not part of our request: a boolean is ignored (:func:`~..fields.boolean_flag`).
+
     Raises:
-        WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``) that does not fit.
+        WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``, a ``store``
+            that is no boolean) that does not fit.
     """
     if not isinstance(body, Mapping):
         raise _body_error("the body must be a JSON object", "$")
     model = body.get("model", "")
     if not isinstance(model, str):
         raise _body_error("must be a string", "model")
+    boolean_flag(body, "store")  # ignored, but refused as the provider refuses it
     raw = body.get("messages")
     if not isinstance(raw, list):
         raise _body_error("must be a list of messages", "messages")

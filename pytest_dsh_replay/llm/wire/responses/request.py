@@ -13,6 +13,7 @@ from ...types import ContentBlock, Message, ToolSpec
 from ..base import WireRequestError
 from ..fields import (
     PROVIDER_FIELDS,
+    boolean_flag,
     preview,
     shaping_params,
     stream_flag,
@@ -375,18 +376,21 @@ def request_from_body(
     * the answer-shaping fields (:data:`SHAPING_FIELDS`: ``text``, ``tool_choice``, ``temperature``,
       ``reasoning``, ...) -> ``params`` (always set, ``{}`` for none).
 
-    Everything else (``store``, ``include``, ``metadata``, ...) is not part of our request and is ignored.
+    Everything else (``store``, ``include``, ``metadata``, ...) is not part of our request and is ignored
+    (``store`` when it is a boolean: :func:`~..fields.boolean_flag`).
 
     Raises:
         WireRequestError: the body or a field does not fit (``.field`` names it, e.g.
             ``input[2].call_id``), an item type we cannot map (hosted-tool calls, ``item_reference``),
-            ``previous_response_id`` without ``previous``, or ``conversation``.
+            ``previous_response_id`` without ``previous``, or ``conversation``; ``store`` that is no
+            boolean.
     """
     if not isinstance(body, Mapping):
         raise WireRequestError(f"must be a JSON object, got {preview(body)}", "$")
     model = _field_str(body, "model", "")
     if not model:
         raise WireRequestError("must be a non-empty string", "model")
+    boolean_flag(body, "store")  # ignored, but refused as the provider refuses it
     instructions = _field_str(body, "instructions", "", required=False)
     if body.get("conversation") is not None:
         raise WireRequestError(
