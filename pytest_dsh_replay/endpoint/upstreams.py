@@ -66,8 +66,8 @@ def check_base_url(url: str, flag: str = "--upstream") -> str:
     unquoted = _UNQUOTED.search(url.strip())
     if unquoted is not None:
         raise UpstreamUrlError(
-            f"{flag} {_shown(url)}: not a URL: {unquoted.group()!r} at character {unquoted.start() + 1} (a URL "
-            "has no space or control character; a space in a path is %20)"
+            f"{flag} {_shown(url)}: not a URL: {unquoted.group()!r} at character {unquoted.start() + 1} "
+            "(a URL has no space or control character; a space in a path is %20)"
         )
     if not _HOST.fullmatch(parts.hostname):
         raise UpstreamUrlError(

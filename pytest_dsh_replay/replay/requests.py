@@ -240,14 +240,6 @@ class _CallPointFold:
             self.points.calls.append(None)
 
 
-def header_role(header: Mapping[str, Any]) -> str:
-    """``parent``, ``fork child`` (has a ``seedLength`` > 0) or ``spawn child`` of a log header."""
-    if "parentSession" not in header:
-        return "parent"
-    seed = header.get("seedLength", 0)
-    return "fork child" if isinstance(seed, int) and seed > 0 else "spawn child"
-
-
 # -- comparison -----------------------------------------------------------------------------------------
 
 
@@ -676,7 +668,6 @@ __all__ = [
     "compared_messages",
     "derivable",
     "first_difference",
-    "header_role",
     "parse_match_on",
     "recording_place",
     "request_differences",

@@ -129,9 +129,9 @@ def test_serve_refuses_an_upstream_that_is_no_url_at_start(tmp_path: Path) -> No
     """Regression: ``--upstream 'http://a b/v1'`` started serving, and only the first call failed (a
     502 naming host ``a b``): it is a usage error at start naming the option (a process of its own,
     bounded: before, it served until stopped)."""
+    command = ["serve", str(tmp_path), "--record", "once", "--upstream", "http://a b/v1"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_dsh_replay.cli", "serve", str(tmp_path), "--record", "once"]
-        + ["--upstream", "http://a b/v1"],
+        [sys.executable, "-m", "pytest_dsh_replay.cli", *command],
         capture_output=True,
         text=True,
         timeout=60,
