@@ -82,7 +82,7 @@ def _read_logs(path: Path) -> ParsedLogs:
         files = [p for p in (path / PRIMARY_FILE, *child_log_files(path)) if os.path.lexists(p)]
     else:
         files = [path]
-    parsed: ParsedLogs = {}
+    parsed: dict[Path, Any] = {}
     for file in files:
         try:
             data = read_regular_file(file, **SESSION_LOG_FILE, line_limit=True)

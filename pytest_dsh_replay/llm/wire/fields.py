@@ -96,6 +96,7 @@ __all__ = [
     "partial_for",
     "preview",
     "shaping_params",
+    "sole_name",
     "stream_flag",
     "unsent",
     "whole_int",
@@ -124,6 +125,15 @@ def boolean_flag(body: Mapping[str, Any], key: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise WireRequestError(f"must be a boolean, got {preview(value)}", key)
+
+
+def sole_name(names: Sequence[object]) -> str | None:
+    """The one tool a forcing ``tool_choice`` leaves the model (each format's ``forced_tool`` reads its
+    own spelling into ``names``): exactly one name, a non-empty string; ``None`` for none, several or a
+    name of another type."""
+    if len(names) == 1 and isinstance(names[0], str) and names[0]:
+        return names[0]
+    return None
 
 
 def stream_flag(body: Mapping[str, Any]) -> bool:

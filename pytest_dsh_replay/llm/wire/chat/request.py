@@ -23,6 +23,7 @@ from ..fields import (
     partial_for,
     preview,
     shaping_params,
+    sole_name,
     stream_flag,
     text_of,
 )
@@ -437,3 +438,29 @@ def wants_stream(body: Mapping[str, Any]) -> bool:
         WireRequestError: ``stream`` is present and no boolean.
     """
     return stream_flag(body)
+
+
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``) force
+    the model to call, else ``None`` (``auto``, ``required``, a choice among several): ``tool_choice``
+    ``{"type": "function", "function": {"name": N}}``, or ``allowed_tools`` with mode ``required`` and
+    one function tool (``{"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools":
+    [{"type": "function", "function": {"name": N}}]}}``). A client forcing a tool (structured output:
+    instructor, LangChain's ``with_structured_output``) takes the call's arguments as the result
+    (``endpoint.record.ends_a_run``)."""
+    choice = params.get("tool_choice")
+    if not isinstance(choice, Mapping):
+        return None
+    kind = choice.get("type")
+    if kind == "function":
+        function = choice.get("function")
+        return sole_name([function.get("name")]) if isinstance(function, Mapping) else None
+    allowed = choice.get("allowed_tools")
+    if kind != "allowed_tools" or not isinstance(allowed, Mapping) or allowed.get("mode") != "required":
+        return None
+    tools = allowed.get("tools")
+    if not isinstance(tools, list):
+        return None
+    functions = [t.get("function") for t in tools if isinstance(t, Mapping) and t.get("type") == "function"]
+    names = [f.get("name") if isinstance(f, Mapping) else None for f in functions]
+    return sole_name(names) if len(functions) == len(tools) else None

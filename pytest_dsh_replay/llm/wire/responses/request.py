@@ -16,6 +16,7 @@ from ..fields import (
     boolean_flag,
     preview,
     shaping_params,
+    sole_name,
     stream_flag,
 )
 
@@ -426,3 +427,23 @@ def wants_stream(body: Mapping[str, Any]) -> bool:
         WireRequestError: ``stream`` is present and no boolean.
     """
     return stream_flag(body)
+
+
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``) force
+    the model to call, else ``None`` (``auto``, ``required``, a choice among several): ``tool_choice``
+    ``{"type": "function", "name": N}``, or ``allowed_tools`` with mode ``required`` and one function
+    tool (``{"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": N}]}``).
+    A client forcing a tool (structured output: instructor, LangChain's ``with_structured_output``)
+    takes the call's arguments as the result (``endpoint.record.ends_a_run``)."""
+    choice = params.get("tool_choice")
+    if not isinstance(choice, Mapping):
+        return None
+    kind = choice.get("type")
+    if kind == "function":
+        return sole_name([choice.get("name")])
+    tools = choice.get("tools")
+    if kind != "allowed_tools" or choice.get("mode") != "required" or not isinstance(tools, list):
+        return None
+    functions = [t for t in tools if isinstance(t, Mapping) and t.get("type") == "function"]
+    return sole_name([f.get("name") for f in functions]) if len(functions) == len(tools) else None
