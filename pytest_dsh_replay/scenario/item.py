@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from msgspec import Struct, field
 from msgspec.structs import replace
@@ -117,7 +118,12 @@ def check_item(
     return result
 
 
-def _explained(scenario: Scenario, options: CheckOptions, exc: HarnessError, said: str) -> HarnessError:
+_Failed = TypeVar("_Failed", bound=HarnessError)
+
+
+def _explained(
+    scenario: Scenario, options: CheckOptions, exc: _Failed, said: str
+) -> _Failed | ScenarioMismatch:
     """A failed check's error, led by what ``dsh-replay validate``'s per-log rules find in the recorded
     logs it read (:func:`~..recording.validate.validate_log_files`: a chunk naming another step, a seq
     gap, a turn closed twice, each naming its file line), which explains a failure the replay can only
@@ -125,15 +131,15 @@ def _explained(scenario: Scenario, options: CheckOptions, exc: HarnessError, sai
     plan reads no recording. ``said``: ``exc`` as the item reports it. The error returned is a
     :class:`ScenarioMismatch` (its report the findings, then ``said``) with ``exc``'s code.
 
-    Run only once the check failed: the rules cost about 40% of a green item's time (2.3 ms of a
-    bundled scenario's 5-6 ms), which a passing item does not pay.
+    Run only once the check failed: at setup the rules would cost a green item about 12% (0.7 ms of a
+    bundled scenario's 6 ms CPU, ``benchmarks/item_log_rules.py``), which a passing item does not pay.
     """
     from ..recording.validate import UnitReport, validate_log_files
 
     if not scenario.fixtures or options.record is RecordMode.REWRITE:
         return exc
     found = UnitReport(scenario.path)
-    validate_log_files(scenario.fixtures, found)
+    validate_log_files(scenario.fixtures, found, options.scrubber)
     if not found.findings:
         return exc
     lines = [f"  finding {f}" for f in found.findings]
