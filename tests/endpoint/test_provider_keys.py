@@ -141,6 +141,23 @@ def test_an_upstream_that_cannot_be_used_is_refused_at_start(tmp_path: Path, bad
     assert "pass@" not in raised.value.message
 
 
+@pytest.mark.parametrize("given", ["option", "ini"])
+def test_the_fixture_refuses_an_upstream_that_is_no_url_at_its_start(
+    pytester: pytest.Pytester, given: str
+) -> None:
+    """``--dsh-upstream 'http://a b/v1'`` (or ini ``dsh_upstream``) is the fixture's setup error naming
+    the option, before any call. Regression: the first call was a 502 naming host ``a b``."""
+    pytester.makepyfile(test_agent="def test_agent(dsh_endpoint):\n    pass\n")
+    upstream = (
+        ["--dsh-upstream", "http://a b/v1"] if given == "option" else ["-o", "dsh_upstream=http://a b/v1"]
+    )
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--dsh-record=once", *upstream)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*[[]ENDPOINT_UPSTREAM[]]: --dsh-upstream http://a b/v1: not a URL: ' ' at character 9*"]
+    )
+
+
 AGENT_TEST = """
 import anthropic, openai
 
