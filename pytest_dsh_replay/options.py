@@ -237,14 +237,17 @@ def check_model_spec(config: pytest.Config) -> None:
 
 
 def match_on(config: pytest.Config) -> frozenset[str] | None:
-    """``--dsh-match-on`` (or ini ``dsh_match_on``) parsed; an unknown part is a usage error."""
-    values = config.getoption("dsh_match_on") or [config.getini("dsh_match_on")]
-    if not any(str(v).strip() for v in values):
-        return None  # the default; importing the replay machinery here would tax unrelated runs
+    """``--dsh-match-on`` (or ini ``dsh_match_on``) parsed; an unknown part, or a value naming none
+    (``--dsh-match-on ,``), is a usage error (a blank ini value is the default)."""
+    values, option = config.getoption("dsh_match_on"), "--dsh-match-on"
+    if not values:
+        values, option = [config.getini("dsh_match_on")], "ini dsh_match_on"
+        if not str(values[0]).strip():
+            return None  # the default; importing the replay machinery here would tax unrelated runs
     from .replay.requests import MatchOnError, parse_match_on
 
     try:
-        return parse_match_on(values)
+        return parse_match_on(values, option=option)
     except MatchOnError as exc:
         raise pytest.UsageError(str(exc)) from None
 

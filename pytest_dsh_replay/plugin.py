@@ -182,10 +182,15 @@ def _named_scenarios(config: pytest.Config, state: _State) -> list[str]:
     looks like a path.
 
     Raises:
-        pytest.UsageError: a value that looks like a path (``/``, ``.``, ``~``, ``.json``) and is none.
+        pytest.UsageError: a value that looks like a path (``/``, ``.``, ``~``, ``.json``) and is none;
+            a blank one (``Path`` would read ``''`` as the current directory).
     """
     scenario_args: list[str] = []
     for value in config.getoption("dsh_scenario"):
+        if not value.strip():
+            raise pytest.UsageError(
+                f"--dsh-scenario {value!r}: names no scenario; give a path or a <group>/<name> glob"
+            )
         path = Path(value)
         if path.is_file() and path.name == INPUT_FILE:
             path = path.parent

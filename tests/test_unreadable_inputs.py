@@ -113,6 +113,19 @@ def test_a_log_without_permission_is_a_typed_cli_error(
     _says_unreadable(result.output, scenario / "session.1.jsonl", "EACCES")
 
 
+@pytest.mark.parametrize("whole", [True, False], ids=["scenario", "one-log"])
+@pytest.mark.parametrize("command", ["validate", "show", "derive"])
+def test_an_unreadable_log_has_one_code_in_every_command(tmp_path: Path, command: str, whole: bool) -> None:
+    """Regression: ``derive`` said ``FILE_UNREADABLE`` (the opener's default) where ``validate`` and
+    ``show`` say ``LOG_UNREADABLE`` for the same log, and ``validate`` of the log alone called a link
+    loop ``PATH_MISSING``."""
+    scenario = copy_scenario(tmp_path)
+    loop = _loop(scenario / "session.1.jsonl")
+    result = cli(command, scenario if whole else loop)
+    assert "[LOG_UNREADABLE]" in result.output and "FILE_UNREADABLE" not in result.output, result.output
+    _says_unreadable(result.output, loop)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "loop"])
 def test_validate_reports_the_real_problem_of_input_json(tmp_path: Path, kind: str) -> None:
     scenario = copy_scenario(tmp_path)

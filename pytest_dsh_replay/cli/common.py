@@ -33,6 +33,21 @@ def _existing(path: Path) -> Path:
     return path
 
 
+class OutputFile(click.Path):
+    """An option's file for the command to write (``report -o``, ``serve --report``), as a
+    :class:`~pathlib.Path`: a directory, or an empty value (which ``Path`` would read as ``.``, the
+    current directory, and the write's rename would fail with the system's "Device or resource
+    busy"), is click's usage error naming the option (exit 2) before anything is read or served."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} names no file: give the file to write", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _log_files(path: Path) -> list[Path]:
     """The log files of a scenario directory (fixture order) or the single file ``path``.
 

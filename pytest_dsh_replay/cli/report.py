@@ -15,6 +15,7 @@ from . import common
 from .common import (
     EXIT_FINDINGS,
     EXIT_USAGE,
+    OutputFile,
     _cli_scrubber,
     _existing,
     _fail_on_harness_error,
@@ -30,7 +31,7 @@ from .group import main
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     help="the HTML file to write (one self-contained page)",
 )
 @click.option("--title", default=None, help="the page's title (default: the paths given)")

@@ -17,7 +17,7 @@ from ..layout import (
     PIN_PARTS,
 )
 from ..modes import Backend, RecordMode
-from .common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _record_option, _warn
+from .common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OutputFile, _record_option, _warn
 from .group import main
 from .process import last_words, release_signals
 
@@ -129,7 +129,7 @@ _KEY_VARIABLES = _key_variables()
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     metavar="PATH",
     help="when serve stops, write the run's HTML report to PATH (the page of pytest --dsh-report: a red "
     "call recorded and sent side by side, the recording's transcripts)",

@@ -267,11 +267,6 @@ class _Shown(Struct):
         value = self.header.get("seedLength", 0)
         return value if type(value) is int else 0
 
-    def role(self) -> str:
-        if "parentSession" not in self.header:
-            return "parent"
-        return "fork child" if self.seed_length > 0 else "spawn child"
-
 
 class _ShowReader:
     """One log's summary for ``show``, read in ``validate``'s pass over it (a
@@ -396,7 +391,7 @@ def _tool_partners(files: Sequence[Path]) -> dict[str, dict[int, str]]:
 
 def _show_tree(path: Path, logs: list[_Shown]) -> None:
     from ..recording.harvest import harvest_key
-    from ..recording.manifest import continued_logs
+    from ..replay.roles import CONTINUED_CHILD, continued_logs, log_role
 
     # the conversations the client itself continued: the endpoint's manifest names them (no header does)
     continued = continued_logs(path if path.is_dir() else path.parent)
@@ -417,12 +412,11 @@ def _show_tree(path: Path, logs: list[_Shown]) -> None:
         if log.calls_only:
             return f"[bold]{escape(log.file.name)}[/bold]: {log.turns.count} embedding call(s)"
         seed = f", fork boundary: seedLength {log.seed_length}" if log.seed_length else ""
-        role = log.role()
+        role = log_role(log.header, continued=log.file.name in continued)
         if log.given:
             parent = by_id.get(log.header.get("parentSession"))  # type: ignore[arg-type]
             handed = [f"{name} {cid}" for cid, name in log.given_results if parent and cid in parent.call_ids]
-            if log.file.name in continued and "parentSession" in log.header:
-                role = "continued child"  # its history holds its parent's calls too: no handoff
+            if role == CONTINUED_CHILD:  # its history holds its parent's calls too: no handoff
                 seed += f", history given: {log.given} events, continued by the client from its parent"
             elif handed:
                 role = "handoff child"

@@ -64,8 +64,8 @@ class ConversationLog(Struct):
     #: the names of the tool calls :meth:`close` found unanswered (the last answer asked for them and no
     #: request sent their results: the agent stopped mid-turn, or asked only this)
     unanswered: list[str] = field(default_factory=list)
-    #: the tool the last request forced (:func:`forced_tool` of its ``params``), else ``None``: left
-    #: unanswered, its call is the run's final answer (:func:`ends_a_run`)
+    #: the tool the last request forced (its wire format's ``forced_tool`` of its ``params``), else
+    #: ``None``: left unanswered, its call is the run's final answer (:func:`ends_a_run`)
     forced: str | None = None
     #: how many of the first request's messages the seed holds (:meth:`seeded`): the first
     #: :meth:`begin_call` writes only the rest
@@ -95,13 +95,13 @@ class ConversationLog(Struct):
         if messages is not None:
             self.turn_ends[messages] = (int(event["seq"]), self.turn)
 
-    def begin_call(self, delta: Sequence[Message], params: Mapping[str, Any] | None = None) -> bool:
+    def begin_call(self, delta: Sequence[Message], forced: str | None = None) -> bool:
         """A request's new messages and its model call begin; written when the call ends
         (:meth:`end_call`, :meth:`fail`), or dropped with a :meth:`hold` that a retry replaces.
-        ``params``: the request's answer-shaping fields (``ModelRequest["params"]``), whose forced tool
-        (:func:`forced_tool`) :meth:`close` needs. Returns ``True`` when this call is a retry that
+        ``forced``: the tool the request forces (its wire format's ``forced_tool``,
+        ``llm.wire.base``), which :meth:`close` needs. Returns ``True`` when this call is a retry that
         replaces a held failed attempt."""
-        self.forced = forced_tool(params or {})
+        self.forced = forced
         retry = False
         if self.held is not None:
             if delta:  # the client went on without retrying: the failed call is part of the history
@@ -336,50 +336,11 @@ class ConversationLog(Struct):
 FINAL_ANSWER_TOOLS = ("final_answer", "final_result")
 
 
-def forced_tool(params: Mapping[str, Any]) -> str | None:
-    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``, in
-    its wire format's names) force the model to call, else ``None`` (``auto``, ``required``/``any``,
-    a choice among several). Structured output through a tool (instructor, LangChain's
-    ``with_structured_output``) forces it and takes the call's arguments as the result:
-
-    * OpenAI Chat Completions: ``tool_choice`` ``{"type": "function", "function": {"name": N}}``;
-    * OpenAI Responses: ``tool_choice`` ``{"type": "function", "name": N}``;
-    * Anthropic Messages: ``tool_choice`` ``{"type": "tool", "name": N}``;
-    * Gemini: ``toolConfig.functionCallingConfig`` with ``mode`` ``ANY`` and exactly one name in
-      ``allowedFunctionNames`` (either protobuf spelling).
-    """
-    choice = params.get("tool_choice")
-    if isinstance(choice, Mapping):
-        kind = choice.get("type")
-        function = choice.get("function")
-        if kind == "function" and isinstance(function, Mapping):
-            name = function.get("name")
-        elif kind in ("function", "tool"):
-            name = choice.get("name")
-        else:
-            name = None
-        return name if isinstance(name, str) and name else None
-    # the format maps the body's top-level names only: the config's own are in either protobuf spelling
-    config = params.get("toolConfig")
-    calling = _either(config, "functionCallingConfig", "function_calling_config")
-    if isinstance(calling, Mapping) and str(calling.get("mode", "")).upper() == "ANY":
-        names = _either(calling, "allowedFunctionNames", "allowed_function_names")
-        if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) and names[0]:
-            return names[0]
-    return None
-
-
-def _either(value: Any, camel: str, snake: str) -> Any:
-    """``value``'s field ``camel`` (lowerCamelCase) or ``snake`` (its snake_case), else ``None``."""
-    if not isinstance(value, Mapping):
-        return None
-    return value.get(camel, value.get(snake))
-
-
 def ends_a_run(name: str, forced: str | None = None) -> bool:
     """Whether a tool call named ``name`` left unanswered is the run's final answer: the agent
     stopped by design, not mid-turn. So are a framework's final-answer tool (:data:`FINAL_ANSWER_TOOLS`)
-    and ``forced``, the tool the request that got the call forced (:func:`forced_tool`): its client
+    and ``forced``, the tool the request that got the call forced (its wire format's ``forced_tool``,
+    ``llm.wire.base``; each format spells ``tool_choice`` its own way): its client
     takes the call's arguments as the result and stops."""
     return (
         name in FINAL_ANSWER_TOOLS
@@ -1023,7 +984,6 @@ __all__ = [
     "answer_content",
     "ends_a_run",
     "first_request_keys",
-    "forced_tool",
     "handoff_results",
     "history_length",
     "remove_temp_stores",

@@ -873,7 +873,7 @@ class Endpoint:
         conv = binding.conversation
         self.prefixes.remember(fmt, conv.id, body, parsed, hashes)
         call = self._model_request(fmt, parsed, conv)
-        log = self._begin_log(binding, call.get("params"))
+        log = self._begin_log(binding, fmt.forced_tool(call.get("params") or {}))
         if self.upstream is not None:
             self.upstream.pending[conv.id] = (fmt, body)
         answer = Answer(self, fmt, request, body, binding, log, call)
@@ -945,11 +945,11 @@ class Endpoint:
             call["signal"] = self._signals[conv.id] = CancelSignal()
         return call
 
-    def _begin_log(self, binding: Binding, params: Mapping[str, Any] | None) -> ConversationLog | None:
-        """The conversation's log while recording, its call begun (``None``: replaying); ``params``:
-        the request's answer-shaping fields."""
+    def _begin_log(self, binding: Binding, forced: str | None) -> ConversationLog | None:
+        """The conversation's log while recording, its call begun (``None``: replaying); ``forced``:
+        the tool the request forces (its wire format's ``forced_tool``)."""
         log = self.recorder.log_for(binding) if self.recorder is not None else None
-        if log is not None and log.begin_call(binding.delta, params):
+        if log is not None and log.begin_call(binding.delta, forced):
             # a retry of a call that failed transiently: the failed attempt is not recorded
             attempts = self.watched.entries.get(binding.conversation.id) if self.watched is not None else None
             if attempts:

@@ -27,6 +27,12 @@ from urllib.parse import urlsplit
 
 from ..errors import HarnessError
 
+#: What a host may hold: a name's letters (IDN ones too), digits, ``.``, ``-``, ``_``, or an IP literal
+#: (``::1``, a zone's ``%``); a space or ``<`` in a host is no URL, however ``urlsplit`` cuts it.
+_HOST = re.compile(r"[\w.:%-]+")
+#: A space or control character: no URL has one as it is (a path's is percent-encoded, ``%20``).
+_UNQUOTED = re.compile(r"[\x00-\x20\x7f]")
+
 #: A path segment naming an API version (``v1``, ``v1beta``, ``v2``).
 _VERSION_SEGMENT = re.compile(r"(?i)^v[0-9][a-z0-9]*$")
 
@@ -43,7 +49,8 @@ def check_base_url(url: str, flag: str = "--upstream") -> str:
     ``flag``: how the caller's option is spelled in the message.
 
     Raises:
-        UpstreamUrlError: not ``http(s)://host[:port][/path]``; a query or fragment; credentials
+        UpstreamUrlError: not ``http(s)://host[:port][/path]`` (a space or control character, a host
+            that is no name or IP address, ``http://a b/v1``); a query or fragment; credentials
             (their password is never shown).
     """
     try:
@@ -55,6 +62,16 @@ def check_base_url(url: str, flag: str = "--upstream") -> str:
         raise UpstreamUrlError(
             f"{flag} {_shown(url)}: give an http(s) base URL, e.g. https://api.openai.com/v1 or "
             "https://api.anthropic.com"
+        )
+    unquoted = _UNQUOTED.search(url.strip())
+    if unquoted is not None:
+        raise UpstreamUrlError(
+            f"{flag} {_shown(url)}: not a URL: {unquoted.group()!r} at character {unquoted.start() + 1} "
+            "(a URL has no space or control character; a space in a path is %20)"
+        )
+    if not _HOST.fullmatch(parts.hostname):
+        raise UpstreamUrlError(
+            f"{flag} {_shown(url)}: not a URL: its host {parts.hostname!r} is no host name or IP address"
         )
     if parts.username is not None or parts.password is not None:
         raise UpstreamUrlError(

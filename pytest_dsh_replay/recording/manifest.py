@@ -13,7 +13,8 @@ of the wire formats the recording was made through, each a conversation format o
 (:data:`CONVERSATION_FORMATS`). ``unknownParents`` (optional) lists the conversations whose parent could
 not be told (:func:`unknown_parents`; no finding); ``continuedByClient`` (optional) the log files of the
 conversations the client itself continued, a child seeded with the history as it sent it
-(``endpoint/conversations.py`` rule 3, :func:`continued_logs`: what ``dsh-replay show`` labels them).
+(``endpoint/conversations.py`` rule 3; read by :func:`~..replay.roles.continued_logs`, which every report's
+role of a log asks).
 Other keys are ignored.
 """
 
@@ -104,19 +105,6 @@ def unknown_parents(directory: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-def continued_logs(directory: Path) -> frozenset[str]:
-    """The log files of the recording's manifest the client continued (``continuedByClient``, module
-    doc); empty without a manifest, with one that does not read (validate reports that as a finding) or
-    one written before the key was."""
-    path = directory / ENDPOINT_MANIFEST
-    try:
-        value = orjson.loads(read_regular_file(path, "endpoint manifest", whole_limit=True))
-    except (OSError, HarnessError, orjson.JSONDecodeError):
-        return frozenset()
-    logs = value.get("continuedByClient") if isinstance(value, dict) else None
-    return frozenset(log for log in logs if isinstance(log, str)) if isinstance(logs, list) else frozenset()
-
-
 def read_manifest(directory: Path) -> Manifest | None:
     """The manifest of ``directory``, or ``None`` when it has none.
 
@@ -185,7 +173,6 @@ __all__ = [
     "MANIFEST_VERSION",
     "EndpointManifestError",
     "Manifest",
-    "continued_logs",
     "manifest_findings",
     "manifest_text",
     "read_manifest",

@@ -59,10 +59,11 @@ class SessionLog(Struct):
         return value if isinstance(value, int) else 0
 
     def role(self) -> str:
-        """``parent``, ``fork child`` (has a seed) or ``spawn child``."""
-        if "parentSession" not in self.header:
-            return "parent"
-        return "fork child" if self.seed_length > 0 else "spawn child"
+        """``parent``, ``fork child`` (has a seed) or ``spawn child`` (:func:`~..replay.roles.log_role`;
+        a scenario's log is never one the client continued)."""
+        from ..replay.roles import log_role
+
+        return log_role(self.header)
 
 
 class NormalizeContext(Struct, eq=False, dict=True):

@@ -855,7 +855,7 @@ def validate_unit(
     :func:`validate_log_files` takes it (a reader of each log as the checks read it).
     """
     report = UnitReport(path)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link loop is there: its reader says what it is
         report.findings.append(Finding("PATH_MISSING", f"{path}: no such file or directory"))
         return report
     if path.is_dir():

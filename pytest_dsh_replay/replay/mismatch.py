@@ -20,7 +20,8 @@ from .errors import RequestMismatchError, UnmatchedSessionError
 from .load import SessionScript
 from .pins import PIN_PARTS, pin_name
 from .requestcheck import RequestCheck
-from .requests import Difference, Sides, derivable, header_role, request_differences
+from .requests import Difference, Sides, derivable, request_differences
+from .roles import continued_logs, log_role
 
 if TYPE_CHECKING:  # annotations only: the masks module is imported where masks are built
     from ..session.masks import Masks
@@ -113,7 +114,10 @@ def client_path(diff: Difference, request: ModelRequest) -> str | None:
 
 def _where(script: SessionScript, index: int, call: int) -> str:
     """Call ``call`` of script ``index`` as a report names it: its log, the log's role, the script."""
-    role = header_role(script.header) if script.header else ("parent" if script.primary else "child")
+    if script.header:  # a report is rare: the manifest is read when one is written
+        role = log_role(script.header, continued=script.file.name in continued_logs(script.file.parent))
+    else:
+        role = "parent" if script.primary else "child"
     return f"call #{call + 1} of {script.file.name} ({role}, recorded session #{index + 1})"
 
 

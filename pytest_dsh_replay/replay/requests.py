@@ -64,8 +64,16 @@ def parse_match_on(values: Iterable[str], *, option: str = "--dsh-match-on") -> 
         ``none`` (checking off), else the named parts.
 
     Raises:
-        MatchOnError: an unknown part, or ``none`` combined with a part.
+        MatchOnError: an unknown part, ``none`` combined with a part, or a value naming no part
+            (``,``, ``''``: given, it would leave the default in force unsaid).
     """
+    values = list(values)
+    for value in values:
+        if not str(value).replace(",", "").strip():
+            raise MatchOnError(
+                f"{option} {str(value)!r}: names no part; use a comma-separated list of "
+                f"{', '.join(MATCH_PARTS)}, or none (leave the option out for every part the recording has)"
+            )
     parts = [p.strip() for value in values for p in str(value).split(",") if p.strip()]
     if not parts:
         return None
@@ -230,14 +238,6 @@ class _CallPointFold:
         data = event.get("data")
         if isinstance(data, dict) and data.get("llmStreamCall") is True and index >= self.start:
             self.points.calls.append(None)
-
-
-def header_role(header: Mapping[str, Any]) -> str:
-    """``parent``, ``fork child`` (has a ``seedLength`` > 0) or ``spawn child`` of a log header."""
-    if "parentSession" not in header:
-        return "parent"
-    seed = header.get("seedLength", 0)
-    return "fork child" if isinstance(seed, int) and seed > 0 else "spawn child"
 
 
 # -- comparison -----------------------------------------------------------------------------------------
@@ -668,7 +668,6 @@ __all__ = [
     "compared_messages",
     "derivable",
     "first_difference",
-    "header_role",
     "parse_match_on",
     "recording_place",
     "request_differences",

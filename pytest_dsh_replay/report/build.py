@@ -405,9 +405,12 @@ def _system_text(system: Any) -> str | None:
     return _cut(_blocks_text(system))
 
 
-def read_session(file: Path, model: str = "", system: Any = None) -> tuple[SessionView, Spans]:
+def read_session(
+    file: Path, model: str = "", system: Any = None, *, continued: bool = False
+) -> tuple[SessionView, Spans]:
     """One log as a :class:`SessionView` and the spans of its tool calls (for :func:`link_children`);
-    ``system``: the system prompt its calls were sent with (its pin), the transcript's first entry.
+    ``system``: the system prompt its calls were sent with (its pin), the transcript's first entry;
+    ``continued``: the client continued it (its role, :func:`~..replay.roles.log_role`).
 
     Raises:
         HarnessError: the log cannot be read (the stream's typed errors, naming file and line).
@@ -415,7 +418,7 @@ def read_session(file: Path, model: str = "", system: Any = None) -> tuple[Sessi
     from ..recording.logstream import LogStream
 
     stream = LogStream(file)  # strict: the first error is raised
-    reader = _SessionReader(file, model, system)
+    reader = _SessionReader(file, model, system, continued=continued)
     reader.header(stream.header)
     for line_no, raw, item in stream.items():
         reader.item(line_no, raw, item)
@@ -426,8 +429,8 @@ class _SessionReader:
     """One log's transcript, fed the stream's header and items (a
     :class:`~..recording.validate.LogReader`: ``dsh-replay report`` reads it in ``validate``'s pass)."""
 
-    def __init__(self, file: Path, model: str, system: Any = None) -> None:
-        self.file, self.model, self.system = file, model, system
+    def __init__(self, file: Path, model: str, system: Any = None, *, continued: bool = False) -> None:
+        self.file, self.model, self.system, self.continued = file, model, system, continued
         self.errors: list[HarnessError] = []
         self.head: dict[str, Any] = {}
         self.transcript = _Transcript(0, model)
@@ -456,7 +459,7 @@ class _SessionReader:
         Raises:
             HarnessError: the log's first typed error.
         """
-        from ..replay.requests import header_role
+        from ..replay.roles import log_role
 
         if self.errors:
             raise self.errors[0]
@@ -474,7 +477,7 @@ class _SessionReader:
             parent=parent if isinstance(parent, str) else "",
             role="embedding calls"
             if embeddings
-            else header_role(header)
+            else log_role(header, continued=self.continued)
             if mcp is None
             else f"MCP server {mcp[0]}",
             seed_length=transcript.seed_length,
@@ -628,16 +631,24 @@ def read_recording(path: Path, *, label: str | None = None, check: Any = None) -
     except HarnessError as exc:
         recording.error = f"[{exc.code}] {exc}"
         return recording
+    from ..replay.roles import continued_logs
+
     pinned = _pinned(path, len(files))
     spans: list[Spans] = []
+    continued = continued_logs(path if path.is_dir() else path.parent)
     readers = [
-        _SessionReader(file, model, system) for file, (model, system) in zip(files, pinned, strict=True)
+        _SessionReader(file, model, system, continued=file.name in continued)
+        for file, (model, system) in zip(files, pinned, strict=True)
     ]
     if check is not None:
         check(files, dict(zip(files, readers, strict=True)).get)
     for file, (model, system), reader in zip(files, pinned, readers, strict=True):
         try:
-            view, tool_spans = reader.view() if check is not None else read_session(file, model, system)
+            view, tool_spans = (
+                reader.view()
+                if check is not None
+                else read_session(file, model, system, continued=file.name in continued)
+            )
         except HarnessError as exc:
             view, tool_spans = SessionView(file.name, "", error=f"[{exc.code}] {exc}"), Spans([])
         recording.sessions.append(view)

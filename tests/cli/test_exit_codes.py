@@ -96,3 +96,19 @@ def test_report_names_an_unreadable_log_in_the_typed_style(tmp_path: Path) -> No
     reported = cli("report", log.parent, "-o", tmp_path / "r.html")
     assert reported.exit_code == 2, reported.output
     assert error in reported.output.splitlines(), reported.output
+
+
+@pytest.mark.parametrize("args", [("report", "{scenario}", "-o"), ("serve", "{empty}", "--report")])
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_output_file_is_a_usage_error_naming_its_option(
+    tmp_path: Path, args: tuple[str, ...], value: str
+) -> None:
+    """Regression: ``report -o ''`` read ``''`` as ``.`` and said the system's "Device or resource busy"
+    after reading every recording; ``serve --report ''`` served, and failed so only when it stopped
+    (here: a directory with no recording, so that it does not serve before the fix)."""
+    scenario = BUNDLED / "spawn" / "one-child"
+    result = cli(*(a.format(scenario=scenario, empty=tmp_path) for a in args), value)
+    assert result.exit_code == 2, result.output
+    option = "'-o' / '--output'" if args[0] == "report" else "'--report'"
+    assert f"Invalid value for {option}: {value!r} names no file" in result.output, result.output
+    assert "busy" not in result.output

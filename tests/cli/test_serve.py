@@ -125,6 +125,22 @@ def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
     assert "no recording" in result.output
 
 
+def test_serve_refuses_an_upstream_that_is_no_url_at_start(tmp_path: Path) -> None:
+    """Regression: ``--upstream 'http://a b/v1'`` started serving, and only the first call failed (a
+    502 naming host ``a b``): it is a usage error at start naming the option (a process of its own,
+    bounded: before, it served until stopped)."""
+    command = ["serve", str(tmp_path), "--record", "once", "--upstream", "http://a b/v1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_dsh_replay.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and not done.stdout, (done.stdout, done.stderr)
+    assert "[ENDPOINT_UPSTREAM]: --upstream http://a b/v1: not a URL: ' ' at character 9" in done.stderr
+
+
 def test_a_replay_of_a_directory_holding_only_a_kept_run_names_accept(tmp_path: Path) -> None:
     """A directory whose one run was kept aside (``.dsh-kept``: a failed test's, or one with problems)
     has no recording to replay: the refusal says how to take the kept run, as ``validate`` does.

@@ -14,11 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import orjson
 import pytest
 
-from pytest_dsh_replay.endpoint.record import ends_a_run, forced_tool
+from pytest_dsh_replay.endpoint.record import ends_a_run
+from pytest_dsh_replay.llm.wire import chat, gemini, messages, responses
 from pytest_dsh_replay.modes import RecordMode
 from pytest_dsh_replay.recording.validate import validate_unit
 
@@ -101,41 +103,199 @@ def test_a_run_ending_on_an_unforced_tool_call_stopped_mid_turn(tmp_path: Path, 
     assert "stopped mid-turn: its last answer asked for tool call(s) User" in ep.outcome.report()
 
 
-@pytest.mark.parametrize(
-    ("params", "forced"),
-    [
-        ({"tool_choice": {"type": "function", "function": {"name": "User"}}}, "User"),  # Chat Completions
-        ({"tool_choice": {"type": "function", "name": "User"}}, "User"),  # Responses
-        ({"tool_choice": {"type": "tool", "name": "User"}}, "User"),  # Anthropic Messages
-        (
-            {"toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["User"]}}},
-            "User",
+USER_SCHEMA = USER_TOOL["function"]["parameters"]  # type: ignore[index]
+
+
+def _claude_tool_use(request: Any) -> Any:
+    """An Anthropic Messages upstream's streamed answer calling ``User`` (written from the API reference:
+    a ``tool_use`` block whose input comes as ``input_json_delta`` pieces, stop reason ``tool_use``)."""
+    from werkzeug import Response
+
+    message = {
+        "id": "msg_up",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+    }
+    block = {"type": "tool_use", "id": "toolu_user_1", "name": "User", "input": {}}
+    events = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": p},
+            }
+            for p in (ARGUMENTS[:10], ARGUMENTS[10:])
         ),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 9},
+        },
+        {"type": "message_stop"},
+    ]
+    body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+    return Response(body, content_type="text/event-stream")
+
+
+def _extract_claude(url: str) -> dict[str, Any]:
+    """One extraction through the real anthropic SDK, ``User`` forced by ``tool_choice``
+    ``{"type": "tool", "name": "User"}``; the ``tool_use`` block's input is the result."""
+    client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
+    answer = client.messages.create(
+        model="claude-test",
+        max_tokens=256,
+        messages=[{"role": "user", "content": "Extract Jason is 25 years old"}],
+        tools=[{"name": "User", "description": "the user", "input_schema": USER_SCHEMA}],
+        tool_choice={"type": "tool", "name": "User"},
+    )
+    (block,) = answer.content
+    assert block.type == "tool_use" and block.name == "User", answer
+    return dict(block.input)  # type: ignore[arg-type]
+
+
+def _extract_responses(url: str, tool_choice: Any) -> dict[str, Any]:
+    """One extraction through the openai SDK's Responses API, ``User`` forced by ``tool_choice``."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    answer = client.responses.create(
+        model="gpt-4o-mini",
+        input="Extract Jason is 25 years old",
+        tools=[{"type": "function", "name": "User", "parameters": USER_SCHEMA, "strict": False}],
+        tool_choice=tool_choice,
+    )
+    (call,) = [item for item in answer.output if item.type == "function_call"]
+    return dict(json.loads(call.arguments))  # type: ignore[union-attr]
+
+
+RESPONSES_FORCED = {"type": "function", "name": "User"}
+RESPONSES_ALLOWED = {
+    "type": "allowed_tools",
+    "mode": "required",
+    "tools": [{"type": "function", "name": "User"}],
+}
+CHAT_ALLOWED = {
+    "type": "allowed_tools",
+    "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "User"}}]},
+}
+
+
+@pytest.mark.parametrize("case", ["messages", "responses", "responses-allowed-tools", "chat-allowed-tools"])
+def test_a_run_ending_on_a_forced_tool_is_a_final_answer_in_every_format(
+    tmp_path: Path, loopback_httpserver: Any, case: str
+) -> None:
+    """A forced tool's unanswered call ends the run in each wire format's spelling, end to end through
+    the real SDKs: recorded under ``serve``'s rules ok, written (nothing kept), replayed.
+
+    Regression: ``allowed_tools`` with one tool and mode ``required`` was read as no forcing (the run
+    "stopped mid-turn"); only Chat Completions' spelling was tried end to end."""
+    from .responses_upstream import FakeResponsesUpstream
+
+    directory = tmp_path / "rec"
+    fake: Any = None
+    if case == "messages":
+        loopback_httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(
+            _claude_tool_use
+        )
+        upstream = f"http://127.0.0.1:{loopback_httpserver.port}/v1"
+        extract_it: Any = _extract_claude
+    elif case.startswith("responses"):
+        fake = FakeResponsesUpstream(_model)
+        upstream = fake.start()
+        choice = RESPONSES_ALLOWED if case.endswith("allowed-tools") else RESPONSES_FORCED
+
+        def extract_it(url: str) -> dict[str, Any]:
+            return _extract_responses(url, choice)
+    else:
+        fake = FakeUpstream(_model)
+        upstream = fake.start()
+
+        def extract_it(url: str) -> dict[str, Any]:
+            return extract(openai.OpenAI(base_url=url, api_key="dummy", max_retries=0), CHAT_ALLOWED)
+
+    try:
+        with served(directory, RecordMode.ONCE, upstream, stopped_is_problem=True) as ep:
+            result = extract_it(ep.url)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    finally:
+        if fake is not None:
+            fake.stop()
+    assert result == {"name": "Jason", "age": 25}
+    assert not (directory / ".dsh-kept").exists() and (directory / "session.jsonl").exists()
+    with served(directory) as ep:
+        assert extract_it(ep.url) == result
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def _chat_allowed(mode: str, *names: str) -> dict[str, Any]:
+    tools = [{"type": "function", "function": {"name": n}} for n in names]
+    return {"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}}
+
+
+def _responses_allowed(mode: str, *names: str) -> dict[str, Any]:
+    tools = [{"type": "function", "name": n} for n in names]
+    return {"tool_choice": {"type": "allowed_tools", "mode": mode, "tools": tools}}
+
+
+GEMINI_ANY = {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["User"]}}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "params", "forced"),
+    [
+        (chat, {"tool_choice": {"type": "function", "function": {"name": "User"}}}, "User"),
+        (chat, _chat_allowed("required", "User"), "User"),
+        (chat, _chat_allowed("auto", "User"), None),  # the model may answer without it
+        (chat, _chat_allowed("required", "User", "Other"), None),
+        (chat, {"tool_choice": "required"}, None),
+        (chat, {"tool_choice": "auto"}, None),
+        (chat, {"tool_choice": {"type": "function", "name": "User"}}, None),  # Responses' spelling
+        (chat, {}, None),
+        (responses, {"tool_choice": {"type": "function", "name": "User"}}, "User"),
+        (responses, _responses_allowed("required", "User"), "User"),
+        (responses, _responses_allowed("auto", "User"), None),
+        (responses, _responses_allowed("required", "User", "Other"), None),
+        (responses, {"tool_choice": "required"}, None),
+        (responses, {"tool_choice": {"type": "tool", "name": "User"}}, None),  # Messages' spelling
+        (messages, {"tool_choice": {"type": "tool", "name": "User"}}, "User"),
+        (messages, {"tool_choice": {"type": "any"}}, None),  # some tool
+        (messages, {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}, None),
+        (messages, {"tool_choice": {"type": "function", "name": "User"}}, None),
+        (gemini, {"toolConfig": GEMINI_ANY}, "User"),
         (
+            gemini,
             {"toolConfig": {"function_calling_config": {"mode": "ANY", "allowed_function_names": ["User"]}}},
             "User",
         ),
-        ({}, None),
-        ({"tool_choice": "required"}, None),
-        ({"tool_choice": "auto"}, None),
-        ({"tool_choice": {"type": "any"}}, None),  # Anthropic: some tool
-        ({"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}, None),
+        (gemini, {"toolConfig": {"functionCallingConfig": {"mode": "ANY"}}}, None),  # any declared function
         (
-            {"tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function"}]}},
-            None,
-        ),
-        ({"toolConfig": {"functionCallingConfig": {"mode": "ANY"}}}, None),  # any declared function
-        (
+            gemini,
             {"toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["a", "b"]}}},
             None,
         ),
-        ({"toolConfig": {"functionCallingConfig": {"mode": "AUTO", "allowedFunctionNames": ["User"]}}}, None),
+        (
+            gemini,
+            {"toolConfig": {"functionCallingConfig": {"mode": "AUTO", "allowedFunctionNames": ["User"]}}},
+            None,
+        ),
+        (gemini, {"tool_choice": {"type": "function", "function": {"name": "User"}}}, None),
     ],
+    ids=lambda v: getattr(v, "__name__", "").rsplit(".", 1)[-1] or None,
 )
-def test_forced_tool_of_each_format(params: dict[str, Any], forced: str | None) -> None:
-    """The one function a request's params force, in each wire format's spelling; ``None`` for a
-    choice that leaves the model any tool (or none)."""
-    assert forced_tool(params) == forced
+def test_forced_tool_of_each_format(fmt: Any, params: dict[str, Any], forced: str | None) -> None:
+    """The one function a request's params force, each wire format reading its own spelling (its module's
+    ``forced_tool``); ``None`` for a choice that leaves the model any tool (or none), and for another
+    format's spelling.
+
+    Regression: ``allowed_tools`` with one tool and mode ``required`` (Chat Completions, Responses)
+    forces that tool, and was read as no forcing."""
+    assert fmt.forced_tool(params) == forced
 
 
 def test_an_unanswered_call_ends_a_run_when_final_answer_or_forced() -> None:

@@ -125,16 +125,37 @@ def test_the_base_url_rule(base: str, path: str, url: str) -> None:
         ("127.0.0.1:8080/v1", "give an http(s) base URL"),
         ("http://127.0.0.1:1/v1?key=abc", "no query or fragment"),
         ("http://127.0.0.1:port/v1", "not a URL"),
+        ("http://a b/v1", "not a URL: ' ' at character 9"),
+        ("http://127.0.0.1:1/v 1", "not a URL: ' ' at character 21"),
+        ("http://a<b>/v1", "not a URL: its host 'a<b>' is no host name or IP address"),
     ],
 )
 def test_an_upstream_that_cannot_be_used_is_refused_at_start(tmp_path: Path, bad: str, says: str) -> None:
     """Regression: ``--upstream http://user:pass@host/v1`` was accepted, and every call was then an
-    untyped 500 (``Cannot combine AUTHORIZATION header``)."""
+    untyped 500 (``Cannot combine AUTHORIZATION header``); ``http://a b/v1`` too, its first call a 502
+    naming host ``a b``."""
     from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread
 
     with pytest.raises(UpstreamUrlError, match=re.escape(says)) as raised:
         EndpointThread(EndpointConfig(tmp_path, record=RecordMode.ONCE, upstream=bad)).start()
     assert "pass@" not in raised.value.message
+
+
+@pytest.mark.parametrize("given", ["option", "ini"])
+def test_the_fixture_refuses_an_upstream_that_is_no_url_at_its_start(
+    pytester: pytest.Pytester, given: str
+) -> None:
+    """``--dsh-upstream 'http://a b/v1'`` (or ini ``dsh_upstream``) is the fixture's setup error naming
+    the option, before any call. Regression: the first call was a 502 naming host ``a b``."""
+    pytester.makepyfile(test_agent="def test_agent(dsh_endpoint):\n    pass\n")
+    upstream = (
+        ["--dsh-upstream", "http://a b/v1"] if given == "option" else ["-o", "dsh_upstream=http://a b/v1"]
+    )
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--dsh-record=once", *upstream)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*[[]ENDPOINT_UPSTREAM[]]: --dsh-upstream http://a b/v1: not a URL: ' ' at character 9*"]
+    )
 
 
 AGENT_TEST = """

@@ -14,11 +14,13 @@ mid-turn" three times); two runs in one recording left the second's calls "paren
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import openai
 import orjson
+import pytest
 
 from pytest_dsh_replay.modes import RecordMode
 from pytest_dsh_replay.recording.validate import validate_unit
@@ -185,3 +187,35 @@ def test_show_labels_a_conversation_the_client_continued_a_continued_child(tmp_p
         assert "continued child" in line and "continued by the client" in line, line
     assert len(lines) == 3
     assert "spawn child" not in result.output and "handoff" not in result.output
+
+
+def test_every_report_names_a_conversation_the_client_continued_as_show_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTML report and a mismatch report name the role of a log as ``show`` does, by one rule
+    (``replay.roles.log_role``): a conversation the client continued is a ``continued child``.
+
+    Regression: both took the role from the header alone and said ``spawn child``."""
+    from pytest_dsh_replay.report.build import read_recording
+
+    upstream = FakeUpstream(_model)
+    upstream.start()
+    directory = tmp_path / "rec"
+    try:
+        with served(directory, RecordMode.ONCE, upstream.url, stopped_is_problem=True) as ep:
+            smolagents_run(openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0), "Rome?")
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    finally:
+        upstream.stop()
+    roles = [s.role for s in read_recording(directory).sessions]
+    assert roles == ["parent", "continued child", "continued child"], roles
+    name, arguments, _ = STEPS[1]
+    changed = [STEPS[0], (name, arguments, "100 USD = 93.0 EUR"), STEPS[2]]  # the third log's call differs
+    monkeypatch.setattr(sys.modules[__name__], "STEPS", changed)
+    with served(directory, stopped_is_problem=True) as ep:
+        client = openai.OpenAI(base_url=ep.url, api_key="dummy", max_retries=0)
+        with pytest.raises(openai.APIStatusError):
+            smolagents_run(client, "Rome?")
+    assert ep.outcome is not None and not ep.outcome.ok
+    report = ep.outcome.report()
+    assert "(continued child, recorded session #" in report and "spawn child" not in report, report

@@ -219,6 +219,7 @@ def test_a_block_given_whole_is_sent_by_its_block_end() -> None:
     ("patch", "field"),
     [
         ({"stream_options": 5}, "stream_options"),
+        ({"store": "yes"}, "store"),  # a boolean flag, refused as the provider does (it was served)
         (
             {"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]},
             "tools[0].function.parameters",

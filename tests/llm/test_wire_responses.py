@@ -385,6 +385,18 @@ def test_wants_stream() -> None:
     assert raised.value.field == "stream"
 
 
+@pytest.mark.parametrize("value", ["yes", 1, [], {"on": True}])
+def test_a_store_that_is_no_boolean_is_refused_naming_it(value: Any) -> None:
+    """Regression: ``store: "yes"`` was served (``store`` is ignored) though the provider refuses it: a
+    typed 400 naming the field, as a ``stream`` that is no boolean is (``fields.boolean_flag``)."""
+    for store in (True, False, None):  # a boolean (or null) is ignored
+        request_from_body({"model": "m", "input": "hi", "store": store})
+    with pytest.raises(WireRequestError) as raised:
+        request_from_body({"model": "m", "input": "hi", "store": value})
+    assert raised.value.field == "store" and raised.value.status == 400
+    assert str(raised.value).startswith("request body: store: must be a boolean, got ")
+
+
 # --------------------------------------------------------------------------- usage, errors
 
 

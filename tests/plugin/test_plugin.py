@@ -399,6 +399,18 @@ def test_missing_path_and_unmatched_glob_are_usage_errors(
     )
 
 
+@pytest.mark.parametrize("value", ["", " "])
+def test_a_blank_scenario_value_is_a_usage_error(
+    pytester: pytest.Pytester, bundled_copy: Path, value: str
+) -> None:
+    """Regression: ``--dsh-scenario ''`` was read as ``.`` (the current directory) and the run went on as
+    if it had not been given: a usage error naming the option and the value."""
+    pytester.makeini(f"[pytest]\ndsh_scenario_roots = {bundled_copy}\n")
+    result = run(pytester, "--dsh-scenario", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"*--dsh-scenario {value!r}: names no scenario*"])
+
+
 def test_bad_model_spec_is_a_usage_error(pytester: pytest.Pytester, bundled_copy: Path) -> None:
     result = run(pytester, "--dsh-scenario", str(bundled_copy), "--dsh-model", "bogus")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -107,6 +107,16 @@ def test_match_on_selects_parts_and_rejects_unknown_ones(
     bad = run(pytester, "--dsh-scenario", str(scenario), "--dsh-match-on", "messages,prompt")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--dsh-match-on: unknown part(s) 'prompt'*"])
+    # a value naming no part was ignored (the default, every part, in force unsaid)
+    for option, value in (("--dsh-match-on", ","), ("--dsh-match-on", " , "), ("-o", "dsh_match_on=,")):
+        empty = run(pytester, "--dsh-scenario", str(scenario), option, value)
+        assert empty.ret == pytest.ExitCode.USAGE_ERROR, (value, empty.stdout.str())
+        said = (
+            "--dsh-match-on ','"
+            if value == ","
+            else ("--dsh-match-on ' , '" if option != "-o" else "ini dsh_match_on ','")
+        )
+        empty.stderr.fnmatch_lines([f"*{said}: names no part*"])
 
 
 def test_snapshot_update_refreshes_the_pins(pytester: pytest.Pytester, bundled_copy: Path) -> None:

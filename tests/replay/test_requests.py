@@ -205,6 +205,9 @@ def test_parse_match_on() -> None:
         parse_match_on(["messages,prompt"])
     with pytest.raises(MatchOnError):
         parse_match_on(["none,tools"])
+    for nothing in (",", "", " , ,"):  # given, a value naming no part is refused (it was ignored)
+        with pytest.raises(MatchOnError, match=f"--dsh-match-on {nothing!r}: names no part"):
+            parse_match_on(["messages", nothing])
 
 
 # -- the model ------------------------------------------------------------------------------------------

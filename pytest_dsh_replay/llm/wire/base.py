@@ -11,6 +11,9 @@ per request) exposes, in both directions:
 * ``request_from_body(body) -> ModelRequest``: the client's JSON body as our request (the inverse of the
   live model's body building); raises :class:`WireRequestError` naming the field;
 * ``wants_stream(body) -> bool``;
+* ``forced_tool(params) -> str | None``: the one function a request's answer-shaping ``params`` (its
+  ``ModelRequest["params"]``) force the model to call, in the format's own ``tool_choice`` spelling
+  (a client forcing a tool takes the call's arguments as the result: its unanswered call ends the run);
 * ``StreamEncoder(model, response_id, *, body=None)`` with ``feed(chunk) -> list[bytes]`` and
   ``error(message, code) -> list[bytes]`` (an error after the answer started) and
   ``close() -> list[bytes]``: our :class:`~pytest_dsh_replay.llm.types.StreamChunk` s as the API's SSE bytes;
@@ -77,6 +80,8 @@ class WireFormat(Protocol):
     def request_from_body(self, body: Mapping[str, Any]) -> ModelRequest: ...
 
     def wants_stream(self, body: Mapping[str, Any]) -> bool: ...
+
+    def forced_tool(self, params: Mapping[str, Any]) -> str | None: ...
 
     def stream_encoder(
         self, model: str, response_id: str, *, body: Mapping[str, Any] | None = None

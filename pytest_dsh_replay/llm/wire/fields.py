@@ -84,6 +84,7 @@ __all__ = [
     "PROVIDER_BLOCK",
     "PROVIDER_FIELDS",
     "PROVIDER_FIELDS_BLOCK",
+    "boolean_flag",
     "check_tool_calls",
     "client_path",
     "failed_answer",
@@ -95,6 +96,7 @@ __all__ = [
     "partial_for",
     "preview",
     "shaping_params",
+    "sole_name",
     "stream_flag",
     "unsent",
     "whole_int",
@@ -110,21 +112,40 @@ PROVIDER_FIELDS_BLOCK = "provider-fields"
 PROVIDER_BLOCK = "provider-block"
 
 
-def stream_flag(body: Mapping[str, Any]) -> bool:
-    """Whether a client's body asks for a streamed answer: its ``stream`` (absent or ``null``: no), the
-    one rule of every format that has the field (Chat Completions, Messages, Responses). The endpoint
-    asks it when the body is read, so a body it refuses is refused before anything is bound or forwarded.
+def boolean_flag(body: Mapping[str, Any], key: str) -> bool | None:
+    """A client's boolean flag ``body[key]`` (``stream``, Responses' and Chat Completions' ``store``):
+    ``None`` when absent or ``null``. The one rule of every such flag of every format.
 
     Raises:
-        WireRequestError: ``stream`` is present and no boolean (``"true"``, ``1``): the providers refuse
-            it, and taking it for no stream would answer (and record) a call they never answer.
+        WireRequestError: the flag is present and no boolean (``"true"``, ``"yes"``, ``1``): the
+            providers refuse it (a 400 naming the field), so answering (and recording) it would be
+            a call they never answer.
     """
-    value = body.get("stream")
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise WireRequestError(f"must be a boolean, got {preview(value)}", "stream")
-    return value
+    value = body.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise WireRequestError(f"must be a boolean, got {preview(value)}", key)
+
+
+def sole_name(names: Sequence[object]) -> str | None:
+    """The one tool a forcing ``tool_choice`` leaves the model (each format's ``forced_tool`` reads its
+    own spelling into ``names``): exactly one name, a non-empty string; ``None`` for none, several or a
+    name of another type."""
+    if len(names) == 1 and isinstance(names[0], str) and names[0]:
+        return names[0]
+    return None
+
+
+def stream_flag(body: Mapping[str, Any]) -> bool:
+    """Whether a client's body asks for a streamed answer: its ``stream`` (absent or ``null``: no,
+    :func:`boolean_flag`), the one rule of every format that has the field (Chat Completions,
+    Messages, Responses). The endpoint asks it when the body is read, so a body it refuses is refused
+    before anything is bound or forwarded.
+
+    Raises:
+        WireRequestError: ``stream`` is present and no boolean.
+    """
+    return boolean_flag(body, "stream") is True
 
 
 def merge_streamed(held: Any, value: Any) -> Any:

@@ -60,6 +60,7 @@ from .fields import (
     merge_streamed,
     partial_for,
     shaping_params,
+    sole_name,
 )
 from .parts import AnswerParts
 
@@ -747,6 +748,27 @@ def upstream_body(body: Mapping[str, Any]) -> JsonDict:
     return dict(body)
 
 
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``) force
+    the model to call, else ``None``: ``toolConfig.functionCallingConfig`` with ``mode`` ``ANY`` and
+    exactly one name in ``allowedFunctionNames`` (the config's own fields in either protobuf spelling;
+    ``ANY`` without names: any declared function). A client forcing a tool takes the call's arguments as
+    the result (``endpoint.record.ends_a_run``)."""
+    config = params.get("toolConfig")
+    calling = _either(config, "functionCallingConfig", "function_calling_config")
+    if not isinstance(calling, Mapping) or str(calling.get("mode", "")).upper() != "ANY":
+        return None
+    names = _either(calling, "allowedFunctionNames", "allowed_function_names")
+    return sole_name(names) if isinstance(names, list) else None
+
+
+def _either(value: Any, camel: str, snake: str) -> Any:
+    """``value``'s field ``camel`` (lowerCamelCase) or ``snake`` (its snake_case), else ``None``."""
+    if not isinstance(value, Mapping):
+        return None
+    return value.get(camel, value.get(snake))
+
+
 # --------------------------------------------------------------------------- one request's wire object
 
 
@@ -772,6 +794,7 @@ class GeminiRequest:
     whole_answer_events = staticmethod(whole_answer_events)
     upstream_body = staticmethod(upstream_body)
     upstream_headers = staticmethod(upstream_headers)
+    forced_tool = staticmethod(forced_tool)
 
     def request_from_body(self, body: Mapping[str, Any]) -> ModelRequest:
         return request_from_body(body, self.model)
@@ -799,6 +822,7 @@ __all__ = [
     "bind",
     "encode_whole",
     "error_body",
+    "forced_tool",
     "request_from_body",
     "whole_answer_events",
 ]

@@ -18,10 +18,12 @@ from ..base import WireRequestError
 from ..fields import (
     PROVIDER_BLOCK,
     PROVIDER_FIELDS_BLOCK,
+    boolean_flag,
     merge_partial,
     partial_for,
     preview,
     shaping_params,
+    sole_name,
     stream_flag,
     text_of,
 )
@@ -365,14 +367,18 @@ def request_from_body(body: Mapping[str, Any]) -> ModelRequest:
     * ``tools`` (function tools) -> ``[{name, description, parameters, strict?}]``; ``model`` as sent;
     * the answer-shaping fields (:data:`SHAPING_FIELDS`) -> ``params`` (always set, ``{}`` for none).
 
+    ``store`` is not part of our request: a boolean is ignored (:func:`~..fields.boolean_flag`).
+
     Raises:
-        WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``) that does not fit.
+        WireRequestError: ``BAD_REQUEST_BODY`` naming the field (``messages[3].role``, a ``store``
+            that is no boolean) that does not fit.
     """
     if not isinstance(body, Mapping):
         raise _body_error("the body must be a JSON object", "$")
     model = body.get("model", "")
     if not isinstance(model, str):
         raise _body_error("must be a string", "model")
+    boolean_flag(body, "store")  # ignored, but refused as the provider refuses it
     raw = body.get("messages")
     if not isinstance(raw, list):
         raise _body_error("must be a list of messages", "messages")
@@ -432,3 +438,29 @@ def wants_stream(body: Mapping[str, Any]) -> bool:
         WireRequestError: ``stream`` is present and no boolean.
     """
     return stream_flag(body)
+
+
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``) force
+    the model to call, else ``None`` (``auto``, ``required``, a choice among several): ``tool_choice``
+    ``{"type": "function", "function": {"name": N}}``, or ``allowed_tools`` with mode ``required`` and
+    one function tool (``{"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools":
+    [{"type": "function", "function": {"name": N}}]}}``). A client forcing a tool (structured output:
+    instructor, LangChain's ``with_structured_output``) takes the call's arguments as the result
+    (``endpoint.record.ends_a_run``)."""
+    choice = params.get("tool_choice")
+    if not isinstance(choice, Mapping):
+        return None
+    kind = choice.get("type")
+    if kind == "function":
+        function = choice.get("function")
+        return sole_name([function.get("name")]) if isinstance(function, Mapping) else None
+    allowed = choice.get("allowed_tools")
+    if kind != "allowed_tools" or not isinstance(allowed, Mapping) or allowed.get("mode") != "required":
+        return None
+    tools = allowed.get("tools")
+    if not isinstance(tools, list):
+        return None
+    functions = [t.get("function") for t in tools if isinstance(t, Mapping) and t.get("type") == "function"]
+    names = [f.get("name") if isinstance(f, Mapping) else None for f in functions]
+    return sole_name(names) if len(functions) == len(tools) else None

@@ -20,6 +20,7 @@ from ..fields import (
     partial_for,
     preview,
     shaping_params,
+    sole_name,
     stream_flag,
     text_of,
 )
@@ -458,3 +459,15 @@ def _tools_from_body(raw: object) -> list[ToolSpec]:
             )
         tools.append({"name": name, "description": str(tool.get("description", "")), "parameters": schema})
     return tools
+
+
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``) force
+    the model to call, else ``None`` (``auto``, ``any``: some tool, not this one): ``tool_choice``
+    ``{"type": "tool", "name": N}``. A client forcing a tool (structured output: instructor,
+    LangChain's ``with_structured_output``) takes the call's arguments as the result
+    (``endpoint.record.ends_a_run``)."""
+    choice = params.get("tool_choice")
+    if not isinstance(choice, Mapping) or choice.get("type") != "tool":
+        return None
+    return sole_name([choice.get("name")])

@@ -13,8 +13,10 @@ from ...types import ContentBlock, Message, ToolSpec
 from ..base import WireRequestError
 from ..fields import (
     PROVIDER_FIELDS,
+    boolean_flag,
     preview,
     shaping_params,
+    sole_name,
     stream_flag,
 )
 
@@ -375,18 +377,21 @@ def request_from_body(
     * the answer-shaping fields (:data:`SHAPING_FIELDS`: ``text``, ``tool_choice``, ``temperature``,
       ``reasoning``, ...) -> ``params`` (always set, ``{}`` for none).
 
-    Everything else (``store``, ``include``, ``metadata``, ...) is not part of our request and is ignored.
+    Everything else (``store``, ``include``, ``metadata``, ...) is not part of our request and is ignored
+    (``store`` when it is a boolean: :func:`~..fields.boolean_flag`).
 
     Raises:
         WireRequestError: the body or a field does not fit (``.field`` names it, e.g.
             ``input[2].call_id``), an item type we cannot map (hosted-tool calls, ``item_reference``),
-            ``previous_response_id`` without ``previous``, or ``conversation``.
+            ``previous_response_id`` without ``previous``, or ``conversation``; ``store`` that is no
+            boolean.
     """
     if not isinstance(body, Mapping):
         raise WireRequestError(f"must be a JSON object, got {preview(body)}", "$")
     model = _field_str(body, "model", "")
     if not model:
         raise WireRequestError("must be a non-empty string", "model")
+    boolean_flag(body, "store")  # ignored, but refused as the provider refuses it
     instructions = _field_str(body, "instructions", "", required=False)
     if body.get("conversation") is not None:
         raise WireRequestError(
@@ -422,3 +427,23 @@ def wants_stream(body: Mapping[str, Any]) -> bool:
         WireRequestError: ``stream`` is present and no boolean.
     """
     return stream_flag(body)
+
+
+def forced_tool(params: Mapping[str, Any]) -> str | None:
+    """The one function a request's answer-shaping fields ``params`` (``ModelRequest["params"]``) force
+    the model to call, else ``None`` (``auto``, ``required``, a choice among several): ``tool_choice``
+    ``{"type": "function", "name": N}``, or ``allowed_tools`` with mode ``required`` and one function
+    tool (``{"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": N}]}``).
+    A client forcing a tool (structured output: instructor, LangChain's ``with_structured_output``)
+    takes the call's arguments as the result (``endpoint.record.ends_a_run``)."""
+    choice = params.get("tool_choice")
+    if not isinstance(choice, Mapping):
+        return None
+    kind = choice.get("type")
+    if kind == "function":
+        return sole_name([choice.get("name")])
+    tools = choice.get("tools")
+    if kind != "allowed_tools" or choice.get("mode") != "required" or not isinstance(tools, list):
+        return None
+    functions = [t for t in tools if isinstance(t, Mapping) and t.get("type") == "function"]
+    return sole_name([f.get("name") for f in functions]) if len(functions) == len(tools) else None
