@@ -71,7 +71,15 @@ sys.path.insert(0, {root!r})
 import orjson
 from pathlib import Path
 from pytest_dsh_replay.replay import derive_replay_script, load_session_scripts, parse_session_log
+try:  # a tree whose derivation keeps calls deferred (``--before`` may name an older one)
+    from pytest_dsh_replay.replay.derive import materialize
+    derive_replay_script(parse_session_log(b'{{"type":"session","id":"x","createdAt":0}}\n'), lazy=True)
+    LAZY = {{"lazy": True}}
+except (ImportError, TypeError):
+    materialize, LAZY = (lambda call: call), {{}}
 mode, path, repeat = {mode!r}, Path({path!r}), {repeat!r}
+served = mode.endswith("+served")
+mode = mode.removesuffix("+served")
 data = path.read_bytes() if mode != "load" else None
 
 
@@ -86,8 +94,11 @@ def run():
         # the events are returned with the script so that they are freed after the timed region, as the
         # floor's rows are (and as the reference's are, whose collector frees them when it likes)
         events = parse_session_log(data)
-        return events, derive_replay_script(events)
-    return load_session_scripts(path.parent)[0].entries
+        script = derive_replay_script(events, **LAZY)
+        return events, [materialize(c) for c in script] if served else script
+    if served:
+        return load_session_scripts(path.parent)[0].entries
+    return load_session_scripts(path.parent)[0].calls
 
 
 walls, cpus = [], []
@@ -210,13 +221,18 @@ def main() -> None:
         for mode in ("item", "load"):
             for layout, log in logs.items():
                 rows: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
+                # the same path with every call's chunk dicts built (what serving every call costs)
+                built: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
+                built_last: tuple[dict[str, Any], int] | None = None
                 before: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "vs": [], "vs_rss": []}
                 last: tuple[dict[str, Any], int, dict[str, Any] | None, int] | None = None
                 for _ in range(args.rounds):
                     mine, mine_rss = ours(mode, log, args.repeat)
+                    built_last = ours(f"{mode}+served", log, args.repeat)
                     if mode == "item":
                         floor, _rss = ours("floor", logs["baseline"], args.repeat)
                         rows["floor"].append(mine["cpu"] / floor["cpu"])
+                        built["floor"].append(built_last[0]["cpu"] / floor["cpu"])
                     if node is None:
                         last = (mine, mine_rss, None, 0)
                         continue
@@ -235,18 +251,29 @@ def main() -> None:
                     rows["wall"].append(mine["seconds"] / ref["seconds"])
                     rows["cpu"].append(mine["cpu"] / ref["cpu"])
                     rows["rss"].append(mine_rss / ref_rss)
+                    built["wall"].append(built_last[0]["seconds"] / ref["seconds"])
+                    built["cpu"].append(built_last[0]["cpu"] / ref["cpu"])
+                    built["rss"].append(built_last[1] / ref_rss)
                     last = (mine, mine_rss, ref, ref_rss)
-                assert last is not None
+                assert last is not None and built_last is not None
                 mine, mine_rss, ref, ref_rss = last
                 floor = f" | cpu / our orjson floor {_fmt(rows['floor'])} [<= 1.3x]" if rows["floor"] else ""
+                built_floor = f" | cpu / our orjson floor {_fmt(built['floor'])}" if built["floor"] else ""
                 label = f"{mode:4s} {layout:16s} ({mine['calls']} calls)"
+                served = f"  {'':20s} every call's chunks built: ours {built_last[0]['seconds']:.3f} s / "
+                served += f"{built_last[1] / 1e6:.0f} MB"
                 if ref is None:
                     print(f"{label}: ours {mine['seconds']:.3f} s, {mine_rss / 1e6:.0f} MB{floor}")
+                    print(served + built_floor)
                     continue
                 print(
                     f"{label}: ours {mine['seconds']:.3f} s / {mine_rss / 1e6:.0f} MB, reference "
                     f"{ref['seconds']:.3f} s / {ref_rss / 1e6:.0f} MB | time {_fmt(rows['wall'])} "
                     f"(cpu {_fmt(rows['cpu'])}) [<= 0.8x] | peak RSS {_fmt(rows['rss'])} [<= 1.0x]{floor}"
+                )
+                print(
+                    f"{served} | time {_fmt(built['wall'])} (cpu {_fmt(built['cpu'])}) | peak RSS "
+                    f"{_fmt(built['rss'])}{built_floor}"
                 )
                 if before["wall"]:
                     print(

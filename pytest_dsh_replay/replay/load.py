@@ -98,7 +98,7 @@ def _unfinished(events: Sequence[Event], path: Path) -> bool:
     if _has_chunkless_step(events):
         return True
     try:
-        derive_replay_script(events, file=str(path))
+        derive_replay_script(events, file=str(path), lazy=True)
     except ReplayDeriveError as exc:
         if exc.code == "REPLAY_UNFINISHED_CALL":
             return True
@@ -153,7 +153,7 @@ class _Own(Struct):
         """The derived calls of the own events (raises its ReplayDeriveError)."""
         if self.derived_ is None:
             try:
-                self.derived_ = list(derive_replay_script(self.events(), file=str(self.path)))
+                self.derived_ = list(derive_replay_script(self.events(), file=str(self.path), lazy=True))
             except ReplayDeriveError as exc:
                 self.derived_ = exc
         if isinstance(self.derived_, ReplayDeriveError):
