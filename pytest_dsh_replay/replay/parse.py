@@ -946,7 +946,7 @@ def _lazy_rows(data: bytes, start: int) -> tuple[list[Any], list[int]] | None:
         steps = list(map(_get_line_step, lazy))
         r = 0  # the next kept line's index in ``lazy``
         prev = -1  # the previous orjson line
-        for k, row in zip(eager_at + [n], parsed + [None], strict=True):
+        for k, row in zip([*eager_at, n], [*parsed, None], strict=True):
             if k > prev + 1:  # kept lines prev+1 .. k-1: one call's stream, or split where it changes
                 r = _add_spans(rows, at, lines, base, prev + 1, k, lazy, turns, steps, r)
             if k < n:
