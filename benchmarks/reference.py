@@ -8,12 +8,18 @@ re-encoded by the reference's own packer (``refpack.mjs --project``: packed + pr
 Paths (each side runs the same work in a fresh process, R repeats, median):
 
 * ``item``: parse + derive of the log already in memory: ours ``parse_session_log(bytes)`` +
-  ``derive_replay_script(events)``; the reference's ``parseSessionLog(text)`` +
-  ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``).
-* ``load``: read + parse + derive from the file, every call's entries built: ours
-  ``load_session_scripts(dir)[0].entries`` (the scenario directory holding the log as
-  ``session.jsonl``; it also computes each call's recorded request); the reference's
+  ``derive_replay_script(events, lazy=True)``, what a pytest item's loader does (``load_session_scripts``
+  with ``parsed=``): a call holding packed rows or chunk lines kept as bytes stays a ``DeferredCall``
+  whose chunk dicts are built when the replay serves it; the reference's ``parseSessionLog(text)`` +
+  ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``), which builds every chunk.
+* ``load``: read + parse + derive from the file: ours ``load_session_scripts(dir)[0].calls`` (the
+  scenario directory holding the log as ``session.jsonl``; it also computes each call's recorded
+  request), the calls as the replay model holds them (deferred calls unbuilt); the reference's
   ``loadSessionScripts({file})[0].entries`` (``--mode=scripts``).
+
+Under each path a second line times the same path with EVERY call's chunk dicts built (ours: each
+deferred call built, as serving every call once builds them: ``[materialize(c) for c in script]`` and
+``SessionScript.entries``), against the same reference run: what a replay that serves every call pays.
 
 Each side's process also reports its CPU time; peak RSS is the child's ``ru_maxrss`` (``os.wait4``),
 the same measure for both. Rounds are interleaved (ours, reference, ours, ...), and the ratios
@@ -21,14 +27,15 @@ ours / reference are taken per round (robust on a shared machine); median (min-m
 
 Our floor: per-line ``orjson.loads`` of the BASELINE bytes (the same logical events) with gc paused,
 in a fresh process after ours each round; the item path's CPU ratio to it is printed beside (goal
-<= 1.3x). Both keep what they built until the timed region ends (the item path returns its events
-with the script), so neither is timed freeing it.
+<= 1.3x), for the deferred and the every-call-built item path. Both keep what they built until the
+timed region ends (the item path returns its events with the script), so neither is timed freeing it.
 
 Goals (issue: faster than the reference on every path): time <= 0.8x and peak RSS <= 1.0x the
 reference's, every path and layout.
 
-``--before DIR``: also time an earlier version's package (a checkout or ``git archive`` of it) in every
-round, printing its ratios to the reference and ours / its (the before/after table of docs/performance.md).
+``--before DIR``: also time an earlier version's package (a checkout or ``git archive`` of it; one whose
+``derive_replay_script`` takes no ``lazy=`` derives plain entries) in every round, printing its ratios to
+the reference and ours / its (the before/after table of docs/performance.md).
 
 Usage: ``python benchmarks/reference.py [--events N] [--rounds K] [--repeat R] [--node PATH] [--before DIR]
 [--quick]``.
