@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, itemgetter, le, not_, setitem
-from typing import Annotated, Any, Literal, Union, overload
+from typing import Annotated, Any, Literal, Union, cast, overload
 
 import msgspec
 import orjson
@@ -800,7 +800,7 @@ class LogEvents(Sequence[Event]):
         return self.events()[index]
 
     def _slice(self, lo: int, hi: int) -> LogEvents:
-        out: list[Event | PackedSpan] = []
+        out: list[Event | PackedSpan | LineSpan] = []
         pos = 0
         for item in self.items:
             if pos >= hi:
@@ -810,7 +810,8 @@ class LogEvents(Sequence[Event]):
             end = pos + size
             if end > lo:
                 if span and (pos < lo or end > hi):
-                    out.append(item.part(max(lo, pos) - pos, min(hi, end) - pos))
+                    cut = cast(PackedSpan | LineSpan, item)
+                    out.append(cut.part(max(lo, pos) - pos, min(hi, end) - pos))
                 else:
                     out.append(item)
             pos = end
