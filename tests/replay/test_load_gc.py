@@ -1,8 +1,10 @@
-"""What ``load_session_scripts`` builds leaves the young generation when it is much (a long log).
+"""What ``load_session_scripts`` and ``parse_session_log`` build leaves the young generation when it is
+much (a long log).
 
 The scripts live as long as the replay: a young collection right after the load would walk every one of
 their objects (15% of a 300k-event packed log's load), so the load promotes them from
-``load.LOAD_PROMOTE_AT`` young objects; a short log's few objects are left to the collector.
+``load.LOAD_PROMOTE_AT`` young objects (the parse from ``parse.PROMOTE_PARSED_AT``); a short log's few
+objects are left to the collector.
 """
 
 from __future__ import annotations
@@ -49,3 +51,15 @@ def test_a_short_log_s_scripts_stay_young(tmp_path: Path) -> None:
             gc.enable()
     assert len(scripts[0].calls[0]["chunks"]) == 201  # type: ignore[index]
     assert young >= 200
+
+
+def test_a_long_log_s_parsed_events_are_promoted_at_the_end_of_the_parse(tmp_path: Path) -> None:
+    from pytest_dsh_replay.replay import parse as parse_module
+    from pytest_dsh_replay.replay import parse_session_log
+
+    data = (_log(tmp_path, parse_module.PROMOTE_PARSED_AT) / "session.jsonl").read_bytes()
+    gc.collect()
+    events = parse_session_log(data)
+    young = gc.get_count()[0]
+    assert len(events) == parse_module.PROMOTE_PARSED_AT + 1
+    assert young < 1_000
