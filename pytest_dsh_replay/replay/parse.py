@@ -642,8 +642,10 @@ _get_line_turn = attrgetter("data.turn")
 _get_line_step = attrgetter("data.step")
 #: Stands for a line ``_LazyLine`` refuses (its chunk is no kept type: the line is parsed by orjson).
 _NOT_KEPT = _LazyLine("assistant/chunk", 0, 0, _LazyData(0, 0, _Finish()))
-#: How our writer (and the reference's) starts a chunk line; a line starting otherwise is parsed by orjson.
-_CHUNK_PREFIX = b'{"type":"assistant/chunk",'
+#: How our writer (and the reference's) starts a chunk line with its ``seq`` and ``time``; another line (a
+#: projected one: no ``seq``, ``time``; keys in another order) is parsed by orjson, without the decode
+#: failing first.
+_CHUNK_PREFIX = b'{"type":"assistant/chunk","seq":'
 #: A body at least this long keeps its chunk lines as bytes (:class:`LineSpan`); a shorter one is parsed
 #: whole: its events are cheap, and a caller reading them all (a scenario's fixture checks) would pay the
 #: decode twice.
@@ -937,6 +939,14 @@ def _lazy_rows(data: bytes, start: int) -> tuple[list[Any], list[int]] | None:
         is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
         decoded = _decode_lazy(list(compress(lines, is_chunk)))
         kept = list(map(_LAZY_CHUNKS.__contains__, map(type, map(_get_line_chunk, decoded))))
+        if not any(kept):  # no line kept (a packed log's projected block): every row as parsed
+            block = _parsed_block(lines, None)
+            if block is None:
+                return None
+            rows += block
+            at += range(base, base + n)
+            base += n
+            continue
         chunk_at = list(compress(range(n), is_chunk))
         # the lines parsed by orjson, in order: the other lines and the chunk lines not kept
         eager_at = list(compress(range(n), map(not_, is_chunk)))

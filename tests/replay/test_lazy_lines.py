@@ -252,3 +252,16 @@ def test_mutated_logs_parse_and_derive_lazily_as_eagerly(data: bytes) -> None:
         lambda: [materialize(c) for c in derive_replay_script(_lazy(data, file=file), file=file, lazy=True)]
     )
     assert got == want
+
+
+@pytest.mark.parametrize("projected", [True, False], ids=["packed+projected", "packed"])
+def test_a_long_packed_log_parses_lazily_as_eagerly(projected: bool) -> None:
+    from pytest_dsh_replay.replay import encode_head_layout
+
+    data = encode_head_layout(HEADER, _calls(4), projected=projected, pack=True)
+    lazy, eager = _lazy(data), _eager(data)
+    assert type(lazy) is LogEvents and lazy == eager
+    assert derive_replay_script(_lazy(data)) == derive_replay_script(eager)
+    assert [materialize(c) for c in derive_replay_script(_lazy(data), lazy=True)] == derive_replay_script(
+        eager
+    )
