@@ -8,12 +8,18 @@ re-encoded by the reference's own packer (``refpack.mjs --project``: packed + pr
 Paths (each side runs the same work in a fresh process, R repeats, median):
 
 * ``item``: parse + derive of the log already in memory: ours ``parse_session_log(bytes)`` +
-  ``derive_replay_script(events)``; the reference's ``parseSessionLog(text)`` +
-  ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``).
-* ``load``: read + parse + derive from the file, every call's entries built: ours
-  ``load_session_scripts(dir)[0].entries`` (the scenario directory holding the log as
-  ``session.jsonl``; it also computes each call's recorded request); the reference's
+  ``derive_replay_script(events, lazy=True)``, what a pytest item's loader does (``load_session_scripts``
+  with ``parsed=``): a call holding packed rows or chunk lines kept as bytes stays a ``DeferredCall``
+  whose chunk dicts are built when the replay serves it; the reference's ``parseSessionLog(text)`` +
+  ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``), which builds every chunk.
+* ``load``: read + parse + derive from the file: ours ``load_session_scripts(dir)[0].calls`` (the
+  scenario directory holding the log as ``session.jsonl``; it also computes each call's recorded
+  request), the calls as the replay model holds them (deferred calls unbuilt); the reference's
   ``loadSessionScripts({file})[0].entries`` (``--mode=scripts``).
+
+Under each path a second line times the same path with EVERY call's chunk dicts built (ours: each
+deferred call built, as serving every call once builds them: ``[materialize(c) for c in script]`` and
+``SessionScript.entries``), against the same reference run: what a replay that serves every call pays.
 
 Each side's process also reports its CPU time; peak RSS is the child's ``ru_maxrss`` (``os.wait4``),
 the same measure for both. Rounds are interleaved (ours, reference, ours, ...), and the ratios
@@ -21,14 +27,15 @@ ours / reference are taken per round (robust on a shared machine); median (min-m
 
 Our floor: per-line ``orjson.loads`` of the BASELINE bytes (the same logical events) with gc paused,
 in a fresh process after ours each round; the item path's CPU ratio to it is printed beside (goal
-<= 1.3x). Both keep what they built until the timed region ends (the item path returns its events
-with the script), so neither is timed freeing it.
+<= 1.3x), for the deferred and the every-call-built item path. Both keep what they built until the
+timed region ends (the item path returns its events with the script), so neither is timed freeing it.
 
 Goals (issue: faster than the reference on every path): time <= 0.8x and peak RSS <= 1.0x the
 reference's, every path and layout.
 
-``--before DIR``: also time an earlier version's package (a checkout or ``git archive`` of it) in every
-round, printing its ratios to the reference and ours / its (the before/after table of docs/performance.md).
+``--before DIR``: also time an earlier version's package (a checkout or ``git archive`` of it; one whose
+``derive_replay_script`` takes no ``lazy=`` derives plain entries) in every round, printing its ratios to
+the reference and ours / its (the before/after table of docs/performance.md).
 
 Usage: ``python benchmarks/reference.py [--events N] [--rounds K] [--repeat R] [--node PATH] [--before DIR]
 [--quick]``.
@@ -71,7 +78,15 @@ sys.path.insert(0, {root!r})
 import orjson
 from pathlib import Path
 from pytest_dsh_replay.replay import derive_replay_script, load_session_scripts, parse_session_log
+try:  # a tree whose derivation keeps calls deferred (``--before`` may name an older one)
+    from pytest_dsh_replay.replay.derive import materialize
+    derive_replay_script(parse_session_log(b'{{"type":"session","id":"x","createdAt":0}}\n'), lazy=True)
+    LAZY = {{"lazy": True}}
+except (ImportError, TypeError):
+    materialize, LAZY = (lambda call: call), {{}}
 mode, path, repeat = {mode!r}, Path({path!r}), {repeat!r}
+served = mode.endswith("+served")
+mode = mode.removesuffix("+served")
 data = path.read_bytes() if mode != "load" else None
 
 
@@ -86,8 +101,11 @@ def run():
         # the events are returned with the script so that they are freed after the timed region, as the
         # floor's rows are (and as the reference's are, whose collector frees them when it likes)
         events = parse_session_log(data)
-        return events, derive_replay_script(events)
-    return load_session_scripts(path.parent)[0].entries
+        script = derive_replay_script(events, **LAZY)
+        return events, [materialize(c) for c in script] if served else script
+    if served:
+        return load_session_scripts(path.parent)[0].entries
+    return load_session_scripts(path.parent)[0].calls
 
 
 walls, cpus = [], []
@@ -210,13 +228,18 @@ def main() -> None:
         for mode in ("item", "load"):
             for layout, log in logs.items():
                 rows: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
+                # the same path with every call's chunk dicts built (what serving every call costs)
+                built: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "floor": []}
+                built_last: tuple[dict[str, Any], int] | None = None
                 before: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": [], "vs": [], "vs_rss": []}
                 last: tuple[dict[str, Any], int, dict[str, Any] | None, int] | None = None
                 for _ in range(args.rounds):
                     mine, mine_rss = ours(mode, log, args.repeat)
+                    built_last = ours(f"{mode}+served", log, args.repeat)
                     if mode == "item":
                         floor, _rss = ours("floor", logs["baseline"], args.repeat)
                         rows["floor"].append(mine["cpu"] / floor["cpu"])
+                        built["floor"].append(built_last[0]["cpu"] / floor["cpu"])
                     if node is None:
                         last = (mine, mine_rss, None, 0)
                         continue
@@ -235,18 +258,29 @@ def main() -> None:
                     rows["wall"].append(mine["seconds"] / ref["seconds"])
                     rows["cpu"].append(mine["cpu"] / ref["cpu"])
                     rows["rss"].append(mine_rss / ref_rss)
+                    built["wall"].append(built_last[0]["seconds"] / ref["seconds"])
+                    built["cpu"].append(built_last[0]["cpu"] / ref["cpu"])
+                    built["rss"].append(built_last[1] / ref_rss)
                     last = (mine, mine_rss, ref, ref_rss)
-                assert last is not None
+                assert last is not None and built_last is not None
                 mine, mine_rss, ref, ref_rss = last
                 floor = f" | cpu / our orjson floor {_fmt(rows['floor'])} [<= 1.3x]" if rows["floor"] else ""
+                built_floor = f" | cpu / our orjson floor {_fmt(built['floor'])}" if built["floor"] else ""
                 label = f"{mode:4s} {layout:16s} ({mine['calls']} calls)"
+                served = f"  {'':20s} every call's chunks built: ours {built_last[0]['seconds']:.3f} s / "
+                served += f"{built_last[1] / 1e6:.0f} MB"
                 if ref is None:
                     print(f"{label}: ours {mine['seconds']:.3f} s, {mine_rss / 1e6:.0f} MB{floor}")
+                    print(served + built_floor)
                     continue
                 print(
                     f"{label}: ours {mine['seconds']:.3f} s / {mine_rss / 1e6:.0f} MB, reference "
                     f"{ref['seconds']:.3f} s / {ref_rss / 1e6:.0f} MB | time {_fmt(rows['wall'])} "
                     f"(cpu {_fmt(rows['cpu'])}) [<= 0.8x] | peak RSS {_fmt(rows['rss'])} [<= 1.0x]{floor}"
+                )
+                print(
+                    f"{served} | time {_fmt(built['wall'])} (cpu {_fmt(built['cpu'])}) | peak RSS "
+                    f"{_fmt(built['rss'])}{built_floor}"
                 )
                 if before["wall"]:
                     print(

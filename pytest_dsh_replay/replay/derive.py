@@ -18,13 +18,13 @@ One :data:`ReplayEntry` per model call, in log order:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 
 from ..errors import quote
 from ..llm.types import CHUNK_FIELDS, TEXT_DELTAS, chunk_problem
 from ..session.types import chunk_event_problem
 from .errors import BadChunkEventError, ReplayDeriveError
-from .parse import Event, LogEvents, PackedRun, PackedSpan
+from .parse import Event, LineRun, LineSpan, LogEvents, PackedRun, PackedSpan
 
 #: One scripted model call (also the sidecar element format, replay.md §3):
 #: ``{"kind":"chunks","chunks":[...]}`` | ``{"kind":"throw","chunks":[...],"message","code","status"?}``
@@ -32,12 +32,17 @@ from .parse import Event, LogEvents, PackedRun, PackedSpan
 ReplayEntry = dict[str, Any]
 
 
-class DeferredCall:
-    """One derived call whose chunks include packed runs: built into its entry when asked.
+#: The kinds of run a :class:`DeferredCall` builds its chunk dicts from.
+RUNS = frozenset({PackedRun, LineRun})
 
-    ``items`` are chunk dicts and :class:`PackedRun` s in stream order; :meth:`entry` returns a
+
+class DeferredCall:
+    """One derived call whose chunks include runs not yet built: built into its entry when asked.
+
+    ``items`` are chunk dicts, :class:`~.parse.PackedRun` s (a packed row's members) and
+    :class:`~.parse.LineRun` s (chunk lines kept as bytes) in stream order; :meth:`entry` returns a
     fresh ``{"kind":"chunks","chunks":[...]}`` each time (the runs' dicts are new, the other
-    chunk dicts are the parsed ones). Loading keeps packed calls this way so that a replay builds
+    chunk dicts are the parsed ones). Loading keeps such calls this way so that a replay builds
     each call's chunk dicts once, when it serves the call, instead of at load and again when
     serving its copy.
     """
@@ -48,10 +53,11 @@ class DeferredCall:
         self.items = items
 
     def entry(self) -> ReplayEntry:
-        """The call's entry with every chunk as a dict (see :class:`PackedRun`)."""
+        """The call's entry with every chunk as a dict (see :data:`RUNS`)."""
         chunks: list[Any] = []
+        runs = RUNS
         for item in self.items:
-            if type(item) is PackedRun:
+            if type(item) in runs:
                 chunks += item.chunks()
             else:
                 chunks.append(item)
@@ -78,7 +84,7 @@ def served_entry(call: ReplayEntry | DeferredCall, copy: Callable[[Any], Any]) -
     once, with its parsed chunk dicts passed through ``copy`` (the runs' dicts are new anyway)."""
     if type(call) is not DeferredCall:
         return cast(ReplayEntry, copy(call))
-    return DeferredCall([i if type(i) is PackedRun else copy(i) for i in call.items]).entry()
+    return DeferredCall([i if type(i) in RUNS else copy(i) for i in call.items]).entry()
 
 
 # derive checks the text deltas' fields inline (the bulk of a log, checked while at hand): the rule's own
@@ -136,19 +142,38 @@ def _compaction_entry(event: Event, file: str | None) -> ReplayEntry:
     return {"kind": "chunks", "chunks": chunks}
 
 
-def derive_replay_script(events: Sequence[Event], *, file: str | None = None) -> list[ReplayEntry]:
+@overload
+def derive_replay_script(
+    events: Sequence[Event], *, file: str | None = None, lazy: Literal[False] = False
+) -> list[ReplayEntry]: ...
+
+
+@overload
+def derive_replay_script(
+    events: Sequence[Event], *, file: str | None = None, lazy: bool
+) -> list[ReplayEntry | DeferredCall]: ...
+
+
+def derive_replay_script(
+    events: Sequence[Event], *, file: str | None = None, lazy: bool = False
+) -> list[ReplayEntry] | list[ReplayEntry | DeferredCall]:
     """Turn logical events into one replay entry per model call (replay.md §3, head-format.md §4).
 
     Args:
         events: logical events as returned by :func:`parse_session_log` (slice a fork child
             at ``seedLength`` BEFORE calling this).
         file: path used in error messages.
+        lazy: keep a call holding packed rows or chunk lines kept as bytes (read from an unexpanded
+            :class:`~.parse.LogEvents`) as a :class:`DeferredCall` whose chunk dicts are built when
+            it is served (what the
+            loader does: a replay builds each served call's chunks once); ``False``: every entry
+            a plain dict.
 
     Returns:
         ``[{"kind":"chunks","chunks":[chunk, ...]}, ...]``; the chunk dicts are the events'
-        own objects (not copied), except a packed row's members read from an unexpanded
-        :class:`~.parse.LogEvents` (fresh chunk dicts, no event dicts built). ``[]`` when there is
-        no call.
+        own objects (not copied), except the spans of an unexpanded :class:`~.parse.LogEvents` (a
+        packed row's members, chunk lines kept as bytes): fresh chunk dicts, no event dicts built;
+        with ``lazy``, a :class:`DeferredCall` equal to that entry. ``[]`` when there is no call.
 
     Raises:
         ReplayDeriveError: ``REPLAY_UNFINISHED_CALL`` (a group without ``finish``; names call
@@ -160,8 +185,9 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
             missing ``finish`` that event would otherwise look like; names file, seq and the field
             (the loader adds the line).
     """
-    script: list[ReplayEntry] = []
+    script: list[Any] = []
     cur: list[Any] = []
+    deferred = False  # whether ``cur`` holds packed runs (``lazy`` only)
     turn: Any = None
     step: Any = None
     first_seq: Any = None
@@ -172,6 +198,18 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
         try:
             kind = event["type"]
         except TypeError:  # no type check per event on the hot path: a span is not subscriptable
+            if type(event) is LineSpan:  # checked chunk lines of one call (never a finish)
+                if cur:
+                    if event.turn != turn or event.step != step:
+                        raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
+                else:
+                    turn, step, first_seq = event.turn, event.step, event.seq0
+                if lazy:
+                    cur.append(event.run)
+                    deferred = True
+                else:
+                    cur += event.run.chunks()
+                continue
             if type(event) is not PackedSpan:
                 raise
             # delta chunks only (never a finish): they extend the current call
@@ -182,7 +220,11 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
                     raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
             else:
                 turn, step, first_seq = event.turn, event.step, event.seq0
-            cur += event.run.chunks()
+            if lazy:
+                cur.append(event.run)
+                deferred = True
+            else:
+                cur += event.run.chunks()
             continue
         if kind == "assistant/chunk":
             try:
@@ -205,7 +247,11 @@ def derive_replay_script(events: Sequence[Event], *, file: str | None = None) ->
                 elif chunk_problem(chunk) is not None:
                     raise TypeError
                 if chunk_type == "finish":
-                    script.append({"kind": "chunks", "chunks": cur})
+                    if deferred:
+                        script.append(DeferredCall(cur))
+                        deferred = False
+                    else:
+                        script.append({"kind": "chunks", "chunks": cur})
                     cur = []
             except (KeyError, TypeError):
                 raise _bad_at(event, file, events) from None

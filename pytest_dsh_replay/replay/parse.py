@@ -20,10 +20,12 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
-from operator import itemgetter, le, setitem
-from typing import Any, overload
+from operator import attrgetter, itemgetter, le, not_, setitem
+from typing import Annotated, Any, Literal, Union, cast, overload
 
+import msgspec
 import orjson
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..errors import MAX_INPUT_NESTING, LineTooLongError, max_line_bytes, nesting_exceeds, quote
 from ..llm.packed import PACKED_ROWS, PackedRow
@@ -570,10 +572,188 @@ class PackedSpan:
         ]
 
 
-class LogEvents(Sequence[Event]):
-    """The logical events of a log holding packed rows, with those rows kept packed until read.
+#: An integer as orjson reads it (int64): msgspec may accept no other (orjson turns larger ones into floats).
+_Int = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 
-    :func:`parse_session_log` returns one when the log has a packed row (else a plain ``list``). It
+
+class _TextDelta(Struct, tag_field="type", tag="text-delta", forbid_unknown_fields=True, gc=False):
+    index: _Int
+    text: str
+
+
+class _ReasoningDelta(_TextDelta, tag="reasoning-delta"):
+    pass
+
+
+class _ToolCallDelta(Struct, tag_field="type", tag="tool-call-delta", forbid_unknown_fields=True, gc=False):
+    index: _Int
+    id: str
+    argumentsDelta: str
+    name: Union[str, UnsetType] = UNSET  # noqa: UP007 (runtime type for msgspec)
+
+
+class _BlockStart(Struct, tag_field="type", tag="block-start", forbid_unknown_fields=True, gc=False):
+    index: _Int
+    blockType: str
+
+
+class _OtherChunk(Struct, tag_field="type", gc=False):
+    """A chunk of the other types (a few a call): recognized so that its line decodes without an
+    exception (its keys skipped, unchecked), then parsed by orjson as an event dict (the derivation
+    checks its fields by the rule)."""
+
+
+class _BlockEnd(_OtherChunk, tag="block-end"):
+    pass
+
+
+class _Usage(_OtherChunk, tag="usage"):
+    pass
+
+
+class _Finish(_OtherChunk, tag="finish"):
+    pass
+
+
+class _LazyData(Struct, forbid_unknown_fields=True, gc=False):
+    turn: _Int
+    step: _Int
+    chunk: Union[_TextDelta, _ReasoningDelta, _ToolCallDelta, _BlockStart, _BlockEnd, _Usage, _Finish]  # noqa: UP007
+
+
+class _LazyLine(Struct, forbid_unknown_fields=True, gc=False):
+    """An ``assistant/chunk`` line whose every key is known and typed (so orjson reads it, with the
+    same values): a streamed delta or a ``block-start`` with exactly the fields of the chunk rule
+    (``llm.types.CHUNK_FIELDS``), an integer ``seq``, ``time``, ``turn`` and ``step``. The other chunk
+    types' fields are not decoded (any key is refused, so those lines fail and are parsed by orjson)."""
+
+    type: Literal["assistant/chunk"]
+    seq: _Int
+    time: _Int
+    data: _LazyData
+
+
+#: The chunk structs whose lines are kept as bytes (the others: event dicts).
+_LAZY_CHUNKS = frozenset({_TextDelta, _ReasoningDelta, _ToolCallDelta, _BlockStart})
+_decode_lazy_line: Callable[[bytes], _LazyLine] = msgspec.json.Decoder(_LazyLine).decode
+_LAZY_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+_get_line_chunk = attrgetter("data.chunk")
+_get_line_turn = attrgetter("data.turn")
+_get_line_step = attrgetter("data.step")
+#: Stands for a line ``_LazyLine`` refuses (its chunk is no kept type: the line is parsed by orjson).
+_NOT_KEPT = _LazyLine("assistant/chunk", 0, 0, _LazyData(0, 0, _Finish()))
+#: How our writer (and the reference's) starts a chunk line with its ``seq`` and ``time``; another line (a
+#: projected one: no ``seq``, ``time``; keys in another order) is parsed by orjson, without the decode
+#: failing first.
+_CHUNK_PREFIX = b'{"type":"assistant/chunk","seq":'
+#: A body at least this long keeps its chunk lines as bytes (:class:`LineSpan`); a shorter one is parsed
+#: whole: its events are cheap, and a caller reading them all (a scenario's fixture checks) would pay the
+#: decode twice.
+LAZY_MIN_BYTES = 1 << 20
+
+
+class _ServedData(Struct, gc=False):
+    chunk: dict[str, Any]
+
+
+class _ServedLine(Struct, gc=False):
+    """The chunk of a line :data:`_decode_lazy_line` read (the other keys skipped, already checked)."""
+
+    data: _ServedData
+
+
+_decode_served_line: Callable[[bytes], _ServedLine] = msgspec.json.Decoder(_ServedLine).decode
+_get_served_chunk = attrgetter("data.chunk")
+
+
+class LineRun:
+    """The delta chunks of consecutive chunk lines of one call, kept as the lines' bytes until served.
+
+    ``chunks()`` builds exactly the ``data.chunk`` dicts of the lines' events (same keys, same order,
+    same values: the lines were checked by a typed decode when parsed, see :class:`LineSpan`).
+
+    Attributes:
+        lines: the lines (UTF-8 JSON bytes of ``assistant/chunk`` events, never a ``finish``).
+    """
+
+    __slots__ = ("lines",)
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def chunks(self) -> list[dict[str, Any]]:
+        """Fresh chunk dicts, one per line (a decode that builds no envelope or data dict)."""
+        return list(map(_get_served_chunk, map(_decode_served_line, self.lines)))
+
+
+class LineSpan:
+    """Consecutive ``assistant/chunk`` lines of one call of a long baseline log, kept as bytes until read.
+
+    Built by :func:`parse_session_log` for a body of at least :data:`LAZY_MIN_BYTES`: a chunk line whose
+    every key is known and typed (a streamed delta or a ``block-start`` whose fields have the chunk
+    rule's types, integer ``seq``, ``time``, ``turn`` and ``step``; see ``_LazyLine``) is decoded once
+    by msgspec, which checks it (valid UTF-8 JSON that orjson reads with the same values, within the
+    nesting limit) without building its dicts. Its event is the line as orjson reads it; deriving the
+    replay script reads the span directly (a :class:`LineRun` per span, built into chunk dicts when the
+    call is served).
+
+    Attributes:
+        lines: the lines, in log order (their events share ``data.turn`` and ``data.step``).
+        seq0: the first line's ``seq``.
+        turn, step: the lines' ``data.turn`` / ``data.step`` (integers).
+    """
+
+    __slots__ = ("lines", "seq0", "step", "turn")
+
+    def __init__(self, lines: list[bytes], seq0: int, turn: int, step: int) -> None:
+        self.lines = lines
+        self.seq0 = seq0
+        self.turn = turn
+        self.step = step
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @property
+    def run(self) -> LineRun:
+        """The lines' chunks, unbuilt."""
+        return LineRun(self.lines)
+
+    def part(self, lo: int, hi: int) -> LineSpan:
+        """Lines ``lo`` (inclusive) to ``hi`` (exclusive) as a span (``0 <= lo < hi <= len``)."""
+        seq0 = self.seq0 if lo == 0 else _decode_lazy_line(self.lines[lo]).seq
+        return LineSpan(self.lines[lo:hi], seq0, self.turn, self.step)
+
+    def iter_events(self) -> Iterator[Event]:
+        """The dicts of :meth:`events`, one line at a time."""
+        return map(_loads, self.lines)
+
+    def events(self) -> list[Event]:
+        """The lines' event dicts, fresh (as the eager parse returns them)."""
+        return list(map(_loads, self.lines))
+
+
+#: Young objects from which :func:`parse_session_log` promotes what it built (see
+#: :func:`~pytest_dsh_replay.session.codec.gc_paused`): the events outlive the parse, and a long log's
+#: spans and rows (about 90k objects for 300k baseline events kept as :class:`LineSpan` s) would otherwise
+#: be walked by the young collection right after it (0.03 s, 7% of its parse); a scenario's short log
+#: builds fewer and promotes nothing.
+PROMOTE_PARSED_AT = 20_000
+
+#: The kinds of span :class:`LogEvents` keeps unexpanded.
+SPANS = (PackedSpan, LineSpan)
+_SPAN_TYPES = frozenset(SPANS)
+
+
+class LogEvents(Sequence[Event]):
+    """The logical events of a log holding packed rows or long, with those rows kept packed until read.
+
+    :func:`parse_session_log` returns one when the log has a packed row, or when its chunk lines are
+    kept as bytes (:class:`LineSpan`: a body of at least :data:`LAZY_MIN_BYTES`); else a plain
+    ``list``. It
     behaves as the ``list`` of the expanded events would: ``len`` (without expanding), indexing,
     iteration, ``in``, ``index``/``count``, ``reversed``, ``repr``, ``==``/``!=`` with a list or
     another ``LogEvents`` (by value), ``+`` with a list (a list). The first read of the events
@@ -583,13 +763,13 @@ class LogEvents(Sequence[Event]):
     It is not a ``list`` (``isinstance(x, list)`` is False): JSON encoders take :meth:`events`.
 
     Attributes:
-        items: the event dicts and :class:`PackedSpan` s in log order (read by derive and the
-            loader; do not mutate).
+        items: the event dicts, :class:`PackedSpan` s and :class:`LineSpan` s in log order (read by
+            derive and the loader; do not mutate).
     """
 
     __slots__ = ("_count", "_list", "items")
 
-    def __init__(self, items: list[Event | PackedSpan], count: int) -> None:
+    def __init__(self, items: list[Event | PackedSpan | LineSpan], count: int) -> None:
         self.items = items
         self._count = count
         self._list: list[Event] | None = None
@@ -605,8 +785,8 @@ class LogEvents(Sequence[Event]):
             out: list[Event] = []
             with gc_paused():  # acyclic event dicts: no collection passes
                 for item in self.items:
-                    if type(item) is PackedSpan:
-                        out += item.events()
+                    if type(item) in _SPAN_TYPES:
+                        out += item.events()  # type: ignore[union-attr]  # a span
                     else:
                         out.append(item)  # type: ignore[arg-type]  # an event dict
             self._list = out
@@ -629,16 +809,18 @@ class LogEvents(Sequence[Event]):
         return self.events()[index]
 
     def _slice(self, lo: int, hi: int) -> LogEvents:
-        out: list[Event | PackedSpan] = []
+        out: list[Event | PackedSpan | LineSpan] = []
         pos = 0
         for item in self.items:
             if pos >= hi:
                 break
-            size = len(item.run.members) if type(item) is PackedSpan else 1
+            span = type(item) in _SPAN_TYPES
+            size = len(item) if span else 1
             end = pos + size
             if end > lo:
-                if type(item) is PackedSpan and (pos < lo or end > hi):
-                    out.append(item.part(max(lo, pos) - pos, min(hi, end) - pos))
+                if span and (pos < lo or end > hi):
+                    cut = cast(PackedSpan | LineSpan, item)
+                    out.append(cut.part(max(lo, pos) - pos, min(hi, end) - pos))
                 else:
                     out.append(item)
             pos = end
@@ -701,7 +883,8 @@ def _general_rows(
 ) -> list[Event] | LogEvents:
     """Validate envelopes, keep packed rows as :class:`PackedSpan` s and restore projected ``seq``/``time``.
 
-    Returns a plain list when no row is packed, else a :class:`LogEvents` over the dicts and spans.
+    ``rows`` may hold :class:`LineSpan` s (kept as they are). Returns a plain list when no row is packed
+    and no span is given, else a :class:`LogEvents` over the dicts and spans.
     """
     out: list[Any] = []
     append = out.append
@@ -710,6 +893,11 @@ def _general_rows(
     spans = False
     for i, row in enumerate(rows):
         if type(row) is not dict:
+            if type(row) is LineSpan:
+                append(row)
+                logical += len(row.lines)
+                spans = True
+                continue
             raise _bad_envelope(row, file, line_of(i))
         kind = row.get("type")
         if type(kind) is not str:
@@ -728,6 +916,107 @@ def _general_rows(
             append({"type": kind, "seq": row.get("seq", logical), "time": row.get("time", 0), **row})
         logical += 1
     return LogEvents(out, logical) if spans else out
+
+
+def _lazy_rows(data: bytes, start: int) -> tuple[list[Any], list[int]] | None:
+    """The body rows of ``data`` (from offset ``start``) with its chunk lines kept as bytes: consecutive
+    lines that ``_LazyLine`` decodes (a delta or ``block-start`` chunk) and that share ``turn`` and
+    ``step`` as one :class:`LineSpan`, every other line parsed by orjson. Returns ``(rows, at)``, ``at[i]``
+    the 0-based body line of ``rows[i]`` (a span's first line); ``None`` as :func:`_block_rows` (a
+    line blank, too long, not JSON or nested too deep: the caller reads the body line by line).
+
+    The lines are classified and decoded in C-level passes; the Python loop runs once per line parsed by
+    orjson (a few a call), each stretch of kept lines between two of them becoming one span when its
+    ``turn``/``step`` do not change (one call's stream)."""
+    limit = max_line_bytes() if len(data) > max_line_bytes() else None
+    rows: list[Any] = []
+    at: list[int] = []
+    base = 0  # the body line of the block's first line
+    for lines in _body_blocks(data, start):
+        if limit is not None and max(map(len, lines)) > limit:
+            return None
+        n = len(lines)
+        is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
+        decoded = _decode_lazy(list(compress(lines, is_chunk)))
+        kept = list(map(_LAZY_CHUNKS.__contains__, map(type, map(_get_line_chunk, decoded))))
+        if not any(kept):  # no line kept (a packed log's projected block): every row as parsed
+            block = _parsed_block(lines, None)
+            if block is None:
+                return None
+            rows += block
+            at += range(base, base + n)
+            base += n
+            continue
+        chunk_at = list(compress(range(n), is_chunk))
+        # the lines parsed by orjson, in order: the other lines and the chunk lines not kept
+        eager_at = list(compress(range(n), map(not_, is_chunk)))
+        eager_at += compress(chunk_at, map(not_, kept))
+        eager_at.sort()
+        eager = list(map(lines.__getitem__, eager_at))
+        try:
+            parsed = list(map(_loads, eager))
+        except orjson.JSONDecodeError:
+            return None
+        if deep_rows(eager, parsed):  # packed rows are screened by their check (see parse_session_log)
+            return None
+        lazy = list(compress(decoded, kept))
+        turns = list(map(_get_line_turn, lazy))
+        steps = list(map(_get_line_step, lazy))
+        r = 0  # the next kept line's index in ``lazy``
+        prev = -1  # the previous orjson line
+        for k, row in zip([*eager_at, n], [*parsed, None], strict=True):
+            if k > prev + 1:  # kept lines prev+1 .. k-1: one call's stream, or split where it changes
+                r = _add_spans(rows, at, lines, base, prev + 1, k, lazy, turns, steps, r)
+            if k < n:
+                rows.append(row)
+                at.append(base + k)
+            prev = k
+        base += n
+    return rows, at
+
+
+def _add_spans(
+    rows: list[Any],
+    at: list[int],
+    lines: list[bytes],
+    base: int,
+    lo: int,
+    hi: int,
+    lazy: list[_LazyLine],
+    turns: list[int],
+    steps: list[int],
+    r: int,
+) -> int:
+    """Add the kept ``lines[lo:hi]`` (decoded as ``lazy[r:]``) as spans of equal ``turn``/``step``;
+    returns the index in ``lazy`` past them."""
+    size = hi - lo
+    end = r + size
+    turn, step = turns[r], steps[r]
+    if turns[r:end].count(turn) == size and steps[r:end].count(step) == size:
+        rows.append(LineSpan(lines[lo:hi], lazy[r].seq, turn, step))
+        at.append(base + lo)
+        return end
+    first = lo
+    for k in range(lo, hi + 1):  # a change of call without a finish between: the derivation names it
+        j = r + k - lo
+        if k == hi or turns[j] != turn or steps[j] != step:
+            rows.append(LineSpan(lines[first:k], lazy[r + first - lo].seq, turn, step))
+            at.append(base + first)
+            if k < hi:
+                first, turn, step = k, turns[j], steps[j]
+    return end
+
+
+def _decode_lazy(lines: list[bytes]) -> list[_LazyLine]:
+    """Every line decoded by ``_LazyLine`` (:data:`_NOT_KEPT` for a line it refuses)."""
+    out: list[_LazyLine] = []
+    it = iter(lines)
+    while True:
+        try:
+            out.extend(map(_decode_lazy_line, it))  # keeps the rows decoded before a failure
+            return out
+        except _LAZY_DECODE_ERRORS:
+            out.append(_NOT_KEPT)
 
 
 def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:
@@ -854,9 +1143,20 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
     """
     data = _as_bytes(text, file)
     _header, header_line, header_end = _read_header_at(data, file)
-    with gc_paused():
+    with gc_paused(promote_at=PROMOTE_PARSED_AT):
         line_nos: list[int] | None = None
         first_line_no = header_line + 1
+        if len(data) - header_end > LAZY_MIN_BYTES:
+            lazy = _lazy_rows(data, header_end + 1)
+            if lazy is not None:
+                rows, at = lazy
+                try:
+                    return _general_rows(rows, lambda i: first_line_no + at[i], file)
+                except Exception:
+                    # as below: a line nested too deep is still reported before any row error
+                    body, first_line_no = _body_lines(data, file)
+                    check_line_nesting(body, first_line_no, file)
+                    raise
         parsed = _block_rows(data, header_end + 1)
         if parsed is not None:
             rows, fast = parsed

@@ -185,14 +185,24 @@ class _Bail(Exception):
     """The fast scan met something only the reference path handles exactly (internal)."""
 
 
-def _fallback_row(line: bytes) -> _Row:
-    """Re-read a line msgspec rejected with orjson (the reference decoder)."""
-    if not line.strip():
-        raise _Bail  # blank line: the reference path skips it and renumbers lines
+def _fallback_loads(line: bytes) -> Any:
+    """A line msgspec rejected, read by orjson; bails when it is not JSON or nests deeper than the input
+    limit (``parse.deep_rows``: the reference path reports it). A line msgspec decodes nests at most
+    :data:`_DEPTH` levels below its struct fields, so only these lines are screened."""
     try:
         row = _loads(line)
     except orjson.JSONDecodeError:
         raise _Bail from None
+    if deep_rows([line]):
+        raise _Bail
+    return row
+
+
+def _fallback_row(line: bytes) -> _Row:
+    """Re-read a line msgspec rejected with orjson (the reference decoder)."""
+    if not line.strip():
+        raise _Bail  # blank line: the reference path skips it and renumbers lines
+    row = _fallback_loads(line)
     if type(row) is not dict:
         raise _Bail
     kind = row.get("type")
@@ -214,10 +224,7 @@ def _fallback_row(line: bytes) -> _Row:
 
 def _fallback_chunk_row(line: bytes) -> _ChunkRow:
     """Re-read a chunk line msgspec rejected with orjson; anything but a plain chunk event bails."""
-    try:
-        row = _loads(line)
-    except orjson.JSONDecodeError:
-        raise _Bail from None
+    row = _fallback_loads(line)
     if type(row) is not dict or row.get("type") != _CHUNK:
         raise _Bail
     data = row.get("data")
@@ -629,13 +636,12 @@ def _chunk_at(base: int, shift: list[int], k: int) -> int:
 
 def _checked_blocks(data: bytes, start: int) -> Iterator[list[bytes]]:
     """The body lines of ``data`` (from offset ``start``) block by block (``parse._body_blocks``: the
-    split lines of one block alive at a time), each block screened for lines over the size limit or
-    nested too deep: such a line bails (the reference path reports it, in its order)."""
+    split lines of one block alive at a time), each block screened for lines over the size limit: such
+    a line bails (the reference path reports it, in its order). A line nested too deep bails when it is
+    read (:func:`_fallback_loads`)."""
     limit = max_line_bytes() if len(data) > max_line_bytes() else None
     for lines in _body_blocks(data, start):
         if limit is not None and max(map(len, lines)) > limit:
-            raise _Bail
-        if deep_rows(lines):
             raise _Bail
         yield lines
 

@@ -474,7 +474,7 @@ def loads_json(text: str | bytes) -> Any:
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(promote_at: int | None = None) -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk parse or load; restores the previous state.
 
     Shared by replay (parse) and persistence (load).
@@ -487,13 +487,17 @@ def gc_paused() -> Iterator[None]:
     test's recording) promotes nothing: the promotion moves every young object of the process, the
     caller's garbage in cycles too, where only a full collection finds it, and the collector does not
     count those objects towards starting one (``tests/session/test_gc_paused.py``).
+
+    ``promote_at``: the young count from which to promote, when not :data:`PROMOTE_AT` (a caller whose
+    objects outlive it, such as replay's loaded scripts, promotes from fewer).
     """
+    threshold = PROMOTE_AT if promote_at is None else promote_at
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if gc.get_count()[0] >= PROMOTE_AT:
+        if gc.get_count()[0] >= threshold:
             gc.freeze()
             gc.unfreeze()
         if was_enabled:
