@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from msgspec import Struct, field
 
-from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name
+from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name, log_rank
 from ..recording.kept import kept_note, kept_run
 from ..recording.manifest import manifest_text
 from ..recording.plan import Plan
@@ -109,7 +109,7 @@ class RunWriter:
         sources = self._request_sources()
         # numbered by what each conversation asked first, not by when it arrived, the recorded ones a
         # new_episodes or changed run replayed keeping their files (stable files)
-        pinned = dict(endpoint.replay.bound) if endpoint.replay is not None else None
+        pinned = self._recorded_ranks()
         result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks), pinned)
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
@@ -146,6 +146,16 @@ class RunWriter:
         if verdict.written_note:
             outcome.notes.append(verdict.written_note)
         self._supersede_kept(outcome)
+
+    def _recorded_ranks(self) -> dict[str, int] | None:
+        """Live conversation id -> the rank of the recorded log file it replayed (``session.N.jsonl``:
+        N), when the run replayed the recording (``new_episodes``, ``changed``); ``None`` otherwise. The
+        rank is the file's, not the script's index: the replay orders its scripts by ``createdAt``
+        (``replay.load.load_session_scripts``), which is not the files' order."""
+        replay = self.endpoint.replay
+        if replay is None:
+            return None
+        return {sid: log_rank(replay.scripts[index].file.name) for sid, index in replay.bound.items()}
 
     def _request_sources(self) -> list[Any]:
         """The requests each model of the run received, by conversation (the replayed ones first)."""

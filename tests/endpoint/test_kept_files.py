@@ -56,3 +56,63 @@ def test_a_changed_run_keeps_each_replayed_conversation_in_its_file_with_its_hea
     header, asked, _data = after[file_of["c variable question"]]
     assert asked == "e variable question"
     assert header["id"] not in {h["id"] for h, _a, _d in before.values()}  # its own id, not c's
+
+
+def _ask_with_system(url: str, *pairs: tuple[str, str]) -> None:
+    """One one-call conversation per ``(system prompt, question)``."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    for system, text in pairs:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+        client.chat.completions.create(model="fake-1", messages=messages)  # type: ignore[arg-type]
+
+
+def test_a_new_episodes_run_keeps_each_recorded_file_and_pin_when_creation_and_file_order_differ(
+    tmp_path: Path, echo: FakeUpstream
+) -> None:
+    """Origin: a smolagents manager and its sub-agent recorded (conversations created in an order other
+    than their files' content order), then a ``new_episodes`` run adding one conversation: the run
+    placed each recorded conversation by its index in the replay's scripts (ordered by ``createdAt``)
+    instead of its file's number, so session.2 and session.3 swapped places, and the numbered pins
+    (``system-prompt.N.expected.md``) of the old numbers were left beside them: the next replay
+    failed."""
+    recorded = [
+        ("sys A", "a question"),
+        ("sys D", "d question"),
+        ("sys C", "c question"),
+        ("sys B", "b question"),
+    ]
+    with served(tmp_path, RecordMode.ONCE, echo.url) as ep:
+        _ask_with_system(ep.url, *recorded)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert "system-prompt.3.expected.md" in before
+    with served(tmp_path, RecordMode.NEW_EPISODES, echo.url) as ep:
+        _ask_with_system(ep.url, *recorded, ("sys E", "e question"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    for name, data in before.items():
+        if name != "endpoint.json":
+            assert after[name] == data, f"{name} changed"
+    assert {"session.4.jsonl", "system-prompt.4.expected.md"} <= set(after)
+    with served(tmp_path) as ep:  # the recording replays, in any order
+        _ask_with_system(ep.url, ("sys E", "e question"), *reversed(recorded))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_a_changed_run_leaves_no_pin_of_a_conversation_it_no_longer_has(
+    tmp_path: Path, echo: FakeUpstream
+) -> None:
+    """A ``changed`` run whose new conversation takes the file of a recorded one it no longer has, and
+    sends the primary's system prompt: the recorded one's numbered pin (``system-prompt.1.expected.md``)
+    would pin a conversation no log holds, so it goes with the write."""
+    with served(tmp_path, RecordMode.ONCE, echo.url) as ep:
+        _ask_with_system(ep.url, ("sys A", "a question"), ("sys C", "c question"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert (tmp_path / "system-prompt.1.expected.md").exists()
+    with served(tmp_path, RecordMode.CHANGED, echo.url) as ep:
+        _ask_with_system(ep.url, ("sys A", "a question"), ("sys A", "e question"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert not (tmp_path / "system-prompt.1.expected.md").exists()
+    with served(tmp_path) as ep:
+        _ask_with_system(ep.url, ("sys A", "e question"), ("sys A", "a question"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
