@@ -121,9 +121,11 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
     try:
         result = yield
     except Exception as exc:  # pytest's outcomes (skip, fail, exit) are BaseExceptions: they pass
+        # a test that raised is no recording, whether or not its error is the client's for one of the
+        # endpoint's problems (a 400 its SDK raised): its run is kept beside the directory
+        test_failed(item, exc)
         report = call_report(item, exc, served_so_far(item))
-        if report is None:  # the test's own failure, not the endpoint's problems: not its recording
-            test_failed(item, exc)
+        if report is None:
             raise
     except BaseException as exc:
         test_failed(item, exc)
