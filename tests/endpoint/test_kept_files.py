@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
 
 from pytest_dsh_replay.modes import RecordMode
 
@@ -116,3 +117,87 @@ def test_a_changed_run_leaves_no_pin_of_a_conversation_it_no_longer_has(
     with served(tmp_path) as ep:
         _ask_with_system(ep.url, ("sys A", "e question"), ("sys A", "a question"))
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def _manager_rule(body: dict[str, Any]) -> Any:
+    """A smolagents-shaped model: the manager asks for two sub-agents at once, each sub-agent asks
+    for a tool once, then answers; both re-spell the answers they send back (``Calling tools:``, an
+    ``Observation:`` user message)."""
+    from .upstream import Answer
+
+    messages = body["messages"]
+    observed = any(str(m["content"]).startswith("Observation:") for m in messages if m["role"] == "user")
+    if messages[0]["content"] == "manager":
+        if observed:
+            return Answer(text="final: both sunny")
+        tasks = ("zeta: the weather of Oslo", "alpha: the weather of Rome")  # started in this order
+        return Answer(
+            tool_calls=[(f"call_{i}", "sub_agent", json.dumps({"task": t})) for i, t in enumerate(tasks)]
+        )
+    if observed:
+        return Answer(text="sunny")
+    return Answer(tool_calls=[("call_w", "get_weather", '{"city": "x"}')])
+
+
+def _smolagents_shape(url: str) -> None:
+    """The manager's tool calls each start a sub-agent in a thread, 50 ms apart; each re-sends its
+    growing history."""
+    import threading
+    import time
+
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+
+    def step(messages: list[dict[str, Any]]) -> Any:
+        answer = client.chat.completions.create(model="fake-1", messages=messages)  # type: ignore[arg-type]
+        message = answer.choices[0].message
+        if message.tool_calls:
+            calls = [{"name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls]
+            messages.append({"role": "assistant", "content": f"Calling tools:\n{json.dumps(calls)}"})
+        return message
+
+    def sub_agent(task: str) -> None:
+        messages = [{"role": "system", "content": "sub"}, {"role": "user", "content": task}]
+        step(messages)
+        messages.append({"role": "user", "content": "Observation:\nsunny"})
+        step(messages)
+
+    manager = [{"role": "system", "content": "manager"}, {"role": "user", "content": "weather of two cities"}]
+    asked = step(manager)
+    threads = []
+    for call in asked.tool_calls:
+        threads.append(
+            threading.Thread(target=sub_agent, args=(json.loads(call.function.arguments)["task"],))
+        )
+        threads[-1].start()
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join(10)
+    manager.append({"role": "user", "content": "Observation:\nsunny, sunny"})
+    step(manager)
+
+
+@pytest.mark.parametrize("mode", [RecordMode.CHANGED, RecordMode.NEW_EPISODES])
+def test_a_run_that_replays_a_manager_and_its_parallel_sub_agents_unchanged_changes_no_file(
+    tmp_path: Path, mode: RecordMode
+) -> None:
+    """Origin: a smolagents manager with managed sub-agents recorded, then a ``changed`` run with
+    nothing changed reported every conversation "kept (unchanged)" yet rewrote 5 files and removed 3
+    (session.2 and session.3 swapped, with their headers' ids), and ``serve --record changed`` did the
+    same: the run placed the replayed conversations by the replay's script order (``createdAt``: the
+    sub-agent started first) instead of their files' numbers (the content of their first requests)."""
+    from .upstream import FakeUpstream
+
+    up = FakeUpstream(_manager_rule)
+    up.start()
+    try:
+        with served(tmp_path, RecordMode.ONCE, up.url) as ep:
+            _smolagents_shape(ep.url)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        with served(tmp_path, mode, up.url) as ep:
+            _smolagents_shape(ep.url)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    finally:
+        up.stop()
+    assert (ep.outcome.written, ep.outcome.removed) == ([], [])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
