@@ -117,6 +117,7 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         return (yield)
     from .endpoint.fixture import call_report, test_failed
     from .mcp.fixture import served_so_far
+    from .testrun import failed_by_problems
 
     try:
         result = yield
@@ -134,6 +135,7 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         report = call_report(item, None, served_so_far(item))
         if report is None:
             return result
+        failed_by_problems(item)
     pytest.fail(report, pytrace=False)
 
 

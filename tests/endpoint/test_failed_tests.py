@@ -195,21 +195,30 @@ def test_agent(dsh_endpoint):
     )
     other = [{"role": "user", "content": "other"}, {"role": "assistant", "content": "x"},
              {"role": "user", "content": "y"}]
-    client.chat.completions.create(model="fake-1", messages=other, extra_headers=named)
+    {call}
 """
+#: the test raises the SDK's error for the endpoint's 400, or catches it and runs to its end
+SECOND_CALLS = {
+    "raised": 'client.chat.completions.create(model="fake-1", messages=other, extra_headers=named)',
+    "caught": (
+        "try:\n        client.chat.completions.create(model='fake-1', messages=other, extra_headers=named)\n"
+        "    except openai.BadRequestError:\n        pass"
+    ),
+}
 
 
-def test_a_test_raising_the_clients_error_for_an_endpoint_problem_writes_nothing(
-    pytester: pytest.Pytester, upstream: FakeUpstream
+@pytest.mark.parametrize("second", list(SECOND_CALLS))
+def test_a_test_failed_by_an_endpoint_problem_writes_nothing(
+    pytester: pytest.Pytester, upstream: FakeUpstream, second: str
 ) -> None:
-    """The test raises the SDK's error for the endpoint's 400 (a named conversation that does not
-    continue): its run is kept in ``.dsh-kept``, nothing is written into the directory, as the report
-    says.
+    """The endpoint answers 400 (a named conversation that does not continue) and the test fails,
+    raising the SDK's error or failed for the endpoint's problem after catching it: its run is kept in
+    ``.dsh-kept``, nothing is written into the directory, as the report says.
 
     Regression: the report said "nothing written to DIR: the run had problems" while the directory held
     session.jsonl, its pins and endpoint.json (no ``.dsh-kept``), and the next ``--dsh-record=once`` run
     replayed that partial recording."""
-    pytester.makepyfile(test_agent=NOT_CONTINUING)
+    pytester.makepyfile(test_agent=NOT_CONTINUING.replace("{call}", SECOND_CALLS[second]))
     args = ["-q", "-p", "no:cacheprovider", f"--dsh-upstream={upstream.url}", "--dsh-record=once"]
     result = pytester.runpytest(*args)
     result.assert_outcomes(failed=1)
