@@ -117,13 +117,16 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         return (yield)
     from .endpoint.fixture import call_report, test_failed
     from .mcp.fixture import served_so_far
+    from .testrun import failed_by_problems
 
     try:
         result = yield
     except Exception as exc:  # pytest's outcomes (skip, fail, exit) are BaseExceptions: they pass
+        # a test that raised is no recording, whether or not its error is the client's for one of the
+        # endpoint's problems (a 400 its SDK raised): its run is kept beside the directory
+        test_failed(item, exc)
         report = call_report(item, exc, served_so_far(item))
-        if report is None:  # the test's own failure, not the endpoint's problems: not its recording
-            test_failed(item, exc)
+        if report is None:
             raise
     except BaseException as exc:
         test_failed(item, exc)
@@ -132,6 +135,7 @@ def pytest_runtest_call_dsh_endpoint(item: pytest.Item) -> Iterator[None]:
         report = call_report(item, None, served_so_far(item))
         if report is None:
             return result
+        failed_by_problems(item)
     pytest.fail(report, pytrace=False)
 
 

@@ -288,6 +288,14 @@ def test_failed(item: pytest.Item, raised: BaseException) -> None:
     item.stash[FAILED] = f"{name}: {first}" if first else name
 
 
+def failed_by_problems(item: pytest.Item) -> None:
+    """Note (as :func:`test_failed` does) that the call phase failed the test using ``dsh_endpoint`` or
+    ``dsh_mcp`` with their problems (a request the endpoint refused, which the test caught): a failed
+    test's run is not written as the recording either."""
+    item.stash[STOPPED] = True
+    item.stash.setdefault(FAILED, "failed with the problems of its requests, above")
+
+
 def stopped_at(raised: BaseException, problems: Sequence[str]) -> str:
     """The report's line naming what the test raised: the client's error for one of ``problems``
     (the SDK raising the endpoint's or the relay's own error answer: the report is its message), or
@@ -343,6 +351,7 @@ __all__ = [
     "check_marker",
     "checked_marker",
     "exception_name",
+    "failed_by_problems",
     "join_run",
     "marker_masks",
     "recording_dir",

@@ -834,28 +834,50 @@ def remove_temp_stores(stores: Sequence[Path]) -> list[Path]:
     return removed
 
 
-def first_request_keys(
+def content_keys(
     *sources: Mapping[str, Sequence[Mapping[str, Any]]], masks: Masks | None = None
 ) -> dict[str, bytes]:
-    """Conversation id -> the content key of its first request (``sources``: the models' ``requests``,
-    in call order, the replayed ones first): its JSON with sorted keys, without ``sessionId`` (the
-    conversation's own random id), ``masks`` applied (a volatile value does not reorder the files). What
+    """Conversation id -> the content key of its requests (``sources``: the models' ``requests``, in
+    call order, the replayed ones first; a conversation ``changed`` re-records has its replayed calls in
+    one and its live ones in the next): the JSON of its first request, with sorted keys, without
+    ``sessionId`` (the conversation's own random id), ``masks`` applied (a volatile value does not
+    reorder the files); for conversations whose first requests are alike (twin sub-agents given one
+    task), followed by the JSON array of their later requests, so that they too are told apart by what
+    they asked rather than by which was created first. What
     :func:`~pytest_dsh_replay.recording.harvest.content_order` numbers a recording's files by, so the
-    same traffic in another arrival order writes the same files.
+    same traffic in another arrival order writes the same files. A key never reorders conversations
+    whose first requests differ: a JSON object is no proper prefix of another. The later requests are
+    written for twins only (a long conversation's calls each hold its whole history). A conversation
+    with a value orjson cannot write has no key (ordered by arrival among its equals).
     """
-    keys: dict[str, bytes] = {}
+    requests: dict[str, list[Mapping[str, Any]]] = {}
     for source in sources:
-        for sid, requests in source.items():
-            if sid in keys or not requests:
-                continue
-            first: Any = {k: v for k, v in requests[0].items() if k not in ("sessionId", "signal")}
-            if masks is not None:
-                first = masks.apply_value(first)
-            try:
-                keys[sid] = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
-            except TypeError:  # a value orjson cannot write: no key (ordered by arrival among equals)
-                continue
+        for sid, calls in source.items():
+            requests.setdefault(sid, []).extend(calls)
+    keys: dict[str, bytes] = {}
+    for sid, calls in requests.items():
+        if calls and (key := _request_key(calls[0], masks)) is not None:
+            keys[sid] = key
+    twins: dict[bytes, list[str]] = {}
+    for sid, key in keys.items():
+        twins.setdefault(key, []).append(sid)
+    for group in twins.values():
+        for sid in group if len(group) > 1 else ():
+            later = [_request_key(call, masks) for call in requests[sid][1:]]
+            if None not in later:
+                keys[sid] += b"[" + b",".join(cast(list[bytes], later)) + b"]"
     return keys
+
+
+def _request_key(request: Mapping[str, Any], masks: Masks | None) -> bytes | None:
+    """The JSON of one request as :func:`content_keys` compares it; ``None`` when orjson cannot write it."""
+    shown: Any = {k: v for k, v in request.items() if k not in ("sessionId", "signal")}
+    if masks is not None:
+        shown = masks.apply_value(shown)
+    try:
+        return orjson.dumps(shown, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 class RecordResult(Struct):
@@ -943,7 +965,7 @@ class Recorder:
     ) -> RecordResult:
         """Flush every session, harvest the logs, close the backend.
 
-        ``keys`` (conversation id -> :func:`first_request_keys`): the logs in
+        ``keys`` (conversation id -> :func:`content_keys`): the logs in
         :func:`~pytest_dsh_replay.recording.harvest.content_order` (conversations arrive in any order),
         ``pinned`` (conversation id -> the recorded log's index it replayed) first; ``None``: in
         harvest order.
@@ -982,8 +1004,8 @@ __all__ = [
     "UpstreamError",
     "UpstreamModel",
     "answer_content",
+    "content_keys",
     "ends_a_run",
-    "first_request_keys",
     "handoff_results",
     "history_length",
     "remove_temp_stores",

@@ -1,8 +1,8 @@
 """A recording run written, or kept beside the directory (:class:`RunWriter`), and what it comes to
 (:class:`EndpointOutcome`).
 
-At the end of a record plan the run's conversations are numbered by what each asked first
-(``first_request_keys``), then :meth:`RunWriter.write` says where they go (``_verdict``): into the
+At the end of a record plan the run's conversations are numbered by what each asked
+(``content_keys``), then :meth:`RunWriter.write` says where they go (``_verdict``): into the
 directory with the one writer (``recording.write.write_fixtures``: the sidecars of their calls, their
 request pins, the manifest), or, for a run with problems, a failed test's run or upstream errors that
 would replace recorded answers, beside it in :data:`~..layout.KEPT_DIR` for ``dsh-replay accept``
@@ -19,14 +19,14 @@ from typing import Any, cast
 
 from msgspec import Struct, field
 
-from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name
+from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name, log_rank
 from ..recording.kept import kept_note, kept_run
 from ..recording.manifest import manifest_text
 from ..recording.plan import Plan
 from ..replay.model import CLIENT_CACHE_CAUSE
 from .aside import set_aside_relays
 from .config import has_any_recording, has_recording
-from .record import RecordResult, first_request_keys
+from .record import RecordResult, content_keys
 from .recording import parent_note
 
 
@@ -107,10 +107,10 @@ class RunWriter:
         """Write the run (``failed``: what its test raised, as one line) and say so in ``outcome``."""
         endpoint = self.endpoint
         sources = self._request_sources()
-        # numbered by what each conversation asked first, not by when it arrived, the recorded ones a
+        # numbered by what each conversation asked, not by when it arrived, the recorded ones a
         # new_episodes or changed run replayed keeping their files (stable files)
-        pinned = dict(endpoint.replay.bound) if endpoint.replay is not None else None
-        result = await endpoint.recorder.finish(first_request_keys(*sources, masks=self.config.masks), pinned)
+        pinned = self._recorded_ranks()
+        result = await endpoint.recorder.finish(content_keys(*sources, masks=self.config.masks), pinned)
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
             return
@@ -146,6 +146,16 @@ class RunWriter:
         if verdict.written_note:
             outcome.notes.append(verdict.written_note)
         self._supersede_kept(outcome)
+
+    def _recorded_ranks(self) -> dict[str, int] | None:
+        """Live conversation id -> the rank of the recorded log file it replayed (``session.N.jsonl``:
+        N), when the run replayed the recording (``new_episodes``, ``changed``); ``None`` otherwise. The
+        rank is the file's, not the script's index: the replay orders its scripts by ``createdAt``
+        (``replay.load.load_session_scripts``), which is not the files' order."""
+        replay = self.endpoint.replay
+        if replay is None:
+            return None
+        return {sid: log_rank(replay.scripts[index].file.name) for sid, index in replay.bound.items()}
 
     def _request_sources(self) -> list[Any]:
         """The requests each model of the run received, by conversation (the replayed ones first)."""

@@ -38,7 +38,7 @@ def content_order(
 
     Args:
         logs: the run's logs (any order).
-        keys: session id -> its content key (the endpoint: the JSON of its first request); a session
+        keys: session id -> its content key (the endpoint: ``endpoint.record.content_keys``); a session
             without one sorts first among its equals (``b""``).
         pinned: session id -> the index of the recorded log it replayed (a ``new_episodes`` or
             ``changed`` run): each keeps that index, so a run that only adds conversations keeps every
@@ -50,7 +50,7 @@ def content_order(
         ones after), a child never before its parent; when fewer came than such freed indexes, the logs
         after them close the gap. Among the sessions that may come next, by ``(has a parent, key,
         createdAt, id)``: the same traffic recorded again in another arrival order gets the same
-        numbers (``createdAt`` only orders sessions whose first requests are identical), and
+        numbers (``createdAt`` only orders sessions whose keys are identical), and
         ``session.jsonl`` is a parentless session as in :func:`harvest_order`.
     """
     pinned = pinned or {}

@@ -181,3 +181,50 @@ def test_a_report_names_the_clients_error_as_it_is_imported() -> None:
             stopped_at(raised, ["bad"])
             == f"(the test stopped at {name}: the client's error for the answer above)"
         )
+
+
+#: A named conversation that does not continue: the endpoint answers 400 and the SDK raises.
+NOT_CONTINUING = """
+import openai
+
+def test_agent(dsh_endpoint):
+    client = openai.OpenAI(max_retries=0)
+    named = {"X-Dsh-Conversation": "a"}
+    client.chat.completions.create(
+        model="fake-1", messages=[{"role": "user", "content": "hi"}], extra_headers=named
+    )
+    other = [{"role": "user", "content": "other"}, {"role": "assistant", "content": "x"},
+             {"role": "user", "content": "y"}]
+    {call}
+"""
+#: the test raises the SDK's error for the endpoint's 400, or catches it and runs to its end
+SECOND_CALLS = {
+    "raised": 'client.chat.completions.create(model="fake-1", messages=other, extra_headers=named)',
+    "caught": (
+        "try:\n        client.chat.completions.create(model='fake-1', messages=other, extra_headers=named)\n"
+        "    except openai.BadRequestError:\n        pass"
+    ),
+}
+
+
+@pytest.mark.parametrize("second", list(SECOND_CALLS))
+def test_a_test_failed_by_an_endpoint_problem_writes_nothing(
+    pytester: pytest.Pytester, upstream: FakeUpstream, second: str
+) -> None:
+    """The endpoint answers 400 (a named conversation that does not continue) and the test fails,
+    raising the SDK's error or failed for the endpoint's problem after catching it: its run is kept in
+    ``.dsh-kept``, nothing is written into the directory, as the report says.
+
+    Regression: the report said "nothing written to DIR: the run had problems" while the directory held
+    session.jsonl, its pins and endpoint.json (no ``.dsh-kept``), and the next ``--dsh-record=once`` run
+    replayed that partial recording."""
+    pytester.makepyfile(test_agent=NOT_CONTINUING.replace("{call}", SECOND_CALLS[second]))
+    args = ["-q", "-p", "no:cacheprovider", f"--dsh-upstream={upstream.url}", "--dsh-record=once"]
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    directory = pytester.path / "recordings" / "test_agent" / "test_agent"
+    result.stdout.fnmatch_lines(["*do not continue conversation 'a'*", f"*nothing written to {directory}*"])
+    assert sorted(p.name for p in directory.iterdir()) == [KEPT_DIR]
+    assert (directory / KEPT_DIR / "session.jsonl").is_file()
+    pytester.runpytest(*args).assert_outcomes(failed=1)  # recorded again (and failing again), not replayed
+    assert len(upstream.requests) == 2

@@ -158,3 +158,32 @@ def test_new_episodes_adding_a_conversation_keeps_the_recorded_logs_files(
     assert (directory / "session.jsonl").read_bytes() == recorded
     assert b"Plan Paris" in (directory / "session.1.jsonl").read_bytes()
     assert directory / "session.jsonl" not in ep.outcome.written
+
+
+def _twins(url: str, follow_ups: tuple[str, str]) -> None:
+    """Two conversations given one task (the same first request and answer), each then asked its own
+    follow-up; ``follow_ups`` in the order they are sent."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    task = [{"role": "user", "content": "the same task"}]
+    answers = [client.chat.completions.create(model="fake-1", messages=task) for _ in range(2)]  # type: ignore[arg-type]
+    for answer, follow_up in zip(answers, follow_ups, strict=True):
+        messages = [*task, {"role": "assistant", "content": answer.choices[0].message.content}]
+        messages.append({"role": "user", "content": follow_up})
+        client.chat.completions.create(model="fake-1", messages=messages)  # type: ignore[arg-type]
+
+
+def test_twins_alike_in_their_first_request_are_numbered_by_their_later_requests(
+    tmp_path: Path, echo: FakeUpstream
+) -> None:
+    """Regression: two conversations with the same first request (twin sub-agents given one task) were
+    numbered by creation: recorded again with their follow-ups in the other order, session.jsonl and
+    session.1.jsonl traded contents (2 files changed for the same traffic)."""
+    with served(tmp_path, RecordMode.ONCE, echo.url) as first:
+        _twins(first.url, ("follow-up a", "follow-up b"))
+    assert first.outcome is not None and first.outcome.ok, first.outcome.report()
+    recorded = _files(tmp_path)
+    with served(tmp_path, RecordMode.REWRITE, echo.url) as again:
+        _twins(again.url, ("follow-up b", "follow-up a"))
+    assert again.outcome is not None and again.outcome.ok, again.outcome.report()
+    assert (again.outcome.written, again.outcome.removed) == ([], [])
+    assert _files(tmp_path) == recorded
