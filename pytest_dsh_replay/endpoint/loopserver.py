@@ -272,6 +272,10 @@ class LoopbackServer:
         for connection in connections:
             connection.close()
         await asyncio.gather(*(c.shutdown(timeout) for c in connections))
+        # a transport closes its socket on the loop's next round: let it, so that once the stop returns
+        # a kept-alive client finds its connection closed (FIN) and asks on a new one, instead of
+        # sending on a socket about to close unread (a reset)
+        await asyncio.sleep(0)
         self._retired[port] = stopped
         while len(self._retired) > RETIRED_PORTS:
             await self._close_retired(next(iter(self._retired)))
