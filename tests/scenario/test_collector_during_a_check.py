@@ -90,7 +90,10 @@ def test_what_a_check_leaves_in_cycles_is_collected_after_it(tmp_path: Path) -> 
 
     scenario = load_scenario(BUNDLED / "spawn" / "one-child")
     outcomes: list[check.CheckOutcome] = []
-    run = lambda: outcomes.append(check_scenario(scenario, tmp_path, CheckOptions(setup_hook=setup)))  # noqa: E731
+
+    def run() -> None:
+        outcomes.append(check_scenario(scenario, tmp_path, CheckOptions(setup_hook=setup)))
+
     assert _collections_during(run) == []  # the cycle outlived the check
     assert outcomes[0].passed, outcomes[0].problems
     kept = [[] for _ in range(1_000)]  # allocations past the usual young threshold, after the check
