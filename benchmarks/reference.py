@@ -7,11 +7,13 @@ re-encoded by the reference's own packer (``refpack.mjs --project``: packed + pr
 
 Paths (each side runs the same work in a fresh process, R repeats, median):
 
-* ``item``: parse + derive of the log already in memory: ours ``parse_session_log(bytes)`` +
-  ``derive_replay_script(events, lazy=True)``, what a pytest item's loader does (``load_session_scripts``
-  with ``parsed=``): a call holding packed rows or chunk lines kept as bytes stays a ``DeferredCall``
-  whose chunk dicts are built when the replay serves it; the reference's ``parseSessionLog(text)`` +
-  ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``), which builds every chunk.
+* ``item``: parse + derive of the log already in memory: ours ``parse_session_log(bytes, lazy=True)`` +
+  ``derive_replay_script(events, lazy=True)``, what the loader does with a log it reads itself (a
+  replay reading the script, not every event; a scenario item, which compares every event of its logs,
+  parses them whole and pays the eager parse): a call holding packed rows or chunk lines kept as bytes
+  stays a ``DeferredCall`` whose chunk dicts are built when the replay serves it; the reference's
+  ``parseSessionLog(text)`` + ``deriveReplayScript(events)`` (``refbench.mjs --mode=derive``), which
+  builds every chunk.
 * ``load``: read + parse + derive from the file: ours ``load_session_scripts(dir)[0].calls`` (the
   scenario directory holding the log as ``session.jsonl``; it also computes each call's recorded
   request), the calls as the replay model holds them (deferred calls unbuilt); the reference's
@@ -100,7 +102,7 @@ def run():
     if mode == "item":
         # the events are returned with the script so that they are freed after the timed region, as the
         # floor's rows are (and as the reference's are, whose collector frees them when it likes)
-        events = parse_session_log(data)
+        events = parse_session_log(data, lazy=True)
         script = derive_replay_script(events, **LAZY)
         return events, [materialize(c) for c in script] if served else script
     if served:

@@ -5,8 +5,8 @@ Spec: replay.md §1-7 and §9, head-format.md, harness.md §1 (override guard).
 Public API::
 
     parse_session_header(text, *, file=None) -> dict
-    parse_session_log(text, *, file=None) -> list[Event] | LogEvents  # LogEvents: packed rows, a long
-                                                                      # log's chunk lines kept unbuilt
+    parse_session_log(text, *, file=None, lazy=False) -> list[Event] | LogEvents  # LogEvents: packed rows,
+                                                              # lazy=True: a long log's chunk lines unbuilt
     derive_replay_script(events, *, file=None, lazy=False) -> list[ReplayEntry]  # lazy: DeferredCall too
     load_session_scripts(scenario_dir, *, allow_replace_override=False, slice_seed=True)
         -> list[SessionScript]

@@ -181,7 +181,7 @@ class _Own(Struct):
         """The own logical events (parsed on first use when the log was scanned from bytes)."""
         if self.events_ is None:
             assert self.data is not None
-            self.events_ = parse_session_log(self.data, file=str(self.path))[self.start :]
+            self.events_ = parse_session_log(self.data, file=str(self.path), lazy=True)[self.start :]
         return self.events_
 
 

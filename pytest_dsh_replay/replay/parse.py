@@ -1115,7 +1115,9 @@ def _with_kinds(kinds: set[Any], block: list[Any]) -> set[Any] | None:
     return kinds
 
 
-def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Event] | LogEvents:
+def parse_session_log(
+    text: str | bytes, *, file: str | None = None, lazy: bool = False
+) -> list[Event] | LogEvents:
     """Parse a session log into its logical events, header excluded (replay.md §2, head-format.md).
 
     Reads BOTH layouts. Blank / whitespace-only lines are skipped. Unknown event types pass
@@ -1128,6 +1130,11 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
     Args:
         text: the whole log file, ``str`` or UTF-8 ``bytes`` (bytes are faster).
         file: path used in error messages.
+        lazy: keep a long log's chunk lines as their bytes (:class:`LineSpan`, a body of at least
+            :data:`LAZY_MIN_BYTES`) for a caller that reads the script, not every event (the loader,
+            :func:`~.derive.derive_replay_script` with ``lazy=True``). A caller that reads every event
+            (a comparison of logs, the call points) leaves it ``False``: the lines' typed check would be
+            paid on top of their parse when the events are read.
 
     Returns:
         The logical events, in file order: a ``list`` of event dicts when no row is packed, else a
@@ -1146,17 +1153,16 @@ def parse_session_log(text: str | bytes, *, file: str | None = None) -> list[Eve
     with gc_paused(promote_at=PROMOTE_PARSED_AT):
         line_nos: list[int] | None = None
         first_line_no = header_line + 1
-        if len(data) - header_end > LAZY_MIN_BYTES:
-            lazy = _lazy_rows(data, header_end + 1)
-            if lazy is not None:
-                rows, at = lazy
-                try:
-                    return _general_rows(rows, lambda i: first_line_no + at[i], file)
-                except Exception:
-                    # as below: a line nested too deep is still reported before any row error
-                    body, first_line_no = _body_lines(data, file)
-                    check_line_nesting(body, first_line_no, file)
-                    raise
+        kept = _lazy_rows(data, header_end + 1) if lazy and len(data) - header_end > LAZY_MIN_BYTES else None
+        if kept is not None:
+            rows, at = kept
+            try:
+                return _general_rows(rows, lambda i: first_line_no + at[i], file)
+            except Exception:
+                # as below: a line nested too deep is still reported before any row error
+                body, first_line_no = _body_lines(data, file)
+                check_line_nesting(body, first_line_no, file)
+                raise
         parsed = _block_rows(data, header_end + 1)
         if parsed is not None:
             rows, fast = parsed
