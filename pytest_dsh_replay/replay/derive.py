@@ -198,23 +198,12 @@ def derive_replay_script(
         try:
             kind = event["type"]
         except TypeError:  # no type check per event on the hot path: a span is not subscriptable
-            if type(event) is LineSpan:  # checked chunk lines of one call (never a finish)
-                if cur:
-                    if event.turn != turn or event.step != step:
-                        raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
-                else:
-                    turn, step, first_seq = event.turn, event.step, event.seq0
-                if lazy:
-                    cur.append(event.run)
-                    deferred = True
-                else:
-                    cur += event.run.chunks()
-                continue
-            if type(event) is not PackedSpan:
+            if type(event) is PackedSpan:
+                if not (type(event.turn) is type(event.step) is type(event.run.index) is int):
+                    raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
+            elif type(event) is not LineSpan:  # a LineSpan's lines are checked by their typed decode
                 raise
-            # delta chunks only (never a finish): they extend the current call
-            if type(event.turn) is not int or type(event.step) is not int or type(event.run.index) is not int:
-                raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None
+            # a span holds delta chunks of one call only (never a finish): they extend the current call
             if cur:
                 if event.turn != turn or event.step != step:
                     raise _unfinished_or_bad(events, file, turn, step, first_seq, len(script)) from None

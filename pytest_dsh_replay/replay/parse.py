@@ -636,7 +636,7 @@ class _LazyLine(Struct, forbid_unknown_fields=True, gc=False):
 #: The chunk structs whose lines are kept as bytes (the others: event dicts).
 _LAZY_CHUNKS = frozenset({_TextDelta, _ReasoningDelta, _ToolCallDelta, _BlockStart})
 _decode_lazy_line: Callable[[bytes], _LazyLine] = msgspec.json.Decoder(_LazyLine).decode
-_LAZY_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+_TYPED_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _get_line_chunk = attrgetter("data.chunk")
 _get_line_turn = attrgetter("data.turn")
 _get_line_step = attrgetter("data.step")
@@ -937,7 +937,7 @@ def _lazy_rows(data: bytes, start: int) -> tuple[list[Any], list[int]] | None:
             return None
         n = len(lines)
         is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
-        decoded = _decode_lazy(list(compress(lines, is_chunk)))
+        decoded = decode_lines(compress(lines, is_chunk), _decode_lazy_line, _not_kept)
         kept = list(map(_LAZY_CHUNKS.__contains__, map(type, map(_get_line_chunk, decoded))))
         if not any(kept):  # no line kept (a packed log's projected block): every row as parsed
             block = _parsed_block(lines, None)
@@ -1007,16 +1007,25 @@ def _add_spans(
     return end
 
 
-def _decode_lazy(lines: list[bytes]) -> list[_LazyLine]:
-    """Every line decoded by ``_LazyLine`` (:data:`_NOT_KEPT` for a line it refuses)."""
-    out: list[_LazyLine] = []
+def _not_kept(_line: bytes) -> _LazyLine:
+    return _NOT_KEPT
+
+
+def decode_lines(
+    lines: Iterable[bytes], decode: Callable[[bytes], Any], fallback: Callable[[bytes], Any]
+) -> list[Any]:
+    """Every line decoded by a msgspec ``decode`` in a C-level ``map``; a line msgspec refuses (not its
+    type, not JSON, too deep) is ``fallback(line)`` and the map goes on after it. The one loop of the
+    typed decodes (the lazy lines here, the loader's scan)."""
+    lines = list(lines)
+    out: list[Any] = []
     it = iter(lines)
     while True:
         try:
-            out.extend(map(_decode_lazy_line, it))  # keeps the rows decoded before a failure
+            out.extend(map(decode, it))  # keeps the rows decoded before a failure
             return out
-        except _LAZY_DECODE_ERRORS:
-            out.append(_NOT_KEPT)
+        except _TYPED_DECODE_ERRORS:
+            out.append(fallback(lines[len(out)]))
 
 
 def _body_lines(data: bytes, file: str | None) -> tuple[list[bytes], int]:

@@ -49,6 +49,7 @@ from .parse import (
     _as_bytes,
     _body_blocks,
     _read_header_at,
+    decode_lines,
     deep_rows,
     parse_session_log,
 )
@@ -235,21 +236,6 @@ def _fallback_chunk_row(line: bytes) -> _ChunkRow:
     return _ChunkRow(
         type="assistant/chunk", data=_ChunkData(turn=data["turn"], step=data["step"], chunk=data["chunk"])
     )
-
-
-def _decode_all(
-    lines: Iterable[bytes], decode: Callable[[bytes], Any], fallback: Callable[[bytes], Any]
-) -> list[Any]:
-    """Decode every line (C-level ``map``; a line msgspec rejects goes through ``fallback``)."""
-    lines = list(lines)
-    out: list[Any] = []
-    it = iter(lines)
-    while True:
-        try:
-            out.extend(map(decode, it))  # keeps the rows decoded before a failure
-            return out
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            out.append(fallback(lines[len(out)]))
 
 
 class _Calls:
@@ -617,15 +603,15 @@ def decode_batch(
     ``is_packed`` per non-chunk line (``benchmarks/replay.py --breakdown`` times this alone).
     """
     is_chunk = list(map(bytes.startswith, lines, repeat(_CHUNK_PREFIX)))
-    chunk_rows: list[_ChunkRow] = _decode_all(
+    chunk_rows: list[_ChunkRow] = decode_lines(
         compress(lines, is_chunk), _decode_chunk_row, _fallback_chunk_row
     )
     rest = list(compress(lines, map(not_, is_chunk)))
     is_packed = list(map(bytes.startswith, rest, repeat(_PACKED_PREFIXES)))
     if not any(is_packed):
-        return is_chunk, chunk_rows, is_packed, [], _decode_all(rest, _decode_row, _fallback_row)
-    packed_rows = _decode_all(compress(rest, is_packed), _decode_packed_row, _fallback_row)
-    others = _decode_all(compress(rest, map(not_, is_packed)), _decode_row, _fallback_row)
+        return is_chunk, chunk_rows, is_packed, [], decode_lines(rest, _decode_row, _fallback_row)
+    packed_rows = decode_lines(compress(rest, is_packed), _decode_packed_row, _fallback_row)
+    others = decode_lines(compress(rest, map(not_, is_packed)), _decode_row, _fallback_row)
     return is_chunk, chunk_rows, is_packed, packed_rows, others
 
 
