@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import openai._base_client as sdk_base  # noqa: E402
 from aiohttp import web  # noqa: E402
-from endpoint.upstream import FakeUpstream, _chunks  # noqa: E402
+from endpoint.upstream import FakeUpstream, stream_events, whole_answer  # noqa: E402
 from vcr_compare import AGENT, tool_loop  # noqa: E402
 
 from pytest_dsh_replay.endpoint import EndpointConfig, EndpointThread  # noqa: E402
@@ -65,25 +65,12 @@ def _cpu() -> float:
 
 def answer_bytes(body: dict[str, Any]) -> tuple[str, bytes]:
     """``(content type, body)`` the fake model (:func:`vcr_compare.tool_loop`) answers ``body`` with,
-    as ``FakeUpstream`` sends it."""
+    as ``FakeUpstream`` sends it (its events, whole)."""
     answer = tool_loop(body)
-    base = {"id": "up-1", "object": "chat.completion.chunk", "created": 1, "model": body.get("model", "m")}
-    finish = "tool_calls" if answer.tool_calls else "stop"
     if not body.get("stream"):
-        message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
-        if answer.tool_calls:
-            message["tool_calls"] = [
-                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                for i, n, a in answer.tool_calls
-            ]
-        choice = {"index": 0, "message": message, "finish_reason": finish}
-        whole = {**base, "object": "chat.completion", "choices": [choice]}
-        return "application/json", json.dumps(whole).encode()
-    events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in _chunks(answer)]
-    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-    return "text/event-stream", b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in events) + (
-        b"data: [DONE]\n\n"
-    )
+        return "application/json", json.dumps(whole_answer(answer, body)).encode()
+    events = b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in stream_events(answer, body))
+    return "text/event-stream", events + b"data: [DONE]\n\n"
 
 
 class BareServer:

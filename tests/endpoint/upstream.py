@@ -101,6 +101,45 @@ class LoopbackUpstream:
         self._thread.join(10)
 
 
+def _answer_base(answer: Answer, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "up-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": answer.model or body.get("model", "m"),
+    }
+
+
+def whole_answer(answer: Answer, body: dict[str, Any]) -> dict[str, Any]:
+    """The ``chat.completion`` a chat upstream answers ``body`` (not streamed) with for ``answer``."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+            for i, n, a in answer.tool_calls
+        ]
+    finish = "tool_calls" if answer.tool_calls else "stop"
+    return {
+        **_answer_base(answer, body),
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def stream_events(answer: Answer, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` events a chat upstream streams for ``answer``: one a delta, the
+    finish, and the usage when ``body`` asks for it (``stream_options.include_usage``)."""
+    base = _answer_base(answer, body)
+    finish = "tool_calls" if answer.tool_calls else "stop"
+    events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in _chunks(answer)]
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        events.append({**base, "choices": [], "usage": usage})
+    return events
+
+
 class FakeUpstream(LoopbackUpstream):
     PATH = "/v1/chat/completions"
 
@@ -125,52 +164,24 @@ class FakeUpstream(LoopbackUpstream):
                 status=answer.status,
                 headers=answer.headers,
             )
-        base = {
-            "id": "up-1",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": answer.model or body.get("model", "m"),
-        }
-        finish = "tool_calls" if answer.tool_calls else "stop"
-        deltas = _chunks(answer)
         if not body.get("stream"):
-            message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
-            if answer.tool_calls:
-                message["tool_calls"] = [
-                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                    for i, n, a in answer.tool_calls
-                ]
-            return web.json_response(
-                {
-                    **base,
-                    "object": "chat.completion",
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                }
-            )
+            return web.json_response(whole_answer(answer, body))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
 
         async def send(payload: dict[str, Any]) -> None:
             await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
-        for n, delta in enumerate(deltas):
-            if answer.error_after is not None and n == answer.error_after:
+        events = stream_events(answer, body)
+        deltas = len(events) - 1 - bool((body.get("stream_options") or {}).get("include_usage"))
+        for n, event in enumerate(events):
+            if n < deltas and answer.error_after is not None and n == answer.error_after:
                 await send({"error": {"message": answer.error or "overloaded", "type": "server_error"}})
                 await response.write_eof()
                 return response
-            await send({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-            if answer.delay:
+            await send(event)
+            if n < deltas and answer.delay:
                 await asyncio.sleep(answer.delay)
-        await send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        if (body.get("stream_options") or {}).get("include_usage"):
-            await send(
-                {
-                    **base,
-                    "choices": [],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                }
-            )
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
