@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import orjson
@@ -18,9 +18,6 @@ from ..recording.validate import display as _name
 from . import common
 from .common import EXIT_FINDINGS, _existing, _fail_on_harness_error, _print_findings
 from .group import main
-
-if TYPE_CHECKING:
-    from ..replay import ParsedLogs
 
 
 @main.command()
@@ -39,10 +36,12 @@ def derive(path: Path, as_json: bool) -> None:
 
     path = named_unit(_existing(path))  # a scenario's input.json: the scenario
     if path.is_dir():
-        loaded = load_session_scripts(path, parsed=_read_logs(path))
+        _check_readable(path)
+        loaded = load_session_scripts(path)
         files = [s.file for s in loaded]
     else:  # one log: its own calls, from events[seedLength:] (a fork child's prefix is not its own)
-        loaded = [load_child_script(path, parsed=_read_logs(path))]
+        _check_readable(path)
+        loaded = [load_child_script(path)]
         files = [path]
     findings = [f for file in files for f in seq_findings(file)]
     names = [s.file.name if path.is_dir() else path.name for s in loaded]
@@ -65,32 +64,28 @@ def derive(path: Path, as_json: bool) -> None:
         sys.exit(EXIT_FINDINGS)
 
 
-def _read_logs(path: Path) -> ParsedLogs:
-    """The logs of a scenario directory (or the one log ``path``) read and parsed once, each opened by
-    the session log's one rule (:data:`~.recording.harvest.SESSION_LOG_FILE`), so an unreadable log
-    is ``LOG_UNREADABLE`` here as in ``validate``, ``show`` and ``report``.
+def _check_readable(path: Path) -> None:
+    """Open each log the loader reads (a scenario directory's, or the one log ``path``) by the session
+    log's one rule (:data:`~.recording.harvest.SESSION_LOG_FILE`), so an unreadable log is
+    ``LOG_UNREADABLE`` here as in ``validate``, ``show`` and ``report``. Only opened: the loader reads
+    each log itself, a long packed row scanned without a dict per member.
 
     Raises:
         LogReadError: a log cannot be read (``LOG_UNREADABLE``, or ``NOT_REGULAR_FILE``).
-        ReplayLoadError: ``REPLAY_CHILD_GAP``; ReplayParseError: a malformed line.
     """
-    from ..errors import read_regular_file
-    from ..recording.harvest import SESSION_LOG_FILE, log_read_error, parse_log_bytes
+    from ..errors import open_regular_file
+    from ..recording.harvest import SESSION_LOG_FILE, log_read_error
     from ..replay import child_log_files
 
     if path.is_dir():  # the files the loader reads: a missing primary is its own error
         files = [p for p in (path / PRIMARY_FILE, *child_log_files(path)) if os.path.lexists(p)]
     else:
         files = [path]
-    parsed: dict[Path, Any] = {}
     for file in files:
         try:
-            data = read_regular_file(file, **SESSION_LOG_FILE, line_limit=True)
+            open_regular_file(file, **SESSION_LOG_FILE).close()
         except OSError as exc:  # vanished since it was listed
             raise log_read_error(file, exc) from exc
-        log = parse_log_bytes(data, file)
-        parsed[file] = (log.header, log.events)
-    return parsed
 
 
 def _describe_entry(entry: Any) -> str:
