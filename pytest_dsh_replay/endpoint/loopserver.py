@@ -129,6 +129,10 @@ HTTP_LOG = logging.getLogger("pytest_dsh_replay.endpoint.http")
 HTTP_LOG.addFilter(_RefusedRequestLine())
 
 
+#: How many 5 ms rounds a stop waits for its connections' sockets to close (2 s at most).
+CLOSE_WAIT_ROUNDS = 400
+
+
 class LoopbackServer:
     """One aiohttp app and runner on the running event loop, serving each bound endpoint on its port
     (module doc). Every method runs on that loop."""
@@ -272,10 +276,14 @@ class LoopbackServer:
         for connection in connections:
             connection.close()
         await asyncio.gather(*(c.shutdown(timeout) for c in connections))
-        # a transport closes its socket on the loop's next round: let it, so that once the stop returns
-        # a kept-alive client finds its connection closed (FIN) and asks on a new one, instead of
-        # sending on a socket about to close unread (a reset)
-        await asyncio.sleep(0)
+        # a connection's socket closes some loop rounds after its shutdown (its handler task ends, then
+        # the transport closes on a later round): wait for it (``connection_lost`` clears ``transport``,
+        # bounded), so that once the stop returns a kept-alive client finds its connection closed (FIN)
+        # and asks on a new one, instead of sending on a socket about to close unread (a reset)
+        for _ in range(CLOSE_WAIT_ROUNDS):
+            if all(c.transport is None for c in connections):
+                break
+            await asyncio.sleep(0.005)
         self._retired[port] = stopped
         while len(self._retired) > RETIRED_PORTS:
             await self._close_retired(next(iter(self._retired)))
