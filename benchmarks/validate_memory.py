@@ -65,7 +65,8 @@ def _turn(turn: int, seq: int, deltas: int, tool: bool, t: int) -> list[bytes]:
                 "chunk": {"type": "text-delta", "index": 0, "text": " t" if k % 7 else " é🙂"},
             },
         )
-    text = {"type": "text", "text": "answer"}
+    # the block holds what its deltas sent (validate's LOG_DELTA_BLOCK)
+    text = {"type": "text", "text": "".join(" t" if k % 7 else " é🙂" for k in range(deltas))}
     add(
         "assistant/chunk",
         {"turn": turn, "step": step, "chunk": {"type": "block-end", "index": 0, "block": text}},

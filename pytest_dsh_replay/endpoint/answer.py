@@ -132,6 +132,15 @@ class Answer:
             self.attempts.discard(self)
             self.attempts = None
 
+    def _sent_retry_headers(self, headers: Mapping[str, str]) -> None:
+        """The recording's entry of this failed call keeps the retry headers its client is sent
+        (``retryHeaders``, replay/override.py), which a replay sends again: a client's retries are
+        decided by them, and each retry is a call of the recording of its own."""
+        watched = self.endpoint.watched
+        entries = watched.entries.get(self.conv.id) if watched is not None else None
+        if entries and entries[-1].get("kind") == "throw":
+            entries[-1]["retryHeaders"] = dict(headers)
+
     # -- a client gone before its answer ---------------------------------------------------------
 
     def client_left(self) -> bool:
@@ -150,7 +159,7 @@ class Answer:
         endpoint, conv = self.endpoint, self.conv
         endpoint.failed_conversations[conv.id] = ABANDONED
         if self.log is not None:
-            self.log.hold(ABANDONED, "ABORTED")
+            self.log.hold(ABANDONED, "ABORTED", answered=False)
         endpoint.binder.failed(conv)
 
     def _left(self) -> Any:
@@ -399,10 +408,16 @@ class Answer:
 
         self.ended = True
         log = self.log
+        recorded = getattr(exc, "retry_headers", None)
         if log is not None and self.live and transient(exc):
-            log.hold(message, code)  # a retry of the same request replaces it (record.py)
-            self.retry[:] = [getattr(exc, "retry_headers", {})]
-        elif log is not None:
+            log.hold(message, code)  # a retry of the same request is the call again (record.py)
+            self.retry[:] = [recorded if isinstance(recorded, Mapping) else {}]
+            self._sent_retry_headers(self.retry[0])
+        elif log is None and isinstance(recorded, Mapping):
+            # a replayed transient failure: its client is sent the headers the recording's was (a
+            # ``throw`` entry's ``retryHeaders``), so its SDK retries as often as it did
+            self.retry[:] = [recorded]
+        if log is not None and not (self.live and transient(exc)):
             log.fail(message, code)
         if isinstance(exc, UnmatchedSessionError):
             # it took no recorded conversation: the next request is bound as if it never came

@@ -59,6 +59,8 @@ class ConversationLog(Struct):
     in_call: bool = False
     #: ``(message, code)`` of a call that failed transiently and may be retried (:meth:`hold`)
     held: tuple[str, str | None] | None = None
+    #: the held call's failure was sent to its client (``False``: the client left before it)
+    held_answered: bool = True
     _pending_delta: list[Message] = field(default_factory=list)
     _pending_chunks: list[StreamChunk] = field(default_factory=list)
     #: the names of the tool calls :meth:`close` found unanswered (the last answer asked for them and no
@@ -97,16 +99,25 @@ class ConversationLog(Struct):
 
     def begin_call(self, delta: Sequence[Message], forced: str | None = None) -> bool:
         """A request's new messages and its model call begin; written when the call ends
-        (:meth:`end_call`, :meth:`fail`), or dropped with a :meth:`hold` that a retry replaces.
+        (:meth:`end_call`, :meth:`fail`), or held (:meth:`hold`) until the next request tells.
         ``forced``: the tool the request forces (its wire format's ``forced_tool``,
         ``llm.wire.base``), which :meth:`close` needs. Returns ``True`` when this call is a retry that
-        replaces a held failed attempt."""
+        replaces a held attempt its client left before it was answered (that attempt is not recorded).
+
+        A retry of a held failure its client was sent is a call of its own: the failed attempt is
+        written as a step of the turn (its ``step/start``, the chunks it got, ``step/end``) and the
+        retry is the turn's next step, so a replay answers each attempt as this run did (the log's
+        steps and the sidecar's entries, one per attempt, line up: ``replay.requests.CallPoints``)."""
         self.forced = forced
         retry = False
         if self.held is not None:
             if delta:  # the client went on without retrying: the failed call is part of the history
                 self._settle_held()
-            else:  # the same request again (a retry): the failed attempt is not recorded
+            elif self.held_answered:  # the same request again: the failed attempt is a step of its own
+                self.held = None
+                self._write_call()
+                self._end_step()
+            else:  # the retry of an attempt its client left: the attempt is not recorded
                 self.held = None
                 retry = True
         if self.seed_messages:  # the history the session was seeded with is written already
@@ -116,11 +127,14 @@ class ConversationLog(Struct):
         self.in_call = True
         return retry
 
-    def hold(self, message: str, code: str | None) -> None:
-        """The call failed with a transient upstream error (a 429, a 5xx, a cut or refused connection):
-        nothing of it is written yet. A retry of the same request replaces it; anything else (another
-        request of the conversation, the end of the recording: :meth:`settle`) writes it as failed."""
+    def hold(self, message: str, code: str | None, *, answered: bool = True) -> None:
+        """The call failed with a transient upstream error (a 429, a 5xx, a cut or refused connection),
+        or its client left before its answer (``answered=False``): nothing of it is written yet. A
+        retry of the same request is the next step (:meth:`begin_call`), or replaces an attempt that
+        was not answered; anything else (another request of the conversation, the end of the
+        recording: :meth:`settle`) writes it as failed."""
         self.held = (message, code)
+        self.held_answered = answered
 
     def settle(self) -> None:
         """Write a held failure (the recording ends without a retry of it)."""

@@ -950,7 +950,7 @@ class Endpoint:
         the tool the request forces (its wire format's ``forced_tool``)."""
         log = self.recorder.log_for(binding) if self.recorder is not None else None
         if log is not None and log.begin_call(binding.delta, forced):
-            # a retry of a call that failed transiently: the failed attempt is not recorded
+            # the retry of an attempt its client left before its answer: that attempt is not recorded
             attempts = self.watched.entries.get(binding.conversation.id) if self.watched is not None else None
             if attempts:
                 attempts.pop()

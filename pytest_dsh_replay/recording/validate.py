@@ -132,6 +132,10 @@ def _digest_event(h: Any, raw: bytes, event: Event) -> None:
 
 
 _CHUNK = "assistant/chunk"
+#: the field of each delta chunk that a block's end holds whole (events.md §3), and that field's name in
+#: the block of each type
+_DELTA_FIELDS = {"text-delta": "text", "reasoning-delta": "text", "tool-call-delta": "argumentsDelta"}
+_BLOCK_FIELDS = {"text": "text", "reasoning": "text", "tool-call": "arguments"}
 #: the event types of a log's structure -> the :class:`LogChecks` method checking each
 _STRUCTURE = {
     "turn/start": "_turn_start",
@@ -182,6 +186,9 @@ class LogChecks:
         self.last_turn = 0
         self._outside: tuple[_At, Any, int] | None = None  # a run of events outside any turn
         self._misplaced: tuple[int, int, int, Any] | None = None  # the last chunk place reported
+        #: block index -> the file line of its first delta and the text (or tool-call arguments) its
+        #: deltas sent so far in the open call
+        self._sent: dict[Any, tuple[int, list[str]]] = {}
 
     def _outside_turn(self, at: _At) -> None:
         """A step or chunk outside a turn: one finding per run of them (a lost ``turn/start``
@@ -247,6 +254,54 @@ class LogChecks:
         if problem is not None:
             bad = BadChunkEventError(self.where, self.count - 1, seq, problem, line_no)
             self._add(bad.code, bad.message)
+            return
+        chunk = data["chunk"]
+        kind = chunk["type"]
+        field = _DELTA_FIELDS.get(kind)
+        if field is not None:
+            self._delta(line_no, chunk["index"], chunk[field])
+        elif kind == "block-end":
+            self._block_end(line_no, seq, chunk)
+        elif kind == "finish":
+            self._sent.clear()
+
+    def _delta(self, line_no: int, index: Any, text: str) -> None:
+        """What a delta (or a packed row's deltas) of block ``index`` sent; joined now and then, so a
+        block of many small deltas is held as its text, not as a string object per delta."""
+        texts = self._sent.setdefault(index, (line_no, []))[1]
+        texts.append(text)
+        if len(texts) >= 256:
+            texts[:] = ["".join(texts)]
+
+    def _block_end(self, line_no: int, seq: Any, chunk: dict[str, Any]) -> None:
+        """A block's end holds the text (or arguments) its deltas sent, at its beginning (what they did
+        not send the stream encoders send at the block's end, ``llm.wire.fields.unsent``). The block
+        is the answer (agent-loop.md §4: the stored ``block-end`` block, else the deltas), which a
+        whole answer and the conversation's history are made of, while a streaming client is sent the
+        deltas: a block they disagree with would answer the two kinds of client differently."""
+        sent = self._sent.pop(chunk["index"], None)
+        block = chunk["block"]
+        field = _BLOCK_FIELDS.get(str(block.get("type"))) if isinstance(block, dict) else None
+        whole = block.get(field) if field is not None else None
+        if sent is None or not isinstance(whole, str):
+            return
+        first, texts = sent
+        streamed = "".join(texts)
+        token = whole.find("{{")
+        if token >= 0:
+            # a recording's token spellings (the cwd, ids, UUIDs, masks, an escaped literal) are made
+            # per string: a value split over two deltas keeps its spelling there and is a token in the
+            # block, so only the text before the block's first token is compared
+            whole, streamed = whole[:token], streamed[:token]
+        if not whole.startswith(streamed):  # the rest of a whole block is sent at its end (``unsent``)
+            at = _At(self.where, line_no, seq, _CHUNK)
+            self._add(
+                "LOG_DELTA_BLOCK",
+                f"{at}: block {display(chunk['index'])}'s deltas (from {self.where}:{first}) sent "
+                f"{quote(streamed)} but its block-end holds {quote(whole)}; the block-end is the answer "
+                "(agent-loop.md §4), the deltas are what a streaming client is sent: make them say the "
+                "same (edit both, or re-record)",
+            )
 
     def _chunk_place(self, line_no: int, seq: Any, turn: int, step: int) -> None:
         """A chunk names the open turn and step (replay's derive cuts the call at a chunk of another,
@@ -282,6 +337,7 @@ class LogChecks:
             return
         self.count = i + n
         seq = span.seq0
+        self._delta(line_no, span.run.index, "".join(span.run.members))
         if type(span.turn) is not int or type(span.step) is not int or type(span.run.index) is not int:
             self._chunk(line_no, seq, next(span.iter_events())["data"])  # the members share them
         if type(span.turn) is int and type(span.step) is int:
@@ -367,6 +423,7 @@ class LogChecks:
             )
 
     def _step_start(self, at: _At, d: dict[str, Any], seq: int) -> None:
+        self._sent.clear()  # a call cut without its finish sent no more
         if self.open_turn is None:
             self._outside_turn(at)
         self._step_turn(at, d)

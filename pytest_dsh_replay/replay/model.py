@@ -113,17 +113,24 @@ def thrown(entry: ReplayEntry) -> LlmError:
     """The error a ``throw`` entry raises (replay.md §5): ``LlmError(message, code, status)``, an
     :class:`~..llm.errors.ErrorAnswer` when it holds the provider's ``answer``, a
     :class:`~..llm.errors.StreamError` when it came inside the provider's stream (``inStream``;
-    replay/override.py)."""
+    replay/override.py); a recorded ``retryHeaders`` is its ``retry_headers`` attribute (the endpoint
+    sends its client those headers and no others, as the recording did)."""
     message, code, status = str(entry["message"]), str(entry["code"]), entry.get("status")
     answer = entry.get("answer")
+    error: LlmError
     if isinstance(answer, Mapping) and isinstance(status, int):
         text = str(answer.get("body", ""))
         # a body that was not UTF-8 is kept in base64 (recording.models.answer_entry)
         body = base64.b64decode(text) if answer.get("bodyEncoding") == "base64" else text.encode("utf-8")
-        return ErrorAnswer(message, code, status, body, str(answer.get("contentType", "")))
-    if entry.get("inStream") is True:
-        return StreamError(message, code, status)
-    return LlmError(message, code, status)
+        error = ErrorAnswer(message, code, status, body, str(answer.get("contentType", "")))
+    elif entry.get("inStream") is True:
+        error = StreamError(message, code, status)
+    else:
+        error = LlmError(message, code, status)
+    headers = entry.get("retryHeaders")
+    if isinstance(headers, Mapping):  # what the recording's client was sent with it, sent again
+        error.retry_headers = dict(headers)  # type: ignore[attr-defined]
+    return error
 
 
 def _nearness(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> tuple[bool, bool, int, int]:

@@ -13,7 +13,7 @@ Entry key sets (exact; ``?`` = optional):
 | kind | keys |
 |---|---|
 | ``chunks`` | ``kind, chunks`` |
-| ``throw`` | ``kind, message, code, chunks?, status?, answer?, inStream?`` (their rules below) |
+| ``throw`` | ``kind, message, code, chunks?, status?, answer?, inStream?, retryHeaders?`` (rules below) |
 | ``hang`` | ``kind, chunks?, readyFile?`` (our addition: own prefix ``chunks``) |
 
 A ``throw``'s ``message`` and ``code`` are non-empty strings, its ``status`` an integer; its ``answer``
@@ -22,7 +22,11 @@ HTTP error answer the call got, ``{"body": str, "contentType": str}`` with the e
 (``"bodyEncoding": "base64"`` beside them: ``body`` is the base64 of bytes that were not UTF-8), which
 the endpoint serves its client as recorded (:class:`~pytest_dsh_replay.llm.errors.ErrorAnswer`);
 ``inStream`` (our addition too, ``true`` only): the error came inside the provider's 200 stream, and
-is served inside a stream again (:class:`~pytest_dsh_replay.llm.errors.StreamError`).
+is served inside a stream again (:class:`~pytest_dsh_replay.llm.errors.StreamError`);
+``retryHeaders`` (ours too, an object of strings, possibly empty): the call failed transiently and its
+client was sent exactly these of the upstream's retry headers (``endpoint.record.RETRY_HEADERS``), so
+its SDK may retry; a replay sends them again and nothing else, where an entry without them is
+answered with ``x-should-retry: false``.
 
 Every chunk is an object whose ``type`` is one of the seven :data:`~pytest_dsh_replay.llm.CHUNK_TYPES`
 and carries that type's fields of their types (:func:`~pytest_dsh_replay.llm.types.chunk_problem`, the
@@ -46,7 +50,10 @@ from .placeholder import PlaceholderSyntaxError, check_placeholders
 
 _ENTRY_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "chunks": (frozenset({"kind", "chunks"}), frozenset()),
-    "throw": (frozenset({"kind", "message", "code"}), frozenset({"chunks", "status", "answer", "inStream"})),
+    "throw": (
+        frozenset({"kind", "message", "code"}),
+        frozenset({"chunks", "status", "answer", "inStream", "retryHeaders"}),
+    ),
     "hang": (frozenset({"kind"}), frozenset({"chunks", "readyFile"})),
 }
 
@@ -162,6 +169,10 @@ def _throw_problem(entry: dict[str, Any]) -> str | None:
     if "inStream" in entry and entry["inStream"] is not True:
         got = quote(entry["inStream"])
         return f"'inStream' must be true (the error came inside the provider's stream), got {got}"
+    if "retryHeaders" in entry:
+        headers = entry["retryHeaders"]
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            return f"'retryHeaders' must be an object of header names to strings, got {quote(headers)}"
     if "answer" in entry:
         answer = entry["answer"]
         if (

@@ -50,7 +50,8 @@ def _turn_never_closed(events: Rows) -> Rows:
 #: damage -> the finding codes validate reports of it
 DAMAGES: dict[str, tuple[Callable[[Rows], Rows], set[str]]] = {
     "seq gaps": (_seq_gaps, {"LOG_SEQ_GAP"}),
-    "duplicated line": (_duplicated_line, {"LOG_SEQ_ORDER"}),
+    # the line is a text delta: a streaming client would be sent its text twice, the block once
+    "duplicated line": (_duplicated_line, {"LOG_SEQ_ORDER", "LOG_DELTA_BLOCK"}),
     "duplicated seq": (_duplicated_seq, {"LOG_SEQ_ORDER"}),
     "turn closed twice": (_turn_closed_twice, {"LOG_TURN"}),
     "turn never closed": (_turn_never_closed, {"LOG_TURN"}),

@@ -12,7 +12,7 @@ def _tree_with_one_gap(tmp_path: Path) -> Path:
     shutil.copytree(BUNDLED / "spawn", tmp_path / "spawn")
     log = tmp_path / "spawn" / "one-child" / "session.jsonl"
     lines = log.read_text().splitlines()
-    del lines[5]  # one event gone: one seq gap
+    del lines[4]  # one event gone (a block-start, which nothing else needs): one seq gap
     log.write_text("\n".join(lines) + "\n")
     return tmp_path
 
@@ -33,6 +33,6 @@ def test_findings_only_prints_the_findings_and_the_summary(tmp_path: Path) -> No
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert len(lines) == 2, result.output  # no "ok" line for the clean scenario
-    assert lines[0].startswith("finding [LOG_SEQ_GAP]") and "one-child/session.jsonl:6:" in lines[0]
+    assert lines[0].startswith("finding [LOG_SEQ_GAP]") and "one-child/session.jsonl:5:" in lines[0]
     assert lines[1].startswith("1 finding(s) in 1 of 2 unit(s)")
     assert cli("validate", "--findings-only", BUNDLED / "spawn").output.startswith("clean: ")

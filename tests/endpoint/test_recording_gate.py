@@ -80,6 +80,35 @@ def test_a_recording_with_a_seq_gap_is_refused_with_the_validate_finding(recordi
     assert "--record rewrite" in str(raised.value)
 
 
+def test_a_text_delta_edited_apart_from_its_block_is_refused_naming_both_lines(recording: Path) -> None:
+    """A ``text-delta`` edited by hand so that it no longer says what its ``block-end`` holds: the block
+    is the answer (agent-loop.md §4) a whole answer and the history are made of, the deltas are what a
+    streaming client is sent. ``validate`` and the start-up gate name the block's line and its deltas'.
+
+    Regression: validate said clean and the endpoint served it, a whole answer the block's text and a
+    stream the edited delta's, whose client's next request (the delta's text as the assistant message)
+    then matched no recording."""
+    from pytest_dsh_replay.recording.validate import validate_unit
+
+    log = recording / "session.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    delta = next(n for n, line in enumerate(lines, 1) if '"type":"text-delta"' in line)
+    event = json.loads(lines[delta - 1])
+    event["data"]["chunk"]["text"] = "EDITED"
+    lines[delta - 1] = json.dumps(event, separators=(",", ":")) + "\n"
+    log.write_text("".join(lines))
+    end = next(n for n, line in enumerate(lines, 1) if n > delta and '"type":"block-end"' in line)
+    findings = validate_unit(recording).findings
+    assert [f.code for f in findings] == ["LOG_DELTA_BLOCK"], findings
+    assert findings[0].message.startswith(f"{log}:{end}: ")
+    assert f"(from {log}:{delta})" in findings[0].message, findings[0].message
+    assert "EDITED" in findings[0].message
+    with pytest.raises(EndpointRecordingError) as raised:
+        _start(recording)
+    assert raised.value.code == "LOG_DELTA_BLOCK"
+    assert str(raised.value).splitlines()[0] == findings[0].message
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [

@@ -1,5 +1,5 @@
-"""Upstream failures: one the client retries is not recorded (the retry's answer is); one it gives up on
-is recorded as it happened (sidecars) and replayed as such."""
+"""Upstream failures: each is recorded as it happened (sidecars) and replayed as such, one the client
+retries before its retry's answer, one it gives up on as the conversation's end."""
 
 from __future__ import annotations
 
@@ -64,14 +64,16 @@ def _run(url: str) -> list[str]:
     return seen
 
 
-def test_http_and_mid_stream_errors_retried_by_the_client_are_not_recorded(
+def test_http_and_mid_stream_errors_retried_by_the_client_are_replayed_before_the_retrys_answer(
     tmp_path: Path, flaky: FakeUpstream
 ) -> None:
-    """A 429 and an error event mid-stream, each retried by the client: the recording holds the
-    answers of the retries, not the transient errors, and replays them.
+    """A 429 and an error event mid-stream, each retried by the client: each failed attempt is a call
+    of the recording (a step of its own, its entry in the sidecar), and a replay answers every attempt
+    as the recording run did, the failure, then the retry's answer.
 
-    Regression: each transient error was recorded before its retry's answer, so a replay served the
-    429 again (and an SDK with retries slept its backoff in every replay)."""
+    Regression: a retried attempt was dropped from the recording, so a replay answered the first
+    attempt with the retry's answer (a client whose next move depends on the failure, a fallback, took
+    another path than it did while recording)."""
     with served(tmp_path, RecordMode.ONCE, flaky.url) as ep:
         recorded = _run(ep.url)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
@@ -79,15 +81,17 @@ def test_http_and_mid_stream_errors_retried_by_the_client_are_not_recorded(
     assert recorded[1] == "ok: rate me"
     assert recorded[2].startswith("mid-stream: ") and "overloaded" in recorded[2]
     assert recorded[3] == "ok: cut me"
-    assert sorted(p.name for p in tmp_path.glob("replay.override*.json")) == []
+    for sidecar in tmp_path.glob("replay.override*.json"):
+        kinds = [e["kind"] for e in json.loads(sidecar.read_text())]
+        assert kinds == ["throw", "chunks"], sidecar.name
     for log in tmp_path.glob("session*.jsonl"):
-        assert '"kind":"error"' not in log.read_text()
+        assert '"kind":"error"' not in log.read_text()  # the turn went on: the retry is its next step
     flaky.stop()
 
     with served(tmp_path) as ep:
         replayed = _run(ep.url)
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
-    assert replayed == ["ok: rate me", "ok: cut me"]
+    assert replayed == recorded
 
 
 def test_an_error_the_client_does_not_retry_is_recorded_and_replayed(tmp_path: Path) -> None:
