@@ -470,6 +470,13 @@ class RunWriter:
             # the MCP servers' traffic is recorded on its own (said after this): no model request is
             # no mistake of the client's base URL then
             return f"no model request arrived: no conversation recorded into {directory}"
+        if not self.endpoint.unrouted_count and self.endpoint.guest_requests:
+            # requests reached the MCP routes and recorded nothing: each was answered (a refusal
+            # says why to its client), so the client found the endpoint
+            return (
+                f"no model request arrived, {self.endpoint.guest_requests} MCP request(s) did and recorded "
+                f"nothing (each answered as its client was told): nothing recorded into {directory}"
+            )
         if not self.endpoint.unrouted_count:
             return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
         count, unrouted = self.endpoint.unrouted_count, self.endpoint.unrouted
