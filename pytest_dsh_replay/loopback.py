@@ -74,16 +74,33 @@ def normalize_origin(origin: str) -> str:
     return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
+def mcp_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a streamable HTTP MCP server's URL (``None`` when it can, or is empty:
+    a replay needs none): an ``http``/``https`` URL with a host (the MCP transport is HTTP)."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port that is no number raises here)
+    except ValueError as exc:
+        return f"{url!r} is not a URL ({exc}): give the server's http(s)://host[:port]/path"
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http(s) URL with a host: give the server's http(s)://host[:port]/path"
+    return None
+
+
 def parse_mcp_option(values: Any, *, option: str = "--mcp") -> dict[str, str]:
-    """``NAME=URL`` values as ``{name: url}`` (the URL may be empty when replaying).
+    """``NAME=URL`` values as ``{name: url}`` (the URL may be empty when replaying; else an http(s)
+    URL, :func:`mcp_url_problem`).
 
     Raises:
-        HarnessError: ``MCP_CONFIG`` for a value without ``=``, a bad name or a name given twice.
+        HarnessError: ``MCP_CONFIG`` for a value without ``=``, a bad name, a name given twice or a URL
+            that is none.
     """
     out: dict[str, str] = {}
     for value in values:
         name, sep, url = str(value).partition("=")
-        problem = "takes NAME=URL" if not sep else mcp_name_problem(name)
+        problem = "takes NAME=URL" if not sep else mcp_name_problem(name) or mcp_url_problem(url)
         if problem is None and name in out:
             problem = f"server {name!r} given twice"
         if problem is not None:
@@ -92,4 +109,4 @@ def parse_mcp_option(values: Any, *, option: str = "--mcp") -> dict[str, str]:
     return out
 
 
-__all__ = ["OPAQUE_ORIGIN", "OriginError", "normalize_origin", "parse_mcp_option"]
+__all__ = ["OPAQUE_ORIGIN", "OriginError", "mcp_url_problem", "normalize_origin", "parse_mcp_option"]

@@ -8,6 +8,7 @@ is imported when it runs.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,6 +25,7 @@ __all__ = [
     "check_model_spec",
     "match_on",
     "record_mode",
+    "report_option",
     "run_masks",
     "run_scrubber",
     "warn_inert_options",
@@ -223,6 +225,24 @@ def backend_option(config: pytest.Config) -> str | None:
             f"ini dsh_backend: {value!r} is no backend: use {', '.join(Backend.choices()[:-1])} or both"
         )
     return str(value)
+
+
+def report_option(config: pytest.Config) -> Path | None:
+    """``--dsh-report FILE`` as the file to write (``None``: not given).
+
+    Raises:
+        pytest.UsageError: an empty value (``Path`` would read it as the current directory) or an
+            existing directory: the report is one file (``serve --report`` refuses the same values).
+    """
+    value = config.getoption("dsh_report")
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise pytest.UsageError(f"--dsh-report {value!r} names no file: give the HTML file to write")
+    path = Path(value)
+    if path.is_dir():
+        raise pytest.UsageError(f"--dsh-report {value}: is a directory: give the HTML file to write")
+    return path.resolve()
 
 
 def check_model_spec(config: pytest.Config) -> None:

@@ -47,6 +47,7 @@ from .options import (
     backend_option,
     check_model_spec,
     record_mode,
+    report_option,
     run_masks,
     run_scrubber,
     warn_inert_options,
@@ -150,8 +151,9 @@ def pytest_configure(config: pytest.Config) -> None:
     backend_option(config)  # an ini value that is no backend: a usage error now, not one per item
     match_on_option(config)  # a usage error now, not one per item
     run_masks(config)  # a --dsh-mask / dsh_mask regex that does not compile: a usage error now
-    if config.getoption("dsh_report"):  # the report's machinery is imported only when asked for
-        _register_report(config)
+    report = report_option(config)  # an empty value or a directory: a usage error now
+    if report is not None:  # the report's machinery is imported only when asked for
+        _register_report(config, report)
     warn_inert_options(config)
     if config.args_source in (pytest.Config.ArgsSource.ARGS, pytest.Config.ArgsSource.TESTPATHS):
         _add_positional_roots(config, state)
@@ -227,12 +229,12 @@ def _select_globs(config: pytest.Config, state: _State, configured: list[Path]) 
     return [str(d) for d in selected]
 
 
-def _register_report(config: pytest.Config) -> None:
-    """``--dsh-report FILE``: the run's report, a plugin object of its own."""
+def _register_report(config: pytest.Config, path: Path) -> None:
+    """``--dsh-report FILE`` (``path``): the run's report, a plugin object of its own."""
     from .report.run import RunReport
 
     run_report = RunReport(
-        Path(config.getoption("dsh_report")).resolve(),
+        path,
         lambda text: _redact(config, text),
         is_worker=hasattr(config, "workerinput"),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -67,6 +68,27 @@ def _key_variables() -> str:
 _KEY_VARIABLES = _key_variables()
 
 
+class _Seconds(click.FloatRange):
+    """A number of seconds, 0 or more and finite: ``nan`` and ``inf`` pass ``FloatRange(min=0)`` (a
+    comparison with ``nan`` is false) and would make the wait after a signal unbounded or meaningless."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds (0 or more, finite)", param, ctx)
+        return seconds
+
+
+def _variable_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--api-key-env NAME``: an empty name is refused (it would read as the option left out)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"{value!r} names no environment variable", ctx, param)
+    return value
+
+
 @main.command(epilog=_serve_formats())
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @_record_option("record mode (none: replay only)")
@@ -90,6 +112,7 @@ _KEY_VARIABLES = _key_variables()
 @click.option(
     "--api-key-env",
     default=None,
+    callback=_variable_name,
     metavar="NAME",
     help="env var of the upstream's API key for every format (default: each format's own: "
     + _KEY_VARIABLES
@@ -105,7 +128,7 @@ _KEY_VARIABLES = _key_variables()
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=_Seconds(),
     default=5.0,
     show_default=True,
     metavar="SECONDS",
@@ -169,7 +192,7 @@ def serve(
 
     from ..endpoint import Endpoint, EndpointConfig, EndpointConfigError
     from ..endpoint.config import ListenError
-    from ..mcp.http import mcp_routes, parse_mcp_option
+    from ..mcp.http import mcp_routes
     from ..replay.requests import parse_match_on
     from ..session.masks import Masks
 
@@ -195,7 +218,7 @@ def serve(
         allow_origins=allow_origins,
         record_on_error=record_on_error,
         accept_flag="--record-on-error",
-        mcp=parse_mcp_option(mcp_servers),
+        mcp=_mcp_servers(mcp_servers, record_mode),
         stopped_is_problem=True,
         set_aside_relays=True,
         key_holder="dsh-replay serve",
@@ -315,6 +338,28 @@ def serve(
         last_words([outcome.report(), *page], EXIT_FINDINGS)
     # a report asked for and not written fails the run it was to show
     last_words([*outcome.notes, *page], EXIT_FINDINGS if unwritten else EXIT_OK)
+
+
+def _mcp_servers(values: tuple[str, ...], mode: RecordMode) -> dict[str, str]:
+    """``--mcp NAME=URL`` values as ``{name: url}`` (``loopback.parse_mcp_option``); a recording run
+    needs every URL: it records each session the recording does not have, from the server.
+
+    Raises:
+        HarnessError: ``MCP_CONFIG`` (exit 2 at start, before anything is served).
+    """
+    from ..loopback import parse_mcp_option
+
+    servers = parse_mcp_option(values)
+    if mode.records:
+        for name, url in servers.items():
+            if not url:
+                raise HarnessError(
+                    f"--mcp {name}=: --record {mode.value} records the sessions the recording does not "
+                    f"have from the server: give its URL (--mcp {name}=http://HOST:PORT/PATH), or replay "
+                    "without --record",
+                    "MCP_CONFIG",
+                )
+    return servers
 
 
 def _write_report(path: Path, directory: Path, endpoint: Any, outcome: Any) -> tuple[str, bool]:

@@ -274,6 +274,9 @@ class Endpoint:
         #: requests no route took (``METHOD PATH``, first few), named when nothing was recorded
         self.unrouted: list[str] = []
         self.unrouted_count = 0
+        #: requests under ``/mcp/`` (the guests' routes, served or refused): a run they reached is
+        #: no run that no request arrived at
+        self.guest_requests = 0
         #: the calls :meth:`stop` cut off (still in flight when its grace ran out), one line each
         self.cut_off: list[str] = []
         #: the server it listens with (:meth:`start`) and its port there; whether the server is its own
@@ -293,6 +296,12 @@ class Endpoint:
 
     # -- requests no route takes -----------------------------------------------------------------
 
+    def _count_unrouted(self, request: Any, status: int) -> None:
+        """Count a request no route took (answered ``status``), the first three named."""
+        self.unrouted_count += 1
+        if len(self.unrouted) < 3:
+            self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
+
     def refuse_unrouted(self, request: Any, allowed: list[str]) -> Any:
         """A request no route takes (``allowed``: the methods of its path; empty: no such path) gets the
         JSON error its SDK parses (:func:`route_error`), not aiohttp's plain-text 404/405; it is
@@ -301,9 +310,7 @@ class Endpoint:
 
         body, status = route_error(request.method, request.path, allowed)
         headers = {**NO_RETRY, "Allow": ", ".join(allowed)} if allowed else dict(NO_RETRY)
-        self.unrouted_count += 1
-        if len(self.unrouted) < 3:
-            self.unrouted.append(f"{request.method} {request.path} (HTTP {status})")
+        self._count_unrouted(request, status)
         body_bytes = orjson.dumps(body)
         return web.Response(body=body_bytes, status=status, content_type="application/json", headers=headers)
 
@@ -735,12 +742,17 @@ class Endpoint:
         Raises:
             web.HTTPNotFound: no guest serves ``/mcp/`` (answered as any unknown path is).
         """
-        handler = self._guest_routes.get((request.method, request.path)) or self._guest_other
+        self.guest_requests += 1
+        exact = self._guest_routes.get((request.method, request.path))
+        handler = exact or self._guest_other
         if handler is None:
             from aiohttp import web
 
             raise web.HTTPNotFound()
-        return await handler(request)
+        response = await handler(request)
+        if exact is None:  # the guest's 404/405 naming its routes: counted as the endpoint's own are
+            self._count_unrouted(request, response.status)
+        return response
 
     async def _serve_embeddings(self, wire: Any, request: Any) -> Any:
         """One embedding call (``endpoint/embeddings.py``): the body read as every body is, then served

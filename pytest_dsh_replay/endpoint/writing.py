@@ -102,6 +102,8 @@ class RunWriter:
         self.endpoint = endpoint
         self.config = endpoint.config
         self.directory: Path = endpoint.config.directory
+        #: ``new_episodes``: log id -> file name of the recorded logs the run did not use, written back
+        self._kept: dict[str, str] = {}
 
     async def write(self, outcome: EndpointOutcome, failed: str = "") -> None:
         """Write the run (``failed``: what its test raised, as one line) and say so in ``outcome``."""
@@ -110,7 +112,12 @@ class RunWriter:
         # numbered by what each conversation asked, not by when it arrived, the recorded ones a
         # new_episodes or changed run replayed keeping their files (stable files)
         pinned = self._recorded_ranks()
-        result = await endpoint.recorder.finish(content_keys(*sources, masks=self.config.masks), pinned)
+        keys = content_keys(*sources, masks=self.config.masks)
+        result = await endpoint.recorder.finish(keys, pinned)
+        result, kept = self._with_unused(result, keys, pinned)
+        self._kept = kept
+        if len(result.logs) == len(kept):
+            result = RecordResult([], result.cwd)  # only what was recorded before: the run recorded nothing
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
             return
@@ -140,12 +147,91 @@ class RunWriter:
             )
             outcome.notes += [*changes, *aside]
             return
-        outcome.notes += [self._recorded_note(outcome, len(verdict.result.logs)), *changes]
+        outcome.notes += [self._recorded_note(outcome, len(verdict.result.logs) - len(kept)), *changes]
+        if kept:
+            outcome.notes.append(
+                f"kept {len(kept)} recorded conversation(s) this run did not use, each in its file "
+                f"({', '.join(sorted(kept.values(), key=log_rank))}): {self.config.record_flag} "
+                f"{self.config.record.value} adds to a recording and removes nothing"
+            )
         if not self.config.stopped_is_problem:
             outcome.notes += self._written_interrupted(verdict.result.logs)
         if verdict.written_note:
             outcome.notes.append(verdict.written_note)
         self._supersede_kept(outcome)
+
+    def _with_unused(
+        self, result: RecordResult, keys: dict[str, bytes], pinned: dict[str, int] | None
+    ) -> tuple[RecordResult, dict[str, str]]:
+        """``new_episodes`` (vcrpy's: the recorded interactions kept, the new ones added): ``result``
+        with every recorded log the run did not replay added at its own rank, so it is written back
+        unchanged and a new conversation takes a number no recorded one holds; with ``{log id: file
+        name}`` of those added. Other plans: ``result`` as it is (``changed`` and ``rewrite`` remove a
+        recorded conversation the run no longer has, docs/record-modes.md)."""
+        from ..recording.harvest import content_order
+        from ..recording.write import current_fixtures
+
+        replay = self.endpoint.replay
+        if self.endpoint.plan is not Plan.EPISODES or replay is None:
+            return result, {}
+        used = {replay.scripts[index].file.name for index in replay.bound.values()}
+        base = current_fixtures(self.directory.resolve())
+        run_ids = {log.id for log in result.logs}
+        unused = [
+            (log, path.name)
+            for log, path in zip(base.logs, base.paths, strict=True)
+            if path.name not in used and log.id not in run_ids
+        ]
+        if not unused:
+            return result, {}
+        kept = {log.id: name for log, name in unused}
+        ranks = {**(pinned or {}), **{log.id: log_rank(name) for log, name in unused}}
+        logs = content_order([*result.logs, *(log for log, _name in unused)], keys, ranks)
+        return RecordResult(logs, result.cwd), kept
+
+    def _kept_requests(self, cwd: str) -> dict[str, list[dict[str, Any]]]:
+        """The pinned parts of each recorded log written back as it is (:meth:`_with_unused`), as the
+        requests its calls sent (a per-call pin's value for each call), in the run's spelling: its pins
+        are rendered again with the run's (a log's pins are numbered by its rank, the unnumbered file
+        the primary's), so they say what its recording's said."""
+        from ..replay.pins import PerCall
+        from ..session.codec import map_strings
+        from ..session.tokens import CWD_TOKEN
+
+        if not self._kept:
+            return {}
+        escaped = CWD_TOKEN.replace("{{", "{{!", 1)
+
+        def unspelled(text: str) -> str:  # the pin file's cwd token, and its literal one, as sent
+            return text.replace(CWD_TOKEN, cwd).replace(escaped, CWD_TOKEN)
+
+        scripts = {script.file.name: script for script in self.endpoint.replay.scripts}
+        out: dict[str, list[dict[str, Any]]] = {}
+        for sid, name in self._kept.items():
+            script = scripts.get(name)
+            if script is None or not script.pins.values:
+                continue
+            values = {
+                part: PerCall(tuple(map_strings(list(value.values), unspelled)))
+                if isinstance(value, PerCall)
+                else map_strings(value, unspelled)
+                for part, value in script.pins.values.items()
+            }
+            calls = max(
+                (len(v.values) for v in script.pins.values.values() if isinstance(v, PerCall)), default=1
+            )
+            out[sid] = [
+                {
+                    part: (
+                        value.values[min(call, len(value.values) - 1)]
+                        if isinstance(value, PerCall)
+                        else value
+                    )
+                    for part, value in values.items()
+                }
+                for call in range(calls)
+            ]
+        return out
 
     def _recorded_ranks(self) -> dict[str, int] | None:
         """Live conversation id -> the rank of the recorded log file it replayed (``session.N.jsonl``:
@@ -249,7 +335,7 @@ class RunWriter:
         target.mkdir(parents=True, exist_ok=True)
         where = target.resolve()
         sidecars = sidecars_for(cast(Any, _Entries(self._entries())), result.logs)
-        pins, pin_notes = pin_extra(where, result.logs, result.cwd, *sources)
+        pins, pin_notes = pin_extra(where, result.logs, result.cwd, *sources, self._kept_requests(result.cwd))
         outcome.notes += pin_notes
         unknown_parents = self._unknown_parents(result.logs)
         outcome.notes += [parent_note(log, candidates) for log, candidates in unknown_parents.items()]
@@ -270,6 +356,7 @@ class RunWriter:
             [*sidecar_files(where, sidecars), *pins],
             base=base,
             paired=self._paired(result.logs, base.paths),
+            as_recorded={i for i, log in enumerate(result.logs) if log.id in self._kept},
             # a conversation that differs only where a mask matched keeps its recorded bytes
             normalization=Normalization(masks=self.config.masks if endpoint.keep_by_masks else None),
             prune_owned=endpoint.plan.prunes_owned,
@@ -289,6 +376,7 @@ class RunWriter:
             return None
         where = {path.name: i for i, path in enumerate(recorded)}
         files = {sid: replay.scripts[index].file.name for sid, index in replay.bound.items()}
+        files.update(self._kept)
         return [where.get(files.get(log.id, "")) for log in logs]
 
     def _changes(self, outcome: EndpointOutcome, result: RecordResult) -> list[str]:
@@ -470,6 +558,13 @@ class RunWriter:
             # the MCP servers' traffic is recorded on its own (said after this): no model request is
             # no mistake of the client's base URL then
             return f"no model request arrived: no conversation recorded into {directory}"
+        if not self.endpoint.unrouted_count and self.endpoint.guest_requests:
+            # requests reached the MCP routes and recorded nothing: each was answered (a refusal
+            # says why to its client), so the client found the endpoint
+            return (
+                f"no model request arrived, {self.endpoint.guest_requests} MCP request(s) did and recorded "
+                f"nothing (each answered as its client was told): nothing recorded into {directory}"
+            )
         if not self.endpoint.unrouted_count:
             return f"no request arrived: nothing recorded into {directory}; {NO_REQUEST_CAUSES}"
         count, unrouted = self.endpoint.unrouted_count, self.endpoint.unrouted

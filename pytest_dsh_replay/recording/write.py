@@ -31,7 +31,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -922,6 +922,7 @@ def write_fixtures(
     remove: Sequence[Path] = (),
     beside: Sequence[tuple[Path, bytes]] = (),
     paired: Sequence[int | None] | None = None,
+    as_recorded: Collection[int] = (),
 ) -> tuple[list[Path], list[Path]]:
     """Write a run's logs (and ``extra`` ``(path, text)`` files) into a recording directory, stably.
 
@@ -950,6 +951,9 @@ def write_fixtures(
             header (id, ``createdAt``) and spelling come from that log, never from another
             conversation's (an endpoint run whose conversations changed places). Default: the log
             at the same index.
+        as_recorded: the indexes of ``logs`` that are recorded logs written back as they are (a
+            ``new_episodes`` run's conversations it did not use): their fixture's bytes (``paired``),
+            never rendered again from the fixture's spelling.
 
     The set is replaced all or nothing (:class:`_Swap`): every file staged beside its target first,
     then swapped in, stale owned files removed last; on any failure every old file is put back and
@@ -971,7 +975,7 @@ def write_fixtures(
     if _recovered(directory) or base is None:  # read again after a recovered swap replaced it
         base = current_fixtures(directory, None if log_paths is None else (inventory or ()))
     composer = _Composer(logs, cwd, base, normalization, strict_layout, paired)
-    rendered = _rendered(composer, _log_paths(directory, len(logs), log_paths), extra, scrubber)
+    rendered = _rendered(composer, _log_paths(directory, len(logs), log_paths), extra, scrubber, as_recorded)
     produced = {path for path, _data in rendered}
     changed = _changed(rendered)
     for path, data in changed:
@@ -1021,16 +1025,23 @@ def _log_paths(directory: Path, logs: int, log_paths: Sequence[Path] | None) -> 
 
 
 def _rendered(
-    composer: _Composer, paths: Sequence[Path], extra: Sequence[tuple[Path, str]], scrubber: SecretScrubber
+    composer: _Composer,
+    paths: Sequence[Path],
+    extra: Sequence[tuple[Path, str]],
+    scrubber: SecretScrubber,
+    as_recorded: Collection[int] = (),
 ) -> list[tuple[Path, bytes]]:
-    """Every file of a write, scrubbed: each log at its path (its fixture's bytes when unchanged), then
-    the ``extra`` files (sidecars, pins)."""
+    """Every file of a write, scrubbed: each log at its path (its fixture's bytes when unchanged or
+    ``as_recorded``), then the ``extra`` files (sidecars, pins)."""
     base = composer.base
     rendered = [
         (
             path,
             _scrub_lines(
-                base.data[composer.fx_at[i] or 0] if composer.unchanged(i) else composer.render(i), scrubber
+                base.data[composer.fx_at[i] or 0]
+                if i in as_recorded or composer.unchanged(i)
+                else composer.render(i),
+                scrubber,
             ),
         )
         for i, path in enumerate(paths)

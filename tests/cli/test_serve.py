@@ -676,3 +676,46 @@ def test_serve_writes_the_report_page_of_a_red_replay(tmp_path: Path, upstream: 
     assert code == 0, err
     (item,) = payload_of(page.read_text())["items"]
     assert (item["outcome"], item["calls"]) == ("passed", 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--grace", "nan"], "Invalid value for '--grace': 'nan' is not a number of seconds"),
+        (["--grace", "inf"], "Invalid value for '--grace': 'inf' is not a number of seconds"),
+        (["--api-key-env", ""], "Invalid value for '--api-key-env': '' names no environment variable"),
+        (["--api-key-env", " "], "Invalid value for '--api-key-env': ' ' names no environment variable"),
+        (["--mcp", "x=notaurl"], "--mcp x=notaurl: 'notaurl' is not an http(s) URL with a host"),
+        (["--mcp", "x=ftp://a/b"], "--mcp x=ftp://a/b: 'ftp://a/b' is not an http(s) URL with a host"),
+        (["--mcp", "x=http://a:port/mcp"], "--mcp x=http://a:port/mcp: 'http://a:port/mcp' is not a URL"),
+        (["--mcp", "x="], "--mcp x=: --record once records the sessions the recording does not have"),
+    ],
+)
+def test_serve_refuses_an_option_value_that_is_none_at_start(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    """A value the option cannot mean is a usage error at start naming the option (exit 2).
+
+    Regression (a breaker's run): ``--grace nan`` served ("at most nan s"); ``--api-key-env ''`` read as
+    the option left out; ``--mcp x=`` (no URL) served, its request got a 400 naming ``dsh-replay mcp``'s
+    options and serve exited 0 saying no request arrived; ``--mcp x=notaurl`` and ``x=ftp://a/b``
+    served too."""
+    command = ["serve", str(tmp_path), "--record", "once", "--upstream", "http://127.0.0.1:9/v1", *args]
+    # a process of its own, bounded: a value taken serves until stopped
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_dsh_replay.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and not done.stdout, (done.stdout, done.stderr)
+    assert says in done.stderr
+
+
+def test_serve_replays_an_mcp_server_given_without_its_url(tmp_path: Path) -> None:
+    """Replaying needs no MCP server: ``--mcp NAME=`` is taken (the refusal here is the missing
+    recording's, not the option's)."""
+    result = CliRunner().invoke(main, ["serve", str(tmp_path), "--mcp", "x="])
+    assert result.exit_code == 2
+    assert "no recording" in result.output and "--mcp" not in result.output

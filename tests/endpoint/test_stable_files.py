@@ -187,3 +187,56 @@ def test_twins_alike_in_their_first_request_are_numbered_by_their_later_requests
     assert again.outcome is not None and again.outcome.ok, again.outcome.report()
     assert (again.outcome.written, again.outcome.removed) == ([], [])
     assert _files(tmp_path) == recorded
+
+
+def _ask(url: str, *convs: str) -> None:
+    """One two-call conversation per name: its own system prompt and first question, then a follow-up."""
+    client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
+    for conv in convs:
+        messages: list[Any] = [
+            {"role": "system", "content": f"sys {conv}"},
+            {"role": "user", "content": f"ok {conv}"},
+        ]
+        for turn in range(2):
+            answer = client.chat.completions.create(model="fake-1", messages=messages)
+            messages += [
+                {"role": "assistant", "content": answer.choices[0].message.content},
+                {"role": "user", "content": f"more {conv} {turn}"},
+            ]
+
+
+def test_new_episodes_keeps_a_recorded_conversation_the_run_did_not_use(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """``new_episodes`` (vcrpy's: the recorded interactions kept, the new ones added) over a recording
+    of A and B, with a run of A and a new C: B stays in its file byte for byte with its pins, C takes a
+    number no recorded conversation holds, the summary counts what changed, and both the old client
+    (A, B) and the new one (A, C) replay green.
+
+    Regression (a breaker's run): C overwrote ``session.1.jsonl`` and B was gone, the summary saying
+    "(2 file(s) changed, 0 removed)"; the old client then replayed red."""
+    directory = tmp_path / "rec"
+    with served(directory, RecordMode.ONCE, upstream.url) as ep:
+        _ask(ep.url, "A", "B")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    before = _files(directory)
+    with served(directory, RecordMode.NEW_EPISODES, upstream.url) as ep:
+        _ask(ep.url, "A", "C")
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    after = _files(directory)
+    assert {name: data for name, data in after.items() if name in before and name != "endpoint.json"} == {
+        name: data for name, data in before.items() if name != "endpoint.json"
+    }
+    new = sorted(name for name in after if name not in before)
+    assert new == ["session.2.jsonl", "system-prompt.2.expected.md"], new
+    assert b"ok C" in after["session.2.jsonl"]
+    changed = sorted(path.name for path in ep.outcome.written)
+    assert set(new) <= set(changed) and ep.outcome.removed == []
+    assert f"({len(changed)} file(s) changed, 0 removed)" in "\n".join(ep.outcome.notes)
+    assert "kept 1 recorded conversation(s) this run did not use, each in its file (session.1.jsonl)" in (
+        "\n".join(ep.outcome.notes)
+    )
+    for convs in (("A", "B"), ("A", "C"), ("A", "B", "C")):
+        with served(directory, RecordMode.NONE, "", allow_unused=len(convs) < 3) as ep:
+            _ask(ep.url, *convs)
+        assert ep.outcome is not None and ep.outcome.ok, (convs, ep.outcome.report())

@@ -284,3 +284,25 @@ def test_an_answers_identity_block_is_no_text_of_its_message(
     answers = [entry for entry in session["transcript"] if entry["kind"] == "assistant"]
     assert answers and all("provider-fields" not in entry.get("text", "") for entry in answers), answers
     assert "up-1" not in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("{dir}", "--dsh-report {dir}: is a directory: give the HTML file to write"),
+        ("", "--dsh-report '' names no file: give the HTML file to write"),
+    ],
+)
+def test_a_report_path_that_names_no_file_is_a_usage_error(
+    pytester: pytest.Pytester, value: str, says: str
+) -> None:
+    """``--dsh-report`` given a directory or an empty value is a usage error before anything runs
+    (exit 4), as ``serve --report`` refuses them.
+
+    Regression (a breaker's run): a directory printed "cannot write ...: Is a directory" after the run
+    and exited 0; an empty value was silently ignored."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    where = pytester.mkdir("pages")
+    result = pytester.runpytest("-q", f"--dsh-report={value.format(dir=where)}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert says.format(dir=where) in result.stderr.str()
