@@ -415,7 +415,7 @@ class Endpoint:
         # every conversation is created by a request that calls the model with its id in the same
         # step, so the ids the replay model sees in requests are all the live ids (no list to walk
         # per call: thousands of conversations cost each call nothing)
-        self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+        self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd, self._parent_of))
         # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
         # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
         self.replay.on_parked = self._parked
