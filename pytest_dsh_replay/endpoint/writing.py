@@ -21,7 +21,7 @@ from msgspec import Struct, field
 
 from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name, log_rank
 from ..recording.kept import kept_note, kept_run
-from ..recording.manifest import manifest_text
+from ..recording.manifest import manifest_text, unknown_parents
 from ..recording.plan import Plan
 from ..replay.model import CLIENT_CACHE_CAUSE
 from .aside import set_aside_relays
@@ -446,11 +446,30 @@ class RunWriter:
         """Log file -> the log files of its parent candidates, for each recorded conversation whose
         parent could not be told (:attr:`~.conversations.Conversation.candidates`)."""
         names = {log.id: log_name(rank) for rank, log in enumerate(logs)}
-        return {
+        out = {
             names[conv.id]: [names[c] for c in conv.candidates if c in names]
             for conv in self.endpoint.binder.conversations
             if conv.candidates and conv.id in names
         }
+        # a conversation replayed into its recorded file keeps the recording's word on its parent: which
+        # conversations had calls open when it started is the arrival race of this run, not of the
+        # recording, and a replay binds it by content and parents anyway
+        replay = self.endpoint.replay
+        if replay is None:
+            return out
+        recorded = dict(unknown_parents(self.directory))
+        files = {sid: replay.scripts[index].file.name for sid, index in replay.bound.items()}
+        written = set(names.values())
+        for sid, name in names.items():
+            if files.get(sid) != name:
+                continue
+            out.pop(name, None)
+            if name in recorded:
+                out[name] = [c for c in recorded[name] if c in written]
+        order = [n for n in recorded if n in out] + sorted(
+            (n for n in out if n not in recorded), key=log_rank
+        )
+        return {name: out[name] for name in order if out[name]}
 
     def _continued(self, logs: Sequence[Any]) -> list[str]:
         """The log files of the recorded conversations the client itself continued (conversations.py

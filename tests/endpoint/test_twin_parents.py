@@ -72,7 +72,8 @@ def _runs(url: str, order: tuple[str, ...]) -> None:
                 turn[later[0]].set()
             messages.append(first.choices[0].message.model_dump(exclude_none=True))
             messages += [
-                {"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, results, strict=True)
+                {"role": "tool", "tool_call_id": c.id, "content": r}
+                for c, r in zip(calls, results, strict=True)
             ]
             client.chat.completions.create(model="fake-1", messages=messages, extra_headers=named)
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
@@ -155,3 +156,22 @@ def test_a_replay_binds_each_twin_worker_to_the_recording_of_its_parent(
                 parent = replay.scripts[replay.bound[conv.parent]]
                 assert script.header.get("parentSession") == parent.recorded_id, conv.name
         assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+
+
+def test_a_no_op_changed_run_keeps_the_recorded_word_on_a_kept_conversations_parent(
+    recorded: Path, upstream: FakeUpstream
+) -> None:
+    """Regression: whether a planner's first request came while two conversations had tool calls open
+    (its parent could not be told: ``unknownParents`` in ``endpoint.json``) is the arrival race of one
+    run; a ``changed`` run with nothing changed wrote its own race's word, so ``endpoint.json`` changed
+    every other run. A conversation replayed into its recorded file keeps the recording's."""
+    manifest = recorded / "endpoint.json"
+    value = json.loads(manifest.read_text())
+    value["unknownParents"] = [{"log": "session.1.jsonl", "candidates": ["session.jsonl", "session.2.jsonl"]}]
+    manifest.write_text(json.dumps(value, indent=2) + "\n")
+    before = _files(recorded)
+    with served(recorded, RecordMode.CHANGED, upstream.url) as ep:
+        _runs(ep.url, ("b", "a"))
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert ep.outcome.written == [] and ep.outcome.removed == []
+    assert _files(recorded) == before
