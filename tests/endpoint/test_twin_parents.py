@@ -76,7 +76,7 @@ def _runs(url: str, order: tuple[str, ...]) -> None:
                 for c, r in zip(calls, results, strict=True)
             ]
             client.chat.completions.create(model="fake-1", messages=messages, extra_headers=named)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        except BaseException as exc:  # raised again in the test's thread, after the others stop
             errors.append(exc)
             for event in turn.values():
                 event.set()
