@@ -114,6 +114,7 @@ class RunWriter:
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
             return
+        self._recorded_lineage(result.logs)
         replaces = has_recording(self.directory) and endpoint.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
         outcome.problems += stopped
@@ -156,6 +157,29 @@ class RunWriter:
         if replay is None:
             return None
         return {sid: log_rank(replay.scripts[index].file.name) for sid, index in replay.bound.items()}
+
+    def _recorded_lineage(self, logs: Sequence[Any]) -> None:
+        """Give each conversation the run replayed whole (bound to a recorded log, no call sent
+        upstream) its recorded parent in its header, in the run's ids (``parentSession``: the live
+        conversation bound to the recorded parent's log; none for a recorded root): which conversation
+        the endpoint took for its parent is this run's arrival race (conversations.py rule 5), the
+        recording's word stands. A recorded parent no live conversation replayed leaves the header as
+        the run made it; a fork child (``seedLength``) is told by its seed, not by a race."""
+        replay = self.endpoint.replay
+        if replay is None:
+            return
+        holders = {index: sid for sid, index in replay.bound.items()}
+        recorded = {script.recorded_id: i for i, script in enumerate(replay.scripts)}
+        sent = self.endpoint.watched.requests
+        for log in logs:
+            index = replay.bound.get(log.id)
+            if index is None or log.id in sent or "seedLength" in log.header:
+                continue
+            parent = replay.scripts[index].header.get("parentSession")
+            if parent is None:
+                log.header.pop("parentSession", None)
+            elif (live := holders.get(recorded.get(str(parent), -1))) is not None:
+                log.header["parentSession"] = live
 
     def _request_sources(self) -> list[Any]:
         """The requests each model of the run received, by conversation (the replayed ones first)."""

@@ -33,9 +33,10 @@ def _rule(body: dict[str, Any]) -> Answer:
     return Answer(text=f"found for {messages[-1]['content']}")
 
 
-def _runs(url: str, order: tuple[str, ...]) -> None:
-    """Both planners at once, named by headers; once both have asked for their workers, the twin
-    workers of ``order[0]``'s run arrive before those of ``order[1]``'s (an Event hands the turn on)."""
+def _runs(url: str, order: tuple[str, ...], *, named: bool = True) -> None:
+    """Both planners at once, named by headers (``named``); once both have asked for their workers, the
+    twin workers of ``order[0]``'s run arrive before those of ``order[1]``'s (an Event hands the turn
+    on)."""
     client = openai.OpenAI(base_url=url, api_key="dummy", max_retries=0)
     asked = threading.Barrier(2, timeout=30)
     turn = {name: threading.Event() for name in order}
@@ -46,7 +47,7 @@ def _runs(url: str, order: tuple[str, ...]) -> None:
         answer = client.chat.completions.create(
             model="fake-1",
             messages=[{"role": "system", "content": "worker"}, {"role": "user", "content": WORKERS[i]}],
-            extra_headers={CONVERSATION_HEADER: f"{run}-worker-{i}", PARENT_HEADER: run},
+            extra_headers={CONVERSATION_HEADER: f"{run}-worker-{i}", PARENT_HEADER: run} if named else {},
         )
         results[i] = answer.choices[0].message.content or ""
 
@@ -56,8 +57,8 @@ def _runs(url: str, order: tuple[str, ...]) -> None:
                 {"role": "system", "content": "planner"},
                 {"role": "user", "content": PLANS[run]},
             ]
-            named = {CONVERSATION_HEADER: run}
-            first = client.chat.completions.create(model="fake-1", messages=messages, extra_headers=named)
+            headers = {CONVERSATION_HEADER: run} if named else {}
+            first = client.chat.completions.create(model="fake-1", messages=messages, extra_headers=headers)
             calls = first.choices[0].message.tool_calls or []
             asked.wait()
             assert turn[run].wait(30)
@@ -75,7 +76,7 @@ def _runs(url: str, order: tuple[str, ...]) -> None:
                 {"role": "tool", "tool_call_id": c.id, "content": r}
                 for c, r in zip(calls, results, strict=True)
             ]
-            client.chat.completions.create(model="fake-1", messages=messages, extra_headers=named)
+            client.chat.completions.create(model="fake-1", messages=messages, extra_headers=headers)
         except BaseException as exc:  # raised again in the test's thread, after the others stop
             errors.append(exc)
             for event in turn.values():
@@ -175,3 +176,20 @@ def test_a_no_op_changed_run_keeps_the_recorded_word_on_a_kept_conversations_par
     assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
     assert ep.outcome.written == [] and ep.outcome.removed == []
     assert _files(recorded) == before
+
+
+def test_a_no_op_changed_run_keeps_the_recorded_parents_the_endpoint_cannot_tell(
+    recorded: Path, upstream: FakeUpstream
+) -> None:
+    """Regression: the same runs without the X-Dsh-* headers (which shape a recording and are not stored):
+    each worker's task is the argument of both planners' open calls, so the endpoint cannot tell its
+    parent and takes it for a root; a ``changed`` run with nothing changed wrote that guess into the
+    headers of the workers it replayed whole (4 logs and endpoint.json changed). A conversation replayed
+    whole keeps its recorded parent."""
+    before = _files(recorded)
+    for order in (("a", "b"), ("b", "a")):
+        with served(recorded, RecordMode.CHANGED, upstream.url) as ep:
+            _runs(ep.url, order, named=False)
+        assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+        assert ep.outcome.written == [] and ep.outcome.removed == []
+        assert _files(recorded) == before
