@@ -218,6 +218,11 @@ class Binder:
         """The conversation with that live id."""
         return self._by_id.get(conversation_id)
 
+    def parent_of(self, conversation_id: str) -> str | None:
+        """The parent's live id of a live conversation (``None``: a root, or not a conversation)."""
+        conv = self.by_id(conversation_id)
+        return None if conv is None else conv.parent
+
     def rank(self, conversation_id: str) -> int | None:
         """Creation rank of a live conversation id (the replay model's ``bind_order``)."""
         conv = self.by_id(conversation_id)
