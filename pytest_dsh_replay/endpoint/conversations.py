@@ -33,8 +33,10 @@ message's provider fields (``provider-fields`` blocks, ``llm/wire/fields.py``), 
 into parts, content part wrappers, the spelling of tool-call arguments (compared as JSON values when
 they parse). A recording numbers its conversations by what each asked first, not by arrival
 (``recording.harvest.content_order``: parents before children; ``session.jsonl`` is a root), so the same
-traffic in another arrival order writes the same files; creation order (:attr:`Conversation.rank`) only
-breaks ties between identical first requests when a replay binds.
+traffic in another arrival order writes the same files; when a replay binds identical first requests,
+the recorded one whose parent is the live parent's recording comes first
+(``replay.model.ReplayModel._of_parent``), creation order (:attr:`Conversation.rank`) breaks the ties
+left. The ``X-Dsh-*`` headers shape a recording (rule 1) and are not stored.
 
 Two conversations with the same system prompt and the same history so far (two children given the same
 task, answered the same: twins) are one to these rules: a request continuing that history continues the
@@ -215,6 +217,11 @@ class Binder:
     def by_id(self, conversation_id: str) -> Conversation | None:
         """The conversation with that live id."""
         return self._by_id.get(conversation_id)
+
+    def parent_of(self, conversation_id: str) -> str | None:
+        """The parent's live id of a live conversation (``None``: a root, or not a conversation)."""
+        conv = self.by_id(conversation_id)
+        return None if conv is None else conv.parent
 
     def rank(self, conversation_id: str) -> int | None:
         """Creation rank of a live conversation id (the replay model's ``bind_order``)."""

@@ -422,7 +422,7 @@ class Endpoint:
         # every conversation is created by a request that calls the model with its id in the same
         # step, so the ids the replay model sees in requests are all the live ids (no list to walk
         # per call: thousands of conversations cost each call nothing)
-        self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd))
+        self.replay.attach_run(RunContext(self.binder.rank, tuple, self.cwd, self.binder.parent_of))
         # a recorded call that parks (a ``hang`` entry: its client left after those chunks) ends
         # there, so the client is served what was recorded instead of waiting on a cancel nobody sends
         self.replay.on_parked = self._parked
@@ -459,13 +459,8 @@ class Endpoint:
         if self.plan is Plan.EPISODES:
             return EpisodeModel(self.replay, self.watched, by_request=True)
         if self.plan is Plan.CHANGED:
-            return ChangedModel(self.replay, self.watched, parent_of=self._parent_of)
+            return ChangedModel(self.replay, self.watched, parent_of=self.binder.parent_of)
         return self.watched
-
-    def _parent_of(self, conversation_id: str) -> str | None:
-        """The parent conversation's live id of a spawn or fork child (``None``: a root)."""
-        conv = self.binder.by_id(conversation_id)
-        return conv.parent if conv is not None else None
 
     async def start(self, server: LoopbackServer | None = None) -> str:
         """Load the recording, listen on ``host:port`` with ``server`` (``None``: a server of its own,

@@ -21,7 +21,7 @@ from msgspec import Struct, field
 
 from ..layout import ENDPOINT_MANIFEST, KEPT_DIR, embeddings_log_files, log_name, log_rank
 from ..recording.kept import kept_note, kept_run
-from ..recording.manifest import manifest_text
+from ..recording.manifest import manifest_text, unknown_parents
 from ..recording.plan import Plan
 from ..replay.model import CLIENT_CACHE_CAUSE
 from .aside import set_aside_relays
@@ -121,6 +121,7 @@ class RunWriter:
         if not result.logs:
             await self._nothing_recorded(outcome, failed)
             return
+        self._recorded_lineage(result.logs)
         replaces = has_recording(self.directory) and endpoint.plan is not Plan.REPLAY
         stopped = self._stopped_mid_turn(result.logs) if self.config.stopped_is_problem else []
         outcome.problems += stopped
@@ -242,6 +243,29 @@ class RunWriter:
         if replay is None:
             return None
         return {sid: log_rank(replay.scripts[index].file.name) for sid, index in replay.bound.items()}
+
+    def _recorded_lineage(self, logs: Sequence[Any]) -> None:
+        """Give each conversation the run replayed whole (bound to a recorded log, no call sent
+        upstream) its recorded parent in its header, in the run's ids (``parentSession``: the live
+        conversation bound to the recorded parent's log; none for a recorded root): which conversation
+        the endpoint took for its parent is this run's arrival race (conversations.py rule 5), the
+        recording's word stands. A recorded parent no live conversation replayed leaves the header as
+        the run made it; a fork child (``seedLength``) is told by its seed, not by a race."""
+        replay = self.endpoint.replay
+        if replay is None:
+            return
+        holders = {index: sid for sid, index in replay.bound.items()}
+        recorded = {script.recorded_id: i for i, script in enumerate(replay.scripts)}
+        sent = self.endpoint.watched.requests
+        for log in logs:
+            index = replay.bound.get(log.id)
+            if index is None or log.id in sent or "seedLength" in log.header:
+                continue
+            parent = replay.scripts[index].header.get("parentSession")
+            if parent is None:
+                log.header.pop("parentSession", None)
+            elif (live := holders.get(recorded.get(str(parent), -1))) is not None:
+                log.header["parentSession"] = live
 
     def _request_sources(self) -> list[Any]:
         """The requests each model of the run received, by conversation (the replayed ones first)."""
@@ -534,11 +558,30 @@ class RunWriter:
         """Log file -> the log files of its parent candidates, for each recorded conversation whose
         parent could not be told (:attr:`~.conversations.Conversation.candidates`)."""
         names = {log.id: log_name(rank) for rank, log in enumerate(logs)}
-        return {
+        out = {
             names[conv.id]: [names[c] for c in conv.candidates if c in names]
             for conv in self.endpoint.binder.conversations
             if conv.candidates and conv.id in names
         }
+        # a conversation replayed into its recorded file keeps the recording's word on its parent: which
+        # conversations had calls open when it started is the arrival race of this run, not of the
+        # recording, and a replay binds it by content and parents anyway
+        replay = self.endpoint.replay
+        if replay is None:
+            return out
+        recorded = dict(unknown_parents(self.directory))
+        files = {sid: replay.scripts[index].file.name for sid, index in replay.bound.items()}
+        written = set(names.values())
+        for sid, name in names.items():
+            if files.get(sid) != name:
+                continue
+            out.pop(name, None)
+            if name in recorded:
+                out[name] = [c for c in recorded[name] if c in written]
+        order = [n for n in recorded if n in out] + sorted(
+            (n for n in out if n not in recorded), key=log_rank
+        )
+        return {name: out[name] for name in order if out[name]}
 
     def _continued(self, logs: Sequence[Any]) -> list[str]:
         """The log files of the recorded conversations the client itself continued (conversations.py

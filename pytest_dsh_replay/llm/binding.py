@@ -2,7 +2,10 @@
 
 The one binding rule: a live session's FIRST call binds it to a free script whose first recorded request
 matches that call (binding by request); among several such candidates (identical first requests, or no
-request known) the session's creation rank decides, else the first candidate in order. When no free
+request known) those whose recorded parent is the script the session's live parent is bound to come
+first (``prefer``: twins of two runs follow their own parents, so the replay's tree is the
+recording's, whatever order they arrive in), then the session's creation rank decides, else the first
+candidate in order. When no free
 script matches, the same tie-break applies to every free script (the request check then reports the
 mismatch against that script), unless the caller asks for no fallback (the endpoint: a request that
 matches no recorded conversation takes none of them). Without a request matcher this is the rank rule
@@ -17,6 +20,9 @@ from collections.abc import Callable, Collection
 BindOrder = Callable[[str], int | None]
 #: ``script index -> True`` when that script's first recorded request matches the live first call.
 RequestMatch = Callable[[int], bool]
+#: the candidates (script indices, ascending) a live session should take first, by its parent; ``[]``:
+#: no preference.
+Prefer = Callable[[list[int]], list[int]]
 
 
 def pick_script(
@@ -28,6 +34,7 @@ def pick_script(
     *,
     fallback: bool = True,
     matching: Collection[int] | None = None,
+    prefer: Prefer | None = None,
 ) -> int | None:
     """The script index an unbound live session ``key`` gets, or ``None`` when none is left.
 
@@ -42,15 +49,17 @@ def pick_script(
             (the result is then ``None`` although scripts are free).
         matching: the free scripts that match, when the caller knows them (an index of first requests):
             the candidates are then found without asking ``matches`` of every free script.
+        prefer: narrows several candidates to those the session should take first (:data:`Prefer`).
 
     Returns:
         The rank's script when it is a candidate, else the first candidate; candidates are the free
-        scripts that match, or (``fallback``) every free script when none matches.
+        scripts that match, or (``fallback``) every free script when none matches, narrowed by
+        ``prefer`` when it keeps any.
     """
     if matching is not None:
         candidates = sorted(i for i in matching if i not in taken)
         if candidates:
-            return _ranked(key, candidates, bind_order)
+            return _ranked(key, candidates, bind_order, prefer)
         if not fallback:
             return None
         matches = None  # none matches: every free script is a candidate
@@ -62,11 +71,14 @@ def pick_script(
         candidates = [i for i in free if matches(i)] or (free if fallback else [])
         if not candidates:
             return None
-    return _ranked(key, candidates, bind_order)
+    return _ranked(key, candidates, bind_order, prefer)
 
 
-def _ranked(key: str, candidates: list[int], bind_order: BindOrder | None) -> int:
-    """The creation rank's candidate when it is one, else the first."""
+def _ranked(key: str, candidates: list[int], bind_order: BindOrder | None, prefer: Prefer | None) -> int:
+    """Among the preferred candidates (all when ``prefer`` keeps none), the creation rank's candidate
+    when it is one, else the first."""
+    if prefer is not None and len(candidates) > 1:
+        candidates = prefer(candidates) or candidates
     if bind_order is not None:
         rank = bind_order(key)
         if rank is not None and rank in candidates:

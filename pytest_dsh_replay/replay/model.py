@@ -284,6 +284,8 @@ class ReplayModel:
         self.bound: dict[str, int] = {}
         #: optional ``live session id -> creation rank`` (set by the scenario runner), see script_for
         self.bind_order: BindOrder | None = None
+        #: optional ``live session id -> its parent's live id`` (``None``: a root), see script_for
+        self.parent_of: Callable[[str], str | None] | None = None
         self.cursors: dict[str, int] = {}
         self.failures: list[ReplayServeError] = []
         self.parked = asyncio.Event()
@@ -349,6 +351,7 @@ class ReplayModel:
     def attach_run(self, run: RunContext) -> None:
         """Take the run's creation ranks, live session ids and cwd (:class:`~..llm.RunAware`)."""
         self.bind_order = run.rank
+        self.parent_of = run.parent
         self.live_ids = run.live_ids
         self.live_cwd = run.cwd
 
@@ -401,6 +404,8 @@ class ReplayModel:
         recorded request matches it; among several (or when none matches), the session's creation
         rank (:attr:`bind_order`, the recording's harvest order) when it is one of them, else the first
         (replay.md §5: the Nth session to call gets the Nth script). See ``llm.binding.pick_script``.
+        Before the rank, several matching scripts are narrowed to those whose recorded parent is the
+        script the session's live parent (:attr:`parent_of`) is bound to (:meth:`_of_parent`).
 
         ``fallback=False`` (what :meth:`stream` asks when ``bind_unmatched`` is off): a request that
         matches no free script gets ``None`` too, while scripts are free.
@@ -417,8 +422,31 @@ class ReplayModel:
                 # more than a few lazy comparisons) or not JSON values (the comparison names the problem)
                 matches = functools.partial(self._binds_to, key, request)
         return pick_script(
-            key, len(self.scripts), self._taken, self.bind_order, matches, fallback=fallback, matching=indexed
+            key,
+            len(self.scripts),
+            self._taken,
+            self.bind_order,
+            matches,
+            fallback=fallback,
+            matching=indexed,
+            prefer=functools.partial(self._of_parent, key),
         )
+
+    def _of_parent(self, key: str, candidates: list[int]) -> list[int]:
+        """The ``candidates`` (script indices) recorded as children of the script live session ``key``'s
+        parent is bound to, or as roots when ``key`` is a root; ``[]`` (no preference) when its parent
+        is not known or not bound to a script. Twins (the same first request) of two runs so go each
+        with its own parent's recording, not by arrival (docs/conversations.md "Twins")."""
+        if self.parent_of is None:
+            return []
+        parent = self.parent_of(key)
+        want: object = None
+        if parent is not None:
+            index = self.bound.get(parent)
+            if index is None:
+                return []
+            want = self.scripts[index].recorded_id
+        return [i for i in candidates if self.scripts[i].header.get("parentSession") == want]
 
     def _binds_to(self, key: str, request: ModelRequest, index: int) -> bool:
         """Whether free script ``index`` may take live session ``key`` by its first ``request`` (counted
