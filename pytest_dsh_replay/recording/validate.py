@@ -966,12 +966,15 @@ def _check_sidecar(path: Path, out: list[Finding]) -> None:
 
 
 def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None) -> Iterator[UnitReport]:
-    """One report per unit at or under each path, in order; a path with no unit is one finding.
+    """One report per unit at or under each path, in order; a path with no unit is one finding. A unit
+    reached by two of the paths (a directory given twice, or with its parent) is checked once, where it is
+    first reached (by its real path).
 
     ``scrubber``: the secret patterns of the secret check, built once for all paths (default:
     :func:`~pytest_dsh_replay.recording.scrub.default_scrubber`).
     """
     scrubber = scrubber or default_scrubber()
+    seen: set[str] = set()
     for path in paths:
         units = list(validation_units(path)) if path.exists() else [(path, "")]
         if not units:
@@ -983,6 +986,10 @@ def validate_paths(paths: Sequence[Path], scrubber: SecretScrubber | None = None
             yield report
             continue
         for unit, problem in units:
+            real = os.path.realpath(unit)
+            if real in seen:
+                continue
+            seen.add(real)
             if problem:
                 report = UnitReport(unit)
                 report.findings.append(

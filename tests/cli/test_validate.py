@@ -24,6 +24,15 @@ def test_validate_walks_a_tree_of_scenarios() -> None:
         assert f"ok {scenario}:" in out(result)
 
 
+def test_a_unit_given_twice_is_checked_once(spawn: Path) -> None:
+    """Regression (a new user): ``validate DIR DIR`` and ``validate DIR DIR/..`` counted the unit once per
+    path ("4 unit(s)" for 3 recordings)."""
+    result = cli("validate", spawn, spawn, spawn.parent / spawn.name)
+    assert result.exit_code == 0, result.output
+    assert out(result).count(f"ok {spawn}") == 1
+    assert "clean: 1 unit(s)" in out(result)
+
+
 def test_validate_keeps_going_and_reports_every_bad_path(tmp_path: Path, spawn: Path) -> None:
     unreadable = tmp_path / "bad.jsonl"
     unreadable.write_bytes(b"\x00\xff not a log\n")
