@@ -66,10 +66,13 @@ class LineClient:
             return line
 
     def close(self, timeout: float = 15.0) -> tuple[int, str]:
-        """Close stdin, wait for the exit: ``(exit code, stderr)``."""
+        """Close stdin, wait for the exit and for the reader to queue every line the relay wrote (the
+        process can end before the reader thread has read its stdout to the end): ``(exit code, stderr)``."""
         assert self.proc.stdin is not None and self.proc.stderr is not None
         self.proc.stdin.close()
         code = self.proc.wait(timeout)
+        if self._reader.is_alive():
+            self._reader.join(timeout)
         return code, self.proc.stderr.read().decode()
 
     def stop(self, timeout: float = 15.0) -> tuple[int, str]:
