@@ -86,6 +86,11 @@ try:  # a tree whose derivation keeps calls deferred (``--before`` may name an o
     LAZY = {{"lazy": True}}
 except (ImportError, TypeError):
     materialize, LAZY = (lambda call: call), {{}}
+try:  # a tree whose parse keeps a long log's chunk lines as bytes when asked
+    parse_session_log(b'{{"type":"session","id":"x","createdAt":0}}\n', lazy=True)
+    LAZY_LINES = {{"lazy": True}}
+except TypeError:
+    LAZY_LINES = {{}}
 mode, path, repeat = {mode!r}, Path({path!r}), {repeat!r}
 served = mode.endswith("+served")
 mode = mode.removesuffix("+served")
@@ -102,7 +107,7 @@ def run():
     if mode == "item":
         # the events are returned with the script so that they are freed after the timed region, as the
         # floor's rows are (and as the reference's are, whose collector frees them when it likes)
-        events = parse_session_log(data, lazy=True)
+        events = parse_session_log(data, **LAZY_LINES)
         script = derive_replay_script(events, **LAZY)
         return events, [materialize(c) for c in script] if served else script
     if served:
