@@ -329,7 +329,7 @@ class Answer:
         message, code, status = self._status(exc)
         # an upstream's error may echo the key it was sent: what reaches the client is scrubbed
         message = self.endpoint.scrubber.scrub_fixed(message)
-        if self.live:
+        if self.live and not (isinstance(exc, LlmError) and exc.recorded):  # a recorded failure replayed
             self._upstream_problem(exc, message, status)
             self._mark_conversation(exc, message)
         self._end(exc, message, code)

@@ -12,7 +12,12 @@ class LlmError(HarnessError):
         message: what failed, e.g. ``"simulated provider error (HTTP 401)"``.
         code: stable code such as ``AUTH``, ``RATE_LIMIT``, ``NO_ADAPTER``.
         status: the HTTP status when the failure came from an HTTP response, else ``None``.
+
+    ``recorded``: the failure a replay raised from a recording's ``throw`` entry (replay.md §5), not one
+    a provider answered this run with (a run that only replays a recorded failure had no upstream error).
     """
+
+    recorded: bool = False
 
     def __init__(self, message: str, code: str, status: int | None = None) -> None:
         super().__init__(message, code)

@@ -127,6 +127,7 @@ def thrown(entry: ReplayEntry) -> LlmError:
         error = StreamError(message, code, status)
     else:
         error = LlmError(message, code, status)
+    error.recorded = True
     headers = entry.get("retryHeaders")
     if isinstance(headers, Mapping):  # what the recording's client was sent with it, sent again
         error.retry_headers = dict(headers)  # type: ignore[attr-defined]

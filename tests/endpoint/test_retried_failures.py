@@ -150,3 +150,20 @@ def test_the_openai_sdk_retries_a_replayed_500_as_often_as_it_did_while_recordin
     assert upstream.calls == 3  # the SDK's first attempt and its two retries
     assert replayed == recorded
     assert len(json.loads((tmp_path / "replay.override.json").read_text())) == 3
+
+
+@pytest.mark.parametrize("mode", [RecordMode.NEW_EPISODES, RecordMode.CHANGED])
+def test_a_run_replaying_recorded_failures_is_no_run_with_upstream_errors(
+    tmp_path: Path, upstream: _TwoRoutes, mode: RecordMode
+) -> None:
+    """Regression (a tester): a no-op ``new_episodes`` or ``changed`` run over a recording holding a failed
+    call replayed the recorded 500 and then took it for an upstream error of this run: exit 1, "its upstream
+    errors would replace recorded answers", the run kept aside, with nothing sent upstream."""
+    _record_and_replay(tmp_path, upstream, _retrying)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with served(tmp_path, mode, upstream.url) as ep:
+        _retrying(ep.url)
+    assert ep.outcome is not None and ep.outcome.ok, ep.outcome.report()
+    assert upstream.calls == 3  # the recording run's three attempts; none since
+    assert not (tmp_path / ".dsh-kept").exists()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
