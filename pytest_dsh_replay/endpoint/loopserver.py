@@ -273,15 +273,17 @@ class LoopbackServer:
         connections = [c for c in alive if (local_port(c) or self._ports.get(c)) == port]
         for gone in [c for c, p in self._ports.items() if p == port or c not in alive]:
             del self._ports[gone]
+        transports = [c.transport for c in connections if c.transport is not None]
         for connection in connections:
             connection.close()
         await asyncio.gather(*(c.shutdown(timeout) for c in connections))
-        # a connection's socket closes some loop rounds after its shutdown (its handler task ends, then
-        # the transport closes on a later round): wait for it (``connection_lost`` clears ``transport``,
-        # bounded), so that once the stop returns a kept-alive client finds its connection closed (FIN)
-        # and asks on a new one, instead of sending on a socket about to close unread (a reset)
+        # a connection's socket closes some loop rounds after its shutdown (the transport closes it on a
+        # later round, after its buffered writes): wait for it, bounded, so that once the stop returns a
+        # kept-alive client finds its connection closed (FIN) and asks on a new one, instead of sending on
+        # a socket about to close unread (a reset). aiohttp forgets the transport at once; asyncio's
+        # transport drops its socket (``_sock``, no public view) only once the socket is closed
         for _ in range(CLOSE_WAIT_ROUNDS):
-            if all(c.transport is None for c in connections):
+            if all(getattr(t, "_sock", None) is None for t in transports):
                 break
             await asyncio.sleep(0.005)
         self._retired[port] = stopped
