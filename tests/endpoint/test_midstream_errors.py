@@ -22,6 +22,15 @@ from .test_upstream_error_answers import _recorded, _replayed
 anthropic = pytest.importorskip("anthropic")
 
 
+def _ask_claude(url: str) -> None:
+    """A streamed Messages call with the anthropic SDK (no retries), read to its final message."""
+    client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
+    with client.messages.stream(
+        model="claude-test", max_tokens=16, messages=[{"role": "user", "content": "hello"}]
+    ) as events:
+        events.get_final_message()
+
+
 def _sse(event: str, data: str) -> str:
     return f"event: {event}\ndata: {data}\n\n"
 
@@ -67,16 +76,9 @@ def test_an_anthropic_midstream_error_keeps_its_type_and_message_recorded_and_re
         _anthropic_stream_then(json.dumps(body)), content_type="text/event-stream"
     )
 
-    def ask(url: str) -> None:
-        client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
-        with client.messages.stream(
-            model="claude-test", max_tokens=16, messages=[{"role": "user", "content": "hello"}]
-        ) as events:
-            events.get_final_message()
-
-    recorded = _recorded(tmp_path, loopback_httpserver, ask)
+    recorded = _recorded(tmp_path, loopback_httpserver, _ask_claude)
     loopback_httpserver.stop()
-    replayed = _replayed(tmp_path, ask)
+    replayed = _replayed(tmp_path, _ask_claude)
     for exc in (recorded, replayed):
         assert isinstance(exc, anthropic.APIStatusError), exc
         assert exc.body == body
@@ -212,16 +214,9 @@ def test_an_error_event_before_the_answer_starts_is_passed_through_in_a_stream(
         _sse("error", json.dumps(body)), content_type="text/event-stream"
     )
 
-    def ask(url: str) -> None:
-        client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="dummy", max_retries=0)
-        with client.messages.stream(
-            model="claude-test", max_tokens=16, messages=[{"role": "user", "content": "hello"}]
-        ) as events:
-            events.get_final_message()
-
-    recorded = _recorded(tmp_path, loopback_httpserver, ask)
+    recorded = _recorded(tmp_path, loopback_httpserver, _ask_claude)
     loopback_httpserver.stop()
-    replayed = _replayed(tmp_path, ask)
+    replayed = _replayed(tmp_path, _ask_claude)
     for exc in (recorded, replayed):
         assert isinstance(exc, anthropic.APIStatusError), exc
         assert exc.response.status_code == 200, exc.response.status_code
